@@ -1,0 +1,352 @@
+package loop
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/tool"
+	"github.com/reins-run/reins/trace"
+)
+
+// verdict is the controller's decision on one proposed call.
+type verdict uint8
+
+const (
+	accepted  verdict = iota
+	rejected          // invalid: fed back to the model, counted as an invalid action
+	forbidden         // stops the loop with refused
+)
+
+// callCheck carries one proposed call through validation, approval and execution.
+type callCheck struct {
+	call     model.ToolCall
+	entry    *entry
+	verdict  verdict
+	reason   string // why it was rejected, denied or skipped
+	denied   bool   // a human denied it
+	skipped  bool   // over the tool-call budget
+	pending  bool   // waiting for a human decision
+	sig      uint64 // hash of the tool name and canonical arguments
+	info     tool.Info
+	outcome  ToolOutcome
+	executed bool
+}
+
+// act validates, approves and executes the calls of one turn, then records exactly one result
+// per call, in call order.
+func (r *Run) act(ctx context.Context, iter int, deadline time.Time, p *model.Proposal) {
+	st := r.st
+	checks := r.checks[:0]
+	for _, call := range p.Calls {
+		checks = append(checks, r.validate(iter, call))
+	}
+	r.checks = checks
+	st.Proposals += len(checks)
+
+	if i := indexOf(checks, forbidden); i >= 0 {
+		why := fmt.Sprintf("the model proposed the forbidden tool %s", checks[i].call.Name)
+		r.stop(iter, Refused, why)
+		r.answerAll(iter, checks, "not executed: "+why)
+		return
+	}
+	for i := range checks {
+		if checks[i].verdict == rejected {
+			st.InvalidActions++
+			st.InvalidStreak++
+		} else {
+			st.InvalidStreak = 0
+		}
+	}
+	if r.stopOnInvalidStreak(iter) {
+		r.answerAll(iter, checks, "not executed: too many invalid proposals in a row")
+		return
+	}
+	if r.checkRepeats(iter, checks) {
+		return
+	}
+	if r.approve(ctx, iter, p, checks) {
+		return
+	}
+	r.execute(ctx, iter, checks)
+	r.record(iter, checks)
+	if !r.stopOnContext(ctx, iter) && !r.c.clock.Now().Before(deadline) {
+		r.stop(iter, Timeout, fmt.Sprintf("the wall-clock budget of %s ran out during tool calls", r.c.budget.MaxDuration))
+	}
+}
+
+// validate decides whether one call may run: forbidden, unknown, not allowed, bad arguments.
+func (r *Run) validate(iter int, call model.ToolCall) callCheck {
+	c := r.c
+	ch := callCheck{call: call}
+	e := c.tools[call.Name]
+	switch {
+	case c.forbid[call.Name]:
+		ch.verdict, ch.reason = forbidden, "tool "+call.Name+" is forbidden by policy"
+	case e == nil:
+		ch.verdict, ch.reason = rejected, fmt.Sprintf("unknown tool %q (%s)", call.Name, c.declared())
+	case !e.allowed:
+		ch.verdict, ch.reason = rejected, fmt.Sprintf("tool %s is not allowed by policy (allowed: %s)", call.Name, c.allowedNames())
+	default:
+		ch.entry = e
+		parsed, err := tool.Parse(call.Arguments)
+		if err == nil {
+			err = e.validator.Validate(parsed)
+		}
+		if err != nil {
+			ch.verdict, ch.reason = rejected, fmt.Sprintf("arguments of %s rejected: %v", call.Name, err)
+		} else {
+			ch.sig = argsHash(call.Name, parsed)
+		}
+	}
+	decision := trace.DecisionAccept
+	switch ch.verdict {
+	case rejected:
+		decision = trace.DecisionInvalid
+	case forbidden:
+		decision = trace.DecisionForbid
+	default:
+		if e.approval {
+			decision = trace.DecisionApprove
+		}
+	}
+	r.emit(trace.Event{Type: trace.Validation, Iteration: iter, Tool: call.Name, CallID: call.ID, Decision: decision, Reason: ch.reason})
+	return ch
+}
+
+// checkRepeats counts identical proposals (same tool, same canonical arguments) and stops with
+// no_progress when one reaches the budget. Only calls that passed validation count: invalid ones
+// are bounded by max_invalid_actions instead.
+func (r *Run) checkRepeats(iter int, checks []callCheck) bool {
+	st := r.st
+	for i := range checks {
+		ch := &checks[i]
+		if ch.verdict != accepted {
+			continue
+		}
+		st.CallProposed[ch.sig]++
+		n := st.CallProposed[ch.sig]
+		if n > 1 {
+			st.RepeatedProposals++
+		}
+		if n >= r.c.budget.MaxRepeatedCalls && !r.st.Stopped() {
+			why := fmt.Sprintf("%s was proposed with the same arguments %d times (budget %d)", ch.call.Name, n, r.c.budget.MaxRepeatedCalls)
+			r.stop(iter, NoProgress, why)
+		}
+	}
+	if st.StopReason == NoProgress {
+		r.answerAll(iter, checks, "not executed: no progress")
+		return true
+	}
+	return false
+}
+
+// approve asks the approver about every accepted call that needs approval. A denied call is
+// answered with the human's message. When any call has no decision, the whole turn waits: the
+// loop stops with needs_human and records the turn, untouched, to be acted on after a decision.
+func (r *Run) approve(ctx context.Context, iter int, p *model.Proposal, checks []callCheck) bool {
+	st := r.st
+	var pending []PendingCall
+	for i := range checks {
+		ch := &checks[i]
+		if ch.verdict != accepted || !ch.entry.approval {
+			continue
+		}
+		var d Decision
+		err := ErrNoDecision
+		if r.c.cfg.Approver != nil {
+			d, err = r.c.cfg.Approver.Decide(ctx, ApprovalRequest{RunID: st.RunID, Iteration: iter, CallIndex: i, Call: ch.call, Seq: st.Approvals[ch.call.Name]})
+		}
+		switch {
+		case err != nil:
+			ch.pending = true
+			pending = append(pending, PendingCall{Iteration: iter, Index: i, Call: ch.call})
+			r.emit(trace.Event{Type: trace.Approval, Iteration: iter, Tool: ch.call.Name, CallID: ch.call.ID, Decision: "pending", Reason: err.Error()})
+		case d.Approve:
+			st.Approvals[ch.call.Name]++
+			r.emit(trace.Event{Type: trace.Approval, Iteration: iter, Tool: ch.call.Name, CallID: ch.call.ID, Decision: "approved", Reason: d.Message})
+		default:
+			st.Approvals[ch.call.Name]++
+			ch.denied, ch.reason = true, d.Message
+			r.emit(trace.Event{Type: trace.Approval, Iteration: iter, Tool: ch.call.Name, CallID: ch.call.ID, Decision: "denied", Reason: d.Message})
+		}
+	}
+	if len(pending) == 0 {
+		return false
+	}
+	st.Pending = pending
+	turn := *p
+	st.PendingTurn = &turn
+	names := make([]string, len(pending))
+	for i, pc := range pending {
+		names[i] = pc.Call.Name + " (" + pc.Call.ID + ")"
+	}
+	r.stop(iter, NeedsHuman, fmt.Sprintf("waiting for a human decision on %d call(s): %v", len(pending), names))
+	return true
+}
+
+// execute runs the accepted, approved calls within the tool-call budget, concurrently when a turn
+// has several, bounded by MaxConcurrentTools.
+func (r *Run) execute(ctx context.Context, iter int, checks []callCheck) {
+	st, budget := r.st, r.c.budget.MaxToolCalls
+	run := make([]*callCheck, 0, len(checks))
+	for i := range checks {
+		ch := &checks[i]
+		if ch.verdict != accepted || ch.denied {
+			continue
+		}
+		if st.ToolCalls+len(run) >= budget {
+			ch.skipped = true
+			ch.reason = fmt.Sprintf("the tool-call budget of %d is spent", budget)
+			continue
+		}
+		name := ch.call.Name
+		ch.info = tool.Info{RunID: st.RunID, Iteration: iter, Index: i, Seq: st.Executed[name],
+			Key: idempotencyKey(st.RunID, iter, i)}
+		st.Executed[name]++
+		run = append(run, ch)
+	}
+	for _, ch := range run {
+		r.emit(trace.Event{Type: trace.ToolCall, Iteration: iter, Tool: ch.call.Name, CallID: ch.call.ID, Key: ch.info.Key})
+	}
+	if len(run) == 1 {
+		r.callTool(ctx, run[0])
+		return
+	}
+	sem := make(chan struct{}, r.c.cfg.MaxConcurrentTools)
+	var wg sync.WaitGroup
+	for _, ch := range run {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r.callTool(ctx, ch)
+		})
+	}
+	wg.Wait()
+}
+
+// idempotencyKey is stable for (run, iteration, call index): a retried or replayed call carries
+// the same key, so a side-effecting tool can do its work at most once.
+func idempotencyKey(runID string, iter, index int) string {
+	return runID + "/" + strconv.Itoa(iter) + "/" + strconv.Itoa(index)
+}
+
+func (r *Run) callTool(ctx context.Context, ch *callCheck) {
+	hooks := &r.c.cfg.Hooks
+	ctx = tool.WithInfo(ctx, &ch.info)
+	if hooks.BeforeTool != nil {
+		hooks.BeforeTool(ctx, &ch.info, ch.call)
+	}
+	start := r.c.clock.Now()
+	out, err := tool.SafeCall(ctx, ch.entry.tool, ch.call.Arguments, ch.info.Key)
+	ch.outcome = ToolOutcome{Output: out, Err: err, Duration: r.c.clock.Now().Sub(start)}
+	ch.executed = true
+	if hooks.AfterTool != nil {
+		hooks.AfterTool(ctx, &ch.info, ch.call, ch.outcome)
+	}
+}
+
+// record appends one result per call in call order, updates the failure and evidence counters,
+// and stops the loop on a non-retryable failure, too many failures in a row, the tool-call budget,
+// the context or the clock.
+func (r *Run) record(iter int, checks []callCheck) {
+	st, b := r.st, &r.c.budget
+	var fatal, escalate, skipped *callCheck
+	for i := range checks {
+		ch := &checks[i]
+		name := ch.call.Name
+		switch {
+		case ch.verdict == rejected:
+			r.answer(iter, ch.call, false, "error: "+ch.reason, "")
+		case ch.denied:
+			r.answer(iter, ch.call, false, "denied by a human: "+ch.reason, "")
+		case ch.skipped:
+			skipped = ch
+			r.answer(iter, ch.call, false, "not executed: "+ch.reason, "")
+		case ch.outcome.Err != nil:
+			st.ToolCalls++
+			err := ch.outcome.Err
+			r.answer(iter, ch.call, true, "error: "+err.Error(), err.Error())
+			r.events[len(r.events)-1].Retryable = tool.IsRetryable(err)
+			r.events[len(r.events)-1].Duration = ch.outcome.Duration
+			if isContextErr(err) {
+				continue // the context check below names the stop reason
+			}
+			if !tool.IsRetryable(err) {
+				fatal = firstOf(fatal, ch)
+				continue
+			}
+			st.FailureRun[name]++
+			if st.FailureRun[name] >= b.MaxToolFailures {
+				escalate = firstOf(escalate, ch)
+			}
+		default:
+			st.ToolCalls++
+			st.Succeeded[name]++
+			st.FailureRun[name] = 0
+			r.answer(iter, ch.call, true, resultText(ch.outcome.Output), "")
+			r.events[len(r.events)-1].Duration = ch.outcome.Duration
+		}
+	}
+	switch {
+	case fatal != nil:
+		r.stop(iter, ToolFailure, fmt.Sprintf("tool %s failed with a non-retryable error: %v", fatal.call.Name, fatal.outcome.Err))
+	case escalate != nil:
+		r.stop(iter, NeedsHuman, fmt.Sprintf("tool %s failed %d times in a row (budget %d): %v",
+			escalate.call.Name, st.FailureRun[escalate.call.Name], b.MaxToolFailures, escalate.outcome.Err))
+	case skipped != nil:
+		r.stop(iter, MaxToolCalls, fmt.Sprintf("executing %s would exceed the tool-call budget of %d", skipped.call.Name, b.MaxToolCalls))
+	}
+}
+
+// answerAll answers every call of a turn that is not acted on.
+func (r *Run) answerAll(iter int, checks []callCheck, why string) {
+	for i := range checks {
+		reason := why
+		if checks[i].verdict == rejected {
+			reason = "error: " + checks[i].reason
+		}
+		r.answer(iter, checks[i].call, false, reason, "")
+	}
+}
+
+// resultText turns a tool's output into the content of its result message: JSON compacted, so
+// the model sees the same text however the tool formatted it, and anything that is not JSON
+// passed on as text, so a malformed result is an observation rather than a failure.
+func resultText(out []byte) string {
+	if len(out) == 0 {
+		return "null"
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(out))
+	if json.Compact(&buf, out) != nil {
+		return string(out)
+	}
+	return buf.String()
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+func indexOf(checks []callCheck, v verdict) int {
+	for i := range checks {
+		if checks[i].verdict == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func firstOf(cur, ch *callCheck) *callCheck {
+	if cur != nil {
+		return cur
+	}
+	return ch
+}

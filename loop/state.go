@@ -1,0 +1,98 @@
+package loop
+
+import (
+	"time"
+
+	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/trace"
+)
+
+// State is everything a run carries between iterations. It is plain data that marshals to JSON,
+// so a run can be saved after any iteration and resumed later, in another process, with the same
+// outcome. The loop owns it: callers read it, and only change it to resume a run.
+type State struct {
+	RunID     string          `json:"run_id"`
+	Goal      string          `json:"goal"`
+	StartedAt time.Time       `json:"started_at"`
+	Messages  []model.Message `json:"messages"`
+
+	Iteration  int         `json:"iteration"`   // model calls that produced a proposal
+	ModelCalls int         `json:"model_calls"` // every model call, failed ones included
+	ToolCalls  int         `json:"tool_calls"`  // executed tool calls
+	Usage      model.Usage `json:"usage"`
+	CostUSD    float64     `json:"cost_usd"`
+
+	InvalidStreak    int `json:"invalid_streak"`     // invalid proposals in a row
+	ModelErrorStreak int `json:"model_error_streak"` // failed model calls in a row
+
+	// Per tool: executions so far, successful ones, retryable failures in a row, decided approvals.
+	Executed     map[string]int `json:"executed,omitempty"`
+	Succeeded    map[string]int `json:"succeeded,omitempty"`
+	FailureRun   map[string]int `json:"failure_run,omitempty"`
+	Approvals    map[string]int `json:"approvals,omitempty"`
+	CallProposed map[uint64]int `json:"call_proposed,omitempty"` // by hash of tool and canonical arguments
+
+	// Totals for metrics.
+	Proposals         int `json:"proposals"`          // answers and tool calls proposed
+	InvalidActions    int `json:"invalid_actions"`    // proposals rejected by validation
+	RepeatedProposals int `json:"repeated_proposals"` // tool calls identical to an earlier one
+
+	// Pending holds the calls waiting for a human decision when the loop stopped with needs_human
+	// for that reason; PendingTurn is the whole turn they belong to, not yet acted on.
+	Pending     []PendingCall   `json:"pending,omitempty"`
+	PendingTurn *model.Proposal `json:"pending_turn,omitempty"`
+
+	StopReason StopReason `json:"stop_reason,omitempty"`
+	Detail     string     `json:"detail,omitempty"`
+	Answer     string     `json:"answer,omitempty"`
+}
+
+// PendingCall is a call waiting for approval.
+type PendingCall struct {
+	Iteration int            `json:"iteration"`
+	Index     int            `json:"index"`
+	Call      model.ToolCall `json:"call"`
+}
+
+// Stopped reports whether the run has ended.
+func (s *State) Stopped() bool { return s.StopReason != "" }
+
+// Result is how a run ended: the stop reason always, with a one-sentence detail, the answer when
+// it completed, the final state and the full trace.
+type Result struct {
+	StopReason StopReason
+	Detail     string
+	Answer     string
+	State      *State
+	Trace      []trace.Event
+}
+
+func newState(runID, goal string, now time.Time) *State {
+	s := &State{
+		RunID:     runID,
+		Goal:      goal,
+		StartedAt: now,
+		Messages:  []model.Message{{Role: model.RoleUser, Content: goal}},
+	}
+	s.ensureMaps()
+	return s
+}
+
+// ensureMaps makes a state decoded from JSON (where empty maps are omitted) usable.
+func (s *State) ensureMaps() {
+	if s.Executed == nil {
+		s.Executed = map[string]int{}
+	}
+	if s.Succeeded == nil {
+		s.Succeeded = map[string]int{}
+	}
+	if s.FailureRun == nil {
+		s.FailureRun = map[string]int{}
+	}
+	if s.Approvals == nil {
+		s.Approvals = map[string]int{}
+	}
+	if s.CallProposed == nil {
+		s.CallProposed = map[uint64]int{}
+	}
+}

@@ -1,0 +1,137 @@
+// Package model defines what the loop asks of a language model: a Request (instructions, the
+// conversation, the tools on offer) in, a Response (one Proposal plus usage and cost) out. It also
+// provides the scripted model that evals and tests use.
+//
+// It owns the conversation and proposal types and the classification of model errors. It must not
+// decide anything about budgets, policy or validation: that is the loop's job.
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Role says who wrote a message.
+type Role string
+
+// Roles of conversation messages.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// ToolCall is one tool invocation the model proposed.
+type ToolCall struct {
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// Message is one entry of the conversation. Tool-role messages answer exactly one ToolCall, named
+// by CallID; IsError marks a call that failed or was not executed.
+type Message struct {
+	Role    Role       `json:"role"`
+	Content string     `json:"content,omitempty"`
+	Calls   []ToolCall `json:"tool_calls,omitempty"`
+	CallID  string     `json:"call_id,omitempty"`
+	Name    string     `json:"name,omitempty"`
+	IsError bool       `json:"is_error,omitempty"`
+}
+
+// ToolDef describes a tool to the model.
+type ToolDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+}
+
+// Request is what the loop sends for one model call.
+type Request struct {
+	Instructions string
+	Messages     []Message
+	Tools        []ToolDef
+	// Seq is the number of model calls made earlier in this run, failed ones included. A real
+	// provider ignores it; the scripted model uses it to pick its turn, which keeps it stateless
+	// and lets a run resume from saved state.
+	Seq int
+}
+
+// Kind is the kind of a proposal.
+type Kind string
+
+// Proposal kinds.
+const (
+	KindAnswer    Kind = "answer"
+	KindToolCalls Kind = "tool_calls"
+	KindEscalate  Kind = "escalate"
+	KindRefuse    Kind = "refuse"
+)
+
+// Proposal is what the model wants to happen next.
+type Proposal struct {
+	Kind   Kind       `json:"kind"`
+	Text   string     `json:"text,omitempty"`   // the answer (KindAnswer) or text accompanying calls
+	Calls  []ToolCall `json:"calls,omitempty"`  // KindToolCalls: one or more calls, in order
+	Reason string     `json:"reason,omitempty"` // KindEscalate, KindRefuse
+}
+
+// Usage counts the tokens of one model call.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// Total is input plus output tokens.
+func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+
+// Response is the result of one successful model call.
+type Response struct {
+	Proposal Proposal
+	Usage    Usage
+	CostUSD  float64
+}
+
+// Model proposes the next step of a loop. Implementations must be safe for use by several runs at
+// once. The caller treats the returned Response as read-only, so an implementation may return a
+// shared value. Streaming providers deliver deltas through their own options and still return the
+// complete Response here.
+type Model interface {
+	Generate(ctx context.Context, req *Request) (*Response, error)
+}
+
+// Func adapts a function to the Model interface.
+type Func func(ctx context.Context, req *Request) (*Response, error)
+
+// Generate calls f.
+func (f Func) Generate(ctx context.Context, req *Request) (*Response, error) { return f(ctx, req) }
+
+// Error is a failed model call. Retryable errors (rate limits, overload, dropped connections) are
+// retried by the loop; others stop it with stop reason failed.
+type Error struct {
+	Message   string
+	Retryable bool
+	Err       error // the underlying error, if any
+}
+
+func (e *Error) Error() string {
+	kind := "non-retryable"
+	if e.Retryable {
+		kind = "retryable"
+	}
+	if e.Err != nil && e.Message == "" {
+		return fmt.Sprintf("model call failed (%s): %v", kind, e.Err)
+	}
+	return fmt.Sprintf("model call failed (%s): %s", kind, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// IsRetryable reports whether err is a model error worth retrying. Errors that are not *Error
+// are treated as not retryable: an unknown failure is not assumed to be transient.
+func IsRetryable(err error) bool {
+	var me *Error
+	return errors.As(err, &me) && me.Retryable
+}

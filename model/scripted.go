@@ -1,0 +1,125 @@
+package model
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/reins-run/reins/clock"
+)
+
+// Turn is one scripted model reply, in the format of the eval fixture `model` list: exactly one of
+// Text, ToolCalls, Escalate, Refuse or Error, with optional usage, cost and latency.
+type Turn struct {
+	Text      *string         `json:"text,omitempty"`
+	ToolCalls []ToolCall      `json:"tool_calls,omitempty"`
+	Escalate  *string         `json:"escalate,omitempty"`
+	Refuse    *string         `json:"refuse,omitempty"`
+	Error     *string         `json:"error,omitempty"`
+	Retryable *bool           `json:"retryable,omitempty"` // with Error; default true
+	Usage     *Usage          `json:"usage,omitempty"`
+	CostUSD   float64         `json:"cost_usd,omitempty"`
+	Latency   *clock.Duration `json:"latency,omitempty"`
+}
+
+// ErrBadTurn is wrapped by Turn.Validate errors.
+var ErrBadTurn = errors.New("invalid scripted turn")
+
+// Validate reports what is wrong with a turn, if anything.
+func (t *Turn) Validate() error {
+	kinds := 0
+	for _, set := range []bool{t.Text != nil, t.ToolCalls != nil, t.Escalate != nil, t.Refuse != nil, t.Error != nil} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds != 1 {
+		return fmt.Errorf("%w: exactly one of text, tool_calls, escalate, refuse or error is required, found %d", ErrBadTurn, kinds)
+	}
+	if t.ToolCalls != nil && len(t.ToolCalls) == 0 {
+		return fmt.Errorf("%w: tool_calls is empty", ErrBadTurn)
+	}
+	for i, c := range t.ToolCalls {
+		if c.Name == "" {
+			return fmt.Errorf("%w: tool_calls[%d] has no name", ErrBadTurn, i)
+		}
+	}
+	if t.Retryable != nil && t.Error == nil {
+		return fmt.Errorf("%w: retryable is only allowed with error", ErrBadTurn)
+	}
+	return nil
+}
+
+// Scripted is a model that replays a fixed list of turns, one per model call, chosen by
+// Request.Seq. When the script is exhausted it escalates with reason "script_exhausted". Latency is
+// spent on Clock (a virtual clock in evals), so a slow scripted reply costs no real time there.
+type Scripted struct {
+	Turns []Turn
+	Clock clock.Clock
+	resp  []Response // precomputed replies, so Generate allocates nothing per call
+}
+
+// NewScripted checks every turn and returns a scripted model that replays them.
+func NewScripted(turns []Turn, clk clock.Clock) (*Scripted, error) {
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	s := &Scripted{Turns: turns, Clock: clk, resp: make([]Response, len(turns))}
+	for i := range turns {
+		if err := turns[i].Validate(); err != nil {
+			return nil, fmt.Errorf("turn %d: %w", i, err)
+		}
+		s.resp[i] = turns[i].response(i)
+	}
+	return s, nil
+}
+
+// response precomputes the reply of turn i, filling in call ids and empty argument objects.
+func (t *Turn) response(i int) Response {
+	var r Response
+	if t.Usage != nil {
+		r.Usage = *t.Usage
+	}
+	r.CostUSD = t.CostUSD
+	switch {
+	case t.Text != nil:
+		r.Proposal = Proposal{Kind: KindAnswer, Text: *t.Text}
+	case t.Escalate != nil:
+		r.Proposal = Proposal{Kind: KindEscalate, Reason: *t.Escalate}
+	case t.Refuse != nil:
+		r.Proposal = Proposal{Kind: KindRefuse, Reason: *t.Refuse}
+	case t.ToolCalls != nil:
+		calls := make([]ToolCall, len(t.ToolCalls))
+		for j, c := range t.ToolCalls {
+			if c.ID == "" {
+				c.ID = "call_" + strconv.Itoa(i) + "_" + strconv.Itoa(j)
+			}
+			if len(bytes.TrimSpace(c.Arguments)) == 0 || bytes.Equal(bytes.TrimSpace(c.Arguments), []byte("null")) {
+				c.Arguments = json.RawMessage("{}")
+			}
+			calls[j] = c
+		}
+		r.Proposal = Proposal{Kind: KindToolCalls, Calls: calls}
+	}
+	return r
+}
+
+// Generate returns the turn for req.Seq after its latency has passed on the clock.
+func (s *Scripted) Generate(ctx context.Context, req *Request) (*Response, error) {
+	if req.Seq >= len(s.Turns) {
+		return &Response{Proposal: Proposal{Kind: KindEscalate, Reason: "script_exhausted"}}, nil
+	}
+	t := &s.Turns[req.Seq]
+	if t.Latency != nil {
+		if err := s.Clock.Sleep(ctx, t.Latency.Std()); err != nil {
+			return nil, err
+		}
+	}
+	if t.Error != nil {
+		return nil, &Error{Message: *t.Error, Retryable: t.Retryable == nil || *t.Retryable}
+	}
+	return &s.resp[req.Seq], nil
+}

@@ -1,0 +1,108 @@
+package tool
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// ErrInvalidArguments is wrapped by every argument validation error.
+var ErrInvalidArguments = errors.New("invalid arguments")
+
+// Validator checks tool arguments against a compiled JSON Schema.
+type Validator struct {
+	schema *jsonschema.Schema // nil: any JSON object
+}
+
+// NewValidator compiles schema (draft 2020-12 unless it says otherwise). A nil or empty schema
+// accepts any JSON object. The error says what is wrong with the schema.
+func NewValidator(name string, schema json.RawMessage) (*Validator, error) {
+	if len(bytes.TrimSpace(schema)) == 0 {
+		return &Validator{}, nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return nil, fmt.Errorf("input_schema of tool %q is not valid JSON: %w", name, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	url := "reins:tool/" + name + ".json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("input_schema of tool %q: %w", name, err)
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("input_schema of tool %q is not a valid JSON Schema: %s", name, firstLine(err.Error()))
+	}
+	return &Validator{schema: sch}, nil
+}
+
+// Parse decodes args into the generic form the schema validator uses (numbers as json.Number).
+func Parse(args json.RawMessage) (any, error) {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	if err != nil {
+		return nil, fmt.Errorf("%w: not valid JSON: %v", ErrInvalidArguments, err)
+	}
+	return v, nil
+}
+
+// Validate checks parsed arguments (from Parse). The error is one sentence naming the first
+// offending location.
+func (v *Validator) Validate(parsed any) error {
+	if _, ok := parsed.(map[string]any); !ok {
+		return fmt.Errorf("%w: arguments must be a JSON object, got %s", ErrInvalidArguments, jsonKind(parsed))
+	}
+	if v.schema == nil {
+		return nil
+	}
+	err := v.schema.Validate(parsed)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if errors.As(err, &ve) {
+		return fmt.Errorf("%w: %s", ErrInvalidArguments, describe(ve))
+	}
+	return fmt.Errorf("%w: %v", ErrInvalidArguments, err)
+}
+
+var printer = message.NewPrinter(language.English)
+
+// describe renders the deepest first cause of a validation error as "at /path: message".
+func describe(ve *jsonschema.ValidationError) string {
+	for len(ve.Causes) > 0 {
+		ve = ve.Causes[0]
+	}
+	loc := "/" + strings.Join(ve.InstanceLocation, "/")
+	return fmt.Sprintf("at %s: %s", loc, ve.ErrorKind.LocalizedString(printer))
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number, float64:
+		return "a number"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return strings.TrimSpace(s[:i])
+	}
+	return s
+}

@@ -234,7 +234,13 @@ func (r *Run) execute(ctx context.Context, iter int, checks []callCheck) {
 // idempotencyKey is stable for (run, iteration, call index): a retried or replayed call carries
 // the same key, so a side-effecting tool can do its work at most once.
 func idempotencyKey(runID string, iter, index int) string {
-	return runID + "/" + strconv.Itoa(iter) + "/" + strconv.Itoa(index)
+	var buf [96]byte
+	b := append(buf[:0], runID...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(iter), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(index), 10)
+	return string(b)
 }
 
 func (r *Run) callTool(ctx context.Context, ch *callCheck) {
@@ -323,12 +329,34 @@ func resultText(out []byte) string {
 	if len(out) == 0 {
 		return "null"
 	}
+	if isCompactJSON(out) {
+		return string(out)
+	}
 	var buf bytes.Buffer
 	buf.Grow(len(out))
 	if json.Compact(&buf, out) != nil {
 		return string(out)
 	}
 	return buf.String()
+}
+
+// isCompactJSON reports whether out is valid JSON with no whitespace outside strings, the usual
+// case, which needs no copy through json.Compact.
+func isCompactJSON(out []byte) bool {
+	inString, escaped := false, false
+	for _, c := range out {
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ' ' || c == '\n' || c == '\t' || c == '\r'):
+			return false
+		}
+	}
+	return json.Valid(out)
 }
 
 func isContextErr(err error) bool {

@@ -49,10 +49,7 @@ func hashValue(h *fnv64a, v any) {
 		h.WriteString("#")
 		h.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
 	case string:
-		h.WriteString("s")
-		h.WriteString(strconv.Itoa(len(v)))
-		h.WriteString(":")
-		h.WriteString(v)
+		hashString(h, v)
 	case []any:
 		h.WriteString("[")
 		for _, e := range v {
@@ -61,19 +58,36 @@ func hashValue(h *fnv64a, v any) {
 		}
 		h.WriteString("]")
 	case map[string]any:
-		var buf [8]string
-		keys := buf[:0]
+		h.WriteString("{")
+		if len(v) == 1 { // the common case needs no sorting
+			for k, e := range v {
+				hashString(h, k)
+				hashValue(h, e)
+			}
+			h.WriteString("}")
+			return
+		}
+		keys := make([]string, 0, len(v))
 		for k := range v {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		h.WriteString("{")
 		for _, k := range keys {
-			hashValue(h, k)
+			hashString(h, k)
 			hashValue(h, v[k])
 		}
 		h.WriteString("}")
 	}
+}
+
+// hashString writes a length-prefixed string, so that no two different sequences of strings hash
+// the same input. It takes a string, not an any, to avoid boxing the value.
+func hashString(h *fnv64a, s string) {
+	var buf [20]byte
+	h.WriteString("s")
+	h.WriteString(string(strconv.AppendInt(buf[:0], int64(len(s)), 10)))
+	h.WriteString(":")
+	h.WriteString(s)
 }
 
 // normalizeNumber makes 1, 1.0 and 1e0 the same number.

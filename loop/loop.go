@@ -143,7 +143,13 @@ func (c *Controller) Start(runID, goal string) *Run {
 // and the wall clock since StartedAt.
 func (c *Controller) Resume(st *State) *Run {
 	st.ensureMaps()
-	r := &Run{c: c, st: st, events: make([]trace.Event, 0, 64)}
+	// A typical iteration emits about seven events and adds two messages; sizing both from the
+	// iteration budget (capped, since budgets can be large) saves regrowing them during the run.
+	n := min(c.budget.MaxIterations-st.Iteration, 64) + 1
+	r := &Run{c: c, st: st, events: make([]trace.Event, 0, 8*n)}
+	if cap(st.Messages)-len(st.Messages) < 2*n {
+		st.Messages = append(make([]model.Message, 0, len(st.Messages)+2*n), st.Messages...)
+	}
 	r.req.Instructions = c.cfg.Instructions
 	r.req.Tools = c.defs
 	return r

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/reins-run/reins/bench"
+	"github.com/spf13/cobra"
+)
+
+func newBenchCmd() *cobra.Command {
+	var asJSON bool
+	var only []string
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure reins against its floor, a raw JetStream publish → fetch → ack",
+		Long: `Runs the benchmarks behind BENCHMARKS.md in this process and prints each figure with its
+ratio to the floor measured in the same run: one durable JetStream message published, fetched
+and acknowledged on an embedded server. The same functions run under
+"go test -bench . ./bench", so both commands measure the same code.`,
+		Example: "  reins bench\n  reins bench --only loop_iteration --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var keep func(string) bool
+			if len(only) > 0 {
+				names := map[string]bool{}
+				for _, bm := range bench.Suite() {
+					names[bm.Name] = true
+				}
+				wanted := map[string]bool{}
+				for _, n := range only {
+					if !names[n] {
+						return &exitError{code: exitUsage, err: fmt.Errorf("--only: unknown benchmark %q", n)}
+					}
+					wanted[n] = true
+				}
+				keep = func(name string) bool { return wanted[name] }
+			}
+			errOut := cmd.ErrOrStderr()
+			results, err := bench.Run(keep, func(name string) { fmt.Fprintf(errOut, "measuring %s...\n", name) })
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(results)
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "benchmark\tns/op\tallocs/op\tB/op\tratio to floor\t")
+			for _, r := range results {
+				fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.3f\t\n", r.Name, r.NsPerOp, r.AllocsPerOp, r.BytesPerOp, r.RatioToFloor)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
+	cmd.Flags().StringSliceVar(&only, "only", nil, "measure only these benchmarks (the floor is always measured)")
+	return cmd
+}

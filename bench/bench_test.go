@@ -9,3 +9,30 @@ import (
 func BenchmarkLoopIteration(b *testing.B) { bench.LoopIterations(b) }
 
 func BenchmarkJetStreamFloor(b *testing.B) { bench.JetStreamFloor(b) }
+
+// TestSuiteMeasures runs the suite as `reins bench` does, so the benchmarks cannot rot unnoticed:
+// each must complete and report a positive time, and the floor's ratio to itself is 1.
+func TestSuiteMeasures(t *testing.T) {
+	results, err := bench.Run(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != len(bench.Suite()) {
+		t.Fatalf("%d results for %d benchmarks", len(results), len(bench.Suite()))
+	}
+	for _, r := range results {
+		if r.N <= 0 || r.NsPerOp <= 0 || r.RatioToFloor <= 0 {
+			t.Errorf("%s: n=%d ns/op=%.0f ratio=%.3f", r.Name, r.N, r.NsPerOp, r.RatioToFloor)
+		}
+	}
+	if results[0].RatioToFloor != 1 {
+		t.Errorf("the floor's ratio to itself is %.3f", results[0].RatioToFloor)
+	}
+	only, err := bench.Run(func(name string) bool { return name == "loop_iteration" }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(only) != 2 || only[0].Name != "jetstream_floor" || only[1].Name != "loop_iteration" {
+		t.Errorf("keeping loop_iteration measured %v, want the floor and loop_iteration", only)
+	}
+}

@@ -175,6 +175,9 @@ func Parse(path string, data []byte) (*Fixture, error) {
 		if errors.As(err, &te) {
 			return nil, &InvalidError{File: path, Key: te.Field, Msg: fmt.Sprintf("expected %s, got JSON %s", te.Type, te.Value)}
 		}
+		if key, derr := badDuration(doc); derr != nil {
+			return nil, &InvalidError{File: path, Key: key, Msg: derr.Error()}
+		}
 		return nil, &InvalidError{File: path, Msg: err.Error()}
 	}
 	f.File = path
@@ -211,7 +214,7 @@ func (f *Fixture) check() error {
 	}
 	for i := range f.Model {
 		if err := f.Model[i].Validate(); err != nil {
-			return bad(fmt.Sprintf("model[%d]", i), "%v", errors.Unwrap(err))
+			return bad(fmt.Sprintf("model[%d]", i), "%v", err)
 		}
 	}
 	for _, name := range sortedKeys(f.MockedTools) {
@@ -309,14 +312,71 @@ func joinKey(parent, child string) string {
 	return parent + "." + child
 }
 
+// badDuration finds a duration that matches the schema's pattern but that time.ParseDuration
+// rejects (one out of range, such as "9999999999999h"), so that the error can name its key:
+// encoding/json reports errors of a TextUnmarshaler without the key.
+func badDuration(doc any) (string, error) {
+	check := func(key string, v any) (string, error) {
+		s, ok := v.(string)
+		if !ok {
+			return "", nil
+		}
+		var d clock.Duration
+		if err := d.UnmarshalText([]byte(s)); err != nil {
+			return key, err
+		}
+		return "", nil
+	}
+	top, _ := doc.(map[string]any)
+	if key, err := check("cancel_after", top["cancel_after"]); err != nil {
+		return key, err
+	}
+	if budget, ok := top["budget"].(map[string]any); ok {
+		if key, err := check("budget.max_duration", budget["max_duration"]); err != nil {
+			return key, err
+		}
+	}
+	latencies := func(prefix string, list any) (string, error) {
+		items, _ := list.([]any)
+		for i, item := range items {
+			if m, ok := item.(map[string]any); ok {
+				if key, err := check(fmt.Sprintf("%s[%d].latency", prefix, i), m["latency"]); err != nil {
+					return key, err
+				}
+			}
+		}
+		return "", nil
+	}
+	if key, err := latencies("model", top["model"]); err != nil {
+		return key, err
+	}
+	mocks, _ := top["mocked_tools"].(map[string]any)
+	for _, name := range sortedKeys(mocks) {
+		if key, err := latencies("mocked_tools."+name, mocks[name]); err != nil {
+			return key, err
+		}
+	}
+	return "", nil
+}
+
 // jsonErrorAt adds a line and column to a JSON syntax error.
 func jsonErrorAt(data []byte, err error) string {
 	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		line := 1 + bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n"))
-		return fmt.Sprintf("%v (line %d)", se, line)
+	if !errors.As(err, &se) {
+		// The streaming decoder reports a truncated file or trailing data without an offset;
+		// encoding/json's check of the whole document has one.
+		if uerr := json.Unmarshal(data, new(any)); !errors.As(uerr, &se) {
+			return err.Error()
+		}
 	}
-	return err.Error()
+	// Offset counts the bytes read, the offending one included; a truncated file is at its end.
+	at := min(int(se.Offset), len(data))
+	if at > 0 && se.Error() != "unexpected end of JSON input" {
+		at--
+	}
+	line := 1 + bytes.Count(data[:at], []byte("\n"))
+	col := at - bytes.LastIndexByte(data[:at], '\n')
+	return fmt.Sprintf("%v (line %d, column %d)", se, line, col)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -294,22 +294,22 @@ func TestLoadInvalid(t *testing.T) {
 		{
 			name:    "invalid JSON syntax",
 			fixture: "{\n  \"case_id\": \"c\",\n  \"goal\": \"g\",\n  \"model\": [,],\n  \"expected\": {\"stop_reason\": \"completed\"}\n}",
-			key:     "", msg: "line 4",
+			key:     "", msg: "invalid character ',' looking for beginning of value (line 4, column 13)",
 		},
 		{
 			name:    "truncated JSON",
 			fixture: "{\n  \"case_id\": \"c\",\n  \"goal\": \"g\",\n",
-			key:     "", msg: "line 4",
+			key:     "", msg: "unexpected end of JSON input (line 4, column 1)",
 		},
 		{
 			name:    "trailing data",
-			fixture: minimal + "\n\n}",
-			key:     "", msg: "line 3",
+			fixture: minimal + "\n\n  }",
+			key:     "", msg: "invalid character '}' after top-level value (line 3, column 3)",
 		},
 		{
 			name:    "empty file",
 			fixture: "",
-			key:     "", msg: "not valid JSON",
+			key:     "", msg: "not valid JSON: unexpected end of JSON input (line 1, column 1)",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

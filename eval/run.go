@@ -94,6 +94,9 @@ func RunCase(ctx context.Context, f *Fixture, run int, opts Options) (RunResult,
 		clk = v
 		if f.CancelAfter != nil {
 			clk = &cancellingClock{Virtual: v, at: Epoch.Add(f.CancelAfter.Std()), cancel: cancel}
+			if f.CancelAfter.Std() <= 0 {
+				cancel() // the clock starts where the caller cancels: no sleep will get there
+			}
 		}
 	}
 	c, err := Controller(f, clk, opts)
@@ -142,7 +145,7 @@ func Check(e *Expected, res loop.Result) string {
 	}
 	for _, t := range e.RequiresTraceEvents {
 		if !trace.Has(res.Trace, t) {
-			return fmt.Sprintf("requires_trace_events: expected a %s event in the trace, found none", t)
+			return fmt.Sprintf("requires_trace_events: expected an event of type %s in the trace, found none", t)
 		}
 	}
 	return ""

@@ -44,16 +44,16 @@ type callCheck struct {
 func (r *Run) act(ctx context.Context, iter int, deadline time.Time, p *model.Proposal) {
 	st := r.st
 	checks := r.checks[:0]
-	for _, call := range p.Calls {
-		checks = append(checks, r.validate(iter, call))
+	for i, call := range p.Calls {
+		checks = append(checks, r.validate(iter, i, call))
 	}
 	r.checks = checks
 	st.Proposals += len(checks)
 
 	if i := indexOf(checks, forbidden); i >= 0 {
 		why := fmt.Sprintf("the model proposed the forbidden tool %s", checks[i].call.Name)
-		r.stop(iter, Refused, why)
 		r.answerAll(iter, checks, "not executed: "+why)
+		r.stop(iter, Refused, why)
 		return
 	}
 	for i := range checks {
@@ -64,8 +64,9 @@ func (r *Run) act(ctx context.Context, iter int, deadline time.Time, p *model.Pr
 			st.InvalidStreak = 0
 		}
 	}
-	if r.stopOnInvalidStreak(iter) {
+	if st.InvalidStreak >= r.c.budget.MaxInvalidActions {
 		r.answerAll(iter, checks, "not executed: too many invalid proposals in a row")
+		r.stopOnInvalidStreak(iter)
 		return
 	}
 	if r.checkRepeats(iter, checks) {
@@ -75,14 +76,14 @@ func (r *Run) act(ctx context.Context, iter int, deadline time.Time, p *model.Pr
 		return
 	}
 	r.execute(ctx, iter, checks)
-	r.record(iter, checks)
+	r.record(iter, checks, ctx.Err() != nil)
 	if !r.stopOnContext(ctx, iter) && !r.c.clock.Now().Before(deadline) {
 		r.stop(iter, Timeout, fmt.Sprintf("the wall-clock budget of %s ran out during tool calls", r.c.budget.MaxDuration))
 	}
 }
 
 // validate decides whether one call may run: forbidden, unknown, not allowed, bad arguments.
-func (r *Run) validate(iter int, call model.ToolCall) callCheck {
+func (r *Run) validate(iter, index int, call model.ToolCall) callCheck {
 	c := r.c
 	ch := callCheck{call: call}
 	e := c.tools[call.Name]
@@ -93,6 +94,8 @@ func (r *Run) validate(iter int, call model.ToolCall) callCheck {
 		ch.verdict, ch.reason = rejected, fmt.Sprintf("unknown tool %q (%s)", call.Name, c.declared())
 	case !e.allowed:
 		ch.verdict, ch.reason = rejected, fmt.Sprintf("tool %s is not allowed by policy (allowed: %s)", call.Name, c.allowedNames())
+	case index < len(r.malformed) && r.malformed[index]:
+		ch.verdict, ch.reason = rejected, fmt.Sprintf("arguments of %s rejected: %v: not valid JSON: %s", call.Name, tool.ErrInvalidArguments, call.Arguments)
 	default:
 		ch.entry = e
 		parsed, err := tool.Parse(call.Arguments)
@@ -125,6 +128,7 @@ func (r *Run) validate(iter int, call model.ToolCall) callCheck {
 // are bounded by max_invalid_actions instead.
 func (r *Run) checkRepeats(iter int, checks []callCheck) bool {
 	st := r.st
+	why := ""
 	for i := range checks {
 		ch := &checks[i]
 		if ch.verdict != accepted {
@@ -135,13 +139,13 @@ func (r *Run) checkRepeats(iter int, checks []callCheck) bool {
 		if n > 1 {
 			st.RepeatedProposals++
 		}
-		if n >= r.c.budget.MaxRepeatedCalls && !r.st.Stopped() {
-			why := fmt.Sprintf("%s was proposed with the same arguments %d times (budget %d)", ch.call.Name, n, r.c.budget.MaxRepeatedCalls)
-			r.stop(iter, NoProgress, why)
+		if n >= r.c.budget.MaxRepeatedCalls && why == "" {
+			why = fmt.Sprintf("%s was proposed with the same arguments %d times (budget %d)", ch.call.Name, n, r.c.budget.MaxRepeatedCalls)
 		}
 	}
-	if st.StopReason == NoProgress {
+	if why != "" {
 		r.answerAll(iter, checks, "not executed: no progress")
+		r.stop(iter, NoProgress, why)
 		return true
 	}
 	return false
@@ -260,8 +264,9 @@ func (r *Run) callTool(ctx context.Context, ch *callCheck) {
 
 // record appends one result per call in call order, updates the failure and evidence counters,
 // and stops the loop on a non-retryable failure, too many failures in a row, the tool-call budget,
-// the context or the clock.
-func (r *Run) record(iter int, checks []callCheck) {
+// the context or the clock. ctxDone says whether the run's context ended during the calls: only
+// then is a context error the loop's own rather than the tool's failure.
+func (r *Run) record(iter int, checks []callCheck, ctxDone bool) {
 	st, b := r.st, &r.c.budget
 	var fatal, escalate, skipped *callCheck
 	for i := range checks {
@@ -278,10 +283,8 @@ func (r *Run) record(iter int, checks []callCheck) {
 		case ch.outcome.Err != nil:
 			st.ToolCalls++
 			err := ch.outcome.Err
-			r.answer(iter, ch.call, true, "error: "+err.Error(), err.Error())
-			r.events[len(r.events)-1].Retryable = tool.IsRetryable(err)
-			r.events[len(r.events)-1].Duration = ch.outcome.Duration
-			if isContextErr(err) {
+			r.answerOutcome(iter, ch.call, true, "error: "+err.Error(), err.Error(), tool.IsRetryable(err), ch.outcome.Duration)
+			if ctxDone && isContextErr(err) {
 				continue // the context check below names the stop reason
 			}
 			if !tool.IsRetryable(err) {
@@ -296,8 +299,7 @@ func (r *Run) record(iter int, checks []callCheck) {
 			st.ToolCalls++
 			st.Succeeded[name]++
 			st.FailureRun[name] = 0
-			r.answer(iter, ch.call, true, resultText(ch.outcome.Output), "")
-			r.events[len(r.events)-1].Duration = ch.outcome.Duration
+			r.answerOutcome(iter, ch.call, true, resultText(ch.outcome.Output), "", false, ch.outcome.Duration)
 		}
 	}
 	switch {

@@ -13,9 +13,12 @@
 package loop
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -131,6 +134,8 @@ type Run struct {
 	events []trace.Event
 	req    model.Request
 	checks []callCheck // scratch, reused across iterations
+	// malformed marks the calls of the current turn whose arguments were not JSON (nil when none).
+	malformed []bool
 }
 
 // Start begins a new run with the given id and goal. The run's wall clock starts now.
@@ -203,11 +208,11 @@ func (r *Run) Step(ctx context.Context) bool {
 func (r *Run) checkBudgets(ctx context.Context, deadline time.Time) bool {
 	st, b := r.st, &r.c.budget
 	switch {
-	case r.stopOnContext(ctx, 0):
+	case r.stopOnContext(ctx, st.Iteration):
 	case !r.c.clock.Now().Before(deadline):
-		r.stop(0, Timeout, fmt.Sprintf("the wall-clock budget of %s ran out", b.MaxDuration))
+		r.stop(st.Iteration, Timeout, fmt.Sprintf("the wall-clock budget of %s ran out", b.MaxDuration))
 	case st.Iteration >= b.MaxIterations:
-		r.stop(0, MaxIterations, fmt.Sprintf("the iteration budget of %d ran out before an answer", b.MaxIterations))
+		r.stop(st.Iteration, MaxIterations, fmt.Sprintf("the iteration budget of %d ran out before an answer", b.MaxIterations))
 	case r.overTokens():
 	default:
 		return false
@@ -217,29 +222,44 @@ func (r *Run) checkBudgets(ctx context.Context, deadline time.Time) bool {
 
 // overTokens stops the run when the token or cost budget has been reached.
 func (r *Run) overTokens() bool {
-	st, b := r.st, &r.c.budget
-	if b.MaxTokens > 0 && st.Usage.Total() >= b.MaxTokens {
-		r.stop(st.Iteration, MaxTokens, fmt.Sprintf("%d tokens used, budget %d", st.Usage.Total(), b.MaxTokens))
-		return true
-	}
-	if b.MaxCostUSD > 0 && st.CostUSD >= b.MaxCostUSD {
-		r.stop(st.Iteration, MaxCost, fmt.Sprintf("cost $%.4f reached the budget of $%.4f", st.CostUSD, b.MaxCostUSD))
+	if reason, detail := r.spentTokens(); reason != "" {
+		r.stop(r.st.Iteration, reason, detail)
 		return true
 	}
 	return false
 }
 
+// spentTokens says which of the token and cost budgets has been reached, if any.
+func (r *Run) spentTokens() (StopReason, string) {
+	st, b := r.st, &r.c.budget
+	if b.MaxTokens > 0 && st.Usage.Total() >= b.MaxTokens {
+		return MaxTokens, fmt.Sprintf("%d tokens used, budget %d", st.Usage.Total(), b.MaxTokens)
+	}
+	if b.MaxCostUSD > 0 && st.CostUSD >= b.MaxCostUSD {
+		return MaxCost, fmt.Sprintf("cost $%.4f reached the budget of $%.4f", st.CostUSD, b.MaxCostUSD)
+	}
+	return "", ""
+}
+
 // stopOnContext stops the run if ctx is done: cancelled by the caller, or past a deadline.
 func (r *Run) stopOnContext(ctx context.Context, iter int) bool {
+	if reason, detail := contextStop(ctx); reason != "" {
+		r.stop(iter, reason, detail)
+		return true
+	}
+	return false
+}
+
+// contextStop says why a done ctx stops the run: cancelled by the caller, or past a deadline.
+func contextStop(ctx context.Context) (StopReason, string) {
 	switch err := ctx.Err(); {
 	case err == nil:
-		return false
+		return "", ""
 	case errors.Is(err, context.Canceled):
-		r.stop(iter, Cancelled, "the caller cancelled the run")
+		return Cancelled, "the caller cancelled the run"
 	default:
-		r.stop(iter, Timeout, "the run's deadline passed")
+		return Timeout, "the run's deadline passed"
 	}
-	return true
 }
 
 // callModel asks the model for a proposal, retrying retryable errors with backoff on the clock.
@@ -254,6 +274,9 @@ func (r *Run) callModel(ctx context.Context, iter int, deadline time.Time) (*mod
 		}
 		start := r.c.clock.Now()
 		resp, err := r.c.cfg.Model.Generate(ctx, &r.req)
+		if resp == nil && err == nil {
+			err = &model.Error{Message: "the model returned neither a response nor an error"}
+		}
 		if hooks.AfterModel != nil {
 			hooks.AfterModel(ctx, &r.req, resp, err)
 		}
@@ -292,29 +315,31 @@ func (r *Run) callModel(ctx context.Context, iter int, deadline time.Time) (*mod
 func (r *Run) propose(ctx context.Context, iter int, deadline time.Time, p *model.Proposal) {
 	st := r.st
 	r.emit(trace.Event{Type: trace.Proposal, Iteration: iter, Proposal: string(p.Kind), Calls: len(p.Calls), Reason: p.Reason})
+	p = r.quoteMalformed(p)
 	if p.Kind == model.KindToolCalls && len(p.Calls) > 0 {
 		st.Messages = append(st.Messages, model.Message{Role: model.RoleAssistant, Content: p.Text, Calls: p.Calls})
 	} else {
 		st.Messages = append(st.Messages, model.Message{Role: model.RoleAssistant, Content: proposalText(p)})
 	}
 	// The model call may itself have spent the token, cost or time budget: then its proposal is
-	// recorded but not acted on, and each of its calls is answered as not executed.
-	notActed := func(why string) {
+	// recorded but not acted on, and each of its calls is answered as not executed (before the
+	// stop event, which is always the last event of a run).
+	notActed := func(reason StopReason, detail, why string) {
 		for i := range p.Calls {
 			r.answer(iter, p.Calls[i], false, "not executed: "+why, "")
 		}
+		r.stop(iter, reason, detail)
 	}
-	if r.overTokens() {
-		notActed(string(st.StopReason) + " budget reached")
+	if reason, detail := r.spentTokens(); reason != "" {
+		notActed(reason, detail, string(reason)+" budget reached")
 		return
 	}
-	if r.stopOnContext(ctx, iter) {
-		notActed(string(st.StopReason))
+	if reason, detail := contextStop(ctx); reason != "" {
+		notActed(reason, detail, string(reason))
 		return
 	}
 	if !r.c.clock.Now().Before(deadline) {
-		r.stop(iter, Timeout, fmt.Sprintf("the wall-clock budget of %s ran out during the model call", r.c.budget.MaxDuration))
-		notActed("timeout")
+		notActed(Timeout, fmt.Sprintf("the wall-clock budget of %s ran out during the model call", r.c.budget.MaxDuration), "timeout")
 		return
 	}
 	switch p.Kind {
@@ -334,6 +359,37 @@ func (r *Run) propose(ctx context.Context, iter int, deadline time.Time, p *mode
 		st.Proposals++
 		r.invalid(iter, "", fmt.Sprintf("the model returned an unknown kind of proposal %q", p.Kind))
 	}
+}
+
+// quoteMalformed returns p with every call's arguments valid JSON, so that State always marshals:
+// arguments that are not JSON are kept, as a JSON string holding their text, and marked in
+// r.malformed so validation rejects those calls with that reason. The model's own proposal is
+// read-only, so a turn with malformed arguments is copied.
+func (r *Run) quoteMalformed(p *model.Proposal) *model.Proposal {
+	r.malformed = r.malformed[:0]
+	for i := range p.Calls {
+		if !json.Valid(p.Calls[i].Arguments) {
+			r.malformed = make([]bool, len(p.Calls))
+			break
+		}
+	}
+	if len(r.malformed) == 0 {
+		return p
+	}
+	cp := *p
+	cp.Calls = slices.Clone(p.Calls)
+	for i := range cp.Calls {
+		args := cp.Calls[i].Arguments
+		switch {
+		case len(bytes.TrimSpace(args)) == 0: // no arguments at all: a call of a tool without parameters
+			cp.Calls[i].Arguments = json.RawMessage("{}")
+		case !json.Valid(args):
+			quoted, _ := json.Marshal(string(args)) // a string always marshals
+			cp.Calls[i].Arguments = quoted
+			r.malformed[i] = true
+		}
+	}
+	return &cp
 }
 
 func proposalText(p *model.Proposal) string {
@@ -390,9 +446,16 @@ func (r *Run) stopOnInvalidStreak(iter int) bool {
 
 // answer appends the one result message of a call and its tool_result event.
 func (r *Run) answer(iter int, call model.ToolCall, executed bool, content, errText string) {
+	r.answerOutcome(iter, call, executed, content, errText, false, 0)
+}
+
+// answerOutcome is answer for an executed call: the event carries whether the failure is
+// retryable and how long the call took, set before it is emitted so the sink sees them too.
+func (r *Run) answerOutcome(iter int, call model.ToolCall, executed bool, content, errText string, retryable bool, d time.Duration) {
 	r.st.Messages = append(r.st.Messages, model.Message{Role: model.RoleTool, Name: call.Name, CallID: call.ID,
 		Content: content, IsError: !executed || errText != ""})
-	r.emit(trace.Event{Type: trace.ToolResult, Iteration: iter, Tool: call.Name, CallID: call.ID, Executed: executed, Error: errText})
+	r.emit(trace.Event{Type: trace.ToolResult, Iteration: iter, Tool: call.Name, CallID: call.ID, Executed: executed,
+		Error: errText, Retryable: retryable, Duration: d})
 }
 
 // stop ends the run once; later calls keep the first reason.

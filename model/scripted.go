@@ -97,9 +97,7 @@ func (t *Turn) response(i int) Response {
 			if c.ID == "" {
 				c.ID = "call_" + strconv.Itoa(i) + "_" + strconv.Itoa(j)
 			}
-			if len(bytes.TrimSpace(c.Arguments)) == 0 || bytes.Equal(bytes.TrimSpace(c.Arguments), []byte("null")) {
-				c.Arguments = json.RawMessage("{}")
-			}
+			c.Arguments = compactArgs(c.Arguments)
 			calls[j] = c
 		}
 		r.Proposal = Proposal{Kind: KindToolCalls, Calls: calls}
@@ -122,4 +120,18 @@ func (s *Scripted) Generate(ctx context.Context, req *Request) (*Response, error
 		return nil, &Error{Message: *t.Error, Retryable: t.Retryable == nil || *t.Retryable}
 	}
 	return &s.resp[req.Seq], nil
+}
+
+// compactArgs writes scripted arguments the way a provider sends them: compact JSON, with `{}`
+// for absent or null arguments. Invalid JSON is kept as it is, for the loop to reject.
+func compactArgs(args json.RawMessage) json.RawMessage {
+	trimmed := bytes.TrimSpace(args)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return json.RawMessage("{}")
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, trimmed) != nil {
+		return args
+	}
+	return buf.Bytes()
 }

@@ -56,17 +56,21 @@ func (r *Run) act(ctx context.Context, iter int, deadline time.Time, p *model.Pr
 		r.stop(iter, Refused, why)
 		return
 	}
+	// The streak is walked in call order: it can reach the budget in the middle of a turn even
+	// if a valid call follows, and that is still that many invalid proposals in a row.
+	longest := 0
 	for i := range checks {
 		if checks[i].verdict == rejected {
 			st.InvalidActions++
 			st.InvalidStreak++
+			longest = max(longest, st.InvalidStreak)
 		} else {
 			st.InvalidStreak = 0
 		}
 	}
-	if st.InvalidStreak >= r.c.budget.MaxInvalidActions {
+	if n := r.c.budget.MaxInvalidActions; longest >= n {
 		r.answerAll(iter, checks, "not executed: too many invalid proposals in a row")
-		r.stopOnInvalidStreak(iter)
+		r.stop(iter, Refused, fmt.Sprintf("%d invalid proposals in a row (budget %d)", longest, n))
 		return
 	}
 	if r.checkRepeats(iter, checks) {

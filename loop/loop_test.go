@@ -2331,3 +2331,18 @@ func TestModelReturningNothingFails(t *testing.T) {
 		t.Errorf("%d iterations counted for a reply with no proposal", res.State.Iteration)
 	}
 }
+
+// Invalid proposals in a row are counted in call order, so a streak that reaches the budget in
+// the middle of a turn stops the run even when a valid call comes after it in the same turn.
+func TestInvalidStreakWithinATurn(t *testing.T) {
+	tools := []toolDef{mockTool("read_order", orderSchema, output(`{"status":"delivered"}`))}
+	turn := callsTurn(tc("nope", `{}`), tc("nope", `{"x":1}`), tc("read_order", `{"order_id":"O-1"}`))
+	w := newWorld(t, setup{tools: tools, budget: loop.Budget{MaxInvalidActions: 2}, turns: []model.Turn{turn, answerTurn("done")}}, t0)
+	res := w.run(t, context.Background(), "run-1", "goal")
+	if res.StopReason != loop.Refused || !strings.Contains(res.Detail, "2 invalid proposals in a row") {
+		t.Fatalf("stop %s (%s), want refused after 2 invalid proposals in a row", res.StopReason, res.Detail)
+	}
+	if res.State.ToolCalls != 0 {
+		t.Errorf("%d calls executed in a refused turn", res.State.ToolCalls)
+	}
+}

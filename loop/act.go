@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/tool"
@@ -303,7 +304,7 @@ func (r *Run) record(iter int, checks []callCheck, ctxDone bool) {
 			st.ToolCalls++
 			st.Succeeded[name]++
 			st.FailureRun[name] = 0
-			r.answerOutcome(iter, ch.call, true, resultText(ch.outcome.Output), "", false, ch.outcome.Duration)
+			r.answerOutcome(iter, ch.call, true, truncate(resultText(ch.outcome.Output), r.c.cfg.MaxToolOutput), "", false, ch.outcome.Duration)
 		}
 	}
 	switch {
@@ -344,6 +345,19 @@ func resultText(out []byte) string {
 		return string(out)
 	}
 	return buf.String()
+}
+
+// truncate cuts a result longer than limit bytes, at a UTF-8 boundary, and says so in a marker
+// the model can read: a huge output must not silently eat the context, nor silently lose data.
+func truncate(text string, limit int) string {
+	if len(text) <= limit {
+		return text
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return text[:cut] + fmt.Sprintf("\n…[reins: output truncated: showing %d of %d bytes]", cut, len(text))
 }
 
 // isCompactJSON reports whether out is valid JSON with no whitespace outside strings, the usual

@@ -156,6 +156,14 @@ type Config struct {
 	// ModelRetries is how many times a retryable model error is retried in a row before the loop
 	// fails (default 2; negative means none).
 	ModelRetries int
-	// RetryBackoff is the first retry's delay, doubled for each further retry (default 200ms).
+	// RetryBackoff is the first retry's delay, doubled for each further retry (default 200ms). A
+	// model error's RetryAfter makes the wait longer, never shorter.
 	RetryBackoff time.Duration
+	// ToolChoice is passed to the model with every request (see model.Request.ToolChoice).
+	ToolChoice string
+	// OnDelta, when set, receives the streamed pieces of every model reply (see model.Delta).
+	OnDelta func(iteration int, d model.Delta)
+	// MaxToolOutput caps the bytes of one tool result shown to the model (default 32 KiB); a
+	// longer result is cut with a visible marker saying how much was dropped.
+	MaxToolOutput int
 }

@@ -79,6 +79,9 @@ func New(cfg Config) (*Controller, error) {
 	if c.cfg.RetryBackoff <= 0 {
 		c.cfg.RetryBackoff = 200 * time.Millisecond
 	}
+	if c.cfg.MaxToolOutput <= 0 {
+		c.cfg.MaxToolOutput = 32 << 10
+	}
 	for _, t := range cfg.Tools {
 		spec := t.Spec()
 		if spec.Name == "" {
@@ -136,6 +139,7 @@ type Run struct {
 	checks []callCheck // scratch, reused across iterations
 	// malformed marks the calls of the current turn whose arguments were not JSON (nil when none).
 	malformed []bool
+	iter      int // the iteration in progress, for OnDelta
 }
 
 // Start begins a new run with the given id and goal. The run's wall clock starts now.
@@ -157,6 +161,10 @@ func (c *Controller) Resume(st *State) *Run {
 	}
 	r.req.Instructions = c.cfg.Instructions
 	r.req.Tools = c.defs
+	r.req.ToolChoice = c.cfg.ToolChoice
+	if on := c.cfg.OnDelta; on != nil {
+		r.req.OnDelta = func(d model.Delta) { on(r.iter, d) }
+	}
 	return r
 }
 
@@ -191,6 +199,7 @@ func (r *Run) Step(ctx context.Context) bool {
 		return true
 	}
 	iter := st.Iteration + 1
+	r.iter = iter
 	r.emit(trace.Event{Type: trace.IterationStart, Iteration: iter})
 	resp, ok := r.callModel(ctx, iter, deadline)
 	if !ok {
@@ -301,6 +310,9 @@ func (r *Run) callModel(ctx context.Context, iter int, deadline time.Time) (*mod
 			return nil, false
 		}
 		backoff := r.c.cfg.RetryBackoff << (st.ModelErrorStreak - 1)
+		if me := (*model.Error)(nil); errors.As(err, &me) && me.RetryAfter > backoff {
+			backoff = me.RetryAfter // the provider asked for a longer wait
+		}
 		if err := r.c.clock.Sleep(ctx, backoff); err != nil || !r.c.clock.Now().Before(deadline) {
 			if !r.stopOnContext(ctx, iter) {
 				r.stop(iter, Timeout, fmt.Sprintf("the wall-clock budget of %s ran out while retrying the model", r.c.budget.MaxDuration))

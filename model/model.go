@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Role says who wrote a message.
@@ -53,10 +54,26 @@ type Request struct {
 	Instructions string
 	Messages     []Message
 	Tools        []ToolDef
+	// ToolChoice is "" or "auto" (the model decides), "none" (no tool calls), "required" (at
+	// least one tool call) or the name of the one tool the model must call.
+	ToolChoice string
 	// Seq is the number of model calls made earlier in this run, failed ones included. A real
 	// provider ignores it; the scripted model uses it to pick its turn, which keeps it stateless
 	// and lets a run resume from saved state.
 	Seq int
+	// OnDelta, when set, asks a provider that can stream to do so and to report each piece of
+	// the reply as it arrives. Generate still returns the complete Response.
+	OnDelta func(Delta)
+}
+
+// Delta is one streamed piece of a reply: answer text, or a piece of a tool call. The first
+// delta of a call carries its CallID and CallName; later ones only its CallIndex.
+type Delta struct {
+	Text      string `json:"text,omitempty"`
+	CallIndex int    `json:"call_index,omitempty"`
+	CallID    string `json:"call_id,omitempty"`
+	CallName  string `json:"call_name,omitempty"`
+	Arguments string `json:"arguments,omitempty"` // a fragment of the call's JSON arguments
 }
 
 // Kind is the kind of a proposal.
@@ -113,7 +130,12 @@ func (f Func) Generate(ctx context.Context, req *Request) (*Response, error) { r
 type Error struct {
 	Message   string
 	Retryable bool
-	Err       error // the underlying error, if any
+	// Status is the HTTP status of the provider's reply, 0 when there was none.
+	Status int
+	// RetryAfter is how long the provider asked to wait before trying again (Retry-After);
+	// the loop waits at least this long before its retry.
+	RetryAfter time.Duration
+	Err        error // the underlying error, if any
 }
 
 func (e *Error) Error() string {

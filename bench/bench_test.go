@@ -10,6 +10,12 @@ func BenchmarkLoopIteration(b *testing.B) { bench.LoopIterations(b) }
 
 func BenchmarkJetStreamFloor(b *testing.B) { bench.JetStreamFloor(b) }
 
+func BenchmarkHTTPPost(b *testing.B) { bench.HTTPPost(b) }
+
+func BenchmarkOpenAICall(b *testing.B) { bench.OpenAICall(b) }
+
+func BenchmarkAnthropicCall(b *testing.B) { bench.AnthropicCall(b) }
+
 // TestSuiteMeasures runs the suite as `reins bench` does, so the benchmarks cannot rot unnoticed:
 // each must complete and report a positive time, and the floor's ratio to itself is 1.
 func TestSuiteMeasures(t *testing.T) {

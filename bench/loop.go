@@ -43,7 +43,7 @@ func LoopIterations(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	noop := tool.Func(tool.Spec{Name: "noop", InputSchema: noopSchema},
+	noop := tool.New(tool.Spec{Name: "noop", InputSchema: noopSchema},
 		func(context.Context, json.RawMessage, string) (json.RawMessage, error) { return okOutput, nil })
 	var events int
 	c, err := loop.New(loop.Config{

@@ -18,6 +18,9 @@ func Suite() []Benchmark {
 	return []Benchmark{
 		{"jetstream_floor", "JetStream publish → fetch → ack of one durable message (the floor)", JetStreamFloor},
 		{"loop_iteration", "one loop iteration: scripted model, schema-validated no-op tool, tracing on", LoopIterations},
+		{"http_post", "a raw net/http POST of a chat request to a local server, reply read (no SDK)", HTTPPost},
+		{"openai_call", "one model call through the OpenAI provider to a local server: build, SDK, HTTP, parse", OpenAICall},
+		{"anthropic_call", "one model call through the Anthropic provider to a local server: build, SDK, HTTP, parse", AnthropicCall},
 	}
 }
 

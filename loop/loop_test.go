@@ -234,7 +234,7 @@ func newWorld(t testing.TB, s setup, now time.Time) *world {
 	for _, d := range s.tools {
 		var inner tool.Tool
 		if d.fn != nil {
-			inner = tool.Func(d.spec, d.fn)
+			inner = tool.New(d.spec, d.fn)
 		} else {
 			m, err := tool.NewMock(d.spec, d.results, w.clk)
 			if err != nil {
@@ -1166,7 +1166,7 @@ func TestRealClockDeadlineInterruptsATool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wait := tool.Func(tool.Spec{Name: "wait"}, func(ctx context.Context, _ json.RawMessage, _ string) (json.RawMessage, error) {
+	wait := tool.New(tool.Spec{Name: "wait"}, func(ctx context.Context, _ json.RawMessage, _ string) (json.RawMessage, error) {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()

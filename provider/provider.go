@@ -142,11 +142,15 @@ func RetryableStatus(status int) bool {
 // 5xx with the server's Retry-After, and a clear non-retryable error for any other 4xx.
 func StatusError(providerName string, status int, header http.Header, message string, cause error) *model.Error {
 	message = strings.TrimSpace(message)
+	text := http.StatusText(status)
 	if message == "" {
-		message = http.StatusText(status)
+		message = "no error message"
+	}
+	if text != "" {
+		text = " " + text // 529 (Anthropic's "overloaded") has no standard text
 	}
 	return &model.Error{
-		Message:    fmt.Sprintf("%s: HTTP %d %s: %s", providerName, status, http.StatusText(status), message),
+		Message:    fmt.Sprintf("%s: HTTP %d%s: %s", providerName, status, text, message),
 		Retryable:  RetryableStatus(status),
 		Status:     status,
 		RetryAfter: RetryAfter(header),

@@ -85,8 +85,9 @@ func InfoFrom(ctx context.Context) *Info {
 	return info
 }
 
-// Func adapts a function to a Tool with the given spec.
-func Func(spec Spec, fn func(ctx context.Context, args json.RawMessage, key string) (json.RawMessage, error)) Tool {
+// New adapts a function on raw JSON to a Tool with the given spec. For typed arguments and a
+// generated schema, use Func.
+func New(spec Spec, fn func(ctx context.Context, args json.RawMessage, key string) (json.RawMessage, error)) Tool {
 	return funcTool{spec: spec, fn: fn}
 }
 

@@ -369,7 +369,7 @@ func TestSafeCall(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tl := tool.Func(tool.Spec{Name: "broken"}, tc.fn)
+			tl := tool.New(tool.Spec{Name: "broken"}, tc.fn)
 			out, err := tool.SafeCall(context.Background(), tl, json.RawMessage(`{"a":1}`), "k1")
 			if tc.errSub == "" {
 				if err != nil || string(out) != tc.out {
@@ -438,8 +438,8 @@ func TestInfoContext(t *testing.T) {
 	}
 }
 
-func ExampleFunc() {
-	lookup := tool.Func(tool.Spec{
+func ExampleNew() {
+	lookup := tool.New(tool.Spec{
 		Name:        "lookup",
 		Description: "Look up an order.",
 		InputSchema: json.RawMessage(`{"type": "object", "required": ["order_id"]}`),

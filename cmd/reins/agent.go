@@ -1,0 +1,195 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/reins-run/reins/loop"
+	"github.com/reins-run/reins/mcptool"
+	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/tool"
+	"github.com/reins-run/reins/trace"
+	"github.com/spf13/cobra"
+)
+
+type agentFlags struct {
+	model        modelFlags
+	goal         string
+	instructions string
+	mcp          []string
+	allow        []string
+	forbid       []string
+	approval     []string
+	evidence     []string
+	budget       loop.Budget
+	stream       bool
+	asJSON       bool
+}
+
+func newAgentCmd() *cobra.Command {
+	var f agentFlags
+	cmd := &cobra.Command{
+		Use:   "agent --model PROVIDER:NAME --goal TEXT [--mcp COMMAND]...",
+		Short: "Run one bounded tool-calling loop against a real model",
+		Long: `Runs one bounded agent loop: the model proposes, reins validates every proposal against the
+tools' schemas and the policy, executes the accepted tool calls, and stops at a budget, an answer,
+an escalation or a refusal, printing each iteration as it happens and the stop reason.
+
+Tools come from MCP servers: --mcp takes a command line started over stdio, or an http(s) URL of
+a streamable-HTTP server, and may be repeated. Exit status 0 when the loop completed with an
+answer, 1 for any other stop reason, 2 for a usage error.`,
+		Example: `  reins agent --model openai:gpt-4.1-mini --goal "Summarise README.md" --mcp "npx -y @modelcontextprotocol/server-filesystem ."
+  reins agent --model openai:qwen2.5 --base-url http://127.0.0.1:8000/v1 --goal "What is 2+2?"
+  reins agent --model replay:testdata/cassettes/agent.json --goal "..." --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd, &f) },
+	}
+	f.model.add(cmd, "the model, `PROVIDER:NAME`: openai:NAME (any OpenAI-compatible server), anthropic:NAME, or replay:CASSETTE")
+	fl := cmd.Flags()
+	fl.StringVar(&f.goal, "goal", "", "the task given to the loop")
+	fl.StringVar(&f.instructions, "instructions", "", "system instructions")
+	fl.StringArrayVar(&f.mcp, "mcp", nil, "an MCP server: a `COMMAND` line (stdio) or an http(s) URL (streamable HTTP); repeatable")
+	fl.StringSliceVar(&f.allow, "allow", nil, "tools the model may call (default: every tool)")
+	fl.StringSliceVar(&f.forbid, "forbid", nil, "tools that must never execute: proposing one stops the loop (refused)")
+	fl.StringSliceVar(&f.approval, "require-approval", nil, "tools whose calls need a human decision (the loop stops needs_human)")
+	fl.StringSliceVar(&f.evidence, "required-evidence", nil, "tools that must have succeeded before an answer is accepted")
+	d := loop.DefaultBudget()
+	fl.IntVar(&f.budget.MaxIterations, "max-iterations", d.MaxIterations, "iteration budget")
+	fl.IntVar(&f.budget.MaxToolCalls, "max-tool-calls", d.MaxToolCalls, "executed tool-call budget")
+	fl.DurationVar(&f.budget.MaxDuration, "max-duration", d.MaxDuration, "wall-clock budget of the whole loop")
+	fl.Int64Var(&f.budget.MaxTokens, "max-tokens", 0, "token budget, input plus output (0: unlimited)")
+	fl.Float64Var(&f.budget.MaxCostUSD, "max-cost", 0, "cost budget in USD (0: unlimited; needs a known price, see --price)")
+	fl.BoolVar(&f.stream, "stream", false, "stream the model's text as it arrives")
+	fl.BoolVar(&f.asJSON, "json", false, "print the result (stop reason, answer, usage, trace) as JSON instead of live progress")
+	return cmd
+}
+
+func runAgent(cmd *cobra.Command, f *agentFlags) error {
+	switch {
+	case f.model.name == "":
+		return &exitError{code: exitUsage, err: fmt.Errorf("--model is required (e.g. --model openai:gpt-4.1-mini)")}
+	case f.goal == "":
+		return &exitError{code: exitUsage, err: fmt.Errorf("--goal is required")}
+	}
+	m, err := f.model.open()
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	ctx := cmd.Context()
+	var tools []tool.Tool
+	for _, target := range f.mcp {
+		ts, err := mcptool.Connect(ctx, target, mcptool.Options{ClientName: "reins"})
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		defer ts.Close()
+		tools = append(tools, ts.Tools()...)
+	}
+	out := cmd.OutOrStdout()
+	cfg := loop.Config{
+		Model: m, Tools: tools, Instructions: f.instructions, Budget: f.budget,
+		Policy: loop.Policy{Allow: f.allow, Forbid: f.forbid, RequireApproval: f.approval, RequiredEvidence: f.evidence},
+	}
+	if !f.asJSON {
+		cfg.Sink = &progress{w: out}
+		if f.stream {
+			cfg.OnDelta = func(_ int, d model.Delta) { fmt.Fprint(out, d.Text) }
+		}
+	}
+	c, err := loop.New(cfg)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	res := c.Run(ctx, newRunID("agent"), f.goal)
+	if f.asJSON {
+		if err := writeAgentJSON(out, res); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+	} else if res.Answer != "" {
+		fmt.Fprintf(out, "\n%s\n", res.Answer)
+	}
+	if res.StopReason != loop.Completed {
+		return &exitError{code: exitFailed}
+	}
+	return nil
+}
+
+// progress prints each trace event of a live run as one short line.
+type progress struct{ w io.Writer }
+
+func (p *progress) Emit(e trace.Event) {
+	switch e.Type {
+	case trace.IterationStart:
+		fmt.Fprintf(p.w, "── iteration %d\n", e.Iteration)
+	case trace.ModelCall:
+		if e.Error != "" {
+			fmt.Fprintf(p.w, "   model error (retryable=%v): %s\n", e.Retryable, e.Error)
+			return
+		}
+		fmt.Fprintf(p.w, "   model: %s, %d in / %d out tokens, $%.4f\n", e.Duration.Round(time.Millisecond), e.InputTokens, e.OutputTokens, e.CostUSD)
+	case trace.Proposal:
+		switch e.Proposal {
+		case string(model.KindToolCalls):
+			fmt.Fprintf(p.w, "   proposes %d tool call(s)\n", e.Calls)
+		case string(model.KindAnswer):
+			fmt.Fprintln(p.w, "   proposes an answer")
+		default:
+			fmt.Fprintf(p.w, "   proposes to %s: %s\n", e.Proposal, e.Reason)
+		}
+	case trace.Validation:
+		if e.Decision == trace.DecisionInvalid || e.Decision == trace.DecisionForbid {
+			fmt.Fprintf(p.w, "   ✗ %s %s\n", orAnswer(e.Tool), e.Reason)
+		}
+	case trace.Approval:
+		fmt.Fprintf(p.w, "   approval of %s: %s %s\n", e.Tool, e.Decision, e.Reason)
+	case trace.ToolCall:
+		fmt.Fprintf(p.w, "   → %s (%s)\n", e.Tool, e.CallID)
+	case trace.ToolResult:
+		switch {
+		case !e.Executed:
+			fmt.Fprintf(p.w, "   ← %s not executed\n", e.Tool)
+		case e.Error != "":
+			fmt.Fprintf(p.w, "   ← %s failed in %s: %s\n", e.Tool, e.Duration.Round(time.Millisecond), e.Error)
+		default:
+			fmt.Fprintf(p.w, "   ← %s ok in %s\n", e.Tool, e.Duration.Round(time.Millisecond))
+		}
+	case trace.Stop:
+		fmt.Fprintf(p.w, "stop: %s (%s)\n", e.StopReason, e.Reason)
+	}
+}
+
+func orAnswer(toolName string) string {
+	if toolName == "" {
+		return "answer:"
+	}
+	return toolName + ":"
+}
+
+func writeAgentJSON(w io.Writer, res loop.Result) error {
+	st := res.State
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		RunID      string             `json:"run_id"`
+		StopReason loop.StopReason    `json:"stop_reason"`
+		Detail     string             `json:"detail"`
+		Answer     string             `json:"answer"`
+		Iterations int                `json:"iterations"`
+		ToolCalls  int                `json:"tool_calls"`
+		Usage      model.Usage        `json:"usage"`
+		CostUSD    float64            `json:"cost_usd"`
+		Pending    []loop.PendingCall `json:"pending,omitempty"`
+		Trace      []trace.Event      `json:"trace"`
+	}{st.RunID, res.StopReason, res.Detail, res.Answer, st.Iteration, st.ToolCalls, st.Usage, st.CostUSD, st.Pending, res.Trace})
+}
+
+// newRunID returns a unique, time-ordered run id such as agent-20261121-201503-a1b2c3.
+func newRunID(prefix string) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,77 @@
+//go:build unix
+
+package mcptool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// makeFifo creates a named pipe in a temporary directory.
+func makeFifo(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "started")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// unblockFifo releases a reader blocked opening the named pipe.
+func unblockFifo(path string) {
+	if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+		f.Close()
+	}
+}
+
+func TestCancelSlowCall(t *testing.T) {
+	ts := connectStdio(t, "")
+	tools := toolMap(t, ts)
+	fifo := makeFifo(t)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	args, _ := json.Marshal(map[string]string{"fifo": fifo})
+	done := make(chan error, 1)
+	go func() {
+		_, err := tools["slow"].Call(ctx, args, "")
+		done <- err
+	}()
+	started := make(chan error, 1)
+	go func() {
+		// Opening a FIFO for reading blocks until the server opens it for writing.
+		f, err := os.Open(fifo)
+		if err == nil {
+			_, err = f.Read(make([]byte, 64))
+			f.Close()
+		}
+		started <- err
+	}()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("waiting for slow to start: %v", err)
+		}
+	case err := <-done:
+		unblockFifo(fifo)
+		<-started
+		t.Fatalf("slow returned before it was cancelled: %v", err)
+	}
+
+	cancel()
+	err := <-done
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("slow after cancel: %v, want context.Canceled", err)
+	}
+	wantToolError(t, err, true, "tool slow")
+
+	// The session survives a cancelled call.
+	if got := call(t, tools["echo"], `{"text":"after"}`, ""); got != `"after"` {
+		t.Errorf("echo after a cancelled call = %s", got)
+	}
+}

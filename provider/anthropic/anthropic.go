@@ -90,6 +90,10 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 	if err != nil {
 		return nil, m.classify(ctx, callCtx, err)
 	}
+	if msg == nil {
+		// A body of `null` decodes to no message and no error.
+		return nil, &model.Error{Message: "anthropic: the reply holds no message, so there is nothing to act on"}
+	}
 	return m.response(msg, args), nil
 }
 

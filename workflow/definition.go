@@ -1,0 +1,308 @@
+// Package workflow is the model of a workflow as data: a predeclared graph of steps and edges,
+// built with the Go builder (New) or loaded from a TOML file (Load), checked by the validator
+// (Validate), serialized to canonical JSON with a content hash, and drawn as a graph (Mermaid,
+// Graphviz dot). The contract is shared/spec/workflow-file.md.
+//
+// It owns definitions, their validation and their export. It must not execute anything: running
+// a definition is the engine's job, and nothing here talks to models, tools or NATS.
+package workflow
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"github.com/reins-run/reins/clock"
+)
+
+// StepType is the type of a step. The strings are the contract's.
+type StepType string
+
+// Step types.
+const (
+	Task      StepType = "task"
+	AgentLoop StepType = "agent_loop"
+	LLM       StepType = "llm"
+	Agent     StepType = "agent"
+	Switch    StepType = "switch"
+	Parallel  StepType = "parallel"
+	Map       StepType = "map"
+	Call      StepType = "call"
+	Approval  StepType = "approval"
+	WaitEvent StepType = "wait_event"
+	Sleep     StepType = "sleep"
+	Terminate StepType = "terminate"
+	Fail      StepType = "fail"
+)
+
+// StepTypes lists every step type, in the contract's order.
+var StepTypes = []StepType{Task, AgentLoop, LLM, Agent, Switch, Parallel, Map, Call, Approval, WaitEvent, Sleep, Terminate, Fail}
+
+// Defaults of the contract.
+const (
+	DefaultDeadline      = clock.Duration(3600e9) // "1h"
+	DefaultMaxSteps      = 10000
+	DefaultOutputRepairs = 2
+	DefaultMapConcurrent = 4
+	MaxCallDepth         = 8
+)
+
+// Definition is a whole workflow. Field order and JSON names are the canonical form: two
+// definitions that mean the same thing marshal to the same bytes (see CanonicalJSON).
+type Definition struct {
+	Name        string              `json:"name"`
+	Description string              `json:"description,omitempty"`
+	Deadline    clock.Duration      `json:"deadline"`
+	MaxSteps    int                 `json:"max_steps"`
+	Start       string              `json:"start"`
+	Models      map[string]ModelDef `json:"models,omitempty"`
+	Tools       map[string]ToolDef  `json:"tools,omitempty"`
+	Steps       []Step              `json:"steps"`
+	Edges       []Edge              `json:"edges,omitempty"`
+
+	// Source says where the definition was loaded from, for error positions; not part of the
+	// canonical form.
+	Source *Source `json:"-"`
+}
+
+// ModelDef is a named model configuration ([models.NAME]).
+type ModelDef struct {
+	Provider  string          `json:"provider" toml:"provider"` // openai | anthropic | scripted | replay
+	Model     string          `json:"model,omitempty" toml:"model"`
+	BaseURL   string          `json:"base_url,omitempty" toml:"base_url"`
+	APIKeyEnv string          `json:"api_key_env,omitempty" toml:"api_key_env"`
+	Script    json.RawMessage `json:"script,omitempty" toml:"-"` // provider scripted: turns as in eval-fixtures.md
+	Cassette  string          `json:"cassette,omitempty" toml:"cassette"`
+}
+
+// ToolDef is a named tool ([tools.NAME]): served by a worker handler, or mocked.
+type ToolDef struct {
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	SideEffect  bool            `json:"side_effect,omitempty"`
+	Handler     string          `json:"handler,omitempty"`
+	Mock        json.RawMessage `json:"mock,omitempty"` // results as in eval-fixtures.md mocked_tools
+}
+
+// Retry is a step's retry policy.
+type Retry struct {
+	MaxAttempts  int            `json:"max_attempts"`
+	Backoff      string         `json:"backoff"` // fixed | linear | exponential
+	InitialDelay clock.Duration `json:"initial_delay,omitempty"`
+	MaxDelay     clock.Duration `json:"max_delay,omitempty"`
+}
+
+// Branch is one branch of a parallel step: a step of this workflow, or a sub-workflow file.
+type Branch struct {
+	Step     string `json:"step,omitempty"`
+	Workflow string `json:"workflow,omitempty"`
+}
+
+// Policy is an agent step's tool policy.
+type Policy struct {
+	Allow            []string `json:"allow,omitempty"`
+	Forbid           []string `json:"forbid,omitempty"`
+	RequireApproval  []string `json:"require_approval,omitempty"`
+	RequiredEvidence []string `json:"required_evidence,omitempty"`
+}
+
+// Budget is an agent step's budget, keys as in eval-fixtures.md; zero means the default.
+type Budget struct {
+	MaxIterations     int            `json:"max_iterations,omitempty"`
+	MaxToolCalls      int            `json:"max_tool_calls,omitempty"`
+	MaxDuration       clock.Duration `json:"max_duration,omitempty"`
+	MaxTokens         int64          `json:"max_tokens,omitempty"`
+	MaxCostUSD        float64        `json:"max_cost_usd,omitempty"`
+	MaxToolFailures   int            `json:"max_tool_failures,omitempty"`
+	MaxRepeatedCalls  int            `json:"max_repeated_calls,omitempty"`
+	MaxInvalidActions int            `json:"max_invalid_actions,omitempty"`
+}
+
+// Step is one step. The common keys come first; each type uses only its own keys (see
+// KeysOf), and the validator reports any other key set on it.
+type Step struct {
+	ID      string         `json:"id"`
+	Type    StepType       `json:"type"`
+	Timeout clock.Duration `json:"timeout,omitempty"`
+	Retry   *Retry         `json:"retry,omitempty"`
+	Input   string         `json:"input,omitempty"`
+	Branch  string         `json:"branch,omitempty"`
+
+	Handler       string          `json:"handler,omitempty"`        // task, agent_loop
+	MaxIterations int             `json:"max_iterations,omitempty"` // agent_loop
+	MaxDuration   clock.Duration  `json:"max_duration,omitempty"`   // agent_loop
+	LoopDelay     clock.Duration  `json:"loop_delay,omitempty"`     // agent_loop
+	Model         string          `json:"model,omitempty"`          // llm, agent
+	Prompt        string          `json:"prompt,omitempty"`         // llm, approval
+	Instructions  string          `json:"instructions,omitempty"`   // llm, agent
+	OutputSchema  json.RawMessage `json:"output_schema,omitempty"`  // llm
+	OutputRepairs *int            `json:"output_repairs,omitempty"` // llm (default 2)
+	Goal          string          `json:"goal,omitempty"`           // agent
+	Tools         []string        `json:"tools,omitempty"`          // agent
+	Policy        *Policy         `json:"policy,omitempty"`         // agent
+	Budget        *Budget         `json:"budget,omitempty"`         // agent
+	Expr          string          `json:"expr,omitempty"`           // switch
+	Branches      []Branch        `json:"branches,omitempty"`       // parallel
+	MaxConcurrent int             `json:"max_concurrent,omitempty"` // parallel, map (default 4)
+	Items         string          `json:"items,omitempty"`          // map
+	Step          string          `json:"step,omitempty"`           // map
+	Workflow      string          `json:"workflow,omitempty"`       // map, call
+	MaxItems      int             `json:"max_items,omitempty"`      // map
+	OnTimeout     string          `json:"on_timeout,omitempty"`     // approval: deny | fail
+	Event         string          `json:"event,omitempty"`          // wait_event
+	Duration      clock.Duration  `json:"duration,omitempty"`       // sleep
+	Message       string          `json:"message,omitempty"`        // fail
+}
+
+// Edge connects two steps. With When, it is taken only for that label; with MaxIterations, it
+// is a loop edge followed at most that many times per run.
+type Edge struct {
+	From          string `json:"from"`
+	To            string `json:"to"`
+	When          string `json:"when,omitempty"`
+	MaxIterations int    `json:"max_iterations,omitempty"`
+}
+
+// IsLoop reports whether e is a loop edge.
+func (e Edge) IsLoop() bool { return e.MaxIterations != 0 }
+
+// KeysOf lists the type-specific keys each step type accepts, in file spelling. Every step also
+// accepts id, type, timeout, retry, input and branch.
+var KeysOf = map[StepType][]string{
+	Task:      {"handler"},
+	AgentLoop: {"handler", "max_iterations", "max_duration", "loop_delay"},
+	LLM:       {"model", "prompt", "instructions", "output_schema", "output_repairs"},
+	Agent:     {"model", "instructions", "goal", "tools", "policy", "budget"},
+	Switch:    {"expr"},
+	Parallel:  {"branches", "max_concurrent"},
+	Map:       {"items", "step", "workflow", "max_items", "max_concurrent"},
+	Call:      {"workflow"},
+	Approval:  {"prompt", "on_timeout"},
+	WaitEvent: {"event"},
+	Sleep:     {"duration"},
+	Terminate: {},
+	Fail:      {"message"},
+}
+
+// CommonKeys are the keys every step accepts.
+var CommonKeys = []string{"id", "type", "timeout", "retry", "input", "branch"}
+
+// Source records where a definition came from: the file, and the line of each key, addressed
+// like "steps[2].handler", "edges[0].to", "models.writer.provider" or "" for the file itself.
+type Source struct {
+	File  string
+	Lines map[string]int
+}
+
+// Line returns the line of key, else of its nearest enclosing key that has one, else 0.
+func (s *Source) Line(key string) int {
+	if s == nil {
+		return 0
+	}
+	for k := key; ; {
+		if n, ok := s.Lines[k]; ok {
+			return n
+		}
+		i := lastSep(k)
+		if i < 0 {
+			return 0
+		}
+		k = k[:i]
+	}
+}
+
+// lastSep finds the end of the parent path of key ("steps[2].handler" → "steps[2]", "steps[2]" →
+// "steps").
+func lastSep(key string) int {
+	for i := len(key) - 1; i >= 0; i-- {
+		if key[i] == '.' || key[i] == '[' {
+			return i
+		}
+	}
+	return -1
+}
+
+// Normalize fills in the contract's defaults so that every way of writing the same workflow has
+// one canonical form: deadline, max_steps, the start step (the only step with no incoming edge,
+// when there is exactly one), llm output_repairs, and map max_concurrent. It changes d in place
+// and leaves anything it cannot decide (an ambiguous start) for the validator to report.
+func (d *Definition) Normalize() {
+	if d.Deadline == 0 {
+		d.Deadline = DefaultDeadline
+	}
+	if d.MaxSteps == 0 {
+		d.MaxSteps = DefaultMaxSteps
+	}
+	if d.Start == "" {
+		if roots := d.Roots(); len(roots) == 1 {
+			d.Start = roots[0]
+		}
+	}
+	for i := range d.Steps {
+		s := &d.Steps[i]
+		if s.Type == LLM && s.OutputRepairs == nil {
+			n := DefaultOutputRepairs
+			s.OutputRepairs = &n
+		}
+		if s.Type == Map && s.MaxConcurrent == 0 {
+			s.MaxConcurrent = DefaultMapConcurrent
+		}
+	}
+}
+
+// Roots lists the steps with no incoming edge, in declaration order, not counting steps that
+// are parallel branches or map bodies (their parent starts them).
+func (d *Definition) Roots() []string {
+	incoming := map[string]bool{}
+	for _, e := range d.Edges {
+		incoming[e.To] = true
+	}
+	for _, s := range d.Steps {
+		for _, b := range s.Branches {
+			if b.Step != "" {
+				incoming[b.Step] = true
+			}
+		}
+		if s.Type == Map && s.Step != "" {
+			incoming[s.Step] = true
+		}
+	}
+	var roots []string
+	for _, s := range d.Steps {
+		if !incoming[s.ID] {
+			roots = append(roots, s.ID)
+		}
+	}
+	return roots
+}
+
+// CanonicalJSON is the definition's canonical form: normalized, struct fields in declaration
+// order, map keys sorted, no insignificant whitespace. Builder and TOML definitions of the same
+// workflow produce the same bytes.
+func (d *Definition) CanonicalJSON() ([]byte, error) {
+	c := *d
+	c.Steps = append([]Step(nil), d.Steps...)
+	c.Normalize()
+	return json.Marshal(&c)
+}
+
+// Hash is the hex SHA-256 of the canonical JSON: a run records it to name the exact version of
+// the definition it started with.
+func (d *Definition) Hash() (string, error) {
+	b, err := d.CanonicalJSON()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// StepByID returns the step with that id, or nil.
+func (d *Definition) StepByID(id string) *Step {
+	for i := range d.Steps {
+		if d.Steps[i].ID == id {
+			return &d.Steps[i]
+		}
+	}
+	return nil
+}

@@ -16,6 +16,10 @@ func BenchmarkOpenAICall(b *testing.B) { bench.OpenAICall(b) }
 
 func BenchmarkAnthropicCall(b *testing.B) { bench.AnthropicCall(b) }
 
+func BenchmarkWorkflowLoad1k(b *testing.B) { bench.LoadValidate(1000)(b) }
+
+func BenchmarkWorkflowLoad10k(b *testing.B) { bench.LoadValidate(10000)(b) }
+
 // TestSuiteMeasures runs the suite as `reins bench` does, so the benchmarks cannot rot unnoticed:
 // each must complete and report a positive time, and the floor's ratio to itself is 1.
 func TestSuiteMeasures(t *testing.T) {

@@ -8,9 +8,13 @@
 package workflow
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
 
 	"github.com/reins-run/reins/clock"
 )
@@ -283,6 +287,36 @@ func (d *Definition) CanonicalJSON() ([]byte, error) {
 	c := *d
 	c.Steps = append([]Step(nil), d.Steps...)
 	c.Normalize()
+	// Raw JSON values (schemas, mocks, scripts) are compared by meaning, not by how they were
+	// written: keys sorted, numbers in one spelling. The copy gets fresh maps so d is untouched.
+	var err error
+	canon := func(v json.RawMessage) json.RawMessage {
+		out, cerr := canonicalRaw(v)
+		if cerr != nil && err == nil {
+			err = cerr
+		}
+		return out
+	}
+	if d.Models != nil {
+		c.Models = make(map[string]ModelDef, len(d.Models))
+		for name, m := range d.Models {
+			m.Script = canon(m.Script)
+			c.Models[name] = m
+		}
+	}
+	if d.Tools != nil {
+		c.Tools = make(map[string]ToolDef, len(d.Tools))
+		for name, t := range d.Tools {
+			t.InputSchema, t.Mock = canon(t.InputSchema), canon(t.Mock)
+			c.Tools[name] = t
+		}
+	}
+	for i := range c.Steps {
+		c.Steps[i].OutputSchema = canon(c.Steps[i].OutputSchema)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s: a raw JSON value is not valid JSON: %w", d.Name, err)
+	}
 	return json.Marshal(&c)
 }
 
@@ -305,4 +339,50 @@ func (d *Definition) StepByID(id string) *Step {
 		}
 	}
 	return nil
+}
+
+// canonicalRaw rewrites a raw JSON value in canonical form: object keys sorted, no whitespace,
+// numbers written as encoding/json writes the integers and floats a TOML file decodes to. An
+// empty value stays empty (absent).
+func canonicalRaw(v json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(v)) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, fmt.Errorf("unexpected data after the value")
+	}
+	x = canonicalNumbers(x)
+	return json.Marshal(x)
+}
+
+// canonicalNumbers replaces each json.Number by an int64 when it is one, else by a float64, so
+// that 1, 1.0 and 1e0 all read back as the same value.
+func canonicalNumbers(x any) any {
+	switch v := x.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = canonicalNumbers(e)
+		}
+		return v
+	case []any:
+		for i, e := range v {
+			v[i] = canonicalNumbers(e)
+		}
+		return v
+	case json.Number:
+		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			return n
+		}
+		if f, err := strconv.ParseFloat(string(v), 64); err == nil && !math.IsInf(f, 0) {
+			return f
+		}
+		return v
+	}
+	return x
 }

@@ -72,6 +72,6 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.AddCommand(newEvalCmd(), newAgentCmd(), newBenchCmd())
+	root.AddCommand(newEvalCmd(), newAgentCmd(), newBenchCmd(), newValidateCmd(), newGraphCmd())
 	return root
 }

@@ -1,0 +1,593 @@
+package workflow_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/workflow"
+)
+
+// The contract says a definition built with the Go builder and the same workflow written as TOML
+// serialize to the same JSON. These tests hold the builder program of every example file to that,
+// byte for byte.
+
+// eqExamples are the builder programs of examples/workflows, by file name.
+var eqExamples = map[string]func() *workflow.Builder{
+	"draft_refiner":        eqDraftRefiner,
+	"research_fanout":      eqResearchFanout,
+	"refund_investigation": eqRefundInvestigation,
+	"code_review":          eqCodeReview,
+}
+
+func eqDraftRefiner() *workflow.Builder {
+	wf := workflow.New("draft_refiner").
+		Description("Generate a draft, critique it, retry at most 3 times, then ask a human.").
+		Deadline(10*time.Minute).
+		Start("generate").
+		Model("writer", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[
+			{"text": "Reins 1.0 is out: agent loops you can audit."},
+			{"text": "Reins 1.0 is out: every agent loop runs inside a workflow you declared, with hard budgets and a recorded reason for every stop."}
+		]`)}).
+		Model("critic", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[
+			{"text": "{\"verdict\": \"retry\", \"feedback\": \"Say what makes the loops bounded.\"}"},
+			{"text": "{\"verdict\": \"accept\", \"feedback\": \"Specific and short.\"}"}
+		]`)})
+
+	wf.LLM("generate", "writer").
+		WithInstructions("You write one-paragraph release announcements in plain words.").
+		WithPrompt("Announce {{input.product}}. Feedback on the previous draft, if any: {{evaluate.output.feedback}}")
+	wf.LLM("evaluate", "critic").
+		WithInstructions("You review release announcements. Reply with JSON only.").
+		WithPrompt("Judge this announcement of {{input.product}}: {{generate.output}}").
+		WithOutputSchema(json.RawMessage(`{
+			"type": "object",
+			"properties": {
+				"verdict": {"type": "string", "enum": ["accept", "retry"]},
+				"feedback": {"type": "string"}
+			},
+			"required": ["verdict", "feedback"],
+			"additionalProperties": false
+		}`)).
+		WithOutputRepairs(1).
+		WithBranch("verdict")
+	wf.Approval("review", "The critic still wants changes after 3 rewrites. Publish this draft anyway? {{generate.output}}").
+		WithTimeout(24 * time.Hour).
+		WithOnTimeout("deny")
+	wf.Terminate("publish").WithInput("generate.output")
+	wf.Fail("rejected", "A human rejected the draft after 3 rewrites: {{review.output}}")
+
+	wf.Edge("generate", "evaluate")
+	wf.Edge("evaluate", "generate").When("retry").MaxIterations(3)
+	wf.Edge("evaluate", "review").When("retry")
+	wf.Edge("evaluate", "publish").When("accept")
+	wf.Edge("review", "publish").When("approved")
+	wf.Edge("review", "rejected").When("denied")
+	return wf
+}
+
+func eqResearchFanout() *workflow.Builder {
+	script := func(text string) json.RawMessage {
+		b, _ := json.Marshal([]map[string]string{{"text": text}})
+		return b
+	}
+	wf := workflow.New("research_fanout").
+		Description("Research a question from three angles at once, then combine the findings into one brief.").
+		Deadline(15*time.Minute).
+		Model("market", workflow.ModelDef{Provider: "scripted", Script: script("Market: about 40% of support teams already route refunds through an agent.")}).
+		Model("competitors", workflow.ModelDef{Provider: "scripted", Script: script("Competitors: two hosted products, neither bounds tool calls per run.")}).
+		Model("regulation", workflow.ModelDef{Provider: "scripted", Script: script("Regulation: automated refund decisions need a human in the loop above 500 EUR.")}).
+		Model("editor", workflow.ModelDef{Provider: "scripted", Script: script("Brief: demand is real, rivals lack hard budgets, and large refunds need an approval step.")})
+
+	wf.Parallel("research", "market", "competitors", "regulation").
+		WithMaxConcurrent(3).
+		WithTimeout(5 * time.Minute)
+	wf.LLM("market", "market").WithPrompt("Size the market for {{input.question}}. Three sentences at most.")
+	wf.LLM("competitors", "competitors").WithPrompt("Who else answers {{input.question}}, and how? Three sentences at most.")
+	wf.LLM("regulation", "regulation").WithPrompt("Which rules constrain {{input.question}}? Three sentences at most.")
+	wf.LLM("combine", "editor").
+		WithInstructions("You merge research notes into one brief. Keep every number and name.").
+		WithPrompt("Question: {{input.question}}. Notes, in order market, competitors, regulation: {{research.output}}")
+	wf.Terminate("done")
+
+	wf.Edge("research", "combine")
+	wf.Edge("combine", "done")
+	return wf
+}
+
+func eqRefundInvestigation() *workflow.Builder {
+	orderSchema := json.RawMessage(`{"type": "object", "properties": {"order_id": {"type": "string", "minLength": 1}}, "required": ["order_id"], "additionalProperties": false}`)
+	wf := workflow.New("refund_investigation").
+		Description("Decide whether the evidence supports a refund; never issue it from the loop.").
+		Deadline(30*time.Minute).
+		Model("investigator", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[
+			{"tool_calls": [{"name": "read_order", "arguments": {"order_id": "O-104"}}], "usage": {"input_tokens": 120, "output_tokens": 18}},
+			{"tool_calls": [{"name": "read_delivery_status", "arguments": {"order_id": "O-104"}}], "usage": {"input_tokens": 180, "output_tokens": 20}},
+			{"tool_calls": [{"name": "search_refund_policy", "arguments": {"query": "late delivery"}}], "usage": {"input_tokens": 240, "output_tokens": 22}},
+			{"text": "Recommend a refund: O-104 arrived 4 days late and the policy refunds deliveries more than 3 days late.", "usage": {"input_tokens": 320, "output_tokens": 40}}
+		]`)}).
+		Tool("read_order", workflow.ToolDef{
+			Description: "Read an order by id.",
+			InputSchema: orderSchema,
+			Mock:        json.RawMessage(`[{"output": {"order_id": "O-104", "status": "delivered", "total": 42.50, "currency": "USD"}}]`),
+		}).
+		Tool("read_delivery_status", workflow.ToolDef{
+			Description: "Read the carrier's delivery record of an order.",
+			InputSchema: orderSchema,
+			Mock:        json.RawMessage(`[{"output": {"promised": "2026-11-10", "delivered": "2026-11-14", "late_days": 4}}]`),
+		}).
+		Tool("search_refund_policy", workflow.ToolDef{
+			Description: "Search the refund policy.",
+			InputSchema: json.RawMessage(`{"type": "object", "properties": {"query": {"type": "string", "minLength": 1}}, "required": ["query"], "additionalProperties": false}`),
+			Mock:        json.RawMessage(`[{"output": {"section": "4.2", "text": "Deliveries more than 3 days late are refunded in full."}}]`),
+		}).
+		Tool("issue_refund", workflow.ToolDef{
+			Description: "Issue a refund. Payment side effect: never from the investigation loop.",
+			InputSchema: orderSchema,
+			SideEffect:  true,
+			Handler:     "payments.issue_refund",
+		})
+
+	wf.Agent("investigate", "investigator").
+		WithInstructions("You investigate refund requests. Gather evidence with the tools, then recommend. Never issue refunds yourself.").
+		WithGoal("Decide whether refund evidence is sufficient for order {{input.order_id}}.").
+		WithTools("read_order", "read_delivery_status", "search_refund_policy", "issue_refund").
+		WithPolicy(workflow.Policy{
+			Allow:            []string{"read_order", "read_delivery_status", "search_refund_policy"},
+			Forbid:           []string{"issue_refund"},
+			RequiredEvidence: []string{"read_order", "read_delivery_status"},
+		}).
+		WithBudget(workflow.Budget{
+			MaxIterations:     8,
+			MaxToolCalls:      6,
+			MaxDuration:       clock.Duration(2 * time.Minute),
+			MaxTokens:         20000,
+			MaxCostUSD:        0.25,
+			MaxToolFailures:   2,
+			MaxRepeatedCalls:  2,
+			MaxInvalidActions: 3,
+		})
+	wf.Switch("route", "investigate.output.stop_reason")
+	wf.Terminate("recommend").WithInput("investigate.output")
+	wf.Approval("human_review", "The investigation of order {{input.order_id}} needs a person: {{investigate.output.detail}}. Approve the refund recommendation?").
+		WithTimeout(48 * time.Hour).
+		WithOnTimeout("fail")
+	wf.Fail("declined", "A human declined the refund for order {{input.order_id}}: {{human_review.output}}")
+	wf.Fail("stopped", "The investigation stopped without a recommendation ({{investigate.output.stop_reason}}).")
+
+	wf.Edge("investigate", "route")
+	wf.Edge("route", "recommend").When("completed")
+	wf.Edge("route", "human_review").When("needs_human")
+	wf.Edge("human_review", "recommend").When("approved")
+	wf.Edge("human_review", "declined").When("denied")
+	for _, reason := range []string{"refused", "tool_failure", "failed", "no_progress", "max_iterations", "max_tool_calls", "max_tokens", "max_cost", "timeout"} {
+		wf.Edge("route", "stopped").When(reason)
+	}
+	return wf
+}
+
+func eqCodeReview() *workflow.Builder {
+	wf := workflow.New("code_review").
+		Description("Review a change in a bounded loop, then write the report.").
+		Deadline(15*time.Minute).
+		Model("reporter", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text": "2 findings: an unchecked error in loop/act.go and a missing test for the retry path."}]`)})
+
+	wf.AgentLoop("review", "llm-review").
+		WithMaxIterations(10).
+		WithMaxDuration(5 * time.Minute).
+		WithLoopDelay(500 * time.Millisecond).
+		WithTimeout(30 * time.Second).
+		WithRetry(workflow.Retry{MaxAttempts: 3, Backoff: "exponential", InitialDelay: clock.Duration(time.Second), MaxDelay: clock.Duration(10 * time.Second)})
+	wf.LLM("report", "reporter").
+		WithInstructions("You write short code review reports: findings first, one line each.").
+		WithPrompt("Write the review report of {{input.change}} from these findings: {{review.output}}")
+
+	wf.Edge("review", "report")
+	return wf
+}
+
+func TestBuilderEqualsExampleFiles(t *testing.T) {
+	if len(eqExamples) != len(exNames) {
+		t.Fatalf("%d builder programs for %d example files", len(eqExamples), len(exNames))
+	}
+	for _, name := range exNames {
+		t.Run(name, func(t *testing.T) {
+			program, ok := eqExamples[name]
+			if !ok {
+				t.Fatalf("no builder program for %s.toml", name)
+			}
+			built, err := program().Build()
+			if err != nil {
+				t.Fatalf("Build: %v", err)
+			}
+			loaded := exLoad(t, name)
+			eqSame(t, built, loaded)
+			if workflow.Mermaid(built) != workflow.Mermaid(loaded) || workflow.Dot(built) != workflow.Dot(loaded) {
+				t.Error("the built and loaded definitions draw different graphs")
+			}
+		})
+	}
+}
+
+// eqSame fails unless a and b have the same canonical JSON and hash.
+func eqSame(t *testing.T, a, b *workflow.Definition) {
+	t.Helper()
+	ja, err := a.CanonicalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jb, err := b.CanonicalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ja, jb) {
+		t.Fatalf("canonical JSON differs:\n a %s\n b %s\nfirst difference at byte %d", ja, jb, eqFirstDiff(ja, jb))
+	}
+	ha, _ := a.Hash()
+	hb, _ := b.Hash()
+	if ha != hb {
+		t.Fatalf("hashes differ: %s, %s", ha, hb)
+	}
+}
+
+func eqFirstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// eqParse parses a TOML variant, failing on any problem.
+func eqParse(t *testing.T, name, src string) *workflow.Definition {
+	t.Helper()
+	file := name + ".toml"
+	def, ps := workflow.Parse(file, []byte(src))
+	if len(ps) == 0 {
+		ps = workflow.Validate(def, workflow.Options{})
+	}
+	if len(ps) > 0 {
+		t.Fatalf("variant %s has problems:\n%v", name, ps)
+	}
+	return def
+}
+
+// TestTOMLVariantsHashTheSame: ways of writing the same workflow that must not change its hash.
+func TestTOMLVariantsHashTheSame(t *testing.T) {
+	groups := []struct {
+		name     string
+		variants map[string]string
+		builder  func() *workflow.Builder // the same workflow in Go, nil if not given
+	}{
+		{
+			name: "key order",
+			variants: map[string]string{
+				"contract order": `
+name = "order"
+deadline = "5m"
+[models.m]
+provider = "scripted"
+script = [{ text = "hi", usage = { input_tokens = 1, output_tokens = 2 } }]
+[[steps]]
+id = "a"
+type = "llm"
+model = "m"
+prompt = "Say hi to {{input.who}}"
+[[steps]]
+id = "b"
+type = "terminate"
+[[edges]]
+from = "a"
+to = "b"
+`,
+				"shuffled": `
+deadline = "5m"
+name = "order"
+[[steps]]
+prompt = "Say hi to {{input.who}}"
+model = "m"
+type = "llm"
+id = "a"
+[[steps]]
+type = "terminate"
+id = "b"
+[[edges]]
+to = "b"
+from = "a"
+[models.m]
+script = [{ usage = { output_tokens = 2, input_tokens = 1 }, text = "hi" }]
+provider = "scripted"
+`,
+			},
+			builder: func() *workflow.Builder {
+				wf := workflow.New("order").Deadline(5*time.Minute).
+					Model("m", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"usage":{"output_tokens":2,"input_tokens":1},"text":"hi"}]`)})
+				wf.LLM("a", "m").WithPrompt("Say hi to {{input.who}}")
+				wf.Terminate("b")
+				wf.Edge("a", "b")
+				return wf
+			},
+		},
+		{
+			name: "inline and standard tables",
+			variants: map[string]string{
+				"inline": `
+name = "tables"
+[tools.read]
+handler = "orders.read"
+input_schema = { type = "object", properties = { id = { type = "string" } } }
+[models.m]
+provider = "scripted"
+script = [{ text = "done" }]
+[[steps]]
+id = "agent"
+type = "agent"
+model = "m"
+goal = "Read {{input.id}}"
+tools = ["read"]
+retry = { max_attempts = 2, backoff = "fixed", initial_delay = "1s" }
+policy = { allow = ["read"] }
+budget = { max_iterations = 4, max_duration = "1m" }
+`,
+				"standard": `
+name = "tables"
+
+[tools.read]
+handler = "orders.read"
+
+[tools.read.input_schema]
+type = "object"
+
+[tools.read.input_schema.properties.id]
+type = "string"
+
+[models.m]
+provider = "scripted"
+
+[[models.m.script]]
+text = "done"
+
+[[steps]]
+id = "agent"
+type = "agent"
+model = "m"
+goal = "Read {{input.id}}"
+tools = ["read"]
+
+[steps.retry]
+max_attempts = 2
+backoff = "fixed"
+initial_delay = "1s"
+
+[steps.policy]
+allow = ["read"]
+
+[steps.budget]
+max_iterations = 4
+max_duration = "1m"
+`,
+				"dotted keys": `
+name = "tables"
+tools.read.handler = "orders.read"
+tools.read.input_schema.type = "object"
+tools.read.input_schema.properties.id.type = "string"
+models.m.provider = "scripted"
+models.m.script = [{ text = "done" }]
+[[steps]]
+id = "agent"
+type = "agent"
+model = "m"
+goal = "Read {{input.id}}"
+tools = ["read"]
+retry.max_attempts = 2
+retry.backoff = "fixed"
+retry.initial_delay = "1s"
+policy.allow = ["read"]
+budget.max_iterations = 4
+budget.max_duration = "1m"
+`,
+			},
+			builder: func() *workflow.Builder {
+				wf := workflow.New("tables").
+					Tool("read", workflow.ToolDef{Handler: "orders.read", InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}}}`)}).
+					Model("m", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text":"done"}]`)})
+				wf.Agent("agent", "m").
+					WithGoal("Read {{input.id}}").
+					WithTools("read").
+					WithRetry(workflow.Retry{MaxAttempts: 2, Backoff: "fixed", InitialDelay: clock.Duration(time.Second)}).
+					WithPolicy(workflow.Policy{Allow: []string{"read"}}).
+					WithBudget(workflow.Budget{MaxIterations: 4, MaxDuration: clock.Duration(time.Minute)})
+				return wf
+			},
+		},
+		{
+			name: "omitted and explicit defaults",
+			variants: map[string]string{
+				"omitted": `
+name = "defaults"
+[models.m]
+provider = "scripted"
+script = [{ text = "[]" }]
+[[steps]]
+id = "list"
+type = "llm"
+model = "m"
+prompt = "List {{input.topic}}"
+[[steps]]
+id = "each"
+type = "map"
+items = "list.output"
+step = "work"
+max_items = 10
+[[steps]]
+id = "work"
+type = "task"
+handler = "work"
+[[edges]]
+from = "list"
+to = "each"
+`,
+				"explicit": `
+name = "defaults"
+deadline = "1h"
+max_steps = 10000
+start = "list"
+[models.m]
+provider = "scripted"
+script = [{ text = "[]" }]
+[[steps]]
+id = "list"
+type = "llm"
+model = "m"
+prompt = "List {{input.topic}}"
+output_repairs = 2
+[[steps]]
+id = "each"
+type = "map"
+items = "list.output"
+step = "work"
+max_items = 10
+max_concurrent = 4
+[[steps]]
+id = "work"
+type = "task"
+handler = "work"
+[[edges]]
+from = "list"
+to = "each"
+`,
+				"other spellings": `
+name = "defaults"
+deadline = "60m"
+max_steps = 10_000
+[models.m]
+provider = "scripted"
+script = [{ text = "[]" }]
+[[steps]]
+id = "list"
+type = "llm"
+model = "m"
+prompt = "List {{input.topic}}"
+output_repairs = 0x2
+[[steps]]
+id = "each"
+type = "map"
+items = "list.output"
+step = "work"
+max_items = 1_0
+max_concurrent = 4
+[[steps]]
+id = "work"
+type = "task"
+handler = "work"
+[[edges]]
+from = "list"
+to = "each"
+`,
+			},
+			builder: func() *workflow.Builder {
+				wf := workflow.New("defaults").
+					Model("m", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text":"[]"}]`)})
+				wf.LLM("list", "m").WithPrompt("List {{input.topic}}")
+				wf.Map("each", "list.output").WithStep("work").WithMaxItems(10)
+				wf.Task("work", "work")
+				wf.Edge("list", "each")
+				return wf
+			},
+		},
+		{
+			name: "numbers in raw JSON",
+			variants: map[string]string{
+				"integers and floats": `
+name = "numbers"
+[tools.t]
+mock = [{ output = { n = 1, x = 2.5, big = 1e21, neg = -3 } }]
+[models.m]
+provider = "scripted"
+script = [{ text = "ok" }]
+[[steps]]
+id = "a"
+type = "agent"
+model = "m"
+goal = "go"
+tools = ["t"]
+`,
+				"other spellings": `
+name = "numbers"
+[tools.t]
+mock = [{ output = { neg = -3, big = 1_000e18, x = 25e-1, n = +1 } }]
+[models.m]
+provider = "scripted"
+script = [{ text = "ok" }]
+[[steps]]
+id = "a"
+type = "agent"
+model = "m"
+goal = "go"
+tools = ["t"]
+`,
+			},
+			builder: func() *workflow.Builder {
+				wf := workflow.New("numbers").
+					Tool("t", workflow.ToolDef{Mock: json.RawMessage(`[{"output": {"n": 1.0, "x": 2.50, "big": 1E21, "neg": -3}}]`)}).
+					Model("m", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text":"ok"}]`)})
+				wf.Agent("a", "m").WithGoal("go").WithTools("t")
+				return wf
+			},
+		},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			var first *workflow.Definition
+			var firstName string
+			for _, name := range slices.Sorted(maps.Keys(g.variants)) {
+				def := eqParse(t, name, g.variants[name])
+				if first == nil {
+					first, firstName = def, name
+					continue
+				}
+				t.Run(firstName+" = "+name, func(t *testing.T) { eqSame(t, first, def) })
+			}
+			if g.builder != nil {
+				built, err := g.builder().Build()
+				if err != nil {
+					t.Fatalf("Build: %v", err)
+				}
+				t.Run(firstName+" = builder", func(t *testing.T) { eqSame(t, first, built) })
+			}
+		})
+	}
+}
+
+// TestHashChangesWithMeaning: the hash is not blind; any change of meaning changes it.
+func TestHashChangesWithMeaning(t *testing.T) {
+	base, err := eqCodeReview().Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h0, _ := base.Hash()
+	changes := map[string]func(*workflow.Builder){
+		"deadline":  func(wf *workflow.Builder) { wf.Deadline(16 * time.Minute) },
+		"max_steps": func(wf *workflow.Builder) { wf.MaxSteps(9999) },
+		"new step":  func(wf *workflow.Builder) { wf.Terminate("done"); wf.Edge("report", "done") },
+		"loop edge": func(wf *workflow.Builder) {
+			wf.Start("review").Edge("report", "review").When("again").MaxIterations(2)
+		},
+	}
+	for name, change := range changes {
+		wf := eqCodeReview()
+		change(wf)
+		def, err := wf.Build()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if h, _ := def.Hash(); h == h0 {
+			t.Errorf("%s: the hash did not change", name)
+		}
+	}
+}

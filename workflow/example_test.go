@@ -1,0 +1,93 @@
+package workflow_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/reins-run/reins/workflow"
+)
+
+// The agent loop step of the seed: a worker handler iterates in place, bounded by iterations and
+// wall-clock time, then a report step writes up what it found.
+func ExampleNew() {
+	wf := workflow.New("code-review")
+	wf.AgentLoop("review", "llm-review").
+		WithMaxIterations(10).
+		WithMaxDuration(5 * time.Minute).
+		WithLoopDelay(500 * time.Millisecond).
+		WithTimeout(30 * time.Second)
+	wf.Task("report", "report-writer")
+	wf.Edge("review", "report")
+
+	def, err := wf.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, _ := def.CanonicalJSON()
+	fmt.Println(string(b))
+	// Output:
+	// {"name":"code-review","deadline":"1h0m0s","max_steps":10000,"start":"review","steps":[{"id":"review","type":"agent_loop","timeout":"30s","handler":"llm-review","max_iterations":10,"max_duration":"5m0s","loop_delay":"500ms"},{"id":"report","type":"task","handler":"report-writer"}],"edges":[{"from":"review","to":"report"}]}
+}
+
+// An evaluator–optimizer: the retry edge is a loop edge followed at most 3 times; once it is
+// spent, the plain retry edge to a human is the way out.
+func ExampleMermaid() {
+	wf := workflow.New("draft").
+		Model("writer", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text": "a draft"}]`)})
+	wf.LLM("generate", "writer").WithPrompt("Write about {{input.topic}}")
+	wf.LLM("evaluate", "writer").WithPrompt("Judge {{generate.output}}").WithBranch("verdict")
+	wf.Approval("review", "Publish {{generate.output}}?")
+	wf.Terminate("publish")
+	wf.Edge("generate", "evaluate")
+	wf.Edge("evaluate", "generate").When("retry").MaxIterations(3)
+	wf.Edge("evaluate", "review").When("retry")
+	wf.Edge("evaluate", "publish").When("accept")
+	wf.Edge("review", "publish").When("approved")
+	wf.Start("generate")
+
+	def, err := wf.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(workflow.Mermaid(def))
+	// Output:
+	// %% workflow draft
+	// flowchart TD
+	//     entry(("start"))
+	//     s0["generate<br/>llm: writer"]
+	//     s1["evaluate<br/>llm: writer"]
+	//     s2{{"review<br/>approval"}}
+	//     s3(["publish<br/>terminate"]):::done
+	//     style s0 stroke-width:3px
+	//     entry --> s0
+	//     s0 --> s1
+	//     s1 ==>|"retry (loop ≤ 3)"| s0
+	//     s1 -->|"retry"| s2
+	//     s1 -->|"accept"| s3
+	//     s2 -->|"approved"| s3
+	//     classDef done fill:#e8f5e9
+}
+
+// Build reports every problem at once, as workflow.Problems.
+func ExampleBuilder_Build_problems() {
+	wf := workflow.New("broken")
+	wf.AgentLoop("review", "llm-review") // no max_iterations
+	wf.Task("report", "report-writer")
+	wf.Edge("review", "report")
+	wf.Edge("report", "publish") // no such step
+
+	_, err := wf.Build()
+	var problems workflow.Problems
+	if errors.As(err, &problems) {
+		for _, p := range problems {
+			fmt.Println(p.Code, p.Key)
+		}
+	}
+	// Output:
+	// E_DANGLING_EDGE edges[1].to
+	// E_MISSING_KEY steps[0].max_iterations
+}

@@ -1,0 +1,709 @@
+package workflow
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Options configures Validate.
+type Options struct {
+	// BaseDir is the directory sub-workflow files resolve against. Empty means the directory of
+	// d.Source.File when the definition was loaded from a file, else the working directory.
+	BaseDir string
+	// Handlers lists the handler names workers register. Nil means handlers are not checked;
+	// an empty, non-nil list means no handler is known.
+	Handlers []string
+	// Parse reads a sub-workflow file. Nil means the package's Parse.
+	Parse func(file string, data []byte) (*Definition, Problems)
+}
+
+// Validate checks d against the contract (shared/spec/workflow-file.md) and returns every
+// problem it finds in one pass, sorted by line then key. Each problem carries its stable code,
+// the file and line from d.Source (when d was loaded from a file), the key it concerns, and one
+// plain sentence. Validate does not change d.
+//
+// It checks names and ids, step types and their required keys, bounds and enumerated values,
+// references to steps, models, tools and handlers, edges, the start step, cycles that do not pass
+// through a loop edge, reachability from the start step, templates and dotted paths, and the
+// sub-workflow files the definition calls (read, parsed and validated in turn, nested at most
+// MaxCallDepth deep, never recursively). Its cost is linear in the size of the definition.
+func Validate(d *Definition, opts Options) Problems {
+	if d == nil {
+		return Problems{{Code: EMissingKey, Message: "there is no workflow definition to validate"}}
+	}
+	v := newValidator(d, opts)
+	v.checkLocal()
+	v.checkSubWorkflows(newValResolver(opts))
+	v.sort()
+	return v.ps
+}
+
+// LoadAndValidate loads the workflow file at path and, when it could be read and decoded,
+// validates it, with BaseDir defaulting to the file's directory. It returns the problems of both,
+// sorted by line then key, and the definition, normalized (see Definition.Normalize) when there
+// are no problems. A key the loader already reported (a value of the wrong type, an unknown step
+// type, ...) is not reported again by the validator, nor are the keys under it.
+func LoadAndValidate(path string, opts Options) (*Definition, Problems) {
+	d, ps := Load(path)
+	if d == nil {
+		return nil, ps
+	}
+	if opts.BaseDir == "" {
+		opts.BaseDir = filepath.Dir(path)
+	}
+	loaded := make(map[string]bool, len(ps))
+	for _, p := range ps {
+		if p.Key != "" {
+			loaded[p.Key] = true
+		}
+	}
+	all := append(Problems(nil), ps...)
+	for _, p := range Validate(d, opts) {
+		if !valUnder(p.Key, loaded) {
+			all = append(all, p)
+		}
+	}
+	if len(all) == 0 {
+		d.Normalize()
+		return d, nil
+	}
+	valSort(all)
+	return d, all
+}
+
+// valUnder reports whether key, or a key enclosing it, is in keys.
+func valUnder(key string, keys map[string]bool) bool {
+	if len(keys) == 0 {
+		return false
+	}
+	for k := key; k != ""; {
+		if keys[k] {
+			return true
+		}
+		i := lastSep(k)
+		if i < 0 {
+			return false
+		}
+		k = k[:i]
+	}
+	return false
+}
+
+// validator holds the state of one validation of one definition.
+type validator struct {
+	d        *Definition
+	opts     Options
+	file     string
+	ps       Problems
+	ids      map[string]int  // step id → index of its first declaration
+	handlers map[string]bool // nil when handlers are not checked
+}
+
+func newValidator(d *Definition, opts Options) *validator {
+	v := &validator{d: d, opts: opts, ids: make(map[string]int, len(d.Steps))}
+	if d.Source != nil {
+		v.file = d.Source.File
+	}
+	for i, s := range d.Steps {
+		if s.ID == "" {
+			continue
+		}
+		if _, dup := v.ids[s.ID]; !dup {
+			v.ids[s.ID] = i
+		}
+	}
+	if opts.Handlers != nil {
+		v.handlers = make(map[string]bool, len(opts.Handlers))
+		for _, h := range opts.Handlers {
+			v.handlers[h] = true
+		}
+	}
+	return v
+}
+
+// add records a problem at key.
+func (v *validator) add(code Code, key, format string, args ...any) {
+	v.ps = append(v.ps, Problem{
+		Code:    code,
+		File:    v.file,
+		Line:    v.d.Source.Line(key),
+		Key:     key,
+		Message: fmt.Sprintf(format, args...),
+	})
+}
+
+// sort orders the problems by line, then key.
+func (v *validator) sort() { valSort(v.ps) }
+
+// valSort orders problems by line, then key (numbers inside keys compare as numbers, so
+// steps[2] comes before steps[10]); problems at the same place keep their order.
+func valSort(ps Problems) {
+	slices.SortStableFunc(ps, func(a, b Problem) int {
+		if c := cmp.Compare(a.Line, b.Line); c != 0 {
+			return c
+		}
+		return valCompareKeys(a.Key, b.Key)
+	})
+}
+
+// valCompareKeys compares two keys, runs of digits by their value.
+func valCompareKeys(a, b string) int {
+	for a != "" && b != "" {
+		if valIsDigit(a[0]) && valIsDigit(b[0]) {
+			i, j := valDigits(a), valDigits(b)
+			na, nb := strings.TrimLeft(a[:i], "0"), strings.TrimLeft(b[:j], "0")
+			if c := cmp.Compare(len(na), len(nb)); c != 0 {
+				return c
+			}
+			if c := strings.Compare(na, nb); c != 0 {
+				return c
+			}
+			a, b = a[i:], b[j:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func valIsDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func valDigits(s string) int {
+	i := 0
+	for i < len(s) && valIsDigit(s[i]) {
+		i++
+	}
+	return i
+}
+
+// has reports whether the source records key as written in the file: it tells a key set to its
+// zero value from an absent one.
+func (v *validator) has(key string) bool {
+	if v.d.Source == nil {
+		return false
+	}
+	_, ok := v.d.Source.Lines[key]
+	return ok
+}
+
+// valStepKey addresses a key of step i: valStepKey(2, "handler") = "steps[2].handler".
+func valStepKey(i int, key string) string {
+	k := "steps[" + strconv.Itoa(i) + "]"
+	if key != "" {
+		k += "." + key
+	}
+	return k
+}
+
+// stepName names step i in messages: its id, else its position.
+func (v *validator) stepName(i int) string {
+	if id := v.d.Steps[i].ID; id != "" {
+		return strconv.Quote(id)
+	}
+	return "steps[" + strconv.Itoa(i) + "]"
+}
+
+// valNameOK reports whether s is a workflow name: [a-z0-9_-]+.
+func valNameOK(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || valIsDigit(c) || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// valIDOK reports whether s is a step id: [A-Za-z0-9_-]+.
+func valIDOK(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !valIDChar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func valIDChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || valIsDigit(c) || c == '_' || c == '-'
+}
+
+// valRawSet reports whether a raw JSON value holds something (not absent, null or empty).
+func valRawSet(raw []byte) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && !bytes.Equal(t, []byte("null")) && !bytes.Equal(t, []byte("[]")) && !bytes.Equal(t, []byte("{}"))
+}
+
+// valList renders names for a message, at most 10 of them.
+func valList(names []string) string {
+	const most = 10
+	q := make([]string, 0, min(len(names), most))
+	for _, n := range names[:min(len(names), most)] {
+		q = append(q, strconv.Quote(n))
+	}
+	s := strings.Join(q, ", ")
+	if len(names) > most {
+		s += fmt.Sprintf(" and %d more", len(names)-most)
+	}
+	return s
+}
+
+// valOneOf renders a set of allowed values: "fixed, linear or exponential".
+func valOneOf(vals ...string) string {
+	q := make([]string, len(vals))
+	for i, s := range vals {
+		q[i] = strconv.Quote(s)
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+// checkLocal runs every check that needs nothing but the definition.
+func (v *validator) checkLocal() {
+	v.checkTop()
+	v.checkModels()
+	v.checkTools()
+	for i := range v.d.Steps {
+		v.checkStep(i)
+	}
+	v.checkEdges()
+	start := v.checkStart()
+	v.checkGraph(start)
+}
+
+func (v *validator) checkTop() {
+	d := v.d
+	switch {
+	case d.Name == "":
+		v.add(EMissingKey, "name", "the workflow has no name: set name, made of a-z, 0-9, _ and -")
+	case !valNameOK(d.Name):
+		v.add(EBadName, "name", "the workflow name %q must be made of a-z, 0-9, _ and - only", d.Name)
+	}
+	if d.MaxSteps < 0 {
+		v.add(EBadBound, "max_steps", "max_steps is %d: it must be positive (0 means the default, %d)", d.MaxSteps, DefaultMaxSteps)
+	}
+	if d.Deadline < 0 {
+		v.add(EBadDuration, "deadline", "the deadline %s is negative", d.Deadline)
+	}
+	if len(d.Steps) == 0 {
+		v.add(EMissingKey, "steps", "the workflow has no steps: declare at least one [[steps]]")
+	}
+}
+
+var valProviders = []string{"openai", "anthropic", "scripted", "replay"}
+
+func (v *validator) checkModels() {
+	for _, name := range valSortedKeys(v.d.Models) {
+		m := v.d.Models[name]
+		key := "models." + name
+		switch {
+		case m.Provider == "":
+			v.add(EMissingKey, key+".provider", "model %q has no provider: set it to %s", name, valOneOf(valProviders...))
+		case !slices.Contains(valProviders, m.Provider):
+			v.add(EBadValue, key+".provider", "model %q has provider %q: it must be %s", name, m.Provider, valOneOf(valProviders...))
+		case m.Provider == "scripted" && !valRawSet(m.Script):
+			v.add(EMissingKey, key+".script", "model %q uses the scripted provider but has no script: list its turns in script", name)
+		case m.Provider == "replay" && m.Cassette == "":
+			v.add(EMissingKey, key+".cassette", "model %q uses the replay provider but has no cassette: name the recorded exchange file", name)
+		}
+	}
+}
+
+func (v *validator) checkTools() {
+	for _, name := range valSortedKeys(v.d.Tools) {
+		t := v.d.Tools[name]
+		key := "tools." + name
+		if t.Handler == "" && !valRawSet(t.Mock) {
+			v.add(EMissingKey, key, "tool %q has neither a handler nor a mock: set one of them", name)
+		}
+		if t.Handler != "" && v.handlers != nil && !v.handlers[t.Handler] {
+			v.add(EUnknownHandler, key+".handler", "tool %q uses handler %q, which no worker registers", name, t.Handler)
+		}
+	}
+}
+
+func valSortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// valStepFields tells, for each type-specific key, whether a step sets it.
+var valStepFields = []struct {
+	key string
+	set func(*Step) bool
+}{
+	{"handler", func(s *Step) bool { return s.Handler != "" }},
+	{"max_iterations", func(s *Step) bool { return s.MaxIterations != 0 }},
+	{"max_duration", func(s *Step) bool { return s.MaxDuration != 0 }},
+	{"loop_delay", func(s *Step) bool { return s.LoopDelay != 0 }},
+	{"model", func(s *Step) bool { return s.Model != "" }},
+	{"prompt", func(s *Step) bool { return s.Prompt != "" }},
+	{"instructions", func(s *Step) bool { return s.Instructions != "" }},
+	{"output_schema", func(s *Step) bool { return len(s.OutputSchema) > 0 }},
+	{"output_repairs", func(s *Step) bool { return s.OutputRepairs != nil }},
+	{"goal", func(s *Step) bool { return s.Goal != "" }},
+	{"tools", func(s *Step) bool { return len(s.Tools) > 0 }},
+	{"policy", func(s *Step) bool { return s.Policy != nil }},
+	{"budget", func(s *Step) bool { return s.Budget != nil }},
+	{"expr", func(s *Step) bool { return s.Expr != "" }},
+	{"branches", func(s *Step) bool { return len(s.Branches) > 0 }},
+	{"max_concurrent", func(s *Step) bool { return s.MaxConcurrent != 0 }},
+	{"items", func(s *Step) bool { return s.Items != "" }},
+	{"step", func(s *Step) bool { return s.Step != "" }},
+	{"workflow", func(s *Step) bool { return s.Workflow != "" }},
+	{"max_items", func(s *Step) bool { return s.MaxItems != 0 }},
+	{"on_timeout", func(s *Step) bool { return s.OnTimeout != "" }},
+	{"event", func(s *Step) bool { return s.Event != "" }},
+	{"duration", func(s *Step) bool { return s.Duration != 0 }},
+	{"message", func(s *Step) bool { return s.Message != "" }},
+}
+
+// valKeysOf is KeysOf as sets.
+var valKeysOf = func() map[StepType]map[string]bool {
+	m := make(map[StepType]map[string]bool, len(KeysOf))
+	for t, keys := range KeysOf {
+		set := make(map[string]bool, len(keys))
+		for _, k := range keys {
+			set[k] = true
+		}
+		m[t] = set
+	}
+	return m
+}()
+
+var valBackoffs = []string{"fixed", "linear", "exponential"}
+
+func (v *validator) checkStep(i int) {
+	s := &v.d.Steps[i]
+	key := func(k string) string { return valStepKey(i, k) }
+	name := v.stepName(i)
+
+	switch {
+	case s.ID == "":
+		v.add(EMissingKey, key("id"), "step %d has no id: set id, made of A-Z, a-z, 0-9, _ and -", i+1)
+	case !valIDOK(s.ID):
+		v.add(EBadName, key("id"), "step id %q must be made of A-Z, a-z, 0-9, _ and - only, so that templates can name it", s.ID)
+	default:
+		if first := v.ids[s.ID]; first != i {
+			v.add(EDuplicateID, key("id"), "step id %q is already used by steps[%d]: step ids must be unique", s.ID, first)
+		}
+	}
+
+	// Common keys.
+	if s.Timeout < 0 {
+		v.add(EBadDuration, key("timeout"), "step %s has a negative timeout (%s)", name, s.Timeout)
+	}
+	if r := s.Retry; r != nil {
+		if r.MaxAttempts < 1 {
+			v.add(EBadBound, key("retry.max_attempts"), "step %s has retry.max_attempts %d: it must be at least 1", name, r.MaxAttempts)
+		}
+		if r.Backoff != "" && !slices.Contains(valBackoffs, r.Backoff) {
+			v.add(EBadValue, key("retry.backoff"), "step %s has retry.backoff %q: it must be %s", name, r.Backoff, valOneOf(valBackoffs...))
+		}
+		if r.InitialDelay < 0 {
+			v.add(EBadDuration, key("retry.initial_delay"), "step %s has a negative retry.initial_delay (%s)", name, r.InitialDelay)
+		}
+		if r.MaxDelay < 0 {
+			v.add(EBadDuration, key("retry.max_delay"), "step %s has a negative retry.max_delay (%s)", name, r.MaxDelay)
+		}
+	}
+	if s.Input != "" {
+		if strings.Contains(s.Input, "{{") || strings.Contains(s.Input, "}}") {
+			v.checkTemplates(key("input"), name, s.Input)
+		} else if valLooksLikePath(s.Input) {
+			v.checkPath(key("input"), name, "input", s.Input)
+		}
+	}
+
+	switch {
+	case s.Type == "":
+		v.add(EMissingKey, key("type"), "step %s has no type: set it to one of %s", name, valTypeList())
+		return
+	case valKeysOf[s.Type] == nil:
+		v.add(EUnknownType, key("type"), "step %s has unknown type %q: it must be one of %s", name, s.Type, valTypeList())
+		return
+	}
+
+	// Keys of other step types.
+	own := valKeysOf[s.Type]
+	for _, f := range valStepFields {
+		if !own[f.key] && f.set(s) {
+			v.add(EUnknownKey, key(f.key), "step %s sets %s, which %s steps do not take", name, f.key, s.Type)
+		}
+	}
+
+	missing := func(k, what string) {
+		v.add(EMissingKey, key(k), "%s step %s needs %s: set %s", s.Type, name, what, k)
+	}
+	switch s.Type {
+	case Task:
+		v.checkHandler(i, missing)
+	case AgentLoop:
+		v.checkHandler(i, missing)
+		switch {
+		case s.MaxIterations == 0 && !v.has(key("max_iterations")):
+			missing("max_iterations", "a bound on its iterations")
+		case s.MaxIterations <= 0:
+			v.add(EBadBound, key("max_iterations"), "agent_loop step %s has max_iterations %d: it must be positive", name, s.MaxIterations)
+		}
+		if s.MaxDuration < 0 {
+			v.add(EBadDuration, key("max_duration"), "step %s has a negative max_duration (%s)", name, s.MaxDuration)
+		}
+		if s.LoopDelay < 0 {
+			v.add(EBadDuration, key("loop_delay"), "step %s has a negative loop_delay (%s)", name, s.LoopDelay)
+		}
+	case LLM:
+		v.checkModelRef(i, missing)
+		if s.Prompt == "" {
+			missing("prompt", "a prompt")
+		} else {
+			v.checkTemplates(key("prompt"), name, s.Prompt)
+		}
+		v.checkTemplates(key("instructions"), name, s.Instructions)
+		if s.OutputRepairs != nil && *s.OutputRepairs < 0 {
+			v.add(EBadBound, key("output_repairs"), "llm step %s has output_repairs %d: it must not be negative", name, *s.OutputRepairs)
+		}
+	case Agent:
+		v.checkAgent(i, missing)
+	case Switch:
+		if s.Expr == "" {
+			missing("expr", "an expr (a dotted path whose value is the label)")
+		} else {
+			v.checkPathOrTemplate(key("expr"), name, "expr", s.Expr)
+		}
+	case Parallel:
+		v.checkParallel(i, missing)
+	case Map:
+		v.checkMap(i, missing)
+	case Call:
+		if s.Workflow == "" {
+			missing("workflow", "a workflow file to call")
+		}
+	case Approval:
+		if s.Prompt == "" {
+			missing("prompt", "a prompt for the human")
+		} else {
+			v.checkTemplates(key("prompt"), name, s.Prompt)
+		}
+		if s.OnTimeout != "" && s.OnTimeout != "deny" && s.OnTimeout != "fail" {
+			v.add(EBadValue, key("on_timeout"), "approval step %s has on_timeout %q: it must be %s", name, s.OnTimeout, valOneOf("deny", "fail"))
+		}
+	case WaitEvent:
+		if s.Event == "" {
+			missing("event", "the name of the event it waits for")
+		}
+	case Sleep:
+		switch {
+		case s.Duration == 0 && !v.has(key("duration")):
+			missing("duration", "a duration")
+		case s.Duration < 0:
+			v.add(EBadDuration, key("duration"), "sleep step %s has a negative duration (%s)", name, s.Duration)
+		}
+	case Fail:
+		if s.Message == "" {
+			missing("message", "a message")
+		} else {
+			v.checkTemplates(key("message"), name, s.Message)
+		}
+	}
+}
+
+func valTypeList() string {
+	names := make([]string, len(StepTypes))
+	for i, t := range StepTypes {
+		names[i] = string(t)
+	}
+	return strings.Join(names, ", ")
+}
+
+func (v *validator) checkHandler(i int, missing func(k, what string)) {
+	s := &v.d.Steps[i]
+	switch {
+	case s.Handler == "":
+		missing("handler", "a handler")
+	case v.handlers != nil && !v.handlers[s.Handler]:
+		v.add(EUnknownHandler, valStepKey(i, "handler"), "step %s uses handler %q, which no worker registers", v.stepName(i), s.Handler)
+	}
+}
+
+func (v *validator) checkModelRef(i int, missing func(k, what string)) {
+	s := &v.d.Steps[i]
+	if s.Model == "" {
+		missing("model", "a model")
+		return
+	}
+	if _, ok := v.d.Models[s.Model]; !ok {
+		v.add(EUnknownModel, valStepKey(i, "model"), "step %s uses model %q, which is not declared in [models]", v.stepName(i), s.Model)
+	}
+}
+
+func (v *validator) checkAgent(i int, missing func(k, what string)) {
+	s := &v.d.Steps[i]
+	name := v.stepName(i)
+	v.checkModelRef(i, missing)
+	if s.Goal == "" {
+		missing("goal", "a goal")
+	} else {
+		v.checkTemplates(valStepKey(i, "goal"), name, s.Goal)
+	}
+	v.checkTemplates(valStepKey(i, "instructions"), name, s.Instructions)
+	toolList := func(k string, tools []string) {
+		for j, t := range tools {
+			if _, ok := v.d.Tools[t]; !ok {
+				v.add(EUnknownTool, valStepKey(i, k)+"["+strconv.Itoa(j)+"]", "step %s names tool %q in %s, which is not declared in [tools]", name, t, k)
+			}
+		}
+	}
+	toolList("tools", s.Tools)
+	if p := s.Policy; p != nil {
+		// policy.forbid may name tools that are not declared: forbidding them is harmless.
+		toolList("policy.allow", p.Allow)
+		toolList("policy.require_approval", p.RequireApproval)
+		toolList("policy.required_evidence", p.RequiredEvidence)
+	}
+	if b := s.Budget; b != nil {
+		for _, f := range []struct {
+			key      string
+			negative bool
+			value    any
+		}{
+			{"max_iterations", b.MaxIterations < 0, b.MaxIterations},
+			{"max_tool_calls", b.MaxToolCalls < 0, b.MaxToolCalls},
+			{"max_duration", b.MaxDuration < 0, b.MaxDuration},
+			{"max_tokens", b.MaxTokens < 0, b.MaxTokens},
+			{"max_cost_usd", b.MaxCostUSD < 0, b.MaxCostUSD},
+			{"max_tool_failures", b.MaxToolFailures < 0, b.MaxToolFailures},
+			{"max_repeated_calls", b.MaxRepeatedCalls < 0, b.MaxRepeatedCalls},
+			{"max_invalid_actions", b.MaxInvalidActions < 0, b.MaxInvalidActions},
+		} {
+			if f.negative {
+				v.add(EBadBound, valStepKey(i, "budget."+f.key), "agent step %s has budget.%s %v: it must not be negative", name, f.key, f.value)
+			}
+		}
+	}
+}
+
+func (v *validator) checkParallel(i int, missing func(k, what string)) {
+	s := &v.d.Steps[i]
+	name := v.stepName(i)
+	if len(s.Branches) == 0 {
+		missing("branches", "at least one branch")
+	}
+	for j, b := range s.Branches {
+		bkey := valStepKey(i, "branches["+strconv.Itoa(j)+"]")
+		switch {
+		case b.Step == "" && b.Workflow == "":
+			v.add(EMissingKey, bkey, "branch %d of parallel step %s names neither a step nor a workflow", j+1, name)
+		case b.Step != "" && b.Workflow != "":
+			v.add(EBadValue, bkey, "branch %d of parallel step %s names both step %q and workflow %q: name one", j+1, name, b.Step, b.Workflow)
+		case b.Step != "":
+			if _, ok := v.ids[b.Step]; !ok {
+				v.add(EUnknownStep, bkey, "parallel step %s has branch %q, which is not a step of this workflow", name, b.Step)
+			}
+		}
+	}
+	if s.MaxConcurrent < 0 {
+		v.add(EBadBound, valStepKey(i, "max_concurrent"), "parallel step %s has max_concurrent %d: it must not be negative", name, s.MaxConcurrent)
+	}
+}
+
+func (v *validator) checkMap(i int, missing func(k, what string)) {
+	s := &v.d.Steps[i]
+	name := v.stepName(i)
+	if s.Items == "" {
+		missing("items", "items (a dotted path to the list it maps over)")
+	} else {
+		v.checkPathOrTemplate(valStepKey(i, "items"), name, "items", s.Items)
+	}
+	switch {
+	case s.MaxItems == 0 && !v.has(valStepKey(i, "max_items")):
+		missing("max_items", "a bound on the number of items")
+	case s.MaxItems <= 0:
+		v.add(EBadBound, valStepKey(i, "max_items"), "map step %s has max_items %d: it must be positive", name, s.MaxItems)
+	}
+	switch {
+	case s.Step == "" && s.Workflow == "":
+		v.add(EMissingKey, valStepKey(i, "step"), "map step %s needs a body: set step (a step id) or workflow (a file)", name)
+	case s.Step != "" && s.Workflow != "":
+		v.add(EBadValue, valStepKey(i, "workflow"), "map step %s sets both step and workflow: set exactly one", name)
+	}
+	if s.Step != "" {
+		if _, ok := v.ids[s.Step]; !ok {
+			v.add(EUnknownStep, valStepKey(i, "step"), "map step %s runs step %q, which is not a step of this workflow", name, s.Step)
+		}
+	}
+	if s.MaxConcurrent < 0 {
+		v.add(EBadBound, valStepKey(i, "max_concurrent"), "map step %s has max_concurrent %d: it must not be negative", name, s.MaxConcurrent)
+	}
+}
+
+func (v *validator) checkEdges() {
+	for k, e := range v.d.Edges {
+		ekey := "edges[" + strconv.Itoa(k) + "]"
+		end := func(field, id string) {
+			switch {
+			case id == "":
+				v.add(EMissingKey, ekey+"."+field, "edge %d has no %s step: set %s", k+1, field, field)
+			default:
+				if _, ok := v.ids[id]; !ok {
+					v.add(EDanglingEdge, ekey+"."+field, "edge %d goes %s %q, which is not a step of this workflow", k+1, field, id)
+				}
+			}
+		}
+		end("from", e.From)
+		end("to", e.To)
+		if e.MaxIterations < 0 {
+			v.add(EBadBound, ekey+".max_iterations", "the loop edge %s → %s has max_iterations %d: it must be positive", e.From, e.To, e.MaxIterations)
+		}
+	}
+}
+
+// checkStart checks the start step and returns the index of the step runs start with, or -1
+// when there is none.
+func (v *validator) checkStart() int {
+	d := v.d
+	if d.Start != "" {
+		i, ok := v.ids[d.Start]
+		if !ok {
+			v.add(EUnknownStep, "start", "the start step %q is not a step of this workflow", d.Start)
+			return -1
+		}
+		return i
+	}
+	if len(d.Steps) == 0 {
+		return -1
+	}
+	roots := d.Roots()
+	if len(roots) == 1 {
+		if i, ok := v.ids[roots[0]]; ok {
+			return i
+		}
+		return -1
+	}
+	if len(roots) == 0 {
+		v.add(ENoStart, "start", "every step has an incoming edge, so there is no start step: set start")
+	} else {
+		v.add(ENoStart, "start", "%d steps have no incoming edge (%s): set start to the one runs begin with", len(roots), valList(roots))
+	}
+	return -1
+}

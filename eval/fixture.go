@@ -37,8 +37,8 @@ type Fixture struct {
 	Goal         string                       `json:"goal"`
 	Instructions string                       `json:"instructions,omitempty"`
 	Tools        []ToolDecl                   `json:"tools,omitempty"`
-	Policy       Policy                       `json:"policy"`
-	Budget       Budget                       `json:"budget"`
+	Policy       loop.PolicySpec              `json:"policy"`
+	Budget       loop.BudgetSpec              `json:"budget"`
 	Model        []model.Turn                 `json:"model"`
 	MockedTools  map[string][]tool.MockResult `json:"mocked_tools,omitempty"`
 	Approvals    []Approval                   `json:"approvals,omitempty"`
@@ -57,39 +57,6 @@ type ToolDecl struct {
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema,omitempty"`
 	SideEffect  bool            `json:"side_effect,omitempty"`
-}
-
-// Policy is the fixture's tool policy.
-type Policy struct {
-	Allow            []string `json:"allow,omitempty"`
-	Forbid           []string `json:"forbid,omitempty"`
-	RequireApproval  []string `json:"require_approval,omitempty"`
-	RequiredEvidence []string `json:"required_evidence,omitempty"`
-}
-
-// Budget is the fixture's budget; absent keys take the contract's defaults.
-type Budget struct {
-	MaxIterations     int             `json:"max_iterations,omitempty"`
-	MaxToolCalls      int             `json:"max_tool_calls,omitempty"`
-	MaxDuration       *clock.Duration `json:"max_duration,omitempty"`
-	MaxTokens         int64           `json:"max_tokens,omitempty"`
-	MaxCostUSD        float64         `json:"max_cost_usd,omitempty"`
-	MaxToolFailures   int             `json:"max_tool_failures,omitempty"`
-	MaxRepeatedCalls  int             `json:"max_repeated_calls,omitempty"`
-	MaxInvalidActions int             `json:"max_invalid_actions,omitempty"`
-}
-
-// Loop converts the budget for the loop controller.
-func (b Budget) Loop() loop.Budget {
-	lb := loop.Budget{
-		MaxIterations: b.MaxIterations, MaxToolCalls: b.MaxToolCalls, MaxTokens: b.MaxTokens,
-		MaxCostUSD: b.MaxCostUSD, MaxToolFailures: b.MaxToolFailures,
-		MaxRepeatedCalls: b.MaxRepeatedCalls, MaxInvalidActions: b.MaxInvalidActions,
-	}
-	if b.MaxDuration != nil {
-		lb.MaxDuration = b.MaxDuration.Std()
-	}
-	return lb
 }
 
 // Approval is one scripted human decision.

@@ -99,7 +99,7 @@ func TestLoadSpecExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the contract's own example does not load: %v", err)
 	}
-	b := f.Budget.Loop()
+	b := f.Budget.Budget()
 	if b.MaxIterations != 5 || b.MaxToolCalls != 3 || b.MaxDuration.String() != "30s" || b.MaxTokens != 10000 ||
 		b.MaxCostUSD != 0.5 || b.MaxToolFailures != 2 || b.MaxRepeatedCalls != 3 || b.MaxInvalidActions != 3 {
 		t.Errorf("budget = %+v", b)

@@ -71,12 +71,11 @@ func Controller(f *Fixture, clk clock.Clock, opts Options) (*loop.Controller, er
 		Model:        m,
 		Tools:        tools,
 		Instructions: f.Instructions,
-		Policy: loop.Policy{Allow: f.Policy.Allow, Forbid: f.Policy.Forbid,
-			RequireApproval: f.Policy.RequireApproval, RequiredEvidence: f.Policy.RequiredEvidence},
-		Budget:   f.Budget.Loop(),
-		Approver: newApprover(f.Approvals),
-		Clock:    clk,
-		Sink:     opts.Sink,
+		Policy:       f.Policy.Policy(),
+		Budget:       f.Budget.Budget(),
+		Approver:     newApprover(f.Approvals),
+		Clock:        clk,
+		Sink:         opts.Sink,
 	})
 	if err != nil {
 		return nil, &InvalidError{File: f.File, Msg: err.Error()}

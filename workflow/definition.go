@@ -17,6 +17,7 @@ import (
 	"strconv"
 
 	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/loop"
 )
 
 // StepType is the type of a step. The strings are the contract's.
@@ -102,25 +103,11 @@ type Branch struct {
 	Workflow string `json:"workflow,omitempty"`
 }
 
-// Policy is an agent step's tool policy.
-type Policy struct {
-	Allow            []string `json:"allow,omitempty"`
-	Forbid           []string `json:"forbid,omitempty"`
-	RequireApproval  []string `json:"require_approval,omitempty"`
-	RequiredEvidence []string `json:"required_evidence,omitempty"`
-}
+// Policy is an agent step's tool policy: the same file form as an eval fixture's.
+type Policy = loop.PolicySpec
 
 // Budget is an agent step's budget, keys as in eval-fixtures.md; zero means the default.
-type Budget struct {
-	MaxIterations     int            `json:"max_iterations,omitempty"`
-	MaxToolCalls      int            `json:"max_tool_calls,omitempty"`
-	MaxDuration       clock.Duration `json:"max_duration,omitempty"`
-	MaxTokens         int64          `json:"max_tokens,omitempty"`
-	MaxCostUSD        float64        `json:"max_cost_usd,omitempty"`
-	MaxToolFailures   int            `json:"max_tool_failures,omitempty"`
-	MaxRepeatedCalls  int            `json:"max_repeated_calls,omitempty"`
-	MaxInvalidActions int            `json:"max_invalid_actions,omitempty"`
-}
+type Budget = loop.BudgetSpec
 
 // Step is one step. The common keys come first; each type uses only its own keys (see
 // KeysOf), and the validator reports any other key set on it.

@@ -1,0 +1,39 @@
+package loop
+
+import "github.com/reins-run/reins/clock"
+
+// PolicySpec is a Policy as files write it: the `policy` of an eval fixture and of a workflow's
+// agent step (keys as in shared/spec/eval-fixtures.md).
+type PolicySpec struct {
+	Allow            []string `json:"allow,omitempty"`
+	Forbid           []string `json:"forbid,omitempty"`
+	RequireApproval  []string `json:"require_approval,omitempty"`
+	RequiredEvidence []string `json:"required_evidence,omitempty"`
+}
+
+// Policy is the spec as the controller takes it.
+func (p PolicySpec) Policy() Policy {
+	return Policy{Allow: p.Allow, Forbid: p.Forbid, RequireApproval: p.RequireApproval, RequiredEvidence: p.RequiredEvidence}
+}
+
+// BudgetSpec is a Budget as files write it: durations as strings ("30s"), and an absent or zero
+// value meaning the contract's default.
+type BudgetSpec struct {
+	MaxIterations     int            `json:"max_iterations,omitempty"`
+	MaxToolCalls      int            `json:"max_tool_calls,omitempty"`
+	MaxDuration       clock.Duration `json:"max_duration,omitempty"`
+	MaxTokens         int64          `json:"max_tokens,omitempty"`
+	MaxCostUSD        float64        `json:"max_cost_usd,omitempty"`
+	MaxToolFailures   int            `json:"max_tool_failures,omitempty"`
+	MaxRepeatedCalls  int            `json:"max_repeated_calls,omitempty"`
+	MaxInvalidActions int            `json:"max_invalid_actions,omitempty"`
+}
+
+// Budget is the spec as the controller takes it (zero fields still mean the defaults).
+func (b BudgetSpec) Budget() Budget {
+	return Budget{
+		MaxIterations: b.MaxIterations, MaxToolCalls: b.MaxToolCalls, MaxDuration: b.MaxDuration.Std(),
+		MaxTokens: b.MaxTokens, MaxCostUSD: b.MaxCostUSD, MaxToolFailures: b.MaxToolFailures,
+		MaxRepeatedCalls: b.MaxRepeatedCalls, MaxInvalidActions: b.MaxInvalidActions,
+	}
+}

@@ -55,8 +55,9 @@ const stderrTail = 4 << 10
 
 // Options configures Connect.
 type Options struct {
-	// Prefix is prepended to every tool name, e.g. "files." turns read into files.read. It keeps
-	// the tools of several servers apart.
+	// Prefix is prepended to every tool name, e.g. "files_" turns read into files_read. It keeps
+	// the tools of several servers apart. Model providers accept only letters, digits, _ and - in
+	// tool names, so a prefix should use nothing else.
 	Prefix string
 	// Env is extra environment ("KEY=value") for a server started as a command, on top of the
 	// current process's environment (a key set here wins). It is ignored for an HTTP server.

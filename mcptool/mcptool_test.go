@@ -149,11 +149,11 @@ func checkTools(t *testing.T, ts *Toolset, prefix string) {
 }
 
 func TestStdio(t *testing.T) {
-	ts, err := Connect(context.Background(), stdioCommand(), Options{Prefix: "files.", Env: serverEnvFor("stdio"), ClientName: "reins-test"})
+	ts, err := Connect(context.Background(), stdioCommand(), Options{Prefix: "files_", Env: serverEnvFor("stdio"), ClientName: "reins-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkTools(t, ts, "files.")
+	checkTools(t, ts, "files_")
 
 	cmd := ts.cmd
 	if err := ts.Close(); err != nil {
@@ -168,7 +168,7 @@ func TestStdio(t *testing.T) {
 	if err := ts.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	_, err = toolMap(t, ts)["files.echo"].Call(context.Background(), json.RawMessage(`{"text":"x"}`), "")
+	_, err = toolMap(t, ts)["files_echo"].Call(context.Background(), json.RawMessage(`{"text":"x"}`), "")
 	wantToolError(t, err, false, fmt.Sprintf("mcp server %q", stdioCommand()), "closed")
 }
 

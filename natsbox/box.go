@@ -1,0 +1,415 @@
+// Package natsbox is a NATS connection for reins: an embedded JetStream server or an external one,
+// and the layout of streams and buckets the engine uses.
+//
+// It owns three things: starting and stopping the embedded nats-server (JetStream, file store
+// under the data directory, in-process or on loopback only), connecting to an external server or
+// cluster (credentials, TLS, reconnection), and the layout: the names, subjects and configurations
+// of the TASKS, EVENTS and DLQ streams and of the reins_runs and reins_checkpoints buckets, created
+// idempotently by EnsureLayout.
+//
+// It must not hold engine logic: it never publishes tasks or events, consumes messages, creates
+// consumers or reads and writes run state. It imports no other reins package.
+package natsbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Options says which NATS server a Box uses: an embedded one (URL empty) or an external one.
+type Options struct {
+	// DataDir is the data directory of the embedded server; its file store lives in
+	// DataDir/jetstream. Required when URL is empty, refused when URL is set.
+	DataDir string
+	// Listen is where the embedded server accepts TCP clients: "" means in-process only (no TCP
+	// port); "127.0.0.1:0" picks a free loopback port, "127.0.0.1:4222" a fixed one. "localhost"
+	// means 127.0.0.1 and "[::1]:PORT" is accepted; any other host is refused, since the embedded
+	// server has no authentication. Refused when URL is set.
+	Listen string
+	// URL names external server(s), comma-separated (nats://host:4222,nats://other:4222). When
+	// set nothing is embedded.
+	URL string
+	// CredsFile is a user credentials file (JWT and seed), for an external server.
+	CredsFile string
+	// NKeyFile is a file holding an NKey user seed, for an external server.
+	NKeyFile string
+	// TLSCert and TLSKey are a client certificate and its key (both or neither), for an external
+	// server that verifies clients.
+	TLSCert, TLSKey string
+	// TLSCA is a file of CA certificates that the external server's certificate must chain to.
+	TLSCA string
+	// Name is the client connection name shown by the server; "" means "reins".
+	Name string
+	// Logger receives connection events (disconnected, reconnected, closed, async errors) and the
+	// embedded server's log (its notices at debug level). Nil means no logging.
+	Logger *slog.Logger
+}
+
+// DefaultReadyTimeout bounds how long Open waits for the embedded server when ctx has no deadline.
+const DefaultReadyTimeout = 10 * time.Second
+
+// EmbeddedServerName is the server name of the embedded server.
+const EmbeddedServerName = "reins"
+
+// Messages of the connection events logged through Options.Logger.
+const (
+	logDisconnected = "nats disconnected"
+	logReconnected  = "nats reconnected"
+	logClosed       = "nats connection closed"
+	logAsyncError   = "nats async error"
+	logLameDuck     = "nats server entering lame duck mode"
+)
+
+// ErrDataDirLocked is returned by Open when another Box (in this process or another) already
+// runs an embedded server on the same data directory.
+var ErrDataDirLocked = errors.New("natsbox: data directory in use")
+
+// Box is one NATS connection with its JetStream context, and the embedded server behind it if any.
+// Its methods are safe for concurrent use.
+type Box struct {
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	ns        *server.Server // nil when external
+	lock      *dirLock       // nil when external
+	clientURL string
+	log       *slog.Logger
+
+	closed    chan struct{} // closed by the connection's closed handler
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open starts an embedded server (opts.URL == "") or connects to an external one, and returns the
+// connection. ctx bounds the start: its deadline, else DefaultReadyTimeout, limits the wait for the
+// embedded server, and its deadline shortens the dial timeout of an external connection.
+//
+// An external server that cannot be reached fails Open at once with an error naming its URL(s),
+// user information redacted. Once connected, the connection reconnects without limit and logs
+// disconnections and reconnections.
+func Open(ctx context.Context, opts Options) (*Box, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("natsbox: open: %w", err)
+	}
+	if opts.Name == "" {
+		opts.Name = "reins"
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.URL == "" {
+		return openEmbedded(ctx, opts, log)
+	}
+	return openExternal(ctx, opts, log)
+}
+
+func openEmbedded(ctx context.Context, opts Options, log *slog.Logger) (*Box, error) {
+	switch {
+	case opts.CredsFile != "" || opts.NKeyFile != "" || opts.TLSCert != "" || opts.TLSKey != "" || opts.TLSCA != "":
+		return nil, errors.New("natsbox: credentials and TLS options apply to an external server only: set URL, or leave them empty for the embedded server")
+	case opts.DataDir == "":
+		return nil, errors.New("natsbox: the embedded server needs a data directory: set DataDir")
+	}
+	host, port, err := parseListen(opts.Listen)
+	if err != nil {
+		return nil, err
+	}
+	storeDir := filepath.Join(opts.DataDir, server.JetStreamStoreDir)
+	if err := os.MkdirAll(storeDir, 0o700); err != nil {
+		return nil, fmt.Errorf("natsbox: create the JetStream store directory: %w", err)
+	}
+	lock, err := lockDir(filepath.Join(opts.DataDir, "jetstream.lock"))
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			lock.unlock()
+		}
+	}()
+
+	sopts := &server.Options{
+		ServerName: EmbeddedServerName,
+		JetStream:  true,
+		StoreDir:   opts.DataDir, // the server stores under StoreDir/jetstream
+		NoSigs:     true,
+		DontListen: opts.Listen == "",
+		Host:       host,
+		Port:       port,
+	}
+	ns, err := server.NewServer(sopts)
+	if err != nil {
+		return nil, fmt.Errorf("natsbox: embedded server: %w", err)
+	}
+	srvLog := &serverLog{log: log.With("component", "nats-server")}
+	ns.SetLoggerV2(srvLog, log.Enabled(ctx, slog.LevelDebug), false, false)
+	ns.Start() // synchronous up to the listener; failures are reported through Fatalf
+	if msg := srvLog.fatalMessage(); msg != "" {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		if opts.Listen != "" {
+			return nil, fmt.Errorf("natsbox: embedded server on %s: %s", opts.Listen, msg)
+		}
+		return nil, fmt.Errorf("natsbox: embedded server: %s", msg)
+	}
+	wait := DefaultReadyTimeout
+	if dl, has := ctx.Deadline(); has {
+		wait = time.Until(dl)
+	}
+	if !ns.ReadyForConnections(wait) {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, fmt.Errorf("natsbox: the embedded server was not ready within %s", wait.Round(time.Millisecond))
+	}
+	if !ns.JetStreamEnabled() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, errors.New("natsbox: the embedded server started without JetStream")
+	}
+
+	b := &Box{ns: ns, lock: lock, log: log, closed: make(chan struct{})}
+	copts := b.connOptions(opts.Name)
+	url := ""
+	if opts.Listen == "" {
+		copts = append(copts, nats.InProcessServer(ns))
+	} else {
+		url = ns.ClientURL()
+		b.clientURL = url
+	}
+	nc, err := nats.Connect(url, copts...)
+	if err != nil {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, fmt.Errorf("natsbox: connect to the embedded server: %w", err)
+	}
+	if err := b.setConn(nc); err != nil {
+		b.shutdownServer()
+		return nil, err
+	}
+	ok = true
+	log.Debug("embedded NATS server started", "data_dir", opts.DataDir, "client_url", b.clientURL)
+	return b, nil
+}
+
+func openExternal(ctx context.Context, opts Options, log *slog.Logger) (*Box, error) {
+	switch {
+	case opts.DataDir != "":
+		return nil, errors.New("natsbox: DataDir applies to the embedded server only: leave it empty when URL is set")
+	case opts.Listen != "":
+		return nil, errors.New("natsbox: Listen applies to the embedded server only: leave it empty when URL is set")
+	case opts.CredsFile != "" && opts.NKeyFile != "":
+		return nil, errors.New("natsbox: CredsFile and NKeyFile are exclusive: set one of them")
+	case (opts.TLSCert == "") != (opts.TLSKey == ""):
+		return nil, errors.New("natsbox: TLSCert and TLSKey go together: set both or neither")
+	}
+	shown := RedactURL(opts.URL)
+	b := &Box{log: log, closed: make(chan struct{})}
+	copts := b.connOptions(opts.Name)
+	copts = append(copts, nats.RetryOnFailedConnect(false))
+	if dl, ok := ctx.Deadline(); ok {
+		if d := time.Until(dl); d < nats.DefaultTimeout {
+			copts = append(copts, nats.Timeout(max(d, time.Millisecond)))
+		}
+	}
+	if opts.CredsFile != "" {
+		copts = append(copts, nats.UserCredentials(opts.CredsFile))
+	}
+	if opts.NKeyFile != "" {
+		o, err := nats.NkeyOptionFromSeed(opts.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("natsbox: NKeyFile %s: %w", opts.NKeyFile, err)
+		}
+		copts = append(copts, o)
+	}
+	if opts.TLSCert != "" {
+		copts = append(copts, nats.ClientCert(opts.TLSCert, opts.TLSKey))
+	}
+	if opts.TLSCA != "" {
+		copts = append(copts, nats.RootCAs(opts.TLSCA))
+	}
+	nc, err := nats.Connect(opts.URL, copts...)
+	if err != nil {
+		return nil, fmt.Errorf("natsbox: cannot connect to NATS at %s: %w", shown, err)
+	}
+	if err := b.setConn(nc); err != nil {
+		return nil, err
+	}
+	if _, err := b.js.AccountInfo(ctx); err != nil {
+		b.closeConn()
+		return nil, fmt.Errorf("natsbox: JetStream is not available at %s: %w", shown, err)
+	}
+	log.Debug("connected to NATS", "url", nc.ConnectedUrlRedacted())
+	return b, nil
+}
+
+// connOptions are the client options of every connection: name, unlimited reconnection and the
+// handlers that log connection events and signal the close.
+func (b *Box) connOptions(name string) []nats.Option {
+	log := b.log
+	var once sync.Once
+	return []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err != nil {
+				log.Warn(logDisconnected, "err", err)
+			} else {
+				log.Info(logDisconnected)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info(logReconnected, "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ClosedHandler(func(*nats.Conn) {
+			log.Debug(logClosed)
+			once.Do(func() { close(b.closed) })
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				log.Warn(logAsyncError, "subject", sub.Subject, "err", err)
+			} else {
+				log.Warn(logAsyncError, "err", err)
+			}
+		}),
+		nats.LameDuckModeHandler(func(nc *nats.Conn) {
+			log.Warn(logLameDuck, "url", nc.ConnectedUrlRedacted())
+		}),
+	}
+}
+
+func (b *Box) setConn(nc *nats.Conn) error {
+	b.nc = nc
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.closeConn()
+		return fmt.Errorf("natsbox: JetStream context: %w", err)
+	}
+	b.js = js
+	return nil
+}
+
+// Conn returns the NATS connection.
+func (b *Box) Conn() *nats.Conn { return b.nc }
+
+// JetStream returns the JetStream context of the connection.
+func (b *Box) JetStream() jetstream.JetStream { return b.js }
+
+// ClientURL returns the URL other processes use to reach the embedded server on loopback, or ""
+// when the server is in-process only or external (the caller already knows that URL).
+func (b *Box) ClientURL() string { return b.clientURL }
+
+// Embedded reports whether the Box runs its own server.
+func (b *Box) Embedded() bool { return b.ns != nil }
+
+// MaxPayload returns the largest message the server accepts, headers included (1 MiB unless an
+// external server is configured otherwise).
+func (b *Box) MaxPayload() int64 { return b.nc.MaxPayload() }
+
+// Close drains the connection (pending publishes flushed, subscriptions finished), then shuts the
+// embedded server down and waits for it, and releases the data directory. It is idempotent: later
+// calls return the first call's result.
+func (b *Box) Close() error {
+	b.closeOnce.Do(func() {
+		b.closeConn()
+		b.shutdownServer()
+	})
+	return b.closeErr
+}
+
+// closeConn drains the connection, or closes it if it cannot drain, and waits until it is closed.
+func (b *Box) closeConn() {
+	if b.nc == nil {
+		return
+	}
+	if err := b.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		b.nc.Close()
+	}
+	<-b.closed
+}
+
+func (b *Box) shutdownServer() {
+	if b.ns == nil {
+		return
+	}
+	b.ns.Shutdown()
+	b.ns.WaitForShutdown()
+	if b.lock != nil {
+		if err := b.lock.unlock(); err != nil {
+			b.closeErr = fmt.Errorf("natsbox: release the data directory: %w", err)
+		}
+	}
+}
+
+// parseListen checks that listen is a loopback host:port and returns the host and the port as
+// nats-server wants them (-1 for a random port).
+func parseListen(listen string) (string, int, error) {
+	if listen == "" {
+		return "", 0, nil
+	}
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, fmt.Errorf("natsbox: Listen %q is not host:port (e.g. 127.0.0.1:4222): %v", listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("natsbox: Listen %q has a bad port %q: want 0 (any free port) to 65535", listen, portStr)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	switch {
+	case host == "":
+		return "", 0, fmt.Errorf("natsbox: Listen %q has no host, which would listen on every interface: the embedded server listens on loopback only (e.g. 127.0.0.1:%s)", listen, portStr)
+	case strings.EqualFold(host, "localhost"):
+		return "127.0.0.1", port, nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return "", 0, fmt.Errorf("natsbox: Listen %q is not a loopback address: the embedded server has no authentication and listens on 127.0.0.1 or ::1 only; run an external NATS server (URL) to serve other hosts", listen)
+	}
+	return ip.String(), port, nil
+}
+
+// RedactURL returns urls (comma-separated server URLs) with any user information hidden:
+// "nats://alice:secret@host:4222" becomes "nats://alice:xxxxx@host:4222", and a token alone
+// ("nats://s3cr3t@host") becomes "nats://xxxxx@host".
+func RedactURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		parts[i] = redactOne(strings.TrimSpace(p))
+	}
+	return strings.Join(parts, ",")
+}
+
+func redactOne(u string) string {
+	at := strings.LastIndex(u, "@")
+	if at < 0 {
+		return u
+	}
+	start := 0
+	if i := strings.Index(u, "://"); i >= 0 && i < at {
+		start = i + len("://")
+	}
+	userinfo := u[start:at]
+	if strings.Contains(userinfo, "/") { // the "@" is in a path, not in the authority
+		return u
+	}
+	if user, _, ok := strings.Cut(userinfo, ":"); ok {
+		return u[:start] + user + ":xxxxx" + u[at:]
+	}
+	return u[:start] + "xxxxx" + u[at:]
+}

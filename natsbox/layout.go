@@ -1,0 +1,341 @@
+package natsbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Streams, buckets and subjects of the reins layout (ARCHITECTURE.md has the table).
+const (
+	// TasksStream holds one message per unit of work (a task step, an agent_loop iteration), on
+	// TaskSubject(handler). Work-queue retention: a message is removed once a worker acks it.
+	TasksStream = "REINS_TASKS"
+	// EventsStream holds the events of runs, on EventSubject(runID). Limits retention.
+	EventsStream = "REINS_EVENTS"
+	// DLQStream holds the tasks that exhausted their attempts, on DLQSubject(handler), for 30 days.
+	DLQStream = "REINS_DLQ"
+
+	// TaskSubjects, EventSubjects and DLQSubjects are the subject filters of the three streams.
+	TaskSubjects  = "reins.task.>"
+	EventSubjects = "reins.event.>"
+	DLQSubjects   = "reins.dlq.>"
+
+	// RunsBucket is the KV bucket of run state: key = run id, history 1, written with
+	// compare-and-set on the revision (KeyValue.Update) so that two writers cannot both win.
+	RunsBucket = "reins_runs"
+	// CheckpointsBucket is the KV bucket of worker checkpoints (history 1).
+	CheckpointsBucket = "reins_checkpoints"
+
+	// DefaultDuplicates is the duplicate window of the streams: a message published again with
+	// the same Nats-Msg-Id within it is stored once.
+	DefaultDuplicates = 2 * time.Minute
+	// DefaultDLQMaxAge is how long the DLQ keeps a message.
+	DefaultDLQMaxAge = 30 * 24 * time.Hour
+
+	// MetadataKey marks the streams and buckets EnsureLayout made; its value is LayoutVersion.
+	// A stream of the same name without it and with other subjects is someone else's, and
+	// EnsureLayout refuses to change it.
+	MetadataKey = "reins.layout"
+	// LayoutVersion is the version of the layout this package creates.
+	LayoutVersion = "1"
+
+	// MaxTokenLen is the longest subject token CheckToken accepts, in bytes.
+	MaxTokenLen = 256
+)
+
+// Layout tunes the streams and buckets EnsureLayout creates. The zero value is the default layout.
+type Layout struct {
+	// Replicas of every stream and bucket; 0 means 1. Only a clustered external server can have
+	// more than 1.
+	Replicas int
+	// MaxMsgSize bounds one message of TASKS, EVENTS and DLQ, headers included; 0 means the
+	// server's max payload (1 MiB by default), so that an oversized message fails at publish.
+	MaxMsgSize int32
+	// Duplicates is the duplicate window of the three streams; 0 means DefaultDuplicates.
+	Duplicates time.Duration
+	// DLQMaxAge is how long the DLQ keeps a message; 0 means DefaultDLQMaxAge.
+	DLQMaxAge time.Duration
+}
+
+// ErrBadToken is wrapped by the errors of CheckToken and the subject builders.
+var ErrBadToken = errors.New("not a valid NATS subject token")
+
+// CheckToken reports whether s can be one token of a NATS subject: not empty, at most
+// MaxTokenLen bytes of valid UTF-8, and free of '.', '*', '>', whitespace and control characters
+// (dots separate tokens and the others are wildcards or break the protocol). Nothing is escaped:
+// a handler or run id that fails is refused with an error saying why.
+func CheckToken(s string) error {
+	if err := checkToken(s); err != nil {
+		return fmt.Errorf("natsbox: %w", err)
+	}
+	return nil
+}
+
+func checkToken(s string) error {
+	bad := func(format string, v ...any) error {
+		shown := s
+		if len(shown) > 32 {
+			shown = shown[:32] + "…"
+		}
+		return fmt.Errorf("%q is %w: %s", shown, ErrBadToken, fmt.Sprintf(format, v...))
+	}
+	switch {
+	case s == "":
+		return bad("it is empty")
+	case len(s) > MaxTokenLen:
+		return bad("it is %d bytes long, more than %d", len(s), MaxTokenLen)
+	case !utf8.ValidString(s):
+		return bad("it is not valid UTF-8")
+	}
+	for i, r := range s {
+		switch {
+		case r == '.':
+			return bad("it has '.' (which separates tokens) at byte %d", i)
+		case r == '*' || r == '>':
+			return bad("it has the wildcard '%c' at byte %d", r, i)
+		case unicode.IsSpace(r):
+			return bad("it has whitespace (%U) at byte %d", r, i)
+		case unicode.IsControl(r):
+			return bad("it has the control character %U at byte %d", r, i)
+		}
+	}
+	return nil
+}
+
+func subject(prefix, kind, token string) (string, error) {
+	if err := checkToken(token); err != nil {
+		return "", fmt.Errorf("natsbox: %s %w", kind, err)
+	}
+	return prefix + token, nil
+}
+
+// TaskSubject returns the subject of the tasks of handler: "reins.task.HANDLER".
+func TaskSubject(handler string) (string, error) { return subject("reins.task.", "handler", handler) }
+
+// EventSubject returns the subject of the events of run runID: "reins.event.RUNID".
+func EventSubject(runID string) (string, error) { return subject("reins.event.", "run id", runID) }
+
+// DLQSubject returns the subject of the dead tasks of handler: "reins.dlq.HANDLER".
+func DLQSubject(handler string) (string, error) { return subject("reins.dlq.", "handler", handler) }
+
+// EnsureLayout creates the streams and buckets of the layout, or updates them to l. It is
+// idempotent and safe to run from several processes at once. An existing stream of the same name
+// that reins did not create (no MetadataKey) and that has other subjects is refused; a change the
+// server cannot make (retention to or from work queue, storage type) fails with an error naming
+// the stream.
+func EnsureLayout(ctx context.Context, js jetstream.JetStream, l Layout) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	maxMsg := l.MaxMsgSize
+	if maxMsg == 0 {
+		maxMsg = int32(min(js.Conn().MaxPayload(), int64(1<<31-1)))
+	}
+	for _, cfg := range l.streams(maxMsg) {
+		if err := ensureStream(ctx, js, cfg); err != nil {
+			return err
+		}
+	}
+	for _, cfg := range l.buckets() {
+		if err := ensureBucket(ctx, js, cfg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l Layout) check() error {
+	switch {
+	case l.Replicas < 0:
+		return fmt.Errorf("natsbox: layout: Replicas is %d: want 0 (meaning 1) or more", l.Replicas)
+	case l.MaxMsgSize < 0:
+		return fmt.Errorf("natsbox: layout: MaxMsgSize is %d: want 0 (the server's max payload) or more", l.MaxMsgSize)
+	case l.Duplicates < 0:
+		return fmt.Errorf("natsbox: layout: Duplicates is %s: want 0 (meaning %s) or more", l.Duplicates, DefaultDuplicates)
+	case l.DLQMaxAge < 0:
+		return fmt.Errorf("natsbox: layout: DLQMaxAge is %s: want 0 (meaning %s) or more", l.DLQMaxAge, DefaultDLQMaxAge)
+	}
+	if l.withDefaults().Duplicates > l.withDefaults().DLQMaxAge {
+		return fmt.Errorf("natsbox: layout: Duplicates (%s) is longer than DLQMaxAge (%s)", l.withDefaults().Duplicates, l.withDefaults().DLQMaxAge)
+	}
+	return nil
+}
+
+func (l Layout) withDefaults() Layout {
+	if l.Replicas == 0 {
+		l.Replicas = 1
+	}
+	if l.Duplicates == 0 {
+		l.Duplicates = DefaultDuplicates
+	}
+	if l.DLQMaxAge == 0 {
+		l.DLQMaxAge = DefaultDLQMaxAge
+	}
+	return l
+}
+
+func metadata() map[string]string { return map[string]string{MetadataKey: LayoutVersion} }
+
+// streams returns the stream configurations of l, with maxMsg as the message size bound.
+func (l Layout) streams(maxMsg int32) []jetstream.StreamConfig {
+	l = l.withDefaults()
+	return []jetstream.StreamConfig{{
+		Name:        TasksStream,
+		Description: "reins tasks: one message per unit of work, removed when a worker acks it",
+		Subjects:    []string{TaskSubjects},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    l.Replicas,
+		Duplicates:  l.Duplicates,
+		MaxMsgSize:  maxMsg,
+		Metadata:    metadata(),
+	}, {
+		Name:        EventsStream,
+		Description: "reins run events",
+		Subjects:    []string{EventSubjects},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    l.Replicas,
+		Duplicates:  l.Duplicates,
+		MaxMsgSize:  maxMsg,
+		Metadata:    metadata(),
+	}, {
+		Name:        DLQStream,
+		Description: "reins dead tasks: attempts exhausted",
+		Subjects:    []string{DLQSubjects},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    l.Replicas,
+		Duplicates:  l.Duplicates,
+		MaxAge:      l.DLQMaxAge,
+		MaxMsgSize:  maxMsg,
+		Metadata:    metadata(),
+	}}
+}
+
+// buckets returns the KV bucket configurations of l.
+func (l Layout) buckets() []jetstream.KeyValueConfig {
+	l = l.withDefaults()
+	return []jetstream.KeyValueConfig{{
+		Bucket:      RunsBucket,
+		Description: "reins run state, written with compare-and-set on the revision",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    l.Replicas,
+		Metadata:    metadata(),
+	}, {
+		Bucket:      CheckpointsBucket,
+		Description: "reins worker checkpoints",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    l.Replicas,
+		Metadata:    metadata(),
+	}}
+}
+
+func describe(cfg jetstream.StreamConfig) string {
+	return fmt.Sprintf("subjects %s, %s retention, %s storage", strings.Join(cfg.Subjects, " "), cfg.Retention, cfg.Storage)
+}
+
+// ensureStream creates the stream want, or brings an existing one to it. Only the fields the
+// layout owns (subjects, retention, storage, replicas, duplicate window, max age, max message
+// size, description, the MetadataKey marker) are changed; other settings an operator made (max
+// bytes, compression, placement, other metadata...) are kept. A stream that already matches is
+// not touched, so that an account without the right to update streams can still start.
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
+	for attempt := 0; ; attempt++ {
+		s, err := js.Stream(ctx, want.Name)
+		switch {
+		case err == nil:
+			have := s.CachedInfo().Config
+			if have.Metadata[MetadataKey] == "" && !slices.Equal(have.Subjects, want.Subjects) {
+				return fmt.Errorf("natsbox: stream %s exists with subjects %v and was not created by reins: refusing to change it (remove or rename it, or use another server)", want.Name, have.Subjects)
+			}
+			merged := overlay(have, want)
+			if ownedEqual(have, merged) {
+				return nil
+			}
+			if _, err := js.UpdateStream(ctx, merged); err != nil {
+				return fmt.Errorf("natsbox: stream %s cannot be updated to the reins layout (%s): %w", want.Name, describe(want), err)
+			}
+			return nil
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			_, err := js.CreateStream(ctx, want)
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && attempt == 0 {
+				continue // another process created it meanwhile, with another config: update it
+			}
+			if err != nil {
+				return fmt.Errorf("natsbox: stream %s cannot be created (%s): %w", want.Name, describe(want), err)
+			}
+			return nil
+		default:
+			return fmt.Errorf("natsbox: stream %s: %w", want.Name, err)
+		}
+	}
+}
+
+// overlay returns have with the fields the layout owns taken from want.
+func overlay(have, want jetstream.StreamConfig) jetstream.StreamConfig {
+	have.Description = want.Description
+	have.Subjects = want.Subjects
+	have.Retention = want.Retention
+	have.Storage = want.Storage
+	have.Replicas = want.Replicas
+	have.Duplicates = want.Duplicates
+	have.MaxAge = want.MaxAge
+	have.MaxMsgSize = want.MaxMsgSize
+	md := maps.Clone(have.Metadata)
+	if md == nil {
+		md = map[string]string{}
+	}
+	maps.Copy(md, want.Metadata)
+	have.Metadata = md
+	return have
+}
+
+// ownedEqual reports whether a and b agree on the fields the layout owns.
+func ownedEqual(a, b jetstream.StreamConfig) bool {
+	return a.Description == b.Description && slices.Equal(a.Subjects, b.Subjects) &&
+		a.Retention == b.Retention && a.Storage == b.Storage && a.Replicas == b.Replicas &&
+		a.Duplicates == b.Duplicates && a.MaxAge == b.MaxAge && a.MaxMsgSize == b.MaxMsgSize &&
+		a.Metadata[MetadataKey] == b.Metadata[MetadataKey]
+}
+
+// ensureBucket creates the bucket want, or updates it when its history, storage, replicas or
+// marker differ (a KV update rewrites the whole bucket configuration). A bucket that already
+// matches is not touched.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) error {
+	kv, err := js.KeyValue(ctx, want.Bucket)
+	switch {
+	case err == nil:
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("natsbox: KV bucket %s: %w", want.Bucket, err)
+		}
+		have := st.Config()
+		if have.History == want.History && have.Storage == want.Storage && have.Replicas == want.Replicas &&
+			have.Description == want.Description && have.Metadata[MetadataKey] == want.Metadata[MetadataKey] {
+			return nil
+		}
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+	default:
+		return fmt.Errorf("natsbox: KV bucket %s: %w", want.Bucket, err)
+	}
+	_, err = js.CreateOrUpdateKeyValue(ctx, want)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		_, err = js.CreateOrUpdateKeyValue(ctx, want) // created meanwhile by another process
+	}
+	if err != nil {
+		return fmt.Errorf("natsbox: KV bucket %s cannot be created or updated to the reins layout (history %d, %s storage): %w", want.Bucket, want.History, want.Storage, err)
+	}
+	return nil
+}

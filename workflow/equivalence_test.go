@@ -40,7 +40,7 @@ func eqDraftRefiner() *workflow.Builder {
 
 	wf.LLM("generate", "writer").
 		WithInstructions("You write one-paragraph release announcements in plain words.").
-		WithPrompt("Announce {{input.product}}. Feedback on the previous draft, if any: {{evaluate.output.feedback}}")
+		WithPrompt("Announce {{input.product}}. When your input is the critic's verdict on your previous draft, rewrite the draft to answer its feedback.")
 	wf.LLM("evaluate", "critic").
 		WithInstructions("You review release announcements. Reply with JSON only.").
 		WithPrompt("Judge this announcement of {{input.product}}: {{generate.output}}").

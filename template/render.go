@@ -1,0 +1,162 @@
+package template
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// next finds the first template of tmpl at or after byte from, scanning exactly as workflow's
+// validator does. It returns the offset of its "{{", the offset just past its "}}" and its path
+// (trimmed), or open < 0 when there is no template left (and no stray "}}" either).
+func next(tmpl string, from int) (open, end int, path string, err error) {
+	rest := tmpl[from:]
+	o := strings.Index(rest, "{{")
+	if c := strings.Index(rest, "}}"); c >= 0 && (o < 0 || c < o) {
+		return -1, -1, "", templateErr(tmpl, from+c, syntaxErr(`"}}" without a matching "{{"`))
+	}
+	if o < 0 {
+		return -1, -1, "", nil
+	}
+	open = from + o
+	e := strings.Index(tmpl[open+2:], "}}")
+	if e < 0 {
+		return -1, -1, "", templateErr(tmpl, open, syntaxErr(`"{{" is not closed by "}}"`))
+	}
+	inner := tmpl[open+2 : open+2+e]
+	if strings.ContainsAny(inner, "{}") {
+		return -1, -1, "", templateErr(tmpl, open, syntaxErr("unbalanced braces in the template {{"+inner+"}}"))
+	}
+	path = strings.TrimSpace(inner)
+	if path == "" {
+		return -1, -1, "", templateErr(tmpl, open, syntaxErr("empty template {{"+inner+"}}: write {{input.x}} or {{step_id.output.x}}"))
+	}
+	return open, open + 2 + e + 2, path, nil
+}
+
+// hasTemplate reports whether s holds template syntax at all, the test workflow's validator
+// uses to tell a templated input from a bare path or plain text.
+func hasTemplate(s string) bool {
+	return strings.Contains(s, "{{") || strings.Contains(s, "}}")
+}
+
+// Render replaces every {{ path }} of tmpl with its value: a string as it is, any other JSON
+// value as compact JSON. Text outside templates, single braces included, is kept as it is, and
+// values are not rendered again. A malformed template or a value that cannot be found is a
+// *TemplateError naming its position; nothing renders as an empty string by default.
+func Render(scope Scope, tmpl string) (string, error) {
+	if !hasTemplate(tmpl) {
+		return tmpl, nil
+	}
+	var b strings.Builder
+	b.Grow(len(tmpl) + 64)
+	for at := 0; ; {
+		open, end, path, err := next(tmpl, at)
+		if err != nil {
+			return "", err
+		}
+		if open < 0 {
+			b.WriteString(tmpl[at:])
+			return b.String(), nil
+		}
+		b.WriteString(tmpl[at:open])
+		v, err := evalPath(scope, path)
+		if err != nil {
+			return "", templateErr(tmpl, open, err)
+		}
+		if v[0] == '"' {
+			appendString(&b, v)
+		} else {
+			appendCompact(&b, v)
+		}
+		at = end
+	}
+}
+
+// Paths returns the paths tmpl reads, in order (repeats included), checking its syntax and the
+// syntax of every path as Render does, without any data. It returns nil for plain text.
+func Paths(tmpl string) ([]string, error) {
+	if !hasTemplate(tmpl) {
+		return nil, nil
+	}
+	var paths []string
+	for at := 0; ; {
+		open, end, path, err := next(tmpl, at)
+		if err != nil {
+			return nil, err
+		}
+		if open < 0 {
+			return paths, nil
+		}
+		if _, _, err := parsePath(path); err != nil {
+			return nil, templateErr(tmpl, open, err)
+		}
+		paths = append(paths, path)
+		at = end
+	}
+}
+
+// Value evaluates a step's input, the JSON value the step receives. s is read as workflow's
+// validator reads it:
+//
+//   - with "{{" or "}}" in it, it is a template: when the whole of s, but for whitespace around
+//     it, is one {{path}}, the value is the JSON at that path (an object stays an object);
+//     otherwise it is the rendered text, as a JSON string;
+//   - else, when it looks like a bare dotted path (only A-Z, a-z, 0-9, _, - and dots, not
+//     starting or ending with a dot, no whitespace), the value is the JSON at that path ("a..b"
+//     is a malformed path, an error, not text);
+//   - else it is plain text, and the value is that text as a JSON string.
+//
+// An empty s is an error: the default input (the output of the step that led here) is the
+// engine's to choose.
+func Value(scope Scope, s string) (json.RawMessage, error) {
+	switch {
+	case s == "":
+		return nil, syntaxErr("empty input: nothing to evaluate")
+	case hasTemplate(s):
+		open, end, path, err := next(s, 0)
+		if err != nil {
+			return nil, err
+		}
+		if open >= 0 && strings.TrimSpace(s[:open]) == "" && strings.TrimSpace(s[end:]) == "" {
+			v, err := evalPath(scope, path)
+			if err != nil {
+				return nil, templateErr(s, open, err)
+			}
+			return v, nil
+		}
+		text, err := Render(scope, s)
+		if err != nil {
+			return nil, err
+		}
+		return jsonString(text), nil
+	case looksLikePath(s):
+		return evalPath(scope, s)
+	default:
+		return jsonString(s), nil
+	}
+}
+
+// jsonString encodes s as a JSON string, without escaping HTML characters.
+func jsonString(s string) json.RawMessage {
+	var buf bytes.Buffer
+	buf.Grow(len(s) + 2)
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// looksLikePath reports whether an input without templates is meant as a dotted path, as
+// workflow's validator decides it: id characters and dots only, not starting or ending with a dot.
+func looksLikePath(s string) bool {
+	if s == "" || s[0] == '.' || s[len(s)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !idChar(s[i]) && s[i] != '.' {
+			return false
+		}
+	}
+	return true
+}

@@ -113,7 +113,8 @@ func TestVirtualConcurrentSleepsAddUp(t *testing.T) {
 
 func TestVirtualWithDeadlineReturnsContextUnchanged(t *testing.T) {
 	v := clock.NewVirtual(start)
-	parent := context.WithValue(context.Background(), struct{}{}, "x")
+	type key struct{}
+	parent := context.WithValue(context.Background(), key{}, "x")
 	ctx, cancel := v.WithDeadline(parent, start.Add(-time.Hour))
 	defer cancel()
 	if ctx != parent {

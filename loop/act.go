@@ -27,17 +27,15 @@ const (
 
 // callCheck carries one proposed call through validation, approval and execution.
 type callCheck struct {
-	call     model.ToolCall
-	entry    *entry
-	verdict  verdict
-	reason   string // why it was rejected, denied or skipped
-	denied   bool   // a human denied it
-	skipped  bool   // over the tool-call budget
-	pending  bool   // waiting for a human decision
-	sig      uint64 // hash of the tool name and canonical arguments
-	info     tool.Info
-	outcome  ToolOutcome
-	executed bool
+	call    model.ToolCall
+	entry   *entry
+	verdict verdict
+	reason  string // why it was rejected, denied or skipped
+	denied  bool   // a human denied it
+	skipped bool   // over the tool-call budget
+	sig     uint64 // hash of the tool name and canonical arguments
+	info    tool.Info
+	outcome ToolOutcome
 }
 
 // act validates, approves and executes the calls of one turn, then records exactly one result
@@ -174,7 +172,6 @@ func (r *Run) approve(ctx context.Context, iter int, p *model.Proposal, checks [
 		}
 		switch {
 		case err != nil:
-			ch.pending = true
 			pending = append(pending, PendingCall{Iteration: iter, Index: i, Call: ch.call})
 			r.emit(trace.Event{Type: trace.Approval, Iteration: iter, Tool: ch.call.Name, CallID: ch.call.ID, Decision: "pending", Reason: err.Error()})
 		case d.Approve:
@@ -261,7 +258,6 @@ func (r *Run) callTool(ctx context.Context, ch *callCheck) {
 	start := r.c.clock.Now()
 	out, err := tool.SafeCall(ctx, ch.entry.tool, ch.call.Arguments, ch.info.Key)
 	ch.outcome = ToolOutcome{Output: out, Err: err, Duration: r.c.clock.Now().Sub(start)}
-	ch.executed = true
 	if hooks.AfterTool != nil {
 		hooks.AfterTool(ctx, &ch.info, ch.call, ch.outcome)
 	}

@@ -37,8 +37,6 @@ var fuzzCallNames = [6]string{"a", "b", "c", "d", "x", "z"}
 // scripted model.
 var fuzzArgs = [10]string{`{"q":"x"}`, `{"q":"y"}`, `{ "q" : "x" }`, `{}`, `{"q":""}`, `{"q":"x","extra":1}`, `[1]`, `"s"`, `{bad`, `null`}
 
-const malformedArgs = 8 // index of the arguments that are not JSON at all
-
 // Policy flags of a declared tool.
 const (
 	flagAllow    = 1 // listed in Policy.Allow (when traj.AllowList is set)

@@ -13,7 +13,7 @@ type PolicySpec struct {
 
 // Policy is the spec as the controller takes it.
 func (p PolicySpec) Policy() Policy {
-	return Policy{Allow: p.Allow, Forbid: p.Forbid, RequireApproval: p.RequireApproval, RequiredEvidence: p.RequiredEvidence}
+	return Policy(p)
 }
 
 // BudgetSpec is a Budget as files write it: durations as strings ("30s"), and an absent or zero

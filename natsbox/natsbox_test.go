@@ -631,7 +631,7 @@ func TestReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLog(t, logs, logDisconnected)
-	ext = open(t, Options{DataDir: dir, Listen: u.Host}) // and comes back on the same port
+	open(t, Options{DataDir: dir, Listen: u.Host}) // and comes back on the same port
 	waitLog(t, logs, logReconnected)
 
 	if _, err := js.Publish(ctx, taskSubject(t, "h"), []byte("after")); err != nil {

@@ -1,0 +1,765 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/reins-run/reins/template"
+	"github.com/reins-run/reins/workflow"
+)
+
+// Start begins a run of def: it is Decide on a fresh Run{ID: runID} with a start event.
+func Start(def *workflow.Definition, runID string, input json.RawMessage, at time.Time) (*Run, []Command, error) {
+	return Decide(def, &Run{ID: runID}, Event{Type: EvStart, At: at, Input: input, Item: -1})
+}
+
+// Decide applies one event to a run and returns the new state and the commands to carry out.
+// It never modifies run: the state it returns is a copy. An event that is not for the current
+// step, activation, iteration and attempt, a repeated event, or any event for a finished run
+// returns the state unchanged and no commands. The error is for programming errors only (a nil
+// definition or run, an unknown event type, an event before start, a start that cannot be
+// made, a run paired with another definition); what happens in the workflow, failures
+// included, is in the state and the commands.
+func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, error) {
+	switch {
+	case def == nil:
+		return nil, nil, errors.New("engine: no workflow definition")
+	case run == nil:
+		return nil, nil, errors.New("engine: no run")
+	}
+	switch ev.Type {
+	case EvStart, EvCompleted, EvContinued, EvFailed, EvTimedOut, EvTick, EvCancel, EvChildFinished:
+	default:
+		return nil, nil, fmt.Errorf("engine: unknown event type %q", ev.Type)
+	}
+	d := &decider{def: def, g: newGraph(def), run: run.Clone(), at: ev.At.Round(0).UTC()}
+	if d.run.Status == "" {
+		if ev.Type != EvStart {
+			return nil, nil, fmt.Errorf("engine: run %q has not started: its first event must be start, not %s", run.ID, ev.Type)
+		}
+		if err := d.start(ev.Input); err != nil {
+			return nil, nil, err
+		}
+		return d.run, d.cmds, nil
+	}
+	if d.run.Status != RunRunning || ev.Type == EvStart {
+		return d.run, nil, nil
+	}
+	if d.run.Workflow != def.Name || len(d.run.Edges) != len(def.Edges) {
+		return nil, nil, fmt.Errorf("engine: run %q was started with workflow %s (%d edges), not with %s (%d edges): pass the definition whose hash the run records",
+			run.ID, d.run.Workflow, len(d.run.Edges), def.Name, len(def.Edges))
+	}
+	if !d.at.Before(d.run.Deadline) {
+		d.finish(RunTimedOut, nil, &RunError{Code: CodeDeadline,
+			Message: fmt.Sprintf("the run passed its deadline of %s (due %s)", d.deadline(), d.run.Deadline.Format(time.RFC3339Nano))})
+		return d.run, d.cmds, nil
+	}
+	switch ev.Type {
+	case EvCancel:
+		reason := clean(ev.Reason)
+		if reason == "" {
+			reason = "the run was cancelled"
+		}
+		d.finish(RunCancelled, nil, &RunError{Code: CodeCancelled, Message: reason})
+	case EvCompleted, EvContinued, EvFailed, EvTimedOut:
+		d.onTask(ev)
+	case EvChildFinished:
+		d.onChildFinished(ev)
+	case EvTick:
+		d.onTick(ev)
+	}
+	d.drain()
+	return d.run, d.cmds, nil
+}
+
+// InFlight lists the tasks of run that are dispatched and not answered yet, ordered by MsgID,
+// exactly as they were dispatched (same MsgID, input and NotBefore): what a shell that lost
+// track of them publishes again, relying on JetStream to drop the ones it already stored.
+func InFlight(def *workflow.Definition, run *Run) []*Task {
+	if def == nil || run == nil || run.Status != RunRunning {
+		return nil
+	}
+	d := &decider{def: def, g: newGraph(def), run: run}
+	var tasks []*Task
+	for key, sr := range run.Steps {
+		if sr == nil || sr.Status != StepRunning || sr.Workflow != "" {
+			continue
+		}
+		if step := d.g.steps[sr.Step]; step != nil && dispatched(step.Type) {
+			tasks = append(tasks, d.task(key, sr, step))
+		}
+	}
+	slices.SortFunc(tasks, func(a, b *Task) int { return strings.Compare(a.MsgID, b.MsgID) })
+	return tasks
+}
+
+// decider is one decision in progress: the copy of the run it changes and the commands so far.
+type decider struct {
+	def  *workflow.Definition
+	g    *graph
+	run  *Run
+	at   time.Time
+	cmds []Command
+	// queue holds the steps a fired loop edge starts again, in the order the edges fired.
+	queue []queued
+}
+
+type queued struct {
+	step  string
+	input json.RawMessage
+}
+
+func (d *decider) live() bool { return d.run.Status == RunRunning }
+
+func (d *decider) deadline() time.Duration {
+	if d.def.Deadline > 0 {
+		return d.def.Deadline.Std()
+	}
+	return workflow.DefaultDeadline.Std()
+}
+
+func (d *decider) maxSteps() int {
+	if d.def.MaxSteps > 0 {
+		return d.def.MaxSteps
+	}
+	return workflow.DefaultMaxSteps
+}
+
+// emit adds a command; nothing is emitted after the run finished.
+func (d *decider) emit(c Command) {
+	if d.live() {
+		d.cmds = append(d.cmds, c)
+	}
+}
+
+// finish ends the run, once.
+func (d *decider) finish(status RunStatus, output json.RawMessage, err *RunError) {
+	if !d.live() {
+		return
+	}
+	d.run.Status, d.run.Output, d.run.Error = status, output, err
+	c := Command{Type: CmdFinish, Status: status, Output: output}
+	if err != nil {
+		e := *err
+		c.Error = &e
+	}
+	d.cmds = append(d.cmds, c)
+}
+
+func (d *decider) fail(code, msg, step string) {
+	d.finish(RunFailed, nil, &RunError{Code: code, Message: msg, Step: step})
+}
+
+// start initializes a fresh run and activates the start step.
+func (d *decider) start(input json.RawMessage) error {
+	r, def := d.run, d.def
+	if def.Start == "" || d.g.steps[def.Start] == nil {
+		return fmt.Errorf("engine: workflow %s has no start step %q (validate and normalize it first)", def.Name, def.Start)
+	}
+	in, err := canon(input)
+	if err != nil {
+		return fmt.Errorf("engine: the input of run %q is not valid JSON: %w", r.ID, err)
+	}
+	hash, err := def.Hash()
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	r.Workflow, r.Hash, r.Status, r.Input = def.Name, hash, RunRunning, in
+	r.StartedAt, r.Deadline = d.at, d.at.Add(d.deadline())
+	r.Steps = make(map[string]*StepRun, len(def.Steps))
+	for _, s := range def.Steps {
+		if !d.g.childOnly[s.ID] && r.Steps[s.ID] == nil {
+			r.Steps[s.ID] = &StepRun{Step: s.ID, Status: StepPending}
+		}
+	}
+	r.Edges = make([]EdgeState, len(def.Edges))
+	for i, e := range def.Edges {
+		r.Edges[i].State = EdgePending
+		if d.g.childOnly[e.From] {
+			r.Edges[i].State = EdgeDead
+		}
+	}
+	d.emit(Command{Type: CmdSchedule, At: r.Deadline, Item: -1})
+	d.queue = append(d.queue, queued{step: def.Start, input: in})
+	d.drain()
+	return nil
+}
+
+// drain runs what the last change made possible: steps a loop edge starts again first, then,
+// in declaration order, steps that became ready or dead, until nothing changes; then, when
+// nothing is in flight, the run completes.
+func (d *decider) drain() {
+	for d.live() {
+		if len(d.queue) > 0 {
+			q := d.queue[0]
+			d.queue = d.queue[1:]
+			d.activate(q.step, q.input)
+			continue
+		}
+		if !d.advance() {
+			break
+		}
+	}
+	if d.live() && !d.busy() {
+		d.complete()
+	}
+}
+
+// advance takes the first pending step (in declaration order) that has incoming edges none of
+// which is pending: it activates it when one of them fired, else skips it and kills its edges
+// (dead-path elimination). It reports whether it changed anything.
+func (d *decider) advance() bool {
+	for _, s := range d.def.Steps {
+		sr := d.run.Steps[s.ID]
+		ins := d.g.in[s.ID]
+		if sr == nil || sr.Status != StepPending || len(ins) == 0 {
+			continue
+		}
+		fired, pending := false, false
+		for _, i := range ins {
+			switch d.run.Edges[i].State {
+			case EdgePending:
+				pending = true
+			case EdgeFired:
+				fired = true
+			}
+		}
+		switch {
+		case pending:
+			continue
+		case fired:
+			d.activate(s.ID, d.joinInput(ins))
+		default:
+			sr.Status = StepSkipped
+			for _, i := range d.g.out[s.ID] {
+				d.run.Edges[i].State = EdgeDead
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// busy reports whether anything is in flight: a task, a sub-run, children.
+func (d *decider) busy() bool {
+	for _, sr := range d.run.Steps {
+		if sr != nil && sr.Status == StepRunning {
+			return true
+		}
+	}
+	return false
+}
+
+// complete ends the run as completed. Its output is the output of the step that ended the
+// only branch, or an object {step: output} of every step that ended a branch (declaration
+// order) when there are several.
+func (d *decider) complete() {
+	var ends []string
+	var outs []json.RawMessage
+	for _, s := range d.def.Steps {
+		sr := d.run.Steps[s.ID]
+		if sr != nil && sr.Status == StepCompleted && len(d.g.out[s.ID]) == 0 && !slices.Contains(ends, s.ID) {
+			ends = append(ends, s.ID)
+			outs = append(outs, orNull(sr.Output))
+		}
+	}
+	var out json.RawMessage
+	switch len(ends) {
+	case 0:
+		out = json.RawMessage("null")
+	case 1:
+		out = outs[0]
+	default:
+		out = object(ends, outs)
+	}
+	d.finish(RunCompleted, out, nil)
+}
+
+// count records one more step activation; past max_steps it fails the run and returns false.
+func (d *decider) count() bool {
+	d.run.Executed++
+	if d.run.Executed > d.maxSteps() {
+		d.fail(CodeMaxSteps, fmt.Sprintf("the run activated more than max_steps = %d steps", d.maxSteps()), "")
+		return false
+	}
+	return true
+}
+
+// activate starts a step that is not a child, with the default input given.
+func (d *decider) activate(id string, input json.RawMessage) {
+	sr, step := d.run.Steps[id], d.g.steps[id]
+	if sr == nil || step == nil || !d.live() {
+		return
+	}
+	d.abandon(id, sr)
+	if !d.count() {
+		return
+	}
+	sr.Activation++
+	sr.Status = StepRunning
+	sr.Iteration, sr.Attempt = 1, 1
+	sr.StartedAt, sr.FirstIterationAt, sr.NotBefore = d.at, d.at, time.Time{}
+	sr.Label, sr.StopReason, sr.Error = "", "", ""
+	sr.Prompt, sr.Instructions, sr.Goal = "", "", ""
+	for _, i := range d.g.out[id] {
+		d.run.Edges[i].State = EdgePending
+	}
+	sr.Input = input
+	if step.Input != "" {
+		v, err := d.value(step.Input)
+		if err != nil {
+			d.failStep(id, sr, "input: "+err.Error())
+			return
+		}
+		sr.Input = v
+	}
+	d.begin(id, sr, step)
+}
+
+// begin does what a step of its type does once started (activation or child start): dispatch
+// a task, route at once, end the run, start children or a sub-run.
+func (d *decider) begin(key string, sr *StepRun, step *workflow.Step) {
+	switch step.Type {
+	case workflow.Task, workflow.AgentLoop, workflow.LLM, workflow.Agent:
+		if err := d.render(sr, step); err != nil {
+			d.failStep(key, sr, err.Error())
+			return
+		}
+		d.dispatch(key, sr, step, time.Time{})
+	case workflow.Switch:
+		v, err := template.Path(d.scope(), step.Expr)
+		if err != nil { // the error names the path
+			d.failStep(key, sr, "expr: "+err.Error())
+			return
+		}
+		label, err := template.Label(v)
+		if err != nil {
+			d.failStep(key, sr, "expr "+step.Expr+": "+err.Error())
+			return
+		}
+		d.completeStep(key, sr, sr.Input, label, "")
+	case workflow.Terminate:
+		if sr.Parent != "" {
+			d.completeStep(key, sr, sr.Input, "", "")
+			return
+		}
+		sr.Status, sr.Output = StepCompleted, sr.Input
+		d.run.Path = append(d.run.Path, key)
+		d.finish(RunCompleted, sr.Input, nil)
+	case workflow.Fail:
+		msg, err := template.Render(d.scope(), step.Message)
+		if err != nil {
+			msg = step.Message + " (the message could not be rendered: " + err.Error() + ")"
+		}
+		if sr.Parent != "" {
+			d.failStep(key, sr, msg)
+			return
+		}
+		sr.Status, sr.Error, sr.Label = StepFailed, msg, LabelError
+		d.run.Path = append(d.run.Path, key)
+		d.fail(CodeFail, msg, key)
+	case workflow.Parallel, workflow.Map:
+		if sr.Parent != "" {
+			d.failStep(key, sr, fmt.Sprintf("a %s step cannot run as a parallel branch or map body yet", step.Type))
+			return
+		}
+		d.startChildren(key, sr, step)
+	case workflow.Call:
+		d.timer(key, sr, step)
+		d.startChildRun(key, sr, step.Workflow)
+	default: // approval, wait_event, sleep
+		d.failStep(key, sr, fmt.Sprintf("step type %s is not supported yet", step.Type))
+	}
+}
+
+// render fills in the texts of an llm or agent step, once per activation.
+func (d *decider) render(sr *StepRun, step *workflow.Step) error {
+	var err error
+	scope := d.scope()
+	r := func(name, tmpl string, dst *string) {
+		if err != nil {
+			return
+		}
+		s, rerr := template.Render(scope, tmpl)
+		if rerr != nil {
+			err = fmt.Errorf("%s: %w", name, rerr)
+			return
+		}
+		*dst = s
+	}
+	switch step.Type {
+	case workflow.LLM:
+		r("prompt", step.Prompt, &sr.Prompt)
+		r("instructions", step.Instructions, &sr.Instructions)
+	case workflow.Agent:
+		r("goal", step.Goal, &sr.Goal)
+		r("instructions", step.Instructions, &sr.Instructions)
+	}
+	return err
+}
+
+// timer asks for a tick at the end of the timeout of a parallel, map or call step (a task's
+// timeout is the shell's to watch: it knows when the worker took it).
+func (d *decider) timer(key string, sr *StepRun, step *workflow.Step) {
+	if step.Timeout <= 0 {
+		return
+	}
+	name, item := address(key, sr)
+	d.emit(Command{Type: CmdSchedule, At: d.at.Add(step.Timeout.Std()), Step: name, Item: item, Activation: sr.Activation})
+}
+
+// address returns how events and commands name a step: its id and -1, or for a child its
+// parent and index.
+func address(key string, sr *StepRun) (string, int) {
+	if sr.Parent != "" {
+		return sr.Parent, sr.Item
+	}
+	return key, -1
+}
+
+func childKey(parent string, i int) string { return parent + "#" + strconv.Itoa(i) }
+
+// task is the task of the current attempt of sr.
+func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *Task {
+	name, item := address(key, sr)
+	return &Task{
+		RunID: d.run.ID, Step: name, Item: item, Body: sr.Step, Type: step.Type,
+		Handler: step.Handler, Model: step.Model,
+		Prompt: sr.Prompt, Instructions: sr.Instructions, Goal: sr.Goal,
+		Activation: sr.Activation, Iteration: sr.Iteration, Attempt: sr.Attempt,
+		Input:     sr.Input,
+		MsgID:     fmt.Sprintf("%s/%s/%d/%d/%d", d.run.ID, key, sr.Activation, sr.Iteration, sr.Attempt),
+		NotBefore: sr.NotBefore,
+		Timeout:   step.Timeout.Std(),
+	}
+}
+
+func (d *decider) dispatch(key string, sr *StepRun, step *workflow.Step, notBefore time.Time) {
+	sr.NotBefore = notBefore
+	sr.Attempts++
+	d.emit(Command{Type: CmdDispatch, Task: d.task(key, sr, step)})
+}
+
+// childRunID names the sub-run of a call step or of a child: run/step/activation, or
+// run/parent/activation/index.
+func (d *decider) childRunID(key string, sr *StepRun) string {
+	name, item := address(key, sr)
+	id := fmt.Sprintf("%s/%s/%d", d.run.ID, name, sr.Activation)
+	if item >= 0 {
+		id += "/" + strconv.Itoa(item)
+	}
+	return id
+}
+
+func (d *decider) startChildRun(key string, sr *StepRun, file string) {
+	name, item := address(key, sr)
+	d.emit(Command{Type: CmdStartChild, Child: &ChildRun{
+		RunID: d.childRunID(key, sr), Workflow: file, Input: sr.Input,
+		Step: name, Item: item, Activation: sr.Activation,
+	}})
+}
+
+// runsChild reports whether sr waits for a sub-run.
+func (d *decider) runsChild(sr *StepRun) bool {
+	if sr.Workflow != "" {
+		return true
+	}
+	step := d.g.steps[sr.Step]
+	return step != nil && step.Type == workflow.Call
+}
+
+// abandon stops what a running step has in flight before the engine gives up on it or starts
+// it again: its children are skipped and its sub-runs cancelled. A task in flight needs
+// nothing: its events no longer match and change nothing.
+func (d *decider) abandon(key string, sr *StepRun) {
+	if sr.Status != StepRunning {
+		return
+	}
+	if step := d.g.steps[sr.Step]; sr.Parent == "" && step != nil && (step.Type == workflow.Parallel || step.Type == workflow.Map) {
+		for i := range sr.Children {
+			ck := childKey(key, i)
+			c := d.run.Steps[ck]
+			if c == nil || c.Activation != sr.Activation {
+				continue
+			}
+			if c.Status == StepRunning || c.Status == StepPending {
+				d.abandon(ck, c)
+				c.Status = StepSkipped
+			}
+		}
+		sr.Running = 0
+	}
+	if d.runsChild(sr) {
+		d.emit(Command{Type: CmdCancelChild, Child: &ChildRun{
+			RunID: d.childRunID(key, sr), Workflow: sr.Workflow, Input: sr.Input,
+		}})
+	}
+}
+
+// completeStep ends a step with an output and a label: a child reports to its parent, any
+// other step is routed.
+func (d *decider) completeStep(key string, sr *StepRun, output json.RawMessage, label, bound string) {
+	sr.Status, sr.Output, sr.Label = StepCompleted, output, label
+	if sr.Parent != "" {
+		d.childCompleted(sr.Parent)
+		return
+	}
+	d.run.Path = append(d.run.Path, key)
+	d.route(key, sr, label, false, bound)
+}
+
+// failStep ends a step as failed for good (label "error"): a child fails its parent, any other
+// step takes its error edge or fails the run.
+func (d *decider) failStep(key string, sr *StepRun, msg string) {
+	sr.Status, sr.Error, sr.Label = StepFailed, msg, LabelError
+	if sr.Parent != "" {
+		d.childFailed(sr.Parent, sr)
+		return
+	}
+	d.run.Path = append(d.run.Path, key)
+	d.route(key, sr, LabelError, true, "")
+}
+
+// route follows the edges of step key for label (or, failed, its "error" edges): see the
+// package documentation for the rules.
+func (d *decider) route(key string, sr *StepRun, label string, failed bool, bound string) {
+	outs := d.g.out[key]
+	if len(outs) == 0 {
+		if failed {
+			d.fail(CodeStepFailed, fmt.Sprintf("step %s failed: %s", key, sr.Error), key)
+		}
+		return
+	}
+	edges := d.def.Edges
+	match := func(e workflow.Edge) bool {
+		if failed {
+			return e.When == LabelError
+		}
+		return e.When == label || e.When == ""
+	}
+	spent := func(i int) bool { return edges[i].IsLoop() && d.run.Edges[i].Uses >= edges[i].MaxIterations }
+	shadowed := map[string]bool{} // conditions with an unspent loop edge: their plain edges wait
+	for _, i := range outs {
+		if e := edges[i]; e.IsLoop() && match(e) && !spent(i) {
+			shadowed[e.When] = true
+		}
+	}
+	var taken, spentLoops []int
+	for _, i := range outs {
+		e := edges[i]
+		take := match(e)
+		switch {
+		case take && e.IsLoop() && spent(i):
+			take = false
+			spentLoops = append(spentLoops, i)
+		case take && !e.IsLoop() && shadowed[e.When]:
+			take = false
+		}
+		if take {
+			d.run.Edges[i].State = EdgeFired
+			d.run.Edges[i].Uses++
+			taken = append(taken, i)
+		} else {
+			d.run.Edges[i].State = EdgeDead
+		}
+	}
+	if len(taken) == 0 {
+		var msg, code string
+		if failed {
+			code, msg = CodeStepFailed, fmt.Sprintf("step %s failed: %s", key, sr.Error)
+		} else {
+			code = CodeNoRoute
+			if bound != "" {
+				msg = fmt.Sprintf("step %s stopped at its bound %s and has no edge for label %q", key, bound, label)
+			} else {
+				msg = fmt.Sprintf("step %s has no edge for label %q", key, label)
+			}
+		}
+		for _, i := range spentLoops {
+			msg += fmt.Sprintf("; its loop edge to %s is spent (max_iterations = %d)", edges[i].To, edges[i].MaxIterations)
+		}
+		d.fail(code, msg, key)
+		return
+	}
+	out := d.sourceOutput(key)
+	for _, i := range taken {
+		e := edges[i]
+		if !e.IsLoop() || slices.ContainsFunc(d.queue, func(q queued) bool { return q.step == e.To }) {
+			continue
+		}
+		d.resetRegion(e.To)
+		d.queue = append(d.queue, queued{step: e.To, input: out})
+	}
+}
+
+// resetRegion makes the steps a loop edge into u runs again pending, with their outgoing
+// edges: u and every step reachable from it through non-loop edges.
+func (d *decider) resetRegion(u string) {
+	for _, s := range d.g.region(u) {
+		sr := d.run.Steps[s]
+		if sr == nil {
+			continue
+		}
+		d.abandon(s, sr)
+		sr.Status = StepPending
+		for _, i := range d.g.out[s] {
+			d.run.Edges[i].State = EdgePending
+		}
+	}
+}
+
+// sourceOutput is what an edge from step id hands on: its output, or, when it failed, an
+// object {"step": id, "error": message}.
+func (d *decider) sourceOutput(id string) json.RawMessage {
+	sr := d.run.Steps[id]
+	if sr == nil {
+		return json.RawMessage("null")
+	}
+	if sr.Status == StepFailed {
+		return object([]string{"step", "error"}, []json.RawMessage{jsonString(id), jsonString(sr.Error)})
+	}
+	return orNull(sr.Output)
+}
+
+// joinInput is the default input of a step whose incoming edges ins are decided: the output
+// of the one source whose edge fired, or an object {source: output} of them all, in the
+// declaration order of the edges.
+func (d *decider) joinInput(ins []int) json.RawMessage {
+	var srcs []string
+	for _, i := range ins {
+		if from := d.def.Edges[i].From; d.run.Edges[i].State == EdgeFired && !slices.Contains(srcs, from) {
+			srcs = append(srcs, from)
+		}
+	}
+	if len(srcs) == 1 {
+		return d.sourceOutput(srcs[0])
+	}
+	outs := make([]json.RawMessage, len(srcs))
+	for k, s := range srcs {
+		outs[k] = d.sourceOutput(s)
+	}
+	return object(srcs, outs)
+}
+
+// scope is the data templates read: the run input and the latest output of every step. A
+// branch or map body that ran as a child is there under its own id, with the output of its
+// highest-numbered completed child, unless it also ran on its own.
+func (d *decider) scope() template.Scope {
+	outs := make(map[string]json.RawMessage, len(d.run.Steps))
+	for _, s := range d.def.Steps {
+		if s.Type != workflow.Parallel && s.Type != workflow.Map {
+			continue
+		}
+		p := d.run.Steps[s.ID]
+		if p == nil {
+			continue
+		}
+		for i := range p.Children {
+			if c := d.run.Steps[childKey(s.ID, i)]; c != nil && c.Step != "" && c.Status == StepCompleted {
+				outs[c.Step] = c.Output
+			}
+		}
+	}
+	for _, s := range d.def.Steps {
+		if sr := d.run.Steps[s.ID]; sr != nil && sr.Output != nil {
+			outs[s.ID] = sr.Output
+		}
+	}
+	return template.Scope{Input: d.run.Input, Outputs: outs}
+}
+
+// value evaluates a step input (template.Value) in canonical JSON.
+func (d *decider) value(s string) (json.RawMessage, error) {
+	v, err := template.Value(d.scope(), s)
+	if err != nil {
+		return nil, err
+	}
+	return canon(v)
+}
+
+// labelFor is a step's label: the explicit one, else the value at its branch path, else the
+// stop reason ("" for steps that have none).
+func labelFor(step *workflow.Step, output json.RawMessage, explicit, stopReason string) (string, error) {
+	if explicit != "" {
+		return explicit, nil
+	}
+	if step.Branch != "" {
+		v, err := template.Relative(output, step.Branch)
+		if err != nil { // the error names the path
+			return "", fmt.Errorf("branch: %w", err)
+		}
+		l, err := template.Label(v)
+		if err != nil {
+			return "", fmt.Errorf("branch %s: %w", step.Branch, err)
+		}
+		return l, nil
+	}
+	return stopReason, nil
+}
+
+// canon returns raw in the form encoding/json writes it (compact, HTML characters escaped), so
+// that a state that goes through JSON and back holds the same bytes. Empty is null.
+func canon(raw json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	if !utf8.Valid(raw) {
+		return nil, errors.New("not valid UTF-8")
+	}
+	if !json.Valid(raw) {
+		return nil, errors.New("not valid JSON")
+	}
+	return json.Marshal(raw)
+}
+
+// clean makes a string from an event safe to store: JSON keeps only valid UTF-8.
+func clean(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+func orNull(v json.RawMessage) json.RawMessage {
+	if len(v) == 0 {
+		return json.RawMessage("null")
+	}
+	return v
+}
+
+func jsonString(s string) json.RawMessage {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
+}
+
+// object builds the JSON object {keys[i]: vals[i]} in that order, from canonical values.
+func object(keys []string, vals []json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(jsonString(k))
+		b.WriteByte(':')
+		b.Write(orNull(vals[i]))
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// array builds the JSON array of vals, from canonical values.
+func array(vals []json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, v := range vals {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(orNull(v))
+	}
+	b.WriteByte(']')
+	return b.Bytes()
+}

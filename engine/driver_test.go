@@ -1,0 +1,466 @@
+package engine_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/workflow"
+)
+
+// t0 is when every test run starts.
+var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+// reply is a scripted answer to one task (by its Body step) or one sub-run (by its workflow
+// file): complete, continue, fail, fail permanently, time out, or never answer. took is how long
+// the work takes once it may start (default one second).
+type reply struct {
+	kind   string // complete | continue | fail | permanent | timeout | hang
+	out    string
+	label  string
+	stop   string
+	err    string
+	took   time.Duration
+	status engine.RunStatus // sub-runs: the child's status when it failed
+}
+
+func done(out string) reply          { return reply{kind: "complete", out: out} }
+func doneAs(out, label string) reply { return reply{kind: "complete", out: out, label: label} }
+func stopped(out, stopReason string) reply {
+	return reply{kind: "complete", out: out, stop: stopReason}
+}
+func cont(out string) reply         { return reply{kind: "continue", out: out} }
+func fails(err string) reply        { return reply{kind: "fail", err: err} }
+func failsForGood(err string) reply { return reply{kind: "permanent", err: err} }
+func timesOut() reply               { return reply{kind: "timeout"} }
+func hangs() reply                  { return reply{kind: "hang"} }
+
+func (r reply) after(d time.Duration) reply { r.took = d; return r }
+
+// script maps a step id (Task.Body) or a workflow file (ChildRun.Workflow) to its answers, in
+// order.
+type script map[string][]reply
+
+// pending is something the simulated world will answer at due: a task, a sub-run or a timer.
+type pending struct {
+	due   time.Time
+	seq   int
+	task  *engine.Task
+	child *engine.ChildRun
+	timer *engine.Command
+	reply reply
+}
+
+// dispatched records one dispatch command and the time of the event that caused it.
+type dispatched struct {
+	task  *engine.Task
+	cause time.Time
+}
+
+// driver runs a definition to its end in a simulated world: workers answer tasks from a script
+// after their latency, sub-runs likewise, and timers fire at their time; the earliest answer is
+// delivered first. Every event is also checked for the engine's promises: Decide does not
+// change its input, decides the same from the state decoded from JSON (a restarted engine),
+// and the same event delivered again changes nothing.
+type driver struct {
+	t      *testing.T
+	def    *workflow.Definition
+	run    *engine.Run
+	now    time.Time
+	script script
+	used   map[string]int
+	queue  []*pending
+	seq    int
+
+	cmds        []engine.Command
+	dispatches  []dispatched
+	deadLetters []engine.Command
+	started     []*engine.ChildRun
+	cancelled   []*engine.ChildRun
+	finish      *engine.Command
+	events      []engine.Event
+	// maxInFlight is the most tasks and sub-runs in flight at once per Task.Step / ChildRun.Step.
+	maxInFlight map[string]int
+}
+
+// drive runs def with input under sc until the run finishes.
+func drive(t *testing.T, def *workflow.Definition, input string, sc script) *driver {
+	t.Helper()
+	d := newDriver(t, def, input, sc)
+	d.runToEnd()
+	return d
+}
+
+func newDriver(t *testing.T, def *workflow.Definition, input string, sc script) *driver {
+	t.Helper()
+	d := &driver{t: t, def: def, now: t0, script: sc, used: map[string]int{}, maxInFlight: map[string]int{}}
+	run, cmds, err := engine.Start(def, "run1", json.RawMessage(input), t0)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	d.run = run
+	d.take(cmds)
+	return d
+}
+
+func (d *driver) runToEnd() {
+	d.t.Helper()
+	for n := 0; d.finish == nil; n++ {
+		if n > 10000 {
+			d.t.Fatalf("the run did not finish after %d events", n)
+		}
+		if !d.step() {
+			d.t.Fatalf("the run is stuck: nothing in flight and no finish; state:\n%s", d.state())
+		}
+	}
+}
+
+// step delivers the earliest answer; it reports false when there is none.
+func (d *driver) step() bool {
+	d.t.Helper()
+	if len(d.queue) == 0 {
+		return false
+	}
+	k := 0
+	for i, p := range d.queue {
+		if p.due.Before(d.queue[k].due) || p.due.Equal(d.queue[k].due) && p.seq < d.queue[k].seq {
+			k = i
+		}
+	}
+	p := d.queue[k]
+	d.queue = slices.Delete(d.queue, k, k+1)
+	if p.due.After(d.now) {
+		d.now = p.due
+	}
+	switch {
+	case p.timer != nil:
+		d.apply(engine.Event{Type: engine.EvTick, At: d.now, Step: p.timer.Step, Item: p.timer.Item, Activation: p.timer.Activation})
+	case p.child != nil:
+		ev := engine.Event{Type: engine.EvChildFinished, At: d.now, Step: p.child.Step, Item: p.child.Item, Activation: p.child.Activation}
+		switch p.reply.kind {
+		case "complete":
+			ev.Output, ev.Label = json.RawMessage(p.reply.out), p.reply.label
+		default:
+			ev.Error, ev.Status = p.reply.err, p.reply.status
+			if ev.Status == "" {
+				ev.Status = engine.RunFailed
+			}
+		}
+		d.apply(ev)
+	default:
+		tk := p.task
+		ev := engine.Event{At: d.now, Step: tk.Step, Item: tk.Item, Activation: tk.Activation, Iteration: tk.Iteration, Attempt: tk.Attempt}
+		switch p.reply.kind {
+		case "complete":
+			ev.Type, ev.Output, ev.Label, ev.StopReason = engine.EvCompleted, json.RawMessage(p.reply.out), p.reply.label, p.reply.stop
+		case "continue":
+			ev.Type, ev.Output = engine.EvContinued, json.RawMessage(p.reply.out)
+		case "fail":
+			ev.Type, ev.Error = engine.EvFailed, p.reply.err
+		case "permanent":
+			ev.Type, ev.Error, ev.Permanent = engine.EvFailed, p.reply.err, true
+		case "timeout":
+			ev.Type = engine.EvTimedOut
+		default:
+			d.t.Fatalf("unknown reply kind %q", p.reply.kind)
+		}
+		d.apply(ev)
+	}
+	return true
+}
+
+// apply delivers one event and checks purity, restart and idempotence.
+func (d *driver) apply(ev engine.Event) {
+	d.t.Helper()
+	d.events = append(d.events, ev)
+	before := mustJSON(d.t, d.run)
+	next, cmds, err := engine.Decide(d.def, d.run, ev)
+	if err != nil {
+		d.t.Fatalf("Decide(%+v): %v", ev, err)
+	}
+	if after := mustJSON(d.t, d.run); !bytes.Equal(before, after) {
+		d.t.Fatalf("Decide changed its input run:\nbefore %s\nafter  %s", before, after)
+	}
+	// A restarted engine: the state as saved, decoded, decides the same.
+	var saved engine.Run
+	if err := json.Unmarshal(before, &saved); err != nil {
+		d.t.Fatal(err)
+	}
+	next2, cmds2, err := engine.Decide(d.def, &saved, ev)
+	if err != nil {
+		d.t.Fatalf("Decide on the decoded state: %v", err)
+	}
+	if a, b := mustJSON(d.t, next), mustJSON(d.t, next2); !bytes.Equal(a, b) {
+		d.t.Fatalf("the decoded state decides differently:\n%s\n%s", a, b)
+	}
+	if a, b := mustJSON(d.t, cmds), mustJSON(d.t, cmds2); !bytes.Equal(a, b) {
+		d.t.Fatalf("the decoded state commands differently:\n%s\n%s", a, b)
+	}
+	// The same event again changes nothing.
+	again, cmds3, err := engine.Decide(d.def, next, ev)
+	if err != nil {
+		d.t.Fatalf("Decide on a repeated event: %v", err)
+	}
+	if len(cmds3) != 0 {
+		d.t.Fatalf("a repeated %s event gave commands: %s", ev.Type, mustJSON(d.t, cmds3))
+	}
+	if a, b := mustJSON(d.t, next), mustJSON(d.t, again); !bytes.Equal(a, b) {
+		d.t.Fatalf("a repeated %s event changed the state:\n%s\n%s", ev.Type, a, b)
+	}
+	d.run = next
+	d.take(cmds)
+}
+
+// take records commands and puts what they ask for in the world.
+func (d *driver) take(cmds []engine.Command) {
+	d.t.Helper()
+	for _, c := range cmds {
+		d.cmds = append(d.cmds, c)
+		if d.finish != nil {
+			d.t.Fatalf("a command after finish: %+v", c)
+		}
+		switch c.Type {
+		case engine.CmdDispatch:
+			d.dispatches = append(d.dispatches, dispatched{task: c.Task, cause: d.now})
+			r := d.next(c.Task.Body)
+			if r.kind == "hang" {
+				continue
+			}
+			start := d.now
+			if c.Task.NotBefore.After(start) {
+				start = c.Task.NotBefore
+			}
+			d.push(&pending{due: start.Add(r.took), task: c.Task, reply: r})
+		case engine.CmdSchedule:
+			c := c
+			d.push(&pending{due: c.At, timer: &c})
+		case engine.CmdStartChild:
+			d.started = append(d.started, c.Child)
+			r := d.next(c.Child.Workflow)
+			if r.kind == "hang" {
+				continue
+			}
+			d.push(&pending{due: d.now.Add(r.took), child: c.Child, reply: r})
+		case engine.CmdCancelChild:
+			d.cancelled = append(d.cancelled, c.Child)
+		case engine.CmdDeadLetter:
+			d.deadLetters = append(d.deadLetters, c)
+		case engine.CmdFinish:
+			c := c
+			d.finish = &c
+		default:
+			d.t.Fatalf("unknown command %q", c.Type)
+		}
+	}
+	// Record how many tasks and sub-runs each step has in flight.
+	count := map[string]int{}
+	for _, p := range d.queue {
+		switch {
+		case p.task != nil && d.current(p.task):
+			count[p.task.Step]++
+		case p.child != nil:
+			count[p.child.Step]++
+		}
+	}
+	for k, n := range count {
+		d.maxInFlight[k] = max(d.maxInFlight[k], n)
+	}
+}
+
+// current reports whether the run still waits for task (a task abandoned by a loop or a failed
+// parent does not count as in flight).
+func (d *driver) current(task *engine.Task) bool {
+	key := task.Step
+	if task.Item >= 0 {
+		key = task.Step + "#" + strconv.Itoa(task.Item)
+	}
+	sr := d.run.Steps[key]
+	return sr != nil && sr.Status == engine.StepRunning && sr.Activation == task.Activation &&
+		sr.Iteration == task.Iteration && sr.Attempt == task.Attempt
+}
+
+func (d *driver) push(p *pending) {
+	d.seq++
+	p.seq = d.seq
+	d.queue = append(d.queue, p)
+}
+
+// next pops the next scripted reply for a step or file; a missing script is a test failure.
+func (d *driver) next(name string) reply {
+	d.t.Helper()
+	rs := d.script[name]
+	i := d.used[name]
+	if i >= len(rs) {
+		d.t.Fatalf("no scripted reply left for %s (used %d)", name, i)
+	}
+	d.used[name] = i + 1
+	r := rs[i]
+	if r.took == 0 {
+		r.took = time.Second
+	}
+	return r
+}
+
+// dispatchCount counts the tasks dispatched for a body step.
+func (d *driver) dispatchCount(body string) int {
+	n := 0
+	for _, x := range d.dispatches {
+		if x.task.Body == body {
+			n++
+		}
+	}
+	return n
+}
+
+// tasksOf lists the tasks dispatched for a body step, in order.
+func (d *driver) tasksOf(body string) []dispatched {
+	var out []dispatched
+	for _, x := range d.dispatches {
+		if x.task.Body == body {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func (d *driver) state() string { return string(mustJSON(d.t, d.run)) }
+
+// expectStatus checks the finish command and the state agree on status and error code.
+func (d *driver) expect(status engine.RunStatus, code string) {
+	d.t.Helper()
+	if d.finish == nil {
+		d.t.Fatalf("the run did not finish")
+	}
+	if d.finish.Status != status || d.run.Status != status {
+		d.t.Fatalf("status %s (state %s), want %s; error %v", d.finish.Status, d.run.Status, status, d.finish.Error)
+	}
+	gotCode := ""
+	if d.finish.Error != nil {
+		gotCode = d.finish.Error.Code
+	}
+	if gotCode != code {
+		d.t.Fatalf("error code %q, want %q (%v)", gotCode, code, d.finish.Error)
+	}
+	if (d.run.Error == nil) != (d.finish.Error == nil) || d.run.Error != nil && *d.run.Error != *d.finish.Error {
+		d.t.Fatalf("the state's error %v differs from the finish command's %v", d.run.Error, d.finish.Error)
+	}
+	if !bytes.Equal(d.run.Output, d.finish.Output) {
+		d.t.Fatalf("the state's output %s differs from the finish command's %s", d.run.Output, d.finish.Output)
+	}
+	// Every step dispatch that is a first attempt of a first iteration belongs to a distinct
+	// activation: no step ran twice to completion in one activation.
+	seen := map[string]bool{}
+	for _, x := range d.dispatches {
+		if seen[x.task.MsgID] {
+			d.t.Fatalf("task %s dispatched twice", x.task.MsgID)
+		}
+		seen[x.task.MsgID] = true
+	}
+}
+
+func (d *driver) expectOutput(want string) {
+	d.t.Helper()
+	if !jsonEqual(d.t, d.run.Output, []byte(want)) {
+		d.t.Fatalf("output %s, want %s", d.run.Output, want)
+	}
+}
+
+func (d *driver) expectPath(want ...string) {
+	d.t.Helper()
+	if !slices.Equal(d.run.Path, want) {
+		d.t.Fatalf("path %v, want %v", d.run.Path, want)
+	}
+}
+
+func (d *driver) expectErrorContains(parts ...string) {
+	d.t.Helper()
+	if len(parts) == 0 {
+		return
+	}
+	if d.run.Error == nil {
+		d.t.Fatalf("no error, want one containing %q", parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(d.run.Error.Message, p) {
+			d.t.Fatalf("error %q does not contain %q", d.run.Error.Message, p)
+		}
+	}
+}
+
+func (d *driver) stepRun(key string) *engine.StepRun {
+	d.t.Helper()
+	sr := d.run.Steps[key]
+	if sr == nil {
+		d.t.Fatalf("no step %s in the run; state:\n%s", key, d.state())
+	}
+	return sr
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("marshal: %v", err)
+	}
+	return b
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("%s: %v", a, err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return bytes.Equal(mustJSON(t, x), mustJSON(t, y))
+}
+
+// build builds a definition with the builder and fails the test on problems.
+func build(t *testing.T, b *workflow.Builder) *workflow.Definition {
+	t.Helper()
+	def, err := b.Build()
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	return def
+}
+
+// load writes a workflow file (and the sub-workflow files it names) to a temporary directory,
+// then loads, validates and normalizes it.
+func load(t *testing.T, src string, files map[string]string) *workflow.Definition {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "main.toml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	def, ps := workflow.LoadAndValidate(path, workflow.Options{})
+	if len(ps) > 0 {
+		t.Fatalf("invalid workflow: %v", ps)
+	}
+	return def
+}
+
+// loadExample loads a file of examples/workflows.
+func loadExample(t *testing.T, name string) *workflow.Definition {
+	t.Helper()
+	def, ps := workflow.LoadAndValidate(filepath.Join("..", "examples", "workflows", name), workflow.Options{})
+	if len(ps) > 0 {
+		t.Fatalf("invalid example %s: %v", name, ps)
+	}
+	return def
+}

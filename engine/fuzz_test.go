@@ -1,0 +1,319 @@
+package engine_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/workflow"
+)
+
+// fuzzWorkflow uses every kind of step the engine supports: an agent_loop with retries and
+// bounds, a loop edge with its way out, an error edge to a call, a parallel and a map with
+// bounded concurrency, a switch and a join; max_steps is small enough to be reached.
+const fuzzWorkflow = `
+name = "fuzzed"
+deadline = "1h"
+max_steps = 10
+start = "gen"
+
+[[steps]]
+id = "gen"
+type = "agent_loop"
+handler = "h.gen"
+max_iterations = 3
+max_duration = "2m"
+loop_delay = "1s"
+retry = { max_attempts = 2, backoff = "exponential" }
+
+[[steps]]
+id = "eval"
+type = "task"
+handler = "h.eval"
+branch = "verdict"
+
+[[steps]]
+id = "fan"
+type = "parallel"
+branches = ["b1", "b2", { workflow = "child.toml" }]
+max_concurrent = 2
+timeout = "10m"
+
+[[steps]]
+id = "b1"
+type = "task"
+handler = "h.b"
+
+[[steps]]
+id = "b2"
+type = "task"
+handler = "h.b"
+retry = { max_attempts = 3, backoff = "linear", max_delay = "2s" }
+
+[[steps]]
+id = "each"
+type = "map"
+items = "input.xs"
+step = "item"
+max_items = 3
+max_concurrent = 2
+
+[[steps]]
+id = "item"
+type = "task"
+handler = "h.item"
+
+[[steps]]
+id = "sub"
+type = "call"
+workflow = "child.toml"
+timeout = "5m"
+
+[[steps]]
+id = "sw"
+type = "switch"
+expr = "eval.output.verdict"
+
+[[steps]]
+id = "fin"
+type = "task"
+handler = "h.fin"
+
+[[edges]]
+from = "gen"
+to = "eval"
+
+[[edges]]
+from = "eval"
+to = "gen"
+when = "retry"
+max_iterations = 2
+
+[[edges]]
+from = "eval"
+to = "fan"
+when = "retry"
+
+[[edges]]
+from = "eval"
+to = "each"
+when = "ok"
+
+[[edges]]
+from = "eval"
+to = "sub"
+when = "error"
+
+[[edges]]
+from = "fan"
+to = "fin"
+
+[[edges]]
+from = "each"
+to = "sw"
+
+[[edges]]
+from = "sw"
+to = "fin"
+when = "ok"
+
+[[edges]]
+from = "sub"
+to = "fin"
+`
+
+var fuzzOutputs = []string{
+	`{"verdict":"retry"}`, `{"verdict":"ok"}`, `{"verdict":5}`, `{}`, `[1,2]`, `null`, `{nope`,
+	`"<\u00e9>"`, `{"verdict":"ok","xs":[1]}`, "", `{"verdict":"error"}`, "\"\xff\"",
+}
+
+var fuzzInputs = []string{`{"xs":[1,2]}`, `{"xs":[1,2,3,4]}`, `{"xs":[]}`, `{}`, `{"xs":"no"}`}
+
+func loadFuzzWorkflow(f *testing.F) *workflow.Definition {
+	dir := f.TempDir()
+	for name, body := range map[string]string{"main.toml": fuzzWorkflow, "child.toml": childFile} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			f.Fatal(err)
+		}
+	}
+	def, ps := workflow.LoadAndValidate(filepath.Join(dir, "main.toml"), workflow.Options{})
+	if len(ps) > 0 {
+		f.Fatalf("invalid fuzz workflow: %v", ps)
+	}
+	return def
+}
+
+// FuzzDecide feeds random sequences of events, most of them answers to what the engine asked
+// for, some stale or made up, to Decide. It must never panic or fail, never exceed max_steps by
+// more than the one activation it refuses, never change its input, decide the same from its
+// state decoded from JSON, ignore a repeated event, and finish at most once.
+func FuzzDecide(f *testing.F) {
+	def := loadFuzzWorkflow(f)
+	// Seeds: the first byte picks the run input; then each event reads a time step, an
+	// operation and its arguments (see below). Index 0 is the newest task, sub-run or timer.
+	answer := func(idx, typ, out int) []byte { return []byte{1, 0, byte(idx), byte(typ), byte(out), 1, 1} }
+	permanent := func(idx int) []byte { return []byte{1, 0, byte(idx), 2, 3, 0, 1} }
+	child := func(idx int, ok bool, out int) []byte {
+		if ok {
+			return []byte{1, 4, byte(idx), 1, byte(out)}
+		}
+		return []byte{1, 4, byte(idx), 0}
+	}
+	const completed, continued, timedOut = 0, 1, 3
+	const retry, ok, empty = 0, 1, 3
+	seed := func(input byte, events ...[]byte) []byte {
+		b := []byte{input}
+		for _, e := range events {
+			b = append(b, e...)
+		}
+		return b
+	}
+	// The map path: gen, eval ok, two items, the switch, fin: completed.
+	f.Add(seed(0, answer(0, completed, ok), answer(0, completed, ok), answer(0, completed, empty), answer(1, completed, empty), answer(0, completed, empty)))
+	// The loop edge twice, its way out to the parallel (two tasks and a sub-run), then fin:
+	// the eleventh activation is over max_steps.
+	f.Add(seed(0, answer(0, completed, retry), answer(0, completed, retry), answer(0, completed, retry), answer(0, completed, retry),
+		answer(0, completed, retry), answer(0, completed, retry), answer(0, completed, empty), answer(1, completed, empty),
+		child(0, true, empty), answer(0, completed, empty)))
+	// The agent_loop continues to its bound through a timeout; eval fails for good, the error
+	// edge starts the call, whose sub-run fails.
+	f.Add(seed(0, answer(0, continued, empty), answer(0, timedOut, empty), answer(0, continued, empty), answer(0, continued, empty),
+		permanent(0), child(0, false, 0)))
+	// Too many items for the map.
+	f.Add(seed(1, answer(0, completed, ok), answer(0, completed, ok)))
+	// The deadline timer fires; a cancel; made-up events.
+	f.Add(seed(0, answer(0, completed, ok), []byte{1, 5, 0, 0}))
+	f.Add(seed(2, answer(0, continued, 7), []byte{1, 7, 255}, answer(0, completed, ok)))
+	f.Add(seed(3, []byte{1, 6, 0, 0, 0, 1, 1, 1, 0, 0}, []byte{1, 6, 2, 1, 0, 1, 1, 1, 2, 1}, answer(0, completed, 6)))
+	f.Add(bytes.Repeat([]byte{0, 0, 0, 1}, 40))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		next := func() int {
+			if len(data) == 0 {
+				return 0
+			}
+			b := data[0]
+			data = data[1:]
+			return int(b)
+		}
+		input := fuzzInputs[next()%len(fuzzInputs)]
+		now := t0
+		run, cmds, err := engine.Start(def, "fz", json.RawMessage(input), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tasks []*engine.Task
+		var children []*engine.ChildRun
+		var timers []engine.Command
+		finishes := 0
+		record := func(cmds []engine.Command) {
+			for _, c := range cmds {
+				switch c.Type {
+				case engine.CmdDispatch:
+					tasks = append(tasks, c.Task)
+				case engine.CmdStartChild:
+					children = append(children, c.Child)
+				case engine.CmdSchedule:
+					timers = append(timers, c)
+				case engine.CmdFinish:
+					finishes++
+				}
+			}
+		}
+		record(cmds)
+		steps := []string{"gen", "eval", "fan", "b1", "each", "item", "sub", "sw", "fin", "nope"}
+		types := []engine.EventType{engine.EvCompleted, engine.EvContinued, engine.EvFailed, engine.EvTimedOut,
+			engine.EvTick, engine.EvChildFinished, engine.EvStart, engine.EvCancel}
+		for n := 0; n < 200 && len(data) > 0; n++ {
+			now = now.Add(time.Duration(next()) * 7 * time.Second)
+			ev := engine.Event{At: now, Item: -1}
+			switch op := next() % 8; {
+			case op <= 3 && len(tasks) > 0:
+				tk := tasks[len(tasks)-1-next()%len(tasks)]
+				ev.Step, ev.Item, ev.Activation, ev.Iteration, ev.Attempt = tk.Step, tk.Item, tk.Activation, tk.Iteration, tk.Attempt
+				ev.Type = []engine.EventType{engine.EvCompleted, engine.EvContinued, engine.EvFailed, engine.EvTimedOut}[next()%4]
+				ev.Output = json.RawMessage(fuzzOutputs[next()%len(fuzzOutputs)])
+				ev.Permanent = next()%3 == 0
+				ev.Error = "boom"
+				if next()%4 == 0 {
+					ev.Label = "retry"
+				}
+			case op == 4 && len(children) > 0:
+				c := children[len(children)-1-next()%len(children)]
+				ev.Type, ev.Step, ev.Item, ev.Activation = engine.EvChildFinished, c.Step, c.Item, c.Activation
+				if next()%3 == 0 {
+					ev.Error, ev.Status = "child failed", engine.RunFailed
+				} else {
+					ev.Output = json.RawMessage(fuzzOutputs[next()%len(fuzzOutputs)])
+				}
+			case op == 5 && len(timers) > 0:
+				c := timers[len(timers)-1-next()%len(timers)]
+				ev.Type, ev.Step, ev.Item, ev.Activation = engine.EvTick, c.Step, c.Item, c.Activation
+				if now.Before(c.At) && next()%2 == 0 {
+					ev.At, now = c.At, c.At
+				}
+			case op == 7 && next() > 250:
+				ev.Type, ev.Reason = engine.EvCancel, "fuzz"
+			default:
+				ev.Type = types[next()%len(types)]
+				ev.Step = steps[next()%len(steps)]
+				ev.Item = next()%5 - 1
+				ev.Activation, ev.Iteration, ev.Attempt = next()%4, next()%4, next()%4
+				ev.Output = json.RawMessage(fuzzOutputs[next()%len(fuzzOutputs)])
+				ev.Status = []engine.RunStatus{"", engine.RunCompleted, engine.RunFailed}[next()%3]
+			}
+
+			before := mustJSON(t, run)
+			wasRunning := run.Status == engine.RunRunning
+			nextRun, cmds, err := engine.Decide(def, run, ev)
+			if err != nil {
+				t.Fatalf("Decide(%+v): %v", ev, err)
+			}
+			if !bytes.Equal(before, mustJSON(t, run)) {
+				t.Fatal("Decide changed its input")
+			}
+			if nextRun.Executed > def.MaxSteps+1 {
+				t.Fatalf("executed %d steps, max_steps %d", nextRun.Executed, def.MaxSteps)
+			}
+			if !wasRunning && (len(cmds) > 0 || !bytes.Equal(before, mustJSON(t, nextRun))) {
+				t.Fatalf("a finished run changed on %s", ev.Type)
+			}
+			after := mustJSON(t, nextRun)
+			var decoded engine.Run
+			if err := json.Unmarshal(after, &decoded); err != nil {
+				t.Fatal(err)
+			}
+			if again := mustJSON(t, &decoded); !bytes.Equal(after, again) {
+				t.Fatalf("the state does not round-trip:\n%s\n%s", after, again)
+			}
+			var saved engine.Run
+			if err := json.Unmarshal(before, &saved); err != nil {
+				t.Fatal(err)
+			}
+			restarted, cmds2, err := engine.Decide(def, &saved, ev)
+			if err != nil || !bytes.Equal(after, mustJSON(t, restarted)) || !bytes.Equal(mustJSON(t, cmds), mustJSON(t, cmds2)) {
+				t.Fatalf("the decoded state decides differently (err %v)", err)
+			}
+			dup, cmds3, err := engine.Decide(def, nextRun, ev)
+			if err != nil || len(cmds3) != 0 || !bytes.Equal(after, mustJSON(t, dup)) {
+				t.Fatalf("a repeated %s event changed the run (err %v, commands %d)", ev.Type, err, len(cmds3))
+			}
+			for _, c := range cmds {
+				if c.Type == engine.CmdDispatch && c.Task.Timeout < 0 {
+					t.Fatal("negative timeout")
+				}
+			}
+			record(cmds)
+			if finishes > 1 {
+				t.Fatal("the run finished twice")
+			}
+			if (nextRun.Status == engine.RunRunning) != (finishes == 0) {
+				t.Fatalf("status %s after %d finish commands", nextRun.Status, finishes)
+			}
+			run = nextRun
+		}
+	})
+}

@@ -1,0 +1,311 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/reins-run/reins/workflow"
+)
+
+// RunStatus is the status of a run. The strings are the contract's run results.
+type RunStatus string
+
+// Run statuses. A run is running from Start until exactly one finish command.
+const (
+	RunRunning   RunStatus = "running"
+	RunCompleted RunStatus = "completed"
+	RunFailed    RunStatus = "failed"
+	RunCancelled RunStatus = "cancelled"
+	RunTimedOut  RunStatus = "timed_out"
+)
+
+// StepStatus is the status of one step (or one child of a parallel or map step).
+type StepStatus string
+
+// Step statuses.
+const (
+	StepPending   StepStatus = "pending"   // not started in this pass (never, or reset by a loop edge)
+	StepRunning   StepStatus = "running"   // started: a task, a child run or children in flight
+	StepCompleted StepStatus = "completed" // ended with an output
+	StepFailed    StepStatus = "failed"    // ended with an error (label "error")
+	StepSkipped   StepStatus = "skipped"   // will not run: every incoming edge is dead, or its parent gave up
+)
+
+// EdgeStatus is the state of one edge in the current pass.
+type EdgeStatus string
+
+// Edge states.
+const (
+	EdgePending EdgeStatus = "pending" // its source has not decided yet
+	EdgeFired   EdgeStatus = "fired"   // taken
+	EdgeDead    EdgeStatus = "dead"    // not taken (or its source was skipped)
+)
+
+// Error codes of a run's error. E_STEP_FAILED also names the step; the others name it when
+// one step is to blame.
+const (
+	CodeMaxSteps   = "E_MAX_STEPS"   // more step activations than the definition's max_steps
+	CodeNoRoute    = "E_NO_ROUTE"    // a step with outgoing edges, none of which matches its label
+	CodeStepFailed = "E_STEP_FAILED" // a step failed for good and has no "error" edge to take
+	CodeFail       = "E_FAIL"        // a fail step ran
+	CodeDeadline   = "E_DEADLINE"    // the run passed its deadline
+	CodeCancelled  = "E_CANCELLED"   // the run was cancelled
+)
+
+// Labels the engine itself gives a step.
+const (
+	LabelError         = "error"          // the step failed
+	LabelCompleted     = "completed"      // an agent or agent_loop step that completed without saying why
+	LabelMaxIterations = "max_iterations" // an agent or agent_loop step stopped at its iteration bound
+	LabelMaxDuration   = "max_duration"   // an agent_loop step stopped at its max_duration
+	LabelTimeout       = "timeout"        // an agent step stopped at its budget's max_duration (the loop's stop reason)
+)
+
+// Run is the whole state of one run: everything Decide needs, and nothing else. It marshals to
+// JSON and back without loss, so the shell can save it after every decision (compare-and-set)
+// and an engine that restarts continues from the saved copy exactly.
+type Run struct {
+	ID        string          `json:"id"`
+	Workflow  string          `json:"workflow"`
+	Hash      string          `json:"hash"`
+	Status    RunStatus       `json:"status"`
+	Input     json.RawMessage `json:"input"`
+	StartedAt time.Time       `json:"started_at"`
+	Deadline  time.Time       `json:"deadline"`
+	// Executed counts step activations (children included), checked against max_steps.
+	Executed int `json:"executed"`
+	// Steps holds every step that can run on its own, by id, and the children of parallel and
+	// map steps, by "parent#index".
+	Steps map[string]*StepRun `json:"steps"`
+	// Edges is indexed like the definition's Edges.
+	Edges []EdgeState `json:"edges"`
+	// Path lists the steps (not children) in the order they ended, completed or failed; a step
+	// that runs again through a loop edge appears again.
+	Path   []string        `json:"path"`
+	Output json.RawMessage `json:"output,omitempty"`
+	Error  *RunError       `json:"error,omitempty"`
+}
+
+// EdgeState is the state of one edge of the definition.
+type EdgeState struct {
+	State EdgeStatus `json:"state"`
+	// Uses counts the times the edge was followed in the run (a loop edge is spent when Uses
+	// reaches its max_iterations).
+	Uses int `json:"uses,omitempty"`
+}
+
+// RunError is why a run failed, was cancelled or timed out.
+type RunError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Step    string `json:"step,omitempty"`
+}
+
+func (e *RunError) Error() string {
+	if e.Step != "" {
+		return e.Code + " (step " + e.Step + "): " + e.Message
+	}
+	return e.Code + ": " + e.Message
+}
+
+// StepRun is the state of one step in a run, or of one child of a parallel or map step.
+type StepRun struct {
+	// Step is the step of the definition this runs: its own id, or for a child the branch
+	// step or the map body ("" for a child that runs a workflow file).
+	Step string `json:"step,omitempty"`
+	// Parent and Item say which child this is: the parallel or map step, and the index of the
+	// branch or item. Parent is empty for a step that is not a child.
+	Parent string `json:"parent,omitempty"`
+	Item   int    `json:"item,omitempty"`
+	// Workflow is the file a child runs as a sub-run (a parallel workflow branch, a map over a
+	// workflow).
+	Workflow string `json:"workflow,omitempty"`
+
+	Status StepStatus `json:"status"`
+	// Activation counts the starts of the step (1-based); a loop edge starts it again. A child
+	// carries its parent's activation.
+	Activation int `json:"activation"`
+	// Iteration is the current iteration of an agent or agent_loop step (1 for other steps).
+	Iteration int `json:"iteration,omitempty"`
+	// Attempt is the current attempt of the current iteration (1-based).
+	Attempt int `json:"attempt,omitempty"`
+	// Attempts counts every task dispatched for the step in the run: first attempts and
+	// retries, of every iteration and every activation.
+	Attempts int `json:"attempts,omitempty"`
+
+	StartedAt        time.Time `json:"started_at,omitzero"`
+	FirstIterationAt time.Time `json:"first_iteration_at,omitzero"`
+	// NotBefore is when the current attempt may start (loop_delay, retry backoff).
+	NotBefore time.Time `json:"not_before,omitzero"`
+
+	// Input is what the current task receives: the step's input, or for a later iteration of
+	// an agent_loop the output of the previous one.
+	Input json.RawMessage `json:"input,omitempty"`
+	// Output is the latest output the step produced; it stays when a loop edge resets the step
+	// (templates read the latest output).
+	Output     json.RawMessage `json:"output,omitempty"`
+	Label      string          `json:"label,omitempty"`
+	StopReason string          `json:"stop_reason,omitempty"`
+	Error      string          `json:"error,omitempty"`
+
+	// Prompt, Instructions and Goal are rendered once per activation (llm, agent), so that
+	// every attempt and iteration sends the same text.
+	Prompt       string `json:"prompt,omitempty"`
+	Instructions string `json:"instructions,omitempty"`
+	Goal         string `json:"goal,omitempty"`
+
+	// For parallel and map steps: the number of children of this activation; children start in
+	// index order, Next is the index of the next one to start; Running and Done count the
+	// children in flight and completed.
+	Children int `json:"children,omitempty"`
+	Next     int `json:"next,omitempty"`
+	Running  int `json:"running,omitempty"`
+	Done     int `json:"done,omitempty"`
+}
+
+// EventType is the type of an event.
+type EventType string
+
+// Event types.
+const (
+	EvStart         EventType = "start"          // start the run (Start does it)
+	EvCompleted     EventType = "completed"      // a task ended: Complete(output[, label])
+	EvContinued     EventType = "continued"      // an agent or agent_loop iteration asks for another
+	EvFailed        EventType = "failed"         // a task failed: Fail(err) or, Permanent, FailPermanent(err)
+	EvTimedOut      EventType = "timed_out"      // a task's attempt exceeded its Timeout
+	EvTick          EventType = "tick"           // a timer the engine scheduled fired
+	EvCancel        EventType = "cancel"         // cancel the run
+	EvChildFinished EventType = "child_finished" // a sub-run the engine started ended
+)
+
+// Event is an input to Decide. At is the time of the event: the engine reads no clock.
+// A task event addresses its task exactly as the task said (Step, Item, Activation, Iteration,
+// Attempt); a child_finished event as the ChildRun said (Step, Item, Activation); a tick as the
+// schedule command said.
+type Event struct {
+	Type EventType `json:"type"`
+	At   time.Time `json:"at"`
+	// Input is the run input (start).
+	Input json.RawMessage `json:"input,omitempty"`
+
+	Step       string `json:"step,omitempty"`
+	Item       int    `json:"item"` // the child's index; -1 for a step that is not a child
+	Activation int    `json:"activation,omitempty"`
+	Iteration  int    `json:"iteration,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
+
+	Output     json.RawMessage `json:"output,omitempty"`
+	Label      string          `json:"label,omitempty"`
+	StopReason string          `json:"stop_reason,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	// Permanent marks a failure that retrying cannot fix (FailPermanent).
+	Permanent bool `json:"permanent,omitempty"`
+	// Reason is why the run is cancelled.
+	Reason string `json:"reason,omitempty"`
+	// Status is the final status of a sub-run (child_finished); anything but completed, or an
+	// Error, fails the step.
+	Status RunStatus `json:"status,omitempty"`
+}
+
+// CommandType is the type of a command.
+type CommandType string
+
+// Command types.
+const (
+	CmdDispatch    CommandType = "dispatch"     // publish Task (deduplicated on its MsgID)
+	CmdSchedule    CommandType = "schedule"     // send a tick at At, addressed like the command
+	CmdDeadLetter  CommandType = "dead_letter"  // Task exhausted its attempts: Reason says why
+	CmdStartChild  CommandType = "start_child"  // start Child as a sub-run
+	CmdCancelChild CommandType = "cancel_child" // the engine gave up on Child: cancel it
+	CmdFinish      CommandType = "finish"       // the run ended: Status, Output, Error; cancel what is in flight
+)
+
+// Command is an output of Decide, for the shell to carry out.
+type Command struct {
+	Type CommandType `json:"type"`
+	Task *Task       `json:"task,omitempty"`
+	// At is when a schedule command's tick is due.
+	At time.Time `json:"at,omitzero"`
+	// Step, Item and Activation address a schedule command's tick ("" for the run's deadline).
+	Step       string    `json:"step,omitempty"`
+	Item       int       `json:"item,omitempty"`
+	Activation int       `json:"activation,omitempty"`
+	Child      *ChildRun `json:"child,omitempty"`
+	// Reason is the last error of a dead-lettered task.
+	Reason string `json:"reason,omitempty"`
+	// Status, Output and Error are the result of a finish command.
+	Status RunStatus       `json:"status,omitempty"`
+	Output json.RawMessage `json:"output,omitempty"`
+	Error  *RunError       `json:"error,omitempty"`
+}
+
+// ChildRun is a sub-run to start (call steps, parallel workflow branches, map over a workflow).
+// Its end comes back as a child_finished event with Step, Item and Activation.
+type ChildRun struct {
+	RunID      string          `json:"run_id"` // run/step/activation, or run/step/activation/index for a child
+	Workflow   string          `json:"workflow"`
+	Input      json.RawMessage `json:"input"`
+	Step       string          `json:"step"`
+	Item       int             `json:"item"`
+	Activation int             `json:"activation"`
+}
+
+// Task is one unit of work for a worker: one attempt of one iteration of one activation of a
+// task, llm, agent or agent_loop step.
+type Task struct {
+	RunID string `json:"run_id"`
+	// Step and Item address the task: the step, or for a child its parent and index.
+	Step string `json:"step"`
+	Item int    `json:"item"`
+	// Body is the step of the definition to run: Step itself, or a child's branch or map body.
+	Body         string            `json:"body"`
+	Type         workflow.StepType `json:"type"`
+	Handler      string            `json:"handler,omitempty"`
+	Model        string            `json:"model,omitempty"`
+	Prompt       string            `json:"prompt,omitempty"`       // llm: rendered
+	Instructions string            `json:"instructions,omitempty"` // llm, agent: rendered
+	Goal         string            `json:"goal,omitempty"`         // agent: rendered
+	Activation   int               `json:"activation"`
+	Iteration    int               `json:"iteration"`
+	Attempt      int               `json:"attempt"`
+	Input        json.RawMessage   `json:"input"`
+	// MsgID is run/step[#item]/activation/iteration/attempt: the same task always gets the same
+	// id, so a redelivery is stored once by JetStream.
+	MsgID string `json:"msg_id"`
+	// NotBefore is when the task may start (loop_delay, retry backoff); zero means now.
+	NotBefore time.Time `json:"not_before,omitzero"`
+	// Timeout bounds the attempt; past it, the shell sends timed_out.
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// Clone returns a deep copy of r.
+func (r *Run) Clone() *Run {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Input = bytes.Clone(r.Input)
+	c.Output = bytes.Clone(r.Output)
+	c.Edges = slices.Clone(r.Edges)
+	c.Path = slices.Clone(r.Path)
+	if r.Error != nil {
+		e := *r.Error
+		c.Error = &e
+	}
+	if r.Steps != nil {
+		c.Steps = make(map[string]*StepRun, len(r.Steps))
+		for k, s := range maps.All(r.Steps) {
+			if s == nil {
+				continue
+			}
+			sc := *s
+			sc.Input = bytes.Clone(s.Input)
+			sc.Output = bytes.Clone(s.Output)
+			c.Steps[k] = &sc
+		}
+	}
+	return &c
+}

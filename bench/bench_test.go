@@ -16,6 +16,8 @@ func BenchmarkOpenAICall(b *testing.B) { bench.OpenAICall(b) }
 
 func BenchmarkAnthropicCall(b *testing.B) { bench.AnthropicCall(b) }
 
+func BenchmarkEngineIteration(b *testing.B) { bench.EngineIteration(b) }
+
 func BenchmarkWorkflowLoad1k(b *testing.B) { bench.LoadValidate(1000)(b) }
 
 func BenchmarkWorkflowLoad10k(b *testing.B) { bench.LoadValidate(10000)(b) }

@@ -21,6 +21,7 @@ func Suite() []Benchmark {
 		{"http_post", "a raw net/http POST of a chat request to a local server, reply read (no SDK)", HTTPPost},
 		{"openai_call", "one model call through the OpenAI provider to a local server: build, SDK, HTTP, parse", OpenAICall},
 		{"anthropic_call", "one model call through the Anthropic provider to a local server: build, SDK, HTTP, parse", AnthropicCall},
+		{"engine_iteration", "one engine decision of an agent_loop iteration: Decide on continued, next dispatch", EngineIteration},
 		{"workflow_load_1k", "parse and validate a generated 1,000-step workflow file", LoadValidate(1000)},
 		{"workflow_load_10k", "parse and validate a generated 10,000-step workflow file", LoadValidate(10000)},
 	}

@@ -70,6 +70,17 @@ func evalPath(scope Scope, path string) (json.RawMessage, error) {
 	return walk(doc, name, rel, path)
 }
 
+// Root checks the syntax of a dotted path (input, input.x…, step_id.output, step_id.output.x…)
+// without any data, and returns its root: "input" or the step id. workflow's validator uses it,
+// so that what it accepts is exactly what Path evaluates.
+func Root(path string) (string, error) {
+	root, _, err := parsePath(path)
+	if err != nil {
+		return "", err
+	}
+	return root, nil
+}
+
 // parsePath checks the syntax of a path, as workflow's validator does, and splits it into its
 // root ("input" or a step id) and the path below the root value ("" for the value itself).
 func parsePath(path string) (root, rel string, err *Error) {

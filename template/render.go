@@ -130,7 +130,7 @@ func Value(scope Scope, s string) (json.RawMessage, error) {
 			return nil, err
 		}
 		return jsonString(text), nil
-	case looksLikePath(s):
+	case LooksLikePath(s):
 		return evalPath(scope, s)
 	default:
 		return jsonString(s), nil
@@ -147,9 +147,10 @@ func jsonString(s string) json.RawMessage {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
-// looksLikePath reports whether an input without templates is meant as a dotted path, as
-// workflow's validator decides it: id characters and dots only, not starting or ending with a dot.
-func looksLikePath(s string) bool {
+// LooksLikePath reports whether a step's input without templates is meant as a dotted path: id
+// characters and dots only, not starting or ending with a dot. Value and workflow's validator
+// both decide with it.
+func LooksLikePath(s string) bool {
 	if s == "" || s[0] == '.' || s[len(s)-1] == '.' {
 		return false
 	}

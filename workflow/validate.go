@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/reins-run/reins/template"
 )
 
 // Options configures Validate.
@@ -430,7 +432,7 @@ func (v *validator) checkStep(i int) {
 	if s.Input != "" {
 		if strings.Contains(s.Input, "{{") || strings.Contains(s.Input, "}}") {
 			v.checkTemplates(key("input"), name, s.Input)
-		} else if valLooksLikePath(s.Input) {
+		} else if template.LooksLikePath(s.Input) {
 			v.checkPath(key("input"), name, "input", s.Input)
 		}
 	}

@@ -2,45 +2,29 @@ package workflow
 
 import (
 	"strings"
+
+	"github.com/reins-run/reins/template"
 )
 
 // Templates are {{path}} inside text (input, prompt, instructions, goal, message); expr and items
 // are bare dotted paths. A path is "input", "input.x...", "<step_id>.output" or
-// "<step_id>.output.x...", every segment made of A-Z, a-z, 0-9, _ and -.
+// "<step_id>.output.x...", every segment made of A-Z, a-z, 0-9, _ and -. The syntax is the
+// template package's (template.Paths, template.Root), the same code that renders and evaluates
+// them at run time; the validator adds what only the definition knows: that a step named in a
+// path exists.
 
-// checkTemplates reports every malformed template in text, and every template whose path does
-// not name the run input or the output of a step of this workflow. name is the step's name for
+// checkTemplates reports a malformed template in text, and every template whose path does not
+// name the run input or the output of a step of this workflow. name is the step's name for
 // messages, key the key holding text.
 func (v *validator) checkTemplates(key, name, text string) {
-	rest := text
-	for rest != "" {
-		open := strings.Index(rest, "{{")
-		if c := strings.Index(rest, "}}"); c >= 0 && (open < 0 || c < open) {
-			v.add(ETemplate, key, "step %s has \"}}\" without a matching \"{{\" in %s", name, valLastPart(key))
-			return
-		}
-		if open < 0 {
-			return
-		}
-		rest = rest[open+2:]
-		end := strings.Index(rest, "}}")
-		if end < 0 {
-			v.add(ETemplate, key, "step %s has a template \"{{\" that is not closed by \"}}\" in %s", name, valLastPart(key))
-			return
-		}
-		inner := rest[:end]
-		rest = rest[end+2:]
-		if strings.Contains(inner, "{") || strings.Contains(inner, "}") {
-			v.add(ETemplate, key, "step %s has unbalanced braces in the template {{%s}} in %s", name, inner, valLastPart(key))
-			continue
-		}
-		path := strings.TrimSpace(inner)
-		if path == "" {
-			v.add(ETemplate, key, "step %s has an empty template {{}} in %s: write {{input.x}} or {{step_id.output.x}}", name, valLastPart(key))
-			continue
-		}
+	paths, err := template.Paths(text)
+	if err != nil {
+		v.add(ETemplate, key, "step %s has a malformed template in %s: %v", name, valLastPart(key), err)
+		return
+	}
+	for _, path := range paths {
 		if msg := v.pathProblem(path); msg != "" {
-			v.add(ETemplate, key, "step %s has the template {{%s}} in %s, which %s", name, inner, valLastPart(key), msg)
+			v.add(ETemplate, key, "step %s has the template {{%s}} in %s, which %s", name, path, valLastPart(key), msg)
 		}
 	}
 }
@@ -68,36 +52,17 @@ func (v *validator) checkPathOrTemplate(key, name, what, s string) {
 // pathProblem says what is wrong with a dotted path ("" when nothing is), as the end of a
 // sentence.
 func (v *validator) pathProblem(path string) string {
-	segs := strings.Split(path, ".")
-	for _, seg := range segs {
-		if !valIDOK(seg) {
-			return "is not a dotted path (segments of A-Z, a-z, 0-9, _ and -, such as input.x or step_id.output.x)"
-		}
+	root, err := template.Root(path)
+	if err != nil {
+		return "is not a valid path: " + err.Error()
 	}
-	if segs[0] == "input" {
+	if root == "input" {
 		return ""
 	}
-	if _, ok := v.ids[segs[0]]; !ok {
-		return "names \"" + segs[0] + "\", which is neither input nor a step of this workflow"
-	}
-	if len(segs) < 2 || segs[1] != "output" {
-		return "must read the step's output: write " + segs[0] + ".output or " + segs[0] + ".output.x"
+	if _, ok := v.ids[root]; !ok {
+		return "names \"" + root + "\", which is neither input nor a step of this workflow"
 	}
 	return ""
-}
-
-// valLooksLikePath reports whether an input with no template is meant as a dotted path: one or
-// more segments of id characters separated by dots, nothing else.
-func valLooksLikePath(s string) bool {
-	if s == "" || s[0] == '.' || s[len(s)-1] == '.' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !valIDChar(s[i]) && s[i] != '.' {
-			return false
-		}
-	}
-	return true
 }
 
 // valLastPart is the last part of a key, for messages: "steps[2].prompt" → "prompt".

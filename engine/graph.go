@@ -38,19 +38,10 @@ func newGraph(def *workflow.Definition) *graph {
 			g.in[e.To] = append(g.in[e.To], i)
 		}
 	}
-	for _, s := range def.Steps {
-		var bodies []string
-		for _, b := range s.Branches {
-			if b.Step != "" {
-				bodies = append(bodies, b.Step)
-			}
-		}
-		if s.Type == workflow.Map && s.Step != "" {
-			bodies = append(bodies, s.Step)
-		}
-		for _, b := range bodies {
-			if !incoming[b] && b != def.Start {
-				g.childOnly[b] = true
+	for i := range def.Steps {
+		for _, c := range def.Steps[i].Children() {
+			if !incoming[c] && c != def.Start {
+				g.childOnly[c] = true
 			}
 		}
 	}

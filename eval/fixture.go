@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -184,7 +185,7 @@ func (f *Fixture) check() error {
 			return bad(fmt.Sprintf("model[%d]", i), "%v", err)
 		}
 	}
-	for _, name := range sortedKeys(f.MockedTools) {
+	for _, name := range slices.Sorted(maps.Keys(f.MockedTools)) {
 		if !declared[name] {
 			return bad("mocked_tools."+name, "%q is not a declared tool", name)
 		}
@@ -318,7 +319,7 @@ func badDuration(doc any) (string, error) {
 		return key, err
 	}
 	mocks, _ := top["mocked_tools"].(map[string]any)
-	for _, name := range sortedKeys(mocks) {
+	for _, name := range slices.Sorted(maps.Keys(mocks)) {
 		if key, err := latencies("mocked_tools."+name, mocks[name]); err != nil {
 			return key, err
 		}
@@ -344,15 +345,6 @@ func jsonErrorAt(data []byte, err error) string {
 	line := 1 + bytes.Count(data[:at], []byte("\n"))
 	col := at - bytes.LastIndexByte(data[:at], '\n')
 	return fmt.Sprintf("%v (line %d, column %d)", se, line, col)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Discover expands files and directories into fixture paths: a directory yields every *.json

@@ -241,6 +241,22 @@ func (d *Definition) Normalize() {
 	}
 }
 
+// Children lists the steps s starts itself rather than through an edge: its branches that are
+// steps of this workflow, and the body step of a map. Roots, the validator's graph and the
+// engine all treat them as linked to s.
+func (s *Step) Children() []string {
+	var children []string
+	for _, b := range s.Branches {
+		if b.Step != "" {
+			children = append(children, b.Step)
+		}
+	}
+	if s.Type == Map && s.Step != "" {
+		children = append(children, s.Step)
+	}
+	return children
+}
+
 // Roots lists the steps with no incoming edge, in declaration order, not counting steps that
 // are parallel branches or map bodies (their parent starts them).
 func (d *Definition) Roots() []string {
@@ -248,14 +264,9 @@ func (d *Definition) Roots() []string {
 	for _, e := range d.Edges {
 		incoming[e.To] = true
 	}
-	for _, s := range d.Steps {
-		for _, b := range s.Branches {
-			if b.Step != "" {
-				incoming[b.Step] = true
-			}
-		}
-		if s.Type == Map && s.Step != "" {
-			incoming[s.Step] = true
+	for i := range d.Steps {
+		for _, c := range d.Steps[i].Children() {
+			incoming[c] = true
 		}
 	}
 	var roots []string

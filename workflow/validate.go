@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -311,7 +312,7 @@ func (v *validator) checkTop() {
 var valProviders = []string{"openai", "anthropic", "scripted", "replay"}
 
 func (v *validator) checkModels() {
-	for _, name := range valSortedKeys(v.d.Models) {
+	for _, name := range slices.Sorted(maps.Keys(v.d.Models)) {
 		m := v.d.Models[name]
 		key := "models." + name
 		switch {
@@ -328,7 +329,7 @@ func (v *validator) checkModels() {
 }
 
 func (v *validator) checkTools() {
-	for _, name := range valSortedKeys(v.d.Tools) {
+	for _, name := range slices.Sorted(maps.Keys(v.d.Tools)) {
 		t := v.d.Tools[name]
 		key := "tools." + name
 		if t.Handler == "" && !valRawSet(t.Mock) {
@@ -338,15 +339,6 @@ func (v *validator) checkTools() {
 			v.add(EUnknownHandler, key+".handler", "tool %q uses handler %q, which no worker registers", name, t.Handler)
 		}
 	}
-}
-
-func valSortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // valStepFields tells, for each type-specific key, whether a step sets it.

@@ -45,13 +45,8 @@ func (v *validator) checkGraph(start int) {
 		}
 		// As in Roots: branches of any step (only parallel steps may have them, which is
 		// reported on its own), the body of a map step.
-		for _, b := range s.Branches {
-			if b.Step != "" {
-				link(s.ID, b.Step, false)
-			}
-		}
-		if s.Type == Map && s.Step != "" {
-			link(s.ID, s.Step, false)
+		for _, c := range s.Children() {
+			link(s.ID, c, false)
 		}
 	}
 	v.checkCycles(node, adj)

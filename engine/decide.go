@@ -424,6 +424,18 @@ func address(key string, sr *StepRun) (string, int) {
 	return key, -1
 }
 
+// handlerFor names the worker handler that serves a step: its own handler, or the built-in
+// handler of its type.
+func handlerFor(step *workflow.Step) string {
+	switch step.Type {
+	case workflow.LLM:
+		return HandlerLLM
+	case workflow.Agent:
+		return HandlerAgent
+	}
+	return step.Handler
+}
+
 func childKey(parent string, i int) string { return parent + "#" + strconv.Itoa(i) }
 
 // task is the task of the current attempt of sr.
@@ -431,7 +443,7 @@ func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *Task {
 	name, item := address(key, sr)
 	return &Task{
 		RunID: d.run.ID, Step: name, Item: item, Body: sr.Step, Type: step.Type,
-		Handler: step.Handler, Model: step.Model,
+		Handler: handlerFor(step), Model: step.Model, Workflow: d.run.Hash,
 		Prompt: sr.Prompt, Instructions: sr.Instructions, Goal: sr.Goal,
 		Activation: sr.Activation, Iteration: sr.Iteration, Attempt: sr.Attempt,
 		Input:     sr.Input,

@@ -45,6 +45,9 @@ func (d *decider) onTask(ev Event) {
 		ev.Activation != sr.Activation || ev.Iteration != sr.Iteration || ev.Attempt != sr.Attempt {
 		return
 	}
+	if ev.Usage != nil {
+		sr.Usage.Add(*ev.Usage)
+	}
 	switch ev.Type {
 	case EvCompleted:
 		d.onCompleted(key, sr, step, ev)

@@ -55,6 +55,14 @@ const (
 	CodeCancelled  = "E_CANCELLED"   // the run was cancelled
 )
 
+// Handlers of the built-in step types: the engine sends llm and agent tasks to these names, and
+// the built-in workers serve them. Handlers of task and agent_loop steps must not start with
+// "reins-".
+const (
+	HandlerLLM   = "reins-llm"
+	HandlerAgent = "reins-agent"
+)
+
 // Labels the engine itself gives a step.
 const (
 	LabelError         = "error"          // the step failed
@@ -151,6 +159,9 @@ type StepRun struct {
 	StopReason string          `json:"stop_reason,omitempty"`
 	Error      string          `json:"error,omitempty"`
 
+	// Usage adds up what the step's tasks reported, over every iteration and activation.
+	Usage Usage `json:"usage,omitzero"`
+
 	// Prompt, Instructions and Goal are rendered once per activation (llm, agent), so that
 	// every attempt and iteration sends the same text.
 	Prompt       string `json:"prompt,omitempty"`
@@ -164,6 +175,25 @@ type StepRun struct {
 	Next     int `json:"next,omitempty"`
 	Running  int `json:"running,omitempty"`
 	Done     int `json:"done,omitempty"`
+}
+
+// Usage is what a task spent, as its worker reports it: the engine only adds it up, for the run
+// result and progress.
+type Usage struct {
+	ModelCalls   int     `json:"model_calls,omitempty"`
+	ToolCalls    int     `json:"tool_calls,omitempty"`
+	InputTokens  int     `json:"input_tokens,omitempty"`
+	OutputTokens int     `json:"output_tokens,omitempty"`
+	CostUSD      float64 `json:"cost_usd,omitempty"`
+}
+
+// Add adds o to u.
+func (u *Usage) Add(o Usage) {
+	u.ModelCalls += o.ModelCalls
+	u.ToolCalls += o.ToolCalls
+	u.InputTokens += o.InputTokens
+	u.OutputTokens += o.OutputTokens
+	u.CostUSD += o.CostUSD
 }
 
 // EventType is the type of an event.
@@ -201,6 +231,9 @@ type Event struct {
 	Label      string          `json:"label,omitempty"`
 	StopReason string          `json:"stop_reason,omitempty"`
 	Error      string          `json:"error,omitempty"`
+	// Usage is what the attempt spent (model calls, tool calls, tokens, cost), added to the
+	// step's Usage when the event counts.
+	Usage *Usage `json:"usage,omitempty"`
 	// Permanent marks a failure that retrying cannot fix (FailPermanent).
 	Permanent bool `json:"permanent,omitempty"`
 	// Reason is why the run is cancelled.
@@ -263,7 +296,12 @@ type Task struct {
 	// Body is the step of the definition to run: Step itself, or a child's branch or map body.
 	Body         string            `json:"body"`
 	Type         workflow.StepType `json:"type"`
-	Handler      string            `json:"handler,omitempty"`
+	// Handler names the worker handler that serves the task: the step's handler, or
+	// HandlerLLM / HandlerAgent for the built-in step types.
+	Handler string `json:"handler"`
+	// Workflow is the hash of the run's definition, so that a worker can read the step's
+	// definition (a built-in handler needs its model, tools and budget).
+	Workflow     string            `json:"workflow,omitempty"`
 	Model        string            `json:"model,omitempty"`
 	Prompt       string            `json:"prompt,omitempty"`       // llm: rendered
 	Instructions string            `json:"instructions,omitempty"` // llm, agent: rendered

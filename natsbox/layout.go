@@ -34,6 +34,13 @@ const (
 	RunsBucket = "reins_runs"
 	// CheckpointsBucket is the KV bucket of worker checkpoints (history 1).
 	CheckpointsBucket = "reins_checkpoints"
+	// WorkflowsBucket is the KV bucket of workflow definitions: key = definition hash, so that
+	// every engine and worker reads the definition a run was started with (history 1).
+	WorkflowsBucket = "reins_workflows"
+
+	// CancelSubjects is the core NATS (not stored) subject filter on which the engine announces
+	// runs that ended, so that workers cancel their handlers at once: CancelSubject(runID).
+	CancelSubjects = "reins.cancel.>"
 
 	// DefaultDuplicates is the duplicate window of the streams: a message published again with
 	// the same Nats-Msg-Id within it is stored once.
@@ -126,6 +133,10 @@ func EventSubject(runID string) (string, error) { return subject("reins.event.",
 
 // DLQSubject returns the subject of the dead tasks of handler: "reins.dlq.HANDLER".
 func DLQSubject(handler string) (string, error) { return subject("reins.dlq.", "handler", handler) }
+
+// CancelSubject returns the subject on which the end of run runID is announced:
+// "reins.cancel.RUNID".
+func CancelSubject(runID string) (string, error) { return subject("reins.cancel.", "run id", runID) }
 
 // EnsureLayout creates the streams and buckets of the layout, or updates them to l. It is
 // idempotent and safe to run from several processes at once. An existing stream of the same name
@@ -235,6 +246,13 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 	}, {
 		Bucket:      CheckpointsBucket,
 		Description: "reins worker checkpoints",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    l.Replicas,
+		Metadata:    metadata(),
+	}, {
+		Bucket:      WorkflowsBucket,
+		Description: "reins workflow definitions by hash",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    l.Replicas,

@@ -1,0 +1,44 @@
+package engine
+
+import "github.com/reins-run/reins/workflow"
+
+// Ahead reports whether ev answers something run has not dispatched yet: a task event or a
+// child_finished event whose step (or child) has no state, or whose activation, iteration and
+// attempt come after the ones the state holds. Decide ignores such an event like a stale one,
+// but a shell must not drop it: it arrives when the state that dispatched its task has not been
+// saved yet (a shell that crashed between publishing a task and saving the state), and it
+// counts once the redelivered event that dispatched the task has been decided again. Other
+// events are never ahead.
+func Ahead(def *workflow.Definition, run *Run, ev Event) bool {
+	if def == nil || run == nil || run.Status != RunRunning {
+		return false
+	}
+	switch ev.Type {
+	case EvCompleted, EvContinued, EvFailed, EvTimedOut, EvChildFinished:
+	default:
+		return false
+	}
+	step := def.StepByID(ev.Step)
+	if step == nil {
+		return false
+	}
+	key := ev.Step
+	if (step.Type == workflow.Parallel || step.Type == workflow.Map) && ev.Item >= 0 {
+		key = childKey(ev.Step, ev.Item)
+	}
+	sr := run.Steps[key]
+	if sr == nil {
+		return true
+	}
+	have := [3]int{sr.Activation, sr.Iteration, sr.Attempt}
+	want := [3]int{ev.Activation, ev.Iteration, ev.Attempt}
+	if ev.Type == EvChildFinished {
+		have, want = [3]int{sr.Activation}, [3]int{ev.Activation}
+	}
+	for i := range have {
+		if want[i] != have[i] {
+			return want[i] > have[i]
+		}
+	}
+	return false
+}

@@ -1,0 +1,172 @@
+package wire
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/workflow"
+)
+
+// Bundle is what natsbox.WorkflowsBucket stores under a definition's hash: the definition, the
+// hashes of the sub-workflow files it names, and the directory its relative paths resolve
+// against (cassettes of replay models, sub-workflow files).
+type Bundle struct {
+	Definition *workflow.Definition `json:"definition"`
+	// Workflows maps each sub-workflow file the definition names (as written in it) to the
+	// hash of that file's bundle.
+	Workflows map[string]string `json:"workflows,omitempty"`
+	// BaseDir is the absolute directory of the definition's file ("" for a definition built in
+	// Go: relative paths resolve against the worker's working directory).
+	BaseDir string `json:"base_dir,omitempty"`
+}
+
+// Resolve returns path made absolute against the bundle's BaseDir.
+func (b *Bundle) Resolve(path string) string {
+	if path == "" || filepath.IsAbs(path) || b.BaseDir == "" {
+		return path
+	}
+	return filepath.Join(b.BaseDir, path)
+}
+
+// Bundles holds a definition and its sub-workflows, by hash.
+type Bundles struct {
+	Root string // the hash of the root definition
+	All  map[string]*Bundle
+}
+
+// NewBundles returns the bundles of def, a definition that has passed workflow.Validate, and of
+// every sub-workflow file it names, read (with workflow.Load) from baseDir ("" means the
+// directory of def.Source.File, else the working directory).
+func NewBundles(def *workflow.Definition, baseDir string) (*Bundles, error) {
+	if baseDir == "" && def.Source != nil && def.Source.File != "" {
+		baseDir = filepath.Dir(def.Source.File)
+	}
+	abs, err := filepath.Abs(baseDir)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s: %w", def.Name, err)
+	}
+	bs := &Bundles{All: map[string]*Bundle{}}
+	bs.Root, err = bs.add(def, abs, map[string]string{}, 0)
+	return bs, err
+}
+
+// add adds def and its sub-workflows; files maps absolute file names already added to hashes.
+func (bs *Bundles) add(def *workflow.Definition, dir string, files map[string]string, depth int) (string, error) {
+	if depth > workflow.MaxCallDepth {
+		return "", fmt.Errorf("workflow %s: sub-workflows nested deeper than %d", def.Name, workflow.MaxCallDepth)
+	}
+	b := &Bundle{Definition: def, BaseDir: dir}
+	for _, file := range subWorkflows(def) {
+		path := file
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, path)
+		}
+		h, ok := files[path]
+		if !ok {
+			sub, ps := workflow.Load(path)
+			if len(ps) > 0 {
+				return "", fmt.Errorf("workflow %s: sub-workflow %s: %s", def.Name, file, ps[0].String())
+			}
+			var err error
+			if h, err = bs.add(sub, filepath.Dir(path), files, depth+1); err != nil {
+				return "", err
+			}
+			files[path] = h
+		}
+		if b.Workflows == nil {
+			b.Workflows = map[string]string{}
+		}
+		b.Workflows[file] = h
+	}
+	h, err := def.Hash()
+	if err != nil {
+		return "", err
+	}
+	bs.All[h] = b
+	return h, nil
+}
+
+// subWorkflows lists the files a definition names: call and map workflow keys and parallel
+// workflow branches.
+func subWorkflows(def *workflow.Definition) []string {
+	var files []string
+	for _, s := range def.Steps {
+		if s.Workflow != "" {
+			files = append(files, s.Workflow)
+		}
+		for _, br := range s.Branches {
+			if br.Workflow != "" {
+				files = append(files, br.Workflow)
+			}
+		}
+	}
+	return files
+}
+
+// Put stores every bundle in kv (natsbox.WorkflowsBucket). A bundle already there is left as
+// it is: the key is the hash of the definition.
+func (bs *Bundles) Put(ctx context.Context, kv jetstream.KeyValue) error {
+	for h, b := range bs.All {
+		data, err := json.Marshal(b)
+		if err != nil {
+			return fmt.Errorf("workflow %s: %w", b.Definition.Name, err)
+		}
+		if _, err := kv.Create(ctx, h, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("store workflow %s: %w", b.Definition.Name, err)
+		}
+	}
+	return nil
+}
+
+// Store reads bundles from kv by hash and keeps them: a bundle never changes under its hash.
+// It is safe for concurrent use.
+type Store struct {
+	kv    jetstream.KeyValue
+	mu    sync.Mutex
+	cache map[string]*Bundle
+}
+
+// NewStore returns a Store over kv (natsbox.WorkflowsBucket).
+func NewStore(kv jetstream.KeyValue) *Store { return &Store{kv: kv, cache: map[string]*Bundle{}} }
+
+// Get returns the bundle stored under hash.
+func (s *Store) Get(ctx context.Context, hash string) (*Bundle, error) {
+	s.mu.Lock()
+	b := s.cache[hash]
+	s.mu.Unlock()
+	if b != nil {
+		return b, nil
+	}
+	e, err := s.kv.Get(ctx, hash)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %.12s: %w", hash, err)
+	}
+	b = new(Bundle)
+	if err := json.Unmarshal(e.Value(), b); err != nil || b.Definition == nil {
+		return nil, fmt.Errorf("workflow %.12s: %w: the stored bundle is not valid", hash, ErrMalformed)
+	}
+	b.Definition.Normalize()
+	s.mu.Lock()
+	s.cache[hash] = b
+	s.mu.Unlock()
+	return b, nil
+}
+
+// Put stores bs in the store's bucket and keeps them.
+func (s *Store) Put(ctx context.Context, bs *Bundles) error {
+	if err := bs.Put(ctx, s.kv); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for h, b := range bs.All {
+		s.cache[h] = b
+	}
+	s.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,199 @@
+// Package wire is the protocol the processes of reins speak over NATS: the subjects, bodies and
+// message ids of task and event messages, the workflow bundles stored for engines and workers,
+// and the keys of checkpoints. It owns encoding and decoding, with errors of one sentence; it
+// must not decide anything (package engine does) or run anything (packages runner and worker).
+//
+// Messages (ARCHITECTURE.md has the table):
+//
+//   - A task is engine.Task as JSON on natsbox.TaskSubject(task.Handler), with Nats-Msg-Id =
+//     task.MsgID, so JetStream stores a task dispatched twice once.
+//   - An event is Event as JSON on natsbox.EventSubject(runID), with the message id EventMsgID
+//     gives it. Workers publish the answers to tasks; the engine and clients publish start,
+//     cancel, tick and child_finished events.
+//   - When a run ends, the engine publishes its id on natsbox.CancelSubject(runID) (core NATS,
+//     not stored), so that workers cancel handlers still running for it.
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+)
+
+// Event is the body of an event message: the engine's event, the run it is for, and what only a
+// start event carries.
+type Event struct {
+	RunID string `json:"run_id"`
+	engine.Event
+	// Workflow is the hash of the definition to run (start only): its bundle is in
+	// natsbox.WorkflowsBucket.
+	Workflow string `json:"workflow,omitempty"`
+	// Parent is the run and step that started this run as a sub-run (start only): the engine
+	// sends it a child_finished event when this run ends.
+	Parent *Parent `json:"parent,omitempty"`
+	// Nonce makes a continued event's message id unique, so that a handler that runs again
+	// after a crash (it continued, then died before acknowledging its task) is not swallowed by
+	// JetStream's duplicate window.
+	Nonce string `json:"nonce,omitempty"`
+}
+
+// Parent addresses the step of a parent run that waits for a sub-run.
+type Parent struct {
+	RunID      string `json:"run_id"`
+	Step       string `json:"step"`
+	Item       int    `json:"item"`
+	Activation int    `json:"activation"`
+}
+
+// ErrMalformed is wrapped by every decoding error.
+var ErrMalformed = errors.New("malformed message")
+
+// MaxRunIDLen bounds a run id, so that the ids of sub-runs nested eight deep still make subject
+// tokens and KV keys.
+const MaxRunIDLen = 64
+
+// CheckRunID reports whether id can name a run started by a client: 1 to MaxRunIDLen bytes of
+// [A-Za-z0-9_-]. (The engine names sub-runs parent/step/activation[/index].)
+func CheckRunID(id string) error {
+	if id == "" || len(id) > MaxRunIDLen {
+		return fmt.Errorf("run id %q: want 1 to %d characters", id, MaxRunIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("run id %q: the character %q at byte %d is not one of A-Z a-z 0-9 _ -", id, c, i)
+		}
+	}
+	return nil
+}
+
+// TaskSubject is the subject of a task: natsbox.TaskSubject(t.Handler).
+func TaskSubject(t *engine.Task) (string, error) { return natsbox.TaskSubject(t.Handler) }
+
+// EncodeTask returns the body of a task message.
+func EncodeTask(t *engine.Task) ([]byte, error) { return json.Marshal(t) }
+
+// DecodeTask decodes the body of a task message.
+func DecodeTask(data []byte) (*engine.Task, error) {
+	var t engine.Task
+	if err := json.Unmarshal(data, &t); err != nil {
+		return nil, fmt.Errorf("task: %w: %v", ErrMalformed, err)
+	}
+	switch {
+	case t.RunID == "":
+		return nil, fmt.Errorf("task: %w: no run_id", ErrMalformed)
+	case t.Step == "":
+		return nil, fmt.Errorf("task %s: %w: no step", t.RunID, ErrMalformed)
+	case t.MsgID == "":
+		return nil, fmt.Errorf("task %s/%s: %w: no msg_id", t.RunID, t.Step, ErrMalformed)
+	case t.Activation < 1 || t.Iteration < 1 || t.Attempt < 1:
+		return nil, fmt.Errorf("task %s: %w: activation, iteration and attempt must be 1 or more", t.MsgID, ErrMalformed)
+	}
+	return &t, nil
+}
+
+// EncodeEvent returns the body of an event message.
+func EncodeEvent(ev *Event) ([]byte, error) { return json.Marshal(ev) }
+
+// DecodeEvent decodes the body of an event message.
+func DecodeEvent(data []byte) (*Event, error) {
+	var ev Event
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return nil, fmt.Errorf("event: %w: %v", ErrMalformed, err)
+	}
+	if ev.RunID == "" {
+		return nil, fmt.Errorf("event: %w: no run_id", ErrMalformed)
+	}
+	if ev.Type == "" {
+		return nil, fmt.Errorf("event for run %s: %w: no type", ev.RunID, ErrMalformed)
+	}
+	return &ev, nil
+}
+
+// EventSubject is the subject of an event: natsbox.EventSubject(ev.RunID).
+func EventSubject(ev *Event) (string, error) { return natsbox.EventSubject(ev.RunID) }
+
+// Answer returns the event a worker publishes to answer task t: typ completed, continued,
+// failed or timed_out, addressed like the task.
+func Answer(t *engine.Task, typ engine.EventType, at time.Time) *Event {
+	return &Event{RunID: t.RunID, Event: engine.Event{
+		Type: typ, At: at.UTC(), Step: t.Step, Item: t.Item,
+		Activation: t.Activation, Iteration: t.Iteration, Attempt: t.Attempt,
+	}}
+}
+
+// EventMsgID is the message id of an event, the same for the same event, so that JetStream
+// stores an event published twice once:
+//
+//   - start:          RUN/start
+//   - cancel:         RUN/cancel
+//   - an answer:      TASKMSGID/TYPE (continued: TASKMSGID/continued/NONCE)
+//   - tick:           RUN/tick/STEP/ITEM/ACTIVATION/UNIXNANO
+//   - child_finished: CHILDRUN/finished (the child's run id is unique)
+//
+// For child_finished, ev.Output is not part of the id; the caller passes the child's run id.
+func EventMsgID(ev *Event, child string) string {
+	switch ev.Type {
+	case engine.EvStart, engine.EvCancel:
+		return ev.RunID + "/" + string(ev.Type)
+	case engine.EvTick:
+		return ev.RunID + "/tick/" + ev.Step + "/" + strconv.Itoa(ev.Item) + "/" + strconv.Itoa(ev.Activation) + "/" + strconv.FormatInt(ev.At.UnixNano(), 10)
+	case engine.EvChildFinished:
+		return child + "/finished"
+	}
+	key := ev.Step
+	if ev.Item >= 0 {
+		key += "#" + strconv.Itoa(ev.Item)
+	}
+	id := fmt.Sprintf("%s/%s/%d/%d/%d/%s", ev.RunID, key, ev.Activation, ev.Iteration, ev.Attempt, ev.Type)
+	if ev.Type == engine.EvContinued && ev.Nonce != "" {
+		id += "/" + ev.Nonce
+	}
+	return id
+}
+
+// CheckpointScope is the KV key prefix (one token) of the checkpoint of one activation of a
+// step (or child): RUN/STEP[=ITEM]/ACTIVATION, with every character a KV key may not hold
+// replaced by '_'. Its writes are keys SCOPE.ITERATION.N (CheckpointKey).
+func CheckpointScope(runID, step string, item, activation int) string {
+	key := step
+	if item >= 0 {
+		key += "=" + strconv.Itoa(item)
+	}
+	return kvSafe(runID) + "/" + kvSafe(key) + "/" + strconv.Itoa(activation)
+}
+
+// CheckpointKey is the key of the n-th checkpoint write (0-based) of iteration iter in scope.
+func CheckpointKey(scope string, iter, n int) string {
+	return scope + "." + strconv.Itoa(iter) + "." + strconv.Itoa(n)
+}
+
+// ParseCheckpointKey splits a key CheckpointKey made.
+func ParseCheckpointKey(key string) (scope string, iter, n int, err error) {
+	parts := strings.Split(key, ".")
+	if len(parts) != 3 {
+		return "", 0, 0, fmt.Errorf("checkpoint key %q: %w: want SCOPE.ITERATION.N", key, ErrMalformed)
+	}
+	iter, err1 := strconv.Atoi(parts[1])
+	n, err2 := strconv.Atoi(parts[2])
+	if err1 != nil || err2 != nil {
+		return "", 0, 0, fmt.Errorf("checkpoint key %q: %w: iteration and write number must be integers", key, ErrMalformed)
+	}
+	return parts[0], iter, n, nil
+}
+
+func kvSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9', r == '-', r == '_', r == '/', r == '=':
+			return r
+		}
+		return '_'
+	}, s)
+}

@@ -18,6 +18,16 @@ func BenchmarkAnthropicCall(b *testing.B) { bench.AnthropicCall(b) }
 
 func BenchmarkEngineIteration(b *testing.B) { bench.EngineIteration(b) }
 
+func BenchmarkAgentLoopIteration(b *testing.B) { bench.AgentLoopIteration(b) }
+
+func BenchmarkAgentLoopThroughput64(b *testing.B) { bench.AgentLoopThroughput(64)(b) }
+
+func BenchmarkAgentLoopThroughput1000(b *testing.B) { bench.AgentLoopThroughput(1000)(b) }
+
+func BenchmarkCheckpointGrowth(b *testing.B) { bench.CheckpointGrowth(b) }
+
+func BenchmarkWaitingRuns(b *testing.B) { bench.WaitingRuns(b) }
+
 func BenchmarkWorkflowLoad1k(b *testing.B) { bench.LoadValidate(1000)(b) }
 
 func BenchmarkWorkflowLoad10k(b *testing.B) { bench.LoadValidate(10000)(b) }

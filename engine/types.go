@@ -294,22 +294,22 @@ type Task struct {
 	Step string `json:"step"`
 	Item int    `json:"item"`
 	// Body is the step of the definition to run: Step itself, or a child's branch or map body.
-	Body         string            `json:"body"`
-	Type         workflow.StepType `json:"type"`
+	Body string            `json:"body"`
+	Type workflow.StepType `json:"type"`
 	// Handler names the worker handler that serves the task: the step's handler, or
 	// HandlerLLM / HandlerAgent for the built-in step types.
 	Handler string `json:"handler"`
 	// Workflow is the hash of the run's definition, so that a worker can read the step's
 	// definition (a built-in handler needs its model, tools and budget).
-	Workflow     string            `json:"workflow,omitempty"`
-	Model        string            `json:"model,omitempty"`
-	Prompt       string            `json:"prompt,omitempty"`       // llm: rendered
-	Instructions string            `json:"instructions,omitempty"` // llm, agent: rendered
-	Goal         string            `json:"goal,omitempty"`         // agent: rendered
-	Activation   int               `json:"activation"`
-	Iteration    int               `json:"iteration"`
-	Attempt      int               `json:"attempt"`
-	Input        json.RawMessage   `json:"input"`
+	Workflow     string          `json:"workflow,omitempty"`
+	Model        string          `json:"model,omitempty"`
+	Prompt       string          `json:"prompt,omitempty"`       // llm: rendered
+	Instructions string          `json:"instructions,omitempty"` // llm, agent: rendered
+	Goal         string          `json:"goal,omitempty"`         // agent: rendered
+	Activation   int             `json:"activation"`
+	Iteration    int             `json:"iteration"`
+	Attempt      int             `json:"attempt"`
+	Input        json.RawMessage `json:"input"`
 	// MsgID is run/step[#item]/activation/iteration/attempt: the same task always gets the same
 	// id, so a redelivery is stored once by JetStream.
 	MsgID string `json:"msg_id"`

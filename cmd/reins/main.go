@@ -72,6 +72,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.AddCommand(newEvalCmd(), newAgentCmd(), newBenchCmd(), newValidateCmd(), newGraphCmd())
+	root.AddCommand(newEvalCmd(), newAgentCmd(), newBenchCmd(), newValidateCmd(), newGraphCmd(),
+		newRunCmd(), newServeCmd(), newWorkerCmd(), newRunsCmd())
 	return root
 }

@@ -1,0 +1,305 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/runner"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/worker"
+	"github.com/reins-run/reins/workflow"
+)
+
+// stack is the engine and a worker in this process on an embedded server, as `reins run` runs
+// them.
+type stack struct {
+	box    *natsbox.Box
+	client *runner.Client
+	stop   func()
+}
+
+// newStack starts an embedded server in a temporary directory, the engine, and a worker with
+// the given handlers.
+func newStack(b *testing.B, handlers map[string]worker.Handler) *stack {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := runner.New(runner.Config{Box: box})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := worker.New(worker.Config{Box: box, Concurrency: 256})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, h := range handlers {
+		w.Handle(name, h)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, run := range []func(context.Context) error{eng.Run, w.Run} {
+		wg.Go(func() { errs <- run(ctx) })
+	}
+	for _, ready := range []<-chan struct{}{eng.Ready(), w.Ready()} {
+		select {
+		case <-ready:
+		case err := <-errs:
+			b.Fatalf("the engine or the worker stopped: %v", err)
+		}
+	}
+	return &stack{box: box, client: runner.NewClient(runner.ClientConfig{Box: box}), stop: func() {
+		cancel()
+		wg.Wait()
+		box.Close()
+	}}
+}
+
+// loopBundles is a workflow of one agent_loop step running handler.
+func loopBundles(b *testing.B, handler string, maxIter int, loopDelay time.Duration) *wire.Bundles {
+	b.Helper()
+	wb := workflow.New("bench-loop").Deadline(24 * time.Hour).MaxSteps(1 << 30)
+	s := wb.AgentLoop("loop", handler).WithMaxIterations(maxIter)
+	if loopDelay > 0 {
+		s.WithLoopDelay(loopDelay)
+	}
+	def, err := wb.Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	bs, err := wire.NewBundles(def, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return bs
+}
+
+// runLoops starts n runs of bs and waits for each to complete.
+func runLoops(b *testing.B, s *stack, bs *wire.Bundles, n int) {
+	b.Helper()
+	ctx := context.Background()
+	ids := make([]string, n)
+	for i := range ids {
+		id, err := s.client.Start(ctx, bs, json.RawMessage(`null`), "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = id
+	}
+	for _, id := range ids {
+		rec, err := s.client.Wait(ctx, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rec.Run.Status != engine.RunCompleted {
+			b.Fatalf("run %s ended %s: %v", id, rec.Run.Status, rec.Run.Error)
+		}
+	}
+}
+
+// continueForever is an agent_loop handler that always asks for another iteration; the step
+// ends at its max_iterations.
+func continueForever(t worker.TaskContext) error { return t.Continue(nil) }
+
+// AgentLoopIteration measures one durable agent_loop iteration with a no-op handler, one loop
+// at a time: the worker answers Continue, the engine decides and dispatches the next iteration
+// through JetStream. It reports the p50 and p99 of the time between the starts of successive
+// iterations.
+func AgentLoopIteration(b *testing.B) {
+	var mu sync.Mutex
+	var starts []time.Time
+	s := newStack(b, map[string]worker.Handler{"noop": func(t worker.TaskContext) error {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		return t.Continue(nil)
+	}})
+	defer s.stop()
+	bs := loopBundles(b, "noop", max(b.N, 2), 0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	runLoops(b, s, bs, 1)
+	b.StopTimer()
+	gaps := make([]float64, 0, len(starts))
+	for i := 1; i < len(starts); i++ {
+		gaps = append(gaps, float64(starts[i].Sub(starts[i-1]).Nanoseconds()))
+	}
+	if len(gaps) > 0 {
+		slices.Sort(gaps)
+		b.ReportMetric(gaps[len(gaps)/2], "p50-ns")
+		b.ReportMetric(gaps[min(len(gaps)-1, len(gaps)*99/100)], "p99-ns")
+	}
+}
+
+// AgentLoopThroughput returns a benchmark of loops concurrent agent_loop runs with a no-op
+// handler: b.N iterations in all, reported as iterations per second.
+func AgentLoopThroughput(loops int) func(*testing.B) {
+	return func(b *testing.B) {
+		s := newStack(b, map[string]worker.Handler{"noop": continueForever})
+		defer s.stop()
+		per := max(1, b.N/loops)
+		bs := loopBundles(b, "noop", per, 0)
+		b.ReportAllocs()
+		b.ResetTimer()
+		start := time.Now()
+		runLoops(b, s, bs, loops)
+		elapsed := time.Since(start)
+		b.StopTimer()
+		b.ReportMetric(float64(per*loops)/elapsed.Seconds(), "iterations/s")
+		// ns/op is per iteration, whatever b.N rounded to.
+		b.ReportMetric(float64(elapsed.Nanoseconds())/float64(per*loops), "ns/iteration")
+	}
+}
+
+// CheckpointGrowth runs one agent_loop of 1,000 iterations, each appending 1 KB to its
+// checkpoint after loading it. It reports the bytes the checkpoint bucket holds against the
+// final history (1,000 KB), and the handler time of the last iteration against the first.
+func CheckpointGrowth(b *testing.B) {
+	const iterations, item = 1000, 1024
+	payload := strings.Repeat("x", item-2) // a JSON string of 1 KB
+	var mu sync.Mutex
+	var first, last time.Duration
+	s := newStack(b, map[string]worker.Handler{"append": func(t worker.TaskContext) error {
+		start := time.Now()
+		if _, err := t.LoadCheckpoint(); err != nil {
+			return err
+		}
+		if err := t.AppendCheckpoint(payload); err != nil {
+			return err
+		}
+		took := time.Since(start)
+		mu.Lock()
+		switch t.Iteration() {
+		case 1:
+			first = took
+		case iterations:
+			last = took
+		}
+		mu.Unlock()
+		return t.Continue(nil)
+	}})
+	defer s.stop()
+	bs := loopBundles(b, "append", iterations, 0)
+	ctx := context.Background()
+	var bytesWritten uint64
+	var firstSum, lastSum time.Duration
+	b.ResetTimer()
+	for range b.N {
+		kv, err := s.box.JetStream().KeyValue(ctx, natsbox.CheckpointsBucket)
+		if err != nil {
+			b.Fatal(err)
+		}
+		before, err := kv.Status(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runLoops(b, s, bs, 1)
+		after, err := kv.Status(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bytesWritten += after.Bytes() - before.Bytes()
+		firstSum += first
+		lastSum += last
+	}
+	b.StopTimer()
+	history := float64(iterations * item)
+	b.ReportMetric(float64(bytesWritten)/float64(b.N), "bytes-written/run")
+	b.ReportMetric(float64(bytesWritten)/float64(b.N)/history, "bytes/history")
+	b.ReportMetric(float64(firstSum.Nanoseconds())/float64(b.N), "iter1-ns")
+	b.ReportMetric(float64(lastSum.Nanoseconds())/float64(b.N), "iter1000-ns")
+}
+
+// WaitingRuns starts 10,000 agent_loop runs that wait an hour in loop_delay after their first
+// iteration and reports the resident memory of this process (engine, worker and embedded NATS
+// server together) once all of them wait.
+func WaitingRuns(b *testing.B) {
+	const runs = 10000
+	firsts := make(chan struct{}, runs)
+	s := newStack(b, map[string]worker.Handler{"wait": func(t worker.TaskContext) error {
+		err := t.Continue(nil)
+		if t.Iteration() == 1 {
+			firsts <- struct{}{}
+		}
+		return err
+	}})
+	defer s.stop()
+	bs := loopBundles(b, "wait", 2, time.Hour)
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		for range runs {
+			if _, err := s.client.Start(ctx, bs, json.RawMessage(`null`), ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for range runs {
+			<-firsts
+		}
+	}
+	b.StopTimer()
+	// The engine decides the last continued events after the worker answered them; wait until
+	// every run is saved waiting for iteration 2.
+	waitAllDelayed(b, s, b.N*runs)
+	runtime.GC()
+	b.ReportMetric(float64(rssBytes(b))/(1<<20), "rss-MB")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MB")
+}
+
+// waitAllDelayed waits until n runs are at iteration 2.
+func waitAllDelayed(b *testing.B, s *stack, n int) {
+	b.Helper()
+	ctx := context.Background()
+	for {
+		recs, err := s.client.List(ctx, engine.RunRunning)
+		if err != nil {
+			b.Fatal(err)
+		}
+		at2 := 0
+		for _, r := range recs {
+			if sr := r.Run.Steps["loop"]; sr != nil && sr.Iteration == 2 {
+				at2++
+			}
+		}
+		if at2 >= n {
+			return
+		}
+		// Each pass reads every run again; the engine is done within a few passes.
+		runtime.Gosched()
+	}
+}
+
+// rssBytes reads this process's resident set size from /proc.
+func rssBytes(b *testing.B) int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Skipf("no /proc/self/status: %v", err)
+	}
+	for line := range bytes.Lines(data) {
+		if rest, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
+			f := strings.Fields(string(rest))
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}

@@ -1,0 +1,360 @@
+package builtin_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/tool"
+	"github.com/reins-run/reins/wire"
+)
+
+// refundWorkflow is a workflow with one agent step "investigate" on a scripted model, with
+// mocked read tools, a Go tool lookup_customer (handler crm.lookup) and issue_refund (handler
+// payments.issue_refund).
+func refundWorkflow(script, tools, policy, budget string) string {
+	return `name = "refund"
+[models.investigator]
+provider = "scripted"
+script = ` + script + `
+
+[tools.read_order]
+description = "Read an order by id."
+input_schema = { type = "object", properties = { order_id = { type = "string", minLength = 1 } }, required = ["order_id"], additionalProperties = false }
+mock = [{ output = { order_id = "O-104", status = "delivered" } }]
+
+[tools.read_delivery_status]
+description = "Read the carrier's delivery record of an order."
+mock = [{ output = { late_days = 4 } }, { error = "carrier down", retryable = false }]
+
+[tools.lookup_customer]
+description = "Look up the customer of an order."
+handler = "crm.lookup"
+
+[tools.issue_refund]
+description = "Issue a refund."
+input_schema = { type = "object", properties = { order_id = { type = "string" } }, required = ["order_id"] }
+side_effect = true
+handler = "payments.issue_refund"
+
+[[steps]]
+id = "investigate"
+type = "agent"
+model = "investigator"
+instructions = "You investigate refunds."
+goal = "Decide whether refund evidence is sufficient for order O-104."
+tools = ` + tools + `
+policy = ` + policy + `
+budget = ` + budget + "\n"
+}
+
+const (
+	readOrder    = `{ tool_calls = [{ name = "read_order", arguments = { order_id = "O-104" } }], usage = { input_tokens = 100, output_tokens = 10 }, cost_usd = 0.01 }`
+	readDelivery = `{ tool_calls = [{ name = "read_delivery_status", arguments = { order_id = "O-104" } }], usage = { input_tokens = 150, output_tokens = 12 }, cost_usd = 0.02 }`
+	lookup       = `{ tool_calls = [{ name = "lookup_customer", arguments = { order_id = "O-104" } }] }`
+	refund       = `{ tool_calls = [{ name = "issue_refund", arguments = { order_id = "O-104" } }] }`
+	answer       = `{ text = "Refund: the order arrived 4 days late.", usage = { input_tokens = 200, output_tokens = 20 }, cost_usd = 0.03 }`
+
+	allTools  = `["read_order", "read_delivery_status", "issue_refund"]`
+	noRefunds = `{ forbid = ["issue_refund"], required_evidence = ["read_order"] }`
+	noBudget  = `{}`
+)
+
+func script(turns ...string) string { return "[" + strings.Join(turns, ", ") + "]" }
+
+// recorder is a Go tool that records its calls.
+type recorder struct {
+	mu   sync.Mutex
+	keys []string
+	args []string
+}
+
+func (r *recorder) tool(name string) tool.Tool {
+	return tool.New(tool.Spec{Name: name, Description: "the Go tool's own description"},
+		func(_ context.Context, args json.RawMessage, key string) (json.RawMessage, error) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.keys, r.args = append(r.keys, key), append(r.args, string(args))
+			return json.RawMessage(`{"customer":"C-9","tier":"gold"}`), nil
+		})
+}
+
+// drive runs an agent step iteration by iteration as the engine and the worker would: each
+// task gets the checkpoint the previous one wrote, until one answers other than continue.
+func drive(t *testing.T, h *builtin.Handlers, b *wire.Bundle, hash, input string) []*fakeTask {
+	t.Helper()
+	var checkpoint json.RawMessage
+	var tasks []*fakeTask
+	for iter := 1; iter <= 20; iter++ {
+		ft := newTask(b, hash, "investigate", iter, input)
+		ft.checkpoint = checkpoint
+		if err := h.Agent(ft); err != nil {
+			t.Fatalf("iteration %d: Agent returned %v", iter, err)
+		}
+		tasks = append(tasks, ft)
+		if ft.answer != "continue" {
+			return tasks
+		}
+		if string(ft.output) != "null" || ft.saved == nil {
+			t.Fatalf("iteration %d continued with %s and checkpoint %s, want null and a state", iter, ft.output, ft.saved)
+		}
+		checkpoint, input = ft.saved, "null" // a continued output is the next iteration's input
+	}
+	t.Fatal("the agent step did not stop in 20 iterations")
+	return nil
+}
+
+func TestAgentSteps(t *testing.T) {
+	tests := []struct {
+		name                        string
+		script, tools, policy, budg string
+		goTools                     bool // register crm.lookup and payments.issue_refund
+		wantTasks                   int
+		wantAnswer                  string // of the last task
+		wantStop, wantText, wantErr string
+		wantUsage                   engine.Usage
+		wantGoCalls                 []string // idempotency keys of the Go tools' calls
+	}{
+		{name: "completes with mocked tools (issue_refund forbidden, no handler needed)",
+			script: script(readOrder, readDelivery, answer), tools: allTools, policy: noRefunds, budg: noBudget,
+			wantTasks: 3, wantAnswer: "complete", wantStop: "completed", wantText: "Refund: the order arrived 4 days late.",
+			wantUsage: engine.Usage{ModelCalls: 3, ToolCalls: 2, InputTokens: 450, OutputTokens: 42, CostUSD: 0.06}},
+		{name: "a forbidden tool stops the loop and never runs",
+			script: script(readOrder, refund, answer), tools: allTools, policy: noRefunds, budg: noBudget, goTools: true,
+			wantTasks: 2, wantAnswer: "complete", wantStop: "refused",
+			wantUsage: engine.Usage{ModelCalls: 2, ToolCalls: 1, InputTokens: 100, OutputTokens: 10, CostUSD: 0.01}},
+		{name: "the iteration budget stops the loop in its last iteration",
+			script: script(readOrder, readDelivery, answer), tools: allTools, policy: noRefunds, budg: `{ max_iterations = 2 }`,
+			wantTasks: 2, wantAnswer: "complete", wantStop: "max_iterations",
+			wantUsage: engine.Usage{ModelCalls: 2, ToolCalls: 2, InputTokens: 250, OutputTokens: 22, CostUSD: 0.03}},
+		{name: "a Go tool served by handler",
+			script: script(lookup, answer), tools: `["lookup_customer"]`, policy: `{}`, budg: noBudget, goTools: true,
+			wantTasks: 2, wantAnswer: "complete", wantStop: "completed", wantText: "Refund: the order arrived 4 days late.",
+			wantUsage:   engine.Usage{ModelCalls: 2, ToolCalls: 1, InputTokens: 200, OutputTokens: 20, CostUSD: 0.03},
+			wantGoCalls: []string{"run1/investigate/1/0"}},
+		{name: "a tool whose handler is not registered fails the step",
+			script: script(lookup, answer), tools: `["read_order", "lookup_customer"]`, policy: `{}`, budg: noBudget,
+			wantTasks: 1, wantAnswer: "fail_permanent",
+			wantErr: `step investigate: tool lookup_customer needs the Go tool "crm.lookup", which this worker does not register`},
+		{name: "a call that needs approval completes the step with needs_human",
+			script: script(readOrder, answer), tools: allTools, policy: `{ forbid = ["issue_refund"], require_approval = ["read_order"] }`, budg: noBudget,
+			wantTasks: 1, wantAnswer: "complete", wantStop: "needs_human",
+			wantUsage: engine.Usage{ModelCalls: 1, InputTokens: 100, OutputTokens: 10, CostUSD: 0.01}},
+		{name: "a non-retryable tool failure",
+			script: script(readDelivery, readDelivery, answer), tools: allTools, policy: `{ forbid = ["issue_refund"] }`, budg: `{ max_repeated_calls = 5 }`,
+			wantTasks: 2, wantAnswer: "complete", wantStop: "tool_failure",
+			wantUsage: engine.Usage{ModelCalls: 2, ToolCalls: 2, InputTokens: 300, OutputTokens: 24, CostUSD: 0.04}},
+		{name: "a policy naming an undeclared tool fails the step",
+			script: script(answer), tools: `["read_order"]`, policy: `{ allow = ["read_orders"] }`, budg: noBudget,
+			wantTasks: 1, wantAnswer: "fail_permanent",
+			wantErr: `step investigate: invalid loop configuration: policy.allow names "read_orders", which is not a declared tool`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, hash := bundleOf(t, refundWorkflow(tt.script, tt.tools, tt.policy, tt.budg), "")
+			var rec recorder
+			cfg := builtin.Config{}
+			if tt.goTools {
+				cfg.Tools = map[string]tool.Tool{"crm.lookup": rec.tool("crm_lookup"), "payments.issue_refund": rec.tool("refund")}
+			}
+			tasks := drive(t, newHandlers(t, cfg), b, hash, "null")
+			last := tasks[len(tasks)-1]
+			if len(tasks) != tt.wantTasks || last.answer != tt.wantAnswer {
+				t.Fatalf("%d tasks, the last answered %s (%v), want %d ending %s", len(tasks), last.answer, last.err, tt.wantTasks, tt.wantAnswer)
+			}
+			if tt.wantErr != "" && (last.err == nil || !strings.Contains(last.err.Error(), tt.wantErr)) {
+				t.Fatalf("error %v, want one containing %q", last.err, tt.wantErr)
+			}
+			if tt.wantStop != "" {
+				checkAgentOutput(t, last, tt.wantStop, tt.wantText)
+			}
+			var usage engine.Usage
+			for _, ft := range tasks {
+				usage.Add(ft.usage)
+			}
+			if usage.ModelCalls != tt.wantUsage.ModelCalls || usage.ToolCalls != tt.wantUsage.ToolCalls ||
+				usage.InputTokens != tt.wantUsage.InputTokens || usage.OutputTokens != tt.wantUsage.OutputTokens ||
+				abs(usage.CostUSD-tt.wantUsage.CostUSD) > 1e-9 {
+				t.Errorf("usage %+v, want %+v", usage, tt.wantUsage)
+			}
+			if strings.Join(rec.keys, ",") != strings.Join(tt.wantGoCalls, ",") {
+				t.Errorf("Go tools called with keys %v, want %v", rec.keys, tt.wantGoCalls)
+			}
+		})
+	}
+}
+
+// checkAgentOutput checks a completed agent task: its stop reason, and its output's.
+func checkAgentOutput(t *testing.T, ft *fakeTask, stop, answer string) {
+	t.Helper()
+	var out struct {
+		StopReason string  `json:"stop_reason"`
+		Detail     string  `json:"detail"`
+		Answer     *string `json:"answer"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(ft.output))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&out); err != nil {
+		t.Fatalf("output %s: %v", ft.output, err)
+	}
+	if ft.stopReason != stop || out.StopReason != stop || out.Detail == "" {
+		t.Errorf("stop reason %q, output %s, want %s with a detail", ft.stopReason, ft.output, stop)
+	}
+	switch {
+	case answer == "" && out.Answer != nil:
+		t.Errorf("answer %q, want null", *out.Answer)
+	case answer != "" && (out.Answer == nil || *out.Answer != answer):
+		t.Errorf("output %s, want the answer %q", ft.output, answer)
+	}
+}
+
+// The step's input is added to the goal, which is the loop's first message; a Go tool's spec
+// takes the workflow's name and description and its own schema.
+func TestAgentInputAndSpecs(t *testing.T) {
+	b, hash := bundleOf(t, refundWorkflow(script(lookup, answer), `["lookup_customer"]`, `{}`, noBudget), "")
+	var rec recorder
+	h := newHandlers(t, builtin.Config{Tools: map[string]tool.Tool{"crm.lookup": rec.tool("crm_lookup")}})
+	ft := newTask(b, hash, "investigate", 1, `{ "order_id": "O-104", "note": "late" }`)
+	if err := h.Agent(ft); err != nil || ft.answer != "continue" {
+		t.Fatalf("iteration 1: %v, answer %s (%v)", err, ft.answer, ft.err)
+	}
+	var st struct {
+		RunID    string `json:"run_id"`
+		Messages []struct {
+			Role, Content string
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(ft.saved, &st); err != nil {
+		t.Fatal(err)
+	}
+	wantGoal := "Decide whether refund evidence is sufficient for order O-104.\n\nInput:\n{\"order_id\":\"O-104\",\"note\":\"late\"}"
+	if st.RunID != "run1/investigate" || len(st.Messages) == 0 || st.Messages[0].Content != wantGoal {
+		t.Fatalf("run %q, first message %+v, want run1/investigate and %q", st.RunID, st.Messages, wantGoal)
+	}
+	if len(rec.args) != 1 || rec.args[0] != `{"order_id":"O-104"}` {
+		t.Errorf("the Go tool got %v", rec.args)
+	}
+}
+
+// Re-running any iteration from the checkpoint before it, on fresh handlers, writes the same
+// checkpoint and answers the same; a task whose checkpoint already holds its iteration answers
+// from it without running again; a later iteration without a checkpoint fails.
+func TestAgentDeterminism(t *testing.T) {
+	b, hash := bundleOf(t, refundWorkflow(script(readOrder, readDelivery, answer), allTools, noRefunds, noBudget), "")
+	tasks := drive(t, newHandlers(t, builtin.Config{}), b, hash, `{"order_id":"O-104"}`)
+	if len(tasks) != 3 {
+		t.Fatalf("%d iterations, want 3", len(tasks))
+	}
+	for i, want := range tasks {
+		iter := i + 1
+		again := newTask(b, hash, "investigate", iter, string(want.task.Input))
+		if i > 0 {
+			again.checkpoint = tasks[i-1].saved
+		}
+		if err := newHandlers(t, builtin.Config{}).Agent(again); err != nil {
+			t.Fatal(err)
+		}
+		if again.answer != want.answer || !bytes.Equal(again.output, want.output) || !bytes.Equal(again.saved, want.saved) || again.usage != want.usage {
+			t.Fatalf("iteration %d again: %s %s, usage %+v, checkpoint\n%s\nwant %s %s, usage %+v, checkpoint\n%s",
+				iter, again.answer, again.output, again.usage, again.saved, want.answer, want.output, want.usage, want.saved)
+		}
+
+		redelivered := newTask(b, hash, "investigate", iter, "null")
+		redelivered.checkpoint = want.saved // an attempt of this iteration already checkpointed
+		if err := newHandlers(t, builtin.Config{}).Agent(redelivered); err != nil {
+			t.Fatal(err)
+		}
+		if redelivered.answer != want.answer || !bytes.Equal(redelivered.output, want.output) || redelivered.usage.ModelCalls != 0 || redelivered.saved != nil {
+			t.Fatalf("iteration %d from its own checkpoint: %s %s, %d model calls, want %s %s without running",
+				iter, redelivered.answer, redelivered.output, redelivered.usage.ModelCalls, want.answer, want.output)
+		}
+	}
+	lost := newTask(b, hash, "investigate", 2, "null")
+	if err := newHandlers(t, builtin.Config{}).Agent(lost); err != nil {
+		t.Fatal(err)
+	}
+	if lost.answer != "fail_permanent" || !strings.Contains(lost.err.Error(), "step investigate: iteration 2 found no checkpoint") {
+		t.Fatalf("iteration 2 without a checkpoint: %s (%v)", lost.answer, lost.err)
+	}
+}
+
+// A task whose context ends during the iteration writes no checkpoint and fails the attempt,
+// so that it runs again.
+func TestAgentInterrupted(t *testing.T) {
+	b, hash := bundleOf(t, refundWorkflow(script(readOrder, answer), allTools, noRefunds, noBudget), "")
+	ft := newTask(b, hash, "investigate", 1, "null")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ft.Context = ctx
+	if err := newHandlers(t, builtin.Config{}).Agent(ft); err != nil {
+		t.Fatal(err)
+	}
+	if ft.answer != "fail" || ft.saved != nil || !strings.Contains(ft.err.Error(), "step investigate: iteration 1 was interrupted") {
+		t.Fatalf("answer %s (%v), checkpoint %s, want a retryable failure and no checkpoint", ft.answer, ft.err, ft.saved)
+	}
+}
+
+// An agent step on a recorded OpenAI conversation (examples/cassettes/refund-openai.json, made
+// by `reins agent` with the example MCP server), with mocks that answer as that server did: as
+// the workflow's replay model (the cassette relative to the workflow's directory), and as
+// Config.Model replacing the workflow's model.
+func TestAgentReplay(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", "examples", "cassettes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, model, override string }{
+		{name: "replay model", model: "provider = \"replay\"\ncassette = \"refund-openai.json\""},
+		{name: "Config.Model", model: "provider = \"scripted\"\nscript = []", override: "replay:" + filepath.Join(dir, "refund-openai.json")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, hash := bundleOf(t, replayWorkflow(tt.model), dir)
+			tasks := drive(t, newHandlers(t, builtin.Config{Model: tt.override}), b, hash, "null")
+			last := tasks[len(tasks)-1]
+			if len(tasks) != 2 || last.answer != "complete" {
+				t.Fatalf("%d tasks ending %s (%v), want 2 ending complete", len(tasks), last.answer, last.err)
+			}
+			checkAgentOutput(t, last, "completed",
+				"Evidence is sufficient: O-104 was promised on 2026-11-10 and delivered on 2026-11-14, 4 days late, so the $42.50 order qualifies for a late-delivery refund.")
+			var usage engine.Usage
+			for _, ft := range tasks {
+				usage.Add(ft.usage)
+			}
+			if usage.ModelCalls != 2 || usage.ToolCalls != 2 || usage.InputTokens != 298+412 || usage.OutputTokens != 52+41 {
+				t.Errorf("usage %+v, want 2 model calls, 2 tool calls, 710 in, 93 out", usage)
+			}
+		})
+	}
+}
+
+// replayWorkflow is the agent of the recorded conversation, with the model keys given.
+func replayWorkflow(modelKeys string) string {
+	return `name = "replayed"
+[models.recorded]
+` + modelKeys + `
+
+[tools.read_order]
+description = "Read an order by id."
+input_schema = { type = "object", properties = { order_id = { type = "string", description = "the order id, such as O-104" } }, required = ["order_id"], additionalProperties = false }
+mock = [{ output = { amount = 42.5, late_days = 4, order_id = "O-104", status = "delivered" } }]
+
+[tools.read_delivery_status]
+description = "Read the carrier's delivery record of an order."
+input_schema = { type = "object", properties = { order_id = { type = "string", description = "the order id, such as O-104" } }, required = ["order_id"], additionalProperties = false }
+mock = [{ output = { carrier = "acme", delivered = "2026-11-14", order_id = "O-104", promised = "2026-11-10" } }]
+
+[[steps]]
+id = "investigate"
+type = "agent"
+model = "recorded"
+goal = "Decide whether refund evidence is sufficient for order O-104."
+tools = ["read_order", "read_delivery_status"]
+`
+}

@@ -1,0 +1,183 @@
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/provider/registry"
+	"github.com/reins-run/reins/tool"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
+)
+
+// Config configures the built-in handlers.
+type Config struct {
+	// Tools are the Go tools that workflow tools name by handler: a workflow tool with
+	// handler = "orders.read" runs Tools["orders.read"].
+	Tools map[string]tool.Tool
+	// Model, when set (PROVIDER:NAME, as registry.Open takes it), replaces the model of every
+	// llm and agent step (the CLI's --model).
+	Model string
+	// Registry holds what registry.Open needs besides a name: API key, base URL, prices,
+	// timeouts, Getenv. A workflow model's base_url and api_key_env take precedence.
+	Registry registry.Options
+	// Logger receives a line per answered task at debug level (nil: discarded).
+	Logger *slog.Logger
+	// Clock is the clock of the agent loop, scripted latencies and mocked tools (nil: the real
+	// clock); tests pass a virtual one.
+	Clock clock.Clock
+}
+
+// Task is what a handler needs of the task it answers; worker.TaskContext provides it through
+// the adapter in register.go.
+type Task interface {
+	context.Context
+	Task() *engine.Task
+	Input() json.RawMessage
+	Bundle() (*wire.Bundle, error)
+	Continue(output any) error
+	Complete(output any) error
+	// CompleteWithStopReason completes the task with a stop reason (worker.Outcome.StopReason).
+	CompleteWithStopReason(output any, stopReason string) error
+	Fail(err error) error
+	FailPermanent(err error) error
+	Checkpoint(v any) error
+	LoadCheckpoint() (json.RawMessage, error)
+	AddUsage(u engine.Usage)
+}
+
+// Handlers serves llm and agent tasks. It is safe for concurrent use.
+type Handlers struct {
+	cfg   Config
+	log   *slog.Logger
+	clock clock.Clock
+
+	mu      sync.Mutex
+	models  map[modelKey]model.Model
+	schemas map[schemaKey]*outputSchema
+}
+
+// New checks cfg and returns the handlers.
+func New(cfg Config) (*Handlers, error) {
+	if cfg.Model != "" {
+		if _, _, err := registry.Split(cfg.Model); err != nil {
+			return nil, fmt.Errorf("builtin: %w", err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Tools)) {
+		if cfg.Tools[name] == nil {
+			return nil, fmt.Errorf("builtin: the Go tool registered under handler %q is nil", name)
+		}
+	}
+	h := &Handlers{cfg: cfg, log: cfg.Logger, clock: cfg.Clock,
+		models: map[modelKey]model.Model{}, schemas: map[schemaKey]*outputSchema{}}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.clock == nil {
+		h.clock = clock.Real{}
+	}
+	return h, nil
+}
+
+// job is one task with what its handler reads: the task, its bundle and its step.
+type job struct {
+	t      Task
+	task   *engine.Task
+	bundle *wire.Bundle
+	step   *workflow.Step
+	name   string // the step as errors name it: STEP, or STEP#ITEM for a child
+}
+
+// permanent marks an error that retrying cannot fix.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// failf returns a permanent error of one sentence naming the step.
+func (j *job) failf(format string, args ...any) error {
+	return permanent{fmt.Errorf("step %s: "+format, append([]any{j.name}, args...)...)}
+}
+
+// load reads the task's bundle and step, which must be of type typ.
+func (h *Handlers) load(t Task, typ workflow.StepType) (*job, error) {
+	task := t.Task()
+	j := &job{t: t, task: task, name: stepName(task)}
+	b, err := t.Bundle()
+	if err != nil {
+		return nil, fmt.Errorf("step %s: cannot read workflow %.12s: %w", j.name, task.Workflow, err)
+	}
+	if b == nil || b.Definition == nil {
+		return nil, j.failf("workflow %.12s has no definition", task.Workflow)
+	}
+	j.bundle = b
+	if j.step = b.Definition.StepByID(task.Body); j.step == nil {
+		return nil, j.failf("workflow %s has no step %q", b.Definition.Name, task.Body)
+	}
+	if j.step.Type != typ {
+		return nil, j.failf("the step is of type %s, but the %s handler serves %s steps", j.step.Type, task.Handler, typ)
+	}
+	return j, nil
+}
+
+// stepName names a task's step in errors and run ids: STEP, or STEP#ITEM for a child.
+func stepName(task *engine.Task) string {
+	if task.Item >= 0 && task.Body != task.Step {
+		return task.Step + "#" + strconv.Itoa(task.Item)
+	}
+	return task.Step
+}
+
+// answerErr answers a task that went wrong: a permanent error fails it for good, any other
+// fails the attempt (the engine's retry policy decides what follows).
+func answerErr(t Task, err error) error {
+	if p := (permanent{}); errors.As(err, &p) {
+		return t.FailPermanent(p.err)
+	}
+	return t.Fail(err)
+}
+
+// inputText is the "Input:" part of a first message, or "" when the input is null or absent.
+func inputText(input json.RawMessage) string {
+	trimmed := bytes.TrimSpace(input)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return ""
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, trimmed) != nil {
+		return "Input:\n" + string(trimmed)
+	}
+	return "Input:\n" + buf.String()
+}
+
+// joinParts joins the non-empty parts of a message with blank lines.
+func joinParts(parts ...string) string {
+	var b bytes.Buffer
+	for _, p := range parts {
+		if p == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// usageOf converts model usage to the engine's.
+func usageOf(calls int, u model.Usage, cost float64) engine.Usage {
+	return engine.Usage{ModelCalls: calls, InputTokens: int(u.InputTokens), OutputTokens: int(u.OutputTokens), CostUSD: cost}
+}

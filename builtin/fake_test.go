@@ -1,0 +1,122 @@
+package builtin_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
+)
+
+// fakeTask is an in-memory worker task: it hands the handler a task, its input, bundle and
+// checkpoint, and records the answer, the checkpoint written and the usage reported. (The
+// worker's NATS behaviour is tested in package worker.)
+type fakeTask struct {
+	context.Context
+	task       *engine.Task
+	bundle     *wire.Bundle
+	checkpoint json.RawMessage // what LoadCheckpoint returns
+
+	answer     string // continue, complete, fail, fail_permanent
+	output     json.RawMessage
+	stopReason string
+	err        error
+	answers    int
+	saved      json.RawMessage // the last Checkpoint written
+	usage      engine.Usage
+}
+
+func (f *fakeTask) Task() *engine.Task            { return f.task }
+func (f *fakeTask) Input() json.RawMessage        { return f.task.Input }
+func (f *fakeTask) Bundle() (*wire.Bundle, error) { return f.bundle, nil }
+func (f *fakeTask) AddUsage(u engine.Usage)       { f.usage.Add(u) }
+
+func (f *fakeTask) LoadCheckpoint() (json.RawMessage, error) { return f.checkpoint, nil }
+
+func (f *fakeTask) Checkpoint(v any) error {
+	data, err := json.Marshal(v)
+	f.saved = data
+	return err
+}
+
+func (f *fakeTask) record(answer string, output any, err error) error {
+	f.answers++
+	if f.answers > 1 {
+		return errors.New("answered twice")
+	}
+	f.answer, f.err = answer, err
+	if answer == "continue" || answer == "complete" {
+		data, merr := json.Marshal(output)
+		if merr != nil {
+			return merr
+		}
+		f.output = data
+	}
+	return nil
+}
+
+func (f *fakeTask) Continue(output any) error { return f.record("continue", output, nil) }
+func (f *fakeTask) Complete(output any) error { return f.record("complete", output, nil) }
+func (f *fakeTask) Fail(err error) error      { return f.record("fail", nil, err) }
+func (f *fakeTask) FailPermanent(err error) error {
+	return f.record("fail_permanent", nil, err)
+}
+
+func (f *fakeTask) CompleteWithStopReason(output any, stopReason string) error {
+	f.stopReason = stopReason
+	return f.record("complete", output, nil)
+}
+
+// bundleOf parses a workflow file's text into a bundle whose relative paths resolve in baseDir.
+func bundleOf(t *testing.T, toml, baseDir string) (*wire.Bundle, string) {
+	t.Helper()
+	def, ps := workflow.Parse("test.toml", []byte(toml))
+	if len(ps) > 0 {
+		t.Fatalf("workflow: %v", ps)
+	}
+	def.Normalize()
+	hash, err := def.Hash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &wire.Bundle{Definition: def, BaseDir: baseDir}, hash
+}
+
+// newTask is the task of attempt 1 of iteration iter of activation 1 of step.
+func newTask(b *wire.Bundle, hash, step string, iter int, input string) *fakeTask {
+	s := b.Definition.StepByID(step)
+	handler := engine.HandlerLLM
+	if s != nil && s.Type == workflow.Agent {
+		handler = engine.HandlerAgent
+	}
+	task := &engine.Task{
+		RunID: "run1", Step: step, Item: -1, Body: step, Handler: handler, Workflow: hash,
+		Activation: 1, Iteration: iter, Attempt: 1, Input: json.RawMessage(input),
+	}
+	if s != nil {
+		task.Type, task.Model = s.Type, s.Model
+		task.Prompt, task.Instructions, task.Goal = s.Prompt, s.Instructions, s.Goal
+	}
+	return &fakeTask{Context: context.Background(), task: task, bundle: b}
+}
+
+// epoch is where the virtual clock of the tests starts, so that checkpoints are reproducible.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newHandlers(t *testing.T, cfg builtin.Config) *builtin.Handlers {
+	t.Helper()
+	if cfg.Clock == nil {
+		cfg.Clock = clock.NewVirtual(epoch)
+	}
+	h, err := builtin.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

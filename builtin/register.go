@@ -1,0 +1,51 @@
+package builtin
+
+import (
+	"fmt"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/worker"
+)
+
+// Register registers the built-in handlers on w: engine.HandlerLLM and engine.HandlerAgent, or
+// only those named in handlers when any are given. It fails on a configuration New refuses and
+// on a name that is not a built-in handler, registering nothing then.
+func Register(w *worker.Worker, cfg Config, handlers ...string) error {
+	h, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	if len(handlers) == 0 {
+		handlers = []string{engine.HandlerLLM, engine.HandlerAgent}
+	}
+	serve := map[string]func(Task) error{engine.HandlerLLM: h.LLM, engine.HandlerAgent: h.Agent}
+	for _, name := range handlers {
+		if serve[name] == nil {
+			return fmt.Errorf("builtin: %q is not a built-in handler (known: %s, %s)", name, engine.HandlerLLM, engine.HandlerAgent)
+		}
+	}
+	seen := map[string]bool{}
+	for _, name := range handlers {
+		if !seen[name] {
+			seen[name] = true
+			w.Handle(name, adapt(serve[name]))
+		}
+	}
+	return nil
+}
+
+// adapt serves a handler of this package as a worker handler.
+func adapt(serve func(Task) error) worker.Handler {
+	return func(tc worker.TaskContext) error { return serve(taskContext{tc}) }
+}
+
+// taskContext is a worker.TaskContext as a Task.
+type taskContext struct{ worker.TaskContext }
+
+var _ Task = taskContext{}
+
+// CompleteWithStopReason completes the task with the stop reason as its outcome; the engine
+// takes the label from the step's branch or the stop reason.
+func (c taskContext) CompleteWithStopReason(output any, stopReason string) error {
+	return c.CompleteWith(output, worker.Outcome{StopReason: stopReason})
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/runner"
+	"github.com/reins-run/reins/worker"
+)
+
+// hostConfig says what a process hosts besides its NATS connection.
+type hostConfig struct {
+	engine   bool           // run the engine
+	builtins []string       // built-in handlers to serve (nil: none)
+	builtin  builtin.Config // their configuration
+	ackWait  time.Duration
+	log      *slog.Logger
+}
+
+// host is the engine and the built-in workers running in this process.
+type host struct {
+	cancel context.CancelFunc
+	done   chan error // one value per component, when it stops
+	n      int
+}
+
+// startHost starts what cfg asks for on box and returns once each part consumes.
+func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	h := &host{cancel: cancel, done: make(chan error, 2)}
+	var ready []<-chan struct{}
+	if cfg.engine {
+		eng, err := runner.New(runner.Config{Box: box, Logger: cfg.log, AckWait: cfg.ackWait})
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		h.goRun(func() error { return eng.Run(ctx) })
+		ready = append(ready, eng.Ready())
+	}
+	if len(cfg.builtins) > 0 {
+		w, err := worker.New(worker.Config{Box: box, Logger: cfg.log, AckWait: cfg.ackWait})
+		if err != nil {
+			h.stop()
+			return nil, err
+		}
+		if err := builtin.Register(w, cfg.builtin, cfg.builtins...); err != nil {
+			h.stop()
+			return nil, err
+		}
+		h.goRun(func() error { return w.Run(ctx) })
+		ready = append(ready, w.Ready())
+	}
+	for _, r := range ready {
+		select {
+		case <-r:
+		case err := <-h.done:
+			h.stop()
+			if err == nil {
+				err = errors.New("stopped before it was ready")
+			}
+			return nil, err
+		case <-ctx.Done():
+			h.stop()
+			return nil, ctx.Err()
+		}
+	}
+	return h, nil
+}
+
+func (h *host) goRun(f func() error) {
+	h.n++
+	go func() { h.done <- f() }()
+}
+
+// wait blocks until a part stops on its own (an error) or ctx is done.
+func (h *host) wait(ctx context.Context) error {
+	select {
+	case err := <-h.done:
+		h.n--
+		h.stop()
+		if err == nil {
+			err = errors.New("a part of the server stopped")
+		}
+		return err
+	case <-ctx.Done():
+		h.stop()
+		return nil
+	}
+}
+
+// stop stops every part and waits for them.
+func (h *host) stop() {
+	h.cancel()
+	for ; h.n > 0; h.n-- {
+		if err := <-h.done; err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Println("reins:", err)
+		}
+	}
+}

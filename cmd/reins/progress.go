@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/runner"
+	"github.com/reins-run/reins/workflow"
+)
+
+// builtinHandlers are the handlers of the built-in step types.
+var builtinHandlers = []string{engine.HandlerLLM, engine.HandlerAgent}
+
+// runProgress prints one line per change of a step: started, a new iteration or attempt, ended.
+type runProgress struct {
+	w     io.Writer
+	def   *workflow.Definition
+	quiet bool
+	seen  map[string]engine.StepRun
+}
+
+func newProgress(w io.Writer, def *workflow.Definition, quiet bool) *runProgress {
+	return &runProgress{w: w, def: def, quiet: quiet, seen: map[string]engine.StepRun{}}
+}
+
+func (p *runProgress) update(rec *runner.Record) {
+	if p.quiet || rec == nil || rec.Run == nil {
+		return
+	}
+	for _, key := range stepKeys(p.def, rec.Run) {
+		sr := rec.Run.Steps[key]
+		old, had := p.seen[key]
+		p.seen[key] = *sr
+		if sr.Status == engine.StepPending || sr.Status == engine.StepSkipped {
+			continue
+		}
+		if had && old.Status == sr.Status && old.Activation == sr.Activation && old.Iteration == sr.Iteration && old.Attempt == sr.Attempt {
+			continue
+		}
+		fmt.Fprintln(p.w, stepLine(key, sr))
+	}
+}
+
+// stepLine describes a step's state in one line.
+func stepLine(key string, sr *engine.StepRun) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-20s %-9s", key, sr.Status)
+	if sr.Iteration > 1 || sr.Status == engine.StepRunning && sr.Iteration > 0 {
+		fmt.Fprintf(&b, " iteration %d", sr.Iteration)
+	}
+	if sr.Attempt > 1 {
+		fmt.Fprintf(&b, " attempt %d", sr.Attempt)
+	}
+	b.WriteString(usageText(sr.Usage))
+	if sr.Status == engine.StepCompleted || sr.Status == engine.StepFailed {
+		if sr.StopReason != "" {
+			fmt.Fprintf(&b, " stop=%s", sr.StopReason)
+		}
+		if sr.Label != "" {
+			fmt.Fprintf(&b, " label=%s", sr.Label)
+		}
+		if sr.Error != "" {
+			fmt.Fprintf(&b, " error: %s", sr.Error)
+		}
+	}
+	return b.String()
+}
+
+func usageText(u engine.Usage) string {
+	var b strings.Builder
+	if u.ToolCalls > 0 {
+		fmt.Fprintf(&b, " tools=%d", u.ToolCalls)
+	}
+	if t := u.InputTokens + u.OutputTokens; t > 0 {
+		fmt.Fprintf(&b, " tokens=%d", t)
+	}
+	if u.CostUSD > 0 {
+		fmt.Fprintf(&b, " cost=$%.4f", u.CostUSD)
+	}
+	return b.String()
+}
+
+// stepKeys lists the run's steps in definition order, each followed by its children.
+func stepKeys(def *workflow.Definition, run *engine.Run) []string {
+	var keys []string
+	children := map[string][]string{}
+	for _, k := range slices.Sorted(maps.Keys(run.Steps)) {
+		if p := run.Steps[k].Parent; p != "" {
+			children[p] = append(children[p], k)
+		}
+	}
+	for _, s := range def.Steps {
+		if _, ok := run.Steps[s.ID]; ok {
+			keys = append(keys, s.ID)
+		}
+		kids := children[s.ID]
+		slices.SortFunc(kids, func(a, b string) int { return run.Steps[a].Item - run.Steps[b].Item })
+		keys = append(keys, kids...)
+	}
+	return keys
+}
+
+// printResult prints a run result as text or JSON.
+func printResult(w io.Writer, res runner.Result, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		RunID  string          `json:"run_id"`
+		Status string          `json:"status"`
+		Output json.RawMessage `json:"output"`
+		Error  *struct {
+			Code, Message, Step string
+		} `json:"error"`
+		Steps []struct {
+			ID         string `json:"id"`
+			Status     string `json:"status"`
+			StopReason string `json:"stop_reason"`
+			Iterations int    `json:"iterations"`
+			Label      string `json:"label"`
+			Attempts   int    `json:"attempts"`
+		} `json:"steps"`
+		Path []string `json:"path"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "run %s %s\n", r.RunID, r.Status)
+	for _, s := range r.Steps {
+		fmt.Fprintf(w, "  %-20s %-9s", s.ID, s.Status)
+		if s.StopReason != "" {
+			fmt.Fprintf(w, " stop=%s", s.StopReason)
+		}
+		if s.Iterations > 0 {
+			fmt.Fprintf(w, " iterations=%d", s.Iterations)
+		}
+		if s.Attempts > 0 {
+			fmt.Fprintf(w, " attempts=%d", s.Attempts)
+		}
+		if s.Label != "" {
+			fmt.Fprintf(w, " label=%s", s.Label)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "path: %s\n", strings.Join(r.Path, " → "))
+	if r.Error != nil {
+		step := ""
+		if r.Error.Step != "" {
+			step = " (step " + r.Error.Step + ")"
+		}
+		fmt.Fprintf(w, "error: %s%s: %s\n", r.Error.Code, step, r.Error.Message)
+	}
+	fmt.Fprintf(w, "output: %s\n", compactJSON(r.Output))
+	return nil
+}
+
+func compactJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "null"
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/provider/registry"
+	"github.com/reins-run/reins/runner"
+	"github.com/reins-run/reins/template"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
+)
+
+type runFlags struct {
+	nats      natsFlags
+	model     modelFlags
+	input     string
+	inputFile string
+	asJSON    bool
+	detach    bool
+	listen    string
+	runID     string
+	quiet     bool
+}
+
+func newRunCmd() *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run FILE",
+		Short: "Run a workflow to its end and print the result and every step's stop reason",
+		Long: `Validates the workflow file, starts a run with the input, follows it to its end and prints
+the result: the status, the output, the path, and every step's stop reason, iterations, label
+and attempts (--json: the run result of shared/spec/workflow-file.md).
+
+With no --nats, an embedded NATS server with JetStream runs for the length of the command in
+--data (default .reins/), with the engine and the built-in llm and agent workers in this
+process. Task and agent_loop steps need workers that register their handlers: give --listen
+so that they can connect, or start the run on a server (reins serve) with --nats. With --nats
+the run goes to that server's engine and workers; --detach prints the run id and returns.
+
+Progress (step, iteration, tool calls, tokens, cost) goes to stderr as the run advances.
+Interrupting the command cancels the run.
+
+Exit status: 0 when the run completed, 1 when it failed, was cancelled or timed out, or the
+file is invalid, 2 for a usage error (such as an input that is not JSON).`,
+		Example: `  reins run examples/workflows/research_fanout.toml --input '{"topic":"durable agents"}'
+  reins run review.toml --input-file pr.json --json
+  reins run review.toml --nats nats://127.0.0.1:4222 --detach`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runWorkflow(cmd, args[0], f) },
+	}
+	f.nats.add(cmd)
+	f.model.add(cmd, "run every llm and agent step on this model, `PROVIDER:NAME` (openai:NAME, anthropic:NAME, replay:FILE), instead of the workflow's")
+	fl := cmd.Flags()
+	fl.StringVar(&f.input, "input", "", "the run input, a JSON value")
+	fl.StringVar(&f.inputFile, "input-file", "", "read the run input from this JSON `FILE`")
+	fl.BoolVar(&f.asJSON, "json", false, "print the run result as JSON")
+	fl.BoolVar(&f.detach, "detach", false, "start the run and print its id without waiting (needs --nats)")
+	fl.StringVar(&f.listen, "listen", "", "let workers connect to the embedded server at this `ADDR` (127.0.0.1:PORT)")
+	fl.StringVar(&f.runID, "run-id", "", "the run `ID` (default: generated)")
+	fl.BoolVar(&f.quiet, "quiet", false, "print no progress")
+	return cmd
+}
+
+func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
+	ctx := cmd.Context()
+	if f.detach && f.nats.url == "" {
+		return &exitError{code: exitUsage, err: errors.New("--detach needs --nats URL: an embedded server stops with the command")}
+	}
+	input, err := readInput(f.input, f.inputFile)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	def, vr := validateFile(file, workflow.Options{})
+	if !vr.Valid {
+		printValidation(cmd.ErrOrStderr(), []validateResult{vr})
+		return &exitError{code: exitFailed, err: fmt.Errorf("%s is not a valid workflow (%s)", file, countProblems(len(vr.Problems)))}
+	}
+	if err := checkInput(def, input); err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	bundles, err := wire.NewBundles(def, "")
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	box, err := f.nats.open(ctx, f.listen, log)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	defer box.Close()
+	if box.Embedded() {
+		if err := checkHandlers(bundles, f.listen, box); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		h, err := startHost(ctx, box, hostConfig{
+			engine: true, builtins: builtinHandlers, builtin: f.builtinConfig(), log: log,
+		})
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		defer h.stop()
+		if f.listen != "" {
+			fmt.Fprintf(cmd.ErrOrStderr(), "workers can connect to %s\n", box.ClientURL())
+		}
+	}
+	client := runner.NewClient(runner.ClientConfig{Box: box})
+	id, err := client.Start(ctx, bundles, input, f.runID)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	if f.detach {
+		fmt.Fprintln(cmd.OutOrStdout(), id)
+		return nil
+	}
+	rec, err := follow(ctx, client, id, def, cmd.ErrOrStderr(), f.quiet)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	res := runner.NewResult(def, rec)
+	if err := printResult(cmd.OutOrStdout(), res, f.asJSON); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	if rec.Run.Status != engine.RunCompleted {
+		return &exitError{code: exitFailed}
+	}
+	return nil
+}
+
+func (f *runFlags) builtinConfig() builtin.Config {
+	return builtin.Config{
+		Model:    f.model.name,
+		Registry: registry.Options{BaseURL: f.model.baseURL, APIKey: f.model.apiKey, Timeout: f.model.timeout},
+	}
+}
+
+// readInput reads the run input from --input or --input-file; none is null.
+func readInput(text, file string) (json.RawMessage, error) {
+	src := "--input"
+	switch {
+	case text != "" && file != "":
+		return nil, errors.New("give --input or --input-file, not both")
+	case file != "":
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--input-file: %w", err)
+		}
+		text, src = string(data), "--input-file "+file
+	case text == "":
+		return json.RawMessage("null"), nil
+	}
+	var v any
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("%s is not JSON: %v", src, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%s is not one JSON value: text follows it", src)
+	}
+	return json.RawMessage(strings.TrimSpace(text)), nil
+}
+
+// checkInput refuses a null input when a template of the workflow reads the run input.
+func checkInput(def *workflow.Definition, input json.RawMessage) error {
+	if string(input) != "null" {
+		return nil
+	}
+	for _, s := range def.Steps {
+		for _, ref := range stepTemplates(&s) {
+			paths, err := template.Paths(ref.text)
+			if ref.path {
+				paths, err = []string{ref.text}, nil
+			}
+			if err != nil {
+				continue
+			}
+			for _, p := range paths {
+				if root, err := template.Root(p); err == nil && root == "input" {
+					return fmt.Errorf("workflow %s reads the run input (%s of step %s uses %s) but no --input was given", def.Name, ref.key, s.ID, p)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+type templateRef struct {
+	key, text string
+	path      bool // a bare dotted path rather than a template
+}
+
+func stepTemplates(s *workflow.Step) []templateRef {
+	refs := []templateRef{
+		{"prompt", s.Prompt, false}, {"instructions", s.Instructions, false}, {"goal", s.Goal, false},
+		{"message", s.Message, false}, {"expr", s.Expr, true}, {"items", s.Items, true},
+	}
+	if template.LooksLikePath(s.Input) {
+		refs = append(refs, templateRef{"input", s.Input, true})
+	} else {
+		refs = append(refs, templateRef{"input", s.Input, false})
+	}
+	return slices.DeleteFunc(refs, func(r templateRef) bool { return r.text == "" })
+}
+
+// checkHandlers refuses to start a run on a private embedded server when a step needs a
+// handler that no process can serve: only the built-in steps run in this process.
+func checkHandlers(bs *wire.Bundles, listen string, box *natsbox.Box) error {
+	if listen != "" {
+		return nil
+	}
+	for _, b := range bs.All {
+		for _, s := range b.Definition.Steps {
+			if s.Type == workflow.Task || s.Type == workflow.AgentLoop {
+				return fmt.Errorf("step %s of workflow %s runs handler %s, which no worker can serve on a private embedded server: give --listen 127.0.0.1:PORT and start a worker that registers it, or run on a server (reins serve) with --nats", s.ID, b.Definition.Name, s.Handler)
+			}
+		}
+	}
+	return nil
+}
+
+// follow prints progress until the run ends and returns its final record. An interrupt
+// cancels the run and waits for it to end.
+func follow(ctx context.Context, c *runner.Client, id string, def *workflow.Definition, w io.Writer, quiet bool) (*runner.Record, error) {
+	watchCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	go func() {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(w, "interrupted: cancelling run %s\n", id)
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := c.Cancel(cctx, id, "interrupted"); err != nil && !errors.Is(err, runner.ErrFinished) {
+				fmt.Fprintln(w, "reins:", err)
+				stop()
+			}
+		case <-watchCtx.Done():
+		}
+	}()
+	p := newProgress(w, def, quiet)
+	for rec, err := range c.Watch(watchCtx, id) {
+		if err != nil {
+			return nil, err
+		}
+		p.update(rec)
+		if rec.Run.Status != engine.RunRunning {
+			return rec, nil
+		}
+	}
+	return nil, fmt.Errorf("run %s: stopped following before it ended", id)
+}

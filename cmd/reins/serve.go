@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newServeCmd() *cobra.Command {
+	var (
+		nf       natsFlags
+		mf       modelFlags
+		listen   string
+		noWorker bool
+		ackWait  time.Duration
+		verbose  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the engine and the built-in step workers: the long-running server",
+		Long: `Runs the durable engine and the built-in llm and agent workers until interrupted.
+
+With no --nats, an embedded NATS server with JetStream stores everything in --data (default
+.reins/) and listens on --nats-listen (loopback only; default 127.0.0.1:4222) so that workers
+(reins worker, or your programs using package worker) and commands (reins run --nats, reins
+runs) can connect; other commands given the same --data find it on their own. With --nats, the
+engine and workers use that external server or cluster instead.
+
+Several serve processes may share one NATS server: one engine consumes at a time and the others
+stand by, taking over when it stops.`,
+		Example: "  reins serve\n  reins serve --data /var/lib/reins --nats-listen 127.0.0.1:4333\n  reins serve --nats nats://nats-1:4222,nats://nats-2:4222 --nats-creds reins.creds",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			level := slog.LevelInfo
+			if verbose {
+				level = slog.LevelDebug
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			if nf.url != "" && cmd.Flags().Changed("nats-listen") {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--nats-listen applies to the embedded server; it cannot be used with --nats")}
+			}
+			l := listen
+			if nf.url != "" {
+				l = ""
+			}
+			box, err := nf.open(ctx, l, log)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer box.Close()
+			if !box.Embedded() && nf.url == "" {
+				return &exitError{code: exitFailed, err: fmt.Errorf("the data directory %s is in use by another reins serve", nf.data)}
+			}
+			remove, err := nf.writeURL(box)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer remove()
+			cfg := hostConfig{engine: true, ackWait: ackWait, log: log}
+			if !noWorker {
+				rf := runFlags{model: mf}
+				cfg.builtins, cfg.builtin = builtinHandlers, rf.builtinConfig()
+			}
+			h, err := startHost(ctx, box, cfg)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			where := box.ClientURL()
+			if where == "" {
+				where = "in-process"
+			}
+			log.Info("reins serving", "nats", where, "builtin_workers", !noWorker)
+			if err := h.wait(ctx); err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			return nil
+		},
+	}
+	nf.add(cmd)
+	mf.add(cmd, "serve every llm and agent step on this model, `PROVIDER:NAME`, instead of the workflow's")
+	fl := cmd.Flags()
+	fl.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "where the embedded NATS server accepts clients (loopback only)")
+	fl.BoolVar(&noWorker, "no-workers", false, "run only the engine: serve no built-in step")
+	fl.DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task or event may stay unacknowledged before it is redelivered (a crashed worker's iteration is retried after it)")
+	fl.BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
+	return cmd
+}

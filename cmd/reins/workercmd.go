@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newWorkerCmd() *cobra.Command {
+	var (
+		nf       natsFlags
+		mf       modelFlags
+		handlers []string
+		ackWait  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Serve built-in step types (llm, agent) against a server",
+		Long: `Serves the built-in step types against a running server (reins serve): --nats URL, or the
+server that runs on --data. --handlers chooses which of the built-in handlers to serve
+(reins-llm for llm steps, reins-agent for agent steps; default both). Handlers of task and
+agent_loop steps are Go functions: programs serve them with package worker
+(worker.New(...).Handle(name, fn)), against the same server.
+
+Several workers may serve the same handlers: each task goes to one of them, and a task whose
+worker dies is redelivered to another after --ack-wait.`,
+		Example: "  reins worker --nats nats://127.0.0.1:4222\n  reins worker --handlers reins-agent --model openai:gpt-4.1-mini",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			for _, h := range handlers {
+				if !slices.Contains(builtinHandlers, h) {
+					return &exitError{code: exitUsage, err: fmt.Errorf("--handlers: %q is not a built-in handler (%v); handlers of your own are served by programs using package worker", h, builtinHandlers)}
+				}
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			box, err := nf.open(ctx, "", log)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer box.Close()
+			if box.Embedded() {
+				return &exitError{code: exitFailed, err: fmt.Errorf("no server runs on the data directory %s: start reins serve, or pass --nats URL", nf.data)}
+			}
+			rf := runFlags{model: mf}
+			h, err := startHost(ctx, box, hostConfig{builtins: handlers, builtin: rf.builtinConfig(), ackWait: ackWait, log: log})
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			log.Info("reins worker serving", "nats", box.ClientURL(), "handlers", handlers)
+			if err := h.wait(ctx); err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			return nil
+		},
+	}
+	nf.add(cmd)
+	mf.add(cmd, "serve every llm and agent step on this model, `PROVIDER:NAME`, instead of the workflow's")
+	cmd.Flags().StringSliceVar(&handlers, "handlers", builtinHandlers, "the built-in `HANDLERS` to serve (comma-separated)")
+	cmd.Flags().DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task may stay unacknowledged before it is redelivered to another worker")
+	return cmd
+}

@@ -1,0 +1,216 @@
+// Package e2e holds the tests that run reins as separate OS processes: a NATS server, the engine
+// (reins serve) and workers, killed with SIGKILL at the moments that matter, and checked for
+// the right result with nothing lost and nothing done twice.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// bins holds the binaries TestMain builds once.
+var bins struct {
+	reins, natsServer, loopworker string
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "reins-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bins.reins = filepath.Join(dir, "reins")
+	bins.natsServer = filepath.Join(dir, "nats-server")
+	bins.loopworker = filepath.Join(dir, "loopworker")
+	for _, b := range []struct{ out, pkg string }{
+		{bins.reins, "github.com/reins-run/reins/cmd/reins"},
+		{bins.natsServer, "github.com/nats-io/nats-server/v2"},
+		{bins.loopworker, "github.com/reins-run/reins/e2e/testdata/loopworker"},
+	} {
+		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n", b.pkg, err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a child process whose output lines are delivered on a channel.
+type proc struct {
+	t      *testing.T
+	name   string
+	cmd    *exec.Cmd
+	lines  chan string
+	mu     sync.Mutex
+	all    []string
+	grew   chan struct{} // closed and replaced when a line arrives
+	exited chan struct{}
+}
+
+// start starts a process; its stdout and stderr lines both go to lines (and to the test log
+// when the test fails).
+func start(t *testing.T, name string, env []string, argv ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	r, w := io.Pipe()
+	cmd.Stdout, cmd.Stderr = w, w
+	p := &proc{t: t, name: name, cmd: cmd, lines: make(chan string, 4096), exited: make(chan struct{}), grew: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.all = append(p.all, line)
+			close(p.grew)
+			p.grew = make(chan struct{})
+			p.mu.Unlock()
+			select {
+			case p.lines <- line:
+			default: // nobody waits for it; it stays in all
+			}
+		}
+	}()
+	go func() {
+		_ = cmd.Wait()
+		w.Close()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			p.mu.Lock()
+			t.Logf("%s output:\n%s", name, strings.Join(p.all, "\n"))
+			p.mu.Unlock()
+		}
+	})
+	return p
+}
+
+// waitFor reads lines until one contains want, or fails the test after the timeout.
+func (p *proc) waitFor(want string, timeout time.Duration) string {
+	p.t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		select {
+		case line := <-p.lines:
+			if strings.Contains(line, want) {
+				return line
+			}
+		case <-p.exited:
+			p.t.Fatalf("%s exited while waiting for %q", p.name, want)
+		case <-deadline.C:
+			p.t.Fatalf("%s: no line with %q within %s", p.name, want, timeout)
+		}
+	}
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *proc) kill() {
+	if p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-p.exited
+}
+
+// awaitLine waits until some line printed so far (or later) contains want.
+func (p *proc) awaitLine(want string, timeout time.Duration) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		grew := p.grew
+		for _, l := range p.all {
+			if strings.Contains(l, want) {
+				p.mu.Unlock()
+				return true
+			}
+		}
+		p.mu.Unlock()
+		select {
+		case <-grew:
+		case <-p.exited:
+			return hasLine(p, want)
+		case <-deadline.C:
+			return false
+		}
+	}
+}
+
+// output returns every line the process printed so far.
+func (p *proc) output() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.all...)
+}
+
+// freePort returns a loopback TCP port nobody listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// natsServer starts nats-server with JetStream storing in dir on port.
+func natsServer(t *testing.T, dir string, port int) *proc {
+	t.Helper()
+	p := start(t, "nats-server", nil, bins.natsServer, "-js", "-sd", dir, "-a", "127.0.0.1", "-p", fmt.Sprint(port))
+	p.waitFor("Server is ready", 30*time.Second)
+	return p
+}
+
+// serve starts the engine (reins serve --no-workers) against url.
+func serve(t *testing.T, url string, env ...string) *proc {
+	t.Helper()
+	p := start(t, "reins serve", env, bins.reins, "serve", "--nats", url, "--no-workers", "--ack-wait", "1s")
+	p.waitFor("reins serving", 30*time.Second)
+	return p
+}
+
+// loopWorker starts a worker process serving "count".
+func loopWorker(t *testing.T, url, state string, hang int) *proc {
+	t.Helper()
+	p := start(t, "loopworker", nil, bins.loopworker, "-nats", url, "-ack-wait", "1s", "-state", state, "-hang", fmt.Sprint(hang))
+	p.waitFor("ready", 30*time.Second)
+	return p
+}
+
+// reins runs the reins binary to its end and returns its stdout.
+func reins(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bins.reins, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("reins %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -1,0 +1,122 @@
+// Command loopworker is the worker process of the crash tests: it serves the agent_loop handler
+// "count", which iterates until the iteration in its input's "until" and completes with the
+// iteration count. It prints one line per event the tests wait for, on stdout:
+//
+//	start RUN ITERATION ATTEMPT    the handler began an iteration
+//	done RUN ITERATION             the handler answered (Continue or Complete) and it was stored
+//
+// With -hang N it never answers iteration N the first time any worker reaches it (a marker
+// file in -state records that), so that the test can kill it mid-iteration.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/worker"
+)
+
+func main() {
+	url := flag.String("nats", "", "NATS URL")
+	ackWait := flag.Duration("ack-wait", time.Second, "consumer AckWait")
+	hang := flag.Int("hang", 0, "never answer this iteration the first time it runs")
+	state := flag.String("state", "", "directory for the hang marker")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *url, *ackWait, *hang, *state); err != nil {
+		fmt.Fprintln(os.Stderr, "loopworker:", err)
+		os.Exit(1)
+	}
+}
+
+var out sync.Mutex
+
+func say(format string, v ...any) {
+	out.Lock()
+	defer out.Unlock()
+	fmt.Printf(format+"\n", v...)
+}
+
+func run(ctx context.Context, url string, ackWait time.Duration, hang int, state string) error {
+	box, err := natsbox.Open(ctx, natsbox.Options{URL: url, Name: "loopworker"})
+	if err != nil {
+		return err
+	}
+	defer box.Close()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	w, err := worker.New(worker.Config{Box: box, AckWait: ackWait, Logger: log})
+	if err != nil {
+		return err
+	}
+	w.Handle("count", func(t worker.TaskContext) error {
+		var in struct {
+			Until int `json:"until"`
+		}
+		first := t.Iteration() == 1
+		raw := t.Input()
+		if !first {
+			// later iterations receive the previous output; the bound is in the checkpoint
+			ck, err := t.LoadCheckpoint()
+			if err != nil {
+				return err
+			}
+			raw = ck
+		}
+		if err := json.Unmarshal(raw, &in); err != nil || in.Until < 1 {
+			return t.FailPermanent(fmt.Errorf("input %s: want {\"until\": N > 0}", raw))
+		}
+		if first {
+			if err := t.Checkpoint(in); err != nil {
+				return err
+			}
+		}
+		say("start %s %d %d", t.RunID(), t.Iteration(), t.Attempt())
+		if t.Iteration() == hang && claim(state, t.RunID()) {
+			<-t.Done() // killed here by the test
+			return t.Err()
+		}
+		var err error
+		if t.Iteration() >= in.Until {
+			err = t.Complete(map[string]int{"iterations": t.Iteration()})
+		} else {
+			err = t.Continue(map[string]int{"iteration": t.Iteration()})
+		}
+		if err == nil {
+			say("done %s %d", t.RunID(), t.Iteration())
+		}
+		return err
+	})
+	go func() {
+		<-w.Ready()
+		say("ready")
+	}()
+	if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// claim creates the hang marker of run; it reports whether this call created it.
+func claim(dir, run string) bool {
+	if dir == "" {
+		return false
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "hang-"+filepath.Base(run)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}

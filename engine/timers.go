@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/reins-run/reins/workflow"
+)
+
+// Timers returns the schedule commands a running run waits for, as Decide emitted them: the
+// run's deadline (Step "", Item -1), and the end of the timeout of every running parallel, map
+// or call step (a call step that runs as a parallel branch included), at StartedAt + timeout,
+// addressed by step (or parent) and item, and activation. A shell that keeps timers in memory
+// arms them again from the saved state with it (after a restart, or when it loads a run another
+// engine decided). A finished run waits for nothing. The commands are ordered by step key, the
+// deadline first.
+func Timers(def *workflow.Definition, run *Run) []Command {
+	if def == nil || run == nil || run.Status != RunRunning {
+		return nil
+	}
+	cmds := []Command{{Type: CmdSchedule, At: run.Deadline, Item: -1}}
+	for _, key := range slices.Sorted(maps.Keys(run.Steps)) {
+		sr := run.Steps[key]
+		if sr == nil || sr.Status != StepRunning {
+			continue
+		}
+		step := def.StepByID(sr.Step)
+		if step == nil || step.Timeout <= 0 || dispatched(step.Type) {
+			continue
+		}
+		switch step.Type {
+		case workflow.Parallel, workflow.Map, workflow.Call:
+		default:
+			continue
+		}
+		name, item := address(key, sr)
+		cmds = append(cmds, Command{Type: CmdSchedule, At: sr.StartedAt.Add(step.Timeout.Std()),
+			Step: name, Item: item, Activation: sr.Activation})
+	}
+	return cmds
+}
+
+// SubRuns returns the sub-runs run started and has not seen end: its running call steps and
+// its running children that run a workflow file, as the start_child commands named them (Step,
+// Item and Activation address the step; Input and Workflow are the ones it started with). It
+// reads the state whatever the run's status: a run that finished keeps the status of the steps
+// it had in flight, and the shell cancels these sub-runs when the run ends. Ordered by run id.
+func SubRuns(def *workflow.Definition, run *Run) []ChildRun {
+	if def == nil || run == nil {
+		return nil
+	}
+	d := &decider{def: def, g: newGraph(def), run: run}
+	var subs []ChildRun
+	for key, sr := range run.Steps {
+		if sr == nil || sr.Status != StepRunning || !d.runsChild(sr) {
+			continue
+		}
+		if sr.Parent != "" {
+			if p := run.Steps[sr.Parent]; p == nil || p.Status != StepRunning || p.Activation != sr.Activation {
+				continue
+			}
+		}
+		file := sr.Workflow
+		if file == "" {
+			if step := d.g.steps[sr.Step]; step != nil {
+				file = step.Workflow
+			}
+		}
+		name, item := address(key, sr)
+		subs = append(subs, ChildRun{RunID: d.childRunID(key, sr), Workflow: file, Input: sr.Input,
+			Step: name, Item: item, Activation: sr.Activation})
+	}
+	slices.SortFunc(subs, func(a, b ChildRun) int { return strings.Compare(a.RunID, b.RunID) })
+	return subs
+}

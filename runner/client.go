@@ -1,0 +1,363 @@
+package runner
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// Box is the NATS connection (required).
+	Box *natsbox.Box
+	// Now is the clock of the start and cancel events; nil means time.Now.
+	Now func() time.Time
+}
+
+// Client starts, reads, watches and cancels runs. It talks to engines only through NATS: the
+// events it publishes and the records they save. It is safe for concurrent use.
+type Client struct {
+	js  jetstream.JetStream
+	now func() time.Time
+
+	mu   sync.Mutex
+	runs jetstream.KeyValue
+	wfs  jetstream.KeyValue
+}
+
+// NewClient returns a client over cfg.Box. It does no I/O until used.
+func NewClient(cfg ClientConfig) *Client {
+	c := &Client{js: cfg.Box.JetStream(), now: cfg.Now}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return c
+}
+
+// buckets opens the runs and workflows buckets, creating the layout when they do not exist yet
+// (no engine ran on this server).
+func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runs != nil {
+		return c.runs, c.wfs, nil
+	}
+	open := func() (err error) {
+		if runs, err = c.js.KeyValue(ctx, natsbox.RunsBucket); err != nil {
+			return err
+		}
+		wfs, err = c.js.KeyValue(ctx, natsbox.WorkflowsBucket)
+		return err
+	}
+	err = open()
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if err = natsbox.EnsureLayout(ctx, c.js, natsbox.Layout{}); err == nil {
+			err = open()
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("runner: open the run buckets: %w", err)
+	}
+	c.runs, c.wfs = runs, wfs
+	return runs, wfs, nil
+}
+
+// Start stores the bundles and publishes the start event of a run of bs.Root with input (nil
+// means null), and returns the run id: runID, or a new one when runID is "".
+func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMessage, runID string) (string, error) {
+	if bs == nil || bs.All[bs.Root] == nil {
+		return "", errors.New("runner: start: the bundles hold no root workflow")
+	}
+	if runID == "" {
+		runID = NewRunID()
+	} else if err := wire.CheckRunID(runID); err != nil {
+		return "", fmt.Errorf("runner: start: %w", err)
+	}
+	if len(input) == 0 {
+		input = json.RawMessage("null")
+	}
+	var v any
+	if err := json.Unmarshal(input, &v); err != nil {
+		return "", fmt.Errorf("runner: the input of run %s is not valid JSON: %v", runID, err)
+	}
+	runs, wfs, err := c.buckets(ctx)
+	if err != nil {
+		return "", err
+	}
+	switch _, err := runs.Get(ctx, runID); {
+	case err == nil:
+		return "", fmt.Errorf("runner: start run %s: %w", runID, ErrExists)
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return "", fmt.Errorf("runner: start run %s: %w", runID, err)
+	}
+	if err := bs.Put(ctx, wfs); err != nil {
+		return "", fmt.Errorf("runner: start run %s: %w", runID, err)
+	}
+	ev := &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvStart, At: c.now().UTC(), Input: input, Item: -1}, Workflow: bs.Root}
+	if err := c.publish(ctx, ev); err != nil {
+		return "", fmt.Errorf("runner: start run %s: %w", runID, err)
+	}
+	return runID, nil
+}
+
+// NewRunID returns a new run id: "r-" and 20 random characters of [a-z2-7].
+func NewRunID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return "r-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
+}
+
+func (c *Client) publish(ctx context.Context, ev *wire.Event) error {
+	m, err := eventMsg(ev, "")
+	if err != nil {
+		return err
+	}
+	_, err = c.js.PublishMsg(ctx, m)
+	return err
+}
+
+// Get returns the record of run runID (a sub-run's id too); ErrNotFound when there is none.
+func (c *Client) Get(ctx context.Context, runID string) (*Record, error) {
+	if err := checkKey(runID); err != nil {
+		return nil, err
+	}
+	runs, _, err := c.buckets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := runs.Get(ctx, runID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("runner: run %s: %w", runID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("runner: read run %s: %w", runID, err)
+	}
+	return decodeRecord(e)
+}
+
+// List returns the records of the runs started by clients (not sub-runs) with status ("": all),
+// oldest first.
+func (c *Client) List(ctx context.Context, status engine.RunStatus) ([]*Record, error) {
+	runs, _, err := c.buckets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w, err := runs.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("runner: list runs: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	var recs []*Record
+	for e := range w.Updates() {
+		if e == nil {
+			break
+		}
+		if strings.Contains(e.Key(), "/") {
+			continue
+		}
+		rec, err := decodeRecord(e)
+		if err != nil || (status != "" && rec.Run.Status != status) {
+			continue
+		}
+		recs = append(recs, rec)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(recs, func(a, b *Record) int {
+		return cmp.Or(a.Run.StartedAt.Compare(b.Run.StartedAt), strings.Compare(a.Run.ID, b.Run.ID))
+	})
+	return recs, nil
+}
+
+// Cancel publishes a cancel event for run runID with reason (""; the engine says why); the run
+// ends cancelled once an engine decides it. ErrNotFound when there is no such run, ErrFinished
+// when it has already finished.
+func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
+	rec, err := c.Get(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if rec.Finished() {
+		return fmt.Errorf("runner: cancel run %s: it ended %s: %w", runID, rec.Run.Status, ErrFinished)
+	}
+	ev := &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvCancel, At: c.now().UTC(), Item: -1, Reason: reason}}
+	if err := c.publish(ctx, ev); err != nil {
+		return fmt.Errorf("runner: cancel run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// Watch yields the record of run runID after every save, starting with the current one, and
+// ends after the record of the finished run. A run that does not exist yet is waited for. It
+// ends with ctx's error when ctx is done first.
+func (c *Client) Watch(ctx context.Context, runID string) iter.Seq2[*Record, error] {
+	return func(yield func(*Record, error) bool) {
+		if err := checkKey(runID); err != nil {
+			yield(nil, err)
+			return
+		}
+		runs, _, err := c.buckets(ctx)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		w, err := runs.Watch(ctx, runID)
+		if err != nil {
+			yield(nil, fmt.Errorf("runner: watch run %s: %w", runID, err))
+			return
+		}
+		defer func() { _ = w.Stop() }()
+		for {
+			var e jetstream.KeyValueEntry
+			var ok bool
+			select {
+			case <-ctx.Done():
+				yield(nil, fmt.Errorf("runner: watch run %s: %w", runID, ctx.Err()))
+				return
+			case e, ok = <-w.Updates():
+			}
+			switch {
+			case !ok:
+				yield(nil, fmt.Errorf("runner: watch run %s: the watch ended", runID))
+				return
+			case e == nil:
+				continue // the current value, if any, was delivered
+			case e.Operation() != jetstream.KeyValuePut:
+				yield(nil, fmt.Errorf("runner: run %s was deleted: %w", runID, ErrNotFound))
+				return
+			}
+			rec, err := decodeRecord(e)
+			if !yield(rec, err) || err != nil || rec.Finished() {
+				return
+			}
+		}
+	}
+}
+
+// Wait returns the record of run runID once it has finished.
+func (c *Client) Wait(ctx context.Context, runID string) (*Record, error) {
+	for rec, err := range c.Watch(ctx, runID) {
+		if err != nil {
+			return nil, err
+		}
+		if rec.Finished() {
+			return rec, nil
+		}
+	}
+	return nil, fmt.Errorf("runner: wait for run %s: the watch ended", runID)
+}
+
+// Result returns the result of the run rec holds, with its steps in the order of its
+// definition (read from the workflows bucket).
+func (c *Client) Result(ctx context.Context, rec *Record) (Result, error) {
+	def, err := c.Definition(ctx, rec)
+	if err != nil {
+		return Result{}, err
+	}
+	return NewResult(def, rec), nil
+}
+
+// Definition returns the definition the run of rec was started with.
+func (c *Client) Definition(ctx context.Context, rec *Record) (*workflow.Definition, error) {
+	if rec == nil || rec.Run == nil {
+		return nil, errors.New("runner: no run record")
+	}
+	_, wfs, err := c.buckets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b, err := wire.NewStore(wfs).Get(ctx, rec.Run.Hash)
+	if err != nil {
+		return nil, fmt.Errorf("runner: run %s: %w", rec.Run.ID, err)
+	}
+	return b.Definition, nil
+}
+
+// Events returns the events of run runID stored in REINS_EVENTS, in order. Messages that are
+// not events of the run are left out. ErrNotFound when the run has neither events nor a record.
+func (c *Client) Events(ctx context.Context, runID string) ([]wire.Event, error) {
+	subj, err := natsbox.EventSubject(runID)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	s, err := c.js.Stream(ctx, natsbox.EventsStream)
+	if err != nil {
+		return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
+	}
+	last, err := s.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		if _, err := c.Get(ctx, runID); err != nil {
+			return nil, err
+		}
+		return []wire.Event{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subj}, InactiveThreshold: 10 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
+	}
+	return readEvents(ctx, cons, runID, last.Sequence)
+}
+
+// readEvents reads the events of run runID from an ordered consumer, up to stream sequence last.
+func readEvents(ctx context.Context, cons jetstream.Consumer, runID string, last uint64) ([]wire.Event, error) {
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
+	}
+	defer it.Stop()
+	evs := []wire.Event{}
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
+		}
+		if ev, err := wire.DecodeEvent(m.Data()); err == nil && ev.RunID == runID {
+			evs = append(evs, *ev)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
+		}
+		if md.Sequence.Stream >= last {
+			return evs, nil
+		}
+	}
+}
+
+// checkKey refuses run ids that cannot be keys of the runs bucket or would watch several.
+func checkKey(runID string) error {
+	if runID == "" {
+		return errors.New("runner: the run id is empty")
+	}
+	for i := 0; i < len(runID); i++ {
+		c := runID[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '/') {
+			return fmt.Errorf("runner: run id %q: the character %q at byte %d is not one of A-Z a-z 0-9 _ - /", runID, c, i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+)
+
+// childDirEnv tells the test binary it runs as the crashing engine process of TestKillBeforeSave.
+const childDirEnv = "REINS_TEST_CRASH_DIR"
+
+// An engine process dies after it published the task of iteration 2 and before it saved the
+// state that dispatched it. The next engine, on the same data, decides the redelivered answer
+// to iteration 1 again (the same task, stored once), holds back the answer to iteration 2 that
+// came first, and the run completes with every iteration dispatched and answered once.
+func TestKillBeforeSave(t *testing.T) {
+	if dir := os.Getenv(childDirEnv); dir != "" {
+		crashingEngine(t, dir)
+		return
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKillBeforeSave$", "-test.v")
+	cmd.Env = append(os.Environ(), childDirEnv+"="+dir, FaultEnv+"=kill-before-save:2")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 86 {
+		t.Fatalf("the engine process ended with %v, want exit status 86 from the fault:\n%s", err, out)
+	}
+
+	v := newEnvAt(t, dir)
+	w := v.worker("think")
+	for want := 2; want <= 3; want++ {
+		task := w.next()
+		if task.Iteration != want || task.Attempt != 1 {
+			t.Fatalf("task of iteration %d attempt %d, want iteration %d", task.Iteration, task.Attempt, want)
+		}
+		v.publish(continued(task, `"next"`), "")
+	}
+	rec := v.wait("crash-1")
+	t.Logf("decided %d, acked %d, held %d, reloads %d", v.eng.stats.decided.Load(), v.eng.stats.acked.Load(), v.eng.stats.held.Load(), v.eng.stats.reloads.Load())
+	if sr := rec.Run.Steps["think"]; rec.Run.Status != engine.RunCompleted || sr.Iteration != 3 || sr.Attempts != 3 {
+		t.Fatalf("run %s at iteration %d after %d tasks, want completed at 3 after 3", rec.Run.Status, sr.Iteration, sr.Attempts)
+	}
+	info, err := w.cons.Info(v.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumPending != 0 || info.NumAckPending != 0 {
+		t.Fatalf("%d tasks left for the worker, %d unacknowledged: want each task dispatched once", info.NumPending, info.NumAckPending)
+	}
+}
+
+// crashingEngine is the engine process: it starts the run, answers iteration 1 and waits for
+// the fault to end the process.
+func crashingEngine(t *testing.T, dir string) {
+	if os.Getenv(FaultEnv) == "" {
+		t.Fatal("no fault to inject")
+	}
+	v := newEnvAt(t, dir)
+	w := v.worker("think")
+	v.start(loopWorkflow(t, 3), `0`, "crash-1") // save 1
+	task := w.next()
+	v.publish(continued(task, `"from 1"`), "") // decided: task 2 published, then killed before save 2
+	ctx, cancel := context.WithTimeout(v.ctx, 20*time.Second)
+	defer cancel()
+	<-ctx.Done()
+	t.Fatal("the fault did not kill the engine process")
+}
+
+func TestFaultSetting(t *testing.T) {
+	for _, f := range []string{"kill-before-save:0", "kill-before-save:x", "kill-after-save:1"} {
+		if _, err := parseFault(f); err == nil || !strings.Contains(err.Error(), FaultEnv) {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if n, err := parseFault("kill-before-save:6"); n != 6 || err != nil {
+		t.Errorf("kill-before-save:6: %d, %v", n, err)
+	}
+}
+
+func TestConsumerDeleted(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	eng, err := New(Config{Box: v.box, AckWait: testAckWait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(context.Background()) }()
+	<-eng.Ready()
+	if err := v.box.JetStream().DeleteConsumer(v.ctx, natsbox.EventsStream, ConsumerName); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, jetstream.ErrConsumerDeleted) {
+			t.Fatalf("Run: %v, want it to stop on the deleted consumer", err)
+		}
+	case <-v.ctx.Done():
+		t.Fatal("Run did not stop when its consumer was deleted")
+	}
+}

@@ -1,0 +1,86 @@
+// Package runner is the durable engine's NATS JetStream shell around the pure decision core,
+// package engine: it feeds engine.Start and engine.Decide the events of REINS_EVENTS, saves the
+// run state they return in the reins_runs bucket with compare-and-set, and carries out their
+// commands (publish tasks, schedule ticks, dead-letter tasks, start and cancel sub-runs, announce
+// the end of runs). Client starts, reads, watches and cancels runs for the CLI and the API.
+//
+// It owns the consumer of the engine, the per-run serialization of events, the cache of run
+// state, the in-memory timers and the records of reins_runs. It must not make decisions: which
+// step runs, with what input, when a step retries, stops or fails and how a run ends are
+// engine.Decide's, and the shell only does what the commands say (and reports what it could
+// not deliver as an event, for Decide to decide on). It must not run handlers (package worker
+// does) nor create streams or buckets other than through natsbox.EnsureLayout.
+//
+// # Consuming
+//
+// One durable pull consumer, "reins-engine", reads every event of REINS_EVENTS with explicit
+// acks. It has the priority policy "pinned" with the group "engine": the server delivers to one
+// engine process at a time, and any other engine running against the same server waits as a hot
+// standby. The pinned engine pulls at least every PinnedTTL/2, so it keeps the pin while it lives,
+// busy or idle. When it stops it unpins itself, so a standby takes over at once; when it dies,
+// the server moves the pin after PinnedTTL (the consumer's AckWait, at least 2s) without a pull
+// request from it, and the events it had not acknowledged are delivered again after AckWait.
+//
+// Events are dispatched by a hash of their run id to a fixed set of shard goroutines: the events
+// of one run are decided one at a time and in order, while runs proceed in parallel. A shard keeps
+// the runs it decided (record, revision, definition) in a cache; a run that finished leaves it.
+//
+// # One event
+//
+// The order of the steps below is what makes a crash at any point safe.
+//
+//  1. Decode the event (wire.DecodeEvent). A malformed body, or a body whose run id is not its
+//     subject's, is terminated (Term) with one log line: it can never be decided.
+//  2. start: a run that already has a record was started before (a duplicate): ack. Else read
+//     the bundle of the start event's Workflow, engine.Start, carry out the commands, create the
+//     record (KeyValue.Create), then ack.
+//  3. Any other event: with no record yet, the event is held back (NakWithDelay, 250ms growing
+//     to 5s) for up to 20 deliveries, then terminated with a log line. An event engine.Ahead
+//     reports ahead of the state is held back too, until the run ends: the decision that
+//     dispatched its task was published but not saved (an engine crashed in between), and it is
+//     decided again when its own event comes back. Else
+//     engine.Decide; nothing changed and nothing to do: ack. Else carry out the commands, THEN
+//     save the record with compare-and-set (KeyValue.Update on the cached revision), THEN ack.
+//
+// Publishing before saving: a crash after publishing and before saving delivers the event again,
+// which is decided again on the same state with the same time (Event.At), so it gives the same
+// commands with the same message ids, and JetStream's duplicate window drops the copies. A
+// compare-and-set conflict (another writer saved the run since it was cached) drops the cached
+// copy, reloads the run and decides the event again. An event that decides nothing on a cached
+// copy is decided again on a fresh copy before it is acknowledged, so a stale cache can delay an
+// event but never lose one.
+//
+// # Commands
+//
+//   - dispatch: the task (wire.EncodeTask) on its handler's subject with the task's MsgID. A task
+//     that cannot be sent (larger than the server's max payload, or a handler that is not a
+//     subject token) is answered instead by a permanent failed event on the run's own subject,
+//     which Decide dead-letters.
+//   - dead_letter: the task on natsbox.DLQSubject(handler), with the header Reins-Reason.
+//   - start_child, cancel_child: a start event (with Parent) or a cancel event to the sub-run. A
+//     sub-run that cannot start (its workflow is not stored, its start event is too large) is
+//     reported to the run that waits for it as a failed child_finished event.
+//   - schedule: an in-memory timer publishing a tick event (wire.EventMsgID) at the command's At.
+//     Timers are not stored: Run arms them again from the state of every running run
+//     (engine.Timers), and so does a shard that loads a run another engine decided.
+//   - finish: after the save, cancel events to the sub-runs still in flight (engine.SubRuns), a
+//     child_finished event to the parent run when there is one, and the run id on
+//     natsbox.CancelSubject (core NATS) so that workers stop handlers still running for it. An
+//     event of a finished run that comes back (delivered again after a crash or a failure to
+//     publish) publishes these again: all of them are idempotent.
+//
+// All the messages of one decision are published asynchronously and their acknowledgements
+// awaited together before the save.
+//
+// # Fault injection
+//
+// Crash tests set REINS_FAULT=kill-before-save:N in the environment of an engine process: it
+// exits (status 86) right before its N-th save, after carrying out the commands of the decision.
+//
+// # Limits
+//
+// A run's record must fit in one message of the reins_runs bucket (the server's max payload,
+// 1 MiB by default): a run whose state grows past it cannot be saved, and its events are retried
+// with an error logged. Task timeouts (Task.Timeout) are not watched here: only the worker that
+// took a task knows when its attempt started, and it answers timed_out.
+package runner

@@ -1,0 +1,411 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/wire"
+)
+
+// The engine's consumer of REINS_EVENTS.
+const (
+	// ConsumerName is the durable pull consumer every engine process shares.
+	ConsumerName = "reins-engine"
+	// PriorityGroup is the consumer's priority group: the server pins it to one engine process.
+	PriorityGroup = "engine"
+	// DefaultAckWait is the consumer's AckWait when Config.AckWait is 0.
+	DefaultAckWait = 30 * time.Second
+)
+
+// Headers of the messages the engine publishes.
+const (
+	// ReasonHeader carries why a task was dead-lettered (its last error), on REINS_DLQ.
+	ReasonHeader = "Reins-Reason"
+	// OmittedHeader says what was left out of a dead-lettered task too large to store whole.
+	OmittedHeader = "Reins-Omitted"
+)
+
+const (
+	defaultShards = 64
+	shardQueue    = 64
+	pullBuffer    = 1024
+	maxAckPending = 1 << 20
+	// holdDelay is how long an event that cannot be decided yet is held back (no record yet, or
+	// ahead of the state); retryDelay, after an error.
+	holdDelay  = 250 * time.Millisecond
+	retryDelay = time.Second
+	// maxHoldDelay bounds the delay of an event held back many times.
+	maxHoldDelay = 5 * time.Second
+	// missingDeliveries is how many times an event of a run with no record is delivered before
+	// it is dropped.
+	missingDeliveries = 20
+	// maxReloads bounds the decisions of one event on reloaded state (compare-and-set conflicts).
+	maxReloads = 10
+	// publishTimeout bounds the wait for the acknowledgements of one decision's messages.
+	publishTimeout = 10 * time.Second
+	eventPrefix    = "reins.event."
+	// minPinnedTTL bounds the PinnedTTL below: pull requests expire after at least a second.
+	minPinnedTTL = 2 * time.Second
+)
+
+// Config configures an Engine.
+type Config struct {
+	// Box is the NATS connection (required).
+	Box *natsbox.Box
+	// Logger receives what the engine could not do; nil discards.
+	Logger *slog.Logger
+	// AckWait is the AckWait of the engine's consumer, and the PinnedTTL (at least 2s) after
+	// which a standby engine takes over from one that died; 0 means DefaultAckWait.
+	AckWait time.Duration
+	// Now is the engine's clock: a timer fires when Now reaches the time of its schedule
+	// command (the tick carries that time, as every event the engine makes carries the time of
+	// the decision that made it); nil means time.Now.
+	Now func() time.Time
+}
+
+// Engine consumes run events and decides them with package engine. Run it once.
+type Engine struct {
+	box     *natsbox.Box
+	js      jetstream.JetStream
+	log     *slog.Logger
+	ackWait time.Duration
+	now     func() time.Time
+	shards  int
+
+	ready   chan struct{}
+	started atomic.Bool
+	pinID   atomic.Pointer[string]
+
+	// Set by Run before any event is handled.
+	runs       jetstream.KeyValue
+	store      *wire.Store
+	timers     *timers
+	maxPayload int
+
+	stats stats
+	// killBeforeSave, when positive, kills the process before its n-th save (REINS_FAULT).
+	killBeforeSave int64
+	saves          atomic.Int64
+	// observe, when set (tests), sees every event settled (ev is nil for a malformed one).
+	observe func(out outcome, ev *wire.Event)
+}
+
+// stats counts what the engine did, for tests and logs.
+type stats struct {
+	decided   atomic.Int64 // events that changed a run
+	acked     atomic.Int64 // events acknowledged without change (duplicates, stale answers)
+	held      atomic.Int64 // events held back (no record yet, ahead of the state)
+	dropped   atomic.Int64 // events terminated
+	reloads   atomic.Int64 // decisions done again on reloaded state
+	conflicts atomic.Int64 // compare-and-set conflicts among the reloads
+}
+
+// New returns an engine over cfg.Box. It does no I/O: Run does.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Box == nil {
+		return nil, errors.New("runner: Config.Box is required")
+	}
+	if cfg.AckWait < 0 {
+		return nil, fmt.Errorf("runner: Config.AckWait is %s: want 0 (meaning %s) or more", cfg.AckWait, DefaultAckWait)
+	}
+	e := &Engine{
+		box: cfg.Box, js: cfg.Box.JetStream(), log: cfg.Logger, ackWait: cfg.AckWait, now: cfg.Now,
+		shards: defaultShards, ready: make(chan struct{}),
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.ackWait == 0 {
+		e.ackWait = DefaultAckWait
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if f := os.Getenv(FaultEnv); f != "" {
+		n, err := parseFault(f)
+		if err != nil {
+			return nil, err
+		}
+		e.killBeforeSave = n
+	}
+	return e, nil
+}
+
+// FaultEnv names the environment variable of fault injection for crash tests:
+// "kill-before-save:N" makes the process exit (status 86) right before the engine's N-th save of
+// a run, after it carried out the decision's commands: the window the algorithm must survive.
+const FaultEnv = "REINS_FAULT"
+
+func parseFault(f string) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimPrefix(f, "kill-before-save:"), 10, 64)
+	if !strings.HasPrefix(f, "kill-before-save:") || err != nil || n < 1 {
+		return 0, fmt.Errorf("runner: %s=%q: want kill-before-save:N with N a positive integer", FaultEnv, f)
+	}
+	return n, nil
+}
+
+// fault kills the process when the fault injection says so.
+func (e *Engine) fault(runID string) {
+	if e.killBeforeSave > 0 && e.saves.Add(1) == e.killBeforeSave {
+		e.log.Error("runner: killed before a save, as "+FaultEnv+" asks", "run", runID, "save", e.killBeforeSave)
+		os.Exit(86)
+	}
+}
+
+// Ready is closed once the engine consumes events (never, when Run fails before).
+func (e *Engine) Ready() <-chan struct{} { return e.ready }
+
+// Run ensures the JetStream layout, arms again the timers of the running runs, and consumes
+// events until ctx is done, when it returns nil; or it returns the error that stopped it.
+func (e *Engine) Run(ctx context.Context) error {
+	if !e.started.CompareAndSwap(false, true) {
+		return errors.New("runner: Engine.Run was called twice: use a new Engine")
+	}
+	err := e.run(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (e *Engine) run(ctx context.Context) error {
+	cons, err := e.open(ctx)
+	if err != nil {
+		return err
+	}
+	e.timers = newTimers(e.now, e.publishTick, e.log)
+	defer e.timers.close()
+	if err := e.rearm(ctx); err != nil {
+		return err
+	}
+	return e.consume(ctx, cons)
+}
+
+// open ensures the layout and returns the engine's consumer.
+func (e *Engine) open(ctx context.Context) (jetstream.Consumer, error) {
+	if err := natsbox.EnsureLayout(ctx, e.js, natsbox.Layout{}); err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	runs, err := e.js.KeyValue(ctx, natsbox.RunsBucket)
+	if err != nil {
+		return nil, fmt.Errorf("runner: bucket %s: %w", natsbox.RunsBucket, err)
+	}
+	wfs, err := e.js.KeyValue(ctx, natsbox.WorkflowsBucket)
+	if err != nil {
+		return nil, fmt.Errorf("runner: bucket %s: %w", natsbox.WorkflowsBucket, err)
+	}
+	e.runs, e.store = runs, wire.NewStore(wfs)
+	e.maxPayload = int(e.box.MaxPayload())
+	cons, err := e.js.CreateOrUpdateConsumer(ctx, natsbox.EventsStream, e.consumerConfig())
+	if err != nil {
+		return nil, fmt.Errorf("runner: consumer %s on %s: %w", ConsumerName, natsbox.EventsStream, err)
+	}
+	return cons, nil
+}
+
+func (e *Engine) consumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        ConsumerName,
+		Description:    "reins engine: decides the events of every run",
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        e.ackWait,
+		MaxDeliver:     -1,
+		MaxAckPending:  maxAckPending,
+		FilterSubject:  natsbox.EventSubjects,
+		PriorityPolicy: jetstream.PriorityPolicyPinned,
+		PriorityGroups: []string{PriorityGroup},
+		PinnedTTL:      e.pinnedTTL(),
+	}
+}
+
+// pinnedTTL is how long the server keeps the consumer pinned to an engine that sends no pull
+// request: the AckWait, at least minPinnedTTL. The engine pulls twice as often, so it keeps
+// the pin while it is alive, idle or not.
+func (e *Engine) pinnedTTL() time.Duration { return max(e.ackWait, minPinnedTTL) }
+
+// rearm arms the timers of every running run, from its saved state.
+func (e *Engine) rearm(ctx context.Context) error {
+	w, err := e.runs.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("runner: read the runs to arm their timers: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	n := 0
+	for ent := range w.Updates() {
+		if ent == nil {
+			break
+		}
+		rec, err := decodeRecord(ent)
+		if err != nil {
+			e.log.Warn("runner: a run record cannot be read, so its timers are not armed", "run", ent.Key(), "err", err)
+			continue
+		}
+		if rec.Run.Status != engine.RunRunning {
+			continue
+		}
+		b, err := e.store.Get(ctx, rec.Run.Hash)
+		if err != nil {
+			e.log.Warn("runner: the workflow of a run cannot be read, so its timers are not armed", "run", rec.Run.ID, "err", err)
+			continue
+		}
+		for _, c := range engine.Timers(b.Definition, rec.Run) {
+			e.timers.arm(rec.Run.ID, c)
+		}
+		n++
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e.log.Debug("runner: timers armed", "running_runs", n)
+	return nil
+}
+
+// consume feeds the events to the shards until ctx is done or the consumption stops.
+func (e *Engine) consume(ctx context.Context, cons jetstream.Consumer) error {
+	p := e.startShards(context.WithoutCancel(ctx)) // an event being decided is finished, not abandoned
+	why := make(chan error, 1)                     // what stopped the consumption, if the library said
+	cc, err := cons.Consume(func(m jetstream.Msg) { e.route(p, m) },
+		jetstream.PullPriorityGroup(PriorityGroup),
+		jetstream.PullMaxMessages(pullBuffer),
+		jetstream.PullExpiry(e.pinnedTTL()/2),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { e.consumeError(err, why) }))
+	if err != nil {
+		p.close()
+		return fmt.Errorf("runner: consume %s: %w", natsbox.EventsStream, err)
+	}
+	close(e.ready)
+	select {
+	case <-ctx.Done():
+	case <-cc.Closed(): // the consumer was deleted or the connection closed
+		err = errors.New("runner: the consumption of events stopped")
+		select {
+		case cause := <-why:
+			err = fmt.Errorf("runner: the consumption of events stopped: %w", cause)
+		default:
+		}
+	}
+	close(p.stopping) // from now on, what arrives goes back to the server
+	cc.Stop()
+	<-cc.Closed()
+	p.close()
+	e.unpin(context.WithoutCancel(ctx))
+	return err
+}
+
+// shards is the set of shard goroutines of a consumption.
+type shards struct {
+	all      []*shard
+	stopping chan struct{}
+	wg       sync.WaitGroup
+}
+
+func (e *Engine) startShards(ctx context.Context) *shards {
+	p := &shards{all: make([]*shard, e.shards), stopping: make(chan struct{})}
+	for i := range p.all {
+		sh := &shard{in: make(chan jetstream.Msg, shardQueue), cache: map[string]*entry{}}
+		p.all[i] = sh
+		p.wg.Go(func() { e.serve(ctx, sh, p.stopping) })
+	}
+	return p
+}
+
+// close ends the shards once nothing is routed to them any more.
+func (p *shards) close() {
+	for _, sh := range p.all {
+		close(sh.in)
+	}
+	p.wg.Wait()
+}
+
+// consumeError logs an error of the consumption; one that ends it is kept in why.
+func (e *Engine) consumeError(err error, why chan<- error) {
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrBadRequest), errors.Is(err, jetstream.ErrConnectionClosed):
+		e.log.Error("runner: the engine stops consuming events", "consumer", ConsumerName, "err", err)
+		select {
+		case why <- err:
+		default:
+		}
+	case errors.Is(err, jetstream.ErrPinIDMismatch):
+		e.log.Debug("runner: another engine holds the pin of the consumer", "err", err)
+	default:
+		e.log.Debug("runner: consuming events", "err", err)
+	}
+}
+
+// unpin releases the consumer's pin when this engine holds it, so that a standby engine takes
+// over at once.
+func (e *Engine) unpin(ctx context.Context) {
+	pin := e.pinID.Load()
+	if pin == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, natsbox.EventsStream)
+	if err != nil {
+		return
+	}
+	c, err := s.Consumer(ctx, ConsumerName)
+	if err != nil {
+		return
+	}
+	for _, g := range c.CachedInfo().PriorityGroups {
+		if g.Group == PriorityGroup && g.PinnedClientID == *pin {
+			if err := s.UnpinConsumer(ctx, ConsumerName, PriorityGroup); err != nil {
+				e.log.Debug("runner: unpin the consumer", "err", err)
+			}
+		}
+	}
+}
+
+// route hands a message to the shard of its run.
+func (e *Engine) route(p *shards, m jetstream.Msg) {
+	if pin := m.Headers().Get("Nats-Pin-Id"); pin != "" {
+		if old := e.pinID.Load(); old == nil || *old != pin {
+			e.pinID.Store(&pin)
+		}
+	}
+	select {
+	case <-p.stopping:
+		_ = m.Nak()
+		return
+	default:
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(strings.TrimPrefix(m.Subject(), eventPrefix)))
+	sh := p.all[h.Sum32()%uint32(len(p.all))]
+	select {
+	case sh.in <- m:
+	case <-p.stopping:
+		_ = m.Nak()
+	}
+}
+
+// serve decides the events of one shard in order. Once the engine stops, what is left is given
+// back to the server (Nak) for the next engine.
+func (e *Engine) serve(ctx context.Context, sh *shard, stopping <-chan struct{}) {
+	for m := range sh.in {
+		select {
+		case <-stopping:
+			_ = m.Nak()
+			continue
+		default:
+		}
+		e.handle(ctx, sh, m)
+	}
+}

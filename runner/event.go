@@ -1,0 +1,296 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/wire"
+)
+
+// shard decides the events of the runs hashed to it, one at a time.
+type shard struct {
+	in    chan jetstream.Msg
+	cache map[string]*entry // running runs by id
+}
+
+// entry is a run as last saved: the record, its revision, and its bundle.
+type entry struct {
+	rec    *Record
+	rev    uint64
+	bundle *wire.Bundle
+}
+
+// outcome is what becomes of an event message.
+type outcome int
+
+const (
+	ack   outcome = iota // decided (or nothing to decide): acknowledge
+	hold                 // cannot be decided yet: deliver again after a delay
+	retry                // an error: deliver again after a delay
+	drop                 // can never be decided: terminate
+)
+
+// errReload asks for the event to be decided again on the saved state: the cached copy is stale.
+var errReload = errors.New("the cached run is stale")
+
+// dropError marks an error that no redelivery can fix.
+type dropError struct{ err error }
+
+func (d *dropError) Error() string { return d.err.Error() }
+func (d *dropError) Unwrap() error { return d.err }
+
+func permanent(err error) error { return &dropError{err} }
+
+// handle decides one event message and settles it.
+func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
+	ev, err := wire.DecodeEvent(m.Data())
+	if err == nil {
+		err = checkSubject(m.Subject(), ev.RunID)
+	}
+	if err != nil {
+		e.log.Warn("runner: a malformed event was dropped", "subject", m.Subject(), "err", err)
+		e.settle(m, drop, nil)
+		return
+	}
+	out, err := e.process(ctx, sh, ev, delivered(m))
+	if err != nil {
+		var d *dropError
+		if errors.As(err, &d) {
+			out = drop
+			e.log.Error("runner: an event that cannot be decided was dropped", "run", ev.RunID, "type", ev.Type, "err", err)
+		} else {
+			out = retry
+			e.log.Warn("runner: an event will be decided again", "run", ev.RunID, "type", ev.Type, "err", err)
+		}
+	}
+	e.settle(m, out, ev)
+}
+
+func checkSubject(subject, runID string) error {
+	if err := natsbox.CheckToken(runID); err != nil {
+		return fmt.Errorf("the run id of the event cannot name a run: %w", err)
+	}
+	if subject != eventPrefix+runID {
+		return fmt.Errorf("the event of run %s came on subject %s", runID, subject)
+	}
+	return nil
+}
+
+func delivered(m jetstream.Msg) uint64 {
+	md, err := m.Metadata()
+	if err != nil {
+		return 1
+	}
+	return md.NumDelivered
+}
+
+func (e *Engine) settle(m jetstream.Msg, out outcome, ev *wire.Event) {
+	var err error
+	switch out {
+	case ack:
+		err = m.Ack()
+	case hold:
+		e.stats.held.Add(1)
+		err = m.NakWithDelay(holdFor(delivered(m)))
+	case retry:
+		err = m.NakWithDelay(retryDelay)
+	case drop:
+		e.stats.dropped.Add(1)
+		err = m.Term()
+	}
+	if err != nil {
+		e.log.Debug("runner: settle an event", "subject", m.Subject(), "err", err)
+	}
+	if e.observe != nil {
+		e.observe(out, ev)
+	}
+}
+
+// holdFor is the delay of an event held back for the n-th time: 250ms, doubling after the
+// fourth delivery, at most maxHoldDelay.
+func holdFor(n uint64) time.Duration {
+	d := holdDelay
+	for i := uint64(4); i < n && d < maxHoldDelay; i++ {
+		d *= 2
+	}
+	return min(d, maxHoldDelay)
+}
+
+// process decides ev, again on reloaded state as long as the cached state was stale.
+func (e *Engine) process(ctx context.Context, sh *shard, ev *wire.Event, n uint64) (outcome, error) {
+	for range maxReloads {
+		out, err := e.decide(ctx, sh, ev, n)
+		if !errors.Is(err, errReload) {
+			return out, err
+		}
+		e.stats.reloads.Add(1)
+		delete(sh.cache, ev.RunID)
+	}
+	return retry, fmt.Errorf("run %s changed under %d decisions of the event in a row", ev.RunID, maxReloads)
+}
+
+// decide decides ev on the run's state (cached, or read when fresh) and carries it out.
+func (e *Engine) decide(ctx context.Context, sh *shard, ev *wire.Event, n uint64) (outcome, error) {
+	ent, fresh, err := e.load(ctx, sh, ev.RunID)
+	if err != nil {
+		return retry, err
+	}
+	if ev.Type == engine.EvStart {
+		if ent != nil {
+			e.stats.acked.Add(1)
+			return ack, nil // started before: a duplicate
+		}
+		return e.start(ctx, sh, ev)
+	}
+	if ent == nil {
+		if n >= missingDeliveries {
+			return drop, permanent(fmt.Errorf("run %s has no record after %d deliveries of the event", ev.RunID, n))
+		}
+		return hold, nil
+	}
+	def, run := ent.bundle.Definition, ent.rec.Run
+	if engine.Ahead(def, run, ev.Event) {
+		if !fresh {
+			return retry, errReload
+		}
+		return hold, nil
+	}
+	next, cmds, err := engine.Decide(def, run, ev.Event)
+	if err != nil {
+		return drop, permanent(err)
+	}
+	if len(cmds) == 0 && reflect.DeepEqual(next, run) {
+		if !fresh {
+			return retry, errReload // make sure against the saved state before dropping nothing
+		}
+		e.stats.acked.Add(1)
+		if next.Status != engine.RunRunning && n > 1 {
+			// Delivered again: the notifications of the end may not have gone out.
+			if err := e.finished(ctx, ev.At, ent); err != nil {
+				return retry, err
+			}
+		}
+		return ack, nil
+	}
+	return e.save(ctx, sh, ev, ent, &entry{rec: &Record{Run: next, Parent: ent.rec.Parent}, bundle: ent.bundle}, cmds)
+}
+
+// start begins the run of a start event.
+func (e *Engine) start(ctx context.Context, sh *shard, ev *wire.Event) (outcome, error) {
+	b, err := e.store.Get(ctx, ev.Workflow)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrInvalidKey) || errors.Is(err, wire.ErrMalformed) {
+			return e.startFailed(ctx, ev, fmt.Sprintf("its workflow %.12s is not stored", ev.Workflow), err)
+		}
+		return retry, err
+	}
+	run, cmds, err := engine.Start(b.Definition, ev.RunID, ev.Input, ev.At)
+	if err != nil {
+		return e.startFailed(ctx, ev, err.Error(), err)
+	}
+	return e.save(ctx, sh, ev, nil, &entry{rec: &Record{Run: run, Parent: ev.Parent}, bundle: b}, cmds)
+}
+
+// startFailed drops a start event that cannot start a run; a sub-run's parent learns that its
+// sub-run failed.
+func (e *Engine) startFailed(ctx context.Context, ev *wire.Event, why string, err error) (outcome, error) {
+	if p := ev.Parent; p != nil {
+		fin := &wire.Event{RunID: p.RunID, Event: engine.Event{Type: engine.EvChildFinished, At: ev.At,
+			Step: p.Step, Item: p.Item, Activation: p.Activation, Status: engine.RunFailed,
+			Error: "the sub-run could not start: " + why}}
+		m, merr := eventMsg(fin, ev.RunID)
+		if merr == nil {
+			if perr := e.publish(ctx, []*nats.Msg{m}); perr != nil {
+				return retry, perr
+			}
+		}
+	}
+	return drop, permanent(fmt.Errorf("run %s cannot start: %w", ev.RunID, err))
+}
+
+// save carries out the commands of a decision, saves the new state with compare-and-set (old
+// nil: create the record), then does what comes after the save.
+func (e *Engine) save(ctx context.Context, sh *shard, ev *wire.Event, old, next *entry, cmds []engine.Command) (outcome, error) {
+	id := next.rec.Run.ID
+	data, err := json.Marshal(next.rec)
+	if err != nil {
+		return drop, permanent(fmt.Errorf("run %s: %w", id, err))
+	}
+	if err := e.carryOut(ctx, ev.At, next, cmds); err != nil {
+		return retry, err
+	}
+	e.fault(id)
+	if old == nil {
+		next.rev, err = e.runs.Create(ctx, id, data)
+	} else {
+		next.rev, err = e.runs.Update(ctx, id, data, old.rev)
+	}
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		e.stats.conflicts.Add(1)
+		return retry, errReload
+	case err != nil:
+		return retry, fmt.Errorf("save run %s (%d bytes): %w", id, len(data), err)
+	}
+	e.stats.decided.Add(1)
+	if next.rec.Run.Status != engine.RunRunning {
+		delete(sh.cache, id)
+		e.timers.cancelRun(id)
+		if err := e.finished(ctx, ev.At, next); err != nil {
+			return retry, err
+		}
+		return ack, nil
+	}
+	sh.cache[id] = next
+	for _, c := range cmds {
+		if c.Type == engine.CmdSchedule {
+			e.timers.arm(id, c)
+		}
+	}
+	return ack, nil
+}
+
+// load returns the run's entry, from the cache or else from the bucket (fresh); nil when the run
+// has no record. A running run read from the bucket is cached and its timers are armed.
+func (e *Engine) load(ctx context.Context, sh *shard, runID string) (ent *entry, fresh bool, err error) {
+	if ent := sh.cache[runID]; ent != nil {
+		return ent, false, nil
+	}
+	kve, err := e.runs.Get(ctx, runID)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil, true, nil
+	case errors.Is(err, jetstream.ErrInvalidKey):
+		return nil, true, permanent(fmt.Errorf("run id %q: %w", runID, err))
+	case err != nil:
+		return nil, true, fmt.Errorf("read run %s: %w", runID, err)
+	}
+	rec, err := decodeRecord(kve)
+	if err != nil {
+		return nil, true, permanent(err)
+	}
+	b, err := e.store.Get(ctx, rec.Run.Hash)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, wire.ErrMalformed) {
+			err = permanent(err)
+		}
+		return nil, true, fmt.Errorf("run %s: %w", runID, err)
+	}
+	ent = &entry{rec: rec, rev: kve.Revision(), bundle: b}
+	if rec.Run.Status == engine.RunRunning {
+		sh.cache[runID] = ent
+		for _, c := range engine.Timers(b.Definition, rec.Run) {
+			e.timers.arm(runID, c)
+		}
+	}
+	return ent, true, nil
+}

@@ -1,0 +1,141 @@
+package runner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
+)
+
+// Errors a Client returns, to match with errors.Is.
+var (
+	// ErrNotFound: no run has this id.
+	ErrNotFound = errors.New("no such run")
+	// ErrFinished: the run has already finished.
+	ErrFinished = errors.New("the run has already finished")
+	// ErrExists: a run with this id was already started.
+	ErrExists = errors.New("a run with this id already exists")
+)
+
+// Record is what the reins_runs bucket holds under a run id: the run state, and the parent run
+// waiting for it when it is a sub-run.
+type Record struct {
+	Run    *engine.Run  `json:"run"`
+	Parent *wire.Parent `json:"parent,omitempty"`
+	// Revision is the bucket's revision of the record (not stored).
+	Revision uint64 `json:"-"`
+}
+
+// Finished reports whether the run has ended.
+func (r *Record) Finished() bool {
+	return r != nil && r.Run != nil && r.Run.Status != engine.RunRunning && r.Run.Status != ""
+}
+
+func decodeRecord(e jetstream.KeyValueEntry) (*Record, error) {
+	var rec Record
+	if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.Run == nil {
+		return nil, fmt.Errorf("the record of run %s is not a run record", e.Key())
+	}
+	rec.Revision = e.Revision()
+	return &rec, nil
+}
+
+// Result is the run result of the workflow file contract (shared/spec/workflow-file.md, "Run
+// results"), as `reins run --json` prints it.
+type Result struct {
+	RunID  string           `json:"run_id"`
+	Status engine.RunStatus `json:"status"`
+	// Output is null when the run has none.
+	Output json.RawMessage `json:"output"`
+	// Error is null when the run did not fail.
+	Error *engine.RunError `json:"error"`
+	// Steps lists the steps in definition order, the children of a parallel or map step
+	// ("step#i") after it.
+	Steps []StepResult `json:"steps"`
+	// Path lists the steps in the order they ended.
+	Path []string `json:"path"`
+}
+
+// StepResult is one step of a Result.
+type StepResult struct {
+	ID         string            `json:"id"`
+	Status     engine.StepStatus `json:"status"`
+	StopReason string            `json:"stop_reason"`
+	Iterations int               `json:"iterations"`
+	Label      string            `json:"label"`
+	Attempts   int               `json:"attempts"`
+	Error      string            `json:"error,omitempty"`
+	Usage      *engine.Usage     `json:"usage,omitempty"`
+}
+
+// NewResult returns the result of the run rec holds, with the steps in the order of def (nil:
+// by id).
+func NewResult(def *workflow.Definition, rec *Record) Result {
+	if rec == nil || rec.Run == nil {
+		return Result{Steps: []StepResult{}, Path: []string{}}
+	}
+	run := rec.Run
+	res := Result{RunID: run.ID, Status: run.Status, Output: run.Output, Steps: []StepResult{}, Path: slices.Clone(run.Path)}
+	if len(res.Output) == 0 {
+		res.Output = json.RawMessage("null")
+	}
+	if run.Error != nil {
+		e := *run.Error
+		res.Error = &e
+	}
+	if res.Path == nil {
+		res.Path = []string{}
+	}
+	for _, key := range stepOrder(def, run) {
+		res.Steps = append(res.Steps, stepResult(key, run.Steps[key]))
+	}
+	return res
+}
+
+// stepOrder lists the keys of run's steps: in definition order with each parallel or map step's
+// children after it, then any others by key.
+func stepOrder(def *workflow.Definition, run *engine.Run) []string {
+	var keys []string
+	seen := map[string]bool{}
+	add := func(k string) {
+		if _, ok := run.Steps[k]; ok && !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	if def != nil {
+		for _, s := range def.Steps {
+			add(s.ID)
+			if sr := run.Steps[s.ID]; sr != nil {
+				for i := range sr.Children {
+					add(s.ID + "#" + strconv.Itoa(i))
+				}
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(run.Steps)) {
+		add(k)
+	}
+	return keys
+}
+
+func stepResult(key string, sr *engine.StepRun) StepResult {
+	r := StepResult{ID: key}
+	if sr == nil {
+		return r
+	}
+	r.Status, r.StopReason, r.Iterations, r.Label, r.Attempts, r.Error = sr.Status, sr.StopReason, sr.Iteration, sr.Label, sr.Attempts, sr.Error
+	if sr.Usage != (engine.Usage{}) {
+		u := sr.Usage
+		r.Usage = &u
+	}
+	return r
+}

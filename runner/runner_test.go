@@ -1,0 +1,602 @@
+package runner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
+)
+
+func TestTaskWorkflow(t *testing.T) {
+	v := newEnv(t)
+	wf := workflow.New("greet")
+	wf.Task("hello", "hello")
+	wf.Task("shout", "shout")
+	wf.Edge("hello", "shout")
+	_, bs := bundles(t, wf)
+	v.worker("hello").serve(func(task *engine.Task) *wire.Event {
+		var in struct{ Name string }
+		_ = json.Unmarshal(task.Input, &in)
+		ev := completed(task, strconv.Quote("hello, "+in.Name))
+		ev.Usage = &engine.Usage{ModelCalls: 1, InputTokens: 10}
+		return ev
+	})
+	v.worker("shout").serve(func(task *engine.Task) *wire.Event {
+		var s string
+		_ = json.Unmarshal(task.Input, &s)
+		return completed(task, strconv.Quote(strings.ToUpper(s)))
+	})
+	id := v.start(bs, `{"name":"Ada"}`, "greet-1")
+	want := `{"run_id":"greet-1","status":"completed","output":"HELLO, ADA","error":null,"steps":[` +
+		`{"id":"hello","status":"completed","stop_reason":"","iterations":1,"label":"","attempts":1,"usage":{"model_calls":1,"input_tokens":10}},` +
+		`{"id":"shout","status":"completed","stop_reason":"","iterations":1,"label":"","attempts":1}],"path":["hello","shout"]}`
+	if got := v.resultJSON(id); got != want {
+		t.Fatalf("result:\n got %s\nwant %s", got, want)
+	}
+}
+
+// loopWorkflow is one agent_loop step bounded at max iterations.
+func loopWorkflow(t testing.TB, max int) *wire.Bundles {
+	wf := workflow.New("looping")
+	wf.AgentLoop("think", "think").WithMaxIterations(max)
+	_, bs := bundles(t, wf)
+	return bs
+}
+
+func TestAgentLoop(t *testing.T) {
+	t.Run("completes after N iterations", func(t *testing.T) {
+		v := newEnv(t)
+		v.worker("think").serve(func(task *engine.Task) *wire.Event {
+			if task.Iteration == 4 {
+				return completed(task, `{"done":true}`)
+			}
+			return continued(task, fmt.Sprintf(`{"n":%d}`, task.Iteration))
+		})
+		id := v.start(loopWorkflow(t, 10), `{"n":0}`, "")
+		want := `{"run_id":"` + id + `","status":"completed","output":{"done":true},"error":null,"steps":[` +
+			`{"id":"think","status":"completed","stop_reason":"completed","iterations":4,"label":"completed","attempts":4}],"path":["think"]}`
+		if got := v.resultJSON(id); got != want {
+			t.Fatalf("result:\n got %s\nwant %s", got, want)
+		}
+	})
+	t.Run("stops at max_iterations", func(t *testing.T) {
+		v := newEnv(t)
+		var inputs []string
+		v.worker("think").serve(func(task *engine.Task) *wire.Event {
+			inputs = append(inputs, string(task.Input))
+			return continued(task, fmt.Sprintf(`{"n":%d}`, task.Iteration))
+		})
+		id := v.start(loopWorkflow(t, 3), `{"n":0}`, "")
+		want := `{"run_id":"` + id + `","status":"completed","output":{"n":3},"error":null,"steps":[` +
+			`{"id":"think","status":"completed","stop_reason":"max_iterations","iterations":3,"label":"max_iterations","attempts":3}],"path":["think"]}`
+		if got := v.resultJSON(id); got != want {
+			t.Fatalf("result:\n got %s\nwant %s", got, want)
+		}
+		if got := strings.Join(inputs, " "); got != `{"n":0} {"n":1} {"n":2}` {
+			t.Fatalf("iteration inputs %s: want each iteration's input to be the previous output", got)
+		}
+	})
+}
+
+func TestRetryThenSuccess(t *testing.T) {
+	v := newEnv(t)
+	wf := workflow.New("flaky")
+	wf.Task("call", "flaky").WithRetry(workflow.Retry{MaxAttempts: 3, Backoff: "fixed", InitialDelay: 10e6})
+	_, bs := bundles(t, wf)
+	v.worker("flaky").serve(func(task *engine.Task) *wire.Event {
+		if task.Attempt == 1 {
+			return failed(task, "connection reset", false)
+		}
+		return completed(task, `"ok"`)
+	})
+	id := v.start(bs, "", "")
+	want := `{"run_id":"` + id + `","status":"completed","output":"ok","error":null,"steps":[` +
+		`{"id":"call","status":"completed","stop_reason":"","iterations":1,"label":"","attempts":2}],"path":["call"]}`
+	if got := v.resultJSON(id); got != want {
+		t.Fatalf("result:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestStepFailsForGood(t *testing.T) {
+	v := newEnv(t)
+	wf := workflow.New("broken")
+	wf.Task("burn", "broken").WithRetry(workflow.Retry{MaxAttempts: 2, Backoff: "fixed", InitialDelay: 10e6})
+	_, bs := bundles(t, wf)
+	v.worker("broken").serve(func(task *engine.Task) *wire.Event {
+		return failed(task, "disk on\nfire", false)
+	})
+	id := v.start(bs, `{"x":1}`, "")
+	rec := v.wait(id)
+	res := NewResult(nil, rec)
+	if res.Status != engine.RunFailed || res.Error == nil || res.Error.Code != engine.CodeStepFailed || res.Error.Step != "burn" {
+		t.Fatalf("result %+v, error %+v: want failed with E_STEP_FAILED on burn", res, res.Error)
+	}
+	if s := res.Steps[0]; s.Attempts != 2 || s.Status != engine.StepFailed || s.Label != "error" || s.Error != "disk on\nfire" {
+		t.Fatalf("step %+v", s)
+	}
+	s, err := v.box.JetStream().Stream(v.ctx, natsbox.DLQStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(v.ctx, "reins.dlq.broken")
+	if err != nil {
+		t.Fatalf("no dead task in %s: %v", natsbox.DLQStream, err)
+	}
+	if got := m.Header.Get(ReasonHeader); got != "disk on fire" {
+		t.Errorf("%s = %q, want the last error on one line", ReasonHeader, got)
+	}
+	task, err := wire.DecodeTask(m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.RunID != id || task.Attempt != 2 || task.MsgID != id+"/burn/1/1/2" || m.Header.Get(jetstream.MsgIDHeader) != task.MsgID {
+		t.Errorf("dead task %+v, msg id %q", task, m.Header.Get(jetstream.MsgIDHeader))
+	}
+}
+
+func TestParallelAndMap(t *testing.T) {
+	v := newEnv(t)
+	wf := workflow.New("fan")
+	wf.Parallel("both", "left", "right")
+	wf.Task("left", "left")
+	wf.Task("right", "right")
+	wf.Map("each", "input.items").WithStep("double").WithMaxItems(10).WithMaxConcurrent(2)
+	wf.Task("double", "double")
+	wf.Edge("both", "each")
+	_, bs := bundles(t, wf)
+	v.worker("left").serve(func(task *engine.Task) *wire.Event { return completed(task, `"L"`) })
+	v.worker("right").serve(func(task *engine.Task) *wire.Event { return completed(task, `"R"`) })
+	v.worker("double").serve(func(task *engine.Task) *wire.Event {
+		n, _ := strconv.Atoi(string(task.Input))
+		return completed(task, strconv.Itoa(2*n))
+	})
+	id := v.start(bs, `{"items":[1,2,3]}`, "")
+	rec := v.wait(id)
+	res := NewResult(bs.All[bs.Root].Definition, rec)
+	if res.Status != engine.RunCompleted || string(res.Output) != "[2,4,6]" {
+		t.Fatalf("status %s, output %s", res.Status, res.Output)
+	}
+	if out := string(rec.Run.Steps["both"].Output); out != `["L","R"]` {
+		t.Errorf("parallel output %s", out)
+	}
+	var ids []string
+	for _, s := range res.Steps {
+		ids = append(ids, s.ID)
+	}
+	if got := strings.Join(ids, " "); got != "both both#0 both#1 each each#0 each#1 each#2" {
+		t.Errorf("steps %s: want definition order, children after their parent", got)
+	}
+}
+
+func TestCallStep(t *testing.T) {
+	v := newEnv(t)
+	bs := loadBundles(t, "parent.toml")
+	v.worker("prep").serve(func(task *engine.Task) *wire.Event { return completed(task, `{"topic":"nats"}`) })
+	v.worker("child-work").serve(func(task *engine.Task) *wire.Event {
+		if string(task.Input) != `{"topic":"nats"}` {
+			t.Errorf("the sub-run's task got %s, want the call step's input", task.Input)
+		}
+		return completed(task, `{"summary":"done"}`)
+	})
+	id := v.start(bs, `{}`, "call-1")
+	rec := v.wait(id)
+	if rec.Run.Status != engine.RunCompleted || string(rec.Run.Output) != `{"summary":"done"}` {
+		t.Fatalf("status %s, output %s, error %v", rec.Run.Status, rec.Run.Output, rec.Run.Error)
+	}
+	child, err := v.client.Get(v.ctx, "call-1/sub/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if child.Run.Status != engine.RunCompleted || child.Parent == nil ||
+		*child.Parent != (wire.Parent{RunID: "call-1", Step: "sub", Item: -1, Activation: 1}) {
+		t.Fatalf("sub-run %+v, parent %+v", child.Run, child.Parent)
+	}
+	if child.Run.Hash != bs.All[bs.Root].Workflows["child.toml"] {
+		t.Errorf("the sub-run runs %s, not the child workflow", child.Run.Hash)
+	}
+	list, err := v.client.List(v.ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Run.ID != "call-1" {
+		t.Fatalf("List: %d runs, want only the top-level run", len(list))
+	}
+}
+
+func TestCancel(t *testing.T) {
+	v := newEnv(t)
+	bs := loadBundles(t, "parent.toml")
+	v.worker("prep").serve(func(task *engine.Task) *wire.Event { return completed(task, `1`) })
+	work := v.worker("child-work") // takes the sub-run's task and never answers
+
+	cancels, err := v.box.Conn().SubscribeSync(natsbox.CancelSubjects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cancels.Unsubscribe() }()
+
+	id := v.start(bs, `{}`, "cancel-1")
+	task := work.next()
+	if task.RunID != "cancel-1/sub/1" {
+		t.Fatalf("task of run %s", task.RunID)
+	}
+	if err := v.client.Cancel(v.ctx, id, "the user changed their mind"); err != nil {
+		t.Fatal(err)
+	}
+	rec := v.wait(id)
+	if rec.Run.Status != engine.RunCancelled || rec.Run.Error.Code != engine.CodeCancelled || rec.Run.Error.Message != "the user changed their mind" {
+		t.Fatalf("status %s, error %+v", rec.Run.Status, rec.Run.Error)
+	}
+	// The sub-run in flight is cancelled too, and workers hear of both ends.
+	child := v.wait("cancel-1/sub/1")
+	if child.Run.Status != engine.RunCancelled {
+		t.Fatalf("sub-run %s: want cancelled with its parent", child.Run.Status)
+	}
+	heard := map[string]bool{}
+	for len(heard) < 2 {
+		m, err := cancels.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("cancel announcements %v: %v", heard, err)
+		}
+		if m.Subject != "reins.cancel."+string(m.Data) {
+			t.Errorf("announcement %q on %s", m.Data, m.Subject)
+		}
+		heard[string(m.Data)] = true
+	}
+	if !heard["cancel-1"] || !heard["cancel-1/sub/1"] {
+		t.Fatalf("announced %v", heard)
+	}
+	if err := v.client.Cancel(v.ctx, id, ""); !errors.Is(err, ErrFinished) {
+		t.Fatalf("Cancel of a finished run: %v, want ErrFinished", err)
+	}
+	if err := v.client.Cancel(v.ctx, "nope", ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Cancel of no run: %v, want ErrNotFound", err)
+	}
+}
+
+func TestDuplicateEvents(t *testing.T) {
+	v, obs := newObservedEnv(t)
+	w := v.worker("think")
+	id := v.start(loopWorkflow(t, 5), `0`, "dup-1")
+	t1 := w.next()
+	ans := continued(t1, `1`)
+	v.publish(ans, "")
+	v.publish(ans, "")                 // the same message id: JetStream stores it once
+	v.publish(ans, "another-id-dup-1") // stored, decided, changes nothing
+	obs.await(t, v.ctx, ack, func(ev *wire.Event) bool { return ev.RunID == id && ev.Iteration == 1 })
+	after := v.waitFor(id, func(r *Record) bool { return r.Run.Steps["think"].Iteration == 2 })
+	obs.await(t, v.ctx, ack, func(ev *wire.Event) bool { return ev.RunID == id && ev.Iteration == 1 })
+	t2 := w.next()
+	if t2.Iteration != 2 {
+		t.Fatalf("task of iteration %d, want 2", t2.Iteration)
+	}
+	if rec, _ := v.client.Get(v.ctx, id); rec.Revision != after.Revision {
+		t.Fatalf("the duplicate changed the record (revision %d → %d)", after.Revision, rec.Revision)
+	}
+	v.publish(completed(t2, `2`), "")
+	res := NewResult(nil, v.wait(id))
+	if res.Steps[0].Iterations != 2 || res.Steps[0].Attempts != 2 || string(res.Output) != "2" {
+		t.Fatalf("result %+v", res.Steps[0])
+	}
+	evs, err := v.client.Events(v.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, ev := range evs {
+		types = append(types, string(ev.Type))
+	}
+	if got := strings.Join(types, " "); got != "start continued continued completed" {
+		t.Fatalf("stored events: %s", got)
+	}
+}
+
+func TestAnswerAheadOfState(t *testing.T) {
+	v, obs := newObservedEnv(t)
+	w := v.worker("think")
+	id := v.start(loopWorkflow(t, 5), `0`, "ahead-1")
+	t1 := w.next()
+	// The answer to iteration 2 comes before iteration 1 is even answered (as when an engine
+	// published iteration 2's task, then died before saving): it is held back, not lost.
+	t2 := *t1
+	t2.Iteration, t2.MsgID = 2, id+"/think/1/2/1"
+	v.publish(continued(&t2, `"from iteration 2"`), "")
+	obs.await(t, v.ctx, hold, func(ev *wire.Event) bool { return ev.Iteration == 2 })
+	v.publish(continued(t1, `"from iteration 1"`), "")
+	t3 := w.next()
+	if t3.Iteration != 2 {
+		t.Fatalf("task of iteration %d, want 2", t3.Iteration)
+	}
+	t3 = w.next()
+	if t3.Iteration != 3 || string(t3.Input) != `"from iteration 2"` {
+		t.Fatalf("task of iteration %d with input %s: want iteration 3 fed by the held answer", t3.Iteration, t3.Input)
+	}
+	v.publish(completed(t3, `"end"`), "")
+	if rec := v.wait(id); rec.Run.Steps["think"].Iteration != 3 || rec.Run.Status != engine.RunCompleted {
+		t.Fatalf("run %s at iteration %d", rec.Run.Status, rec.Run.Steps["think"].Iteration)
+	}
+}
+
+func TestDeadline(t *testing.T) {
+	v := newEnv(t)
+	wf := workflow.New("slow").Deadline(300 * time.Millisecond)
+	wf.AgentLoop("think", "nobody").WithMaxIterations(5)
+	_, bs := bundles(t, wf)
+	id := v.start(bs, "", "")
+	rec := v.wait(id)
+	if rec.Run.Status != engine.RunTimedOut || rec.Run.Error.Code != engine.CodeDeadline {
+		t.Fatalf("status %s, error %+v: want timed_out by the deadline", rec.Run.Status, rec.Run.Error)
+	}
+}
+
+func TestRestart(t *testing.T) {
+	v := newEnv(t)
+	w := v.worker("think")
+	slow := workflow.New("slow").Deadline(3 * time.Second)
+	slow.Task("wait", "nobody")
+	_, slowBS := bundles(t, slow)
+
+	id := v.start(loopWorkflow(t, 5), `0`, "restart-1")
+	timed := v.start(slowBS, "", "restart-timed")
+	t1 := w.next()
+	v.publish(continued(t1, `1`), "")
+	t2 := w.next()
+	v.stop() // the first engine stops with the run in flight
+
+	v.publish(continued(t2, `2`), "")
+	eng2, _ := v.startEngine(nil)
+	if rec, err := v.client.Get(v.ctx, timed); err == nil && !rec.Finished() && armed(eng2, timed) == 0 {
+		t.Error("the restarted engine did not arm the deadline of the running run")
+	}
+	t3 := w.next()
+	if t3.Iteration != 3 || string(t3.Input) != "2" {
+		t.Fatalf("task of iteration %d with input %s", t3.Iteration, t3.Input)
+	}
+	v.publish(completed(t3, `3`), "")
+	if rec := v.wait(id); rec.Run.Status != engine.RunCompleted || rec.Run.Steps["think"].Iteration != 3 {
+		t.Fatalf("run %s at iteration %d", rec.Run.Status, rec.Run.Steps["think"].Iteration)
+	}
+	if rec := v.wait(timed); rec.Run.Status != engine.RunTimedOut {
+		t.Fatalf("run %s: %s, want timed_out by the timer the new engine armed", timed, rec.Run.Status)
+	}
+}
+
+func TestMalformedEvents(t *testing.T) {
+	v, obs := newObservedEnv(t)
+	js := v.box.JetStream()
+	for _, body := range []string{`not json`, `{"run_id":"junk"}`, `{"run_id":"other","type":"tick","item":-1}`} {
+		if _, err := js.Publish(v.ctx, "reins.event.junk", []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		obs.await(t, v.ctx, drop, nil)
+	}
+	// The engine keeps going.
+	v.worker("think").serve(func(task *engine.Task) *wire.Event { return completed(task, `"fine"`) })
+	id := v.start(loopWorkflow(t, 2), "", "")
+	if rec := v.wait(id); rec.Run.Status != engine.RunCompleted {
+		t.Fatalf("run %s", rec.Run.Status)
+	}
+	// The client leaves out what is not an event.
+	evs, err := v.client.Events(v.ctx, "junk")
+	if err != nil || len(evs) != 0 {
+		t.Fatalf("Events of junk: %v, %v", evs, err)
+	}
+}
+
+func TestCompareAndSetConflict(t *testing.T) {
+	v := newEnv(t)
+	w := v.worker("think")
+	id := v.start(loopWorkflow(t, 5), `0`, "cas-1")
+	t1 := w.next()
+	rec := v.waitFor(id, func(*Record) bool { return true })
+	// Someone else writes the record: the engine's cached revision is stale.
+	kv, err := v.box.JetStream().KeyValue(v.ctx, natsbox.RunsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(rec)
+	if _, err := kv.Put(v.ctx, id, data); err != nil {
+		t.Fatal(err)
+	}
+	v.publish(continued(t1, `1`), "")
+	t2 := w.next()
+	v.publish(completed(t2, `2`), "")
+	if rec := v.wait(id); rec.Run.Status != engine.RunCompleted || rec.Run.Steps["think"].Iteration != 2 {
+		t.Fatalf("run %s at iteration %d", rec.Run.Status, rec.Run.Steps["think"].Iteration)
+	}
+	if v.eng.stats.conflicts.Load() == 0 {
+		t.Fatal("no compare-and-set conflict was seen")
+	}
+}
+
+func TestHotStandby(t *testing.T) {
+	v := newEnv(t)
+	standby, stopStandby := v.startEngine(nil)
+	defer stopStandby()
+	v.worker("think").serve(func(task *engine.Task) *wire.Event {
+		if task.Iteration == 3 {
+			return completed(task, `"done"`)
+		}
+		return continued(task, `"more"`)
+	})
+	first := v.start(loopWorkflow(t, 5), "", "")
+	if rec := v.wait(first); rec.Run.Status != engine.RunCompleted {
+		t.Fatalf("run %s", rec.Run.Status)
+	}
+	a, b := v.eng.stats.decided.Load(), standby.stats.decided.Load()
+	if (a == 0) == (b == 0) {
+		t.Fatalf("decisions: %d and %d, want one engine pinned and the other idle", a, b)
+	}
+	// The pinned engine stops: the other takes over.
+	active, other := v.stop, standby
+	if a == 0 {
+		active, other = stopStandby, v.eng
+	}
+	active()
+	before := other.stats.decided.Load()
+	second := v.start(loopWorkflow(t, 5), "", "")
+	if rec := v.wait(second); rec.Run.Status != engine.RunCompleted {
+		t.Fatalf("run %s", rec.Run.Status)
+	}
+	if other.stats.decided.Load() == before {
+		t.Fatal("the standby engine did not take over")
+	}
+}
+
+func TestPinSurvivesIdleness(t *testing.T) {
+	v := newEnv(t)
+	standby, _ := v.startEngine(nil)
+	// The run is idle for longer than the PinnedTTL (2s) between its start and its deadline.
+	wf := workflow.New("idle").Deadline(testAckWait + 500*time.Millisecond)
+	wf.Task("wait", "nobody")
+	_, bs := bundles(t, wf)
+	if rec := v.wait(v.start(bs, "", "")); rec.Run.Status != engine.RunTimedOut {
+		t.Fatalf("run %s", rec.Run.Status)
+	}
+	a, b := v.eng.stats.decided.Load(), standby.stats.decided.Load()
+	if a+b != 2 || (a != 0 && b != 0) {
+		t.Fatalf("decisions: %d and %d, want both (start and deadline) by the engine that kept the pin", a, b)
+	}
+}
+
+func TestUndeliverableTask(t *testing.T) {
+	t.Run("a handler that is not a subject token", func(t *testing.T) {
+		v := newEnv(t)
+		wf := workflow.New("dotted")
+		wf.Task("read", "orders.read")
+		_, bs := bundles(t, wf)
+		rec := v.wait(v.start(bs, "", ""))
+		if rec.Run.Status != engine.RunFailed || !strings.Contains(rec.Run.Error.Message, "the task for step read cannot be sent") {
+			t.Fatalf("status %s, error %+v", rec.Run.Status, rec.Run.Error)
+		}
+	})
+	t.Run("a task larger than the max payload", func(t *testing.T) {
+		v := newEnv(t)
+		w := v.worker("big")
+		wf := workflow.New("big")
+		wf.Task("load", "big")
+		_, bs := bundles(t, wf)
+		id := v.start(bs, `{}`, "big-1")
+		task := w.next()
+		rec := v.waitFor(id, func(*Record) bool { return true })
+		// Carry out the dispatch of the same task with an input too large for a message.
+		task.Input = json.RawMessage(`"` + strings.Repeat("x", int(v.box.MaxPayload())) + `"`)
+		ent := &entry{rec: rec, bundle: bs.All[bs.Root]}
+		if err := v.eng.carryOut(v.ctx, time.Now(), ent, []engine.Command{{Type: engine.CmdDispatch, Task: task}}); err != nil {
+			t.Fatal(err)
+		}
+		rec = v.wait(id)
+		msg := rec.Run.Steps["load"].Error
+		var n, limit int
+		if _, err := fmt.Sscanf(msg, "the task for step load is %d bytes, more than the message limit of %d bytes", &n, &limit); err != nil ||
+			limit != int(v.box.MaxPayload()) || n <= limit || rec.Run.Status != engine.RunFailed {
+			t.Fatalf("status %s, step error %q", rec.Run.Status, msg)
+		}
+		s, _ := v.box.JetStream().Stream(v.ctx, natsbox.DLQStream)
+		m, err := s.GetLastMsgForSubject(v.ctx, "reins.dlq.big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Header.Get(ReasonHeader) != msg {
+			t.Fatalf("dead task headers %v", m.Header)
+		}
+	})
+	t.Run("a dead task too large to store whole", func(t *testing.T) {
+		e := &Engine{maxPayload: 1000}
+		task := &engine.Task{RunID: "r", Step: "s", Item: -1, Handler: "h", MsgID: "r/s/1/1/1", Activation: 1, Iteration: 1, Attempt: 1,
+			Input: json.RawMessage(`"` + strings.Repeat("x", 2000) + `"`), Prompt: "p"}
+		m := e.deadLetterMsg(task, "too\r\nbig")
+		if msgSize(m) > 1000 || m.Header.Get(OmittedHeader) == "" || m.Header.Get(ReasonHeader) != "too big" {
+			t.Fatalf("%d bytes, headers %v", msgSize(m), m.Header)
+		}
+		got, err := wire.DecodeTask(m.Data)
+		if err != nil || string(got.Input) != "null" || got.Prompt != "" || got.MsgID != task.MsgID {
+			t.Fatalf("dead task %+v, %v", got, err)
+		}
+	})
+}
+
+func TestSubRunCannotStart(t *testing.T) {
+	v := newEnv(t)
+	bs := loadBundles(t, "parent.toml")
+	prep := v.worker("prep")
+	id := v.start(bs, `{}`, "nostart-1")
+	task := prep.next()
+	// The sub-workflow's bundle disappears before the sub-run starts.
+	kv, err := v.box.JetStream().KeyValue(v.ctx, natsbox.WorkflowsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(v.ctx, bs.All[bs.Root].Workflows["child.toml"]); err != nil {
+		t.Fatal(err)
+	}
+	v.publish(completed(task, `1`), "")
+	rec := v.wait(id)
+	if rec.Run.Status != engine.RunFailed || !strings.Contains(rec.Run.Error.Message, "sub-run nostart-1/sub/1 failed: the sub-run could not start: its workflow") {
+		t.Fatalf("status %s, error %+v", rec.Run.Status, rec.Run.Error)
+	}
+}
+
+// An event of a finished run delivered again (after a crash between the save and the end's
+// notifications, or a failure to publish them) sends the notifications again.
+func TestFinishedRunNotifiesAgain(t *testing.T) {
+	v := newEnv(t)
+	bs := loadBundles(t, "parent.toml")
+	childHash := bs.All[bs.Root].Workflows["child.toml"]
+	def := *bs.All[childHash].Definition
+	def.Normalize()
+	runs, err := v.box.JetStream().KeyValue(v.ctx, natsbox.RunsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wfs, err := v.box.JetStream().KeyValue(v.ctx, natsbox.WorkflowsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bs.Put(v.ctx, wfs); err != nil {
+		t.Fatal(err)
+	}
+	const id = "p-1/sub/1"
+	now := time.Now().UTC()
+	run, _, err := engine.Start(&def, id, json.RawMessage(`1`), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run, _, err = engine.Decide(&def, run, engine.Event{Type: engine.EvCancel, At: now, Item: -1}); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(&Record{Run: run, Parent: &wire.Parent{RunID: "p-1", Step: "sub", Item: -1, Activation: 1}})
+	if _, err := runs.Create(v.ctx, id, data); err != nil {
+		t.Fatal(err)
+	}
+	tick := &wire.Event{RunID: id, Event: engine.Event{Type: engine.EvTick, At: now, Item: -1}}
+	sh := &shard{cache: map[string]*entry{}}
+	if out, err := v.eng.process(v.ctx, sh, tick, 1); out != ack || err != nil {
+		t.Fatalf("first delivery: %v, %v", out, err)
+	}
+	if _, err := v.client.Events(v.ctx, "p-1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a first delivery notified the parent: %v", err)
+	}
+	if out, err := v.eng.process(v.ctx, sh, tick, 2); out != ack || err != nil {
+		t.Fatalf("second delivery: %v, %v", out, err)
+	}
+	evs, err := v.client.Events(v.ctx, "p-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Type != engine.EvChildFinished || evs[0].Status != engine.RunCancelled || evs[0].Step != "sub" || evs[0].Activation != 1 {
+		t.Fatalf("events of the parent: %+v", evs)
+	}
+}

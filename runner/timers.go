@@ -1,0 +1,101 @@
+package runner
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/wire"
+)
+
+// timers holds the in-memory timers of schedule commands, by run and by the message id of the
+// tick each one publishes (so that a timer armed twice runs once).
+type timers struct {
+	now  func() time.Time
+	fire func(runID string, c engine.Command) error
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	runs   map[string]map[string]*time.Timer
+	closed bool
+}
+
+func newTimers(now func() time.Time, fire func(string, engine.Command) error, log *slog.Logger) *timers {
+	return &timers{now: now, fire: fire, log: log, runs: map[string]map[string]*time.Timer{}}
+}
+
+// arm sets a timer for c, a schedule command of run runID, unless one is set for the same tick.
+// A tick already due fires at once.
+func (t *timers) arm(runID string, c engine.Command) {
+	tick := &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvTick, At: c.At, Step: c.Step, Item: c.Item, Activation: c.Activation}}
+	key := wire.EventMsgID(tick, "")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	if _, ok := t.runs[runID][key]; ok {
+		return
+	}
+	t.set(runID, key, c, c.At.Sub(t.now()))
+}
+
+// set arms the timer; t.mu is held.
+func (t *timers) set(runID, key string, c engine.Command, d time.Duration) {
+	m := t.runs[runID]
+	if m == nil {
+		m = map[string]*time.Timer{}
+		t.runs[runID] = m
+	}
+	m[key] = time.AfterFunc(d, func() { t.fired(runID, key, c) })
+}
+
+// fired publishes the tick; a failed publication is tried again a second later.
+func (t *timers) fired(runID, key string, c engine.Command) {
+	err := t.fire(runID, c)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	var d *dropError
+	if err != nil && !errors.As(err, &d) {
+		t.log.Warn("runner: a tick could not be published and is tried again", "run", runID, "tick", key, "err", err)
+		if _, ok := t.runs[runID][key]; ok {
+			t.set(runID, key, c, retryDelay)
+		}
+		return
+	}
+	if err != nil {
+		t.log.Error("runner: a tick cannot be published", "run", runID, "tick", key, "err", err)
+	}
+	delete(t.runs[runID], key)
+	if len(t.runs[runID]) == 0 {
+		delete(t.runs, runID)
+	}
+}
+
+// cancelRun stops the timers of a run that ended.
+func (t *timers) cancelRun(runID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tm := range t.runs[runID] {
+		tm.Stop()
+	}
+	delete(t.runs, runID)
+}
+
+// close stops every timer; arm does nothing afterwards.
+func (t *timers) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	for _, m := range t.runs {
+		for _, tm := range m {
+			tm.Stop()
+		}
+	}
+	t.runs = nil
+}

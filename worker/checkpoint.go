@@ -1,0 +1,326 @@
+package worker
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/wire"
+)
+
+// checkpoints is the checkpoint of one task: its scope, and once resolved, the folded value as
+// of the earlier iterations and this attempt's writes.
+type checkpoints struct {
+	tc    *taskContext
+	scope string
+	iter  int
+	// mayFollowAttempt is set when another attempt of this iteration may have written keys
+	// (Attempt > 1, or the task was delivered before).
+	mayFollowAttempt bool
+
+	mu       sync.Mutex
+	resolved bool   // raw holds the folded value (stale keys purged)
+	raw      []byte // the folded value, compact JSON; nil when there is none
+	n        int    // writes made by this attempt
+}
+
+func (tc *taskContext) Checkpoint(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("worker: checkpoint of task %s: the value cannot be encoded as JSON: %w", tc.task.MsgID, err)
+	}
+	return tc.ck.set(tc, data)
+}
+
+func (tc *taskContext) AppendCheckpoint(items ...any) error {
+	if len(items) == 0 {
+		return nil
+	}
+	raws := make([][]byte, len(items))
+	for i, it := range items {
+		data, err := json.Marshal(it)
+		if err != nil {
+			return fmt.Errorf("worker: checkpoint of task %s: item %d cannot be encoded as JSON: %w", tc.task.MsgID, i, err)
+		}
+		raws[i] = data
+	}
+	return tc.ck.append(tc, raws)
+}
+
+func (tc *taskContext) LoadCheckpoint() (json.RawMessage, error) { return tc.ck.load(tc) }
+
+func (c *checkpoints) set(ctx context.Context, v []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.ready(ctx); err != nil {
+		return err
+	}
+	if err := c.put(ctx, setValue(v)); err != nil {
+		return err
+	}
+	c.raw = v
+	return nil
+}
+
+func (c *checkpoints) append(ctx context.Context, items [][]byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.ready(ctx); err != nil {
+		return err
+	}
+	if !appendable(c.raw) {
+		return fmt.Errorf("worker: checkpoint of task %s: cannot append to a value that is not a JSON array (%.40s)", c.tc.task.MsgID, c.raw)
+	}
+	if err := c.put(ctx, appendValue(items)); err != nil {
+		return err
+	}
+	c.raw = appendItems(c.raw, items)
+	return nil
+}
+
+func (c *checkpoints) load(ctx context.Context) (json.RawMessage, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.ready(ctx); err != nil {
+		return nil, err
+	}
+	if c.raw == nil {
+		return nil, nil
+	}
+	return bytes.Clone(c.raw), nil
+}
+
+// ready refuses checkpoint calls once the task answered, and resolves the value on first use.
+// c.mu is held.
+func (c *checkpoints) ready(ctx context.Context) error {
+	c.tc.mu.Lock()
+	open := c.tc.state == stateOpen
+	late := c.tc.lateErr()
+	c.tc.mu.Unlock()
+	if !open {
+		return fmt.Errorf("worker: checkpoint of task %s: %w", c.tc.task.MsgID, late)
+	}
+	if c.resolved {
+		return nil
+	}
+	if err := c.resolve(ctx); err != nil {
+		return fmt.Errorf("worker: checkpoint of task %s: %w", c.tc.task.MsgID, err)
+	}
+	c.resolved = true
+	return nil
+}
+
+// resolve purges what another attempt of this iteration wrote, then takes the value as of the
+// end of the previous iteration from the worker's cache, or else folds it from the bucket.
+func (c *checkpoints) resolve(ctx context.Context) error {
+	kv := c.tc.w.ckv
+	if c.mayFollowAttempt {
+		if err := purgeIteration(ctx, kv, c.scope, c.iter); err != nil {
+			return err
+		}
+	}
+	if c.iter <= 1 {
+		c.tc.w.cache.drop(c.scope)
+		return nil
+	}
+	if raw, ok := c.tc.w.cache.take(c.scope, c.iter-1); ok {
+		c.raw = raw
+		return nil
+	}
+	c.tc.w.reloads.add()
+	raw, err := fold(ctx, kv, c.scope, c.iter)
+	if err != nil {
+		return err
+	}
+	c.raw = raw
+	return nil
+}
+
+// put writes the next key of this attempt.
+func (c *checkpoints) put(ctx context.Context, value []byte) error {
+	key := wire.CheckpointKey(c.scope, c.iter, c.n)
+	if _, err := c.tc.w.ckv.Put(ctx, key, value); err != nil {
+		return fmt.Errorf("worker: checkpoint of task %s: write %s: %w", c.tc.task.MsgID, key, err)
+	}
+	c.n++
+	return nil
+}
+
+// keep hands the value as of the end of this iteration to the worker's cache, for the next
+// iteration (the task continued).
+func (c *checkpoints) keep() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cache := c.tc.w.cache
+	switch {
+	case c.resolved:
+		cache.put(c.scope, c.iter, c.raw)
+		c.raw, c.resolved = nil, false
+	case c.mayFollowAttempt: // another attempt may have written this iteration's keys
+		cache.drop(c.scope)
+	case c.iter == 1:
+		cache.put(c.scope, 1, nil)
+	default: // nothing written in this iteration: the previous value holds
+		cache.bump(c.scope, c.iter-1, c.iter)
+	}
+}
+
+// forget drops the value the worker keeps for this scope.
+func (c *checkpoints) forget() { c.tc.w.cache.drop(c.scope) }
+
+// setValue and appendValue are the values of a key: {"set": V} and {"append": [ITEMS]}.
+func setValue(v []byte) []byte {
+	out := make([]byte, 0, len(v)+8)
+	out = append(out, `{"set":`...)
+	out = append(out, v...)
+	return append(out, '}')
+}
+
+func appendValue(items [][]byte) []byte {
+	n := 12
+	for _, it := range items {
+		n += len(it) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, `{"append":[`...)
+	for i, it := range items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, it...)
+	}
+	return append(out, "]}"...)
+}
+
+// appendable reports whether items can be appended to raw: nothing, null or an array.
+func appendable(raw []byte) bool {
+	return raw == nil || string(raw) == "null" || raw[0] == '['
+}
+
+// appendItems appends items to raw (appendable, compact), in place when raw has room.
+func appendItems(raw []byte, items [][]byte) []byte {
+	if raw == nil || string(raw) == "null" || string(raw) == "[]" {
+		raw = append(raw[:0], '[')
+	} else {
+		raw = append(raw[:len(raw)-1], ',')
+	}
+	for i, it := range items {
+		if i > 0 {
+			raw = append(raw, ',')
+		}
+		raw = append(raw, it...)
+	}
+	return append(raw, ']')
+}
+
+// entry is one write read back from the bucket.
+type entry struct {
+	iter, n int
+	value   []byte
+}
+
+// fold reads the writes of scope's iterations before iter and folds them in order.
+func fold(ctx context.Context, kv jetstream.KeyValue, scope string, iter int) ([]byte, error) {
+	kes, err := watch(ctx, kv, scope+".>", false)
+	if err != nil {
+		return nil, err
+	}
+	var es []entry
+	for _, ke := range kes {
+		_, it, n, err := wire.ParseCheckpointKey(ke.Key())
+		if err != nil || it >= iter {
+			continue
+		}
+		es = append(es, entry{iter: it, n: n, value: ke.Value()})
+	}
+	slices.SortFunc(es, func(a, b entry) int { return cmp.Or(cmp.Compare(a.iter, b.iter), cmp.Compare(a.n, b.n)) })
+	var raw []byte
+	for _, e := range es {
+		if raw, err = applyWrite(raw, e.value); err != nil {
+			return nil, fmt.Errorf("%s: %w", wire.CheckpointKey(scope, e.iter, e.n), err)
+		}
+	}
+	return raw, nil
+}
+
+// applyWrite applies one stored write to raw.
+func applyWrite(raw, value []byte) ([]byte, error) {
+	var w struct {
+		Set    json.RawMessage   `json:"set"`
+		Append []json.RawMessage `json:"append"`
+	}
+	if err := json.Unmarshal(value, &w); err != nil {
+		return nil, fmt.Errorf("%w: the checkpoint write is not valid: %v", wire.ErrMalformed, err)
+	}
+	switch {
+	case w.Set != nil:
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, w.Set); err != nil {
+			return nil, fmt.Errorf("%w: the checkpoint value is not valid: %v", wire.ErrMalformed, err)
+		}
+		return buf.Bytes(), nil
+	case w.Append != nil:
+		if !appendable(raw) {
+			return nil, fmt.Errorf("%w: an append follows a value that is not a JSON array", wire.ErrMalformed)
+		}
+		items := make([][]byte, len(w.Append))
+		for i, it := range w.Append {
+			items[i] = it
+		}
+		if len(items) == 0 {
+			return raw, nil
+		}
+		return appendItems(raw, items), nil
+	}
+	return nil, fmt.Errorf("%w: the checkpoint write is neither set nor append", wire.ErrMalformed)
+}
+
+// purgeIteration removes the keys of scope's iteration iter.
+func purgeIteration(ctx context.Context, kv jetstream.KeyValue, scope string, iter int) error {
+	kes, err := watch(ctx, kv, fmt.Sprintf("%s.%d.*", scope, iter), true)
+	if err != nil {
+		return err
+	}
+	for _, ke := range kes {
+		if err := kv.Purge(ctx, ke.Key()); err != nil {
+			return fmt.Errorf("purge %s: %w", ke.Key(), err)
+		}
+	}
+	return nil
+}
+
+// watch returns the current entries of the keys matching filter (deleted ones left out).
+func watch(ctx context.Context, kv jetstream.KeyValue, filter string, metaOnly bool) ([]jetstream.KeyValueEntry, error) {
+	opts := []jetstream.WatchOpt{jetstream.IgnoreDeletes()}
+	if metaOnly {
+		opts = append(opts, jetstream.MetaOnly())
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wt, err := kv.WatchFiltered(ctx, []string{filter}, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", filter, err)
+	}
+	defer func() { _ = wt.Stop() }()
+	var out []jetstream.KeyValueEntry
+	for {
+		select {
+		case ke, ok := <-wt.Updates():
+			if !ok {
+				return nil, fmt.Errorf("read %s: the watch ended early", filter)
+			}
+			if ke == nil {
+				return out, nil
+			}
+			out = append(out, ke)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read %s: %w", filter, ctx.Err())
+		}
+	}
+}

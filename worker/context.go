@@ -1,0 +1,400 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/wire"
+)
+
+// TaskContext is what a handler gets for one task: the task, the ways to answer it, checkpoints
+// and heartbeats. Its methods are safe for concurrent use.
+type TaskContext interface {
+	// Context is cancelled at the task's timeout, when its run ends, or when the worker stops.
+	context.Context
+	// Task returns the task; the handler must not modify it.
+	Task() *engine.Task
+	// Input is the task's input: the step's input, or the output of the previous iteration.
+	Input() json.RawMessage
+	RunID() string
+	// StepID is task.Step: the step, or for a child of a parallel or map step its parent.
+	StepID() string
+	// Item is the index of a child of a parallel or map step, -1 for other steps.
+	Item() int
+	Iteration() int
+	Attempt() int
+
+	// Continue asks for another iteration (agent_loop, agent) whose input is output.
+	Continue(output any) error
+	// Complete ends the task with output.
+	Complete(output any) error
+	// CompleteWith ends the task with output, a label and/or a stop reason.
+	CompleteWith(output any, o Outcome) error
+	// Fail fails the attempt; the step's retry policy applies.
+	Fail(err error) error
+	// FailPermanent fails the attempt and the step: retrying cannot help.
+	FailPermanent(err error) error
+
+	// Checkpoint replaces the checkpoint with v.
+	Checkpoint(v any) error
+	// AppendCheckpoint appends items to the checkpoint, which must be a JSON array or nothing;
+	// it writes bytes in proportion to the items, not to the history.
+	AppendCheckpoint(items ...any) error
+	// LoadCheckpoint returns the checkpoint as of the earlier iterations and this attempt's
+	// writes; nil when there is none.
+	LoadCheckpoint() (json.RawMessage, error)
+
+	// Heartbeat tells JetStream that the task is still being worked on (the worker also does it
+	// every AckWait/3 while the handler runs); once the task is answered it does nothing.
+	Heartbeat() error
+	// AddUsage adds u to what the answer reports (the engine adds it to the step's usage).
+	AddUsage(u engine.Usage)
+	// Bundle returns the workflow definition the run started with (task.Workflow).
+	Bundle() (*wire.Bundle, error)
+}
+
+// Outcome is what CompleteWith adds to the output: the label that picks the step's edges, and
+// why an agent or agent_loop stopped.
+type Outcome struct {
+	Label, StopReason string
+}
+
+// ErrAnswered is wrapped by the error of every answer after the first (only the first counts),
+// and of answers and checkpoint writes after the worker answered for the handler (timeout,
+// end of the run, worker stopping).
+var ErrAnswered = errors.New("worker: the task is already answered")
+
+// maxErrorLen bounds the error message of a failed event.
+const maxErrorLen = 16 << 10
+
+type answerState int
+
+const (
+	stateOpen      answerState = iota // no answer yet
+	stateAnswering                    // an answer is being published
+	stateDone                         // answered, discarded or handed back
+)
+
+// taskContext implements TaskContext.
+type taskContext struct {
+	context.Context // base, then base with the task's deadline once started
+
+	w       *Worker
+	handler string
+	h       Handler
+	msg     jetstream.Msg
+	task    *engine.Task
+	log     *slog.Logger
+
+	cancelBase   context.CancelCauseFunc
+	stopDeadline context.CancelFunc
+
+	mu       sync.Mutex
+	state    answerState
+	reason   error         // why later answers are refused
+	finished chan struct{} // closed when state becomes stateDone
+	usage    engine.Usage
+
+	ck checkpoints
+}
+
+func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.Msg, t *engine.Task) *taskContext {
+	base, cancel := context.WithCancelCause(ctx)
+	redelivered := false
+	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
+		redelivered = true
+	}
+	tc := &taskContext{
+		Context:      base,
+		w:            w,
+		handler:      s.name,
+		h:            s.h,
+		msg:          msg,
+		task:         t,
+		log:          w.log.With("handler", s.name, "task", t.MsgID),
+		cancelBase:   cancel,
+		stopDeadline: func() {},
+		finished:     make(chan struct{}),
+	}
+	tc.ck = checkpoints{tc: tc, scope: wire.CheckpointScope(t.RunID, t.Step, t.Item, t.Activation),
+		iter: t.Iteration, mayFollowAttempt: t.Attempt > 1 || redelivered}
+	return tc
+}
+
+// startClock sets the task's deadline, when it has a timeout; it runs before the handler starts.
+func (tc *taskContext) startClock() {
+	if tc.task.Timeout > 0 {
+		tc.Context, tc.stopDeadline = context.WithTimeoutCause(tc.Context, tc.task.Timeout, errTimedOut)
+	}
+}
+
+func (tc *taskContext) cancel(cause error) { tc.cancelBase(cause) }
+
+// stopContext releases the task's contexts once the worker is done with the task.
+func (tc *taskContext) stopContext() {
+	tc.stopDeadline()
+	tc.cancelBase(context.Canceled)
+}
+
+func (tc *taskContext) Task() *engine.Task     { return tc.task }
+func (tc *taskContext) Input() json.RawMessage { return tc.task.Input }
+func (tc *taskContext) RunID() string          { return tc.task.RunID }
+func (tc *taskContext) StepID() string         { return tc.task.Step }
+func (tc *taskContext) Item() int              { return tc.task.Item }
+func (tc *taskContext) Iteration() int         { return tc.task.Iteration }
+func (tc *taskContext) Attempt() int           { return tc.task.Attempt }
+
+func (tc *taskContext) AddUsage(u engine.Usage) {
+	tc.mu.Lock()
+	tc.usage.Add(u)
+	tc.mu.Unlock()
+}
+
+func (tc *taskContext) Heartbeat() error {
+	if !tc.open() {
+		return nil
+	}
+	if err := tc.msg.InProgress(); err != nil {
+		return fmt.Errorf("worker: heartbeat of task %s: %w", tc.task.MsgID, err)
+	}
+	return nil
+}
+
+func (tc *taskContext) Bundle() (*wire.Bundle, error) {
+	if tc.task.Workflow == "" {
+		return nil, fmt.Errorf("worker: task %s names no workflow", tc.task.MsgID)
+	}
+	return tc.w.bundles.Get(tc, tc.task.Workflow)
+}
+
+func (tc *taskContext) Continue(output any) error {
+	return tc.answer(engine.EvContinued, output, Outcome{})
+}
+
+func (tc *taskContext) Complete(output any) error {
+	return tc.answer(engine.EvCompleted, output, Outcome{})
+}
+
+func (tc *taskContext) CompleteWith(output any, o Outcome) error {
+	return tc.answer(engine.EvCompleted, output, o)
+}
+
+func (tc *taskContext) Fail(err error) error { return tc.fail(err, false) }
+
+func (tc *taskContext) FailPermanent(err error) error { return tc.fail(err, true) }
+
+func (tc *taskContext) fail(err error, permanent bool) error {
+	if berr := tc.begin(); berr != nil {
+		return berr
+	}
+	ev := tc.event(engine.EvFailed)
+	ev.Error = errorText(err)
+	ev.Permanent = permanent
+	return tc.deliver(ev)
+}
+
+func errorText(err error) string {
+	if err == nil {
+		return "the handler failed without saying why"
+	}
+	s := err.Error()
+	if len(s) > maxErrorLen {
+		s = strings.ToValidUTF8(s[:maxErrorLen], "") + "…"
+	}
+	return s
+}
+
+// answer publishes a completed or continued event with output.
+func (tc *taskContext) answer(typ engine.EventType, output any, o Outcome) error {
+	if err := tc.begin(); err != nil {
+		return err
+	}
+	ev := tc.event(typ)
+	ev.Label, ev.StopReason = o.Label, o.StopReason
+	raw, err := json.Marshal(output)
+	if err != nil {
+		return tc.deliverProblem(fmt.Errorf("the output of step %s cannot be encoded as JSON: %w", tc.stepName(), err))
+	}
+	ev.Output = raw
+	if typ == engine.EvContinued {
+		ev.Nonce = strconv.FormatInt(ev.At.UnixNano(), 36) + "-" + strconv.FormatUint(uint64(rand.Uint32()), 36)
+	}
+	if err := tc.fits(ev); err != nil {
+		return tc.deliverProblem(err)
+	}
+	return tc.deliver(ev)
+}
+
+// deliverProblem fails the attempt permanently with problem, which the answering call returns.
+func (tc *taskContext) deliverProblem(problem error) error {
+	tc.log.Warn("worker: the answer fails the step", "err", problem)
+	ev := tc.event(engine.EvFailed)
+	ev.Error = problem.Error()
+	ev.Permanent = true
+	if err := tc.deliver(ev); err != nil {
+		return err
+	}
+	return fmt.Errorf("worker: %w", problem)
+}
+
+// stepName names the task's step for messages: STEP or STEP#ITEM.
+func (tc *taskContext) stepName() string {
+	if tc.task.Item >= 0 {
+		return tc.task.Step + "#" + strconv.Itoa(tc.task.Item)
+	}
+	return tc.task.Step
+}
+
+// natsHeaderOverhead is the size of a message's headers besides the Nats-Msg-Id value.
+const natsHeaderOverhead = len("NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
+
+// fits reports an answer larger than the server's max payload.
+func (tc *taskContext) fits(ev *wire.Event) error {
+	data, err := wire.EncodeEvent(ev)
+	if err != nil {
+		return fmt.Errorf("the answer to step %s cannot be encoded: %w", tc.stepName(), err)
+	}
+	limit := tc.w.box.MaxPayload()
+	size := int64(len(data) + natsHeaderOverhead + len(wire.EventMsgID(ev, "")))
+	switch {
+	case size <= limit:
+		return nil
+	case int64(len(ev.Output)) > limit:
+		return fmt.Errorf("the output of step %s is %d bytes, more than the message limit of %d bytes", tc.stepName(), len(ev.Output), limit)
+	default:
+		return fmt.Errorf("the answer to step %s is %d bytes with its output of %d bytes, more than the message limit of %d bytes", tc.stepName(), size, len(ev.Output), limit)
+	}
+}
+
+// event returns the answer of type typ with the usage reported so far.
+func (tc *taskContext) event(typ engine.EventType) *wire.Event {
+	ev := wire.Answer(tc.task, typ, tc.w.now())
+	tc.mu.Lock()
+	if tc.usage != (engine.Usage{}) {
+		u := tc.usage
+		ev.Usage = &u
+	}
+	tc.mu.Unlock()
+	return ev
+}
+
+// begin claims the right to answer: only the first answer counts, and none once the context is
+// done (the worker answers then).
+func (tc *taskContext) begin() error {
+	tc.ck.mu.Lock() // no checkpoint write in flight: later ones are refused
+	defer tc.ck.mu.Unlock()
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.state != stateOpen {
+		return tc.lateErr()
+	}
+	if err := tc.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrAnswered, context.Cause(tc))
+	}
+	tc.state = stateAnswering
+	return nil
+}
+
+// claim claims the right to answer for the worker (timeout, end of run, stop). It returns false
+// when the handler answered; when its answer is in flight, claim waits for it.
+func (tc *taskContext) claim(cause error) bool {
+	tc.mu.Lock()
+	st := tc.state
+	if st == stateOpen {
+		tc.state = stateAnswering
+		tc.reason = cause
+	}
+	tc.mu.Unlock()
+	if st == stateAnswering {
+		<-tc.finished
+	}
+	return st == stateOpen
+}
+
+// open reports whether the task has not answered yet.
+func (tc *taskContext) open() bool {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return tc.state == stateOpen
+}
+
+// lateErr is the error of an answer after the first. tc.mu is held.
+func (tc *taskContext) lateErr() error {
+	if tc.reason != nil {
+		return fmt.Errorf("%w: %w", ErrAnswered, tc.reason)
+	}
+	return ErrAnswered
+}
+
+// finish marks the task done; reason, when not nil, is why later answers are refused.
+func (tc *taskContext) finish(reason error, how string) {
+	tc.mu.Lock()
+	if tc.state == stateDone {
+		tc.mu.Unlock()
+		return
+	}
+	tc.state = stateDone
+	if reason != nil && tc.reason == nil {
+		tc.reason = reason
+	}
+	close(tc.finished)
+	tc.mu.Unlock()
+	tc.w.settled(tc.task, how)
+}
+
+// settled reports to tests how a task was settled.
+func (w *Worker) settled(t *engine.Task, how string) {
+	if w.testSettled != nil {
+		w.testSettled(t, how)
+	}
+}
+
+// deliver publishes ev, waits for JetStream to store it, then acknowledges the task. A continued
+// event keeps the checkpoint for the next iteration; any other drops it. When ev cannot be
+// published, the task goes back to JetStream to run again.
+func (tc *taskContext) deliver(ev *wire.Event) error {
+	if ev.Type == engine.EvContinued {
+		tc.ck.keep()
+	} else {
+		tc.ck.forget()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tc.w.ackWait)
+	defer cancel()
+	if err := tc.w.publish(ctx, ev); err != nil {
+		tc.ck.forget()
+		err = fmt.Errorf("worker: publish the %s answer to task %s: %w", ev.Type, tc.task.MsgID, err)
+		tc.log.Warn("worker: an answer could not be published: the task goes back to JetStream", "err", err)
+		_ = tc.msg.Nak()
+		tc.finish(err, "lost")
+		return err
+	}
+	if err := tc.msg.DoubleAck(ctx); err != nil {
+		tc.log.Warn("worker: answered but cannot acknowledge the task", "err", err)
+	}
+	tc.finish(nil, string(ev.Type))
+	return nil
+}
+
+// publish stores ev in REINS_EVENTS.
+func (w *Worker) publish(ctx context.Context, ev *wire.Event) error {
+	subject, err := wire.EventSubject(ev)
+	if err != nil {
+		return err
+	}
+	data, err := wire.EncodeEvent(ev)
+	if err != nil {
+		return err
+	}
+	_, err = w.js.Publish(ctx, subject, data, jetstream.WithMsgID(wire.EventMsgID(ev, "")))
+	return err
+}

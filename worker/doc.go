@@ -1,0 +1,89 @@
+// Package worker is the Go SDK that serves the tasks of reins workflows: a user registers a
+// Handler under a name with Handle, Run consumes the tasks the engine sends to that name, and
+// the handler answers each one through its TaskContext (Continue, Complete, Fail...). The
+// built-in llm and agent steps are served the same way (package builtin registers
+// engine.HandlerLLM and engine.HandlerAgent here).
+//
+// It owns the worker side of the protocol of package wire: consuming REINS_TASKS (one durable
+// pull consumer per handler, "reins-worker-NAME"), publishing answers to REINS_EVENTS,
+// acknowledging tasks, heartbeats, per-task timeouts, cancellation on reins.cancel.>, and the
+// checkpoints of reins_checkpoints. It decides nothing about the workflow: it answers tasks.
+// Retries, backoff, iteration bounds and routing are the engine's (package engine), and this
+// package must not read or write run state (reins_runs), publish tasks, or import the engine's
+// shell (package runner).
+//
+// # Receiving a task
+//
+// A message that is not a task (wire.DecodeTask fails) is terminated (it would never decode)
+// and logged in one line; the worker carries on. A task whose NotBefore is in the future is
+// handed back with a delay until then (loop_delay and retry backoff travel with the task). A
+// task of a run the worker knows has ended (its id, or the id of a parent run, was announced
+// on natsbox.CancelSubject; the worker remembers the last 10,000) is acknowledged without
+// running. Every other task runs its handler in a goroutine of its own, at most
+// Config.Concurrency at once per handler, with a context that is cancelled when the task's
+// Timeout passes (counted from the handler's start), when its run ends, or when the worker
+// stops. While the handler has not
+// answered, the worker tells JetStream every AckWait/3 that the task is in progress.
+//
+// # Answers
+//
+// The first of Continue, Complete, CompleteWith, Fail and FailPermanent counts: it publishes the
+// answer (wire.Answer, with the output, label, stop reason, error and the usage reported with
+// AddUsage) with Nats-Msg-Id wire.EventMsgID, waits for JetStream's acknowledgement, then
+// acknowledges the task. Every later answer returns an error that wraps ErrAnswered and changes
+// nothing. A continued event carries a fresh nonce, so that a handler that runs an iteration
+// again (its worker crashed after continuing but before acknowledging the task) is not dropped
+// as a duplicate; the engine ignores the answer to an iteration it has left.
+//
+// When the handler returns without answering, a non-nil error fails the attempt (Fail: the
+// step's retry policy applies) and nil completes it with a null output (Complete(nil)). A
+// handler that panics fails the attempt (retryable) with "handler NAME panicked: VALUE"; the
+// worker lives on. An output that cannot be encoded as JSON, or whose answer is larger than the
+// server's max payload, fails the attempt permanently with one sentence saying so (retrying
+// could not help), and the answering call returns that sentence as an error. An answer that
+// cannot be published (NATS unreachable) returns the error and hands the task back to
+// JetStream (it runs again, same attempt).
+//
+// # Timeouts, cancellation, stopping and crashes
+//
+// When a task's Timeout passes before an answer, the worker publishes timed_out itself (with the
+// error "the handler did not answer within T") and acknowledges the task without waiting for the
+// handler: a handler that never returns is abandoned, and what it answers later is discarded
+// (the call returns an error wrapping ErrAnswered and context.DeadlineExceeded).
+//
+// When a run ends, the engine announces its id on natsbox.CancelSubject: the worker cancels the
+// contexts of the handlers running for that run and for its sub-runs (ids starting with
+// "RUN/"), discards their answers and acknowledges their tasks; tasks of that run it receives
+// later are acknowledged without running.
+//
+// When the worker stops (the context of Run is done), it stops receiving and drains its
+// subscriptions; then the contexts of running handlers are cancelled, their answers discarded,
+// and their tasks, with those received but not started, handed back to JetStream at once, so
+// that another worker runs them (same attempt). Handlers that answer before their context is
+// cancelled are answered normally. A worker that crashes answers nothing: JetStream delivers
+// its tasks again after AckWait.
+//
+// # Checkpoints
+//
+// A handler keeps state across the iterations of an agent_loop (or agent) step with Checkpoint,
+// AppendCheckpoint and LoadCheckpoint. The state of one activation of one step (or child) lives
+// in natsbox.CheckpointsBucket under the scope wire.CheckpointScope(run, step, item,
+// activation); every write is a new key wire.CheckpointKey(scope, iteration, n), n counting the
+// writes of the attempt from 0, whose value is {"set": V} (Checkpoint) or {"append": [ITEMS]}
+// (AppendCheckpoint). An append therefore writes bytes in proportion to its items, not to the
+// history.
+//
+// LoadCheckpoint folds, in order, the writes of the earlier iterations and those this attempt
+// has made: a set replaces the value, an append extends the array (nothing, or null, counts as
+// an empty array; appending to another value is an error). It returns nil when nothing was
+// written. The writes of an attempt that failed, timed out or crashed do not count: before the
+// first checkpoint call of an attempt that may follow another attempt of the same iteration
+// (Attempt > 1, or a task delivered more than once), the keys of the current iteration are
+// purged.
+//
+// A worker keeps the value a scope had at the end of an iteration it continued, so that when it
+// also runs the next iteration it reads nothing back from the bucket: the cost of an iteration
+// does not grow with the history. Any other answer, failure or timeout drops the kept value;
+// a worker that has none reads the scope's keys once. Checkpoint writes after the task was
+// answered are refused.
+package worker

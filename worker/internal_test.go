@@ -1,0 +1,90 @@
+package worker
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestEndedRunsAreBounded(t *testing.T) {
+	r := newRunTable(3)
+	for i := range 5 {
+		r.end(fmt.Sprint("run", i))
+	}
+	r.end("run4") // known already: not added twice
+	for i, want := range []bool{false, false, true, true, true} {
+		if got := r.isEnded(fmt.Sprint("run", i)); got != want {
+			t.Errorf("run%d ended = %v, want %v (the last 3 ids are kept)", i, got, want)
+		}
+	}
+	if !r.isEnded("run3/call/1/2") || r.isEnded("run33") || r.isEnded("run1/x/1") {
+		t.Error("a sub-run ends with its parent, and only with it")
+	}
+}
+
+func TestCheckpointCache(t *testing.T) {
+	c := newCkCache(2, 100)
+	c.put("a", 1, []byte("[1]"))
+	if _, ok := c.take("a", 2); ok {
+		t.Error("took the value of iteration 1 as iteration 2's")
+	}
+	if _, ok := c.take("a", 1); ok {
+		t.Error("a mismatched take must drop the entry")
+	}
+	c.put("a", 1, []byte("[1]"))
+	c.bump("a", 1, 2)
+	if raw, ok := c.take("a", 2); !ok || string(raw) != "[1]" {
+		t.Errorf("after bump: %s %v", raw, ok)
+	}
+	c.put("a", 3, nil)
+	c.bump("a", 1, 2) // not at 1: dropped
+	if _, ok := c.take("a", 3); ok {
+		t.Error("a mismatched bump must drop the entry")
+	}
+	c.put("a", 1, nil)
+	c.put("b", 1, nil)
+	c.put("c", 1, nil) // evicts a
+	if _, ok := c.take("a", 1); ok {
+		t.Error("the oldest entry survived the entry bound")
+	}
+	c.put("big", 1, make([]byte, 101)) // larger than the byte bound: not kept
+	if _, ok := c.take("big", 1); ok {
+		t.Error("an entry larger than the byte bound was kept")
+	}
+	c.put("d", 1, make([]byte, 60))
+	c.put("e", 1, make([]byte, 60)) // evicts d for bytes
+	if _, ok := c.take("d", 1); ok {
+		t.Error("the byte bound was not enforced")
+	}
+	if _, ok := c.take("e", 1); !ok {
+		t.Error("the newest entry was evicted")
+	}
+	c.drop("c")
+	if len(c.entries) != 1 || c.order.Len() != 1 || c.bytes != 0 {
+		t.Errorf("entries %d, list %d, bytes %d", len(c.entries), c.order.Len(), c.bytes)
+	}
+}
+
+func TestAppendItems(t *testing.T) {
+	for _, c := range []struct{ raw, want string }{
+		{"", `[1,2]`}, {"null", `[1,2]`}, {"[]", `[1,2]`}, {"[0]", `[0,1,2]`},
+	} {
+		var raw []byte
+		if c.raw != "" {
+			raw = []byte(c.raw)
+		}
+		if got := appendItems(raw, [][]byte{[]byte("1"), []byte("2")}); string(got) != c.want {
+			t.Errorf("appendItems(%s) = %s, want %s", c.raw, got, c.want)
+		}
+	}
+	for _, v := range []string{`{"a":1}`, `"s"`, `3`} {
+		if appendable([]byte(v)) {
+			t.Errorf("%s is appendable", v)
+		}
+	}
+	if _, err := applyWrite(nil, []byte(`{"other":1}`)); err == nil {
+		t.Error("a write that is neither set nor append was applied")
+	}
+	if raw, err := applyWrite([]byte("[1]"), []byte(`{"set": [ 2 ]}`)); err != nil || string(raw) != "[2]" {
+		t.Errorf("set: %s %v", raw, err)
+	}
+}

@@ -1,0 +1,251 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+)
+
+func TestTimeoutAnswersWithoutWaitingForTheHandler(t *testing.T) {
+	e := newEnv(t)
+	release := make(chan struct{})
+	late := make(chan error, 1)
+	ctxErr := make(chan error, 1)
+	e.start(Config{}, map[string]Handler{"slow": func(tc TaskContext) error {
+		<-tc.Done()
+		ctxErr <- context.Cause(tc)
+		<-release // blocks until the test has seen timed_out: the worker must not wait for it
+		late <- tc.Complete("too late")
+		return nil
+	}})
+	defer close(release)
+	tk := task("r", "s", "slow", 1, 1)
+	tk.Timeout = 200 * time.Millisecond
+	e.publish(tk)
+	ev := e.event()
+	wantEvent(t, ev, engine.EvTimedOut, tk)
+	if ev.Error != "the handler did not answer within 200ms" {
+		t.Errorf("error %q", ev.Error)
+	}
+	if how := e.waitSettled(tk.MsgID); how != string(engine.EvTimedOut) {
+		t.Errorf("settled as %s", how)
+	}
+	if n := e.streamMsgs(natsbox.TasksStream); n != 0 {
+		t.Errorf("the timed-out task is still in %s (%d)", natsbox.TasksStream, n)
+	}
+	if err := recv(t, ctxErr); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the handler's context ended with %v, want a deadline", err)
+	}
+	release <- struct{}{}
+	if err := recv(t, late); !isAnswered(err) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the late answer returned %v, want ErrAnswered and DeadlineExceeded", err)
+	}
+	if n := e.streamMsgs(natsbox.EventsStream); n != 1 {
+		t.Errorf("%d events, want only timed_out", n)
+	}
+}
+
+func TestNotBeforeDelaysTheTask(t *testing.T) {
+	e := newEnv(t)
+	now := time.Now // the worker's clock; the handler reads the same one
+	started := make(chan time.Time, 1)
+	e.start(Config{Now: now}, map[string]Handler{"h": func(tc TaskContext) error {
+		started <- now()
+		return tc.Complete(nil)
+	}})
+	tk := task("r", "s", "h", 2, 1)
+	tk.NotBefore = now().Add(300 * time.Millisecond)
+	e.publish(tk)
+	if at := recv(t, started); at.Before(tk.NotBefore) {
+		t.Fatalf("the handler started at %s, before NotBefore %s", at, tk.NotBefore)
+	}
+	ev := e.event()
+	wantEvent(t, ev, engine.EvCompleted, tk)
+	if ev.At.Before(tk.NotBefore) {
+		t.Errorf("answered at %s, before NotBefore", ev.At)
+	}
+	if info := e.consumerInfo("h"); info.Delivered.Consumer < 2 {
+		t.Errorf("delivered %d times: the task is handed back until it is due", info.Delivered.Consumer)
+	}
+}
+
+func TestRunEndCancelsItsTasks(t *testing.T) {
+	e := newEnv(t)
+	var calls sync.Map // run id → number of handler calls
+	type result struct {
+		run    string
+		cause  error
+		answer error
+	}
+	results := make(chan result, 4)
+	started := make(chan string, 4)
+	e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+		n, _ := calls.LoadOrStore(tc.RunID(), new(atomic.Int32))
+		n.(*atomic.Int32).Add(1)
+		if tc.RunID() == "sentinel" {
+			return tc.Complete("ok")
+		}
+		started <- tc.RunID()
+		<-tc.Done()
+		err := tc.Complete("discarded")
+		results <- result{tc.RunID(), context.Cause(tc), err}
+		return err
+	}})
+	cancelRun := func(run string) {
+		t.Helper()
+		subject, err := natsbox.CancelSubject(run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.box.Conn().Publish(subject, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A running task of the run, and one of a sub-run of another run.
+	tk := task("run1", "s", "h", 1, 1)
+	sub := task("run2/call/1", "s", "h", 1, 1)
+	e.publish(tk)
+	e.publish(sub)
+	got := map[string]bool{recv(t, started): true, recv(t, started): true}
+	if !got["run1"] || !got["run2/call/1"] {
+		t.Fatalf("started %v", got)
+	}
+	cancelRun("run1")
+	if how := e.waitSettled(tk.MsgID); how != "run_ended" {
+		t.Fatalf("settled as %s", how)
+	}
+	res := recv(t, results)
+	if res.run != "run1" || !errors.Is(res.cause, errRunEnded) || !isAnswered(res.answer) {
+		t.Fatalf("handler of %s: cause %v, answer %v", res.run, res.cause, res.answer)
+	}
+	cancelRun("run2") // the parent's end reaches the sub-run
+	if how := e.waitSettled(sub.MsgID); how != "run_ended" {
+		t.Fatalf("sub-run task settled as %s", how)
+	}
+	recv(t, results)
+
+	// Tasks of the ended runs that arrive later are acknowledged without running.
+	later := task("run1", "s", "h", 2, 1)
+	laterSub := task("run1/map/1/3", "s", "h", 1, 1)
+	e.publish(later)
+	e.publish(laterSub)
+	e.waitSettled(later.MsgID)
+	e.waitSettled(laterSub.MsgID)
+	if n, _ := calls.Load("run1"); n.(*atomic.Int32).Load() != 1 {
+		t.Errorf("the handler ran %d times for run1, want 1", n.(*atomic.Int32).Load())
+	}
+	if _, ran := calls.Load("run1/map/1/3"); ran {
+		t.Error("the handler ran for a sub-run of an ended run")
+	}
+	sentinel := task("sentinel", "s", "h", 1, 1)
+	e.publish(sentinel)
+	ev := e.event()
+	wantEvent(t, ev, engine.EvCompleted, sentinel) // the first and only event: nothing was answered for the cancelled runs
+	e.waitSettled(sentinel.MsgID)
+	if n := e.streamMsgs(natsbox.TasksStream); n != 0 {
+		t.Errorf("%d tasks left: the tasks of ended runs are acknowledged", n)
+	}
+}
+
+// A worker that stops hands its running task back; another worker runs it (same attempt).
+func TestStopHandsTheTaskToAnotherWorker(t *testing.T) {
+	e := newEnv(t)
+	started := make(chan struct{}, 1)
+	late := make(chan error, 1)
+	first := e.start(Config{AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
+		started <- struct{}{}
+		<-tc.Done()
+		late <- tc.Complete("from the stopped worker")
+		return tc.Err()
+	}})
+	tk := task("r", "s", "h", 4, 2)
+	e.publish(tk)
+	recv(t, started)
+	first.stop()
+	if how := e.waitSettled(tk.MsgID); how != "stopped" {
+		t.Fatalf("settled as %s", how)
+	}
+	if err := recv(t, late); !isAnswered(err) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("the stopped worker's answer returned %v", err)
+	}
+	e.start(Config{AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
+		return tc.Complete("from the second worker")
+	}})
+	ev := e.event()
+	wantEvent(t, ev, engine.EvCompleted, tk)
+	if string(ev.Output) != `"from the second worker"` {
+		t.Fatalf("output %s", ev.Output)
+	}
+	if n := e.streamMsgs(natsbox.EventsStream); n != 1 {
+		t.Fatalf("%d events, want 1: the stopped worker answers nothing", n)
+	}
+}
+
+// A worker that crashes (its connection dies) answers nothing; JetStream delivers the task again
+// after AckWait, to another worker.
+func TestCrashedWorkerTaskIsRedeliveredAfterAckWait(t *testing.T) {
+	e := newEnvOpts(t, natsbox.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	crashBox, err := natsbox.Open(testCtx(t), natsbox.Options{URL: e.box.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = crashBox.Close() })
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	e.start(Config{Box: crashBox, AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
+		started <- struct{}{}
+		<-release
+		return tc.Complete("never stored")
+	}})
+	tk := task("r", "s", "h", 1, 1)
+	published := time.Now() // before the first delivery, from which AckWait counts
+	e.publish(tk)
+	recv(t, started)
+	crashBox.Conn().Close() // the crash: no answer, no acknowledgement
+
+	e.start(Config{AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
+		return tc.Complete("second worker")
+	}})
+	ev := e.event()
+	wantEvent(t, ev, engine.EvCompleted, tk)
+	if string(ev.Output) != `"second worker"` {
+		t.Fatalf("output %s", ev.Output)
+	}
+	if d := time.Since(published); d < time.Second {
+		t.Fatalf("answered %s after the task was published, before AckWait", d)
+	}
+}
+
+// Heartbeats keep a task that runs longer than AckWait from being delivered again.
+func TestHeartbeatsKeepALongTask(t *testing.T) {
+	e := newEnv(t)
+	var calls atomic.Int32
+	e.start(Config{AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
+		calls.Add(1)
+		work := time.NewTimer(2500 * time.Millisecond) // the handler's work, longer than AckWait
+		defer work.Stop()
+		select {
+		case <-work.C:
+		case <-tc.Done():
+		}
+		return tc.Complete("done")
+	}})
+	tk := task("r", "s", "h", 1, 1)
+	e.publish(tk)
+	wantEvent(t, e.event(), engine.EvCompleted, tk)
+	e.waitSettled(tk.MsgID)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times", n)
+	}
+	if info := e.consumerInfo("h"); info.NumRedelivered != 0 {
+		t.Fatalf("redelivered %d", info.NumRedelivered)
+	}
+}

@@ -1,0 +1,136 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/reins-run/reins/natsbox"
+)
+
+// errRunEnded is the cause of the cancellation of a handler's context when its run ends.
+var errRunEnded = fmt.Errorf("the run ended: %w", context.Canceled)
+
+const (
+	// cancelPrefix is natsbox.CancelSubject without the run id.
+	cancelPrefix = "reins.cancel."
+	// flushTimeout bounds the wait for the server to confirm the cancel subscription.
+	flushTimeout = 10 * time.Second
+)
+
+// runTable knows the runs that ended (the last max ids announced) and the tasks running, so
+// that the end of a run cancels its tasks and those of its sub-runs.
+type runTable struct {
+	mu      sync.Mutex
+	ended   map[string]bool
+	order   []string // ring of the ids in ended, oldest at next
+	next    int
+	running map[*taskContext]struct{}
+}
+
+func newRunTable(max int) *runTable {
+	return &runTable{ended: map[string]bool{}, order: make([]string, 0, max), running: map[*taskContext]struct{}{}}
+}
+
+// admit registers tc as running unless its run (or a parent run) has ended.
+func (r *runTable) admit(tc *taskContext) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hasEnded(tc.task.RunID) {
+		return false
+	}
+	r.running[tc] = struct{}{}
+	return true
+}
+
+func (r *runTable) remove(tc *taskContext) {
+	r.mu.Lock()
+	delete(r.running, tc)
+	r.mu.Unlock()
+}
+
+// isEnded reports whether run, or a run whose sub-run it is, ended.
+func (r *runTable) isEnded(run string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hasEnded(run)
+}
+
+// hasEnded reports whether run, or a run whose sub-run it is (ids are parent/step/activation),
+// ended. r.mu is held.
+func (r *runTable) hasEnded(run string) bool {
+	for {
+		if r.ended[run] {
+			return true
+		}
+		i := strings.LastIndexByte(run, '/')
+		if i < 0 {
+			return false
+		}
+		run = run[:i]
+	}
+}
+
+// end records that run ended and cancels the tasks of it and of its sub-runs.
+func (r *runTable) end(run string) int {
+	r.mu.Lock()
+	r.remember(run)
+	var cancel []*taskContext
+	for tc := range r.running {
+		if id := tc.task.RunID; id == run || strings.HasPrefix(id, run+"/") {
+			cancel = append(cancel, tc)
+		}
+	}
+	r.mu.Unlock()
+	for _, tc := range cancel {
+		tc.cancel(errRunEnded)
+	}
+	return len(cancel)
+}
+
+// remember adds run to the ended set, forgetting the oldest id beyond the bound. r.mu is held.
+func (r *runTable) remember(run string) {
+	if r.ended[run] {
+		return
+	}
+	r.ended[run] = true
+	if len(r.order) < cap(r.order) {
+		r.order = append(r.order, run)
+		return
+	}
+	delete(r.ended, r.order[r.next])
+	r.order[r.next] = run
+	r.next = (r.next + 1) % len(r.order)
+}
+
+// listenCancels subscribes to the ends of runs; the returned function unsubscribes.
+func (w *Worker) listenCancels(ctx context.Context) (func(), error) {
+	nc := w.box.Conn()
+	sub, err := nc.Subscribe(natsbox.CancelSubjects, func(m *nats.Msg) {
+		run := strings.TrimPrefix(m.Subject, cancelPrefix)
+		if n := w.runs.end(run); n > 0 {
+			w.log.Info("worker: run ended; its running tasks are cancelled", "run", run, "tasks", n)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worker: subscribe to %s: %w", natsbox.CancelSubjects, err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	defer cancel()
+	if err := nc.FlushWithContext(fctx); err != nil { // the server has the subscription before Ready
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("worker: subscribe to %s: %w", natsbox.CancelSubjects, err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// counter is an atomic counter.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) add()        { c.n.Add(1) }
+func (c *counter) load() int64 { return c.n.Load() }

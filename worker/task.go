@@ -1,0 +1,187 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/wire"
+)
+
+// errTimedOut is the cause of the cancellation of a handler's context at its task's timeout.
+var errTimedOut = fmt.Errorf("the task's timeout passed: %w", context.DeadlineExceeded)
+
+// receive takes one message of s: it drops what is not a task, hands back a task that is not
+// due, acknowledges a task of a run that ended, and starts the others.
+func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Msg) {
+	t, err := wire.DecodeTask(msg.Data())
+	if err != nil {
+		w.log.Error("worker: dropped a message that is not a task", "handler", s.name, "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	}
+	if w.runs.isEnded(t.RunID) {
+		w.log.Debug("worker: task of a run that ended: acknowledged without running", "handler", s.name, "task", t.MsgID)
+		if err := w.ack(msg); err != nil {
+			w.log.Warn("worker: cannot acknowledge a task", "task", t.MsgID, "err", err)
+		}
+		w.settled(t, "run_ended")
+		return
+	}
+	if wait := t.NotBefore.Sub(w.now()); wait > 0 {
+		if err := msg.NakWithDelay(wait); err != nil {
+			w.log.Warn("worker: cannot hand back a task that is not due", "task", t.MsgID, "err", err)
+		}
+		return
+	}
+	tc := w.newTaskContext(base, s, msg, t)
+	if !w.runs.admit(tc) {
+		tc.stopContext()
+		tc.log.Debug("worker: task of a run that ended: acknowledged without running")
+		tc.settleAck("run_ended")
+		return
+	}
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done(): // stopping: the task goes back to JetStream once the subscription is drained
+		w.runs.remove(tc)
+		tc.stopContext()
+		s.handBack = append(s.handBack, msg)
+		return
+	}
+	w.tasks.Go(func() {
+		defer func() { <-s.sem }()
+		defer w.runs.remove(tc)
+		defer tc.stopContext()
+		w.serve(tc)
+	})
+}
+
+// serve runs the handler of tc and watches it: heartbeats while it has not answered, the
+// fallback answer when it returns without one, and the timeout, cancellation or stop of its
+// context.
+func (w *Worker) serve(tc *taskContext) {
+	if tc.Err() != nil { // the run ended, or the worker stopped, while the task waited for a slot
+		tc.settle()
+		return
+	}
+	tc.startClock()
+	done := make(chan error, 1)
+	go func() { done <- tc.call() }()
+	beat := time.NewTicker(max(w.ackWait/3, time.Millisecond))
+	defer beat.Stop()
+	for {
+		select {
+		case err := <-done:
+			tc.returned(err)
+			return
+		case <-tc.Done():
+			tc.settle()
+			return
+		case <-beat.C:
+			tc.beat()
+		}
+	}
+}
+
+// call runs the handler, turning a panic into an error.
+func (tc *taskContext) call() (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			tc.log.Error("worker: handler panicked", "panic", v, "stack", string(debug.Stack()))
+			err = &panicError{msg: fmt.Sprintf("handler %s panicked: %v", tc.handler, v)}
+		}
+	}()
+	return tc.h(tc)
+}
+
+type panicError struct{ msg string }
+
+func (e *panicError) Error() string { return e.msg }
+
+// returned answers for a handler that returned: nothing if it answered, the worker's own answer
+// if its context is done, else Fail(err) or Complete(nil).
+func (tc *taskContext) returned(err error) {
+	if tc.Err() != nil {
+		tc.settle()
+		return
+	}
+	var aerr error
+	if err != nil {
+		aerr = tc.Fail(err)
+	} else {
+		aerr = tc.Complete(nil)
+	}
+	if aerr != nil && !errors.Is(aerr, ErrAnswered) {
+		tc.log.Warn("worker: cannot answer for a handler that returned", "err", aerr)
+	}
+}
+
+// settle ends a task whose context is done and that has not answered: timed_out at its
+// timeout, acknowledged when its run ended, handed back when the worker stops.
+func (tc *taskContext) settle() {
+	cause := context.Cause(tc)
+	if !tc.claim(cause) {
+		return
+	}
+	switch {
+	case errors.Is(cause, errTimedOut):
+		tc.timeOut()
+	case errors.Is(cause, errRunEnded):
+		tc.log.Info("worker: the run ended: the task's answer is discarded")
+		tc.w.cache.drop(tc.ck.scope)
+		tc.settleAck("run_ended")
+	default:
+		tc.log.Info("worker: the worker stops: the task goes back to JetStream")
+		tc.w.cache.drop(tc.ck.scope)
+		tc.settleNak("stopped")
+	}
+}
+
+// timeOut publishes timed_out for a task whose handler did not answer in time.
+func (tc *taskContext) timeOut() {
+	ev := tc.event(engine.EvTimedOut)
+	ev.Error = fmt.Sprintf("the handler did not answer within %s", tc.task.Timeout)
+	tc.log.Warn("worker: task timed out", "timeout", tc.task.Timeout)
+	if err := tc.deliver(ev); err != nil {
+		tc.log.Warn("worker: cannot publish timed_out", "err", err)
+	}
+}
+
+// settleAck acknowledges the task without answering it.
+func (tc *taskContext) settleAck(how string) {
+	if err := tc.w.ack(tc.msg); err != nil {
+		tc.log.Warn("worker: cannot acknowledge a task", "err", err)
+	}
+	tc.finish(nil, how)
+}
+
+// settleNak hands the task back to JetStream, to run again at once (same attempt).
+func (tc *taskContext) settleNak(how string) {
+	if err := tc.msg.Nak(); err != nil {
+		tc.log.Warn("worker: cannot hand a task back", "err", err)
+	}
+	tc.finish(nil, how)
+}
+
+// beat tells JetStream that the task is still being worked on, while it has not answered.
+func (tc *taskContext) beat() {
+	if !tc.open() {
+		return
+	}
+	if err := tc.msg.InProgress(); err != nil {
+		tc.log.Warn("worker: heartbeat failed", "err", err)
+	}
+}
+
+// ack acknowledges msg and waits for the server to confirm, at most AckWait.
+func (w *Worker) ack(msg jetstream.Msg) error {
+	ctx, cancel := context.WithTimeout(context.Background(), w.ackWait)
+	defer cancel()
+	return msg.DoubleAck(ctx)
+}

@@ -1,0 +1,352 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/wire"
+)
+
+// Defaults of Config.
+const (
+	DefaultAckWait     = 30 * time.Second
+	DefaultConcurrency = 64
+)
+
+// ConsumerPrefix starts the name of the durable consumer of each handler: "reins-worker-NAME".
+// Every worker that registers NAME shares that consumer, so a task goes to one of them.
+const ConsumerPrefix = "reins-worker-"
+
+const (
+	// maxAckPending is large because tasks waiting for their NotBefore stay pending.
+	maxAckPending = 1 << 20
+	// maxEndedRuns bounds the set of run ids the worker knows have ended.
+	maxEndedRuns = 10_000
+	// retryConsume is how long a consume loop waits before subscribing again after an error.
+	retryConsume = time.Second
+)
+
+// Config configures a Worker.
+type Config struct {
+	// Box is the NATS connection (required).
+	Box *natsbox.Box
+	// Logger receives the worker's log; nil discards it.
+	Logger *slog.Logger
+	// AckWait is the AckWait of the handlers' consumers; 0 means DefaultAckWait. A crashed
+	// worker's task is delivered again after it. While a handler runs, the worker tells
+	// JetStream every AckWait/3 that the task is in progress. Workers that share a handler
+	// should use the same AckWait (the consumer is shared and takes the last one).
+	AckWait time.Duration
+	// Concurrency is how many tasks of one handler run at once; 0 means DefaultConcurrency.
+	Concurrency int
+	// Now is the clock of the answers' times and of NotBefore; nil means time.Now. Timeouts
+	// and heartbeats run on the real clock.
+	Now func() time.Time
+}
+
+// Handler serves the tasks of one name: it answers through tc (Continue, Complete, Fail...).
+// Returning without an answer fails the attempt (err != nil) or completes it with a null
+// output (nil).
+type Handler func(tc TaskContext) error
+
+// Worker serves the tasks of the handlers registered with Handle. Create it with New.
+type Worker struct {
+	box         *natsbox.Box
+	js          jetstream.JetStream
+	log         *slog.Logger
+	now         func() time.Time
+	ackWait     time.Duration
+	concurrency int
+	bundles     *wire.Store
+
+	mu       sync.Mutex
+	handlers map[string]Handler
+	started  bool
+
+	ready chan struct{}
+	runs  *runTable
+	cache *ckCache
+	ckv   jetstream.KeyValue // set by Run before ready is closed
+	tasks sync.WaitGroup     // the supervisors of running tasks
+
+	// testSettled, when set (tests only), is called once the worker has settled a task: answered
+	// and acknowledged it, or handed it back.
+	testSettled func(t *engine.Task, how string)
+	// reloads counts the times a checkpoint was read back from the bucket (tests only).
+	reloads counter
+}
+
+// New returns a Worker on cfg.Box. Register handlers with Handle, then call Run.
+func New(cfg Config) (*Worker, error) {
+	switch {
+	case cfg.Box == nil:
+		return nil, errors.New("worker: Config.Box is nil: open a connection with natsbox.Open")
+	case cfg.AckWait < 0:
+		return nil, fmt.Errorf("worker: Config.AckWait is %s: want 0 (meaning %s) or more", cfg.AckWait, DefaultAckWait)
+	case cfg.Concurrency < 0:
+		return nil, fmt.Errorf("worker: Config.Concurrency is %d: want 0 (meaning %d) or more", cfg.Concurrency, DefaultConcurrency)
+	}
+	w := &Worker{
+		box:         cfg.Box,
+		js:          cfg.Box.JetStream(),
+		log:         cfg.Logger,
+		now:         cfg.Now,
+		ackWait:     orDefault(cfg.AckWait, DefaultAckWait),
+		concurrency: orDefault(cfg.Concurrency, DefaultConcurrency),
+		handlers:    map[string]Handler{},
+		ready:       make(chan struct{}),
+		runs:        newRunTable(maxEndedRuns),
+		cache:       newCkCache(maxCacheEntries, maxCacheBytes),
+	}
+	if w.log == nil {
+		w.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if w.now == nil {
+		w.now = time.Now
+	}
+	w.bundles = wire.NewStore(&workflowsKV{js: w.js})
+	return w, nil
+}
+
+// orDefault returns v, or def when v is zero.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Handle registers h under name, a natsbox subject token that can also name a consumer (no '/'
+// or '\'). Names starting with "reins-" are the built-in handlers' (package builtin registers
+// engine.HandlerLLM and engine.HandlerAgent through Handle). Like http.ServeMux, it panics on an
+// invalid or duplicate name, a nil handler, or once Run has started.
+func (w *Worker) Handle(name string, h Handler) {
+	if err := checkName(name); err != nil {
+		panic(err.Error())
+	}
+	if h == nil {
+		panic(fmt.Sprintf("worker: Handle(%q): the handler is nil", name))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.started:
+		panic(fmt.Sprintf("worker: Handle(%q) after Run started: register every handler first", name))
+	case w.handlers[name] != nil:
+		panic(fmt.Sprintf("worker: Handle(%q): a handler is already registered under this name", name))
+	}
+	w.handlers[name] = h
+}
+
+func checkName(name string) error {
+	if err := natsbox.CheckToken(name); err != nil {
+		return fmt.Errorf("worker: Handle: handler name: %w", err)
+	}
+	if strings.ContainsAny(name, `/\`) {
+		return fmt.Errorf("worker: Handle: handler name %q has '/' or '\\', which a consumer name cannot hold", name)
+	}
+	return nil
+}
+
+// Ready returns a channel closed once Run consumes the tasks of every handler and listens for
+// the ends of runs.
+func (w *Worker) Ready() <-chan struct{} { return w.ready }
+
+// Bundles returns the workflow definitions (natsbox.WorkflowsBucket), for built-in handlers.
+// The bucket is opened on first use.
+func (w *Worker) Bundles() *wire.Store { return w.bundles }
+
+// errStopped is the cause of the cancellation of the handlers' contexts when the worker stops.
+var errStopped = fmt.Errorf("the worker is stopping: %w", context.Canceled)
+
+// Run ensures the layout, creates or updates the durable consumer of every handler, listens for
+// the ends of runs and serves tasks until ctx is done; then it cancels the running handlers,
+// hands their tasks back to JetStream, and returns nil. It returns an error if it cannot
+// start, and may be called once.
+func (w *Worker) Run(ctx context.Context) error {
+	handlers, err := w.start()
+	if err != nil {
+		return err
+	}
+	if err := natsbox.EnsureLayout(ctx, w.js, natsbox.Layout{}); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	if w.ckv, err = w.js.KeyValue(ctx, natsbox.CheckpointsBucket); err != nil {
+		return fmt.Errorf("worker: checkpoints bucket %s: %w", natsbox.CheckpointsBucket, err)
+	}
+	unsub, err := w.listenCancels(ctx)
+	if err != nil {
+		return err
+	}
+	defer unsub()
+	consumers, err := w.consumers(ctx, handlers)
+	if err != nil {
+		return err
+	}
+
+	// The handlers' contexts outlive ctx: when it ends, the subscriptions are drained first, so
+	// that the tasks handed back go to other workers and not to this worker's last pull request.
+	base, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stop(errStopped)
+	servings := make([]*serving, 0, len(handlers))
+	var loops sync.WaitGroup
+	for _, name := range slices.Sorted(maps.Keys(handlers)) {
+		s := &serving{name: name, h: handlers[name], cons: consumers[name], sem: make(chan struct{}, w.concurrency)}
+		servings = append(servings, s)
+		loops.Go(func() { w.consume(ctx, base, s) })
+	}
+	close(w.ready)
+	w.log.Info("worker ready", "handlers", len(handlers))
+	<-ctx.Done()
+	loops.Wait()
+	w.handBack(servings)
+	stop(errStopped)
+	w.tasks.Wait()
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// handBack gives back to JetStream the tasks received but not started, once the server has
+// dropped this worker's subscriptions.
+func (w *Worker) handBack(servings []*serving) {
+	if err := w.box.Conn().FlushTimeout(flushTimeout); err != nil {
+		w.log.Warn("worker: cannot flush the connection before handing tasks back", "err", err)
+	}
+	for _, s := range servings {
+		for _, msg := range s.handBack {
+			if err := msg.Nak(); err != nil {
+				w.log.Warn("worker: cannot hand a task back", "handler", s.name, "err", err)
+			}
+		}
+	}
+}
+
+// start freezes the handlers.
+func (w *Worker) start() (map[string]Handler, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return nil, errors.New("worker: Run called twice: a Worker runs once")
+	}
+	w.started = true
+	return maps.Clone(w.handlers), nil
+}
+
+// consumers creates or updates the durable consumer of every handler.
+func (w *Worker) consumers(ctx context.Context, handlers map[string]Handler) (map[string]jetstream.Consumer, error) {
+	out := make(map[string]jetstream.Consumer, len(handlers))
+	for name := range handlers {
+		c, err := w.consumer(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = c
+	}
+	return out, nil
+}
+
+func (w *Worker) consumer(ctx context.Context, name string) (jetstream.Consumer, error) {
+	subject, err := natsbox.TaskSubject(name)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	c, err := w.js.CreateOrUpdateConsumer(ctx, natsbox.TasksStream, jetstream.ConsumerConfig{
+		Durable:       ConsumerPrefix + name,
+		Description:   "reins worker of handler " + name,
+		FilterSubject: subject,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       w.ackWait,
+		MaxAckPending: maxAckPending,
+		MaxDeliver:    -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worker: consumer %s%s on %s: %w", ConsumerPrefix, name, natsbox.TasksStream, err)
+	}
+	return c, nil
+}
+
+// serving is one handler being served.
+type serving struct {
+	name string
+	h    Handler
+	cons jetstream.Consumer
+	sem  chan struct{} // one token per running task
+	// handBack holds the messages received but not started when the worker stopped; only the
+	// consume loop touches it until it returns.
+	handBack []jetstream.Msg
+}
+
+// consume receives the tasks of s until ctx is done, subscribing again after an error. The
+// handlers' contexts derive from base.
+func (w *Worker) consume(ctx, base context.Context, s *serving) {
+	for ctx.Err() == nil {
+		err := w.consumeOnce(ctx, base, s)
+		if ctx.Err() != nil {
+			return
+		}
+		w.log.Warn("worker: consuming tasks stopped; subscribing again", "handler", s.name, "err", err)
+		t := time.NewTimer(retryConsume)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		if c, err := w.consumer(ctx, s.name); err == nil {
+			s.cons = c
+		}
+	}
+}
+
+// consumeOnce receives tasks from one subscription until it fails or ctx is done; then it
+// drains the subscription, keeping what was buffered to hand back.
+func (w *Worker) consumeOnce(ctx, base context.Context, s *serving) error {
+	iter, err := s.cons.Messages(jetstream.PullMaxMessages(min(w.concurrency, 256)))
+	if err != nil {
+		return err
+	}
+	defer w.drain(s, iter)
+	for {
+		msg, err := iter.Next(jetstream.NextContext(ctx))
+		switch {
+		case ctx.Err() != nil:
+			if msg != nil {
+				s.handBack = append(s.handBack, msg)
+			}
+			return ctx.Err()
+		case errors.Is(err, jetstream.ErrNoHeartbeat):
+			w.log.Debug("worker: missed a heartbeat of the task subscription", "handler", s.name)
+			continue
+		case err != nil:
+			return err
+		}
+		w.receive(ctx, base, s, msg)
+	}
+}
+
+// drain stops iter and keeps the messages it had buffered.
+func (w *Worker) drain(s *serving, iter jetstream.MessagesContext) {
+	iter.Drain()
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	for {
+		msg, err := iter.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			iter.Stop()
+			return
+		}
+		s.handBack = append(s.handBack, msg)
+	}
+}

@@ -58,8 +58,9 @@ func TestCheckpointCache(t *testing.T) {
 	if _, ok := c.take("e", 1); !ok {
 		t.Error("the newest entry was evicted")
 	}
-	c.drop("c")
-	if len(c.entries) != 1 || c.order.Len() != 1 || c.bytes != 0 {
+	c.put("f", 1, make([]byte, 10))
+	c.drop("f")
+	if len(c.entries) != 0 || c.order.Len() != 0 || c.bytes != 0 {
 		t.Errorf("entries %d, list %d, bytes %d", len(c.entries), c.order.Len(), c.bytes)
 	}
 }

@@ -35,12 +35,15 @@ func BenchmarkWorkflowLoad10k(b *testing.B) { bench.LoadValidate(10000)(b) }
 // TestSuiteMeasures runs the suite as `reins bench` does, so the benchmarks cannot rot unnoticed:
 // each must complete and report a positive time, and the floor's ratio to itself is 1.
 func TestSuiteMeasures(t *testing.T) {
-	results, err := bench.Run(nil, nil)
+	// The runs of thousands of loops take most of a minute; they are measured by reins bench
+	// and go test -bench, not here.
+	heavy := map[string]bool{"agent_loop_1000": true, "checkpoint_growth": true, "waiting_runs": true}
+	results, err := bench.Run(func(name string) bool { return !heavy[name] }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != len(bench.Suite()) {
-		t.Fatalf("%d results for %d benchmarks", len(results), len(bench.Suite()))
+	if len(results) != len(bench.Suite())-len(heavy) {
+		t.Fatalf("%d results for %d benchmarks", len(results), len(bench.Suite())-len(heavy))
 	}
 	for _, r := range results {
 		if r.N <= 0 || r.NsPerOp <= 0 || r.RatioToFloor <= 0 {

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+	"maps"
+	"strings"
 	"testing"
 )
 
@@ -22,6 +24,11 @@ func Suite() []Benchmark {
 		{"openai_call", "one model call through the OpenAI provider to a local server: build, SDK, HTTP, parse", OpenAICall},
 		{"anthropic_call", "one model call through the Anthropic provider to a local server: build, SDK, HTTP, parse", AnthropicCall},
 		{"engine_iteration", "one engine decision of an agent_loop iteration: Decide on continued, next dispatch", EngineIteration},
+		{"agent_loop_iteration", "one durable agent_loop iteration, no-op handler, one loop: worker answer → engine decision → next task, through JetStream", AgentLoopIteration},
+		{"agent_loop_64", "durable agent_loop iterations with 64 loops at once (ns/op per iteration; iterations/s)", AgentLoopThroughput(64)},
+		{"agent_loop_1000", "durable agent_loop iterations with 1,000 loops at once (ns/op per iteration; iterations/s)", AgentLoopThroughput(1000)},
+		{"checkpoint_growth", "one agent_loop of 1,000 iterations each appending 1 KB to its checkpoint (ns/op per run)", CheckpointGrowth},
+		{"waiting_runs", "10,000 runs waiting in loop_delay: resident memory of engine, worker and embedded server", WaitingRuns},
 		{"workflow_load_1k", "parse and validate a generated 1,000-step workflow file", LoadValidate(1000)},
 		{"workflow_load_10k", "parse and validate a generated 10,000-step workflow file", LoadValidate(10000)},
 	}
@@ -36,6 +43,9 @@ type Result struct {
 	AllocsPerOp  int64   `json:"allocs_per_op"`
 	BytesPerOp   int64   `json:"bytes_per_op"`
 	RatioToFloor float64 `json:"ratio_to_floor"`
+	// Extra holds the benchmark's own metrics (p50-ns, iterations/s, rss-MB...), and for a
+	// p50 its ratio to the floor (p50/floor).
+	Extra map[string]float64 `json:"extra,omitempty"`
 }
 
 // Run measures every benchmark of the suite whose name passes keep (nil keeps all; the floor is
@@ -58,8 +68,17 @@ func Run(keep func(name string) bool, progress func(name string)) ([]Result, err
 		if i == 0 {
 			floor = ns
 		}
-		out = append(out, Result{Name: bm.Name, Description: bm.Description, N: r.N, NsPerOp: ns,
-			AllocsPerOp: r.AllocsPerOp(), BytesPerOp: r.AllocedBytesPerOp(), RatioToFloor: ns / floor})
+		res := Result{Name: bm.Name, Description: bm.Description, N: r.N, NsPerOp: ns,
+			AllocsPerOp: r.AllocsPerOp(), BytesPerOp: r.AllocedBytesPerOp(), RatioToFloor: ns / floor}
+		if len(r.Extra) > 0 {
+			res.Extra = maps.Clone(r.Extra)
+			for _, q := range []string{"p50-ns", "p99-ns"} {
+				if v, ok := r.Extra[q]; ok {
+					res.Extra[strings.TrimSuffix(q, "-ns")+"/floor"] = v / floor
+				}
+			}
+		}
+		out = append(out, res)
 	}
 	return out, nil
 }

@@ -145,12 +145,31 @@ func (d *decider) finish(status RunStatus, output json.RawMessage, err *RunError
 		return
 	}
 	d.run.Status, d.run.Output, d.run.Error = status, output, err
+	d.settle(status)
 	c := Command{Type: CmdFinish, Status: status, Output: output}
 	if err != nil {
 		e := *err
 		c.Error = &e
 	}
 	d.cmds = append(d.cmds, c)
+}
+
+// settle gives every step a final status when the run ends: a step still running is
+// cancelled (stop reason "cancelled", or "timeout" when the run passed its deadline), and a step
+// the run never reached is skipped.
+func (d *decider) settle(status RunStatus) {
+	reason := LabelCancelled
+	if status == RunTimedOut {
+		reason = LabelTimeout
+	}
+	for _, sr := range d.run.Steps {
+		switch sr.Status {
+		case StepRunning:
+			sr.Status, sr.StopReason = StepCancelled, reason
+		case StepPending:
+			sr.Status = StepSkipped
+		}
+	}
 }
 
 func (d *decider) fail(code, msg, step string) {

@@ -33,7 +33,9 @@
 // step with the run input. Every event first checks its time against the deadline: at or after
 // it, the run ends timed_out (E_DEADLINE). A cancel event ends it cancelled (E_CANCELLED, with
 // the event's Reason). A run ends with exactly one finish command carrying its status, output
-// and error; the shell cancels whatever is still in flight.
+// and error; the shell cancels whatever is still in flight. When a run ends, every step still
+// running becomes cancelled (stop reason "cancelled", or "timeout" at the deadline) and every
+// step it never reached becomes skipped, so that a finished run has no pending or running step.
 //
 // # Activating a step
 //

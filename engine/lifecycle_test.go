@@ -42,8 +42,8 @@ func TestDeadline(t *testing.T) {
 		if run.Status != engine.RunTimedOut || len(cmds) != 1 || cmds[0].Type != engine.CmdFinish || cmds[0].Error.Code != engine.CodeDeadline {
 			t.Fatalf("status %s, commands %+v", run.Status, cmds)
 		}
-		if run.Steps["a"].Status != engine.StepRunning {
-			t.Fatal("the late answer was recorded")
+		if a := run.Steps["a"]; a.Output != nil || a.Status != engine.StepCancelled || a.StopReason != engine.LabelTimeout {
+			t.Fatalf("step a: %s, stop reason %q, output %s: want cancelled by the deadline, the late answer not recorded", a.Status, a.StopReason, a.Output)
 		}
 	})
 }

@@ -44,8 +44,8 @@ func Timers(def *workflow.Definition, run *Run) []Command {
 // SubRuns returns the sub-runs run started and has not seen end: its running call steps and
 // its running children that run a workflow file, as the start_child commands named them (Step,
 // Item and Activation address the step; Input and Workflow are the ones it started with). It
-// reads the state whatever the run's status: a run that finished keeps the status of the steps
-// it had in flight, and the shell cancels these sub-runs when the run ends. Ordered by run id.
+// reads the state whatever the run's status: when a run ends, the steps it had in flight become
+// cancelled, and the shell cancels these sub-runs. Ordered by run id.
 func SubRuns(def *workflow.Definition, run *Run) []ChildRun {
 	if def == nil || run == nil {
 		return nil
@@ -53,11 +53,11 @@ func SubRuns(def *workflow.Definition, run *Run) []ChildRun {
 	d := &decider{def: def, g: newGraph(def), run: run}
 	var subs []ChildRun
 	for key, sr := range run.Steps {
-		if sr == nil || sr.Status != StepRunning || !d.runsChild(sr) {
+		if sr == nil || !inFlight(sr.Status) || !d.runsChild(sr) {
 			continue
 		}
 		if sr.Parent != "" {
-			if p := run.Steps[sr.Parent]; p == nil || p.Status != StepRunning || p.Activation != sr.Activation {
+			if p := run.Steps[sr.Parent]; p == nil || !inFlight(p.Status) || p.Activation != sr.Activation {
 				continue
 			}
 		}
@@ -74,3 +74,7 @@ func SubRuns(def *workflow.Definition, run *Run) []ChildRun {
 	slices.SortFunc(subs, func(a, b ChildRun) int { return strings.Compare(a.RunID, b.RunID) })
 	return subs
 }
+
+// inFlight reports whether a step with status s had work in flight: running, or cancelled
+// because its run ended while it ran.
+func inFlight(s StepStatus) bool { return s == StepRunning || s == StepCancelled }

@@ -31,7 +31,8 @@ const (
 	StepRunning   StepStatus = "running"   // started: a task, a child run or children in flight
 	StepCompleted StepStatus = "completed" // ended with an output
 	StepFailed    StepStatus = "failed"    // ended with an error (label "error")
-	StepSkipped   StepStatus = "skipped"   // will not run: every incoming edge is dead, or its parent gave up
+	StepSkipped   StepStatus = "skipped"   // will not run: every incoming edge is dead, its parent gave up, or the run ended first
+	StepCancelled StepStatus = "cancelled" // was running when the run ended (cancelled, timed out, or failed elsewhere)
 )
 
 // EdgeStatus is the state of one edge in the current pass.
@@ -69,7 +70,8 @@ const (
 	LabelCompleted     = "completed"      // an agent or agent_loop step that completed without saying why
 	LabelMaxIterations = "max_iterations" // an agent or agent_loop step stopped at its iteration bound
 	LabelMaxDuration   = "max_duration"   // an agent_loop step stopped at its max_duration
-	LabelTimeout       = "timeout"        // an agent step stopped at its budget's max_duration (the loop's stop reason)
+	LabelTimeout       = "timeout"        // an agent step stopped at its budget's max_duration (the loop's stop reason), or a step running at the run's deadline
+	LabelCancelled     = "cancelled"      // the stop reason of a step running when its run ended
 )
 
 // Run is the whole state of one run: everything Decide needs, and nothing else. It marshals to

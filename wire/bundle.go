@@ -21,8 +21,10 @@ type Bundle struct {
 	// Workflows maps each sub-workflow file the definition names (as written in it) to the
 	// hash of that file's bundle.
 	Workflows map[string]string `json:"workflows,omitempty"`
-	// BaseDir is the absolute directory of the definition's file ("" for a definition built in
-	// Go: relative paths resolve against the worker's working directory).
+	// BaseDir is the absolute directory relative paths resolve against: that of the
+	// definition's file, or for a definition built in Go the base directory given to NewBundles
+	// (by default the working directory of the process that made the bundles). "" (a bundle
+	// made by hand) resolves them against the reader's working directory.
 	BaseDir string `json:"base_dir,omitempty"`
 }
 
@@ -148,8 +150,11 @@ func (s *Store) Get(ctx context.Context, hash string) (*Bundle, error) {
 		return nil, fmt.Errorf("workflow %.12s: %w", hash, err)
 	}
 	b = new(Bundle)
-	if err := json.Unmarshal(e.Value(), b); err != nil || b.Definition == nil {
-		return nil, fmt.Errorf("workflow %.12s: %w: the stored bundle is not valid", hash, ErrMalformed)
+	if err := json.Unmarshal(e.Value(), b); err != nil {
+		return nil, fmt.Errorf("workflow %.12s: %w: the stored bundle is not valid: %v", hash, ErrMalformed, err)
+	}
+	if b.Definition == nil {
+		return nil, fmt.Errorf("workflow %.12s: %w: the stored bundle has no definition", hash, ErrMalformed)
 	}
 	b.Definition.Normalize()
 	s.mu.Lock()

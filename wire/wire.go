@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
@@ -67,7 +68,8 @@ func CheckRunID(id string) error {
 	for i := 0; i < len(id); i++ {
 		c := id[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return fmt.Errorf("run id %q: the character %q at byte %d is not one of A-Z a-z 0-9 _ -", id, c, i)
+			r, _ := utf8.DecodeRuneInString(id[i:]) // the character, not its first byte
+			return fmt.Errorf("run id %q: the character %q at byte %d is not one of A-Z a-z 0-9 _ -", id, r, i)
 		}
 	}
 	return nil
@@ -81,7 +83,7 @@ func EncodeTask(t *engine.Task) ([]byte, error) { return json.Marshal(t) }
 
 // DecodeTask decodes the body of a task message.
 func DecodeTask(data []byte) (*engine.Task, error) {
-	var t engine.Task
+	t := engine.Task{Item: -1} // a task without "item" is not a child
 	if err := json.Unmarshal(data, &t); err != nil {
 		return nil, fmt.Errorf("task: %w: %v", ErrMalformed, err)
 	}
@@ -103,7 +105,7 @@ func EncodeEvent(ev *Event) ([]byte, error) { return json.Marshal(ev) }
 
 // DecodeEvent decodes the body of an event message.
 func DecodeEvent(data []byte) (*Event, error) {
-	var ev Event
+	ev := Event{Event: engine.Event{Item: -1}} // an event without "item" addresses no child
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return nil, fmt.Errorf("event: %w: %v", ErrMalformed, err)
 	}
@@ -174,16 +176,18 @@ func CheckpointKey(scope string, iter, n int) string {
 	return scope + "." + strconv.Itoa(iter) + "." + strconv.Itoa(n)
 }
 
-// ParseCheckpointKey splits a key CheckpointKey made.
+// ParseCheckpointKey splits a key CheckpointKey made: a scope, and an iteration and a write
+// number written as CheckpointKey writes them (0 or more, no sign, no leading zero), so that
+// one write has one key.
 func ParseCheckpointKey(key string) (scope string, iter, n int, err error) {
 	parts := strings.Split(key, ".")
-	if len(parts) != 3 {
+	if len(parts) != 3 || parts[0] == "" {
 		return "", 0, 0, fmt.Errorf("checkpoint key %q: %w: want SCOPE.ITERATION.N", key, ErrMalformed)
 	}
 	iter, err1 := strconv.Atoi(parts[1])
 	n, err2 := strconv.Atoi(parts[2])
-	if err1 != nil || err2 != nil {
-		return "", 0, 0, fmt.Errorf("checkpoint key %q: %w: iteration and write number must be integers", key, ErrMalformed)
+	if err1 != nil || err2 != nil || iter < 0 || n < 0 || strconv.Itoa(iter) != parts[1] || strconv.Itoa(n) != parts[2] {
+		return "", 0, 0, fmt.Errorf("checkpoint key %q: %w: iteration and write number must be integers of 0 or more, without sign or leading zero", key, ErrMalformed)
 	}
 	return parts[0], iter, n, nil
 }

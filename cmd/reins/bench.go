@@ -3,6 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/reins-run/reins/bench"
@@ -49,9 +52,9 @@ and acknowledged on an embedded server. The same functions run under
 				return enc.Encode(results)
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "benchmark\tns/op\tallocs/op\tB/op\tratio to floor\t")
+			fmt.Fprintln(tw, "benchmark\tns/op\tallocs/op\tB/op\tratio to floor\t\t")
 			for _, r := range results {
-				fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.3f\t\n", r.Name, r.NsPerOp, r.AllocsPerOp, r.BytesPerOp, r.RatioToFloor)
+				fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.3f\t%s\t\n", r.Name, r.NsPerOp, r.AllocsPerOp, r.BytesPerOp, r.RatioToFloor, extraText(r.Extra))
 			}
 			return tw.Flush()
 		},
@@ -59,4 +62,13 @@ and acknowledged on an embedded server. The same functions run under
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
 	cmd.Flags().StringSliceVar(&only, "only", nil, "measure only these benchmarks (the floor is always measured)")
 	return cmd
+}
+
+// extraText prints a benchmark's own metrics, sorted by name.
+func extraText(extra map[string]float64) string {
+	parts := make([]string, 0, len(extra))
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		parts = append(parts, fmt.Sprintf("%s=%.4g", k, extra[k]))
+	}
+	return strings.Join(parts, " ")
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -26,13 +25,18 @@ type hostConfig struct {
 type host struct {
 	cancel context.CancelFunc
 	done   chan error // one value per component, when it stops
-	n      int
+	n      int        // components whose value has not been received
+	log    *slog.Logger
 }
 
 // startHost starts what cfg asks for on box and returns once each part consumes.
 func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	h := &host{cancel: cancel, done: make(chan error, 2)}
+	log := cfg.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &host{cancel: cancel, done: make(chan error, 2), log: log}
 	var ready []<-chan struct{}
 	if cfg.engine {
 		eng, err := runner.New(runner.Config{Box: box, Logger: cfg.log, AckWait: cfg.ackWait})
@@ -60,6 +64,7 @@ func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host, er
 		select {
 		case <-r:
 		case err := <-h.done:
+			h.n-- // received here: stop must not wait for it again
 			h.stop()
 			if err == nil {
 				err = errors.New("stopped before it was ready")
@@ -99,7 +104,7 @@ func (h *host) stop() {
 	h.cancel()
 	for ; h.n > 0; h.n-- {
 		if err := <-h.done; err != nil && !errors.Is(err, context.Canceled) {
-			fmt.Println("reins:", err)
+			h.log.Error("reins: a part stopped with an error", "error", err)
 		}
 	}
 }

@@ -80,6 +80,14 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	if f.detach && f.nats.url == "" {
 		return &exitError{code: exitUsage, err: errors.New("--detach needs --nats URL: an embedded server stops with the command")}
 	}
+	if f.listen != "" && f.nats.url != "" {
+		return &exitError{code: exitUsage, err: errors.New("--listen applies to the embedded server; it cannot be used with --nats")}
+	}
+	if f.runID != "" {
+		if err := wire.CheckRunID(f.runID); err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("--run-id: %w", err)}
+		}
+	}
 	input, err := readInput(f.input, f.inputFile)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
@@ -106,7 +114,9 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		if err := checkHandlers(bundles, f.listen, box); err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
-		h, err := startHost(ctx, box, hostConfig{
+		// The engine and workers outlive an interrupt of ctx: follow then cancels the run,
+		// and they must still be running to end it. The deferred stop stops them.
+		h, err := startHost(context.WithoutCancel(ctx), box, hostConfig{
 			engine: true, builtins: builtinHandlers, builtin: f.builtinConfig(), log: log,
 		})
 		if err != nil {

@@ -69,7 +69,10 @@ stand by, taking over when it stops.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			where := box.ClientURL()
-			if where == "" {
+			switch {
+			case !box.Embedded():
+				where = box.Conn().ConnectedUrlRedacted()
+			case where == "":
 				where = "in-process"
 			}
 			log.Info("reins serving", "nats", where, "builtin_workers", !noWorker)

@@ -31,6 +31,9 @@ worker dies is redelivered to another after --ack-wait.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if len(handlers) == 0 {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--handlers is empty: name at least one of %v", builtinHandlers)}
+			}
 			for _, h := range handlers {
 				if !slices.Contains(builtinHandlers, h) {
 					return &exitError{code: exitUsage, err: fmt.Errorf("--handlers: %q is not a built-in handler (%v); handlers of your own are served by programs using package worker", h, builtinHandlers)}
@@ -50,7 +53,7 @@ worker dies is redelivered to another after --ack-wait.`,
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			log.Info("reins worker serving", "nats", box.ClientURL(), "handlers", handlers)
+			log.Info("reins worker serving", "nats", box.Conn().ConnectedUrlRedacted(), "handlers", handlers)
 			if err := h.wait(ctx); err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}

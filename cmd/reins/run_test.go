@@ -1,0 +1,685 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reins-run/reins/wire"
+)
+
+// Workflows of the run tests, written into temporary directories.
+const (
+	// failLLMWorkflow fails: its only model call fails for good.
+	failLLMWorkflow = `name = "fail_llm"
+
+[models.broken]
+provider = "scripted"
+script = [{ error = "the model is down", retryable = false }]
+
+[[steps]]
+id = "ask"
+type = "llm"
+model = "broken"
+prompt = "Say something."
+`
+	// gateWorkflow routes on input.kind: good ends the run completed, bad reaches a fail step,
+	// anything else has no route.
+	gateWorkflow = `name = "gate"
+
+[[steps]]
+id = "route"
+type = "switch"
+expr = "input.kind"
+
+[[steps]]
+id = "ok"
+type = "terminate"
+
+[[steps]]
+id = "reject"
+type = "fail"
+message = "kind {{input.kind}} is refused"
+
+[[edges]]
+from = "route"
+to = "ok"
+when = "good"
+
+[[edges]]
+from = "route"
+to = "reject"
+when = "bad"
+`
+	// taskWorkflow needs a worker registering handler "nobody": without one it waits.
+	taskWorkflow = `name = "tasky"
+
+[[steps]]
+id = "work"
+type = "task"
+handler = "nobody"
+`
+	childWorkflow = `name = "child"
+
+[models.echo]
+provider = "scripted"
+script = [{ text = "child says hi" }]
+
+[[steps]]
+id = "speak"
+type = "llm"
+model = "echo"
+prompt = "Speak."
+`
+	parentWorkflow = `name = "parent"
+
+[[steps]]
+id = "sub"
+type = "call"
+workflow = "child.toml"
+`
+)
+
+var (
+	refundFile   = filepath.Join(workflowsDir, "refund_investigation.toml")
+	refinerFile  = filepath.Join(workflowsDir, "draft_refiner.toml")
+	refundInput  = `{"order_id":"O-104"}`
+	refinerInput = `{"product":"Reins 1.0"}`
+)
+
+// resultKeys are the keys of the run result of workflow-file.md ("Run results"); stepKeys and
+// optionalStepKeys those of each step.
+var (
+	resultKeys       = []string{"error", "output", "path", "run_id", "status", "steps"}
+	stepResultKeys   = []string{"attempts", "id", "iterations", "label", "status", "stop_reason"}
+	optionalStepKeys = []string{"error", "usage"}
+)
+
+// runResult is the run result as the tests read it.
+type runResult struct {
+	RunID  string          `json:"run_id"`
+	Status string          `json:"status"`
+	Output json.RawMessage `json:"output"`
+	Error  *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Step    string `json:"step"`
+	} `json:"error"`
+	Steps []stepResult `json:"steps"`
+	Path  []string     `json:"path"`
+}
+
+type stepResult struct {
+	ID         string `json:"id"`
+	Status     string `json:"status"`
+	StopReason string `json:"stop_reason"`
+	Iterations int    `json:"iterations"`
+	Label      string `json:"label"`
+	Attempts   int    `json:"attempts"`
+	Error      string `json:"error"`
+}
+
+func (r *runResult) step(t *testing.T, id string) stepResult {
+	t.Helper()
+	for _, s := range r.Steps {
+		if s.ID == id {
+			return s
+		}
+	}
+	t.Fatalf("run %s has no step %s: %+v", r.RunID, id, r.Steps)
+	return stepResult{}
+}
+
+// decodeResult decodes a run result, checking that it has exactly the keys of the contract plus
+// extra.
+func decodeResult(t *testing.T, data string, extra ...string) runResult {
+	t.Helper()
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(data), &keys); err != nil {
+		t.Fatalf("the result is not a JSON object: %v\n%s", err, data)
+	}
+	want := slices.Sorted(slices.Values(append(slices.Clone(resultKeys), extra...)))
+	if got := slices.Sorted(maps.Keys(keys)); !slices.Equal(got, want) {
+		t.Errorf("result keys %v, want %v", got, want)
+	}
+	var steps []map[string]json.RawMessage
+	if err := json.Unmarshal(keys["steps"], &steps); err != nil {
+		t.Fatalf("steps: %v", err)
+	}
+	for _, s := range steps {
+		for _, k := range stepResultKeys {
+			if _, ok := s[k]; !ok {
+				t.Errorf("step %s has no key %q", s["id"], k)
+			}
+		}
+		for k := range s {
+			if !slices.Contains(stepResultKeys, k) && !slices.Contains(optionalStepKeys, k) {
+				t.Errorf("step %s has the unexpected key %q", s["id"], k)
+			}
+		}
+	}
+	var r runResult
+	if err := json.Unmarshal([]byte(data), &r); err != nil {
+		t.Fatal(err)
+	}
+	if err := wire.CheckRunID(r.RunID); err != nil {
+		t.Errorf("run_id: %v", err)
+	}
+	return r
+}
+
+// cliCtx runs the CLI in-process under ctx.
+func cliCtx(ctx context.Context, args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// syncBuffer is an output that several goroutines write and the test reads, and that tells
+// when some text has appeared in it.
+type syncBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	waiters []waiter
+}
+
+type waiter struct {
+	text string
+	ch   chan struct{}
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.buf.Write(p)
+	b.waiters = slices.DeleteFunc(b.waiters, func(w waiter) bool {
+		if strings.Contains(b.buf.String(), w.text) {
+			close(w.ch)
+			return true
+		}
+		return false
+	})
+	return n, err
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// when returns a channel closed once the output contains text.
+func (b *syncBuffer) when(text string) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ch := make(chan struct{})
+	if strings.Contains(b.buf.String(), text) {
+		close(ch)
+	} else {
+		b.waiters = append(b.waiters, waiter{text, ch})
+	}
+	return ch
+}
+
+// background runs the CLI in-process in a goroutine; its exit status arrives on the channel.
+func background(ctx context.Context, stdout, stderr *syncBuffer, args ...string) <-chan int {
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, stdout, stderr) }()
+	return done
+}
+
+// awaitText waits until out contains text, failing the test if the command exits first or
+// it takes too long.
+func awaitText(t *testing.T, out *syncBuffer, text string, done <-chan int, what string) {
+	t.Helper()
+	select {
+	case <-out.when(text):
+	case code := <-done:
+		t.Fatalf("%s exited %d before printing %q:\n%s", what, code, text, out.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not print %q within 30s:\n%s", what, text, out.String())
+	}
+}
+
+// awaitExit waits for a background command's exit status.
+func awaitExit(t *testing.T, done <-chan int, what string) int {
+	t.Helper()
+	select {
+	case code := <-done:
+		return code
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not exit within 30s", what)
+		return -1
+	}
+}
+
+// listRuns returns `reins runs list --json` on a data directory.
+func listRuns(t *testing.T, args ...string) []listEntry {
+	t.Helper()
+	code, out, errOut := cli(t, append([]string{"runs", "list", "--json"}, args...)...)
+	if code != exitOK {
+		t.Fatalf("runs list: exit %d\n%s%s", code, out, errOut)
+	}
+	var entries []listEntry
+	if err := json.Unmarshal([]byte(out), &entries); err != nil {
+		t.Fatalf("runs list --json: %v\n%s", err, out)
+	}
+	if entries == nil {
+		t.Fatalf("runs list --json printed %q, want an array", out)
+	}
+	return entries
+}
+
+func TestRunRefundInvestigation(t *testing.T) {
+	data := t.TempDir()
+
+	code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", data)
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	ls := lines(out)
+	first := strings.Fields(ls[0])
+	if len(first) != 3 || first[0] != "run" || first[2] != "completed" {
+		t.Fatalf("first line %q, want \"run ID completed\"", ls[0])
+	}
+	if err := wire.CheckRunID(first[1]); err != nil {
+		t.Errorf("first line %q: %v", ls[0], err)
+	}
+	for _, want := range []string{
+		"  investigate          completed stop=completed iterations=4 attempts=4 label=completed",
+		"  route                completed iterations=1 label=completed",
+		"  recommend            completed iterations=1",
+		"  human_review         skipped",
+		"path: investigate → route → recommend",
+	} {
+		if !slices.ContainsFunc(ls, func(l string) bool { return strings.TrimRight(l, " ") == want }) {
+			t.Errorf("stdout has no line %q:\n%s", want, out)
+		}
+	}
+	if last := ls[len(ls)-1]; !strings.HasPrefix(last, `output: {"stop_reason":"completed",`) || !strings.Contains(last, "Recommend a refund: O-104 arrived 4 days late") {
+		t.Errorf("last line %q, want the output", last)
+	}
+	// Progress: every iteration of the agent step, with its tool calls and tokens, then its end.
+	for _, want := range []string{
+		"investigate          running   iteration 1",
+		"investigate          running   iteration 4 tools=3",
+		"investigate          completed iteration 4 tools=3 tokens=960 stop=completed label=completed",
+		"recommend            completed",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("progress on stderr has no %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(out, "running") {
+		t.Errorf("progress went to stdout:\n%s", out)
+	}
+
+	code, out, errOut = cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--json", "--quiet")
+	if code != exitOK {
+		t.Fatalf("--json: exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if errOut != "" {
+		t.Errorf("--quiet printed on stderr:\n%s", errOut)
+	}
+	r := decodeResult(t, out)
+	if r.RunID == first[1] {
+		t.Errorf("both runs have id %s", r.RunID)
+	}
+	if r.Status != "completed" || r.Error != nil {
+		t.Errorf("status %q, error %+v; want completed, null", r.Status, r.Error)
+	}
+	if want := []string{"investigate", "route", "recommend"}; !slices.Equal(r.Path, want) {
+		t.Errorf("path %v, want %v", r.Path, want)
+	}
+	var output struct{ StopReason, Answer string }
+	if err := json.Unmarshal(r.Output, &output); err != nil {
+		t.Fatalf("output %s: %v", r.Output, err)
+	}
+	if output.Answer != "Recommend a refund: O-104 arrived 4 days late and the policy refunds deliveries more than 3 days late." {
+		t.Errorf("output answer %q", output.Answer)
+	}
+	if got, want := r.Steps[0], (stepResult{ID: "investigate", Status: "completed", StopReason: "completed", Iterations: 4, Label: "completed", Attempts: 4}); got != want {
+		t.Errorf("step investigate %+v, want %+v", got, want)
+	}
+	if got, want := r.step(t, "route"), (stepResult{ID: "route", Status: "completed", Iterations: 1, Label: "completed"}); got != want {
+		t.Errorf("step route %+v, want %+v", got, want)
+	}
+	if got := r.step(t, "human_review").Status; got != "skipped" {
+		t.Errorf("step human_review is %s, want skipped", got)
+	}
+	var ids []string
+	for _, s := range r.Steps {
+		ids = append(ids, s.ID)
+	}
+	if want := []string{"investigate", "route", "recommend", "human_review", "declined", "stopped"}; !slices.Equal(ids, want) {
+		t.Errorf("steps %v, want definition order %v", ids, want)
+	}
+
+	if n := len(listRuns(t, "--data", data)); n != 2 {
+		t.Errorf("the data directory holds %d runs, want 2", n)
+	}
+}
+
+func TestRunDraftRefiner(t *testing.T) {
+	code, out, errOut := cli(t, "run", refinerFile, "--input", refinerInput, "--data", t.TempDir(), "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	r := decodeResult(t, out)
+	if want := []string{"generate", "evaluate", "generate", "evaluate", "publish"}; !slices.Equal(r.Path, want) {
+		t.Errorf("path %v, want %v", r.Path, want)
+	}
+	var draft string
+	if err := json.Unmarshal(r.Output, &draft); err != nil || !strings.HasPrefix(draft, "Reins 1.0 is out: every agent loop runs inside a workflow") {
+		t.Errorf("output %s, want the second draft", r.Output)
+	}
+	if got, want := r.step(t, "generate"), (stepResult{ID: "generate", Status: "completed", Iterations: 1, Attempts: 2}); got != want {
+		t.Errorf("step generate %+v, want %+v", got, want)
+	}
+	if got, want := r.step(t, "evaluate"), (stepResult{ID: "evaluate", Status: "completed", Iterations: 1, Label: "accept", Attempts: 2}); got != want {
+		t.Errorf("step evaluate %+v, want %+v", got, want)
+	}
+	if got := r.step(t, "review").Status; got != "skipped" {
+		t.Errorf("step review is %s, want skipped", got)
+	}
+	if !strings.Contains(errOut, "evaluate             completed label=accept") {
+		t.Errorf("progress has no end of evaluate:\n%s", errOut)
+	}
+}
+
+func TestRunInputFile(t *testing.T) {
+	dir := t.TempDir()
+	wf := filepath.Join(dir, "gate.toml")
+	in := filepath.Join(dir, "in.json")
+	if err := os.WriteFile(wf, []byte(gateWorkflow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(in, []byte("{\n  \"kind\": \"good\"\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, "run", wf, "--input-file", in, "--data", t.TempDir(), "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	r := decodeResult(t, out)
+	if compactJSON(r.Output) != `{"kind":"good"}` || !slices.Equal(r.Path, []string{"route", "ok"}) {
+		t.Errorf("output %s, path %v; want the input, route → ok", r.Output, r.Path)
+	}
+}
+
+func TestRunCallStep(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{"parent.toml": parentWorkflow, "child.toml": childWorkflow} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := t.TempDir()
+	code, out, errOut := cli(t, "run", filepath.Join(dir, "parent.toml"), "--data", data, "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	r := decodeResult(t, out)
+	if compactJSON(r.Output) != `"child says hi"` {
+		t.Errorf("output %s, want the child's", r.Output)
+	}
+	// The sub-run is not listed: only runs started by clients are.
+	runs := listRuns(t, "--data", data)
+	if len(runs) != 1 || runs[0].RunID != r.RunID {
+		t.Errorf("runs list: %+v, want only %s", runs, r.RunID)
+	}
+}
+
+func TestRunFailed(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{"fail_llm.toml": failLLMWorkflow, "gate.toml": gateWorkflow}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := t.TempDir()
+	for _, tc := range []struct {
+		name, file, input string
+		code, step, msg   string
+		path              []string
+		failed            string // the step that failed, if one did
+	}{
+		{"model error", "fail_llm.toml", "", "E_STEP_FAILED", "ask", "the model is down", []string{"ask"}, "ask"},
+		{"fail step", "gate.toml", `{"kind":"bad"}`, "E_FAIL", "reject", "kind bad is refused", []string{"route", "reject"}, "reject"},
+		{"no route", "gate.toml", `{"kind":"neither"}`, "E_NO_ROUTE", "route", `step route has no edge for label "neither"`, []string{"route"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"run", filepath.Join(dir, tc.file), "--data", data}
+			if tc.input != "" {
+				args = append(args, "--input", tc.input)
+			}
+			code, out, errOut := cli(t, args...)
+			if code != exitFailed {
+				t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			assertNoStackTrace(t, errOut)
+			if !strings.Contains(out, " failed\n") || !strings.Contains(out, "error: "+tc.code+" (step "+tc.step+"): ") || !strings.Contains(out, tc.msg) {
+				t.Errorf("stdout does not report %s at step %s (%s):\n%s", tc.code, tc.step, tc.msg, out)
+			}
+
+			code, out, errOut = cli(t, append(args, "--json", "--quiet")...)
+			if code != exitFailed {
+				t.Fatalf("--json: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			r := decodeResult(t, out)
+			if r.Status != "failed" || r.Error == nil || r.Error.Code != tc.code || r.Error.Step != tc.step || !strings.Contains(r.Error.Message, tc.msg) {
+				t.Errorf("status %q, error %+v; want failed with %s at %s", r.Status, r.Error, tc.code, tc.step)
+			}
+			if compactJSON(r.Output) != "null" {
+				t.Errorf("output %s, want null", r.Output)
+			}
+			if !slices.Equal(r.Path, tc.path) {
+				t.Errorf("path %v, want %v", r.Path, tc.path)
+			}
+			if tc.failed != "" {
+				if s := r.step(t, tc.failed); s.Status != "failed" || s.Label != "error" || s.Error == "" {
+					t.Errorf("step %s: %+v, want failed with label error and an error", tc.failed, s)
+				}
+			}
+		})
+	}
+}
+
+// TestRunUsageErrors checks the exit status and the one sentence of every refusal of reins run,
+// and that none of them started a run.
+func TestRunUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{"bad.toml": severalProblems, "task.toml": taskWorkflow} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad, task := filepath.Join(dir, "bad.toml"), filepath.Join(dir, "task.toml")
+	missing := filepath.Join(dir, "missing.toml")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want []string // in stderr
+	}{
+		{"invalid workflow", []string{bad}, exitFailed, []string{
+			bad + ":2: E_BAD_DURATION deadline", "E_CYCLE", "E_DANGLING_EDGE", "reins: " + bad + " is not a valid workflow",
+		}},
+		{"missing file", []string{missing}, exitFailed, []string{missing, "is not a valid workflow"}},
+		{"input not JSON", []string{refundFile, "--input", "not json"}, exitUsage, []string{"reins: --input is not JSON: "}},
+		{"input with text after", []string{refundFile, "--input", `{"a":1} x`}, exitUsage, []string{"reins: --input is not one JSON value: text follows it"}},
+		{"input file not JSON", []string{refundFile, "--input-file", bad}, exitUsage, []string{"reins: --input-file " + bad + " is not JSON"}},
+		{"input file missing", []string{refundFile, "--input-file", missing}, exitUsage, []string{"reins: --input-file: ", missing}},
+		{"no input", []string{refinerFile}, exitUsage, []string{
+			"reins: workflow draft_refiner reads the run input (prompt of step generate uses input.product) but no --input was given",
+		}},
+		{"input and input file", []string{refundFile, "--input", refundInput, "--input-file", missing}, exitUsage, []string{"reins: give --input or --input-file, not both"}},
+		{"detach without nats", []string{refundFile, "--input", refundInput, "--detach"}, exitUsage, []string{"reins: --detach needs --nats URL"}},
+		{"listen with nats", []string{refundFile, "--input", refundInput, "--nats", "nats://127.0.0.1:1", "--listen", "127.0.0.1:0"}, exitUsage, []string{"reins: --listen applies to the embedded server"}},
+		{"bad run id", []string{refundFile, "--input", refundInput, "--run-id", "a.b"}, exitUsage, []string{`reins: --run-id: run id "a.b": the character '.'`}},
+		{"task step without listen", []string{task}, exitFailed, []string{
+			"reins: step work of workflow tasky runs handler nobody, which no worker can serve on a private embedded server: give --listen",
+		}},
+		{"nats unreachable", []string{refundFile, "--input", refundInput, "--nats", "nats://127.0.0.1:1"}, exitFailed, []string{
+			"reins: natsbox: cannot connect to NATS at nats://127.0.0.1:1",
+		}},
+		{"no file", nil, exitUsage, []string{"accepts 1 arg(s)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := t.TempDir()
+			code, out, errOut := cli(t, append(append([]string{"run"}, tc.args...), "--data", data)...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, out, errOut)
+			}
+			if out != "" {
+				t.Errorf("stdout is not empty:\n%s", out)
+			}
+			assertNoStackTrace(t, errOut)
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr has no %q:\n%s", w, errOut)
+				}
+			}
+			if tc.code == exitUsage {
+				if ls := lines(errOut); len(ls) != 1 {
+					t.Errorf("a usage error prints one line, got %d:\n%s", len(ls), errOut)
+				}
+			}
+			if runs := listRuns(t, "--data", data); len(runs) != 0 {
+				t.Errorf("a refused run was started: %+v", runs)
+			}
+		})
+	}
+}
+
+func TestRunDuplicateRunID(t *testing.T) {
+	data := t.TempDir()
+	args := []string{"run", refundFile, "--input", refundInput, "--data", data, "--run-id", "refund-1", "--quiet"}
+	if code, out, errOut := cli(t, args...); code != exitOK || !strings.HasPrefix(out, "run refund-1 completed\n") {
+		t.Fatalf("exit %d, want 0 and run refund-1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	code, out, errOut := cli(t, args...)
+	if code != exitFailed || !strings.Contains(errOut, "run refund-1: a run with this id already exists") {
+		t.Fatalf("exit %d, want 1 naming the run\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
+
+// TestRunInterrupt interrupts reins run (main cancels the context on SIGINT) while its run
+// waits for a worker: the run is cancelled, the command prints its result and exits 1.
+func TestRunInterrupt(t *testing.T) {
+	wf := writeWorkflow(t, "task.toml", taskWorkflow)
+	data := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := background(ctx, &stdout, &stderr, "run", wf, "--data", data, "--listen", "127.0.0.1:0")
+	awaitText(t, &stderr, "work                 running   iteration 1", done, "reins run")
+	if !strings.Contains(stderr.String(), "workers can connect to nats://127.0.0.1:") {
+		t.Errorf("stderr does not say where workers connect:\n%s", stderr.String())
+	}
+	cancel()
+	if code := awaitExit(t, done, "reins run"); code != exitFailed {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(out, " cancelled\n") || !strings.Contains(out, "error: E_CANCELLED: interrupted") {
+		t.Errorf("stdout does not report the cancelled run:\n%s", out)
+	}
+	if !strings.Contains(stderr.String(), "interrupted: cancelling run ") {
+		t.Errorf("stderr does not say the run is cancelled:\n%s", stderr.String())
+	}
+	runs := listRuns(t, "--data", data, "--status", "cancelled")
+	if len(runs) != 1 || runs[0].Error == nil || runs[0].Error.Code != "E_CANCELLED" {
+		t.Errorf("cancelled runs: %+v, want one with E_CANCELLED", runs)
+	}
+}
+
+// TestRunBinary runs the real binary: exit statuses survive the process exit, and an interrupt
+// (SIGINT) cancels the run and ends the command with its result.
+func TestRunBinary(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGINT to send on Windows")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("no go command on PATH: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "reins")
+	build := exec.Command(goTool, "build", "-o", bin, "./cmd/reins")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	data := t.TempDir()
+	exitCode := func(err error) int {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	}
+
+	out, err := exec.Command(bin, "run", refundFile, "--input", refundInput, "--data", data, "--json", "--quiet").Output()
+	if code := exitCode(err); code != 0 {
+		t.Fatalf("exit %d, want 0\n%s", code, out)
+	}
+	if r := decodeResult(t, string(out)); r.Status != "completed" {
+		t.Errorf("status %s", r.Status)
+	}
+	if code := exitCode(exec.Command(bin, "run", refundFile, "--input", "not json", "--data", data).Run()); code != exitUsage {
+		t.Errorf("--input 'not json': exit %d, want 2", code)
+	}
+
+	wf := writeWorkflow(t, "task.toml", taskWorkflow)
+	cmd := exec.Command(bin, "run", wf, "--data", data, "--listen", "127.0.0.1:0")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	sc := bufio.NewScanner(stderr)
+	var progress []string
+	for sc.Scan() {
+		progress = append(progress, sc.Text())
+		if strings.HasPrefix(sc.Text(), "work ") && strings.Contains(sc.Text(), "running") {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(stderr)
+	code := exitCode(cmd.Wait())
+	errOut := strings.Join(progress, "\n") + "\n" + string(rest)
+	if code != exitFailed {
+		t.Fatalf("interrupted: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), errOut)
+	}
+	if !strings.Contains(stdout.String(), " cancelled\n") || !strings.Contains(stdout.String(), "error: E_CANCELLED: interrupted") {
+		t.Errorf("stdout does not report the cancelled run:\n%s", stdout.String())
+	}
+	if !strings.Contains(errOut, "interrupted: cancelling run ") {
+		t.Errorf("stderr:\n%s", errOut)
+	}
+}

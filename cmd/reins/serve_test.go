@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/runner"
+	"github.com/reins-run/reins/wire"
+)
+
+// server is `reins serve` running in-process on a data directory.
+type server struct {
+	data   string
+	url    string
+	stderr *syncBuffer
+	cancel context.CancelFunc
+	done   <-chan int
+	exited bool // stop received the exit status
+}
+
+// startServe starts `reins serve` on a free loopback port and returns once it serves: it logs
+// "reins serving" after it wrote DATA/nats.url and its engine and workers consume.
+func startServe(t *testing.T, data string) *server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{data: data, stderr: &syncBuffer{}, cancel: cancel}
+	s.done = background(ctx, &syncBuffer{}, s.stderr, "serve", "--data", data, "--nats-listen", "127.0.0.1:0")
+	t.Cleanup(func() {
+		cancel()
+		if s.exited {
+			return
+		}
+		select {
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("reins serve did not stop within 30s")
+		}
+	})
+	awaitText(t, s.stderr, "reins serving", s.done, "reins serve")
+	raw, err := os.ReadFile(filepath.Join(data, urlFile))
+	if err != nil {
+		t.Fatalf("reins serve serves but wrote no URL: %v", err)
+	}
+	s.url = strings.TrimSpace(string(raw))
+	if !strings.HasPrefix(s.url, "nats://127.0.0.1:") || strings.HasSuffix(s.url, ":0") {
+		t.Fatalf("%s holds %q, want the loopback URL of the chosen port", urlFile, s.url)
+	}
+	if !strings.Contains(s.stderr.String(), "nats="+s.url) {
+		t.Errorf("the log does not name the URL %s:\n%s", s.url, s.stderr.String())
+	}
+	return s
+}
+
+// stop interrupts serve and returns its exit status.
+func (s *server) stop(t *testing.T) int {
+	t.Helper()
+	s.cancel()
+	code := awaitExit(t, s.done, "reins serve")
+	s.exited = true
+	return code
+}
+
+// client connects to the server as a client of package runner would.
+func (s *server) client(t *testing.T) *runner.Client {
+	t.Helper()
+	box, err := natsbox.Open(t.Context(), natsbox.Options{URL: s.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { box.Close() })
+	return runner.NewClient(runner.ClientConfig{Box: box})
+}
+
+// wait waits for a run to finish.
+func wait(t *testing.T, c *runner.Client, id string) *runner.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	rec, err := c.Wait(ctx, id)
+	if err != nil {
+		t.Fatalf("wait for run %s: %v", id, err)
+	}
+	return rec
+}
+
+func TestServe(t *testing.T) {
+	data := t.TempDir()
+	srv := startServe(t, data)
+	c := srv.client(t)
+
+	t.Run("detach", func(t *testing.T) {
+		code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--nats", srv.url, "--detach")
+		if code != exitOK {
+			t.Fatalf("exit %d\n%s%s", code, out, errOut)
+		}
+		ls := lines(out)
+		if len(ls) != 1 {
+			t.Fatalf("--detach printed %q, want only the run id", out)
+		}
+		id := ls[0]
+		if err := wire.CheckRunID(id); err != nil {
+			t.Fatalf("--detach printed %q: %v", id, err)
+		}
+		if rec := wait(t, c, id); rec.Run.Status != engine.RunCompleted {
+			t.Fatalf("run %s ended %s: %v", id, rec.Run.Status, rec.Run.Error)
+		}
+		code, out, errOut = cli(t, "runs", "show", id, "--nats", srv.url, "--json")
+		if code != exitOK {
+			t.Fatalf("runs show: exit %d\n%s%s", code, out, errOut)
+		}
+		r := decodeResult(t, out, "trace")
+		if r.RunID != id || r.Status != "completed" || strings.Join(r.Path, ",") != "investigate,route,recommend" {
+			t.Errorf("runs show: %+v", r)
+		}
+		if s := r.step(t, "investigate"); s.StopReason != "completed" || s.Iterations != 4 {
+			t.Errorf("step investigate %+v", s)
+		}
+	})
+
+	t.Run("follow over nats", func(t *testing.T) {
+		code, out, errOut := cli(t, "run", refinerFile, "--input", refinerInput, "--nats", srv.url, "--json")
+		if code != exitOK {
+			t.Fatalf("exit %d\n%s%s", code, out, errOut)
+		}
+		if r := decodeResult(t, out); r.Status != "completed" || len(r.Path) != 5 {
+			t.Errorf("result %+v", r)
+		}
+		if !strings.Contains(errOut, "evaluate             completed label=accept") {
+			t.Errorf("no progress:\n%s", errOut)
+		}
+	})
+
+	// A command given serve's data directory finds the server through nats.url.
+	t.Run("data dir in use", func(t *testing.T) {
+		code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--json", "--quiet")
+		if code != exitOK {
+			t.Fatalf("exit %d\n%s%s", code, out, errOut)
+		}
+		r := decodeResult(t, out)
+		if rec := wait(t, c, r.RunID); rec.Run.Status != engine.RunCompleted {
+			t.Errorf("the run is not on serve's server: %+v", rec.Run)
+		}
+		if n := len(listRuns(t, "--data", data)); n != 3 {
+			t.Errorf("runs list --data: %d runs, want 3", n)
+		}
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		wf := writeWorkflow(t, "task.toml", taskWorkflow)
+		code, out, errOut := cli(t, "run", wf, "--nats", srv.url, "--detach")
+		if code != exitOK {
+			t.Fatalf("exit %d\n%s%s", code, out, errOut)
+		}
+		id := strings.TrimSpace(out)
+		// The run waits for a worker of handler nobody; wait until the engine dispatched.
+		for rec, err := range c.Watch(t.Context(), id) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sr := rec.Run.Steps["work"]; sr != nil && sr.Status == engine.StepRunning {
+				break
+			}
+		}
+		code, out, errOut = cli(t, "runs", "cancel", id, "--data", data, "--reason", "no worker today")
+		if code != exitOK || out != "run "+id+": cancel requested\n" {
+			t.Fatalf("runs cancel: exit %d\n%s%s", code, out, errOut)
+		}
+		rec := wait(t, c, id)
+		if rec.Run.Status != engine.RunCancelled || rec.Run.Error == nil || rec.Run.Error.Code != engine.CodeCancelled || rec.Run.Error.Message != "no worker today" {
+			t.Errorf("run %s: %s, %+v; want cancelled with the reason", id, rec.Run.Status, rec.Run.Error)
+		}
+		code, _, errOut = cli(t, "runs", "cancel", id, "--nats", srv.url)
+		if code != exitFailed || !strings.Contains(errOut, "it ended cancelled: the run has already finished") {
+			t.Errorf("second cancel: exit %d, %q", code, errOut)
+		}
+	})
+
+	t.Run("worker", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var stderr syncBuffer
+		done := background(ctx, &syncBuffer{}, &stderr, "worker", "--data", data, "--handlers", engine.HandlerLLM)
+		awaitText(t, &stderr, "reins worker serving", done, "reins worker")
+		if !strings.Contains(stderr.String(), "nats="+srv.url) {
+			t.Errorf("the worker did not connect through %s:\n%s", urlFile, stderr.String())
+		}
+		cancel()
+		if code := awaitExit(t, done, "reins worker"); code != exitOK {
+			t.Errorf("worker: exit %d, want 0\n%s", code, stderr.String())
+		}
+	})
+
+	// A second serve on the same server, with --nats: its engine stands by.
+	t.Run("serve with nats", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var stderr syncBuffer
+		done := background(ctx, &syncBuffer{}, &stderr, "serve", "--nats", srv.url, "--no-workers")
+		awaitText(t, &stderr, "reins serving", done, "reins serve --nats")
+		if !strings.Contains(stderr.String(), "nats="+srv.url+" builtin_workers=false") {
+			t.Errorf("the log does not name the server:\n%s", stderr.String())
+		}
+		cancel()
+		if code := awaitExit(t, done, "reins serve --nats"); code != exitOK {
+			t.Errorf("exit %d, want 0\n%s", code, stderr.String())
+		}
+	})
+
+	t.Run("second serve", func(t *testing.T) {
+		code, out, errOut := cli(t, "serve", "--data", data, "--nats-listen", "127.0.0.1:0")
+		if code != exitFailed || !strings.Contains(errOut, "the data directory "+data+" is in use by another reins serve") {
+			t.Errorf("exit %d, want 1 naming the data directory\n%s%s", code, out, errOut)
+		}
+	})
+
+	if code := srv.stop(t); code != exitOK {
+		t.Fatalf("serve: exit %d, want 0\n%s", code, srv.stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(data, urlFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s is still there after serve stopped: %v", urlFile, err)
+	}
+	// The runs stay in the data directory.
+	if n := len(listRuns(t, "--data", data)); n != 4 {
+		t.Errorf("after serve: %d runs, want 4", n)
+	}
+}
+
+func TestServeUsage(t *testing.T) {
+	code, out, errOut := cli(t, "serve", "--nats", "nats://127.0.0.1:1", "--nats-listen", "127.0.0.1:0")
+	if code != exitUsage || !strings.Contains(errOut, "--nats-listen applies to the embedded server") {
+		t.Errorf("exit %d, want 2\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, "serve", "--data", t.TempDir(), "--nats-listen", "0.0.0.0:0")
+	if code != exitFailed || !strings.Contains(errOut, `Listen "0.0.0.0:0" is not a loopback address`) {
+		t.Errorf("exit %d, want 1 refusing a non-loopback address\n%s%s", code, out, errOut)
+	}
+}
+
+func TestWorkerUsage(t *testing.T) {
+	data := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"bogus handler", []string{"--handlers", "bogus"}, exitUsage, `--handlers: "bogus" is not a built-in handler`},
+		{"no server", nil, exitFailed, "no server runs on the data directory " + data},
+		{"unreachable", []string{"--nats", "nats://127.0.0.1:1"}, exitFailed, "natsbox: cannot connect to NATS at nats://127.0.0.1:1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := cli(t, append([]string{"worker", "--data", data}, tc.args...)...)
+			if code != tc.code || !strings.Contains(errOut, "reins: "+tc.want) {
+				t.Errorf("exit %d, want %d with %q\n%s%s", code, tc.code, tc.want, out, errOut)
+			}
+			assertNoStackTrace(t, errOut)
+		})
+	}
+}
+
+// TestHostFailsBeforeReady: on a server where the reins layout cannot be made (a stream of its
+// name belongs to someone else), worker and serve exit 1 with the reason instead of hanging.
+func TestHostFailsBeforeReady(t *testing.T) {
+	box, err := natsbox.Open(t.Context(), natsbox.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	if _, err := box.JetStream().CreateStream(t.Context(), jetstream.StreamConfig{Name: natsbox.TasksStream, Subjects: []string{"theirs.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"worker", "--nats", box.ClientURL()},
+		{"serve", "--nats", box.ClientURL()},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			var stdout, stderr syncBuffer
+			done := background(t.Context(), &stdout, &stderr, args...)
+			code := awaitExit(t, done, "reins "+args[0])
+			if code != exitFailed || !strings.Contains(stderr.String(), "stream REINS_TASKS exists with subjects [theirs.>] and was not created by reins") {
+				t.Errorf("exit %d, want 1 naming the stream\n%s", code, stderr.String())
+			}
+			if stdout.String() != "" {
+				t.Errorf("stdout: %q", stdout.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,358 @@
+package wire_test
+
+import (
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
+)
+
+// load loads and validates a workflow file.
+func load(t *testing.T, path string) *workflow.Definition {
+	t.Helper()
+	def, ps := workflow.LoadAndValidate(path, workflow.Options{})
+	if len(ps) > 0 {
+		t.Fatalf("%s: %v", path, ps)
+	}
+	return def
+}
+
+func hashOf(t *testing.T, def *workflow.Definition) string {
+	t.Helper()
+	h, err := def.Hash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func abs(t *testing.T, path string) string {
+	t.Helper()
+	a, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestNewBundles: testdata/parent.toml names child.toml, and nested/middle.toml, which names
+// ../child.toml: three bundles, the child's once, each file name as written mapped to its hash.
+func TestNewBundles(t *testing.T) {
+	parent := load(t, "testdata/parent.toml")
+	bs, err := wire.NewBundles(parent, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp := hashOf(t, parent)
+	hc := hashOf(t, load(t, "testdata/child.toml"))
+	hm := hashOf(t, load(t, "testdata/nested/middle.toml"))
+	if bs.Root != hp {
+		t.Errorf("Root %.12s, want the parent's hash %.12s", bs.Root, hp)
+	}
+	if got, want := slices.Sorted(maps.Keys(bs.All)), slices.Sorted(slices.Values([]string{hp, hc, hm})); !slices.Equal(got, want) {
+		t.Fatalf("bundles %v, want parent, child and middle %v", got, want)
+	}
+	dir, nested := abs(t, "testdata"), abs(t, "testdata/nested")
+	for _, tc := range []struct {
+		hash, name, dir string
+		workflows       map[string]string
+	}{
+		{hp, "parent", dir, map[string]string{"child.toml": hc, "nested/middle.toml": hm}},
+		{hc, "child", dir, nil},
+		{hm, "middle", nested, map[string]string{"../child.toml": hc}},
+	} {
+		b := bs.All[tc.hash]
+		if b.Definition.Name != tc.name {
+			t.Errorf("bundle %.12s holds %s, want %s", tc.hash, b.Definition.Name, tc.name)
+		}
+		if b.BaseDir != tc.dir {
+			t.Errorf("%s: BaseDir %q, want %q", tc.name, b.BaseDir, tc.dir)
+		}
+		if !maps.Equal(b.Workflows, tc.workflows) {
+			t.Errorf("%s: Workflows %v, want %v", tc.name, b.Workflows, tc.workflows)
+		}
+		if h := hashOf(t, b.Definition); h != tc.hash {
+			t.Errorf("%s is stored under %.12s but hashes to %.12s", tc.name, tc.hash, h)
+		}
+	}
+
+	// An explicit base directory is where the sub-workflow files are read from.
+	moved := t.TempDir()
+	if _, err := wire.NewBundles(parent, moved); err == nil || !strings.Contains(err.Error(), "workflow parent: sub-workflow child.toml: ") {
+		t.Errorf("NewBundles with a base directory holding no child.toml: %v", err)
+	}
+	for _, f := range []string{"child.toml", "nested/middle.toml"} {
+		data, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(moved, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(moved, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bs2, err := wire.NewBundles(parent, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs2.Root != hp || bs2.All[hp].BaseDir != moved || bs2.All[hm].BaseDir != filepath.Join(moved, "nested") {
+		t.Errorf("with base directory %s: root %.12s, parent in %q, middle in %q", moved, bs2.Root, bs2.All[hp].BaseDir, bs2.All[hm].BaseDir)
+	}
+}
+
+func TestNewBundlesGoDefinition(t *testing.T) {
+	b := workflow.New("built")
+	b.Task("only", "h")
+	def, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := wire.NewBundles(def, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A definition with no file takes the working directory of the process that made the
+	// bundles.
+	if len(bs.All) != 1 || bs.All[bs.Root] == nil || bs.All[bs.Root].BaseDir != wd || bs.All[bs.Root].Workflows != nil {
+		t.Errorf("bundles %+v, want one with BaseDir %s", bs.All, wd)
+	}
+}
+
+func TestNewBundlesErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	callOf := func(name, file string) string {
+		return "name = \"" + name + "\"\n\n[[steps]]\nid = \"sub\"\ntype = \"call\"\nworkflow = \"" + file + "\"\n"
+	}
+	write("broken.toml", "name = \"broken\"\n\n[[steps]]\nid = \"x\"\ntype = \"nope\"\n")
+	write("self.toml", callOf("self", "self.toml"))
+	for _, tc := range []struct {
+		name, file, content, want string
+	}{
+		{"missing", "a.toml", callOf("a", "gone.toml"), "workflow a: sub-workflow gone.toml: " + filepath.Join(dir, "gone.toml")},
+		{"invalid", "b.toml", callOf("b", "broken.toml"), "workflow b: sub-workflow broken.toml: " + filepath.Join(dir, "broken.toml") + ":"},
+		{"recursive", "c.toml", callOf("c", "self.toml"), "sub-workflows nested deeper than 8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Load, not LoadAndValidate: NewBundles reads the files itself, and must not loop.
+			def, ps := workflow.Load(write(tc.file, tc.content))
+			if len(ps) > 0 {
+				t.Fatal(ps)
+			}
+			_, err := wire.NewBundles(def, "")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewBundles: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestResolve(t *testing.T) {
+	b := &wire.Bundle{BaseDir: "/srv/flows"}
+	for _, tc := range []struct {
+		bundle     *wire.Bundle
+		path, want string
+	}{
+		{b, "cassettes/c.json", "/srv/flows/cassettes/c.json"},
+		{b, "../shared/c.json", "/srv/shared/c.json"},
+		{b, "./child.toml", "/srv/flows/child.toml"},
+		{b, "/abs/c.json", "/abs/c.json"},
+		{b, "", ""},
+		{&wire.Bundle{}, "cassettes/c.json", "cassettes/c.json"},
+	} {
+		if got := tc.bundle.Resolve(tc.path); got != filepath.FromSlash(tc.want) {
+			t.Errorf("Bundle{BaseDir: %q}.Resolve(%q) = %q, want %q", tc.bundle.BaseDir, tc.path, got, tc.want)
+		}
+	}
+}
+
+// workflowsBucket starts an embedded NATS server with the reins layout and returns its
+// workflows bucket.
+func workflowsBucket(t *testing.T) (jetstream.JetStream, jetstream.KeyValue) {
+	t.Helper()
+	ctx := t.Context()
+	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { box.Close() })
+	if err := natsbox.EnsureLayout(ctx, box.JetStream(), natsbox.Layout{}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := box.JetStream().KeyValue(ctx, natsbox.WorkflowsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return box.JetStream(), kv
+}
+
+func TestStore(t *testing.T) {
+	ctx := t.Context()
+	_, kv := workflowsBucket(t)
+	bs, err := wire.NewBundles(load(t, "testdata/parent.toml"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Bundles.Put stores every bundle, and leaves one already there as it is.
+	squatted := bs.All[bs.Root].Workflows["child.toml"]
+	if _, err := kv.Create(ctx, squatted, []byte(`{"definition":{"name":"squatter"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := bs.Put(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	if err := bs.Put(ctx, kv); err != nil {
+		t.Fatalf("a second Put: %v", err)
+	}
+	keys, err := kv.Keys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := slices.Sorted(slices.Values(keys)), slices.Sorted(maps.Keys(bs.All)); !slices.Equal(got, want) {
+		t.Errorf("keys %v, want %v", got, want)
+	}
+
+	// A fresh store reads a bundle back: its definition hashes to its key, normalized.
+	s := wire.NewStore(kv)
+	b, err := s.Get(ctx, bs.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Definition.Name != "parent" || hashOf(t, b.Definition) != bs.Root || !maps.Equal(b.Workflows, bs.All[bs.Root].Workflows) || b.BaseDir != bs.All[bs.Root].BaseDir {
+		t.Errorf("Get(root) = %+v, want the parent's bundle", b)
+	}
+	if sq, err := s.Get(ctx, squatted); err != nil || sq.Definition.Name != "squatter" {
+		t.Errorf("Get(%.12s) = %+v, %v; want the bundle that was there first", squatted, sq, err)
+	}
+
+	// The store keeps what it read: with the key gone from the bucket, it still answers, and a
+	// store that never read it does not.
+	if err := kv.Purge(ctx, bs.Root); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := s.Get(ctx, bs.Root); err != nil || again != b {
+		t.Errorf("Get after purge: %p, %v; want the kept bundle %p", again, err, b)
+	}
+	if _, err := wire.NewStore(kv).Get(ctx, bs.Root); !errors.Is(err, jetstream.ErrKeyNotFound) || !strings.Contains(err.Error(), "workflow "+bs.Root[:12]+": ") {
+		t.Errorf("Get of a purged key: %v, want ErrKeyNotFound naming the hash", err)
+	}
+
+	// Store.Put stores and keeps: Get then answers without reading the bucket.
+	s2 := wire.NewStore(kv)
+	if err := s2.Put(ctx, bs); err != nil {
+		t.Fatal(err)
+	}
+	for h, want := range bs.All {
+		if got, err := s2.Get(ctx, h); err != nil || got != want {
+			t.Errorf("Get(%.12s) after Put: %p, %v; want the bundle put %p", h, got, err, want)
+		}
+	}
+
+	// Concurrent readers share one store.
+	var wg sync.WaitGroup
+	s3 := wire.NewStore(kv)
+	hm := bs.All[bs.Root].Workflows["nested/middle.toml"]
+	for range 8 {
+		wg.Go(func() {
+			if b, err := s3.Get(ctx, hm); err != nil || b.Definition.Name != "middle" {
+				t.Errorf("concurrent Get: %v, %v", b, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestStoreMalformed(t *testing.T) {
+	ctx := t.Context()
+	_, kv := workflowsBucket(t)
+	for _, tc := range []struct{ key, value, want string }{
+		{"not-json", `{`, "the stored bundle is not valid: unexpected end of JSON input"},
+		{"array", `[]`, "the stored bundle is not valid: json: cannot unmarshal array"},
+		{"no-def", `{"workflows":{"a.toml":"x"}}`, "the stored bundle has no definition"},
+		{"null-def", `{"definition":null}`, "the stored bundle has no definition"},
+		{"wrong-type", `{"definition":{"steps":"none"}}`, "the stored bundle is not valid: json: cannot unmarshal string"},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			if _, err := kv.Put(ctx, tc.key, []byte(tc.value)); err != nil {
+				t.Fatal(err)
+			}
+			s := wire.NewStore(kv)
+			b, err := s.Get(ctx, tc.key)
+			if !errors.Is(err, wire.ErrMalformed) || !strings.HasPrefix(err.Error(), "workflow "+tc.key+": malformed message: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Get = %+v, %v; want ErrMalformed naming the key and %q", b, err, tc.want)
+			}
+			// A malformed bundle is not kept: once fixed, it is read.
+			if _, err := kv.Put(ctx, tc.key, []byte(`{"definition":{"name":"fixed"}}`)); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := s.Get(ctx, tc.key); err != nil || b.Definition.Name != "fixed" {
+				t.Errorf("Get after the fix: %+v, %v", b, err)
+			}
+		})
+	}
+}
+
+func TestCheckpointKeysInKV(t *testing.T) {
+	ctx := t.Context()
+	js, _ := workflowsBucket(t)
+	kv, err := js.KeyValue(ctx, natsbox.CheckpointsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Scopes of awkward runs and steps are keys NATS accepts, and a scope's writes are found
+	// under SCOPE.> and parsed back.
+	for _, scope := range []string{
+		wire.CheckpointScope("r-1", "loop", -1, 1),
+		wire.CheckpointScope("r-1/sub/2", "fan", 3, 1),
+		wire.CheckpointScope("r.x", "a b.c*>é\x00", 4, 2),
+	} {
+		var want []string
+		for iter := 1; iter <= 2; iter++ {
+			for n := range 2 {
+				key := wire.CheckpointKey(scope, iter, n)
+				if _, err := kv.Put(ctx, key, []byte(`{"set":1}`)); err != nil {
+					t.Fatalf("put %q: %v", key, err)
+				}
+				want = append(want, key)
+			}
+		}
+		lister, err := kv.ListKeysFiltered(ctx, scope+".>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for k := range lister.Keys() {
+			s, _, _, err := wire.ParseCheckpointKey(k)
+			if err != nil || s != scope {
+				t.Errorf("ParseCheckpointKey(%q) = %q, %v", k, s, err)
+			}
+			got = append(got, k)
+		}
+		if !slices.Equal(slices.Sorted(slices.Values(got)), want) {
+			t.Errorf("scope %q: keys %v, want %v", scope, got, want)
+		}
+	}
+}

@@ -1,0 +1,194 @@
+package wire_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/wire"
+)
+
+// FuzzDecodeTask: DecodeTask never panics, fails only with ErrMalformed, and what it accepts
+// encodes to a body it accepts again as the same task (the encoding is then a fixed point).
+func FuzzDecodeTask(f *testing.F) {
+	good, err := wire.EncodeTask(sampleTask())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	for _, s := range []string{
+		``, `null`, `{}`, `[]`, `"x"`, `{"run_id":1}`,
+		`{"run_id":"r","step":"s","msg_id":"r/s/1/1/1","activation":1,"iteration":1,"attempt":1}`,
+		`{"run_id":"r","step":"s","msg_id":"m","activation":1,"iteration":1,"attempt":1,"input":null,"item":-1}`,
+		`{"run_id":"r","step":"s","msg_id":"m","activation":1,"iteration":1,"attempt":1,"not_before":"2026-01-02T03:04:05.123+01:00","timeout":5000000000}`,
+		`{"run_id":"r","step":"s","msg_id":"m","activation":1,"iteration":1,"attempt":0}`,
+		`{"RUN_ID":"r","Step":"s","msg_id":"m","activation":1,"iteration":1,"attempt":1,"input":{ "a" : [1, 2] }}`,
+		`{"run_id":"r\u00e9\ud800","step":"s","msg_id":"m","activation":1,"iteration":1,"attempt":1,"type":"agent"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		t1, err := wire.DecodeTask(data)
+		if err != nil {
+			if !errors.Is(err, wire.ErrMalformed) {
+				t.Fatalf("DecodeTask: %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		if t1.RunID == "" || t1.Step == "" || t1.MsgID == "" || t1.Activation < 1 || t1.Iteration < 1 || t1.Attempt < 1 {
+			t.Fatalf("DecodeTask accepted an invalid task %+v", t1)
+		}
+		_, _ = wire.TaskSubject(t1)
+		b1, err := wire.EncodeTask(t1)
+		if err != nil {
+			t.Fatalf("EncodeTask of a decoded task %+v: %v", t1, err)
+		}
+		t2, err := wire.DecodeTask(b1)
+		if err != nil {
+			t.Fatalf("DecodeTask of its own encoding %s: %v", b1, err)
+		}
+		// An absent input encodes as null.
+		if t1.Input == nil {
+			t1.Input = json.RawMessage("null")
+		}
+		if !taskEqual(t1, t2) {
+			t.Fatalf("round trip changed the task:\n%+v\n%+v", t1, t2)
+		}
+		b2, err := wire.EncodeTask(t2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b1, b2) {
+			t.Fatalf("the encoding is not stable:\n%s\n%s", b1, b2)
+		}
+	})
+}
+
+// FuzzDecodeEvent: the same for events, and EventMsgID and EventSubject never panic.
+func FuzzDecodeEvent(f *testing.F) {
+	for _, ev := range sampleEvents() {
+		data, err := wire.EncodeEvent(ev)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, s := range []string{
+		``, `null`, `{}`, `[]`, `{"type":"start"}`, `{"run_id":"r"}`,
+		`{"run_id":"r","type":"start","at":"2026-01-02T03:04:05Z","input":null,"item":-1}`,
+		`{"run_id":"r","type":"start","parent":null,"usage":null,"output":null}`,
+		`{"run_id":"r","type":"tick","at":"0001-01-01T00:00:00Z","step":"s","item":3}`,
+		`{"run_id":"r","type":"continued","nonce":"x","step":"s","item":-1,"activation":1,"iteration":2,"attempt":1,"usage":{"cost_usd":1e-9}}`,
+		`{"run_id":"r","type":"child_finished","status":"failed","parent":{"run_id":"p","step":"s","item":-1,"activation":1}}`,
+		`{"run_id":"r","type":"x","at":"9999-12-31T23:59:59.999999999-23:59"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e1, err := wire.DecodeEvent(data)
+		if err != nil {
+			if !errors.Is(err, wire.ErrMalformed) {
+				t.Fatalf("DecodeEvent: %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		if e1.RunID == "" || e1.Type == "" {
+			t.Fatalf("DecodeEvent accepted an invalid event %+v", e1)
+		}
+		_ = wire.EventMsgID(e1, "child")
+		_, _ = wire.EventSubject(e1)
+		b1, err := wire.EncodeEvent(e1)
+		if err != nil {
+			t.Fatalf("EncodeEvent of a decoded event %+v: %v", e1, err)
+		}
+		e2, err := wire.DecodeEvent(b1)
+		if err != nil {
+			t.Fatalf("DecodeEvent of its own encoding %s: %v", b1, err)
+		}
+		if !eventEqual(e1, e2) {
+			t.Fatalf("round trip changed the event:\n%+v\n%+v", e1, e2)
+		}
+		if id1, id2 := wire.EventMsgID(e1, "child"), wire.EventMsgID(e2, "child"); id1 != id2 {
+			t.Fatalf("the message id changed in the round trip: %q, %q", id1, id2)
+		}
+		b2, err := wire.EncodeEvent(e2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b1, b2) {
+			t.Fatalf("the encoding is not stable:\n%s\n%s", b1, b2)
+		}
+	})
+}
+
+// FuzzParseCheckpointKey: a key ParseCheckpointKey accepts is the one CheckpointKey makes of
+// its parts, and every other key is refused with ErrMalformed.
+func FuzzParseCheckpointKey(f *testing.F) {
+	for _, s := range []string{
+		"r-1/loop/1.1.0", "r-1/fan=2/3.12.7", "r-1/sub/1/work/1.0.0", "", ".", "..", "a.b.c", "a.1.2.3",
+		"a.01.0", "a.+1.0", "a.-1.0", "a.1.9223372036854775807", "a.1.9223372036854775808", ".1.1", "a\x00.1.1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		scope, iter, n, err := wire.ParseCheckpointKey(key)
+		if err != nil {
+			if !errors.Is(err, wire.ErrMalformed) {
+				t.Fatalf("ParseCheckpointKey(%q): %v does not wrap ErrMalformed", key, err)
+			}
+			return
+		}
+		if scope == "" || strings.Contains(scope, ".") || iter < 0 || n < 0 {
+			t.Fatalf("ParseCheckpointKey(%q) = %q, %d, %d", key, scope, iter, n)
+		}
+		if again := wire.CheckpointKey(scope, iter, n); again != key {
+			t.Fatalf("ParseCheckpointKey(%q) = %q, %d, %d, which CheckpointKey makes %q", key, scope, iter, n, again)
+		}
+	})
+}
+
+// FuzzCheckpointScope: every scope is a KV key without dots, and its keys parse back.
+func FuzzCheckpointScope(f *testing.F) {
+	f.Add("r-1", "loop", -1, 1, 1, 0)
+	f.Add("r-1/sub/2", "fan", 3, 2, 12, 7)
+	f.Add("r.x", "a b.c*>é\x00", 4, 2, 0, 0)
+	f.Add("", "", 0, 0, 0, 0)
+	f.Fuzz(func(t *testing.T, run, step string, item, activation, iter, n int) {
+		scope := wire.CheckpointScope(run, step, item, activation)
+		if strings.Contains(scope, ".") {
+			t.Fatalf("scope %q holds a dot", scope)
+		}
+		if !kvKey.MatchString(scope) {
+			t.Fatalf("scope %q is not a KV key", scope)
+		}
+		if iter < 0 || n < 0 {
+			return // CheckpointKey is given iterations (1 or more) and write numbers (0 or more)
+		}
+		key := wire.CheckpointKey(scope, iter, n)
+		s, i, m, err := wire.ParseCheckpointKey(key)
+		if err != nil || s != scope || i != iter || m != n {
+			t.Fatalf("ParseCheckpointKey(%q) = %q, %d, %d, %v", key, s, i, m, err)
+		}
+	})
+}
+
+// FuzzCheckRunID: a run id CheckRunID accepts is a subject token and a KV key.
+func FuzzCheckRunID(f *testing.F) {
+	for _, s := range []string{"r-abc", "", "a.b", "a b", "é", strings.Repeat("x", 65)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		if err := wire.CheckRunID(id); err != nil {
+			return
+		}
+		if len(id) > wire.MaxRunIDLen || !kvKey.MatchString(id) {
+			t.Fatalf("CheckRunID accepted %q", id)
+		}
+		if _, err := natsbox.EventSubject(id); err != nil {
+			t.Fatalf("CheckRunID accepted %q, which is not a subject token: %v", id, err)
+		}
+	})
+}

@@ -1,0 +1,388 @@
+package wire_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
+)
+
+// sampleTask is a task of the second iteration of child 3 of step fan, with every field set.
+func sampleTask() *engine.Task {
+	return &engine.Task{
+		RunID: "r-1", Step: "fan", Item: 3, Body: "research", Type: workflow.Agent, Handler: engine.HandlerAgent,
+		Workflow: "abc123", Model: "investigator", Prompt: "p", Instructions: "i", Goal: "g",
+		Activation: 1, Iteration: 2, Attempt: 1, Input: json.RawMessage(`{"topic":"x"}`),
+		MsgID:     "r-1/fan#3/1/2/1",
+		NotBefore: time.Date(2026, 11, 21, 10, 0, 0, 5, time.UTC), Timeout: 90 * time.Second,
+	}
+}
+
+func TestTaskRoundTrip(t *testing.T) {
+	want := sampleTask()
+	data, err := wire.EncodeTask(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := wire.DecodeTask(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !taskEqual(got, want) {
+		t.Errorf("decoded %+v\nwant %+v", got, want)
+	}
+	subj, err := wire.TaskSubject(want)
+	if err != nil || subj != "reins.task."+engine.HandlerAgent {
+		t.Errorf("TaskSubject = %q, %v", subj, err)
+	}
+	if _, err := wire.TaskSubject(&engine.Task{Handler: "a.b"}); err == nil {
+		t.Error("TaskSubject accepted handler a.b, which is not one subject token")
+	}
+}
+
+func TestDecodeTaskErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"empty", ``, "task: malformed message: unexpected end of JSON input"},
+		{"not JSON", `{"run_id":`, "task: malformed message: unexpected end of JSON input"},
+		{"text", `hello`, "task: malformed message: invalid character 'h'..."},
+		{"array", `[]`, "task: malformed message: json: cannot unmarshal array..."},
+		{"wrong type", `{"run_id":1}`, "task: malformed message: json: cannot unmarshal number..."},
+		{"null", `null`, "task: malformed message: no run_id"},
+		{"no run_id", `{"step":"s","msg_id":"m","activation":1,"iteration":1,"attempt":1}`, "task: malformed message: no run_id"},
+		{"no step", `{"run_id":"r","msg_id":"m","activation":1,"iteration":1,"attempt":1}`, "task r: malformed message: no step"},
+		{"no msg_id", `{"run_id":"r","step":"s","activation":1,"iteration":1,"attempt":1}`, "task r/s: malformed message: no msg_id"},
+		{"zero activation", `{"run_id":"r","step":"s","msg_id":"r/s/0/1/1","iteration":1,"attempt":1}`, "task r/s/0/1/1: malformed message: activation, iteration and attempt must be 1 or more"},
+		{"zero iteration", `{"run_id":"r","step":"s","msg_id":"r/s/1/0/1","activation":1,"attempt":1}`, "task r/s/1/0/1: malformed message: activation, iteration and attempt must be 1 or more"},
+		{"zero attempt", `{"run_id":"r","step":"s","msg_id":"r/s/1/1/0","activation":1,"iteration":1,"attempt":0}`, "task r/s/1/1/0: malformed message: activation, iteration and attempt must be 1 or more"},
+		{"negative attempt", `{"run_id":"r","step":"s","msg_id":"m","activation":1,"iteration":1,"attempt":-1}`, "task m: malformed message: activation, iteration and attempt must be 1 or more"},
+		{"bad time", `{"run_id":"r","step":"s","msg_id":"m","not_before":"yesterday"}`, `task: malformed message: parsing time...`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			task, err := wire.DecodeTask([]byte(tc.body))
+			if err == nil {
+				t.Fatalf("DecodeTask(%s) = %+v, want an error", tc.body, task)
+			}
+			if !errors.Is(err, wire.ErrMalformed) {
+				t.Errorf("%v does not wrap ErrMalformed", err)
+			}
+			checkMessage(t, err, tc.want)
+		})
+	}
+}
+
+// sampleEvents has an event of every type, with every field its type uses.
+func sampleEvents() []*wire.Event {
+	at := time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)
+	task := sampleTask()
+	completed := wire.Answer(task, engine.EvCompleted, at)
+	completed.Output, completed.Label, completed.StopReason = json.RawMessage(`{"answer":"yes"}`), "completed", "completed"
+	completed.Usage = &engine.Usage{ModelCalls: 2, ToolCalls: 1, InputTokens: 100, OutputTokens: 20, CostUSD: 0.001}
+	continued := wire.Answer(task, engine.EvContinued, at)
+	continued.Output, continued.Nonce = json.RawMessage(`[1,2]`), "n0nce"
+	failed := wire.Answer(task, engine.EvFailed, at)
+	failed.Error, failed.Permanent = "boom", true
+	return []*wire.Event{
+		{RunID: "r-1", Event: engine.Event{Type: engine.EvStart, At: at, Input: json.RawMessage(`{"order_id":"O-1"}`), Item: -1}, Workflow: "abc123",
+			Parent: &wire.Parent{RunID: "r-0", Step: "sub", Item: -1, Activation: 2}},
+		completed, continued, failed,
+		wire.Answer(task, engine.EvTimedOut, at),
+		{RunID: "r-1", Event: engine.Event{Type: engine.EvTick, At: at, Step: "wait", Item: -1, Activation: 1}},
+		{RunID: "r-1", Event: engine.Event{Type: engine.EvCancel, At: at, Item: -1, Reason: "no longer needed"}},
+		{RunID: "r-1", Event: engine.Event{Type: engine.EvChildFinished, At: at, Step: "sub", Item: -1, Activation: 1, Status: engine.RunCompleted, Output: json.RawMessage(`"done"`)}},
+	}
+}
+
+func TestEventRoundTrip(t *testing.T) {
+	for _, want := range sampleEvents() {
+		t.Run(string(want.Type), func(t *testing.T) {
+			data, err := wire.EncodeEvent(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := wire.DecodeEvent(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !eventEqual(got, want) {
+				t.Errorf("decoded %+v\nwant %+v", got, want)
+			}
+			subj, err := wire.EventSubject(want)
+			if err != nil || subj != "reins.event.r-1" {
+				t.Errorf("EventSubject = %q, %v", subj, err)
+			}
+		})
+	}
+	if _, err := wire.EventSubject(&wire.Event{RunID: "a b"}); err == nil {
+		t.Error("EventSubject accepted run id \"a b\"")
+	}
+}
+
+func TestDecodeEventErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"empty", ``, "event: malformed message: unexpected end of JSON input"},
+		{"not JSON", `{"run_id":"r",`, "event: malformed message: unexpected end of JSON input"},
+		{"string", `"start"`, "event: malformed message: json: cannot unmarshal string..."},
+		{"wrong type", `{"run_id":"r","type":"start","item":"x"}`, "event: malformed message: json: cannot unmarshal string..."},
+		{"bad time", `{"run_id":"r","type":"start","at":"now"}`, `event: malformed message: parsing time...`},
+		{"null", `null`, "event: malformed message: no run_id"},
+		{"no run_id", `{"type":"start"}`, "event: malformed message: no run_id"},
+		{"no type", `{"run_id":"r-1","step":"s"}`, "event for run r-1: malformed message: no type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := wire.DecodeEvent([]byte(tc.body))
+			if err == nil {
+				t.Fatalf("DecodeEvent(%s) = %+v, want an error", tc.body, ev)
+			}
+			if !errors.Is(err, wire.ErrMalformed) {
+				t.Errorf("%v does not wrap ErrMalformed", err)
+			}
+			checkMessage(t, err, tc.want)
+		})
+	}
+}
+
+func TestAnswer(t *testing.T) {
+	task := sampleTask()
+	at := time.Date(2026, 11, 21, 11, 0, 0, 0, time.FixedZone("CET", 3600))
+	ev := wire.Answer(task, engine.EvFailed, at)
+	want := &wire.Event{RunID: "r-1", Event: engine.Event{
+		Type: engine.EvFailed, At: at.UTC(), Step: "fan", Item: 3, Activation: 1, Iteration: 2, Attempt: 1,
+	}}
+	if !eventEqual(ev, want) || ev.At.Location() != time.UTC {
+		t.Errorf("Answer = %+v, want %+v in UTC", ev, want)
+	}
+}
+
+func TestEventMsgID(t *testing.T) {
+	at := time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)
+	task := sampleTask()
+	stepTask := &engine.Task{RunID: "r-1", Step: "ask", Item: -1, Activation: 2, Iteration: 1, Attempt: 3, MsgID: "r-1/ask/2/1/3"}
+	withNonce := wire.Answer(task, engine.EvContinued, at)
+	withNonce.Nonce = "n1"
+	otherNonce := wire.Answer(task, engine.EvContinued, at)
+	otherNonce.Nonce = "n2"
+	completedNonce := wire.Answer(task, engine.EvCompleted, at)
+	completedNonce.Nonce = "n1"
+	for _, tc := range []struct {
+		name  string
+		ev    *wire.Event
+		child string
+		want  string
+	}{
+		{"start", &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvStart, At: at, Item: -1}}, "", "r-1/start"},
+		{"cancel", &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvCancel, At: at, Item: -1, Reason: "x"}}, "", "r-1/cancel"},
+		{"completed", wire.Answer(task, engine.EvCompleted, at), "", task.MsgID + "/completed"},
+		{"completed of a step", wire.Answer(stepTask, engine.EvCompleted, at), "", stepTask.MsgID + "/completed"},
+		{"completed ignores a nonce", completedNonce, "", task.MsgID + "/completed"},
+		{"continued", wire.Answer(task, engine.EvContinued, at), "", task.MsgID + "/continued"},
+		{"continued with a nonce", withNonce, "", task.MsgID + "/continued/n1"},
+		{"continued with another nonce", otherNonce, "", task.MsgID + "/continued/n2"},
+		{"failed", wire.Answer(task, engine.EvFailed, at), "", task.MsgID + "/failed"},
+		{"timed_out", wire.Answer(stepTask, engine.EvTimedOut, at), "", stepTask.MsgID + "/timed_out"},
+		{"tick", &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvTick, At: at, Step: "wait", Item: -1, Activation: 4}}, "", "r-1/tick/wait/-1/4/" + "1795255200123456789"},
+		{"tick of a child", &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvTick, At: at.Add(time.Nanosecond), Step: "fan", Item: 2, Activation: 1}}, "", "r-1/tick/fan/2/1/1795255200123456790"},
+		{"deadline tick", &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvTick, At: at, Item: 0}}, "", "r-1/tick//0/0/1795255200123456789"},
+		{"child_finished", &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvChildFinished, At: at, Step: "sub", Item: -1, Activation: 1, Output: json.RawMessage(`1`)}}, "r-1/sub/1", "r-1/sub/1/finished"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := wire.EventMsgID(tc.ev, tc.child); got != tc.want {
+				t.Errorf("EventMsgID = %q, want %q", got, tc.want)
+			}
+		})
+	}
+
+	// Every event of sampleEvents has its own id; the same event always the same one.
+	seen := map[string]engine.EventType{}
+	for _, ev := range sampleEvents() {
+		id := wire.EventMsgID(ev, "r-1/sub/1")
+		if other, dup := seen[id]; dup {
+			t.Errorf("%s and %s events share the id %q", other, ev.Type, id)
+		}
+		seen[id] = ev.Type
+		if again := wire.EventMsgID(ev, "r-1/sub/1"); again != id {
+			t.Errorf("%s: id %q then %q", ev.Type, id, again)
+		}
+	}
+	// The output of a child_finished event is not part of its id.
+	a := &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvChildFinished, At: at, Output: json.RawMessage(`1`)}}
+	b := &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvChildFinished, At: at.Add(time.Hour), Output: json.RawMessage(`2`)}}
+	if wire.EventMsgID(a, "c") != wire.EventMsgID(b, "c") {
+		t.Error("two child_finished events of one child have different ids")
+	}
+}
+
+func TestCheckRunID(t *testing.T) {
+	long := strings.Repeat("a", wire.MaxRunIDLen)
+	for _, tc := range []struct {
+		id   string
+		want string // "" when valid
+	}{
+		{"r-jkqceekiwrndor7gahfq", ""},
+		{"A_z-09", ""},
+		{"x", ""},
+		{long, ""},
+		{"", `run id "": want 1 to 64 characters`},
+		{long + "a", `want 1 to 64 characters`},
+		{"a.b", `run id "a.b": the character '.' at byte 1 is not one of A-Z a-z 0-9 _ -`},
+		{"a b", `the character ' ' at byte 1`},
+		{"a/b", `the character '/' at byte 1`},
+		{"*", `the character '*' at byte 0`},
+		{"ab>", `the character '>' at byte 2`},
+		{"a\n", `the character '\n' at byte 1`},
+		{"é", `the character 'é' at byte 0`},
+		{"a\xff", "the character '\uFFFD' at byte 1"},
+	} {
+		err := wire.CheckRunID(tc.id)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("CheckRunID(%q): %v", tc.id, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("CheckRunID(%q) = %v, want an error with %q", tc.id, err, tc.want)
+		}
+		if err == nil {
+			// A valid run id is a subject token and a KV key.
+			if _, err := natsbox.EventSubject(tc.id); err != nil {
+				t.Errorf("run id %q is valid but not a subject token: %v", tc.id, err)
+			}
+			if !kvKey.MatchString(tc.id) {
+				t.Errorf("run id %q is valid but not a KV key", tc.id)
+			}
+		}
+	}
+}
+
+// kvKey is what a key of a NATS KV bucket may hold (nats.go's validKeyRe).
+var kvKey = regexp.MustCompile(`^[-/_=\.a-zA-Z0-9]+$`)
+
+func TestCheckpointScope(t *testing.T) {
+	for _, tc := range []struct {
+		run, step        string
+		item, activation int
+		want             string
+	}{
+		{"r-1", "loop", -1, 1, "r-1/loop/1"},
+		{"r-1", "fan", 0, 2, "r-1/fan=0/2"},
+		{"r-1", "fan", 12, 3, "r-1/fan=12/3"},
+		{"r-1/sub/1", "work", -1, 1, "r-1/sub/1/work/1"},
+		{"r.1", "a b*>", -1, 1, "r_1/a_b__/1"},
+		{"r-1", "stép", -1, 1, "r-1/st_p/1"},
+		{"r-1", "bad\xffbyte", -1, 1, "r-1/bad_byte/1"},
+		{"r-1", "tab\tnewline\n", 4, 1, "r-1/tab_newline_=4/1"},
+	} {
+		got := wire.CheckpointScope(tc.run, tc.step, tc.item, tc.activation)
+		if got != tc.want {
+			t.Errorf("CheckpointScope(%q, %q, %d, %d) = %q, want %q", tc.run, tc.step, tc.item, tc.activation, got, tc.want)
+		}
+		if strings.Contains(got, ".") || !kvKey.MatchString(got) {
+			t.Errorf("scope %q is not a dot-free KV key", got)
+		}
+		for _, w := range [][2]int{{1, 0}, {1, 7}, {12, 0}, {0, 123}} {
+			key := wire.CheckpointKey(got, w[0], w[1])
+			if !kvKey.MatchString(key) {
+				t.Errorf("key %q is not a KV key", key)
+			}
+			scope, iter, n, err := wire.ParseCheckpointKey(key)
+			if err != nil || scope != got || iter != w[0] || n != w[1] {
+				t.Errorf("ParseCheckpointKey(%q) = %q, %d, %d, %v; want %q, %d, %d", key, scope, iter, n, err, got, w[0], w[1])
+			}
+		}
+	}
+	if got := wire.CheckpointKey("r-1/loop/1", 3, 0); got != "r-1/loop/1.3.0" {
+		t.Errorf("CheckpointKey = %q", got)
+	}
+}
+
+func TestParseCheckpointKeyErrors(t *testing.T) {
+	for _, key := range []string{
+		"", "scope", "scope.1", "scope.1.2.3", ".1.2", "scope..2", "scope.1.",
+		"scope.x.1", "scope.1.y", "scope.1.2x",
+		"scope.-1.0", "scope.1.-2", "scope.+1.0", "scope.01.0", "scope.1.00",
+		"scope.99999999999999999999.0",
+	} {
+		scope, iter, n, err := wire.ParseCheckpointKey(key)
+		if err == nil {
+			t.Errorf("ParseCheckpointKey(%q) = %q, %d, %d; want an error", key, scope, iter, n)
+			continue
+		}
+		if !errors.Is(err, wire.ErrMalformed) || !strings.Contains(err.Error(), "checkpoint key "+jsonQuote(key)) {
+			t.Errorf("ParseCheckpointKey(%q): %v, want ErrMalformed naming the key", key, err)
+		}
+	}
+}
+
+func jsonQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// taskEqual and eventEqual compare decoded values: JSON values compact, times as instants.
+func taskEqual(a, b *engine.Task) bool {
+	x, y := *a, *b
+	if !x.NotBefore.Equal(y.NotBefore) || !jsonEqual(x.Input, y.Input) {
+		return false
+	}
+	x.NotBefore, y.NotBefore = time.Time{}, time.Time{}
+	x.Input, y.Input = nil, nil
+	return reflect.DeepEqual(x, y)
+}
+
+func eventEqual(a, b *wire.Event) bool {
+	x, y := *a, *b
+	if !x.At.Equal(y.At) || !jsonEqual(x.Input, y.Input) || !jsonEqual(x.Output, y.Output) {
+		return false
+	}
+	if (x.Usage == nil) != (y.Usage == nil) || x.Usage != nil && *x.Usage != *y.Usage {
+		return false
+	}
+	if (x.Parent == nil) != (y.Parent == nil) || x.Parent != nil && *x.Parent != *y.Parent {
+		return false
+	}
+	x.At, y.At = time.Time{}, time.Time{}
+	x.Input, y.Input, x.Output, y.Output = nil, nil, nil, nil
+	x.Usage, y.Usage, x.Parent, y.Parent = nil, nil, nil, nil
+	return reflect.DeepEqual(x, y)
+}
+
+// jsonEqual compares two JSON texts compacted; nil is the absent value, unlike null.
+func jsonEqual(a, b json.RawMessage) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	return compact(a) == compact(b)
+}
+
+func compact(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// checkMessage checks an error's message: want exactly, or, when want ends with "...", a
+// message starting with the rest (the end is encoding/json's wording).
+func checkMessage(t *testing.T, err error, want string) {
+	t.Helper()
+	if prefix, ok := strings.CutSuffix(want, "..."); ok {
+		if !strings.HasPrefix(err.Error(), prefix) {
+			t.Errorf("error %q\nwant   %q", err, want)
+		}
+		return
+	}
+	if err.Error() != want {
+		t.Errorf("error %q\nwant   %q", err, want)
+	}
+}

@@ -125,14 +125,36 @@ func subject(prefix, kind, token string) (string, error) {
 	return prefix + token, nil
 }
 
-// TaskSubject returns the subject of the tasks of handler: "reins.task.HANDLER".
-func TaskSubject(handler string) (string, error) { return subject("reins.task.", "handler", handler) }
+// TaskSubject returns the subject of the tasks of handler: "reins.task.HANDLER". A handler name
+// may have dots ("payments.charge"): each part between them must be a token (CheckToken).
+func TaskSubject(handler string) (string, error) { return handlerSubject("reins.task.", handler) }
+
+// CheckHandler reports whether handler can name a handler: one or more tokens (CheckToken)
+// separated by dots.
+func CheckHandler(handler string) error {
+	if handler == "" {
+		return fmt.Errorf("natsbox: handler %w", checkToken(handler))
+	}
+	for part := range strings.SplitSeq(handler, ".") {
+		if err := checkToken(part); err != nil {
+			return fmt.Errorf("natsbox: handler %q: a part between dots %w", handler, err)
+		}
+	}
+	return nil
+}
+
+func handlerSubject(prefix, handler string) (string, error) {
+	if err := CheckHandler(handler); err != nil {
+		return "", err
+	}
+	return prefix + handler, nil
+}
 
 // EventSubject returns the subject of the events of run runID: "reins.event.RUNID".
 func EventSubject(runID string) (string, error) { return subject("reins.event.", "run id", runID) }
 
 // DLQSubject returns the subject of the dead tasks of handler: "reins.dlq.HANDLER".
-func DLQSubject(handler string) (string, error) { return subject("reins.dlq.", "handler", handler) }
+func DLQSubject(handler string) (string, error) { return handlerSubject("reins.dlq.", handler) }
 
 // CancelSubject returns the subject on which the end of run runID is announced:
 // "reins.cancel.RUNID".
@@ -160,6 +182,33 @@ func EnsureLayout(ctx context.Context, js jetstream.JetStream, l Layout) error {
 		if err := ensureBucket(ctx, js, cfg); err != nil {
 			return err
 		}
+	}
+	return ensureKeeper(ctx, js)
+}
+
+// KeeperSubject holds one message of REINS_TASKS that no worker consumes ("reins-" names are
+// reserved for reins), so that the work-queue stream is never empty. When the last message of
+// an empty-becoming stream is acknowledged the file store replaces its block file under the
+// stream's lock, and the next task's publish waits for it: with a single agent loop that wait
+// was most of an iteration (BENCHMARKS.md, the keeper message).
+const KeeperSubject = "reins.task.reins-keep"
+
+// ensureKeeper publishes the keeper message unless the stream has one. Two processes starting
+// at once may both publish one; that is harmless.
+func ensureKeeper(ctx context.Context, js jetstream.JetStream) error {
+	s, err := js.Stream(ctx, TasksStream)
+	if err != nil {
+		return fmt.Errorf("natsbox: stream %s: %w", TasksStream, err)
+	}
+	_, err = s.GetLastMsgForSubject(ctx, KeeperSubject)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, jetstream.ErrMsgNotFound):
+		return fmt.Errorf("natsbox: stream %s: read the keeper message: %w", TasksStream, err)
+	}
+	if _, err := js.Publish(ctx, KeeperSubject, []byte("keeps the task stream from ever being empty")); err != nil {
+		return fmt.Errorf("natsbox: stream %s: publish the keeper message: %w", TasksStream, err)
 	}
 	return nil
 }

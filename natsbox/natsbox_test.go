@@ -75,6 +75,33 @@ func streamInfo(t *testing.T, js jetstream.JetStream, name string) *jetstream.St
 	return info
 }
 
+// tasks returns the number of messages in REINS_TASKS besides the keeper message(s) on
+// KeeperSubject: the tasks.
+func tasks(t *testing.T, js jetstream.JetStream) uint64 {
+	t.Helper()
+	n := streamInfo(t, js, TasksStream).State.Msgs
+	k := keepers(t, js)
+	if k > n {
+		t.Fatalf("TASKS has %d messages, fewer than its %d keeper messages", n, k)
+	}
+	return n - k
+}
+
+// keepers returns the number of messages on KeeperSubject in REINS_TASKS.
+func keepers(t *testing.T, js jetstream.JetStream) uint64 {
+	t.Helper()
+	ctx := testCtx(t)
+	s, err := js.Stream(ctx, TasksStream)
+	if err != nil {
+		t.Fatalf("stream %s: %v", TasksStream, err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(KeeperSubject))
+	if err != nil {
+		t.Fatalf("stream %s info: %v", TasksStream, err)
+	}
+	return info.State.Subjects[KeeperSubject]
+}
+
 // roundTrip publishes one task and fetches it back with a pull consumer.
 func roundTrip(t *testing.T, js jetstream.JetStream, handler, payload string) {
 	t.Helper()
@@ -122,8 +149,8 @@ func TestOpenInProcess(t *testing.T) {
 	ensure(t, b.JetStream())
 	roundTrip(t, b.JetStream(), "echo", "hello")
 	// The work queue removed the acked task.
-	if n := streamInfo(t, b.JetStream(), TasksStream).State.Msgs; n != 0 {
-		t.Errorf("TASKS has %d messages after the ack, want 0 (work queue)", n)
+	if n := tasks(t, b.JetStream()); n != 0 {
+		t.Errorf("TASKS has %d tasks after the ack, want 0 (work queue)", n)
 	}
 }
 
@@ -249,14 +276,14 @@ func TestDuplicateWindow(t *testing.T) {
 	if first.Duplicate || !again.Duplicate || again.Sequence != first.Sequence {
 		t.Errorf("acks %+v then %+v: want the second one a duplicate of the first", first, again)
 	}
-	if n := streamInfo(t, js, TasksStream).State.Msgs; n != 1 {
-		t.Errorf("TASKS has %d messages after publishing one id twice, want 1", n)
+	if n := tasks(t, js); n != 1 {
+		t.Errorf("TASKS has %d tasks after publishing one id twice, want 1", n)
 	}
 	if _, err := js.Publish(ctx, subj, []byte("other"), jetstream.WithMsgID("run-1/step-3/1")); err != nil {
 		t.Fatal(err)
 	}
-	if n := streamInfo(t, js, TasksStream).State.Msgs; n != 2 {
-		t.Errorf("TASKS has %d messages after a second id, want 2", n)
+	if n := tasks(t, js); n != 2 {
+		t.Errorf("TASKS has %d tasks after a second id, want 2", n)
 	}
 }
 
@@ -337,6 +364,60 @@ func TestEnsureLayoutConcurrent(t *testing.T) {
 			t.Errorf("EnsureLayout #%d: %v", i, err)
 		}
 	}
+}
+
+// EnsureLayout keeps one message on KeeperSubject in REINS_TASKS: it publishes it once, does
+// not add another when it runs again (in this process or after a restart), and the message
+// outlives the tasks a worker takes and acknowledges, and a restart.
+func TestKeeper(t *testing.T) {
+	dir := t.TempDir()
+	first, err := Open(testCtx(t), Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := first.JetStream()
+	if n := keeperSubjectIsATask(t); n != KeeperSubject {
+		t.Fatalf("TaskSubject(reins-keep) = %q, want %q", n, KeeperSubject)
+	}
+	ensure(t, js)
+	if n := keepers(t, js); n != 1 {
+		t.Fatalf("%d keeper messages after EnsureLayout, want 1", n)
+	}
+	if n := streamInfo(t, js, TasksStream).State.Msgs; n != 1 {
+		t.Fatalf("TASKS has %d messages after EnsureLayout, want the keeper alone", n)
+	}
+	ensure(t, js)
+	if n := keepers(t, js); n != 1 {
+		t.Fatalf("%d keeper messages after EnsureLayout ran twice, want 1", n)
+	}
+	// A worker takes and acknowledges a task: the work queue removes it and keeps the keeper.
+	roundTrip(t, js, "echo", "hello")
+	if n, k := tasks(t, js), keepers(t, js); n != 0 || k != 1 {
+		t.Fatalf("TASKS has %d tasks and %d keeper messages after the ack, want 0 and 1", n, k)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	second := open(t, Options{DataDir: dir})
+	js = second.JetStream()
+	if n := keepers(t, js); n != 1 {
+		t.Fatalf("%d keeper messages after the restart, want 1", n)
+	}
+	ensure(t, js)
+	if n := keepers(t, js); n != 1 {
+		t.Fatalf("%d keeper messages after EnsureLayout on the restarted server, want 1", n)
+	}
+	if n := streamInfo(t, js, TasksStream).State.Msgs; n != 1 {
+		t.Errorf("TASKS has %d messages after the restart, want the keeper alone", n)
+	}
+}
+
+// keeperSubjectIsATask returns the task subject of the keeper's handler name: the keeper is
+// in REINS_TASKS under a name reserved for reins.
+func keeperSubjectIsATask(t *testing.T) string {
+	t.Helper()
+	return taskSubject(t, strings.TrimPrefix(KeeperSubject, "reins.task."))
 }
 
 func TestEnsureLayoutUpdatesCompatible(t *testing.T) {
@@ -484,12 +565,12 @@ func TestRestartPersistence(t *testing.T) {
 	second := open(t, Options{DataDir: dir})
 	js := second.JetStream()
 	ensure(t, js) // on existing streams: changes nothing
+	if n := tasks(t, js); n != 1 {
+		t.Fatalf("TASKS has %d tasks after the restart, want 1", n)
+	}
 	s, err := js.Stream(ctx, TasksStream)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if n := s.CachedInfo().State.Msgs; n != 1 {
-		t.Fatalf("TASKS has %d messages after the restart, want 1", n)
 	}
 	m, err := s.GetLastMsgForSubject(ctx, taskSubject(t, "charge"))
 	if err != nil {
@@ -637,8 +718,8 @@ func TestReconnect(t *testing.T) {
 	if _, err := js.Publish(ctx, taskSubject(t, "h"), []byte("after")); err != nil {
 		t.Fatalf("publish after the reconnect: %v", err)
 	}
-	if n := streamInfo(t, js, TasksStream).State.Msgs; n != 2 {
-		t.Errorf("TASKS has %d messages, want 2 (one from before the restart)", n)
+	if n := tasks(t, js); n != 2 {
+		t.Errorf("TASKS has %d tasks, want 2 (one from before the restart)", n)
 	}
 }
 
@@ -709,7 +790,9 @@ func TestSubjects(t *testing.T) {
 		{TaskSubject, "charge", "reins.task.charge", ""},
 		{EventSubject, "run-1", "reins.event.run-1", ""},
 		{DLQSubject, "charge", "reins.dlq.charge", ""},
-		{TaskSubject, "a.b", "", "handler"},
+		{TaskSubject, "payments.charge", "reins.task.payments.charge", ""},
+		{TaskSubject, "a..b", "", "handler"},
+		{TaskSubject, "a.", "", "handler"},
 		{EventSubject, "run 1", "", "run id"},
 		{DLQSubject, "*", "", "handler"},
 	} {

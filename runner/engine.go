@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/engine"
@@ -169,7 +170,8 @@ func (e *Engine) fault(runID string) {
 func (e *Engine) Ready() <-chan struct{} { return e.ready }
 
 // Run ensures the JetStream layout, arms again the timers of the running runs, and consumes
-// events until ctx is done, when it returns nil; or it returns the error that stopped it.
+// events until ctx is done, when it returns nil; or it returns the error that stopped it (one
+// wrapping jetstream.ErrConsumerDeleted when the engine's consumer was deleted).
 func (e *Engine) Run(ctx context.Context) error {
 	if !e.started.CompareAndSwap(false, true) {
 		return errors.New("runner: Engine.Run was called twice: use a new Engine")
@@ -278,15 +280,20 @@ func (e *Engine) rearm(ctx context.Context) error {
 func (e *Engine) consume(ctx context.Context, cons jetstream.Consumer) error {
 	p := e.startShards(context.WithoutCancel(ctx)) // an event being decided is finished, not abandoned
 	why := make(chan error, 1)                     // what stopped the consumption, if the library said
+	look := make(chan struct{}, 1)                 // the pulls go unanswered: is the consumer there?
 	cc, err := cons.Consume(func(m jetstream.Msg) { e.route(p, m) },
 		jetstream.PullPriorityGroup(PriorityGroup),
 		jetstream.PullMaxMessages(pullBuffer),
 		jetstream.PullExpiry(e.pinnedTTL()/2),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { e.consumeError(err, why) }))
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { e.consumeError(err, why, look) }))
 	if err != nil {
 		p.close()
 		return fmt.Errorf("runner: consume %s: %w", natsbox.EventsStream, err)
 	}
+	lost := make(chan error, 1) // the consumer is gone, as watchConsumer found
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	watching.Go(func() { e.watchConsumer(watchCtx, cons, look, lost) })
 	close(e.ready)
 	select {
 	case <-ctx.Done():
@@ -297,13 +304,51 @@ func (e *Engine) consume(ctx context.Context, cons jetstream.Consumer) error {
 			err = fmt.Errorf("runner: the consumption of events stopped: %w", cause)
 		default:
 		}
+	case cause := <-lost:
+		err = fmt.Errorf("runner: the consumption of events stopped: %w", cause)
 	}
+	stopWatch()
+	watching.Wait()
 	close(p.stopping) // from now on, what arrives goes back to the server
 	cc.Stop()
 	<-cc.Closed()
 	p.close()
 	e.unpin(context.WithoutCancel(ctx))
 	return err
+}
+
+// watchConsumer looks the consumer up each time look says the pulls go unanswered (at most
+// once per pull expiry), and reports in lost, wrapping jetstream.ErrConsumerDeleted, that it
+// was deleted. The library reports the deletion itself (a terminal error, then Closed) only
+// through a pull request the server held when it deleted the consumer: a pull request it had
+// not registered yet (the consumer is deleted right after the engine started consuming, or
+// while a request is on its way) reaches no one, and every later one too, which the library
+// reports as missing heartbeats and "no responders", again and again, without ever stopping.
+func (e *Engine) watchConsumer(ctx context.Context, cons jetstream.Consumer, look <-chan struct{}, lost chan<- error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-look:
+		}
+		ictx, cancel := context.WithTimeout(ctx, e.pinnedTTL())
+		_, err := cons.Info(ictx)
+		cancel()
+		switch {
+		case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+			err = fmt.Errorf("the consumer %s of %s is gone (%w): %w", ConsumerName, natsbox.EventsStream, jetstream.ErrConsumerDeleted, err)
+			e.log.Error("runner: the engine stops consuming events", "consumer", ConsumerName, "err", err)
+			lost <- err
+			return
+		case err != nil && ctx.Err() == nil:
+			e.log.Debug("runner: look the consumer up", "consumer", ConsumerName, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(e.pinnedTTL() / 2):
+		}
+	}
 }
 
 // shards is the set of shard goroutines of a consumption.
@@ -331,8 +376,15 @@ func (p *shards) close() {
 	p.wg.Wait()
 }
 
-// consumeError logs an error of the consumption; one that ends it is kept in why.
-func (e *Engine) consumeError(err error, why chan<- error) {
+// consumeError logs an error of the consumption; one that ends it is kept in why. One that
+// says the pull requests go unanswered asks watchConsumer (look) whether the consumer is there.
+func (e *Engine) consumeError(err error, why chan<- error, look chan<- struct{}) {
+	if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders) {
+		select {
+		case look <- struct{}{}:
+		default:
+		}
+	}
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrBadRequest), errors.Is(err, jetstream.ErrConnectionClosed):
 		e.log.Error("runner: the engine stops consuming events", "consumer", ConsumerName, "err", err)

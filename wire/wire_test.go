@@ -44,8 +44,13 @@ func TestTaskRoundTrip(t *testing.T) {
 	if err != nil || subj != "reins.task."+engine.HandlerAgent {
 		t.Errorf("TaskSubject = %q, %v", subj, err)
 	}
-	if _, err := wire.TaskSubject(&engine.Task{Handler: "a.b"}); err == nil {
-		t.Error("TaskSubject accepted handler a.b, which is not one subject token")
+	if subj, err := wire.TaskSubject(&engine.Task{Handler: "payments.charge"}); err != nil || subj != "reins.task.payments.charge" {
+		t.Errorf("TaskSubject(payments.charge) = %q, %v: a dotted handler names a subject of several tokens", subj, err)
+	}
+	for _, h := range []string{"a..b", "a.", "a b", "a*"} {
+		if _, err := wire.TaskSubject(&engine.Task{Handler: h}); err == nil {
+			t.Errorf("TaskSubject accepted handler %q, which cannot name a subject", h)
+		}
 	}
 }
 

@@ -287,7 +287,7 @@ func TestHandlePanics(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		h    Handler
-	}{{"", ok}, {"a.b", ok}, {"a b", ok}, {"a>", ok}, {"a/b", ok}, {"good", ok}, {"nil", nil}} {
+	}{{"", ok}, {"a..b", ok}, {"a.", ok}, {"a b", ok}, {"a>", ok}, {"a/b", ok}, {"good", ok}, {"nil", nil}} {
 		func() {
 			defer func() {
 				if recover() == nil {

@@ -229,10 +229,11 @@ func (tc *taskContext) answer(typ engine.EventType, output any, o Outcome) error
 	if typ == engine.EvContinued {
 		ev.Nonce = strconv.FormatInt(ev.At.UnixNano(), 36) + "-" + strconv.FormatUint(uint64(rand.Uint32()), 36)
 	}
-	if err := tc.fits(ev); err != nil {
+	data, err := tc.fits(ev)
+	if err != nil {
 		return tc.deliverProblem(err)
 	}
-	return tc.deliver(ev)
+	return tc.deliverData(ev, data)
 }
 
 // deliverProblem fails the attempt permanently with problem, which the answering call returns.
@@ -258,21 +259,22 @@ func (tc *taskContext) stepName() string {
 // natsHeaderOverhead is the size of a message's headers besides the Nats-Msg-Id value.
 const natsHeaderOverhead = len("NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
 
-// fits reports an answer larger than the server's max payload.
-func (tc *taskContext) fits(ev *wire.Event) error {
+// fits encodes an answer and reports one larger than the server's max payload; it returns the
+// encoded answer, which deliverData publishes as is.
+func (tc *taskContext) fits(ev *wire.Event) ([]byte, error) {
 	data, err := wire.EncodeEvent(ev)
 	if err != nil {
-		return fmt.Errorf("the answer to step %s cannot be encoded: %w", tc.stepName(), err)
+		return nil, fmt.Errorf("the answer to step %s cannot be encoded: %w", tc.stepName(), err)
 	}
 	limit := tc.w.box.MaxPayload()
 	size := int64(len(data) + natsHeaderOverhead + len(wire.EventMsgID(ev, "")))
 	switch {
 	case size <= limit:
-		return nil
+		return data, nil
 	case int64(len(ev.Output)) > limit:
-		return fmt.Errorf("the output of step %s is %d bytes, more than the message limit of %d bytes", tc.stepName(), len(ev.Output), limit)
+		return nil, fmt.Errorf("the output of step %s is %d bytes, more than the message limit of %d bytes", tc.stepName(), len(ev.Output), limit)
 	default:
-		return fmt.Errorf("the answer to step %s is %d bytes with its output of %d bytes, more than the message limit of %d bytes", tc.stepName(), size, len(ev.Output), limit)
+		return nil, fmt.Errorf("the answer to step %s is %d bytes with its output of %d bytes, more than the message limit of %d bytes", tc.stepName(), size, len(ev.Output), limit)
 	}
 }
 
@@ -362,7 +364,10 @@ func (w *Worker) settled(t *engine.Task, how string) {
 // deliver publishes ev, waits for JetStream to store it, then acknowledges the task. A continued
 // event keeps the checkpoint for the next iteration; any other drops it. When ev cannot be
 // published, the task goes back to JetStream to run again.
-func (tc *taskContext) deliver(ev *wire.Event) error {
+func (tc *taskContext) deliver(ev *wire.Event) error { return tc.deliverData(ev, nil) }
+
+// deliverData is deliver with ev already encoded as data (nil: encode it here).
+func (tc *taskContext) deliverData(ev *wire.Event, data []byte) error {
 	if ev.Type == engine.EvContinued {
 		tc.ck.keep()
 	} else {
@@ -370,7 +375,7 @@ func (tc *taskContext) deliver(ev *wire.Event) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), tc.w.ackWait)
 	defer cancel()
-	if err := tc.w.publish(ctx, ev); err != nil {
+	if err := tc.w.publish(ctx, ev, data); err != nil {
 		tc.ck.forget()
 		err = fmt.Errorf("worker: publish the %s answer to task %s: %w", ev.Type, tc.task.MsgID, err)
 		tc.log.Warn("worker: an answer could not be published: the task goes back to JetStream", "err", err)
@@ -385,15 +390,16 @@ func (tc *taskContext) deliver(ev *wire.Event) error {
 	return nil
 }
 
-// publish stores ev in REINS_EVENTS.
-func (w *Worker) publish(ctx context.Context, ev *wire.Event) error {
+// publish stores ev, encoded as data (nil: encode it here), in REINS_EVENTS.
+func (w *Worker) publish(ctx context.Context, ev *wire.Event, data []byte) error {
 	subject, err := wire.EventSubject(ev)
 	if err != nil {
 		return err
 	}
-	data, err := wire.EncodeEvent(ev)
-	if err != nil {
-		return err
+	if data == nil {
+		if data, err = wire.EncodeEvent(ev); err != nil {
+			return err
+		}
 	}
 	_, err = w.js.Publish(ctx, subject, data, jetstream.WithMsgID(wire.EventMsgID(ev, "")))
 	return err

@@ -205,7 +205,8 @@ func (e *env) waitSettled(msgID string) string {
 	}
 }
 
-// streamMsgs returns the number of messages in stream.
+// streamMsgs returns the number of messages in stream, besides the keeper message(s) of
+// REINS_TASKS (natsbox.KeeperSubject, which no worker consumes): in REINS_TASKS, the tasks.
 func (e *env) streamMsgs(stream string) uint64 {
 	e.t.Helper()
 	ctx := testCtx(e.t)
@@ -217,7 +218,18 @@ func (e *env) streamMsgs(stream string) uint64 {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return info.State.Msgs
+	keep, err := s.Info(ctx, jetstream.WithSubjectFilter(natsbox.KeeperSubject))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	k := keep.State.Subjects[natsbox.KeeperSubject]
+	if stream == natsbox.TasksStream && k == 0 {
+		e.t.Fatalf("%s has no keeper message", stream)
+	}
+	if k > info.State.Msgs {
+		e.t.Fatalf("%s has %d messages, fewer than its %d keeper messages", stream, info.State.Msgs, k)
+	}
+	return info.State.Msgs - k
 }
 
 // consumerInfo returns the info of the consumer of handler.

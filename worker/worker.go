@@ -151,9 +151,19 @@ func (w *Worker) Handle(name string, h Handler) {
 	w.handlers[name] = h
 }
 
+// consumerName is the durable consumer of handler name: ConsumerPrefix and the name, with '_'
+// written "__" and '.' written "_d" (a consumer name cannot hold dots), so that two handler
+// names never share a consumer.
+func consumerName(name string) string {
+	return ConsumerPrefix + strings.NewReplacer("_", "__", ".", "_d").Replace(name)
+}
+
 func checkName(name string) error {
-	if err := natsbox.CheckToken(name); err != nil {
+	if err := natsbox.CheckHandler(name); err != nil {
 		return fmt.Errorf("worker: Handle: handler name: %w", err)
+	}
+	if s, _ := natsbox.TaskSubject(name); s == natsbox.KeeperSubject {
+		return fmt.Errorf("worker: Handle: handler name %q is reserved: it holds the task stream's keeper message", name)
 	}
 	if strings.ContainsAny(name, `/\`) {
 		return fmt.Errorf("worker: Handle: handler name %q has '/' or '\\', which a consumer name cannot hold", name)
@@ -264,7 +274,7 @@ func (w *Worker) consumer(ctx context.Context, name string) (jetstream.Consumer,
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	c, err := w.js.CreateOrUpdateConsumer(ctx, natsbox.TasksStream, jetstream.ConsumerConfig{
-		Durable:       ConsumerPrefix + name,
+		Durable:       consumerName(name),
 		Description:   "reins worker of handler " + name,
 		FilterSubject: subject,
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -273,7 +283,7 @@ func (w *Worker) consumer(ctx context.Context, name string) (jetstream.Consumer,
 		MaxDeliver:    -1,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("worker: consumer %s%s on %s: %w", ConsumerPrefix, name, natsbox.TasksStream, err)
+		return nil, fmt.Errorf("worker: consumer %s on %s: %w", consumerName(name), natsbox.TasksStream, err)
 	}
 	return c, nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/reins-run/reins/template"
 )
@@ -535,9 +536,23 @@ func (v *validator) checkHandler(i int, missing func(k, what string)) {
 	switch {
 	case s.Handler == "":
 		missing("handler", "a handler")
+	case strings.HasPrefix(s.Handler, ReservedHandlerPrefix):
+		v.add(EBadName, valStepKey(i, "handler"), "step %s uses handler %q: names starting with %q are reserved for the built-in steps", v.stepName(i), s.Handler, ReservedHandlerPrefix)
+	case strings.ContainsFunc(s.Handler, badHandlerRune) || slices.Contains(strings.Split(s.Handler, "."), ""):
+		v.add(EBadName, valStepKey(i, "handler"), "step %s uses handler %q, which cannot name a task subject: it must not hold '*', '>', '/', '\\', whitespace, control characters or an empty part between dots", v.stepName(i), s.Handler)
 	case v.handlers != nil && !v.handlers[s.Handler]:
 		v.add(EUnknownHandler, valStepKey(i, "handler"), "step %s uses handler %q, which no worker registers", v.stepName(i), s.Handler)
 	}
+}
+
+// ReservedHandlerPrefix starts the names of the built-in handlers (reins-llm, reins-agent):
+// a task or agent_loop step may not use it.
+const ReservedHandlerPrefix = "reins-"
+
+// badHandlerRune reports a character a handler name cannot hold: handlers name NATS subjects
+// (reins.task.HANDLER, dots separating tokens) and durable consumers.
+func badHandlerRune(r rune) bool {
+	return r == '*' || r == '>' || r == '/' || r == '\\' || unicode.IsSpace(r) || unicode.IsControl(r)
 }
 
 func (v *validator) checkModelRef(i int, missing func(k, what string)) {

@@ -167,6 +167,9 @@ func TestValidateEachCode(t *testing.T) {
 		{"unknown approval tool", asDone(workflow.Step{Type: workflow.Agent, Model: "writer", Goal: "g", Policy: &workflow.Policy{RequireApproval: []string{"read", "ghost"}}}), workflow.Options{}, workflow.EUnknownTool, "steps[2].policy.require_approval[1]", "ghost"},
 		{"unknown evidence tool", asDone(workflow.Step{Type: workflow.Agent, Model: "writer", Goal: "g", Policy: &workflow.Policy{RequiredEvidence: []string{"ghost"}}}), workflow.Options{}, workflow.EUnknownTool, "steps[2].policy.required_evidence[0]", "ghost"},
 		{"tool without handler or mock", func(d *workflow.Definition) { d.Tools["empty"] = workflow.ToolDef{Description: "nothing"} }, workflow.Options{}, workflow.EMissingKey, "tools.empty", "empty"},
+		{"reserved handler", asDone(workflow.Step{Type: workflow.Task, Handler: "reins-agent"}), workflow.Options{}, workflow.EBadName, "steps[2].handler", "reserved"},
+		{"handler with an empty part", asDone(workflow.Step{Type: workflow.AgentLoop, Handler: "llm..review", MaxIterations: 2}), workflow.Options{}, workflow.EBadName, "steps[2].handler", "llm..review"},
+		{"handler with a space", asDone(workflow.Step{Type: workflow.Task, Handler: "llm review"}), workflow.Options{}, workflow.EBadName, "steps[2].handler", "whitespace"},
 		{"unknown step handler", asDone(workflow.Step{Type: workflow.Task, Handler: "nobody"}), workflow.Options{Handlers: []string{"orders.read"}}, workflow.EUnknownHandler, "steps[2].handler", "nobody"},
 		{"unknown tool handler", func(d *workflow.Definition) {}, workflow.Options{Handlers: []string{}}, workflow.EUnknownHandler, "tools.read.handler", "orders.read"},
 

@@ -113,32 +113,8 @@ func printResult(w io.Writer, res runner.Result, asJSON bool) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	data, err := json.Marshal(res)
-	if err != nil {
-		return err
-	}
-	var r struct {
-		RunID  string          `json:"run_id"`
-		Status string          `json:"status"`
-		Output json.RawMessage `json:"output"`
-		Error  *struct {
-			Code, Message, Step string
-		} `json:"error"`
-		Steps []struct {
-			ID         string `json:"id"`
-			Status     string `json:"status"`
-			StopReason string `json:"stop_reason"`
-			Iterations int    `json:"iterations"`
-			Label      string `json:"label"`
-			Attempts   int    `json:"attempts"`
-		} `json:"steps"`
-		Path []string `json:"path"`
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "run %s %s\n", r.RunID, r.Status)
-	for _, s := range r.Steps {
+	fmt.Fprintf(w, "run %s %s\n", res.RunID, res.Status)
+	for _, s := range res.Steps {
 		fmt.Fprintf(w, "  %-20s %-9s", s.ID, s.Status)
 		if s.StopReason != "" {
 			fmt.Fprintf(w, " stop=%s", s.StopReason)
@@ -152,17 +128,19 @@ func printResult(w io.Writer, res runner.Result, asJSON bool) error {
 		if s.Label != "" {
 			fmt.Fprintf(w, " label=%s", s.Label)
 		}
+		if s.Usage != nil {
+			fmt.Fprint(w, usageText(*s.Usage))
+		}
+		if s.Error != "" {
+			fmt.Fprintf(w, " error: %s", s.Error)
+		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "path: %s\n", strings.Join(r.Path, " → "))
-	if r.Error != nil {
-		step := ""
-		if r.Error.Step != "" {
-			step = " (step " + r.Error.Step + ")"
-		}
-		fmt.Fprintf(w, "error: %s%s: %s\n", r.Error.Code, step, r.Error.Message)
+	fmt.Fprintf(w, "path: %s\n", strings.Join(res.Path, " → "))
+	if res.Error != nil {
+		fmt.Fprintf(w, "error: %s\n", res.Error.Error())
 	}
-	fmt.Fprintf(w, "output: %s\n", compactJSON(r.Output))
+	fmt.Fprintf(w, "output: %s\n", compactJSON(res.Output))
 	return nil
 }
 

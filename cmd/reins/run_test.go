@@ -299,7 +299,7 @@ func TestRunRefundInvestigation(t *testing.T) {
 		t.Errorf("first line %q: %v", ls[0], err)
 	}
 	for _, want := range []string{
-		"  investigate          completed stop=completed iterations=4 attempts=4 label=completed",
+		"  investigate          completed stop=completed iterations=4 attempts=4 label=completed tools=3 tokens=960",
 		"  route                completed iterations=1 label=completed",
 		"  recommend            completed iterations=1",
 		"  human_review         skipped",

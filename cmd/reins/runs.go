@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,7 +15,6 @@ import (
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/wire"
-	"github.com/reins-run/reins/workflow"
 )
 
 func newRunsCmd() *cobra.Command {
@@ -34,7 +32,7 @@ runs in --data, default .reins/).`,
 }
 
 // withClient opens the server of nf and calls f with a client on it.
-func withClient(ctx context.Context, nf *natsFlags, f func(*runner.Client, *natsbox.Box) error) error {
+func withClient(ctx context.Context, nf *natsFlags, f func(*runner.Client) error) error {
 	box, err := nf.open(ctx, "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
@@ -45,7 +43,7 @@ func withClient(ctx context.Context, nf *natsFlags, f func(*runner.Client, *nats
 			return &exitError{code: exitFailed, err: err}
 		}
 	}
-	return f(runner.NewClient(runner.ClientConfig{Box: box}), box)
+	return f(runner.NewClient(runner.ClientConfig{Box: box}))
 }
 
 // listEntry is one run in `reins runs list --json`.
@@ -71,7 +69,7 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 			default:
 				return &exitError{code: exitUsage, err: fmt.Errorf("--status %q: want running, completed, failed, cancelled or timed_out", status)}
 			}
-			return withClient(cmd.Context(), nf, func(c *runner.Client, _ *natsbox.Box) error {
+			return withClient(cmd.Context(), nf, func(c *runner.Client) error {
 				recs, err := c.List(cmd.Context(), st)
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
@@ -121,12 +119,12 @@ func newRunsShowCmd(nf *natsFlags) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return withClient(ctx, nf, func(c *runner.Client, box *natsbox.Box) error {
+			return withClient(ctx, nf, func(c *runner.Client) error {
 				rec, err := c.Get(ctx, args[0])
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
-				def, err := definitionOf(ctx, box, rec)
+				def, err := c.Definition(ctx, rec)
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
@@ -154,19 +152,6 @@ func newRunsShowCmd(nf *natsFlags) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print the run result and its events as JSON (the run result plus "trace")`)
 	return cmd
-}
-
-// definitionOf reads the definition a run started with.
-func definitionOf(ctx context.Context, box *natsbox.Box, rec *runner.Record) (*workflow.Definition, error) {
-	kv, err := box.JetStream().KeyValue(ctx, natsbox.WorkflowsBucket)
-	if err != nil {
-		return nil, err
-	}
-	b, err := wire.NewStore(kv).Get(ctx, rec.Run.Hash)
-	if err != nil {
-		return nil, fmt.Errorf("run %s: %w", rec.Run.ID, err)
-	}
-	return b.Definition, nil
 }
 
 // eventLine describes an event in one line.
@@ -207,12 +192,8 @@ func newRunsCancelCmd(nf *natsFlags) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return withClient(ctx, nf, func(c *runner.Client, _ *natsbox.Box) error {
-				err := c.Cancel(ctx, args[0], reason)
-				if errors.Is(err, runner.ErrFinished) {
-					return &exitError{code: exitFailed, err: err}
-				}
-				if err != nil {
+			return withClient(ctx, nf, func(c *runner.Client) error {
+				if err := c.Cancel(ctx, args[0], reason); err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "run %s: cancel requested\n", args[0])

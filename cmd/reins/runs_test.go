@@ -76,7 +76,7 @@ func TestRunsOnDataDir(t *testing.T) {
 			t.Errorf("first line %q", ls[0])
 		}
 		for _, want := range []string{
-			"  investigate          completed stop=completed iterations=4 attempts=4 label=completed",
+			"  investigate          completed stop=completed iterations=4 attempts=4 label=completed tools=3 tokens=960",
 			"path: investigate → route → recommend",
 			"trace:",
 		} {

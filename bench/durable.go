@@ -87,8 +87,11 @@ func loopBundles(b *testing.B, handler string, maxIter int, loopDelay time.Durat
 	return bs
 }
 
-// runLoops starts n runs of bs and waits for each to complete.
-func runLoops(b *testing.B, s *stack, bs *wire.Bundles, n int) {
+// runLoops starts n runs of bs and waits for each to complete. When lasts is not nil, the
+// handler sends on it the run id of each last iteration it answered: runLoops waits for the n
+// runs to get there before it reads their records, so that it does not watch (and decode) every
+// intermediate record while the loops run. A run counts only once it is saved completed.
+func runLoops(b *testing.B, s *stack, bs *wire.Bundles, n int, lasts <-chan string) {
 	b.Helper()
 	ctx := context.Background()
 	ids := make([]string, n)
@@ -98,6 +101,12 @@ func runLoops(b *testing.B, s *stack, bs *wire.Bundles, n int) {
 			b.Fatal(err)
 		}
 		ids[i] = id
+	}
+	if lasts != nil {
+		seen := make(map[string]bool, n)
+		for len(seen) < n {
+			seen[<-lasts] = true
+		}
 	}
 	for _, id := range ids {
 		rec, err := s.client.Wait(ctx, id)
@@ -110,9 +119,20 @@ func runLoops(b *testing.B, s *stack, bs *wire.Bundles, n int) {
 	}
 }
 
-// continueForever is an agent_loop handler that always asks for another iteration; the step
-// ends at its max_iterations.
-func continueForever(t worker.TaskContext) error { return t.Continue(nil) }
+// continueUntil is an agent_loop handler that always asks for another iteration (the step ends
+// at its max_iterations, last); after answering iteration last it sends the run id on lasts.
+func continueUntil(last int, lasts chan<- string) worker.Handler {
+	return func(t worker.TaskContext) error {
+		err := t.Continue(nil)
+		if t.Iteration() >= last {
+			select {
+			case lasts <- t.RunID():
+			default: // a copy (a task delivered again): runLoops counts each run once
+			}
+		}
+		return err
+	}
+}
 
 // AgentLoopIteration measures one durable agent_loop iteration with a no-op handler, one loop
 // at a time: the worker answers Continue, the engine decides and dispatches the next iteration
@@ -121,17 +141,20 @@ func continueForever(t worker.TaskContext) error { return t.Continue(nil) }
 func AgentLoopIteration(b *testing.B) {
 	var mu sync.Mutex
 	var starts []time.Time
+	iters := max(b.N, 2)
+	lasts := make(chan string, 1)
+	loop := continueUntil(iters, lasts)
 	s := newStack(b, map[string]worker.Handler{"noop": func(t worker.TaskContext) error {
 		mu.Lock()
 		starts = append(starts, time.Now())
 		mu.Unlock()
-		return t.Continue(nil)
+		return loop(t)
 	}})
 	defer s.stop()
-	bs := loopBundles(b, "noop", max(b.N, 2), 0)
+	bs := loopBundles(b, "noop", iters, 0)
 	b.ReportAllocs()
 	b.ResetTimer()
-	runLoops(b, s, bs, 1)
+	runLoops(b, s, bs, 1, lasts)
 	b.StopTimer()
 	gaps := make([]float64, 0, len(starts))
 	for i := 1; i < len(starts); i++ {
@@ -148,16 +171,17 @@ func AgentLoopIteration(b *testing.B) {
 // handler: b.N iterations in all, reported as iterations per second.
 func AgentLoopThroughput(loops int) func(*testing.B) {
 	return func(b *testing.B) {
-		s := newStack(b, map[string]worker.Handler{"noop": continueForever})
-		defer s.stop()
 		// Each loop runs at least 20 iterations, so that starting and waiting for runs is a
 		// small part of the figure.
 		per := max(20, b.N/loops)
+		lasts := make(chan string, 2*loops)
+		s := newStack(b, map[string]worker.Handler{"noop": continueUntil(per, lasts)})
+		defer s.stop()
 		bs := loopBundles(b, "noop", per, 0)
 		b.ReportAllocs()
 		b.ResetTimer()
 		start := time.Now()
-		runLoops(b, s, bs, loops)
+		runLoops(b, s, bs, loops, lasts)
 		elapsed := time.Since(start)
 		b.StopTimer()
 		b.ReportMetric(float64(per*loops)/elapsed.Seconds(), "iterations/s")
@@ -208,7 +232,7 @@ func CheckpointGrowth(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		runLoops(b, s, bs, 1)
+		runLoops(b, s, bs, 1, nil)
 		after, err := kv.Status(ctx)
 		if err != nil {
 			b.Fatal(err)

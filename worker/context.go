@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -94,7 +95,8 @@ type taskContext struct {
 	h       Handler
 	msg     jetstream.Msg
 	task    *engine.Task
-	log     *slog.Logger
+	// running is set once the handler starts: the heartbeat loop beats the task from then on.
+	running atomic.Bool
 
 	cancelBase   context.CancelCauseFunc
 	stopDeadline context.CancelFunc
@@ -121,7 +123,6 @@ func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.M
 		h:            s.h,
 		msg:          msg,
 		task:         t,
-		log:          w.log.With("handler", s.name, "task", t.MsgID),
 		cancelBase:   cancel,
 		stopDeadline: func() {},
 		finished:     make(chan struct{}),
@@ -136,6 +137,12 @@ func (tc *taskContext) startClock() {
 	if tc.task.Timeout > 0 {
 		tc.Context, tc.stopDeadline = context.WithTimeoutCause(tc.Context, tc.task.Timeout, errTimedOut)
 	}
+}
+
+// logger is the worker's logger with the task's handler and message id; it is made only when
+// something is logged, off the path of a task that goes well.
+func (tc *taskContext) logger() *slog.Logger {
+	return tc.w.log.With("handler", tc.handler, "task", tc.task.MsgID)
 }
 
 func (tc *taskContext) cancel(cause error) { tc.cancelBase(cause) }
@@ -238,7 +245,7 @@ func (tc *taskContext) answer(typ engine.EventType, output any, o Outcome) error
 
 // deliverProblem fails the attempt permanently with problem, which the answering call returns.
 func (tc *taskContext) deliverProblem(problem error) error {
-	tc.log.Warn("worker: the answer fails the step", "err", problem)
+	tc.logger().Warn("worker: the answer fails the step", "err", problem)
 	ev := tc.event(engine.EvFailed)
 	ev.Error = problem.Error()
 	ev.Permanent = true
@@ -378,13 +385,13 @@ func (tc *taskContext) deliverData(ev *wire.Event, data []byte) error {
 	if err := tc.w.publish(ctx, ev, data); err != nil {
 		tc.ck.forget()
 		err = fmt.Errorf("worker: publish the %s answer to task %s: %w", ev.Type, tc.task.MsgID, err)
-		tc.log.Warn("worker: an answer could not be published: the task goes back to JetStream", "err", err)
+		tc.logger().Warn("worker: an answer could not be published: the task goes back to JetStream", "err", err)
 		_ = tc.msg.Nak()
 		tc.finish(err, "lost")
 		return err
 	}
 	if err := tc.msg.DoubleAck(ctx); err != nil {
-		tc.log.Warn("worker: answered but cannot acknowledge the task", "err", err)
+		tc.logger().Warn("worker: answered but cannot acknowledge the task", "err", err)
 	}
 	tc.finish(nil, string(ev.Type))
 	return nil

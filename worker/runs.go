@@ -54,6 +54,18 @@ func (r *runTable) remove(tc *taskContext) {
 	r.mu.Unlock()
 }
 
+// runningTasks appends to dst the tasks whose handlers run.
+func (r *runTable) runningTasks(dst []*taskContext) []*taskContext {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for tc := range r.running {
+		if tc.running.Load() {
+			dst = append(dst, tc)
+		}
+	}
+	return dst
+}
+
 // isEnded reports whether run, or a run whose sub-run it is, ended.
 func (r *runTable) isEnded(run string) bool {
 	r.mu.Lock()

@@ -42,7 +42,7 @@ func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Ms
 	tc := w.newTaskContext(base, s, msg, t)
 	if !w.runs.admit(tc) {
 		tc.stopContext()
-		tc.log.Debug("worker: task of a run that ended: acknowledged without running")
+		tc.logger().Debug("worker: task of a run that ended: acknowledged without running")
 		tc.settleAck("run_ended")
 		return
 	}
@@ -54,38 +54,58 @@ func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Ms
 		s.handBack = append(s.handBack, msg)
 		return
 	}
-	w.tasks.Go(func() {
-		defer func() { <-s.sem }()
-		defer w.runs.remove(tc)
-		defer tc.stopContext()
-		w.serve(tc)
+	w.tasks.Add(1)
+	go w.serve(tc, func() {
+		tc.stopContext()
+		w.runs.remove(tc)
+		<-s.sem
+		w.tasks.Done()
 	})
 }
 
-// serve runs the handler of tc and watches it: heartbeats while it has not answered, the
-// fallback answer when it returns without one, and the timeout, cancellation or stop of its
-// context.
-func (w *Worker) serve(tc *taskContext) {
+// serve runs the handler of tc in this goroutine and answers for it: the fallback answer when
+// it returns without one, or, as soon as its context is done (timeout, end of its run, worker
+// stopping), the worker's own answer without waiting for it to return. release frees the task's
+// slot once it is settled; a handler abandoned that way runs on without one. The worker's
+// heartbeat loop tells JetStream the task is in progress while it has not answered.
+func (w *Worker) serve(tc *taskContext, release func()) {
 	if tc.Err() != nil { // the run ended, or the worker stopped, while the task waited for a slot
 		tc.settle()
+		release()
 		return
 	}
 	tc.startClock()
-	done := make(chan error, 1)
-	go func() { done <- tc.call() }()
-	beat := time.NewTicker(max(w.ackWait/3, time.Millisecond))
-	defer beat.Stop()
+	// Runs (in a goroutine of its own) only when the context is done before stop is called.
+	stop := context.AfterFunc(tc.Context, func() {
+		tc.settle()
+		release()
+	})
+	tc.running.Store(true)
+	err := tc.call()
+	if stop() { // the context was not done: settle here; else the AfterFunc settles
+		tc.returned(err)
+		release()
+	}
+}
+
+// heartbeats tells JetStream every AckWait/3 that the tasks whose handlers run and have not
+// answered are in progress, until stop is closed. One loop serves every task: a task is beaten
+// at most AckWait/3 after its handler started and then every AckWait/3.
+func (w *Worker) heartbeats(stop <-chan struct{}) {
+	t := time.NewTicker(max(w.ackWait/3, time.Millisecond))
+	defer t.Stop()
+	var batch []*taskContext
 	for {
 		select {
-		case err := <-done:
-			tc.returned(err)
+		case <-stop:
 			return
-		case <-tc.Done():
-			tc.settle()
-			return
-		case <-beat.C:
+		case <-t.C:
+		}
+		batch = w.runs.runningTasks(batch[:0])
+		for _, tc := range batch {
 			tc.beat()
 		}
+		clear(batch)
 	}
 }
 
@@ -93,7 +113,7 @@ func (w *Worker) serve(tc *taskContext) {
 func (tc *taskContext) call() (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			tc.log.Error("worker: handler panicked", "panic", v, "stack", string(debug.Stack()))
+			tc.logger().Error("worker: handler panicked", "panic", v, "stack", string(debug.Stack()))
 			err = &panicError{msg: fmt.Sprintf("handler %s panicked: %v", tc.handler, v)}
 		}
 	}()
@@ -118,7 +138,7 @@ func (tc *taskContext) returned(err error) {
 		aerr = tc.Complete(nil)
 	}
 	if aerr != nil && !errors.Is(aerr, ErrAnswered) {
-		tc.log.Warn("worker: cannot answer for a handler that returned", "err", aerr)
+		tc.logger().Warn("worker: cannot answer for a handler that returned", "err", aerr)
 	}
 }
 
@@ -133,11 +153,11 @@ func (tc *taskContext) settle() {
 	case errors.Is(cause, errTimedOut):
 		tc.timeOut()
 	case errors.Is(cause, errRunEnded):
-		tc.log.Info("worker: the run ended: the task's answer is discarded")
+		tc.logger().Info("worker: the run ended: the task's answer is discarded")
 		tc.w.cache.drop(tc.ck.scope)
 		tc.settleAck("run_ended")
 	default:
-		tc.log.Info("worker: the worker stops: the task goes back to JetStream")
+		tc.logger().Info("worker: the worker stops: the task goes back to JetStream")
 		tc.w.cache.drop(tc.ck.scope)
 		tc.settleNak("stopped")
 	}
@@ -147,16 +167,16 @@ func (tc *taskContext) settle() {
 func (tc *taskContext) timeOut() {
 	ev := tc.event(engine.EvTimedOut)
 	ev.Error = fmt.Sprintf("the handler did not answer within %s", tc.task.Timeout)
-	tc.log.Warn("worker: task timed out", "timeout", tc.task.Timeout)
+	tc.logger().Warn("worker: task timed out", "timeout", tc.task.Timeout)
 	if err := tc.deliver(ev); err != nil {
-		tc.log.Warn("worker: cannot publish timed_out", "err", err)
+		tc.logger().Warn("worker: cannot publish timed_out", "err", err)
 	}
 }
 
 // settleAck acknowledges the task without answering it.
 func (tc *taskContext) settleAck(how string) {
 	if err := tc.w.ack(tc.msg); err != nil {
-		tc.log.Warn("worker: cannot acknowledge a task", "err", err)
+		tc.logger().Warn("worker: cannot acknowledge a task", "err", err)
 	}
 	tc.finish(nil, how)
 }
@@ -164,7 +184,7 @@ func (tc *taskContext) settleAck(how string) {
 // settleNak hands the task back to JetStream, to run again at once (same attempt).
 func (tc *taskContext) settleNak(how string) {
 	if err := tc.msg.Nak(); err != nil {
-		tc.log.Warn("worker: cannot hand a task back", "err", err)
+		tc.logger().Warn("worker: cannot hand a task back", "err", err)
 	}
 	tc.finish(nil, how)
 }
@@ -175,7 +195,7 @@ func (tc *taskContext) beat() {
 		return
 	}
 	if err := tc.msg.InProgress(); err != nil {
-		tc.log.Warn("worker: heartbeat failed", "err", err)
+		tc.logger().Warn("worker: heartbeat failed", "err", err)
 	}
 }
 

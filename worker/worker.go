@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"slices"
@@ -79,7 +78,7 @@ type Worker struct {
 	runs  *runTable
 	cache *ckCache
 	ckv   jetstream.KeyValue // set by Run before ready is closed
-	tasks sync.WaitGroup     // the supervisors of running tasks
+	tasks sync.WaitGroup     // the tasks started and not settled yet
 
 	// testSettled, when set (tests only), is called once the worker has settled a task: answered
 	// and acknowledged it, or handed it back.
@@ -111,7 +110,7 @@ func New(cfg Config) (*Worker, error) {
 		cache:       newCkCache(maxCacheEntries, maxCacheBytes),
 	}
 	if w.log == nil {
-		w.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		w.log = slog.New(slog.DiscardHandler)
 	}
 	if w.now == nil {
 		w.now = time.Now
@@ -218,6 +217,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		servings = append(servings, s)
 		loops.Go(func() { w.consume(ctx, base, s) })
 	}
+	stopBeats := make(chan struct{})
+	var beats sync.WaitGroup
+	beats.Go(func() { w.heartbeats(stopBeats) })
 	close(w.ready)
 	w.log.Info("worker ready", "handlers", len(handlers))
 	<-ctx.Done()
@@ -225,6 +227,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.handBack(servings)
 	stop(errStopped)
 	w.tasks.Wait()
+	close(stopBeats)
+	beats.Wait()
 	w.log.Info("worker stopped")
 	return nil
 }

@@ -42,7 +42,12 @@ func newStack(b *testing.B, handlers map[string]worker.Handler) *stack {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w, err := worker.New(worker.Config{Box: box, Concurrency: 256})
+	// The worker has a connection of its own, as in reins run and reins serve.
+	wbox, err := box.Connect(ctx, "bench-worker")
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := worker.New(worker.Config{Box: wbox, Concurrency: 256})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -64,6 +69,7 @@ func newStack(b *testing.B, handlers map[string]worker.Handler) *stack {
 	return &stack{box: box, client: runner.NewClient(runner.ClientConfig{Box: box}), stop: func() {
 		cancel()
 		wg.Wait()
+		wbox.Close()
 		box.Close()
 	}}
 }

@@ -86,6 +86,7 @@ type Box struct {
 	lock      *dirLock       // nil when external
 	clientURL string
 	log       *slog.Logger
+	external  Options // the options of an external connection, for Connect
 
 	closed    chan struct{} // closed by the connection's closed handler
 	closeOnce sync.Once
@@ -217,7 +218,7 @@ func openExternal(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 		return nil, errors.New("natsbox: TLSCert and TLSKey go together: set both or neither")
 	}
 	shown := RedactURL(opts.URL)
-	b := &Box{log: log, closed: make(chan struct{})}
+	b := &Box{log: log, closed: make(chan struct{}), external: opts}
 	copts := b.connOptions(opts.Name)
 	copts = append(copts, nats.RetryOnFailedConnect(false))
 	if dl, ok := ctx.Deadline(); ok {
@@ -300,6 +301,27 @@ func (b *Box) setConn(nc *nats.Conn) error {
 	}
 	b.js = js
 	return nil
+}
+
+// Connect opens another connection named name to the same server: the engine and the workers
+// of one process each get their own, so that neither's traffic waits behind the other's in one
+// connection. The new Box runs no server (Embedded is false) and its Close closes only its
+// connection; close it before the Box that runs the server.
+func (b *Box) Connect(ctx context.Context, name string) (*Box, error) {
+	if b.ns == nil {
+		opts := b.external
+		opts.Name = name
+		return openExternal(ctx, opts, b.log)
+	}
+	c := &Box{log: b.log, clientURL: b.clientURL, closed: make(chan struct{})}
+	nc, err := nats.Connect("", append(c.connOptions(name), nats.InProcessServer(b.ns))...)
+	if err != nil {
+		return nil, fmt.Errorf("natsbox: connect to the embedded server: %w", err)
+	}
+	if err := c.setConn(nc); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // Conn returns the NATS connection.

@@ -833,3 +833,34 @@ func TestRedactURL(t *testing.T) {
 		}
 	}
 }
+
+// Connect opens a second connection to the same embedded server: it sees the same streams, and
+// closing it leaves the server and the first connection running.
+func TestConnect(t *testing.T) {
+	ctx := testCtx(t)
+	b, err := Open(ctx, Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ensure(t, b.JetStream())
+	c, err := b.Connect(ctx, "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Embedded() {
+		t.Error("the second connection claims to run the server")
+	}
+	if _, err := c.JetStream().Publish(ctx, "reins.task.h", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if n := tasks(t, b.JetStream()); n != 1 {
+		t.Fatalf("the first connection sees %d tasks, want the one the second published", n)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.JetStream().Publish(ctx, "reins.task.h", []byte("y")); err != nil {
+		t.Fatalf("the first connection after the second closed: %v", err)
+	}
+}

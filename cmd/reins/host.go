@@ -27,6 +27,7 @@ type host struct {
 	done   chan error // one value per component, when it stops
 	n      int        // components whose value has not been received
 	log    *slog.Logger
+	conn   *natsbox.Box // the workers' own connection, closed once they stopped
 }
 
 // startHost starts what cfg asks for on box and returns once each part consumes.
@@ -48,7 +49,18 @@ func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host, er
 		ready = append(ready, eng.Ready())
 	}
 	if len(cfg.builtins) > 0 {
-		w, err := worker.New(worker.Config{Box: box, Logger: cfg.log, AckWait: cfg.ackWait})
+		wbox := box
+		if cfg.engine {
+			// The workers get a connection of their own, so that their traffic and the
+			// engine's do not queue behind each other (BENCHMARKS.md, durable iterations).
+			c, err := box.Connect(ctx, "reins-worker")
+			if err != nil {
+				h.stop()
+				return nil, err
+			}
+			h.conn, wbox = c, c
+		}
+		w, err := worker.New(worker.Config{Box: wbox, Logger: cfg.log, AckWait: cfg.ackWait})
 		if err != nil {
 			h.stop()
 			return nil, err
@@ -106,5 +118,9 @@ func (h *host) stop() {
 		if err := <-h.done; err != nil && !errors.Is(err, context.Canceled) {
 			h.log.Error("reins: a part stopped with an error", "error", err)
 		}
+	}
+	if h.conn != nil {
+		h.conn.Close()
+		h.conn = nil
 	}
 }

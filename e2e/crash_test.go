@@ -108,7 +108,7 @@ func TestCrashWorkerMidIteration(t *testing.T) {
 	serve(t, c.url)
 	w1 := loopWorker(t, c.url, c.state, 3)
 	id := c.startRun("worker-crash", 5)
-	w1.waitFor("start "+id+" 3 1", 30*time.Second)
+	w1.waitFor("hang "+id+" 3", 30*time.Second)
 	w1.kill()
 	w2 := loopWorker(t, c.url, c.state, 3)
 	checkRun(t, ctx, c.client(ctx), id, 5, w1, w2)

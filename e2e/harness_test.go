@@ -97,6 +97,9 @@ func start(t *testing.T, name string, env []string, argv ...string) *proc {
 		close(p.exited)
 	}()
 	t.Cleanup(func() {
+		if t.Failed() {
+			p.dumpStacks()
+		}
 		p.kill()
 		if t.Failed() {
 			p.mu.Lock()
@@ -123,6 +126,23 @@ func (p *proc) waitFor(want string, timeout time.Duration) string {
 		case <-deadline.C:
 			p.t.Fatalf("%s: no line with %q within %s", p.name, want, timeout)
 		}
+	}
+}
+
+// dumpStacks asks a Go process still running for its goroutines (SIGQUIT makes the runtime
+// print them and exit), so that a failed test shows where a process was stuck.
+func (p *proc) dumpStacks() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	if p.cmd.Process == nil || p.cmd.Process.Signal(syscall.SIGQUIT) != nil {
+		return
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
 	}
 }
 

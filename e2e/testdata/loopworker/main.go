@@ -4,6 +4,7 @@
 //
 //	start RUN ITERATION ATTEMPT    the handler began an iteration
 //	done RUN ITERATION             the handler answered (Continue or Complete) and it was stored
+//	hang RUN ITERATION             the handler will never answer this iteration (-hang)
 //
 // With -hang N it never answers iteration N the first time any worker reaches it (a marker
 // file in -state records that), so that the test can kill it mid-iteration.
@@ -84,7 +85,8 @@ func run(ctx context.Context, url string, ackWait time.Duration, hang int, state
 		}
 		say("start %s %d %d", t.RunID(), t.Iteration(), t.Attempt())
 		if t.Iteration() == hang && claim(state, t.RunID()) {
-			<-t.Done() // killed here by the test
+			say("hang %s %d", t.RunID(), t.Iteration()) // the marker exists: the test may kill
+			<-t.Done()                                  // killed here by the test
 			return t.Err()
 		}
 		var err error

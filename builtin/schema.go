@@ -3,13 +3,12 @@ package builtin
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
+
+	"github.com/reins-run/reins/tool"
 )
 
 // schemaKey names a compiled output schema: the workflow's hash and the step.
@@ -48,25 +47,12 @@ func compileOutputSchema(raw json.RawMessage) (*outputSchema, error) {
 	if err := json.Compact(&compact, raw); err != nil {
 		return nil, fmt.Errorf("is not valid JSON: %w", err)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(compact.Bytes()))
+	sch, err := tool.CompileSchema("reins:output-schema.json", compact.Bytes())
 	if err != nil {
-		return nil, fmt.Errorf("is not valid JSON: %w", err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	const url = "reins:output-schema.json"
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, fmt.Errorf("cannot be used: %w", err)
-	}
-	sch, err := c.Compile(url)
-	if err != nil {
-		msg, _, _ := strings.Cut(err.Error(), "\n")
-		return nil, fmt.Errorf("is not a valid JSON Schema: %s", msg)
+		return nil, err
 	}
 	return &outputSchema{raw: compact.Bytes(), schema: sch}, nil
 }
-
-var printer = message.NewPrinter(language.English)
 
 // check parses a reply as JSON and validates it. It returns the compact JSON, or the problem in
 // words fit for the model and for an error.
@@ -80,21 +66,9 @@ func (s *outputSchema) check(reply string) (json.RawMessage, string) {
 		return nil, "the reply is not JSON (" + err.Error() + ")"
 	}
 	if err := s.schema.Validate(doc); err != nil {
-		return nil, "the reply does not match the output schema: " + describe(err)
+		return nil, "the reply does not match the output schema: " + tool.DescribeValidation(err)
 	}
 	return compact.Bytes(), ""
-}
-
-// describe renders the deepest first cause of a validation error as "at /path: message".
-func describe(err error) string {
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return err.Error()
-	}
-	for len(ve.Causes) > 0 {
-		ve = ve.Causes[0]
-	}
-	return fmt.Sprintf("at /%s: %s", strings.Join(ve.InstanceLocation, "/"), ve.ErrorKind.LocalizedString(printer))
 }
 
 // stripFence trims a reply and removes one Markdown code fence around it (```json … ```), which

@@ -26,21 +26,31 @@ func NewValidator(name string, schema json.RawMessage) (*Validator, error) {
 	if len(bytes.TrimSpace(schema)) == 0 {
 		return &Validator{}, nil
 	}
+	sch, err := CompileSchema("reins:tool/"+name+".json", schema)
+	if err != nil {
+		return nil, fmt.Errorf("input_schema of tool %q %w", name, err)
+	}
+	return &Validator{schema: sch}, nil
+}
+
+// CompileSchema compiles a JSON Schema document (draft 2020-12 unless it says otherwise) under
+// url. Its error completes a sentence whose subject is the schema: "is not valid JSON: …",
+// "cannot be used: …" or "is not a valid JSON Schema: …".
+func CompileSchema(url string, schema json.RawMessage) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
-		return nil, fmt.Errorf("input_schema of tool %q is not valid JSON: %w", name, err)
+		return nil, fmt.Errorf("is not valid JSON: %w", err)
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
-	url := "reins:tool/" + name + ".json"
 	if err := c.AddResource(url, doc); err != nil {
-		return nil, fmt.Errorf("input_schema of tool %q: %w", name, err)
+		return nil, fmt.Errorf("cannot be used: %w", err)
 	}
 	sch, err := c.Compile(url)
 	if err != nil {
-		return nil, fmt.Errorf("input_schema of tool %q is not a valid JSON Schema: %s", name, firstLine(err.Error()))
+		return nil, fmt.Errorf("is not a valid JSON Schema: %s", firstLine(err.Error()))
 	}
-	return &Validator{schema: sch}, nil
+	return sch, nil
 }
 
 // Parse decodes args into the generic form the schema validator checks. Numbers become float64,
@@ -67,17 +77,18 @@ func (v *Validator) Validate(parsed any) error {
 	if err == nil {
 		return nil
 	}
-	var ve *jsonschema.ValidationError
-	if errors.As(err, &ve) {
-		return fmt.Errorf("%w: %s", ErrInvalidArguments, describe(ve))
-	}
-	return fmt.Errorf("%w: %v", ErrInvalidArguments, err)
+	return fmt.Errorf("%w: %s", ErrInvalidArguments, DescribeValidation(err))
 }
 
 var printer = message.NewPrinter(language.English)
 
-// describe renders the deepest first cause of a validation error as "at /path: message".
-func describe(ve *jsonschema.ValidationError) string {
+// DescribeValidation renders the deepest first cause of a schema validation error as
+// "at /path: message" (another error as its text).
+func DescribeValidation(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err.Error()
+	}
 	for len(ve.Causes) > 0 {
 		ve = ve.Causes[0]
 	}

@@ -103,7 +103,10 @@ var printer = message.NewPrinter(language.English)
 //go:embed fixture.schema.json
 var fixtureSchemaJSON []byte
 
-var fixtureSchema = func() *jsonschema.Schema {
+// The fixture schema, and the parts of it that describe a scripted model and a mocked tool's
+// results, compiled once: a workflow's scripted model (`script`) and mocked tool (`mock`) are
+// checked by the same rules as a fixture's `model` and `mocked_tools` entries (script.go).
+var fixtureSchema, scriptSchema, mockSchema = func() (fixture, script, mock *jsonschema.Schema) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(fixtureSchemaJSON))
 	if err != nil {
 		panic(err)
@@ -112,7 +115,9 @@ var fixtureSchema = func() *jsonschema.Schema {
 	if err := c.AddResource("reins:eval-fixture.json", doc); err != nil {
 		panic(err)
 	}
-	return c.MustCompile("reins:eval-fixture.json")
+	return c.MustCompile("reins:eval-fixture.json"),
+		c.MustCompile("reins:eval-fixture.json#/properties/model"),
+		c.MustCompile("reins:eval-fixture.json#/properties/mocked_tools/additionalProperties")
 }()
 
 // Load reads and checks one fixture file.

@@ -13,22 +13,6 @@ import (
 	"github.com/reins-run/reins/tool"
 )
 
-// The parts of the fixture schema that describe a scripted model and a mocked tool's results,
-// compiled once: a workflow's scripted model (`script`) and mocked tool (`mock`) are checked by
-// the same rules as a fixture's `model` and `mocked_tools` entries.
-var scriptSchema, mockSchema = func() (*jsonschema.Schema, *jsonschema.Schema) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(fixtureSchemaJSON))
-	if err != nil {
-		panic(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("reins:eval-fixture.json", doc); err != nil {
-		panic(err)
-	}
-	return c.MustCompile("reins:eval-fixture.json#/properties/model"),
-		c.MustCompile("reins:eval-fixture.json#/properties/mocked_tools/additionalProperties")
-}()
-
 // ParseScript decodes the turns of a scripted model, written as a fixture's `model` list (a
 // workflow's scripted model has them in `script`), with the fixture's strictness: unknown keys,
 // wrong types, bad durations and invalid turns are errors. key names the list in errors, which

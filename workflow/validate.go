@@ -423,7 +423,7 @@ func (v *validator) checkStep(i int) {
 		}
 	}
 	if s.Input != "" {
-		if strings.Contains(s.Input, "{{") || strings.Contains(s.Input, "}}") {
+		if inputIsTemplate(s.Input) {
 			v.checkTemplates(key("input"), name, s.Input)
 		} else if template.LooksLikePath(s.Input) {
 			v.checkPath(key("input"), name, "input", s.Input)

@@ -40,13 +40,68 @@ func (v *validator) checkPath(key, name, what, path string) {
 // checkPathOrTemplate checks a dotted path, also accepted written as one whole template
 // ("{{s1.output.label}}").
 func (v *validator) checkPathOrTemplate(key, name, what, s string) {
+	v.checkPath(key, name, what, unwrapPath(s))
+}
+
+// unwrapPath returns a dotted path written as one whole template ("{{s1.output.label}}") as the
+// bare path, and any other text trimmed.
+func unwrapPath(s string) string {
 	t := strings.TrimSpace(s)
 	if inner, ok := strings.CutPrefix(t, "{{"); ok {
 		if inner, ok := strings.CutSuffix(inner, "}}"); ok && !strings.ContainsAny(inner, "{}") {
 			t = strings.TrimSpace(inner)
 		}
 	}
-	v.checkPath(key, name, what, t)
+	return t
+}
+
+// inputIsTemplate reports whether a step's input is a template; else, when it looks like a
+// dotted path, it is one, and otherwise literal text.
+func inputIsTemplate(input string) bool {
+	return strings.Contains(input, "{{") || strings.Contains(input, "}}")
+}
+
+// ReadsInput reports the first template or dotted path of d's steps, in step order, that reads
+// the run input ("input" or "input.x..."): the step's id, the key of the step holding it
+// ("goal") and the path. A run started with no input cannot render it. Malformed templates are
+// the validator's to report and are passed over here.
+func (d *Definition) ReadsInput() (step, key, path string, ok bool) {
+	for i := range d.Steps {
+		s := &d.Steps[i]
+		var paths []struct{ key, path string }
+		addTemplate := func(k, text string) {
+			ps, err := template.Paths(text)
+			if err != nil {
+				return
+			}
+			for _, p := range ps {
+				paths = append(paths, struct{ key, path string }{k, p})
+			}
+		}
+		addPath := func(k, text string) {
+			if text != "" {
+				paths = append(paths, struct{ key, path string }{k, unwrapPath(text)})
+			}
+		}
+		switch {
+		case inputIsTemplate(s.Input):
+			addTemplate("input", s.Input)
+		case template.LooksLikePath(s.Input):
+			addPath("input", s.Input)
+		}
+		addTemplate("prompt", s.Prompt)
+		addTemplate("instructions", s.Instructions)
+		addTemplate("goal", s.Goal)
+		addTemplate("message", s.Message)
+		addPath("expr", s.Expr)
+		addPath("items", s.Items)
+		for _, p := range paths {
+			if root, err := template.Root(p.path); err == nil && root == "input" {
+				return s.ID, p.key, p.path, true
+			}
+		}
+	}
+	return "", "", "", false
 }
 
 // pathProblem says what is wrong with a dotted path ("" when nothing is), as the end of a

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/runner"
-	"github.com/reins-run/reins/template"
 	"github.com/reins-run/reins/wire"
 	"github.com/reins-run/reins/workflow"
 )
@@ -189,41 +187,10 @@ func checkInput(def *workflow.Definition, input json.RawMessage) error {
 	if string(input) != "null" {
 		return nil
 	}
-	for _, s := range def.Steps {
-		for _, ref := range stepTemplates(&s) {
-			paths, err := template.Paths(ref.text)
-			if ref.path {
-				paths, err = []string{ref.text}, nil
-			}
-			if err != nil {
-				continue
-			}
-			for _, p := range paths {
-				if root, err := template.Root(p); err == nil && root == "input" {
-					return fmt.Errorf("workflow %s reads the run input (%s of step %s uses %s) but no --input was given", def.Name, ref.key, s.ID, p)
-				}
-			}
-		}
+	if step, key, path, ok := def.ReadsInput(); ok {
+		return fmt.Errorf("workflow %s reads the run input (%s of step %s uses %s) but no --input was given", def.Name, key, step, path)
 	}
 	return nil
-}
-
-type templateRef struct {
-	key, text string
-	path      bool // a bare dotted path rather than a template
-}
-
-func stepTemplates(s *workflow.Step) []templateRef {
-	refs := []templateRef{
-		{"prompt", s.Prompt, false}, {"instructions", s.Instructions, false}, {"goal", s.Goal, false},
-		{"message", s.Message, false}, {"expr", s.Expr, true}, {"items", s.Items, true},
-	}
-	if template.LooksLikePath(s.Input) {
-		refs = append(refs, templateRef{"input", s.Input, true})
-	} else {
-		refs = append(refs, templateRef{"input", s.Input, false})
-	}
-	return slices.DeleteFunc(refs, func(r templateRef) bool { return r.text == "" })
 }
 
 // checkHandlers refuses to start a run on a private embedded server when a step needs a

@@ -197,8 +197,7 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
 	if rec.Finished() {
 		return fmt.Errorf("runner: cancel run %s: it ended %s: %w", runID, rec.Run.Status, ErrFinished)
 	}
-	ev := &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvCancel, At: c.now().UTC(), Item: -1, Reason: reason}}
-	if err := c.publish(ctx, ev); err != nil {
+	if err := c.publish(ctx, cancelEvent(runID, c.now().UTC(), reason)); err != nil {
 		return fmt.Errorf("runner: cancel run %s: %w", runID, err)
 	}
 	return nil

@@ -133,7 +133,7 @@ func (e *Engine) startChildMsg(runID string, b *wire.Bundle, c *engine.ChildRun,
 		return e.childFailedMsg(runID, c, at, fmt.Sprintf("the workflow file %s is not in the stored bundle of workflow %s", c.Workflow, b.Definition.Name))
 	}
 	ev := &wire.Event{RunID: c.RunID, Event: engine.Event{Type: engine.EvStart, At: at, Input: c.Input, Item: -1},
-		Workflow: hash, Parent: &wire.Parent{RunID: runID, Step: c.Step, Item: c.Item, Activation: c.Activation}}
+		Workflow: hash, Parent: parentOf(runID, c)}
 	m, err := eventMsg(ev, "")
 	if err != nil {
 		return e.childFailedMsg(runID, c, at, err.Error())
@@ -146,15 +146,34 @@ func (e *Engine) startChildMsg(runID string, b *wire.Bundle, c *engine.ChildRun,
 
 // childFailedMsg tells run runID that its sub-run c failed before it started.
 func (e *Engine) childFailedMsg(runID string, c *engine.ChildRun, at time.Time, why string) *nats.Msg {
-	ev := &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvChildFinished, At: at,
-		Step: c.Step, Item: c.Item, Activation: c.Activation, Status: engine.RunFailed,
-		Error: "the sub-run could not start: " + why}}
-	m, err := eventMsg(ev, c.RunID)
+	m, err := eventMsg(couldNotStart(parentOf(runID, c), at, why), c.RunID)
 	if err != nil {
 		e.log.Error("runner: a sub-run cannot start and its parent cannot be told", "run", c.RunID, "why", why, "err", err)
 		return nil
 	}
 	return m
+}
+
+// parentOf is the parent of sub-run c, started by run runID.
+func parentOf(runID string, c *engine.ChildRun) *wire.Parent {
+	return &wire.Parent{RunID: runID, Step: c.Step, Item: c.Item, Activation: c.Activation}
+}
+
+// couldNotStart is the event that tells parent p that its sub-run failed before it started.
+func couldNotStart(p *wire.Parent, at time.Time, why string) *wire.Event {
+	return &wire.Event{RunID: p.RunID, Event: engine.Event{Type: engine.EvChildFinished, At: at,
+		Step: p.Step, Item: p.Item, Activation: p.Activation, Status: engine.RunFailed,
+		Error: "the sub-run could not start: " + why}}
+}
+
+// cancelEvent is the event that cancels run runID.
+func cancelEvent(runID string, at time.Time, reason string) *wire.Event {
+	return &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvCancel, At: at, Item: -1, Reason: reason}}
+}
+
+// tickEvent is the tick of schedule command c of run runID.
+func tickEvent(runID string, c engine.Command) *wire.Event {
+	return &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvTick, At: c.At, Step: c.Step, Item: c.Item, Activation: c.Activation}}
 }
 
 // childFinishedMsg tells the parent of run that it ended. An output too large to send fails it.
@@ -179,8 +198,7 @@ func (e *Engine) childFinishedMsg(run *engine.Run, p *wire.Parent, at time.Time)
 
 // cancelMsg is a cancel event for run runID.
 func (e *Engine) cancelMsg(runID string, at time.Time, reason string) *nats.Msg {
-	ev := &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvCancel, At: at, Item: -1, Reason: reason}}
-	m, err := eventMsg(ev, "")
+	m, err := eventMsg(cancelEvent(runID, at, reason), "")
 	if err != nil {
 		e.log.Error("runner: a sub-run cannot be cancelled", "run", runID, "err", err)
 		return nil
@@ -190,8 +208,7 @@ func (e *Engine) cancelMsg(runID string, at time.Time, reason string) *nats.Msg 
 
 // publishTick publishes the tick of a schedule command of run runID.
 func (e *Engine) publishTick(runID string, c engine.Command) error {
-	ev := &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvTick, At: c.At, Step: c.Step, Item: c.Item, Activation: c.Activation}}
-	m, err := eventMsg(ev, "")
+	m, err := eventMsg(tickEvent(runID, c), "")
 	if err != nil {
 		return permanent(err)
 	}

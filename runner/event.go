@@ -204,10 +204,7 @@ func (e *Engine) start(ctx context.Context, sh *shard, ev *wire.Event) (outcome,
 // sub-run failed.
 func (e *Engine) startFailed(ctx context.Context, ev *wire.Event, why string, err error) (outcome, error) {
 	if p := ev.Parent; p != nil {
-		fin := &wire.Event{RunID: p.RunID, Event: engine.Event{Type: engine.EvChildFinished, At: ev.At,
-			Step: p.Step, Item: p.Item, Activation: p.Activation, Status: engine.RunFailed,
-			Error: "the sub-run could not start: " + why}}
-		m, merr := eventMsg(fin, ev.RunID)
+		m, merr := eventMsg(couldNotStart(p, ev.At, why), ev.RunID)
 		if merr == nil {
 			if perr := e.publish(ctx, []*nats.Msg{m}); perr != nil {
 				return retry, perr

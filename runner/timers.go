@@ -29,8 +29,7 @@ func newTimers(now func() time.Time, fire func(string, engine.Command) error, lo
 // arm sets a timer for c, a schedule command of run runID, unless one is set for the same tick.
 // A tick already due fires at once.
 func (t *timers) arm(runID string, c engine.Command) {
-	tick := &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvTick, At: c.At, Step: c.Step, Item: c.Item, Activation: c.Activation}}
-	key := wire.EventMsgID(tick, "")
+	key := wire.EventMsgID(tickEvent(runID, c), "")
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {

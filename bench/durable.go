@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/runner"
@@ -301,27 +303,38 @@ func WaitingRuns(b *testing.B) {
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MB")
 }
 
-// waitAllDelayed waits until n runs are at iteration 2.
+// waitAllDelayed waits until n runs are saved at iteration 2, reading each saved record once
+// from a watch of the runs bucket.
 func waitAllDelayed(b *testing.B, s *stack, n int) {
 	b.Helper()
-	ctx := context.Background()
-	for {
-		recs, err := s.client.List(ctx, engine.RunRunning)
-		if err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kv, err := s.box.JetStream().KeyValue(ctx, natsbox.RunsBucket)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	waiting := map[string]bool{}
+	for e := range w.Updates() {
+		if e == nil || e.Operation() != jetstream.KeyValuePut {
+			continue // the end of the initial values, or a deletion
+		}
+		var rec runner.Record
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
 			b.Fatal(err)
 		}
-		at2 := 0
-		for _, r := range recs {
-			if sr := r.Run.Steps["loop"]; sr != nil && sr.Iteration == 2 {
-				at2++
-			}
+		if sr := rec.Run.Steps["loop"]; sr != nil && sr.Iteration == 2 && rec.Run.Status == engine.RunRunning {
+			waiting[e.Key()] = true
 		}
-		if at2 >= n {
+		if len(waiting) >= n {
 			return
 		}
-		// Each pass reads every run again; the engine is done within a few passes.
-		runtime.Gosched()
 	}
+	b.Fatal("the watch of the runs bucket ended early")
 }
 
 // rssBytes reads this process's resident set size from /proc.

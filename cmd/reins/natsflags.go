@@ -41,7 +41,7 @@ func (f *natsFlags) addTo(fl *pflag.FlagSet) {
 
 // open opens the server the flags name. Embedded, with listen "" (in-process) unless given; when
 // the data directory is in use by `reins serve`, it connects to that server instead, using the
-// URL serve wrote. The second result says whether the server is embedded in this process.
+// URL serve wrote; Box.Embedded says which of the two happened.
 func (f *natsFlags) open(ctx context.Context, listen string, log *slog.Logger) (*natsbox.Box, error) {
 	opts := natsbox.Options{
 		URL: f.url, CredsFile: f.creds, NKeyFile: f.nkey, TLSCert: f.tlsCert, TLSKey: f.tlsKey, TLSCA: f.ca, Logger: log,

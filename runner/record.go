@@ -94,15 +94,15 @@ func NewResult(def *workflow.Definition, rec *Record) Result {
 	if res.Path == nil {
 		res.Path = []string{}
 	}
-	for _, key := range stepOrder(def, run) {
+	for _, key := range StepOrder(def, run) {
 		res.Steps = append(res.Steps, stepResult(key, run.Steps[key]))
 	}
 	return res
 }
 
-// stepOrder lists the keys of run's steps: in definition order with each parallel or map step's
-// children after it, then any others by key.
-func stepOrder(def *workflow.Definition, run *engine.Run) []string {
+// StepOrder lists the keys of run's steps as results and progress show them: in definition
+// order with each parallel or map step's children after it, then any others by key.
+func StepOrder(def *workflow.Definition, run *engine.Run) []string {
 	var keys []string
 	seen := map[string]bool{}
 	add := func(k string) {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/reins-run/reins/engine"
@@ -33,7 +31,7 @@ func (p *runProgress) update(rec *runner.Record) {
 	if p.quiet || rec == nil || rec.Run == nil {
 		return
 	}
-	for _, key := range stepKeys(p.def, rec.Run) {
+	for _, key := range runner.StepOrder(p.def, rec.Run) {
 		sr := rec.Run.Steps[key]
 		old, had := p.seen[key]
 		p.seen[key] = *sr
@@ -84,26 +82,6 @@ func usageText(u engine.Usage) string {
 		fmt.Fprintf(&b, " cost=$%.4f", u.CostUSD)
 	}
 	return b.String()
-}
-
-// stepKeys lists the run's steps in definition order, each followed by its children.
-func stepKeys(def *workflow.Definition, run *engine.Run) []string {
-	var keys []string
-	children := map[string][]string{}
-	for _, k := range slices.Sorted(maps.Keys(run.Steps)) {
-		if p := run.Steps[k].Parent; p != "" {
-			children[p] = append(children[p], k)
-		}
-	}
-	for _, s := range def.Steps {
-		if _, ok := run.Steps[s.ID]; ok {
-			keys = append(keys, s.ID)
-		}
-		kids := children[s.ID]
-		slices.SortFunc(kids, func(a, b string) int { return run.Steps[a].Item - run.Steps[b].Item })
-		keys = append(keys, kids...)
-	}
-	return keys
 }
 
 // printResult prints a run result as text or JSON.

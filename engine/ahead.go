@@ -22,11 +22,7 @@ func Ahead(def *workflow.Definition, run *Run, ev Event) bool {
 	if step == nil {
 		return false
 	}
-	key := ev.Step
-	if (step.Type == workflow.Parallel || step.Type == workflow.Map) && ev.Item >= 0 {
-		key = childKey(ev.Step, ev.Item)
-	}
-	sr := run.Steps[key]
+	sr := run.Steps[keyOf(step, ev.Item)]
 	if sr == nil {
 		return true
 	}

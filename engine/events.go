@@ -20,10 +20,7 @@ func (d *decider) lookup(name string, item int) (key string, sr *StepRun, step *
 	if def == nil {
 		return "", nil, nil
 	}
-	key = name
-	if (def.Type == workflow.Parallel || def.Type == workflow.Map) && item >= 0 {
-		key = childKey(name, item)
-	}
+	key = keyOf(def, item)
 	sr = d.run.Steps[key]
 	if sr == nil {
 		return "", nil, nil
@@ -35,6 +32,15 @@ func (d *decider) lookup(name string, item int) (key string, sr *StepRun, step *
 		}
 	}
 	return key, sr, d.g.steps[sr.Step]
+}
+
+// keyOf is the key in Run.Steps of the step an event addresses: the step's id, or for item >= 0
+// of a parallel or map step its child "id#item".
+func keyOf(step *workflow.Step, item int) string {
+	if (step.Type == workflow.Parallel || step.Type == workflow.Map) && item >= 0 {
+		return childKey(step.ID, item)
+	}
+	return step.ID
 }
 
 // onTask handles the answer to a task: it counts only for the current attempt of the current

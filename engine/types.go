@@ -15,7 +15,11 @@ type RunStatus string
 
 // Run statuses. A run is running from Start until exactly one finish command.
 const (
-	RunRunning   RunStatus = "running"
+	RunRunning RunStatus = "running"
+	// RunWaiting: not finished, and at least one step waits for a human or a signal (an
+	// approval step, an agent step with calls pending approval or paused on needs_human, a
+	// wait_event step). The run is running again once no step waits.
+	RunWaiting   RunStatus = "waiting"
 	RunCompleted RunStatus = "completed"
 	RunFailed    RunStatus = "failed"
 	RunCancelled RunStatus = "cancelled"
@@ -33,6 +37,7 @@ const (
 	StepFailed    StepStatus = "failed"    // ended with an error (label "error")
 	StepSkipped   StepStatus = "skipped"   // will not run: every incoming edge is dead, its parent gave up, or the run ended first
 	StepCancelled StepStatus = "cancelled" // was running when the run ended (cancelled, timed out, or failed elsewhere)
+	StepWaiting   StepStatus = "waiting"   // waits for a human decision, human input or a signal (see StepRun.Wait)
 )
 
 // EdgeStatus is the state of one edge in the current pass.
@@ -97,6 +102,14 @@ type Run struct {
 	Path   []string        `json:"path"`
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  *RunError       `json:"error,omitempty"`
+	// Signals holds signals no wait_event step waited for when they came, by name, oldest
+	// first: a wait_event step that starts later takes the oldest one.
+	Signals map[string][]json.RawMessage `json:"signals,omitempty"`
+}
+
+// Finished reports whether the run has ended (any status but running and waiting).
+func (r *Run) Finished() bool {
+	return r != nil && r.Status != RunRunning && r.Status != RunWaiting && r.Status != ""
 }
 
 // EdgeState is the state of one edge of the definition.
@@ -177,6 +190,16 @@ type StepRun struct {
 	Next     int `json:"next,omitempty"`
 	Running  int `json:"running,omitempty"`
 	Done     int `json:"done,omitempty"`
+
+	// Wait says what a waiting step waits for; Until is when its wait times out (zero: the
+	// run's deadline); Pending and Decisions are an agent's calls waiting for approval and the
+	// decisions taken so far (by call id); Resume counts the times a task of this iteration
+	// was dispatched again after a human decision or input.
+	Wait      WaitKind            `json:"wait,omitempty"`
+	Until     time.Time           `json:"until,omitzero"`
+	Pending   []PendingCall       `json:"pending,omitempty"`
+	Decisions map[string]Decision `json:"decisions,omitempty"`
+	Resume    int                 `json:"resume,omitempty"`
 }
 
 // Usage is what a task spent, as its worker reports it: the engine only adds it up, for the run
@@ -211,6 +234,17 @@ const (
 	EvTick          EventType = "tick"           // a timer the engine scheduled fired
 	EvCancel        EventType = "cancel"         // cancel the run
 	EvChildFinished EventType = "child_finished" // a sub-run the engine started ended
+	// EvWaiting: an agent iteration stopped on calls that need approval (Pending); the step
+	// waits for a decision on each, by call id.
+	EvWaiting EventType = "waiting"
+	// EvDecision: a human decided (Step, Item; CallID for one pending call of an agent step, ""
+	// for an approval step or every pending call): Approve, and Message (a denied call's result,
+	// an approval step's output).
+	EvDecision EventType = "decision"
+	// EvResume: a human answered a step paused on needs_human (Output: the human's input).
+	EvResume EventType = "resume"
+	// EvSignal: a named event sent to the run (Name, Output: its data), for wait_event steps.
+	EvSignal EventType = "signal"
 )
 
 // Event is an input to Decide. At is the time of the event: the engine reads no clock.
@@ -243,7 +277,46 @@ type Event struct {
 	// Status is the final status of a sub-run (child_finished); anything but completed, or an
 	// Error, fails the step.
 	Status RunStatus `json:"status,omitempty"`
+
+	// Resume addresses a task dispatched again after a human decision or input (see
+	// Task.Resume); answers carry their task's Resume.
+	Resume int `json:"resume,omitempty"`
+	// Pending lists the calls waiting for approval (waiting).
+	Pending []PendingCall `json:"pending,omitempty"`
+	// CallID, Approve and Message are a human decision (decision); By names who decided.
+	CallID  string `json:"call_id,omitempty"`
+	Approve bool   `json:"approve,omitempty"`
+	Message string `json:"message,omitempty"`
+	By      string `json:"by,omitempty"`
+	// Name is the signal's name (signal).
+	Name string `json:"name,omitempty"`
 }
+
+// PendingCall is a tool call of an agent iteration waiting for a human decision.
+type PendingCall struct {
+	CallID    string          `json:"call_id"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// Decision is a human decision on one pending call, as the resumed task carries it.
+type Decision struct {
+	CallID  string `json:"call_id"`
+	Approve bool   `json:"approve"`
+	Message string `json:"message,omitempty"`
+	By      string `json:"by,omitempty"`
+}
+
+// WaitKind says what a waiting step waits for.
+type WaitKind string
+
+// Wait kinds.
+const (
+	WaitApproval WaitKind = "approval" // an approval step, or an agent's calls pending approval
+	WaitInput    WaitKind = "input"    // an agent paused on needs_human: reins resume
+	WaitEvent    WaitKind = "event"    // a wait_event step: reins signal
+	WaitSleep    WaitKind = "sleep"    // a sleep step (the step is running, not waiting, meanwhile)
+)
 
 // CommandType is the type of a command.
 type CommandType string
@@ -319,6 +392,13 @@ type Task struct {
 	NotBefore time.Time `json:"not_before,omitzero"`
 	// Timeout bounds the attempt; past it, the shell sends timed_out.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Resume > 0 marks the task of an iteration dispatched again after a human: Decisions
+	// (every pending call decided: act on the pending turn without calling the model) or
+	// HumanInput (a step paused on needs_human: go on with the human's message). MsgID then
+	// ends in "/r" + Resume.
+	Resume     int             `json:"resume,omitempty"`
+	Decisions  []Decision      `json:"decisions,omitempty"`
+	HumanInput json.RawMessage `json:"human_input,omitempty"`
 }
 
 // Clone returns a deep copy of r.

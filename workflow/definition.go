@@ -139,10 +139,17 @@ type Step struct {
 	Step          string          `json:"step,omitempty"`           // map
 	Workflow      string          `json:"workflow,omitempty"`       // map, call
 	MaxItems      int             `json:"max_items,omitempty"`      // map
-	OnTimeout     string          `json:"on_timeout,omitempty"`     // approval: deny | fail
-	Event         string          `json:"event,omitempty"`          // wait_event
-	Duration      clock.Duration  `json:"duration,omitempty"`       // sleep
-	Message       string          `json:"message,omitempty"`        // fail
+	OnTimeout     string          `json:"on_timeout,omitempty"`     // approval, agent: deny | fail
+	// ApprovalTimeout bounds how long an agent's calls that need approval wait for a decision
+	// (zero: until the run's deadline); then OnTimeout applies.
+	ApprovalTimeout clock.Duration `json:"approval_timeout,omitempty"` // agent
+	// OnNeedsHuman is what an agent step does when its loop stops with needs_human without
+	// pending calls (escalation, repeated tool failures): "" or "complete" (the step completes
+	// with that stop reason, for edges to route) or "pause" (the step waits for `reins resume`).
+	OnNeedsHuman string         `json:"on_needs_human,omitempty"` // agent
+	Event        string         `json:"event,omitempty"`          // wait_event
+	Duration     clock.Duration `json:"duration,omitempty"`       // sleep
+	Message      string         `json:"message,omitempty"`        // fail
 }
 
 // Edge connects two steps. With When, it is taken only for that label; with MaxIterations, it

@@ -327,7 +327,7 @@ func waitAllDelayed(b *testing.B, s *stack, n int) {
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
 			b.Fatal(err)
 		}
-		if sr := rec.Run.Steps["loop"]; sr != nil && sr.Iteration == 2 && rec.Run.Status == engine.RunRunning {
+		if sr := rec.Run.Steps["loop"]; sr != nil && sr.Iteration == 2 && !rec.Run.Finished() {
 			waiting[e.Key()] = true
 		}
 		if len(waiting) >= n {

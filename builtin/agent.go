@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/loop"
@@ -23,22 +24,28 @@ type AgentOutput struct {
 }
 
 // Agent answers an agent task: one iteration of the step's bounded loop, from the checkpointed
-// state to the next checkpoint. It returns the error of answering the task, if any.
+// state to the next checkpoint; or, for a task dispatched again after humans decided the calls
+// the iteration left waiting, the rest of that iteration. It returns the error of answering the
+// task, if any.
 func (h *Handlers) Agent(t Task) error {
 	j, err := h.load(t, workflow.Agent)
 	if err != nil {
 		return answerErr(t, err)
 	}
-	run, err := h.resume(j)
+	fx := h.newEffects(j)
+	run, err := h.resume(j, fx)
 	if err != nil {
 		return answerErr(t, err)
 	}
 	st := run.State()
-	if st.Stopped() || st.Iteration >= j.task.Iteration {
+	before := tallyOf(st)
+	done, err := h.iterate(j, run)
+	if err != nil {
+		return answerErr(t, err)
+	}
+	if done {
 		return h.answerAgent(j, st) // an earlier attempt ran this iteration and checkpointed it
 	}
-	before := tallyOf(st)
-	run.Step(t)
 	if t.Err() == nil {
 		run.StopIfSpent(t)
 	}
@@ -46,15 +53,59 @@ func (h *Handlers) Agent(t Task) error {
 	if err := context.Cause(t); err != nil {
 		return t.Fail(fmt.Errorf("step %s: iteration %d was interrupted and will run again: %w", j.name, j.task.Iteration, err))
 	}
+	if err := fx.failed(); err != nil {
+		return t.Fail(fmt.Errorf("step %s: iteration %d will run again: %w", j.name, j.task.Iteration, err))
+	}
 	if err := t.Checkpoint(st); err != nil {
 		return t.Fail(fmt.Errorf("step %s: cannot checkpoint iteration %d: %w", j.name, j.task.Iteration, err))
 	}
 	return h.answerAgent(j, st)
 }
 
+// iterate does the task's part of its iteration on run: act on the humans' decisions (a
+// resumed task), go on with a human's answer and run the iteration (the iteration after a
+// pause on needs_human), or run the iteration. It reports done, without doing anything, when
+// the checkpoint shows that an earlier attempt or delivery did it already.
+func (h *Handlers) iterate(j *job, run *loop.Run) (done bool, err error) {
+	st, task := run.State(), j.task
+	switch {
+	case task.Resume > 0:
+		if st.PendingTurn == nil {
+			if st.Iteration >= task.Iteration {
+				return true, nil // a delivery of this resumed task acted on the decisions and checkpointed
+			}
+			return false, j.failf("iteration %d was resumed after a decision, but its checkpoint has no calls waiting for approval", task.Iteration)
+		}
+		if st.Iteration != task.Iteration {
+			return false, j.failf("iteration %d was resumed after a decision, but the calls waiting for approval are iteration %d's", task.Iteration, st.Iteration)
+		}
+		decisions := make(map[string]loop.Decision, len(task.Decisions))
+		for _, d := range task.Decisions {
+			decisions[d.CallID] = loop.Decision{Approve: d.Approve, Message: d.Message}
+		}
+		if err := run.ActOnDecisions(j.t, decisions); err != nil {
+			return false, j.failf("%w", err)
+		}
+		h.log.Debug("agent acted on decisions", "run", task.RunID, "step", j.name, "iteration", task.Iteration, "resume", task.Resume)
+		return false, nil
+	case len(task.HumanInput) > 0 && st.StopReason == loop.NeedsHuman && st.PendingTurn == nil && st.Iteration < task.Iteration:
+		msg, err := humanMessage(task.HumanInput)
+		if err != nil {
+			return false, j.failf("%w", err)
+		}
+		if err := run.ResumeWithMessage(msg); err != nil {
+			return false, j.failf("%w", err)
+		}
+	case st.Stopped() || st.Iteration >= task.Iteration:
+		return true, nil
+	}
+	run.Step(j.t)
+	return false, nil
+}
+
 // resume returns the step's loop run: resumed from the checkpoint, or started on iteration 1.
-func (h *Handlers) resume(j *job) (*loop.Run, error) {
-	c, err := h.controller(j)
+func (h *Handlers) resume(j *job, fx *effects) (*loop.Run, error) {
+	c, err := h.controller(j, fx)
 	if err != nil {
 		return nil, err
 	}
@@ -68,13 +119,14 @@ func (h *Handlers) resume(j *job) (*loop.Run, error) {
 	return c.Start(agentRunID(j.task), joinParts(j.task.Goal, inputText(j.t.Input()))), nil
 }
 
-// controller builds the loop controller of the step: its model, tools, policy and budget.
-func (h *Handlers) controller(j *job) (*loop.Controller, error) {
+// controller builds the loop controller of the step: its model, tools, policy and budget. It
+// has no Approver: every call that needs approval stops the iteration, which waits for humans.
+func (h *Handlers) controller(j *job, fx *effects) (*loop.Controller, error) {
 	m, err := h.model(j)
 	if err != nil {
 		return nil, err
 	}
-	tools, err := h.tools(j)
+	tools, err := h.tools(j, fx)
 	if err != nil {
 		return nil, err
 	}
@@ -121,12 +173,20 @@ func agentRunID(task *engine.Task) string {
 	return id
 }
 
-// answerAgent answers from the state after the iteration: continue while the run goes on,
-// complete with the stop reason once it stopped.
+// answerAgent answers from the state after the iteration: continue while the run goes on, wait
+// while calls wait for approval, complete with the stop reason once it stopped.
 func (h *Handlers) answerAgent(j *job, st *loop.State) error {
 	if !st.Stopped() {
 		h.log.Debug("agent iteration", "run", j.task.RunID, "step", j.name, "iteration", j.task.Iteration)
 		return j.t.Continue(nil)
+	}
+	if st.StopReason == loop.NeedsHuman && len(st.Pending) > 0 {
+		pending := make([]engine.PendingCall, len(st.Pending))
+		for i, p := range st.Pending {
+			pending[i] = engine.PendingCall{CallID: p.Call.ID, Tool: p.Call.Name, Arguments: p.Call.Arguments}
+		}
+		h.log.Debug("agent waits for decisions", "run", j.task.RunID, "step", j.name, "iteration", j.task.Iteration, "calls", len(pending))
+		return j.t.Wait(pending)
 	}
 	out := AgentOutput{StopReason: string(st.StopReason), Detail: st.Detail}
 	if st.Answer != "" {
@@ -134,6 +194,40 @@ func (h *Handlers) answerAgent(j *job, st *loop.State) error {
 	}
 	h.log.Debug("agent stopped", "run", j.task.RunID, "step", j.name, "iteration", j.task.Iteration, "stop_reason", st.StopReason)
 	return j.t.CompleteWithStopReason(out, string(st.StopReason))
+}
+
+// goOn is the message a human's input without text becomes: the human answered, and asks for
+// nothing but to go on.
+const goOn = "A human read your request and asks you to go on."
+
+// humanMessage is the user message a human's input (Task.HumanInput, JSON) becomes: a string is
+// the message itself; null or a blank string is goOn; any other value is its compact JSON text.
+func humanMessage(raw json.RawMessage) (string, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 {
+		return goOn, nil
+	}
+	if !json.Valid(trimmed) {
+		return "", fmt.Errorf("the human's input is not valid JSON: %.60q", trimmed)
+	}
+	if trimmed[0] == '"' {
+		var s string
+		if err := json.Unmarshal(trimmed, &s); err != nil {
+			return "", fmt.Errorf("the human's input is not a valid JSON string: %w", err)
+		}
+		if strings.TrimSpace(s) == "" {
+			return goOn, nil
+		}
+		return s, nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, trimmed); err != nil {
+		return "", fmt.Errorf("the human's input is not valid JSON: %w", err)
+	}
+	if buf.String() == "null" {
+		return goOn, nil
+	}
+	return buf.String(), nil
 }
 
 // tally is what a run has spent so far, to report an iteration's share.

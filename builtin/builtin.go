@@ -37,6 +37,19 @@ type Config struct {
 	// Clock is the clock of the agent loop, scripted latencies and mocked tools (nil: the real
 	// clock); tests pass a virtual one.
 	Clock clock.Clock
+	// Effects records the results of side-effecting tool calls, so that an iteration that runs
+	// again after a crash reuses them instead of doing the side effect twice (Register passes
+	// the worker's, over natsbox.EffectsBucket). Nil records nothing: every call runs.
+	Effects EffectStore
+}
+
+// EffectStore keeps the recorded results of side-effecting tool calls by an id naming the call
+// (worker.Effects implements it over natsbox.EffectsBucket).
+type EffectStore interface {
+	// LoadEffect returns the value recorded for id, or nil when nothing is recorded.
+	LoadEffect(ctx context.Context, id string) ([]byte, error)
+	// StoreEffect records value for id and returns once it is stored.
+	StoreEffect(ctx context.Context, id string, value []byte) error
 }
 
 // Task is what a handler needs of the task it answers; worker.TaskContext provides it through
@@ -52,6 +65,8 @@ type Task interface {
 	CompleteWithStopReason(output any, stopReason string) error
 	Fail(err error) error
 	FailPermanent(err error) error
+	// Wait answers that the iteration stopped on calls waiting for a human decision.
+	Wait(pending []engine.PendingCall) error
 	Checkpoint(v any) error
 	LoadCheckpoint() (json.RawMessage, error)
 	AddUsage(u engine.Usage)

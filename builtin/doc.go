@@ -52,10 +52,26 @@
 // checkpointed loop.State, runs exactly one Step, stops the run at once if that spent a budget
 // (so the step ends with the loop's own max_iterations or timeout, agreeing with the engine's
 // bounds, which have the same defaults), checkpoints the State and answers: Continue(null)
-// while the run goes on, CompleteWith({"stop_reason", "detail", "answer"}) with the stop reason
-// once it stopped (answer is null without one; needs_human completes the step too). A
-// checkpoint already past this iteration (an attempt that checkpointed and then died) is
-// answered from, without running the iteration again. The scripted model, mocked tools and
+// while the run goes on, Wait(the pending calls) when calls wait for approval, and
+// CompleteWith({"stop_reason", "detail", "answer"}) with the stop reason once it stopped
+// (answer is null without one; needs_human without pending calls completes the step too, and
+// the engine pauses it when on_needs_human = "pause"). A checkpoint already past this iteration
+// (an attempt that checkpointed and then died) is answered from, without running the iteration
+// again.
+//
+// The loop has no Approver: every call that needs approval (the policy's require_approval, or
+// the Go tool's own flag) stops the iteration with the whole turn waiting, and the step waits
+// for humans. Once each pending call is decided, the engine dispatches the same iteration again
+// (Task.Resume > 0, Task.Decisions by call id): the task acts on the waiting turn with
+// loop.Run.ActOnDecisions, without calling the model (approved calls run, denied ones are
+// answered with the decision's message), checkpoints and answers as above. A resumed task whose
+// checkpoint shows the decisions acted on (no turn waiting, this iteration done: a delivery
+// that checkpointed and died, whose writes the worker keeps for resumed tasks) answers again
+// from it without acting twice. The task of the iteration after a pause on needs_human carries
+// the human's answer (Task.HumanInput, JSON): the checkpointed run goes on with it as a user
+// message (loop.Run.ResumeWithMessage: a string is the message, any other value its compact
+// JSON, null or a blank string "A human read your request and asks you to go on.") and runs
+// the iteration. The scripted model, mocked tools and
 // idempotency keys read their positions from the State, so a redelivered iteration gives the
 // same result; each activation runs a fresh loop, so a scripted model starts at turn 0 again.
 // The usage of the iteration (model calls, executed tool calls, tokens, cost) is reported with
@@ -73,6 +89,19 @@
 //
 // Scripted models and real providers are opened once per (workflow hash, model name) and kept;
 // replay models are opened per task, so that every task replays its cassette from the start.
+//
+// # Side effects
+//
+// A tool with side effects (side_effect = true in the workflow, or a Go tool made with
+// tool.Writes()) runs once per call even when its iteration runs again after a crash: with
+// Config.Effects (Register uses the worker's record, natsbox.EffectsBucket), each call first
+// looks up its record, named by its idempotency key (run, iteration, call index), its tool and
+// its canonical arguments. With a record, the recorded result is returned and the tool is not
+// called. Without, the tool is called and its result (a success, or a permanent failure, a
+// panic included) is recorded before the call returns to the loop, so before the iteration is
+// checkpointed and its task answered and acknowledged; retryable failures are not recorded. A
+// record that cannot be read fails the attempt (the iteration runs again) without calling the
+// tool; one that cannot be written is logged and the result used all the same.
 //
 // Every failure is one sentence that names the step.
 package builtin

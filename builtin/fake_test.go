@@ -23,13 +23,16 @@ type fakeTask struct {
 	bundle     *wire.Bundle
 	checkpoint json.RawMessage // what LoadCheckpoint returns
 
-	answer     string // continue, complete, fail, fail_permanent
+	answer     string // continue, complete, wait, fail, fail_permanent
 	output     json.RawMessage
+	pending    []engine.PendingCall // what Wait answered
 	stopReason string
 	err        error
 	answers    int
 	saved      json.RawMessage // the last Checkpoint written
 	usage      engine.Usage
+	// onCheckpoint, when set, runs when the handler checkpoints, before the write.
+	onCheckpoint func()
 }
 
 func (f *fakeTask) Task() *engine.Task            { return f.task }
@@ -40,6 +43,9 @@ func (f *fakeTask) AddUsage(u engine.Usage)       { f.usage.Add(u) }
 func (f *fakeTask) LoadCheckpoint() (json.RawMessage, error) { return f.checkpoint, nil }
 
 func (f *fakeTask) Checkpoint(v any) error {
+	if f.onCheckpoint != nil {
+		f.onCheckpoint()
+	}
 	data, err := json.Marshal(v)
 	f.saved = data
 	return err
@@ -66,6 +72,11 @@ func (f *fakeTask) Complete(output any) error { return f.record("complete", outp
 func (f *fakeTask) Fail(err error) error      { return f.record("fail", nil, err) }
 func (f *fakeTask) FailPermanent(err error) error {
 	return f.record("fail_permanent", nil, err)
+}
+
+func (f *fakeTask) Wait(pending []engine.PendingCall) error {
+	f.pending = pending
+	return f.record("wait", nil, nil)
 }
 
 func (f *fakeTask) CompleteWithStopReason(output any, stopReason string) error {

@@ -8,9 +8,13 @@ import (
 )
 
 // Register registers the built-in handlers on w: engine.HandlerLLM and engine.HandlerAgent, or
-// only those named in handlers when any are given. It fails on a configuration New refuses and
-// on a name that is not a built-in handler, registering nothing then.
+// only those named in handlers when any are given. Side effects are recorded in cfg.Effects, or
+// in w.Effects() when it is nil. It fails on a configuration New refuses and on a name that is
+// not a built-in handler, registering nothing then.
 func Register(w *worker.Worker, cfg Config, handlers ...string) error {
+	if cfg.Effects == nil {
+		cfg.Effects = w.Effects()
+	}
 	h, err := New(cfg)
 	if err != nil {
 		return err

@@ -11,8 +11,9 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// tools builds the agent step's tools, in the order the step lists them.
-func (h *Handlers) tools(j *job) ([]tool.Tool, error) {
+// tools builds the agent step's tools, in the order the step lists them; fx records the
+// results of those with side effects.
+func (h *Handlers) tools(j *job, fx *effects) ([]tool.Tool, error) {
 	var forbid []string
 	if j.step.Policy != nil {
 		forbid = j.step.Policy.Forbid
@@ -27,7 +28,7 @@ func (h *Handlers) tools(j *job) ([]tool.Tool, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, t)
+		out = append(out, fx.wrap(t))
 	}
 	return out, nil
 }

@@ -2,19 +2,19 @@ package engine
 
 import "github.com/reins-run/reins/workflow"
 
-// Ahead reports whether ev answers something run has not dispatched yet: a task event or a
-// child_finished event whose step (or child) has no state, or whose activation, iteration and
-// attempt come after the ones the state holds. Decide ignores such an event like a stale one,
+// Ahead reports whether ev answers something run has not dispatched yet: a task event
+// (waiting included) or a child_finished event whose step (or child) has no state, or whose
+// activation, iteration, attempt and resume come after the ones the state holds. Decide ignores such an event like a stale one,
 // but a shell must not drop it: it arrives when the state that dispatched its task has not been
 // saved yet (a shell that crashed between publishing a task and saving the state), and it
 // counts once the redelivered event that dispatched the task has been decided again. Other
 // events are never ahead.
 func Ahead(def *workflow.Definition, run *Run, ev Event) bool {
-	if def == nil || run == nil || run.Status != RunRunning {
+	if def == nil || !active(run) {
 		return false
 	}
 	switch ev.Type {
-	case EvCompleted, EvContinued, EvFailed, EvTimedOut, EvChildFinished:
+	case EvCompleted, EvContinued, EvFailed, EvTimedOut, EvWaiting, EvChildFinished:
 	default:
 		return false
 	}
@@ -26,10 +26,12 @@ func Ahead(def *workflow.Definition, run *Run, ev Event) bool {
 	if sr == nil {
 		return true
 	}
-	have := [3]int{sr.Activation, sr.Iteration, sr.Attempt}
-	want := [3]int{ev.Activation, ev.Iteration, ev.Attempt}
+	// Within an iteration, attempts and resumes only grow: a later task has a higher attempt or
+	// a higher resume, never a lower one.
+	have := [4]int{sr.Activation, sr.Iteration, sr.Attempt, sr.Resume}
+	want := [4]int{ev.Activation, ev.Iteration, ev.Attempt, ev.Resume}
 	if ev.Type == EvChildFinished {
-		have, want = [3]int{sr.Activation}, [3]int{ev.Activation}
+		have, want = [4]int{sr.Activation}, [4]int{ev.Activation}
 	}
 	for i := range have {
 		if want[i] != have[i] {

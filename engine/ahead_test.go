@@ -57,3 +57,59 @@ func TestAhead(t *testing.T) {
 		t.Error("the current iteration is reported ahead")
 	}
 }
+
+// TestAheadWithResumes: within an iteration, an answer of a resumed task the state has not
+// dispatched yet is ahead; the paused task's answers are stale once it resumed.
+func TestAheadWithResumes(t *testing.T) {
+	b := workflow.New("ahead")
+	b.Model("m", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text":"x"}]`)})
+	b.Agent("act", "m").WithGoal("g")
+	def, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	run, _, err := engine.Start(def, "r1", json.RawMessage(`{}`), at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := func(typ engine.EventType, attempt, resume int) engine.Event {
+		return engine.Event{Type: typ, At: at, Step: "act", Item: -1, Activation: 1, Iteration: 1, Attempt: attempt, Resume: resume,
+			Output: json.RawMessage(`1`), Pending: []engine.PendingCall{{CallID: "c1"}}}
+	}
+	decide := func(run *engine.Run, ev engine.Event) *engine.Run {
+		t.Helper()
+		next, _, err := engine.Decide(def, run, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return next
+	}
+	waiting := decide(run, answer(engine.EvWaiting, 1, 0))
+	resumed := decide(waiting, engine.Event{Type: engine.EvDecision, At: at, Step: "act", Item: -1, Approve: true})
+	if resumed.Steps["act"].Resume != 1 || resumed.Steps["act"].Status != engine.StepRunning {
+		t.Fatalf("act was not resumed: %+v", resumed.Steps["act"])
+	}
+	tests := []struct {
+		name string
+		run  *engine.Run
+		ev   engine.Event
+		want bool
+	}{
+		{"the current task waits", run, answer(engine.EvWaiting, 1, 0), false},
+		{"a waiting answer of the next attempt", run, answer(engine.EvWaiting, 2, 0), true},
+		{"the resumed task answers before the decision is saved", waiting, answer(engine.EvCompleted, 1, 1), true},
+		{"the resumed task's retry", resumed, answer(engine.EvFailed, 2, 1), true},
+		{"the resumed task", resumed, answer(engine.EvCompleted, 1, 1), false},
+		{"the paused task once resumed", resumed, answer(engine.EvCompleted, 1, 0), false},
+		{"a second resume", resumed, answer(engine.EvCompleted, 1, 2), true},
+		{"a decision", waiting, engine.Event{Type: engine.EvDecision, At: at, Step: "act", Item: -1, Iteration: 1, Resume: 1}, false},
+		{"a resume", waiting, engine.Event{Type: engine.EvResume, At: at, Step: "act", Item: -1, Iteration: 2}, false},
+		{"a signal", waiting, engine.Event{Type: engine.EvSignal, At: at, Item: -1, Name: "x", ID: "1"}, false},
+	}
+	for _, tc := range tests {
+		if got := engine.Ahead(def, tc.run, tc.ev); got != tc.want {
+			t.Errorf("%s: Ahead = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

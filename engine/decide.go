@@ -22,11 +22,12 @@ func Start(def *workflow.Definition, runID string, input json.RawMessage, at tim
 
 // Decide applies one event to a run and returns the new state and the commands to carry out.
 // It never modifies run: the state it returns is a copy. An event that is not for the current
-// step, activation, iteration and attempt, a repeated event, or any event for a finished run
-// returns the state unchanged and no commands. The error is for programming errors only (a nil
-// definition or run, an unknown event type, an event before start, a start that cannot be
-// made, a run paired with another definition); what happens in the workflow, failures
-// included, is in the state and the commands.
+// step, activation, iteration, attempt and resume (or for what a waiting step waits for), a
+// repeated event, or any event for a finished run returns the state unchanged and no commands.
+// The error is for programming errors only (a nil definition or run, an unknown event type, an
+// event before start, a start that cannot be made, a run paired with another definition, a
+// signal without an ID); what happens in the workflow, failures included, is in the state and
+// the commands.
 func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, error) {
 	switch {
 	case def == nil:
@@ -35,7 +36,12 @@ func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, erro
 		return nil, nil, errors.New("engine: no run")
 	}
 	switch ev.Type {
-	case EvStart, EvCompleted, EvContinued, EvFailed, EvTimedOut, EvTick, EvCancel, EvChildFinished:
+	case EvStart, EvCompleted, EvContinued, EvFailed, EvTimedOut, EvTick, EvCancel, EvChildFinished,
+		EvWaiting, EvDecision, EvResume:
+	case EvSignal:
+		if ev.ID == "" {
+			return nil, nil, fmt.Errorf("engine: signal %q for run %q has no id: the shell must give every signal one, so that a signal delivered again is not taken twice", ev.Name, run.ID)
+		}
 	default:
 		return nil, nil, fmt.Errorf("engine: unknown event type %q", ev.Type)
 	}
@@ -47,9 +53,10 @@ func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, erro
 		if err := d.start(ev.Input); err != nil {
 			return nil, nil, err
 		}
+		d.syncStatus()
 		return d.run, d.cmds, nil
 	}
-	if d.run.Status != RunRunning || ev.Type == EvStart {
+	if !active(d.run) || ev.Type == EvStart {
 		return d.run, nil, nil
 	}
 	if d.run.Workflow != def.Name || len(d.run.Edges) != len(def.Edges) {
@@ -68,22 +75,30 @@ func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, erro
 			reason = "the run was cancelled"
 		}
 		d.finish(RunCancelled, nil, &RunError{Code: CodeCancelled, Message: reason})
-	case EvCompleted, EvContinued, EvFailed, EvTimedOut:
+	case EvCompleted, EvContinued, EvFailed, EvTimedOut, EvWaiting:
 		d.onTask(ev)
 	case EvChildFinished:
 		d.onChildFinished(ev)
 	case EvTick:
 		d.onTick(ev)
+	case EvDecision:
+		d.onDecision(ev)
+	case EvResume:
+		d.onResume(ev)
+	case EvSignal:
+		d.onSignal(ev)
 	}
 	d.drain()
+	d.syncStatus()
 	return d.run, d.cmds, nil
 }
 
 // InFlight lists the tasks of run that are dispatched and not answered yet, ordered by MsgID,
-// exactly as they were dispatched (same MsgID, input and NotBefore): what a shell that lost
-// track of them publishes again, relying on JetStream to drop the ones it already stored.
+// exactly as they were dispatched (same MsgID, input, NotBefore, Resume, Decisions and
+// HumanInput): what a shell that lost track of them publishes again, relying on JetStream to
+// drop the ones it already stored. A waiting step has no task in flight.
 func InFlight(def *workflow.Definition, run *Run) []*Task {
-	if def == nil || run == nil || run.Status != RunRunning {
+	if def == nil || !active(run) {
 		return nil
 	}
 	d := &decider{def: def, g: newGraph(def), run: run}
@@ -116,7 +131,22 @@ type queued struct {
 	input json.RawMessage
 }
 
-func (d *decider) live() bool { return d.run.Status == RunRunning }
+func (d *decider) live() bool { return active(d.run) }
+
+// syncStatus makes a run that has not finished waiting when one of its steps waits, and
+// running otherwise.
+func (d *decider) syncStatus() {
+	if !active(d.run) {
+		return
+	}
+	d.run.Status = RunRunning
+	for _, sr := range d.run.Steps {
+		if sr != nil && sr.Status == StepWaiting {
+			d.run.Status = RunWaiting
+			return
+		}
+	}
+}
 
 func (d *decider) deadline() time.Duration {
 	if d.def.Deadline > 0 {
@@ -154,7 +184,7 @@ func (d *decider) finish(status RunStatus, output json.RawMessage, err *RunError
 	d.cmds = append(d.cmds, c)
 }
 
-// settle gives every step a final status when the run ends: a step still running is
+// settle gives every step a final status when the run ends: a step still running or waiting is
 // cancelled (stop reason "cancelled", or "timeout" when the run passed its deadline), and a step
 // the run never reached is skipped.
 func (d *decider) settle(status RunStatus) {
@@ -164,7 +194,7 @@ func (d *decider) settle(status RunStatus) {
 	}
 	for _, sr := range d.run.Steps {
 		switch sr.Status {
-		case StepRunning:
+		case StepRunning, StepWaiting:
 			sr.Status, sr.StopReason = StepCancelled, reason
 		case StepPending:
 			sr.Status = StepSkipped
@@ -266,10 +296,11 @@ func (d *decider) advance() bool {
 	return false
 }
 
-// busy reports whether anything is in flight: a task, a sub-run, children.
+// busy reports whether anything is in flight or waited for: a task, a sub-run, children, a
+// sleep, a human or a signal.
 func (d *decider) busy() bool {
 	for _, sr := range d.run.Steps {
-		if sr != nil && sr.Status == StepRunning {
+		if sr != nil && (sr.Status == StepRunning || sr.Status == StepWaiting) {
 			return true
 		}
 	}
@@ -327,6 +358,9 @@ func (d *decider) activate(id string, input json.RawMessage) {
 	sr.StartedAt, sr.FirstIterationAt, sr.NotBefore = d.at, d.at, time.Time{}
 	sr.Label, sr.StopReason, sr.Error = "", "", ""
 	sr.Prompt, sr.Instructions, sr.Goal = "", "", ""
+	clearWait(sr)
+	sr.Waited = 0
+	sr.Pending, sr.Decisions, sr.Resume, sr.HumanInput = nil, nil, 0, nil
 	for _, i := range d.g.out[id] {
 		d.run.Edges[i].State = EdgePending
 	}
@@ -393,8 +427,22 @@ func (d *decider) begin(key string, sr *StepRun, step *workflow.Step) {
 	case workflow.Call:
 		d.timer(key, sr, step)
 		d.startChildRun(key, sr, step.Workflow)
-	default: // approval, wait_event, sleep
-		d.failStep(key, sr, fmt.Sprintf("step type %s is not supported yet", step.Type))
+	case workflow.Approval:
+		if err := d.render(sr, step); err != nil {
+			d.failStep(key, sr, err.Error())
+			return
+		}
+		d.wait(key, sr, WaitApproval, step.Timeout.Std())
+	case workflow.WaitEvent:
+		if data, ok := d.takeSignal(step.Event); ok {
+			d.completeWith(key, sr, step, data, step.Event)
+			return
+		}
+		d.wait(key, sr, WaitEvent, step.Timeout.Std())
+	case workflow.Sleep:
+		d.sleep(key, sr, step)
+	default:
+		d.failStep(key, sr, fmt.Sprintf("step type %s is not supported", step.Type))
 	}
 }
 
@@ -420,6 +468,8 @@ func (d *decider) render(sr *StepRun, step *workflow.Step) error {
 	case workflow.Agent:
 		r("goal", step.Goal, &sr.Goal)
 		r("instructions", step.Instructions, &sr.Instructions)
+	case workflow.Approval:
+		r("prompt", step.Prompt, &sr.Prompt)
 	}
 	return err
 }
@@ -457,10 +507,10 @@ func handlerFor(step *workflow.Step) string {
 
 func childKey(parent string, i int) string { return parent + "#" + strconv.Itoa(i) }
 
-// task is the task of the current attempt of sr.
+// task is the task of the current attempt of sr (and of its current resume, after decisions).
 func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *Task {
 	name, item := address(key, sr)
-	return &Task{
+	t := &Task{
 		RunID: d.run.ID, Step: name, Item: item, Body: sr.Step, Type: step.Type,
 		Handler: handlerFor(step), Model: step.Model, Workflow: d.run.Hash,
 		Prompt: sr.Prompt, Instructions: sr.Instructions, Goal: sr.Goal,
@@ -469,7 +519,21 @@ func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *Task {
 		MsgID:     fmt.Sprintf("%s/%s/%d/%d/%d", d.run.ID, key, sr.Activation, sr.Iteration, sr.Attempt),
 		NotBefore: sr.NotBefore,
 		Timeout:   step.Timeout.Std(),
+		Resume:    sr.Resume,
 	}
+	if sr.Resume == 0 {
+		// A resumed task acts on a pending turn its checkpoint holds, which came after the
+		// human's answer: only the tasks that start the iteration need that answer.
+		t.HumanInput = sr.HumanInput
+		return t
+	}
+	t.MsgID += "/r" + strconv.Itoa(sr.Resume)
+	for _, p := range sr.Pending {
+		if dec, ok := sr.Decisions[p.CallID]; ok {
+			t.Decisions = append(t.Decisions, dec)
+		}
+	}
+	return t
 }
 
 func (d *decider) dispatch(key string, sr *StepRun, step *workflow.Step, notBefore time.Time) {
@@ -520,7 +584,7 @@ func (d *decider) abandon(key string, sr *StepRun) {
 			if c == nil || c.Activation != sr.Activation {
 				continue
 			}
-			if c.Status == StepRunning || c.Status == StepPending {
+			if c.Status == StepRunning || c.Status == StepWaiting || c.Status == StepPending {
 				d.abandon(ck, c)
 				c.Status = StepSkipped
 			}
@@ -640,6 +704,7 @@ func (d *decider) resetRegion(u string) {
 		}
 		d.abandon(s, sr)
 		sr.Status = StepPending
+		clearWait(sr)
 		for _, i := range d.g.out[s] {
 			d.run.Edges[i].State = EdgePending
 		}

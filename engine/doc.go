@@ -6,8 +6,9 @@
 //
 // It owns the run state (Run, StepRun, EdgeState) and every decision: which step runs next,
 // with what input, which edge a label takes, when to retry and how long to wait, when an
-// agent_loop iterates or stops at a bound, how parallel and map steps fan out and join, and how
-// a run ends. It must not touch NATS, models, tools, files or the clock: no I/O, no time.Now
+// agent_loop iterates or stops at a bound, how parallel and map steps fan out and join, what a
+// step waiting for a human or a signal does with a decision, an answer, a signal or a timeout,
+// and how a run ends. It must not touch NATS, models, tools, files or the clock: no I/O, no time.Now
 // (time comes in events: Event.At), no goroutines, no randomness. A shell (a later issue)
 // feeds it events, saves the state it returns with compare-and-set, and carries out its
 // commands: dispatch a Task, schedule a tick, dead-letter a task, start or cancel a sub-run,
@@ -16,26 +17,31 @@
 // # Purity and idempotence
 //
 // Decide never modifies the run it is given; it returns a copy. An event that does not address
-// the current activation, iteration and attempt of a running step, an event repeated, or any
-// event for a finished run changes nothing and returns no commands, so a redelivered event is
-// harmless. The error result is for programming errors only (nil definition or run, unknown
+// the current activation, iteration, attempt and resume of a running step (or what a waiting
+// step waits for), an event repeated, or any event for a finished run changes nothing and
+// returns no commands, so a redelivered event is harmless; a signal is recognized as repeated
+// by its ID. The error result is for programming errors only (nil definition or run, unknown
 // event type, an event before start, a start input that is not JSON, a run paired with another
-// definition than its own); every outcome of the workflow, failures included, is in the state
-// and the commands. Every raw JSON value the state holds is kept in the form encoding/json
+// definition than its own, a signal without an ID); every outcome of the workflow, failures
+// included, is in the state and the commands. Every raw JSON value the state holds is kept in the form encoding/json
 // writes it, so a Run that goes through JSON and back decides exactly as the original (a
 // restarted engine continues where it stopped). Times are kept in UTC. Task.MsgID is
-// run/step[#item]/activation/iteration/attempt: the same task always has the same id, and
-// InFlight rebuilds the tasks in flight from the state alone.
+// run/step[#item]/activation/iteration/attempt, followed by /r<Resume> for a task dispatched
+// again after decisions: the same task always has the same id, and InFlight rebuilds the tasks
+// in flight from the state alone (decisions and a human's input included).
 //
 // # Starting and ending
 //
 // Start sets Deadline = at + deadline, emits a schedule command for it, and activates the start
-// step with the run input. Every event first checks its time against the deadline: at or after
-// it, the run ends timed_out (E_DEADLINE). A cancel event ends it cancelled (E_CANCELLED, with
-// the event's Reason). A run ends with exactly one finish command carrying its status, output
-// and error; the shell cancels whatever is still in flight. When a run ends, every step still
-// running becomes cancelled (stop reason "cancelled", or "timeout" at the deadline) and every
-// step it never reached becomes skipped, so that a finished run has no pending or running step.
+// step with the run input. A run that has not finished is waiting while at least one of its
+// steps waits (StepWaiting: for a decision, a human's input or a signal), and running
+// otherwise; Run.Finished tells both from the ends. Every event first checks its time against
+// the deadline: at or after it, the run ends timed_out (E_DEADLINE), waiting or not. A cancel
+// event ends it cancelled (E_CANCELLED, with the event's Reason), waiting or not. A run ends
+// with exactly one finish command carrying its status, output and error; the shell cancels
+// whatever is still in flight. When a run ends, every step still running or waiting becomes
+// cancelled (stop reason "cancelled", or "timeout" at the deadline) and every step it never
+// reached becomes skipped, so that a finished run has no pending, running or waiting step.
 //
 // # Activating a step
 //
@@ -64,40 +70,106 @@
 //   - call, and workflow branches or a map over a workflow: a start_child command, with child
 //     run id run/step/activation (a child adds /index); the child_finished event ends the step
 //     (Error, or a Status other than completed, fails it).
-//   - approval, wait_event, sleep: the step fails with "step type X is not supported yet".
+//   - approval: its prompt is rendered (once per activation, into StepRun.Prompt; a template
+//     that cannot be rendered fails the step) and the step waits for a decision (Wait
+//     approval), until at + timeout when it has one.
+//   - wait_event: when Run.Signals holds a signal named `event`, the step takes the oldest at
+//     once and completes with its data; else it waits for one (Wait event), until at + timeout
+//     when it has one.
+//   - sleep: the step stays running (Wait sleep) until Until = at + duration, and completes
+//     with its input at the tick then; a duration of zero completes it at once.
 //
 // The label of a parallel, map or call step is the value at its `branch` path in its output
 // (the array of its children's outputs, the sub-run's output), or the child_finished event's
 // Label, or "". Sub-runs are not retried: a call step's retry policy does not apply.
 //
 // A parallel, map or call step with a timeout asks for a tick at its end; a tick after it fails
-// the step. A task's timeout is the shell's to watch (it knows when a worker took the task):
-// it sends timed_out.
+// the step. So does a waiting step with a timeout (at Until), and a sleep step. A task's timeout
+// is the shell's to watch (it knows when a worker took the task): it sends timed_out. Timers
+// lists the ticks a run waits for, at their original times, for a shell that re-arms its timers
+// from the saved state: sleeps and waits are durable.
 //
 // Children report to their parent: their own outgoing edges are never followed, and a step
 // that only runs as a child (no edge leads to it) has no StepRun of its own and its outgoing
 // edges are dead from the start. A terminate child completes with its input; a fail child
-// fails; a parallel or map step cannot be a child yet. Path lists the steps that are not
+// fails; a parallel or map step cannot be a child yet. A child may wait like any step (a
+// decision or resume addresses it by its parent and Item); its parent counts it as running
+// meanwhile. Path lists the steps that are not
 // children, in the order they ended (completed or failed).
 //
 // # Answers from workers
 //
+// An answer counts when it carries the Activation, Iteration, Attempt and Resume of the task the
+// step waits for; continued counts for agent and agent_loop steps only, waiting for agent steps
+// only.
+//
 // completed: the output is recorded (output that is not JSON is a permanent failure of the
 // attempt). The label is the event's Label when given; else the value at the step's `branch`
 // path in the output (an error there fails the step); else, for agent and agent_loop, the
-// StopReason (default "completed"); else "".
+// StopReason (default "completed"); else "". An agent step with on_needs_human = "pause" whose
+// task completes with StopReason needs_human does not complete: it keeps the output and waits
+// for a human's input (Wait input; see below).
 //
 // continued (agent, agent_loop): the output becomes the next iteration's input. When the next
 // iteration would pass max_iterations the step completes with stop reason and label
-// "max_iterations"; when at − FirstIterationAt ≥ max_duration it completes with
+// "max_iterations"; when at − FirstIterationAt − Waited ≥ max_duration it completes with
 // "max_duration" (agent_loop) or "timeout" (agent: the loop's own stop reason, with its
-// budget's max_duration, default 5m, and max_iterations, default 10). Else the next iteration
-// is dispatched with attempt 1 and NotBefore = at + loop_delay.
+// budget's max_duration, default 5m, and max_iterations, default 10). Waited is the time the
+// step waited for humans in this activation: a bound on the agent's work does not count a
+// human's thinking. Else the next iteration is dispatched with attempt 1, resume 0 and
+// NotBefore = at + loop_delay.
+//
+// waiting (agent): the iteration stopped on calls that need approval (Pending: at least one,
+// each with its own call id, arguments that are JSON; anything else is a permanent failure of
+// the attempt). The step waits for a decision on each (Wait approval, Decisions empty), until
+// at + approval_timeout when the step has one.
 //
 // failed, timed_out: when the failure is retryable (not Permanent; a timeout always is) and
 // the attempt is below retry.max_attempts (no policy: one attempt), the next attempt is
-// dispatched with NotBefore = at + Backoff(policy, attempt). Else the task is dead-lettered
-// and the step fails with label "error".
+// dispatched with NotBefore = at + Backoff(policy, attempt), with the same Resume and Decisions
+// (or HumanInput). Else the task is dead-lettered and the step fails with label "error".
+//
+// # Humans and signals
+//
+// A decision or resume event names the step (Step, and Item for a child). It may leave
+// Activation, Iteration and Attempt zero, meaning whatever the step waits for now; each one it
+// gives must be the waiting step's, and with an Iteration its Resume must be too, so that a
+// late decision never decides a later wait. An event for a step that does not wait for its kind
+// changes nothing.
+//
+// decision, approval step (CallID ""): the step completes with label "approved" or "denied"
+// (Approve), its output the Message as a JSON string (null when empty); the decision is kept in
+// Decisions under the call id "". A decision with a CallID changes nothing here. The step's
+// branch path is not read: its label is always approved or denied.
+//
+// decision, agent step: with a CallID, it decides that pending call (an unknown call id, or one
+// decided before, changes nothing: the first decision stands); with CallID "", every pending
+// call not decided yet. Once every pending call is decided, the step runs again and the same
+// iteration is dispatched again: same attempt, Resume + 1, Task.Decisions in the order of the
+// pending calls, MsgID ending in /r<Resume>. The paused task's late answers no longer count.
+//
+// resume (agent step paused on needs_human): the next iteration is dispatched (iteration + 1,
+// attempt 1, resume 0) with the paused output as its input and the event's Output (the human's
+// answer, JSON; anything else changes nothing) as Task.HumanInput, carried by every attempt of
+// that iteration (not by its resumed tasks, which carry Decisions); at its bounds (as for
+// continued) the step completes with the paused output instead.
+//
+// signal (Name, Output, ID): it goes to the first wait_event step waiting for Name, in
+// declaration order (a child of a parallel or map step in its parent's place, children by
+// index), which completes with the data as its output; else it is appended to
+// Run.Signals[Name] for a wait_event step that starts later: nothing is lost. Run.SignalIDs
+// records every signal taken, so the same ID again changes nothing. A signal without a name, or
+// whose data is not JSON, changes nothing.
+//
+// The label of a wait_event step is the value at its branch path in its output when it has
+// one, else the event's name; a sleep step's, the value at its branch path, else "".
+//
+// Timeouts, at a tick at or after Until: an approval step with on_timeout "deny" (the default)
+// completes with label "denied" and output "no decision within <timeout>"; with "fail" it fails
+// with that message. A wait_event step fails with "no event <name> within <timeout>". An agent
+// step waiting for decisions denies every undecided call with the message "no decision within
+// <approval_timeout>" and goes on as above (on_timeout "deny", the default), or fails (on_timeout
+// "fail"). An agent waiting for a human's input has no timeout but the run's deadline.
 //
 // # Edges
 //

@@ -22,13 +22,14 @@ var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 // file): complete, continue, fail, fail permanently, time out, or never answer. took is how long
 // the work takes once it may start (default one second).
 type reply struct {
-	kind   string // complete | continue | fail | permanent | timeout | hang
+	kind   string // complete | continue | fail | permanent | timeout | wait | hang
 	out    string
 	label  string
 	stop   string
 	err    string
 	took   time.Duration
 	status engine.RunStatus // sub-runs: the child's status when it failed
+	calls  []string         // wait: the ids of the calls pending approval
 }
 
 func done(out string) reply          { return reply{kind: "complete", out: out} }
@@ -41,6 +42,9 @@ func fails(err string) reply        { return reply{kind: "fail", err: err} }
 func failsForGood(err string) reply { return reply{kind: "permanent", err: err} }
 func timesOut() reply               { return reply{kind: "timeout"} }
 func hangs() reply                  { return reply{kind: "hang"} }
+
+// waits answers that the iteration stopped on calls that need approval.
+func waits(callIDs ...string) reply { return reply{kind: "wait", calls: callIDs} }
 
 func (r reply) after(d time.Duration) reply { r.took = d; return r }
 
@@ -88,6 +92,9 @@ type driver struct {
 	events      []engine.Event
 	// maxInFlight is the most tasks and sub-runs in flight at once per Task.Step / ChildRun.Step.
 	maxInFlight map[string]int
+	// reload makes every event be decided on the state saved to JSON and loaded back, as a
+	// restarted engine would.
+	reload bool
 }
 
 // drive runs def with input under sc until the run finishes.
@@ -156,7 +163,7 @@ func (d *driver) step() bool {
 		d.apply(ev)
 	default:
 		tk := p.task
-		ev := engine.Event{At: d.now, Step: tk.Step, Item: tk.Item, Activation: tk.Activation, Iteration: tk.Iteration, Attempt: tk.Attempt}
+		ev := engine.Event{At: d.now, Step: tk.Step, Item: tk.Item, Activation: tk.Activation, Iteration: tk.Iteration, Attempt: tk.Attempt, Resume: tk.Resume}
 		switch p.reply.kind {
 		case "complete":
 			ev.Type, ev.Output, ev.Label, ev.StopReason = engine.EvCompleted, json.RawMessage(p.reply.out), p.reply.label, p.reply.stop
@@ -168,6 +175,11 @@ func (d *driver) step() bool {
 			ev.Type, ev.Error, ev.Permanent = engine.EvFailed, p.reply.err, true
 		case "timeout":
 			ev.Type = engine.EvTimedOut
+		case "wait":
+			ev.Type = engine.EvWaiting
+			for _, id := range p.reply.calls {
+				ev.Pending = append(ev.Pending, engine.PendingCall{CallID: id, Tool: "pay", Arguments: json.RawMessage(`{"call":"` + id + `"}`)})
+			}
 		default:
 			d.t.Fatalf("unknown reply kind %q", p.reply.kind)
 		}
@@ -180,6 +192,13 @@ func (d *driver) step() bool {
 func (d *driver) apply(ev engine.Event) {
 	d.t.Helper()
 	d.events = append(d.events, ev)
+	if d.reload {
+		var loaded engine.Run
+		if err := json.Unmarshal(mustJSON(d.t, d.run), &loaded); err != nil {
+			d.t.Fatal(err)
+		}
+		d.run = &loaded
+	}
 	before := mustJSON(d.t, d.run)
 	next, cmds, err := engine.Decide(d.def, d.run, ev)
 	if err != nil {
@@ -283,7 +302,42 @@ func (d *driver) current(task *engine.Task) bool {
 	}
 	sr := d.run.Steps[key]
 	return sr != nil && sr.Status == engine.StepRunning && sr.Activation == task.Activation &&
-		sr.Iteration == task.Iteration && sr.Attempt == task.Attempt
+		sr.Iteration == task.Iteration && sr.Attempt == task.Attempt && sr.Resume == task.Resume
+}
+
+// runUntil delivers answers, earliest first, until cond holds; it fails the test when the run
+// finishes or nothing is left to deliver first.
+func (d *driver) runUntil(what string, cond func(*engine.Run) bool) {
+	d.t.Helper()
+	for !cond(d.run) {
+		if d.finish != nil {
+			d.t.Fatalf("the run finished (%s) before %s; state:\n%s", d.finish.Status, what, d.state())
+		}
+		if !d.step() {
+			d.t.Fatalf("nothing left to deliver before %s; state:\n%s", what, d.state())
+		}
+	}
+}
+
+// waiting is a condition of runUntil: the step with this key waits.
+func waiting(key string) func(*engine.Run) bool {
+	return func(r *engine.Run) bool { sr := r.Steps[key]; return sr != nil && sr.Status == engine.StepWaiting }
+}
+
+// human delivers ev (a decision, a resume or a signal) after a delay: everything due before it
+// is delivered first, then ev, at now + after.
+func (d *driver) human(after time.Duration, ev engine.Event) {
+	d.t.Helper()
+	at := d.now.Add(after)
+	for d.finish == nil && slices.ContainsFunc(d.queue, func(p *pending) bool { return p.due.Before(at) }) {
+		d.step()
+	}
+	if d.finish != nil {
+		d.t.Fatalf("the run finished (%s) before the %s event; state:\n%s", d.finish.Status, ev.Type, d.state())
+	}
+	d.now = at
+	ev.At = at
+	d.apply(ev)
 }
 
 func (d *driver) push(p *pending) {

@@ -43,12 +43,14 @@ func keyOf(step *workflow.Step, item int) string {
 	return step.ID
 }
 
-// onTask handles the answer to a task: it counts only for the current attempt of the current
-// iteration of the current activation of a running step.
+// onTask handles the answer to a task: it counts only for the current attempt (and resume) of
+// the current iteration of the current activation of a running step, and only when the step's
+// type can give that answer (continued: agent and agent_loop; waiting: agent).
 func (d *decider) onTask(ev Event) {
 	key, sr, step := d.lookup(ev.Step, ev.Item)
 	if sr == nil || step == nil || sr.Workflow != "" || !dispatched(step.Type) || sr.Status != StepRunning ||
-		ev.Activation != sr.Activation || ev.Iteration != sr.Iteration || ev.Attempt != sr.Attempt {
+		ev.Activation != sr.Activation || ev.Iteration != sr.Iteration || ev.Attempt != sr.Attempt || ev.Resume != sr.Resume ||
+		ev.Type == EvContinued && !iterates(step.Type) || ev.Type == EvWaiting && step.Type != workflow.Agent {
 		return
 	}
 	if ev.Usage != nil {
@@ -58,9 +60,9 @@ func (d *decider) onTask(ev Event) {
 	case EvCompleted:
 		d.onCompleted(key, sr, step, ev)
 	case EvContinued:
-		if iterates(step.Type) {
-			d.onContinued(key, sr, step, ev)
-		}
+		d.onContinued(key, sr, step, ev)
+	case EvWaiting:
+		d.onWaiting(key, sr, step, ev)
 	case EvFailed:
 		msg := clean(ev.Error)
 		if msg == "" {
@@ -91,6 +93,13 @@ func (d *decider) onCompleted(key string, sr *StepRun, step *workflow.Step, ev E
 			sr.StopReason = LabelCompleted
 		}
 	}
+	if step.Type == workflow.Agent && step.OnNeedsHuman == "pause" && sr.StopReason == string(loop.NeedsHuman) {
+		// The step does not end: it waits for a human's answer, and the next iteration goes on
+		// with it (onResume).
+		sr.Output = out
+		d.wait(key, sr, WaitInput, 0)
+		return
+	}
 	label := clean(ev.Label)
 	if sr.Parent == "" {
 		if label, err = labelFor(step, out, label, sr.StopReason); err != nil {
@@ -104,8 +113,8 @@ func (d *decider) onCompleted(key string, sr *StepRun, step *workflow.Step, ev E
 	d.completeStep(key, sr, out, label, "")
 }
 
-// onContinued starts the next iteration of an agent or agent_loop step, or ends the step at its
-// bound: iterations first, then the duration since the first iteration.
+// onContinued starts the next iteration of an agent or agent_loop step with the output of this
+// one, or ends the step at its bound.
 func (d *decider) onContinued(key string, sr *StepRun, step *workflow.Step, ev Event) {
 	out, err := canon(ev.Output)
 	if err != nil {
@@ -113,22 +122,32 @@ func (d *decider) onContinued(key string, sr *StepRun, step *workflow.Step, ev E
 		return
 	}
 	sr.Output = out
+	d.iterate(key, sr, step, out, nil)
+}
+
+// iterate dispatches the next iteration of an agent or agent_loop step with input (and, after a
+// pause on needs_human, the human's answer), or completes the step with input as its output at
+// its bound: iterations first, then the duration since the first iteration, not counting the
+// time it waited for humans.
+func (d *decider) iterate(key string, sr *StepRun, step *workflow.Step, input, human json.RawMessage) {
 	maxIter, maxDur, durLabel := bounds(step)
 	bound, detail := "", ""
 	switch {
 	case sr.Iteration+1 > maxIter:
 		bound, detail = LabelMaxIterations, fmt.Sprintf("max_iterations (%d)", maxIter)
-	case maxDur > 0 && !d.at.Before(sr.FirstIterationAt.Add(maxDur)):
+	case maxDur > 0 && !d.at.Before(sr.FirstIterationAt.Add(sr.Waited).Add(maxDur)):
 		bound, detail = durLabel, fmt.Sprintf("max_duration (%s)", maxDur)
 	}
 	if bound != "" {
 		sr.StopReason = bound
-		d.completeStep(key, sr, out, bound, detail)
+		d.completeStep(key, sr, input, bound, detail)
 		return
 	}
-	sr.Input = out
+	sr.Input = input
 	sr.Iteration++
 	sr.Attempt = 1
+	sr.StopReason = ""
+	sr.Pending, sr.Decisions, sr.Resume, sr.HumanInput = nil, nil, 0, human
 	var notBefore time.Time
 	if step.LoopDelay > 0 {
 		notBefore = d.at.Add(step.LoopDelay.Std())
@@ -240,19 +259,37 @@ func (d *decider) onChildFinished(ev Event) {
 	d.completeStep(key, sr, out, label, "")
 }
 
-// onTick fails a parallel, map or call step whose timeout has passed. (The deadline was
-// checked before: a tick for it needs nothing else.)
+// onTick ends a wait whose time is up (a waiting step's timeout, a sleep), or fails a parallel,
+// map or call step whose timeout has passed. A tick before its time, or for another activation,
+// changes nothing. (The deadline was checked before: a tick for it needs nothing else.)
 func (d *decider) onTick(ev Event) {
 	if ev.Step == "" {
 		return
 	}
 	key, sr, step := d.lookup(ev.Step, ev.Item)
-	if sr == nil || step == nil || sr.Status != StepRunning || ev.Activation != sr.Activation ||
-		dispatched(step.Type) || step.Timeout <= 0 || d.at.Before(sr.StartedAt.Add(step.Timeout.Std())) {
+	if sr == nil || step == nil || ev.Activation != sr.Activation {
 		return
 	}
-	d.abandon(key, sr)
-	d.failStep(key, sr, "timed out after "+step.Timeout.String())
+	switch {
+	case sr.Status == StepWaiting:
+		if !sr.Until.IsZero() && !d.at.Before(sr.Until) {
+			d.waitTimedOut(key, sr, step)
+		}
+	case sr.Status == StepRunning && sr.Wait == WaitSleep:
+		if !d.at.Before(sr.Until) {
+			clearWait(sr)
+			d.completeWith(key, sr, step, sr.Input, "")
+		}
+	case sr.Status == StepRunning && timed(step.Type) && step.Timeout > 0 && !d.at.Before(sr.StartedAt.Add(step.Timeout.Std())):
+		d.abandon(key, sr)
+		d.failStep(key, sr, "timed out after "+step.Timeout.String())
+	}
+}
+
+// timed reports whether a running step of type t has a timeout the engine watches (a task's is
+// the shell's; a waiting step's is its Until).
+func timed(t workflow.StepType) bool {
+	return t == workflow.Parallel || t == workflow.Map || t == workflow.Call
 }
 
 // startChildren starts a parallel step's branches or a map step's items as children

@@ -7,8 +7,7 @@ import (
 	"github.com/reins-run/reins/engine"
 )
 
-// TestExamples runs the example workflows whose steps the engine supports, with plausible
-// answers from workers.
+// TestExamples runs the example workflows with plausible answers from workers and humans.
 func TestExamples(t *testing.T) {
 	t.Run("code_review", func(t *testing.T) {
 		def := loadExample(t, "code_review.toml")
@@ -58,18 +57,50 @@ func TestExamples(t *testing.T) {
 		}
 	})
 
-	t.Run("draft_refiner with a critic that never accepts reaches the human review", func(t *testing.T) {
+	// A critic that never accepts: after 3 rewrites the draft goes to the human review.
+	neverAccepts := func(t *testing.T) *driver {
 		def := loadExample(t, "draft_refiner.toml")
 		retry := done(`{"verdict":"retry","feedback":"no"}`)
-		d := drive(t, def, `{"product":"Reins 1.0"}`, script{
+		d := newDriver(t, def, `{"product":"Reins 1.0"}`, script{
 			"generate": {done(`"d1"`), done(`"d2"`), done(`"d3"`), done(`"d4"`)},
 			"evaluate": {retry, retry, retry, retry},
 		})
-		// approval is the next issue's: the step fails, and with no error edge so does the run.
-		d.expect(engine.RunFailed, engine.CodeStepFailed)
-		d.expectErrorContains("step review failed: step type approval is not supported yet")
+		d.runUntil("the review", waiting("review"))
 		if d.dispatchCount("generate") != 4 || d.dispatchCount("evaluate") != 4 {
 			t.Fatalf("generate %d, evaluate %d", d.dispatchCount("generate"), d.dispatchCount("evaluate"))
+		}
+		if p := d.stepRun("review").Prompt; p != "The critic still wants changes after 3 rewrites. Publish this draft anyway? d4" {
+			t.Fatalf("review prompt %q", p)
+		}
+		return d
+	}
+	review := engine.Event{Type: engine.EvDecision, Step: "review", Item: -1}
+	t.Run("draft_refiner: a human publishes the draft the critic never accepted", func(t *testing.T) {
+		d := neverAccepts(t)
+		ok := review
+		ok.Approve, ok.By = true, "editor"
+		d.human(5*time.Minute, ok)
+		d.runToEnd()
+		d.expect(engine.RunCompleted, "")
+		d.expectOutput(`"d4"`)
+		d.expectPath("generate", "evaluate", "generate", "evaluate", "generate", "evaluate", "generate", "evaluate", "review", "publish")
+	})
+	t.Run("draft_refiner: a human rejects it", func(t *testing.T) {
+		d := neverAccepts(t)
+		no := review
+		no.Message = "Too vague."
+		d.human(time.Minute, no)
+		d.runToEnd()
+		d.expect(engine.RunFailed, engine.CodeFail)
+		d.expectErrorContains("A human rejected the draft after 3 rewrites: Too vague.")
+	})
+	t.Run("draft_refiner: nobody decides within the run's deadline", func(t *testing.T) {
+		// The review's 24h timeout is longer than the run's 10m deadline: the deadline wins.
+		d := neverAccepts(t)
+		d.runToEnd()
+		d.expect(engine.RunTimedOut, engine.CodeDeadline)
+		if sr := d.stepRun("review"); sr.Status != engine.StepCancelled || sr.StopReason != engine.LabelTimeout {
+			t.Fatalf("review: %s, stop reason %q", sr.Status, sr.StopReason)
 		}
 	})
 
@@ -110,6 +141,24 @@ func TestExamples(t *testing.T) {
 		if tk.Goal != "Decide whether refund evidence is sufficient for order O-104." || tk.Model != "investigator" {
 			t.Fatalf("task %+v", tk)
 		}
+	})
+	t.Run("refund_investigation needs a human, who approves", func(t *testing.T) {
+		out := `{"stop_reason":"needs_human","detail":"the policy is unclear","answer":""}`
+		def := loadExample(t, "refund_investigation.toml")
+		d := newDriver(t, def, `{"order_id":"O-104"}`, script{"investigate": {stopped(out, "needs_human")}})
+		d.runUntil("the human review", waiting("human_review"))
+		if d.run.Status != engine.RunWaiting {
+			t.Fatalf("run status %s while a step waits", d.run.Status)
+		}
+		want := "The investigation of order O-104 needs a person: the policy is unclear. Approve the refund recommendation?"
+		if p := d.stepRun("human_review").Prompt; p != want {
+			t.Fatalf("prompt %q", p)
+		}
+		d.human(20*time.Minute, engine.Event{Type: engine.EvDecision, Step: "human_review", Item: -1, Approve: true, Message: "Refund it."})
+		d.runToEnd()
+		d.expect(engine.RunCompleted, "")
+		d.expectOutput(out)
+		d.expectPath("investigate", "route", "human_review", "recommend")
 	})
 	t.Run("refund_investigation refused", func(t *testing.T) {
 		d := refund(t, `{"stop_reason":"refused","detail":"proposed issue_refund","answer":""}`, "refused")

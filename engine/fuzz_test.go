@@ -3,8 +3,11 @@ package engine_test
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -13,13 +16,19 @@ import (
 )
 
 // fuzzWorkflow uses every kind of step the engine supports: an agent_loop with retries and
-// bounds, a loop edge with its way out, an error edge to a call, a parallel and a map with
-// bounded concurrency, a switch and a join; max_steps is small enough to be reached.
+// bounds, a loop edge with its way out, an error edge to a call, a parallel (with a wait_event
+// branch) and a map with bounded concurrency, a switch and a join, then an agent that waits for
+// approvals and pauses on needs_human, an approval, a sleep and a wait_event; max_steps is
+// small enough to be reached.
 const fuzzWorkflow = `
 name = "fuzzed"
 deadline = "1h"
-max_steps = 10
+max_steps = 14
 start = "gen"
+
+[models.m]
+provider = "scripted"
+script = [{ text = "x" }]
 
 [[steps]]
 id = "gen"
@@ -39,7 +48,7 @@ branch = "verdict"
 [[steps]]
 id = "fan"
 type = "parallel"
-branches = ["b1", "b2", { workflow = "child.toml" }]
+branches = ["b1", "b2", { workflow = "child.toml" }, "hold"]
 max_concurrent = 2
 timeout = "10m"
 
@@ -53,6 +62,12 @@ id = "b2"
 type = "task"
 handler = "h.b"
 retry = { max_attempts = 3, backoff = "linear", max_delay = "2s" }
+
+[[steps]]
+id = "hold"
+type = "wait_event"
+event = "go"
+timeout = "3m"
 
 [[steps]]
 id = "each"
@@ -82,6 +97,34 @@ expr = "eval.output.verdict"
 id = "fin"
 type = "task"
 handler = "h.fin"
+
+[[steps]]
+id = "ag"
+type = "agent"
+model = "m"
+goal = "Go on from {{fin.output}}"
+on_needs_human = "pause"
+approval_timeout = "2m"
+budget = { max_iterations = 3, max_duration = "1m" }
+retry = { max_attempts = 2 }
+
+[[steps]]
+id = "gate"
+type = "approval"
+prompt = "Accept {{ag.output}}?"
+timeout = "10m"
+on_timeout = "fail"
+
+[[steps]]
+id = "nap"
+type = "sleep"
+duration = "30s"
+
+[[steps]]
+id = "wt"
+type = "wait_event"
+event = "go"
+timeout = "5m"
 
 [[edges]]
 from = "gen"
@@ -124,6 +167,24 @@ when = "ok"
 [[edges]]
 from = "sub"
 to = "fin"
+
+[[edges]]
+from = "fin"
+to = "ag"
+
+[[edges]]
+from = "ag"
+to = "gate"
+
+[[edges]]
+from = "gate"
+to = "nap"
+when = "approved"
+
+[[edges]]
+from = "gate"
+to = "wt"
+when = "denied"
 `
 
 var fuzzOutputs = []string{
@@ -148,21 +209,40 @@ func loadFuzzWorkflow(f *testing.F) *workflow.Definition {
 }
 
 // FuzzDecide feeds random sequences of events, most of them answers to what the engine asked
-// for, some stale or made up, to Decide. It must never panic or fail, never exceed max_steps by
-// more than the one activation it refuses, never change its input, decide the same from its
-// state decoded from JSON, ignore a repeated event, and finish at most once.
+// for or human decisions, answers and signals for what waits, some stale or made up, to Decide.
+// It must never panic or fail, never exceed max_steps by more than the one activation it
+// refuses, never change its input, decide the same from its state decoded from JSON, ignore a
+// repeated event, finish at most once, wait exactly when a step waits, and keep InFlight and
+// Timers to what it dispatched and scheduled.
 func FuzzDecide(f *testing.F) {
 	def := loadFuzzWorkflow(f)
 	// Seeds: the first byte picks the run input; then each event reads a time step, an
-	// operation and its arguments (see below). Index 0 is the newest task, sub-run or timer.
+	// operation and its arguments (see below). Index 0 is the newest task, sub-run or timer, or
+	// the first waiting step.
 	answer := func(idx, typ, out int) []byte { return []byte{1, 0, byte(idx), byte(typ), byte(out), 1, 1} }
 	permanent := func(idx int) []byte { return []byte{1, 0, byte(idx), 2, 3, 0, 1} }
+	needsHuman := func(idx int) []byte { return []byte{1, 0, byte(idx), 0, 3, 1, 2} }
+	waitOn := func(idx, calls int) []byte { return []byte{1, 0, byte(idx), 4, 3, 1, 1, byte(calls)} }
 	child := func(idx int, ok bool, out int) []byte {
 		if ok {
 			return []byte{1, 4, byte(idx), 1, byte(out)}
 		}
 		return []byte{1, 4, byte(idx), 0}
 	}
+	// A decision for waiting step idx: call id "", c1, c2 or c9; approve; addressed in full.
+	decide := func(idx, call int, approve bool, full bool) []byte {
+		b := []byte{1, 8, byte(idx), byte(call), 0, 1}
+		if approve {
+			b[4] = 1
+		}
+		if full {
+			b[5] = 0
+		}
+		return b
+	}
+	answerHuman := func(idx, out int) []byte { return []byte{1, 9, byte(idx), byte(out)} }
+	sendSignal := func(name, out, id int) []byte { return []byte{1, 10, byte(name), byte(out), byte(id)} }
+	timer := func(idx int) []byte { return []byte{1, 5, byte(idx), 0} }
 	const completed, continued, timedOut = 0, 1, 3
 	const retry, ok, empty = 0, 1, 3
 	seed := func(input byte, events ...[]byte) []byte {
@@ -172,13 +252,21 @@ func FuzzDecide(f *testing.F) {
 		}
 		return b
 	}
-	// The map path: gen, eval ok, two items, the switch, fin: completed.
-	f.Add(seed(0, answer(0, completed, ok), answer(0, completed, ok), answer(0, completed, empty), answer(1, completed, empty), answer(0, completed, empty)))
-	// The loop edge twice, its way out to the parallel (two tasks and a sub-run), then fin:
-	// the eleventh activation is over max_steps.
+	// The map path: gen, eval ok, two items, the switch, fin; then the agent waits on two calls,
+	// one decision resumes it, it completes, the gate is approved and the sleep ends.
+	mapPath := [][]byte{answer(0, completed, ok), answer(0, completed, ok), answer(0, completed, empty), answer(1, completed, empty), answer(0, completed, empty)}
+	f.Add(seed(0, append(slices.Clone(mapPath), waitOn(0, 2), decide(0, 0, true, false), answer(0, completed, empty), decide(0, 0, true, true), timer(0))...))
+	// The agent decided call by call (an unknown call first), then paused on needs_human and
+	// answered; the gate denied, and the wait_event takes a signal sent before.
+	f.Add(seed(0, append(slices.Clone(mapPath), sendSignal(0, 1, 1), waitOn(0, 2), decide(0, 3, true, false), decide(0, 1, true, false), decide(0, 2, false, true),
+		needsHuman(0), answerHuman(0, 1), answer(0, completed, empty), decide(0, 0, false, false))...))
+	// The agent's approval timeout, then its retry, the gate's timeout.
+	f.Add(seed(0, append(slices.Clone(mapPath), waitOn(0, 1), timer(0), answer(0, 2, empty), answer(0, completed, empty), timer(0))...))
+	// The loop edge twice, its way out to the parallel (two tasks, a sub-run and a wait_event
+	// that takes a signal, sent twice), then fin.
 	f.Add(seed(0, answer(0, completed, retry), answer(0, completed, retry), answer(0, completed, retry), answer(0, completed, retry),
 		answer(0, completed, retry), answer(0, completed, retry), answer(0, completed, empty), answer(1, completed, empty),
-		child(0, true, empty), answer(0, completed, empty)))
+		child(0, true, empty), sendSignal(0, 2, 3), sendSignal(0, 2, 3), answer(0, completed, empty)))
 	// The agent_loop continues to its bound through a timeout; eval fails for good, the error
 	// edge starts the call, whose sub-run fails.
 	f.Add(seed(0, answer(0, continued, empty), answer(0, timedOut, empty), answer(0, continued, empty), answer(0, continued, empty),
@@ -208,38 +296,73 @@ func FuzzDecide(f *testing.F) {
 		var tasks []*engine.Task
 		var children []*engine.ChildRun
 		var timers []engine.Command
+		sent := map[string][]byte{}    // every task dispatched, by MsgID
+		scheduled := map[string]bool{} // every schedule command, as JSON
 		finishes := 0
 		record := func(cmds []engine.Command) {
 			for _, c := range cmds {
 				switch c.Type {
 				case engine.CmdDispatch:
 					tasks = append(tasks, c.Task)
+					sent[c.Task.MsgID] = mustJSON(t, c.Task)
 				case engine.CmdStartChild:
 					children = append(children, c.Child)
 				case engine.CmdSchedule:
 					timers = append(timers, c)
+					scheduled[string(mustJSON(t, c))] = true
 				case engine.CmdFinish:
 					finishes++
 				}
 			}
 		}
 		record(cmds)
-		steps := []string{"gen", "eval", "fan", "b1", "each", "item", "sub", "sw", "fin", "nope"}
+		steps := []string{"gen", "eval", "fan", "b1", "each", "item", "sub", "sw", "fin", "ag", "gate", "nap", "wt", "hold", "nope"}
 		types := []engine.EventType{engine.EvCompleted, engine.EvContinued, engine.EvFailed, engine.EvTimedOut,
-			engine.EvTick, engine.EvChildFinished, engine.EvStart, engine.EvCancel}
+			engine.EvTick, engine.EvChildFinished, engine.EvStart, engine.EvCancel,
+			engine.EvWaiting, engine.EvDecision, engine.EvResume, engine.EvSignal}
+		signalNames := []string{"go", "other", ""}
+		callIDs := []string{"", "c1", "c2", "c9"}
 		for n := 0; n < 200 && len(data) > 0; n++ {
 			now = now.Add(time.Duration(next()) * 7 * time.Second)
 			ev := engine.Event{At: now, Item: -1}
-			switch op := next() % 8; {
+			// The waiting steps, in key order, to address human events to.
+			var waiting []string
+			for _, key := range slices.Sorted(maps.Keys(run.Steps)) {
+				if run.Steps[key].Status == engine.StepWaiting {
+					waiting = append(waiting, key)
+				}
+			}
+			addressWaiting := func() *engine.StepRun {
+				if len(waiting) == 0 {
+					ev.Step = steps[next()%len(steps)]
+					return nil
+				}
+				key := waiting[next()%len(waiting)]
+				sr := run.Steps[key]
+				ev.Step = key
+				if sr.Parent != "" {
+					ev.Step, ev.Item = sr.Parent, sr.Item
+				}
+				return sr
+			}
+			switch op := next() % 11; {
 			case op <= 3 && len(tasks) > 0:
 				tk := tasks[len(tasks)-1-next()%len(tasks)]
-				ev.Step, ev.Item, ev.Activation, ev.Iteration, ev.Attempt = tk.Step, tk.Item, tk.Activation, tk.Iteration, tk.Attempt
-				ev.Type = []engine.EventType{engine.EvCompleted, engine.EvContinued, engine.EvFailed, engine.EvTimedOut}[next()%4]
+				ev.Step, ev.Item, ev.Activation, ev.Iteration, ev.Attempt, ev.Resume = tk.Step, tk.Item, tk.Activation, tk.Iteration, tk.Attempt, tk.Resume
+				ev.Type = []engine.EventType{engine.EvCompleted, engine.EvContinued, engine.EvFailed, engine.EvTimedOut, engine.EvWaiting}[next()%5]
 				ev.Output = json.RawMessage(fuzzOutputs[next()%len(fuzzOutputs)])
 				ev.Permanent = next()%3 == 0
 				ev.Error = "boom"
-				if next()%4 == 0 {
+				switch next() % 4 {
+				case 0:
 					ev.Label = "retry"
+				case 2:
+					ev.StopReason = "needs_human"
+				}
+				if ev.Type == engine.EvWaiting {
+					for i := range next() % 3 {
+						ev.Pending = append(ev.Pending, engine.PendingCall{CallID: callIDs[1+i], Tool: "pay", Arguments: ev.Output})
+					}
 				}
 			case op == 4 && len(children) > 0:
 				c := children[len(children)-1-next()%len(children)]
@@ -257,17 +380,36 @@ func FuzzDecide(f *testing.F) {
 				}
 			case op == 7 && next() > 250:
 				ev.Type, ev.Reason = engine.EvCancel, "fuzz"
+			case op == 8:
+				ev.Type = engine.EvDecision
+				sr := addressWaiting()
+				ev.CallID = callIDs[next()%len(callIDs)]
+				ev.Approve = next()%2 == 1
+				ev.Message, ev.By = "because", "fuzz"
+				if next()%3 == 0 && sr != nil {
+					ev.Activation, ev.Iteration, ev.Attempt, ev.Resume = sr.Activation, sr.Iteration, sr.Attempt, sr.Resume
+				}
+			case op == 9:
+				ev.Type = engine.EvResume
+				addressWaiting()
+				ev.Output = json.RawMessage(fuzzOutputs[next()%len(fuzzOutputs)])
+			case op == 10:
+				ev.Type = engine.EvSignal
+				ev.Name = signalNames[next()%len(signalNames)]
+				ev.Output = json.RawMessage(fuzzOutputs[next()%len(fuzzOutputs)])
+				ev.ID = "s" + strconv.Itoa(next()%8)
 			default:
 				ev.Type = types[next()%len(types)]
 				ev.Step = steps[next()%len(steps)]
 				ev.Item = next()%5 - 1
-				ev.Activation, ev.Iteration, ev.Attempt = next()%4, next()%4, next()%4
+				ev.Activation, ev.Iteration, ev.Attempt, ev.Resume = next()%4, next()%4, next()%4, next()%3
 				ev.Output = json.RawMessage(fuzzOutputs[next()%len(fuzzOutputs)])
 				ev.Status = []engine.RunStatus{"", engine.RunCompleted, engine.RunFailed}[next()%3]
+				ev.Name, ev.ID, ev.CallID = signalNames[next()%len(signalNames)], "m"+strconv.Itoa(next()%4), callIDs[next()%len(callIDs)]
 			}
 
 			before := mustJSON(t, run)
-			wasRunning := run.Status == engine.RunRunning
+			wasActive := !run.Finished()
 			nextRun, cmds, err := engine.Decide(def, run, ev)
 			if err != nil {
 				t.Fatalf("Decide(%+v): %v", ev, err)
@@ -278,7 +420,7 @@ func FuzzDecide(f *testing.F) {
 			if nextRun.Executed > def.MaxSteps+1 {
 				t.Fatalf("executed %d steps, max_steps %d", nextRun.Executed, def.MaxSteps)
 			}
-			if !wasRunning && (len(cmds) > 0 || !bytes.Equal(before, mustJSON(t, nextRun))) {
+			if !wasActive && (len(cmds) > 0 || !bytes.Equal(before, mustJSON(t, nextRun))) {
 				t.Fatalf("a finished run changed on %s", ev.Type)
 			}
 			after := mustJSON(t, nextRun)
@@ -310,8 +452,31 @@ func FuzzDecide(f *testing.F) {
 			if finishes > 1 {
 				t.Fatal("the run finished twice")
 			}
-			if (nextRun.Status == engine.RunRunning) != (finishes == 0) {
+			if nextRun.Finished() != (finishes == 1) {
 				t.Fatalf("status %s after %d finish commands", nextRun.Status, finishes)
+			}
+			stepWaits := false
+			for key, sr := range nextRun.Steps {
+				stepWaits = stepWaits || sr.Status == engine.StepWaiting
+				if nextRun.Finished() && (sr.Status == engine.StepWaiting || sr.Status == engine.StepRunning || sr.Status == engine.StepPending) {
+					t.Fatalf("step %s is %s in a finished run", key, sr.Status)
+				}
+			}
+			if !nextRun.Finished() && stepWaits != (nextRun.Status == engine.RunWaiting) {
+				t.Fatalf("run %s, a step waits: %v", nextRun.Status, stepWaits)
+			}
+			for _, tk := range engine.InFlight(def, nextRun) {
+				if !bytes.Equal(mustJSON(t, tk), sent[tk.MsgID]) {
+					t.Fatalf("InFlight has %s, dispatched %s", mustJSON(t, tk), sent[tk.MsgID])
+				}
+				if sr := nextRun.Steps[tk.Body]; tk.Item < 0 && sr.Status != engine.StepRunning {
+					t.Fatalf("task %s in flight for a step %s", tk.MsgID, sr.Status)
+				}
+			}
+			for _, c := range engine.Timers(def, nextRun) {
+				if !scheduled[string(mustJSON(t, c))] {
+					t.Fatalf("Timers has %+v, which Decide never scheduled", c)
+				}
 			}
 			run = nextRun
 		}

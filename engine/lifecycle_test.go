@@ -262,6 +262,10 @@ func TestProgrammingErrors(t *testing.T) {
 			_, _, err := engine.Decide(refiner(t), run, engine.Event{Type: engine.EvTick, At: t0})
 			return err
 		}, "was started with workflow two"},
+		{"a signal without an id", func() error {
+			_, _, err := engine.Decide(def, run, engine.Event{Type: engine.EvSignal, At: t0, Item: -1, Name: "paid"})
+			return err
+		}, `signal "paid" for run "r" has no id`},
 		{"no start step", func() error {
 			bad := *def
 			bad.Start = "nope"

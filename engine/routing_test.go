@@ -429,32 +429,6 @@ func TestTerminateAndFailSteps(t *testing.T) {
 	d.expectPath("check", "bad")
 }
 
-func TestUnsupportedSteps(t *testing.T) {
-	for _, kind := range []string{"approval", "wait_event", "sleep"} {
-		t.Run(kind, func(t *testing.T) {
-			wf := workflow.New("unsupported")
-			wf.Task("a", "h")
-			switch kind {
-			case "approval":
-				wf.Approval("w", "Go?")
-			case "wait_event":
-				wf.WaitEvent("w", "signal")
-			case "sleep":
-				wf.Sleep("w", time.Minute)
-			}
-			wf.Task("handle", "h")
-			wf.Edge("a", "w")
-			wf.Edge("w", "handle").When("error")
-			d := drive(t, build(t, wf), `{}`, script{"a": {done(`1`)}, "handle": {done(`"handled"`)}})
-			d.expect(engine.RunCompleted, "")
-			if sr := d.stepRun("w"); sr.Error != "step type "+kind+" is not supported yet" {
-				t.Fatalf("error %q", sr.Error)
-			}
-			d.expectPath("a", "w", "handle")
-		})
-	}
-}
-
 func TestStepInputTemplates(t *testing.T) {
 	wf := workflow.New("inputs")
 	wf.Task("a", "h")

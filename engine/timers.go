@@ -4,39 +4,47 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/reins-run/reins/workflow"
 )
 
-// Timers returns the schedule commands a running run waits for, as Decide emitted them: the
-// run's deadline (Step "", Item -1), and the end of the timeout of every running parallel, map
-// or call step (a call step that runs as a parallel branch included), at StartedAt + timeout,
-// addressed by step (or parent) and item, and activation. A shell that keeps timers in memory
-// arms them again from the saved state with it (after a restart, or when it loads a run another
-// engine decided). A finished run waits for nothing. The commands are ordered by step key, the
-// deadline first.
+// Timers returns the schedule commands a run that has not finished waits for, as Decide emitted
+// them: the run's deadline (Step "", Item -1); the end of the timeout of every running parallel,
+// map or call step (a call step that runs as a parallel branch included), at StartedAt +
+// timeout; the end of every sleep, and the timeout of every waiting step that has one, at their
+// Until. Each is addressed by step (or parent) and item, and activation. A shell that keeps
+// timers in memory arms them again from the saved state with it (after a restart, or when it
+// loads a run another engine decided), so that sleeps and waits are durable. A finished run
+// waits for nothing. The commands are ordered by step key, the deadline first.
 func Timers(def *workflow.Definition, run *Run) []Command {
-	if def == nil || run == nil || run.Status != RunRunning {
+	if def == nil || !active(run) {
 		return nil
 	}
 	cmds := []Command{{Type: CmdSchedule, At: run.Deadline, Item: -1}}
 	for _, key := range slices.Sorted(maps.Keys(run.Steps)) {
 		sr := run.Steps[key]
-		if sr == nil || sr.Status != StepRunning {
+		if sr == nil {
 			continue
 		}
-		step := def.StepByID(sr.Step)
-		if step == nil || step.Timeout <= 0 || dispatched(step.Type) {
-			continue
+		var at time.Time
+		switch sr.Status {
+		case StepWaiting:
+			at = sr.Until
+		case StepRunning:
+			if sr.Wait == WaitSleep {
+				at = sr.Until
+				break
+			}
+			if step := def.StepByID(sr.Step); step != nil && step.Timeout > 0 && timed(step.Type) {
+				at = sr.StartedAt.Add(step.Timeout.Std())
+			}
 		}
-		switch step.Type {
-		case workflow.Parallel, workflow.Map, workflow.Call:
-		default:
+		if at.IsZero() {
 			continue
 		}
 		name, item := address(key, sr)
-		cmds = append(cmds, Command{Type: CmdSchedule, At: sr.StartedAt.Add(step.Timeout.Std()),
-			Step: name, Item: item, Activation: sr.Activation})
+		cmds = append(cmds, Command{Type: CmdSchedule, At: at, Step: name, Item: item, Activation: sr.Activation})
 	}
 	return cmds
 }

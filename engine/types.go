@@ -13,7 +13,7 @@ import (
 // RunStatus is the status of a run. The strings are the contract's run results.
 type RunStatus string
 
-// Run statuses. A run is running from Start until exactly one finish command.
+// Run statuses. A run is running or waiting from Start until exactly one finish command.
 const (
 	RunRunning RunStatus = "running"
 	// RunWaiting: not finished, and at least one step waits for a human or a signal (an
@@ -32,7 +32,7 @@ type StepStatus string
 // Step statuses.
 const (
 	StepPending   StepStatus = "pending"   // not started in this pass (never, or reset by a loop edge)
-	StepRunning   StepStatus = "running"   // started: a task, a child run or children in flight
+	StepRunning   StepStatus = "running"   // started: a task, a child run or children in flight, or a sleep
 	StepCompleted StepStatus = "completed" // ended with an output
 	StepFailed    StepStatus = "failed"    // ended with an error (label "error")
 	StepSkipped   StepStatus = "skipped"   // will not run: every incoming edge is dead, its parent gave up, or the run ended first
@@ -77,6 +77,8 @@ const (
 	LabelMaxDuration   = "max_duration"   // an agent_loop step stopped at its max_duration
 	LabelTimeout       = "timeout"        // an agent step stopped at its budget's max_duration (the loop's stop reason), or a step running at the run's deadline
 	LabelCancelled     = "cancelled"      // the stop reason of a step running when its run ended
+	LabelApproved      = "approved"       // an approval step a human approved
+	LabelDenied        = "denied"         // an approval step a human denied, or that timed out with on_timeout = "deny"
 )
 
 // Run is the whole state of one run: everything Decide needs, and nothing else. It marshals to
@@ -105,11 +107,20 @@ type Run struct {
 	// Signals holds signals no wait_event step waited for when they came, by name, oldest
 	// first: a wait_event step that starts later takes the oldest one.
 	Signals map[string][]json.RawMessage `json:"signals,omitempty"`
+	// SignalIDs lists the ids of the signals the run took, in arrival order, so that a signal
+	// delivered again (the shell crashed between saving the state and acknowledging the event)
+	// is not taken twice.
+	SignalIDs []string `json:"signal_ids,omitempty"`
 }
 
 // Finished reports whether the run has ended (any status but running and waiting).
 func (r *Run) Finished() bool {
 	return r != nil && r.Status != RunRunning && r.Status != RunWaiting && r.Status != ""
+}
+
+// active reports whether the run has started and not finished: running or waiting.
+func active(r *Run) bool {
+	return r != nil && (r.Status == RunRunning || r.Status == RunWaiting)
 }
 
 // EdgeState is the state of one edge of the definition.
@@ -177,8 +188,9 @@ type StepRun struct {
 	// Usage adds up what the step's tasks reported, over every iteration and activation.
 	Usage Usage `json:"usage,omitzero"`
 
-	// Prompt, Instructions and Goal are rendered once per activation (llm, agent), so that
-	// every attempt and iteration sends the same text.
+	// Prompt, Instructions and Goal are rendered once per activation (llm, agent; an approval
+	// step's prompt, for whoever decides), so that every attempt and iteration sends the same
+	// text.
 	Prompt       string `json:"prompt,omitempty"`
 	Instructions string `json:"instructions,omitempty"`
 	Goal         string `json:"goal,omitempty"`
@@ -191,15 +203,25 @@ type StepRun struct {
 	Running  int `json:"running,omitempty"`
 	Done     int `json:"done,omitempty"`
 
-	// Wait says what a waiting step waits for; Until is when its wait times out (zero: the
-	// run's deadline); Pending and Decisions are an agent's calls waiting for approval and the
-	// decisions taken so far (by call id); Resume counts the times a task of this iteration
-	// was dispatched again after a human decision or input.
-	Wait      WaitKind            `json:"wait,omitempty"`
-	Until     time.Time           `json:"until,omitzero"`
+	// Wait says what a waiting step waits for (or, for a running sleep step, that it sleeps);
+	// Until is when the wait times out or the sleep ends (zero: only the run's deadline ends
+	// it); WaitingSince is when the current wait began, and Waited adds up the time the step
+	// waited for humans in this activation (an agent's max_duration does not count it).
+	Wait         WaitKind      `json:"wait,omitempty"`
+	Until        time.Time     `json:"until,omitzero"`
+	WaitingSince time.Time     `json:"waiting_since,omitzero"`
+	Waited       time.Duration `json:"waited,omitempty"`
+	// Pending and Decisions are an agent's calls waiting for approval and the decisions taken
+	// on them (by call id); both stay while the resumed task is in flight, so that it can be
+	// dispatched again exactly, and are cleared by the next iteration. An approval step keeps
+	// its one decision under the call id "". Resume counts the times the current iteration was
+	// dispatched again after every pending call was decided.
 	Pending   []PendingCall       `json:"pending,omitempty"`
 	Decisions map[string]Decision `json:"decisions,omitempty"`
 	Resume    int                 `json:"resume,omitempty"`
+	// HumanInput is what a human answered to an agent step paused on needs_human, kept for the
+	// iteration after the pause: its tasks with Resume 0 (every attempt) carry it.
+	HumanInput json.RawMessage `json:"human_input,omitempty"`
 }
 
 // Usage is what a task spent, as its worker reports it: the engine only adds it up, for the run
@@ -239,11 +261,14 @@ const (
 	EvWaiting EventType = "waiting"
 	// EvDecision: a human decided (Step, Item; CallID for one pending call of an agent step, ""
 	// for an approval step or every pending call): Approve, and Message (a denied call's result,
-	// an approval step's output).
+	// an approval step's output). Activation, Iteration and Attempt may be left zero; each one
+	// given must be the waiting step's, and with an Iteration, Resume must be too.
 	EvDecision EventType = "decision"
-	// EvResume: a human answered a step paused on needs_human (Output: the human's input).
+	// EvResume: a human answered a step paused on needs_human (Output: the human's input),
+	// addressed like a decision.
 	EvResume EventType = "resume"
-	// EvSignal: a named event sent to the run (Name, Output: its data), for wait_event steps.
+	// EvSignal: a named event sent to the run (Name, Output: its data, ID: the sender's unique
+	// id of this signal), for wait_event steps.
 	EvSignal EventType = "signal"
 )
 
@@ -290,6 +315,10 @@ type Event struct {
 	By      string `json:"by,omitempty"`
 	// Name is the signal's name (signal).
 	Name string `json:"name,omitempty"`
+	// ID identifies a signal: the shell gives each signal sent a unique id, the same in every
+	// delivery of it. A signal whose id the run already took changes nothing; a signal without
+	// one is a programming error.
+	ID string `json:"id,omitempty"`
 }
 
 // PendingCall is a tool call of an agent iteration waiting for a human decision.
@@ -392,12 +421,16 @@ type Task struct {
 	NotBefore time.Time `json:"not_before,omitzero"`
 	// Timeout bounds the attempt; past it, the shell sends timed_out.
 	Timeout time.Duration `json:"timeout,omitempty"`
-	// Resume > 0 marks the task of an iteration dispatched again after a human: Decisions
-	// (every pending call decided: act on the pending turn without calling the model) or
-	// HumanInput (a step paused on needs_human: go on with the human's message). MsgID then
-	// ends in "/r" + Resume.
-	Resume     int             `json:"resume,omitempty"`
-	Decisions  []Decision      `json:"decisions,omitempty"`
+	// Resume > 0 marks a task of an iteration dispatched again once every call it left pending
+	// was decided: Decisions lists them in the order of the pending calls (act on the pending
+	// turn without calling the model). MsgID then ends in "/r" + Resume, so that the resumed
+	// task is not taken for a redelivery of the one that paused; a retry of a resumed task
+	// keeps its Resume and Decisions.
+	Resume    int        `json:"resume,omitempty"`
+	Decisions []Decision `json:"decisions,omitempty"`
+	// HumanInput is set on the tasks (every attempt, Resume 0) of the iteration that follows a
+	// pause on needs_human: the human's answer (reins resume), to go on with. A resumed task of
+	// that iteration has Decisions instead: its checkpoint already holds the answer.
 	HumanInput json.RawMessage `json:"human_input,omitempty"`
 }
 
@@ -411,6 +444,13 @@ func (r *Run) Clone() *Run {
 	c.Output = bytes.Clone(r.Output)
 	c.Edges = slices.Clone(r.Edges)
 	c.Path = slices.Clone(r.Path)
+	c.SignalIDs = slices.Clone(r.SignalIDs)
+	if r.Signals != nil {
+		c.Signals = make(map[string][]json.RawMessage, len(r.Signals))
+		for name, q := range r.Signals {
+			c.Signals[name] = cloneRaws(q)
+		}
+	}
 	if r.Error != nil {
 		e := *r.Error
 		c.Error = &e
@@ -424,8 +464,29 @@ func (r *Run) Clone() *Run {
 			sc := *s
 			sc.Input = bytes.Clone(s.Input)
 			sc.Output = bytes.Clone(s.Output)
+			sc.HumanInput = bytes.Clone(s.HumanInput)
+			if s.Pending != nil {
+				sc.Pending = make([]PendingCall, len(s.Pending))
+				for i, p := range s.Pending {
+					p.Arguments = bytes.Clone(p.Arguments)
+					sc.Pending[i] = p
+				}
+			}
+			sc.Decisions = maps.Clone(s.Decisions)
 			c.Steps[k] = &sc
 		}
 	}
 	return &c
+}
+
+// cloneRaws deep-copies a list of raw JSON values.
+func cloneRaws(q []json.RawMessage) []json.RawMessage {
+	if q == nil {
+		return nil
+	}
+	c := make([]json.RawMessage, len(q))
+	for i, v := range q {
+		c[i] = bytes.Clone(v)
+	}
+	return c
 }

@@ -27,15 +27,16 @@ const (
 
 // callCheck carries one proposed call through validation, approval and execution.
 type callCheck struct {
-	call    model.ToolCall
-	entry   *entry
-	verdict verdict
-	reason  string // why it was rejected, denied or skipped
-	denied  bool   // a human denied it
-	skipped bool   // over the tool-call budget
-	sig     uint64 // hash of the tool name and canonical arguments
-	info    tool.Info
-	outcome ToolOutcome
+	call     model.ToolCall
+	entry    *entry
+	verdict  verdict
+	reason   string // why it was rejected, denied or skipped
+	denied   bool   // a human denied it
+	approved bool   // a human approved it
+	skipped  bool   // over the tool-call budget
+	sig      uint64 // hash of the tool name and canonical arguments
+	info     tool.Info
+	outcome  ToolOutcome
 }
 
 // act validates, approves and executes the calls of one turn, then records exactly one result
@@ -176,6 +177,7 @@ func (r *Run) approve(ctx context.Context, iter int, p *model.Proposal, checks [
 			r.emit(trace.Event{Type: trace.Approval, Iteration: iter, Tool: ch.call.Name, CallID: ch.call.ID, Decision: "pending", Reason: err.Error()})
 		case d.Approve:
 			st.Approvals[ch.call.Name]++
+			ch.approved = true
 			r.emit(trace.Event{Type: trace.Approval, Iteration: iter, Tool: ch.call.Name, CallID: ch.call.ID, Decision: "approved", Reason: d.Message})
 		default:
 			st.Approvals[ch.call.Name]++
@@ -189,12 +191,32 @@ func (r *Run) approve(ctx context.Context, iter int, p *model.Proposal, checks [
 	st.Pending = pending
 	turn := *p
 	st.PendingTurn = &turn
+	st.Settled = settled(checks)
 	names := make([]string, len(pending))
 	for i, pc := range pending {
 		names[i] = pc.Call.Name + " (" + pc.Call.ID + ")"
 	}
 	r.stop(iter, NeedsHuman, fmt.Sprintf("waiting for a human decision on %d call(s): %v", len(pending), names))
 	return true
+}
+
+// settled lists the calls of a turn that stops for approval whose fate is already known: the
+// rejected ones with their reason and those the Approver decided, so that acting on the turn
+// later neither validates, asks nor counts them again.
+func settled(checks []callCheck) []SettledCall {
+	var out []SettledCall
+	for i := range checks {
+		ch := &checks[i]
+		switch {
+		case ch.verdict == rejected:
+			out = append(out, SettledCall{Index: i, Rejected: ch.reason})
+		case ch.denied:
+			out = append(out, SettledCall{Index: i, Denied: true, Message: ch.reason})
+		case ch.approved:
+			out = append(out, SettledCall{Index: i, Approved: true})
+		}
+	}
+	return out
 }
 
 // execute runs the accepted, approved calls within the tool-call budget, concurrently when a turn

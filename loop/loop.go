@@ -192,7 +192,7 @@ func (r *Run) Step(ctx context.Context) bool {
 	if st.Stopped() {
 		return true
 	}
-	deadline := st.StartedAt.Add(r.c.budget.MaxDuration)
+	deadline := r.deadline()
 	ctx, cancel := r.c.clock.WithDeadline(ctx, deadline)
 	defer cancel()
 	if r.checkBudgets(ctx, deadline) {
@@ -211,6 +211,12 @@ func (r *Run) Step(ctx context.Context) bool {
 		h(ctx, st)
 	}
 	return st.Stopped()
+}
+
+// deadline is when the wall-clock budget runs out: MaxDuration after StartedAt, not counting the
+// time the run waited for humans.
+func (r *Run) deadline() time.Time {
+	return r.st.StartedAt.Add(r.st.Waited).Add(r.c.budget.MaxDuration)
 }
 
 // checkBudgets stops the run if a budget is spent before an iteration starts.
@@ -477,6 +483,9 @@ func (r *Run) stop(iter int, reason StopReason, detail string) {
 		return
 	}
 	st.StopReason, st.Detail = reason, detail
+	if reason == NeedsHuman {
+		st.WaitingSince = r.c.clock.Now() // a human may answer (ActOnDecisions, ResumeWithMessage)
+	}
 	r.emit(trace.Event{Type: trace.Stop, Iteration: iter, StopReason: string(reason), Reason: detail})
 }
 

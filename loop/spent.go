@@ -11,5 +11,5 @@ func (r *Run) StopIfSpent(ctx context.Context) bool {
 	if r.st.Stopped() {
 		return true
 	}
-	return r.checkBudgets(ctx, r.st.StartedAt.Add(r.c.budget.MaxDuration))
+	return r.checkBudgets(ctx, r.deadline())
 }

@@ -38,9 +38,18 @@ type State struct {
 	RepeatedProposals int `json:"repeated_proposals"` // tool calls identical to an earlier one
 
 	// Pending holds the calls waiting for a human decision when the loop stopped with needs_human
-	// for that reason; PendingTurn is the whole turn they belong to, not yet acted on.
+	// for that reason; PendingTurn is the whole turn they belong to, not yet acted on; Settled
+	// says what was already decided about its other calls (Run.ActOnDecisions acts on the turn).
 	Pending     []PendingCall   `json:"pending,omitempty"`
 	PendingTurn *model.Proposal `json:"pending_turn,omitempty"`
+	Settled     []SettledCall   `json:"settled,omitempty"`
+
+	// WaitingSince is when the run stopped with needs_human, on the loop's clock; Waited adds up
+	// the time it waited for humans before going on (ActOnDecisions, ResumeWithMessage). The
+	// wall-clock budget does not count that time: it bounds the loop's own work, and a human
+	// may take hours to decide.
+	WaitingSince time.Time     `json:"waiting_since,omitzero"`
+	Waited       time.Duration `json:"waited,omitempty"`
 
 	StopReason StopReason `json:"stop_reason,omitempty"`
 	Detail     string     `json:"detail,omitempty"`
@@ -52,6 +61,18 @@ type PendingCall struct {
 	Iteration int            `json:"iteration"`
 	Index     int            `json:"index"`
 	Call      model.ToolCall `json:"call"`
+}
+
+// SettledCall is a call of PendingTurn (by Index) that does not wait for a human: rejected by
+// validation (Rejected is why), or decided by the Approver before the turn stopped (Approved,
+// or Denied with Message), which was counted in Approvals then. Calls of the turn in neither
+// Pending nor Settled need no approval.
+type SettledCall struct {
+	Index    int    `json:"index"`
+	Rejected string `json:"rejected,omitempty"`
+	Approved bool   `json:"approved,omitempty"`
+	Denied   bool   `json:"denied,omitempty"`
+	Message  string `json:"message,omitempty"`
 }
 
 // Stopped reports whether the run has ended.

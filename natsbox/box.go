@@ -4,8 +4,8 @@
 // It owns three things: starting and stopping the embedded nats-server (JetStream, file store
 // under the data directory, in-process or on loopback only), connecting to an external server or
 // cluster (credentials, TLS, reconnection), and the layout: the names, subjects and configurations
-// of the TASKS, EVENTS and DLQ streams and of the reins_runs and reins_checkpoints buckets, created
-// idempotently by EnsureLayout.
+// of the TASKS, EVENTS and DLQ streams and of the reins_runs, reins_checkpoints, reins_workflows
+// and reins_effects buckets, created idempotently by EnsureLayout.
 //
 // It must not hold engine logic: it never publishes tasks or events, consumes messages, creates
 // consumers or reads and writes run state. It imports no other reins package.

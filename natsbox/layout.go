@@ -37,6 +37,10 @@ const (
 	// WorkflowsBucket is the KV bucket of workflow definitions: key = definition hash, so that
 	// every engine and worker reads the definition a run was started with (history 1).
 	WorkflowsBucket = "reins_workflows"
+	// EffectsBucket is the KV bucket of the recorded results of side-effecting tool calls, by
+	// wire.EffectKey of the call's idempotency key (history 1): an iteration that runs again
+	// after a crash gets the recorded result instead of doing the side effect twice.
+	EffectsBucket = "reins_effects"
 
 	// CancelSubjects is the core NATS (not stored) subject filter on which the engine announces
 	// runs that ended, so that workers cancel their handlers at once: CancelSubject(runID).
@@ -302,6 +306,13 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 	}, {
 		Bucket:      WorkflowsBucket,
 		Description: "reins workflow definitions by hash",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    l.Replicas,
+		Metadata:    metadata(),
+	}, {
+		Bucket:      EffectsBucket,
+		Description: "reins recorded results of side-effecting tool calls",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    l.Replicas,

@@ -256,7 +256,7 @@ func (e *Engine) rearm(ctx context.Context) error {
 			e.log.Warn("runner: a run record cannot be read, so its timers are not armed", "run", ent.Key(), "err", err)
 			continue
 		}
-		if rec.Run.Status != engine.RunRunning {
+		if rec.Run.Finished() {
 			continue
 		}
 		b, err := e.store.Get(ctx, rec.Run.Hash)

@@ -173,7 +173,7 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *wire.Event, n uint64
 			return retry, errReload // make sure against the saved state before dropping nothing
 		}
 		e.stats.acked.Add(1)
-		if next.Status != engine.RunRunning && n > 1 {
+		if next.Finished() && n > 1 {
 			// Delivered again: the notifications of the end may not have gone out.
 			if err := e.finished(ctx, ev.At, ent); err != nil {
 				return retry, err
@@ -239,7 +239,7 @@ func (e *Engine) save(ctx context.Context, sh *shard, ev *wire.Event, old, next 
 		return retry, fmt.Errorf("save run %s (%d bytes): %w", id, len(data), err)
 	}
 	e.stats.decided.Add(1)
-	if next.rec.Run.Status != engine.RunRunning {
+	if next.rec.Run.Finished() {
 		delete(sh.cache, id)
 		e.timers.cancelRun(id)
 		if err := e.finished(ctx, ev.At, next); err != nil {
@@ -283,7 +283,7 @@ func (e *Engine) load(ctx context.Context, sh *shard, runID string) (ent *entry,
 		return nil, true, fmt.Errorf("run %s: %w", runID, err)
 	}
 	ent = &entry{rec: rec, rev: kve.Revision(), bundle: b}
-	if rec.Run.Status == engine.RunRunning {
+	if !rec.Run.Finished() {
 		sh.cache[runID] = ent
 		for _, c := range engine.Timers(b.Definition, rec.Run) {
 			e.timers.arm(runID, c)

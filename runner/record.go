@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -36,7 +37,7 @@ type Record struct {
 
 // Finished reports whether the run has ended.
 func (r *Record) Finished() bool {
-	return r != nil && r.Run != nil && r.Run.Status != engine.RunRunning && r.Run.Status != ""
+	return r != nil && r.Run.Finished()
 }
 
 func decodeRecord(e jetstream.KeyValueEntry) (*Record, error) {
@@ -62,6 +63,21 @@ type Result struct {
 	Steps []StepResult `json:"steps"`
 	// Path lists the steps in the order they ended.
 	Path []string `json:"path"`
+	// Waiting lists what a waiting run waits for (absent otherwise).
+	Waiting []WaitResult `json:"waiting,omitempty"`
+}
+
+// WaitResult is one step of a Result that waits for a human or a signal.
+type WaitResult struct {
+	Step string          `json:"step"`
+	Wait engine.WaitKind `json:"wait"`
+	// Prompt is an approval step's question; Event the signal a wait_event step waits for;
+	// Pending an agent step's calls waiting for a decision.
+	Prompt  string               `json:"prompt,omitempty"`
+	Event   string               `json:"event,omitempty"`
+	Pending []engine.PendingCall `json:"pending,omitempty"`
+	// Until is when the wait times out (absent: at the run's deadline).
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // StepResult is one step of a Result.
@@ -96,6 +112,14 @@ func NewResult(def *workflow.Definition, rec *Record) Result {
 	}
 	for _, key := range StepOrder(def, run) {
 		res.Steps = append(res.Steps, stepResult(key, run.Steps[key]))
+	}
+	for _, w := range WaitingSteps(def, run) {
+		wr := WaitResult{Step: w.Key, Wait: w.Wait, Prompt: w.Prompt, Event: w.Event, Pending: w.Pending}
+		if !w.Step.Until.IsZero() {
+			u := w.Step.Until
+			wr.Until = &u
+		}
+		res.Waiting = append(res.Waiting, wr)
 	}
 	return res
 }

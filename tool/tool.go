@@ -21,7 +21,9 @@ type Spec struct {
 	// InputSchema is a JSON Schema (draft 2020-12) for the arguments. Nil means any JSON object.
 	InputSchema json.RawMessage
 	// SideEffect marks tools that change the world (write) rather than read it. Side-effecting
-	// calls must honour the idempotency key.
+	// calls must honour the idempotency key. The durable engine's agent steps also record their
+	// results (package builtin), so that a call its iteration repeats after a crash returns the
+	// recorded result instead of running again.
 	SideEffect bool
 	// NeedsApproval makes every call of this tool wait for a human decision, whatever the policy.
 	NeedsApproval bool

@@ -1,10 +1,12 @@
 package wire_test
 
 import (
+	"cmp"
 	"errors"
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -322,37 +324,79 @@ func TestCheckpointKeysInKV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Scopes of awkward runs and steps are keys NATS accepts, and a scope's writes are found
-	// under SCOPE.> and parsed back.
+	// Scopes of awkward runs and steps are keys NATS accepts, and a scope's writes (resumed
+	// ones included) are found under SCOPE.> and parsed back; SCOPE.ITERATION.* holds only the
+	// writes of the iteration's first task.
 	for _, scope := range []string{
 		wire.CheckpointScope("r-1", "loop", -1, 1),
 		wire.CheckpointScope("r-1/sub/2", "fan", 3, 1),
 		wire.CheckpointScope("r.x", "a b.c*>é\x00", 4, 2),
 	} {
-		var want []string
+		var want []wire.CheckpointWrite
 		for iter := 1; iter <= 2; iter++ {
-			for n := range 2 {
-				key := wire.CheckpointKey(scope, iter, n)
-				if _, err := kv.Put(ctx, key, []byte(`{"set":1}`)); err != nil {
-					t.Fatalf("put %q: %v", key, err)
+			for resume := range 3 {
+				for n := range 2 {
+					w := wire.CheckpointWrite{Scope: scope, Iteration: iter, Resume: resume, N: n}
+					if _, err := kv.Put(ctx, w.Key(), []byte(`{"set":1}`)); err != nil {
+						t.Fatalf("put %q: %v", w.Key(), err)
+					}
+					want = append(want, w)
 				}
-				want = append(want, key)
 			}
 		}
-		lister, err := kv.ListKeysFiltered(ctx, scope+".>")
-		if err != nil {
-			t.Fatal(err)
+		if got := kvWrites(t, kv, scope+".>"); !reflect.DeepEqual(got, want) {
+			t.Errorf("scope %q: writes %+v, want %+v", scope, got, want)
 		}
-		var got []string
-		for k := range lister.Keys() {
-			s, _, _, err := wire.ParseCheckpointKey(k)
-			if err != nil || s != scope {
-				t.Errorf("ParseCheckpointKey(%q) = %q, %v", k, s, err)
-			}
-			got = append(got, k)
+		first := []wire.CheckpointWrite{{Scope: scope, Iteration: 2, N: 0}, {Scope: scope, Iteration: 2, N: 1}}
+		if got := kvWrites(t, kv, scope+".2.*"); !reflect.DeepEqual(got, first) {
+			t.Errorf("scope %q: SCOPE.2.* lists %+v, want the first task's writes %+v", scope, got, first)
 		}
-		if !slices.Equal(slices.Sorted(slices.Values(got)), want) {
-			t.Errorf("scope %q: keys %v, want %v", scope, got, want)
+	}
+}
+
+// kvWrites lists the checkpoint writes of the keys matching filter, in fold order.
+func kvWrites(t *testing.T, kv jetstream.KeyValue, filter string) []wire.CheckpointWrite {
+	t.Helper()
+	lister, err := kv.ListKeysFiltered(t.Context(), filter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []wire.CheckpointWrite
+	for k := range lister.Keys() {
+		w, err := wire.ParseCheckpointWrite(k)
+		if err != nil || w.Key() != k {
+			t.Errorf("ParseCheckpointWrite(%q) = %+v, %v", k, w, err)
+		}
+		got = append(got, w)
+	}
+	slices.SortFunc(got, func(a, b wire.CheckpointWrite) int {
+		return cmp.Or(cmp.Compare(a.Iteration, b.Iteration), cmp.Compare(a.Resume, b.Resume), cmp.Compare(a.N, b.N))
+	})
+	return got
+}
+
+// Effect keys are keys the effects bucket accepts, whatever the id holds.
+func TestEffectKeysInKV(t *testing.T) {
+	ctx := t.Context()
+	js, _ := workflowsBucket(t)
+	kv, err := js.KeyValue(ctx, natsbox.EffectsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"r-1/work/1/0", "r-1/sub/2/fan#3/2/7/1\x00refund\x00{\"order\":\"O-1\"}", "", "é.*> \n", strings.Repeat("x", 10000)}
+	seen := map[string]string{}
+	for _, id := range ids {
+		key := wire.EffectKey(id)
+		if other, dup := seen[key]; dup {
+			t.Fatalf("ids %q and %q share the key %s", other, id, key)
+		}
+		seen[key] = id
+		if _, err := kv.Put(ctx, key, []byte(id)); err != nil {
+			t.Fatalf("put the effect of %.40q under %q: %v", id, key, err)
+		}
+		e, err := kv.Get(ctx, key)
+		if err != nil || string(e.Value()) != id {
+			t.Fatalf("get %q: %v", key, err)
 		}
 	}
 }

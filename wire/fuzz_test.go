@@ -27,6 +27,9 @@ func FuzzDecodeTask(f *testing.F) {
 		`{"run_id":"r","step":"s","msg_id":"m","activation":1,"iteration":1,"attempt":0}`,
 		`{"RUN_ID":"r","Step":"s","msg_id":"m","activation":1,"iteration":1,"attempt":1,"input":{ "a" : [1, 2] }}`,
 		`{"run_id":"r\u00e9\ud800","step":"s","msg_id":"m","activation":1,"iteration":1,"attempt":1,"type":"agent"}`,
+		`{"run_id":"r","step":"s","msg_id":"r/s/1/2/1/r1","activation":1,"iteration":2,"attempt":1,"resume":1,"decisions":[{"call_id":"c","approve":true},{"call_id":"d","approve":false,"message":"no"}]}`,
+		`{"run_id":"r","step":"s","msg_id":"m","activation":1,"iteration":3,"attempt":1,"human_input":{ "note" : "go" }}`,
+		`{"run_id":"r","step":"s","msg_id":"m","activation":1,"iteration":3,"attempt":1,"human_input":null}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -84,6 +87,9 @@ func FuzzDecodeEvent(f *testing.F) {
 		`{"run_id":"r","type":"continued","nonce":"x","step":"s","item":-1,"activation":1,"iteration":2,"attempt":1,"usage":{"cost_usd":1e-9}}`,
 		`{"run_id":"r","type":"child_finished","status":"failed","parent":{"run_id":"p","step":"s","item":-1,"activation":1}}`,
 		`{"run_id":"r","type":"x","at":"9999-12-31T23:59:59.999999999-23:59"}`,
+		`{"run_id":"r","type":"waiting","step":"s","item":-1,"activation":1,"iteration":2,"attempt":1,"pending":[{"call_id":"c1","tool":"t","arguments":{ "a" : 1 }}]}`,
+		`{"run_id":"r","type":"completed","step":"s","item":2,"activation":1,"iteration":2,"attempt":1,"resume":3}`,
+		`{"run_id":"r","type":"decision","step":"s","call_id":"c1","approve":true,"message":"ok","by":"ann","nonce":"n"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -124,39 +130,50 @@ func FuzzDecodeEvent(f *testing.F) {
 	})
 }
 
-// FuzzParseCheckpointKey: a key ParseCheckpointKey accepts is the one CheckpointKey makes of
-// its parts, and every other key is refused with ErrMalformed.
+// FuzzParseCheckpointKey: a key ParseCheckpointWrite accepts is the one CheckpointWrite.Key makes
+// of its parts, ParseCheckpointKey accepts exactly those of first tasks (Resume 0), and every
+// other key is refused with ErrMalformed.
 func FuzzParseCheckpointKey(f *testing.F) {
 	for _, s := range []string{
 		"r-1/loop/1.1.0", "r-1/fan=2/3.12.7", "r-1/sub/1/work/1.0.0", "", ".", "..", "a.b.c", "a.1.2.3",
 		"a.01.0", "a.+1.0", "a.-1.0", "a.1.9223372036854775807", "a.1.9223372036854775808", ".1.1", "a\x00.1.1",
+		"a.1.r1.0", "a.1.r0.0", "a.1.r01.0", "a.1.r.0", "a.1.r9223372036854775807.3", "a.1.r1.0.1",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, key string) {
-		scope, iter, n, err := wire.ParseCheckpointKey(key)
+		w, err := wire.ParseCheckpointWrite(key)
+		scope, iter, n, kerr := wire.ParseCheckpointKey(key)
 		if err != nil {
-			if !errors.Is(err, wire.ErrMalformed) {
-				t.Fatalf("ParseCheckpointKey(%q): %v does not wrap ErrMalformed", key, err)
+			if !errors.Is(err, wire.ErrMalformed) || !errors.Is(kerr, wire.ErrMalformed) {
+				t.Fatalf("ParseCheckpointWrite(%q): %v; ParseCheckpointKey: %v; want both to wrap ErrMalformed", key, err, kerr)
 			}
 			return
 		}
-		if scope == "" || strings.Contains(scope, ".") || iter < 0 || n < 0 {
-			t.Fatalf("ParseCheckpointKey(%q) = %q, %d, %d", key, scope, iter, n)
+		if w.Scope == "" || strings.Contains(w.Scope, ".") || w.Iteration < 0 || w.N < 0 || w.Resume < 0 {
+			t.Fatalf("ParseCheckpointWrite(%q) = %+v", key, w)
 		}
-		if again := wire.CheckpointKey(scope, iter, n); again != key {
-			t.Fatalf("ParseCheckpointKey(%q) = %q, %d, %d, which CheckpointKey makes %q", key, scope, iter, n, again)
+		if again := w.Key(); again != key {
+			t.Fatalf("ParseCheckpointWrite(%q) = %+v, whose Key is %q", key, w, again)
+		}
+		switch {
+		case w.Resume > 0 && (kerr == nil || !errors.Is(kerr, wire.ErrMalformed)):
+			t.Fatalf("ParseCheckpointKey(%q) of a resumed write = %q, %d, %d, %v; want ErrMalformed", key, scope, iter, n, kerr)
+		case w.Resume == 0 && (kerr != nil || scope != w.Scope || iter != w.Iteration || n != w.N):
+			t.Fatalf("ParseCheckpointKey(%q) = %q, %d, %d, %v; want %+v", key, scope, iter, n, kerr, w)
+		case w.Resume == 0 && wire.CheckpointKey(scope, iter, n) != key:
+			t.Fatalf("CheckpointKey of %q's parts is %q", key, wire.CheckpointKey(scope, iter, n))
 		}
 	})
 }
 
 // FuzzCheckpointScope: every scope is a KV key without dots, and its keys parse back.
 func FuzzCheckpointScope(f *testing.F) {
-	f.Add("r-1", "loop", -1, 1, 1, 0)
-	f.Add("r-1/sub/2", "fan", 3, 2, 12, 7)
-	f.Add("r.x", "a b.c*>é\x00", 4, 2, 0, 0)
-	f.Add("", "", 0, 0, 0, 0)
-	f.Fuzz(func(t *testing.T, run, step string, item, activation, iter, n int) {
+	f.Add("r-1", "loop", -1, 1, 1, 0, 0)
+	f.Add("r-1/sub/2", "fan", 3, 2, 12, 2, 7)
+	f.Add("r.x", "a b.c*>é\x00", 4, 2, 0, 1, 0)
+	f.Add("", "", 0, 0, 0, 0, 0)
+	f.Fuzz(func(t *testing.T, run, step string, item, activation, iter, resume, n int) {
 		scope := wire.CheckpointScope(run, step, item, activation)
 		if strings.Contains(scope, ".") {
 			t.Fatalf("scope %q holds a dot", scope)
@@ -164,13 +181,32 @@ func FuzzCheckpointScope(f *testing.F) {
 		if !kvKey.MatchString(scope) {
 			t.Fatalf("scope %q is not a KV key", scope)
 		}
-		if iter < 0 || n < 0 {
-			return // CheckpointKey is given iterations (1 or more) and write numbers (0 or more)
+		if iter < 0 || n < 0 || resume < 0 {
+			return // keys are made of iterations (1 or more), resumes and write numbers (0 or more)
 		}
-		key := wire.CheckpointKey(scope, iter, n)
-		s, i, m, err := wire.ParseCheckpointKey(key)
-		if err != nil || s != scope || i != iter || m != n {
-			t.Fatalf("ParseCheckpointKey(%q) = %q, %d, %d, %v", key, s, i, m, err)
+		want := wire.CheckpointWrite{Scope: scope, Iteration: iter, Resume: resume, N: n}
+		key := want.Key()
+		if !kvKey.MatchString(key) {
+			t.Fatalf("key %q is not a KV key", key)
+		}
+		if w, err := wire.ParseCheckpointWrite(key); err != nil || w != want {
+			t.Fatalf("ParseCheckpointWrite(%q) = %+v, %v; want %+v", key, w, err, want)
+		}
+		if resume == 0 && key != wire.CheckpointKey(scope, iter, n) {
+			t.Fatalf("CheckpointKey(%q, %d, %d) = %q, want %q", scope, iter, n, wire.CheckpointKey(scope, iter, n), key)
+		}
+	})
+}
+
+// FuzzEffectKey: every id has a KV key of 64 hex digits, the same every time.
+func FuzzEffectKey(f *testing.F) {
+	for _, s := range []string{"", "r-1/s/1/0", "a.b*>\x00é"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		k := wire.EffectKey(id)
+		if len(k) != 64 || !kvKey.MatchString(k) || strings.ContainsAny(k, "./") || k != wire.EffectKey(id) {
+			t.Fatalf("EffectKey(%q) = %q", id, k)
 		}
 	})
 }

@@ -15,6 +15,8 @@
 package wire
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -122,11 +124,12 @@ func DecodeEvent(data []byte) (*Event, error) {
 func EventSubject(ev *Event) (string, error) { return natsbox.EventSubject(ev.RunID) }
 
 // Answer returns the event a worker publishes to answer task t: typ completed, continued,
-// failed or timed_out, addressed like the task.
+// waiting, failed or timed_out, addressed like the task (its Resume included: the engine takes
+// only the answer of the task it dispatched last).
 func Answer(t *engine.Task, typ engine.EventType, at time.Time) *Event {
 	return &Event{RunID: t.RunID, Event: engine.Event{
 		Type: typ, At: at.UTC(), Step: t.Step, Item: t.Item,
-		Activation: t.Activation, Iteration: t.Iteration, Attempt: t.Attempt,
+		Activation: t.Activation, Iteration: t.Iteration, Attempt: t.Attempt, Resume: t.Resume,
 	}}
 }
 
@@ -135,7 +138,12 @@ func Answer(t *engine.Task, typ engine.EventType, at time.Time) *Event {
 //
 //   - start:          RUN/start
 //   - cancel:         RUN/cancel
-//   - an answer:      TASKMSGID/TYPE (continued: TASKMSGID/continued/NONCE)
+//   - an answer:      TASKMSGID/TYPE (continued: TASKMSGID/continued/NONCE), where TASKMSGID
+//     is RUN/STEP[#ITEM]/ACTIVATION/ITERATION/ATTEMPT, with /rRESUME after it for the answer
+//     to a resumed task (Resume > 0), as the engine names that task
+//   - a human's or an outside event (decision, resume, signal):
+//     RUN/STEP[#ITEM]/ACTIVATION/ITERATION/ATTEMPT[/rRESUME]/TYPE/NONCE, the nonce new for each
+//     request
 //   - tick:           RUN/tick/STEP/ITEM/ACTIVATION/UNIXNANO
 //   - child_finished: CHILDRUN/finished (the child's run id is unique)
 //
@@ -153,8 +161,14 @@ func EventMsgID(ev *Event, child string) string {
 	if ev.Item >= 0 {
 		key += "#" + strconv.Itoa(ev.Item)
 	}
-	id := fmt.Sprintf("%s/%s/%d/%d/%d/%s", ev.RunID, key, ev.Activation, ev.Iteration, ev.Attempt, ev.Type)
-	if ev.Type == engine.EvContinued && ev.Nonce != "" {
+	id := fmt.Sprintf("%s/%s/%d/%d/%d", ev.RunID, key, ev.Activation, ev.Iteration, ev.Attempt)
+	if ev.Resume > 0 {
+		// The answers of a resumed task must not be taken for duplicates of the answers of the
+		// task that paused (the same iteration and attempt).
+		id += "/r" + strconv.Itoa(ev.Resume)
+	}
+	id += "/" + string(ev.Type)
+	if ev.Nonce != "" {
 		id += "/" + ev.Nonce
 	}
 	return id
@@ -162,7 +176,8 @@ func EventMsgID(ev *Event, child string) string {
 
 // CheckpointScope is the KV key prefix (one token) of the checkpoint of one activation of a
 // step (or child): RUN/STEP[=ITEM]/ACTIVATION, with every character a KV key may not hold
-// replaced by '_'. Its writes are keys SCOPE.ITERATION.N (CheckpointKey).
+// replaced by '_'. Its writes are keys SCOPE.ITERATION.N, or SCOPE.ITERATION.rRESUME.N for the
+// writes of a task resumed after a human (CheckpointWrite.Key).
 func CheckpointScope(runID, step string, item, activation int) string {
 	key := step
 	if item >= 0 {
@@ -171,25 +186,85 @@ func CheckpointScope(runID, step string, item, activation int) string {
 	return kvSafe(runID) + "/" + kvSafe(key) + "/" + strconv.Itoa(activation)
 }
 
-// CheckpointKey is the key of the n-th checkpoint write (0-based) of iteration iter in scope.
-func CheckpointKey(scope string, iter, n int) string {
-	return scope + "." + strconv.Itoa(iter) + "." + strconv.Itoa(n)
+// CheckpointWrite names one checkpoint write: its scope (CheckpointScope), the iteration, the
+// resume of the task that wrote it (0 for a task dispatched as the iteration began, R > 0 for
+// the task dispatched again after a human, engine.Task.Resume) and its number among that
+// task's writes (0-based). Writes fold in the order (Iteration, Resume, N).
+type CheckpointWrite struct {
+	Scope     string
+	Iteration int
+	Resume    int
+	N         int
 }
 
-// ParseCheckpointKey splits a key CheckpointKey made: a scope, and an iteration and a write
-// number written as CheckpointKey writes them (0 or more, no sign, no leading zero), so that
-// one write has one key.
-func ParseCheckpointKey(key string) (scope string, iter, n int, err error) {
+// Key is the KV key of w: SCOPE.ITERATION.N, or SCOPE.ITERATION.rRESUME.N when Resume > 0.
+// The resume is a token of its own so that the filter SCOPE.ITERATION.* matches the writes of
+// the iteration's first task only.
+func (w CheckpointWrite) Key() string {
+	if w.Resume > 0 {
+		return w.Scope + "." + strconv.Itoa(w.Iteration) + ".r" + strconv.Itoa(w.Resume) + "." + strconv.Itoa(w.N)
+	}
+	return w.Scope + "." + strconv.Itoa(w.Iteration) + "." + strconv.Itoa(w.N)
+}
+
+// CheckpointKey is the key of the n-th checkpoint write (0-based) of iteration iter in scope,
+// by the iteration's first task (Resume 0).
+func CheckpointKey(scope string, iter, n int) string {
+	return CheckpointWrite{Scope: scope, Iteration: iter, N: n}.Key()
+}
+
+// ParseCheckpointWrite splits a key CheckpointWrite.Key made: the numbers must be written as
+// Key writes them (no sign, no leading zero; a resume of 1 or more, the others 0 or more), so
+// that one write has one key.
+func ParseCheckpointWrite(key string) (CheckpointWrite, error) {
 	parts := strings.Split(key, ".")
-	if len(parts) != 3 || parts[0] == "" {
-		return "", 0, 0, fmt.Errorf("checkpoint key %q: %w: want SCOPE.ITERATION.N", key, ErrMalformed)
+	if (len(parts) != 3 && len(parts) != 4) || parts[0] == "" {
+		return CheckpointWrite{}, fmt.Errorf("checkpoint key %q: %w: want SCOPE.ITERATION.N or SCOPE.ITERATION.rRESUME.N", key, ErrMalformed)
 	}
-	iter, err1 := strconv.Atoi(parts[1])
-	n, err2 := strconv.Atoi(parts[2])
-	if err1 != nil || err2 != nil || iter < 0 || n < 0 || strconv.Itoa(iter) != parts[1] || strconv.Itoa(n) != parts[2] {
-		return "", 0, 0, fmt.Errorf("checkpoint key %q: %w: iteration and write number must be integers of 0 or more, without sign or leading zero", key, ErrMalformed)
+	w := CheckpointWrite{Scope: parts[0]}
+	iter, ok1 := canonicalInt(parts[1])
+	n, ok2 := canonicalInt(parts[len(parts)-1])
+	if !ok1 || !ok2 {
+		return CheckpointWrite{}, fmt.Errorf("checkpoint key %q: %w: iteration and write number must be integers of 0 or more, without sign or leading zero", key, ErrMalformed)
 	}
-	return parts[0], iter, n, nil
+	w.Iteration, w.N = iter, n
+	if len(parts) == 4 {
+		digits, found := strings.CutPrefix(parts[2], "r")
+		resume, ok := canonicalInt(digits)
+		if !found || !ok || resume < 1 {
+			return CheckpointWrite{}, fmt.Errorf("checkpoint key %q: %w: the resume must be r and an integer of 1 or more, without sign or leading zero", key, ErrMalformed)
+		}
+		w.Resume = resume
+	}
+	return w, nil
+}
+
+// ParseCheckpointKey splits a key CheckpointKey made (a write of an iteration's first task):
+// its scope, iteration and write number. The key of a resumed task's write is refused; code
+// that reads every write of a scope uses ParseCheckpointWrite, which takes both.
+func ParseCheckpointKey(key string) (scope string, iter, n int, err error) {
+	w, err := ParseCheckpointWrite(key)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	if w.Resume > 0 {
+		return "", 0, 0, fmt.Errorf("checkpoint key %q: %w: a resumed task's write (ParseCheckpointWrite reads it), not SCOPE.ITERATION.N", key, ErrMalformed)
+	}
+	return w.Scope, w.Iteration, w.N, nil
+}
+
+// canonicalInt parses s when it is an integer of 0 or more written as strconv.Itoa writes it.
+func canonicalInt(s string) (int, bool) {
+	v, err := strconv.Atoi(s)
+	return v, err == nil && v >= 0 && strconv.Itoa(v) == s
+}
+
+// EffectKey is the key in natsbox.EffectsBucket of the recorded result of the side effect id
+// (an idempotency key, with whatever else identifies the call): the hex SHA-256 of id, since an
+// id may be long and hold characters a KV key may not.
+func EffectKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
 }
 
 func kvSafe(s string) string {

@@ -28,18 +28,22 @@ func sampleTask() *engine.Task {
 }
 
 func TestTaskRoundTrip(t *testing.T) {
+	human := sampleTask()
+	human.HumanInput = json.RawMessage(`"Order O-7, please."`)
+	for _, want := range []*engine.Task{sampleTask(), resumedTask(), human} {
+		data, err := wire.EncodeTask(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := wire.DecodeTask(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !taskEqual(got, want) {
+			t.Errorf("decoded %+v\nwant %+v", got, want)
+		}
+	}
 	want := sampleTask()
-	data, err := wire.EncodeTask(want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := wire.DecodeTask(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !taskEqual(got, want) {
-		t.Errorf("decoded %+v\nwant %+v", got, want)
-	}
 	subj, err := wire.TaskSubject(want)
 	if err != nil || subj != "reins.task."+engine.HandlerAgent {
 		t.Errorf("TaskSubject = %q, %v", subj, err)
@@ -97,10 +101,12 @@ func sampleEvents() []*wire.Event {
 	continued.Output, continued.Nonce = json.RawMessage(`[1,2]`), "n0nce"
 	failed := wire.Answer(task, engine.EvFailed, at)
 	failed.Error, failed.Permanent = "boom", true
+	waiting := wire.Answer(task, engine.EvWaiting, at)
+	waiting.Pending = []engine.PendingCall{{CallID: "call_1", Tool: "refund", Arguments: json.RawMessage(`{"order_id":"O-1"}`)}}
 	return []*wire.Event{
 		{RunID: "r-1", Event: engine.Event{Type: engine.EvStart, At: at, Input: json.RawMessage(`{"order_id":"O-1"}`), Item: -1}, Workflow: "abc123",
 			Parent: &wire.Parent{RunID: "r-0", Step: "sub", Item: -1, Activation: 2}},
-		completed, continued, failed,
+		completed, continued, failed, waiting,
 		wire.Answer(task, engine.EvTimedOut, at),
 		{RunID: "r-1", Event: engine.Event{Type: engine.EvTick, At: at, Step: "wait", Item: -1, Activation: 1}},
 		{RunID: "r-1", Event: engine.Event{Type: engine.EvCancel, At: at, Item: -1, Reason: "no longer needed"}},
@@ -169,6 +175,21 @@ func TestAnswer(t *testing.T) {
 	if !eventEqual(ev, want) || ev.At.Location() != time.UTC {
 		t.Errorf("Answer = %+v, want %+v in UTC", ev, want)
 	}
+	// The answer to a resumed task carries its Resume, which the engine matches.
+	resumed := resumedTask()
+	ev = wire.Answer(resumed, engine.EvWaiting, at)
+	want.Type, want.Resume = engine.EvWaiting, 2
+	if !eventEqual(ev, want) {
+		t.Errorf("Answer to a resumed task = %+v, want %+v", ev, want)
+	}
+}
+
+// resumedTask is sampleTask dispatched again, for the second time, after humans decided.
+func resumedTask() *engine.Task {
+	t := sampleTask()
+	t.Resume, t.MsgID = 2, t.MsgID+"/r2"
+	t.Decisions = []engine.Decision{{CallID: "call_1", Approve: true}, {CallID: "call_2", Message: "no"}}
+	return t
 }
 
 func TestEventMsgID(t *testing.T) {
@@ -179,8 +200,13 @@ func TestEventMsgID(t *testing.T) {
 	withNonce.Nonce = "n1"
 	otherNonce := wire.Answer(task, engine.EvContinued, at)
 	otherNonce.Nonce = "n2"
-	completedNonce := wire.Answer(task, engine.EvCompleted, at)
-	completedNonce.Nonce = "n1"
+	resumed := resumedTask()
+	resumedNonce := wire.Answer(resumed, engine.EvContinued, at)
+	resumedNonce.Nonce = "n1"
+	decision := &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvDecision, At: at, Step: "fan", Item: 3,
+		Activation: 1, Iteration: 2, Resume: 2, CallID: "call_1", Approve: true}, Nonce: "d1"}
+	decisionAny := &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvDecision, At: at, Step: "ask", Item: -1}, Nonce: "d2"}
+	signal := &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvSignal, At: at, Item: -1, Name: "go"}, Nonce: "s1"}
 	for _, tc := range []struct {
 		name  string
 		ev    *wire.Event
@@ -191,7 +217,13 @@ func TestEventMsgID(t *testing.T) {
 		{"cancel", &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvCancel, At: at, Item: -1, Reason: "x"}}, "", "r-1/cancel"},
 		{"completed", wire.Answer(task, engine.EvCompleted, at), "", task.MsgID + "/completed"},
 		{"completed of a step", wire.Answer(stepTask, engine.EvCompleted, at), "", stepTask.MsgID + "/completed"},
-		{"completed ignores a nonce", completedNonce, "", task.MsgID + "/completed"},
+		{"completed of a resumed task", wire.Answer(resumed, engine.EvCompleted, at), "", resumed.MsgID + "/completed"},
+		{"waiting", wire.Answer(task, engine.EvWaiting, at), "", task.MsgID + "/waiting"},
+		{"continued of a resumed task", resumedNonce, "", resumed.MsgID + "/continued/n1"},
+		{"failed of a resumed task", wire.Answer(resumed, engine.EvFailed, at), "", "r-1/fan#3/1/2/1/r2/failed"},
+		{"decision", decision, "", "r-1/fan#3/1/2/0/r2/decision/d1"},
+		{"decision of a step", decisionAny, "", "r-1/ask/0/0/0/decision/d2"},
+		{"signal", signal, "", "r-1//0/0/0/signal/s1"},
 		{"continued", wire.Answer(task, engine.EvContinued, at), "", task.MsgID + "/continued"},
 		{"continued with a nonce", withNonce, "", task.MsgID + "/continued/n1"},
 		{"continued with another nonce", otherNonce, "", task.MsgID + "/continued/n2"},
@@ -209,9 +241,15 @@ func TestEventMsgID(t *testing.T) {
 		})
 	}
 
-	// Every event of sampleEvents has its own id; the same event always the same one.
+	// Every event of sampleEvents has its own id, and so has each answer of the resumed task
+	// and of the task that paused (same iteration and attempt); the same event always the same
+	// one.
 	seen := map[string]engine.EventType{}
-	for _, ev := range sampleEvents() {
+	all := sampleEvents()
+	for _, typ := range []engine.EventType{engine.EvWaiting, engine.EvCompleted, engine.EvFailed, engine.EvTimedOut} {
+		all = append(all, wire.Answer(resumed, typ, at))
+	}
+	for _, ev := range all {
 		id := wire.EventMsgID(ev, "r-1/sub/1")
 		if other, dup := seen[id]; dup {
 			t.Errorf("%s and %s events share the id %q", other, ev.Type, id)
@@ -303,10 +341,38 @@ func TestCheckpointScope(t *testing.T) {
 			if err != nil || scope != got || iter != w[0] || n != w[1] {
 				t.Errorf("ParseCheckpointKey(%q) = %q, %d, %d, %v; want %q, %d, %d", key, scope, iter, n, err, got, w[0], w[1])
 			}
+			for _, resume := range []int{0, 1, 12} {
+				want := wire.CheckpointWrite{Scope: got, Iteration: w[0], Resume: resume, N: w[1]}
+				key := want.Key()
+				if !kvKey.MatchString(key) {
+					t.Errorf("key %q is not a KV key", key)
+				}
+				if w, err := wire.ParseCheckpointWrite(key); err != nil || w != want {
+					t.Errorf("ParseCheckpointWrite(%q) = %+v, %v; want %+v", key, w, err, want)
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		w    wire.CheckpointWrite
+		want string
+	}{
+		{wire.CheckpointWrite{Scope: "r-1/loop/1", Iteration: 3}, "r-1/loop/1.3.0"},
+		{wire.CheckpointWrite{Scope: "r-1/loop/1", Iteration: 3, N: 2}, "r-1/loop/1.3.2"},
+		{wire.CheckpointWrite{Scope: "r-1/loop/1", Iteration: 3, Resume: 1}, "r-1/loop/1.3.r1.0"},
+		{wire.CheckpointWrite{Scope: "r-1/loop/1", Iteration: 3, Resume: 10, N: 4}, "r-1/loop/1.3.r10.4"},
+	} {
+		if got := tc.w.Key(); got != tc.want {
+			t.Errorf("%+v.Key() = %q, want %q", tc.w, got, tc.want)
 		}
 	}
 	if got := wire.CheckpointKey("r-1/loop/1", 3, 0); got != "r-1/loop/1.3.0" {
 		t.Errorf("CheckpointKey = %q", got)
+	}
+	// ParseCheckpointKey reads first tasks' keys only.
+	if _, _, _, err := wire.ParseCheckpointKey("r-1/loop/1.3.r1.0"); err == nil || !errors.Is(err, wire.ErrMalformed) ||
+		!strings.Contains(err.Error(), "a resumed task's write") {
+		t.Errorf("ParseCheckpointKey of a resumed write: %v, want ErrMalformed saying so", err)
 	}
 }
 
@@ -316,7 +382,17 @@ func TestParseCheckpointKeyErrors(t *testing.T) {
 		"scope.x.1", "scope.1.y", "scope.1.2x",
 		"scope.-1.0", "scope.1.-2", "scope.+1.0", "scope.01.0", "scope.1.00",
 		"scope.99999999999999999999.0",
+		"scope.1.r0.0", "scope.1.r.0", "scope.1.r01.0", "scope.1.R1.0", "scope.1.r-1.0", "scope.1.r+1.0",
+		"scope.1.r1", "scope.1.r1.", "scope.1.r1.x", "scope.1.r1.01", "scope.x.r1.0", ".1.r1.0", "scope.1.r1.0.0",
 	} {
+		w, err := wire.ParseCheckpointWrite(key)
+		if err == nil {
+			t.Errorf("ParseCheckpointWrite(%q) = %+v; want an error", key, w)
+			continue
+		}
+		if !errors.Is(err, wire.ErrMalformed) || !strings.Contains(err.Error(), "checkpoint key "+jsonQuote(key)) {
+			t.Errorf("ParseCheckpointWrite(%q): %v, want ErrMalformed naming the key", key, err)
+		}
 		scope, iter, n, err := wire.ParseCheckpointKey(key)
 		if err == nil {
 			t.Errorf("ParseCheckpointKey(%q) = %q, %d, %d; want an error", key, scope, iter, n)
@@ -324,6 +400,18 @@ func TestParseCheckpointKeyErrors(t *testing.T) {
 		}
 		if !errors.Is(err, wire.ErrMalformed) || !strings.Contains(err.Error(), "checkpoint key "+jsonQuote(key)) {
 			t.Errorf("ParseCheckpointKey(%q): %v, want ErrMalformed naming the key", key, err)
+		}
+	}
+}
+
+func TestEffectKey(t *testing.T) {
+	a, b := wire.EffectKey("r-1/step/3/0\x00refund\x00{}"), wire.EffectKey("r-1/step/3/1\x00refund\x00{}")
+	if a == b || a != wire.EffectKey("r-1/step/3/0\x00refund\x00{}") {
+		t.Errorf("EffectKey is not one key per id: %q, %q", a, b)
+	}
+	for _, id := range []string{"", "a.b c*>", strings.Repeat("é", 500)} {
+		if k := wire.EffectKey(id); len(k) != 64 || !kvKey.MatchString(k) || strings.Contains(k, ".") {
+			t.Errorf("EffectKey(%q) = %q, want 64 hex digits", id, k)
 		}
 	}
 }
@@ -336,11 +424,14 @@ func jsonQuote(s string) string {
 // taskEqual and eventEqual compare decoded values: JSON values compact, times as instants.
 func taskEqual(a, b *engine.Task) bool {
 	x, y := *a, *b
-	if !x.NotBefore.Equal(y.NotBefore) || !jsonEqual(x.Input, y.Input) {
+	if !x.NotBefore.Equal(y.NotBefore) || !jsonEqual(x.Input, y.Input) || !jsonEqual(x.HumanInput, y.HumanInput) {
 		return false
 	}
 	x.NotBefore, y.NotBefore = time.Time{}, time.Time{}
-	x.Input, y.Input = nil, nil
+	x.Input, y.Input, x.HumanInput, y.HumanInput = nil, nil, nil, nil
+	if len(x.Decisions) == 0 && len(y.Decisions) == 0 { // [] encodes as absent (omitempty)
+		x.Decisions, y.Decisions = nil, nil
+	}
 	return reflect.DeepEqual(x, y)
 }
 
@@ -355,10 +446,29 @@ func eventEqual(a, b *wire.Event) bool {
 	if (x.Parent == nil) != (y.Parent == nil) || x.Parent != nil && *x.Parent != *y.Parent {
 		return false
 	}
+	if len(x.Pending) != len(y.Pending) {
+		return false
+	}
+	for i := range x.Pending {
+		p, q := x.Pending[i], y.Pending[i]
+		if p.CallID != q.CallID || p.Tool != q.Tool || !jsonEqual(orNull(p.Arguments), orNull(q.Arguments)) {
+			return false
+		}
+	}
 	x.At, y.At = time.Time{}, time.Time{}
 	x.Input, y.Input, x.Output, y.Output = nil, nil, nil, nil
 	x.Usage, y.Usage, x.Parent, y.Parent = nil, nil, nil, nil
+	x.Pending, y.Pending = nil, nil
 	return reflect.DeepEqual(x, y)
+}
+
+// orNull is v, or null when v is absent: a pending call's arguments have no omitempty, so
+// absent ones encode as null.
+func orNull(v json.RawMessage) json.RawMessage {
+	if v == nil {
+		return json.RawMessage("null")
+	}
+	return v
 }
 
 // jsonEqual compares two JSON texts compacted; nil is the absent value, unlike null.

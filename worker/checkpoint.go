@@ -20,6 +20,9 @@ type checkpoints struct {
 	tc    *taskContext
 	scope string
 	iter  int
+	// resume is the task's Resume: > 0 for a task of an iteration dispatched again after a
+	// human, which goes on from the iteration's writes and never purges (see resolve).
+	resume int
 	// mayFollowAttempt is set when another attempt of this iteration may have written keys
 	// (Attempt > 1, or the task was delivered before).
 	mayFollowAttempt bool
@@ -27,7 +30,7 @@ type checkpoints struct {
 	mu       sync.Mutex
 	resolved bool   // raw holds the folded value (stale keys purged)
 	raw      []byte // the folded value, compact JSON; nil when there is none
-	n        int    // writes made by this attempt
+	n        int    // the number of this task's next write
 }
 
 func (tc *taskContext) Checkpoint(v any) error {
@@ -118,8 +121,27 @@ func (c *checkpoints) ready(ctx context.Context) error {
 
 // resolve purges what another attempt of this iteration wrote, then takes the value as of the
 // end of the previous iteration from the worker's cache, or else folds it from the bucket.
+//
+// A resumed task (Resume R > 0) goes on from where its iteration stopped for a human: it folds
+// the earlier iterations, its iteration's writes made before (by the task that paused and by
+// earlier resumes) and those of its own resume made by earlier deliveries and attempts, and
+// numbers its writes after them. Nothing is purged: what a resumed task does acts on a human's
+// decision, and its handler must find what an interrupted delivery already did (the agent
+// answers again from a checkpoint that shows the decision acted on, instead of acting twice).
 func (c *checkpoints) resolve(ctx context.Context) error {
 	kv := c.tc.w.ckv
+	if c.resume > 0 {
+		c.tc.w.cache.drop(c.scope)
+		c.tc.w.reloads.add()
+		raw, next, err := fold(ctx, kv, c.scope, func(w wire.CheckpointWrite) bool {
+			return w.Iteration < c.iter || w.Iteration == c.iter && w.Resume <= c.resume
+		}, wire.CheckpointWrite{Iteration: c.iter, Resume: c.resume})
+		if err != nil {
+			return err
+		}
+		c.raw, c.n = raw, next
+		return nil
+	}
 	if c.mayFollowAttempt {
 		if err := purgeIteration(ctx, kv, c.scope, c.iter); err != nil {
 			return err
@@ -134,7 +156,7 @@ func (c *checkpoints) resolve(ctx context.Context) error {
 		return nil
 	}
 	c.tc.w.reloads.add()
-	raw, err := fold(ctx, kv, c.scope, c.iter)
+	raw, _, err := fold(ctx, kv, c.scope, func(w wire.CheckpointWrite) bool { return w.Iteration < c.iter }, wire.CheckpointWrite{})
 	if err != nil {
 		return err
 	}
@@ -144,7 +166,7 @@ func (c *checkpoints) resolve(ctx context.Context) error {
 
 // put writes the next key of this attempt.
 func (c *checkpoints) put(ctx context.Context, value []byte) error {
-	key := wire.CheckpointKey(c.scope, c.iter, c.n)
+	key := wire.CheckpointWrite{Scope: c.scope, Iteration: c.iter, Resume: c.resume, N: c.n}.Key()
 	if _, err := c.tc.w.ckv.Put(ctx, key, value); err != nil {
 		return fmt.Errorf("worker: checkpoint of task %s: write %s: %w", c.tc.task.MsgID, key, err)
 	}
@@ -162,7 +184,7 @@ func (c *checkpoints) keep() {
 	case c.resolved:
 		cache.put(c.scope, c.iter, c.raw)
 		c.raw, c.resolved = nil, false
-	case c.mayFollowAttempt: // another attempt may have written this iteration's keys
+	case c.resume > 0 || c.mayFollowAttempt: // this iteration has keys the cache does not hold
 		cache.drop(c.scope)
 	case c.iter == 1:
 		cache.put(c.scope, 1, nil)
@@ -221,32 +243,40 @@ func appendItems(raw []byte, items [][]byte) []byte {
 
 // entry is one write read back from the bucket.
 type entry struct {
-	iter, n int
-	value   []byte
+	w     wire.CheckpointWrite
+	value []byte
 }
 
-// fold reads the writes of scope's iterations before iter and folds them in order.
-func fold(ctx context.Context, kv jetstream.KeyValue, scope string, iter int) ([]byte, error) {
+// fold reads the writes of scope that include selects and folds them in order (iteration,
+// resume, write number). It also returns the number that follows the writes of own's iteration
+// and resume (0 when there are none), where a task that goes on from them writes next.
+func fold(ctx context.Context, kv jetstream.KeyValue, scope string, include func(wire.CheckpointWrite) bool, own wire.CheckpointWrite) ([]byte, int, error) {
 	kes, err := watch(ctx, kv, scope+".>", false)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var es []entry
+	next := 0
 	for _, ke := range kes {
-		_, it, n, err := wire.ParseCheckpointKey(ke.Key())
-		if err != nil || it >= iter {
+		w, err := wire.ParseCheckpointWrite(ke.Key())
+		if err != nil || !include(w) {
 			continue
 		}
-		es = append(es, entry{iter: it, n: n, value: ke.Value()})
+		if w.Iteration == own.Iteration && w.Resume == own.Resume {
+			next = max(next, w.N+1)
+		}
+		es = append(es, entry{w: w, value: ke.Value()})
 	}
-	slices.SortFunc(es, func(a, b entry) int { return cmp.Or(cmp.Compare(a.iter, b.iter), cmp.Compare(a.n, b.n)) })
+	slices.SortFunc(es, func(a, b entry) int {
+		return cmp.Or(cmp.Compare(a.w.Iteration, b.w.Iteration), cmp.Compare(a.w.Resume, b.w.Resume), cmp.Compare(a.w.N, b.w.N))
+	})
 	var raw []byte
 	for _, e := range es {
 		if raw, err = applyWrite(raw, e.value); err != nil {
-			return nil, fmt.Errorf("%s: %w", wire.CheckpointKey(scope, e.iter, e.n), err)
+			return nil, 0, fmt.Errorf("%s: %w", e.w.Key(), err)
 		}
 	}
-	return raw, nil
+	return raw, next, nil
 }
 
 // applyWrite applies one stored write to raw.

@@ -45,6 +45,11 @@ type TaskContext interface {
 	Fail(err error) error
 	// FailPermanent fails the attempt and the step: retrying cannot help.
 	FailPermanent(err error) error
+	// Wait answers that the iteration stopped on tool calls that wait for a human decision (an
+	// agent step's iteration): the step waits, and once every call is decided the engine
+	// dispatches the iteration again, with Task.Resume and Task.Decisions. pending must list
+	// one call or more; an empty list is an error and answers nothing.
+	Wait(pending []engine.PendingCall) error
 
 	// Checkpoint replaces the checkpoint with v.
 	Checkpoint(v any) error
@@ -128,7 +133,7 @@ func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.M
 		finished:     make(chan struct{}),
 	}
 	tc.ck = checkpoints{tc: tc, scope: wire.CheckpointScope(t.RunID, t.Step, t.Item, t.Activation),
-		iter: t.Iteration, mayFollowAttempt: t.Attempt > 1 || redelivered}
+		iter: t.Iteration, resume: t.Resume, mayFollowAttempt: t.Attempt > 1 || redelivered}
 	return tc
 }
 
@@ -194,6 +199,22 @@ func (tc *taskContext) Complete(output any) error {
 
 func (tc *taskContext) CompleteWith(output any, o Outcome) error {
 	return tc.answer(engine.EvCompleted, output, o)
+}
+
+func (tc *taskContext) Wait(pending []engine.PendingCall) error {
+	if len(pending) == 0 {
+		return fmt.Errorf("worker: Wait of task %s: no pending call: a task waits for decisions on one call or more", tc.task.MsgID)
+	}
+	if err := tc.begin(); err != nil {
+		return err
+	}
+	ev := tc.event(engine.EvWaiting)
+	ev.Pending = pending
+	data, err := tc.fits(ev)
+	if err != nil {
+		return tc.deliverProblem(err)
+	}
+	return tc.deliverData(ev, data)
 }
 
 func (tc *taskContext) Fail(err error) error { return tc.fail(err, false) }
@@ -280,6 +301,8 @@ func (tc *taskContext) fits(ev *wire.Event) ([]byte, error) {
 		return data, nil
 	case int64(len(ev.Output)) > limit:
 		return nil, fmt.Errorf("the output of step %s is %d bytes, more than the message limit of %d bytes", tc.stepName(), len(ev.Output), limit)
+	case len(ev.Pending) > 0:
+		return nil, fmt.Errorf("the answer to step %s is %d bytes with its %d pending call(s), more than the message limit of %d bytes", tc.stepName(), size, len(ev.Pending), limit)
 	default:
 		return nil, fmt.Errorf("the answer to step %s is %d bytes with its output of %d bytes, more than the message limit of %d bytes", tc.stepName(), size, len(ev.Output), limit)
 	}

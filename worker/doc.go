@@ -27,10 +27,13 @@
 //
 // # Answers
 //
-// The first of Continue, Complete, CompleteWith, Fail and FailPermanent counts: it publishes the
-// answer (wire.Answer, with the output, label, stop reason, error and the usage reported with
-// AddUsage) with Nats-Msg-Id wire.EventMsgID, waits for JetStream's acknowledgement, then
-// acknowledges the task. Every later answer returns an error that wraps ErrAnswered and changes
+// The first of Continue, Complete, CompleteWith, Wait, Fail and FailPermanent counts: it
+// publishes the answer (wire.Answer, with the output, label, stop reason, pending calls, error
+// and the usage reported with AddUsage) with Nats-Msg-Id wire.EventMsgID, waits for JetStream's
+// acknowledgement, then acknowledges the task. Wait answers waiting: the iteration stopped on
+// tool calls that need a human decision, and the engine dispatches it again, as a resumed task
+// (Task.Resume > 0, with Task.Decisions), once every call is decided. Every answer carries its
+// task's Resume, and the answers of a resumed task have message ids of their own. Every later answer returns an error that wraps ErrAnswered and changes
 // nothing. A continued event carries a fresh nonce, so that a handler that runs an iteration
 // again (its worker crashed after continuing but before acknowledging the task) is not dropped
 // as a duplicate; the engine ignores the answer to an iteration it has left.
@@ -81,9 +84,26 @@
 // (Attempt > 1, or a task delivered more than once), the keys of the current iteration are
 // purged.
 //
+// A resumed task (Resume R > 0) goes on with its iteration instead of starting it again: it
+// reads the earlier iterations, the writes its iteration made before the human (by the task
+// that answered waiting) and those earlier deliveries and attempts of its own resume made, and
+// writes keys of its own, wire.CheckpointWrite{Resume: R}.Key() (SCOPE.ITERATION.rR.N), numbered
+// after them. Nothing is purged for a resumed task: it acts on a human's decisions, which must
+// not be acted on twice, so its handler reads what an interrupted delivery did and goes on
+// from there. The writes of resumed tasks fold after those of their iteration's first task,
+// in the order of their resumes, for every later iteration.
+//
 // A worker keeps the value a scope had at the end of an iteration it continued, so that when it
 // also runs the next iteration it reads nothing back from the bucket: the cost of an iteration
 // does not grow with the history. Any other answer, failure or timeout drops the kept value;
 // a worker that has none reads the scope's keys once. Checkpoint writes after the task was
 // answered are refused.
+//
+// # Side effects
+//
+// Effects is the record of the results of side-effecting calls (natsbox.EffectsBucket), by an
+// id naming the call: a handler that runs an iteration again after a crash finds the result of
+// a call it already made there (package builtin records every side-effecting tool's result
+// before the loop goes on, so before the task is answered). Records are not tied to a task and
+// may be written after its answer.
 package worker

@@ -69,6 +69,7 @@ type Worker struct {
 	ackWait     time.Duration
 	concurrency int
 	bundles     *wire.Store
+	effects     *Effects
 
 	mu       sync.Mutex
 	handlers map[string]Handler
@@ -116,6 +117,7 @@ func New(cfg Config) (*Worker, error) {
 		w.now = time.Now
 	}
 	w.bundles = wire.NewStore(&workflowsKV{js: w.js})
+	w.effects = &Effects{js: w.js}
 	return w, nil
 }
 

@@ -191,6 +191,22 @@ func (t *AgentStep) WithPolicy(p Policy) *AgentStep { t.s.Policy = &p; return t 
 // WithBudget sets the loop's budget; zero fields take the defaults of eval-fixtures.md.
 func (t *AgentStep) WithBudget(bu Budget) *AgentStep { t.s.Budget = &bu; return t }
 
+// WithOnNeedsHuman sets what the step does when its loop stops with needs_human without calls
+// pending approval: "complete" (the default: the step completes with that stop reason) or
+// "pause" (the step waits for a human's answer, and the next iteration goes on with it).
+func (t *AgentStep) WithOnNeedsHuman(s string) *AgentStep { t.s.OnNeedsHuman = s; return t }
+
+// WithApprovalTimeout bounds how long calls that need approval wait for a decision (default:
+// until the run's deadline); then WithOnTimeout applies.
+func (t *AgentStep) WithApprovalTimeout(d time.Duration) *AgentStep {
+	t.s.ApprovalTimeout = clock.Duration(d)
+	return t
+}
+
+// WithOnTimeout sets what an approval timeout means: "deny" (the default: every undecided call
+// is denied and the loop goes on) or "fail" (the step fails).
+func (t *AgentStep) WithOnTimeout(s string) *AgentStep { t.s.OnTimeout = s; return t }
+
 // SwitchStep builds a switch step: it routes on the value at a dotted path.
 type SwitchStep struct{ common[*SwitchStep] }
 

@@ -137,7 +137,8 @@ func bdEveryType() *workflow.Builder {
 	wf.Agent("investigate", "m").WithGoal("Investigate {{input.order}}.").WithInstructions("Never pay.").
 		WithTools("read", "pay").
 		WithPolicy(workflow.Policy{Allow: []string{"read", "pay"}, Forbid: []string{"pay"}, RequireApproval: []string{"read"}, RequiredEvidence: []string{"read"}}).
-		WithBudget(workflow.Budget{MaxIterations: 5, MaxToolCalls: 3, MaxDuration: clock.Duration(time.Minute), MaxTokens: 1000, MaxCostUSD: 0.5, MaxToolFailures: 2, MaxRepeatedCalls: 2, MaxInvalidActions: 2})
+		WithBudget(workflow.Budget{MaxIterations: 5, MaxToolCalls: 3, MaxDuration: clock.Duration(time.Minute), MaxTokens: 1000, MaxCostUSD: 0.5, MaxToolFailures: 2, MaxRepeatedCalls: 2, MaxInvalidActions: 2}).
+		WithOnNeedsHuman("pause").WithApprovalTimeout(30 * time.Minute).WithOnTimeout("deny")
 	wf.Switch("route", "investigate.output.stop_reason")
 	wf.Parallel("both", "left").WithStepBranch("right").WithMaxConcurrent(2)
 	wf.Task("left", "work")
@@ -222,6 +223,9 @@ instructions = "Never pay."
 tools = ["read", "pay"]
 policy = { allow = ["read", "pay"], forbid = ["pay"], require_approval = ["read"], required_evidence = ["read"] }
 budget = { max_iterations = 5, max_tool_calls = 3, max_duration = "1m", max_tokens = 1000, max_cost_usd = 0.5, max_tool_failures = 2, max_repeated_calls = 2, max_invalid_actions = 2 }
+on_needs_human = "pause"
+approval_timeout = "30m"
+on_timeout = "deny"
 
 [[steps]]
 id = "route"
@@ -387,10 +391,12 @@ func TestBuildReportsEveryProblem(t *testing.T) {
 	wf.AgentLoop("loop", "h")                                  // no max_iterations
 	wf.Map("each", "gen.output").WithStep("work")              // no max_items
 	wf.Task("work", "w")
-	wf.Switch("route", "")                                          // no expr
-	wf.Task("gen", "dup")                                           // duplicate id
-	wf.Approval("ask", "ok?").WithOnTimeout("maybe")                // bad on_timeout
-	wf.Agent("agent", "m").WithGoal("go").WithTools("missing-tool") // unknown tool
+	wf.Switch("route", "")                           // no expr
+	wf.Task("gen", "dup")                            // duplicate id
+	wf.Approval("ask", "ok?").WithOnTimeout("maybe") // bad on_timeout
+	// An unknown tool, a bad on_needs_human and on_timeout, a negative approval_timeout:
+	wf.Agent("agent", "m").WithGoal("go").WithTools("missing-tool").
+		WithOnNeedsHuman("ask").WithOnTimeout("never").WithApprovalTimeout(-time.Second)
 	wf.Edge("gen", "loop")
 	wf.Edge("loop", "each")
 	wf.Edge("each", "gen")                     // a cycle without a loop edge
@@ -413,6 +419,9 @@ func TestBuildReportsEveryProblem(t *testing.T) {
 		"E_DUPLICATE_ID steps[5].id",
 		"E_BAD_VALUE steps[6].on_timeout",
 		"E_UNKNOWN_TOOL steps[7].tools[0]",
+		"E_BAD_VALUE steps[7].on_needs_human",
+		"E_BAD_VALUE steps[7].on_timeout",
+		"E_BAD_DURATION steps[7].approval_timeout",
 		"E_DANGLING_EDGE edges[3].to",
 		"E_BAD_BOUND edges[4].max_iterations",
 	} {

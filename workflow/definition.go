@@ -146,7 +146,7 @@ type Step struct {
 	// OnNeedsHuman is what an agent step does when its loop stops with needs_human without
 	// pending calls (escalation, repeated tool failures): "" or "complete" (the step completes
 	// with that stop reason, for edges to route) or "pause" (the step waits for `reins resume`).
-	OnNeedsHuman string         `json:"on_needs_human,omitempty"` // agent
+	OnNeedsHuman string         `json:"on_needs_human,omitempty"` // agent: complete | pause
 	Event        string         `json:"event,omitempty"`          // wait_event
 	Duration     clock.Duration `json:"duration,omitempty"`       // sleep
 	Message      string         `json:"message,omitempty"`        // fail
@@ -170,7 +170,7 @@ var KeysOf = map[StepType][]string{
 	Task:      {"handler"},
 	AgentLoop: {"handler", "max_iterations", "max_duration", "loop_delay"},
 	LLM:       {"model", "prompt", "instructions", "output_schema", "output_repairs"},
-	Agent:     {"model", "instructions", "goal", "tools", "policy", "budget"},
+	Agent:     {"model", "instructions", "goal", "tools", "policy", "budget", "on_needs_human", "approval_timeout", "on_timeout"},
 	Switch:    {"expr"},
 	Parallel:  {"branches", "max_concurrent"},
 	Map:       {"items", "step", "workflow", "max_items", "max_concurrent"},

@@ -312,9 +312,13 @@ var stepFields = map[string]func(d *decoder, key string, v any, s *Step){
 	"workflow":       func(d *decoder, key string, v any, s *Step) { s.Workflow, _ = d.str(key, v) },
 	"max_items":      func(d *decoder, key string, v any, s *Step) { s.MaxItems, _ = d.integer(key, v) },
 	"on_timeout":     func(d *decoder, key string, v any, s *Step) { s.OnTimeout, _ = d.str(key, v) },
-	"event":          func(d *decoder, key string, v any, s *Step) { s.Event, _ = d.str(key, v) },
-	"duration":       func(d *decoder, key string, v any, s *Step) { s.Duration, _ = d.duration(key, v) },
-	"message":        func(d *decoder, key string, v any, s *Step) { s.Message, _ = d.str(key, v) },
+	"on_needs_human": func(d *decoder, key string, v any, s *Step) { s.OnNeedsHuman, _ = d.str(key, v) },
+	"approval_timeout": func(d *decoder, key string, v any, s *Step) {
+		s.ApprovalTimeout, _ = d.duration(key, v)
+	},
+	"event":    func(d *decoder, key string, v any, s *Step) { s.Event, _ = d.str(key, v) },
+	"duration": func(d *decoder, key string, v any, s *Step) { s.Duration, _ = d.duration(key, v) },
+	"message":  func(d *decoder, key string, v any, s *Step) { s.Message, _ = d.str(key, v) },
 }
 
 // stepKeys lists the keys a step of type t takes: its own, then the common ones.

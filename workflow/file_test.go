@@ -66,7 +66,8 @@ var fullWant = &workflow.Definition{
 		{
 			ID: "resolve", Type: workflow.Agent, Model: "fake", Instructions: "Resolve the ticket.",
 			Goal: "Resolve {{input.ticket}}", Tools: []string{"read_order"},
-			Policy: &workflow.Policy{Allow: []string{"read_order"}, Forbid: []string{"refund"}, RequireApproval: []string{"cancel"}, RequiredEvidence: []string{"read_order"}},
+			Policy:       &workflow.Policy{Allow: []string{"read_order"}, Forbid: []string{"refund"}, RequireApproval: []string{"cancel"}, RequiredEvidence: []string{"read_order"}},
+			OnNeedsHuman: "pause", ApprovalTimeout: dur("15m"), OnTimeout: "fail",
 			Budget: &workflow.Budget{
 				MaxIterations: 8, MaxToolCalls: 12, MaxDuration: dur("2m"), MaxTokens: 100000, MaxCostUSD: 0.5,
 				MaxToolFailures: 3, MaxRepeatedCalls: 2, MaxInvalidActions: 4,
@@ -194,17 +195,19 @@ func TestParseSourceLines(t *testing.T) {
 		"steps[2].output_repairs":                53,
 		"steps[3]":                               55,
 		"steps[3].policy.forbid[0]":              62,
-		"steps[3].budget":                        64, // [steps.budget] belongs to the last [[steps]]
-		"steps[3].budget.max_cost_usd":           69,
-		"steps[5].branches[1].workflow":          82,
-		"steps[13]":                              126,
-		"steps[13].handler":                      129,
-		"edges":                                  131,
-		"edges[0]":                               131,
-		"edges[0].to":                            133,
-		"edges[1]":                               135,
-		"edges[1].from":                          136,
-		"edges[1].max_iterations":                139,
+		"steps[3].on_needs_human":                63,
+		"steps[3].approval_timeout":              64,
+		"steps[3].budget":                        67, // [steps.budget] belongs to the last [[steps]]
+		"steps[3].budget.max_cost_usd":           72,
+		"steps[5].branches[1].workflow":          85,
+		"steps[13]":                              129,
+		"steps[13].handler":                      132,
+		"edges":                                  134,
+		"edges[0]":                               134,
+		"edges[0].to":                            136,
+		"edges[1]":                               138,
+		"edges[1].from":                          139,
+		"edges[1].max_iterations":                142,
 	} {
 		if got := def.Source.Lines[key]; got != want {
 			t.Errorf("Lines[%q] = %d, want %d", key, got, want)
@@ -262,6 +265,18 @@ func TestParseProblems(t *testing.T) {
 		name: "terminate takes only the common keys",
 		src:  "[[steps]]\nid = \"end\"\ntype = \"terminate\"\nmessage = \"bye\"\n",
 		want: []want{{workflow.EUnknownKey, 4, "steps[0].message", "key message is not a key of terminate steps (it takes: id, type, timeout, retry, input, branch)"}},
+	}, {
+		name: "an agent's keys of humans in the loop",
+		src:  "[[steps]]\nid = \"a\"\ntype = \"agent\"\non_needs_human = true\napproval_timeout = \"soon\"\non_timeout = 1\n",
+		want: []want{
+			{workflow.EType, 4, "steps[0].on_needs_human", "expected a string, got a boolean"},
+			{workflow.EBadDuration, 5, "steps[0].approval_timeout", `"soon" is not a duration`},
+			{workflow.EType, 6, "steps[0].on_timeout", "expected a string, got an integer"},
+		},
+	}, {
+		name: "approval_timeout is an agent's key",
+		src:  "[[steps]]\nid = \"a\"\ntype = \"approval\"\napproval_timeout = \"1h\"\n",
+		want: []want{{workflow.EUnknownKey, 4, "steps[0].approval_timeout", "key approval_timeout is not a key of approval steps (it takes: prompt, on_timeout, id, type, timeout, retry, input, branch)"}},
 	}, {
 		name: "unknown step type",
 		src:  "[[steps]]\nid = \"a\"\ntype = \"lmm\"\nmodel = \"m\"\nfoo = 1\n",

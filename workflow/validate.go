@@ -368,6 +368,8 @@ var valStepFields = []struct {
 	{"workflow", func(s *Step) bool { return s.Workflow != "" }},
 	{"max_items", func(s *Step) bool { return s.MaxItems != 0 }},
 	{"on_timeout", func(s *Step) bool { return s.OnTimeout != "" }},
+	{"on_needs_human", func(s *Step) bool { return s.OnNeedsHuman != "" }},
+	{"approval_timeout", func(s *Step) bool { return s.ApprovalTimeout != 0 }},
 	{"event", func(s *Step) bool { return s.Event != "" }},
 	{"duration", func(s *Step) bool { return s.Duration != 0 }},
 	{"message", func(s *Step) bool { return s.Message != "" }},
@@ -500,9 +502,7 @@ func (v *validator) checkStep(i int) {
 		} else {
 			v.checkTemplates(key("prompt"), name, s.Prompt)
 		}
-		if s.OnTimeout != "" && s.OnTimeout != "deny" && s.OnTimeout != "fail" {
-			v.add(EBadValue, key("on_timeout"), "approval step %s has on_timeout %q: it must be %s", name, s.OnTimeout, valOneOf("deny", "fail"))
-		}
+		v.checkOnTimeout(i)
 	case WaitEvent:
 		if s.Event == "" {
 			missing("event", "the name of the event it waits for")
@@ -584,6 +584,13 @@ func (v *validator) checkAgent(i int, missing func(k, what string)) {
 		}
 	}
 	toolList("tools", s.Tools)
+	if s.OnNeedsHuman != "" && !slices.Contains(valOnNeedsHuman, s.OnNeedsHuman) {
+		v.add(EBadValue, valStepKey(i, "on_needs_human"), "agent step %s has on_needs_human %q: it must be %s", name, s.OnNeedsHuman, valOneOf(valOnNeedsHuman...))
+	}
+	if s.ApprovalTimeout < 0 {
+		v.add(EBadDuration, valStepKey(i, "approval_timeout"), "step %s has a negative approval_timeout (%s)", name, s.ApprovalTimeout)
+	}
+	v.checkOnTimeout(i)
 	if p := s.Policy; p != nil {
 		// policy.forbid may name tools that are not declared: forbidding them is harmless.
 		toolList("policy.allow", p.Allow)
@@ -609,6 +616,21 @@ func (v *validator) checkAgent(i int, missing func(k, what string)) {
 				v.add(EBadBound, valStepKey(i, "budget."+f.key), "agent step %s has budget.%s %v: it must not be negative", name, f.key, f.value)
 			}
 		}
+	}
+}
+
+// valOnTimeouts and valOnNeedsHuman are the values of on_timeout (approval, agent) and
+// on_needs_human (agent).
+var (
+	valOnTimeouts   = []string{"deny", "fail"}
+	valOnNeedsHuman = []string{"complete", "pause"}
+)
+
+// checkOnTimeout checks the on_timeout of an approval or agent step.
+func (v *validator) checkOnTimeout(i int) {
+	s := &v.d.Steps[i]
+	if s.OnTimeout != "" && !slices.Contains(valOnTimeouts, s.OnTimeout) {
+		v.add(EBadValue, valStepKey(i, "on_timeout"), "%s step %s has on_timeout %q: it must be %s", s.Type, v.stepName(i), s.OnTimeout, valOneOf(valOnTimeouts...))
 	}
 }
 

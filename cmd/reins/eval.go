@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/reins-run/reins/eval"
+	"github.com/reins-run/reins/runner"
 	"github.com/spf13/cobra"
 )
 
@@ -13,6 +16,8 @@ func newEvalCmd() *cobra.Command {
 	var k int
 	var jsonFile string
 	var mf modelFlags
+	var nf natsFlags
+	var replays []string
 	cmd := &cobra.Command{
 		Use:   "eval PATH...",
 		Short: "Run eval fixtures through the loop controller and check their trajectories",
@@ -25,13 +30,28 @@ server with --base-url, Anthropic, or a recorded cassette), its tools, mocks, po
 unchanged, on the real clock: the way to measure an agent on a real model. -k N then shows how
 often it passes every time (pass^k).
 
-Prints PASS or FAIL per case and run, a metrics table, and "N passed, M failed" last.
+With --replay RUN (repeatable), a saved run of the durable engine is a case too: it is replayed
+from its recorded events (as reins runs replay does, on --nats URL or the runs in --data) and
+passes when the replay takes the same path, labels, stop reasons, iterations and status as the
+run did. Its line is PASS or FAIL replay:RUN; a replay is deterministic, so -k does not repeat
+it, and it adds nothing to the metrics table.
+
+Prints PASS or FAIL per case and run, a metrics table (when there are fixtures), and
+"N passed, M failed" last.
 Exit status: 0 when every case passed, 1 when any failed, 2 when a fixture is invalid.`,
-		Example: "  reins eval evals/\n  reins eval evals/refund_forbidden_tool.json -k 5 --json report.json\n  reins eval evals/ --model openai:qwen2.5 --base-url http://127.0.0.1:8000/v1 -k 3",
-		Args:    cobra.MinimumNArgs(1),
+		Example: "  reins eval evals/\n  reins eval evals/refund_forbidden_tool.json -k 5 --json report.json\n  reins eval evals/ --model openai:qwen2.5 --base-url http://127.0.0.1:8000/v1 -k 3\n  reins eval --replay r-abc --data .reins",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && len(replays) == 0 {
+				return errors.New("give at least one PATH of fixtures, or --replay RUN")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if k < 1 {
 				return &exitError{code: exitUsage, err: fmt.Errorf("-k must be at least 1, got %d", k)}
+			}
+			if len(args) == 0 {
+				return evalReplays(cmd.Context(), cmd.OutOrStdout(), &nf, replays, &eval.Report{}, jsonFile, false)
 			}
 			fixtures, err := eval.LoadAll(args)
 			if err != nil {
@@ -58,6 +78,9 @@ Exit status: 0 when every case passed, 1 when any failed, 2 when a fixture is in
 				}
 				return &exitError{code: exitFailed, err: err}
 			}
+			if len(replays) > 0 {
+				return evalReplays(cmd.Context(), out, &nf, replays, rep, jsonFile, true)
+			}
 			if jsonFile != "" {
 				if err := writeJSONFile(jsonFile, rep); err != nil {
 					return &exitError{code: exitFailed, err: err}
@@ -75,7 +98,58 @@ Exit status: 0 when every case passed, 1 when any failed, 2 when a fixture is in
 	cmd.Flags().IntVarP(&k, "k", "k", 1, "run every case `N` times and report pass^k (a case passes only if all N runs pass)")
 	cmd.Flags().StringVar(&jsonFile, "json", "", "also write the results as JSON to `FILE`")
 	mf.add(cmd, "replace every fixture's scripted model by this real model, `PROVIDER:NAME` (openai:NAME, anthropic:NAME, replay:CASSETTE); tools, mocks, policy and budget stay the fixture's")
+	cmd.Flags().StringArrayVar(&replays, "replay", nil, "also replay the saved `RUN` as a case: it passes when the replay takes the run's path (repeatable)")
+	nf.add(cmd)
 	return cmd
+}
+
+// evalReplays replays each run as a case, adding it to rep (after the fixtures' cases, whose
+// metrics it leaves alone), prints its line, then the metrics table when there were fixtures,
+// and the closing "N passed, M failed" line.
+func evalReplays(ctx context.Context, out io.Writer, nf *natsFlags, runs []string, rep *eval.Report, jsonFile string, metrics bool) error {
+	err := withClient(ctx, nf, func(c *runner.Client) error {
+		for _, id := range runs {
+			rr := eval.RunResult{Run: 1, Passed: true}
+			r, err := c.Replay(ctx, id, nil)
+			switch {
+			case err != nil:
+				rr.Passed, rr.Failure = false, err.Error()
+			case !r.Same:
+				rr.Passed, rr.Failure = false, r.Difference
+			}
+			if r != nil {
+				rr.Detail = fmt.Sprintf("replayed: status %s, path %s", r.Replay.Status, pathText(r.Replay.Path))
+			}
+			caseID := "replay:" + id
+			rep.Cases = append(rep.Cases, eval.CaseResult{CaseID: caseID, File: "replay:" + id, Passed: rr.Passed, Runs: []eval.RunResult{rr}})
+			if rr.Passed {
+				rep.Passed++
+			} else {
+				rep.Failed++
+			}
+			fmt.Fprintln(out, eval.Line(caseID, rr, 1))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if jsonFile != "" {
+		if err := writeJSONFile(jsonFile, rep); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+	}
+	if metrics {
+		if err := rep.WriteSummary(out); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+	} else if _, err := fmt.Fprintf(out, "%d passed, %d failed\n", rep.Passed, rep.Failed); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	if rep.Failed > 0 {
+		return &exitError{code: exitFailed}
+	}
+	return nil
 }
 
 func writeJSONFile(path string, rep *eval.Report) error {

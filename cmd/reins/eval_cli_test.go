@@ -290,7 +290,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{"unknown flag", []string{"eval", "--bogus", evalsDir}, "unknown flag: --bogus"},
 		{"unknown shorthand", []string{"eval", "-z", evalsDir}, "unknown shorthand flag"},
-		{"no paths", []string{"eval"}, "requires at least 1 arg"},
+		{"no paths", []string{"eval"}, "give at least one PATH of fixtures, or --replay RUN"},
 		{"k zero", []string{"eval", "-k", "0", evalsDir}, "-k must be at least 1"},
 		{"k not a number", []string{"eval", "-k", "two", evalsDir}, "invalid argument"},
 		{"unknown command", []string{"evaluate", evalsDir}, "unknown command"},

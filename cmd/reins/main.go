@@ -73,6 +73,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 	}
 	root.AddCommand(newEvalCmd(), newAgentCmd(), newBenchCmd(), newValidateCmd(), newGraphCmd(),
-		newRunCmd(), newServeCmd(), newWorkerCmd(), newRunsCmd())
+		newRunCmd(), newServeCmd(), newWorkerCmd(), newRunsCmd(),
+		newApproveCmd(), newDenyCmd(), newResumeCmd(), newSignalCmd())
 	return root
 }

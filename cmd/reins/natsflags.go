@@ -29,9 +29,13 @@ type natsFlags struct {
 
 func (f *natsFlags) add(cmd *cobra.Command) { f.addTo(cmd.Flags()) }
 
-func (f *natsFlags) addTo(fl *pflag.FlagSet) {
-	fl.StringVar(&f.url, "nats", "", "an external NATS `URL` (comma-separated for a cluster); default: an embedded server in --data")
-	fl.StringVar(&f.data, "data", ".reins", "the data `DIR` of the embedded server")
+func (f *natsFlags) addTo(fl *pflag.FlagSet) { f.addNamed(fl, "data") }
+
+// addNamed adds the flags with the data directory's flag named dataFlag (reins signal keeps
+// --data for the event's data, as the CLI contract says, and names it --data-dir).
+func (f *natsFlags) addNamed(fl *pflag.FlagSet, dataFlag string) {
+	fl.StringVar(&f.url, "nats", "", "an external NATS `URL` (comma-separated for a cluster); default: an embedded server in --"+dataFlag)
+	fl.StringVar(&f.data, dataFlag, ".reins", "the data `DIR` of the embedded server")
 	fl.StringVar(&f.creds, "nats-creds", "", "a NATS user credentials `FILE` (external server)")
 	fl.StringVar(&f.nkey, "nats-nkey", "", "a `FILE` holding an NKey seed (external server)")
 	fl.StringVar(&f.tlsCert, "nats-tls-cert", "", "a client certificate `FILE` (external server)")

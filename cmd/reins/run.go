@@ -52,8 +52,15 @@ the run goes to that server's engine and workers; --detach prints the run id and
 Progress (step, iteration, tool calls, tokens, cost) goes to stderr as the run advances.
 Interrupting the command cancels the run.
 
-Exit status: 0 when the run completed, 1 when it failed, was cancelled or timed out, or the
-file is invalid, 2 for a usage error (such as an input that is not JSON).`,
+A run that waits for a human (an approval step, an agent's call that needs approval, an agent
+paused on needs_human, a wait_event step) on the private embedded server stops the command:
+it prints the result so far (status waiting), what the run waits for and the command that
+answers it (reins approve, deny, resume or signal with the same --data), which continues the
+run. With --nats or --listen the command keeps following, since others can answer.
+
+Exit status: 0 when the run completed, or waits for a human on the private embedded server, 1
+when it failed, was cancelled or timed out, or the file is invalid, 2 for a usage error (such
+as an input that is not JSON).`,
 		Example: `  reins run examples/workflows/research_fanout.toml --input '{"topic":"durable agents"}'
   reins run review.toml --input-file pr.json --json
   reins run review.toml --nats nats://127.0.0.1:4222 --detach`,
@@ -122,6 +129,12 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		}
 		defer h.stop()
 		if f.listen != "" {
+			// Other commands on this data directory (reins approve, runs) connect through it.
+			remove, err := f.nats.writeURL(box)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer remove()
 			fmt.Fprintf(cmd.ErrOrStderr(), "workers can connect to %s\n", box.ClientURL())
 		}
 	}
@@ -134,13 +147,34 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		fmt.Fprintln(cmd.OutOrStdout(), id)
 		return nil
 	}
-	rec, err := follow(ctx, client, id, def, cmd.ErrOrStderr(), f.quiet)
+	// On a private embedded server nobody else can answer a waiting run: stop there, and let
+	// reins approve (or resume, signal) continue it from the data directory.
+	private := box.Embedded() && f.listen == ""
+	return followToResult(cmd, client, id, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: private})
+}
+
+// followOptions say how followToResult follows a run.
+type followOptions struct {
+	asJSON, quiet bool
+	// untilWaiting stops at a waiting state saved at a revision after after.
+	untilWaiting bool
+	after        uint64
+}
+
+// followToResult follows run id, prints its result, and says how the command exits: 0 when
+// it completed (or waits, when following stops there), 1 otherwise.
+func followToResult(cmd *cobra.Command, c *runner.Client, id string, def *workflow.Definition, o followOptions) error {
+	rec, err := follow(cmd.Context(), c, id, def, cmd.ErrOrStderr(), o)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
 	res := runner.NewResult(def, rec)
-	if err := printResult(cmd.OutOrStdout(), res, f.asJSON); err != nil {
+	if err := printResult(cmd.OutOrStdout(), res, o.asJSON); err != nil {
 		return &exitError{code: exitFailed, err: err}
+	}
+	if rec.Run.Status == engine.RunWaiting {
+		printWaiting(cmd.ErrOrStderr(), res)
+		return nil
 	}
 	if rec.Run.Status != engine.RunCompleted {
 		return &exitError{code: exitFailed}
@@ -211,7 +245,7 @@ func checkHandlers(bs *wire.Bundles, listen string, box *natsbox.Box) error {
 
 // follow prints progress until the run ends and returns its final record. An interrupt
 // cancels the run and waits for it to end.
-func follow(ctx context.Context, c *runner.Client, id string, def *workflow.Definition, w io.Writer, quiet bool) (*runner.Record, error) {
+func follow(ctx context.Context, c *runner.Client, id string, def *workflow.Definition, w io.Writer, o followOptions) (*runner.Record, error) {
 	watchCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	go func() {
@@ -227,13 +261,13 @@ func follow(ctx context.Context, c *runner.Client, id string, def *workflow.Defi
 		case <-watchCtx.Done():
 		}
 	}()
-	p := newProgress(w, def, quiet)
+	p := newProgress(w, def, o.quiet)
 	for rec, err := range c.Watch(watchCtx, id) {
 		if err != nil {
 			return nil, err
 		}
 		p.update(rec)
-		if rec.Run.Status != engine.RunRunning {
+		if rec.Run.Finished() || o.untilWaiting && rec.Run.Status == engine.RunWaiting && rec.Revision > o.after {
 			return rec, nil
 		}
 	}

@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,21 +17,24 @@ import (
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
 )
 
 func newRunsCmd() *cobra.Command {
 	nf := &natsFlags{}
 	cmd := &cobra.Command{
 		Use:   "runs",
-		Short: "List, show and cancel runs",
+		Short: "List, show, cancel, replay, fork and prune runs",
 		Long: `Reads and changes runs on a server: --nats URL, or the server running on --data (reins
 serve), or, when none runs there, the data directory itself (reins run without --nats keeps its
 runs in --data, default .reins/).`,
 	}
 	nf.addTo(cmd.PersistentFlags())
-	cmd.AddCommand(newRunsListCmd(nf), newRunsShowCmd(nf), newRunsCancelCmd(nf))
+	cmd.AddCommand(newRunsListCmd(nf), newRunsShowCmd(nf), newRunsCancelCmd(nf),
+		newRunsReplayCmd(nf), newRunsForkCmd(nf), newRunsPruneCmd(nf))
 	return cmd
 }
 
@@ -65,9 +72,9 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st := engine.RunStatus(status)
 			switch st {
-			case "", engine.RunRunning, engine.RunCompleted, engine.RunFailed, engine.RunCancelled, engine.RunTimedOut:
+			case "", engine.RunRunning, engine.RunWaiting, engine.RunCompleted, engine.RunFailed, engine.RunCancelled, engine.RunTimedOut:
 			default:
-				return &exitError{code: exitUsage, err: fmt.Errorf("--status %q: want running, completed, failed, cancelled or timed_out", status)}
+				return &exitError{code: exitUsage, err: fmt.Errorf("--status %q: want running, waiting, completed, failed, cancelled or timed_out", status)}
 			}
 			return withClient(cmd.Context(), nf, func(c *runner.Client) error {
 				recs, err := c.List(cmd.Context(), st)
@@ -82,7 +89,7 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&status, "status", "", "only runs with this `STATUS` (running, completed, failed, cancelled, timed_out)")
+	cmd.Flags().StringVar(&status, "status", "", "only runs with this `STATUS` (running, waiting, completed, failed, cancelled, timed_out)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs as JSON")
 	return cmd
 }
@@ -202,5 +209,282 @@ func newRunsCancelCmd(nf *natsFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "cancelled with reins runs cancel", "why the run is cancelled (recorded in its error)")
+	return cmd
+}
+
+func newRunsReplayCmd(nf *natsFlags) *cobra.Command {
+	var file string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "replay RUN",
+		Short: "Replay a finished run from its recorded events and check that it takes the same path",
+		Long: `Re-executes the engine's decisions of the finished run RUN from its recorded events, in this
+process: the start with the recorded input and time, every task's recorded answer once the
+replay dispatches that task, and the recorded cancel, tick, decision, resume, signal and
+child_finished events in their order. Nothing is sent to workers or models and nothing else
+changes. It prints whether the replay has the path, every step's label, stop reason and
+iterations, and the final status of the saved run, and if not where they first part.
+
+With --workflow FILE the replay runs FILE's definition (a changed version of the workflow)
+instead of the run's own: would the change take the same path on this recorded run?
+
+A replay re-derives the engine's decisions from recorded answers: it does not run the
+handlers, models or tools again.
+
+Exit status: 0 when the replay is the same, 1 when it differs (or the run has not finished, or
+does not exist), 2 for a usage error.`,
+		Example: "  reins runs replay r-abc\n  reins runs replay r-abc --workflow review-v2.toml --json",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			var def *workflow.Definition
+			if file != "" {
+				d, vr := validateFile(file, workflow.Options{})
+				if !vr.Valid {
+					printValidation(cmd.ErrOrStderr(), []validateResult{vr})
+					return &exitError{code: exitFailed, err: fmt.Errorf("%s is not a valid workflow (%s)", file, countProblems(len(vr.Problems)))}
+				}
+				def = d
+			}
+			return withClient(ctx, nf, func(c *runner.Client) error {
+				rep, err := c.Replay(ctx, args[0], def)
+				if err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				if err := printReplay(cmd.OutOrStdout(), rep, file, asJSON); err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				if !rep.Same {
+					return &exitError{code: exitFailed}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&file, "workflow", "", "replay this workflow `FILE` instead of the run's own definition")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the replay report as JSON")
+	return cmd
+}
+
+// printReplay prints a replay report: one line saying same or where the replay parts, then
+// the status and path of the run and of the replay.
+func printReplay(w io.Writer, rep *runner.ReplayReport, file string, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	what := "its own definition"
+	if file != "" {
+		what = fmt.Sprintf("the definition of %s, hash %.12s", file, rep.Hash)
+		if !rep.Changed {
+			what += ", the run's own"
+		}
+	}
+	if rep.Same {
+		fmt.Fprintf(w, "run %s replays the same with %s: status %s, path %s\n", rep.RunID, what, rep.Original.Status, pathText(rep.Original.Path))
+		return nil
+	}
+	fmt.Fprintf(w, "run %s replays differently with %s: %s\n", rep.RunID, what, rep.Difference)
+	fmt.Fprintf(w, "  original: %s, path %s\n", rep.Original.Status, pathText(rep.Original.Path))
+	fmt.Fprintf(w, "  replay:   %s, path %s\n", rep.Replay.Status, pathText(rep.Replay.Path))
+	return nil
+}
+
+func pathText(path []string) string {
+	if len(path) == 0 {
+		return "(empty)"
+	}
+	return strings.Join(path, " → ")
+}
+
+type forkFlags struct {
+	from, input, model, runID string
+	detach, asJSON, quiet     bool
+}
+
+func newRunsForkCmd(nf *natsFlags) *cobra.Command {
+	f := &forkFlags{}
+	cmd := &cobra.Command{
+		Use:   "fork RUN --from STEP[:ITERATION]",
+		Short: "Start a new run from the recorded state of a run at one step's iteration",
+		Long: `Starts a new run from the state run RUN had just before the engine first dispatched ITERATION
+(default 1) of step STEP, rebuilt by replaying RUN's recorded events. The new run gets its own
+id (--run-id, default RUN-fork-N with N the smallest number not taken), the checkpoints of the
+iterations before ITERATION (so an agent_loop or agent continues from its history), and the
+time its deadline and bounds had left; it has no parent run. RUN itself is only read.
+
+STEP is a step's id, or parent#N for one child of a parallel or map step. --input replaces the
+input of that step's task; --model runs every llm and agent step of the new run on another
+model: one of the workflow's [models], or PROVIDER:NAME (openai:NAME, anthropic:NAME,
+replay:FILE), declared in a copy of the definition stored by its hash.
+
+The new run needs an engine: a server (--nats URL, or reins serve on --data), or, on a data
+directory no process serves, this command runs the engine and the built-in workers itself
+until the run ends (or waits for a human). Without --detach it follows the run like reins run
+and prints its result.
+
+Exit status: 0 when the new run completed (or, with --detach, started), 1 when it did not, or
+RUN, STEP or the iteration does not exist, 2 for a usage error.`,
+		Example: "  reins runs fork r-abc --from review:3\n  reins runs fork r-abc --from draft --input '{\"topic\":\"x\"}' --model openai:gpt-4.1-mini --detach",
+		Args:    cobra.ExactArgs(1),
+		RunE:    func(cmd *cobra.Command, args []string) error { return forkRun(cmd, nf, args[0], f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.from, "from", "", "the step to start from, `STEP[:ITERATION]` (iteration 1 by default)")
+	fl.StringVar(&f.input, "input", "", "replace the input of that step's task with this JSON value")
+	fl.StringVar(&f.model, "model", "", "run every llm and agent step on this model: a `NAME` of the workflow's [models], or PROVIDER:NAME")
+	fl.StringVar(&f.runID, "run-id", "", "the new run's `ID` (default: RUN-fork-N)")
+	fl.BoolVar(&f.detach, "detach", false, "start the new run and print its id without waiting (needs a server)")
+	fl.BoolVar(&f.asJSON, "json", false, "print the run result as JSON")
+	fl.BoolVar(&f.quiet, "quiet", false, "print no progress")
+	return cmd
+}
+
+// parseFrom splits STEP[:ITERATION].
+func parseFrom(from string) (string, int, error) {
+	if from == "" {
+		return "", 0, errors.New("--from STEP[:ITERATION] is required")
+	}
+	step, it, ok := strings.Cut(from, ":")
+	if step == "" {
+		return "", 0, fmt.Errorf("--from %q: want STEP[:ITERATION]", from)
+	}
+	if !ok {
+		return step, 1, nil
+	}
+	n, err := strconv.Atoi(it)
+	if err != nil || n < 1 {
+		return "", 0, fmt.Errorf("--from %q: the iteration must be a whole number of 1 or more", from)
+	}
+	return step, n, nil
+}
+
+func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) error {
+	ctx := cmd.Context()
+	step, iteration, err := parseFrom(f.from)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	o := runner.ForkOptions{From: step, Iteration: iteration, Model: f.model, RunID: f.runID}
+	if f.input != "" {
+		if o.Input, err = readInput(f.input, ""); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+	}
+	if f.runID != "" {
+		if err := wire.CheckRunID(f.runID); err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("--run-id: %w", err)}
+		}
+	}
+	if f.model != "" {
+		if o.AddModel, err = modelDef(f.model); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+	}
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	box, err := nf.open(ctx, "", log)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	defer box.Close()
+	c := runner.NewClient(runner.ClientConfig{Box: box})
+	if box.Embedded() {
+		if f.detach {
+			return &exitError{code: exitUsage, err: errors.New("--detach needs a server (--nats URL, or reins serve on --data): an embedded server stops with the command")}
+		}
+		if err := natsbox.EnsureLayout(ctx, box.JetStream(), natsbox.Layout{}); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		rec, err := c.Get(ctx, runID)
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		def, err := c.Definition(ctx, rec)
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		if err := checkHandlers(&wire.Bundles{Root: rec.Run.Hash, All: map[string]*wire.Bundle{rec.Run.Hash: {Definition: def}}}, "", box); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		// Nothing else runs the engine on this data directory: this command does, as reins
+		// run does, until the new run ends or waits. The deferred stop stops it.
+		h, err := startHost(context.WithoutCancel(ctx), box, hostConfig{
+			engine: true, builtins: builtinHandlers, builtin: (&runFlags{}).builtinConfig(), log: log,
+		})
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		defer h.stop()
+	}
+	forked, err := c.Fork(ctx, runID, o)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	if f.detach {
+		fmt.Fprintln(cmd.OutOrStdout(), forked.RunID)
+		return nil
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "run %s forked into %s at step %s iteration %d (%d checkpoint keys copied)\n",
+		runID, forked.RunID, forked.Step, forked.Iteration, forked.Checkpoints)
+	return followToResult(cmd, c, forked.RunID, forked.Definition, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: box.Embedded()})
+}
+
+// modelDef is the model declaration of --model PROVIDER:NAME, for a fork's definition (nil
+// when name is not PROVIDER:NAME: it must then be one of the workflow's [models]).
+func modelDef(name string) (*workflow.ModelDef, error) {
+	p, m, err := registry.Split(name)
+	if err != nil {
+		if strings.Contains(name, ":") {
+			return nil, fmt.Errorf("--model: %w", err)
+		}
+		return nil, nil
+	}
+	if p == "replay" {
+		abs, err := filepath.Abs(m)
+		if err != nil {
+			return nil, fmt.Errorf("--model %s: %w", name, err)
+		}
+		return &workflow.ModelDef{Provider: p, Cassette: abs}, nil
+	}
+	return &workflow.ModelDef{Provider: p, Model: m}, nil
+}
+
+func newRunsPruneCmd(nf *natsFlags) *cobra.Command {
+	var olderThan time.Duration
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Remove the finished runs that ended more than --older-than ago",
+		Long: `Removes every run that finished (completed, failed, cancelled or timed out) more than
+--older-than ago: its record, its events and its checkpoints, with its sub-runs. A running or
+waiting run is never removed. Workflow definitions and dead-lettered tasks stay. reins serve
+does the same periodically (--retention).`,
+		Example: "  reins runs prune\n  reins runs prune --older-than 24h --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if olderThan < 0 {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--older-than %s: want a duration of 0 or more", olderThan)}
+			}
+			ctx := cmd.Context()
+			return withClient(ctx, nf, func(c *runner.Client) error {
+				rep, err := c.Prune(ctx, olderThan, time.Now())
+				if err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				out := cmd.OutOrStdout()
+				if asJSON {
+					enc := json.NewEncoder(out)
+					enc.SetIndent("", "  ")
+					return enc.Encode(rep)
+				}
+				fmt.Fprintf(out, "removed %d runs that ended before %s (%d sub-runs, %d checkpoint keys)\n",
+					rep.Runs, rep.Before.Local().Format(time.DateTime), rep.SubRuns, rep.Checkpoints)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&olderThan, "older-than", runner.DefaultRetention, "remove the runs that ended more than this `DURATION` ago")
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print what was removed as JSON ({"runs", "sub_runs", "checkpoints", "before"})`)
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -147,7 +148,7 @@ func TestRunsOnDataDir(t *testing.T) {
 			{"cancel unknown", []string{"cancel", "r-nope"}, exitFailed, "run r-nope: no such run"},
 			{"cancel finished", []string{"cancel", done.RunID}, exitFailed, "cancel run " + done.RunID + ": it ended completed: the run has already finished"},
 			{"cancel failed", []string{"cancel", failed.RunID}, exitFailed, "it ended failed: the run has already finished"},
-			{"bogus status", []string{"list", "--status", "bogus"}, exitUsage, `--status "bogus": want running, completed, failed, cancelled or timed_out`},
+			{"bogus status", []string{"list", "--status", "bogus"}, exitUsage, `--status "bogus": want running, waiting, completed, failed, cancelled or timed_out`},
 			{"show without run", []string{"show"}, exitUsage, "accepts 1 arg(s)"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
@@ -180,4 +181,212 @@ func TestRunsEmptyDataDir(t *testing.T) {
 	if code != exitOK || out != "RUN  WORKFLOW  STATUS  STARTED  ERROR\n" {
 		t.Fatalf("exit %d, stdout %q, want only the header\nstderr:\n%s", code, out, errOut)
 	}
+}
+
+// writeTestFile writes content into a fresh directory and returns its path.
+func writeTestFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// approvalWorkflow waits for a human at its only step.
+const approvalWorkflow = `name = "ask"
+
+[[steps]]
+id = "ok"
+type = "approval"
+prompt = "Go?"
+`
+
+// TestRunsReplayForkPrune replays, forks and prunes the runs reins run left in a data
+// directory, each command embedding the server again.
+func TestRunsReplayForkPrune(t *testing.T) {
+	data := t.TempDir()
+	code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--json", "--quiet")
+	if code != exitOK {
+		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
+	}
+	done := decodeResult(t, out)
+	code, out, errOut = cli(t, "run", writeTestFile(t, "ask.toml", approvalWorkflow), "--data", data, "--json", "--quiet")
+	if code != exitOK {
+		t.Fatalf("run ask: exit %d\n%s%s", code, out, errOut)
+	}
+	waiting := decodeResult(t, out, "waiting")
+	if waiting.Status != "waiting" {
+		t.Fatalf("run ask: %s, want waiting", waiting.Status)
+	}
+
+	t.Run("replay", func(t *testing.T) {
+		code, out, errOut := cli(t, "runs", "replay", done.RunID, "--data", data)
+		want := "run " + done.RunID + " replays the same with its own definition: status completed, path investigate → route → recommend\n"
+		if code != exitOK || out != want {
+			t.Fatalf("exit %d, stdout %q, want 0 and %q\n%s", code, out, want, errOut)
+		}
+		code, out, errOut = cli(t, "runs", "replay", done.RunID, "--data", data, "--json")
+		if code != exitOK {
+			t.Fatalf("--json: exit %d\n%s%s", code, out, errOut)
+		}
+		var rep struct {
+			RunID    string          `json:"run_id"`
+			Same     bool            `json:"same"`
+			Changed  bool            `json:"changed"`
+			Events   int             `json:"events"`
+			Original json.RawMessage `json:"original"`
+			Replay   json.RawMessage `json:"replay"`
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("--json: %v\n%s", err, out)
+		}
+		if rep.RunID != done.RunID || !rep.Same || rep.Changed || rep.Events < 5 || compactJSON(rep.Original) != compactJSON(rep.Replay) {
+			t.Errorf("report %+v", rep)
+		}
+		if r := decodeResult(t, string(rep.Replay)); r.Status != "completed" || r.step(t, "investigate").Iterations != 4 {
+			t.Errorf("replayed result %+v", r)
+		}
+	})
+
+	t.Run("replay a changed workflow", func(t *testing.T) {
+		src, err := os.ReadFile(refundFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := strings.Replace(string(src), "budget = { max_iterations = 8,", "budget = { max_iterations = 2,", 1)
+		if changed == string(src) {
+			t.Fatal("the refund workflow has no budget to change")
+		}
+		file := writeTestFile(t, "refund_v2.toml", changed)
+		code, out, errOut := cli(t, "runs", "replay", done.RunID, "--data", data, "--workflow", file)
+		ls := lines(out)
+		want := `run ` + done.RunID + ` replays differently with the definition of ` + file + `, hash `
+		if code != exitFailed || len(ls) != 3 || !strings.HasPrefix(ls[0], want) ||
+			!strings.HasSuffix(ls[0], `: step "investigate" iteration 3: the original run dispatched a task the replay did not`) ||
+			ls[1] != "  original: completed, path investigate → route → recommend" || !strings.HasPrefix(ls[2], "  replay:   ") {
+			t.Errorf("exit %d, want 1 and the difference\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+		}
+		if errOut != "" {
+			t.Errorf("stderr: %q", errOut)
+		}
+		bad := writeTestFile(t, "bad.toml", "name = \"bad\"\n")
+		code, _, errOut = cli(t, "runs", "replay", done.RunID, "--data", data, "--workflow", bad)
+		if code != exitFailed || !strings.Contains(errOut, bad+" is not a valid workflow") {
+			t.Errorf("an invalid --workflow: exit %d\n%s", code, errOut)
+		}
+	})
+
+	t.Run("fork", func(t *testing.T) {
+		code, out, errOut := cli(t, "runs", "fork", done.RunID, "--from", "investigate:3", "--data", data, "--json", "--quiet")
+		if code != exitOK {
+			t.Fatalf("exit %d\n%s%s", code, out, errOut)
+		}
+		r := decodeResult(t, out)
+		if r.RunID != done.RunID+"-fork-1" || r.Status != "completed" || compactJSON(r.Output) != compactJSON(done.Output) || !slices.Equal(r.Path, done.Path) {
+			t.Errorf("fork result %+v\nwant the original's %+v", r, done)
+		}
+		if s := r.step(t, "investigate"); s.Iterations != 4 || s.StopReason != "completed" || s.Attempts != 4 {
+			t.Errorf("step investigate of the fork %+v", s)
+		}
+		want := "run " + done.RunID + " forked into " + r.RunID + " at step investigate iteration 3 (2 checkpoint keys copied)\n"
+		if errOut != want {
+			t.Errorf("stderr %q, want %q", errOut, want)
+		}
+		// The fork is a run like another; the original stays as it was.
+		code, out, errOut = cli(t, "runs", "show", done.RunID, "--data", data, "--json")
+		if code != exitOK {
+			t.Fatalf("runs show: exit %d\n%s%s", code, out, errOut)
+		}
+		if shown := decodeResult(t, out, "trace"); !slices.Equal(shown.Steps, done.Steps) || shown.Status != done.Status {
+			t.Errorf("the original run changed: %+v", shown)
+		}
+		code, out, errOut = cli(t, "runs", "fork", done.RunID, "--from", "investigate", "--data", data, "--quiet", "--run-id", "again")
+		if code != exitOK || !strings.HasPrefix(out, "run again completed\n") {
+			t.Errorf("fork from iteration 1: exit %d\n%s%s", code, out, errOut)
+		}
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			args []string
+			code int
+			want string
+		}{
+			{"replay unknown", []string{"replay", "r-nope"}, exitFailed, "run r-nope: no such run"},
+			{"replay waiting", []string{"replay", waiting.RunID}, exitFailed, "run " + waiting.RunID + " is waiting: only a run that has ended can be replayed"},
+			{"fork unknown run", []string{"fork", "r-nope", "--from", "x"}, exitFailed, "run r-nope: no such run"},
+			{"fork unknown step", []string{"fork", done.RunID, "--from", "nope"}, exitFailed, `workflow refund_investigation has no step "nope"`},
+			{"fork switch step", []string{"fork", done.RunID, "--from", "route"}, exitFailed, "step route of workflow refund_investigation is a switch step, which dispatches no task"},
+			{"fork iteration not reached", []string{"fork", done.RunID, "--from", "investigate:7"}, exitFailed, "run " + done.RunID + " never dispatched iteration 7 of step investigate (it reached iteration 4)"},
+			{"fork unknown model", []string{"fork", done.RunID, "--from", "investigate", "--model", "huge"}, exitFailed, `workflow refund_investigation declares no model "huge" in [models] (it declares: investigator)`},
+			{"fork bad provider", []string{"fork", done.RunID, "--from", "investigate", "--model", "acme:big"}, exitUsage, `unknown provider "acme"`},
+			{"fork taken id", []string{"fork", done.RunID, "--from", "investigate", "--run-id", done.RunID}, exitFailed, "a run with this id already exists"},
+			{"fork without from", []string{"fork", done.RunID}, exitUsage, "--from STEP[:ITERATION] is required"},
+			{"fork bad iteration", []string{"fork", done.RunID, "--from", "investigate:0"}, exitUsage, `--from "investigate:0": the iteration must be a whole number of 1 or more`},
+			{"fork bad input", []string{"fork", done.RunID, "--from", "investigate", "--input", "{"}, exitUsage, "--input is not JSON"},
+			{"fork detach", []string{"fork", done.RunID, "--from", "investigate", "--detach"}, exitUsage, "--detach needs a server"},
+			{"prune negative", []string{"prune", "--older-than", "-1h"}, exitUsage, "--older-than -1h0m0s: want a duration of 0 or more"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				code, out, errOut := cli(t, append(append([]string{"runs"}, tc.args...), "--data", data)...)
+				if code != tc.code {
+					t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, out, errOut)
+				}
+				if out != "" {
+					t.Errorf("stdout is not empty:\n%s", out)
+				}
+				if ls := lines(errOut); len(ls) != 1 || !strings.HasPrefix(errOut, "reins: ") || !strings.Contains(errOut, tc.want) {
+					t.Errorf("stderr %q, want one line with %q", errOut, tc.want)
+				}
+			})
+		}
+	})
+
+	t.Run("eval replay", func(t *testing.T) {
+		code, out, errOut := cli(t, "eval", "--replay", done.RunID, "--data", data)
+		if code != exitOK || out != "PASS replay:"+done.RunID+"\n1 passed, 0 failed\n" {
+			t.Errorf("exit %d, stdout %q\n%s", code, out, errOut)
+		}
+		code, out, errOut = cli(t, "eval", filepath.Join(evalsDir, "refund_forbidden_tool.json"), "--replay", done.RunID, "--replay", "r-nope", "--data", data)
+		ls := lines(out)
+		if code != exitFailed || !slices.Equal(resultLines(out), []string{"PASS refund_forbidden_tool", "PASS replay:" + done.RunID, "FAIL replay:r-nope: runner: run r-nope: no such run"}) ||
+			ls[len(ls)-1] != "2 passed, 1 failed" || !strings.Contains(out, "correct stop reason") {
+			t.Errorf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+		}
+		code, out, errOut = cli(t, "eval")
+		if code != exitUsage || !strings.Contains(errOut, "give at least one PATH of fixtures, or --replay RUN") {
+			t.Errorf("eval without a case: exit %d\n%s%s", code, out, errOut)
+		}
+	})
+
+	t.Run("prune", func(t *testing.T) {
+		code, out, errOut := cli(t, "runs", "prune", "--data", data)
+		if code != exitOK || !strings.HasPrefix(out, "removed 0 runs that ended before ") {
+			t.Fatalf("default retention: exit %d, stdout %q\n%s", code, out, errOut)
+		}
+		code, out, errOut = cli(t, "runs", "prune", "--data", data, "--older-than", "0", "--json")
+		if code != exitOK {
+			t.Fatalf("exit %d\n%s%s", code, out, errOut)
+		}
+		var rep struct {
+			Runs, SubRuns, Checkpoints int
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		// The refund run and its two forks go, with their checkpoints; the waiting run stays.
+		if rep.Runs != 3 || rep.SubRuns != 0 || rep.Checkpoints < 8 {
+			t.Errorf("pruned %+v", rep)
+		}
+		runs := listRuns(t, "--data", data)
+		if len(runs) != 1 || runs[0].RunID != waiting.RunID || runs[0].Status != "waiting" {
+			t.Errorf("runs left: %+v", runs)
+		}
+		code, _, errOut = cli(t, "runs", "show", done.RunID, "--data", data)
+		if code != exitFailed || !strings.Contains(errOut, "no such run") {
+			t.Errorf("show a pruned run: exit %d\n%s", code, errOut)
+		}
+	})
 }

@@ -1,21 +1,33 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/runner"
 )
+
+// retentionClock is the clock of serve's retention (now, and the wait between two prunes):
+// tests replace it to drive the prunes without waiting.
+var retentionClock = struct {
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
+}{time.Now, time.After}
 
 func newServeCmd() *cobra.Command {
 	var (
-		nf       natsFlags
-		mf       modelFlags
-		listen   string
-		noWorker bool
-		ackWait  time.Duration
-		verbose  bool
+		nf        natsFlags
+		mf        modelFlags
+		listen    string
+		noWorker  bool
+		ackWait   time.Duration
+		retention time.Duration
+		verbose   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -29,7 +41,11 @@ runs) can connect; other commands given the same --data find it on their own. Wi
 engine and workers use that external server or cluster instead.
 
 Several serve processes may share one NATS server: one engine consumes at a time and the others
-stand by, taking over when it stops.`,
+stand by, taking over when it stops.
+
+Finished runs are kept for --retention (default 168h, 7 days): serve removes those that ended
+longer ago (as reins runs prune does) at start and then every tenth of it, at most every hour.
+--retention 0 keeps them forever.`,
 		Example: "  reins serve\n  reins serve --data /var/lib/reins --nats-listen 127.0.0.1:4333\n  reins serve --nats nats://nats-1:4222,nats://nats-2:4222 --nats-creds reins.creds",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -39,6 +55,9 @@ stand by, taking over when it stops.`,
 				level = slog.LevelDebug
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			if retention < 0 {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--retention %s: want a duration of 0 (keep forever) or more", retention)}
+			}
 			if nf.url != "" && cmd.Flags().Changed("nats-listen") {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--nats-listen applies to the embedded server; it cannot be used with --nats")}
 			}
@@ -75,8 +94,11 @@ stand by, taking over when it stops.`,
 			case where == "":
 				where = "in-process"
 			}
+			stopRetention := retain(ctx, box, retention, log)
 			log.Info("reins serving", "nats", where, "builtin_workers", !noWorker)
-			if err := h.wait(ctx); err != nil {
+			err = h.wait(ctx)
+			stopRetention()
+			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
 			return nil
@@ -88,6 +110,39 @@ stand by, taking over when it stops.`,
 	fl.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "where the embedded NATS server accepts clients (loopback only)")
 	fl.BoolVar(&noWorker, "no-workers", false, "run only the engine: serve no built-in step")
 	fl.DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task or event may stay unacknowledged before it is redelivered (a crashed worker's iteration is retried after it)")
+	fl.DurationVar(&retention, "retention", runner.DefaultRetention, "remove finished runs that ended longer ago than this `DURATION` (0: keep them forever)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
 	return cmd
+}
+
+// retain prunes the runs that ended more than retention ago, at once and then periodically,
+// until the returned function is called (which waits for a prune under way). Retention 0 does
+// nothing.
+func retain(ctx context.Context, box *natsbox.Box, retention time.Duration, log *slog.Logger) (stop func()) {
+	if retention <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	c := runner.NewClient(runner.ClientConfig{Box: box})
+	go func() {
+		defer close(done)
+		_ = c.Retain(ctx, runner.Retention{
+			OlderThan: retention, Now: retentionClock.now, After: retentionClock.after,
+			Pruned: func(rep runner.PruneReport, err error) {
+				switch {
+				case err != nil:
+					log.Warn("reins: pruning old runs failed; trying again later", "err", err)
+				case rep.Runs+rep.SubRuns > 0:
+					log.Info("reins pruned runs", "runs", rep.Runs, "sub_runs", rep.SubRuns, "checkpoints", rep.Checkpoints, "ended_before", rep.Before.Format(time.RFC3339))
+				default:
+					log.Debug("reins pruned no run", "ended_before", rep.Before.Format(time.RFC3339))
+				}
+			},
+		})
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,13 +29,14 @@ type server struct {
 	exited bool // stop received the exit status
 }
 
-// startServe starts `reins serve` on a free loopback port and returns once it serves: it logs
-// "reins serving" after it wrote DATA/nats.url and its engine and workers consume.
-func startServe(t *testing.T, data string) *server {
+// startServe starts `reins serve` on a free loopback port, with the flags extra, and returns
+// once it serves: it logs "reins serving" after it wrote DATA/nats.url and its engine and
+// workers consume.
+func startServe(t *testing.T, data string, extra ...string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{data: data, stderr: &syncBuffer{}, cancel: cancel}
-	s.done = background(ctx, &syncBuffer{}, s.stderr, "serve", "--data", data, "--nats-listen", "127.0.0.1:0")
+	s.done = background(ctx, &syncBuffer{}, s.stderr, append([]string{"serve", "--data", data, "--nats-listen", "127.0.0.1:0"}, extra...)...)
 	t.Cleanup(func() {
 		cancel()
 		if s.exited {
@@ -235,9 +237,83 @@ func TestServe(t *testing.T) {
 	}
 }
 
+// TestServeRetention drives serve's retention through its clock: a prune at start, then one
+// each time the wait between prunes ends; finished runs older than --retention go, a running
+// run stays.
+func TestServeRetention(t *testing.T) {
+	var offset atomic.Int64 // how far the retention's clock is ahead of the real one
+	waits := make(chan time.Duration, 1)
+	ticks := make(chan time.Time)
+	saved := retentionClock
+	retentionClock.now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	retentionClock.after = func(d time.Duration) <-chan time.Time { waits <- d; return ticks }
+	t.Cleanup(func() { retentionClock = saved })
+	nextWait := func() time.Duration {
+		t.Helper()
+		select {
+		case d := <-waits:
+			return d
+		case <-time.After(30 * time.Second):
+			t.Fatal("serve did not wait for its next prune")
+			return 0
+		}
+	}
+
+	data := t.TempDir()
+	srv := startServe(t, data, "--retention", "1h", "-v")
+	if d := nextWait(); d != 6*time.Minute { // after the prune at start
+		t.Fatalf("serve waits %s between prunes, want 6m (a tenth of --retention)", d)
+	}
+	code, out, errOut := cli(t, "run", writeTestFile(t, "gate.toml", gateWorkflow), "--input", `{"kind":"good"}`, "--nats", srv.url, "--json", "--quiet")
+	if code != exitOK {
+		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
+	}
+	old := decodeResult(t, out)
+	code, out, errOut = cli(t, "run", writeTestFile(t, "task.toml", taskWorkflow), "--nats", srv.url, "--detach")
+	if code != exitOK {
+		t.Fatalf("run --detach: exit %d\n%s%s", code, out, errOut)
+	}
+	running := strings.TrimSpace(out)
+	c := srv.client(t)
+	for rec, err := range c.Watch(t.Context(), running) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sr := rec.Run.Steps["work"]; sr != nil && sr.Status == engine.StepRunning {
+			break
+		}
+	}
+	code, _, errOut = cli(t, "runs", "replay", running, "--nats", srv.url)
+	if code != exitFailed || !strings.Contains(errOut, "run "+running+" is running: only a run that has ended can be replayed") {
+		t.Errorf("replay of a running run: exit %d\n%s", code, errOut)
+	}
+
+	// Two hours later, the finished run is older than the retention.
+	offset.Store(int64(2 * time.Hour))
+	ticks <- time.Now()
+	nextWait()
+	awaitText(t, srv.stderr, `reins pruned runs" runs=1 sub_runs=0`, srv.done, "reins serve")
+	if _, err := c.Get(t.Context(), old.RunID); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("the finished run is still there: %v", err)
+	}
+	if rec, err := c.Get(t.Context(), running); err != nil || rec.Run.Finished() {
+		t.Errorf("the running run: %v", err)
+	}
+	if code := srv.stop(t); code != exitOK {
+		t.Fatalf("serve: exit %d\n%s", code, srv.stderr.String())
+	}
+	if !strings.Contains(srv.stderr.String(), "reins pruned no run") {
+		t.Errorf("no log of the prune at start:\n%s", srv.stderr.String())
+	}
+}
+
 func TestServeUsage(t *testing.T) {
 	code, out, errOut := cli(t, "serve", "--nats", "nats://127.0.0.1:1", "--nats-listen", "127.0.0.1:0")
 	if code != exitUsage || !strings.Contains(errOut, "--nats-listen applies to the embedded server") {
+		t.Errorf("exit %d, want 2\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, "serve", "--data", t.TempDir(), "--retention", "-1h")
+	if code != exitUsage || !strings.Contains(errOut, "--retention -1h0m0s: want a duration of 0 (keep forever) or more") {
 		t.Errorf("exit %d, want 2\n%s%s", code, out, errOut)
 	}
 	code, out, errOut = cli(t, "serve", "--data", t.TempDir(), "--nats-listen", "0.0.0.0:0")

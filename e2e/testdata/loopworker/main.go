@@ -5,6 +5,7 @@
 //	start RUN ITERATION ATTEMPT    the handler began an iteration
 //	done RUN ITERATION             the handler answered (Continue or Complete) and it was stored
 //	hang RUN ITERATION             the handler will never answer this iteration (-hang)
+//	stopped RUN ITERATION: CAUSE   the hanging handler's context ended (the run was cancelled)
 //
 // With -hang N it never answers iteration N the first time any worker reaches it (a marker
 // file in -state records that), so that the test can kill it mid-iteration.
@@ -86,7 +87,8 @@ func run(ctx context.Context, url string, ackWait time.Duration, hang int, state
 		say("start %s %d %d", t.RunID(), t.Iteration(), t.Attempt())
 		if t.Iteration() == hang && claim(state, t.RunID()) {
 			say("hang %s %d", t.RunID(), t.Iteration()) // the marker exists: the test may kill
-			<-t.Done()                                  // killed here by the test
+			<-t.Done()                                  // killed here by the test, or the run is cancelled
+			say("stopped %s %d: %v", t.RunID(), t.Iteration(), context.Cause(t))
 			return t.Err()
 		}
 		var err error

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/runner"
+)
+
+// humanFlags are the flags of the commands that answer a waiting run.
+type humanFlags struct {
+	nats   natsFlags
+	model  modelFlags
+	follow bool
+	asJSON bool
+	quiet  bool
+}
+
+func (f *humanFlags) add(cmd *cobra.Command) { f.addNamed(cmd, "data") }
+
+func (f *humanFlags) addNamed(cmd *cobra.Command, dataFlag string) {
+	f.nats.addNamed(cmd.Flags(), dataFlag)
+	f.model.add(cmd, "when this command continues the run itself (embedded server), run its llm and agent steps on this model, `PROVIDER:NAME`, as reins run --model does")
+	fl := cmd.Flags()
+	fl.BoolVar(&f.follow, "follow", false, "on a server, follow the run until it ends or waits again (on the embedded server of --data it always does)")
+	fl.BoolVar(&f.asJSON, "json", false, "print the run result as JSON when following")
+	fl.BoolVar(&f.quiet, "quiet", false, "print no progress")
+}
+
+const humanLong = `The run may wait on a server (--nats URL, or reins serve on --data): the command sends the
+answer and returns (--follow to follow the run). When the run lives in the data directory of an
+embedded server that no process runs (reins run stopped at the pause; reins signal names it --data-dir), the command starts the
+engine and the built-in workers there and continues the run until it ends or waits again,
+printing its progress and result as reins run does.
+
+Exit status: 0 when the answer was sent (and, when following, the run completed or waits
+again), 1 when nothing waits for it, the run has ended, or the followed run failed, 2 for a
+usage error.`
+
+func newApproveCmd() *cobra.Command {
+	f := &humanFlags{}
+	var message, by string
+	cmd := &cobra.Command{
+		Use:   "approve RUN [CALL]",
+		Short: "Approve a pending call (or every pending approval of the run)",
+		Long: `Approves the tool call CALL waiting for approval in run RUN, or, when CALL is the id of a step,
+every call that step has pending (an approval step: labels it approved). Without CALL it
+approves everything in the run that waits for approval. An agent step resumes the same
+iteration without calling the model again once each of its pending calls is decided.
+
+` + humanLong,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target := ""
+			if len(args) == 2 {
+				target = args[1]
+			}
+			return decide(cmd, f, args[0], target, true, message, by)
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&message, "message", "", "a note recorded with the decision (an approval step's output)")
+	cmd.Flags().StringVar(&by, "by", "", "who decides, recorded in the trace (default $USER)")
+	return cmd
+}
+
+func newDenyCmd() *cobra.Command {
+	f := &humanFlags{}
+	var message, by string
+	cmd := &cobra.Command{
+		Use:   "deny RUN CALL",
+		Short: "Deny a pending call: the model gets the message as the call's result",
+		Long: `Denies the tool call CALL waiting for approval in run RUN (or, when CALL is the id of a step,
+every call it has pending; an approval step is labelled denied). The denied call is not run:
+the model sees --message as its result, and the iteration goes on without calling the model
+again.
+
+` + humanLong,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return decide(cmd, f, args[0], args[1], false, message, by)
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&message, "message", "denied by a human reviewer", "what the model sees as the denied call's result")
+	cmd.Flags().StringVar(&by, "by", "", "who decides, recorded in the trace (default $USER)")
+	return cmd
+}
+
+func newResumeCmd() *cobra.Command {
+	f := &humanFlags{}
+	var input, step string
+	cmd := &cobra.Command{
+		Use:   "resume RUN",
+		Short: "Continue an agent step paused on needs_human with a human's message",
+		Long: `Continues the agent step of run RUN that paused on needs_human (on_needs_human = "pause"):
+its loop goes on with --input (a JSON value: a string is the human's message) added to the
+conversation.
+
+` + humanLong,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := jsonFlag("--input", input)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			return answer(cmd, f, args[0], func(ctx context.Context, c *runner.Client) (string, error) {
+				key, err := c.Resume(ctx, args[0], step, raw)
+				return fmt.Sprintf("run %s: step %s resumed", args[0], key), err
+			})
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&input, "input", "", "the human's answer, a JSON value")
+	cmd.Flags().StringVar(&step, "step", "", "the paused `STEP` (needed only when several are paused)")
+	return cmd
+}
+
+func newSignalCmd() *cobra.Command {
+	f := &humanFlags{}
+	var data string
+	cmd := &cobra.Command{
+		Use:   "signal RUN EVENT",
+		Short: "Send a named event to a run (for its wait_event steps)",
+		Long: `Sends the event EVENT with --data to run RUN. A wait_event step waiting for EVENT completes with
+the data as its output; when none waits, the run keeps the event for the first one that starts.
+
+` + humanLong,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := jsonFlag("--data", data)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			return answer(cmd, f, args[0], func(ctx context.Context, c *runner.Client) (string, error) {
+				return fmt.Sprintf("run %s: event %s sent", args[0], args[1]), c.Signal(ctx, args[0], args[1], raw)
+			})
+		},
+	}
+	f.addNamed(cmd, "data-dir")
+	cmd.Flags().StringVar(&data, "data", "", "the event's data, a JSON value")
+	return cmd
+}
+
+// decide sends an approve or deny decision.
+func decide(cmd *cobra.Command, f *humanFlags, runID, target string, approve bool, message, by string) error {
+	if by == "" {
+		by = userName()
+	}
+	return answer(cmd, f, runID, func(ctx context.Context, c *runner.Client) (string, error) {
+		done, err := c.Decide(ctx, runID, target, approve, message, by)
+		verb := "approved"
+		if !approve {
+			verb = "denied"
+		}
+		lines := make([]string, len(done))
+		for i, d := range done {
+			if d.CallID == "" {
+				lines[i] = fmt.Sprintf("run %s: step %s %s", runID, d.Step, verb)
+			} else {
+				lines[i] = fmt.Sprintf("run %s: call %s (%s) of step %s %s", runID, d.CallID, d.Tool, d.Step, verb)
+			}
+		}
+		return strings.Join(lines, "\n"), err
+	})
+}
+
+// answer opens the server, sends what send sends, and follows the run when asked to or when
+// nothing else would continue it (the embedded server of --data).
+func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.Context, *runner.Client) (string, error)) error {
+	ctx := cmd.Context()
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	box, err := f.nats.open(ctx, "", log)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	defer box.Close()
+	c := runner.NewClient(runner.ClientConfig{Box: box})
+	if box.Embedded() {
+		// Nothing else runs the engine on this data directory: this command does, until the
+		// run ends or waits again. It starts before the answer is sent, so that the engine
+		// has the layout and its timers armed when the answer arrives.
+		h, err := startHost(context.WithoutCancel(ctx), box, hostConfig{
+			engine: true, builtins: builtinHandlers, builtin: (&runFlags{model: f.model}).builtinConfig(), log: log,
+		})
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		defer h.stop()
+	}
+	// The record before the answer: following stops at a waiting state saved after it.
+	before, err := c.Get(ctx, runID)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	line, err := send(ctx, c)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	fmt.Fprintln(cmd.ErrOrStderr(), line)
+	if !box.Embedded() && !f.follow {
+		return nil
+	}
+	def, err := c.Definition(ctx, before)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	return followToResult(cmd, c, runID, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: true, after: before.Revision})
+}
+
+// printWaiting tells what a waiting run waits for and the command that answers each.
+func printWaiting(w io.Writer, res runner.Result) {
+	for _, wr := range res.Waiting {
+		switch wr.Wait {
+		case engine.WaitApproval:
+			if len(wr.Pending) == 0 {
+				fmt.Fprintf(w, "waiting: step %s asks %q: reins approve %s %s | reins deny %s %s --message M\n", wr.Step, wr.Prompt, res.RunID, wr.Step, res.RunID, wr.Step)
+			}
+			for _, p := range wr.Pending {
+				fmt.Fprintf(w, "waiting: step %s call %s %s %s: reins approve %s %s | reins deny %s %s --message M\n", wr.Step, p.CallID, p.Tool, compactJSON(p.Arguments), res.RunID, p.CallID, res.RunID, p.CallID)
+			}
+		case engine.WaitInput:
+			fmt.Fprintf(w, "waiting: step %s needs a human: reins resume %s --input '\"...\"'\n", wr.Step, res.RunID)
+		case engine.WaitEvent:
+			fmt.Fprintf(w, "waiting: step %s waits for event %s: reins signal %s %s --data JSON\n", wr.Step, wr.Event, res.RunID, wr.Event)
+		}
+	}
+}
+
+// jsonFlag is the JSON value of flag name (none: null).
+func jsonFlag(name, text string) (json.RawMessage, error) {
+	if strings.TrimSpace(text) == "" {
+		return json.RawMessage("null"), nil
+	}
+	if !json.Valid([]byte(text)) {
+		return nil, fmt.Errorf("%s is not one JSON value (a message is a JSON string: '\"text\"')", name)
+	}
+	return json.RawMessage(text), nil
+}
+
+// userName is who decides when --by is not given.
+func userName() string {
+	for _, k := range []string{"USER", "USERNAME", "LOGNAME"} {
+		if v := strings.TrimSpace(os.Getenv(k)); v != "" {
+			return v
+		}
+	}
+	return ""
+}

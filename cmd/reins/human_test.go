@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+const (
+	// gateApprovalWorkflow asks a person; approved ends the run completed, denied fails it
+	// with the decision's message.
+	gateApprovalWorkflow = `name = "gate_approval"
+
+[[steps]]
+id = "ask"
+type = "approval"
+prompt = "Ship order {{input.order_id}}?"
+
+[[steps]]
+id = "ship"
+type = "terminate"
+
+[[steps]]
+id = "refuse"
+type = "fail"
+message = "not shipped: {{ask.output}}"
+
+[[edges]]
+from = "ask"
+to = "ship"
+when = "approved"
+
+[[edges]]
+from = "ask"
+to = "refuse"
+when = "denied"
+`
+	// holdWorkflow waits for the event "go" and ends with its data.
+	holdWorkflow = `name = "hold"
+
+[[steps]]
+id = "hold"
+type = "wait_event"
+event = "go"
+`
+)
+
+// pauseRun runs file on data until it waits and returns the waiting result.
+func pauseRun(t *testing.T, file, data, id, input string) runResult {
+	t.Helper()
+	code, out, errOut := cli(t, "run", file, "--data", data, "--run-id", id, "--input", input, "--json", "--quiet")
+	if code != 0 {
+		t.Fatalf("reins run: exit %d\n%s%s", code, out, errOut)
+	}
+	res := decodeResult(t, out, "waiting")
+	if res.Status != "waiting" {
+		t.Fatalf("reins run ended %s; want waiting", res.Status)
+	}
+	return res
+}
+
+func TestApproveAndDenyApprovalStep(t *testing.T) {
+	file := writeWorkflow(t, "wf.toml", gateApprovalWorkflow)
+	for _, tc := range []struct {
+		verb   string
+		args   []string
+		code   int
+		status string
+		label  string
+	}{
+		{"approve", nil, exitOK, "completed", "approved"},
+		{"approve", []string{"ask"}, exitOK, "completed", "approved"},
+		{"deny", []string{"ask", "--message", "the address is wrong"}, exitFailed, "failed", "denied"},
+	} {
+		t.Run(tc.verb+strings.Join(tc.args, "_"), func(t *testing.T) {
+			data := t.TempDir()
+			pauseRun(t, file, data, "gate-1", `{"order_id":"O-7"}`)
+			var waiting struct {
+				Waiting []struct {
+					Step   string `json:"step"`
+					Wait   string `json:"wait"`
+					Prompt string `json:"prompt"`
+				} `json:"waiting"`
+			}
+			_, out, errOut := cli(t, "runs", "show", "gate-1", "--data", data, "--json")
+			if err := json.Unmarshal([]byte(out), &waiting); err != nil {
+				t.Fatalf("runs show --json: %v\n%s%s", err, out, errOut)
+			}
+			if len(waiting.Waiting) != 1 || waiting.Waiting[0].Prompt != "Ship order O-7?" || waiting.Waiting[0].Wait != "approval" {
+				t.Errorf("runs show: waiting %+v; want the approval step with its rendered prompt", waiting.Waiting)
+			}
+			args := append([]string{tc.verb, "gate-1"}, tc.args...)
+			code, out, errOut := cli(t, append(args, "--data", data, "--json", "--quiet")...)
+			if code != tc.code {
+				t.Fatalf("reins %s: exit %d, want %d\n%s%s", tc.verb, code, tc.code, out, errOut)
+			}
+			res := decodeResult(t, out)
+			if res.Status != tc.status {
+				t.Errorf("run %s, want %s", res.Status, tc.status)
+			}
+			if got := res.step(t, "ask").Label; got != tc.label {
+				t.Errorf("ask: label %q, want %q", got, tc.label)
+			}
+			if tc.status == "failed" && (res.Error == nil || !strings.Contains(res.Error.Message, "not shipped: the address is wrong")) {
+				t.Errorf("run error %+v; want the fail step's message with the denial's message", res.Error)
+			}
+		})
+	}
+}
+
+func TestSignalWaitEvent(t *testing.T) {
+	data := t.TempDir()
+	pauseRun(t, writeWorkflow(t, "wf.toml", holdWorkflow), data, "hold-1", "null")
+	code, out, errOut := cli(t, "signal", "hold-1", "go", "--data", `{"lot":7}`, "--data-dir", data, "--json", "--quiet")
+	if code != exitOK {
+		t.Fatalf("reins signal: exit %d\n%s%s", code, out, errOut)
+	}
+	res := decodeResult(t, out)
+	if res.Status != "completed" || compactJSON(res.Output) != `{"lot":7}` {
+		t.Errorf("run %s with output %s; want completed with the event's data", res.Status, res.Output)
+	}
+}
+
+func TestHumanCommandErrors(t *testing.T) {
+	data := t.TempDir()
+	pauseRun(t, writeWorkflow(t, "wf.toml", gateApprovalWorkflow), data, "gate-2", `{"order_id":"O-8"}`)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"deny without call", []string{"deny", "gate-2"}, exitUsage, "accepts 2 arg(s)"},
+		{"unknown run", []string{"approve", "nope"}, exitFailed, "run nope"},
+		{"unknown call", []string{"approve", "gate-2", "call_9"}, exitFailed, `run gate-2: no call or step "call_9" waits for approval`},
+		{"nothing paused", []string{"resume", "gate-2", "--input", `"go on"`}, exitFailed, "run gate-2: no step waits for input"},
+		{"resume input not JSON", []string{"resume", "gate-2", "--input", "go on"}, exitUsage, "--input is not one JSON value"},
+		{"signal data not JSON", []string{"signal", "gate-2", "go", "--data", "{", "--data-dir", data}, exitUsage, "--data is not one JSON value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if args[0] != "signal" {
+				args = append(args, "--data", data)
+			}
+			code, out, errOut := cli(t, args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s%s", code, tc.code, out, errOut)
+			}
+			assertNoStackTrace(t, errOut)
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr has no %q:\n%s", tc.want, errOut)
+			}
+		})
+	}
+	// The run still waits: none of the refused commands changed it.
+	code, out, _ := cli(t, "runs", "list", "--data", data, "--json")
+	if code != 0 || !strings.Contains(out, `"waiting"`) {
+		t.Errorf("runs list: exit %d\n%s; want gate-2 still waiting", code, out)
+	}
+}

@@ -1,0 +1,210 @@
+package e2e
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/loop"
+	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/wire"
+)
+
+// buildEffectWorker builds the effectworker program (TestMain builds the others) and returns
+// its path.
+func buildEffectWorker(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "effectworker")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/reins-run/reins/e2e/testdata/effectworker")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build effectworker: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// effectWorker starts the effectworker against url, appending to counter, with the fault
+// injection fault ("" for none), and waits until it is ready.
+func effectWorker(t *testing.T, bin, url, counter, fault string) *proc {
+	t.Helper()
+	env := []string{"REINS_COUNTER_FILE=" + counter, "REINS_FAULT=" + fault}
+	p := start(t, "effectworker", env, bin, "-nats", url, "-ack-wait", "1s")
+	p.waitFor("ready", 30*time.Second)
+	return p
+}
+
+// A worker killed right after a side-effecting tool ran and its result was recorded, before
+// the iteration was answered: the iteration is redelivered to a second worker, which gets the
+// recorded result instead of running the tool again. The run completes, the effect happened
+// once (one line in the counter file), and the model saw the recorded result.
+func TestEffectOnceAcrossWorkerCrash(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin := buildEffectWorker(t)
+	c := newCluster(t)
+	serve(t, c.url)
+	counter := filepath.Join(t.TempDir(), "counter.txt")
+	w1 := effectWorker(t, bin, c.url, counter, "kill-after-effect:1")
+	id := reins(t, "run", "testdata/effectworker/effects.toml", "--nats", c.url, "--detach", "--run-id", "effect-once", "--input", `{}`)
+	select {
+	case <-w1.exited:
+	case <-time.After(time.Minute):
+		t.Fatal("the first worker did not kill itself after the side effect")
+	}
+	if !hasLine(w1, "fault kill-after-effect 1") {
+		t.Fatalf("the first worker exited without reaching the fault")
+	}
+	w2 := effectWorker(t, bin, c.url, counter, "")
+
+	rec, err := c.client(ctx).Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Run.Status != engine.RunCompleted {
+		t.Fatalf("run %s: %s (%+v), want completed", id, rec.Run.Status, rec.Run.Error)
+	}
+	var out builtin.AgentOutput
+	if err := json.Unmarshal(rec.Run.Output, &out); err != nil || out.StopReason != "completed" || out.Answer == nil || *out.Answer != "Appended one line." {
+		t.Fatalf("output %s, want the completed agent's answer", rec.Run.Output)
+	}
+	if sr := rec.Run.Steps["act"]; sr.Iteration != 2 || sr.Usage.ToolCalls != 1 {
+		t.Errorf("step act: iteration %d, %d tool calls reported; want 2 and 1", sr.Iteration, sr.Usage.ToolCalls)
+	}
+
+	// The side effect happened once: one line, written by the first worker.
+	data, err := os.ReadFile(counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 1 || lines[0] == "" {
+		t.Fatalf("the counter file holds %d lines, want 1:\n%s", len(lines), data)
+	}
+	if n := countLines(w1, "effect "); n != 1 {
+		t.Errorf("the first worker ran the tool %d times, want once", n)
+	}
+	if n := countLines(w2, "effect "); n != 0 {
+		t.Errorf("the second worker ran the tool %d times, want none: the result was recorded", n)
+	}
+
+	// The record and what the model saw are that line.
+	box, err := natsbox.Open(ctx, natsbox.Options{URL: c.url, Name: "e2e-effects"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	js := box.JetStream()
+	records := kvValues(t, ctx, js, natsbox.EffectsBucket, ">")
+	if len(records) != 1 {
+		t.Fatalf("%d records in %s, want 1", len(records), natsbox.EffectsBucket)
+	}
+	var record struct {
+		Tool   string          `json:"tool"`
+		Output json.RawMessage `json:"output"`
+	}
+	if err := json.Unmarshal(records[0].Value(), &record); err != nil {
+		t.Fatal(err)
+	}
+	var result struct {
+		Line  string `json:"line"`
+		Lines int    `json:"lines"`
+	}
+	if err := json.Unmarshal(record.Output, &result); err != nil || record.Tool != "append_line" || result.Line != lines[0] || result.Lines != 1 {
+		t.Fatalf("record %s, want append_line's result with the counter file's line %q", records[0].Value(), lines[0])
+	}
+	st := finalState(t, ctx, js, id)
+	var seen []string
+	for _, m := range st.Messages {
+		if m.Role == model.RoleTool && m.Name == "append_line" {
+			seen = append(seen, m.Content)
+		}
+	}
+	if len(seen) != 1 || seen[0] != compactJSON(t, record.Output) {
+		t.Errorf("the model saw %q as append_line's result, want the recorded %s", seen, record.Output)
+	}
+}
+
+func countLines(p *proc, prefix string) int {
+	n := 0
+	for _, l := range p.output() {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// kvValues returns the current entries of bucket whose keys match filter.
+func kvValues(t *testing.T, ctx context.Context, js jetstream.JetStream, bucket, filter string) []jetstream.KeyValueEntry {
+	t.Helper()
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	var out []jetstream.KeyValueEntry
+	for e := range w.Updates() {
+		if e == nil {
+			return out
+		}
+		out = append(out, e)
+	}
+	t.Fatalf("the watch of %s ended early", bucket)
+	return nil
+}
+
+// finalState is the agent's loop state as the last checkpoint write of step act holds it.
+func finalState(t *testing.T, ctx context.Context, js jetstream.JetStream, runID string) *loop.State {
+	t.Helper()
+	scope := wire.CheckpointScope(runID, "act", -1, 1)
+	type write struct {
+		w     wire.CheckpointWrite
+		value []byte
+	}
+	var writes []write
+	for _, e := range kvValues(t, ctx, js, natsbox.CheckpointsBucket, scope+".>") {
+		w, err := wire.ParseCheckpointWrite(e.Key())
+		if err != nil {
+			t.Fatal(err)
+		}
+		writes = append(writes, write{w, e.Value()})
+	}
+	if len(writes) == 0 {
+		t.Fatalf("no checkpoint of step act")
+	}
+	last := slices.MaxFunc(writes, func(a, b write) int {
+		return cmp.Or(cmp.Compare(a.w.Iteration, b.w.Iteration), cmp.Compare(a.w.Resume, b.w.Resume), cmp.Compare(a.w.N, b.w.N))
+	})
+	var set struct {
+		Set *loop.State `json:"set"`
+	}
+	if err := json.Unmarshal(last.value, &set); err != nil || set.Set == nil {
+		t.Fatalf("checkpoint %s: %s (%v), want a set of the loop state", last.w.Key(), last.value, err)
+	}
+	return set.Set
+}
+
+func compactJSON(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}

@@ -1,0 +1,299 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/reins-run/reins/workflow"
+)
+
+// This file holds the steps that wait: approval and wait_event steps, agent steps whose calls
+// need approval or that paused on needs_human, and sleep steps; and the events that end their
+// waits: decision, resume, signal and the ticks of their timeouts.
+
+// wait makes sr wait for kind. With a timeout, the wait ends at Until = now + timeout, and the
+// engine asks for a tick then; without, only the run's deadline ends it.
+func (d *decider) wait(key string, sr *StepRun, kind WaitKind, timeout time.Duration) {
+	sr.Status, sr.Wait, sr.WaitingSince, sr.Until = StepWaiting, kind, d.at, time.Time{}
+	if timeout > 0 {
+		sr.Until = d.at.Add(timeout)
+		name, item := address(key, sr)
+		d.emit(Command{Type: CmdSchedule, At: sr.Until, Step: name, Item: item, Activation: sr.Activation})
+	}
+}
+
+// unwait ends the wait of sr: the step runs again (or is about to end). The time it waited is
+// added to Waited, so that an agent's max_duration bounds its own work, not a human's thinking.
+func (d *decider) unwait(sr *StepRun) {
+	if !sr.WaitingSince.IsZero() && d.at.After(sr.WaitingSince) {
+		sr.Waited += d.at.Sub(sr.WaitingSince)
+	}
+	sr.Status = StepRunning
+	clearWait(sr)
+}
+
+// clearWait forgets what sr waited for (or slept until).
+func clearWait(sr *StepRun) {
+	sr.Wait, sr.Until, sr.WaitingSince = "", time.Time{}, time.Time{}
+}
+
+// sleep starts a sleep step: it stays running until a tick at now + duration. A duration of
+// zero ends it at once.
+func (d *decider) sleep(key string, sr *StepRun, step *workflow.Step) {
+	dur := step.Duration.Std()
+	if dur <= 0 {
+		d.completeWith(key, sr, step, sr.Input, "")
+		return
+	}
+	sr.Wait, sr.Until = WaitSleep, d.at.Add(dur)
+	name, item := address(key, sr)
+	d.emit(Command{Type: CmdSchedule, At: sr.Until, Step: name, Item: item, Activation: sr.Activation})
+}
+
+// completeWith completes a sleep or wait_event step with output: its label is the value at its
+// branch path when it has one, else def (a child's label is def: its edges are never followed).
+func (d *decider) completeWith(key string, sr *StepRun, step *workflow.Step, output json.RawMessage, def string) {
+	label := def
+	if sr.Parent == "" {
+		l, err := labelFor(step, output, "", def)
+		if err != nil {
+			sr.Output = output
+			d.failStep(key, sr, err.Error())
+			return
+		}
+		label = l
+	}
+	d.completeStep(key, sr, output, label, "")
+}
+
+// addresses reports whether a decision or resume event is for the wait sr is in. The event may
+// leave Activation, Iteration and Attempt zero (it then means whatever the step waits for now);
+// each one it gives must be sr's, and with an Iteration its Resume must be sr's too, so that a
+// decision delivered late never decides a later wait.
+func addresses(sr *StepRun, ev Event) bool {
+	switch {
+	case ev.Activation > 0 && ev.Activation != sr.Activation,
+		ev.Iteration > 0 && (ev.Iteration != sr.Iteration || ev.Resume != sr.Resume),
+		ev.Attempt > 0 && ev.Attempt != sr.Attempt:
+		return false
+	}
+	return true
+}
+
+// onWaiting makes an agent step whose task stopped on calls that need approval wait for a
+// decision on each. A waiting answer without valid pending calls is a permanent failure of the
+// attempt, as an output that is not JSON is.
+func (d *decider) onWaiting(key string, sr *StepRun, step *workflow.Step, ev Event) {
+	pending, err := pendingCalls(ev.Pending)
+	if err != nil {
+		d.attemptFailed(key, sr, step, err.Error(), true)
+		return
+	}
+	sr.Pending, sr.Decisions = pending, nil
+	d.wait(key, sr, WaitApproval, step.ApprovalTimeout.Std())
+}
+
+// pendingCalls checks and copies the pending calls of a waiting answer: at least one, each with
+// a call id of its own and arguments that are JSON (kept canonical).
+func pendingCalls(calls []PendingCall) ([]PendingCall, error) {
+	if len(calls) == 0 {
+		return nil, errors.New("the task answered waiting without a pending call")
+	}
+	out := make([]PendingCall, len(calls))
+	for i, c := range calls {
+		id := clean(c.CallID)
+		switch {
+		case id == "":
+			return nil, fmt.Errorf("pending call %d has no call id", i+1)
+		case slices.ContainsFunc(out[:i], func(p PendingCall) bool { return p.CallID == id }):
+			return nil, fmt.Errorf("pending call id %q appears twice", id)
+		}
+		args, err := canon(c.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("the arguments of pending call %q are %s", id, err)
+		}
+		out[i] = PendingCall{CallID: id, Tool: clean(c.Tool), Arguments: args}
+	}
+	return out, nil
+}
+
+// onDecision applies a human decision to a step waiting for approval: an approval step
+// completes with it; an agent step records it for one pending call (CallID) or for every
+// pending call not decided yet (CallID ""), and once every call is decided, the iteration is
+// dispatched again with the decisions. A call decided before keeps its first decision.
+func (d *decider) onDecision(ev Event) {
+	key, sr, step := d.lookup(ev.Step, ev.Item)
+	if sr == nil || step == nil || sr.Status != StepWaiting || sr.Wait != WaitApproval || !addresses(sr, ev) {
+		return
+	}
+	dec := Decision{CallID: clean(ev.CallID), Approve: ev.Approve, Message: clean(ev.Message), By: clean(ev.By)}
+	switch step.Type {
+	case workflow.Approval:
+		if dec.CallID != "" {
+			return
+		}
+		label, out := LabelDenied, json.RawMessage("null")
+		if dec.Approve {
+			label = LabelApproved
+		}
+		if dec.Message != "" {
+			out = jsonString(dec.Message)
+		}
+		sr.Decisions = map[string]Decision{"": dec}
+		d.unwait(sr)
+		d.completeStep(key, sr, out, label, "")
+	case workflow.Agent:
+		decided := false
+		for _, p := range sr.Pending {
+			if _, done := sr.Decisions[p.CallID]; done || dec.CallID != "" && dec.CallID != p.CallID {
+				continue
+			}
+			if sr.Decisions == nil {
+				sr.Decisions = map[string]Decision{}
+			}
+			one := dec
+			one.CallID = p.CallID
+			sr.Decisions[p.CallID] = one
+			decided = true
+		}
+		if decided && len(sr.Decisions) == len(sr.Pending) {
+			d.resumeIteration(key, sr, step)
+		}
+	}
+}
+
+// resumeIteration dispatches the current iteration of an agent step again once every pending
+// call is decided: same attempt, the next Resume, the decisions in the task.
+func (d *decider) resumeIteration(key string, sr *StepRun, step *workflow.Step) {
+	d.unwait(sr)
+	sr.Resume++
+	d.dispatch(key, sr, step, time.Time{})
+}
+
+// onResume goes on with an agent step paused on needs_human: the next iteration, with the
+// human's answer, or the end of the step at its bound. An answer that is not JSON changes
+// nothing (the shell refuses it before sending).
+func (d *decider) onResume(ev Event) {
+	key, sr, step := d.lookup(ev.Step, ev.Item)
+	if sr == nil || step == nil || step.Type != workflow.Agent || sr.Status != StepWaiting || sr.Wait != WaitInput || !addresses(sr, ev) {
+		return
+	}
+	human, err := canon(ev.Output)
+	if err != nil {
+		return
+	}
+	d.unwait(sr)
+	d.iterate(key, sr, step, sr.Output, human)
+}
+
+// onSignal gives a signal to the first wait_event step waiting for its name, or keeps it in
+// Run.Signals for a wait_event step that starts later. A signal taken before (same ID), one
+// without a name, or one whose data is not JSON changes nothing.
+func (d *decider) onSignal(ev Event) {
+	name, id := clean(ev.Name), clean(ev.ID)
+	if name == "" || slices.Contains(d.run.SignalIDs, id) {
+		return
+	}
+	data, err := canon(ev.Output)
+	if err != nil {
+		return
+	}
+	d.run.SignalIDs = append(d.run.SignalIDs, id)
+	if key, sr, step := d.eventWaiter(name); sr != nil {
+		d.unwait(sr)
+		d.completeWith(key, sr, step, data, name)
+		return
+	}
+	if d.run.Signals == nil {
+		d.run.Signals = map[string][]json.RawMessage{}
+	}
+	d.run.Signals[name] = append(d.run.Signals[name], data)
+}
+
+// eventWaiter finds the wait_event step waiting for the signal name: the first in declaration
+// order, a child of a parallel or map step taking its parent's place, children in index order.
+func (d *decider) eventWaiter(name string) (string, *StepRun, *workflow.Step) {
+	waits := func(sr *StepRun) *workflow.Step {
+		if sr == nil || sr.Status != StepWaiting || sr.Wait != WaitEvent {
+			return nil
+		}
+		if step := d.g.steps[sr.Step]; step != nil && step.Type == workflow.WaitEvent && step.Event == name {
+			return step
+		}
+		return nil
+	}
+	for _, s := range d.def.Steps {
+		sr := d.run.Steps[s.ID]
+		if step := waits(sr); step != nil {
+			return s.ID, sr, step
+		}
+		if (s.Type != workflow.Parallel && s.Type != workflow.Map) || sr == nil || sr.Status != StepRunning {
+			continue
+		}
+		for i := range sr.Children {
+			ck := childKey(s.ID, i)
+			if c := d.run.Steps[ck]; c != nil && c.Activation == sr.Activation {
+				if step := waits(c); step != nil {
+					return ck, c, step
+				}
+			}
+		}
+	}
+	return "", nil, nil
+}
+
+// takeSignal takes the oldest signal kept for name, if any.
+func (d *decider) takeSignal(name string) (json.RawMessage, bool) {
+	q := d.run.Signals[name]
+	if len(q) == 0 {
+		return nil, false
+	}
+	if len(q) == 1 {
+		delete(d.run.Signals, name)
+		if len(d.run.Signals) == 0 {
+			d.run.Signals = nil
+		}
+	} else {
+		d.run.Signals[name] = q[1:]
+	}
+	return q[0], true
+}
+
+// waitTimedOut ends a wait at its Until: a wait_event step fails; an approval step is denied
+// (on_timeout "deny", the default) or fails ("fail"); an agent step's undecided calls are denied
+// and the iteration goes on, or the step fails.
+func (d *decider) waitTimedOut(key string, sr *StepRun, step *workflow.Step) {
+	switch {
+	case step.Type == workflow.WaitEvent && sr.Wait == WaitEvent:
+		d.unwait(sr)
+		d.failStep(key, sr, fmt.Sprintf("no event %s within %s", step.Event, step.Timeout))
+	case step.Type == workflow.Approval && sr.Wait == WaitApproval:
+		msg := "no decision within " + step.Timeout.String()
+		d.unwait(sr)
+		if step.OnTimeout == "fail" {
+			d.failStep(key, sr, msg)
+			return
+		}
+		sr.Decisions = map[string]Decision{"": {Message: msg}}
+		d.completeStep(key, sr, jsonString(msg), LabelDenied, "")
+	case step.Type == workflow.Agent && sr.Wait == WaitApproval:
+		msg := "no decision within " + step.ApprovalTimeout.String()
+		if step.OnTimeout == "fail" {
+			d.unwait(sr)
+			d.failStep(key, sr, msg)
+			return
+		}
+		if sr.Decisions == nil {
+			sr.Decisions = map[string]Decision{}
+		}
+		for _, p := range sr.Pending {
+			if _, done := sr.Decisions[p.CallID]; !done {
+				sr.Decisions[p.CallID] = Decision{CallID: p.CallID, Message: msg}
+			}
+		}
+		d.resumeIteration(key, sr, step)
+	}
+}

@@ -1,0 +1,382 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
+)
+
+// ErrUnknownStep: the workflow has no such step, or the run never reached it.
+var ErrUnknownStep = errors.New("no such step")
+
+// ForkOptions say where a fork starts and what it changes.
+type ForkOptions struct {
+	// From is the step to start from: a step's id, or "parent#i" for one child of a parallel
+	// or map step (a branch or map body's own id names its first child that runs).
+	From string
+	// Iteration is the iteration of From to start at (0 means 1).
+	Iteration int
+	// Input, when set, replaces the input of From's task (a JSON value).
+	Input json.RawMessage
+	// Model, when set, replaces the model of every llm and agent step: a model of the
+	// definition's [models], or, when the definition has none of that name, AddModel declared
+	// under that name in the fork's definition.
+	Model    string
+	AddModel *workflow.ModelDef
+	// RunID is the fork's run id; "" means RUN-fork-N with N the smallest number not taken (a
+	// new random id when that is not a valid run id: RUN is a sub-run, or too long).
+	RunID string
+}
+
+// Forked describes a fork that started.
+type Forked struct {
+	RunID string
+	// Definition is the fork's definition (its model replaced, with ForkOptions.Model), stored
+	// under Hash.
+	Definition *workflow.Definition
+	Hash       string
+	// Step and Iteration are where the fork starts (Step: the key of the step in the run).
+	Step      string
+	Iteration int
+	// Tasks counts the tasks dispatched (From's and those in flight beside it), SubRuns the
+	// sub-runs started, Checkpoints the checkpoint keys copied.
+	Tasks, SubRuns, Checkpoints int
+}
+
+// Fork starts a new run from the state run runID had when its engine first dispatched
+// iteration o.Iteration of step o.From, rebuilt by replaying its recorded events (as Replay
+// does, with the run's own definition). The new run has its own id; its times are moved so
+// that its deadline, its steps' max_duration and any delays keep the time they had left; it
+// has no parent run. With o.Input, that task's input is replaced; with o.Model, the fork runs
+// on a copy of the definition whose llm and agent steps use that model, stored as a new bundle
+// by its hash. The checkpoint keys of every task in flight for the iterations before its own
+// are copied into the new run's scope, so that the task continues from the checkpoint its
+// original had. Then the tasks in flight are published as the engine dispatches them, the
+// sub-runs in flight started, the record created, and a tick sent so that an engine loads the
+// run and arms its timers. Run runID is only read.
+//
+// ErrNotFound when there is no run runID, ErrUnknownStep when its workflow has no step From
+// or the run never dispatched that iteration of it, ErrExists when o.RunID is taken.
+func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked, error) {
+	rec, err := c.Get(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	_, wfs, err := c.buckets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	store := wire.NewStore(wfs)
+	b, err := store.Get(ctx, rec.Run.Hash)
+	if err != nil {
+		return nil, fmt.Errorf("runner: run %s: %w", runID, err)
+	}
+	def := b.Definition
+	iteration := max(o.Iteration, 1)
+	if err := checkFrom(def, o.From); err != nil {
+		return nil, err
+	}
+	if o.RunID != "" {
+		if err := wire.CheckRunID(o.RunID); err != nil {
+			return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
+		}
+	}
+	var input json.RawMessage
+	if o.Input != nil {
+		if !json.Valid(o.Input) {
+			return nil, fmt.Errorf("runner: fork run %s: the input of step %s is not valid JSON", runID, o.From)
+		}
+		if input, err = json.Marshal(o.Input); err != nil { // the form the engine keeps
+			return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
+		}
+	}
+	fdef, err := forkDefinition(def, o)
+	if err != nil {
+		return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
+	}
+
+	evs, err := c.Events(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	r := newReplayer(def, evs)
+	r.stop = func(t *engine.Task) bool {
+		return (taskKey(t) == o.From || t.Body == o.From) && t.Iteration == iteration && t.Attempt == 1 && t.Resume == 0
+	}
+	if err := r.replay(runID); err != nil {
+		return nil, err
+	}
+	if r.stopped == nil {
+		return nil, notReached(runID, o.From, iteration, r.log)
+	}
+	state := r.run.Clone()
+	if state.Finished() {
+		return nil, fmt.Errorf("runner: fork run %s: the run ended %s in the decision that dispatched iteration %d of step %s, so there is nothing to continue", runID, state.Status, iteration, o.From)
+	}
+	key := taskKey(r.stopped)
+
+	hash, err := fdef.Hash()
+	if err != nil {
+		return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
+	}
+	fb := &wire.Bundle{Definition: fdef, Workflows: b.Workflows, BaseDir: b.BaseDir}
+	if err := store.Put(ctx, &wire.Bundles{Root: hash, All: map[string]*wire.Bundle{hash: fb}}); err != nil {
+		return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
+	}
+	newID, err := c.forkID(ctx, runID, o.RunID)
+	if err != nil {
+		return nil, err
+	}
+
+	now := c.now().UTC().Round(0)
+	shiftTimes(state, now.Sub(r.stoppedAt.UTC().Round(0)))
+	state.ID, state.Hash = newID, hash
+	if input != nil {
+		state.Steps[key].Input = input
+	}
+	tasks := engine.InFlight(fdef, state)
+	subs := engine.SubRuns(fdef, state)
+	f := &Forked{RunID: newID, Definition: fdef, Hash: hash, Step: key, Iteration: iteration, Tasks: len(tasks), SubRuns: len(subs)}
+	if f.Checkpoints, err = c.copyCheckpoints(ctx, runID, newID, tasks); err != nil {
+		return nil, err
+	}
+	// As the engine does: what the state dispatched is stored before the state.
+	if err := c.dispatchState(ctx, newID, fb, tasks, subs, now); err != nil {
+		return nil, fmt.Errorf("runner: fork run %s into %s: %w", runID, newID, err)
+	}
+	data, err := json.Marshal(&Record{Run: state})
+	if err != nil {
+		return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
+	}
+	runs, _, err := c.buckets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := runs.Create(ctx, newID, data); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("runner: fork run %s into %s: %w", runID, newID, ErrExists)
+		}
+		return nil, fmt.Errorf("runner: fork run %s into %s: save the record: %w", runID, newID, err)
+	}
+	// A tick that changes nothing makes an engine load the run, which arms its timers (its
+	// deadline, the timeouts of its parallel, map and call steps).
+	if err := c.publish(ctx, tickEvent(newID, engine.Command{Type: engine.CmdSchedule, At: now, Item: -1})); err != nil {
+		return nil, fmt.Errorf("runner: fork %s: %w", newID, err)
+	}
+	return f, nil
+}
+
+// checkFrom refuses a step the definition does not have, or one that dispatches no task.
+func checkFrom(def *workflow.Definition, from string) error {
+	name, item, child := strings.Cut(from, "#")
+	step := def.StepByID(name)
+	if step == nil || name == "" {
+		return fmt.Errorf("runner: workflow %s has no step %q: %w", def.Name, from, ErrUnknownStep)
+	}
+	if child {
+		if n, err := strconv.Atoi(item); err != nil || n < 0 || strconv.Itoa(n) != item || (step.Type != workflow.Parallel && step.Type != workflow.Map) {
+			return fmt.Errorf("runner: workflow %s has no step %q: only a parallel or map step has children step#N: %w", def.Name, from, ErrUnknownStep)
+		}
+		return nil
+	}
+	switch step.Type {
+	case workflow.Task, workflow.LLM, workflow.Agent, workflow.AgentLoop:
+		return nil
+	}
+	return fmt.Errorf("runner: step %s of workflow %s is a %s step, which dispatches no task: a fork starts at a task, llm, agent or agent_loop step (or a child step#N of a parallel or map step)", name, def.Name, step.Type)
+}
+
+// notReached says that the run never dispatched iteration it of step from.
+func notReached(runID, from string, it int, log []dispatch) error {
+	reached := 0
+	for _, d := range log {
+		if d.task != nil && (d.step == from || d.task.Body == from) {
+			reached = max(reached, d.task.Iteration)
+		}
+	}
+	if reached == 0 {
+		return fmt.Errorf("runner: run %s never dispatched step %s: %w", runID, from, ErrUnknownStep)
+	}
+	return fmt.Errorf("runner: run %s never dispatched iteration %d of step %s (it reached iteration %d): %w", runID, it, from, reached, ErrUnknownStep)
+}
+
+// forkDefinition is def, or with o.Model a copy of it whose llm and agent steps use that model.
+func forkDefinition(def *workflow.Definition, o ForkOptions) (*workflow.Definition, error) {
+	if o.Model == "" {
+		return def, nil
+	}
+	d := *def
+	d.Steps = slices.Clone(def.Steps)
+	d.Models = maps.Clone(def.Models)
+	if _, ok := d.Models[o.Model]; !ok {
+		if o.AddModel == nil {
+			names := slices.Sorted(maps.Keys(d.Models))
+			return nil, fmt.Errorf("workflow %s declares no model %q in [models] (it declares: %s)", def.Name, o.Model, strings.Join(names, ", "))
+		}
+		if d.Models == nil {
+			d.Models = map[string]workflow.ModelDef{}
+		}
+		d.Models[o.Model] = *o.AddModel
+	}
+	for i := range d.Steps {
+		if s := &d.Steps[i]; s.Type == workflow.LLM || s.Type == workflow.Agent {
+			s.Model = o.Model
+		}
+	}
+	return &d, nil
+}
+
+// forkID is want, or RUN-fork-N with N the smallest number not taken.
+func (c *Client) forkID(ctx context.Context, runID, want string) (string, error) {
+	free := func(id string) (bool, error) {
+		_, err := c.Get(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return true, nil
+		case err != nil:
+			return false, err
+		}
+		return false, nil
+	}
+	if want != "" {
+		ok, err := free(want)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			return "", fmt.Errorf("runner: fork run %s into %s: %w", runID, want, ErrExists)
+		}
+		return want, nil
+	}
+	for n := 1; ; n++ {
+		id := runID + "-fork-" + strconv.Itoa(n)
+		if wire.CheckRunID(id) != nil {
+			return NewRunID(), nil
+		}
+		ok, err := free(id)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			return id, nil
+		}
+	}
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+// shiftTimes moves every time of run (and of its steps) that is set by d.
+func shiftTimes(run *engine.Run, d time.Duration) {
+	shift := func(v reflect.Value) {
+		for i := range v.NumField() {
+			f := v.Field(i)
+			if f.Type() != timeType || !f.CanSet() {
+				continue
+			}
+			if t := f.Interface().(time.Time); !t.IsZero() {
+				f.Set(reflect.ValueOf(t.Add(d)))
+			}
+		}
+	}
+	shift(reflect.ValueOf(run).Elem())
+	for _, sr := range run.Steps {
+		if sr != nil {
+			shift(reflect.ValueOf(sr).Elem())
+		}
+	}
+}
+
+// copyCheckpoints copies, for every task, the checkpoint keys of the iterations before its own
+// from run from's scope to run to's, and returns how many it copied.
+func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*engine.Task) (int, error) {
+	if len(tasks) == 0 {
+		return 0, nil
+	}
+	kv, err := c.js.KeyValue(ctx, natsbox.CheckpointsBucket)
+	if err != nil {
+		return 0, fmt.Errorf("runner: bucket %s: %w", natsbox.CheckpointsBucket, err)
+	}
+	n := 0
+	for _, t := range tasks {
+		if t.Iteration <= 1 {
+			continue
+		}
+		src := wire.CheckpointScope(from, t.Step, t.Item, t.Activation)
+		dst := wire.CheckpointScope(to, t.Step, t.Item, t.Activation)
+		entries, err := kvEntries(ctx, kv, src+".>")
+		if err != nil {
+			return n, fmt.Errorf("runner: read the checkpoint of step %s of run %s: %w", taskKey(t), from, err)
+		}
+		for _, e := range entries {
+			w, err := wire.ParseCheckpointWrite(e.Key())
+			if err != nil || w.Scope != src || w.Iteration >= t.Iteration {
+				continue
+			}
+			w.Scope = dst // the same write, resumed writes included, in the new run's scope
+			if _, err := kv.Put(ctx, w.Key(), e.Value()); err != nil {
+				return n, fmt.Errorf("runner: copy the checkpoint of step %s into run %s: %w", taskKey(t), to, err)
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// kvEntries returns the current entries of the keys of kv that match filter.
+func kvEntries(ctx context.Context, kv jetstream.KeyValue, filter string) ([]jetstream.KeyValueEntry, error) {
+	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	var out []jetstream.KeyValueEntry
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("the watch ended")
+			}
+			if e == nil {
+				return out, nil
+			}
+			out = append(out, e)
+		}
+	}
+}
+
+// dispatchState publishes, for run runID, the tasks and the start events of the sub-runs a
+// state has in flight, exactly as the engine does when it decides them (Engine.taskMsg,
+// Engine.startChildMsg): same subjects, bodies and message ids.
+func (c *Client) dispatchState(ctx context.Context, runID string, b *wire.Bundle, tasks []*engine.Task, subs []engine.ChildRun, at time.Time) error {
+	e := &Engine{js: c.js, log: slog.New(slog.DiscardHandler), maxPayload: int(c.js.Conn().MaxPayload())}
+	var msgs []*nats.Msg
+	for _, t := range tasks {
+		if m := e.taskMsg(t, at); m != nil {
+			msgs = append(msgs, m)
+		}
+	}
+	for i := range subs {
+		if m := e.startChildMsg(runID, b, &subs[i], at); m != nil {
+			msgs = append(msgs, m)
+		}
+	}
+	return e.publish(ctx, msgs)
+}

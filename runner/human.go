@@ -1,0 +1,201 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
+)
+
+// ErrNotWaiting: the run has no step waiting for what was asked (a decision, input).
+var ErrNotWaiting = errors.New("nothing in the run waits for it")
+
+// Waiting is one step of a run that waits for a human or a signal, as commands list it.
+type Waiting struct {
+	// Key is the step's key in the run: its id, or "parent#i" for a child.
+	Key        string
+	Step       *engine.StepRun
+	Wait       engine.WaitKind
+	Prompt     string               // an approval step's rendered prompt
+	Event      string               // the signal a wait_event step waits for
+	Pending    []engine.PendingCall // an agent's calls not decided yet
+	Activation int
+}
+
+// WaitingSteps lists the steps of run that wait for a human or a signal, in the order of the
+// run result (def may be nil: then Event is not filled in).
+func WaitingSteps(def *workflow.Definition, run *engine.Run) []Waiting {
+	var out []Waiting
+	for _, key := range StepOrder(def, run) {
+		sr := run.Steps[key]
+		if sr == nil || sr.Status != engine.StepWaiting {
+			continue
+		}
+		w := Waiting{Key: key, Step: sr, Wait: sr.Wait, Prompt: sr.Prompt, Activation: sr.Activation}
+		for _, p := range sr.Pending {
+			if _, done := sr.Decisions[p.CallID]; !done {
+				w.Pending = append(w.Pending, p)
+			}
+		}
+		if def != nil && sr.Wait == engine.WaitEvent {
+			if s := def.StepByID(sr.Step); s != nil {
+				w.Event = s.Event
+			}
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// Decided is one decision a Client sent.
+type Decided struct {
+	Step   string // the step's key
+	CallID string // "" for an approval step
+	Tool   string // the pending call's tool
+}
+
+// Decide sends a human decision to run runID: approve or deny, with message (the result a
+// denied call shows the model; an approval step's output) and by (who decided, for the trace).
+// target is a pending call's id, or the key of a step waiting for approval (every call it has
+// pending, or the approval step), or "" for everything in the run that waits for approval. It
+// returns what it decided. ErrNotWaiting when nothing matches target.
+func (c *Client) Decide(ctx context.Context, runID, target string, approve bool, message, by string) ([]Decided, error) {
+	rec, err := c.waitingRecord(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	var evs []*wire.Event
+	var out []Decided
+	var calls []string
+	for _, w := range WaitingSteps(nil, rec.Run) {
+		if w.Wait != engine.WaitApproval {
+			continue
+		}
+		if len(w.Step.Pending) == 0 { // an approval step
+			if target == "" || target == w.Key {
+				evs = append(evs, c.humanEvent(runID, w, engine.Event{Type: engine.EvDecision, Approve: approve, Message: message, By: by}))
+				out = append(out, Decided{Step: w.Key})
+			}
+			continue
+		}
+		for _, p := range w.Pending {
+			calls = append(calls, p.CallID)
+			if target == "" || target == w.Key || target == p.CallID {
+				evs = append(evs, c.humanEvent(runID, w, engine.Event{Type: engine.EvDecision, CallID: p.CallID, Approve: approve, Message: message, By: by}))
+				out = append(out, Decided{Step: w.Key, CallID: p.CallID, Tool: p.Tool})
+			}
+		}
+	}
+	if len(evs) == 0 {
+		what := "nothing waits for approval"
+		if target != "" {
+			what = fmt.Sprintf("no call or step %q waits for approval", target)
+			if len(calls) > 0 {
+				what += " (pending calls: " + strings.Join(calls, ", ") + ")"
+			}
+		}
+		return nil, fmt.Errorf("runner: run %s: %s: %w", runID, what, ErrNotWaiting)
+	}
+	for _, ev := range evs {
+		if err := c.publish(ctx, ev); err != nil {
+			return nil, fmt.Errorf("runner: decide for run %s: %w", runID, err)
+		}
+	}
+	return out, nil
+}
+
+// Resume sends a human's input to the step of run runID paused on needs_human: step names it,
+// or "" when only one step is paused. It returns the step's key.
+func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawMessage) (string, error) {
+	if !json.Valid(input) {
+		return "", fmt.Errorf("runner: resume run %s: the input is not JSON", runID)
+	}
+	rec, err := c.waitingRecord(ctx, runID)
+	if err != nil {
+		return "", err
+	}
+	var paused []Waiting
+	for _, w := range WaitingSteps(nil, rec.Run) {
+		if w.Wait == engine.WaitInput && (step == "" || step == w.Key) {
+			paused = append(paused, w)
+		}
+	}
+	switch {
+	case len(paused) == 0 && step != "":
+		return "", fmt.Errorf("runner: run %s: step %q does not wait for input: %w", runID, step, ErrNotWaiting)
+	case len(paused) == 0:
+		return "", fmt.Errorf("runner: run %s: no step waits for input: %w", runID, ErrNotWaiting)
+	case len(paused) > 1:
+		keys := make([]string, len(paused))
+		for i, w := range paused {
+			keys[i] = w.Key
+		}
+		return "", fmt.Errorf("runner: run %s: steps %s wait for input: name one with --step", runID, strings.Join(keys, ", "))
+	}
+	w := paused[0]
+	if err := c.publish(ctx, c.humanEvent(runID, w, engine.Event{Type: engine.EvResume, Output: input})); err != nil {
+		return "", fmt.Errorf("runner: resume run %s: %w", runID, err)
+	}
+	return w.Key, nil
+}
+
+// Signal sends the event name with data to run runID. A wait_event step waiting for it takes
+// it; otherwise the run keeps it for the first wait_event step on name that starts later.
+func (c *Client) Signal(ctx context.Context, runID, name string, data json.RawMessage) error {
+	if name == "" {
+		return fmt.Errorf("runner: signal run %s: the event has no name", runID)
+	}
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	if !json.Valid(data) {
+		return fmt.Errorf("runner: signal %s to run %s: the data is not JSON", name, runID)
+	}
+	if _, err := c.waitingRecord(ctx, runID); err != nil {
+		return err
+	}
+	// The id makes the signal count once, even when an engine decides it twice after a crash.
+	id := nonce()
+	ev := &wire.Event{RunID: runID, Nonce: id, Event: engine.Event{Type: engine.EvSignal, At: c.now().UTC(), Item: -1, Name: name, Output: data, ID: id}}
+	if err := c.publish(ctx, ev); err != nil {
+		return fmt.Errorf("runner: signal %s to run %s: %w", name, runID, err)
+	}
+	return nil
+}
+
+// waitingRecord reads the record of a run that has not finished.
+func (c *Client) waitingRecord(ctx context.Context, runID string) (*Record, error) {
+	rec, err := c.Get(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Finished() {
+		return nil, fmt.Errorf("runner: run %s ended %s: %w", runID, rec.Run.Status, ErrFinished)
+	}
+	return rec, nil
+}
+
+// humanEvent addresses ev to waiting step w of run runID, with a nonce of its own: two
+// decisions are two events, while a publish retried by NATS is stored once.
+func (c *Client) humanEvent(runID string, w Waiting, ev engine.Event) *wire.Event {
+	ev.At = c.now().UTC()
+	ev.Step, ev.Item = w.Key, -1
+	if w.Step.Parent != "" {
+		ev.Step, ev.Item = w.Step.Parent, w.Step.Item
+	}
+	ev.Activation, ev.Iteration, ev.Attempt, ev.Resume = w.Step.Activation, w.Step.Iteration, w.Step.Attempt, w.Step.Resume
+	return &wire.Event{RunID: runID, Nonce: nonce(), Event: ev}
+}
+
+func nonce() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,221 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/wire"
+)
+
+// DefaultRetention is how long reins keeps a finished run by default (reins runs prune,
+// reins serve --retention).
+const DefaultRetention = 7 * 24 * time.Hour
+
+// PruneReport says what a prune removed.
+type PruneReport struct {
+	// Runs counts the runs removed (started by clients), SubRuns the sub-runs removed with them,
+	// Checkpoints the checkpoint keys.
+	Runs        int `json:"runs"`
+	SubRuns     int `json:"sub_runs"`
+	Checkpoints int `json:"checkpoints"`
+	// Before is the cut-off: the runs removed ended before it.
+	Before time.Time `json:"before"`
+}
+
+// pruned is a record to remove.
+type pruned struct {
+	id  string
+	rev uint64
+}
+
+// Prune removes the runs that finished before now − olderThan: their events (the run's subject
+// of REINS_EVENTS is purged), their checkpoint keys, and last their record, so that a prune
+// that stops half-way is done again by the next. A run ended when its final record was saved
+// (the time the bucket gives the record). A running or waiting run is never removed; a
+// sub-run goes with the run that started it, and only once it finished itself (one whose
+// parent's record is gone goes once it finished before the cut-off). A record that changes
+// while the prune runs is left alone. Workflow bundles (shared by runs) and dead-lettered tasks
+// (REINS_DLQ keeps them 30 days) stay.
+func (c *Client) Prune(ctx context.Context, olderThan time.Duration, now time.Time) (PruneReport, error) {
+	rep := PruneReport{Before: now.Add(-olderThan).UTC()}
+	runs, _, err := c.buckets(ctx)
+	if err != nil {
+		return rep, err
+	}
+	type info struct {
+		rev      uint64
+		finished bool
+		created  time.Time
+	}
+	recs := map[string]info{} // what the prune needs of every record, not the records
+	w, err := runs.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return rep, fmt.Errorf("runner: prune: list the runs: %w", err)
+	}
+	for e := range w.Updates() {
+		if e == nil {
+			break
+		}
+		if rec, err := decodeRecord(e); err == nil {
+			recs[e.Key()] = info{e.Revision(), rec.Run.Finished(), e.Created()}
+		}
+	}
+	_ = w.Stop()
+	if err := ctx.Err(); err != nil {
+		return rep, err
+	}
+	old := func(i info) bool { return i.finished && i.created.Before(rep.Before) }
+	roots := map[string]bool{}
+	var gone []pruned
+	for id, i := range recs {
+		if !strings.Contains(id, "/") && old(i) {
+			roots[id] = true
+			gone = append(gone, pruned{id, i.rev})
+		}
+	}
+	for id, i := range recs {
+		root, _, sub := strings.Cut(id, "/")
+		if !sub || !i.finished {
+			continue
+		}
+		if _, kept := recs[root]; roots[root] || !kept && old(i) {
+			gone = append(gone, pruned{id, i.rev})
+		}
+	}
+	if len(gone) == 0 {
+		return rep, nil
+	}
+	if rep.Checkpoints, err = c.pruneCheckpoints(ctx, gone); err != nil {
+		return rep, err
+	}
+	stream, err := c.js.Stream(ctx, natsbox.EventsStream)
+	if err != nil {
+		return rep, fmt.Errorf("runner: prune: %w", err)
+	}
+	for _, p := range gone {
+		subj, err := natsbox.EventSubject(p.id)
+		if err != nil {
+			continue // a record under a key that names no subject has no events
+		}
+		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+			return rep, fmt.Errorf("runner: prune run %s: purge its events: %w", p.id, err)
+		}
+		err = runs.Purge(ctx, p.id, jetstream.LastRevision(p.rev))
+		switch {
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyExists):
+			continue // changed (or removed by another prune) since it was read
+		case err != nil:
+			return rep, fmt.Errorf("runner: prune run %s: remove its record: %w", p.id, err)
+		}
+		if strings.Contains(p.id, "/") {
+			rep.SubRuns++
+		} else {
+			rep.Runs++
+		}
+	}
+	return rep, nil
+}
+
+// pruneCheckpoints removes the checkpoint keys of the runs gone and returns how many.
+func (c *Client) pruneCheckpoints(ctx context.Context, gone []pruned) (int, error) {
+	kv, err := c.js.KeyValue(ctx, natsbox.CheckpointsBucket)
+	if err != nil {
+		return 0, fmt.Errorf("runner: prune: bucket %s: %w", natsbox.CheckpointsBucket, err)
+	}
+	ids := map[string]bool{}
+	for _, p := range gone {
+		ids[checkpointRun(wire.CheckpointScope(p.id, "s", -1, 1))] = true
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("runner: prune: list the checkpoints: %w", err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		if scope, _, ok := strings.Cut(k, "."); ok && ids[checkpointRun(scope)] {
+			keys = append(keys, k)
+		}
+	}
+	_ = lister.Stop()
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, k := range keys {
+		if err := kv.Purge(ctx, k); err != nil {
+			return n, fmt.Errorf("runner: prune: remove checkpoint %s: %w", k, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// checkpointRun is the run part of a checkpoint scope RUN/STEP[=ITEM]/ACTIVATION (a run id may
+// hold '/', a step key may not).
+func checkpointRun(scope string) string {
+	for range 2 {
+		i := strings.LastIndexByte(scope, '/')
+		if i < 0 {
+			return ""
+		}
+		scope = scope[:i]
+	}
+	return scope
+}
+
+// RetentionEvery is how often Retain prunes: a tenth of the retention, at most an hour, at
+// least a second.
+func RetentionEvery(olderThan time.Duration) time.Duration {
+	return max(min(olderThan/10, time.Hour), time.Second)
+}
+
+// Retention configures Retain.
+type Retention struct {
+	// OlderThan is how long a finished run is kept (more than 0).
+	OlderThan time.Duration
+	// Every is the time between two prunes; 0 means RetentionEvery(OlderThan).
+	Every time.Duration
+	// Now and After are the clock (nil: time.Now and time.After); tests drive them.
+	Now   func() time.Time
+	After func(time.Duration) <-chan time.Time
+	// Pruned, when set, sees the outcome of every prune.
+	Pruned func(PruneReport, error)
+}
+
+// Retain prunes (Prune) the runs that finished more than r.OlderThan ago at once, then every
+// r.Every, until ctx is done; it returns nil then. A prune that fails is reported to r.Pruned
+// and done again at the next turn.
+func (c *Client) Retain(ctx context.Context, r Retention) error {
+	if r.OlderThan <= 0 {
+		return fmt.Errorf("runner: retain: OlderThan is %s: want more than 0", r.OlderThan)
+	}
+	if r.Every <= 0 {
+		r.Every = RetentionEvery(r.OlderThan)
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	if r.After == nil {
+		r.After = time.After
+	}
+	for {
+		rep, err := c.Prune(ctx, r.OlderThan, r.Now())
+		if ctx.Err() != nil {
+			return nil
+		}
+		if r.Pruned != nil {
+			r.Pruned(rep, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.After(r.Every):
+		}
+	}
+}

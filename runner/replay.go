@@ -1,0 +1,452 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
+)
+
+// Errors of Replay and Fork, to match with errors.Is.
+var (
+	// ErrNotFinished: the run has not finished (it is running or waiting).
+	ErrNotFinished = errors.New("the run has not finished")
+	// ErrNoStart: the run's events hold no start event (a forked run, or its events are gone).
+	ErrNoStart = errors.New("the run has no recorded start event")
+)
+
+// ReplayReport says whether a replay of a finished run took the path the run took.
+type ReplayReport struct {
+	RunID    string `json:"run_id"`
+	Workflow string `json:"workflow"`
+	// Hash is the hash of the definition replayed; Changed says that it is not the one the run
+	// was started with (Replay was given another).
+	Hash    string `json:"hash"`
+	Changed bool   `json:"changed"`
+	// Same: the replay has the path, every step's label, stop reason and iterations, and the
+	// final status of the saved record.
+	Same bool `json:"same"`
+	// Difference says in one sentence where the replay and the run part (empty when Same);
+	// Step and Iteration name the step (its key: "parent#i" for a child) and iteration, when
+	// one step is to blame.
+	Difference string `json:"difference,omitempty"`
+	Step       string `json:"step,omitempty"`
+	Iteration  int    `json:"iteration,omitempty"`
+	// Events counts the recorded events; Decided those that changed the replayed run.
+	Events  int `json:"events"`
+	Decided int `json:"decided"`
+	// Original is the saved run's result, Replay the replayed run's.
+	Original Result `json:"original"`
+	Replay   Result `json:"replay"`
+}
+
+// Replay re-executes the finished run runID from its recorded events, without NATS traffic
+// other than reading them, without workers and without side effects: engine.Start with the
+// recorded input and start time, then every recorded event in its recorded order through
+// engine.Decide. An answer to a task the replay has not dispatched yet is held back (as
+// engine.Ahead says, as the engine does) and decided once the replay dispatches that task;
+// external events (cancel, tick, decision, resume, signal, child_finished) come in their
+// recorded order. Nothing is started: sub-runs' ends come from the recorded child_finished
+// events.
+//
+// def nil replays the run's own definition. Another definition (normalized, as workflow.Load
+// returns it) answers "would this definition take the same path on this recorded run?": the
+// report then names the first task one of the two dispatched and the other did not, found by
+// comparing with a replay of the run's own definition.
+//
+// ErrNotFound when there is no such run, ErrNotFinished when it has not finished, ErrNoStart
+// when its events hold no start event (a forked run, or a run whose events were pruned).
+func (c *Client) Replay(ctx context.Context, runID string, def *workflow.Definition) (*ReplayReport, error) {
+	rec, err := c.Get(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if !rec.Run.Finished() {
+		return nil, fmt.Errorf("runner: run %s is %s: only a run that has ended can be replayed: %w", runID, rec.Run.Status, ErrNotFinished)
+	}
+	own, err := c.Definition(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := c.Events(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	return ReplayRecord(rec, own, evs, def)
+}
+
+// ReplayRecord is Replay on a record, the definition the run was started with (own) and the
+// run's events: the pure part of Replay, with no I/O.
+func ReplayRecord(rec *Record, own *workflow.Definition, evs []wire.Event, def *workflow.Definition) (*ReplayReport, error) {
+	if rec == nil || rec.Run == nil || own == nil {
+		return nil, errors.New("runner: replay: no run record or definition")
+	}
+	runID := rec.Run.ID
+	changed := false
+	hash := rec.Run.Hash
+	if def == nil {
+		def = own
+	} else {
+		def = normalized(def)
+		h, err := def.Hash()
+		if err != nil {
+			return nil, fmt.Errorf("runner: replay run %s: %w", runID, err)
+		}
+		hash, changed = h, h != rec.Run.Hash
+	}
+	test := newReplayer(def, evs)
+	if err := test.replay(runID); err != nil {
+		return nil, err
+	}
+	rep := &ReplayReport{
+		RunID: runID, Workflow: def.Name, Hash: hash, Changed: changed,
+		Events: len(evs), Decided: test.decided(),
+		Original: NewResult(own, rec),
+		Replay:   NewResult(def, &Record{Run: test.run}),
+	}
+	rep.Same = sameOutcome(rec.Run, test.run)
+	if rep.Same {
+		return rep, nil
+	}
+	var d *difference
+	if changed {
+		ref := newReplayer(own, evs)
+		if err := ref.replay(runID); err != nil {
+			return nil, err
+		}
+		d = firstDispatchDifference(ref.log, test.log)
+	}
+	if d == nil {
+		d = stateDifference(def, rec.Run, test)
+	}
+	rep.Difference, rep.Step, rep.Iteration = d.sentence, d.step, d.iteration
+	return rep, nil
+}
+
+// normalized returns a normalized copy of def, leaving def untouched.
+func normalized(def *workflow.Definition) *workflow.Definition {
+	d := *def
+	d.Steps = slices.Clone(def.Steps)
+	d.Normalize()
+	return &d
+}
+
+// replayer decides a run's recorded events again.
+type replayer struct {
+	def  *workflow.Definition
+	evs  []wire.Event
+	run  *engine.Run
+	used []bool // the events that changed the run
+	held []int  // events engine.Ahead held back, in recorded order
+	log  []dispatch
+	at   int // the recorded event being replayed
+
+	// stop, when set, ends the replay after the decision that dispatched a task it accepts:
+	// stopped is that task, stoppedAt the time of the event decided.
+	stop      func(*engine.Task) bool
+	stopped   *engine.Task
+	stoppedAt time.Time
+}
+
+// dispatch is a task or sub-run the replay dispatched, while it replayed event at.
+type dispatch struct {
+	at    int
+	key   string // the address: equal keys are the same task or sub-run
+	step  string // the step's key in the run
+	task  *engine.Task
+	child *engine.ChildRun
+}
+
+func newReplayer(def *workflow.Definition, evs []wire.Event) *replayer {
+	return &replayer{def: def, evs: evs, used: make([]bool, len(evs))}
+}
+
+func (r *replayer) decided() int {
+	n := 0
+	for _, u := range r.used {
+		if u {
+			n++
+		}
+	}
+	return n
+}
+
+// replay starts the run from its first start event and decides the events that follow.
+func (r *replayer) replay(runID string) error {
+	start := slices.IndexFunc(r.evs, func(e wire.Event) bool { return e.Type == engine.EvStart })
+	if start < 0 {
+		return fmt.Errorf("runner: run %s cannot be replayed: %w (a forked run starts from another run's state; a pruned run has lost its events)", runID, ErrNoStart)
+	}
+	ev := r.evs[start]
+	run, cmds, err := engine.Start(r.def, runID, ev.Input, ev.At)
+	if err != nil {
+		return fmt.Errorf("runner: replay run %s: %w", runID, err)
+	}
+	r.run, r.at, r.used[start] = run, start, true
+	r.record(cmds, ev.At)
+	for i := range start { // anything recorded before the start waits for what it answers
+		r.held = append(r.held, i)
+	}
+	if err := r.release(true); err != nil {
+		return err
+	}
+	for i := start + 1; i < len(r.evs) && r.stopped == nil; i++ {
+		r.at = i
+		if r.evs[i].Type == engine.EvStart {
+			continue // a duplicate start changes nothing
+		}
+		if engine.Ahead(r.def, r.run, r.evs[i].Event) {
+			r.held = append(r.held, i)
+			continue
+		}
+		changed, err := r.apply(i)
+		if err != nil {
+			return err
+		}
+		if err := r.release(changed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// release decides the held-back events that the run has caught up with, in recorded order,
+// as long as the run changes.
+func (r *replayer) release(changed bool) error {
+	for changed && r.stopped == nil {
+		changed = false
+		for k := 0; k < len(r.held); k++ {
+			j := r.held[k]
+			if engine.Ahead(r.def, r.run, r.evs[j].Event) {
+				continue
+			}
+			r.held = slices.Delete(r.held, k, k+1)
+			ch, err := r.apply(j)
+			if err != nil {
+				return err
+			}
+			if ch {
+				changed = true
+				break // the run changed: look at the held events again from the first
+			}
+			k--
+		}
+	}
+	return nil
+}
+
+// apply decides event i and reports whether it changed the run.
+func (r *replayer) apply(i int) (bool, error) {
+	ev := r.evs[i]
+	next, cmds, err := engine.Decide(r.def, r.run, ev.Event)
+	if err != nil {
+		return false, fmt.Errorf("runner: replay run %s: event %d (%s): %w", r.run.ID, i+1, ev.Type, err)
+	}
+	if len(cmds) == 0 && reflect.DeepEqual(next, r.run) {
+		return false, nil
+	}
+	r.run, r.used[i] = next, true
+	r.record(cmds, ev.At)
+	return true, nil
+}
+
+// record logs the tasks and sub-runs of a decision.
+func (r *replayer) record(cmds []engine.Command, at time.Time) {
+	for _, c := range cmds {
+		var d dispatch
+		switch {
+		case c.Type == engine.CmdDispatch && c.Task != nil:
+			t := c.Task
+			d = dispatch{task: t, step: taskKey(t),
+				key: fmt.Sprintf("task %s/%d/%d/%d/%d", taskKey(t), t.Activation, t.Iteration, t.Attempt, t.Resume)}
+			if r.stop != nil && r.stopped == nil && r.stop(t) {
+				r.stopped, r.stoppedAt = t, at
+			}
+		case c.Type == engine.CmdStartChild && c.Child != nil:
+			ch := c.Child
+			step := ch.Step
+			if ch.Item >= 0 {
+				step += "#" + strconv.Itoa(ch.Item)
+			}
+			d = dispatch{child: ch, step: step, key: fmt.Sprintf("sub-run %s/%d", step, ch.Activation)}
+		default:
+			continue
+		}
+		d.at = r.at
+		r.log = append(r.log, d)
+	}
+}
+
+// sameOutcome reports whether two runs have the same path, the same label, stop reason and
+// iterations for every step, and the same status.
+func sameOutcome(orig, rep *engine.Run) bool {
+	if orig.Status != rep.Status || !slices.Equal(orig.Path, rep.Path) {
+		return false
+	}
+	for _, key := range unionKeys(orig, rep) {
+		if stepOutcome(orig.Steps[key]) != stepOutcome(rep.Steps[key]) {
+			return false
+		}
+	}
+	return true
+}
+
+type outcome3 struct {
+	label, stop string
+	iterations  int
+}
+
+func stepOutcome(sr *engine.StepRun) outcome3 {
+	if sr == nil {
+		return outcome3{}
+	}
+	return outcome3{sr.Label, sr.StopReason, sr.Iteration}
+}
+
+func unionKeys(a, b *engine.Run) []string {
+	keys := map[string]bool{}
+	for k := range a.Steps {
+		keys[k] = true
+	}
+	for k := range b.Steps {
+		keys[k] = true
+	}
+	return slices.Sorted(maps.Keys(keys))
+}
+
+// difference is where a replay and a run part.
+type difference struct {
+	sentence  string
+	step      string
+	iteration int
+}
+
+// firstDispatchDifference compares the tasks and sub-runs two replays of the same events
+// dispatched (ref: the run's own definition, test: another) and returns the first one only
+// one of them dispatched, in the order of the events being replayed; nil when they dispatched
+// the same.
+func firstDispatchDifference(ref, test []dispatch) *difference {
+	inRef, inTest := map[string]bool{}, map[string]bool{}
+	for _, d := range ref {
+		inRef[d.key] = true
+	}
+	for _, d := range test {
+		inTest[d.key] = true
+	}
+	var onlyTest, onlyRef *dispatch
+	for i := range test {
+		if !inRef[test[i].key] {
+			onlyTest = &test[i]
+			break
+		}
+	}
+	for i := range ref {
+		if !inTest[ref[i].key] {
+			onlyRef = &ref[i]
+			break
+		}
+	}
+	// The first in the order of the events replayed; at the same event, the replay's.
+	first, replayOnly := onlyTest, true
+	if onlyTest == nil || onlyRef != nil && onlyRef.at < onlyTest.at {
+		first, replayOnly = onlyRef, false
+	}
+	if first == nil {
+		return nil
+	}
+	who, other := "the replay", "the original run"
+	if !replayOnly {
+		who, other = other, who
+	}
+	if first.child != nil {
+		return &difference{step: first.step,
+			sentence: fmt.Sprintf("step %q: %s started a sub-run %s did not", first.step, who, other)}
+	}
+	t := first.task
+	return &difference{step: first.step, iteration: t.Iteration,
+		sentence: fmt.Sprintf("%s: %s dispatched a task %s did not", where(first.step, t.Iteration, t.Attempt), who, other)}
+}
+
+// where names a step and iteration (and attempt, past the first) at the start of a sentence.
+func where(step string, iteration, attempt int) string {
+	s := fmt.Sprintf("step %q iteration %d", step, max(iteration, 1))
+	if attempt > 1 {
+		s += fmt.Sprintf(" attempt %d", attempt)
+	}
+	return s
+}
+
+// stateDifference compares the replayed run with the saved one: what the replay still waits
+// for, then the path, then each step's label, stop reason and iterations, then the status.
+func stateDifference(def *workflow.Definition, orig *engine.Run, r *replayer) *difference {
+	rep := r.run
+	if !rep.Finished() {
+		if tasks := engine.InFlight(r.def, rep); len(tasks) > 0 {
+			t := tasks[0]
+			return &difference{step: taskKey(t), iteration: t.Iteration,
+				sentence: fmt.Sprintf("%s: the replay waits for the answer to a task that the recorded events do not hold", where(taskKey(t), t.Iteration, t.Attempt))}
+		}
+		if ws := WaitingSteps(def, rep); len(ws) > 0 {
+			w := ws[0]
+			return &difference{step: w.Key, iteration: w.Step.Iteration,
+				sentence: fmt.Sprintf("%s: the replay waits for a human or a signal that the recorded events do not hold", where(w.Key, w.Step.Iteration, 1))}
+		}
+		return &difference{sentence: fmt.Sprintf("the replay did not finish (it is %s), the original run ended %s", rep.Status, orig.Status)}
+	}
+	iter := func(run *engine.Run, key string) int {
+		if sr := run.Steps[key]; sr != nil {
+			return sr.Iteration
+		}
+		return 1
+	}
+	for k := 0; k < max(len(orig.Path), len(rep.Path)); k++ {
+		switch {
+		case k >= len(rep.Path):
+			s := orig.Path[k]
+			return &difference{step: s, iteration: iter(orig, s),
+				sentence: fmt.Sprintf("%s: the original run ended it at position %d of its path, the replay did not", where(s, iter(orig, s), 1), k+1)}
+		case k >= len(orig.Path):
+			s := rep.Path[k]
+			return &difference{step: s, iteration: iter(rep, s),
+				sentence: fmt.Sprintf("%s: the replay ended it at position %d of its path, the original run did not", where(s, iter(rep, s), 1), k+1)}
+		case orig.Path[k] != rep.Path[k]:
+			s := orig.Path[k]
+			return &difference{step: s, iteration: iter(orig, s),
+				sentence: fmt.Sprintf("%s: the original run ended it at position %d of its path, where the replay ended step %q", where(s, iter(orig, s), 1), k+1, rep.Path[k])}
+		}
+	}
+	keys := StepOrder(def, rep)
+	for _, k := range unionKeys(orig, rep) {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	for _, key := range keys {
+		o, p := stepOutcome(orig.Steps[key]), stepOutcome(rep.Steps[key])
+		switch {
+		case o.iterations != p.iterations:
+			n := min(o.iterations, p.iterations) + 1
+			who, other, stopped := "the original run", "the replay", p.iterations
+			if p.iterations > o.iterations {
+				who, other, stopped = other, who, o.iterations
+			}
+			return &difference{step: key, iteration: n,
+				sentence: fmt.Sprintf("%s: %s reached it, %s stopped at iteration %d", where(key, n, 1), who, other, stopped)}
+		case o.label != p.label:
+			return &difference{step: key, iteration: max(o.iterations, 1),
+				sentence: fmt.Sprintf("%s: the replay ended it with label %q, the original run with label %q", where(key, o.iterations, 1), p.label, o.label)}
+		case o.stop != p.stop:
+			return &difference{step: key, iteration: max(o.iterations, 1),
+				sentence: fmt.Sprintf("%s: the replay ended it with stop reason %q, the original run with %q", where(key, o.iterations, 1), p.stop, o.stop)}
+		}
+	}
+	return &difference{sentence: fmt.Sprintf("the replay ended %s, the original run %s", rep.Status, orig.Status)}
+}

@@ -81,20 +81,7 @@ func TestReplaySame(t *testing.T) {
 		}
 	})
 	t.Run("parallel and map", func(t *testing.T) {
-		wf := workflow.New("fan")
-		wf.Parallel("both", "left", "right")
-		wf.Task("left", "left")
-		wf.Task("right", "right")
-		wf.Map("each", "input.items").WithStep("double").WithMaxItems(10).WithMaxConcurrent(2)
-		wf.Task("double", "double")
-		wf.Edge("both", "each")
-		_, bs := bundles(t, wf)
-		v.worker("left").serve(func(task *engine.Task) *wire.Event { return completed(task, `"L"`) })
-		v.worker("right").serve(func(task *engine.Task) *wire.Event { return completed(task, `"R"`) })
-		v.worker("double").serve(func(task *engine.Task) *wire.Event {
-			n, _ := strconv.Atoi(string(task.Input))
-			return completed(task, strconv.Itoa(2*n))
-		})
+		bs := serveFan(t, v)
 		id := v.start(bs, `{"items":[1,2,3,4,5]}`, "")
 		if rec := v.wait(id); string(rec.Run.Output) != "[2,4,6,8,10]" {
 			t.Fatalf("output %s", rec.Run.Output)

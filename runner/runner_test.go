@@ -144,8 +144,10 @@ func TestStepFailsForGood(t *testing.T) {
 	}
 }
 
-func TestParallelAndMap(t *testing.T) {
-	v := newEnv(t)
+// serveFan returns the bundles of a workflow with a parallel step (left, right) then a map
+// (double of each of input.items), and serves its handlers.
+func serveFan(t *testing.T, v *env) *wire.Bundles {
+	t.Helper()
 	wf := workflow.New("fan")
 	wf.Parallel("both", "left", "right")
 	wf.Task("left", "left")
@@ -160,6 +162,12 @@ func TestParallelAndMap(t *testing.T) {
 		n, _ := strconv.Atoi(string(task.Input))
 		return completed(task, strconv.Itoa(2*n))
 	})
+	return bs
+}
+
+func TestParallelAndMap(t *testing.T) {
+	v := newEnv(t)
+	bs := serveFan(t, v)
 	id := v.start(bs, `{"items":[1,2,3]}`, "")
 	rec := v.wait(id)
 	res := NewResult(bs.All[bs.Root].Definition, rec)

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -171,9 +170,7 @@ func orAnswer(toolName string) string {
 
 func writeAgentJSON(w io.Writer, res loop.Result) error {
 	st := res.State
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(struct {
+	return printJSON(w, struct {
 		RunID      string             `json:"run_id"`
 		StopReason loop.StopReason    `json:"stop_reason"`
 		Detail     string             `json:"detail"`

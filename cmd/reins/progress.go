@@ -87,9 +87,7 @@ func usageText(u engine.Usage) string {
 // printResult prints a run result as text or JSON.
 func printResult(w io.Writer, res runner.Result, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return printJSON(w, res)
 	}
 	fmt.Fprintf(w, "run %s %s\n", res.RunID, res.Status)
 	for _, s := range res.Steps {
@@ -131,4 +129,11 @@ func compactJSON(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
+}
+
+// printJSON writes v to w as indented JSON, the form of every --json output.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -96,9 +95,7 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 
 func printList(w io.Writer, entries []listEntry, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(entries)
+		return printJSON(w, entries)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tWORKFLOW\tSTATUS\tSTARTED\tERROR")
@@ -142,9 +139,7 @@ func newRunsShowCmd(nf *natsFlags) *cobra.Command {
 				res := runner.NewResult(def, rec)
 				out := cmd.OutOrStdout()
 				if asJSON {
-					enc := json.NewEncoder(out)
-					enc.SetIndent("", "  ")
-					return enc.Encode(showResult{Result: res, Trace: events})
+					return printJSON(out, showResult{Result: res, Trace: events})
 				}
 				if err := printResult(out, res, false); err != nil {
 					return err
@@ -270,9 +265,7 @@ does not exist), 2 for a usage error.`,
 // the status and path of the run and of the replay.
 func printReplay(w io.Writer, rep *runner.ReplayReport, file string, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return printJSON(w, rep)
 	}
 	what := "its own definition"
 	if file != "" {
@@ -474,9 +467,7 @@ does the same periodically (--retention).`,
 				}
 				out := cmd.OutOrStdout()
 				if asJSON {
-					enc := json.NewEncoder(out)
-					enc.SetIndent("", "  ")
-					return enc.Encode(rep)
+					return printJSON(out, rep)
 				}
 				fmt.Fprintf(out, "removed %d runs that ended before %s (%d sub-runs, %d checkpoint keys)\n",
 					rep.Runs, rep.Before.Local().Format(time.DateTime), rep.SubRuns, rep.Checkpoints)

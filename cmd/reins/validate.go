@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -49,9 +48,7 @@ Exit status: 0 when every file is valid, 1 when any has problems, 2 for a usage 
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(results); err != nil {
+				if err := printJSON(out, results); err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
 			} else {

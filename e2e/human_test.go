@@ -43,16 +43,24 @@ func awaitRecord(t *testing.T, ctx context.Context, c *runner.Client, id string,
 }
 
 // TestWaitsSurviveEngineKill kills the engine while a run sleeps, waits for an approval and
-// waits for an event, keeps it down past the due time of one of them, and checks that after a
+// waits for an event, and two others wait for their loop_delay and their retry backoff, keeps it down past the due time of one of them, and checks that after a
 // restart each wait ends at its original due time: the one due during the outage at once, the
 // others when they were due, not a whole wait after the restart.
 func TestWaitsSurviveEngineKill(t *testing.T) {
 	c := newCluster(t)
 	eng := serve(t, c.url)
+	loopWorker(t, c.url, c.state, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl := c.client(ctx)
+	// Two waits held in the task message (NotBefore) rather than in the run state.
+	delayed := reins(t, "run", "testdata/delay.toml", "--nats", c.url, "--detach", "--run-id", "delay-1", "--input", `{"until":2}`)
+	retried := reins(t, "run", "testdata/retry.toml", "--nats", c.url, "--detach", "--run-id", "retry-1", "--input", `{"until":1,"fail_first":true}`)
 	id := reins(t, "run", "testdata/waits.toml", "--nats", c.url, "--detach", "--run-id", "waits-1", "--input", `{"go":"now"}`)
+	taskWaits := []*taskWait{
+		watchTaskWait(t, ctx, cl, delayed, "iteration 2 waits for its loop_delay", func(sr *engine.StepRun) bool { return sr.Iteration == 2 }),
+		watchTaskWait(t, ctx, cl, retried, "attempt 2 waits for its backoff", func(sr *engine.StepRun) bool { return sr.Attempt == 2 }),
+	}
 	waits := []string{"nap", "short_nap", "ask", "hold"}
 	rec := awaitRecord(t, ctx, cl, id, "every wait started", func(rec *runner.Record) bool {
 		for _, k := range waits {
@@ -98,6 +106,13 @@ func TestWaitsSurviveEngineKill(t *testing.T) {
 				k, got.Format(time.StampMilli), due[k].Format(time.StampMilli), restarted.Format(time.StampMilli))
 		}
 	}
+	// The worker holds a task back until its NotBefore: the engine's outage does not move it.
+	for _, w := range taskWaits {
+		end := <-w.ended
+		if end.rec == nil || end.rec.Run.Status != engine.RunCompleted || end.at.Before(w.due) || end.at.After(w.due.Add(slack)) {
+			t.Errorf("run %s ended (%+v) at %s; want completed at its due time %s", w.id, end.rec, end.at.Format(time.StampMilli), w.due.Format(time.StampMilli))
+		}
+	}
 	steps := final.Run.Steps
 	if got := steps["ask"].Label; got != "denied" {
 		t.Errorf("ask: label %q after its timeout; want denied (on_timeout = deny)", got)
@@ -108,6 +123,38 @@ func TestWaitsSurviveEngineKill(t *testing.T) {
 	if got := steps["gave_up"].Status; got != engine.StepCompleted {
 		t.Errorf("gave_up (the error edge of hold): %s; want completed", got)
 	}
+}
+
+// taskWait is a run whose step waits for the NotBefore of its next task.
+type taskWait struct {
+	id    string
+	due   time.Time
+	ended chan taskEnding
+}
+
+type taskEnding struct {
+	rec *runner.Record
+	at  time.Time
+}
+
+// watchTaskWait waits until the step "loop" of run id is ready (its task dispatched with a
+// NotBefore), then keeps watching the run in the background to see when it ends.
+func watchTaskWait(t *testing.T, ctx context.Context, cl *runner.Client, id, what string, ready func(*engine.StepRun) bool) *taskWait {
+	t.Helper()
+	rec := awaitRecord(t, ctx, cl, id, what, func(rec *runner.Record) bool { return ready(rec.Run.Steps["loop"]) })
+	w := &taskWait{id: id, due: rec.Run.Steps["loop"].NotBefore, ended: make(chan taskEnding, 1)}
+	if w.due.IsZero() {
+		t.Fatalf("run %s: %s, but the step has no NotBefore", id, what)
+	}
+	go func() {
+		for rec, err := range cl.Watch(ctx, id) {
+			if err != nil || rec.Finished() {
+				w.ended <- taskEnding{rec, time.Now()}
+				return
+			}
+		}
+	}()
+	return w
 }
 
 // TestApprovalAcrossEngineRestarts pauses an agent on a call that needs approval, restarts the

@@ -65,6 +65,9 @@ func run(ctx context.Context, url string, ackWait time.Duration, hang int, state
 	w.Handle("count", func(t worker.TaskContext) error {
 		var in struct {
 			Until int `json:"until"`
+			// FailFirst fails the first attempt of iteration 1 (retryably), for the retry
+			// backoff tests.
+			FailFirst bool `json:"fail_first,omitempty"`
 		}
 		first := t.Iteration() == 1
 		raw := t.Input()
@@ -85,6 +88,9 @@ func run(ctx context.Context, url string, ackWait time.Duration, hang int, state
 			}
 		}
 		say("start %s %d %d", t.RunID(), t.Iteration(), t.Attempt())
+		if first && in.FailFirst && t.Attempt() == 1 {
+			return t.Fail(errors.New("the first attempt fails, as fail_first asks"))
+		}
 		if t.Iteration() == hang && claim(state, t.RunID()) {
 			say("hang %s %d", t.RunID(), t.Iteration()) // the marker exists: the test may kill
 			<-t.Done()                                  // killed here by the test, or the run is cancelled

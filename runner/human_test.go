@@ -1,0 +1,104 @@
+package runner
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
+)
+
+// TestDecideEachPendingCall pauses an agent on two calls and decides them one at a time by
+// call id through the Client: the run waits until both are decided, then the same iteration is
+// dispatched again carrying both decisions, and its answer ends the step.
+func TestDecideEachPendingCall(t *testing.T) {
+	v := newEnv(t)
+	wf := workflow.New("two_calls").Model("m", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text":"done"}]`)})
+	wf.Agent("act", "m").WithGoal("act")
+	_, bs := bundles(t, wf)
+	var mu sync.Mutex
+	var resumed []*engine.Task
+	v.worker(engine.HandlerAgent).serve(func(task *engine.Task) *wire.Event {
+		if task.Resume == 0 {
+			ev := wire.Answer(task, engine.EvWaiting, time.Now())
+			ev.Pending = []engine.PendingCall{
+				{CallID: "c1", Tool: "refund", Arguments: json.RawMessage(`{"amount":5}`)},
+				{CallID: "c2", Tool: "email", Arguments: json.RawMessage(`{"to":"a@b.c"}`)},
+			}
+			return ev
+		}
+		mu.Lock()
+		resumed = append(resumed, task)
+		mu.Unlock()
+		return completed(task, `{"stop_reason":"completed"}`)
+	})
+	id := v.start(bs, "", "")
+	v.waitFor(id, func(rec *Record) bool { return rec.Run.Status == engine.RunWaiting })
+
+	if _, err := v.client.Decide(v.ctx, id, "c9", true, "", "ana"); !errors.Is(err, ErrNotWaiting) {
+		t.Fatalf("Decide on an unknown call: %v, want ErrNotWaiting", err)
+	}
+	done, err := v.client.Decide(v.ctx, id, "c2", false, "no emails today", "ana")
+	if err != nil || len(done) != 1 || done[0].CallID != "c2" || done[0].Tool != "email" {
+		t.Fatalf("Decide c2: %+v, %v", done, err)
+	}
+	rec := v.waitFor(id, func(rec *Record) bool { return len(rec.Run.Steps["act"].Decisions) == 1 })
+	if rec.Run.Status != engine.RunWaiting {
+		t.Fatalf("after one of two decisions the run is %s; want still waiting", rec.Run.Status)
+	}
+	res := NewResult(nil, rec)
+	if len(res.Waiting) != 1 || len(res.Waiting[0].Pending) != 1 || res.Waiting[0].Pending[0].CallID != "c1" {
+		t.Errorf("Result.Waiting %+v; want only c1 pending", res.Waiting)
+	}
+	if _, err := v.client.Decide(v.ctx, id, "", true, "", "ana"); err != nil {
+		t.Fatalf("Decide the rest: %v", err)
+	}
+	final := v.wait(id)
+	if final.Run.Status != engine.RunCompleted {
+		t.Fatalf("run %s: %+v", final.Run.Status, final.Run.Error)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(resumed) != 1 {
+		t.Fatalf("%d resumed tasks; want 1", len(resumed))
+	}
+	task := resumed[0]
+	want := []engine.Decision{{CallID: "c1", Approve: true, By: "ana"}, {CallID: "c2", Message: "no emails today", By: "ana"}}
+	if task.Iteration != 1 || task.Resume != 1 || !slices.Equal(task.Decisions, want) {
+		t.Errorf("resumed task: iteration %d resume %d decisions %+v; want iteration 1 resume 1 with %+v", task.Iteration, task.Resume, task.Decisions, want)
+	}
+	if _, err := v.client.Decide(v.ctx, id, "", true, "", ""); !errors.Is(err, ErrFinished) {
+		t.Errorf("Decide on a finished run: %v, want ErrFinished", err)
+	}
+}
+
+// TestSignalBeforeTheWait sends a signal before any step waits for it: the run keeps it, and
+// the wait_event step that starts later takes it at once.
+func TestSignalBeforeTheWait(t *testing.T) {
+	v := newEnv(t)
+	wf := workflow.New("late_wait")
+	wf.Sleep("pause", time.Hour)
+	wf.WaitEvent("hold", "go")
+	wf.Edge("pause", "hold")
+	_, bs := bundles(t, wf)
+	id := v.start(bs, "", "")
+	v.waitFor(id, func(rec *Record) bool { return rec.Run.Steps["pause"].Status == engine.StepRunning })
+	if err := v.client.Signal(v.ctx, id, "go", json.RawMessage(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	rec := v.waitFor(id, func(rec *Record) bool { return len(rec.Run.Signals["go"]) == 1 })
+	if got := string(rec.Run.Signals["go"][0]); got != `{"n":1}` {
+		t.Errorf("kept signal %s", got)
+	}
+	if err := v.client.Signal(v.ctx, id, "go", json.RawMessage(`{`)); err == nil {
+		t.Error("Signal with data that is not JSON: no error")
+	}
+	if _, err := v.client.Resume(v.ctx, id, "", json.RawMessage(`"hi"`)); !errors.Is(err, ErrNotWaiting) {
+		t.Errorf("Resume with nothing paused: %v, want ErrNotWaiting", err)
+	}
+}

@@ -32,9 +32,9 @@
 //
 // A scripted model answers by position: call i (0-based, repairs counted) of attempt k of
 // activation a reads turn (a−1) + (k−1) + i. A script written for one call per activation, the
-// usual case (draft_refiner.toml), is read in order across the activations of a loop edge, and
-// a retried attempt reads the next turn; activations that repair or retry share turns with the
-// following ones.
+// usual case (examples/evaluator/workflow.toml), is read in order across the activations of a
+// loop edge, and a retried attempt reads the next turn; activations that repair or retry share
+// turns with the following ones.
 //
 // # agent steps
 //

@@ -3,6 +3,7 @@ package builtin_test
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,40 +20,80 @@ import (
 
 // The example workflows run on the real engine and worker (embedded NATS) with the handlers
 // Register puts on the worker: the agent step checkpoints through the worker between its
-// iterations, and the llm steps read their scripts across the activations of a loop edge.
+// iterations, the agents of a parallel step run side by side, and the llm steps read their
+// scripts across the activations of a loop edge.
 func TestRegisterRunsExamples(t *testing.T) {
 	tests := []struct {
-		file, input string
-		check       func(t *testing.T, run *engine.Run)
+		dir, input string
+		// check checks run id, which the test started, through the client.
+		check func(t *testing.T, ctx context.Context, c *runner.Client, id string)
 	}{
-		{file: "refund_investigation.toml", input: `{"order_id": "O-104"}`, check: func(t *testing.T, run *engine.Run) {
+		{dir: "refund", input: `{"order_id": "O-104"}`, check: func(t *testing.T, ctx context.Context, c *runner.Client, id string) {
+			run := waitCompleted(t, ctx, c, id)
 			var out builtin.AgentOutput
 			if err := json.Unmarshal(run.Output, &out); err != nil || out.StopReason != "completed" || out.Answer == nil ||
 				!strings.HasPrefix(*out.Answer, "Recommend a refund") {
 				t.Fatalf("output %s, want the completed investigation's recommendation", run.Output)
 			}
 			s := run.Steps["investigate"]
+			cost := s.Usage.CostUSD
+			s.Usage.CostUSD = 0
 			want := engine.Usage{ModelCalls: 4, ToolCalls: 3, InputTokens: 860, OutputTokens: 100}
-			if s.Iteration != 4 || s.StopReason != "completed" || s.Usage != want {
-				t.Errorf("investigate: iteration %d, stop reason %q, usage %+v, want 4, completed, %+v", s.Iteration, s.StopReason, s.Usage, want)
+			if s.Iteration != 4 || s.StopReason != "completed" || s.Usage != want || math.Abs(cost-0.0032) > 1e-9 {
+				t.Errorf("investigate: iteration %d, stop reason %q, usage %+v, cost %v, want 4, completed, %+v, 0.0032", s.Iteration, s.StopReason, s.Usage, cost, want)
 			}
 		}},
-		{file: "draft_refiner.toml", input: `{"product": "Reins 1.0"}`, check: func(t *testing.T, run *engine.Run) {
-			want := `"Reins 1.0 is out: every agent loop runs inside a workflow you declared, with hard budgets and a recorded reason for every stop."`
-			if string(run.Output) != want {
-				t.Fatalf("output %s, want the second draft %s", run.Output, want)
+		{dir: "research", input: `{"question": "automated refunds"}`, check: func(t *testing.T, ctx context.Context, c *runner.Client, id string) {
+			run := waitCompleted(t, ctx, c, id)
+			if want := `"Brief: demand is real, rivals lack hard budgets, and large refunds need an approval step."`; string(run.Output) != want {
+				t.Fatalf("output %s, want the editor's brief %s", run.Output, want)
 			}
-			if got := strings.Join(run.Path, ","); got != "generate,evaluate,generate,evaluate,publish" {
-				t.Errorf("path %s", got)
+			var joined []builtin.AgentOutput
+			if err := json.Unmarshal(run.Steps["research"].Output, &joined); err != nil || len(joined) != 3 {
+				t.Fatalf("research output %s, want the 3 agents' outputs", run.Steps["research"].Output)
+			}
+			for i, prefix := range []string{"Market: ", "Competitors: ", "Regulation: "} {
+				if a := joined[i]; a.StopReason != "completed" || a.Answer == nil || !strings.HasPrefix(*a.Answer, prefix) {
+					t.Errorf("agent %d: %+v, want a completed answer starting %q", i, a, prefix)
+				}
+			}
+		}},
+		{dir: "evaluator", input: `{"product": "Reins 1.0"}`, check: func(t *testing.T, ctx context.Context, c *runner.Client, id string) {
+			var rec *runner.Record
+			for r, err := range c.Watch(ctx, id) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Run.Status == engine.RunWaiting || r.Run.Finished() {
+					rec = r
+					break
+				}
+			}
+			if rec == nil || rec.Run.Status != engine.RunWaiting {
+				t.Fatalf("run %s did not stop at the review: %+v", id, rec)
+			}
+			if got := strings.Join(rec.Run.Path, ","); got != "generate,evaluate,generate,evaluate,generate,evaluate,generate,evaluate" {
+				t.Errorf("path %s, want 4 drafts and 4 verdicts", got)
+			}
+			fourth := "Reins 1.0 is out: agent loops run inside workflows you declare, stay within hard budgets, and record why they stopped."
+			if p := rec.Run.Steps["review"].Prompt; !strings.HasSuffix(p, "Publish this draft anyway? "+fourth) {
+				t.Errorf("review prompt %q, want the fourth draft", p)
+			}
+			if _, err := c.Decide(ctx, id, "review", true, "", "test"); err != nil {
+				t.Fatal(err)
+			}
+			run := waitCompleted(t, ctx, c, id)
+			if want, _ := json.Marshal(fourth); string(run.Output) != string(want) {
+				t.Fatalf("output %s, want the fourth draft", run.Output)
 			}
 		}},
 	}
 	client := startHost(t)
 	for _, tt := range tests {
-		t.Run(tt.file, func(t *testing.T) {
+		t.Run(tt.dir, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			def, ps := workflow.LoadAndValidate(filepath.Join("..", "examples", "workflows", tt.file), workflow.Options{})
+			def, ps := workflow.LoadAndValidate(filepath.Join("..", "examples", tt.dir, "workflow.toml"), workflow.Options{})
 			if len(ps) > 0 {
 				t.Fatal(ps)
 			}
@@ -64,16 +105,22 @@ func TestRegisterRunsExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec, err := client.Wait(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rec.Run.Status != engine.RunCompleted {
-				t.Fatalf("run %s: %s (%v)", id, rec.Run.Status, rec.Run.Error)
-			}
-			tt.check(t, rec.Run)
+			tt.check(t, ctx, client, id)
 		})
 	}
+}
+
+// waitCompleted waits for run id to end and fails unless it completed.
+func waitCompleted(t *testing.T, ctx context.Context, c *runner.Client, id string) *engine.Run {
+	t.Helper()
+	rec, err := c.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Run.Status != engine.RunCompleted {
+		t.Fatalf("run %s: %s (%v)", id, rec.Run.Status, rec.Run.Error)
+	}
+	return rec.Run
 }
 
 // startHost runs an engine and a worker with the built-in handlers on an embedded NATS server

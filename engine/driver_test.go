@@ -509,12 +509,12 @@ func load(t *testing.T, src string, files map[string]string) *workflow.Definitio
 	return def
 }
 
-// loadExample loads a file of examples/workflows.
-func loadExample(t *testing.T, name string) *workflow.Definition {
+// loadExample loads the workflow of an example: examples/DIR/workflow.toml.
+func loadExample(t *testing.T, dir string) *workflow.Definition {
 	t.Helper()
-	def, ps := workflow.LoadAndValidate(filepath.Join("..", "examples", "workflows", name), workflow.Options{})
+	def, ps := workflow.LoadAndValidate(filepath.Join("..", "examples", dir, "workflow.toml"), workflow.Options{})
 	if len(ps) > 0 {
-		t.Fatalf("invalid example %s: %v", name, ps)
+		t.Fatalf("invalid example %s: %v", dir, ps)
 	}
 	return def
 }

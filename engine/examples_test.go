@@ -10,9 +10,9 @@ import (
 // TestExamples runs the example workflows with plausible answers from workers and humans.
 func TestExamples(t *testing.T) {
 	t.Run("code_review", func(t *testing.T) {
-		def := loadExample(t, "code_review.toml")
+		def := loadExample(t, "codereview")
 		d := drive(t, def, `{"change":"PR 42"}`, script{
-			"review": {cont(`{"notes":["unchecked error"]}`), fails("rate limited"), cont(`{"notes":["unchecked error","missing test"]}`), done(`{"findings":2}`)},
+			"review": {cont(`{"notes":["unchecked error"]}`), fails("rate limited"), cont(`{"notes":["unchecked error","missing test"]}`), done(`{"findings":["unchecked error","missing test"]}`)},
 			"report": {done(`"2 findings: an unchecked error and a missing test."`)},
 		})
 		d.expect(engine.RunCompleted, "")
@@ -28,14 +28,14 @@ func TestExamples(t *testing.T) {
 			}
 		}
 		// Iteration 2: loop_delay after the continue; its retry: exponential backoff from 1s.
-		if got := ts[1].task.NotBefore.Sub(ts[1].cause); got != 500*time.Millisecond {
+		if got := ts[1].task.NotBefore.Sub(ts[1].cause); got != 250*time.Millisecond {
 			t.Fatalf("iteration 2 waits %s", got)
 		}
 		if ts[2].task.Iteration != 2 || ts[2].task.Attempt != 2 || ts[2].task.NotBefore.Sub(ts[2].cause) != time.Second {
 			t.Fatalf("retry of iteration 2: %+v", ts[2].task)
 		}
 		rep := d.tasksOf("report")[0].task
-		if rep.Prompt != `Write the review report of PR 42 from these findings: {"findings":2}` || rep.Model != "reporter" {
+		if rep.Prompt != `Write the review report of PR 42 from these findings, one per reviewed file: ["unchecked error","missing test"]` || rep.Model != "reporter" {
 			t.Fatalf("report task %+v", rep)
 		}
 		if rep.Instructions == "" {
@@ -44,7 +44,7 @@ func TestExamples(t *testing.T) {
 	})
 
 	t.Run("draft_refiner accepts the second draft", func(t *testing.T) {
-		def := loadExample(t, "draft_refiner.toml")
+		def := loadExample(t, "evaluator")
 		d := drive(t, def, `{"product":"Reins 1.0"}`, script{
 			"generate": {done(`"Reins 1.0 is out."`), done(`"Reins 1.0 is out: bounded loops."`)},
 			"evaluate": {done(`{"verdict":"retry","feedback":"Say what makes the loops bounded."}`), done(`{"verdict":"accept","feedback":"Specific."}`)},
@@ -59,7 +59,7 @@ func TestExamples(t *testing.T) {
 
 	// A critic that never accepts: after 3 rewrites the draft goes to the human review.
 	neverAccepts := func(t *testing.T) *driver {
-		def := loadExample(t, "draft_refiner.toml")
+		def := loadExample(t, "evaluator")
 		retry := done(`{"verdict":"retry","feedback":"no"}`)
 		d := newDriver(t, def, `{"product":"Reins 1.0"}`, script{
 			"generate": {done(`"d1"`), done(`"d2"`), done(`"d3"`), done(`"d4"`)},
@@ -94,22 +94,27 @@ func TestExamples(t *testing.T) {
 		d.expect(engine.RunFailed, engine.CodeFail)
 		d.expectErrorContains("A human rejected the draft after 3 rewrites: Too vague.")
 	})
-	t.Run("draft_refiner: nobody decides within the run's deadline", func(t *testing.T) {
-		// The review's 24h timeout is longer than the run's 10m deadline: the deadline wins.
+	t.Run("draft_refiner: nobody decides within the review's timeout", func(t *testing.T) {
+		// The review's 24h timeout is shorter than the run's 48h deadline: on_timeout denies.
 		d := neverAccepts(t)
 		d.runToEnd()
-		d.expect(engine.RunTimedOut, engine.CodeDeadline)
-		if sr := d.stepRun("review"); sr.Status != engine.StepCancelled || sr.StopReason != engine.LabelTimeout {
-			t.Fatalf("review: %s, stop reason %q", sr.Status, sr.StopReason)
+		d.expect(engine.RunFailed, engine.CodeFail)
+		d.expectErrorContains("A human rejected the draft after 3 rewrites: no decision within 24h0m0s")
+		if sr := d.stepRun("review"); sr.Status != engine.StepCompleted || sr.Label != "denied" {
+			t.Fatalf("review: %s, label %q", sr.Status, sr.Label)
 		}
 	})
 
 	t.Run("research_fanout", func(t *testing.T) {
-		def := loadExample(t, "research_fanout.toml")
+		def := loadExample(t, "research")
+		// Each branch is an agent: one search, then its finding.
+		agent := func(answer string, took time.Duration) []reply {
+			return []reply{cont(`null`), stopped(`{"stop_reason":"completed","detail":"","answer":"`+answer+`"}`, "completed").after(took)}
+		}
 		d := drive(t, def, `{"question":"automated refunds"}`, script{
-			"market":      {done(`"Market: 40%."`).after(3 * time.Second)},
-			"competitors": {done(`"Competitors: two."`)},
-			"regulation":  {done(`"Regulation: approval above 500 EUR."`).after(2 * time.Second)},
+			"market":      agent("Market: 40%.", 3*time.Second),
+			"competitors": agent("Competitors: two.", 0),
+			"regulation":  agent("Regulation: approval above 500 EUR.", 2*time.Second),
 			"combine":     {done(`"Brief: demand is real."`)},
 		})
 		d.expect(engine.RunCompleted, "")
@@ -118,17 +123,25 @@ func TestExamples(t *testing.T) {
 		if d.maxInFlight["research"] != 3 {
 			t.Fatalf("%d branches at once", d.maxInFlight["research"])
 		}
-		want := `Question: automated refunds. Notes, in order market, competitors, regulation: ["Market: 40%.","Competitors: two.","Regulation: approval above 500 EUR."]`
+		want := `Question: automated refunds. Notes of the market, competitors and regulation agents, in that order (each with its stop reason and answer): [` +
+			`{"stop_reason":"completed","detail":"","answer":"Market: 40%."},` +
+			`{"stop_reason":"completed","detail":"","answer":"Competitors: two."},` +
+			`{"stop_reason":"completed","detail":"","answer":"Regulation: approval above 500 EUR."}]`
 		if p := d.tasksOf("combine")[0].task.Prompt; p != want {
 			t.Fatalf("combine prompt:\n%s\nwant\n%s", p, want)
 		}
-		if p := d.tasksOf("market")[0].task.Prompt; p != "Size the market for automated refunds. Three sentences at most." {
-			t.Fatalf("market prompt %q", p)
+		if g := d.tasksOf("market")[0].task.Goal; g != "Size the market for automated refunds. Answer in three sentences at most." {
+			t.Fatalf("market goal %q", g)
+		}
+		for _, branch := range []string{"market", "competitors", "regulation"} {
+			if ts := d.tasksOf(branch); len(ts) != 2 || ts[1].task.Iteration != 2 {
+				t.Fatalf("%s: %d tasks; want its 2 iterations", branch, len(ts))
+			}
 		}
 	})
 
 	refund := func(t *testing.T, out, stop string) *driver {
-		def := loadExample(t, "refund_investigation.toml")
+		def := loadExample(t, "refund")
 		return drive(t, def, `{"order_id":"O-104"}`, script{"investigate": {stopped(out, stop)}})
 	}
 	t.Run("refund_investigation recommends", func(t *testing.T) {
@@ -144,13 +157,13 @@ func TestExamples(t *testing.T) {
 	})
 	t.Run("refund_investigation needs a human, who approves", func(t *testing.T) {
 		out := `{"stop_reason":"needs_human","detail":"the policy is unclear","answer":""}`
-		def := loadExample(t, "refund_investigation.toml")
+		def := loadExample(t, "refund")
 		d := newDriver(t, def, `{"order_id":"O-104"}`, script{"investigate": {stopped(out, "needs_human")}})
 		d.runUntil("the human review", waiting("human_review"))
 		if d.run.Status != engine.RunWaiting {
 			t.Fatalf("run status %s while a step waits", d.run.Status)
 		}
-		want := "The investigation of order O-104 needs a person: the policy is unclear. Approve the refund recommendation?"
+		want := "The investigation of order O-104 needs a person: the policy is unclear. Approve the refund?"
 		if p := d.stepRun("human_review").Prompt; p != want {
 			t.Fatalf("prompt %q", p)
 		}

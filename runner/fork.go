@@ -106,7 +106,7 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 			return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
 		}
 	}
-	fdef, err := forkDefinition(def, o)
+	fdef, err := UseModel(def, o.Model, o.AddModel)
 	if err != nil {
 		return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
 	}
@@ -216,27 +216,31 @@ func notReached(runID, from string, it int, log []dispatch) error {
 	return fmt.Errorf("runner: run %s never dispatched iteration %d of step %s (it reached iteration %d): %w", runID, it, from, reached, ErrUnknownStep)
 }
 
-// forkDefinition is def, or with o.Model a copy of it whose llm and agent steps use that model.
-func forkDefinition(def *workflow.Definition, o ForkOptions) (*workflow.Definition, error) {
-	if o.Model == "" {
+// UseModel returns def when name is "", else a copy of def whose llm and agent steps all use
+// model name: a model of def's [models], or, when def declares none of that name, add declared
+// under that name in the copy. It is how a fork (ForkOptions.Model) and reins run --model NAME
+// replace a workflow's models; def is not modified. The error, when def declares no model name
+// and add is nil, is one sentence listing the models it declares.
+func UseModel(def *workflow.Definition, name string, add *workflow.ModelDef) (*workflow.Definition, error) {
+	if name == "" {
 		return def, nil
 	}
 	d := *def
 	d.Steps = slices.Clone(def.Steps)
 	d.Models = maps.Clone(def.Models)
-	if _, ok := d.Models[o.Model]; !ok {
-		if o.AddModel == nil {
+	if _, ok := d.Models[name]; !ok {
+		if add == nil {
 			names := slices.Sorted(maps.Keys(d.Models))
-			return nil, fmt.Errorf("workflow %s declares no model %q in [models] (it declares: %s)", def.Name, o.Model, strings.Join(names, ", "))
+			return nil, fmt.Errorf("workflow %s declares no model %q in [models] (it declares: %s)", def.Name, name, strings.Join(names, ", "))
 		}
 		if d.Models == nil {
 			d.Models = map[string]workflow.ModelDef{}
 		}
-		d.Models[o.Model] = *o.AddModel
+		d.Models[name] = *add
 	}
 	for i := range d.Steps {
 		if s := &d.Steps[i]; s.Type == workflow.LLM || s.Type == workflow.Agent {
-			s.Model = o.Model
+			s.Model = name
 		}
 	}
 	return &d, nil

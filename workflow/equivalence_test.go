@@ -16,7 +16,8 @@ import (
 // serialize to the same JSON. These tests hold the builder program of every example file to that,
 // byte for byte.
 
-// eqExamples are the builder programs of examples/workflows, by file name.
+// eqExamples are the builder programs of the example workflows (examples/*/workflow.toml), by
+// workflow name.
 var eqExamples = map[string]func() *workflow.Builder{
 	"draft_refiner":        eqDraftRefiner,
 	"research_fanout":      eqResearchFanout,
@@ -27,15 +28,19 @@ var eqExamples = map[string]func() *workflow.Builder{
 func eqDraftRefiner() *workflow.Builder {
 	wf := workflow.New("draft_refiner").
 		Description("Generate a draft, critique it, retry at most 3 times, then ask a human.").
-		Deadline(10*time.Minute).
+		Deadline(48*time.Hour).
 		Start("generate").
 		Model("writer", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[
 			{"text": "Reins 1.0 is out: agent loops you can audit."},
-			{"text": "Reins 1.0 is out: every agent loop runs inside a workflow you declared, with hard budgets and a recorded reason for every stop."}
+			{"text": "Reins 1.0 is out: every agent loop runs inside a workflow you declared, with hard budgets."},
+			{"text": "Reins 1.0 is out: every agent loop runs inside a workflow you declared, with hard budgets and a recorded reason for every stop."},
+			{"text": "Reins 1.0 is out: agent loops run inside workflows you declare, stay within hard budgets, and record why they stopped."}
 		]`)}).
 		Model("critic", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[
 			{"text": "{\"verdict\": \"retry\", \"feedback\": \"Say what makes the loops bounded.\"}"},
-			{"text": "{\"verdict\": \"accept\", \"feedback\": \"Specific and short.\"}"}
+			{"text": "{\"verdict\": \"retry\", \"feedback\": \"Say what happens when a loop stops.\"}"},
+			{"text": "{\"verdict\": \"retry\", \"feedback\": \"Shorter: one idea per clause.\"}"},
+			{"text": "{\"verdict\": \"retry\", \"feedback\": \"Better; I would still cut a word or two.\"}"}
 		]`)})
 
 	wf.LLM("generate", "writer").
@@ -71,27 +76,57 @@ func eqDraftRefiner() *workflow.Builder {
 }
 
 func eqResearchFanout() *workflow.Builder {
-	script := func(text string) json.RawMessage {
-		b, _ := json.Marshal([]map[string]string{{"text": text}})
-		return b
-	}
+	queryOnly := json.RawMessage(`{"type": "object", "properties": {"query": {"type": "string", "minLength": 1}}, "required": ["query"], "additionalProperties": false}`)
 	wf := workflow.New("research_fanout").
 		Description("Research a question from three angles at once, then combine the findings into one brief.").
 		Deadline(15*time.Minute).
-		Model("market", workflow.ModelDef{Provider: "scripted", Script: script("Market: about 40% of support teams already route refunds through an agent.")}).
-		Model("competitors", workflow.ModelDef{Provider: "scripted", Script: script("Competitors: two hosted products, neither bounds tool calls per run.")}).
-		Model("regulation", workflow.ModelDef{Provider: "scripted", Script: script("Regulation: automated refund decisions need a human in the loop above 500 EUR.")}).
-		Model("editor", workflow.ModelDef{Provider: "scripted", Script: script("Brief: demand is real, rivals lack hard budgets, and large refunds need an approval step.")})
+		Model("market", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[
+			{"tool_calls": [{"name": "market_data", "arguments": {"query": "support teams using agents for refunds"}}], "usage": {"input_tokens": 90, "output_tokens": 14}},
+			{"text": "Market: about 40% of support teams already route refunds through an agent.", "usage": {"input_tokens": 150, "output_tokens": 18}}
+		]`)}).
+		Model("competitors", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[
+			{"tool_calls": [{"name": "competitor_search", "arguments": {"query": "hosted refund agents"}}], "usage": {"input_tokens": 90, "output_tokens": 12}},
+			{"text": "Competitors: two hosted products, neither bounds tool calls per run.", "usage": {"input_tokens": 160, "output_tokens": 16}}
+		]`)}).
+		Model("regulation", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[
+			{"tool_calls": [{"name": "regulation_search", "arguments": {"query": "automated refund decisions"}}], "usage": {"input_tokens": 90, "output_tokens": 12}},
+			{"text": "Regulation: automated refund decisions need a human in the loop above 500 EUR.", "usage": {"input_tokens": 170, "output_tokens": 19}}
+		]`)}).
+		Model("editor", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[
+			{"text": "Brief: demand is real, rivals lack hard budgets, and large refunds need an approval step.", "usage": {"input_tokens": 240, "output_tokens": 22}}
+		]`)}).
+		Tool("market_data", workflow.ToolDef{
+			Description: "Look up market figures.",
+			InputSchema: queryOnly,
+			Mock:        json.RawMessage(`[{"output": {"source": "Support Ops Survey 2026", "share_using_agents": 0.41}}]`),
+		}).
+		Tool("competitor_search", workflow.ToolDef{
+			Description: "Search product pages and reviews of competing products.",
+			InputSchema: queryOnly,
+			Mock:        json.RawMessage(`[{"output": {"products": ["RefundBot Cloud", "AgentDesk"], "bounded_tool_calls": false}}]`),
+		}).
+		Tool("regulation_search", workflow.ToolDef{
+			Description: "Search consumer-protection rules.",
+			InputSchema: queryOnly,
+			Mock:        json.RawMessage(`[{"output": {"rule": "Automated refund decisions above 500 EUR require human review."}}]`),
+		})
 
 	wf.Parallel("research", "market", "competitors", "regulation").
 		WithMaxConcurrent(3).
 		WithTimeout(5 * time.Minute)
-	wf.LLM("market", "market").WithPrompt("Size the market for {{input.question}}. Three sentences at most.")
-	wf.LLM("competitors", "competitors").WithPrompt("Who else answers {{input.question}}, and how? Three sentences at most.")
-	wf.LLM("regulation", "regulation").WithPrompt("Which rules constrain {{input.question}}? Three sentences at most.")
+	researcher := func(id, goal, tool string) {
+		wf.Agent(id, id).
+			WithGoal(goal).
+			WithTools(tool).
+			WithPolicy(workflow.Policy{Allow: []string{tool}, RequiredEvidence: []string{tool}}).
+			WithBudget(workflow.Budget{MaxIterations: 4, MaxToolCalls: 3, MaxDuration: clock.Duration(2 * time.Minute)})
+	}
+	researcher("market", "Size the market for {{input.question}}. Answer in three sentences at most.", "market_data")
+	researcher("competitors", "Who else answers {{input.question}}, and how? Answer in three sentences at most.", "competitor_search")
+	researcher("regulation", "Which rules constrain {{input.question}}? Answer in three sentences at most.", "regulation_search")
 	wf.LLM("combine", "editor").
 		WithInstructions("You merge research notes into one brief. Keep every number and name.").
-		WithPrompt("Question: {{input.question}}. Notes, in order market, competitors, regulation: {{research.output}}")
+		WithPrompt("Question: {{input.question}}. Notes of the market, competitors and regulation agents, in that order (each with its stop reason and answer): {{research.output}}")
 	wf.Terminate("done")
 
 	wf.Edge("research", "combine")
@@ -103,12 +138,26 @@ func eqRefundInvestigation() *workflow.Builder {
 	orderSchema := json.RawMessage(`{"type": "object", "properties": {"order_id": {"type": "string", "minLength": 1}}, "required": ["order_id"], "additionalProperties": false}`)
 	wf := workflow.New("refund_investigation").
 		Description("Decide whether the evidence supports a refund; never issue it from the loop.").
-		Deadline(30*time.Minute).
+		Deadline(72*time.Hour).
 		Model("investigator", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[
-			{"tool_calls": [{"name": "read_order", "arguments": {"order_id": "O-104"}}], "usage": {"input_tokens": 120, "output_tokens": 18}},
-			{"tool_calls": [{"name": "read_delivery_status", "arguments": {"order_id": "O-104"}}], "usage": {"input_tokens": 180, "output_tokens": 20}},
-			{"tool_calls": [{"name": "search_refund_policy", "arguments": {"query": "late delivery"}}], "usage": {"input_tokens": 240, "output_tokens": 22}},
-			{"text": "Recommend a refund: O-104 arrived 4 days late and the policy refunds deliveries more than 3 days late.", "usage": {"input_tokens": 320, "output_tokens": 40}}
+			{"tool_calls": [{"name": "read_order", "arguments": {"order_id": "O-104"}}], "usage": {"input_tokens": 120, "output_tokens": 18}, "cost_usd": 0.0005},
+			{"tool_calls": [{"name": "read_delivery_status", "arguments": {"order_id": "O-104"}}], "usage": {"input_tokens": 180, "output_tokens": 20}, "cost_usd": 0.0007},
+			{"tool_calls": [{"name": "search_refund_policy", "arguments": {"query": "late delivery"}}], "usage": {"input_tokens": 240, "output_tokens": 22}, "cost_usd": 0.0008},
+			{"text": "Recommend a refund: O-104 arrived 4 days late and the policy refunds deliveries more than 3 days late.", "usage": {"input_tokens": 320, "output_tokens": 40}, "cost_usd": 0.0012}
+		]`)}).
+		Model("drafter", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[
+			{"tool_calls": [{"name": "read_order", "arguments": {"order_id": "O-104"}}, {"name": "read_delivery_status", "arguments": {"order_id": "O-104"}}], "usage": {"input_tokens": 130, "output_tokens": 36}, "cost_usd": 0.0007},
+			{"tool_calls": [{"name": "search_refund_policy", "arguments": {"query": "late delivery"}}], "usage": {"input_tokens": 250, "output_tokens": 22}, "cost_usd": 0.0008},
+			{"tool_calls": [{"name": "draft_refund_recommendation", "arguments": {"order_id": "O-104", "amount": 42.5, "reason": "Delivered 4 days late; policy 4.2 refunds deliveries more than 3 days late in full."}}], "usage": {"input_tokens": 330, "output_tokens": 48}, "cost_usd": 0.0013},
+			{"text": "Recommend a full refund of 42.50 USD for O-104 (delivered 4 days late, policy 4.2); the recommendation went to finance as draft D-104.", "usage": {"input_tokens": 410, "output_tokens": 44}, "cost_usd": 0.0015}
+		]`)}).
+		Model("eager", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[
+			{"tool_calls": [{"name": "read_order", "arguments": {"order_id": "O-104"}}], "usage": {"input_tokens": 120, "output_tokens": 18}, "cost_usd": 0.0005},
+			{"tool_calls": [{"name": "issue_refund", "arguments": {"order_id": "O-104"}}], "usage": {"input_tokens": 180, "output_tokens": 16}, "cost_usd": 0.0006}
+		]`)}).
+		Model("unsure", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[
+			{"tool_calls": [{"name": "read_order", "arguments": {"order_id": "O-104"}}], "usage": {"input_tokens": 120, "output_tokens": 18}, "cost_usd": 0.0005},
+			{"escalate": "the order total (42.50 USD) differs from the invoice (45.00 USD)", "usage": {"input_tokens": 180, "output_tokens": 21}, "cost_usd": 0.0006}
 		]`)}).
 		Tool("read_order", workflow.ToolDef{
 			Description: "Read an order by id.",
@@ -125,6 +174,12 @@ func eqRefundInvestigation() *workflow.Builder {
 			InputSchema: json.RawMessage(`{"type": "object", "properties": {"query": {"type": "string", "minLength": 1}}, "required": ["query"], "additionalProperties": false}`),
 			Mock:        json.RawMessage(`[{"output": {"section": "4.2", "text": "Deliveries more than 3 days late are refunded in full."}}]`),
 		}).
+		Tool("draft_refund_recommendation", workflow.ToolDef{
+			Description: "Put a refund recommendation in front of finance. A person approves each draft before it is written.",
+			InputSchema: json.RawMessage(`{"type": "object", "properties": {"order_id": {"type": "string", "minLength": 1}, "amount": {"type": "number", "exclusiveMinimum": 0}, "reason": {"type": "string", "minLength": 1}}, "required": ["order_id", "amount", "reason"], "additionalProperties": false}`),
+			SideEffect:  true,
+			Mock:        json.RawMessage(`[{"output": {"draft_id": "D-104", "status": "queued for finance"}}]`),
+		}).
 		Tool("issue_refund", workflow.ToolDef{
 			Description: "Issue a refund. Payment side effect: never from the investigation loop.",
 			InputSchema: orderSchema,
@@ -133,12 +188,13 @@ func eqRefundInvestigation() *workflow.Builder {
 		})
 
 	wf.Agent("investigate", "investigator").
-		WithInstructions("You investigate refund requests. Gather evidence with the tools, then recommend. Never issue refunds yourself.").
+		WithInstructions("You investigate refund requests. Gather evidence with the tools, then recommend. You may draft a recommendation for finance with draft_refund_recommendation; a person approves each draft. Never issue refunds yourself.").
 		WithGoal("Decide whether refund evidence is sufficient for order {{input.order_id}}.").
-		WithTools("read_order", "read_delivery_status", "search_refund_policy", "issue_refund").
+		WithTools("read_order", "read_delivery_status", "search_refund_policy", "draft_refund_recommendation", "issue_refund").
 		WithPolicy(workflow.Policy{
-			Allow:            []string{"read_order", "read_delivery_status", "search_refund_policy"},
+			Allow:            []string{"read_order", "read_delivery_status", "search_refund_policy", "draft_refund_recommendation"},
 			Forbid:           []string{"issue_refund"},
+			RequireApproval:  []string{"draft_refund_recommendation"},
 			RequiredEvidence: []string{"read_order", "read_delivery_status"},
 		}).
 		WithBudget(workflow.Budget{
@@ -150,10 +206,12 @@ func eqRefundInvestigation() *workflow.Builder {
 			MaxToolFailures:   2,
 			MaxRepeatedCalls:  2,
 			MaxInvalidActions: 3,
-		})
+		}).
+		WithApprovalTimeout(24 * time.Hour).
+		WithOnTimeout("deny")
 	wf.Switch("route", "investigate.output.stop_reason")
 	wf.Terminate("recommend").WithInput("investigate.output")
-	wf.Approval("human_review", "The investigation of order {{input.order_id}} needs a person: {{investigate.output.detail}}. Approve the refund recommendation?").
+	wf.Approval("human_review", "The investigation of order {{input.order_id}} needs a person: {{investigate.output.detail}}. Approve the refund?").
 		WithTimeout(48 * time.Hour).
 		WithOnTimeout("fail")
 	wf.Fail("declined", "A human declined the refund for order {{input.order_id}}: {{human_review.output}}")
@@ -174,17 +232,17 @@ func eqCodeReview() *workflow.Builder {
 	wf := workflow.New("code_review").
 		Description("Review a change in a bounded loop, then write the report.").
 		Deadline(15*time.Minute).
-		Model("reporter", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text": "2 findings: an unchecked error in loop/act.go and a missing test for the retry path."}]`)})
+		Model("reporter", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text": "2 findings: an unchecked error in loop/act.go and a missing test for the retry path.", "usage": {"input_tokens": 310, "output_tokens": 24}}]`)})
 
 	wf.AgentLoop("review", "llm-review").
 		WithMaxIterations(10).
 		WithMaxDuration(5 * time.Minute).
-		WithLoopDelay(500 * time.Millisecond).
+		WithLoopDelay(250 * time.Millisecond).
 		WithTimeout(30 * time.Second).
 		WithRetry(workflow.Retry{MaxAttempts: 3, Backoff: "exponential", InitialDelay: clock.Duration(time.Second), MaxDelay: clock.Duration(10 * time.Second)})
 	wf.LLM("report", "reporter").
 		WithInstructions("You write short code review reports: findings first, one line each.").
-		WithPrompt("Write the review report of {{input.change}} from these findings: {{review.output}}")
+		WithPrompt("Write the review report of {{input.change}} from these findings, one per reviewed file: {{review.output.findings}}")
 
 	wf.Edge("review", "report")
 	return wf

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,45 +14,78 @@ import (
 )
 
 // exUpdate rewrites the goldens of the example workflows: go test ./workflow -run Examples -update
-var exUpdate = flag.Bool("update", false, "rewrite examples/workflows/testdata/*.json and *.mmd from the example workflows")
+var exUpdate = flag.Bool("update", false, "rewrite examples/*/testdata/workflow.json and workflow.mmd from the example workflows")
 
-// exDir holds the example workflows; exGolden their goldens.
-const (
-	exDir    = "../examples/workflows"
-	exGolden = "../examples/workflows/testdata"
-)
+// exRoot holds one directory per example; an example's workflow is DIR/workflow.toml, its
+// goldens DIR/testdata/workflow.json and workflow.mmd, its walkthrough DIR/README.md.
+const exRoot = "../examples"
 
-// exNames lists the example workflows, without .toml. A test checks that it lists them all.
-var exNames = []string{"code_review", "draft_refiner", "refund_investigation", "research_fanout"}
+// exExamples maps the name of every example workflow to its directory under examples/, in
+// order of name. A test checks that it lists them all.
+var exExamples = []struct{ name, dir string }{
+	{"code_review", "codereview"},
+	{"draft_refiner", "evaluator"},
+	{"refund_investigation", "refund"},
+	{"research_fanout", "research"},
+}
+
+// exNames lists the names of the example workflows.
+var exNames = func() []string {
+	var names []string
+	for _, ex := range exExamples {
+		names = append(names, ex.name)
+	}
+	return names
+}()
+
+// exDir is the directory of the example workflow name.
+func exDir(t *testing.T, name string) string {
+	t.Helper()
+	for _, ex := range exExamples {
+		if ex.name == name {
+			return filepath.Join(exRoot, ex.dir)
+		}
+	}
+	t.Fatalf("no example workflow is named %s", name)
+	return ""
+}
 
 func TestExampleListIsComplete(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(exDir, "*.toml"))
+	files, err := filepath.Glob(filepath.Join(exRoot, "*", "workflow.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
+	var dirs, known []string
 	for _, f := range files {
-		names = append(names, strings.TrimSuffix(filepath.Base(f), ".toml"))
+		dirs = append(dirs, filepath.Base(filepath.Dir(f)))
 	}
-	if strings.Join(names, " ") != strings.Join(exNames, " ") {
-		t.Fatalf("examples/workflows holds %q, the tests know %q: add the new example to exNames and to the equivalence tests", names, exNames)
+	for _, ex := range exExamples {
+		known = append(known, ex.dir)
+	}
+	slices.Sort(known)
+	if !slices.Equal(dirs, known) {
+		t.Fatalf("examples/*/workflow.toml are in %q, the tests know %q: add the new example to exExamples and to the equivalence tests", dirs, known)
+	}
+	for _, ex := range exExamples {
+		if def := exLoad(t, ex.name); def.Name != ex.name {
+			t.Errorf("examples/%s/workflow.toml is workflow %s, the tests know it as %s", ex.dir, def.Name, ex.name)
+		}
 	}
 }
 
 // exLoad loads and validates an example, failing on any problem.
 func exLoad(t *testing.T, name string) *workflow.Definition {
 	t.Helper()
-	def, ps := workflow.LoadAndValidate(filepath.Join(exDir, name+".toml"), workflow.Options{})
+	def, ps := workflow.LoadAndValidate(filepath.Join(exDir(t, name), "workflow.toml"), workflow.Options{})
 	if len(ps) > 0 {
-		t.Fatalf("%s.toml has problems:\n%v", name, ps)
+		t.Fatalf("the example workflow %s has problems:\n%v", name, ps)
 	}
 	return def
 }
 
 // exCompare compares got with the golden file, or rewrites it with -update.
-func exCompare(t *testing.T, file string, got []byte) {
+func exCompare(t *testing.T, path string, got []byte) {
 	t.Helper()
-	path := filepath.Join(exGolden, file)
 	if *exUpdate {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
@@ -82,17 +116,18 @@ func TestExamples(t *testing.T) {
 				t.Fatal(err)
 			}
 			indented.WriteByte('\n')
-			exCompare(t, name+".json", indented.Bytes())
-			exCompare(t, name+".mmd", []byte(workflow.Mermaid(def)))
+			golden := filepath.Join(exDir(t, name), "testdata", "workflow")
+			exCompare(t, golden+".json", indented.Bytes())
+			exCompare(t, golden+".mmd", []byte(workflow.Mermaid(def)))
 
 			// The golden, compacted, is the canonical JSON byte for byte.
 			if !*exUpdate {
-				golden, err := os.ReadFile(filepath.Join(exGolden, name+".json"))
+				saved, err := os.ReadFile(golden + ".json")
 				if err != nil {
 					t.Fatal(err)
 				}
 				var compact bytes.Buffer
-				if err := json.Compact(&compact, golden); err != nil {
+				if err := json.Compact(&compact, saved); err != nil {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(compact.Bytes(), canon) {
@@ -119,6 +154,38 @@ func TestExamplesUseScriptedModels(t *testing.T) {
 			if md.Provider != "scripted" || len(md.Script) == 0 {
 				t.Errorf("%s: model %s is %q with script %s; the examples use scripted models", name, m, md.Provider, md.Script)
 			}
+		}
+	}
+}
+
+// TestExampleReadmesShowTheGraph: the walkthrough of every example draws its workflow as
+// reins graph does, and every graph the main README draws is one of them, so that no picture
+// can drift from its file.
+func TestExampleReadmesShowTheGraph(t *testing.T) {
+	graphs := map[string]bool{}
+	for _, name := range exNames {
+		readme, err := os.ReadFile(filepath.Join(exDir(t, name), "README.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		graph := workflow.Mermaid(exLoad(t, name))
+		graphs[graph] = true
+		if block := "```mermaid\n" + graph + "```\n"; !strings.Contains(string(readme), block) {
+			t.Errorf("the README.md of %s does not show its graph; it should contain:\n%s", exDir(t, name), block)
+		}
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := strings.Split(string(readme), "```mermaid\n")[1:]
+	if len(blocks) == 0 {
+		t.Fatal("README.md draws no graph")
+	}
+	for _, b := range blocks {
+		graph, _, _ := strings.Cut(b, "```")
+		if !graphs[graph] {
+			t.Errorf("README.md draws a graph that is not an example's as reins graph draws it:\n%s", graph)
 		}
 	}
 }

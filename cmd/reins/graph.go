@@ -23,7 +23,7 @@ prints a Graphviz digraph (reins graph FILE --format dot | dot -Tsvg > graph.svg
 
 Exit status: 0 when the graph was printed, 1 when the file has problems (printed to stderr as
 reins validate prints them), 2 for a usage error such as an unknown format.`,
-		Example: "  reins graph examples/workflows/draft_refiner.toml\n  reins graph examples/workflows/research_fanout.toml --format dot | dot -Tsvg -o fanout.svg",
+		Example: "  reins graph examples/evaluator/workflow.toml\n  reins graph examples/research/workflow.toml --format dot | dot -Tsvg -o fanout.svg",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var render func(*workflow.Definition) string

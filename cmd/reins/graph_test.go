@@ -11,19 +11,19 @@ import (
 
 // TestGraphExamples: the default format is Mermaid, the committed graph of each example.
 func TestGraphExamples(t *testing.T) {
-	for _, file := range exampleWorkflows(t) {
-		name := strings.TrimSuffix(filepath.Base(file), ".toml")
-		t.Run(name, func(t *testing.T) {
+	for _, dir := range exampleDirs {
+		file := exampleFile(dir)
+		t.Run(dir, func(t *testing.T) {
 			code, out, errOut := cli(t, "graph", file)
 			if code != exitOK || errOut != "" {
 				t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
 			}
-			golden, err := os.ReadFile(filepath.Join(workflowsDir, "testdata", name+".mmd"))
+			golden, err := os.ReadFile(filepath.Join(examplesDir, dir, "testdata", "workflow.mmd"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if out != string(golden) {
-				t.Errorf("graph differs from testdata/%s.mmd:\n%s", name, out)
+				t.Errorf("graph differs from examples/%s/testdata/workflow.mmd:\n%s", dir, out)
 			}
 			code, mermaid, _ := cli(t, "graph", "--format", "mermaid", file)
 			if code != exitOK || mermaid != out {
@@ -34,7 +34,7 @@ func TestGraphExamples(t *testing.T) {
 }
 
 func TestGraphDot(t *testing.T) {
-	file := filepath.Join(workflowsDir, "draft_refiner.toml")
+	file := exampleFile("evaluator")
 	code, out, errOut := cli(t, "graph", file, "--format", "dot")
 	if code != exitOK {
 		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
@@ -78,7 +78,7 @@ func TestGraphInvalidFile(t *testing.T) {
 }
 
 func TestGraphUsage(t *testing.T) {
-	file := filepath.Join(workflowsDir, "code_review.toml")
+	file := exampleFile("codereview")
 	for _, tc := range []struct {
 		name string
 		args []string

@@ -49,6 +49,11 @@ process. Task and agent_loop steps need workers that register their handlers: gi
 so that they can connect, or start the run on a server (reins serve) with --nats. With --nats
 the run goes to that server's engine and workers; --detach prints the run id and returns.
 
+--model runs every llm and agent step on one model instead of the workflow's: a NAME of the
+workflow's [models] (the run starts with a copy of the definition whose steps name it), or
+PROVIDER:NAME (openai:NAME, with --base-url for any OpenAI-compatible server, anthropic:NAME,
+replay:FILE), which the built-in workers of this command open for every such step.
+
 Progress (step, iteration, tool calls, tokens, cost) goes to stderr as the run advances.
 Interrupting the command cancels the run.
 
@@ -61,14 +66,16 @@ run. With --nats or --listen the command keeps following, since others can answe
 Exit status: 0 when the run completed, or waits for a human on the private embedded server, 1
 when it failed, was cancelled or timed out, or the file is invalid, 2 for a usage error (such
 as an input that is not JSON).`,
-		Example: `  reins run examples/workflows/research_fanout.toml --input '{"topic":"durable agents"}'
+		Example: `  reins run examples/refund/workflow.toml --input '{"order_id":"O-104"}'
+  reins run examples/refund/workflow.toml --input '{"order_id":"O-104"}' --model drafter
+  reins run examples/refund/workflow.toml --input '{"order_id":"O-104"}' --model openai:gpt-4o-mini
   reins run review.toml --input-file pr.json --json
   reins run review.toml --nats nats://127.0.0.1:4222 --detach`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runWorkflow(cmd, args[0], f) },
 	}
 	f.nats.add(cmd)
-	f.model.add(cmd, "run every llm and agent step on this model, `PROVIDER:NAME` (openai:NAME, anthropic:NAME, replay:FILE), instead of the workflow's")
+	f.model.add(cmd, "run every llm and agent step on this model instead of the workflow's: a `NAME` of the workflow's [models], or PROVIDER:NAME (openai:NAME, anthropic:NAME, replay:FILE)")
 	fl := cmd.Flags()
 	fl.StringVar(&f.input, "input", "", "the run input, a JSON value")
 	fl.StringVar(&f.inputFile, "input-file", "", "read the run input from this JSON `FILE`")
@@ -103,6 +110,9 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%s is not a valid workflow (%s)", file, countProblems(len(vr.Problems)))}
 	}
 	if err := checkInput(def, input); err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if def, err = f.useModel(def); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
 	bundles, err := wire.NewBundles(def, "")
@@ -180,6 +190,26 @@ func followToResult(cmd *cobra.Command, c *runner.Client, id string, def *workfl
 		return &exitError{code: exitFailed}
 	}
 	return nil
+}
+
+// useModel applies --model NAME, a model of the workflow's [models]: it returns a copy of def
+// whose llm and agent steps all use it (runner.UseModel, as reins runs fork --model does), and
+// clears the flag so that the workers open each step's model of the copy. --model PROVIDER:NAME
+// leaves def as it is: the built-in workers open that model for every step (builtinConfig).
+func (f *runFlags) useModel(def *workflow.Definition) (*workflow.Definition, error) {
+	if f.model.name == "" {
+		return def, nil
+	}
+	provider, err := modelDef(f.model.name)
+	if err != nil || provider != nil {
+		return def, err
+	}
+	d, err := runner.UseModel(def, f.model.name, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--model: %w", err)
+	}
+	f.model.name = ""
+	return d, nil
 }
 
 func (f *runFlags) builtinConfig() builtin.Config {

@@ -94,10 +94,12 @@ workflow = "child.toml"
 )
 
 var (
-	refundFile   = filepath.Join(workflowsDir, "refund_investigation.toml")
-	refinerFile  = filepath.Join(workflowsDir, "draft_refiner.toml")
-	refundInput  = `{"order_id":"O-104"}`
-	refinerInput = `{"product":"Reins 1.0"}`
+	refundFile    = exampleFile("refund")
+	refinerFile   = exampleFile("evaluator")
+	researchFile  = exampleFile("research")
+	refundInput   = `{"order_id":"O-104"}`
+	refinerInput  = `{"product":"Reins 1.0"}`
+	researchInput = `{"question":"automated refunds"}`
 )
 
 // resultKeys are the keys of the run result of workflow-file.md ("Run results"); stepKeys and
@@ -299,7 +301,7 @@ func TestRunRefundInvestigation(t *testing.T) {
 		t.Errorf("first line %q: %v", ls[0], err)
 	}
 	for _, want := range []string{
-		"  investigate          completed stop=completed iterations=4 attempts=4 label=completed tools=3 tokens=960",
+		"  investigate          completed stop=completed iterations=4 attempts=4 label=completed tools=3 tokens=960 cost=$0.0032",
 		"  route                completed iterations=1 label=completed",
 		"  recommend            completed iterations=1",
 		"  human_review         skipped",
@@ -316,7 +318,7 @@ func TestRunRefundInvestigation(t *testing.T) {
 	for _, want := range []string{
 		"investigate          running   iteration 1",
 		"investigate          running   iteration 4 tools=3",
-		"investigate          completed iteration 4 tools=3 tokens=960 stop=completed label=completed",
+		"investigate          completed iteration 4 tools=3 tokens=960 cost=$0.0032 stop=completed label=completed",
 		"recommend            completed",
 	} {
 		if !strings.Contains(errOut, want) {
@@ -373,30 +375,128 @@ func TestRunRefundInvestigation(t *testing.T) {
 	}
 }
 
-func TestRunDraftRefiner(t *testing.T) {
-	code, out, errOut := cli(t, "run", refinerFile, "--input", refinerInput, "--data", t.TempDir(), "--json")
+// TestRunStopsAtApprovalStep: the evaluator example's strict critic spends the 3 retries of
+// its loop edge, so reins run stops at the approval step, saying how to answer; reins deny
+// then ends the run at its fail step.
+func TestRunStopsAtApprovalStep(t *testing.T) {
+	data := t.TempDir()
+	code, out, errOut := cli(t, "run", refinerFile, "--input", refinerInput, "--data", data, "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	r := decodeResult(t, out, "waiting")
+	if r.Status != "waiting" {
+		t.Fatalf("status %s, want waiting", r.Status)
+	}
+	if want := []string{"generate", "evaluate", "generate", "evaluate", "generate", "evaluate", "generate", "evaluate"}; !slices.Equal(r.Path, want) {
+		t.Errorf("path %v, want %v", r.Path, want)
+	}
+	if got, want := r.step(t, "evaluate"), (stepResult{ID: "evaluate", Status: "completed", Iterations: 1, Label: "retry", Attempts: 4}); got != want {
+		t.Errorf("step evaluate %+v, want %+v", got, want)
+	}
+	if got := r.step(t, "review").Status; got != "waiting" {
+		t.Errorf("step review is %s, want waiting", got)
+	}
+	want := "waiting: step review asks \"The critic still wants changes after 3 rewrites. Publish this draft anyway? Reins 1.0 is out: agent loops run inside workflows you declare, stay within hard budgets, and record why they stopped.\": reins approve " +
+		r.RunID + " review | reins deny " + r.RunID + " review --message M"
+	if !strings.Contains(errOut, want) {
+		t.Errorf("stderr has no line %q:\n%s", want, errOut)
+	}
+
+	code, out, errOut = cli(t, "deny", r.RunID, "review", "--message", "Too long.", "--data", data, "--json")
+	if code != exitFailed {
+		t.Fatalf("deny: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	r = decodeResult(t, out)
+	if r.Status != "failed" || r.Error == nil || r.Error.Step != "rejected" || r.Error.Message != "A human rejected the draft after 3 rewrites: Too long." {
+		t.Errorf("after the denial: status %s, error %+v; want failed at rejected", r.Status, r.Error)
+	}
+	if got := r.step(t, "review").Label; got != "denied" {
+		t.Errorf("step review label %q, want denied", got)
+	}
+}
+
+// agentOutput is the output of an agent step.
+type agentOutput struct {
+	StopReason string `json:"stop_reason"`
+	Detail     string `json:"detail"`
+	Answer     string `json:"answer"`
+}
+
+// TestRunModelOfTheWorkflow: --model NAME runs every llm and agent step on that model of the
+// workflow's [models]. The refund example's drafter proposes a call that needs approval, so the
+// run stops there; reins approve continues it to the drafter's answer.
+func TestRunModelOfTheWorkflow(t *testing.T) {
+	data := t.TempDir()
+	code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--model", "drafter", "--run-id", "drafted")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if first := lines(out)[0]; first != "run drafted waiting" {
+		t.Errorf("first line %q, want \"run drafted waiting\"", first)
+	}
+	want := `waiting: step investigate call call_2_0 draft_refund_recommendation {"amount":42.5,"order_id":"O-104","reason":"Delivered 4 days late; policy 4.2 refunds deliveries more than 3 days late in full."}: reins approve drafted call_2_0 | reins deny drafted call_2_0 --message M`
+	if !strings.Contains(errOut, want) {
+		t.Errorf("stderr has no line %q:\n%s", want, errOut)
+	}
+	code, out, errOut = cli(t, "approve", "drafted", "call_2_0", "--data", data, "--json", "--quiet")
+	if code != exitOK {
+		t.Fatalf("approve: exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	r := decodeResult(t, out)
+	var output agentOutput
+	if err := json.Unmarshal(r.Output, &output); err != nil {
+		t.Fatalf("output %s: %v", r.Output, err)
+	}
+	if r.Status != "completed" || output.StopReason != "completed" || !strings.HasPrefix(output.Answer, "Recommend a full refund of 42.50 USD for O-104") {
+		t.Errorf("status %s, output %s; want completed with the drafter's answer", r.Status, r.Output)
+	}
+	if got, want := r.step(t, "investigate"), (stepResult{ID: "investigate", Status: "completed", StopReason: "completed", Iterations: 4, Label: "completed", Attempts: 5}); got != want {
+		t.Errorf("step investigate %+v, want %+v (iteration 3 ran again once the call was approved)", got, want)
+	}
+	// The run's definition names the drafter: a replay gives the same path.
+	code, out, errOut = cli(t, "runs", "replay", "drafted", "--data", data)
+	if code != exitOK || !strings.Contains(out, "replays the same with its own definition") {
+		t.Errorf("replay: exit %d\n%s%s", code, out, errOut)
+	}
+
+	for _, tc := range []struct {
+		model, want string
+	}{
+		{"huge", `reins: --model: workflow refund_investigation declares no model "huge" in [models] (it declares: drafter, eager, investigator, unsure)`},
+		{"acme:big", `reins: --model: invalid model name "acme:big": unknown provider "acme"`},
+	} {
+		code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--model", tc.model)
+		if code != exitUsage || out != "" || !strings.HasPrefix(errOut, tc.want) || len(lines(errOut)) != 1 {
+			t.Errorf("--model %s: exit %d, want 2 and one line %q\nstdout:\n%s\nstderr:\n%s", tc.model, code, tc.want, out, errOut)
+		}
+	}
+}
+
+// TestRunRefundOnOpenAIProtocol runs the refund example with --model openai:NAME against a
+// local server that speaks Chat Completions, as the README's real-model command does against
+// a hosted one: the workflow's tools, policy and routing are unchanged, the model is real.
+func TestRunRefundOnOpenAIProtocol(t *testing.T) {
+	srv := openaiServer(t)
+	defer srv.Close()
+	code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", t.TempDir(), "--json",
+		"--model", "openai:gpt-4.1-mini", "--base-url", srv.URL+"/v1", "--api-key", exampleKey)
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	r := decodeResult(t, out)
-	if want := []string{"generate", "evaluate", "generate", "evaluate", "publish"}; !slices.Equal(r.Path, want) {
-		t.Errorf("path %v, want %v", r.Path, want)
+	if want := []string{"investigate", "route", "recommend"}; r.Status != "completed" || !slices.Equal(r.Path, want) {
+		t.Errorf("status %s, path %v; want completed, %v", r.Status, r.Path, want)
 	}
-	var draft string
-	if err := json.Unmarshal(r.Output, &draft); err != nil || !strings.HasPrefix(draft, "Reins 1.0 is out: every agent loop runs inside a workflow") {
-		t.Errorf("output %s, want the second draft", r.Output)
+	var output agentOutput
+	if err := json.Unmarshal(r.Output, &output); err != nil || output.StopReason != "completed" || output.Answer != exampleAnswer {
+		t.Errorf("output %s; want the server's answer", r.Output)
 	}
-	if got, want := r.step(t, "generate"), (stepResult{ID: "generate", Status: "completed", Iterations: 1, Attempts: 2}); got != want {
-		t.Errorf("step generate %+v, want %+v", got, want)
+	if got := r.step(t, "investigate"); got.Iterations != 2 || got.StopReason != "completed" {
+		t.Errorf("step investigate %+v; want completed in 2 iterations (both reads, then the answer)", got)
 	}
-	if got, want := r.step(t, "evaluate"), (stepResult{ID: "evaluate", Status: "completed", Iterations: 1, Label: "accept", Attempts: 2}); got != want {
-		t.Errorf("step evaluate %+v, want %+v", got, want)
-	}
-	if got := r.step(t, "review").Status; got != "skipped" {
-		t.Errorf("step review is %s, want skipped", got)
-	}
-	if !strings.Contains(errOut, "evaluate             completed label=accept") {
-		t.Errorf("progress has no end of evaluate:\n%s", errOut)
+	if !strings.Contains(errOut, "investigate          completed iteration 2 tools=2 tokens=803 cost=$") {
+		t.Errorf("progress has no end of investigate with the server's usage and a price:\n%s", errOut)
 	}
 }
 

@@ -77,7 +77,7 @@ func TestRunsOnDataDir(t *testing.T) {
 			t.Errorf("first line %q", ls[0])
 		}
 		for _, want := range []string{
-			"  investigate          completed stop=completed iterations=4 attempts=4 label=completed tools=3 tokens=960",
+			"  investigate          completed stop=completed iterations=4 attempts=4 label=completed tools=3 tokens=960 cost=$0.0032",
 			"path: investigate → route → recommend",
 			"trace:",
 		} {
@@ -320,7 +320,7 @@ func TestRunsReplayForkPrune(t *testing.T) {
 			{"fork unknown step", []string{"fork", done.RunID, "--from", "nope"}, exitFailed, `workflow refund_investigation has no step "nope"`},
 			{"fork switch step", []string{"fork", done.RunID, "--from", "route"}, exitFailed, "step route of workflow refund_investigation is a switch step, which dispatches no task"},
 			{"fork iteration not reached", []string{"fork", done.RunID, "--from", "investigate:7"}, exitFailed, "run " + done.RunID + " never dispatched iteration 7 of step investigate (it reached iteration 4)"},
-			{"fork unknown model", []string{"fork", done.RunID, "--from", "investigate", "--model", "huge"}, exitFailed, `workflow refund_investigation declares no model "huge" in [models] (it declares: investigator)`},
+			{"fork unknown model", []string{"fork", done.RunID, "--from", "investigate", "--model", "huge"}, exitFailed, `workflow refund_investigation declares no model "huge" in [models] (it declares: drafter, eager, investigator, unsure)`},
 			{"fork bad provider", []string{"fork", done.RunID, "--from", "investigate", "--model", "acme:big"}, exitUsage, `unknown provider "acme"`},
 			{"fork taken id", []string{"fork", done.RunID, "--from", "investigate", "--run-id", done.RunID}, exitFailed, "a run with this id already exists"},
 			{"fork without from", []string{"fork", done.RunID}, exitUsage, "--from STEP[:ITERATION] is required"},

@@ -130,14 +130,14 @@ func TestServe(t *testing.T) {
 	})
 
 	t.Run("follow over nats", func(t *testing.T) {
-		code, out, errOut := cli(t, "run", refinerFile, "--input", refinerInput, "--nats", srv.url, "--json")
+		code, out, errOut := cli(t, "run", researchFile, "--input", researchInput, "--nats", srv.url, "--json")
 		if code != exitOK {
 			t.Fatalf("exit %d\n%s%s", code, out, errOut)
 		}
-		if r := decodeResult(t, out); r.Status != "completed" || len(r.Path) != 5 {
+		if r := decodeResult(t, out); r.Status != "completed" || strings.Join(r.Path, ",") != "research,combine,done" {
 			t.Errorf("result %+v", r)
 		}
-		if !strings.Contains(errOut, "evaluate             completed label=accept") {
+		if !strings.Contains(errOut, "research#2           completed iteration 2 tools=1") || !strings.Contains(errOut, "combine              completed") {
 			t.Errorf("no progress:\n%s", errOut)
 		}
 	})

@@ -32,7 +32,7 @@ content hash (the hash a run records). With --handlers, task and agent_loop hand
 among the given names (E_UNKNOWN_HANDLER).
 
 Exit status: 0 when every file is valid, 1 when any has problems, 2 for a usage error.`,
-		Example: "  reins validate examples/workflows/*.toml\n  reins validate review.toml --handlers llm-review,report --json",
+		Example: "  reins validate examples/*/workflow.toml\n  reins validate examples/codereview/workflow.toml --handlers llm-review --json",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts := workflow.Options{}

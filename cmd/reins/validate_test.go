@@ -12,19 +12,24 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-const workflowsDir = "../../examples/workflows"
+// examplesDir holds one directory per example; the workflow of example DIR is
+// DIR/workflow.toml, its graph DIR/testdata/workflow.mmd.
+const examplesDir = "../../examples"
+
+// exampleDirs are the examples that have a workflow file, sorted (the workflow tests check
+// that the list is complete).
+var exampleDirs = []string{"codereview", "evaluator", "refund", "research"}
+
+// exampleFile is the workflow file of example dir.
+func exampleFile(dir string) string { return filepath.Join(examplesDir, dir, "workflow.toml") }
 
 // exampleWorkflows lists the example workflow files, sorted.
 func exampleWorkflows(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(workflowsDir, "*.toml"))
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, dir := range exampleDirs {
+		files = append(files, exampleFile(dir))
 	}
-	if len(files) < 4 {
-		t.Fatalf("only %d example workflows in %s", len(files), workflowsDir)
-	}
-	slices.Sort(files)
 	return files
 }
 
@@ -138,7 +143,7 @@ func TestValidateSeveralProblems(t *testing.T) {
 
 // TestValidateMixed: one invalid file makes the exit status 1, and every file is still reported.
 func TestValidateMixed(t *testing.T) {
-	good := filepath.Join(workflowsDir, "code_review.toml")
+	good := exampleFile("codereview")
 	bad := writeWorkflow(t, "several.toml", severalProblems)
 	missing := filepath.Join(t.TempDir(), "missing.toml")
 	code, out, errOut := cli(t, "validate", good, bad, missing)
@@ -170,7 +175,7 @@ func TestValidateSyntaxError(t *testing.T) {
 }
 
 func TestValidateJSON(t *testing.T) {
-	good := filepath.Join(workflowsDir, "draft_refiner.toml")
+	good := exampleFile("evaluator")
 	bad := writeWorkflow(t, "several.toml", severalProblems)
 	code, out, errOut := cli(t, "validate", "--json", good, bad)
 	if code != exitFailed {
@@ -215,7 +220,7 @@ func TestValidateJSON(t *testing.T) {
 }
 
 func TestValidateHandlers(t *testing.T) {
-	file := filepath.Join(workflowsDir, "code_review.toml")
+	file := exampleFile("codereview")
 	if code, out, errOut := cli(t, "validate", "--handlers", "llm-review,other", file); code != exitOK {
 		t.Fatalf("known handler: exit %d\n%s%s", code, out, errOut)
 	}

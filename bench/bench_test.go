@@ -61,3 +61,7 @@ func TestSuiteMeasures(t *testing.T) {
 		t.Errorf("keeping loop_iteration measured %v, want the floor and loop_iteration", only)
 	}
 }
+
+func BenchmarkComposedLoopIteration(b *testing.B) { bench.ComposedLoopIterations(b) }
+
+func BenchmarkComposedFuncIteration(b *testing.B) { bench.ComposedFuncIterations(b) }

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/wire"
@@ -32,46 +33,21 @@ type stack struct {
 }
 
 // newStack starts an embedded server in a temporary directory, the engine, and a worker with
-// the given handlers.
+// the given handlers on a connection of its own, as reins run hosts them.
 func newStack(b *testing.B, handlers map[string]worker.Handler) *stack {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	eng, err := runner.New(runner.Config{Box: box})
+	h, err := host.Start(ctx, host.Config{Box: box, Engine: true, Handlers: handlers, Concurrency: 256})
 	if err != nil {
+		box.Close()
 		b.Fatal(err)
-	}
-	// The worker has a connection of its own, as in reins run and reins serve.
-	wbox, err := box.Connect(ctx, "bench-worker")
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := worker.New(worker.Config{Box: wbox, Concurrency: 256})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for name, h := range handlers {
-		w.Handle(name, h)
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for _, run := range []func(context.Context) error{eng.Run, w.Run} {
-		wg.Go(func() { errs <- run(ctx) })
-	}
-	for _, ready := range []<-chan struct{}{eng.Ready(), w.Ready()} {
-		select {
-		case <-ready:
-		case err := <-errs:
-			b.Fatalf("the engine or the worker stopped: %v", err)
-		}
 	}
 	return &stack{box: box, client: runner.NewClient(runner.ClientConfig{Box: box}), stop: func() {
-		cancel()
-		wg.Wait()
-		wbox.Close()
+		h.Stop()
 		box.Close()
 	}}
 }

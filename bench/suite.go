@@ -31,6 +31,8 @@ func Suite() []Benchmark {
 		{"waiting_runs", "10,000 runs waiting in loop_delay: resident memory of engine, worker and embedded server", WaitingRuns},
 		{"workflow_load_1k", "parse and validate a generated 1,000-step workflow file", LoadValidate(1000)},
 		{"workflow_load_10k", "parse and validate a generated 10,000-step workflow file", LoadValidate(10000)},
+		{"composed_loop_iteration", "one iteration of a Loop agent in process: an LLM agent's turn (scripted answer), events and state write", ComposedLoopIterations},
+		{"composed_func_iteration", "one iteration of a Loop agent in process with a Func leaf writing state: the composition's own cost", ComposedFuncIterations},
 	}
 }
 

@@ -194,7 +194,7 @@ func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.C
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
-		defer h.stop()
+		defer h.Stop()
 	}
 	// The record before the answer: following stops at a waiting state saved after it.
 	before, err := c.Get(ctx, runID)

@@ -137,7 +137,7 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
-		defer h.stop()
+		defer h.Stop()
 		if f.listen != "" {
 			// Other commands on this data directory (reins approve, runs) connect through it.
 			remove, err := f.nats.writeURL(box)

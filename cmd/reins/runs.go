@@ -408,7 +408,7 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
-		defer h.stop()
+		defer h.Stop()
 	}
 	forked, err := c.Fork(ctx, runID, o)
 	if err != nil {

@@ -96,7 +96,7 @@ longer ago (as reins runs prune does) at start and then every tenth of it, at mo
 			}
 			stopRetention := retain(ctx, box, retention, log)
 			log.Info("reins serving", "nats", where, "builtin_workers", !noWorker)
-			err = h.wait(ctx)
+			err = h.Wait(ctx)
 			stopRetention()
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}

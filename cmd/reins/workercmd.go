@@ -54,7 +54,7 @@ worker dies is redelivered to another after --ack-wait.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			log.Info("reins worker serving", "nats", box.Conn().ConnectedUrlRedacted(), "handlers", handlers)
-			if err := h.wait(ctx); err != nil {
+			if err := h.Wait(ctx); err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
 			return nil

@@ -31,6 +31,7 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/provider/registry"
@@ -200,41 +201,19 @@ func Run(ctx context.Context, cfg Config) (*runner.Result, error) {
 		return nil, err
 	}
 	defer box.Close()
-	eng, err := runner.New(runner.Config{Box: box})
-	if err != nil {
-		return nil, err
-	}
-	w, err := worker.New(worker.Config{Box: box})
-	if err != nil {
-		return nil, err
-	}
-	w.Handle(Handler, NewReviewHandler(reviewer, logw))
-	if err := builtin.Register(w, builtin.Config{Model: cfg.Model, Registry: cfg.Registry}); err != nil {
-		return nil, err
-	}
 	// The engine and the worker stop when Run returns, not before: an interrupted run is
 	// cancelled first (below), which needs them.
-	hostCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 2)
-	running := 2
-	go func() { done <- eng.Run(hostCtx) }()
-	go func() { done <- w.Run(hostCtx) }()
-	defer func() {
-		stop()
-		for ; running > 0; running-- {
-			<-done
-		}
-	}()
-	for _, ready := range []<-chan struct{}{eng.Ready(), w.Ready()} {
-		select {
-		case <-ready:
-		case err := <-done:
-			running--
-			return nil, fmt.Errorf("the engine or the worker stopped before it was ready: %v", err)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	h, err := host.Start(context.WithoutCancel(ctx), host.Config{
+		Box: box, Engine: true,
+		Handlers: map[string]worker.Handler{Handler: NewReviewHandler(reviewer, logw)},
+		Register: func(w *worker.Worker) error {
+			return builtin.Register(w, builtin.Config{Model: cfg.Model, Registry: cfg.Registry})
+		},
+	})
+	if err != nil {
+		return nil, err
 	}
+	defer h.Stop()
 
 	client := runner.NewClient(runner.ClientConfig{Box: box})
 	bundles, err := wire.NewBundles(def, "")

@@ -1,0 +1,102 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/host"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/runner"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/worker"
+	"github.com/reins-run/reins/workflow"
+)
+
+func openBox(t *testing.T) *natsbox.Box {
+	t.Helper()
+	box, err := natsbox.Open(context.Background(), natsbox.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { box.Close() })
+	return box
+}
+
+// The engine and a worker hosted together run a workflow to its end; Stop stops both, and a
+// second Stop does nothing.
+func TestHostRunsAWorkflow(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	box := openBox(t)
+	registered := false
+	h, err := host.Start(ctx, host.Config{
+		Box: box, Engine: true,
+		Handlers: map[string]worker.Handler{"double": func(t worker.TaskContext) error {
+			var n int
+			if err := json.Unmarshal(t.Input(), &n); err != nil {
+				return t.FailPermanent(err)
+			}
+			return t.Complete(2 * n)
+		}},
+		Register: func(*worker.Worker) error { registered = true; return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !registered {
+		t.Error("Register was not called")
+	}
+	wf := workflow.New("double")
+	wf.Task("work", "double")
+	def, err := wf.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := wire.NewBundles(def, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := runner.NewClient(runner.ClientConfig{Box: box})
+	id, err := c.Start(ctx, bs, json.RawMessage(`21`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Run.Status != engine.RunCompleted || string(rec.Run.Output) != "42" {
+		t.Errorf("run %s with output %s; want completed with 42", rec.Run.Status, rec.Run.Output)
+	}
+	h.Stop()
+	h.Stop()
+}
+
+// A worker that cannot be built fails Start with its error, and nothing is left running.
+func TestStartFails(t *testing.T) {
+	box := openBox(t)
+	refused := errors.New("no handlers today")
+	_, err := host.Start(context.Background(), host.Config{Box: box, Engine: true,
+		Register: func(*worker.Worker) error { return refused }})
+	if !errors.Is(err, refused) {
+		t.Fatalf("Start: %v, want the Register error", err)
+	}
+}
+
+// Wait returns nil once its context is done, after stopping the parts.
+func TestWaitUntilDone(t *testing.T) {
+	box := openBox(t)
+	h, err := host.Start(context.Background(), host.Config{Box: box, Engine: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := h.Wait(ctx); err != nil {
+		t.Errorf("Wait: %v, want nil when its context is done", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -178,16 +179,35 @@ func EnsureLayout(ctx context.Context, js jetstream.JetStream, l Layout) error {
 		maxMsg = int32(min(js.Conn().MaxPayload(), int64(1<<31-1)))
 	}
 	for _, cfg := range l.streams(maxMsg) {
-		if err := ensureStream(ctx, js, cfg); err != nil {
+		if err := retryTimeouts(ctx, func() error { return ensureStream(ctx, js, cfg) }); err != nil {
 			return err
 		}
 	}
 	for _, cfg := range l.buckets() {
-		if err := ensureBucket(ctx, js, cfg); err != nil {
+		if err := retryTimeouts(ctx, func() error { return ensureBucket(ctx, js, cfg) }); err != nil {
 			return err
 		}
 	}
-	return ensureKeeper(ctx, js)
+	return retryTimeouts(ctx, func() error { return ensureKeeper(ctx, js) })
+}
+
+// layoutAttempts bounds the tries of one step of EnsureLayout whose JetStream API request went
+// unanswered within the API timeout (5 s by default). A server busy starting several processes
+// at once on a loaded machine can leave one request unanswered that long; every step is
+// idempotent, so it is asked again rather than failing the process's start.
+const layoutAttempts = 3
+
+// retryTimeouts runs step until it succeeds, fails with anything but a timeout, or has had
+// layoutAttempts tries; it gives up at once when ctx is done.
+func retryTimeouts(ctx context.Context, step func() error) error {
+	var err error
+	for range layoutAttempts {
+		if err = step(); err == nil || ctx.Err() != nil ||
+			!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+			return err
+		}
+	}
+	return err
 }
 
 // KeeperSubject holds one message of REINS_TASKS that no worker consumes ("reins-" names are

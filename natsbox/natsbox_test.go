@@ -3,6 +3,7 @@ package natsbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
@@ -862,5 +863,39 @@ func TestConnect(t *testing.T) {
 	}
 	if _, err := b.JetStream().Publish(ctx, "reins.task.h", []byte("y")); err != nil {
 		t.Fatalf("the first connection after the second closed: %v", err)
+	}
+}
+
+// A layout step whose API request timed out is asked again, up to layoutAttempts times; any
+// other error, or a done context, ends it at once.
+func TestRetryTimeouts(t *testing.T) {
+	refused := errors.New("refused")
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name  string
+		ctx   context.Context
+		errs  []error // what the step returns, call by call (then nil)
+		calls int
+		want  error
+	}{
+		{"succeeds after two timeouts", context.Background(), []error{context.DeadlineExceeded, nats.ErrTimeout}, 3, nil},
+		{"times out every time", context.Background(), []error{nats.ErrTimeout, nats.ErrTimeout, nats.ErrTimeout, nats.ErrTimeout}, layoutAttempts, nats.ErrTimeout},
+		{"another error", context.Background(), []error{refused}, 1, refused},
+		{"context done", cancelled, []error{context.DeadlineExceeded}, 1, context.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			err := retryTimeouts(tc.ctx, func() error {
+				calls++
+				if calls <= len(tc.errs) {
+					return fmt.Errorf("step: %w", tc.errs[calls-1])
+				}
+				return nil
+			})
+			if calls != tc.calls || !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Errorf("%d calls, error %v; want %d calls and %v", calls, err, tc.calls, tc.want)
+			}
+		})
 	}
 }

@@ -577,8 +577,8 @@ func TestRunFailed(t *testing.T) {
 			}
 
 			code, out, errOut = cli(t, append(args, "--json", "--quiet")...)
-			if code != exitFailed {
-				t.Fatalf("--json: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			if code != exitFailed || out == "" {
+				t.Fatalf("--json: exit %d, want 1 with the result\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 			}
 			r := decodeResult(t, out)
 			if r.Status != "failed" || r.Error == nil || r.Error.Code != tc.code || r.Error.Step != tc.step || !strings.Contains(r.Error.Message, tc.msg) {

@@ -76,7 +76,15 @@ type Layout struct {
 	Duplicates time.Duration
 	// DLQMaxAge is how long the DLQ keeps a message; 0 means DefaultDLQMaxAge.
 	DLQMaxAge time.Duration
+	// EffectsMaxAge is how long the record of a side-effecting tool call is kept; 0 means
+	// DefaultEffectsMaxAge.
+	EffectsMaxAge time.Duration
 }
+
+// DefaultEffectsMaxAge is how long reins_effects keeps a record: a record serves an iteration
+// that runs again after a crash or a human's decision, so it must outlive the longest pause a
+// run may take (its deadline), but not grow forever.
+const DefaultEffectsMaxAge = 30 * 24 * time.Hour
 
 // ErrBadToken is wrapped by the errors of CheckToken and the subject builders.
 var ErrBadToken = errors.New("not a valid NATS subject token")
@@ -247,6 +255,8 @@ func (l Layout) check() error {
 		return fmt.Errorf("natsbox: layout: Duplicates is %s: want 0 (meaning %s) or more", l.Duplicates, DefaultDuplicates)
 	case l.DLQMaxAge < 0:
 		return fmt.Errorf("natsbox: layout: DLQMaxAge is %s: want 0 (meaning %s) or more", l.DLQMaxAge, DefaultDLQMaxAge)
+	case l.EffectsMaxAge < 0:
+		return fmt.Errorf("natsbox: layout: EffectsMaxAge is %s: want 0 (meaning %s) or more", l.EffectsMaxAge, DefaultEffectsMaxAge)
 	}
 	if l.withDefaults().Duplicates > l.withDefaults().DLQMaxAge {
 		return fmt.Errorf("natsbox: layout: Duplicates (%s) is longer than DLQMaxAge (%s)", l.withDefaults().Duplicates, l.withDefaults().DLQMaxAge)
@@ -263,6 +273,9 @@ func (l Layout) withDefaults() Layout {
 	}
 	if l.DLQMaxAge == 0 {
 		l.DLQMaxAge = DefaultDLQMaxAge
+	}
+	if l.EffectsMaxAge == 0 {
+		l.EffectsMaxAge = DefaultEffectsMaxAge
 	}
 	return l
 }
@@ -334,6 +347,7 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 		Bucket:      EffectsBucket,
 		Description: "reins recorded results of side-effecting tool calls",
 		History:     1,
+		TTL:         l.EffectsMaxAge,
 		Storage:     jetstream.FileStorage,
 		Replicas:    l.Replicas,
 		Metadata:    metadata(),
@@ -408,8 +422,8 @@ func ownedEqual(a, b jetstream.StreamConfig) bool {
 		a.Metadata[MetadataKey] == b.Metadata[MetadataKey]
 }
 
-// ensureBucket creates the bucket want, or updates it when its history, storage, replicas or
-// marker differ (a KV update rewrites the whole bucket configuration). A bucket that already
+// ensureBucket creates the bucket want, or updates it when its history, storage, replicas, max
+// age or marker differ (a KV update rewrites the whole bucket configuration). A bucket that already
 // matches is not touched.
 func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) error {
 	kv, err := js.KeyValue(ctx, want.Bucket)
@@ -421,7 +435,7 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 		}
 		have := st.Config()
 		if have.History == want.History && have.Storage == want.Storage && have.Replicas == want.Replicas &&
-			have.Description == want.Description && have.Metadata[MetadataKey] == want.Metadata[MetadataKey] {
+			have.TTL == want.TTL && have.Description == want.Description && have.Metadata[MetadataKey] == want.Metadata[MetadataKey] {
 			return nil
 		}
 	case errors.Is(err, jetstream.ErrBucketNotFound):

@@ -348,6 +348,13 @@ func TestEnsureLayoutConfigs(t *testing.T) {
 		if st.Metadata()[MetadataKey] != LayoutVersion {
 			t.Errorf("%s metadata = %v, want %s=%s", bucket, st.Metadata(), MetadataKey, LayoutVersion)
 		}
+		wantTTL := time.Duration(0) // runs, checkpoints and workflows live until pruned
+		if bucket == EffectsBucket {
+			wantTTL = DefaultEffectsMaxAge
+		}
+		if st.TTL() != wantTTL {
+			t.Errorf("%s max age = %s, want %s", bucket, st.TTL(), wantTTL)
+		}
 	}
 }
 
@@ -433,11 +440,23 @@ func TestEnsureLayoutUpdatesCompatible(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// A runs bucket that kept 5 revisions.
+	// A runs bucket that kept 5 revisions, and an effects bucket from before records expired.
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: RunsBucket, History: 5, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: EffectsBucket, History: 1, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
 	ensure(t, js)
+	fx, err := js.KeyValue(ctx, EffectsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := fx.Status(ctx); err != nil {
+		t.Fatal(err)
+	} else if st.TTL() != DefaultEffectsMaxAge {
+		t.Errorf("%s after EnsureLayout: max age %s, want %s", EffectsBucket, st.TTL(), DefaultEffectsMaxAge)
+	}
 	cfg := streamInfo(t, js, EventsStream).Config
 	if cfg.Duplicates != DefaultDuplicates || cfg.Metadata[MetadataKey] != LayoutVersion {
 		t.Errorf("EVENTS after EnsureLayout: duplicates %s, metadata %v; want it updated to the layout", cfg.Duplicates, cfg.Metadata)
@@ -498,7 +517,7 @@ func TestEnsureLayoutIncompatible(t *testing.T) {
 func TestLayoutRefused(t *testing.T) {
 	b := open(t, Options{DataDir: t.TempDir()})
 	for _, l := range []Layout{
-		{Replicas: -1}, {MaxMsgSize: -1}, {Duplicates: -time.Second}, {DLQMaxAge: -time.Second},
+		{Replicas: -1}, {MaxMsgSize: -1}, {Duplicates: -time.Second}, {DLQMaxAge: -time.Second}, {EffectsMaxAge: -time.Second},
 		{Duplicates: time.Hour, DLQMaxAge: time.Minute},
 	} {
 		if err := EnsureLayout(testCtx(t), b.JetStream(), l); err == nil {

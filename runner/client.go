@@ -158,15 +158,10 @@ func (c *Client) List(ctx context.Context, status engine.RunStatus) ([]*Record, 
 	if err != nil {
 		return nil, err
 	}
-	w, err := runs.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, fmt.Errorf("runner: list runs: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
 	var recs []*Record
-	for e := range w.Updates() {
-		if e == nil {
-			break
+	for e, err := range wire.Entries(ctx, runs, ">") {
+		if err != nil {
+			return nil, fmt.Errorf("runner: list runs: %w", err)
 		}
 		if strings.Contains(e.Key(), "/") {
 			continue
@@ -176,9 +171,6 @@ func (c *Client) List(ctx context.Context, status engine.RunStatus) ([]*Record, 
 			continue
 		}
 		recs = append(recs, rec)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
 	}
 	slices.SortFunc(recs, func(a, b *Record) int {
 		return cmp.Or(a.Run.StartedAt.Compare(b.Run.StartedAt), strings.Compare(a.Run.ID, b.Run.ID))

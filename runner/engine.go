@@ -241,15 +241,10 @@ func (e *Engine) pinnedTTL() time.Duration { return max(e.ackWait, minPinnedTTL)
 
 // rearm arms the timers of every running run, from its saved state.
 func (e *Engine) rearm(ctx context.Context) error {
-	w, err := e.runs.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return fmt.Errorf("runner: read the runs to arm their timers: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
 	n := 0
-	for ent := range w.Updates() {
-		if ent == nil {
-			break
+	for ent, err := range wire.Entries(ctx, e.runs, ">") {
+		if err != nil {
+			return fmt.Errorf("runner: read the runs to arm their timers: %w", err)
 		}
 		rec, err := decodeRecord(ent)
 		if err != nil {
@@ -268,9 +263,6 @@ func (e *Engine) rearm(ctx context.Context) error {
 			e.timers.arm(rec.Run.ID, c)
 		}
 		n++
-	}
-	if err := ctx.Err(); err != nil {
-		return err
 	}
 	e.log.Debug("runner: timers armed", "running_runs", n)
 	return nil

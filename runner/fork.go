@@ -323,11 +323,10 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 		}
 		src := wire.CheckpointScope(from, t.Step, t.Item, t.Activation)
 		dst := wire.CheckpointScope(to, t.Step, t.Item, t.Activation)
-		entries, err := kvEntries(ctx, kv, src+".>")
-		if err != nil {
-			return n, fmt.Errorf("runner: read the checkpoint of step %s of run %s: %w", taskKey(t), from, err)
-		}
-		for _, e := range entries {
+		for e, err := range wire.Entries(ctx, kv, src+".>") { // the copies go to other keys: dst's
+			if err != nil {
+				return n, fmt.Errorf("runner: read the checkpoint of step %s of run %s: %w", taskKey(t), from, err)
+			}
 			w, err := wire.ParseCheckpointWrite(e.Key())
 			if err != nil || w.Scope != src || w.Iteration >= t.Iteration {
 				continue
@@ -340,30 +339,6 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 		}
 	}
 	return n, nil
-}
-
-// kvEntries returns the current entries of the keys of kv that match filter.
-func kvEntries(ctx context.Context, kv jetstream.KeyValue, filter string) ([]jetstream.KeyValueEntry, error) {
-	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = w.Stop() }()
-	var out []jetstream.KeyValueEntry
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("the watch ended")
-			}
-			if e == nil {
-				return out, nil
-			}
-			out = append(out, e)
-		}
-	}
 }
 
 // dispatchState publishes, for run runID, the tasks and the start events of the sub-runs a

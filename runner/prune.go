@@ -54,21 +54,13 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, now time.Ti
 		created  time.Time
 	}
 	recs := map[string]info{} // what the prune needs of every record, not the records
-	w, err := runs.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return rep, fmt.Errorf("runner: prune: list the runs: %w", err)
-	}
-	for e := range w.Updates() {
-		if e == nil {
-			break
+	for e, err := range wire.Entries(ctx, runs, ">") {
+		if err != nil {
+			return rep, fmt.Errorf("runner: prune: list the runs: %w", err)
 		}
 		if rec, err := decodeRecord(e); err == nil {
 			recs[e.Key()] = info{e.Revision(), rec.Run.Finished(), e.Created()}
 		}
-	}
-	_ = w.Stop()
-	if err := ctx.Err(); err != nil {
-		return rep, err
 	}
 	old := func(i info) bool { return i.finished && i.created.Before(rep.Before) }
 	roots := map[string]bool{}

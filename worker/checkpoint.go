@@ -251,13 +251,12 @@ type entry struct {
 // resume, write number). It also returns the number that follows the writes of own's iteration
 // and resume (0 when there are none), where a task that goes on from them writes next.
 func fold(ctx context.Context, kv jetstream.KeyValue, scope string, include func(wire.CheckpointWrite) bool, own wire.CheckpointWrite) ([]byte, int, error) {
-	kes, err := watch(ctx, kv, scope+".>", false)
-	if err != nil {
-		return nil, 0, err
-	}
 	var es []entry
 	next := 0
-	for _, ke := range kes {
+	for ke, err := range wire.Entries(ctx, kv, scope+".>") {
+		if err != nil {
+			return nil, 0, err
+		}
 		w, err := wire.ParseCheckpointWrite(ke.Key())
 		if err != nil || !include(w) {
 			continue
@@ -272,6 +271,7 @@ func fold(ctx context.Context, kv jetstream.KeyValue, scope string, include func
 	})
 	var raw []byte
 	for _, e := range es {
+		var err error
 		if raw, err = applyWrite(raw, e.value); err != nil {
 			return nil, 0, fmt.Errorf("%s: %w", e.w.Key(), err)
 		}
@@ -313,44 +313,18 @@ func applyWrite(raw, value []byte) ([]byte, error) {
 
 // purgeIteration removes the keys of scope's iteration iter.
 func purgeIteration(ctx context.Context, kv jetstream.KeyValue, scope string, iter int) error {
-	kes, err := watch(ctx, kv, fmt.Sprintf("%s.%d.*", scope, iter), true)
-	if err != nil {
-		return err
+	// The keys are read first and purged after: a purge is a write the watch would see.
+	var keys []string
+	for ke, err := range wire.Entries(ctx, kv, fmt.Sprintf("%s.%d.*", scope, iter), jetstream.MetaOnly()) {
+		if err != nil {
+			return err
+		}
+		keys = append(keys, ke.Key())
 	}
-	for _, ke := range kes {
-		if err := kv.Purge(ctx, ke.Key()); err != nil {
-			return fmt.Errorf("purge %s: %w", ke.Key(), err)
+	for _, k := range keys {
+		if err := kv.Purge(ctx, k); err != nil {
+			return fmt.Errorf("purge %s: %w", k, err)
 		}
 	}
 	return nil
-}
-
-// watch returns the current entries of the keys matching filter (deleted ones left out).
-func watch(ctx context.Context, kv jetstream.KeyValue, filter string, metaOnly bool) ([]jetstream.KeyValueEntry, error) {
-	opts := []jetstream.WatchOpt{jetstream.IgnoreDeletes()}
-	if metaOnly {
-		opts = append(opts, jetstream.MetaOnly())
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wt, err := kv.WatchFiltered(ctx, []string{filter}, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", filter, err)
-	}
-	defer func() { _ = wt.Stop() }()
-	var out []jetstream.KeyValueEntry
-	for {
-		select {
-		case ke, ok := <-wt.Updates():
-			if !ok {
-				return nil, fmt.Errorf("read %s: the watch ended early", filter)
-			}
-			if ke == nil {
-				return out, nil
-			}
-			out = append(out, ke)
-		case <-ctx.Done():
-			return nil, fmt.Errorf("read %s: %w", filter, ctx.Err())
-		}
-	}
 }

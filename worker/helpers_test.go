@@ -255,12 +255,11 @@ func (e *env) checkpointValues(scope string) map[string][]byte {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	kes, err := watch(ctx, kv, scope+".>", false)
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	out := map[string][]byte{}
-	for _, ke := range kes {
+	for ke, err := range wire.Entries(ctx, kv, scope+".>") {
+		if err != nil {
+			e.t.Fatal(err)
+		}
 		out[ke.Key()] = ke.Value()
 	}
 	return out

@@ -20,13 +20,12 @@ var ErrNotWaiting = errors.New("nothing in the run waits for it")
 // Waiting is one step of a run that waits for a human or a signal, as commands list it.
 type Waiting struct {
 	// Key is the step's key in the run: its id, or "parent#i" for a child.
-	Key        string
-	Step       *engine.StepRun
-	Wait       engine.WaitKind
-	Prompt     string               // an approval step's rendered prompt
-	Event      string               // the signal a wait_event step waits for
-	Pending    []engine.PendingCall // an agent's calls not decided yet
-	Activation int
+	Key     string
+	Step    *engine.StepRun
+	Wait    engine.WaitKind
+	Prompt  string               // an approval step's rendered prompt
+	Event   string               // the signal a wait_event step waits for
+	Pending []engine.PendingCall // an agent's calls not decided yet
 }
 
 // WaitingSteps lists the steps of run that wait for a human or a signal, in the order of the
@@ -38,7 +37,7 @@ func WaitingSteps(def *workflow.Definition, run *engine.Run) []Waiting {
 		if sr == nil || sr.Status != engine.StepWaiting {
 			continue
 		}
-		w := Waiting{Key: key, Step: sr, Wait: sr.Wait, Prompt: sr.Prompt, Activation: sr.Activation}
+		w := Waiting{Key: key, Step: sr, Wait: sr.Wait, Prompt: sr.Prompt}
 		for _, p := range sr.Pending {
 			if _, done := sr.Decisions[p.CallID]; !done {
 				w.Pending = append(w.Pending, p)

@@ -28,3 +28,11 @@ func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host.Hos
 	}
 	return host.Start(ctx, hc)
 }
+
+// hostHere starts the engine and the built-in workers on the embedded server of a command that
+// then follows a run there, since no other process runs them on its data directory. They
+// outlive an interrupt of ctx (following then cancels the run, which needs them) and stop with
+// the returned host.
+func hostHere(ctx context.Context, box *natsbox.Box, bc builtin.Config, log *slog.Logger) (*host.Host, error) {
+	return startHost(context.WithoutCancel(ctx), box, hostConfig{engine: true, builtins: builtinHandlers, builtin: bc, log: log})
+}

@@ -188,9 +188,7 @@ func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.C
 		// Nothing else runs the engine on this data directory: this command does, until the
 		// run ends or waits again. It starts before the answer is sent, so that the engine
 		// has the layout and its timers armed when the answer arrives.
-		h, err := startHost(context.WithoutCancel(ctx), box, hostConfig{
-			engine: true, builtins: builtinHandlers, builtin: (&runFlags{model: f.model}).builtinConfig(), log: log,
-		})
+		h, err := hostHere(ctx, box, (&runFlags{model: f.model}).builtinConfig(), log)
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}

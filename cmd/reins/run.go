@@ -129,11 +129,7 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		if err := checkHandlers(bundles, f.listen, box); err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
-		// The engine and workers outlive an interrupt of ctx: follow then cancels the run,
-		// and they must still be running to end it. The deferred stop stops them.
-		h, err := startHost(context.WithoutCancel(ctx), box, hostConfig{
-			engine: true, builtins: builtinHandlers, builtin: f.builtinConfig(), log: log,
-		})
+		h, err := hostHere(ctx, box, f.builtinConfig(), log)
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}

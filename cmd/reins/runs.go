@@ -386,9 +386,13 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 		if f.detach {
 			return &exitError{code: exitUsage, err: errors.New("--detach needs a server (--nats URL, or reins serve on --data): an embedded server stops with the command")}
 		}
-		if err := natsbox.EnsureLayout(ctx, box.JetStream(), natsbox.Layout{}); err != nil {
+		// Nothing else runs the engine on this data directory: this command does, as reins
+		// run does, until the new run ends or waits. Its start ensures the layout.
+		h, err := hostHere(ctx, box, (&runFlags{}).builtinConfig(), log)
+		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
+		defer h.Stop()
 		rec, err := c.Get(ctx, runID)
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
@@ -400,15 +404,6 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 		if err := checkHandlers(&wire.Bundles{Root: rec.Run.Hash, All: map[string]*wire.Bundle{rec.Run.Hash: {Definition: def}}}, "", box); err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
-		// Nothing else runs the engine on this data directory: this command does, as reins
-		// run does, until the new run ends or waits. The deferred stop stops it.
-		h, err := startHost(context.WithoutCancel(ctx), box, hostConfig{
-			engine: true, builtins: builtinHandlers, builtin: (&runFlags{}).builtinConfig(), log: log,
-		})
-		if err != nil {
-			return &exitError{code: exitFailed, err: err}
-		}
-		defer h.Stop()
 	}
 	forked, err := c.Fork(ctx, runID, o)
 	if err != nil {

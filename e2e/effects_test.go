@@ -124,7 +124,7 @@ func TestEffectOnceAcrossWorkerCrash(t *testing.T) {
 	if err := json.Unmarshal(record.Output, &result); err != nil || record.Tool != "append_line" || result.Line != lines[0] || result.Lines != 1 {
 		t.Fatalf("record %s, want append_line's result with the counter file's line %q", records[0].Value(), lines[0])
 	}
-	st := finalState(t, ctx, js, id)
+	st := finalState(t, ctx, js, id, "act")
 	var seen []string
 	for _, m := range st.Messages {
 		if m.Role == model.RoleTool && m.Name == "append_line" {
@@ -153,26 +153,21 @@ func kvValues(t *testing.T, ctx context.Context, js jetstream.JetStream, bucket,
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = w.Stop() }()
 	var out []jetstream.KeyValueEntry
-	for e := range w.Updates() {
-		if e == nil {
-			return out
+	for e, err := range wire.Entries(ctx, kv, filter) {
+		if err != nil {
+			t.Fatalf("bucket %s: %v", bucket, err)
 		}
 		out = append(out, e)
 	}
-	t.Fatalf("the watch of %s ended early", bucket)
-	return nil
+	return out
 }
 
-// finalState is the agent's loop state as the last checkpoint write of step act holds it.
-func finalState(t *testing.T, ctx context.Context, js jetstream.JetStream, runID string) *loop.State {
+// finalState is the agent's loop state as the last checkpoint write of the step's first
+// activation holds it: the agent handler sets the whole state after each iteration.
+func finalState(t *testing.T, ctx context.Context, js jetstream.JetStream, runID, step string) *loop.State {
 	t.Helper()
-	scope := wire.CheckpointScope(runID, "act", -1, 1)
+	scope := wire.CheckpointScope(runID, step, -1, 1)
 	type write struct {
 		w     wire.CheckpointWrite
 		value []byte
@@ -186,7 +181,7 @@ func finalState(t *testing.T, ctx context.Context, js jetstream.JetStream, runID
 		writes = append(writes, write{w, e.Value()})
 	}
 	if len(writes) == 0 {
-		t.Fatalf("no checkpoint of step act")
+		t.Fatalf("no checkpoint of step %s of run %s", step, runID)
 	}
 	last := slices.MaxFunc(writes, func(a, b write) int {
 		return cmp.Or(cmp.Compare(a.w.Iteration, b.w.Iteration), cmp.Compare(a.w.Resume, b.w.Resume), cmp.Compare(a.w.N, b.w.N))

@@ -7,13 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/runner"
-	"github.com/reins-run/reins/wire"
 )
 
 // serveAll starts the engine and the built-in workers (reins serve) against url.
@@ -341,8 +338,7 @@ func TestResumeAndSignalAcrossEngineRestart(t *testing.T) {
 	}
 }
 
-// loopState returns the agent loop's state as the step's first activation last checkpointed
-// it: the agent handler sets the whole state after each iteration.
+// loopState returns the agent loop's state as the step's first activation last checkpointed it.
 func loopState(t *testing.T, ctx context.Context, c *cluster, runID, step string) *loop.State {
 	t.Helper()
 	box, err := natsbox.Open(ctx, natsbox.Options{URL: c.url, Name: "e2e-checkpoints"})
@@ -350,30 +346,5 @@ func loopState(t *testing.T, ctx context.Context, c *cluster, runID, step string
 		t.Fatal(err)
 	}
 	defer box.Close()
-	kv, err := box.JetStream().KeyValue(ctx, natsbox.CheckpointsBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := kv.Watch(ctx, wire.CheckpointScope(runID, step, -1, 1)+".>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = w.Stop() }()
-	var last []byte
-	var rev uint64
-	for e := range w.Updates() {
-		if e == nil {
-			break
-		}
-		if e.Operation() == jetstream.KeyValuePut && e.Revision() > rev {
-			last, rev = e.Value(), e.Revision() // the latest write holds the whole state
-		}
-	}
-	var v struct {
-		Set *loop.State `json:"set"`
-	}
-	if err := json.Unmarshal(last, &v); err != nil || v.Set == nil {
-		t.Fatalf("the last checkpoint of %s/%s is not a loop state: %v (%.200s)", runID, step, err, last)
-	}
-	return v.Set
+	return finalState(t, ctx, box.JetStream(), runID, step)
 }

@@ -229,7 +229,7 @@ func (e *Engine) save(ctx context.Context, sh *shard, ev *wire.Event, old, next 
 	if old == nil {
 		next.rev, err = e.runs.Create(ctx, id, data)
 	} else {
-		next.rev, err = e.runs.Update(ctx, id, data, old.rev)
+		next.rev, err = natsbox.UpdateKV(ctx, e.js.Conn(), natsbox.RunsBucket, id, data, old.rev)
 	}
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):

@@ -12,9 +12,11 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/wire"
 )
 
@@ -431,6 +433,7 @@ func (w *Worker) publish(ctx context.Context, ev *wire.Event, data []byte) error
 			return err
 		}
 	}
-	_, err = w.js.Publish(ctx, subject, data, jetstream.WithMsgID(wire.EventMsgID(ev, "")))
+	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{wire.EventMsgID(ev, "")}}}
+	_, err = natsbox.Publish(ctx, w.js.Conn(), m)
 	return err
 }

@@ -1,0 +1,174 @@
+package natsbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Publishing in the hot path of an iteration. The engine and the workers store two messages and
+// one KV write per agent_loop iteration; jetstream.PublishMsg decodes each acknowledgement with
+// encoding/json through embedded pointer structs, which a CPU profile of the 64-loop benchmark
+// put at 5% of everything an iteration costs. Publish is the same request with the
+// acknowledgement read by ParsePubAck; anything it does not recognise goes to encoding/json.
+
+// Retries of a publish nobody answered (a stream between leaders, a server starting), as
+// nats.go's jetstream.DefaultPubRetryAttempts and DefaultPubRetryWait.
+const (
+	publishRetries   = 2
+	publishRetryWait = 250 * time.Millisecond
+)
+
+// Publish stores m in the stream its subject belongs to and returns the stream's
+// acknowledgement, like jetstream.JetStream.PublishMsg without options: set the message id and
+// expectations in m.Header. An error reply of the stream is returned as a *jetstream.APIError.
+func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*jetstream.PubAck, error) {
+	resp, err := nc.RequestMsgWithContext(ctx, m)
+	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < publishRetries; r++ {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(publishRetryWait):
+		}
+		resp, err = nc.RequestMsgWithContext(ctx, m)
+	}
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, fmt.Errorf("publish on %s: %w", m.Subject, jetstream.ErrNoStreamResponse)
+	case err != nil:
+		return nil, fmt.Errorf("publish on %s: %w", m.Subject, err)
+	}
+	ack, err := ParsePubAck(resp.Data)
+	if err != nil {
+		return nil, fmt.Errorf("publish on %s: %w", m.Subject, err)
+	}
+	return ack, nil
+}
+
+// UpdateKV writes value under key in bucket if the key's last revision is rev, and returns the
+// new revision: jetstream.KeyValue.Update through Publish. A key written since rev (or never
+// written) gives an error that matches jetstream.ErrKeyRevisionMismatch and
+// jetstream.ErrKeyExists, as Update's does. The bucket must be one of this
+// layout's, addressed without a JetStream domain or API prefix (Box makes no other).
+func UpdateKV(ctx context.Context, nc *nats.Conn, bucket, key string, value []byte, rev uint64) (uint64, error) {
+	if err := CheckKey(key); err != nil {
+		return 0, err
+	}
+	m := &nats.Msg{Subject: "$KV." + bucket + "." + key, Data: value, Header: nats.Header{
+		jetstream.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(rev, 10)},
+	}}
+	ack, err := Publish(ctx, nc, m)
+	var api *jetstream.APIError
+	switch {
+	case errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+		return 0, fmt.Errorf("update %s in %s at revision %d: %w: %w", key, bucket, rev, err, jetstream.ErrKeyRevisionMismatch)
+	case err != nil:
+		return 0, fmt.Errorf("update %s in %s: %w", key, bucket, err)
+	}
+	return ack.Sequence, nil
+}
+
+// CheckKey reports whether key is a valid KV key: the characters A-Z a-z 0-9 - _ = / and .,
+// with no '.' at either end (jetstream's keyValid, without a regular expression).
+func CheckKey(key string) error {
+	if key == "" || key[0] == '.' || key[len(key)-1] == '.' {
+		return fmt.Errorf("KV key %q: %w", key, jetstream.ErrInvalidKey)
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '_' || c == '=' || c == '/' || c == '.') {
+			return fmt.Errorf("KV key %q: %w", key, jetstream.ErrInvalidKey)
+		}
+	}
+	return nil
+}
+
+// ParsePubAck reads a stream's reply to a publish. The replies of a successful publish that
+// nats-server writes from its template, {"stream":"S","seq":N} with an optional "domain" before
+// the sequence and "duplicate": true after it, are read directly; any other reply (an error, a
+// batch, a counter) is decoded with encoding/json, so the result is the same for every input.
+func ParsePubAck(data []byte) (*jetstream.PubAck, error) {
+	if ack, ok := parseTemplateAck(data); ok {
+		return ack, nil
+	}
+	var resp struct {
+		Error *jetstream.APIError `json:"error"`
+		jetstream.PubAck
+	}
+	if err := json.Unmarshal(data, &resp); err != nil {
+		return nil, fmt.Errorf("%w: %v", jetstream.ErrInvalidJSAck, err)
+	}
+	if resp.Error != nil {
+		return nil, resp.Error
+	}
+	if resp.Stream == "" {
+		return nil, fmt.Errorf("%w: no stream in %q", jetstream.ErrInvalidJSAck, data)
+	}
+	return &resp.PubAck, nil
+}
+
+// parseTemplateAck reads the acknowledgements nats-server writes from its template, or reports
+// false for anything else (which the caller then decodes in full).
+func parseTemplateAck(data []byte) (*jetstream.PubAck, bool) {
+	var ack jetstream.PubAck
+	rest, ok := bytes.CutPrefix(data, []byte(`{"stream":`))
+	if ack.Stream, rest, ok = plainString(rest, ok); !ok || ack.Stream == "" {
+		return nil, false
+	}
+	if after, found := bytes.CutPrefix(rest, []byte(`,"domain":`)); found {
+		if ack.Domain, rest, ok = plainString(after, true); !ok {
+			return nil, false
+		}
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"seq":`)); !ok {
+		return nil, false
+	}
+	n := 0
+	for n < len(rest) && '0' <= rest[n] && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 || n > 1 && rest[0] == '0' {
+		return nil, false
+	}
+	seq, err := strconv.ParseUint(string(rest[:n]), 10, 64)
+	if err != nil {
+		return nil, false
+	}
+	ack.Sequence = seq
+	switch string(rest[n:]) {
+	case `}`:
+	case `,"duplicate": true}`, `,"duplicate":true}`:
+		ack.Duplicate = true
+	default:
+		return nil, false
+	}
+	return &ack, true
+}
+
+// plainString reads a JSON string without escapes at the start of b (when ok) and returns it
+// and what follows it.
+func plainString(b []byte, ok bool) (string, []byte, bool) {
+	if !ok || len(b) == 0 || b[0] != '"' {
+		return "", nil, false
+	}
+	end := bytes.IndexByte(b[1:], '"')
+	if end < 0 {
+		return "", nil, false
+	}
+	s := b[1 : 1+end]
+	for _, c := range s {
+		if c == '\\' || c < 0x20 || c >= 0x80 {
+			return "", nil, false // escapes, control characters or UTF-8: encoding/json reads them
+		}
+	}
+	return string(s), b[2+end:], true
+}

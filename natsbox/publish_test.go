@@ -1,0 +1,161 @@
+package natsbox
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestParsePubAck(t *testing.T) {
+	tests := []struct {
+		name string
+		data string
+		want *jetstream.PubAck
+		code jetstream.ErrorCode // an API error with this code, when want is nil
+	}{
+		{"template", `{"stream":"REINS_TASKS","seq":42}`, &jetstream.PubAck{Stream: "REINS_TASKS", Sequence: 42}, 0},
+		{"duplicate as the server writes it", `{"stream":"REINS_TASKS","seq":7,"duplicate": true}`,
+			&jetstream.PubAck{Stream: "REINS_TASKS", Sequence: 7, Duplicate: true}, 0},
+		{"duplicate without the space", `{"stream":"S","seq":7,"duplicate":true}`, &jetstream.PubAck{Stream: "S", Sequence: 7, Duplicate: true}, 0},
+		{"domain", `{"stream":"KV_reins_runs","domain":"hub","seq":18446744073709551615}`,
+			&jetstream.PubAck{Stream: "KV_reins_runs", Domain: "hub", Sequence: 18446744073709551615}, 0},
+		{"spaces: read by encoding/json", `{ "stream": "S", "seq": 3 }`, &jetstream.PubAck{Stream: "S", Sequence: 3}, 0},
+		{"batch: read by encoding/json", `{"stream":"S","seq":9,"batch":"b1","count":2}`, &jetstream.PubAck{Stream: "S", Sequence: 9}, 0},
+		{"counter: read by encoding/json", `{"stream":"S","seq":9,"val":"12"}`, &jetstream.PubAck{Stream: "S", Sequence: 9, Value: "12"}, 0},
+		{"escaped name: read by encoding/json", `{"stream":"A\u0042","seq":1}`, &jetstream.PubAck{Stream: "AB", Sequence: 1}, 0},
+		{"wrong last sequence", `{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 5"},"stream":"KV_reins_runs","seq":0}`,
+			nil, jetstream.JSErrCodeStreamWrongLastSequence},
+		{"no stream", `{"seq":1}`, nil, 0},
+		{"empty stream", `{"stream":"","seq":1}`, nil, 0},
+		{"not JSON", `+OK`, nil, 0},
+		{"sequence too large", `{"stream":"S","seq":18446744073709551616}`, nil, 0},
+		{"truncated", `{"stream":"S","seq":1`, nil, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParsePubAck([]byte(tc.data))
+			if tc.want != nil {
+				if err != nil || !reflect.DeepEqual(got, tc.want) {
+					t.Fatalf("ParsePubAck(%s) = %+v, %v; want %+v", tc.data, got, err, tc.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("ParsePubAck(%s) = %+v, want an error", tc.data, got)
+			}
+			var api *jetstream.APIError
+			switch {
+			case tc.code != 0 && (!errors.As(err, &api) || api.ErrorCode != tc.code):
+				t.Errorf("ParsePubAck(%s) = %v, want the API error %d", tc.data, err, tc.code)
+			case tc.code == 0 && !errors.Is(err, jetstream.ErrInvalidJSAck):
+				t.Errorf("ParsePubAck(%s) = %v, want ErrInvalidJSAck", tc.data, err)
+			}
+		})
+	}
+}
+
+// decodePubAck is the reference ParsePubAck must agree with: the whole reply through
+// encoding/json, as nats.go reads it.
+func decodePubAck(data []byte) (*jetstream.PubAck, bool) {
+	var resp struct {
+		Error *jetstream.APIError `json:"error"`
+		jetstream.PubAck
+	}
+	if json.Unmarshal(data, &resp) != nil || resp.Error != nil || resp.Stream == "" {
+		return nil, false
+	}
+	return &resp.PubAck, true
+}
+
+func FuzzParsePubAck(f *testing.F) {
+	for _, s := range []string{
+		`{"stream":"REINS_TASKS","seq":42}`, `{"stream":"S","seq":7,"duplicate": true}`,
+		`{"stream":"S","domain":"d","seq":1}`, `{"stream":"S","seq":01}`, `{"stream":"S\"","seq":1}`,
+		`{"error":{"code":503,"description":"unavailable"}}`, `{"stream":"S","seq":1}x`, `{"stream":"é","seq":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := ParsePubAck(data)
+		want, ok := decodePubAck(data)
+		if ok != (err == nil) || ok && !reflect.DeepEqual(got, want) {
+			t.Fatalf("ParsePubAck(%q) = %+v, %v; encoding/json reads %+v (ok %v)", data, got, err, want, ok)
+		}
+	})
+}
+
+func TestCheckKey(t *testing.T) {
+	for _, key := range []string{"run-1", "a/b/c", "x=1.2", "A_Z-09"} {
+		if err := CheckKey(key); err != nil {
+			t.Errorf("CheckKey(%q) = %v, want nil", key, err)
+		}
+	}
+	for _, key := range []string{"", ".a", "a.", "a b", "a*", "a>", "ü"} {
+		if err := CheckKey(key); !errors.Is(err, jetstream.ErrInvalidKey) {
+			t.Errorf("CheckKey(%q) = %v, want ErrInvalidKey", key, err)
+		}
+	}
+}
+
+func TestPublish(t *testing.T) {
+	b := open(t, Options{DataDir: t.TempDir()})
+	ensure(t, b.JetStream())
+	ctx := testCtx(t)
+	m := func() *nats.Msg {
+		return &nats.Msg{Subject: taskSubject(t, "pub"), Data: []byte(`{}`),
+			Header: nats.Header{jetstream.MsgIDHeader: []string{"pub-1"}}}
+	}
+	first, err := Publish(ctx, b.Conn(), m())
+	if err != nil || first.Stream != TasksStream || first.Duplicate {
+		t.Fatalf("Publish = %+v, %v; want a new message in %s", first, err, TasksStream)
+	}
+	again, err := Publish(ctx, b.Conn(), m())
+	if err != nil || !again.Duplicate || again.Sequence != first.Sequence {
+		t.Fatalf("Publish of the same message id = %+v, %v; want the duplicate of sequence %d", again, err, first.Sequence)
+	}
+	_, err = Publish(ctx, b.Conn(), &nats.Msg{Subject: "no.stream.here", Data: []byte(`{}`)})
+	if !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Errorf("Publish outside every stream = %v, want ErrNoStreamResponse", err)
+	}
+}
+
+func TestUpdateKV(t *testing.T) {
+	b := open(t, Options{DataDir: t.TempDir()})
+	js := b.JetStream()
+	ensure(t, js)
+	ctx := testCtx(t)
+	kv, err := js.KeyValue(ctx, RunsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev1, err := kv.Create(ctx, "run/1", []byte(`{"iteration":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev2, err := UpdateKV(ctx, b.Conn(), RunsBucket, "run/1", []byte(`{"iteration":1}`), rev1)
+	if err != nil || rev2 <= rev1 {
+		t.Fatalf("UpdateKV at the current revision = %d, %v; want a revision after %d", rev2, err, rev1)
+	}
+	// A writer still holding rev1 loses, with the errors kv.Update gives.
+	_, err = UpdateKV(ctx, b.Conn(), RunsBucket, "run/1", []byte(`{"stale":true}`), rev1)
+	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || !errors.Is(err, jetstream.ErrKeyExists) {
+		t.Fatalf("UpdateKV at a stale revision = %v, want ErrKeyRevisionMismatch and ErrKeyExists", err)
+	}
+	if _, err := UpdateKV(ctx, b.Conn(), RunsBucket, "never", []byte(`{}`), 1); !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		t.Errorf("UpdateKV of a key never written = %v, want ErrKeyRevisionMismatch", err)
+	}
+	if _, err := UpdateKV(ctx, b.Conn(), RunsBucket, "a b", []byte(`{}`), 1); !errors.Is(err, jetstream.ErrInvalidKey) {
+		t.Errorf("UpdateKV of an invalid key = %v, want ErrInvalidKey", err)
+	}
+	e, err := kv.Get(ctx, "run/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Revision() != rev2 || string(e.Value()) != `{"iteration":1}` {
+		t.Errorf("run/1 = %s at revision %d, want the value of revision %d", e.Value(), e.Revision(), rev2)
+	}
+}

@@ -218,12 +218,14 @@ func (e *Engine) startFailed(ctx context.Context, ev *wire.Event, why string, er
 // nil: create the record), then does what comes after the save.
 func (e *Engine) save(ctx context.Context, sh *shard, ev *wire.Event, old, next *entry, cmds []engine.Command) (outcome, error) {
 	id := next.rec.Run.ID
+	if err := e.carryOut(ctx, ev.At, next, cmds); err != nil {
+		return retry, err
+	}
+	// The record is encoded once the next task is out: the worker runs it meanwhile. (Encoding
+	// cannot fail on a state decoded from JSON; if it did, the event is dropped as before.)
 	data, err := json.Marshal(next.rec)
 	if err != nil {
 		return drop, permanent(fmt.Errorf("run %s: %w", id, err))
-	}
-	if err := e.carryOut(ctx, ev.At, next, cmds); err != nil {
-		return retry, err
 	}
 	e.fault(id)
 	if old == nil {

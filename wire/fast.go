@@ -1,0 +1,238 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
+	"github.com/reins-run/reins/engine"
+)
+
+// The decoding of tasks and events, on the path of every durable iteration. A worker decodes a
+// task and the engine an event before anything else can happen, and reflection made each of
+// them a twentieth of an iteration's latency. decodeTaskFast and decodeEventFast read the
+// bodies EncodeTask and EncodeEvent write with the tokenizer of go-json-experiment (jsontext):
+// every member of a known name and of the expected kind is set directly, and a member of a
+// nested type (usage, pending calls, decisions, parent) through the reflective decoder. Any
+// other input (an unknown or differently cased name, a null, a string with escapes, a number
+// that is not an integer) makes them report false, and the caller decodes the whole body with
+// the v1 decoder, so the result is always what encoding/json's semantics give
+// (FuzzDecodeTaskFast and FuzzDecodeEventFast hold them to it).
+
+// decoders are reused: a jsontext.Decoder keeps buffers worth reusing between messages.
+var decoders = sync.Pool{New: func() any { return new(fastDecoder) }}
+
+type fastDecoder struct {
+	buf bytes.Buffer
+	dec jsontext.Decoder
+}
+
+// object calls member for each member of the object data holds, and reports whether data was
+// one object whose members member took.
+func object(data []byte, member func(name []byte, v jsontext.Value) bool) bool {
+	fd := decoders.Get().(*fastDecoder)
+	defer decoders.Put(fd)
+	fd.buf.Reset()
+	fd.buf.Write(data)
+	d := &fd.dec
+	d.Reset(&fd.buf, jsontext.AllowDuplicateNames(true))
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return false
+	}
+	for d.PeekKind() != '}' {
+		name, err := d.ReadValue()
+		if err != nil || name.Kind() != '"' || bytes.IndexByte(name, '\\') >= 0 {
+			return false
+		}
+		name = name[1 : len(name)-1]
+		v, err := d.ReadValue()
+		if err != nil || !member(name, v) {
+			return false
+		}
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return false
+	}
+	_, err := d.ReadToken()
+	return errors.Is(err, io.EOF) // nothing but white space after the object
+}
+
+// The values of members, each reporting false for a value of another kind.
+
+func str(v jsontext.Value, s *string) bool {
+	if v.Kind() != '"' || !utf8.Valid(v) {
+		return false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		*s = string(v[1 : len(v)-1])
+		return true
+	}
+	u, err := jsontext.AppendUnquote(nil, v)
+	*s = string(u)
+	return err == nil
+}
+
+func integer(v jsontext.Value, n *int) bool {
+	if v.Kind() != '0' {
+		return false
+	}
+	i, err := strconv.Atoi(string(v))
+	*n = i
+	return err == nil
+}
+
+func boolean(v jsontext.Value, b *bool) bool {
+	switch string(v) {
+	case "true":
+		*b = true
+	case "false":
+		*b = false
+	default:
+		return false
+	}
+	return true
+}
+
+func raw(v jsontext.Value, r *json.RawMessage) bool {
+	*r = append((*r)[:0], v...) // encoding/json keeps a null as "null", and reuses the slice
+	return true
+}
+
+func timestamp(v jsontext.Value, t *time.Time) bool {
+	return v.Kind() == '"' && t.UnmarshalJSON(v) == nil
+}
+
+func nested(v jsontext.Value, p any) bool {
+	return v.Kind() != 'n' && jsonv1.Unmarshal(v, p) == nil
+}
+
+func decodeTaskFast(data []byte, t *engine.Task) bool {
+	return object(data, func(name []byte, v jsontext.Value) bool {
+		switch string(name) {
+		case "run_id":
+			return str(v, &t.RunID)
+		case "step":
+			return str(v, &t.Step)
+		case "item":
+			return integer(v, &t.Item)
+		case "body":
+			return str(v, &t.Body)
+		case "type":
+			return str(v, (*string)(&t.Type))
+		case "handler":
+			return str(v, &t.Handler)
+		case "workflow":
+			return str(v, &t.Workflow)
+		case "model":
+			return str(v, &t.Model)
+		case "prompt":
+			return str(v, &t.Prompt)
+		case "instructions":
+			return str(v, &t.Instructions)
+		case "goal":
+			return str(v, &t.Goal)
+		case "activation":
+			return integer(v, &t.Activation)
+		case "iteration":
+			return integer(v, &t.Iteration)
+		case "attempt":
+			return integer(v, &t.Attempt)
+		case "input":
+			return raw(v, &t.Input)
+		case "msg_id":
+			return str(v, &t.MsgID)
+		case "not_before":
+			return timestamp(v, &t.NotBefore)
+		case "timeout":
+			var n int
+			ok := integer(v, &n)
+			t.Timeout = time.Duration(n)
+			return ok
+		case "resume":
+			return integer(v, &t.Resume)
+		case "decisions":
+			return nested(v, &t.Decisions)
+		case "human_input":
+			return raw(v, &t.HumanInput)
+		}
+		return false
+	})
+}
+
+func decodeEventFast(data []byte, ev *Event) bool {
+	return object(data, func(name []byte, v jsontext.Value) bool {
+		switch string(name) {
+		case "run_id":
+			return str(v, &ev.RunID)
+		case "type":
+			return str(v, (*string)(&ev.Type))
+		case "at":
+			return timestamp(v, &ev.At)
+		case "input":
+			return raw(v, &ev.Input)
+		case "step":
+			return str(v, &ev.Step)
+		case "item":
+			return integer(v, &ev.Item)
+		case "activation":
+			return integer(v, &ev.Activation)
+		case "iteration":
+			return integer(v, &ev.Iteration)
+		case "attempt":
+			return integer(v, &ev.Attempt)
+		case "output":
+			return raw(v, &ev.Output)
+		case "label":
+			return str(v, &ev.Label)
+		case "stop_reason":
+			return str(v, &ev.StopReason)
+		case "error":
+			return str(v, &ev.Error)
+		case "usage":
+			if ev.Usage == nil { // a second "usage" is merged into the first, as encoding/json does
+				ev.Usage = new(engine.Usage)
+			}
+			return nested(v, ev.Usage)
+		case "permanent":
+			return boolean(v, &ev.Permanent)
+		case "reason":
+			return str(v, &ev.Reason)
+		case "status":
+			return str(v, (*string)(&ev.Status))
+		case "resume":
+			return integer(v, &ev.Resume)
+		case "pending":
+			return nested(v, &ev.Pending)
+		case "call_id":
+			return str(v, &ev.CallID)
+		case "approve":
+			return boolean(v, &ev.Approve)
+		case "message":
+			return str(v, &ev.Message)
+		case "by":
+			return str(v, &ev.By)
+		case "name":
+			return str(v, &ev.Name)
+		case "id":
+			return str(v, &ev.ID)
+		case "workflow":
+			return str(v, &ev.Workflow)
+		case "parent":
+			if ev.Parent == nil {
+				ev.Parent = new(Parent)
+			}
+			return nested(v, ev.Parent)
+		case "nonce":
+			return str(v, &ev.Nonce)
+		}
+		return false
+	})
+}

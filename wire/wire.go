@@ -170,21 +170,25 @@ func EventMsgID(ev *Event, child string) string {
 	case engine.EvChildFinished:
 		return child + "/finished"
 	}
-	key := ev.Step
+	// Built in one buffer: every answer of every iteration has one.
+	id := make([]byte, 0, len(ev.RunID)+len(ev.Step)+len(ev.Type)+len(ev.Nonce)+32)
+	id = append(append(append(id, ev.RunID...), '/'), ev.Step...)
 	if ev.Item >= 0 {
-		key += "#" + strconv.Itoa(ev.Item)
+		id = strconv.AppendInt(append(id, '#'), int64(ev.Item), 10)
 	}
-	id := fmt.Sprintf("%s/%s/%d/%d/%d", ev.RunID, key, ev.Activation, ev.Iteration, ev.Attempt)
+	for _, n := range []int{ev.Activation, ev.Iteration, ev.Attempt} {
+		id = strconv.AppendInt(append(id, '/'), int64(n), 10)
+	}
 	if ev.Resume > 0 {
 		// The answers of a resumed task must not be taken for duplicates of the answers of the
 		// task that paused (the same iteration and attempt).
-		id += "/r" + strconv.Itoa(ev.Resume)
+		id = strconv.AppendInt(append(id, "/r"...), int64(ev.Resume), 10)
 	}
-	id += "/" + string(ev.Type)
+	id = append(append(id, '/'), ev.Type...)
 	if ev.Nonce != "" {
-		id += "/" + ev.Nonce
+		id = append(append(id, '/'), ev.Nonce...)
 	}
-	return id
+	return string(id)
 }
 
 // CheckpointScope is the KV key prefix (one token) of the checkpoint of one activation of a

@@ -142,8 +142,10 @@ func AgentLoopIteration(b *testing.B) {
 	bs := loopBundles(b, "noop", iters, 0)
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := cpuMeter()
 	runLoops(b, s, bs, 1, lasts)
 	b.StopTimer()
+	cpu(b, iters)
 	gaps := make([]float64, 0, len(starts))
 	for i := 1; i < len(starts); i++ {
 		gaps = append(gaps, float64(starts[i].Sub(starts[i-1]).Nanoseconds()))
@@ -168,13 +170,14 @@ func AgentLoopThroughput(loops int) func(*testing.B) {
 		bs := loopBundles(b, "noop", per, 0)
 		b.ReportAllocs()
 		b.ResetTimer()
-		start := time.Now()
+		start, cpu := time.Now(), cpuMeter()
 		runLoops(b, s, bs, loops, lasts)
 		elapsed := time.Since(start)
 		b.StopTimer()
 		b.ReportMetric(float64(per*loops)/elapsed.Seconds(), "iterations/s")
 		// ns/op is per iteration, whatever b.N rounded to.
 		b.ReportMetric(float64(elapsed.Nanoseconds())/float64(per*loops), "ns/iteration")
+		cpu(b, per*loops)
 	}
 }
 
@@ -346,4 +349,17 @@ func rssBytes(b *testing.B) int64 {
 	}
 	b.Fatal("no VmRSS in /proc/self/status")
 	return 0
+}
+
+// cpuMeter starts measuring the process's CPU time; the function it returns reports it per
+// iteration as cpu-ns/iteration (engine, worker and embedded server together), when it can be
+// read.
+func cpuMeter() func(b *testing.B, iterations int) {
+	before, ok := processCPU()
+	return func(b *testing.B, iterations int) {
+		after, ok2 := processCPU()
+		if ok && ok2 && iterations > 0 {
+			b.ReportMetric(float64((after-before).Nanoseconds())/float64(iterations), "cpu-ns/iteration")
+		}
+	}
 }

@@ -47,6 +47,8 @@ func JetStreamFloor(b *testing.B) {
 	payload := []byte(`{"run":"bench","step":"loop","iteration":1}`)
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := cpuMeter()
+	defer func() { cpu(b, b.N) }()
 	for range b.N {
 		if _, err := js.Publish(ctx, "floor.task", payload); err != nil {
 			b.Fatal(err)

@@ -1,14 +1,15 @@
 // Package natsbox is a NATS connection for reins: an embedded JetStream server or an external one,
 // and the layout of streams and buckets the engine uses.
 //
-// It owns three things: starting and stopping the embedded nats-server (JetStream, file store
+// It owns four things: starting and stopping the embedded nats-server (JetStream, file store
 // under the data directory, in-process or on loopback only), connecting to an external server or
-// cluster (credentials, TLS, reconnection), and the layout: the names, subjects and configurations
+// cluster (credentials, TLS, reconnection), the layout: the names, subjects and configurations
 // of the TASKS, EVENTS and DLQ streams and of the reins_runs, reins_checkpoints, reins_workflows
-// and reins_effects buckets, created idempotently by EnsureLayout.
+// and reins_effects buckets, created idempotently by EnsureLayout, and the mechanics of a publish
+// on the hot path (Publish, UpdateKV).
 //
-// It must not hold engine logic: it never publishes tasks or events, consumes messages, creates
-// consumers or reads and writes run state. It imports no other reins package.
+// It must not hold engine logic: it never decides what to publish, consumes messages, creates
+// consumers or reads run state. It imports no other reins package.
 package natsbox
 
 import (

@@ -526,15 +526,21 @@ func TestLayoutRefused(t *testing.T) {
 	}
 }
 
-func TestKVCompareAndSet(t *testing.T) {
+// runsBucket opens an embedded server with the layout and returns it with the runs bucket.
+func runsBucket(t *testing.T) (*Box, jetstream.KeyValue) {
+	t.Helper()
 	b := open(t, Options{DataDir: t.TempDir()})
-	js := b.JetStream()
-	ensure(t, js)
-	ctx := testCtx(t)
-	kv, err := js.KeyValue(ctx, RunsBucket)
+	ensure(t, b.JetStream())
+	kv, err := b.JetStream().KeyValue(testCtx(t), RunsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b, kv
+}
+
+func TestKVCompareAndSet(t *testing.T) {
+	_, kv := runsBucket(t)
+	ctx := testCtx(t)
 	rev1, err := kv.Create(ctx, "run-1", []byte(`{"iteration":0}`))
 	if err != nil {
 		t.Fatal(err)

@@ -124,14 +124,8 @@ func TestPublish(t *testing.T) {
 }
 
 func TestUpdateKV(t *testing.T) {
-	b := open(t, Options{DataDir: t.TempDir()})
-	js := b.JetStream()
-	ensure(t, js)
+	b, kv := runsBucket(t)
 	ctx := testCtx(t)
-	kv, err := js.KeyValue(ctx, RunsBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rev1, err := kv.Create(ctx, "run/1", []byte(`{"iteration":0}`))
 	if err != nil {
 		t.Fatal(err)

@@ -22,8 +22,8 @@ import (
 // bodies EncodeTask and EncodeEvent write with the tokenizer of go-json-experiment (jsontext):
 // every member of a known name and of the expected kind is set directly, and a member of a
 // nested type (usage, pending calls, decisions, parent) through the reflective decoder. Any
-// other input (an unknown or differently cased name, a null, a string with escapes, a number
-// that is not an integer) makes them report false, and the caller decodes the whole body with
+// other input (an unknown or differently cased name, a name with escapes, a null, a number that
+// is not an integer, invalid UTF-8) makes them report false, and the caller decodes the whole body with
 // the v1 decoder, so the result is always what encoding/json's semantics give
 // (FuzzDecodeTaskFast and FuzzDecodeEventFast hold them to it).
 

@@ -138,9 +138,12 @@ func subject(prefix, kind, token string) (string, error) {
 	return prefix + token, nil
 }
 
+// TaskSubjectPrefix begins the subject of every message of REINS_TASKS.
+const TaskSubjectPrefix = "reins.task."
+
 // TaskSubject returns the subject of the tasks of handler: "reins.task.HANDLER". A handler name
 // may have dots ("payments.charge"): each part between them must be a token (CheckToken).
-func TaskSubject(handler string) (string, error) { return handlerSubject("reins.task.", handler) }
+func TaskSubject(handler string) (string, error) { return handlerSubject(TaskSubjectPrefix, handler) }
 
 // CheckHandler reports whether handler can name a handler: one or more tokens (CheckToken)
 // separated by dots.
@@ -219,11 +222,15 @@ func retryTimeouts(ctx context.Context, step func() error) error {
 }
 
 // KeeperSubject holds one message of REINS_TASKS that no worker consumes ("reins-" names are
-// reserved for reins), so that the work-queue stream is never empty. When the last message of
-// an empty-becoming stream is acknowledged the file store replaces its block file under the
-// stream's lock, and the next task's publish waits for it: with a single agent loop that wait
-// was most of an iteration (BENCHMARKS.md, the keeper message).
-const KeeperSubject = "reins.task.reins-keep"
+// reserved for reins), so that the block the work-queue stream writes into is never left
+// empty. When an acknowledgement empties that block, the file store replaces it with a new
+// file under the stream's lock, and the next task's publish waits for it: with a single agent
+// loop that wait was most of an iteration (BENCHMARKS.md, the keeper message). EnsureLayout
+// publishes the first keeper message; the engine renews it as the stream moves on to new
+// blocks (Keeper).
+const KeeperSubject = TaskSubjectPrefix + "reins-keep"
+
+const keeperText = "keeps the task stream's last block from ever being empty"
 
 // ensureKeeper publishes the keeper message unless the stream has one. Two processes starting
 // at once may both publish one; that is harmless.
@@ -239,7 +246,7 @@ func ensureKeeper(ctx context.Context, js jetstream.JetStream) error {
 	case !errors.Is(err, jetstream.ErrMsgNotFound):
 		return fmt.Errorf("natsbox: stream %s: read the keeper message: %w", TasksStream, err)
 	}
-	if _, err := js.Publish(ctx, KeeperSubject, []byte("keeps the task stream from ever being empty")); err != nil {
+	if _, err := js.Publish(ctx, KeeperSubject, []byte(keeperText)); err != nil {
 		return fmt.Errorf("natsbox: stream %s: publish the keeper message: %w", TasksStream, err)
 	}
 	return nil

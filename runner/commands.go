@@ -41,7 +41,24 @@ func (e *Engine) carryOut(ctx context.Context, at time.Time, next *entry, cmds [
 			add(e.cancelMsg(c.Child.RunID, at, fmt.Sprintf("its parent run %s no longer waits for it", run.ID)))
 		}
 	}
-	return e.publish(ctx, msgs)
+	if err := e.publish(ctx, msgs); err != nil {
+		return err
+	}
+	e.keep(ctx, msgs)
+	return nil
+}
+
+// keep tells the keeper of REINS_TASKS about the tasks among msgs, now stored. A keeper that
+// cannot be renewed slows iterations down but loses nothing: it is logged, and tried again.
+func (e *Engine) keep(ctx context.Context, msgs []*nats.Msg) {
+	for _, m := range msgs {
+		if !strings.HasPrefix(m.Subject, natsbox.TaskSubjectPrefix) {
+			continue
+		}
+		if err := e.keeper.Stored(ctx, msgSize(m)); err != nil {
+			e.log.Warn("runner: the keeper message of the task stream was not renewed", "err", err)
+		}
+	}
 }
 
 // finished announces the end of a run: cancel its sub-runs still in flight, tell its parent, and

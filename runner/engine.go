@@ -94,6 +94,7 @@ type Engine struct {
 	runs       jetstream.KeyValue
 	store      *wire.Store
 	timers     *timers
+	keeper     *natsbox.Keeper
 	maxPayload int
 
 	stats stats
@@ -209,7 +210,11 @@ func (e *Engine) open(ctx context.Context) (jetstream.Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: bucket %s: %w", natsbox.WorkflowsBucket, err)
 	}
-	e.runs, e.store = runs, wire.NewStore(wfs)
+	tasks, err := e.js.Stream(ctx, natsbox.TasksStream)
+	if err != nil {
+		return nil, fmt.Errorf("runner: stream %s: %w", natsbox.TasksStream, err)
+	}
+	e.runs, e.store, e.keeper = runs, wire.NewStore(wfs), natsbox.NewKeeper(e.js.Conn(), tasks)
 	e.maxPayload = int(e.box.MaxPayload())
 	cons, err := e.js.CreateOrUpdateConsumer(ctx, natsbox.EventsStream, e.consumerConfig())
 	if err != nil {

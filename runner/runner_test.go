@@ -88,6 +88,38 @@ func TestAgentLoop(t *testing.T) {
 	})
 }
 
+// TestKeeperRenewed runs a loop of 300 iterations: the engine renews the keeper message of
+// the task stream as it publishes tasks (natsbox.Keeper), so the one keeper left comes after
+// most of the tasks.
+func TestKeeperRenewed(t *testing.T) {
+	const iterations = 300
+	v := newEnv(t)
+	v.worker("think").serve(func(task *engine.Task) *wire.Event {
+		return continued(task, "null")
+	})
+	v.wait(v.start(loopWorkflow(t, iterations), "", ""))
+	s, err := v.box.JetStream().Stream(v.ctx, natsbox.TasksStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(v.ctx, jetstream.WithSubjectFilter(natsbox.KeeperSubject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects[natsbox.KeeperSubject]; n != 1 {
+		t.Fatalf("%d keeper messages in %s, want 1", n, natsbox.TasksStream)
+	}
+	keeper, err := s.GetLastMsgForSubject(v.ctx, natsbox.KeeperSubject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Renewed every 128 tasks: the last renewal follows the 256th task.
+	if keeper.Sequence <= 256 {
+		t.Errorf("the keeper message has sequence %d, of %d in the stream: want it renewed after most of the %d tasks",
+			keeper.Sequence, info.State.LastSeq, iterations)
+	}
+}
+
 func TestRetryThenSuccess(t *testing.T) {
 	v := newEnv(t)
 	wf := workflow.New("flaky")

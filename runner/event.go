@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -223,7 +222,7 @@ func (e *Engine) save(ctx context.Context, sh *shard, ev *wire.Event, old, next 
 	}
 	// The record is encoded once the next task is out: the worker runs it meanwhile. (Encoding
 	// cannot fail on a state decoded from JSON; if it did, the event is dropped as before.)
-	data, err := json.Marshal(next.rec)
+	data, err := encodeRecord(next.rec)
 	if err != nil {
 		return drop, permanent(fmt.Errorf("run %s: %w", id, err))
 	}

@@ -40,6 +40,25 @@ func (r *Record) Finished() bool {
 	return r != nil && r.Run.Finished()
 }
 
+// encodeRecord returns json.Marshal(rec), written without reflection by wire's encoders: the
+// engine encodes a record after every decision.
+func encodeRecord(rec *Record) ([]byte, error) { return wire.Encode(rec, appendRecord) }
+
+// appendRecord appends json.Marshal(rec) to b: the run, and the parent when there is one.
+func appendRecord(b []byte, rec *Record) ([]byte, error) {
+	if rec == nil {
+		return append(b, "null"...), nil
+	}
+	out, err := wire.AppendRun(append(b, `{"run":`...), rec.Run)
+	if err == nil && rec.Parent != nil {
+		out, err = wire.AppendParent(append(out, `,"parent":`...), rec.Parent)
+	}
+	if err != nil {
+		return b, err
+	}
+	return append(out, '}'), nil
+}
+
 func decodeRecord(e jetstream.KeyValueEntry) (*Record, error) {
 	var rec Record
 	if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.Run == nil {

@@ -17,7 +17,6 @@ package wire
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -87,8 +86,8 @@ func TaskSubject(t *engine.Task) (string, error) { return natsbox.TaskSubject(t.
 // workers encode with) on the v2 decoder, which allocates 2 times where encoding/json allocates
 // 12 to 14 and takes half the time.
 
-// EncodeTask returns the body of a task message.
-func EncodeTask(t *engine.Task) ([]byte, error) { return json.Marshal(t) }
+// EncodeTask returns the body of a task message: json.Marshal(t), written by AppendTask.
+func EncodeTask(t *engine.Task) ([]byte, error) { return Encode(t, AppendTask) }
 
 // DecodeTask decodes the body of a task message.
 func DecodeTask(data []byte) (*engine.Task, error) {
@@ -112,8 +111,8 @@ func DecodeTask(data []byte) (*engine.Task, error) {
 	return &t, nil
 }
 
-// EncodeEvent returns the body of an event message.
-func EncodeEvent(ev *Event) ([]byte, error) { return json.Marshal(ev) }
+// EncodeEvent returns the body of an event message: json.Marshal(ev), written by AppendEvent.
+func EncodeEvent(ev *Event) ([]byte, error) { return Encode(ev, AppendEvent) }
 
 // DecodeEvent decodes the body of an event message.
 func DecodeEvent(data []byte) (*Event, error) {

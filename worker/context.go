@@ -415,7 +415,10 @@ func (tc *taskContext) deliverData(ev *wire.Event, data []byte) error {
 		tc.finish(err, "lost")
 		return err
 	}
-	if err := tc.msg.DoubleAck(ctx); err != nil {
+	// The ack is not confirmed: the answer is stored, and an ack that is lost only makes
+	// JetStream deliver the task again after its AckWait, whose answer the engine finds stale.
+	// Confirming it cost a round trip per task (BENCHMARKS.md).
+	if err := tc.msg.Ack(); err != nil {
 		tc.logger().Warn("worker: answered but cannot acknowledge the task", "err", err)
 	}
 	tc.finish(nil, string(ev.Type))

@@ -24,8 +24,8 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// stack is the engine and a worker in this process on an embedded server, as `reins run` runs
-// them.
+// stack is the engine and a worker in this process on an embedded server, as `reins serve`
+// runs them.
 type stack struct {
 	box    *natsbox.Box
 	client *runner.Client
@@ -33,7 +33,8 @@ type stack struct {
 }
 
 // newStack starts an embedded server in a temporary directory, the engine, and a worker with
-// the given handlers on a connection of its own, as reins run hosts them.
+// the given handlers on a connection of its own, as reins serve hosts them (host.Start's
+// defaults: the engine's saves wait up to the save window).
 func newStack(b *testing.B, handlers map[string]worker.Handler) *stack {
 	b.Helper()
 	ctx := context.Background()

@@ -33,7 +33,9 @@ type Config struct {
 	// AckWait and Concurrency configure the engine and the worker (zero: their defaults).
 	AckWait     time.Duration
 	Concurrency int
-	Logger      *slog.Logger
+	// SaveWindow is the engine's runner.Config.SaveWindow (zero: its default).
+	SaveWindow time.Duration
+	Logger     *slog.Logger
 }
 
 // Host is the engine and a worker running in this process.
@@ -56,7 +58,7 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	h := &Host{cancel: cancel, done: make(chan error, 2), log: log}
 	var ready []<-chan struct{}
 	if cfg.Engine {
-		eng, err := runner.New(runner.Config{Box: cfg.Box, Logger: cfg.Logger, AckWait: cfg.AckWait})
+		eng, err := runner.New(runner.Config{Box: cfg.Box, Logger: cfg.Logger, AckWait: cfg.AckWait, SaveWindow: cfg.SaveWindow})
 		if err != nil {
 			cancel()
 			return nil, err

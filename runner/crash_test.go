@@ -15,7 +15,7 @@ import (
 	"github.com/reins-run/reins/natsbox"
 )
 
-// childDirEnv tells the test binary it runs as the crashing engine process of TestKillBeforeSave.
+// childDirEnv tells the test binary it runs as the crashing engine process of a crash test.
 const childDirEnv = "REINS_TEST_CRASH_DIR"
 
 // An engine process dies after it published the task of iteration 2 and before it saved the
@@ -33,14 +33,7 @@ func TestKillBeforeSave(t *testing.T) {
 		return
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKillBeforeSave$", "-test.v")
-	cmd.Env = append(os.Environ(), childDirEnv+"="+dir, FaultEnv+"=kill-before-save:2")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 86 {
-		t.Fatalf("the engine process ended with %v, want exit status 86 from the fault:\n%s", err, out)
-	}
-
+	crash(t, "TestKillBeforeSave", dir)
 	v := newEnvAt(t, dir)
 	w := v.worker("think")
 	for want := 2; want <= 3; want++ {
@@ -90,21 +83,67 @@ func tasksLeft(t *testing.T, v *env, handler string) uint64 {
 	return info.State.Subjects[subj]
 }
 
-// crashingEngine is the engine process: it starts the run, answers iteration 1 and waits for
-// the fault to end the process.
-func crashingEngine(t *testing.T, dir string) {
-	if os.Getenv(FaultEnv) == "" {
-		t.Fatal("no fault to inject")
+// crash runs test (this test binary's test of that name) as a crashing engine process on the
+// data directory dir, and waits for the fault to kill it before its second save.
+func crash(t *testing.T, test, dir string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
+	cmd.Env = append(os.Environ(), childDirEnv+"="+dir, FaultEnv+"=kill-before-save:2")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 86 {
+		t.Fatalf("the engine process ended with %v, want exit status 86 from the fault:\n%s", err, out)
 	}
-	v := newEnvAt(t, dir)
+}
+
+// crashingEngine is the engine process of TestKillBeforeSave: it starts the run, answers
+// iteration 1 and waits for the fault to end the process.
+func crashingEngine(t *testing.T, dir string) {
+	v := crashingEnv(t, dir)
 	w := v.worker("think")
 	v.start(loopWorkflow(t, 3), `0`, "crash-1") // save 1
 	task := w.next()
-	v.publish(continued(task, `"from 1"`), "") // decided: task 2 published, then killed before save 2
+	v.publish(continued(task, `"from 1"`), "") // decided: task 2 published, then killed before save 2 (the save window passed)
+	awaitFault(t, v)
+}
+
+func crashingEnv(t *testing.T, dir string) *env {
+	if os.Getenv(FaultEnv) == "" {
+		t.Fatal("no fault to inject")
+	}
+	return newEnvAt(t, dir)
+}
+
+func awaitFault(t *testing.T, v *env) {
 	ctx, cancel := context.WithTimeout(v.ctx, 20*time.Second)
 	defer cancel()
 	<-ctx.Done()
 	t.Fatal("the fault did not kill the engine process")
+}
+
+// An engine process dies with three decisions of a loop waiting for a save (iterations 1 to 3
+// answered, within the save window) as it saves the fourth, which ends the run. The next
+// engine decides the four answers, delivered again, on the saved start, and the run ends as it
+// would have: completed at iteration 4 after 4 tasks.
+func TestKillWithSavesWaiting(t *testing.T) {
+	if dir := os.Getenv(childDirEnv); dir != "" {
+		v := crashingEnv(t, dir)
+		withSaveWindow(v, time.Hour)
+		w := v.worker("think")
+		v.start(loopWorkflow(t, 4), `0`, "crash-2") // save 1
+		for range 4 {
+			v.publish(continued(w.next(), `"more"`), "") // 3 decisions wait; the 4th ends the run: save 2
+		}
+		awaitFault(t, v)
+		return
+	}
+	dir := t.TempDir()
+	crash(t, "TestKillWithSavesWaiting", dir)
+	v := newEnvAt(t, dir)
+	rec := v.wait("crash-2")
+	if sr := rec.Run.Steps["think"]; rec.Run.Status != engine.RunCompleted || sr.Iteration != 4 || sr.Attempts != 4 {
+		t.Fatalf("run %s at iteration %d after %d tasks, want completed at 4 after 4", rec.Run.Status, sr.Iteration, sr.Attempts)
+	}
 }
 
 func TestFaultSetting(t *testing.T) {

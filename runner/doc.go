@@ -41,10 +41,20 @@
 //     decided again when its own event comes back. Else
 //     engine.Decide; nothing changed and nothing to do: ack. Else carry out the commands, THEN
 //     save the record with compare-and-set (KeyValue.Update on the cached revision), THEN ack.
+//  4. The save of a decision that only dispatches the next task of a running run (an answer that
+//     continues a loop or completes a step) may wait, up to Config.SaveWindow (100ms) and
+//     maxWaiting decisions of the run: the task is out at once, the event stays unacknowledged,
+//     and one save covers the run's decisions of the window, then acknowledges their events
+//     (saves.go). Any other decision of the run, the window's end, an eviction from the cache and
+//     the engine's stop save what waits; a failed save hands its events back to be decided again.
 //
 // Publishing before saving: a crash after publishing and before saving delivers the event again,
 // which is decided again on the same state with the same time (Event.At), so it gives the same
-// commands with the same message ids, and JetStream's duplicate window drops the copies. A
+// commands with the same message ids, and JetStream's duplicate window drops the copies. With
+// saves waiting, a crash delivers every event since the last save again, and they are decided
+// again in order on the saved state. (A server that dies too, the embedded one, rebuilds its
+// duplicate window from the messages it still holds: a task a worker already acknowledged is
+// gone, so its copy is stored and runs again; its answer is stale and changes nothing.) A
 // compare-and-set conflict (another writer saved the run since it was cached) drops the cached
 // copy, reloads the run and decides the event again. An event that decides nothing on a cached
 // copy is decided again on a fresh copy before it is acknowledged, so a stale cache can delay an

@@ -75,16 +75,23 @@ type Config struct {
 	// command (the tick carries that time, as every event the engine makes carries the time of
 	// the decision that made it); nil means time.Now.
 	Now func() time.Time
+	// SaveWindow is how long a decision that only dispatches the next task of a running run
+	// may wait for the save of the run record, so that a fast loop's iterations are saved
+	// together (saves.go); its event is acknowledged once saved. 0 means DefaultSaveWindow, a
+	// negative window saves after every decision. It runs on the wall clock, not on Now: it
+	// bounds how late a save is, not when anything happens in a run.
+	SaveWindow time.Duration
 }
 
 // Engine consumes run events and decides them with package engine. Run it once.
 type Engine struct {
-	box     *natsbox.Box
-	js      jetstream.JetStream
-	log     *slog.Logger
-	ackWait time.Duration
-	now     func() time.Time
-	shards  int
+	box        *natsbox.Box
+	js         jetstream.JetStream
+	log        *slog.Logger
+	ackWait    time.Duration
+	now        func() time.Time
+	saveWindow time.Duration
+	shards     int
 
 	ready   chan struct{}
 	started atomic.Bool
@@ -125,7 +132,10 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		box: cfg.Box, js: cfg.Box.JetStream(), log: cfg.Logger, ackWait: cfg.AckWait, now: cfg.Now,
-		shards: defaultShards, ready: make(chan struct{}),
+		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
+	}
+	if e.saveWindow == 0 {
+		e.saveWindow = DefaultSaveWindow
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -445,16 +455,26 @@ func (e *Engine) route(p *shards, m jetstream.Msg) {
 	}
 }
 
-// serve decides the events of one shard in order. Once the engine stops, what is left is given
-// back to the server (Nak) for the next engine.
+// serve decides the events of one shard in order, and saves the runs whose decisions wait when
+// their save is due. Once the engine stops, what is left is given back to the server (Nak) for
+// the next engine, and what waits for a save is saved.
 func (e *Engine) serve(ctx context.Context, sh *shard, stopping <-chan struct{}) {
-	for m := range sh.in {
+	defer e.saveAll(ctx, sh)
+	for {
 		select {
-		case <-stopping:
-			_ = m.Nak()
-			continue
-		default:
+		case m, ok := <-sh.in:
+			if !ok {
+				return
+			}
+			select {
+			case <-stopping:
+				_ = m.Nak()
+				continue
+			default:
+			}
+			e.handle(ctx, sh, m)
+		case <-sh.saves.fired():
+			e.saveDue(ctx, sh)
 		}
-		e.handle(ctx, sh, m)
 	}
 }

@@ -19,13 +19,22 @@ import (
 type shard struct {
 	in    chan jetstream.Msg
 	cache map[string]*entry // running runs by id
+	saves saveQueue         // the runs whose decisions wait for a save
 }
 
-// entry is a run as last saved: the record, its revision, and its bundle.
+// entry is a run as last decided: the record, the revision of its last save, its bundle, and
+// the events decided since that save (pending), acknowledged once a save covers them.
 type entry struct {
-	rec    *Record
-	rev    uint64
-	bundle *wire.Bundle
+	rec     *Record
+	rev     uint64
+	bundle  *wire.Bundle
+	pending []decided
+}
+
+// decided is an event whose decision waits for a save.
+type decided struct {
+	m  jetstream.Msg
+	ev *wire.Event
 }
 
 // outcome is what becomes of an event message.
@@ -36,6 +45,7 @@ const (
 	hold                 // cannot be decided yet: deliver again after a delay
 	retry                // an error: deliver again after a delay
 	drop                 // can never be decided: terminate
+	later                // decided, and settled by the save that covers it (never settled as such)
 )
 
 // errReload asks for the event to be decided again on the saved state: the cached copy is stale.
@@ -60,7 +70,10 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 		e.settle(m, drop, nil)
 		return
 	}
-	out, err := e.process(ctx, sh, ev, delivered(m))
+	out, err := e.process(ctx, sh, ev, m, delivered(m))
+	if out == later {
+		return
+	}
 	if err != nil {
 		var d *dropError
 		if errors.As(err, &d) {
@@ -124,21 +137,22 @@ func holdFor(n uint64) time.Duration {
 	return min(d, maxHoldDelay)
 }
 
-// process decides ev, again on reloaded state as long as the cached state was stale.
-func (e *Engine) process(ctx context.Context, sh *shard, ev *wire.Event, n uint64) (outcome, error) {
+// process decides ev, the event of m delivered for the n-th time, again on reloaded state as
+// long as the cached state was stale.
+func (e *Engine) process(ctx context.Context, sh *shard, ev *wire.Event, m jetstream.Msg, n uint64) (outcome, error) {
 	for range maxReloads {
-		out, err := e.decide(ctx, sh, ev, n)
+		out, err := e.decide(ctx, sh, ev, m, n)
 		if !errors.Is(err, errReload) {
 			return out, err
 		}
 		e.stats.reloads.Add(1)
-		delete(sh.cache, ev.RunID)
+		e.evict(ctx, sh, ev.RunID)
 	}
 	return retry, fmt.Errorf("run %s changed under %d decisions of the event in a row", ev.RunID, maxReloads)
 }
 
 // decide decides ev on the run's state (cached, or read when fresh) and carries it out.
-func (e *Engine) decide(ctx context.Context, sh *shard, ev *wire.Event, n uint64) (outcome, error) {
+func (e *Engine) decide(ctx context.Context, sh *shard, ev *wire.Event, m jetstream.Msg, n uint64) (outcome, error) {
 	ent, fresh, err := e.load(ctx, sh, ev.RunID)
 	if err != nil {
 		return retry, err
@@ -148,7 +162,7 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *wire.Event, n uint64
 			e.stats.acked.Add(1)
 			return ack, nil // started before: a duplicate
 		}
-		return e.start(ctx, sh, ev)
+		return e.start(ctx, sh, decided{m, ev})
 	}
 	if ent == nil {
 		if n >= missingDeliveries {
@@ -180,11 +194,12 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *wire.Event, n uint64
 		}
 		return ack, nil
 	}
-	return e.save(ctx, sh, ev, ent, &entry{rec: &Record{Run: next, Parent: ent.rec.Parent}, bundle: ent.bundle}, cmds)
+	return e.save(ctx, sh, decided{m, ev}, ent, &entry{rec: &Record{Run: next, Parent: ent.rec.Parent}, bundle: ent.bundle}, cmds)
 }
 
 // start begins the run of a start event.
-func (e *Engine) start(ctx context.Context, sh *shard, ev *wire.Event) (outcome, error) {
+func (e *Engine) start(ctx context.Context, sh *shard, d decided) (outcome, error) {
+	ev := d.ev
 	b, err := e.store.Get(ctx, ev.Workflow)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrInvalidKey) || errors.Is(err, wire.ErrMalformed) {
@@ -196,7 +211,7 @@ func (e *Engine) start(ctx context.Context, sh *shard, ev *wire.Event) (outcome,
 	if err != nil {
 		return e.startFailed(ctx, ev, err.Error(), err)
 	}
-	return e.save(ctx, sh, ev, nil, &entry{rec: &Record{Run: run, Parent: ev.Parent}, bundle: b}, cmds)
+	return e.save(ctx, sh, d, nil, &entry{rec: &Record{Run: run, Parent: ev.Parent}, bundle: b}, cmds)
 }
 
 // startFailed drops a start event that cannot start a run; a sub-run's parent learns that its
@@ -213,37 +228,42 @@ func (e *Engine) startFailed(ctx context.Context, ev *wire.Event, why string, er
 	return drop, permanent(fmt.Errorf("run %s cannot start: %w", ev.RunID, err))
 }
 
-// save carries out the commands of a decision, saves the new state with compare-and-set (old
-// nil: create the record), then does what comes after the save.
-func (e *Engine) save(ctx context.Context, sh *shard, ev *wire.Event, old, next *entry, cmds []engine.Command) (outcome, error) {
+// save carries out the commands of a decision (the decision of d), then saves the new state
+// with compare-and-set (old nil: create the record) and does what comes after the save. A
+// decision that only dispatches the next task of a running run may instead wait for a later
+// save (deferSave): it returns later, and the save that covers it acknowledges its event.
+func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entry, cmds []engine.Command) (outcome, error) {
 	id := next.rec.Run.ID
-	if err := e.carryOut(ctx, ev.At, next, cmds); err != nil {
+	if err := e.carryOut(ctx, d.ev.At, next, cmds); err != nil {
 		return retry, err
 	}
-	// The record is encoded once the next task is out: the worker runs it meanwhile. (Encoding
-	// cannot fail on a state decoded from JSON; if it did, the event is dropped as before.)
-	data, err := encodeRecord(next.rec)
-	if err != nil {
-		return drop, permanent(fmt.Errorf("run %s: %w", id, err))
-	}
-	e.fault(id)
-	if old == nil {
-		next.rev, err = e.runs.Create(ctx, id, data)
-	} else {
-		next.rev, err = natsbox.UpdateKV(ctx, e.js.Conn(), natsbox.RunsBucket, id, data, old.rev)
-	}
-	switch {
-	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-		e.stats.conflicts.Add(1)
-		return retry, errReload
-	case err != nil:
-		return retry, fmt.Errorf("save run %s (%d bytes): %w", id, len(data), err)
-	}
 	e.stats.decided.Add(1)
+	if e.deferSave(d.ev, old, next, cmds) {
+		next.rev, next.pending, old.pending = old.rev, append(old.pending, d), nil
+		sh.cache[id] = next
+		if len(next.pending) == 1 {
+			sh.saves.add(id, time.Now().Add(e.saveWindow))
+		}
+		return later, nil
+	}
+	var rev uint64
+	var pending []decided
+	if old != nil {
+		rev, pending, old.pending = old.rev, old.pending, nil
+	}
+	var err error
+	if next.rev, err = e.write(ctx, next, old == nil, rev); err != nil {
+		e.settleAll(pending, retry) // decided on a state that is not saved: decide them again
+		if errors.Is(err, errReload) {
+			return retry, err
+		}
+		return retry, fmt.Errorf("save run %s: %w", id, err)
+	}
+	e.settleAll(pending, ack)
 	if next.rec.Run.Finished() {
 		delete(sh.cache, id)
 		e.timers.cancelRun(id)
-		if err := e.finished(ctx, ev.At, next); err != nil {
+		if err := e.finished(ctx, d.ev.At, next); err != nil {
 			return retry, err
 		}
 		return ack, nil
@@ -255,6 +275,31 @@ func (e *Engine) save(ctx context.Context, sh *shard, ev *wire.Event, old, next 
 		}
 	}
 	return ack, nil
+}
+
+// write saves ent's record: creates it (create), or replaces revision rev with compare-and-set.
+// A conflict (the record changed since rev) is errReload. The record is encoded once the next
+// task is out: the worker runs it meanwhile.
+func (e *Engine) write(ctx context.Context, ent *entry, create bool, rev uint64) (uint64, error) {
+	id := ent.rec.Run.ID
+	data, err := encodeRecord(ent.rec)
+	if err != nil { // cannot happen on a state decoded from JSON
+		return 0, permanent(fmt.Errorf("run %s: %w", id, err))
+	}
+	e.fault(id)
+	if create {
+		rev, err = e.runs.Create(ctx, id, data)
+	} else {
+		rev, err = natsbox.UpdateKV(ctx, e.js.Conn(), natsbox.RunsBucket, id, data, rev)
+	}
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		e.stats.conflicts.Add(1)
+		return 0, errReload
+	case err != nil:
+		return 0, fmt.Errorf("%d bytes: %w", len(data), err)
+	}
+	return rev, nil
 }
 
 // load returns the run's entry, from the cache or else from the bucket (fresh); nil when the run

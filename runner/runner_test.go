@@ -624,13 +624,13 @@ func TestFinishedRunNotifiesAgain(t *testing.T) {
 	}
 	tick := &wire.Event{RunID: id, Event: engine.Event{Type: engine.EvTick, At: now, Item: -1}}
 	sh := &shard{cache: map[string]*entry{}}
-	if out, err := v.eng.process(v.ctx, sh, tick, 1); out != ack || err != nil {
+	if out, err := v.eng.process(v.ctx, sh, tick, nil, 1); out != ack || err != nil {
 		t.Fatalf("first delivery: %v, %v", out, err)
 	}
 	if _, err := v.client.Events(v.ctx, "p-1"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a first delivery notified the parent: %v", err)
 	}
-	if out, err := v.eng.process(v.ctx, sh, tick, 2); out != ack || err != nil {
+	if out, err := v.eng.process(v.ctx, sh, tick, nil, 2); out != ack || err != nil {
 		t.Fatalf("second delivery: %v, %v", out, err)
 	}
 	evs, err := v.client.Events(v.ctx, "p-1")

@@ -17,12 +17,14 @@ type hostConfig struct {
 	builtins []string       // built-in handlers to serve (nil: none)
 	builtin  builtin.Config // their configuration
 	ackWait  time.Duration
-	log      *slog.Logger
+	// saveWindow is the engine's runner.Config.SaveWindow.
+	saveWindow time.Duration
+	log        *slog.Logger
 }
 
 // startHost starts the engine and the built-in workers cfg asks for on box (package host).
 func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host.Host, error) {
-	hc := host.Config{Box: box, Engine: cfg.engine, AckWait: cfg.ackWait, Logger: cfg.log}
+	hc := host.Config{Box: box, Engine: cfg.engine, AckWait: cfg.ackWait, SaveWindow: cfg.saveWindow, Logger: cfg.log}
 	if len(cfg.builtins) > 0 {
 		hc.Register = func(w *worker.Worker) error { return builtin.Register(w, cfg.builtin, cfg.builtins...) }
 	}
@@ -32,7 +34,8 @@ func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host.Hos
 // hostHere starts the engine and the built-in workers on the embedded server of a command that
 // then follows a run there, since no other process runs them on its data directory. They
 // outlive an interrupt of ctx (following then cancels the run, which needs them) and stop with
-// the returned host.
+// the returned host. The engine saves after every decision: the command prints its progress
+// from the saved states, one line per iteration however fast the loop.
 func hostHere(ctx context.Context, box *natsbox.Box, bc builtin.Config, log *slog.Logger) (*host.Host, error) {
-	return startHost(context.WithoutCancel(ctx), box, hostConfig{engine: true, builtins: builtinHandlers, builtin: bc, log: log})
+	return startHost(context.WithoutCancel(ctx), box, hostConfig{engine: true, builtins: builtinHandlers, builtin: bc, saveWindow: -1, log: log})
 }

@@ -21,13 +21,14 @@ var retentionClock = struct {
 
 func newServeCmd() *cobra.Command {
 	var (
-		nf        natsFlags
-		mf        modelFlags
-		listen    string
-		noWorker  bool
-		ackWait   time.Duration
-		retention time.Duration
-		verbose   bool
+		nf         natsFlags
+		mf         modelFlags
+		listen     string
+		noWorker   bool
+		ackWait    time.Duration
+		saveWindow time.Duration
+		retention  time.Duration
+		verbose    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -78,7 +79,10 @@ longer ago (as reins runs prune does) at start and then every tenth of it, at mo
 				return &exitError{code: exitFailed, err: err}
 			}
 			defer remove()
-			cfg := hostConfig{engine: true, ackWait: ackWait, log: log}
+			cfg := hostConfig{engine: true, ackWait: ackWait, saveWindow: saveWindow, log: log}
+			if saveWindow == 0 {
+				cfg.saveWindow = -1 // the flag's 0 is "no window"; the engine's, its default
+			}
 			if !noWorker {
 				rf := runFlags{model: mf}
 				cfg.builtins, cfg.builtin = builtinHandlers, rf.builtinConfig()
@@ -110,6 +114,7 @@ longer ago (as reins runs prune does) at start and then every tenth of it, at mo
 	fl.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "where the embedded NATS server accepts clients (loopback only)")
 	fl.BoolVar(&noWorker, "no-workers", false, "run only the engine: serve no built-in step")
 	fl.DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task or event may stay unacknowledged before it is redelivered (a crashed worker's iteration is retried after it)")
+	fl.DurationVar(&saveWindow, "save-window", runner.DefaultSaveWindow, "how long the engine may hold a decision that only dispatches a run's next task before it saves the run, so that a fast loop's iterations are saved together (0: save after every decision)")
 	fl.DurationVar(&retention, "retention", runner.DefaultRetention, "remove finished runs that ended longer ago than this `DURATION` (0: keep them forever)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
 	return cmd

@@ -46,7 +46,12 @@ stand by, taking over when it stops.
 
 Finished runs are kept for --retention (default 168h, 7 days): serve removes those that ended
 longer ago (as reins runs prune does) at start and then every tenth of it, at most every hour.
---retention 0 keeps them forever.`,
+--retention 0 keeps them forever.
+
+A loop whose iterations come faster than --save-window (default 100ms) has them saved together:
+the engine dispatches each next iteration at once and saves the run once per window, then
+acknowledges the events the save covers (a crash has them decided again). --save-window 0 saves
+after every decision, as reins run does.`,
 		Example: "  reins serve\n  reins serve --data /var/lib/reins --nats-listen 127.0.0.1:4333\n  reins serve --nats nats://nats-1:4222,nats://nats-2:4222 --nats-creds reins.creds",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,6 +63,9 @@ longer ago (as reins runs prune does) at start and then every tenth of it, at mo
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			if retention < 0 {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--retention %s: want a duration of 0 (keep forever) or more", retention)}
+			}
+			if saveWindow < 0 {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--save-window %s: want a duration of 0 (save after every decision) or more", saveWindow)}
 			}
 			if nf.url != "" && cmd.Flags().Changed("nats-listen") {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--nats-listen applies to the embedded server; it cannot be used with --nats")}
@@ -79,10 +87,7 @@ longer ago (as reins runs prune does) at start and then every tenth of it, at mo
 				return &exitError{code: exitFailed, err: err}
 			}
 			defer remove()
-			cfg := hostConfig{engine: true, ackWait: ackWait, saveWindow: saveWindow, log: log}
-			if saveWindow == 0 {
-				cfg.saveWindow = -1 // the flag's 0 is "no window"; the engine's, its default
-			}
+			cfg := hostConfig{engine: true, ackWait: ackWait, saveWindow: engineSaveWindow(saveWindow), log: log}
 			if !noWorker {
 				rf := runFlags{model: mf}
 				cfg.builtins, cfg.builtin = builtinHandlers, rf.builtinConfig()
@@ -118,6 +123,16 @@ longer ago (as reins runs prune does) at start and then every tenth of it, at mo
 	fl.DurationVar(&retention, "retention", runner.DefaultRetention, "remove finished runs that ended longer ago than this `DURATION` (0: keep them forever)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
 	return cmd
+}
+
+// engineSaveWindow is the engine's runner.Config.SaveWindow for serve's --save-window: the
+// flag's 0 saves after every decision, which the engine's negative window means (its 0 is its
+// default).
+func engineSaveWindow(flag time.Duration) time.Duration {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }
 
 // retain prunes the runs that ended more than retention ago, at once and then periodically,

@@ -316,6 +316,15 @@ func TestServeUsage(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, "--retention -1h0m0s: want a duration of 0 (keep forever) or more") {
 		t.Errorf("exit %d, want 2\n%s%s", code, out, errOut)
 	}
+	code, out, errOut = cli(t, "serve", "--data", t.TempDir(), "--save-window", "-1s")
+	if code != exitUsage || !strings.Contains(errOut, "--save-window -1s: want a duration of 0 (save after every decision) or more") {
+		t.Errorf("exit %d, want 2\n%s%s", code, out, errOut)
+	}
+	for flag, want := range map[time.Duration]time.Duration{0: -1, time.Millisecond: time.Millisecond, runner.DefaultSaveWindow: runner.DefaultSaveWindow} {
+		if got := engineSaveWindow(flag); got != want {
+			t.Errorf("--save-window %s: the engine's window is %s, want %s", flag, got, want)
+		}
+	}
 	code, out, errOut = cli(t, "serve", "--data", t.TempDir(), "--nats-listen", "0.0.0.0:0")
 	if code != exitFailed || !strings.Contains(errOut, `Listen "0.0.0.0:0" is not a loopback address`) {
 		t.Errorf("exit %d, want 1 refusing a non-loopback address\n%s%s", code, out, errOut)

@@ -114,7 +114,7 @@ type Engine struct {
 
 // stats counts what the engine did, for tests and logs.
 type stats struct {
-	decided   atomic.Int64 // events that changed a run
+	decided   atomic.Int64 // events that changed a run (saved, or waiting for a save)
 	acked     atomic.Int64 // events acknowledged without change (duplicates, stale answers)
 	held      atomic.Int64 // events held back (no record yet, ahead of the state)
 	dropped   atomic.Int64 // events terminated

@@ -237,8 +237,8 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 	if err := e.carryOut(ctx, d.ev.At, next, cmds); err != nil {
 		return retry, err
 	}
-	e.stats.decided.Add(1)
 	if e.deferSave(d.ev, old, next, cmds) {
+		e.stats.decided.Add(1)
 		next.rev, next.pending, old.pending = old.rev, append(old.pending, d), nil
 		sh.cache[id] = next
 		if len(next.pending) == 1 {
@@ -259,6 +259,7 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 		}
 		return retry, fmt.Errorf("save run %s: %w", id, err)
 	}
+	e.stats.decided.Add(1)
 	e.settleAll(pending, ack)
 	if next.rec.Run.Finished() {
 		delete(sh.cache, id)

@@ -33,21 +33,12 @@ type stack struct {
 // handlers; everything stops at the end of the test.
 func newStack(t *testing.T, handlers map[string]worker.Handler) *stack {
 	t.Helper()
-	ctx := context.Background()
-	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: t.TempDir()})
+	h, err := host.StartEmbedded(context.Background(), t.TempDir(), host.Config{Engine: true, Handlers: handlers})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := host.Start(ctx, host.Config{Box: box, Engine: true, Handlers: handlers})
-	if err != nil {
-		box.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		h.Stop()
-		box.Close()
-	})
-	return &stack{box: box, client: runner.NewClient(runner.ClientConfig{Box: box})}
+	t.Cleanup(h.Stop)
+	return &stack{box: h.Box(), client: runner.NewClient(runner.ClientConfig{Box: h.Box()})}
 }
 
 // durableRun is a composition run as a durable agent_loop step.

@@ -37,20 +37,11 @@ type stack struct {
 // defaults: the engine's saves wait up to the save window).
 func newStack(b *testing.B, handlers map[string]worker.Handler) *stack {
 	b.Helper()
-	ctx := context.Background()
-	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: b.TempDir()})
+	h, err := host.StartEmbedded(context.Background(), b.TempDir(), host.Config{Engine: true, Handlers: handlers, Concurrency: 256})
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := host.Start(ctx, host.Config{Box: box, Engine: true, Handlers: handlers, Concurrency: 256})
-	if err != nil {
-		box.Close()
-		b.Fatal(err)
-	}
-	return &stack{box: box, client: runner.NewClient(runner.ClientConfig{Box: box}), stop: func() {
-		h.Stop()
-		box.Close()
-	}}
+	return &stack{box: h.Box(), client: runner.NewClient(runner.ClientConfig{Box: h.Box()}), stop: h.Stop}
 }
 
 // loopBundles is a workflow of one agent_loop step running handler.

@@ -1,6 +1,6 @@
 // Package host runs the parts of reins that serve runs, the engine and workers, in one process
-// on a NATS connection: it starts them, returns once each one consumes, and stops them
-// together. `reins run`, `reins serve`, the examples and the benchmarks host their parts with
+// on a NATS connection (or on an embedded server it opens, StartEmbedded): it starts them,
+// returns once each one consumes, and stops them together. `reins run`, `reins serve`, the examples and the benchmarks host their parts with
 // it.
 //
 // It owns the lifecycle of those parts only. It must not decide anything about runs (package
@@ -45,7 +45,30 @@ type Host struct {
 	n      int        // parts whose value has not been received
 	log    *slog.Logger
 	conn   *natsbox.Box // the worker's own connection, closed once it stopped
+	box    *natsbox.Box // Config.Box
+	owned  bool         // box was opened by StartEmbedded: Stop closes it
 }
+
+// StartEmbedded opens an embedded NATS server with its file store in dataDir (natsbox.Open),
+// then starts on it what cfg asks for (cfg.Box is that server's connection). The Host owns the
+// server: Stop stops the parts, then the server. Box returns the connection.
+func StartEmbedded(ctx context.Context, dataDir string, cfg Config) (*Host, error) {
+	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: dataDir, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Box = box
+	h, err := Start(ctx, cfg)
+	if err != nil {
+		box.Close()
+		return nil, err
+	}
+	h.owned = true
+	return h, nil
+}
+
+// Box returns the NATS connection the parts run on (Config.Box).
+func (h *Host) Box() *natsbox.Box { return h.box }
 
 // Start starts what cfg asks for and returns once each part consumes. The parts run until
 // Stop, or until ctx is done.
@@ -55,7 +78,7 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Host{cancel: cancel, done: make(chan error, 2), log: log}
+	h := &Host{cancel: cancel, done: make(chan error, 2), log: log, box: cfg.Box}
 	var ready []<-chan struct{}
 	if cfg.Engine {
 		eng, err := runner.New(runner.Config{Box: cfg.Box, Logger: cfg.Logger, AckWait: cfg.AckWait, SaveWindow: cfg.SaveWindow})
@@ -140,7 +163,8 @@ func (h *Host) Wait(ctx context.Context) error {
 	}
 }
 
-// Stop stops every part and waits for them. It may be called more than once.
+// Stop stops every part and waits for them, then closes the server StartEmbedded opened. It may
+// be called more than once.
 func (h *Host) Stop() {
 	h.cancel()
 	for ; h.n > 0; h.n-- {
@@ -151,5 +175,9 @@ func (h *Host) Stop() {
 	if h.conn != nil {
 		h.conn.Close()
 		h.conn = nil
+	}
+	if h.owned {
+		h.box.Close()
+		h.owned = false
 	}
 }

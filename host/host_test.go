@@ -18,7 +18,12 @@ import (
 
 func openBox(t *testing.T) *natsbox.Box {
 	t.Helper()
-	box, err := natsbox.Open(context.Background(), natsbox.Options{DataDir: t.TempDir()})
+	return openBoxAt(t, t.TempDir())
+}
+
+func openBoxAt(t *testing.T, dir string) *natsbox.Box {
+	t.Helper()
+	box, err := natsbox.Open(context.Background(), natsbox.Options{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,5 +103,46 @@ func TestWaitUntilDone(t *testing.T) {
 	cancel()
 	if err := h.Wait(ctx); err != nil {
 		t.Errorf("Wait: %v, want nil when its context is done", err)
+	}
+}
+
+// StartEmbedded hosts the parts on a server of its own, and Stop closes that server too: the
+// data directory is free again for the next one, which finds the run there.
+func TestStartEmbedded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	h, err := host.StartEmbedded(ctx, dir, host.Config{Engine: true, Handlers: map[string]worker.Handler{
+		"hello": func(t worker.TaskContext) error { return t.Complete("hello") },
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := workflow.New("hello")
+	wf.Task("say", "hello")
+	def, err := wf.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := wire.NewBundles(def, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := runner.NewClient(runner.ClientConfig{Box: h.Box()})
+	id, err := c.Start(ctx, bs, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := c.Wait(ctx, id); err != nil || rec.Run.Status != engine.RunCompleted {
+		t.Fatalf("Wait: %v, %v", rec, err)
+	}
+	h.Stop()
+	if !h.Box().Conn().IsClosed() {
+		t.Error("the connection is open after Stop")
+	}
+	again := openBoxAt(t, dir)
+	rec, err := runner.NewClient(runner.ClientConfig{Box: again}).Get(ctx, id)
+	if err != nil || string(rec.Run.Output) != `"hello"` {
+		t.Fatalf("the run on the next server: %v, %v", rec, err)
 	}
 }

@@ -33,7 +33,6 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/model"
-	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/wire"
@@ -196,15 +195,10 @@ func Run(ctx context.Context, cfg Config) (*runner.Result, error) {
 		defer os.RemoveAll(dataDir)
 	}
 
-	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: dataDir})
-	if err != nil {
-		return nil, err
-	}
-	defer box.Close()
-	// The engine and the worker stop when Run returns, not before: an interrupted run is
-	// cancelled first (below), which needs them.
-	h, err := host.Start(context.WithoutCancel(ctx), host.Config{
-		Box: box, Engine: true,
+	// The server, the engine and the worker stop when Run returns, not before: an interrupted
+	// run is cancelled first (below), which needs them.
+	h, err := host.StartEmbedded(context.WithoutCancel(ctx), dataDir, host.Config{
+		Engine: true,
 		Handlers: map[string]worker.Handler{Handler: NewReviewHandler(reviewer, logw)},
 		Register: func(w *worker.Worker) error {
 			return builtin.Register(w, builtin.Config{Model: cfg.Model, Registry: cfg.Registry})
@@ -215,7 +209,7 @@ func Run(ctx context.Context, cfg Config) (*runner.Result, error) {
 	}
 	defer h.Stop()
 
-	client := runner.NewClient(runner.ClientConfig{Box: box})
+	client := runner.NewClient(runner.ClientConfig{Box: h.Box()})
 	bundles, err := wire.NewBundles(def, "")
 	if err != nil {
 		return nil, err

@@ -176,19 +176,15 @@ func runDurable(ctx context.Context, root agent.Agent, cfg agent.Config, o Optio
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: dir})
-	if err != nil {
-		return agent.Result{}, 0, err
-	}
-	defer box.Close()
-	// The engine and a worker serving the composition under handler "writer-critic".
-	h, err := host.Start(ctx, host.Config{Box: box, Engine: true,
+	// An embedded server, the engine and a worker serving the composition under handler
+	// "writer-critic".
+	h, err := host.StartEmbedded(ctx, dir, host.Config{Engine: true,
 		Handlers: map[string]worker.Handler{"writer-critic": agent.Handler(root, cfg)}})
 	if err != nil {
 		return agent.Result{}, 0, err
 	}
 	defer h.Stop()
-	return startAndWait(ctx, box, o)
+	return startAndWait(ctx, h.Box(), o)
 }
 
 // startAndWait starts the workflow and returns the composition's result (the step's output) and

@@ -31,6 +31,22 @@ func openBoxAt(t *testing.T, dir string) *natsbox.Box {
 	return box
 }
 
+// oneTask is a workflow of one task step served by handler.
+func oneTask(t *testing.T, handler string) *wire.Bundles {
+	t.Helper()
+	wf := workflow.New(handler)
+	wf.Task("work", handler)
+	def, err := wf.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, err := wire.NewBundles(def, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bs
+}
+
 // The engine and a worker hosted together run a workflow to its end; Stop stops both, and a
 // second Stop does nothing.
 func TestHostRunsAWorkflow(t *testing.T) {
@@ -55,18 +71,8 @@ func TestHostRunsAWorkflow(t *testing.T) {
 	if !registered {
 		t.Error("Register was not called")
 	}
-	wf := workflow.New("double")
-	wf.Task("work", "double")
-	def, err := wf.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bs, err := wire.NewBundles(def, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := runner.NewClient(runner.ClientConfig{Box: box})
-	id, err := c.Start(ctx, bs, json.RawMessage(`21`), "")
+	id, err := c.Start(ctx, oneTask(t, "double"), json.RawMessage(`21`), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,18 +124,8 @@ func TestStartEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wf := workflow.New("hello")
-	wf.Task("say", "hello")
-	def, err := wf.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bs, err := wire.NewBundles(def, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := runner.NewClient(runner.ClientConfig{Box: h.Box()})
-	id, err := c.Start(ctx, bs, nil, "")
+	id, err := c.Start(ctx, oneTask(t, "hello"), nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -198,7 +198,7 @@ func Run(ctx context.Context, cfg Config) (*runner.Result, error) {
 	// The server, the engine and the worker stop when Run returns, not before: an interrupted
 	// run is cancelled first (below), which needs them.
 	h, err := host.StartEmbedded(context.WithoutCancel(ctx), dataDir, host.Config{
-		Engine: true,
+		Engine:   true,
 		Handlers: map[string]worker.Handler{Handler: NewReviewHandler(reviewer, logw)},
 		Register: func(w *worker.Worker) error {
 			return builtin.Register(w, builtin.Config{Model: cfg.Model, Registry: cfg.Registry})

@@ -5,8 +5,9 @@
 // under the data directory, in-process or on loopback only), connecting to an external server or
 // cluster (credentials, TLS, reconnection), the layout: the names, subjects and configurations
 // of the TASKS, EVENTS and DLQ streams and of the reins_runs, reins_checkpoints, reins_workflows
-// and reins_effects buckets, created idempotently by EnsureLayout, and the mechanics of a publish
-// on the hot path (Publish, UpdateKV).
+// and reins_effects buckets, created idempotently by EnsureLayout, with the keeper message of the
+// task stream that Keeper renews as tasks are published, and the mechanics of a publish on the
+// hot path (Publish, UpdateKV).
 //
 // It must not hold engine logic: it never decides what to publish, consumes messages, creates
 // consumers or reads run state. It imports no other reins package.

@@ -253,7 +253,10 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 	}
 	var err error
 	if next.rev, err = e.write(ctx, next, old == nil, rev); err != nil {
-		e.settleAll(pending, retry) // decided on a state that is not saved: decide them again
+		if len(pending) > 0 { // decided on a state that is not saved: decide them again
+			delete(sh.cache, id)
+			e.settleAll(pending, retry)
+		}
 		if errors.Is(err, errReload) {
 			return retry, err
 		}

@@ -137,12 +137,7 @@ func TestRunsOnDataDir(t *testing.T) {
 	})
 
 	t.Run("errors", func(t *testing.T) {
-		for _, tc := range []struct {
-			name string
-			args []string
-			code int
-			want string
-		}{
+		for _, tc := range []runsError{
 			{"show unknown", []string{"show", "r-nope"}, exitFailed, "run r-nope: no such run"},
 			{"show bad id", []string{"show", "a b"}, exitFailed, `run id "a b"`},
 			{"cancel unknown", []string{"cancel", "r-nope"}, exitFailed, "run r-nope: no such run"},
@@ -151,18 +146,7 @@ func TestRunsOnDataDir(t *testing.T) {
 			{"bogus status", []string{"list", "--status", "bogus"}, exitUsage, `--status "bogus": want running, waiting, completed, failed, cancelled or timed_out`},
 			{"show without run", []string{"show"}, exitUsage, "accepts 1 arg(s)"},
 		} {
-			t.Run(tc.name, func(t *testing.T) {
-				code, out, errOut := cli(t, append(append([]string{"runs"}, tc.args...), "--data", data)...)
-				if code != tc.code {
-					t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, out, errOut)
-				}
-				if out != "" {
-					t.Errorf("stdout is not empty:\n%s", out)
-				}
-				if ls := lines(errOut); len(ls) != 1 || !strings.HasPrefix(errOut, "reins: ") || !strings.Contains(errOut, tc.want) {
-					t.Errorf("stderr %q, want one line with %q", errOut, tc.want)
-				}
-			})
+			t.Run(tc.name, func(t *testing.T) { tc.check(t, data) })
 		}
 		// Nothing changed: the finished runs are as they were.
 		if runs := listRuns(t, "--data", data, "--status", "cancelled"); len(runs) != 0 {
@@ -308,12 +292,7 @@ func TestRunsReplayForkPrune(t *testing.T) {
 	})
 
 	t.Run("errors", func(t *testing.T) {
-		for _, tc := range []struct {
-			name string
-			args []string
-			code int
-			want string
-		}{
+		for _, tc := range []runsError{
 			{"replay unknown", []string{"replay", "r-nope"}, exitFailed, "run r-nope: no such run"},
 			{"replay waiting", []string{"replay", waiting.RunID}, exitFailed, "run " + waiting.RunID + " is waiting: only a run that has ended can be replayed"},
 			{"fork unknown run", []string{"fork", "r-nope", "--from", "x"}, exitFailed, "run r-nope: no such run"},
@@ -329,18 +308,7 @@ func TestRunsReplayForkPrune(t *testing.T) {
 			{"fork detach", []string{"fork", done.RunID, "--from", "investigate", "--detach"}, exitUsage, "--detach needs a server"},
 			{"prune negative", []string{"prune", "--older-than", "-1h"}, exitUsage, "--older-than -1h0m0s: want a duration of 0 or more"},
 		} {
-			t.Run(tc.name, func(t *testing.T) {
-				code, out, errOut := cli(t, append(append([]string{"runs"}, tc.args...), "--data", data)...)
-				if code != tc.code {
-					t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, out, errOut)
-				}
-				if out != "" {
-					t.Errorf("stdout is not empty:\n%s", out)
-				}
-				if ls := lines(errOut); len(ls) != 1 || !strings.HasPrefix(errOut, "reins: ") || !strings.Contains(errOut, tc.want) {
-					t.Errorf("stderr %q, want one line with %q", errOut, tc.want)
-				}
-			})
+			t.Run(tc.name, func(t *testing.T) { tc.check(t, data) })
 		}
 	})
 
@@ -389,4 +357,29 @@ func TestRunsReplayForkPrune(t *testing.T) {
 			t.Errorf("show a pruned run: exit %d\n%s", code, errOut)
 		}
 	})
+}
+
+// runsError is a `reins runs` command that fails: its exit status and what its one line on
+// stderr says.
+type runsError struct {
+	name string
+	args []string
+	code int
+	want string
+}
+
+// check runs `reins runs ARGS --data data` and requires the exit status, nothing on stdout and
+// one "reins: " line on stderr holding want.
+func (tc runsError) check(t *testing.T, data string) {
+	t.Helper()
+	code, out, errOut := cli(t, append(append([]string{"runs"}, tc.args...), "--data", data)...)
+	if code != tc.code {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, out, errOut)
+	}
+	if out != "" {
+		t.Errorf("stdout is not empty:\n%s", out)
+	}
+	if ls := lines(errOut); len(ls) != 1 || !strings.HasPrefix(errOut, "reins: ") || !strings.Contains(errOut, tc.want) {
+		t.Errorf("stderr %q, want one line with %q", errOut, tc.want)
+	}
 }

@@ -247,7 +247,7 @@ func TestDurableEquivalence(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			runID := fmt.Sprintf("eq%d", i)
 			clk := clock.NewVirtual(t0)
-			lib := runAs(t, c.build(clk), agent.Config{Budget: c.budget, Clock: clk}, runID+"/compose", c.input)
+			lib := runAs(t, context.Background(), c.build(clk), agent.Config{Budget: c.budget, Clock: clk}, runID+"/compose", c.input)
 			maxTurns := c.budget.MaxTurns
 			if maxTurns == 0 {
 				maxTurns = agent.DefaultBudget().MaxTurns
@@ -272,27 +272,6 @@ func TestDurableEquivalence(t *testing.T) {
 			compareEvents(t, lib.events, dur.events, c.interleaved)
 		})
 	}
-}
-
-// runAs runs root in process as session id.
-func runAs(t *testing.T, root agent.Agent, cfg agent.Config, id string, inputs map[string]any) outcome {
-	t.Helper()
-	s := agent.NewSession(id, cfg)
-	for k, v := range inputs {
-		if err := s.Put(k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var o outcome
-	for ev, err := range agent.Run(context.Background(), root, s) {
-		o.err = err
-		if ev.Type != "" {
-			o.events = append(o.events, ev)
-		}
-	}
-	o.res = s.Result()
-	checkWellFormed(t, o.events)
-	return o
 }
 
 // compareEvents requires the same events: the same sequence, or for an interleaved composition
@@ -390,7 +369,7 @@ func TestDurableRetry(t *testing.T) {
 	}
 	var none atomic.Int32
 	lclk := clock.NewVirtual(t0)
-	lib := runAs(t, build(lclk, &none), agent.Config{Clock: lclk}, "rt1/compose", nil)
+	lib := runAs(t, context.Background(), build(lclk, &none), agent.Config{Clock: lclk}, "rt1/compose", nil)
 	if !sameJSON(t, lib.res, dur.res) {
 		t.Errorf("results differ:\n  library %s\n  durable %s", mustJSON(t, lib.res), mustJSON(t, dur.res))
 	}

@@ -27,7 +27,13 @@ type outcome struct {
 // run runs root in process on a session with cfg and inputs, and collects everything.
 func run(t testing.TB, ctx context.Context, root agent.Agent, cfg agent.Config, inputs map[string]any) outcome {
 	t.Helper()
-	s := agent.NewSession("s1", cfg)
+	return runAs(t, ctx, root, cfg, "s1", inputs)
+}
+
+// runAs is run on a session named id.
+func runAs(t testing.TB, ctx context.Context, root agent.Agent, cfg agent.Config, id string, inputs map[string]any) outcome {
+	t.Helper()
+	s := agent.NewSession(id, cfg)
 	for k, v := range inputs {
 		if err := s.Put(k, v); err != nil {
 			t.Fatal(err)

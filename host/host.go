@@ -1,7 +1,7 @@
 // Package host runs the parts of reins that serve runs, the engine and workers, in one process
 // on a NATS connection (or on an embedded server it opens, StartEmbedded): it starts them,
-// returns once each one consumes, and stops them together. `reins run`, `reins serve`, the examples and the benchmarks host their parts with
-// it.
+// returns once each one consumes, and stops them together. `reins run`, `reins serve`, the
+// examples and the benchmarks host their parts with it.
 //
 // It owns the lifecycle of those parts only. It must not decide anything about runs (package
 // engine), carry out the engine's commands (package runner) or answer tasks (package worker):

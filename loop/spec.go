@@ -9,11 +9,15 @@ type PolicySpec struct {
 	Forbid           []string `json:"forbid,omitempty"`
 	RequireApproval  []string `json:"require_approval,omitempty"`
 	RequiredEvidence []string `json:"required_evidence,omitempty"`
+	// Approvers names who may decide the calls that need approval in a durable run: principals
+	// ("alice") or roles ("role:finance"); empty means any principal who may approve. The loop
+	// itself never reads it: its decisions come from an Approver.
+	Approvers []string `json:"approvers,omitempty"`
 }
 
 // Policy is the spec as the controller takes it.
 func (p PolicySpec) Policy() Policy {
-	return Policy(p)
+	return Policy{Allow: p.Allow, Forbid: p.Forbid, RequireApproval: p.RequireApproval, RequiredEvidence: p.RequiredEvidence}
 }
 
 // BudgetSpec is a Budget as files write it: durations as strings ("30s"), and an absent or zero

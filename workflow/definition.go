@@ -62,6 +62,7 @@ type Definition struct {
 	Start       string              `json:"start"`
 	Models      map[string]ModelDef `json:"models,omitempty"`
 	Tools       map[string]ToolDef  `json:"tools,omitempty"`
+	MCP         map[string]MCPDef   `json:"mcp,omitempty"`
 	Steps       []Step              `json:"steps"`
 	Edges       []Edge              `json:"edges,omitempty"`
 
@@ -87,6 +88,17 @@ type ToolDef struct {
 	SideEffect  bool            `json:"side_effect,omitempty"`
 	Handler     string          `json:"handler,omitempty"`
 	Mock        json.RawMessage `json:"mock,omitempty"` // results as in eval-fixtures.md mocked_tools
+	// MCP names the MCP server that serves the tool of the same name ([mcp.NAME] of the
+	// workflow with reins run; the operator's on a server, shared/spec/server.md).
+	MCP string `json:"mcp,omitempty"`
+}
+
+// MCPDef is an MCP server a workflow declares ([mcp.NAME]): a program started over stdio, or
+// a streamable HTTP endpoint. Only reins run honours it: on a server, MCP servers are the
+// operator's, and a submitted workflow that declares one is refused (OperatorOnly).
+type MCPDef struct {
+	Command []string `json:"command,omitempty"`
+	URL     string   `json:"url,omitempty"`
 }
 
 // Retry is a step's retry policy.
@@ -150,6 +162,9 @@ type Step struct {
 	Event        string         `json:"event,omitempty"`          // wait_event
 	Duration     clock.Duration `json:"duration,omitempty"`       // sleep
 	Message      string         `json:"message,omitempty"`        // fail
+	// Approvers names who may decide an approval step: principals ("alice") or roles
+	// ("role:finance"); empty means any principal who may approve (shared/spec/server.md).
+	Approvers []string `json:"approvers,omitempty"` // approval
 }
 
 // Edge connects two steps. With When, it is taken only for that label; with MaxIterations, it

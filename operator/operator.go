@@ -1,0 +1,71 @@
+// Package operator is the configuration of a shared server by the person who runs it: the
+// providers (kind, endpoint, credential, allowed models), the MCP servers, the principals (who
+// may connect, with which token and roles) and the limits of shared/spec/server.md. Whatever
+// has power on a server (keys, files, programs, endpoints, who decides) comes from here, never
+// from a submitted workflow.
+//
+// It owns loading the operator's file (strict: an unknown key or role names the file, line and
+// key), the defaults of a server started without one, reading the credentials it references at
+// start (a missing environment variable or file fails then, naming it), authenticating a token
+// to a principal, and checking a submitted workflow against it (E_OPERATOR_ONLY). It must not
+// talk to NATS, models or MCP servers: it says what they are, others connect.
+package operator
+
+// Roles a principal may hold (shared/spec/server.md).
+const (
+	RoleAdmin     = "admin"     // the operator: everything, the engine's maintenance included
+	RoleSubmitter = "submitter" // starts runs, reads them
+	RoleApprover  = "approver"  // decides approvals, resumes and signals runs, reads them
+	RoleViewer    = "viewer"    // reads runs
+	RoleWorker    = "worker"    // serves tasks: reads tasks and bundles, answers, checkpoints
+)
+
+// Roles lists the built-in roles.
+var Roles = []string{RoleAdmin, RoleSubmitter, RoleApprover, RoleViewer, RoleWorker}
+
+// Config is an operator's configuration, as loaded (Load) or the defaults (Default).
+type Config struct {
+	// File is the file it was loaded from ("" for the defaults).
+	File string
+	// Providers by the name a workflow model's provider gives.
+	Providers map[string]Provider
+	// MCP servers by the name a workflow tool's mcp gives.
+	MCP map[string]MCPServer
+	// Principals by name.
+	Principals map[string]Principal
+	// Limits of run inputs and step outputs.
+	Limits Limits
+}
+
+// Provider is a model provider the operator pairs with its credential.
+type Provider struct {
+	Kind       string   // openai | anthropic
+	BaseURL    string   // "" means the kind's official endpoint
+	APIKeyEnv  string   // the environment variable holding the key, or
+	APIKeyFile string   // the file holding it
+	Models     []string // the only models workflows may ask for (empty: any)
+}
+
+// MCPServer is an MCP server the operator runs for workflow tools: a program over stdio, or a
+// streamable HTTP endpoint.
+type MCPServer struct {
+	Command []string
+	URL     string
+}
+
+// Principal is who a token identifies.
+type Principal struct {
+	Name        string
+	TokenEnv    string // the environment variable holding the token, or
+	TokenSHA256 string // the hex SHA-256 of the token
+	Roles       []string
+}
+
+// Limits bound what runs carry.
+type Limits struct {
+	MaxInputBytes  int64 // larger run inputs are refused before the run starts
+	MaxOutputBytes int64 // larger step outputs end the step output_too_large
+}
+
+// DefaultMaxBytes is the default of both limits: 64 MiB.
+const DefaultMaxBytes = 64 << 20

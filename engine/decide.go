@@ -50,9 +50,10 @@ func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, erro
 		if ev.Type != EvStart {
 			return nil, nil, fmt.Errorf("engine: run %q has not started: its first event must be start, not %s", run.ID, ev.Type)
 		}
-		if err := d.start(ev.Input); err != nil {
+		if err := d.start(ev.Input, ev.Refused); err != nil {
 			return nil, nil, err
 		}
+		d.run.StartedBy = clean(ev.By)
 		d.syncStatus()
 		return d.run, d.cmds, nil
 	}
@@ -73,6 +74,9 @@ func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, erro
 		reason := clean(ev.Reason)
 		if reason == "" {
 			reason = "the run was cancelled"
+		}
+		if clean(ev.By) != "" {
+			d.act("", ev, "")
 		}
 		d.finish(RunCancelled, nil, &RunError{Code: CodeCancelled, Message: reason})
 	case EvCompleted, EvContinued, EvFailed, EvTimedOut, EvWaiting:
@@ -207,7 +211,7 @@ func (d *decider) fail(code, msg, step string) {
 }
 
 // start initializes a fresh run and activates the start step.
-func (d *decider) start(input json.RawMessage) error {
+func (d *decider) start(input json.RawMessage, refused *RunError) error {
 	r, def := d.run, d.def
 	if def.Start == "" || d.g.steps[def.Start] == nil {
 		return fmt.Errorf("engine: workflow %s has no start step %q (validate and normalize it first)", def.Name, def.Start)
@@ -234,6 +238,11 @@ func (d *decider) start(input json.RawMessage) error {
 		if d.g.childOnly[e.From] {
 			r.Edges[i].State = EdgeDead
 		}
+	}
+	if refused != nil {
+		e := *refused
+		d.finish(RunFailed, nil, &e)
+		return nil
 	}
 	d.emit(Command{Type: CmdSchedule, At: r.Deadline, Item: -1})
 	d.queue = append(d.queue, queued{step: def.Start, input: in})

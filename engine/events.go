@@ -68,6 +68,11 @@ func (d *decider) onTask(ev Event) {
 		if msg == "" {
 			msg = "the task failed"
 		}
+		if ev.Permanent {
+			// A stop reason of the failure (output_too_large) is the step's: edges and the
+			// run result show it.
+			sr.StopReason = clean(ev.StopReason)
+		}
 		d.attemptFailed(key, sr, step, msg, ev.Permanent)
 	case EvTimedOut:
 		msg := fmt.Sprintf("attempt %d timed out", sr.Attempt)

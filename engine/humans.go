@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/reins-run/reins/workflow"
@@ -129,7 +130,11 @@ func (d *decider) onDecision(ev Event) {
 	if sr == nil || step == nil || sr.Status != StepWaiting || sr.Wait != WaitApproval || !addresses(sr, ev) {
 		return
 	}
-	dec := Decision{CallID: clean(ev.CallID), Approve: ev.Approve, Message: clean(ev.Message), By: clean(ev.By)}
+	dec := Decision{CallID: clean(ev.CallID), Approve: ev.Approve, Message: clean(ev.Message), By: clean(ev.By), OnBehalfOf: clean(ev.OnBehalfOf)}
+	if why := refusal(approversOf(step), dec, ev.Roles); why != "" {
+		d.refuse(key, ev, why)
+		return
+	}
 	switch step.Type {
 	case workflow.Approval:
 		if dec.CallID != "" {
@@ -143,6 +148,7 @@ func (d *decider) onDecision(ev Event) {
 			out = jsonString(dec.Message)
 		}
 		sr.Decisions = map[string]Decision{"": dec}
+		d.act(key, ev, "")
 		d.unwait(sr)
 		d.completeStep(key, sr, out, label, "")
 	case workflow.Agent:
@@ -158,6 +164,9 @@ func (d *decider) onDecision(ev Event) {
 			one.CallID = p.CallID
 			sr.Decisions[p.CallID] = one
 			decided = true
+		}
+		if decided {
+			d.act(key, ev, "")
 		}
 		if decided && len(sr.Decisions) == len(sr.Pending) {
 			d.resumeIteration(key, sr, step)
@@ -185,6 +194,7 @@ func (d *decider) onResume(ev Event) {
 	if err != nil {
 		return
 	}
+	d.act(key, ev, "")
 	d.unwait(sr)
 	d.iterate(key, sr, step, sr.Output, human)
 }
@@ -202,6 +212,7 @@ func (d *decider) onSignal(ev Event) {
 		return
 	}
 	d.run.SignalIDs = append(d.run.SignalIDs, id)
+	d.act("", ev, "")
 	if key, sr, step := d.eventWaiter(name); sr != nil {
 		d.unwait(sr)
 		d.completeWith(key, sr, step, data, name)
@@ -297,3 +308,78 @@ func (d *decider) waitTimedOut(key string, sr *StepRun, step *workflow.Step) {
 		d.resumeIteration(key, sr, step)
 	}
 }
+
+// approversOf lists who may decide step: an approval step's approvers, an agent policy's.
+func approversOf(step *workflow.Step) []string {
+	if step.Type == workflow.Agent && step.Policy != nil {
+		return step.Policy.Approvers
+	}
+	return step.Approvers
+}
+
+// MayDecide reports whether principal, holding roles, is one of approvers: named ("alice"), or
+// holding a role they name ("role:finance"). No approvers means anyone who may approve at all
+// (the server's permissions say who may).
+func MayDecide(approvers []string, principal string, roles []string) bool {
+	if len(approvers) == 0 {
+		return true
+	}
+	for _, a := range approvers {
+		if role, ok := strings.CutPrefix(a, "role:"); ok {
+			if slices.Contains(roles, role) {
+				return true
+			}
+		} else if a == principal {
+			return true
+		}
+	}
+	return false
+}
+
+// refusal says why dec may not decide a step with approvers, or "" when it may. A decision an
+// admin takes on behalf of someone is judged as that someone's.
+func refusal(approvers []string, dec Decision, roles []string) string {
+	who := dec.By
+	if dec.OnBehalfOf != "" {
+		who = dec.OnBehalfOf
+	}
+	if MayDecide(approvers, who, roles) {
+		return ""
+	}
+	if who == "" {
+		who = "an unnamed principal"
+	}
+	return fmt.Sprintf("principal %s is not one of the approvers (%s)", who, strings.Join(approvers, ", "))
+}
+
+// act records in Run.Acts what a person did (refused: why it changed nothing else). An event
+// recorded before (same ID) is not recorded again; refused acts keep only the most recent
+// MaxRefusedActs.
+func (d *decider) act(key string, ev Event, refused string) {
+	id := clean(ev.ID)
+	if id != "" && slices.ContainsFunc(d.run.Acts, func(a Act) bool { return a.ID == id }) {
+		return
+	}
+	d.run.Acts = append(d.run.Acts, Act{ID: id, Type: ev.Type, At: d.at, By: clean(ev.By),
+		OnBehalfOf: clean(ev.OnBehalfOf), Step: key, CallID: clean(ev.CallID), Refused: refused})
+	if refused == "" {
+		return
+	}
+	n := 0
+	for _, a := range d.run.Acts {
+		if a.Refused != "" {
+			n++
+		}
+	}
+	for i := 0; n > MaxRefusedActs && i < len(d.run.Acts); {
+		if d.run.Acts[i].Refused != "" {
+			d.run.Acts = slices.Delete(d.run.Acts, i, i+1)
+			n--
+			continue
+		}
+		i++
+	}
+}
+
+// refuse records a decision that may not decide: the run keeps waiting.
+func (d *decider) refuse(key string, ev Event, why string) { d.act(key, ev, why) }

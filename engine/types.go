@@ -111,7 +111,33 @@ type Run struct {
 	// delivered again (the shell crashed between saving the state and acknowledging the event)
 	// is not taken twice.
 	SignalIDs []string `json:"signal_ids,omitempty"`
+	// StartedBy is the principal who started the run (empty for a sub-run: its parent's).
+	StartedBy string `json:"started_by,omitempty"`
+	// Acts records what people did to the run, in order: every decision, resume, signal and
+	// cancel that took effect, and the last MaxRefusedActs that were refused, each with the
+	// authenticated principal (shared/spec/server.md: every decision records it).
+	Acts []Act `json:"acts,omitempty"`
 }
+
+// Act is one thing a person did to a run, as Run.Acts records it.
+type Act struct {
+	// ID identifies the act's event (the shell gives every event a person sends one), so that
+	// an event delivered again is recorded once.
+	ID   string    `json:"id"`
+	Type EventType `json:"type"`
+	At   time.Time `json:"at"`
+	// By is the authenticated principal; OnBehalfOf the one an admin acted for.
+	By         string `json:"by"`
+	OnBehalfOf string `json:"on_behalf_of,omitempty"`
+	Step       string `json:"step,omitempty"`
+	CallID     string `json:"call_id,omitempty"`
+	// Refused says why the act changed nothing but its record (a principal who is not one of
+	// the step's approvers); empty when it took effect.
+	Refused string `json:"refused,omitempty"`
+}
+
+// MaxRefusedActs bounds the refused acts a run keeps: the most recent ones.
+const MaxRefusedActs = 16
 
 // Finished reports whether the run has ended (any status but running and waiting).
 func (r *Run) Finished() bool {
@@ -313,10 +339,21 @@ type Event struct {
 	Approve bool   `json:"approve,omitempty"`
 	Message string `json:"message,omitempty"`
 	By      string `json:"by,omitempty"`
+	// OnBehalfOf names the principal an admin decides for (By stays the admin): the approvers
+	// of the step are checked against it. The shell refuses it from anyone but an admin.
+	OnBehalfOf string `json:"on_behalf_of,omitempty"`
+	// Roles are the roles of the principal the approvers are checked against; the shell sets
+	// them from the operator's configuration, never from the message.
+	Roles []string `json:"-"`
+	// Refused, on a start event, makes the run end failed at once with this error: the shell
+	// refused to admit it (a workflow the server's operator does not allow, an input too
+	// large); no step runs.
+	Refused *RunError `json:"-"`
 	// Name is the signal's name (signal).
 	Name string `json:"name,omitempty"`
-	// ID identifies a signal: the shell gives each signal sent a unique id, the same in every
-	// delivery of it. A signal whose id the run already took changes nothing; a signal without
+	// ID identifies an event a person sent (a signal, a decision, a resume, a cancel): the
+	// shell gives each one a unique id, the same in every delivery of it, so that it is
+	// recorded once in Run.Acts. A signal whose id the run already took changes nothing; a signal without
 	// one is a programming error.
 	ID string `json:"id,omitempty"`
 }
@@ -330,10 +367,11 @@ type PendingCall struct {
 
 // Decision is a human decision on one pending call, as the resumed task carries it.
 type Decision struct {
-	CallID  string `json:"call_id"`
-	Approve bool   `json:"approve"`
-	Message string `json:"message,omitempty"`
-	By      string `json:"by,omitempty"`
+	CallID     string `json:"call_id"`
+	Approve    bool   `json:"approve"`
+	Message    string `json:"message,omitempty"`
+	By         string `json:"by,omitempty"`
+	OnBehalfOf string `json:"on_behalf_of,omitempty"`
 }
 
 // WaitKind says what a waiting step waits for.
@@ -445,6 +483,7 @@ func (r *Run) Clone() *Run {
 	c.Edges = slices.Clone(r.Edges)
 	c.Path = slices.Clone(r.Path)
 	c.SignalIDs = slices.Clone(r.SignalIDs)
+	c.Acts = slices.Clone(r.Acts)
 	if r.Signals != nil {
 		c.Signals = make(map[string][]json.RawMessage, len(r.Signals))
 		for name, q := range r.Signals {

@@ -38,9 +38,19 @@ type Options struct {
 	DataDir string
 	// Listen is where the embedded server accepts TCP clients: "" means in-process only (no TCP
 	// port); "127.0.0.1:0" picks a free loopback port, "127.0.0.1:4222" a fixed one. "localhost"
-	// means 127.0.0.1 and "[::1]:PORT" is accepted; any other host is refused, since the embedded
-	// server has no authentication. Refused when URL is set.
+	// means 127.0.0.1 and "[::1]:PORT" is accepted; any other host is refused: tokens cross the
+	// connection in clear text, so other hosts reach reins through an external server with TLS.
+	// Refused when URL is set.
 	Listen string
+	// Authenticate judges the tokens of the embedded server's clients. The embedded server
+	// always requires one: the Box's own connections (and Connect's) use a random token of the
+	// process, with the engine's identity; every other client needs a token Authenticate
+	// knows, and gets the NATS permissions of its roles (Permissions). Nil: no other client
+	// can connect. Refused when URL is set.
+	Authenticate Authenticator
+	// Token is the token to connect with: to an external server that takes tokens, or to an
+	// embedded server another process runs (its URL in URL).
+	Token string
 	// URL names external server(s), comma-separated (nats://host:4222,nats://other:4222). When
 	// set nothing is embedded.
 	URL string
@@ -59,6 +69,20 @@ type Options struct {
 	// embedded server's log (its notices at debug level). Nil means no logging.
 	Logger *slog.Logger
 }
+
+// String shows the options with the token and the user information of URLs hidden, so that
+// printing them (%v, %+v, a log line) never shows a secret.
+func (o Options) String() string {
+	token := ""
+	if o.Token != "" {
+		token = "xxxxx"
+	}
+	return fmt.Sprintf("{DataDir:%s Listen:%s Authenticate:%t Token:%s URL:%s CredsFile:%s NKeyFile:%s TLSCert:%s TLSKey:%s TLSCA:%s Name:%s}",
+		o.DataDir, o.Listen, o.Authenticate != nil, token, RedactURL(o.URL), o.CredsFile, o.NKeyFile, o.TLSCert, o.TLSKey, o.TLSCA, o.Name)
+}
+
+// GoString is String, for %#v.
+func (o Options) GoString() string { return "natsbox.Options" + o.String() }
 
 // DefaultReadyTimeout bounds how long Open waits for the embedded server when ctx has no deadline.
 const DefaultReadyTimeout = 10 * time.Second
@@ -87,6 +111,7 @@ type Box struct {
 	ns        *server.Server // nil when external
 	lock      *dirLock       // nil when external
 	clientURL string
+	ownToken  string // the token of this Box's connections to its embedded server
 	log       *slog.Logger
 	external  Options // the options of an external connection, for Connect
 
@@ -125,6 +150,8 @@ func openEmbedded(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 		return nil, errors.New("natsbox: credentials and TLS options apply to an external server only: set URL, or leave them empty for the embedded server")
 	case opts.DataDir == "":
 		return nil, errors.New("natsbox: the embedded server needs a data directory: set DataDir")
+	case opts.Token != "":
+		return nil, errors.New("natsbox: Token is for connecting to a server another process runs: set URL, or leave it empty for the embedded server")
 	}
 	host, port, err := parseListen(opts.Listen)
 	if err != nil {
@@ -145,14 +172,16 @@ func openEmbedded(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 		}
 	}()
 
+	own := newOwnToken()
 	sopts := &server.Options{
-		ServerName: EmbeddedServerName,
-		JetStream:  true,
-		StoreDir:   opts.DataDir, // the server stores under StoreDir/jetstream
-		NoSigs:     true,
-		DontListen: opts.Listen == "",
-		Host:       host,
-		Port:       port,
+		CustomClientAuthentication: &serverAuth{own: own, auth: opts.Authenticate},
+		ServerName:                 EmbeddedServerName,
+		JetStream:                  true,
+		StoreDir:                   opts.DataDir, // the server stores under StoreDir/jetstream
+		NoSigs:                     true,
+		DontListen:                 opts.Listen == "",
+		Host:                       host,
+		Port:                       port,
 	}
 	ns, err := server.NewServer(sopts)
 	if err != nil {
@@ -184,8 +213,8 @@ func openEmbedded(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 		return nil, errors.New("natsbox: the embedded server started without JetStream")
 	}
 
-	b := &Box{ns: ns, lock: lock, log: log, closed: make(chan struct{})}
-	copts := b.connOptions(opts.Name)
+	b := &Box{ns: ns, lock: lock, log: log, closed: make(chan struct{}), ownToken: own}
+	copts := append(b.connOptions(opts.Name), nats.Token(own))
 	url := ""
 	if opts.Listen == "" {
 		copts = append(copts, nats.InProcessServer(ns))
@@ -214,6 +243,8 @@ func openExternal(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 		return nil, errors.New("natsbox: DataDir applies to the embedded server only: leave it empty when URL is set")
 	case opts.Listen != "":
 		return nil, errors.New("natsbox: Listen applies to the embedded server only: leave it empty when URL is set")
+	case opts.Authenticate != nil:
+		return nil, errors.New("natsbox: Authenticate applies to the embedded server only: leave it nil when URL is set")
 	case opts.CredsFile != "" && opts.NKeyFile != "":
 		return nil, errors.New("natsbox: CredsFile and NKeyFile are exclusive: set one of them")
 	case (opts.TLSCert == "") != (opts.TLSKey == ""):
@@ -231,6 +262,9 @@ func openExternal(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 	if opts.CredsFile != "" {
 		copts = append(copts, nats.UserCredentials(opts.CredsFile))
 	}
+	if opts.Token != "" {
+		copts = append(copts, nats.Token(opts.Token))
+	}
 	if opts.NKeyFile != "" {
 		o, err := nats.NkeyOptionFromSeed(opts.NKeyFile)
 		if err != nil {
@@ -245,6 +279,9 @@ func openExternal(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 		copts = append(copts, nats.RootCAs(opts.TLSCA))
 	}
 	nc, err := nats.Connect(opts.URL, copts...)
+	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
+		return nil, fmt.Errorf("natsbox: %w at %s: %s", ErrAuth, shown, authHint(opts))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("natsbox: cannot connect to NATS at %s: %w", shown, err)
 	}
@@ -316,7 +353,7 @@ func (b *Box) Connect(ctx context.Context, name string) (*Box, error) {
 		return openExternal(ctx, opts, b.log)
 	}
 	c := &Box{log: b.log, clientURL: b.clientURL, closed: make(chan struct{})}
-	nc, err := nats.Connect("", append(c.connOptions(name), nats.InProcessServer(b.ns))...)
+	nc, err := nats.Connect("", append(c.connOptions(name), nats.InProcessServer(b.ns), nats.Token(b.ownToken))...)
 	if err != nil {
 		return nil, fmt.Errorf("natsbox: connect to the embedded server: %w", err)
 	}
@@ -436,4 +473,15 @@ func redactOne(u string) string {
 		return u[:start] + user + ":xxxxx" + u[at:]
 	}
 	return u[:start] + "xxxxx" + u[at:]
+}
+
+// authHint says what to check when a server refused a connection's credentials.
+func authHint(opts Options) string {
+	switch {
+	case opts.Token != "":
+		return "the token is not one the server knows (check --token or $REINS_TOKEN)"
+	case opts.CredsFile != "" || opts.NKeyFile != "":
+		return "check the credentials file"
+	}
+	return "it requires credentials: pass --token (or set $REINS_TOKEN), or --data DIR on the server's machine"
 }

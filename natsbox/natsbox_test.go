@@ -156,14 +156,14 @@ func TestOpenInProcess(t *testing.T) {
 }
 
 func TestOpenLoopback(t *testing.T) {
-	b := open(t, Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	b := open(t, Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Authenticate: testAuth})
 	u, err := url.Parse(b.ClientURL())
 	if err != nil || u.Scheme != "nats" || u.Hostname() != "127.0.0.1" || u.Port() == "" || u.Port() == "0" {
 		t.Fatalf("ClientURL() = %q (%v), want nats://127.0.0.1:PORT", b.ClientURL(), err)
 	}
 	ensure(t, b.JetStream())
 	// Another client (another process, in real life) reaches it on the URL.
-	nc, err := nats.Connect(b.ClientURL())
+	nc, err := nats.Connect(b.ClientURL(), nats.Token(testToken))
 	if err != nil {
 		t.Fatalf("connect to ClientURL: %v", err)
 	}
@@ -619,8 +619,8 @@ func TestRestartPersistence(t *testing.T) {
 }
 
 func TestExternal(t *testing.T) {
-	ext := open(t, Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0"}) // "the external server"
-	b := open(t, Options{URL: ext.ClientURL(), Name: "reins-test"})
+	ext := open(t, Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Authenticate: testAuth}) // "the external server"
+	b := open(t, Options{URL: ext.ClientURL(), Name: "reins-test", Token: testToken})
 	if b.Embedded() {
 		t.Error("Embedded() = true with URL set")
 	}
@@ -717,7 +717,7 @@ func waitLog(t *testing.T, ch <-chan string, want string) {
 
 func TestReconnect(t *testing.T) {
 	dir := t.TempDir()
-	ext, err := Open(testCtx(t), Options{DataDir: dir, Listen: "127.0.0.1:0"})
+	ext, err := Open(testCtx(t), Options{DataDir: dir, Listen: "127.0.0.1:0", Authenticate: testAuth})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -726,7 +726,7 @@ func TestReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := make(chan string, 1024)
-	b := open(t, Options{URL: ext.ClientURL(), Logger: slog.New(chanHandler{logs})})
+	b := open(t, Options{URL: ext.ClientURL(), Token: testToken, Logger: slog.New(chanHandler{logs})})
 	js := b.JetStream()
 	ensure(t, js)
 	ctx := testCtx(t)
@@ -738,7 +738,7 @@ func TestReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLog(t, logs, logDisconnected)
-	open(t, Options{DataDir: dir, Listen: u.Host}) // and comes back on the same port
+	open(t, Options{DataDir: dir, Listen: u.Host, Authenticate: testAuth}) // and comes back on the same port
 	waitLog(t, logs, logReconnected)
 
 	if _, err := js.Publish(ctx, taskSubject(t, "h"), []byte("after")); err != nil {
@@ -923,4 +923,15 @@ func TestRetryTimeouts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testToken is the token of an admin in the tests that connect to an embedded server as
+// another process would.
+const testToken = "test-admin-token"
+
+func testAuth(token string) (Identity, bool) {
+	if token == testToken {
+		return Identity{Name: "admin", Roles: []string{RoleAdmin}}, true
+	}
+	return Identity{}, false
 }

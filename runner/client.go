@@ -28,13 +28,24 @@ type ClientConfig struct {
 	Box *natsbox.Box
 	// Now is the clock of the start and cancel events; nil means time.Now.
 	Now func() time.Time
+	// Principal is who the client acts as: the name its connection authenticated as (the
+	// server's permissions let it publish a person's events only under that name, and the
+	// engine reads who acted from the subject). "" means "admin", the operator of a data
+	// directory (natsbox.RoleAdmin), as local commands are.
+	Principal string
+	// May reports whether the connection may publish on a subject (from natsbox.Box.WhoAmI),
+	// so that the client tells a principal what its roles do not allow in one sentence
+	// instead of waiting for an acknowledgement that never comes. Nil: it may publish on any.
+	May func(subject string) bool
 }
 
 // Client starts, reads, watches and cancels runs. It talks to engines only through NATS: the
 // events it publishes and the records they save. It is safe for concurrent use.
 type Client struct {
-	js  jetstream.JetStream
-	now func() time.Time
+	js        jetstream.JetStream
+	now       func() time.Time
+	principal string
+	may       func(subject string) bool
 
 	mu   sync.Mutex
 	runs jetstream.KeyValue
@@ -43,9 +54,12 @@ type Client struct {
 
 // NewClient returns a client over cfg.Box. It does no I/O until used.
 func NewClient(cfg ClientConfig) *Client {
-	c := &Client{js: cfg.Box.JetStream(), now: cfg.Now}
+	c := &Client{js: cfg.Box.JetStream(), now: cfg.Now, principal: cfg.Principal, may: cfg.May}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if c.principal == "" {
+		c.principal = natsbox.RoleAdmin
 	}
 	return c
 }
@@ -123,13 +137,69 @@ func NewRunID() string {
 	return "r-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
 }
 
+// Principal returns who the client acts as.
+func (c *Client) Principal() string { return c.principal }
+
+// ErrForbidden is wrapped by the errors of what the client's principal may not do.
+var ErrForbidden = errors.New("not allowed")
+
+// publish publishes ev: what a person does (start, cancel, decide, resume, signal) on the
+// subject of the client's principal, anything else on the run's.
 func (c *Client) publish(ctx context.Context, ev *wire.Event) error {
 	m, err := eventMsg(ev, "")
 	if err != nil {
 		return err
 	}
+	if kind := personKind(ev.Type); kind != "" {
+		if m.Subject, err = c.personSubject(ev, kind); err != nil {
+			return err
+		}
+	}
 	_, err = c.js.PublishMsg(ctx, m)
 	return err
+}
+
+// personKind is the kind of principal subject an event a person sends travels on ("" for
+// the events of engines and workers).
+func personKind(t engine.EventType) string {
+	switch t {
+	case engine.EvStart, engine.EvCancel:
+		return natsbox.SubmitKind
+	case engine.EvDecision, engine.EvResume, engine.EvSignal:
+		return natsbox.HumanKind
+	}
+	return ""
+}
+
+// personSubject is the subject of ev from the client's principal; a cancel goes as an
+// approver's when the principal may not submit. A principal whose roles do not allow it gets
+// ErrForbidden.
+func (c *Client) personSubject(ev *wire.Event, kind string) (string, error) {
+	subj, err := natsbox.PrincipalSubject(ev.RunID, kind, c.principal)
+	if err != nil || c.may == nil || c.may(subj) {
+		return subj, err
+	}
+	if ev.Type == engine.EvCancel {
+		if alt, err := natsbox.PrincipalSubject(ev.RunID, natsbox.HumanKind, c.principal); err == nil && c.may(alt) {
+			return alt, nil
+		}
+	}
+	need := map[string]string{natsbox.SubmitKind: "submitter", natsbox.HumanKind: "approver"}[kind]
+	return "", fmt.Errorf("runner: principal %s may not %s: it needs the %s role (or admin): %w", c.principal, actName(ev.Type), need, ErrForbidden)
+}
+
+func actName(t engine.EventType) string {
+	switch t {
+	case engine.EvStart:
+		return "start runs"
+	case engine.EvCancel:
+		return "cancel runs"
+	case engine.EvDecision:
+		return "decide approvals"
+	case engine.EvResume:
+		return "resume runs"
+	}
+	return "signal runs"
 }
 
 // Get returns the record of run runID (a sub-run's id too); ErrNotFound when there is none.
@@ -189,7 +259,7 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
 	if rec.Finished() {
 		return fmt.Errorf("runner: cancel run %s: it ended %s: %w", runID, rec.Run.Status, ErrFinished)
 	}
-	if err := c.publish(ctx, cancelEvent(runID, c.now().UTC(), reason)); err != nil {
+	if err := c.publish(ctx, personCancel(runID, c.now().UTC(), reason)); err != nil {
 		return fmt.Errorf("runner: cancel run %s: %w", runID, err)
 	}
 	return nil
@@ -286,7 +356,7 @@ func (c *Client) Definition(ctx context.Context, rec *Record) (*workflow.Definit
 // Events returns the events of run runID stored in REINS_EVENTS, in order. Messages that are
 // not events of the run are left out. ErrNotFound when the run has neither events nor a record.
 func (c *Client) Events(ctx context.Context, runID string) ([]wire.Event, error) {
-	subj, err := natsbox.EventSubject(runID)
+	filters, err := natsbox.RunEventFilters(runID)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
@@ -294,23 +364,49 @@ func (c *Client) Events(ctx context.Context, runID string) ([]wire.Event, error)
 	if err != nil {
 		return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
 	}
-	last, err := s.GetLastMsgForSubject(ctx, subj)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+	var last uint64
+	for _, f := range filters {
+		m, err := s.GetLastMsgForSubject(ctx, f)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
+		default:
+			last = max(last, m.Sequence)
+		}
+	}
+	if last == 0 {
 		if _, err := c.Get(ctx, runID); err != nil {
 			return nil, err
 		}
 		return []wire.Event{}, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
-	}
 	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subj}, InactiveThreshold: 10 * time.Second,
+		FilterSubjects: filters, InactiveThreshold: 10 * time.Second,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
 	}
-	return readEvents(ctx, cons, runID, last.Sequence)
+	return readEvents(ctx, cons, runID, last)
+}
+
+// sender sets what the subject of ev's message says of its sender, as the engine reads it: a
+// person's event is by the principal whose subject it came on (ok false: a subject no event
+// of the run can come on).
+func sender(subject string, ev *wire.Event) (ok bool) {
+	runID, kind, principal, ok := natsbox.ParseEventSubject(subject)
+	if !ok || runID != ev.RunID {
+		return false
+	}
+	if kind == "" {
+		ev.By, ev.OnBehalfOf = "", ""
+		return true
+	}
+	ev.By = principal
+	if ev.ID == "" {
+		ev.ID = ev.Nonce
+	}
+	return true
 }
 
 // readEvents reads the events of run runID from an ordered consumer, up to stream sequence last.
@@ -326,7 +422,7 @@ func readEvents(ctx context.Context, cons jetstream.Consumer, runID string, last
 		if err != nil {
 			return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
 		}
-		if ev, err := wire.DecodeEvent(m.Data()); err == nil && ev.RunID == runID {
+		if ev, err := wire.DecodeEvent(m.Data()); err == nil && ev.RunID == runID && sender(m.Subject(), ev) {
 			evs = append(evs, *ev)
 		}
 		md, err := m.Metadata()

@@ -188,6 +188,13 @@ func cancelEvent(runID string, at time.Time, reason string) *wire.Event {
 	return &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvCancel, At: at, Item: -1, Reason: reason}}
 }
 
+// personCancel is a cancel a person sends: with a nonce, so that the run records it once.
+func personCancel(runID string, at time.Time, reason string) *wire.Event {
+	ev := cancelEvent(runID, at, reason)
+	ev.Nonce = nonce()
+	return ev
+}
+
 // tickEvent is the tick of schedule command c of run runID.
 func tickEvent(runID string, c engine.Command) *wire.Event {
 	return &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvTick, At: c.At, Step: c.Step, Item: c.Item, Activation: c.Activation}}

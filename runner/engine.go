@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -19,6 +20,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
 )
 
 // The engine's consumer of REINS_EVENTS.
@@ -81,7 +83,21 @@ type Config struct {
 	// negative window saves after every decision. It runs on the wall clock, not on Now: it
 	// bounds how late a save is, not when anything happens in a run.
 	SaveWindow time.Duration
+	// Roles returns the roles of a principal (the operator's configuration); nil knows only
+	// "admin", the data directory's, with role admin. The engine checks the approvers of a
+	// step against the roles of whoever decides.
+	Roles func(principal string) []string
+	// Admit, when set, judges a run before it starts: the workflow and sub-workflows it would
+	// run and its input. A non-nil error ends the run failed at once with that error, before
+	// any step runs (a server refuses what its operator does not allow). Nil admits all.
+	Admit func(ctx context.Context, defs []*workflow.Definition, input json.RawMessage) *engine.RunError
+	// MaxOutputBytes bounds the output of one answer of a task; a larger one fails the step
+	// for good with stop reason output_too_large. 0: no bound beyond NATS's.
+	MaxOutputBytes int64
 }
+
+// StopOutputTooLarge is the stop reason of a step whose output passed Config.MaxOutputBytes.
+const StopOutputTooLarge = "output_too_large"
 
 // Engine consumes run events and decides them with package engine. Run it once.
 type Engine struct {
@@ -92,6 +108,9 @@ type Engine struct {
 	now        func() time.Time
 	saveWindow time.Duration
 	shards     int
+	roles      func(string) []string
+	admit      func(context.Context, []*workflow.Definition, json.RawMessage) *engine.RunError
+	maxOutput  int64
 
 	ready   chan struct{}
 	started atomic.Bool
@@ -133,6 +152,10 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		box: cfg.Box, js: cfg.Box.JetStream(), log: cfg.Logger, ackWait: cfg.AckWait, now: cfg.Now,
 		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
+		roles: cfg.Roles, admit: cfg.Admit, maxOutput: cfg.MaxOutputBytes,
+	}
+	if cfg.MaxOutputBytes < 0 {
+		return nil, fmt.Errorf("runner: Config.MaxOutputBytes is %d: want 0 (no bound) or more", cfg.MaxOutputBytes)
 	}
 	if e.saveWindow == 0 {
 		e.saveWindow = DefaultSaveWindow
@@ -445,8 +468,11 @@ func (e *Engine) route(p *shards, m jetstream.Msg) {
 		return
 	default:
 	}
+	// By run: the events people send for a run come on subjects of their own, and must be
+	// decided in order with the run's others.
+	run, _, _ := strings.Cut(strings.TrimPrefix(m.Subject(), eventPrefix), ".")
 	h := fnv.New32a()
-	_, _ = h.Write([]byte(strings.TrimPrefix(m.Subject(), eventPrefix)))
+	_, _ = h.Write([]byte(run))
 	sh := p.all[h.Sum32()%uint32(len(p.all))]
 	select {
 	case sh.in <- m:

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,6 +15,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
 )
 
 // shard decides the events of the runs hashed to it, one at a time.
@@ -63,13 +66,14 @@ func permanent(err error) error { return &dropError{err} }
 func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 	ev, err := wire.DecodeEvent(m.Data())
 	if err == nil {
-		err = checkSubject(m.Subject(), ev.RunID)
+		err = e.admitSubject(m.Subject(), ev)
 	}
 	if err != nil {
 		e.log.Warn("runner: a malformed event was dropped", "subject", m.Subject(), "err", err)
 		e.settle(m, drop, nil)
 		return
 	}
+	e.boundOutput(ev)
 	out, err := e.process(ctx, sh, ev, m, delivered(m))
 	if out == later {
 		return
@@ -87,12 +91,66 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 	e.settle(m, out, ev)
 }
 
-func checkSubject(subject, runID string) error {
-	if err := natsbox.CheckToken(runID); err != nil {
+// admitSubject checks that ev came on a subject its sender may send it on, and takes who sent
+// it from the subject, never from the message: an engine's or a worker's event on the run's
+// subject, a person's on the subject of its principal (natsbox.PrincipalSubject), which the
+// server lets only that principal publish on. It sets what the decision needs of the sender:
+// By, and the Roles of whom the approvers are checked against.
+func (e *Engine) admitSubject(subject string, ev *wire.Event) error {
+	if err := natsbox.CheckToken(ev.RunID); err != nil {
 		return fmt.Errorf("the run id of the event cannot name a run: %w", err)
 	}
-	if subject != eventPrefix+runID {
-		return fmt.Errorf("the event of run %s came on subject %s", runID, subject)
+	ev.Roles, ev.Refused = nil, nil
+	if !sender(subject, ev) {
+		return fmt.Errorf("the event of run %s came on subject %s", ev.RunID, subject)
+	}
+	_, kind, principal, _ := natsbox.ParseEventSubject(subject)
+	if kind == "" {
+		if personKind(ev.Type) == natsbox.HumanKind {
+			return fmt.Errorf("a %s event for run %s came on the subject of engines and workers: a person's decisions come on the subject of its principal", ev.Type, ev.RunID)
+		}
+		return nil
+	}
+	if want := personKind(ev.Type); want != kind && !(ev.Type == engine.EvCancel && kind == natsbox.HumanKind) {
+		return fmt.Errorf("a %s event for run %s came on the %s subject of principal %s", ev.Type, ev.RunID, kind, principal)
+	}
+	who := principal
+	if ev.OnBehalfOf != "" {
+		if !slices.Contains(e.rolesOf(principal), natsbox.RoleAdmin) {
+			return fmt.Errorf("principal %s is not an admin and may not act on behalf of %s (run %s)", principal, ev.OnBehalfOf, ev.RunID)
+		}
+		who = ev.OnBehalfOf
+	}
+	ev.Roles = e.rolesOf(who)
+	return nil
+}
+
+// boundOutput turns an answer whose output passes Config.MaxOutputBytes into a permanent
+// failure with stop reason output_too_large: the output is not kept, and the step's edges see
+// why it stopped.
+func (e *Engine) boundOutput(ev *wire.Event) {
+	if e.maxOutput <= 0 || int64(len(ev.Output)) <= e.maxOutput {
+		return
+	}
+	switch ev.Type {
+	case engine.EvCompleted, engine.EvContinued:
+	default:
+		return
+	}
+	n := len(ev.Output)
+	ev.Type, ev.Output, ev.Label, ev.Permanent = engine.EvFailed, nil, "", true
+	ev.StopReason = StopOutputTooLarge
+	ev.Error = fmt.Sprintf("the step's output is %d bytes, more than the server's max_output_bytes of %d", n, e.maxOutput)
+}
+
+// rolesOf returns the roles of principal: Config.Roles's, or with none the data directory's
+// admin's for "admin".
+func (e *Engine) rolesOf(principal string) []string {
+	if e.roles != nil {
+		return e.roles(principal)
+	}
+	if principal == natsbox.RoleAdmin {
+		return []string{natsbox.RoleAdmin}
 	}
 	return nil
 }
@@ -207,11 +265,45 @@ func (e *Engine) start(ctx context.Context, sh *shard, d decided) (outcome, erro
 		}
 		return retry, err
 	}
-	run, cmds, err := engine.Start(b.Definition, ev.RunID, ev.Input, ev.At)
+	start := ev.Event
+	if e.admit != nil && ev.Parent == nil {
+		defs, err := e.workflowsOf(ctx, b)
+		if err != nil {
+			return retry, err
+		}
+		start.Refused = e.admit(ctx, defs, ev.Input)
+	}
+	run, cmds, err := engine.Decide(b.Definition, &engine.Run{ID: ev.RunID}, start)
 	if err != nil {
 		return e.startFailed(ctx, ev, err.Error(), err)
 	}
 	return e.save(ctx, sh, d, nil, &entry{rec: &Record{Run: run, Parent: ev.Parent}, bundle: b}, cmds)
+}
+
+// workflowsOf returns the definition of b and of every sub-workflow it names, transitively,
+// each once: what a run of b may run.
+func (e *Engine) workflowsOf(ctx context.Context, b *wire.Bundle) ([]*workflow.Definition, error) {
+	defs := []*workflow.Definition{b.Definition}
+	seen := map[string]bool{}
+	queue := []*wire.Bundle{b}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, file := range slices.Sorted(maps.Keys(cur.Workflows)) {
+			h := cur.Workflows[file]
+			if seen[h] {
+				continue
+			}
+			seen[h] = true
+			sub, err := e.store.Get(ctx, h)
+			if err != nil {
+				return nil, fmt.Errorf("sub-workflow %s: %w", file, err)
+			}
+			defs = append(defs, sub.Definition)
+			queue = append(queue, sub)
+		}
+	}
+	return defs, nil
 }
 
 // startFailed drops a start event that cannot start a run; a sub-run's parent learns that its

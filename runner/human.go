@@ -1,15 +1,18 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/wire"
 	"github.com/reins-run/reins/workflow"
 )
@@ -61,25 +64,56 @@ type Decided struct {
 }
 
 // Decide sends a human decision to run runID: approve or deny, with message (the result a
-// denied call shows the model; an approval step's output) and by (who decided, for the trace).
-// target is a pending call's id, or the key of a step waiting for approval (every call it has
-// pending, or the approval step), or "" for everything in the run that waits for approval. It
-// returns what it decided. ErrNotWaiting when nothing matches target.
-func (c *Client) Decide(ctx context.Context, runID, target string, approve bool, message, by string) ([]Decided, error) {
+// denied call shows the model; an approval step's output). The decision is the client's
+// principal's; onBehalfOf, when not empty, names the principal an admin decides for (the
+// engine refuses it from anyone else). target is a pending call's id, or the key of a step
+// waiting for approval (every call it has pending, or the approval step), or "" for everything
+// in the run that waits for approval. It returns what it decided. ErrNotWaiting when nothing
+// matches target.
+//
+// A step with approvers (shared/spec/server.md) is decided only by one of them: a principal
+// the client can tell is not one is refused at once (ErrForbidden, naming the principal, and
+// nothing is sent); otherwise, the decision sent, Decide waits for the engine's verdict on it
+// (until ctx ends) and returns ErrForbidden when the engine refused it: the run keeps waiting.
+func (c *Client) Decide(ctx context.Context, runID, target string, approve bool, message, onBehalfOf string) ([]Decided, error) {
 	rec, err := c.waitingRecord(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
+	if onBehalfOf == c.principal {
+		onBehalfOf = ""
+	}
+	var def *workflow.Definition
 	var evs []*wire.Event
 	var out []Decided
 	var calls []string
+	verdicts := map[string]string{} // event id → the step it decides, for steps with approvers
+	decide := func(w Waiting, callID string) error {
+		if def == nil {
+			if def, err = c.Definition(ctx, rec); err != nil {
+				return err
+			}
+		}
+		ev := c.humanEvent(runID, w, engine.Event{Type: engine.EvDecision, CallID: callID, Approve: approve, Message: message, OnBehalfOf: onBehalfOf})
+		if approvers := stepApprovers(def, w.Step.Step); len(approvers) > 0 {
+			who := cmp.Or(onBehalfOf, c.principal)
+			if !mayBe(approvers, who) {
+				return fmt.Errorf("runner: run %s: principal %s is not one of the approvers of step %s (%s): %w", runID, who, w.Key, strings.Join(approvers, ", "), ErrForbidden)
+			}
+			verdicts[ev.ID] = w.Key
+		}
+		evs = append(evs, ev)
+		return nil
+	}
 	for _, w := range WaitingSteps(nil, rec.Run) {
 		if w.Wait != engine.WaitApproval {
 			continue
 		}
 		if len(w.Step.Pending) == 0 { // an approval step
 			if target == "" || target == w.Key {
-				evs = append(evs, c.humanEvent(runID, w, engine.Event{Type: engine.EvDecision, Approve: approve, Message: message, By: by}))
+				if err := decide(w, ""); err != nil {
+					return nil, err
+				}
 				out = append(out, Decided{Step: w.Key})
 			}
 			continue
@@ -87,7 +121,9 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 		for _, p := range w.Pending {
 			calls = append(calls, p.CallID)
 			if target == "" || target == w.Key || target == p.CallID {
-				evs = append(evs, c.humanEvent(runID, w, engine.Event{Type: engine.EvDecision, CallID: p.CallID, Approve: approve, Message: message, By: by}))
+				if err := decide(w, p.CallID); err != nil {
+					return nil, err
+				}
 				out = append(out, Decided{Step: w.Key, CallID: p.CallID, Tool: p.Tool})
 			}
 		}
@@ -102,12 +138,67 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 		}
 		return nil, fmt.Errorf("runner: run %s: %s: %w", runID, what, ErrNotWaiting)
 	}
+	if onBehalfOf != "" && !c.isAdmin() {
+		return nil, fmt.Errorf("runner: run %s: principal %s may not decide on behalf of %s: only an admin may: %w", runID, c.principal, onBehalfOf, ErrForbidden)
+	}
 	for _, ev := range evs {
 		if err := c.publish(ctx, ev); err != nil {
 			return nil, fmt.Errorf("runner: decide for run %s: %w", runID, err)
 		}
 	}
+	if len(verdicts) > 0 {
+		if err := c.awaitVerdicts(ctx, runID, verdicts); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// stepApprovers returns the approvers of the step id of def (nil when it has none).
+func stepApprovers(def *workflow.Definition, id string) []string {
+	step := def.StepByID(id)
+	switch {
+	case step == nil:
+		return nil
+	case step.Type == workflow.Agent && step.Policy != nil:
+		return step.Policy.Approvers
+	}
+	return step.Approvers
+}
+
+// mayBe reports whether principal may be one of approvers as far as a client can tell: named,
+// or some role named (the client does not know its roles; the engine, which does, decides).
+func mayBe(approvers []string, principal string) bool {
+	return slices.ContainsFunc(approvers, func(a string) bool { return a == principal || strings.HasPrefix(a, "role:") })
+}
+
+// isAdmin reports whether the client's connection has an admin's permissions: to write run
+// records, which nobody else may.
+func (c *Client) isAdmin() bool { return c.may == nil || c.may("$KV."+natsbox.RunsBucket+".x") }
+
+// awaitVerdicts waits until the run records the engine's verdict on each decision of ids
+// (event id → step) and returns ErrForbidden naming the principal when one was refused. A run
+// that ends first has taken no more decisions.
+func (c *Client) awaitVerdicts(ctx context.Context, runID string, ids map[string]string) error {
+	for rec, err := range c.Watch(ctx, runID) {
+		if err != nil {
+			return fmt.Errorf("runner: run %s: the decision was sent, but the engine's verdict did not come: %w", runID, err)
+		}
+		seen := 0
+		for _, a := range rec.Run.Acts {
+			if _, ok := ids[a.ID]; !ok {
+				continue
+			}
+			if a.Refused != "" {
+				return fmt.Errorf("runner: run %s: step %s: the decision was refused: %s; the run keeps waiting: %w", runID, a.Step, a.Refused, ErrForbidden)
+			}
+			seen++
+		}
+		if seen == len(ids) || rec.Finished() {
+			return nil
+		}
+	}
+	return nil
 }
 
 // Resume sends a human's input to the step of run runID paused on needs_human: step names it,
@@ -190,7 +281,9 @@ func (c *Client) humanEvent(runID string, w Waiting, ev engine.Event) *wire.Even
 		ev.Step, ev.Item = w.Step.Parent, w.Step.Item
 	}
 	ev.Activation, ev.Iteration, ev.Attempt, ev.Resume = w.Step.Activation, w.Step.Iteration, w.Step.Attempt, w.Step.Resume
-	return &wire.Event{RunID: runID, Nonce: nonce(), Event: ev}
+	n := nonce()
+	ev.ID = n
+	return &wire.Event{RunID: runID, Nonce: n, Event: ev}
 }
 
 func nonce() string {

@@ -68,7 +68,7 @@ func TestDecideEachPendingCall(t *testing.T) {
 		t.Fatalf("%d resumed tasks; want 1", len(resumed))
 	}
 	task := resumed[0]
-	want := []engine.Decision{{CallID: "c1", Approve: true, By: "ana"}, {CallID: "c2", Message: "no emails today", By: "ana"}}
+	want := []engine.Decision{{CallID: "c1", Approve: true, By: "admin", OnBehalfOf: "ana"}, {CallID: "c2", Message: "no emails today", By: "admin", OnBehalfOf: "ana"}}
 	if task.Iteration != 1 || task.Resume != 1 || !slices.Equal(task.Decisions, want) {
 		t.Errorf("resumed task: iteration %d resume %d decisions %+v; want iteration 1 resume 1 with %+v", task.Iteration, task.Resume, task.Decisions, want)
 	}

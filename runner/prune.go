@@ -91,12 +91,14 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, now time.Ti
 		return rep, fmt.Errorf("runner: prune: %w", err)
 	}
 	for _, p := range gone {
-		subj, err := natsbox.EventSubject(p.id)
+		filters, err := natsbox.RunEventFilters(p.id)
 		if err != nil {
 			continue // a record under a key that names no subject has no events
 		}
-		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
-			return rep, fmt.Errorf("runner: prune run %s: purge its events: %w", p.id, err)
+		for _, f := range filters {
+			if err := stream.Purge(ctx, jetstream.WithPurgeSubject(f)); err != nil {
+				return rep, fmt.Errorf("runner: prune run %s: purge its events: %w", p.id, err)
+			}
 		}
 		err = runs.Purge(ctx, p.id, jetstream.LastRevision(p.rev))
 		switch {

@@ -182,6 +182,7 @@ func (e *encoder) engineEvent(ev *engine.Event) {
 	e.boolOmit("approve", ev.Approve)
 	e.strOmit("message", ev.Message)
 	e.strOmit("by", ev.By)
+	e.strOmit("on_behalf_of", ev.OnBehalfOf)
 	e.strOmit("name", ev.Name)
 	e.strOmit("id", ev.ID)
 }
@@ -232,7 +233,31 @@ func (e *encoder) run(r *engine.Run) {
 		e.name("signal_ids")
 		e.strs(r.SignalIDs)
 	}
+	e.strOmit("started_by", r.StartedBy)
+	if len(r.Acts) > 0 {
+		e.name("acts")
+		e.acts(r.Acts)
+	}
 	e.b = append(e.b, '}')
+}
+
+func (e *encoder) acts(acts []engine.Act) {
+	e.b = append(e.b, '[')
+	for i := range acts {
+		a := &acts[i]
+		e.sep()
+		e.b = append(e.b, '{')
+		e.str("id", a.ID)
+		e.str("type", string(a.Type))
+		e.time("at", a.At)
+		e.str("by", a.By)
+		e.strOmit("on_behalf_of", a.OnBehalfOf)
+		e.strOmit("step", a.Step)
+		e.strOmit("call_id", a.CallID)
+		e.strOmit("refused", a.Refused)
+		e.b = append(e.b, '}')
+	}
+	e.b = append(e.b, ']')
 }
 
 func (e *encoder) steps(steps map[string]*engine.StepRun) {
@@ -367,6 +392,7 @@ func (e *encoder) decision(d *engine.Decision) {
 	e.bool("approve", d.Approve)
 	e.strOmit("message", d.Message)
 	e.strOmit("by", d.By)
+	e.strOmit("on_behalf_of", d.OnBehalfOf)
 	e.b = append(e.b, '}')
 }
 

@@ -1,0 +1,253 @@
+package natsbox
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Roles the embedded server knows: the five of shared/spec/server.md, and RoleEngine, the
+// identity of the engine and built-in workers inside the process that runs the server.
+const (
+	RoleEngine    = "engine"
+	RoleAdmin     = "admin"
+	RoleSubmitter = "submitter"
+	RoleApprover  = "approver"
+	RoleViewer    = "viewer"
+	RoleWorker    = "worker"
+)
+
+// Identity is who an authenticated connection is: a principal's name (a subject token: it
+// names the subjects the principal may publish its decisions on) and its roles.
+type Identity struct {
+	Name  string
+	Roles []string
+}
+
+// Has reports whether id holds role.
+func (id Identity) Has(role string) bool { return slices.Contains(id.Roles, role) }
+
+// Authenticator maps a client's token to its identity; ok false refuses the connection.
+type Authenticator func(token string) (id Identity, ok bool)
+
+// EngineName is the principal name of a Box's own connections to its embedded server.
+const EngineName = "reins-engine"
+
+// The subjects a principal's decisions travel on: EventSubject(run) + ".submit.NAME" for what
+// a submitter may do (start, cancel), + ".human.NAME" for what an approver may do (decide,
+// resume, signal, cancel). The server's permissions let a principal publish only on its own
+// name, so the engine reads who acted from the subject, never from the message.
+const (
+	SubmitKind = "submit"
+	HumanKind  = "human"
+)
+
+// PrincipalSubject returns the subject on which principal publishes an event of kind
+// (SubmitKind or HumanKind) for run runID: "reins.event.RUN.KIND.PRINCIPAL".
+func PrincipalSubject(runID, kind, principal string) (string, error) {
+	subj, err := EventSubject(runID)
+	if err != nil {
+		return "", err
+	}
+	if kind != SubmitKind && kind != HumanKind {
+		return "", fmt.Errorf("natsbox: %q is not a kind of principal subject (%s, %s)", kind, SubmitKind, HumanKind)
+	}
+	if err := CheckToken(principal); err != nil {
+		return "", fmt.Errorf("natsbox: principal %q: %w", principal, err)
+	}
+	return subj + "." + kind + "." + principal, nil
+}
+
+// ParseEventSubject splits the subject of an event of REINS_EVENTS: the run id, and for an
+// event a principal published, its kind and the principal. ok is false for any other shape.
+func ParseEventSubject(subject string) (runID, kind, principal string, ok bool) {
+	rest, found := strings.CutPrefix(subject, "reins.event.")
+	if !found {
+		return "", "", "", false
+	}
+	parts := strings.Split(rest, ".")
+	switch {
+	case len(parts) == 1 && parts[0] != "":
+		return parts[0], "", "", true
+	case len(parts) == 3 && parts[0] != "" && parts[2] != "" && (parts[1] == SubmitKind || parts[1] == HumanKind):
+		return parts[0], parts[1], parts[2], true
+	}
+	return "", "", "", false
+}
+
+// RunEventFilters are the subject filters of every event of run runID: the engine's and
+// workers', and those principals published.
+func RunEventFilters(runID string) ([]string, error) {
+	subj, err := EventSubject(runID)
+	if err != nil {
+		return nil, err
+	}
+	return []string{subj, subj + ".>"}, nil
+}
+
+// Permissions returns the NATS permissions of id: the union of its roles' (nil, everything,
+// for the engine and admin). A role it does not know grants nothing.
+func Permissions(id Identity) *server.Permissions {
+	if id.Has(RoleEngine) || id.Has(RoleAdmin) {
+		return nil
+	}
+	var pub, sub []string
+	add := func(list *[]string, subjects ...string) {
+		for _, s := range subjects {
+			if !slices.Contains(*list, s) {
+				*list = append(*list, s)
+			}
+		}
+	}
+	reader := id.Has(RoleViewer) || id.Has(RoleSubmitter) || id.Has(RoleApprover)
+	if reader || id.Has(RoleWorker) {
+		add(&pub, "$SYS.REQ.USER.INFO", "$JS.API.INFO", "$JS.API.STREAM.INFO.*", "$JS.FC.>")
+		add(&pub, kvRead(WorkflowsBucket)...)
+		add(&sub, "_INBOX.>")
+	}
+	if reader {
+		add(&pub, kvRead(RunsBucket)...)
+		add(&pub, kvWatch(RunsBucket)...)
+		add(&pub, "$JS.API.CONSUMER.CREATE."+EventsStream+".>", "$JS.API.CONSUMER.DELETE."+EventsStream+".*",
+			"$JS.API.CONSUMER.INFO."+EventsStream+".*", "$JS.API.CONSUMER.MSG.NEXT."+EventsStream+".*")
+	}
+	if id.Has(RoleSubmitter) {
+		add(&pub, "$KV."+WorkflowsBucket+".>", "reins.event.*."+SubmitKind+"."+id.Name)
+	}
+	if id.Has(RoleApprover) {
+		add(&pub, "reins.event.*."+HumanKind+"."+id.Name)
+	}
+	if id.Has(RoleWorker) {
+		add(&pub, "reins.event.*",
+			"$JS.API.CONSUMER.CREATE."+TasksStream+".>", "$JS.API.CONSUMER.INFO."+TasksStream+".*",
+			"$JS.API.CONSUMER.MSG.NEXT."+TasksStream+".*", "$JS.ACK."+TasksStream+".>",
+			"$JS.API.DIRECT.GET."+TasksStream+".>", "$JS.API.STREAM.MSG.GET."+TasksStream,
+			"$KV."+CheckpointsBucket+".>", "$KV."+EffectsBucket+".>")
+		add(&pub, kvRead(CheckpointsBucket)...)
+		add(&pub, kvWatch(CheckpointsBucket)...)
+		add(&pub, kvRead(EffectsBucket)...)
+		add(&sub, CancelSubjects)
+	}
+	if len(pub) == 0 && len(sub) == 0 {
+		// No role that grants anything: deny all rather than leave the lists empty, which
+		// NATS reads as no restriction.
+		return &server.Permissions{
+			Publish:   &server.SubjectPermission{Deny: []string{">"}},
+			Subscribe: &server.SubjectPermission{Deny: []string{">"}},
+		}
+	}
+	// The engine's consumer of REINS_EVENTS is the engine's alone: whoever may create ordered
+	// consumers on the stream may not create, change or remove one of that name.
+	deny := []string{
+		"$JS.API.CONSUMER.CREATE." + EventsStream + "." + engineConsumer,
+		"$JS.API.CONSUMER.CREATE." + EventsStream + "." + engineConsumer + ".>",
+		"$JS.API.CONSUMER.DELETE." + EventsStream + "." + engineConsumer,
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub, Deny: deny},
+		Subscribe: &server.SubjectPermission{Allow: sub},
+	}
+}
+
+// engineConsumer is runner.ConsumerName (natsbox imports no reins package; a runner test
+// checks that the two agree).
+const engineConsumer = "reins-engine"
+
+// kvRead are the JetStream API subjects that read a bucket's keys one by one.
+func kvRead(bucket string) []string {
+	return []string{"$JS.API.DIRECT.GET.KV_" + bucket + ".>", "$JS.API.STREAM.MSG.GET.KV_" + bucket}
+}
+
+// kvWatch are the JetStream API subjects of a watch (an ordered consumer) on a bucket.
+func kvWatch(bucket string) []string {
+	s := "KV_" + bucket
+	return []string{"$JS.API.CONSUMER.CREATE." + s + ".>", "$JS.API.CONSUMER.DELETE." + s + ".*", "$JS.API.CONSUMER.INFO." + s + ".*"}
+}
+
+// serverAuth is the embedded server's authentication: a Box's own token is the engine's; any
+// other token is the Authenticator's to judge.
+type serverAuth struct {
+	own  string
+	auth Authenticator
+}
+
+func (a *serverAuth) Check(c server.ClientAuthentication) bool {
+	token := c.GetOpts().Token
+	if token == "" {
+		token = c.GetOpts().Password // nats://user:token@host puts it there
+	}
+	if token == "" {
+		return false
+	}
+	var id Identity
+	switch {
+	case subtleEqual(token, a.own):
+		id = Identity{Name: EngineName, Roles: []string{RoleEngine}}
+	case a.auth != nil:
+		var ok bool
+		if id, ok = a.auth(token); !ok {
+			return false
+		}
+	default:
+		return false
+	}
+	c.RegisterUser(&server.User{Username: id.Name, Permissions: Permissions(id)})
+	return true
+}
+
+// newOwnToken returns a random token for a Box's own connections.
+func newOwnToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
+
+// ErrAuth is wrapped by the errors of a connection the server refused: no token, or a token
+// it does not know.
+var ErrAuth = errors.New("the NATS server refused the credentials")
+
+// WhoAmI returns the principal name the server knows this connection as, and the subjects it
+// may publish on (nil: any).
+func (b *Box) WhoAmI(ctx context.Context) (name string, publish []string, err error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	m, err := b.nc.RequestWithContext(ctx, "$SYS.REQ.USER.INFO", nil)
+	if err != nil {
+		return "", nil, fmt.Errorf("natsbox: ask the server who this connection is: %w", err)
+	}
+	var resp struct {
+		Data *struct {
+			User        string `json:"user"`
+			Permissions *struct {
+				Publish *struct {
+					Allow []string `json:"allow"`
+				} `json:"publish"`
+			} `json:"permissions"`
+		} `json:"data"`
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil || resp.Data == nil {
+		return "", nil, errors.New("natsbox: the server did not say who this connection is")
+	}
+	if p := resp.Data.Permissions; p != nil && p.Publish != nil {
+		publish = p.Publish.Allow
+	}
+	return resp.Data.User, publish, nil
+}
+
+// subtleEqual compares two tokens in time independent of where they differ.
+func subtleEqual(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }

@@ -172,7 +172,7 @@ func (d *driver) step() bool {
 		case "fail":
 			ev.Type, ev.Error = engine.EvFailed, p.reply.err
 		case "permanent":
-			ev.Type, ev.Error, ev.Permanent = engine.EvFailed, p.reply.err, true
+			ev.Type, ev.Error, ev.Permanent, ev.StopReason = engine.EvFailed, p.reply.err, true, p.reply.stop
 		case "timeout":
 			ev.Type = engine.EvTimedOut
 		case "wait":

@@ -10,13 +10,16 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"time"
 
+	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"
+	"github.com/reins-run/reins/workflow"
 )
 
 // Config says what a Host runs on Box.
@@ -35,7 +38,12 @@ type Config struct {
 	Concurrency int
 	// SaveWindow is the engine's runner.Config.SaveWindow (zero: its default).
 	SaveWindow time.Duration
-	Logger     *slog.Logger
+	// Roles, Admit and MaxOutputBytes are the engine's (runner.Config): what a shared
+	// server's operator configured.
+	Roles          func(principal string) []string
+	Admit          func(ctx context.Context, defs []*workflow.Definition, input json.RawMessage) *engine.RunError
+	MaxOutputBytes int64
+	Logger         *slog.Logger
 }
 
 // Host is the engine and a worker running in this process.
@@ -81,7 +89,8 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	h := &Host{cancel: cancel, done: make(chan error, 2), log: log, box: cfg.Box}
 	var ready []<-chan struct{}
 	if cfg.Engine {
-		eng, err := runner.New(runner.Config{Box: cfg.Box, Logger: cfg.Logger, AckWait: cfg.AckWait, SaveWindow: cfg.SaveWindow})
+		eng, err := runner.New(runner.Config{Box: cfg.Box, Logger: cfg.Logger, AckWait: cfg.AckWait, SaveWindow: cfg.SaveWindow,
+			Roles: cfg.Roles, Admit: cfg.Admit, MaxOutputBytes: cfg.MaxOutputBytes})
 		if err != nil {
 			cancel()
 			return nil, err

@@ -95,7 +95,8 @@ func RunEventFilters(runID string) ([]string, error) {
 }
 
 // Permissions returns the NATS permissions of id: the union of its roles' (nil, everything,
-// for the engine and admin). A role it does not know grants nothing.
+// for the engine and admin). A role it does not know grants nothing beyond what every
+// connection may: ask who it is, and reach its replies.
 func Permissions(id Identity) *server.Permissions {
 	if id.Has(RoleEngine) || id.Has(RoleAdmin) {
 		return nil
@@ -108,11 +109,14 @@ func Permissions(id Identity) *server.Permissions {
 			}
 		}
 	}
+	// Anyone authenticated may ask who it is and whether JetStream is there, so that a
+	// principal whose roles grant nothing learns that from reins, not from a timeout.
+	add(&pub, "$SYS.REQ.USER.INFO", "$JS.API.INFO")
+	add(&sub, "_INBOX.>")
 	reader := id.Has(RoleViewer) || id.Has(RoleSubmitter) || id.Has(RoleApprover)
 	if reader || id.Has(RoleWorker) {
-		add(&pub, "$SYS.REQ.USER.INFO", "$JS.API.INFO", "$JS.API.STREAM.INFO.*", "$JS.FC.>")
+		add(&pub, "$JS.API.STREAM.INFO.*", "$JS.FC.>")
 		add(&pub, kvRead(WorkflowsBucket)...)
-		add(&sub, "_INBOX.>")
 	}
 	if reader {
 		add(&pub, kvRead(RunsBucket)...)
@@ -136,14 +140,6 @@ func Permissions(id Identity) *server.Permissions {
 		add(&pub, kvWatch(CheckpointsBucket)...)
 		add(&pub, kvRead(EffectsBucket)...)
 		add(&sub, CancelSubjects)
-	}
-	if len(pub) == 0 && len(sub) == 0 {
-		// No role that grants anything: deny all rather than leave the lists empty, which
-		// NATS reads as no restriction.
-		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Deny: []string{">"}},
-			Subscribe: &server.SubjectPermission{Deny: []string{">"}},
-		}
 	}
 	// The engine's consumer of REINS_EVENTS is the engine's alone: whoever may create ordered
 	// consumers on the stream may not create, change or remove one of that name.
@@ -251,3 +247,20 @@ func (b *Box) WhoAmI(ctx context.Context) (name string, publish []string, err er
 
 // subtleEqual compares two tokens in time independent of where they differ.
 func subtleEqual(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+// SubjectMatches reports whether subject is matched by pattern, a subject with the wildcards
+// "*" (one token) and ">" (one or more tokens, last).
+func SubjectMatches(pattern, subject string) bool {
+	ps, ss := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, p := range ps {
+		switch {
+		case p == ">":
+			return i == len(ps)-1 && len(ss) > i
+		case i >= len(ss):
+			return false
+		case p != "*" && p != ss[i]:
+			return false
+		}
+	}
+	return len(ps) == len(ss)
+}

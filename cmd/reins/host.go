@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"time"
 
 	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/worker"
+	"github.com/reins-run/reins/workflow"
 )
 
 // hostConfig says what a command hosts besides its NATS connection.
@@ -20,11 +23,17 @@ type hostConfig struct {
 	// saveWindow is the engine's runner.Config.SaveWindow.
 	saveWindow time.Duration
 	log        *slog.Logger
+	// roles, admit and maxOutput are a shared server's (runner.Config): what its operator
+	// configured.
+	roles     func(string) []string
+	admit     func(context.Context, []*workflow.Definition, json.RawMessage) *engine.RunError
+	maxOutput int64
 }
 
 // startHost starts the engine and the built-in workers cfg asks for on box (package host).
 func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host.Host, error) {
-	hc := host.Config{Box: box, Engine: cfg.engine, AckWait: cfg.ackWait, SaveWindow: cfg.saveWindow, Logger: cfg.log}
+	hc := host.Config{Box: box, Engine: cfg.engine, AckWait: cfg.ackWait, SaveWindow: cfg.saveWindow, Logger: cfg.log,
+		Roles: cfg.roles, Admit: cfg.admit, MaxOutputBytes: cfg.maxOutput}
 	if len(cfg.builtins) > 0 {
 		hc.Register = func(w *worker.Worker) error { return builtin.Register(w, cfg.builtin, cfg.builtins...) }
 	}

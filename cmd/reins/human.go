@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -68,7 +67,7 @@ iteration without calling the model again once each of its pending calls is deci
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&message, "message", "", "a note recorded with the decision (an approval step's output)")
-	cmd.Flags().StringVar(&by, "by", "", "who decides, recorded in the trace (default $USER)")
+	cmd.Flags().StringVar(&by, "by", "", "decide on behalf of this `PRINCIPAL` (admins only; the record keeps both names)")
 	return cmd
 }
 
@@ -91,7 +90,7 @@ again.
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&message, "message", "denied by a human reviewer", "what the model sees as the denied call's result")
-	cmd.Flags().StringVar(&by, "by", "", "who decides, recorded in the trace (default $USER)")
+	cmd.Flags().StringVar(&by, "by", "", "decide on behalf of this `PRINCIPAL` (admins only; the record keeps both names)")
 	return cmd
 }
 
@@ -150,11 +149,9 @@ the data as its output; when none waits, the run keeps the event for the first o
 	return cmd
 }
 
-// decide sends an approve or deny decision.
+// decide sends an approve or deny decision, as the authenticated principal (on behalf of by,
+// for an admin).
 func decide(cmd *cobra.Command, f *humanFlags, runID, target string, approve bool, message, by string) error {
-	if by == "" {
-		by = userName()
-	}
 	return answer(cmd, f, runID, func(ctx context.Context, c *runner.Client) (string, error) {
 		done, err := c.Decide(ctx, runID, target, approve, message, by)
 		verb := "approved"
@@ -183,7 +180,10 @@ func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.C
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer box.Close()
-	c := runner.NewClient(runner.ClientConfig{Box: box})
+	c, err := newClient(ctx, box)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
 	if box.Embedded() {
 		// Nothing else runs the engine on this data directory: this command does, until the
 		// run ends or waits again. It starts before the answer is sent, so that the engine
@@ -242,14 +242,4 @@ func jsonFlag(name, text string) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%s is not one JSON value (a message is a JSON string: '\"text\"')", name)
 	}
 	return json.RawMessage(text), nil
-}
-
-// userName is who decides when --by is not given.
-func userName() string {
-	for _, k := range []string{"USER", "USERNAME", "LOGNAME"} {
-		if v := strings.TrimSpace(os.Getenv(k)); v != "" {
-			return v
-		}
-	}
-	return ""
 }

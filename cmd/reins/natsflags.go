@@ -7,12 +7,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/operator"
+	"github.com/reins-run/reins/runner"
 )
 
 // urlFile is the file in the data directory where `reins serve` writes the client URL of its
@@ -25,7 +28,14 @@ type natsFlags struct {
 	url, creds, nkey    string
 	tlsCert, tlsKey, ca string
 	data                string
+	token               string
+	// auth judges the tokens of other processes when this command runs the embedded server
+	// and listens (serve, run --listen); nil lets none in.
+	auth natsbox.Authenticator
 }
+
+// tokenEnv is the environment variable of a client's token (shared/spec/server.md).
+const tokenEnv = "REINS_TOKEN"
 
 func (f *natsFlags) add(cmd *cobra.Command) { f.addTo(cmd.Flags()) }
 
@@ -41,6 +51,15 @@ func (f *natsFlags) addNamed(fl *pflag.FlagSet, dataFlag string) {
 	fl.StringVar(&f.tlsCert, "nats-tls-cert", "", "a client certificate `FILE` (external server)")
 	fl.StringVar(&f.tlsKey, "nats-tls-key", "", "the client certificate's key `FILE` (external server)")
 	fl.StringVar(&f.ca, "nats-tls-ca", "", "a `FILE` of CA certificates the external server's certificate must chain to")
+	fl.StringVar(&f.token, "token", "", "the `TOKEN` that identifies you to the server (default $"+tokenEnv+"; on the server's machine, --"+dataFlag+" finds the admin's)")
+}
+
+// clientToken is --token, else $REINS_TOKEN.
+func (f *natsFlags) clientToken() string {
+	if f.token != "" {
+		return f.token
+	}
+	return strings.TrimSpace(os.Getenv(tokenEnv))
 }
 
 // open opens the server the flags name. Embedded, with listen "" (in-process) unless given; when
@@ -51,9 +70,10 @@ func (f *natsFlags) open(ctx context.Context, listen string, log *slog.Logger) (
 		URL: f.url, CredsFile: f.creds, NKeyFile: f.nkey, TLSCert: f.tlsCert, TLSKey: f.tlsKey, TLSCA: f.ca, Logger: log,
 	}
 	if f.url != "" {
+		opts.Token = f.clientToken()
 		return natsbox.Open(ctx, opts)
 	}
-	opts.DataDir, opts.Listen = f.data, listen
+	opts.DataDir, opts.Listen, opts.Authenticate = f.data, listen, f.auth
 	box, err := natsbox.Open(ctx, opts)
 	if !errors.Is(err, natsbox.ErrDataDirLocked) {
 		return box, err
@@ -63,8 +83,47 @@ func (f *natsFlags) open(ctx context.Context, listen string, log *slog.Logger) (
 	if rerr != nil || url == "" {
 		return nil, fmt.Errorf("the data directory %s is in use by another reins process that does not serve NATS: stop it, or pass --nats URL", f.data)
 	}
-	opts.DataDir, opts.Listen, opts.URL = "", "", url
+	// The server on this machine: the token given, else the data directory's admin's.
+	token := f.clientToken()
+	if token == "" {
+		if token, err = operator.ReadAdminToken(f.data); err != nil {
+			return nil, err
+		}
+	}
+	opts.DataDir, opts.Listen, opts.Authenticate, opts.URL, opts.Token = "", "", nil, url, token
 	return natsbox.Open(ctx, opts)
+}
+
+// newClient returns a client acting as the principal box's connection authenticated as: the
+// data directory's admin on an embedded server of this process, else the name the server
+// gives (natsbox.Box.WhoAmI), with what it may publish.
+func newClient(ctx context.Context, box *natsbox.Box) (*runner.Client, error) {
+	cfg := runner.ClientConfig{Box: box}
+	if box.Embedded() {
+		return runner.NewClient(cfg), nil
+	}
+	name, publish, err := box.WhoAmI(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if name != "" && natsbox.CheckToken(name) == nil {
+		cfg.Principal = name
+	}
+	if publish != nil {
+		cfg.May = func(subject string) bool { return slices.ContainsFunc(publish, func(p string) bool { return natsbox.SubjectMatches(p, subject) }) }
+	}
+	return runner.NewClient(cfg), nil
+}
+
+// authenticator is the Authenticator of an embedded server serving res's principals.
+func authenticator(res *operator.Resolved) natsbox.Authenticator {
+	return func(token string) (natsbox.Identity, bool) {
+		p, ok := res.Authenticate(token)
+		if !ok {
+			return natsbox.Identity{}, false
+		}
+		return natsbox.Identity{Name: p.Name, Roles: p.Roles}, true
+	}
 }
 
 // writeURL records the client URL of an embedded server that listens, for other commands.

@@ -120,11 +120,26 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		return &exitError{code: exitFailed, err: err}
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if f.listen != "" && f.nats.url == "" {
+		// Workers and commands of this machine connect with the data directory's admin token.
+		auth, err := adminAuth(f.nats.data)
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		f.nats.auth = auth
+	}
 	box, err := f.nats.open(ctx, f.listen, log)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer box.Close()
+	if !box.Embedded() {
+		// A server runs what other people submit: what carries power is its operator's.
+		if ps := operatorOnly(bundles); len(ps) > 0 {
+			printProblems(cmd.ErrOrStderr(), ps)
+			return &exitError{code: exitFailed, err: fmt.Errorf("%s sets what only the server's operator may set (%s): name the operator's providers and MCP servers instead", file, countProblems(len(ps)))}
+		}
+	}
 	if box.Embedded() {
 		if err := checkHandlers(bundles, f.listen, box); err != nil {
 			return &exitError{code: exitFailed, err: err}
@@ -144,7 +159,10 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 			fmt.Fprintf(cmd.ErrOrStderr(), "workers can connect to %s\n", box.ClientURL())
 		}
 	}
-	client := runner.NewClient(runner.ClientConfig{Box: box})
+	client, err := newClient(ctx, box)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
 	id, err := client.Start(ctx, bundles, input, f.runID)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}

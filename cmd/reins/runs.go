@@ -49,7 +49,11 @@ func withClient(ctx context.Context, nf *natsFlags, f func(*runner.Client) error
 			return &exitError{code: exitFailed, err: err}
 		}
 	}
-	return f(runner.NewClient(runner.ClientConfig{Box: box}))
+	c, err := newClient(ctx, box)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	return f(c)
 }
 
 // listEntry is one run in `reins runs list --json`.
@@ -381,7 +385,10 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer box.Close()
-	c := runner.NewClient(runner.ClientConfig{Box: box})
+	c, err := newClient(ctx, box)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
 	if box.Embedded() {
 		if f.detach {
 			return &exitError{code: exitUsage, err: errors.New("--detach needs a server (--nats URL, or reins serve on --data): an embedded server stops with the command")}

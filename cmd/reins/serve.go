@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/runner"
 )
 
@@ -29,6 +30,7 @@ func newServeCmd() *cobra.Command {
 		saveWindow time.Duration
 		retention  time.Duration
 		verbose    bool
+		configFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -70,9 +72,21 @@ after every decision, as reins run does.`,
 			if nf.url != "" && cmd.Flags().Changed("nats-listen") {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--nats-listen applies to the embedded server; it cannot be used with --nats")}
 			}
+			cfgOp, res, err := loadOperator(configFile)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
 			l := listen
 			if nf.url != "" {
 				l = ""
+			} else {
+				// The data directory's admin: the operator on this machine (--data finds it).
+				token, err := operator.AdminToken(nf.data)
+				if err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				res.AddPrincipal(natsbox.RoleAdmin, token, operator.RoleAdmin)
+				nf.auth = authenticator(res)
 			}
 			box, err := nf.open(ctx, l, log)
 			if err != nil {
@@ -87,10 +101,12 @@ after every decision, as reins run does.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			defer remove()
-			cfg := hostConfig{engine: true, ackWait: ackWait, saveWindow: engineSaveWindow(saveWindow), log: log}
+			cfg := hostConfig{engine: true, ackWait: ackWait, saveWindow: engineSaveWindow(saveWindow), log: log,
+				roles: rolesOf(res), admit: admit(cfgOp), maxOutput: cfgOp.Limits.MaxOutputBytes}
 			if !noWorker {
 				rf := runFlags{model: mf}
 				cfg.builtins, cfg.builtin = builtinHandlers, rf.builtinConfig()
+				cfg.builtin.Operator = res
 			}
 			h, err := startHost(ctx, box, cfg)
 			if err != nil {
@@ -122,6 +138,7 @@ after every decision, as reins run does.`,
 	fl.DurationVar(&saveWindow, "save-window", runner.DefaultSaveWindow, "how long the engine may hold a decision that only dispatches a run's next task before it saves the run, so that a fast loop's iterations are saved together (0: save after every decision)")
 	fl.DurationVar(&retention, "retention", runner.DefaultRetention, "remove finished runs that ended longer ago than this `DURATION` (0: keep them forever)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
+	fl.StringVar(&configFile, "config", "", "the operator's configuration `FILE`: providers, MCP servers, principals, limits (docs/security.md); default: providers openai and anthropic with the keys of OPENAI_API_KEY and ANTHROPIC_API_KEY, and the data directory's admin")
 	return cmd
 }
 

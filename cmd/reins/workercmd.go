@@ -15,6 +15,7 @@ func newWorkerCmd() *cobra.Command {
 		mf       modelFlags
 		handlers []string
 		ackWait  time.Duration
+		config   string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -39,6 +40,10 @@ worker dies is redelivered to another after --ack-wait.`,
 					return &exitError{code: exitUsage, err: fmt.Errorf("--handlers: %q is not a built-in handler (%v); handlers of your own are served by programs using package worker", h, builtinHandlers)}
 				}
 			}
+			_, res, err := loadOperator(config)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			box, err := nf.open(ctx, "", log)
 			if err != nil {
@@ -49,7 +54,9 @@ worker dies is redelivered to another after --ack-wait.`,
 				return &exitError{code: exitFailed, err: fmt.Errorf("no server runs on the data directory %s: start reins serve, or pass --nats URL", nf.data)}
 			}
 			rf := runFlags{model: mf}
-			h, err := startHost(ctx, box, hostConfig{builtins: handlers, builtin: rf.builtinConfig(), ackWait: ackWait, log: log})
+			bc := rf.builtinConfig()
+			bc.Operator = res // a worker of a server calls only the operator's providers and MCP servers
+			h, err := startHost(ctx, box, hostConfig{builtins: handlers, builtin: bc, ackWait: ackWait, log: log})
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
@@ -64,5 +71,6 @@ worker dies is redelivered to another after --ack-wait.`,
 	mf.add(cmd, "serve every llm and agent step on this model, `PROVIDER:NAME`, instead of the workflow's")
 	cmd.Flags().StringSliceVar(&handlers, "handlers", builtinHandlers, "the built-in `HANDLERS` to serve (comma-separated)")
 	cmd.Flags().DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task may stay unacknowledged before it is redelivered to another worker")
+	cmd.Flags().StringVar(&config, "config", "", "the operator's configuration `FILE`, for its providers and MCP servers (as reins serve --config; its principals are the server's)")
 	return cmd
 }

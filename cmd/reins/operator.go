@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/operator"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
+)
+
+// CodeInputTooLarge is the code of a run refused because its input passes max_input_bytes.
+const CodeInputTooLarge = "E_INPUT_TOO_LARGE"
+
+// loadOperator reads the operator's configuration of serve and worker (--config FILE, or the
+// defaults of shared/spec/server.md) and the credentials it names: a missing environment
+// variable or file fails here, at start, naming it.
+func loadOperator(file string) (*operator.Config, *operator.Resolved, error) {
+	cfg := operator.Default()
+	if file != "" {
+		var err error
+		if cfg, err = operator.Load(file); err != nil {
+			return nil, nil, err
+		}
+	}
+	res, err := cfg.Resolve(nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, res, nil
+}
+
+// adminAuth is the Authenticator of an embedded server that lets in the data directory's
+// admin alone (reins run --listen), creating its token at the first start.
+func adminAuth(dataDir string) (natsbox.Authenticator, error) {
+	token, err := operator.AdminToken(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	res, err := (&operator.Config{}).Resolve(nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	res.AddPrincipal(natsbox.RoleAdmin, token, operator.RoleAdmin)
+	return authenticator(res), nil
+}
+
+// rolesOf is the engine's runner.Config.Roles over res.
+func rolesOf(res *operator.Resolved) func(string) []string {
+	return func(name string) []string {
+		p, ok := res.Principal(name)
+		if !ok {
+			return nil
+		}
+		return p.Roles
+	}
+}
+
+// admit is the engine's runner.Config.Admit of a server: a run's input within max_input_bytes,
+// and workflows that set nothing only the operator may set and name only what the operator
+// configured (operator.CheckWorkflow).
+func admit(cfg *operator.Config) func(context.Context, []*workflow.Definition, json.RawMessage) *engine.RunError {
+	return func(_ context.Context, defs []*workflow.Definition, input json.RawMessage) *engine.RunError {
+		if limit := cfg.Limits.MaxInputBytes; limit > 0 && int64(len(input)) > limit {
+			return &engine.RunError{Code: CodeInputTooLarge, Message: fmt.Sprintf("the run input is %d bytes, more than the server's max_input_bytes of %d", len(input), limit)}
+		}
+		ps := operator.CheckWorkflow(cfg, defs...)
+		if len(ps) == 0 {
+			return nil
+		}
+		lines := make([]string, len(ps))
+		for i, p := range ps {
+			lines[i] = p.String()
+		}
+		return &engine.RunError{Code: string(ps[0].Code), Message: "the server refused the workflow: " + strings.Join(lines, "; ")}
+	}
+}
+
+// operatorOnly lists what the workflows of bs set that only a server's operator may set.
+func operatorOnly(bs *wire.Bundles) workflow.Problems {
+	var ps workflow.Problems
+	for _, h := range slices.Sorted(maps.Keys(bs.All)) {
+		ps = append(ps, workflow.OperatorOnly(bs.All[h].Definition)...)
+	}
+	return ps
+}
+
+// printProblems prints one problem a line.
+func printProblems(w io.Writer, ps workflow.Problems) {
+	for _, p := range ps {
+		fmt.Fprintln(w, p.String())
+	}
+}

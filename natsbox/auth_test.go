@@ -1,0 +1,257 @@
+package natsbox
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// principals of the permission tests: token → identity.
+var testPrincipals = map[string]Identity{
+	"tok-admin":     {Name: "root", Roles: []string{RoleAdmin}},
+	"tok-submitter": {Name: "sam", Roles: []string{RoleSubmitter}},
+	"tok-approver":  {Name: "alice", Roles: []string{RoleApprover}},
+	"tok-viewer":    {Name: "val", Roles: []string{RoleViewer}},
+	"tok-worker":    {Name: "wanda", Roles: []string{RoleWorker}},
+	"tok-nothing":   {Name: "nobody", Roles: []string{"finance"}},
+}
+
+func principalAuth(token string) (Identity, bool) {
+	id, ok := testPrincipals[token]
+	return id, ok
+}
+
+// served opens an embedded server that knows testPrincipals, with the layout in place.
+func served(t *testing.T) *Box {
+	t.Helper()
+	b := open(t, Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Authenticate: principalAuth})
+	ensure(t, b.JetStream())
+	return b
+}
+
+// TestAuthRefusesStrangers: no token, a wrong token, and a token in the user slot of a URL
+// that the server does not know are refused with ErrAuth and a sentence saying what to do.
+func TestAuthRefusesStrangers(t *testing.T) {
+	b := served(t)
+	if nc, err := nats.Connect(b.ClientURL()); err == nil {
+		nc.Close()
+		t.Fatal("a connection without a token was accepted")
+	}
+	for _, opts := range []Options{{URL: b.ClientURL()}, {URL: b.ClientURL(), Token: "guess"}} {
+		box, err := Open(testCtx(t), opts)
+		if err == nil {
+			box.Close()
+			t.Fatalf("Open(%v) succeeded", opts)
+		}
+		if !errors.Is(err, ErrAuth) || strings.Contains(err.Error(), "guess") || strings.Count(err.Error(), "\n") > 0 {
+			t.Errorf("Open(%v) = %v; want one line wrapping ErrAuth that does not show the token", opts, err)
+		}
+	}
+}
+
+// canPublish reports whether the server lets the principal of token publish on subject: the
+// server answers a forbidden publish with a permissions violation, which arrives before the
+// answer to the flush that follows it.
+func canPublish(t *testing.T, b *Box, token, subject string) bool {
+	t.Helper()
+	c := open(t, Options{URL: b.ClientURL(), Token: token})
+	if err := c.Conn().Publish(subject, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Conn().LastError()
+	if err != nil && !errors.Is(err, nats.ErrPermissionViolation) {
+		t.Fatalf("publish on %s: %v", subject, err)
+	}
+	return err == nil
+}
+
+func TestPermissionsByRole(t *testing.T) {
+	b := served(t)
+	for _, tc := range []struct {
+		token, subject string
+		want           bool
+	}{
+		// Only engines and workers answer tasks; nobody else may forge a result.
+		{"tok-submitter", "reins.event.r-1", false},
+		{"tok-approver", "reins.event.r-1", false},
+		{"tok-viewer", "reins.event.r-1", false},
+		{"tok-nothing", "reins.event.r-1", false},
+		{"tok-worker", "reins.event.r-1", true},
+		{"tok-admin", "reins.event.r-1", true},
+		// A person's events only under its own name, and only those its roles allow.
+		{"tok-submitter", "reins.event.r-1.submit.sam", true},
+		{"tok-submitter", "reins.event.r-1.submit.alice", false},
+		{"tok-submitter", "reins.event.r-1.human.sam", false},
+		{"tok-approver", "reins.event.r-1.human.alice", true},
+		{"tok-approver", "reins.event.r-1.human.sam", false},
+		{"tok-approver", "reins.event.r-1.submit.alice", false},
+		{"tok-worker", "reins.event.r-1.human.wanda", false},
+		{"tok-viewer", "reins.event.r-1.human.val", false},
+		// Nobody but the engine (and the operator) writes run records or publishes tasks.
+		{"tok-worker", "$KV." + RunsBucket + ".r-1", false},
+		{"tok-submitter", "$KV." + RunsBucket + ".r-1", false},
+		{"tok-approver", "$KV." + RunsBucket + ".r-1", false},
+		{"tok-worker", "reins.task.h", false},
+		{"tok-submitter", "reins.task.h", false},
+		{"tok-admin", "$KV." + RunsBucket + ".r-1", true},
+		// Workers keep checkpoints and effects; submitters store workflows.
+		{"tok-worker", "$KV." + CheckpointsBucket + ".k", true},
+		{"tok-worker", "$KV." + EffectsBucket + ".k", true},
+		{"tok-submitter", "$KV." + CheckpointsBucket + ".k", false},
+		{"tok-submitter", "$KV." + WorkflowsBucket + ".k", true},
+		{"tok-approver", "$KV." + WorkflowsBucket + ".k", false},
+		{"tok-worker", "$KV." + WorkflowsBucket + ".k", false},
+	} {
+		if got := canPublish(t, b, tc.token, tc.subject); got != tc.want {
+			t.Errorf("%s (%s) publishing on %s: stored %t, want %t", testPrincipals[tc.token].Name, tc.token, tc.subject, got, tc.want)
+		}
+	}
+}
+
+// TestCoreSubjectsByRole: the announcements of ended runs go out on core NATS; only the engine
+// publishes them, and a person cannot cancel a worker's handler by sending one.
+func TestCoreSubjectsByRole(t *testing.T) {
+	b := served(t)
+	got := make(chan string, 4)
+	sub, err := b.Conn().Subscribe(CancelSubjects, func(m *nats.Msg) { got <- m.Subject })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	for _, tok := range []string{"tok-submitter", "tok-approver", "tok-worker", "tok-viewer"} {
+		c := open(t, Options{URL: b.ClientURL(), Token: tok})
+		if err := c.Conn().Publish("reins.cancel.r-1", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Conn().Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The engine's own announcement comes through, after every forged one would have.
+	if err := b.Conn().Publish("reins.cancel.r-engine", nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-got; s != "reins.cancel.r-engine" {
+		t.Errorf("a forged announcement reached the subscriber: %s", s)
+	}
+}
+
+// TestReadersRead: viewers, submitters and approvers read and watch run records; a worker reads
+// workflows but not run records.
+func TestReadersRead(t *testing.T) {
+	b := served(t)
+	ctx := testCtx(t)
+	runs, err := b.JetStream().KeyValue(ctx, RunsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runs.Put(ctx, "r-1", []byte(`{"run":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	for tok, want := range map[string]bool{"tok-viewer": true, "tok-submitter": true, "tok-approver": true, "tok-worker": false, "tok-nothing": false} {
+		c := open(t, Options{URL: b.ClientURL(), Token: tok})
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		kv, err := c.JetStream().KeyValue(rctx, RunsBucket)
+		if err == nil {
+			var e jetstream.KeyValueEntry
+			if e, err = kv.Get(rctx, "r-1"); err == nil && string(e.Value()) != `{"run":1}` {
+				t.Errorf("%s read %q", tok, e.Value())
+			}
+		}
+		if err == nil {
+			var w jetstream.KeyWatcher
+			if w, err = kv.Watch(rctx, "r-1"); err == nil {
+				select {
+				case e := <-w.Updates():
+					if e == nil {
+						err = errors.New("no current value")
+					}
+				case <-rctx.Done():
+					err = rctx.Err()
+				}
+				_ = w.Stop()
+			}
+		}
+		cancel()
+		if (err == nil) != want {
+			t.Errorf("%s reading and watching run records: %v, want allowed %t", testPrincipals[tok].Name, err, want)
+		}
+	}
+}
+
+// TestWhoAmI: the server says who a connection is and what it may publish; the process's own
+// connections are the engine, with no restriction.
+func TestWhoAmI(t *testing.T) {
+	b := served(t)
+	name, pub, err := b.WhoAmI(testCtx(t))
+	if err != nil || name != EngineName || pub != nil {
+		t.Errorf("own connection: %q %v %v; want %q with no restriction", name, pub, err, EngineName)
+	}
+	c := open(t, Options{URL: b.ClientURL(), Token: "tok-approver"})
+	name, pub, err = c.WhoAmI(testCtx(t))
+	if err != nil || name != "alice" {
+		t.Fatalf("approver: %q %v", name, err)
+	}
+	may := func(s string) bool {
+		for _, p := range pub {
+			if SubjectMatches(p, s) {
+				return true
+			}
+		}
+		return false
+	}
+	if !may("reins.event.r-1.human.alice") || may("reins.event.r-1.submit.alice") || may("reins.event.r-1") {
+		t.Errorf("approver may publish %v", pub)
+	}
+}
+
+func TestSubjectMatches(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, subject string
+		want             bool
+	}{
+		{"a.b", "a.b", true},
+		{"a.b", "a.b.c", false},
+		{"a.*", "a.b", true},
+		{"a.*", "a.b.c", false},
+		{"a.>", "a.b.c", true},
+		{"a.>", "a", false},
+		{"reins.event.*.human.alice", "reins.event.r-1.human.alice", true},
+		{"reins.event.*.human.alice", "reins.event.r-1.human.bob", false},
+		{"reins.event.*", "reins.event.r-1.human.alice", false},
+		{">", "x", true},
+	} {
+		if got := SubjectMatches(tc.pattern, tc.subject); got != tc.want {
+			t.Errorf("SubjectMatches(%q, %q) = %t, want %t", tc.pattern, tc.subject, got, tc.want)
+		}
+	}
+}
+
+func TestParseEventSubject(t *testing.T) {
+	for _, tc := range []struct {
+		subject, run, kind, who string
+		ok                      bool
+	}{
+		{"reins.event.r-1", "r-1", "", "", true},
+		{"reins.event.r-1.human.alice", "r-1", HumanKind, "alice", true},
+		{"reins.event.r-1.submit.sam", "r-1", SubmitKind, "sam", true},
+		{"reins.event.r-1.other.sam", "", "", "", false},
+		{"reins.event.r-1.human", "", "", "", false},
+		{"reins.event.r-1.human.alice.x", "", "", "", false},
+		{"reins.task.r-1", "", "", "", false},
+		{"reins.event.", "", "", "", false},
+	} {
+		run, kind, who, ok := ParseEventSubject(tc.subject)
+		if run != tc.run || kind != tc.kind || who != tc.who || ok != tc.ok {
+			t.Errorf("ParseEventSubject(%q) = %q %q %q %t", tc.subject, run, kind, who, ok)
+		}
+	}
+}

@@ -43,6 +43,11 @@
 // cancelled (stop reason "cancelled", or "timeout" at the deadline) and every step it never
 // reached becomes skipped, so that a finished run has no pending, running or waiting step.
 //
+// A start event whose Refused is set (the shell refused to admit the run: a workflow the
+// server's operator does not allow, an input too large) ends the run failed with that error at
+// once: no deadline is scheduled, every step is skipped, and the one command is the finish.
+// Run.StartedBy is the start event's By.
+//
 // # Activating a step
 //
 // Activating a step counts one execution (Run.Executed; past max_steps the run fails with
@@ -127,7 +132,8 @@
 // failed, timed_out: when the failure is retryable (not Permanent; a timeout always is) and
 // the attempt is below retry.max_attempts (no policy: one attempt), the next attempt is
 // dispatched with NotBefore = at + Backoff(policy, attempt), with the same Resume and Decisions
-// (or HumanInput). Else the task is dead-lettered and the step fails with label "error".
+// (or HumanInput). Else the task is dead-lettered and the step fails with label "error"; a
+// permanent failure's StopReason (the shell's output_too_large) becomes the step's.
 //
 // # Humans and signals
 //
@@ -136,6 +142,16 @@
 // gives must be the waiting step's, and with an Iteration its Resume must be too, so that a
 // late decision never decides a later wait. An event for a step that does not wait for its kind
 // changes nothing.
+//
+// Who acts is the event's By, which the shell takes from the subject the event came on (the
+// authenticated principal), with the Roles it knows for them; an admin may act OnBehalfOf
+// another principal. A decision for a step with approvers (an approval step's approvers, an
+// agent policy's) counts only when MayDecide(approvers, OnBehalfOf or By, Roles): a name, or
+// "role:NAME" held. Any other decision changes nothing but Run.Acts, which records it refused
+// ("principal P is not one of the approvers (...)"); the step keeps waiting. Every decision,
+// resume, signal and cancel by a person that takes effect is appended to Run.Acts (who, on
+// whose behalf, which step and call, when); an event ID already there is not recorded again,
+// and only the last MaxRefusedActs refused ones are kept.
 //
 // decision, approval step (CallID ""): the step completes with label "approved" or "denied"
 // (Approve), its output the Message as a JSON string (null when empty); the decision is kept in

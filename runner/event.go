@@ -70,7 +70,7 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 	}
 	if err != nil {
 		e.log.Warn("runner: a malformed event was dropped", "subject", m.Subject(), "err", err)
-		e.settle(m, drop, nil)
+		e.settle(m, drop, ev) // ev is nil when the message is not an event at all
 		return
 	}
 	e.boundOutput(ev)

@@ -112,18 +112,40 @@ func subWorkflows(def *workflow.Definition) []string {
 }
 
 // Put stores every bundle in kv (natsbox.WorkflowsBucket). A bundle already there is left as
-// it is: the key is the hash of the definition.
+// it is (the key is the hash of the definition), unless its definition has another hash.
 func (bs *Bundles) Put(ctx context.Context, kv jetstream.KeyValue) error {
 	for h, b := range bs.All {
 		data, err := json.Marshal(b)
 		if err != nil {
 			return fmt.Errorf("workflow %s: %w", b.Definition.Name, err)
 		}
-		if _, err := kv.Create(ctx, h, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		_, err = kv.Create(ctx, h, data)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			err = replaceSquatter(ctx, kv, h, data)
+		}
+		if err != nil {
 			return fmt.Errorf("store workflow %s: %w", b.Definition.Name, err)
 		}
 	}
 	return nil
+}
+
+// replaceSquatter replaces the bundle under h when its definition does not hash to h: someone
+// who may store workflows wrote it there first, and a Store refuses to read it. A bundle whose
+// definition hashes to h is the same workflow and is left as it is.
+func replaceSquatter(ctx context.Context, kv jetstream.KeyValue, h string, data []byte) error {
+	e, err := kv.Get(ctx, h)
+	if err != nil {
+		return err
+	}
+	var have Bundle
+	if json.Unmarshal(e.Value(), &have) == nil && have.Definition != nil {
+		if hh, err := have.Definition.Hash(); err == nil && hh == h {
+			return nil
+		}
+	}
+	_, err = kv.Update(ctx, h, data, e.Revision())
+	return err
 }
 
 // Store reads bundles from kv by hash and keeps them: a bundle never changes under its hash.
@@ -157,6 +179,12 @@ func (s *Store) Get(ctx context.Context, hash string) (*Bundle, error) {
 		return nil, fmt.Errorf("workflow %.12s: %w: the stored bundle has no definition", hash, ErrMalformed)
 	}
 	b.Definition.Normalize()
+	// A bundle is stored under the hash of its definition; one whose definition has another
+	// hash was not stored by reins (anyone who may store workflows can write any key) and
+	// must not run in the place of the workflow that hash names.
+	if h, err := b.Definition.Hash(); err != nil || h != hash {
+		return nil, fmt.Errorf("workflow %.12s: %w: the stored definition does not have the hash it is stored under", hash, ErrMalformed)
+	}
 	s.mu.Lock()
 	s.cache[hash] = b
 	s.mu.Unlock()

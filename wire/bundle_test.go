@@ -246,8 +246,9 @@ func TestStore(t *testing.T) {
 	if b.Definition.Name != "parent" || hashOf(t, b.Definition) != bs.Root || !maps.Equal(b.Workflows, bs.All[bs.Root].Workflows) || b.BaseDir != bs.All[bs.Root].BaseDir {
 		t.Errorf("Get(root) = %+v, want the parent's bundle", b)
 	}
-	if sq, err := s.Get(ctx, squatted); err != nil || sq.Definition.Name != "squatter" {
-		t.Errorf("Get(%.12s) = %+v, %v; want the bundle that was there first", squatted, sq, err)
+	// A bundle squatting a hash it does not have was replaced by the real one.
+	if sq, err := s.Get(ctx, squatted); err != nil || sq.Definition.Name != "child" {
+		t.Errorf("Get(%.12s) = %+v, %v; want the child's bundle in place of the squatter", squatted, sq, err)
 	}
 
 	// The store keeps what it read: with the key gone from the bucket, it still answers, and a
@@ -290,27 +291,35 @@ func TestStore(t *testing.T) {
 func TestStoreMalformed(t *testing.T) {
 	ctx := t.Context()
 	_, kv := workflowsBucket(t)
-	for _, tc := range []struct{ key, value, want string }{
+	for _, tc := range []struct{ name, value, want string }{
 		{"not-json", `{`, "the stored bundle is not valid: unexpected end of JSON input"},
 		{"array", `[]`, "the stored bundle is not valid: json: cannot unmarshal array"},
 		{"no-def", `{"workflows":{"a.toml":"x"}}`, "the stored bundle has no definition"},
 		{"null-def", `{"definition":null}`, "the stored bundle has no definition"},
 		{"wrong-type", `{"definition":{"steps":"none"}}`, "the stored bundle is not valid: json: cannot unmarshal string"},
+		// Anyone who may store workflows can write any key: a definition under another
+		// definition's hash must not run in its place.
+		{"another-hash", `{"definition":{"name":"impostor"}}`, "the stored definition does not have the hash it is stored under"},
 	} {
-		t.Run(tc.key, func(t *testing.T) {
-			if _, err := kv.Put(ctx, tc.key, []byte(tc.value)); err != nil {
+		t.Run(tc.name, func(t *testing.T) {
+			fixed := &workflow.Definition{Name: "fixed-" + tc.name}
+			key, err := fixed.Hash()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kv.Put(ctx, key, []byte(tc.value)); err != nil {
 				t.Fatal(err)
 			}
 			s := wire.NewStore(kv)
-			b, err := s.Get(ctx, tc.key)
-			if !errors.Is(err, wire.ErrMalformed) || !strings.HasPrefix(err.Error(), "workflow "+tc.key+": malformed message: ") || !strings.Contains(err.Error(), tc.want) {
+			b, err := s.Get(ctx, key)
+			if !errors.Is(err, wire.ErrMalformed) || !strings.HasPrefix(err.Error(), "workflow "+key[:12]+": malformed message: ") || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Get = %+v, %v; want ErrMalformed naming the key and %q", b, err, tc.want)
 			}
 			// A malformed bundle is not kept: once fixed, it is read.
-			if _, err := kv.Put(ctx, tc.key, []byte(`{"definition":{"name":"fixed"}}`)); err != nil {
+			if _, err := kv.Put(ctx, key, []byte(`{"definition":{"name":"fixed-`+tc.name+`"}}`)); err != nil {
 				t.Fatal(err)
 			}
-			if b, err := s.Get(ctx, tc.key); err != nil || b.Definition.Name != "fixed" {
+			if b, err := s.Get(ctx, key); err != nil || b.Definition.Name != "fixed-"+tc.name {
 				t.Errorf("Get after the fix: %+v, %v", b, err)
 			}
 		})

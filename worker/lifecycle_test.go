@@ -191,8 +191,11 @@ func TestStopHandsTheTaskToAnotherWorker(t *testing.T) {
 // A worker that crashes (its connection dies) answers nothing; JetStream delivers the task again
 // after AckWait, to another worker.
 func TestCrashedWorkerTaskIsRedeliveredAfterAckWait(t *testing.T) {
-	e := newEnvOpts(t, natsbox.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
-	crashBox, err := natsbox.Open(testCtx(t), natsbox.Options{URL: e.box.ClientURL()})
+	auth := func(token string) (natsbox.Identity, bool) {
+		return natsbox.Identity{Name: "crash", Roles: []string{natsbox.RoleWorker}}, token == "crash-token"
+	}
+	e := newEnvOpts(t, natsbox.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Authenticate: auth})
+	crashBox, err := natsbox.Open(testCtx(t), natsbox.Options{URL: e.box.ClientURL(), Token: "crash-token"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,178 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/workflow"
+)
+
+// restart replaces the env's engine by one configured by prepare.
+func (v *env) restart(prepare func(*Engine)) {
+	v.t.Helper()
+	v.stop()
+	v.eng, v.stop = v.startEngine(prepare)
+}
+
+// TestAdmitRefuses: a run the shell's Admit refuses ends failed with its error before any step
+// runs: no task is dispatched; a run it admits runs. Admit sees the run's sub-workflows too.
+func TestAdmitRefuses(t *testing.T) {
+	v := newEnv(t)
+	var seen []string
+	v.restart(func(e *Engine) {
+		e.admit = func(_ context.Context, defs []*workflow.Definition, input json.RawMessage) *engine.RunError {
+			seen = seen[:0]
+			for _, d := range defs {
+				seen = append(seen, d.Name)
+			}
+			if strings.Contains(string(input), "refuse") {
+				return &engine.RunError{Code: "E_OPERATOR_ONLY", Message: "models.m.base_url: refused"}
+			}
+			return nil
+		}
+	})
+	bs := loadBundles(t, "parent.toml")
+	id := v.start(bs, `"refuse"`, "")
+	rec := v.wait(id)
+	if rec.Run.Status != engine.RunFailed || rec.Run.Error == nil || rec.Run.Error.Code != "E_OPERATOR_ONLY" || rec.Run.StartedBy != "admin" {
+		t.Fatalf("run %s %+v by %q; want failed E_OPERATOR_ONLY, started by admin", rec.Run.Status, rec.Run.Error, rec.Run.StartedBy)
+	}
+	if strings.Join(seen, ",") != "parent,child" {
+		t.Errorf("Admit saw %v; want the workflow and its sub-workflow", seen)
+	}
+	if n := v.streamMsgs(natsbox.TasksStream); n != 1 { // the keeper only
+		t.Errorf("%d messages in %s; want no task besides the keeper", n, natsbox.TasksStream)
+	}
+}
+
+// streamMsgs counts the messages of a stream.
+func (v *env) streamMsgs(name string) uint64 {
+	v.t.Helper()
+	s, err := v.box.JetStream().Stream(v.ctx, name)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	info, err := s.Info(v.ctx)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// TestOutputBound: an answer whose output passes MaxOutputBytes fails the step for good with
+// stop reason output_too_large; the output is not kept.
+func TestOutputBound(t *testing.T) {
+	v := newEnv(t)
+	v.restart(func(e *Engine) { e.maxOutput = 16 })
+	wf := workflow.New("big")
+	wf.Task("make", "big.make")
+	_, bs := bundles(t, wf)
+	w := v.worker("big.make")
+	w.serve(func(tk *engine.Task) *wire.Event { return completed(tk, `"`+strings.Repeat("x", 32)+`"`) })
+	rec := v.wait(v.start(bs, "", ""))
+	sr := rec.Run.Steps["make"]
+	if rec.Run.Status != engine.RunFailed || sr.StopReason != StopOutputTooLarge || sr.Output != nil || !strings.Contains(sr.Error, "34 bytes, more than the server's max_output_bytes of 16") {
+		t.Fatalf("run %s, make: stop %q output %s error %q", rec.Run.Status, sr.StopReason, sr.Output, sr.Error)
+	}
+}
+
+// TestForgedSubjects: a person's decision that comes on the subject of engines and workers, or
+// an event of one kind on a subject of another, is dropped; a person's event is by the
+// principal of its subject, whatever its message says.
+func TestForgedSubjects(t *testing.T) {
+	v, obs := newObservedEnv(t)
+	wf := workflow.New("gate")
+	wf.Approval("ask", "Ship?")
+	_, bs := bundles(t, wf)
+	id := v.start(bs, "", "")
+	v.waitFor(id, func(r *Record) bool { return r.Run.Status == engine.RunWaiting })
+
+	forged := &wire.Event{RunID: id, Nonce: "n1", Event: engine.Event{Type: engine.EvDecision, Step: "ask", Item: -1, Approve: true, By: "alice", ID: "n1"}}
+	v.publish(forged, "forged-1") // on reins.event.RUN: a worker's subject
+	if ev := obs.await(t, v.ctx, drop, func(ev *wire.Event) bool { return ev != nil && ev.Nonce == "n1" }); ev == nil {
+		t.Fatal("the forged decision was not dropped")
+	}
+	wrongKind := *forged
+	wrongKind.Nonce, wrongKind.ID = "n2", "n2"
+	subj, _ := natsbox.PrincipalSubject(id, natsbox.SubmitKind, "sam")
+	publishOn(t, v, subj, &wrongKind, "forged-2")
+	obs.await(t, v.ctx, drop, func(ev *wire.Event) bool { return ev != nil && ev.Nonce == "n2" })
+
+	// The real one says "alice" in its message, but comes on bob's subject: it is bob's.
+	real := *forged
+	real.Nonce, real.ID = "n3", "n3"
+	subj, _ = natsbox.PrincipalSubject(id, natsbox.HumanKind, "bob")
+	publishOn(t, v, subj, &real, "real-1")
+	rec := v.wait(id)
+	if d := rec.Run.Steps["ask"].Decisions[""]; d.By != "bob" || !d.Approve {
+		t.Fatalf("decision %+v; want bob's", d)
+	}
+	if len(rec.Run.Acts) != 1 || rec.Run.Acts[0].By != "bob" || rec.Run.Acts[0].ID != "n3" {
+		t.Fatalf("acts %+v; want bob's one decision", rec.Run.Acts)
+	}
+}
+
+// TestOnBehalfOnlyAdmin: an admin may decide on behalf of someone; anyone else's "on behalf"
+// is dropped, and the client refuses to send it.
+func TestOnBehalfOnlyAdmin(t *testing.T) {
+	v, obs := newObservedEnv(t)
+	wf := workflow.New("gate")
+	wf.Approval("ask", "Ship?")
+	_, bs := bundles(t, wf)
+	id := v.start(bs, "", "")
+	v.waitFor(id, func(r *Record) bool { return r.Run.Status == engine.RunWaiting })
+	ev := &wire.Event{RunID: id, Nonce: "n1", Event: engine.Event{Type: engine.EvDecision, Step: "ask", Item: -1, Approve: true, OnBehalfOf: "alice", ID: "n1"}}
+	subj, _ := natsbox.PrincipalSubject(id, natsbox.HumanKind, "bob")
+	publishOn(t, v, subj, ev, "bob-for-alice")
+	obs.await(t, v.ctx, drop, func(ev *wire.Event) bool { return ev != nil && ev.Nonce == "n1" })
+
+	notAdmin := NewClient(ClientConfig{Box: v.box, Principal: "bob", May: func(s string) bool { return strings.Contains(s, ".human.bob") }})
+	if _, err := notAdmin.Decide(v.ctx, id, "ask", true, "", "alice"); !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "only an admin") {
+		t.Fatalf("bob on behalf of alice: %v", err)
+	}
+	if _, err := v.client.Decide(v.ctx, id, "ask", true, "", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	rec := v.wait(id)
+	if d := rec.Run.Steps["ask"].Decisions[""]; d.By != "admin" || d.OnBehalfOf != "alice" {
+		t.Fatalf("decision %+v; want admin on behalf of alice", d)
+	}
+}
+
+// TestClientForbidden: a client whose principal may not publish a kind of event says so in one
+// sentence naming the principal and the role it lacks, without sending anything.
+func TestClientForbidden(t *testing.T) {
+	v := newEnv(t)
+	viewer := NewClient(ClientConfig{Box: v.box, Principal: "val", May: func(string) bool { return false }})
+	wf := workflow.New("gate")
+	wf.Approval("ask", "Ship?")
+	_, bs := bundles(t, wf)
+	if _, err := viewer.Start(v.ctx, bs, nil, ""); !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "principal val may not start runs: it needs the submitter role") {
+		t.Fatalf("a viewer starts a run: %v", err)
+	}
+	id := v.start(bs, "", "")
+	v.waitFor(id, func(r *Record) bool { return r.Run.Status == engine.RunWaiting })
+	if _, err := viewer.Decide(v.ctx, id, "ask", true, "", ""); !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "needs the approver role") {
+		t.Fatalf("a viewer decides: %v", err)
+	}
+}
+
+// publishOn publishes ev on subject with message id msgID.
+func publishOn(t *testing.T, v *env, subject string, ev *wire.Event, msgID string) {
+	t.Helper()
+	m, err := eventMsg(ev, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Subject = subject
+	m.Header.Set("Nats-Msg-Id", msgID)
+	if _, err := v.box.JetStream().PublishMsg(v.ctx, m); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -14,7 +14,9 @@ import (
 
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/mcptool"
 	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/wire"
@@ -37,10 +39,24 @@ type Config struct {
 	// Clock is the clock of the agent loop, scripted latencies and mocked tools (nil: the real
 	// clock); tests pass a virtual one.
 	Clock clock.Clock
+	// Operator, when set, makes these handlers serve a shared server: models are called only
+	// through the operator's providers, at the endpoint paired with each key, and MCP tools
+	// only through the operator's MCP servers; a workflow's base_url, api_key_env, cassette,
+	// replay models and [mcp] tables fail the task (E_OPERATOR_ONLY). Nil: the person running
+	// the workflow is the operator (reins run), and the workflow's keys are honoured.
+	Operator Operator
 	// Effects records the results of side-effecting tool calls, so that an iteration that runs
 	// again after a crash reuses them instead of doing the side effect twice (Register passes
 	// the worker's, over natsbox.EffectsBucket). Nil records nothing: every call runs.
 	Effects EffectStore
+}
+
+// Operator is what the handlers need of a server's operator configuration
+// (*operator.Resolved implements it).
+type Operator interface {
+	Provider(name string) (operator.Provider, bool)
+	APIKey(provider string) (string, error)
+	MCPServer(name string) (operator.MCPServer, bool)
 }
 
 // EffectStore keeps the recorded results of side-effecting tool calls by an id naming the call
@@ -81,6 +97,8 @@ type Handlers struct {
 	mu      sync.Mutex
 	models  map[modelKey]model.Model
 	schemas map[schemaKey]*outputSchema
+	mcp     map[mcpKey]*mcptool.Toolset
+	closed  bool
 }
 
 // New checks cfg and returns the handlers.
@@ -96,7 +114,7 @@ func New(cfg Config) (*Handlers, error) {
 		}
 	}
 	h := &Handlers{cfg: cfg, log: cfg.Logger, clock: cfg.Clock,
-		models: map[modelKey]model.Model{}, schemas: map[schemaKey]*outputSchema{}}
+		models: map[modelKey]model.Model{}, schemas: map[schemaKey]*outputSchema{}, mcp: map[mcpKey]*mcptool.Toolset{}}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}

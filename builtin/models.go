@@ -3,6 +3,8 @@ package builtin
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/reins-run/reins/eval"
 	"github.com/reins-run/reins/model"
@@ -21,6 +23,10 @@ type modelKey struct{ workflow, name string }
 func (h *Handlers) model(j *job) (model.Model, error) {
 	if h.cfg.Model != "" {
 		return h.kept(modelKey{name: h.cfg.Model}, isReplay(h.cfg.Model), func() (model.Model, error) {
+			if h.cfg.Operator != nil {
+				p, m, _ := strings.Cut(h.cfg.Model, ":")
+				return h.operatorModel(j, "--model", p, m)
+			}
 			m, err := registry.Open(h.cfg.Model, h.cfg.Registry)
 			if err != nil {
 				return nil, j.failf("model %s: %w", h.cfg.Model, err)
@@ -74,6 +80,9 @@ func (h *Handlers) open(j *job, name string, def workflow.ModelDef) (model.Model
 		m   model.Model
 		err error
 	)
+	if h.cfg.Operator != nil {
+		return h.serverModel(j, name, def)
+	}
 	switch def.Provider {
 	case "scripted":
 		m, err = eval.ScriptedModel("models."+name+".script", def.Script, h.clock)
@@ -113,4 +122,50 @@ func (h *Handlers) providerOptions(def workflow.ModelDef) (registry.Options, err
 		return opts, fmt.Errorf("the environment variable %s named by api_key_env is empty, and there is no base_url of a local server", def.APIKeyEnv)
 	}
 	return opts, nil
+}
+
+// serverModel opens a workflow model on a shared server: scripted, or through the operator's
+// provider it names. What only the operator may set fails the task for good (the submission
+// check refuses it first; this is the worker's own guard).
+func (h *Handlers) serverModel(j *job, name string, def workflow.ModelDef) (model.Model, error) {
+	key := "models." + name
+	switch {
+	case def.BaseURL != "":
+		return nil, j.failf("%s %s.base_url: a submitted workflow may not choose the endpoint of a model", workflow.EOperatorOnly, key)
+	case def.APIKeyEnv != "":
+		return nil, j.failf("%s %s.api_key_env: a submitted workflow may not choose the credential of a model", workflow.EOperatorOnly, key)
+	case def.Cassette != "" || def.Provider == "replay":
+		return nil, j.failf("%s %s.cassette: a submitted workflow may not name a file for the server to read", workflow.EOperatorOnly, key)
+	case def.Provider == "scripted":
+		m, err := eval.ScriptedModel(key+".script", def.Script, h.clock)
+		if err != nil {
+			return nil, j.failf("model %s: %w", name, err)
+		}
+		return m, nil
+	}
+	return h.operatorModel(j, "model "+name, def.Provider, def.Model)
+}
+
+// operatorModel opens model m of the operator's provider p: at the base URL the operator paired
+// with its key, and nothing read from the environment.
+func (h *Handlers) operatorModel(j *job, what, p, m string) (model.Model, error) {
+	op := h.cfg.Operator
+	prov, ok := op.Provider(p)
+	if !ok {
+		return nil, j.failf("%s: the server has no provider %q", what, p)
+	}
+	if len(prov.Models) > 0 && !slices.Contains(prov.Models, m) {
+		return nil, j.failf("%s: provider %s does not allow model %q (it allows: %s)", what, p, m, strings.Join(prov.Models, ", "))
+	}
+	key, err := op.APIKey(p)
+	if err != nil {
+		return nil, j.failf("%s: %w", what, err)
+	}
+	opts := h.cfg.Registry
+	opts.BaseURL, opts.APIKey, opts.NoEnv, opts.Record = prov.BaseURL, key, true, ""
+	mdl, err := registry.Open(prov.Kind+":"+m, opts)
+	if err != nil {
+		return nil, j.failf("%s: %w", what, err)
+	}
+	return mdl, nil
 }

@@ -19,6 +19,7 @@ func Register(w *worker.Worker, cfg Config, handlers ...string) error {
 	if err != nil {
 		return err
 	}
+	w.OnStop(func() { _ = h.Close() })
 	if len(handlers) == 0 {
 		handlers = []string{engine.HandlerLLM, engine.HandlerAgent}
 	}

@@ -4,9 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
+	"time"
+
+	"github.com/kballard/go-shellquote"
 
 	"github.com/reins-run/reins/eval"
+	"github.com/reins-run/reins/mcptool"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/workflow"
 )
@@ -43,6 +50,8 @@ func (h *Handlers) tool(j *job, name string, def workflow.ToolDef, forbidden boo
 			return nil, j.failf("%w", err)
 		}
 		return m, nil
+	case def.MCP != "":
+		return h.mcpTool(j, name, spec, def.MCP)
 	case def.Handler == "":
 		return nil, j.failf("tool %s has neither a handler nor a mock", name)
 	}
@@ -82,4 +91,99 @@ func (u unavailable) Spec() tool.Spec { return u.spec }
 
 func (u unavailable) Call(context.Context, json.RawMessage, string) (json.RawMessage, error) {
 	return nil, &tool.Error{Message: "tool " + u.spec.Name + " is forbidden and its handler " + u.handler + " is not registered"}
+}
+
+// mcpKey names a kept MCP connection: the operator's server (workflow "") or a workflow's own
+// (by the workflow's hash), so that a workflow's "orders" never serves another's.
+type mcpKey struct{ workflow, name string }
+
+// mcpTool returns the tool name of the MCP server server under the workflow's spec: the
+// operator's server on a shared server, else the workflow's own [mcp.NAME].
+func (h *Handlers) mcpTool(j *job, name string, spec tool.Spec, server string) (tool.Tool, error) {
+	ts, err := h.mcpServer(j, server)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, t := range ts.Tools() {
+		if t.Spec().Name == name {
+			return renamed(spec, t), nil
+		}
+		names = append(names, t.Spec().Name)
+	}
+	return nil, j.failf("tool %s: the MCP server %s has no tool %s (it has: %s)", name, server, name, strings.Join(names, ", "))
+}
+
+// mcpServer returns the connection to MCP server name, connecting the first time. A failed
+// connection is not kept: the next task tries again.
+func (h *Handlers) mcpServer(j *job, name string) (*mcptool.Toolset, error) {
+	key := mcpKey{name: name}
+	var target string
+	var opts mcptool.Options
+	if op := h.cfg.Operator; op != nil {
+		srv, ok := op.MCPServer(name)
+		if !ok {
+			return nil, j.failf("the server runs no MCP server %q", name)
+		}
+		target = mcpTarget(srv.Command, srv.URL)
+	} else {
+		def, ok := j.bundle.Definition.MCP[name]
+		if !ok {
+			return nil, j.failf("MCP server %q is not declared in the workflow's [mcp]", name)
+		}
+		key.workflow, target, opts.Dir = j.task.Workflow, mcpTarget(def.Command, def.URL), j.bundle.BaseDir
+	}
+	h.mu.Lock()
+	ts, ok := h.mcp[key]
+	closed := h.closed
+	h.mu.Unlock()
+	if ok {
+		return ts, nil
+	}
+	if closed {
+		return nil, fmt.Errorf("step %s: the handlers are closed", j.name)
+	}
+	ctx, cancel := context.WithTimeout(j.t, mcpConnectTimeout)
+	defer cancel()
+	ts, err := mcptool.Connect(ctx, target, opts)
+	if err != nil {
+		return nil, fmt.Errorf("step %s: %w", j.name, err) // the next attempt connects again
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if prev, ok := h.mcp[key]; ok || h.closed {
+		_ = ts.Close() // connected concurrently, or closed meanwhile: keep one
+		if ok {
+			return prev, nil
+		}
+		return nil, fmt.Errorf("step %s: the handlers are closed", j.name)
+	}
+	h.mcp[key] = ts
+	return ts, nil
+}
+
+// mcpConnectTimeout bounds the start of an MCP server and the listing of its tools.
+const mcpConnectTimeout = 30 * time.Second
+
+// mcpTarget is what mcptool.Connect takes: the URL, or the command line quoted as a shell would.
+func mcpTarget(command []string, url string) string {
+	if url != "" {
+		return url
+	}
+	return shellquote.Join(command...)
+}
+
+// Close closes the MCP connections (ending the servers started as commands); the handlers
+// connect to none after it.
+func (h *Handlers) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	all := h.mcp
+	h.mcp = map[mcpKey]*mcptool.Toolset{}
+	h.mu.Unlock()
+	var errs []error
+	for _, ts := range all {
+		errs = append(errs, ts.Close())
+	}
+	return errors.Join(errs...)
 }

@@ -165,6 +165,11 @@ func (f *Fixture) check() error {
 	bad := func(key, format string, args ...any) error {
 		return &InvalidError{File: f.File, Key: key, Msg: fmt.Sprintf(format, args...)}
 	}
+	if f.Policy.Approvers != nil {
+		// The fixture contract has no approvers: decisions in a fixture are scripted, and
+		// approvers name the principals of a durable run.
+		return bad("policy.approvers", "unknown key")
+	}
 	declared := map[string]bool{}
 	for i, t := range f.Tools {
 		if declared[t.Name] {

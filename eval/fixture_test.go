@@ -127,6 +127,11 @@ func TestLoadInvalid(t *testing.T) {
 			key:     "policy.alow", msg: "unknown key",
 		},
 		{
+			name:    "approvers belong to durable runs, not fixtures",
+			fixture: `{"case_id": "c", "goal": "g", "model": [], "policy": {"approvers": ["alice"]}, "expected": {"stop_reason": "completed"}}`,
+			key:     "policy.approvers", msg: "unknown key",
+		},
+		{
 			name:    "unknown key in a turn",
 			fixture: `{"case_id": "c", "goal": "g", "model": [{"text": "a"}, {"txet": "b"}], "expected": {"stop_reason": "completed"}}`,
 			key:     "model[1].txet", msg: "unknown key",

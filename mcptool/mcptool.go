@@ -64,6 +64,8 @@ type Options struct {
 	Env []string
 	// ClientName is the client name announced to the server (default "reins").
 	ClientName string
+	// Dir is the working directory of a server started as a command ("": the process's).
+	Dir string
 }
 
 // Toolset is a connection to one MCP server and the tools it offers. Its tools may be called
@@ -109,6 +111,7 @@ func Connect(ctx context.Context, target string, opts Options) (*Toolset, error)
 		if len(opts.Env) > 0 {
 			cmd.Env = append(os.Environ(), opts.Env...)
 		}
+		cmd.Dir = opts.Dir
 		ts.stderr = &tailBuffer{max: stderrTail}
 		cmd.Stderr = ts.stderr
 		cmd.WaitDelay = waitDelay

@@ -35,6 +35,9 @@ type Config struct {
 	Principals map[string]Principal
 	// Limits of run inputs and step outputs.
 	Limits Limits
+	// CustomRoles are role names besides the built-in ones, for approvers = ["role:NAME"];
+	// they grant no permission.
+	CustomRoles []string
 }
 
 // Provider is a model provider the operator pairs with its credential.
@@ -44,6 +47,8 @@ type Provider struct {
 	APIKeyEnv  string   // the environment variable holding the key, or
 	APIKeyFile string   // the file holding it
 	Models     []string // the only models workflows may ask for (empty: any)
+	// optional: the defaults' providers start without their key (a call then fails).
+	optional bool
 }
 
 // MCPServer is an MCP server the operator runs for workflow tools: a program over stdio, or a

@@ -74,6 +74,7 @@ type Worker struct {
 	mu       sync.Mutex
 	handlers map[string]Handler
 	started  bool
+	onStop   []func()
 
 	ready chan struct{}
 	runs  *runTable
@@ -128,6 +129,25 @@ func orDefault[T comparable](v, def T) T {
 		return def
 	}
 	return v
+}
+
+// OnStop registers f to be called once Run returns, after every task it started has settled:
+// what the handlers hold (the MCP servers of the built-in handlers) is released then.
+func (w *Worker) OnStop(f func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.onStop = append(w.onStop, f)
+}
+
+// stopped calls the OnStop functions, last registered first.
+func (w *Worker) stopped() {
+	w.mu.Lock()
+	fs := w.onStop
+	w.onStop = nil
+	w.mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
 }
 
 // Handle registers h under name, a natsbox subject token that can also name a consumer (no '/'
@@ -192,6 +212,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer w.stopped()
 	if err := natsbox.EnsureLayout(ctx, w.js, natsbox.Layout{}); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

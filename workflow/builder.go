@@ -70,6 +70,17 @@ func (b *Builder) Tool(name string, t ToolDef) *Builder {
 	return b
 }
 
+// MCP declares an MCP server, as [mcp.NAME] does (honoured by reins run only: on a server, MCP
+// servers are the operator's). Declaring a name again replaces it.
+func (b *Builder) MCP(name string, m MCPDef) *Builder {
+	if b.def.MCP == nil {
+		b.def.MCP = map[string]MCPDef{}
+	}
+	m.Command = slices.Clone(m.Command)
+	b.def.MCP[name] = m
+	return b
+}
+
 // common holds what every step builder shares: the step it writes to and the concrete builder
 // its methods return, so that chaining keeps the concrete type (wf.LLM(...).WithTimeout(d)
 // still has WithPrompt).
@@ -292,6 +303,12 @@ func (b *Builder) Approval(id, prompt string) *ApprovalStep {
 // WithOnTimeout sets what a timeout means: "deny" (label denied) or "fail".
 func (t *ApprovalStep) WithOnTimeout(s string) *ApprovalStep { t.s.OnTimeout = s; return t }
 
+// WithApprovers names who may decide: principals ("alice") or roles ("role:finance").
+func (t *ApprovalStep) WithApprovers(names ...string) *ApprovalStep {
+	t.s.Approvers = slices.Clone(names)
+	return t
+}
+
 // WaitEventStep builds a wait_event step: it waits for a named signal sent to the run.
 type WaitEventStep struct{ common[*WaitEventStep] }
 
@@ -401,6 +418,13 @@ func (b *Builder) definition() (*Definition, Problems) {
 			d.Tools[name] = t
 		}
 	}
+	if b.def.MCP != nil {
+		d.MCP = make(map[string]MCPDef, len(b.def.MCP))
+		for name, m := range b.def.MCP {
+			m.Command = slices.Clone(m.Command)
+			d.MCP[name] = m
+		}
+	}
 	d.Steps = nil
 	if len(b.steps) > 0 {
 		d.Steps = make([]Step, len(b.steps))
@@ -424,6 +448,7 @@ func (b *Builder) definition() (*Definition, Problems) {
 				Forbid:           slices.Clone(s.Policy.Forbid),
 				RequireApproval:  slices.Clone(s.Policy.RequireApproval),
 				RequiredEvidence: slices.Clone(s.Policy.RequiredEvidence),
+				Approvers:        slices.Clone(s.Policy.Approvers),
 			}
 			s.Policy = &p
 		}
@@ -432,6 +457,7 @@ func (b *Builder) definition() (*Definition, Problems) {
 			s.Budget = &bu
 		}
 		s.Branches = slices.Clone(s.Branches)
+		s.Approvers = slices.Clone(s.Approvers)
 		d.Steps[i] = s
 	}
 	d.Edges = nil

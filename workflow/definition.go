@@ -190,7 +190,7 @@ var KeysOf = map[StepType][]string{
 	Parallel:  {"branches", "max_concurrent"},
 	Map:       {"items", "step", "workflow", "max_items", "max_concurrent"},
 	Call:      {"workflow"},
-	Approval:  {"prompt", "on_timeout"},
+	Approval:  {"prompt", "on_timeout", "approvers"},
 	WaitEvent: {"event"},
 	Sleep:     {"duration"},
 	Terminate: {},

@@ -79,7 +79,7 @@ func parseProblem(file string, err error) Problem {
 }
 
 // topKeys are the keys of the top level of a workflow file, in the contract's order.
-var topKeys = []string{"name", "description", "deadline", "max_steps", "start", "models", "tools", "steps", "edges"}
+var topKeys = []string{"name", "description", "deadline", "max_steps", "start", "models", "tools", "mcp", "steps", "edges"}
 
 // definition decodes the whole document.
 func (d *decoder) definition(doc map[string]any) *Definition {
@@ -101,6 +101,8 @@ func (d *decoder) definition(doc map[string]any) *Definition {
 			def.Models = d.models(k, v)
 		case "tools":
 			def.Tools = d.tools(k, v)
+		case "mcp":
+			def.MCP = d.mcp(k, v)
 		case "steps":
 			def.Steps = d.steps(k, v)
 		case "edges":
@@ -154,7 +156,40 @@ func (d *decoder) models(key string, v any) map[string]ModelDef {
 }
 
 // toolKeys are the keys of a [tools.NAME] table.
-var toolKeys = []string{"description", "input_schema", "side_effect", "handler", "mock"}
+var toolKeys = []string{"description", "input_schema", "side_effect", "handler", "mock", "mcp"}
+
+// mcpKeys are the keys of an [mcp.NAME] table.
+var mcpKeys = []string{"command", "url"}
+
+func (d *decoder) mcp(key string, v any) map[string]MCPDef {
+	m, ok := d.table(key, v, "a table of [mcp.NAME] tables")
+	if !ok {
+		return nil
+	}
+	servers := make(map[string]MCPDef, len(m))
+	for _, name := range d.keys(key, m) {
+		mkey := joinKey(key, name)
+		t, ok := d.table(mkey, m[name], "a table ([mcp."+keyName(name)+"])")
+		if !ok {
+			servers[name] = MCPDef{}
+			continue
+		}
+		var md MCPDef
+		for _, k := range d.keys(mkey, t) {
+			fkey, fv := joinKey(mkey, k), t[k]
+			switch k {
+			case "command":
+				md.Command, _ = d.strs(fkey, fv)
+			case "url":
+				md.URL, _ = d.str(fkey, fv)
+			default:
+				d.unknownKey(fkey, k, "in "+mkey, mcpKeys)
+			}
+		}
+		servers[name] = md
+	}
+	return servers
+}
 
 func (d *decoder) tools(key string, v any) map[string]ToolDef {
 	m, ok := d.table(key, v, "a table of [tools.NAME] tables")
@@ -183,6 +218,8 @@ func (d *decoder) tools(key string, v any) map[string]ToolDef {
 				td.Handler, _ = d.str(fkey, fv)
 			case "mock":
 				td.Mock, _ = d.tablesJSON(fkey, fv)
+			case "mcp":
+				td.MCP, _ = d.str(fkey, fv)
 			default:
 				d.unknownKey(fkey, k, "in "+tkey, toolKeys)
 			}
@@ -316,9 +353,10 @@ var stepFields = map[string]func(d *decoder, key string, v any, s *Step){
 	"approval_timeout": func(d *decoder, key string, v any, s *Step) {
 		s.ApprovalTimeout, _ = d.duration(key, v)
 	},
-	"event":    func(d *decoder, key string, v any, s *Step) { s.Event, _ = d.str(key, v) },
-	"duration": func(d *decoder, key string, v any, s *Step) { s.Duration, _ = d.duration(key, v) },
-	"message":  func(d *decoder, key string, v any, s *Step) { s.Message, _ = d.str(key, v) },
+	"event":     func(d *decoder, key string, v any, s *Step) { s.Event, _ = d.str(key, v) },
+	"duration":  func(d *decoder, key string, v any, s *Step) { s.Duration, _ = d.duration(key, v) },
+	"message":   func(d *decoder, key string, v any, s *Step) { s.Message, _ = d.str(key, v) },
+	"approvers": func(d *decoder, key string, v any, s *Step) { s.Approvers, _ = d.strs(key, v) },
 }
 
 // stepKeys lists the keys a step of type t takes: its own, then the common ones.
@@ -378,10 +416,10 @@ func (d *decoder) retry(key string, v any) *Retry {
 }
 
 // policyKeys are the keys of an agent step's policy table.
-var policyKeys = []string{"allow", "forbid", "require_approval", "required_evidence"}
+var policyKeys = []string{"allow", "forbid", "require_approval", "required_evidence", "approvers"}
 
 func (d *decoder) policy(key string, v any) *Policy {
-	t, ok := d.table(key, v, "a table { allow, forbid, require_approval, required_evidence }")
+	t, ok := d.table(key, v, "a table { allow, forbid, require_approval, required_evidence, approvers }")
 	if !ok {
 		return nil
 	}
@@ -397,6 +435,8 @@ func (d *decoder) policy(key string, v any) *Policy {
 			p.RequireApproval, _ = d.strs(fkey, fv)
 		case "required_evidence":
 			p.RequiredEvidence, _ = d.strs(fkey, fv)
+		case "approvers":
+			p.Approvers, _ = d.strs(fkey, fv)
 		default:
 			d.unknownKey(fkey, k, "in policy", policyKeys)
 		}

@@ -51,6 +51,11 @@ var fullWant = &workflow.Definition{
 			Handler:     "orders.read",
 			Mock:        json.RawMessage(`[{"output":{"status":"delivered"}}]`),
 		},
+		"refund_order": {MCP: "orders"},
+	},
+	MCP: map[string]workflow.MCPDef{
+		"orders": {Command: []string{"orders-mcp", "--db", "orders.db"}},
+		"search": {URL: "http://127.0.0.1:9000/mcp"},
 	},
 	Steps: []workflow.Step{
 		{
@@ -66,7 +71,7 @@ var fullWant = &workflow.Definition{
 		{
 			ID: "resolve", Type: workflow.Agent, Model: "fake", Instructions: "Resolve the ticket.",
 			Goal: "Resolve {{input.ticket}}", Tools: []string{"read_order"},
-			Policy:       &workflow.Policy{Allow: []string{"read_order"}, Forbid: []string{"refund"}, RequireApproval: []string{"cancel"}, RequiredEvidence: []string{"read_order"}},
+			Policy:       &workflow.Policy{Allow: []string{"read_order"}, Forbid: []string{"refund"}, RequireApproval: []string{"cancel"}, RequiredEvidence: []string{"read_order"}, Approvers: []string{"role:support"}},
 			OnNeedsHuman: "pause", ApprovalTimeout: dur("15m"), OnTimeout: "fail",
 			Budget: &workflow.Budget{
 				MaxIterations: 8, MaxToolCalls: 12, MaxDuration: dur("2m"), MaxTokens: 100000, MaxCostUSD: 0.5,
@@ -77,7 +82,7 @@ var fullWant = &workflow.Definition{
 		{ID: "fan", Type: workflow.Parallel, Branches: []workflow.Branch{{Step: "a"}, {Workflow: "sub.toml"}}, MaxConcurrent: 2},
 		{ID: "each", Type: workflow.Map, Items: "fetch.output.lines", Step: "a", Workflow: "line.toml", MaxItems: 100, MaxConcurrent: 4},
 		{ID: "sub", Type: workflow.Call, Workflow: "child.toml"},
-		{ID: "ask", Type: workflow.Approval, Prompt: "Refund {{input.amount}}?", OnTimeout: "deny", Timeout: dur("1h")},
+		{ID: "ask", Type: workflow.Approval, Prompt: "Refund {{input.amount}}?", OnTimeout: "deny", Timeout: dur("1h"), Approvers: []string{"alice", "role:finance"}},
 		{ID: "hear", Type: workflow.WaitEvent, Event: "paid", Timeout: dur("24h")},
 		{ID: "nap", Type: workflow.Sleep, Duration: dur("90s")},
 		{ID: "done", Type: workflow.Terminate},
@@ -200,14 +205,18 @@ func TestParseSourceLines(t *testing.T) {
 		"steps[3].budget":                        67, // [steps.budget] belongs to the last [[steps]]
 		"steps[3].budget.max_cost_usd":           72,
 		"steps[5].branches[1].workflow":          85,
-		"steps[13]":                              129,
-		"steps[13].handler":                      132,
-		"edges":                                  134,
-		"edges[0]":                               134,
-		"edges[0].to":                            136,
-		"edges[1]":                               138,
-		"edges[1].from":                          139,
-		"edges[1].max_iterations":                142,
+		"steps[13]":                              130,
+		"steps[13].handler":                      133,
+		"edges":                                  135,
+		"edges[0]":                               135,
+		"edges[0].to":                            137,
+		"edges[1]":                               139,
+		"edges[1].from":                          140,
+		"edges[1].max_iterations":                143,
+		"steps[8].approvers":                     107,
+		"mcp.orders.command":                     146,
+		"mcp.search.url":                         149,
+		"tools.refund_order.mcp":                 152,
 	} {
 		if got := def.Source.Lines[key]; got != want {
 			t.Errorf("Lines[%q] = %d, want %d", key, got, want)
@@ -248,7 +257,7 @@ func TestParseProblems(t *testing.T) {
 	}{{
 		name: "unknown top-level key",
 		src:  "name = \"x\"\nnmae = \"y\"\n",
-		want: []want{{workflow.EUnknownKey, 2, "nmae", "unknown key nmae at the top level (it takes: name, description, deadline, max_steps, start, models, tools, steps, edges); did you mean name?"}},
+		want: []want{{workflow.EUnknownKey, 2, "nmae", "unknown key nmae at the top level (it takes: name, description, deadline, max_steps, start, models, tools, mcp, steps, edges); did you mean name?"}},
 	}, {
 		name: "unknown top-level table",
 		src:  "name = \"x\"\n\n[settings]\nx = 1\n",
@@ -276,7 +285,7 @@ func TestParseProblems(t *testing.T) {
 	}, {
 		name: "approval_timeout is an agent's key",
 		src:  "[[steps]]\nid = \"a\"\ntype = \"approval\"\napproval_timeout = \"1h\"\n",
-		want: []want{{workflow.EUnknownKey, 4, "steps[0].approval_timeout", "key approval_timeout is not a key of approval steps (it takes: prompt, on_timeout, id, type, timeout, retry, input, branch)"}},
+		want: []want{{workflow.EUnknownKey, 4, "steps[0].approval_timeout", "key approval_timeout is not a key of approval steps (it takes: prompt, on_timeout, approvers, id, type, timeout, retry, input, branch)"}},
 	}, {
 		name: "unknown step type",
 		src:  "[[steps]]\nid = \"a\"\ntype = \"lmm\"\nmodel = \"m\"\nfoo = 1\n",
@@ -373,9 +382,9 @@ label = "x"
 `,
 		want: []want{
 			{workflow.EUnknownKey, 3, "models.writer.temperature", "unknown key temperature in models.writer (it takes: provider, model, base_url, api_key_env, script, cassette)"},
-			{workflow.EUnknownKey, 7, "tools.read.schema", "unknown key schema in tools.read (it takes: description, input_schema, side_effect, handler, mock)"},
+			{workflow.EUnknownKey, 7, "tools.read.schema", "unknown key schema in tools.read (it takes: description, input_schema, side_effect, handler, mock, mcp)"},
 			{workflow.EUnknownKey, 12, "steps[0].retry.jitter", "unknown key jitter in retry (it takes: max_attempts, backoff, initial_delay, max_delay)"},
-			{workflow.EUnknownKey, 13, "steps[0].policy.deny", "unknown key deny in policy (it takes: allow, forbid, require_approval, required_evidence)"},
+			{workflow.EUnknownKey, 13, "steps[0].policy.deny", "unknown key deny in policy (it takes: allow, forbid, require_approval, required_evidence, approvers)"},
 			{workflow.EUnknownKey, 14, "steps[0].budget.max_steps", "unknown key max_steps in budget (it takes: max_iterations, max_tool_calls"},
 			{workflow.EUnknownKey, 19, "edges[0].label", "unknown key label in an edge (it takes: from, to, when, max_iterations)"},
 		},

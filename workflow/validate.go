@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -106,6 +107,9 @@ type validator struct {
 	ps       Problems
 	ids      map[string]int  // step id → index of its first declaration
 	handlers map[string]bool // nil when handlers are not checked
+	// root is the directory of the top workflow when this one is a sub-workflow file: its
+	// paths may not leave that directory (they may leave their own file's).
+	root string
 }
 
 func newValidator(d *Definition, opts Options) *validator {
@@ -283,6 +287,8 @@ func (v *validator) checkLocal() {
 	v.checkTop()
 	v.checkModels()
 	v.checkTools()
+	v.checkMCP()
+	v.checkPaths()
 	for i := range v.d.Steps {
 		v.checkStep(i)
 	}
@@ -319,8 +325,9 @@ func (v *validator) checkModels() {
 		switch {
 		case m.Provider == "":
 			v.add(EMissingKey, key+".provider", "model %q has no provider: set it to %s", name, valOneOf(valProviders...))
-		case !slices.Contains(valProviders, m.Provider):
-			v.add(EBadValue, key+".provider", "model %q has provider %q: it must be %s", name, m.Provider, valOneOf(valProviders...))
+		case !slices.Contains(valProviders, m.Provider) && !valNameOK(m.Provider):
+			// Any other name is a provider of a server's operator (shared/spec/server.md).
+			v.add(EBadValue, key+".provider", "model %q has provider %q: it must be %s, or the name of a provider of the server's operator (a-z, 0-9, _ and -)", name, m.Provider, valOneOf(valProviders...))
 		case m.Provider == "scripted" && !valRawSet(m.Script):
 			v.add(EMissingKey, key+".script", "model %q uses the scripted provider but has no script: list its turns in script", name)
 		case m.Provider == "replay" && m.Cassette == "":
@@ -333,13 +340,115 @@ func (v *validator) checkTools() {
 	for _, name := range slices.Sorted(maps.Keys(v.d.Tools)) {
 		t := v.d.Tools[name]
 		key := "tools." + name
-		if t.Handler == "" && !valRawSet(t.Mock) {
-			v.add(EMissingKey, key, "tool %q has neither a handler nor a mock: set one of them", name)
+		switch {
+		case t.Handler == "" && !valRawSet(t.Mock) && t.MCP == "":
+			v.add(EMissingKey, key, "tool %q has neither a handler, a mock nor an MCP server: set one of them", name)
+		case t.Handler != "" && t.MCP != "":
+			v.add(EBadValue, key+".mcp", "tool %q sets both handler and mcp: a tool is served by a worker handler or by an MCP server, not both", name)
+		case t.MCP != "" && !valNameOK(t.MCP):
+			v.add(EBadValue, key+".mcp", "tool %q names the MCP server %q: a name is made of a-z, 0-9, _ and -", name, t.MCP)
 		}
 		if t.Handler != "" && v.handlers != nil && !v.handlers[t.Handler] {
 			v.add(EUnknownHandler, key+".handler", "tool %q uses handler %q, which no worker registers", name, t.Handler)
 		}
 	}
+}
+
+// checkMCP checks the MCP servers the workflow declares. A tool's mcp need not name one of
+// them: on a server it names the operator's, checked when the workflow is submitted.
+func (v *validator) checkMCP() {
+	for _, name := range slices.Sorted(maps.Keys(v.d.MCP)) {
+		m := v.d.MCP[name]
+		key := "mcp." + name
+		switch {
+		case !valNameOK(name):
+			v.add(EBadName, key, "the MCP server name %q must be made of a-z, 0-9, _ and - only", name)
+		case len(m.Command) > 0 && m.URL != "":
+			v.add(EBadValue, key, "MCP server %s sets both command and url: set one", name)
+		case len(m.Command) == 0 && m.URL == "":
+			v.add(EMissingKey, key, "MCP server %s has neither command (a program started over stdio) nor url (a streamable HTTP endpoint)", name)
+		case len(m.Command) > 0 && strings.TrimSpace(m.Command[0]) == "":
+			v.add(EBadValue, key+".command", "MCP server %s has an empty program: the command is the program, then its arguments", name)
+		case m.URL != "" && !valHTTPURL(m.URL):
+			v.add(EBadValue, key+".url", "MCP server %s has url %q: want an http or https URL with a host", name, m.URL)
+		}
+	}
+}
+
+// valHTTPURL reports whether s is an http(s) URL with a host.
+func valHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// checkPaths reports every path that leaves the workflow's directory (E_PATH_OUTSIDE): a
+// cassette, a sub-workflow file. Lexically, and through symbolic links for files that exist.
+func (v *validator) checkPaths() {
+	var paths []valRef
+	for _, name := range slices.Sorted(maps.Keys(v.d.Models)) {
+		if c := v.d.Models[name].Cassette; c != "" {
+			paths = append(paths, valRef{"models." + name + ".cassette", c})
+		}
+	}
+	paths = append(paths, v.allSubRefs()...)
+	for _, p := range paths {
+		if why := v.outside(p.path); why != "" {
+			v.add(EPathOutside, p.key, "%s", why)
+		}
+	}
+}
+
+// dir is the directory the definition's relative paths resolve against.
+func (v *validator) dir() string {
+	if v.root == "" && v.opts.BaseDir != "" {
+		return v.opts.BaseDir
+	}
+	if v.file != "" {
+		return filepath.Dir(v.file)
+	}
+	return v.opts.BaseDir
+}
+
+// outside says why path leaves the workflow's directory (the top workflow's, for a
+// sub-workflow file), or "".
+func (v *validator) outside(path string) string {
+	if v.root == "" {
+		if why := PathOutside(path); why != "" {
+			return why
+		}
+		if dir := v.dir(); dir != "" {
+			return valLinkOutside(dir, dir, path)
+		}
+		return ""
+	}
+	if filepath.IsAbs(path) {
+		return PathOutside(path)
+	}
+	abs, err := filepath.Abs(filepath.Join(v.dir(), path))
+	if err != nil {
+		return fmt.Sprintf("%q cannot be resolved", path)
+	}
+	if rel, err := filepath.Rel(v.root, abs); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Sprintf("%q leaves the directory of the workflow that calls this file: name a file in it or below it", path)
+	}
+	return valLinkOutside(v.root, v.dir(), path)
+}
+
+// valLinkOutside reports why path, relative to base and inside root lexically, leads outside
+// root through a symbolic link, or "" when it does not (or does not exist: nothing is read).
+func valLinkOutside(root, base, path string) string {
+	dir, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return ""
+	}
+	target, err := filepath.EvalSymlinks(filepath.Join(base, path))
+	if err != nil {
+		return ""
+	}
+	if rel, err := filepath.Rel(dir, target); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Sprintf("%q leads out of the workflow's directory through a symbolic link: name a file in it or below it", path)
+	}
+	return ""
 }
 
 // valStepFields tells, for each type-specific key, whether a step sets it.
@@ -373,6 +482,7 @@ var valStepFields = []struct {
 	{"event", func(s *Step) bool { return s.Event != "" }},
 	{"duration", func(s *Step) bool { return s.Duration != 0 }},
 	{"message", func(s *Step) bool { return s.Message != "" }},
+	{"approvers", func(s *Step) bool { return len(s.Approvers) > 0 }},
 }
 
 // valKeysOf is KeysOf as sets.

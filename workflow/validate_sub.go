@@ -103,8 +103,20 @@ type valRef struct {
 	key, path string
 }
 
-// subRefs lists the sub-workflow files the definition references, in step order.
+// subRefs lists the sub-workflow files the definition references, in step order, but those
+// that leave its directory (checkPaths reports them; they are not read).
 func (v *validator) subRefs() []valRef {
+	var refs []valRef
+	for _, r := range v.allSubRefs() {
+		if v.outside(r.path) == "" {
+			refs = append(refs, r)
+		}
+	}
+	return refs
+}
+
+// allSubRefs lists every sub-workflow file the definition references, in step order.
+func (v *validator) allSubRefs() []valRef {
 	var refs []valRef
 	for i := range v.d.Steps {
 		s := &v.d.Steps[i]
@@ -255,6 +267,7 @@ func (r *valResolver) summarize(abs, path string) *valSubFile {
 	if v.file == "" {
 		v.file = path
 	}
+	v.root = r.topDir
 	v.checkLocal()
 	v.followRefs(r, v.subRefs(), filepath.Dir(path), abs, f)
 	if len(v.ps) > 0 {

@@ -148,7 +148,7 @@ func TestValidateEachCode(t *testing.T) {
 		{"approval_timeout < 0", asDone(workflow.Step{Type: workflow.Agent, Model: "writer", Goal: "g", ApprovalTimeout: -1e9}), workflow.Options{}, workflow.EBadDuration, "steps[2].approval_timeout", "negative approval_timeout"},
 		{"approval_timeout on a task", asDone(workflow.Step{Type: workflow.Task, Handler: "h", ApprovalTimeout: 1e9}), workflow.Options{}, workflow.EUnknownKey, "steps[2].approval_timeout", "task steps do not take"},
 		{"on_needs_human on an approval", asDone(workflow.Step{Type: workflow.Approval, Prompt: "ok?", OnNeedsHuman: "pause"}), workflow.Options{}, workflow.EUnknownKey, "steps[2].on_needs_human", "approval steps do not take"},
-		{"provider", model("writer", workflow.ModelDef{Provider: "gemini"}), workflow.Options{}, workflow.EBadValue, "models.writer.provider", "gemini"},
+		{"provider", model("writer", workflow.ModelDef{Provider: "Gemini Pro"}), workflow.Options{}, workflow.EBadValue, "models.writer.provider", "Gemini Pro"},
 		{"no provider", model("writer", workflow.ModelDef{}), workflow.Options{}, workflow.EMissingKey, "models.writer.provider", "writer"},
 		{"scripted without script", model("writer", workflow.ModelDef{Provider: "scripted"}), workflow.Options{}, workflow.EMissingKey, "models.writer.script", "writer"},
 		{"replay without cassette", model("writer", workflow.ModelDef{Provider: "replay"}), workflow.Options{}, workflow.EMissingKey, "models.writer.cassette", "writer"},
@@ -249,7 +249,7 @@ func TestValidateReportsEverythingInOnePass(t *testing.T) {
 		MaxSteps: -5,
 		Start:    "ghost",
 		Models: map[string]workflow.ModelDef{
-			"a": {Provider: "gemini"},
+			"a": {Provider: "Gemini!"},
 			"b": {Provider: "replay"},
 		},
 		Tools: map[string]workflow.ToolDef{"t": {}},
@@ -596,9 +596,9 @@ func TestValidateSubWorkflowRecursion(t *testing.T) {
 		t.Errorf("message %q, want %q", ps[0].Message, want)
 	}
 
-	// From b: its second branch leads back to it.
+	// From b, the top workflow: its branches leave its directory, and are not read.
 	_, ps = workflow.LoadAndValidate(filepath.Join(dir, "sub", "b.toml"), workflow.Options{})
-	vSame(t, ps, "E_RECURSION steps[0].branches[1].workflow")
+	vSame(t, ps, "E_PATH_OUTSIDE steps[0].branches[0].workflow", "E_PATH_OUTSIDE steps[0].branches[1].workflow")
 }
 
 func TestValidateSubWorkflowFiles(t *testing.T) {

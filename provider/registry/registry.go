@@ -39,7 +39,23 @@ type Options struct {
 	Record string
 	// Getenv reads the environment (nil: os.Getenv); tests replace it.
 	Getenv func(string) string
+	// NoEnv reads nothing from the environment: BaseURL and APIKey are all there is. A shared
+	// server's workers open the operator's providers so, so that a key goes only to the
+	// endpoint the operator paired it with.
+	NoEnv bool
 }
+
+// String shows the options with the API key hidden, so that printing them never shows it.
+func (o Options) String() string {
+	key := ""
+	if o.APIKey != "" {
+		key = "[redacted]"
+	}
+	return fmt.Sprintf("{BaseURL:%s APIKey:%s Timeout:%s MaxOutputTokens:%d Stream:%t Record:%s NoEnv:%t}", o.BaseURL, key, o.Timeout, o.MaxOutputTokens, o.Stream, o.Record, o.NoEnv)
+}
+
+// GoString is String, for %#v.
+func (o Options) GoString() string { return "registry.Options" + o.String() }
 
 // Providers lists the provider names Open accepts.
 var Providers = []string{"openai", "anthropic", "replay"}
@@ -84,10 +100,10 @@ func Open(name string, opts Options) (model.Model, error) {
 		Model: m, BaseURL: opts.BaseURL, APIKey: opts.APIKey, Timeout: opts.Timeout,
 		MaxOutputTokens: opts.MaxOutputTokens, Stream: opts.Stream, Prices: opts.Prices,
 	}
-	if cfg.BaseURL == "" {
+	if cfg.BaseURL == "" && !opts.NoEnv {
 		cfg.BaseURL = getenv(d.urlEnv)
 	}
-	if cfg.APIKey == "" {
+	if cfg.APIKey == "" && !opts.NoEnv {
 		cfg.APIKey = getenv(d.keyEnv)
 	}
 	if cfg.APIKey == "" && cfg.BaseURL == "" {

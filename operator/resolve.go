@@ -1,0 +1,240 @@
+package operator
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Resolved is a configuration with the credentials it references read: the keys of providers,
+// the tokens of principals (kept as SHA-256 hashes). It never prints a secret: String,
+// GoString and LogValue show names only.
+type Resolved struct {
+	cfg    *Config
+	keys   map[string]string // provider → key ("" when it has none)
+	missed map[string]string // provider → why it has no key (a default provider whose variable is unset)
+	tokens map[string][32]byte
+	byName map[string]Principal
+}
+
+// Resolve reads every credential cfg references (nil getenv and readFile: the process's
+// environment and files). A loaded configuration that names an unset or empty variable, or a
+// file that cannot be read, fails with one sentence naming the key and the variable or file,
+// never the value.
+func (cfg *Config) Resolve(getenv func(string) string, readFile func(string) ([]byte, error)) (*Resolved, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if readFile == nil {
+		readFile = os.ReadFile
+	}
+	r := &Resolved{cfg: cfg, keys: map[string]string{}, missed: map[string]string{}, tokens: map[string][32]byte{}, byName: map[string]Principal{}}
+	var errs []string
+	where := func(key string) string {
+		if cfg.File == "" {
+			return "key " + key
+		}
+		return cfg.File + ": key " + key
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Providers)) {
+		p := cfg.Providers[name]
+		key := "providers." + name
+		switch {
+		case p.APIKeyEnv != "":
+			v := strings.TrimSpace(getenv(p.APIKeyEnv))
+			if v == "" && p.optional {
+				r.missed[name] = fmt.Sprintf("provider %s has no key: set %s", name, p.APIKeyEnv)
+			} else if v == "" {
+				errs = append(errs, fmt.Sprintf("%s.api_key_env: the environment variable %s is not set", where(key), p.APIKeyEnv))
+			}
+			r.keys[name] = v
+		case p.APIKeyFile != "":
+			data, err := readFile(p.APIKeyFile)
+			v := string(bytes.TrimSpace(data))
+			if err != nil || v == "" {
+				errs = append(errs, fmt.Sprintf("%s.api_key_file: the file %s %s", where(key), p.APIKeyFile, fileProblem(err)))
+			}
+			r.keys[name] = v
+		default:
+			r.keys[name] = ""
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Principals)) {
+		p := cfg.Principals[name]
+		key := "principals." + name
+		switch {
+		case p.TokenEnv != "":
+			v := strings.TrimSpace(getenv(p.TokenEnv))
+			if v == "" {
+				errs = append(errs, fmt.Sprintf("%s.token_env: the environment variable %s is not set", where(key), p.TokenEnv))
+				continue
+			}
+			r.tokens[name] = sha256.Sum256([]byte(v))
+		default:
+			var h [32]byte
+			if _, err := hex.Decode(h[:], []byte(p.TokenSHA256)); err != nil {
+				errs = append(errs, fmt.Sprintf("%s.token_sha256: want 64 hexadecimal characters", where(key)))
+				continue
+			}
+			r.tokens[name] = h
+		}
+		r.byName[name] = p
+	}
+	if len(errs) > 0 {
+		return nil, errors.New(strings.Join(errs, "\n"))
+	}
+	return r, nil
+}
+
+// fileProblem says in a few words why a credential file gave nothing, without its contents.
+func fileProblem(err error) string {
+	switch {
+	case err == nil:
+		return "is empty"
+	case errors.Is(err, fs.ErrNotExist):
+		return "does not exist"
+	case errors.Is(err, fs.ErrPermission):
+		return "cannot be read (permission denied)"
+	}
+	return "cannot be read"
+}
+
+// Config returns the configuration r resolves.
+func (r *Resolved) Config() *Config { return r.cfg }
+
+// Provider returns the provider called name.
+func (r *Resolved) Provider(name string) (Provider, bool) {
+	p, ok := r.cfg.Providers[name]
+	return p, ok
+}
+
+// MCPServer returns the MCP server called name.
+func (r *Resolved) MCPServer(name string) (MCPServer, bool) {
+	m, ok := r.cfg.MCP[name]
+	return m, ok
+}
+
+// APIKey returns the key the operator paired with provider name ("" for one configured
+// without a key, a local server).
+func (r *Resolved) APIKey(name string) (string, error) {
+	if why := r.missed[name]; why != "" {
+		return "", errors.New(why)
+	}
+	k, ok := r.keys[name]
+	if !ok {
+		return "", fmt.Errorf("there is no provider %s in the operator's configuration", name)
+	}
+	return k, nil
+}
+
+// AddPrincipal makes token identify principal name with roles (the data directory's admin).
+func (r *Resolved) AddPrincipal(name, token string, roles ...string) {
+	r.tokens[name] = sha256.Sum256([]byte(token))
+	r.byName[name] = Principal{Name: name, Roles: slices.Clone(roles)}
+}
+
+// Authenticate returns the principal token identifies. It compares the token's hash with every
+// principal's in constant time, whether or not one matched before.
+func (r *Resolved) Authenticate(token string) (Principal, bool) {
+	if token == "" {
+		return Principal{}, false
+	}
+	h := sha256.Sum256([]byte(token))
+	found := ""
+	for _, name := range slices.Sorted(maps.Keys(r.tokens)) {
+		want := r.tokens[name]
+		if subtle.ConstantTimeCompare(h[:], want[:]) == 1 {
+			found = name
+		}
+	}
+	if found == "" {
+		return Principal{}, false
+	}
+	return r.byName[found], true
+}
+
+// Principal returns the principal called name.
+func (r *Resolved) Principal(name string) (Principal, bool) {
+	p, ok := r.byName[name]
+	return p, ok
+}
+
+// Has reports whether p holds role.
+func (p Principal) Has(role string) bool { return slices.Contains(p.Roles, role) }
+
+// String names what r holds, never a secret.
+func (r *Resolved) String() string {
+	return fmt.Sprintf("operator configuration %q: providers %v, MCP servers %v, principals %v",
+		r.cfg.File, slices.Sorted(maps.Keys(r.cfg.Providers)), slices.Sorted(maps.Keys(r.cfg.MCP)), slices.Sorted(maps.Keys(r.byName)))
+}
+
+// GoString is String, so that %#v shows no secret either.
+func (r *Resolved) GoString() string { return r.String() }
+
+// LogValue is String, for slog.
+func (r *Resolved) LogValue() slog.Value { return slog.StringValue(r.String()) }
+
+// AdminTokenFile is the file of a data directory holding its admin's token.
+const AdminTokenFile = "admin.token"
+
+// AdminToken returns the data directory's admin token, creating it (32 random bytes, mode
+// 0600) at the first call. Two processes that race both get the winner's.
+func AdminToken(dataDir string) (string, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", fmt.Errorf("create the data directory %s: %w", dataDir, err)
+	}
+	path := filepath.Join(dataDir, AdminTokenFile)
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	token := "reins_" + hex.EncodeToString(b)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return ReadAdminToken(dataDir)
+	case err != nil:
+		return "", fmt.Errorf("create the admin token %s: %w", path, err)
+	}
+	_, werr := f.WriteString(token + "\n")
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return "", fmt.Errorf("write the admin token %s: %w", path, werr)
+	}
+	return token, nil
+}
+
+// ReadAdminToken reads the data directory's admin token, refusing a file others may read.
+func ReadAdminToken(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, AdminTokenFile)
+	info, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("the data directory %s has no admin token (%s): start reins serve or reins run on it first, or pass --token", dataDir, path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("the admin token %s: %w", path, err)
+	}
+	if info.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("the admin token %s may be read by others (mode %#o): chmod 600 it", path, info.Mode().Perm())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("the admin token %s %s", path, fileProblem(err))
+	}
+	token := strings.TrimSpace(string(data))
+	if token == "" {
+		return "", fmt.Errorf("the admin token %s is empty", path)
+	}
+	return token, nil
+}

@@ -45,6 +45,20 @@ type Config struct {
 	HTTPClient *http.Client
 }
 
+// String shows the configuration with the API key hidden, so that printing it (%v, %+v, a log
+// line) never shows the key.
+func (c Config) String() string {
+	key := ""
+	if c.APIKey != "" {
+		key = Redacted
+	}
+	return fmt.Sprintf("{Model:%s BaseURL:%s APIKey:%s Timeout:%s MaxRetries:%d MaxOutputTokens:%d Stream:%t}",
+		c.Model, c.BaseURL, key, c.Timeout, c.MaxRetries, c.MaxOutputTokens, c.Stream)
+}
+
+// GoString is String, for %#v.
+func (c Config) GoString() string { return "provider.Config" + c.String() }
+
 // WithDefaults fills in the documented defaults.
 func (c Config) WithDefaults() Config {
 	if c.Timeout <= 0 {

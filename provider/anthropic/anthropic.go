@@ -88,7 +88,7 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 		msg, err = m.client.Messages.New(callCtx, params)
 	}
 	if err != nil {
-		return nil, m.classify(ctx, callCtx, err)
+		return nil, provider.Redact(m.classify(ctx, callCtx, err), m.cfg.APIKey)
 	}
 	if msg == nil {
 		// A body of `null` decodes to no message and no error.

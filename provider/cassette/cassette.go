@@ -76,7 +76,7 @@ func Parse(path string, data []byte) (*Cassette, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("cassette %s is not a valid cassette: %w", path, err)
+		return nil, fmt.Errorf("cassette %s is not a valid cassette: %s", path, decodeProblem(err))
 	}
 	switch {
 	case c.Version != Version:
@@ -90,6 +90,24 @@ func Parse(path string, data []byte) (*Cassette, error) {
 		}
 	}
 	return &c, nil
+}
+
+// decodeProblem says what is wrong with a file that did not decode, without quoting any of it:
+// the file may be anything a workflow named (an error must not become a way to read files).
+func decodeProblem(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("not JSON (at byte %d)", syn.Offset)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("key %s has a value of the wrong type (want %s)", typ.Field, typ.Type)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "not JSON (it ends too early)"
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return "it has a key that is not a key of cassettes"
+	}
+	return "not a cassette"
 }
 
 // Save writes the cassette atomically (a temporary file renamed over the target).

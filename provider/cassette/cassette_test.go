@@ -197,3 +197,29 @@ func TestPartialBodyIsNotRecorded(t *testing.T) {
 		t.Fatalf("a partly read exchange was written to the cassette (stat: %v)", err)
 	}
 }
+
+// TestParseNeverQuotesTheFile: whatever file a cassette path names, the error names the path and
+// what is wrong, and quotes none of its bytes.
+func TestParseNeverQuotesTheFile(t *testing.T) {
+	for _, data := range []string{
+		"root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon",
+		`{"AKIAIOSFODNN7EXAMPLE": "wJalrXUtnFEMI/K7MDENG"}`,
+		`{"version": "secret-value-here"}`,
+		`{"version": 1, "provider": "openai", "interactions": [{"request": {"method": "topsecretmethod"}}]`,
+		"\x00\x01\x02binary",
+	} {
+		_, err := cassette.Parse("/etc/somefile", []byte(data))
+		if err == nil {
+			t.Fatalf("Parse(%q) succeeded", data)
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, "/etc/somefile") {
+			t.Errorf("the error %q does not name the file", msg)
+		}
+		for _, piece := range []string{"root", "daemon", "AKIA", "wJalr", "secret", "topsecret", "binary"} {
+			if strings.Contains(data, piece) && strings.Contains(msg, piece) {
+				t.Errorf("the error %q quotes %q from the file", msg, piece)
+			}
+		}
+	}
+}

@@ -109,7 +109,7 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 		completion, err = m.client.Chat.Completions.New(callCtx, params, opts...)
 	}
 	if err != nil {
-		return nil, m.classify(ctx, callCtx, err, raw)
+		return nil, provider.Redact(m.classify(ctx, callCtx, err, raw), m.cfg.APIKey)
 	}
 	return m.response(completion)
 }

@@ -1,0 +1,58 @@
+package operator_test
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/reins-run/reins/operator"
+)
+
+// quoted finds the string values of a TOML document, roughly: quoted text after "=" or ","
+// (or the "[" of a list) and not itself followed by "=" (a quoted key).
+var quoted = regexp.MustCompile(`[=,]\s*\[?\s*"([^"\\\n]{9,})"(\s*=)?`)
+
+// FuzzLoad: any bytes as an operator's configuration either load or fail with problems that
+// each name the file, are one line, and never quote a value of the file.
+func FuzzLoad(f *testing.F) {
+	if data, err := os.ReadFile("testdata/ops.toml"); err == nil {
+		f.Add(data)
+	}
+	for _, s := range []string{
+		"", "[providers]", "[providers.x]\nkind = 1\n", "[principals.a]\ntoken_sha256 = \"zz\"\nroles = []\n",
+		"[limits]\nmax_input_bytes = \"9999999999999GiB\"\n", "custom_roles = [\"admin\"]\n",
+		"[mcp.m]\ncommand = []\n", "[providers.p]\nkind = \"openai\"\nbase_url = \"ftp://secret-host-name/v1\"\n",
+		"[principals.bo]\ntoken_env = \"1BAD\"\nroles = [\"viewer\"]\n", "a = \"hunter2-hunter2\"\n[[b]]\n", "[providers.p]\nkind = \"sk-live-12345abc\"\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := operator.Parse("fuzz.toml", data)
+		if err == nil {
+			if cfg == nil || cfg.Limits.MaxInputBytes <= 0 || cfg.Limits.MaxOutputBytes <= 0 {
+				t.Fatalf("loaded %+v", cfg)
+			}
+			return
+		}
+		for _, line := range strings.Split(err.Error(), "\n") {
+			if !strings.HasPrefix(line, "fuzz.toml") {
+				t.Fatalf("a problem that does not name the file: %q", line)
+			}
+		}
+		for _, m := range quoted.FindAllSubmatch(data, -1) {
+			v := string(m[1])
+			if len(m[2]) > 0 || !secretLike(v) {
+				continue // a quoted key (errors name keys), or a word errors may say themselves
+			}
+			if strings.Contains(err.Error(), v) {
+				t.Fatalf("the error quotes the value %q: %v", v, err)
+			}
+		}
+	})
+}
+
+// secretLike reports whether v looks like a credential: letters and digits mixed.
+func secretLike(v string) bool {
+	return strings.ContainsAny(v, "0123456789") && strings.IndexFunc(v, func(r rune) bool { return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' }) >= 0
+}

@@ -261,11 +261,27 @@ func TestSharedServer(t *testing.T) {
 		if code != 1 || !strings.Contains(out, "principal bob is not one of the approvers of step review (alice)") {
 			t.Fatalf("bob approves: exit %d:\n%s\nwant 1 naming bob", code, out)
 		}
-		// Bob's own connection past the CLI: the engine refuses it and records the refusal.
-		_, bob := s.client(ctx, bobToken)
+		// Bob's client refuses at once; past every client check, a decision published by hand
+		// on bob's subject (saying it is alice's) is refused by the engine, which records it.
+		bobBox, bob := s.client(ctx, bobToken)
 		if _, err := bob.Decide(ctx, id, "review", true, "", ""); !errors.Is(err, runner.ErrForbidden) {
 			t.Fatalf("bob's client: %v, want ErrForbidden", err)
 		}
+		forged := &wire.Event{RunID: id, Nonce: "bob-by-hand", Event: engine.Event{Type: engine.EvDecision, Step: "review", Item: -1, Approve: true, By: "alice", ID: "bob-by-hand"}}
+		data, err := wire.EncodeEvent(forged)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subj, err := natsbox.PrincipalSubject(id, natsbox.HumanKind, "bob")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bobBox.JetStream().Publish(ctx, subj, data); err != nil {
+			t.Fatal(err)
+		}
+		awaitRecord(t, ctx, alice, id, "bob's decision is refused", func(r *runner.Record) bool {
+			return len(r.Run.Acts) > 0 && r.Run.Acts[0].ID == "bob-by-hand" && r.Run.Acts[0].Refused != ""
+		})
 		code, out = s.cli(samToken, "approve", id, "review")
 		if code != 1 || !strings.Contains(out, "principal sam") {
 			t.Fatalf("sam (a submitter) approves: exit %d:\n%s", code, out)
@@ -330,6 +346,7 @@ func TestSharedServer(t *testing.T) {
 	// Everything the server stored, and everything it and the commands printed.
 	s.proc.kill()
 	var found []string
+	sawRecords := false // the scan reads what the server stored: the prompt of a run is there
 	err := filepath.WalkDir(s.data, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || d.Name() == "admin.token" {
 			return err
@@ -338,6 +355,7 @@ func TestSharedServer(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		sawRecords = sawRecords || strings.Contains(string(data), "Refund the order?")
 		for _, sec := range secrets {
 			if strings.Contains(string(data), sec) {
 				found = append(found, fmt.Sprintf("%s in %s", sec, path))
@@ -347,6 +365,9 @@ func TestSharedServer(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !sawRecords {
+		t.Fatal("the scan found no stored run: it would find no secret either")
 	}
 	logs := strings.Join(append(s.proc.output(), s.logs...), "\n")
 	for _, sec := range secrets {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/wire"
 )
@@ -27,6 +28,7 @@ type server struct {
 	cancel context.CancelFunc
 	done   <-chan int
 	exited bool // stop received the exit status
+	token  string
 }
 
 // startServe starts `reins serve` on a free loopback port, with the flags extra, and returns
@@ -57,6 +59,11 @@ func startServe(t *testing.T, data string, extra ...string) *server {
 	if !strings.HasPrefix(s.url, "nats://127.0.0.1:") || strings.HasSuffix(s.url, ":0") {
 		t.Fatalf("%s holds %q, want the loopback URL of the chosen port", urlFile, s.url)
 	}
+	// Commands given --nats URL authenticate as the data directory's admin.
+	if s.token, err = operator.ReadAdminToken(data); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(tokenEnv, s.token)
 	if !strings.Contains(s.stderr.String(), "nats="+s.url) {
 		t.Errorf("the log does not name the URL %s:\n%s", s.url, s.stderr.String())
 	}
@@ -75,7 +82,7 @@ func (s *server) stop(t *testing.T) int {
 // client connects to the server as a client of package runner would.
 func (s *server) client(t *testing.T) *runner.Client {
 	t.Helper()
-	box, err := natsbox.Open(t.Context(), natsbox.Options{URL: s.url})
+	box, err := natsbox.Open(t.Context(), natsbox.Options{URL: s.url, Token: s.token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +363,10 @@ func TestWorkerUsage(t *testing.T) {
 // TestHostFailsBeforeReady: on a server where the reins layout cannot be made (a stream of its
 // name belongs to someone else), worker and serve exit 1 with the reason instead of hanging.
 func TestHostFailsBeforeReady(t *testing.T) {
-	box, err := natsbox.Open(t.Context(), natsbox.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	auth := func(token string) (natsbox.Identity, bool) {
+		return natsbox.Identity{Name: "ops", Roles: []string{natsbox.RoleAdmin}}, token == "ops-token"
+	}
+	box, err := natsbox.Open(t.Context(), natsbox.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Authenticate: auth})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,8 +375,8 @@ func TestHostFailsBeforeReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
-		{"worker", "--nats", box.ClientURL()},
-		{"serve", "--nats", box.ClientURL()},
+		{"worker", "--nats", box.ClientURL(), "--token", "ops-token"},
+		{"serve", "--nats", box.ClientURL(), "--token", "ops-token"},
 	} {
 		t.Run(args[0], func(t *testing.T) {
 			var stdout, stderr syncBuffer

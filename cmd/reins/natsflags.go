@@ -110,7 +110,9 @@ func newClient(ctx context.Context, box *natsbox.Box) (*runner.Client, error) {
 		cfg.Principal = name
 	}
 	if publish != nil {
-		cfg.May = func(subject string) bool { return slices.ContainsFunc(publish, func(p string) bool { return natsbox.SubjectMatches(p, subject) }) }
+		cfg.May = func(subject string) bool {
+			return slices.ContainsFunc(publish, func(p string) bool { return natsbox.SubjectMatches(p, subject) })
+		}
 	}
 	return runner.NewClient(cfg), nil
 }

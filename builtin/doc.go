@@ -87,8 +87,26 @@
 // approval flag. A missing handler fails the task for good, unless the step's policy forbids the
 // tool: a forbidden tool never runs, so it needs no handler.
 //
+// A tool with mcp is the tool of the same name on that MCP server (its description and input
+// schema the server's unless the workflow gives them): Config.Operator's MCP server on a shared
+// server, else the workflow's own [mcp.NAME] (a command started in the bundle's BaseDir). One
+// connection per server per Handlers (a workflow's own servers per workflow hash), made at the
+// first task that needs it; a failed connection fails the attempt and is tried again by the
+// next; Close (called when the worker stops, through worker.OnStop) ends them all. A server
+// without the tool fails the task for good, naming the tools it has.
+//
 // Scripted models and real providers are opened once per (workflow hash, model name) and kept;
 // replay models are opened per task, so that every task replays its cassette from the start.
+//
+// # Shared servers
+//
+// With Config.Operator set (reins serve, reins worker), the person who submitted the workflow
+// is not the operator: a model's provider names an operator provider, opened with that
+// provider's base URL and key and nothing read from the environment (registry.Options.NoEnv),
+// so a key goes only to the endpoint the operator paired it with; a model not in the
+// provider's allow-list, an unknown provider, a base_url, api_key_env, cassette or replay model
+// fails the task for good (E_OPERATOR_ONLY for the keys); scripted models stay allowed. The
+// submission check refuses all of these before a run starts; this is the worker's own guard.
 //
 // # Side effects
 //

@@ -70,18 +70,23 @@ func PrincipalSubject(runID, kind, principal string) (string, error) {
 // ParseEventSubject splits the subject of an event of REINS_EVENTS: the run id, and for an
 // event a principal published, its kind and the principal. ok is false for any other shape.
 func ParseEventSubject(subject string) (runID, kind, principal string, ok bool) {
+	// Without strings.Split: the engine parses the subject of every event it decides.
 	rest, found := strings.CutPrefix(subject, "reins.event.")
 	if !found {
 		return "", "", "", false
 	}
-	parts := strings.Split(rest, ".")
-	switch {
-	case len(parts) == 1 && parts[0] != "":
-		return parts[0], "", "", true
-	case len(parts) == 3 && parts[0] != "" && parts[2] != "" && (parts[1] == SubmitKind || parts[1] == HumanKind):
-		return parts[0], parts[1], parts[2], true
+	run, rest, more := strings.Cut(rest, ".")
+	if run == "" {
+		return "", "", "", false
 	}
-	return "", "", "", false
+	if !more {
+		return run, "", "", true
+	}
+	kind, who, ok := strings.Cut(rest, ".")
+	if !ok || who == "" || strings.Contains(who, ".") || kind != SubmitKind && kind != HumanKind {
+		return "", "", "", false
+	}
+	return run, kind, who, true
 }
 
 // RunEventFilters are the subject filters of every event of run runID: the engine's and

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestServeConfigProblems: a configuration with an unknown key or role names the file, line and
+// key; one that references a missing variable or file fails at start naming it; neither quotes
+// a value of the file; serve and worker exit 1 with one sentence per problem.
+func TestServeConfigProblems(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	t.Setenv("REINS_TEST_UNSET_TOKEN", "")
+	for _, tc := range []struct {
+		name, file string
+		want       []string
+	}{
+		{"unknown key", write("key.toml", "[providers.openai]\nkind = \"openai\"\napi_key_env = \"K\"\nkynd = \"sk-live-0123456789\"\n"),
+			[]string{"key.toml:4: key providers.openai.kynd: unknown key"}},
+		{"unknown role", write("role.toml", "[principals.bo]\ntoken_env = \"T\"\nroles = [\"aprover\"]\n"),
+			[]string{`role.toml:3: key principals.bo.roles[0]: unknown role "aprover"`}},
+		{"missing variable", write("env.toml", "[principals.bo]\ntoken_env = \"REINS_TEST_UNSET_TOKEN\"\nroles = [\"viewer\"]\n"),
+			[]string{"env.toml: key principals.bo.token_env: the environment variable REINS_TEST_UNSET_TOKEN is not set"}},
+		{"missing file", write("file.toml", "[providers.p]\nkind = \"openai\"\napi_key_file = \"/nonexistent/key\"\n"),
+			[]string{"file.toml: key providers.p.api_key_file: the file /nonexistent/key does not exist"}},
+		{"no such config", filepath.Join(dir, "none.toml"), []string{"none.toml: cannot read the operator's configuration"}},
+	} {
+		for _, cmd := range []string{"serve", "worker"} {
+			t.Run(tc.name+"/"+cmd, func(t *testing.T) {
+				code, out, errOut := cli(t, cmd, "--config", tc.file, "--data", t.TempDir())
+				if code != exitFailed {
+					t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(errOut, w) {
+						t.Errorf("stderr %q does not say %q", errOut, w)
+					}
+				}
+				if strings.Contains(errOut, "sk-live") {
+					t.Errorf("stderr quotes a value of the file: %s", errOut)
+				}
+				assertNoStackTrace(t, errOut)
+			})
+		}
+	}
+}
+
+// TestRunMCPWorkflow: reins run honours a workflow's own MCP server: its agent calls the
+// server's tool, whose schema and result come from the server; the same file on a server is
+// refused before it is submitted.
+func TestRunMCPWorkflow(t *testing.T) {
+	bin := buildMCPOrders(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mcp.toml")
+	wf := `name = "mcp"
+
+[mcp.orders]
+command = ["` + bin + `"]
+
+[models.m]
+provider = "scripted"
+script = [
+  { tool_calls = [{ name = "read_order", arguments = { order_id = "O-104" } }] },
+  { text = "O-104 is delivered." },
+]
+
+[tools.read_order]
+mcp = "orders"
+
+[[steps]]
+id = "investigate"
+type = "agent"
+model = "m"
+goal = "Read order O-104."
+tools = ["read_order"]
+`
+	if err := os.WriteFile(file, []byte(wf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, "run", file, "--data", filepath.Join(dir, "data"), "--json", "--quiet")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	r := decodeResult(t, out)
+	if s := r.step(t, "investigate"); s.StopReason != "completed" || s.Iterations != 2 {
+		t.Fatalf("investigate %+v", s)
+	}
+
+	srv := startServe(t, t.TempDir())
+	code, out, errOut = cli(t, "run", file, "--nats", srv.url)
+	if code != exitFailed || !strings.Contains(errOut, "E_OPERATOR_ONLY mcp.orders.command") {
+		t.Fatalf("on a server: exit %d, want 1 naming mcp.orders.command\n%s%s", code, out, errOut)
+	}
+}

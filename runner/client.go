@@ -390,23 +390,30 @@ func (c *Client) Events(ctx context.Context, runID string) ([]wire.Event, error)
 	return readEvents(ctx, cons, runID, last)
 }
 
+// senderOK is sender's ok.
+func senderOK(subject string, ev *wire.Event) bool {
+	_, _, ok := sender(subject, ev)
+	return ok
+}
+
 // sender sets what the subject of ev's message says of its sender, as the engine reads it: a
-// person's event is by the principal whose subject it came on (ok false: a subject no event
-// of the run can come on).
-func sender(subject string, ev *wire.Event) (ok bool) {
+// person's event is by the principal whose subject it came on. It returns the subject's kind
+// ("" for engines and workers) and principal; ok false for a subject no event of the run can
+// come on.
+func sender(subject string, ev *wire.Event) (kind, principal string, ok bool) {
 	runID, kind, principal, ok := natsbox.ParseEventSubject(subject)
 	if !ok || runID != ev.RunID {
-		return false
+		return "", "", false
 	}
 	if kind == "" {
 		ev.By, ev.OnBehalfOf = "", ""
-		return true
+		return "", "", true
 	}
 	ev.By = principal
 	if ev.ID == "" {
 		ev.ID = ev.Nonce
 	}
-	return true
+	return kind, principal, true
 }
 
 // readEvents reads the events of run runID from an ordered consumer, up to stream sequence last.
@@ -422,7 +429,7 @@ func readEvents(ctx context.Context, cons jetstream.Consumer, runID string, last
 		if err != nil {
 			return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
 		}
-		if ev, err := wire.DecodeEvent(m.Data()); err == nil && ev.RunID == runID && sender(m.Subject(), ev) {
+		if ev, err := wire.DecodeEvent(m.Data()); err == nil && ev.RunID == runID && senderOK(m.Subject(), ev) {
 			evs = append(evs, *ev)
 		}
 		md, err := m.Metadata()

@@ -101,10 +101,10 @@ func (e *Engine) admitSubject(subject string, ev *wire.Event) error {
 		return fmt.Errorf("the run id of the event cannot name a run: %w", err)
 	}
 	ev.Roles, ev.Refused = nil, nil
-	if !sender(subject, ev) {
+	kind, principal, ok := sender(subject, ev)
+	if !ok {
 		return fmt.Errorf("the event of run %s came on subject %s", ev.RunID, subject)
 	}
-	_, kind, principal, _ := natsbox.ParseEventSubject(subject)
 	if kind == "" {
 		if personKind(ev.Type) == natsbox.HumanKind {
 			return fmt.Errorf("a %s event for run %s came on the subject of engines and workers: a person's decisions come on the subject of its principal", ev.Type, ev.RunID)

@@ -87,11 +87,7 @@ func TestOutputBound(t *testing.T) {
 // principal of its subject, whatever its message says.
 func TestForgedSubjects(t *testing.T) {
 	v, obs := newObservedEnv(t)
-	wf := workflow.New("gate")
-	wf.Approval("ask", "Ship?")
-	_, bs := bundles(t, wf)
-	id := v.start(bs, "", "")
-	v.waitFor(id, func(r *Record) bool { return r.Run.Status == engine.RunWaiting })
+	id := v.waitingGate()
 
 	forged := &wire.Event{RunID: id, Nonce: "n1", Event: engine.Event{Type: engine.EvDecision, Step: "ask", Item: -1, Approve: true, By: "alice", ID: "n1"}}
 	v.publish(forged, "forged-1") // on reins.event.RUN: a worker's subject
@@ -122,11 +118,7 @@ func TestForgedSubjects(t *testing.T) {
 // is dropped, and the client refuses to send it.
 func TestOnBehalfOnlyAdmin(t *testing.T) {
 	v, obs := newObservedEnv(t)
-	wf := workflow.New("gate")
-	wf.Approval("ask", "Ship?")
-	_, bs := bundles(t, wf)
-	id := v.start(bs, "", "")
-	v.waitFor(id, func(r *Record) bool { return r.Run.Status == engine.RunWaiting })
+	id := v.waitingGate()
 	ev := &wire.Event{RunID: id, Nonce: "n1", Event: engine.Event{Type: engine.EvDecision, Step: "ask", Item: -1, Approve: true, OnBehalfOf: "alice", ID: "n1"}}
 	subj, _ := natsbox.PrincipalSubject(id, natsbox.HumanKind, "bob")
 	publishOn(t, v, subj, ev, "bob-for-alice")
@@ -161,6 +153,18 @@ func TestClientForbidden(t *testing.T) {
 	if _, err := viewer.Decide(v.ctx, id, "ask", true, "", ""); !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "needs the approver role") {
 		t.Fatalf("a viewer decides: %v", err)
 	}
+}
+
+// waitingGate starts a run of a workflow with one approval step, ask, and returns its id once
+// the step waits.
+func (v *env) waitingGate() string {
+	v.t.Helper()
+	wf := workflow.New("gate")
+	wf.Approval("ask", "Ship?")
+	_, bs := bundles(v.t, wf)
+	id := v.start(bs, "", "")
+	v.waitFor(id, func(r *Record) bool { return r.Run.Status == engine.RunWaiting })
+	return id
 }
 
 // publishOn publishes ev on subject with message id msgID.

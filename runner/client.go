@@ -110,6 +110,10 @@ func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMess
 	if err := json.Unmarshal(input, &v); err != nil {
 		return "", fmt.Errorf("runner: the input of run %s is not valid JSON: %v", runID, err)
 	}
+	ev := &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvStart, At: c.now().UTC(), Input: input, Item: -1}, Workflow: bs.Root}
+	if _, err := c.personSubject(ev, natsbox.SubmitKind); err != nil {
+		return "", err // before anything is stored
+	}
 	runs, wfs, err := c.buckets(ctx)
 	if err != nil {
 		return "", err
@@ -123,7 +127,6 @@ func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMess
 	if err := bs.Put(ctx, wfs); err != nil {
 		return "", fmt.Errorf("runner: start run %s: %w", runID, err)
 	}
-	ev := &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvStart, At: c.now().UTC(), Input: input, Item: -1}, Workflow: bs.Root}
 	if err := c.publish(ctx, ev); err != nil {
 		return "", fmt.Errorf("runner: start run %s: %w", runID, err)
 	}

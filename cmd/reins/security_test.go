@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,5 +100,58 @@ tools = ["read_order"]
 	code, out, errOut = cli(t, "run", file, "--nats", srv.url)
 	if code != exitFailed || !strings.Contains(errOut, "E_OPERATOR_ONLY mcp.orders.command") {
 		t.Fatalf("on a server: exit %d, want 1 naming mcp.orders.command\n%s%s", code, out, errOut)
+	}
+}
+
+// TestRolesEndToEnd: with an operator's configuration, a worker process authenticated as a
+// worker principal serves the built-in steps, a submitter starts runs, a viewer reads them and
+// may not start one: each role has the permissions its work needs, and no more.
+func TestRolesEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "ops.toml")
+	if err := os.WriteFile(cfg, []byte(`
+[principals.wanda]
+token_env = "TEST_WORKER_TOKEN"
+roles = ["worker"]
+
+[principals.sam]
+token_env = "TEST_SUBMITTER_TOKEN"
+roles = ["submitter"]
+
+[principals.val]
+token_env = "TEST_VIEWER_TOKEN"
+roles = ["viewer"]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TEST_WORKER_TOKEN", "worker-token-0123456789")
+	t.Setenv("TEST_SUBMITTER_TOKEN", "submitter-token-0123456789")
+	t.Setenv("TEST_VIEWER_TOKEN", "viewer-token-0123456789")
+	srv := startServe(t, filepath.Join(dir, "data"), "--no-workers", "--config", cfg)
+
+	var wout, werr syncBuffer
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := background(ctx, &wout, &werr, "worker", "--nats", srv.url, "--token", "worker-token-0123456789")
+	awaitText(t, &werr, "reins worker serving", done, "reins worker")
+
+	code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--nats", srv.url, "--token", "submitter-token-0123456789", "--json", "--quiet")
+	if code != exitOK {
+		t.Fatalf("the submitter's run: exit %d\n%s%s", code, out, errOut)
+	}
+	if r := decodeResult(t, out); r.Status != "completed" {
+		t.Fatalf("the submitter's run: %+v", r)
+	}
+	code, out, errOut = cli(t, "runs", "list", "--nats", srv.url, "--token", "viewer-token-0123456789")
+	if code != exitOK || len(lines(out)) == 0 {
+		t.Fatalf("the viewer lists runs: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, "run", refundFile, "--input", refundInput, "--nats", srv.url, "--token", "viewer-token-0123456789", "--detach")
+	if code != exitFailed || !strings.Contains(errOut, "principal val may not start runs: it needs the submitter role") {
+		t.Fatalf("the viewer starts a run: exit %d\n%s%s", code, out, errOut)
+	}
+	cancel()
+	if code := awaitExit(t, done, "reins worker"); code != exitOK {
+		t.Fatalf("the worker exited %d\n%s", code, werr.String())
 	}
 }

@@ -70,7 +70,13 @@ func TestListAndWatch(t *testing.T) {
 		return at
 	}})
 	bs := loopWorkflow(t, 2)
-	v.worker("think").serve(func(task *engine.Task) *wire.Event { return continued(task, `"again"`) })
+	// The worker answers once the watch has seen the run running, so that the watch sees a
+	// save before the last however fast the machine is.
+	sawRunning := make(chan struct{})
+	v.worker("think").serve(func(task *engine.Task) *wire.Event {
+		<-sawRunning
+		return continued(task, `"again"`)
+	})
 
 	// Watch a run before it exists: the watch waits for it, yields every save, ends at the end.
 	watched := make(chan []engine.RunStatus, 1)
@@ -80,6 +86,9 @@ func TestListAndWatch(t *testing.T) {
 			if err != nil {
 				t.Errorf("Watch: %v", err)
 				break
+			}
+			if len(seen) == 0 {
+				close(sawRunning)
 			}
 			seen = append(seen, rec.Run.Status)
 		}

@@ -437,11 +437,19 @@ func (v *validator) outside(path string) string {
 // valLinkOutside reports why path, relative to base and inside root lexically, leads outside
 // root through a symbolic link, or "" when it does not (or does not exist: nothing is read).
 func valLinkOutside(root, base, path string) string {
-	dir, err := filepath.EvalSymlinks(root)
+	absRoot, err := filepath.Abs(root)
 	if err != nil {
 		return ""
 	}
-	target, err := filepath.EvalSymlinks(filepath.Join(base, path))
+	dir, err := filepath.EvalSymlinks(absRoot)
+	if err != nil {
+		return ""
+	}
+	abs, err := filepath.Abs(filepath.Join(base, path))
+	if err != nil {
+		return ""
+	}
+	target, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return ""
 	}

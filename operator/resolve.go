@@ -189,28 +189,40 @@ func (r *Resolved) LogValue() slog.Value { return slog.StringValue(r.String()) }
 const AdminTokenFile = "admin.token"
 
 // AdminToken returns the data directory's admin token, creating it (32 random bytes, mode
-// 0600) at the first call. Two processes that race both get the winner's.
+// 0600) at the first call. Two processes that race both get the winner's: the token is written
+// whole to a file of its own, then linked into place only if no token is there yet, so that no
+// reader ever sees a half-written one.
 func AdminToken(dataDir string) (string, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return "", fmt.Errorf("create the data directory %s: %w", dataDir, err)
 	}
 	path := filepath.Join(dataDir, AdminTokenFile)
+	if _, err := os.Stat(path); err == nil {
+		return ReadAdminToken(dataDir)
+	}
 	b := make([]byte, 32)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
 	token := "reins_" + hex.EncodeToString(b)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	switch {
+	tmp, err := os.CreateTemp(dataDir, ".admin.token-*")
+	if err != nil {
+		return "", fmt.Errorf("create the admin token in %s: %w", dataDir, err)
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.WriteString(token + "\n")
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(tmp.Name(), 0o600)
+	}
+	if werr != nil {
+		return "", fmt.Errorf("write the admin token %s: %w", path, werr)
+	}
+	switch err := os.Link(tmp.Name(), path); {
 	case errors.Is(err, fs.ErrExist):
 		return ReadAdminToken(dataDir)
 	case err != nil:
 		return "", fmt.Errorf("create the admin token %s: %w", path, err)
-	}
-	_, werr := f.WriteString(token + "\n")
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return "", fmt.Errorf("write the admin token %s: %w", path, werr)
 	}
 	return token, nil
 }

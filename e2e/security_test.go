@@ -321,6 +321,11 @@ func TestSharedServer(t *testing.T) {
 		if refused != 1 {
 			t.Errorf("acts %+v: want bob's one refused decision recorded", rec.Run.Acts)
 		}
+		code, out = s.cli(aliceToken, "runs", "show", id)
+		if code != 0 || !strings.Contains(out, "start by=sam") || !strings.Contains(out, "attempt 1 by=alice") ||
+			!strings.Contains(out, "refused: ") || !strings.Contains(out, "by=bob: principal bob is not one of the approvers (alice)") {
+			t.Errorf("runs show: exit %d\n%s\nwant who started, who decided, and the refusal", code, out)
+		}
 	})
 
 	t.Run("a run that used a key and one that hit a 401", func(t *testing.T) {

@@ -127,7 +127,8 @@ func Permissions(id Identity) *server.Permissions {
 		add(&pub, kvRead(RunsBucket)...)
 		add(&pub, kvWatch(RunsBucket)...)
 		add(&pub, "$JS.API.CONSUMER.CREATE."+EventsStream+".>", "$JS.API.CONSUMER.DELETE."+EventsStream+".*",
-			"$JS.API.CONSUMER.INFO."+EventsStream+".*", "$JS.API.CONSUMER.MSG.NEXT."+EventsStream+".*")
+			"$JS.API.CONSUMER.INFO."+EventsStream+".*", "$JS.API.CONSUMER.MSG.NEXT."+EventsStream+".*",
+			"$JS.API.DIRECT.GET."+EventsStream+".>", "$JS.API.STREAM.MSG.GET."+EventsStream)
 	}
 	if id.Has(RoleSubmitter) {
 		add(&pub, "$KV."+WorkflowsBucket+".>", "reins.event.*."+SubmitKind+"."+id.Name)

@@ -156,6 +156,9 @@ func TestReadersRead(t *testing.T) {
 	if _, err := runs.Put(ctx, "r-1", []byte(`{"run":1}`)); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := b.JetStream().Publish(ctx, "reins.event.r-1", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
 	for tok, want := range map[string]bool{"tok-viewer": true, "tok-submitter": true, "tok-approver": true, "tok-worker": false, "tok-nothing": false} {
 		c := open(t, Options{URL: b.ClientURL(), Token: tok})
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -164,6 +167,12 @@ func TestReadersRead(t *testing.T) {
 			var e jetstream.KeyValueEntry
 			if e, err = kv.Get(rctx, "r-1"); err == nil && string(e.Value()) != `{"run":1}` {
 				t.Errorf("%s read %q", tok, e.Value())
+			}
+		}
+		if err == nil { // the last event of a run, as runs show reads it
+			var st jetstream.Stream
+			if st, err = c.JetStream().Stream(rctx, EventsStream); err == nil {
+				_, err = st.GetLastMsgForSubject(rctx, "reins.event.r-1")
 			}
 		}
 		if err == nil {

@@ -152,12 +152,24 @@ func newRunsShowCmd(nf *natsFlags) *cobra.Command {
 				for _, ev := range events {
 					fmt.Fprintln(out, "  "+eventLine(ev))
 				}
+				printRefused(out, rec.Run.Acts)
 				return nil
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print the run result and its events as JSON (the run result plus "trace")`)
 	return cmd
+}
+
+// printRefused lists the decisions the engine refused (a principal who is not an approver):
+// the trace shows them as sent, this says they changed nothing.
+func printRefused(out io.Writer, acts []engine.Act) {
+	for _, a := range acts {
+		if a.Refused == "" {
+			continue
+		}
+		fmt.Fprintf(out, "refused: %s %s %s by=%s: %s\n", a.At.Local().Format("15:04:05.000"), a.Type, a.Step, a.By, a.Refused)
+	}
 }
 
 // eventLine describes an event in one line.
@@ -186,6 +198,12 @@ func eventLine(ev wire.Event) string {
 	}
 	if ev.Usage != nil {
 		s += usageText(*ev.Usage)
+	}
+	if ev.By != "" { // a person's event: by the principal whose subject it came on
+		s += " by=" + ev.By
+		if ev.OnBehalfOf != "" {
+			s += " on_behalf_of=" + ev.OnBehalfOf
+		}
 	}
 	return s
 }

@@ -90,8 +90,8 @@ func TestRunsOnDataDir(t *testing.T) {
 			t.Fatalf("no trace:\n%s", out)
 		}
 		trace := ls[i+1:]
-		if f := strings.Fields(trace[0]); len(f) != 2 || f[1] != "start" {
-			t.Errorf("first trace line %q, want the start event", trace[0])
+		if f := strings.Fields(trace[0]); len(f) != 3 || f[1] != "start" || f[2] != "by=admin" {
+			t.Errorf("first trace line %q, want the start event, by the data directory's admin", trace[0])
 		}
 		if !slices.ContainsFunc(trace, func(l string) bool {
 			return strings.Contains(l, " completed investigate iteration 4 attempt 1 stop=completed")

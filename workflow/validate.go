@@ -459,6 +459,19 @@ func valLinkOutside(root, base, path string) string {
 	return ""
 }
 
+// checkApprovers checks who may decide a step: principal names or role:NAME, each once.
+func (v *validator) checkApprovers(key, step string, approvers []string) {
+	for j, a := range approvers {
+		k := key + "[" + strconv.Itoa(j) + "]"
+		switch {
+		case !valNameOK(strings.TrimPrefix(a, "role:")):
+			v.add(EBadValue, k, "step %s names approver %q: want a principal's name or role:NAME, made of a-z, 0-9, _ and -", step, a)
+		case slices.Contains(approvers[:j], a):
+			v.add(EBadValue, k, "step %s names approver %q twice", step, a)
+		}
+	}
+}
+
 // valStepFields tells, for each type-specific key, whether a step sets it.
 var valStepFields = []struct {
 	key string
@@ -621,6 +634,7 @@ func (v *validator) checkStep(i int) {
 			v.checkTemplates(key("prompt"), name, s.Prompt)
 		}
 		v.checkOnTimeout(i)
+		v.checkApprovers(key("approvers"), name, s.Approvers)
 	case WaitEvent:
 		if s.Event == "" {
 			missing("event", "the name of the event it waits for")
@@ -714,6 +728,7 @@ func (v *validator) checkAgent(i int, missing func(k, what string)) {
 		toolList("policy.allow", p.Allow)
 		toolList("policy.require_approval", p.RequireApproval)
 		toolList("policy.required_evidence", p.RequiredEvidence)
+		v.checkApprovers(valStepKey(i, "policy.approvers"), name, p.Approvers)
 	}
 	if b := s.Budget; b != nil {
 		for _, f := range []struct {

@@ -132,7 +132,7 @@ func (d *decider) onDecision(ev Event) {
 	}
 	dec := Decision{CallID: clean(ev.CallID), Approve: ev.Approve, Message: clean(ev.Message), By: clean(ev.By), OnBehalfOf: clean(ev.OnBehalfOf)}
 	if why := refusal(approversOf(step), dec, ev.Roles); why != "" {
-		d.refuse(key, ev, why)
+		d.act(key, ev, why) // recorded, and nothing else changes: the step keeps waiting
 		return
 	}
 	switch step.Type {
@@ -380,6 +380,3 @@ func (d *decider) act(key string, ev Event, refused string) {
 		i++
 	}
 }
-
-// refuse records a decision that may not decide: the run keeps waiting.
-func (d *decider) refuse(key string, ev Event, why string) { d.act(key, ev, why) }

@@ -140,9 +140,6 @@ func NewRunID() string {
 	return "r-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
 }
 
-// Principal returns who the client acts as.
-func (c *Client) Principal() string { return c.principal }
-
 // ErrForbidden is wrapped by the errors of what the client's principal may not do.
 var ErrForbidden = errors.New("not allowed")
 

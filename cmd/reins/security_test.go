@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/reins-run/reins/operator"
+	"github.com/reins-run/reins/workflow"
 )
 
 // TestServeConfigProblems: a configuration with an unknown key or role names the file, line and
@@ -153,5 +156,29 @@ roles = ["viewer"]
 	cancel()
 	if code := awaitExit(t, done, "reins worker"); code != exitOK {
 		t.Fatalf("the worker exited %d\n%s", code, werr.String())
+	}
+}
+
+// TestAdmit: a server's engine refuses, before any step runs, an input past max_input_bytes
+// and a workflow its operator does not allow, with the code of the first problem.
+func TestAdmit(t *testing.T) {
+	cfg, err := operator.Parse("ops.toml", []byte("[providers.corp]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n[limits]\nmax_input_bytes = 16\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, ps := workflow.Parse("wf.toml", []byte("name = \"wf\"\n[models.m]\nprovider = \"openai\"\nmodel = \"x\"\n[[steps]]\nid = \"s\"\ntype = \"terminate\"\n"))
+	if len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	ok, _ := workflow.Parse("ok.toml", []byte("name = \"ok\"\n[[steps]]\nid = \"s\"\ntype = \"terminate\"\n"))
+	a := admit(cfg)
+	if e := a(t.Context(), []*workflow.Definition{ok}, []byte(`"0123456789abcdef"`)); e == nil || e.Code != CodeInputTooLarge || !strings.Contains(e.Message, "18 bytes, more than the server's max_input_bytes of 16") {
+		t.Errorf("a large input: %+v", e)
+	}
+	if e := a(t.Context(), []*workflow.Definition{ok, def}, []byte(`1`)); e == nil || e.Code != "E_UNKNOWN_PROVIDER" || !strings.Contains(e.Message, "wf.toml:3: E_UNKNOWN_PROVIDER models.m.provider") {
+		t.Errorf("an unknown provider in a sub-workflow: %+v", e)
+	}
+	if e := a(t.Context(), []*workflow.Definition{ok}, []byte(`1`)); e != nil {
+		t.Errorf("an allowed run was refused: %+v", e)
 	}
 }

@@ -383,6 +383,11 @@ func (e *Engine) write(ctx context.Context, ent *entry, create bool, rev uint64)
 		return 0, permanent(fmt.Errorf("run %s: %w", id, err))
 	}
 	e.fault(id)
+	// Bounded: a save whose acknowledgement was lost (the server restarted between the request
+	// and its reply) would otherwise wait forever and stall every run of the shard. After the
+	// timeout the event is decided again, and compare-and-set tells a save that did land.
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
 	if create {
 		rev, err = e.runs.Create(ctx, id, data)
 	} else {

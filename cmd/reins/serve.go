@@ -43,6 +43,12 @@ With no --nats, an embedded NATS server with JetStream stores everything in --da
 runs) can connect; other commands given the same --data find it on their own. With --nats, the
 engine and workers use that external server or cluster instead.
 
+The embedded server requires a token from every client (docs/security.md): the principals of
+--config FILE, and the data directory's admin, whose token serve creates at its first start in
+DATA/admin.token (mode 0600; commands given --data use it). The operator's configuration also
+names the providers and keys, the MCP servers and the limits of the runs it serves: a submitted
+workflow that sets base_url, api_key_env, cassette or [mcp] tables is refused (E_OPERATOR_ONLY).
+
 Several serve processes may share one NATS server: one engine consumes at a time and the others
 stand by, taking over when it stops.
 

@@ -267,32 +267,47 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
 
 // Watch yields the record of run runID after every save, starting with the current one, and
 // ends after the record of the finished run. A run that does not exist yet is waited for. It
-// ends with ctx's error when ctx is done first.
+// ends with ctx's error when ctx is done first. The watch starts when the iteration does: a
+// caller that must not miss a save made meanwhile (one that starts the run itself) opens it
+// first with OpenWatch.
 func (c *Client) Watch(ctx context.Context, runID string) iter.Seq2[*Record, error] {
 	return func(yield func(*Record, error) bool) {
-		if err := checkKey(runID); err != nil {
-			yield(nil, err)
-			return
-		}
-		runs, _, err := c.buckets(ctx)
+		records, err := c.OpenWatch(ctx, runID)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		ctx, cancel := context.WithCancel(ctx)
+		records(yield)
+	}
+}
+
+// OpenWatch starts watching run runID now and returns the records as Watch yields them: every
+// save from this moment on is seen, even one made before the iteration begins (the run bucket
+// keeps only the last revision of a record, so a watch opened later would miss it). The watch
+// ends when the iteration does, or with ctx: iterate the result, or cancel ctx.
+func (c *Client) OpenWatch(ctx context.Context, runID string) (iter.Seq2[*Record, error], error) {
+	if err := checkKey(runID); err != nil {
+		return nil, err
+	}
+	runs, _, err := c.buckets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := runs.Watch(wctx, runID)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("runner: watch run %s: %w", runID, err)
+	}
+	return func(yield func(*Record, error) bool) {
 		defer cancel()
-		w, err := runs.Watch(ctx, runID)
-		if err != nil {
-			yield(nil, fmt.Errorf("runner: watch run %s: %w", runID, err))
-			return
-		}
 		defer func() { _ = w.Stop() }()
 		for {
 			var e jetstream.KeyValueEntry
 			var ok bool
 			select {
-			case <-ctx.Done():
-				yield(nil, fmt.Errorf("runner: watch run %s: %w", runID, ctx.Err()))
+			case <-wctx.Done():
+				yield(nil, fmt.Errorf("runner: watch run %s: %w", runID, wctx.Err()))
 				return
 			case e, ok = <-w.Updates():
 			}
@@ -311,7 +326,7 @@ func (c *Client) Watch(ctx context.Context, runID string) iter.Seq2[*Record, err
 				return
 			}
 		}
-	}
+	}, nil
 }
 
 // Wait returns the record of run runID once it has finished.

@@ -199,19 +199,26 @@ func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.C
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	line, err := send(ctx, c)
-	if err != nil {
-		return &exitError{code: exitFailed, err: err}
+	sendAndSay := func() error {
+		line, err := send(ctx, c)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(cmd.ErrOrStderr(), line)
+		return nil
 	}
-	fmt.Fprintln(cmd.ErrOrStderr(), line)
 	if !box.Embedded() && !f.follow {
+		if err := sendAndSay(); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
 		return nil
 	}
 	def, err := c.Definition(ctx, before)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	return followToResult(cmd, c, runID, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: true, after: before.Revision})
+	// The answer goes once the watch is open: its progress shows every save after it.
+	return followToResult(cmd, c, runID, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: true, after: before.Revision, start: sendAndSay})
 }
 
 // printWaiting tells what a waiting run waits for and the command that answers each.

@@ -163,18 +163,26 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	id, err := client.Start(ctx, bundles, input, f.runID)
-	if err != nil {
-		return &exitError{code: exitFailed, err: err}
-	}
 	if f.detach {
+		id, err := client.Start(ctx, bundles, input, f.runID)
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
 		fmt.Fprintln(cmd.OutOrStdout(), id)
 		return nil
+	}
+	id := f.runID
+	if id == "" {
+		id = runner.NewRunID()
+	}
+	start := func() error {
+		_, err := client.Start(ctx, bundles, input, id)
+		return err
 	}
 	// On a private embedded server nobody else can answer a waiting run: stop there, and let
 	// reins approve (or resume, signal) continue it from the data directory.
 	private := box.Embedded() && f.listen == ""
-	return followToResult(cmd, client, id, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: private})
+	return followToResult(cmd, client, id, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: private, start: start})
 }
 
 // followOptions say how followToResult follows a run.
@@ -183,6 +191,9 @@ type followOptions struct {
 	// untilWaiting stops at a waiting state saved at a revision after after.
 	untilWaiting bool
 	after        uint64
+	// start, when set, starts the run (or sends what continues it) once the watch is open, so
+	// that progress shows every save, the first ones included.
+	start func() error
 }
 
 // followToResult follows run id, prints its result, and says how the command exits: 0 when
@@ -305,8 +316,17 @@ func follow(ctx context.Context, c *runner.Client, id string, def *workflow.Defi
 		case <-watchCtx.Done():
 		}
 	}()
+	records, err := c.OpenWatch(watchCtx, id)
+	if err != nil {
+		return nil, err
+	}
+	if o.start != nil {
+		if err := o.start(); err != nil {
+			return nil, err
+		}
+	}
 	p := newProgress(w, def, o.quiet)
-	for rec, err := range c.Watch(watchCtx, id) {
+	for rec, err := range records {
 		if err != nil {
 			return nil, err
 		}

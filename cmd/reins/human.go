@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/runner"
 )
 
@@ -218,26 +219,52 @@ func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.C
 		return &exitError{code: exitFailed, err: err}
 	}
 	// The answer goes once the watch is open: its progress shows every save after it.
-	return followToResult(cmd, c, runID, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: true, after: before.Revision, start: sendAndSay})
+	return followToResult(cmd, c, runID, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: true, after: before.Revision, start: sendAndSay, where: f.nats.where()})
 }
 
-// printWaiting tells what a waiting run waits for and the command that answers each.
-func printWaiting(w io.Writer, res runner.Result) {
+// printWaiting tells what a waiting run waits for and the command that answers each; where
+// (" --data DIR", " --nats URL", or "") is appended to each command, so that it reaches the run.
+func printWaiting(w io.Writer, res runner.Result, where string) {
 	for _, wr := range res.Waiting {
 		switch wr.Wait {
 		case engine.WaitApproval:
 			if len(wr.Pending) == 0 {
-				fmt.Fprintf(w, "waiting: step %s asks %q: reins approve %s %s | reins deny %s %s --message M\n", wr.Step, wr.Prompt, res.RunID, wr.Step, res.RunID, wr.Step)
+				fmt.Fprintf(w, "waiting: step %s asks %q: reins approve %s %s%s | reins deny %s %s --message M%s\n", wr.Step, wr.Prompt, res.RunID, wr.Step, where, res.RunID, wr.Step, where)
 			}
 			for _, p := range wr.Pending {
-				fmt.Fprintf(w, "waiting: step %s call %s %s %s: reins approve %s %s | reins deny %s %s --message M\n", wr.Step, p.CallID, p.Tool, compactJSON(p.Arguments), res.RunID, p.CallID, res.RunID, p.CallID)
+				fmt.Fprintf(w, "waiting: step %s call %s %s %s: reins approve %s %s%s | reins deny %s %s --message M%s\n", wr.Step, p.CallID, p.Tool, compactJSON(p.Arguments), res.RunID, p.CallID, where, res.RunID, p.CallID, where)
 			}
 		case engine.WaitInput:
-			fmt.Fprintf(w, "waiting: step %s needs a human: reins resume %s --input '\"...\"'\n", wr.Step, res.RunID)
+			fmt.Fprintf(w, "waiting: step %s needs a human: reins resume %s --input '\"...\"'%s\n", wr.Step, res.RunID, where)
 		case engine.WaitEvent:
-			fmt.Fprintf(w, "waiting: step %s waits for event %s: reins signal %s %s --data JSON\n", wr.Step, wr.Event, res.RunID, wr.Event)
+			// reins signal names the data directory --data-dir: its --data is the event's.
+			fmt.Fprintf(w, "waiting: step %s waits for event %s: reins signal %s %s --data JSON%s\n", wr.Step, wr.Event, res.RunID, wr.Event, strings.Replace(where, "--data ", "--data-dir ", 1))
 		}
 	}
+}
+
+// where is what a suggested command needs to reach the server of nf: --nats URL, or --data DIR
+// when it is not the default.
+func (nf *natsFlags) where() string {
+	switch {
+	case nf.url != "":
+		return " --nats " + shellWord(natsbox.RedactURL(nf.url))
+	case nf.data != "" && nf.data != ".reins":
+		return " --data " + shellWord(nf.data)
+	}
+	return ""
+}
+
+// shellWord is s as one word of a POSIX shell: as it is when it has only safe characters, else
+// in single quotes.
+func shellWord(s string) string {
+	safe := s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:,@%+=", r))
+	}) < 0
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // jsonFlag is the JSON value of flag name (none: null).

@@ -158,3 +158,22 @@ func TestHumanCommandErrors(t *testing.T) {
 		t.Errorf("runs list: exit %d\n%s; want gate-2 still waiting", code, out)
 	}
 }
+
+// TestWhere: the commands suggested for a waiting run name the server the run is on, as one
+// shell word each.
+func TestWhere(t *testing.T) {
+	for _, tc := range []struct {
+		flags natsFlags
+		want  string
+	}{
+		{natsFlags{data: ".reins"}, ""},
+		{natsFlags{data: "/tmp/x"}, " --data /tmp/x"},
+		{natsFlags{data: "my runs"}, " --data 'my runs'"},
+		{natsFlags{data: "it's"}, ` --data 'it'\''s'`},
+		{natsFlags{url: "nats://u:secret@h:4222", data: "/tmp/x"}, " --nats nats://u:xxxxx@h:4222"},
+	} {
+		if got := tc.flags.where(); got != tc.want {
+			t.Errorf("where of %+v = %q, want %q", tc.flags, got, tc.want)
+		}
+	}
+}

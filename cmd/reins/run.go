@@ -182,7 +182,7 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	// On a private embedded server nobody else can answer a waiting run: stop there, and let
 	// reins approve (or resume, signal) continue it from the data directory.
 	private := box.Embedded() && f.listen == ""
-	return followToResult(cmd, client, id, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: private, start: start})
+	return followToResult(cmd, client, id, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: private, start: start, where: f.nats.where()})
 }
 
 // followOptions say how followToResult follows a run.
@@ -194,6 +194,8 @@ type followOptions struct {
 	// start, when set, starts the run (or sends what continues it) once the watch is open, so
 	// that progress shows every save, the first ones included.
 	start func() error
+	// where is what the commands suggested for a waiting run need to reach it (natsFlags.where).
+	where string
 }
 
 // followToResult follows run id, prints its result, and says how the command exits: 0 when
@@ -208,7 +210,7 @@ func followToResult(cmd *cobra.Command, c *runner.Client, id string, def *workfl
 		return &exitError{code: exitFailed, err: err}
 	}
 	if rec.Run.Status == engine.RunWaiting {
-		printWaiting(cmd.ErrOrStderr(), res)
+		printWaiting(cmd.ErrOrStderr(), res, o.where)
 		return nil
 	}
 	if rec.Run.Status != engine.RunCompleted {

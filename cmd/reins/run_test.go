@@ -398,7 +398,7 @@ func TestRunStopsAtApprovalStep(t *testing.T) {
 		t.Errorf("step review is %s, want waiting", got)
 	}
 	want := "waiting: step review asks \"The critic still wants changes after 3 rewrites. Publish this draft anyway? Reins 1.0 is out: agent loops run inside workflows you declare, stay within hard budgets, and record why they stopped.\": reins approve " +
-		r.RunID + " review | reins deny " + r.RunID + " review --message M"
+		r.RunID + " review --data " + data + " | reins deny " + r.RunID + " review --message M --data " + data
 	if !strings.Contains(errOut, want) {
 		t.Errorf("stderr has no line %q:\n%s", want, errOut)
 	}
@@ -435,7 +435,7 @@ func TestRunModelOfTheWorkflow(t *testing.T) {
 	if first := lines(out)[0]; first != "run drafted waiting" {
 		t.Errorf("first line %q, want \"run drafted waiting\"", first)
 	}
-	want := `waiting: step investigate call call_2_0 draft_refund_recommendation {"amount":42.5,"order_id":"O-104","reason":"Delivered 4 days late; policy 4.2 refunds deliveries more than 3 days late in full."}: reins approve drafted call_2_0 | reins deny drafted call_2_0 --message M`
+	want := `waiting: step investigate call call_2_0 draft_refund_recommendation {"amount":42.5,"order_id":"O-104","reason":"Delivered 4 days late; policy 4.2 refunds deliveries more than 3 days late in full."}: reins approve drafted call_2_0 --data ` + data + ` | reins deny drafted call_2_0 --message M --data ` + data
 	if !strings.Contains(errOut, want) {
 		t.Errorf("stderr has no line %q:\n%s", want, errOut)
 	}

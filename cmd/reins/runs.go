@@ -440,7 +440,7 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "run %s forked into %s at step %s iteration %d (%d checkpoint keys copied)\n",
 		runID, forked.RunID, forked.Step, forked.Iteration, forked.Checkpoints)
-	return followToResult(cmd, c, forked.RunID, forked.Definition, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: box.Embedded()})
+	return followToResult(cmd, c, forked.RunID, forked.Definition, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: box.Embedded(), where: nf.where()})
 }
 
 // modelDef is the model declaration of --model PROVIDER:NAME, for a fork's definition (nil

@@ -20,6 +20,7 @@ import (
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -59,13 +60,13 @@ type Operator interface {
 	MCPServer(name string) (operator.MCPServer, bool)
 }
 
-// EffectStore keeps the recorded results of side-effecting tool calls by an id naming the call
-// (worker.Effects implements it over natsbox.EffectsBucket).
+// EffectStore runs side effects once per id, with claims and leases (worker.Effects implements
+// it over natsbox.EffectsBucket; see worker.Effects.Once for the protocol).
 type EffectStore interface {
-	// LoadEffect returns the value recorded for id, or nil when nothing is recorded.
-	LoadEffect(ctx context.Context, id string) ([]byte, error)
-	// StoreEffect records value for id and returns once it is stored.
-	StoreEffect(ctx context.Context, id string, value []byte) error
+	// Once runs do unless a result is recorded for id, and returns the recorded result.
+	Once(ctx context.Context, id string, lease worker.Lease, do func(context.Context) ([]byte, error)) ([]byte, error)
+	// LeaseFor is the lease of an attempt of task t.
+	LeaseFor(t *engine.Task) worker.Lease
 }
 
 // Task is what a handler needs of the task it answers; worker.TaskContext provides it through

@@ -111,15 +111,16 @@
 // # Side effects
 //
 // A tool with side effects (side_effect = true in the workflow, or a Go tool made with
-// tool.Writes()) runs once per call even when its iteration runs again after a crash: with
-// Config.Effects (Register uses the worker's record, natsbox.EffectsBucket), each call first
-// looks up its record, named by its idempotency key (run, iteration, call index), its tool and
-// its canonical arguments. With a record, the recorded result is returned and the tool is not
-// called. Without, the tool is called and its result (a success, or a permanent failure, a
-// panic included) is recorded before the call returns to the loop, so before the iteration is
-// checkpointed and its task answered and acknowledged; retryable failures are not recorded. A
-// record that cannot be read fails the attempt (the iteration runs again) without calling the
-// tool; one that cannot be written is logged and the result used all the same.
+// tool.Writes()) runs once per call even when its iteration runs again (a crash, a timeout and
+// retry, a redelivery): with Config.Effects (Register uses the worker's, worker.Effects), each
+// call, named by its idempotency key (run, iteration, call index), its tool and its canonical
+// arguments, goes through Once: a recorded result is returned without calling the tool; a call
+// another attempt is making is waited for; else the tool is called and its result (a success,
+// or a permanent failure, a panic included) recorded before the call returns to the loop, so
+// before the iteration is checkpointed and its task answered and acknowledged. Retryable
+// failures are not recorded. A claim that cannot be made, a record that cannot be read or
+// written, and a claim lost while the tool ran all fail the attempt (the iteration runs again)
+// without checkpointing.
 //
 // Every failure is one sentence that names the step.
 package builtin

@@ -4,25 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/reins-run/reins/tool"
+	"github.com/reins-run/reins/worker"
 )
 
-// recordTimeout bounds the write of one record. The write does not end with the task's context:
-// once a side effect happened, recording it matters even if the task is being abandoned.
-const recordTimeout = 10 * time.Second
-
-// effects records the results of the side-effecting tools of one task in an EffectStore. It
-// keeps the first failure to read a record: the handler then fails the attempt rather than go
-// on with a call it could not tell had already run.
+// effects runs the side-effecting tools of one task through an EffectStore, once per call. It
+// keeps the first failure of the record (a record that cannot be read, a claim that cannot be
+// made, a result that cannot be recorded, a claim lost): the handler then fails the attempt
+// rather than go on with a call whose record it cannot trust.
 type effects struct {
 	store EffectStore
-	log   *slog.Logger
-	step  string
+	lease worker.Lease
 
 	mu  sync.Mutex
 	err error
@@ -33,10 +29,10 @@ func (h *Handlers) newEffects(j *job) *effects {
 	if h.cfg.Effects == nil {
 		return nil
 	}
-	return &effects{store: h.cfg.Effects, log: h.log, step: j.name}
+	return &effects{store: h.cfg.Effects, lease: h.cfg.Effects.LeaseFor(j.task)}
 }
 
-// failed returns the first failure to read a record, if any.
+// failed returns the first failure of the record, if any.
 func (fx *effects) failed() error {
 	if fx == nil {
 		return nil
@@ -73,10 +69,11 @@ type effect struct {
 	Error  string          `json:"error,omitempty"`
 }
 
-// recordedTool runs a side-effecting tool once per call: before calling it, it looks up the
-// call's record; with one, it returns the recorded result without calling the tool; without,
-// it calls the tool and records a success or a permanent failure before returning, so that the
-// record is stored before the loop goes on (and before the task is answered and acknowledged).
+// recordedTool runs a side-effecting tool once per call, through the store's claim: an attempt
+// that finds the call's result recorded returns it without calling the tool; one that finds
+// another attempt making the call waits for its result; otherwise the tool is called, and its
+// result (a success or a permanent failure) is recorded before the call returns to the loop, so
+// before the iteration is checkpointed and its task answered and acknowledged.
 // A call is named by its idempotency key (run, iteration, call index), its tool and its
 // arguments in canonical form: an iteration that runs again proposes the same call at the same
 // place (the scripted model, a resumed turn), while a model that proposes something else there
@@ -85,6 +82,15 @@ type recordedTool struct {
 	tool.Tool
 	fx *effects
 }
+
+// errNotMade is what the store's do returns for a call that failed without effect (a retryable
+// failure, or the task's context ended): nothing is recorded and the call may run again.
+type errNotMade struct {
+	out json.RawMessage
+	err error
+}
+
+func (e *errNotMade) Error() string { return e.err.Error() }
 
 func (r recordedTool) Call(ctx context.Context, args json.RawMessage, key string) (json.RawMessage, error) {
 	name := r.Spec().Name
@@ -96,14 +102,22 @@ func (r recordedTool) Call(ctx context.Context, args json.RawMessage, key string
 	if key == "" { // outside a loop: nothing names the call, so it cannot be recognized again
 		return r.Tool.Call(ctx, args, key)
 	}
-	id := effectID(key, name, args)
-	raw, err := r.fx.store.LoadEffect(ctx, id)
+	raw, err := r.fx.store.Once(ctx, effectID(key, name, args), r.fx.lease, func(ctx context.Context) ([]byte, error) {
+		return r.call(ctx, name, args, key)
+	})
+	var notMade *errNotMade
+	if errors.As(err, &notMade) {
+		return notMade.out, notMade.err
+	}
 	if err != nil {
-		return nil, r.fx.fail(fmt.Errorf("cannot tell whether tool %s already made call %s: %w", name, key, err))
+		return nil, r.fx.fail(fmt.Errorf("call %s of tool %s: %w", key, name, err))
 	}
-	if raw != nil {
-		return r.replay(name, key, raw)
-	}
+	return r.replay(name, key, raw)
+}
+
+// call calls the tool and returns the record of its result; a failure that leaves the call to
+// be made again is an *errNotMade.
+func (r recordedTool) call(ctx context.Context, name string, args json.RawMessage, key string) ([]byte, error) {
 	out, err := tool.SafeCall(ctx, r.Tool, args, key)
 	rec := effect{Tool: name}
 	switch {
@@ -116,10 +130,9 @@ func (r recordedTool) Call(ctx context.Context, args json.RawMessage, key string
 	case !tool.IsRetryable(err) && ctx.Err() == nil:
 		rec.Error = err.Error()
 	default: // a retryable failure, or the task's context ended: the call may run again
-		return out, err
+		return nil, &errNotMade{out: out, err: err}
 	}
-	r.fx.record(ctx, id, key, rec)
-	return out, err
+	return json.Marshal(rec)
 }
 
 // replay returns a recorded result as the tool returned it.
@@ -128,7 +141,6 @@ func (r recordedTool) replay(name, key string, raw []byte) (json.RawMessage, err
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		return nil, r.fx.fail(fmt.Errorf("the record of call %s of tool %s is not valid: %w", key, name, err))
 	}
-	r.fx.log.Debug("side effect replayed from its record", "step", r.fx.step, "tool", name, "key", key)
 	switch {
 	case rec.Error != "":
 		return nil, &tool.Error{Message: rec.Error}
@@ -136,22 +148,6 @@ func (r recordedTool) replay(name, key string, raw []byte) (json.RawMessage, err
 		return json.RawMessage(*rec.Text), nil
 	}
 	return rec.Output, nil
-}
-
-// record stores rec under id. A record that cannot be stored is logged, and the result goes
-// to the loop all the same: the side effect happened, and failing the attempt would only make
-// it run again.
-func (fx *effects) record(ctx context.Context, id, key string, rec effect) {
-	data, err := json.Marshal(rec)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		defer cancel()
-		err = fx.store.StoreEffect(ctx, id, data)
-	}
-	if err != nil {
-		fx.log.Warn("builtin: the result of a side effect could not be recorded: the call runs again if its iteration does",
-			"step", fx.step, "tool", rec.Tool, "key", key, "err", err)
-	}
 }
 
 // effectID names a call: its idempotency key, tool and arguments (canonical JSON: object keys

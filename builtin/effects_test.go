@@ -6,14 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/worker"
@@ -43,7 +44,7 @@ func effectStore(t *testing.T) (builtin.EffectStore, jetstream.KeyValue) {
 	return w.Effects(), kv
 }
 
-// records returns the values of the effects bucket.
+// records returns the results recorded in the effects bucket.
 func records(t *testing.T, kv jetstream.KeyValue) []string {
 	t.Helper()
 	lister, err := kv.ListKeys(context.Background())
@@ -56,7 +57,14 @@ func records(t *testing.T, kv jetstream.KeyValue) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, string(e.Value()))
+		var rec struct {
+			Done  bool
+			Value json.RawMessage
+		}
+		if err := json.Unmarshal(e.Value(), &rec); err != nil || !rec.Done {
+			t.Fatalf("record %s is not a result (%v)", e.Value(), err)
+		}
+		out = append(out, string(rec.Value))
 	}
 	return out
 }
@@ -203,47 +211,44 @@ func TestSideEffectsRunOnce(t *testing.T) {
 	}
 }
 
-// A record that cannot be read fails the attempt (to run again) without calling the tool or
-// checkpointing; a record that cannot be written is logged, and the iteration goes on with the
-// result (the side effect happened).
+// Whatever goes wrong with the record fails the attempt (to run again) without checkpointing:
+// a claim that cannot be made (the tool is not called), a record that is not valid, a result
+// that cannot be recorded or a claim lost while the tool ran (the tool was called: its next
+// attempt finds the claim and runs it again with the same idempotency key, or waits).
 func TestSideEffectRecordFailures(t *testing.T) {
 	wf := refundWorkflow(script(refund, answer), `["issue_refund"]`, `{}`, noBudget)
 	b, hash := bundleOf(t, wf, "")
+	const will = "step investigate: iteration 1 will run again: call run1/investigate/1/0 of tool issue_refund: "
 	tests := []struct {
-		name       string
-		store      failingStore
-		answer     string
-		calls      int
-		err, log   string
-		checkpoint bool
+		name  string
+		store failingStore
+		calls int
+		err   string
 	}{
-		{name: "the record cannot be read", store: failingStore{load: errors.New("nats: timeout")}, answer: "fail",
-			err: "step investigate: iteration 1 will run again: cannot tell whether tool issue_refund already made call run1/investigate/1/0: nats: timeout"},
-		{name: "the record cannot be written", store: failingStore{store: errors.New("nats: no responders")}, answer: "continue", calls: 1,
-			checkpoint: true, log: "the result of a side effect could not be recorded"},
-		{name: "the record is not valid", store: failingStore{value: []byte(`{"tool":`)}, answer: "fail",
+		{name: "the claim cannot be made", store: failingStore{claim: errors.New("nats: timeout")},
+			err: will + "nats: timeout"},
+		{name: "the record is not valid", store: failingStore{value: []byte(`{"tool":`)},
 			err: "step investigate: iteration 1 will run again: the record of call run1/investigate/1/0 of tool issue_refund is not valid: unexpected end of JSON input"},
+		{name: "the result cannot be recorded", store: failingStore{record: worker.ErrNotRecorded}, calls: 1,
+			err: will + worker.ErrNotRecorded.Error()},
+		{name: "the claim was lost", store: failingStore{record: worker.ErrLeaseLost}, calls: 1,
+			err: will + worker.ErrLeaseLost.Error()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs bytes.Buffer
 			goTool := &counting{spec: tool.Spec{Name: "refund"}, result: func(int, json.RawMessage) (json.RawMessage, error) {
 				return json.RawMessage(`{"ok":true}`), nil
 			}}
-			h := newHandlers(t, builtin.Config{Effects: &tt.store, Tools: map[string]tool.Tool{"payments.issue_refund": goTool},
-				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			h := newHandlers(t, builtin.Config{Effects: &tt.store, Tools: map[string]tool.Tool{"payments.issue_refund": goTool}})
 			ft := newTask(b, hash, "investigate", 1, "null")
 			if err := h.Agent(ft); err != nil {
 				t.Fatal(err)
 			}
-			if ft.answer != tt.answer || (tt.err != "") != (ft.err != nil) || ft.err != nil && ft.err.Error() != tt.err {
-				t.Fatalf("answer %s (%v), want %s (%s)", ft.answer, ft.err, tt.answer, tt.err)
+			if ft.answer != "fail" || ft.err == nil || ft.err.Error() != tt.err {
+				t.Fatalf("answer %s (%v), want fail (%s)", ft.answer, ft.err, tt.err)
 			}
-			if goTool.count() != tt.calls || (ft.saved != nil) != tt.checkpoint {
-				t.Errorf("%d calls, checkpoint %s; want %d calls, a checkpoint: %v", goTool.count(), ft.saved, tt.calls, tt.checkpoint)
-			}
-			if !strings.Contains(logs.String(), tt.log) {
-				t.Errorf("log %q, want %q", logs.String(), tt.log)
+			if goTool.count() != tt.calls || ft.saved != nil {
+				t.Errorf("%d calls, checkpoint %s; want %d calls, no checkpoint", goTool.count(), ft.saved, tt.calls)
 			}
 		})
 	}
@@ -251,9 +256,27 @@ func TestSideEffectRecordFailures(t *testing.T) {
 
 // failingStore is an EffectStore that fails as told, or holds value for every id.
 type failingStore struct {
-	load, store error
-	value       []byte
+	claim, record error
+	value         []byte
 }
 
-func (f *failingStore) LoadEffect(context.Context, string) ([]byte, error) { return f.value, f.load }
-func (f *failingStore) StoreEffect(context.Context, string, []byte) error  { return f.store }
+func (f *failingStore) Once(ctx context.Context, _ string, _ worker.Lease, do func(context.Context) ([]byte, error)) ([]byte, error) {
+	switch {
+	case f.claim != nil:
+		return nil, f.claim
+	case f.value != nil:
+		return f.value, nil
+	}
+	v, err := do(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if f.record != nil {
+		return nil, f.record
+	}
+	return v, nil
+}
+
+func (f *failingStore) LeaseFor(*engine.Task) worker.Lease {
+	return worker.Lease{Holder: "test", For: time.Minute}
+}

@@ -5,11 +5,13 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -111,17 +113,20 @@ func TestEffectOnceAcrossWorkerCrash(t *testing.T) {
 		t.Fatalf("%d records in %s, want 1", len(records), natsbox.EffectsBucket)
 	}
 	var record struct {
-		Tool   string          `json:"tool"`
-		Output json.RawMessage `json:"output"`
+		Done  bool `json:"done"`
+		Value struct {
+			Tool   string          `json:"tool"`
+			Output json.RawMessage `json:"output"`
+		} `json:"value"`
 	}
-	if err := json.Unmarshal(records[0].Value(), &record); err != nil {
-		t.Fatal(err)
+	if err := json.Unmarshal(records[0].Value(), &record); err != nil || !record.Done {
+		t.Fatalf("record %s is not a result (%v)", records[0].Value(), err)
 	}
 	var result struct {
 		Line  string `json:"line"`
 		Lines int    `json:"lines"`
 	}
-	if err := json.Unmarshal(record.Output, &result); err != nil || record.Tool != "append_line" || result.Line != lines[0] || result.Lines != 1 {
+	if err := json.Unmarshal(record.Value.Output, &result); err != nil || record.Value.Tool != "append_line" || result.Line != lines[0] || result.Lines != 1 {
 		t.Fatalf("record %s, want append_line's result with the counter file's line %q", records[0].Value(), lines[0])
 	}
 	st := finalState(t, ctx, js, id, "act")
@@ -131,8 +136,8 @@ func TestEffectOnceAcrossWorkerCrash(t *testing.T) {
 			seen = append(seen, m.Content)
 		}
 	}
-	if len(seen) != 1 || seen[0] != compactJSON(t, record.Output) {
-		t.Errorf("the model saw %q as append_line's result, want the recorded %s", seen, record.Output)
+	if len(seen) != 1 || seen[0] != compactJSON(t, record.Value.Output) {
+		t.Errorf("the model saw %q as append_line's result, want the recorded %s", seen, record.Value.Output)
 	}
 }
 
@@ -202,4 +207,123 @@ func compactJSON(t *testing.T, raw json.RawMessage) string {
 		t.Fatal(err)
 	}
 	return buf.String()
+}
+
+// effectsPerRun reads the counter file and returns how many times the effect happened for
+// each of ids (a line starts with the call's idempotency key, which starts with the run id).
+func effectsPerRun(t *testing.T, counter string, ids []string) map[string]int {
+	t.Helper()
+	data, err := os.ReadFile(counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		for _, id := range ids {
+			if strings.HasPrefix(line, id+"/") {
+				n[id]++
+			}
+		}
+	}
+	return n
+}
+
+// startRuns starts n runs of file, detached, and returns their ids.
+func startRuns(t *testing.T, url, file, prefix string, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = reins(t, "run", file, "--nats", url, "--detach", "--run-id", fmt.Sprintf("%s-%d", prefix, i), "--input", `{}`)
+	}
+	return ids
+}
+
+// checkOnce waits for every run and checks that each completed with its effect done once.
+func checkOnce(t *testing.T, ctx context.Context, c *cluster, counter string, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		rec, err := c.client(ctx).Wait(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Run.Status != engine.RunCompleted {
+			t.Errorf("run %s: %s (%+v), want completed", id, rec.Run.Status, rec.Run.Error)
+		}
+	}
+	counts := effectsPerRun(t, counter, ids)
+	total := 0
+	for _, id := range ids {
+		total += counts[id]
+		if counts[id] != 1 {
+			t.Errorf("run %s: the effect happened %d times, want once", id, counts[id])
+		}
+	}
+	t.Logf("%d runs: %d effects", len(ids), total)
+}
+
+// A side-effecting tool slower than its attempt's timeout (2s against 1s, 3 attempts): the
+// attempts after the first find the call claimed by the first, still running, and wait for its
+// result instead of calling again. 10 runs: 10 effects.
+func TestEffectOnceAcrossTimeouts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin := buildEffectWorker(t)
+	c := newCluster(t)
+	serve(t, c.url)
+	counter := filepath.Join(t.TempDir(), "counter.txt")
+	env := []string{"REINS_COUNTER_FILE=" + counter}
+	w := start(t, "effectworker", env, bin, "-nats", c.url, "-ack-wait", "1s", "-slow", "2s")
+	w.waitFor("ready", 30*time.Second)
+	ids := startRuns(t, c.url, "testdata/effectworker/slow.toml", "slow", 10)
+	checkOnce(t, ctx, c, counter, ids)
+	for _, id := range ids {
+		rec, err := c.client(ctx).Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Two iterations: a retry of the first makes three tasks or more.
+		if a := rec.Run.Steps["act"].Attempts; a < 3 {
+			t.Errorf("run %s: %d tasks for the step; want a retry after the timeout (the test would prove nothing)", id, a)
+		}
+	}
+}
+
+// A worker paused (SIGSTOP) in the middle of side effects, past AckWait, then resumed: the
+// tasks go to a second worker, which finds the calls claimed and waits; the first records its
+// results when it resumes, and the second answers with them. 10 runs: 10 effects.
+func TestEffectOnceAcrossPause(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin := buildEffectWorker(t)
+	c := newCluster(t)
+	serve(t, c.url)
+	counter := filepath.Join(t.TempDir(), "counter.txt")
+	env := []string{"REINS_COUNTER_FILE=" + counter}
+	a := start(t, "effectworker-a", env, bin, "-nats", c.url, "-ack-wait", "1s", "-slow", "1s")
+	a.waitFor("ready", 30*time.Second)
+	ids := startRuns(t, c.url, "testdata/effectworker/paused.toml", "paused", 10)
+	for range ids {
+		a.waitFor("effect-start", 30*time.Second)
+	}
+	b := start(t, "effectworker-b", env, bin, "-nats", c.url, "-ack-wait", "1s")
+	b.waitFor("ready", 30*time.Second)
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// The fault itself, not a synchronization: a pause three times AckWait, so that every task
+	// of the paused worker is redelivered to the other.
+	time.Sleep(3 * time.Second)
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	checkOnce(t, ctx, c, counter, ids)
+	if n := countLines(b, "effect-start"); n != 0 {
+		t.Errorf("the second worker called the tool %d times, want none", n)
+	}
+	// The second worker got the tasks while the first was paused, and waited for its results.
+	replayed := countLines(b, "effect-replayed")
+	t.Logf("the second worker returned %d recorded results", replayed)
+	if replayed == 0 {
+		t.Errorf("the second worker returned no recorded result: the pause did not hand it the tasks (the test would prove nothing)")
+	}
 }

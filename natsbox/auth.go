@@ -145,6 +145,7 @@ func Permissions(id Identity) *server.Permissions {
 		add(&pub, kvRead(CheckpointsBucket)...)
 		add(&pub, kvWatch(CheckpointsBucket)...)
 		add(&pub, kvRead(EffectsBucket)...)
+		add(&pub, kvWatch(EffectsBucket)...)
 		add(&sub, CancelSubjects)
 	}
 	// The engine's consumer of REINS_EVENTS is the engine's alone: whoever may create ordered

@@ -62,6 +62,16 @@ type TaskContext interface {
 	// writes; nil when there is none.
 	LoadCheckpoint() (json.RawMessage, error)
 
+	// Effect runs fn, a side effect, once for key in this iteration of the step, across its
+	// attempts and redeliveries, and returns its result (the JSON of fn's value): an attempt
+	// that finds the result recorded returns it without running fn; one that finds another
+	// attempt running fn waits for it. fn gets the idempotency key (run, step, activation,
+	// iteration and key) to pass to the system it changes: when a holder is lost (crashed, or
+	// paused past its lease), fn runs again with the same key. An error from fn means the
+	// effect did not happen: nothing is recorded and Effect returns it. docs/engine.md says
+	// what is exactly-once and what is at-least-once with a key.
+	Effect(key string, fn func(ctx context.Context, idempotencyKey string) (any, error)) (json.RawMessage, error)
+
 	// Heartbeat tells JetStream that the task is still being worked on (the worker also does it
 	// every AckWait/3 while the handler runs); once the task is answered it does nothing.
 	Heartbeat() error

@@ -101,9 +101,11 @@
 //
 // # Side effects
 //
-// Effects is the record of the results of side-effecting calls (natsbox.EffectsBucket), by an
-// id naming the call: a handler that runs an iteration again after a crash finds the result of
-// a call it already made there (package builtin records every side-effecting tool's result
-// before the loop goes on, so before the task is answered). Records are not tied to a task and
-// may be written after its answer.
+// Effects is the record of side effects (natsbox.EffectsBucket), by an id naming the call: a
+// claim while an attempt makes it, then its result. Effects.Once is the protocol (claim with a
+// lease, renewed while the call runs; wait for a live claim; take over one whose lease ran out;
+// record on the claim's revision, so that a holder that lost its claim cannot record), and
+// TaskContext.Effect the way for a handler; package builtin runs every side-effecting tool
+// through it. docs/engine.md says what is exactly-once and what is at-least-once with a key.
+// Records are not tied to a task and may be written after its answer.
 package worker

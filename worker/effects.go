@@ -2,30 +2,77 @@ package worker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/wire"
 )
 
-// Effects is the record of side effects, natsbox.EffectsBucket: what a side-effecting call
-// returned, by an id naming the call (its idempotency key), so that a call that runs again
-// (its iteration was redelivered after a crash) returns the recorded result instead of doing
-// its work twice. The values are the caller's; the keys are wire.EffectKey of the ids. It is
-// safe for concurrent use, and opens the bucket on first use.
+// ErrLeaseLost is wrapped by the error of a side effect whose holder lost its claim while the
+// effect ran (it was paused or cut off longer than its lease, and another attempt took the
+// claim over): the holder may not record its result, and its attempt fails (retryable).
+var ErrLeaseLost = errors.New("the claim on the side effect was lost")
+
+// ErrNotRecorded is wrapped by the error of a side effect that ran but whose result could not
+// be recorded: its attempt fails (retryable), and the next attempt runs the effect again with
+// the same idempotency key once the claim's lease ends.
+var ErrNotRecorded = errors.New("the result of the side effect could not be recorded")
+
+// recordTimeout bounds the write of a record or a claim. It does not end with the task's
+// context: once a side effect happened, recording it matters even if the task is abandoned.
+const recordTimeout = 10 * time.Second
+
+// Effects is the record of side effects, natsbox.EffectsBucket: for each side effect, named by
+// an id (its idempotency key, with whatever else identifies the call), a claim while an attempt
+// runs it, then what it returned, so that an attempt that runs again (redelivered after a crash,
+// retried after a timeout) returns the recorded result instead of doing the effect twice. Once
+// implements the protocol; docs/engine.md says what it guarantees. It is safe for concurrent
+// use, and opens the bucket on first use.
 type Effects struct {
 	js jetstream.JetStream
+	// ackWait is the worker's AckWait: the default lease is the attempt's timeout plus it.
+	ackWait time.Duration
+	// id names the worker process in the claims it holds.
+	id string
+	// waiting, when set (tests), is called as an attempt starts waiting for a live claim.
+	waiting func(key string)
+
 	mu sync.Mutex
 	kv jetstream.KeyValue
 }
 
 // Effects returns the worker's record of side effects (package builtin records its tools'
-// results there).
+// results there; TaskContext.Effect is the way for a handler).
 func (w *Worker) Effects() *Effects { return w.effects }
+
+// newEffects returns the record of side effects of a worker with AckWait ackWait.
+func newEffects(js jetstream.JetStream, ackWait time.Duration) *Effects {
+	nonce := make([]byte, 8)
+	_, _ = rand.Read(nonce)
+	return &Effects{js: js, ackWait: ackWait, id: hex.EncodeToString(nonce)}
+}
+
+// LeaseFor is the lease of the side effects of an attempt of task t in this worker: held by the
+// attempt in this process, for the attempt's timeout (AckWait when it has none) plus AckWait.
+// So a claim outlives any pause of its holder shorter than that; an attempt redelivered after
+// AckWait waits for the paused one instead of running the effect again; and one retried after
+// the engine timed the attempt out (its timeout plus grace) finds the claim run out.
+func (e *Effects) LeaseFor(t *engine.Task) Lease {
+	base := t.Timeout
+	if base <= 0 {
+		base = e.ackWait
+	}
+	return Lease{Holder: t.MsgID + "@" + e.id, For: base + e.ackWait}
+}
 
 func (e *Effects) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	e.mu.Lock()
@@ -41,31 +88,253 @@ func (e *Effects) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
-// LoadEffect returns the value recorded for id, or nil when nothing is recorded.
-func (e *Effects) LoadEffect(ctx context.Context, id string) ([]byte, error) {
-	kv, err := e.bucket(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("worker: read the record of a side effect: %w", err)
-	}
-	ke, err := kv.Get(ctx, wire.EffectKey(id))
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("worker: read the record of side effect %s: %w", wire.EffectKey(id), err)
-	}
-	return ke.Value(), nil
+// Lease says who claims a side effect and for how long.
+type Lease struct {
+	// Holder names the attempt that claims (the task's message id and the worker process): a
+	// claim is never taken over by its own holder, only waited for.
+	Holder string
+	// For is how long a claim lives without being renewed; its holder renews it every For/3
+	// while the effect runs. A claim older than that is taken to be abandoned: the effect runs
+	// again, with the same idempotency key.
+	For time.Duration
 }
 
-// StoreEffect records value for id; it returns once JetStream stored it. A later record of the
-// same id replaces it.
-func (e *Effects) StoreEffect(ctx context.Context, id string, value []byte) error {
+// effectRecord is what the bucket holds for an effect: a claim (Holder, Until) or a result
+// (Done, Value).
+type effectRecord struct {
+	Holder string          `json:"holder,omitempty"`
+	Until  time.Time       `json:"until,omitzero"`
+	Done   bool            `json:"done,omitempty"`
+	Value  json.RawMessage `json:"value,omitempty"`
+}
+
+// Once runs do, the side effect id, unless a result of it is recorded, and returns the
+// recorded result, a JSON value (do returns one; nothing is null). do's result is recorded (and returned) when it returns no error; an error
+// means the effect did not happen and may run again: the claim is released and the error
+// returned. Before do runs, the attempt claims id with lease; another attempt that finds a
+// live claim waits for its result (at most until ctx ends); a claim whose lease ran out is
+// taken over, and do runs again. A holder that lost its claim while do ran cannot record its
+// result (the record is written on the claim's revision): Once returns ErrLeaseLost. A result
+// that cannot be recorded returns ErrNotRecorded.
+func (e *Effects) Once(ctx context.Context, id string, lease Lease, do func(context.Context) ([]byte, error)) ([]byte, error) {
+	if lease.For <= 0 || lease.Holder == "" {
+		return nil, fmt.Errorf("worker: side effect %s: lease %+v: want a holder and a duration over 0", wire.EffectKey(id), lease)
+	}
 	kv, err := e.bucket(ctx)
 	if err != nil {
-		return fmt.Errorf("worker: record a side effect: %w", err)
+		return nil, fmt.Errorf("worker: side effect %s: %w", wire.EffectKey(id), err)
 	}
-	if _, err := kv.Put(ctx, wire.EffectKey(id), value); err != nil {
-		return fmt.Errorf("worker: record side effect %s: %w", wire.EffectKey(id), err)
+	key := wire.EffectKey(id)
+	for {
+		rev, value, err := e.claim(ctx, kv, key, lease)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("worker: side effect %s: %w", key, err)
+		case value != nil:
+			return value, nil
+		case rev > 0:
+			return e.run(ctx, kv, key, rev, lease, do)
+		}
+		// Someone else's live claim changed or ran out: look again.
 	}
-	return nil
+}
+
+// claim claims key for lease. It returns the revision of the claim; or the recorded result;
+// or neither once a live claim of another attempt changed or ran out.
+func (e *Effects) claim(ctx context.Context, kv jetstream.KeyValue, key string, lease Lease) (uint64, []byte, error) {
+	rev, err := e.put(ctx, kv, key, e.claimRecord(lease), 0)
+	if err == nil {
+		return rev, nil, nil
+	}
+	if !isWrongRevision(err) {
+		return 0, nil, fmt.Errorf("claim: %w", err)
+	}
+	entry, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) { // released in between: claim again
+		return 0, nil, nil
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("read the record: %w", err)
+	}
+	rec, err := decodeEffect(entry.Value())
+	switch {
+	case err != nil:
+		return 0, nil, err
+	case rec.Done:
+		return 0, rec.Value, nil
+	case rec.Holder != lease.Holder && !time.Now().Before(rec.Until):
+		// The holder is gone (or paused past its lease): take the claim over, on the revision
+		// read, so that of two attempts taking it over one wins.
+		rev, err := e.put(ctx, kv, key, e.claimRecord(lease), entry.Revision())
+		if isWrongRevision(err) {
+			return 0, nil, nil
+		}
+		if err != nil {
+			return 0, nil, fmt.Errorf("take over an abandoned claim: %w", err)
+		}
+		return rev, nil, nil
+	}
+	return 0, nil, e.await(ctx, kv, key, entry.Revision(), rec.Until)
+}
+
+// await returns once key changes after revision rev, or the claim's lease (until) runs out, or
+// ctx ends (its error).
+func (e *Effects) await(ctx context.Context, kv jetstream.KeyValue, key string, rev uint64, until time.Time) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := kv.Watch(ctx, key, jetstream.UpdatesOnly())
+	if err != nil {
+		return fmt.Errorf("watch a live claim: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	// The claim may have changed between the read and the watch: look once more.
+	if entry, err := kv.Get(ctx, key); err != nil || entry.Revision() != rev {
+		return nil
+	}
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	if e.waiting != nil {
+		e.waiting(key)
+	}
+	select {
+	case <-w.Updates():
+		return nil
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the attempt that holds the claim: %w", context.Cause(ctx))
+	}
+}
+
+// run runs do holding the claim at revision rev, renewing it, and records the result on the
+// claim's last revision.
+func (e *Effects) run(ctx context.Context, kv jetstream.KeyValue, key string, rev uint64, lease Lease, do func(context.Context) ([]byte, error)) ([]byte, error) {
+	r := &renewal{e: e, kv: kv, key: key, lease: lease, rev: rev, stop: make(chan struct{}), done: make(chan struct{})}
+	go r.loop()
+	value, err := do(ctx)
+	rev, lost := r.end()
+	if err != nil {
+		if !lost { // the effect did not happen: let the next attempt run it at once
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+			defer cancel()
+			_ = kv.Delete(dctx, key, jetstream.LastRevision(rev))
+		}
+		return nil, err
+	}
+	if lost {
+		return nil, fmt.Errorf("worker: side effect %s ran, but %w (its holder was paused or cut off longer than %s): the attempt fails and the result of the attempt that took it over counts", key, ErrLeaseLost, lease.For)
+	}
+	if len(value) == 0 {
+		value = []byte("null")
+	}
+	if !json.Valid(value) {
+		return nil, fmt.Errorf("worker: side effect %s ran, but its result is not JSON, so %w", key, ErrNotRecorded)
+	}
+	data, err := json.Marshal(effectRecord{Done: true, Value: value})
+	if err == nil {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancel()
+		_, err = kv.Update(wctx, key, data, rev)
+	}
+	if isWrongRevision(err) {
+		return nil, fmt.Errorf("worker: side effect %s ran, but %w before its result was recorded: the attempt fails and the result of the attempt that took it over counts", key, ErrLeaseLost)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("worker: side effect %s ran, but %w: %v", key, ErrNotRecorded, err)
+	}
+	return value, nil
+}
+
+// renewal renews a claim every lease.For/3 until end is called or a renewal finds the claim
+// taken over.
+type renewal struct {
+	e     *Effects
+	kv    jetstream.KeyValue
+	key   string
+	lease Lease
+
+	stop, done chan struct{}
+	rev        uint64 // owned by loop until done is closed
+	lost       bool
+}
+
+func (r *renewal) loop() {
+	defer close(r.done)
+	t := time.NewTicker(max(r.lease.For/3, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), min(recordTimeout, r.lease.For))
+		rev, err := r.e.put(ctx, r.kv, r.key, r.e.claimRecord(r.lease), r.rev)
+		cancel()
+		switch {
+		case err == nil:
+			r.rev = rev
+		case isWrongRevision(err):
+			r.lost = true
+			return
+		}
+		// Another failure (the server unreachable for a moment): the next tick tries again;
+		// the record on the claim's revision will tell whether it was lost meanwhile.
+	}
+}
+
+// end stops the renewals and returns the claim's revision and whether it was lost.
+func (r *renewal) end() (uint64, bool) {
+	close(r.stop)
+	<-r.done
+	return r.rev, r.lost
+}
+
+func (e *Effects) claimRecord(l Lease) effectRecord {
+	return effectRecord{Holder: l.Holder, Until: time.Now().Add(l.For)}
+}
+
+// put creates key (rev 0) or updates it on revision rev with rec.
+func (e *Effects) put(ctx context.Context, kv jetstream.KeyValue, key string, rec effectRecord, rev uint64) (uint64, error) {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if rev == 0 {
+		return kv.Create(ctx, key, data)
+	}
+	return kv.Update(ctx, key, data, rev)
+}
+
+// decodeEffect reads a record. A value that is not a record is the result stored by a worker of
+// an earlier version, which stored results only.
+func decodeEffect(data []byte) (effectRecord, error) {
+	var rec effectRecord
+	if err := json.Unmarshal(data, &rec); err != nil || (!rec.Done && rec.Holder == "") {
+		return effectRecord{Done: true, Value: data}, nil
+	}
+	return rec, nil
+}
+
+// isWrongRevision tells whether err is a compare-and-set that found another revision (the KV
+// maps every such failure of Create and Update to ErrKeyExists).
+func isWrongRevision(err error) bool { return errors.Is(err, jetstream.ErrKeyExists) }
+
+// Effect implements TaskContext.Effect.
+func (tc *taskContext) Effect(key string, fn func(ctx context.Context, idempotencyKey string) (any, error)) (json.RawMessage, error) {
+	t := tc.task
+	idem := fmt.Sprintf("%s/%s/%d/%d/%d/%s", t.RunID, t.Step, t.Item, t.Activation, t.Iteration, key)
+	return tc.w.effects.Once(tc, idem, tc.w.effects.LeaseFor(t), func(ctx context.Context) ([]byte, error) {
+		v, err := fn(ctx, idem)
+		if err != nil {
+			return nil, err
+		}
+		data, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("worker: the result of side effect %q is not JSON-encodable: %w", key, err)
+		}
+		return data, nil
+	})
 }

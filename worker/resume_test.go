@@ -247,35 +247,3 @@ func TestRedeliveryKeepsResumedWrites(t *testing.T) {
 		t.Errorf("keys after the retry %q: want iteration 2's first write purged and its resumed write kept", vals)
 	}
 }
-
-func TestEffects(t *testing.T) {
-	e := newEnv(t)
-	w, err := New(Config{Box: e.box})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fx := w.Effects()
-	ctx := testCtx(t)
-	id := "r-1/act/1/0\x00refund\x00{}"
-	if v, err := fx.LoadEffect(ctx, id); err != nil || v != nil {
-		t.Fatalf("LoadEffect of nothing = %q, %v; want nil, nil", v, err)
-	}
-	for _, value := range []string{`{"output":1}`, `{"output":2}`} {
-		if err := fx.StoreEffect(ctx, id, []byte(value)); err != nil {
-			t.Fatal(err)
-		}
-		if v, err := fx.LoadEffect(ctx, id); err != nil || string(v) != value {
-			t.Fatalf("LoadEffect = %q, %v; want %s", v, err, value)
-		}
-	}
-	kv, err := e.js.KeyValue(ctx, natsbox.EffectsBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ke, err := kv.Get(ctx, wire.EffectKey(id)); err != nil || string(ke.Value()) != `{"output":2}` {
-		t.Errorf("the bucket holds %v under %s (%v), want the last record", ke, wire.EffectKey(id), err)
-	}
-	if v, err := fx.LoadEffect(ctx, "another id"); err != nil || v != nil {
-		t.Errorf("LoadEffect of another id = %q, %v", v, err)
-	}
-}

@@ -118,7 +118,7 @@ func New(cfg Config) (*Worker, error) {
 		w.now = time.Now
 	}
 	w.bundles = wire.NewStore(&workflowsKV{js: w.js})
-	w.effects = &Effects{js: w.js}
+	w.effects = newEffects(w.js, w.ackWait)
 	return w, nil
 }
 

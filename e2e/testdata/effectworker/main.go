@@ -4,7 +4,10 @@
 // effect really happened). It prints one line per event the tests wait for, on stdout:
 //
 //	ready                        the worker consumes tasks
+//	effect-start KEY             the tool was called (call KEY); with -slow it then waits that
+//	                             long, whatever its context says, before its effect
 //	effect KEY LINE              the tool appended LINE to the counter file (call KEY)
+//	effect-replayed KEY          call KEY returned its recorded result: the tool was not called
 //	fault kill-after-effect N    the process kills itself (REINS_FAULT, below)
 //
 // REINS_FAULT=kill-after-effect:N makes the process SIGKILL itself right after the N-th result
@@ -46,10 +49,11 @@ const (
 func main() {
 	url := flag.String("nats", "", "NATS URL")
 	ackWait := flag.Duration("ack-wait", time.Second, "consumer AckWait")
+	slow := flag.Duration("slow", 0, "how long the tool takes before its effect, ignoring its context (a remote system that finishes what it started)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *url, *ackWait); err != nil {
+	if err := run(ctx, *url, *ackWait, *slow); err != nil {
 		fmt.Fprintln(os.Stderr, "effectworker:", err)
 		os.Exit(1)
 	}
@@ -64,7 +68,7 @@ func say(format string, v ...any) {
 	fmt.Printf(format+"\n", v...)
 }
 
-func run(ctx context.Context, url string, ackWait time.Duration) error {
+func run(ctx context.Context, url string, ackWait, slow time.Duration) error {
 	counter := os.Getenv(counterEnv)
 	if counter == "" {
 		return fmt.Errorf("%s is not set: name the file the tool appends to", counterEnv)
@@ -84,7 +88,7 @@ func run(ctx context.Context, url string, ackWait time.Duration) error {
 		return err
 	}
 	cfg := builtin.Config{
-		Tools:   map[string]tool.Tool{"counter.append": appendTool(counter)},
+		Tools:   map[string]tool.Tool{"counter.append": appendTool(counter, slow)},
 		Effects: &faulty{EffectStore: w.Effects(), after: killAfter},
 		Logger:  log,
 	}
@@ -103,8 +107,8 @@ func run(ctx context.Context, url string, ackWait time.Duration) error {
 
 // appendTool appends a line naming the call, the process and a random nonce to the counter
 // file, and returns that line and the file's line count: a result that a second execution
-// could not reproduce.
-func appendTool(path string) tool.Tool {
+// could not reproduce. It first waits slow.
+func appendTool(path string, slow time.Duration) tool.Tool {
 	spec := tool.Spec{Name: "append_line", Description: "Append a line to the counter file.", SideEffect: true}
 	return tool.New(spec, func(ctx context.Context, args json.RawMessage, key string) (json.RawMessage, error) {
 		var in struct {
@@ -113,6 +117,8 @@ func appendTool(path string) tool.Tool {
 		if err := json.Unmarshal(args, &in); err != nil {
 			return nil, &tool.Error{Message: "append_line: arguments: " + err.Error()}
 		}
+		say("effect-start %s", key)
+		time.Sleep(slow) // the remote system's work: it does not stop when the caller gives up
 		nonce := make([]byte, 8)
 		_, _ = rand.Read(nonce)
 		line := fmt.Sprintf("%s %s pid=%d nonce=%s", key, in.Text, os.Getpid(), hex.EncodeToString(nonce))
@@ -134,21 +140,28 @@ func appendTool(path string) tool.Tool {
 }
 
 // faulty is the worker's record of side effects, killing the process right after its after-th
-// record was stored (0: never).
+// result was recorded (0: never).
 type faulty struct {
 	builtin.EffectStore
 	after int64
 	n     atomic.Int64
 }
 
-func (f *faulty) StoreEffect(ctx context.Context, id string, value []byte) error {
-	err := f.EffectStore.StoreEffect(ctx, id, value)
-	if err == nil && f.after > 0 && f.n.Add(1) == f.after {
+func (f *faulty) Once(ctx context.Context, id string, lease worker.Lease, do func(context.Context) ([]byte, error)) ([]byte, error) {
+	ran := false
+	v, err := f.EffectStore.Once(ctx, id, lease, func(ctx context.Context) ([]byte, error) {
+		ran = true
+		return do(ctx)
+	})
+	if err == nil && !ran {
+		say("effect-replayed %s", strings.SplitN(id, "\x00", 2)[0])
+	}
+	if err == nil && ran && f.after > 0 && f.n.Add(1) == f.after {
 		say("fault kill-after-effect %d", f.after)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal ends the process before anything else runs here
 	}
-	return err
+	return v, err
 }
 
 // parseFault reads REINS_FAULT: empty, or kill-after-effect:N with N a positive integer.

@@ -547,8 +547,37 @@ func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *Task {
 
 func (d *decider) dispatch(key string, sr *StepRun, step *workflow.Step, notBefore time.Time) {
 	sr.NotBefore = notBefore
+	sr.Dispatched = d.at
 	sr.Attempts++
 	d.emit(Command{Type: CmdDispatch, Task: d.task(key, sr, step)})
+	if at := TaskWatch(sr, step); !at.IsZero() {
+		name, item := address(key, sr)
+		d.emit(Command{Type: CmdSchedule, At: at, Step: name, Item: item, Activation: sr.Activation, Watch: true})
+	}
+}
+
+// MinTaskGrace is the least time the engine waits past a task's timeout for its answer.
+const MinTaskGrace = 30 * time.Second
+
+// TaskWatch is when the engine times out the current attempt of sr itself, if no answer came:
+// the attempt's due time (when it was dispatched, or its NotBefore if later), plus the step's
+// timeout, plus a grace of the timeout again (at least MinTaskGrace), time in the queue
+// included. Zero when the step has no timeout or sr runs no task now.
+func TaskWatch(sr *StepRun, step *workflow.Step) time.Time {
+	if step == nil || step.Timeout <= 0 || !runsTask(step.Type) || sr.Status != StepRunning || sr.Wait != "" || sr.Dispatched.IsZero() {
+		return time.Time{}
+	}
+	due := sr.Dispatched
+	if sr.NotBefore.After(due) {
+		due = sr.NotBefore
+	}
+	t := step.Timeout.Std()
+	return due.Add(t + max(t, MinTaskGrace))
+}
+
+// runsTask reports whether steps of type t are carried out by tasks that workers answer.
+func runsTask(t workflow.StepType) bool {
+	return t == workflow.Task || t == workflow.LLM || t == workflow.Agent || t == workflow.AgentLoop
 }
 
 // childRunID names the sub-run of a call step or of a child: run/step/activation, or

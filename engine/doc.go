@@ -90,7 +90,13 @@
 //
 // A parallel, map or call step with a timeout asks for a tick at its end; a tick after it fails
 // the step. So does a waiting step with a timeout (at Until), and a sleep step. A task's timeout
-// is the shell's to watch (it knows when a worker took the task): it sends timed_out. Timers
+// is first the worker's to watch (it knows when it took the task): it sends timed_out. The
+// engine watches too, whatever workers or stray messages do: dispatching a task of a step with
+// a timeout asks for a tick at TaskWatch (the attempt's due time, its NotBefore or when it was
+// dispatched, plus the timeout, plus a grace of the timeout again and at least MinTaskGrace,
+// time in the queue included; the command has Watch set: each replaces the step's previous
+// one). A tick at or after the TaskWatch of the step's current attempt, still running and not
+// waiting, fails that attempt as a timed_out would (retried by the step's policy). Timers
 // lists the ticks a run waits for, at their original times, for a shell that re-arms its timers
 // from the saved state: sleeps and waits are durable.
 //

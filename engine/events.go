@@ -264,8 +264,9 @@ func (d *decider) onChildFinished(ev Event) {
 	d.completeStep(key, sr, out, label, "")
 }
 
-// onTick ends a wait whose time is up (a waiting step's timeout, a sleep), or fails a parallel,
-// map or call step whose timeout has passed. A tick before its time, or for another activation,
+// onTick ends a wait whose time is up (a waiting step's timeout, a sleep), fails a parallel,
+// map or call step whose timeout has passed, or times out an attempt whose task was not
+// answered by its TaskWatch. A tick before its time, or for another activation,
 // changes nothing. (The deadline was checked before: a tick for it needs nothing else.)
 func (d *decider) onTick(ev Event) {
 	if ev.Step == "" {
@@ -288,7 +289,22 @@ func (d *decider) onTick(ev Event) {
 	case sr.Status == StepRunning && timed(step.Type) && step.Timeout > 0 && !d.at.Before(sr.StartedAt.Add(step.Timeout.Std())):
 		d.abandon(key, sr)
 		d.failStep(key, sr, "timed out after "+step.Timeout.String())
+	default:
+		if at := TaskWatch(sr, step); !at.IsZero() && !d.at.Before(at) {
+			// No answer, not even the worker's timed_out: the task was lost (its worker
+			// dropped it, or its answer) or never taken. The attempt is over all the same.
+			d.attemptFailed(key, sr, step, fmt.Sprintf("attempt %d was not answered within %s of being due (its timeout %s and the engine's grace)",
+				sr.Attempt, at.Sub(d.taskDue(sr)), step.Timeout), false)
+		}
 	}
+}
+
+// taskDue is when the current attempt of sr was due.
+func (d *decider) taskDue(sr *StepRun) time.Time {
+	if sr.NotBefore.After(sr.Dispatched) {
+		return sr.NotBefore
+	}
+	return sr.Dispatched
 }
 
 // timed reports whether a running step of type t has a timeout the engine watches (a task's is

@@ -12,7 +12,7 @@ import (
 // Timers returns the schedule commands a run that has not finished waits for, as Decide emitted
 // them: the run's deadline (Step "", Item -1); the end of the timeout of every running parallel,
 // map or call step (a call step that runs as a parallel branch included), at StartedAt +
-// timeout; the end of every sleep, and the timeout of every waiting step that has one, at their
+// timeout; the TaskWatch of every running task with a timeout; the end of every sleep, and the timeout of every waiting step that has one, at their
 // Until. Each is addressed by step (or parent) and item, and activation. A shell that keeps
 // timers in memory arms them again from the saved state with it (after a restart, or when it
 // loads a run another engine decided), so that sleeps and waits are durable. A finished run
@@ -28,6 +28,7 @@ func Timers(def *workflow.Definition, run *Run) []Command {
 			continue
 		}
 		var at time.Time
+		watch := false
 		switch sr.Status {
 		case StepWaiting:
 			at = sr.Until
@@ -36,15 +37,18 @@ func Timers(def *workflow.Definition, run *Run) []Command {
 				at = sr.Until
 				break
 			}
-			if step := def.StepByID(sr.Step); step != nil && step.Timeout > 0 && timed(step.Type) {
+			step := def.StepByID(sr.Step)
+			if step != nil && step.Timeout > 0 && timed(step.Type) {
 				at = sr.StartedAt.Add(step.Timeout.Std())
+			} else {
+				at, watch = TaskWatch(sr, step), true
 			}
 		}
 		if at.IsZero() {
 			continue
 		}
 		name, item := address(key, sr)
-		cmds = append(cmds, Command{Type: CmdSchedule, At: at, Step: name, Item: item, Activation: sr.Activation})
+		cmds = append(cmds, Command{Type: CmdSchedule, At: at, Step: name, Item: item, Activation: sr.Activation, Watch: watch})
 	}
 	return cmds
 }

@@ -85,6 +85,11 @@ func TestTimersAndSubRuns(t *testing.T) {
 	timer := func(step string, item int, after time.Duration) engine.Command {
 		return engine.Command{Type: engine.CmdSchedule, At: t1.Add(after), Step: step, Item: item, Activation: 1}
 	}
+	watch := func(step string, item int, after time.Duration) engine.Command {
+		c := timer(step, item, after)
+		c.Watch = true
+		return c
+	}
 	sub := func(id, step string, item int) engine.ChildRun {
 		return engine.ChildRun{RunID: "run1/" + id, Workflow: "child.toml", Input: json.RawMessage(`1`), Step: step, Item: item, Activation: 1}
 	}
@@ -96,16 +101,17 @@ func TestTimersAndSubRuns(t *testing.T) {
 		wantTimer []engine.Command
 		wantSubs  []engine.ChildRun
 	}{
-		{"started: the deadline only", nil, []engine.Command{deadline}, nil},
-		{"fan-out: every timed parallel, map and call step, a call branch included",
+		// A task's watch is its timeout plus the grace (30s at least) after it was dispatched.
+		{"started: the deadline, and the watch of the first task", nil, []engine.Command{deadline, watch("prep", -1, 30*time.Second)}, nil},
+		{"fan-out: every timed parallel, map and call step, a call branch included, and every task's watch",
 			[]engine.Event{prepDone},
-			[]engine.Command{deadline, timer("each", -1, 3*time.Minute), timer("fan", -1, 2*time.Minute),
-				timer("fan", 2, 45*time.Second), timer("sub", -1, time.Minute)},
+			[]engine.Command{deadline, timer("each", -1, 3*time.Minute), watch("each", 0, time.Minute), watch("each", 1, time.Minute),
+				timer("fan", -1, 2*time.Minute), watch("fan", 0, time.Minute), timer("fan", 2, 45*time.Second), timer("sub", -1, time.Minute)},
 			fanOut},
 		{"a step that ended waits no more",
 			[]engine.Event{prepDone, subDone},
-			[]engine.Command{deadline, timer("each", -1, 3*time.Minute), timer("fan", -1, 2*time.Minute),
-				timer("fan", 2, 45*time.Second)},
+			[]engine.Command{deadline, timer("each", -1, 3*time.Minute), watch("each", 0, time.Minute), watch("each", 1, time.Minute),
+				timer("fan", -1, 2*time.Minute), watch("fan", 0, time.Minute), timer("fan", 2, 45*time.Second)},
 			fanOut[:3]},
 		{"finished: no timers, and the sub-runs still to cancel",
 			[]engine.Event{prepDone, subDone, cancel}, nil, fanOut[:3]},

@@ -200,6 +200,9 @@ type StepRun struct {
 	FirstIterationAt time.Time `json:"first_iteration_at,omitzero"`
 	// NotBefore is when the current attempt may start (loop_delay, retry backoff).
 	NotBefore time.Time `json:"not_before,omitzero"`
+	// Dispatched is when the task of the current attempt was sent: with NotBefore and the
+	// step's timeout it says when the engine times the attempt out itself (TaskWatch).
+	Dispatched time.Time `json:"dispatched,omitzero"`
 
 	// Input is what the current task receives: the step's input, or for a later iteration of
 	// an agent_loop the output of the previous one.
@@ -405,10 +408,13 @@ type Command struct {
 	// At is when a schedule command's tick is due.
 	At time.Time `json:"at,omitzero"`
 	// Step, Item and Activation address a schedule command's tick ("" for the run's deadline).
-	Step       string    `json:"step,omitempty"`
-	Item       int       `json:"item,omitempty"`
-	Activation int       `json:"activation,omitempty"`
-	Child      *ChildRun `json:"child,omitempty"`
+	Step       string `json:"step,omitempty"`
+	Item       int    `json:"item,omitempty"`
+	Activation int    `json:"activation,omitempty"`
+	// Watch marks the schedule of a task's watch (TaskWatch): a step has one at a time, so a
+	// shell may let each one replace the step's previous watch.
+	Watch bool      `json:"watch,omitempty"`
+	Child *ChildRun `json:"child,omitempty"`
 	// Reason is the last error of a dead-lettered task.
 	Reason string `json:"reason,omitempty"`
 	// Status, Output and Error are the result of a finish command.

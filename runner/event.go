@@ -336,6 +336,9 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 		if len(next.pending) == 1 {
 			sh.saves.add(id, time.Now().Add(e.saveWindow))
 		}
+		// A watch is armed before its save: it fires a tick long after the window, and an
+		// engine that crashes meanwhile re-arms it from the saved state (engine.Timers).
+		e.armSchedules(id, cmds)
 		return later, nil
 	}
 	var rev uint64
@@ -365,12 +368,17 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 		return ack, nil
 	}
 	sh.cache[id] = next
+	e.armSchedules(id, cmds)
+	return ack, nil
+}
+
+// armSchedules arms the timers of the schedule commands of run id.
+func (e *Engine) armSchedules(id string, cmds []engine.Command) {
 	for _, c := range cmds {
 		if c.Type == engine.CmdSchedule {
 			e.timers.arm(id, c)
 		}
 	}
-	return ack, nil
 }
 
 // write saves ent's record: creates it (create), or replaces revision rev with compare-and-set.

@@ -230,7 +230,13 @@ func (v *env) worker(handler string) *worker {
 // next returns the next task, acknowledged.
 func (w *worker) next() *engine.Task {
 	w.v.t.Helper()
-	ctx, cancel := context.WithTimeout(w.v.ctx, 20*time.Second)
+	return w.nextWithin(20 * time.Second)
+}
+
+// nextWithin returns the next task, acknowledged, failing the test after d.
+func (w *worker) nextWithin(d time.Duration) *engine.Task {
+	w.v.t.Helper()
+	ctx, cancel := context.WithTimeout(w.v.ctx, d)
 	defer cancel()
 	m, err := w.cons.Next(jetstream.FetchContext(ctx))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/wire"
@@ -639,5 +640,30 @@ func TestFinishedRunNotifiesAgain(t *testing.T) {
 	}
 	if len(evs) != 1 || evs[0].Type != engine.EvChildFinished || evs[0].Status != engine.RunCancelled || evs[0].Step != "sub" || evs[0].Activation != 1 {
 		t.Fatalf("events of the parent: %+v", evs)
+	}
+}
+
+// A task that no answer ends (its worker took it and dropped it: a stray cancel, a lost
+// answer) is timed out by the engine at its timeout plus the grace, and retried: the run does
+// not wait for its deadline. (The test takes the grace: 31 s.)
+func TestLostTaskTimedOutByTheEngine(t *testing.T) {
+	v := newEnv(t)
+	wf := workflow.New("lost")
+	wf.Task("work", "work").WithTimeout(time.Second).WithRetry(workflow.Retry{MaxAttempts: 2, Backoff: "fixed", InitialDelay: clock.Duration(10 * time.Millisecond)})
+	_, bs := bundles(t, wf)
+	w := v.worker("work")
+	id := v.start(bs, `{}`, "lost-1")
+	first := w.next() // taken, never answered
+	if first.Attempt != 1 {
+		t.Fatalf("attempt %d, want 1", first.Attempt)
+	}
+	second := w.nextWithin(time.Minute)
+	if second.Attempt != 2 {
+		t.Fatalf("attempt %d, want 2: the engine retries the lost attempt", second.Attempt)
+	}
+	publishEvent(v.ctx, t, v.box.JetStream(), completed(second, `"done"`), "")
+	rec := v.wait(id)
+	if rec.Run.Status != engine.RunCompleted || rec.Run.Steps["work"].Attempts != 2 {
+		t.Fatalf("run %s, step %+v; want completed on the second attempt", rec.Run.Status, rec.Run.Steps["work"])
 	}
 }

@@ -36,7 +36,7 @@ func (e *Engine) deferSave(ev *wire.Event, old, next *entry, cmds []engine.Comma
 		return false
 	}
 	for _, c := range cmds {
-		if c.Type != engine.CmdDispatch {
+		if c.Type != engine.CmdDispatch && (c.Type != engine.CmdSchedule || !c.Watch) {
 			return false
 		}
 	}

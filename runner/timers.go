@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -18,25 +19,36 @@ type timers struct {
 	log  *slog.Logger
 
 	mu     sync.Mutex
-	runs   map[string]map[string]*time.Timer
+	runs   map[string]map[string]*timer
 	closed bool
 }
 
+// timer is one armed timer; fired compares it with the map's, since a watch may have replaced it.
+type timer struct{ t *time.Timer }
+
 func newTimers(now func() time.Time, fire func(string, engine.Command) error, log *slog.Logger) *timers {
-	return &timers{now: now, fire: fire, log: log, runs: map[string]map[string]*time.Timer{}}
+	return &timers{now: now, fire: fire, log: log, runs: map[string]map[string]*timer{}}
 }
 
 // arm sets a timer for c, a schedule command of run runID, unless one is set for the same tick.
 // A tick already due fires at once.
+// A task's watch (c.Watch) replaces the step's previous one, so that a step has one timer
+// however many iterations it dispatches, and a loop that answers in time fires none.
 func (t *timers) arm(runID string, c engine.Command) {
 	key := wire.EventMsgID(tickEvent(runID, c), "")
+	if c.Watch {
+		key = "watch/" + c.Step + "/" + strconv.Itoa(c.Item)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return
 	}
-	if _, ok := t.runs[runID][key]; ok {
-		return
+	if old, ok := t.runs[runID][key]; ok {
+		if !c.Watch {
+			return
+		}
+		old.t.Stop()
 	}
 	t.set(runID, key, c, c.At.Sub(t.now()))
 }
@@ -45,26 +57,27 @@ func (t *timers) arm(runID string, c engine.Command) {
 func (t *timers) set(runID, key string, c engine.Command, d time.Duration) {
 	m := t.runs[runID]
 	if m == nil {
-		m = map[string]*time.Timer{}
+		m = map[string]*timer{}
 		t.runs[runID] = m
 	}
-	m[key] = time.AfterFunc(d, func() { t.fired(runID, key, c) })
+	tm := &timer{}
+	m[key] = tm
+	tm.t = time.AfterFunc(d, func() { t.fired(runID, key, tm, c) })
 }
 
-// fired publishes the tick; a failed publication is tried again a second later.
-func (t *timers) fired(runID, key string, c engine.Command) {
+// fired publishes the tick; a failed publication is tried again a second later. A timer that
+// another replaced meanwhile leaves the map alone.
+func (t *timers) fired(runID, key string, tm *timer, c engine.Command) {
 	err := t.fire(runID, c)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
+	if t.closed || t.runs[runID][key] != tm {
 		return
 	}
 	var d *dropError
 	if err != nil && !errors.As(err, &d) {
 		t.log.Warn("runner: a tick could not be published and is tried again", "run", runID, "tick", key, "err", err)
-		if _, ok := t.runs[runID][key]; ok {
-			t.set(runID, key, c, retryDelay)
-		}
+		t.set(runID, key, c, retryDelay)
 		return
 	}
 	if err != nil {
@@ -81,7 +94,7 @@ func (t *timers) cancelRun(runID string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, tm := range t.runs[runID] {
-		tm.Stop()
+		tm.t.Stop()
 	}
 	delete(t.runs, runID)
 }
@@ -93,7 +106,7 @@ func (t *timers) close() {
 	t.closed = true
 	for _, m := range t.runs {
 		for _, tm := range m {
-			tm.Stop()
+			tm.t.Stop()
 		}
 	}
 	t.runs = nil

@@ -296,6 +296,7 @@ func (e *encoder) stepRun(s *engine.StepRun) {
 	e.timeOmitZero("started_at", s.StartedAt)
 	e.timeOmitZero("first_iteration_at", s.FirstIterationAt)
 	e.timeOmitZero("not_before", s.NotBefore)
+	e.timeOmitZero("dispatched", s.Dispatched)
 	e.rawOmit("input", s.Input)
 	e.rawOmit("output", s.Output)
 	e.strOmit("label", s.Label)

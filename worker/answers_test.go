@@ -86,7 +86,7 @@ func TestAnswers(t *testing.T) {
 			}
 		})
 	}
-	if n := e.streamMsgs(natsbox.TasksStream); n != 0 {
+	if n, ok := e.drained(natsbox.TasksStream); !ok {
 		t.Errorf("%d tasks left in %s: every task is acknowledged once answered", n, natsbox.TasksStream)
 	}
 }

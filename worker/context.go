@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -112,6 +113,8 @@ type taskContext struct {
 	h       Handler
 	msg     jetstream.Msg
 	task    *engine.Task
+	// published is when JetStream stored the task (the server's clock).
+	published time.Time
 	// running is set once the handler starts: the heartbeat loop beats the task from then on.
 	running atomic.Bool
 

@@ -205,6 +205,20 @@ func (e *env) waitSettled(msgID string) string {
 	}
 }
 
+// drained reports whether stream holds no message besides the keepers, asking again (each a
+// round trip to the server, no sleep) until it does or the failsafe passes: the worker's
+// acknowledgements are not confirmed, and the server applies them after it has read them.
+func (e *env) drained(stream string) (uint64, bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(failsafe)
+	for {
+		n := e.streamMsgs(stream)
+		if n == 0 || time.Now().After(deadline) {
+			return n, n == 0
+		}
+	}
+}
+
 // streamMsgs returns the number of messages in stream, besides the keeper message(s) of
 // REINS_TASKS (natsbox.KeeperSubject, which no worker consumes): in REINS_TASKS, the tasks.
 func (e *env) streamMsgs(stream string) uint64 {

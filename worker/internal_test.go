@@ -3,21 +3,36 @@ package worker
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 func TestEndedRunsAreBounded(t *testing.T) {
 	r := newRunTable(3)
+	before := time.Now().Add(-time.Minute) // when the tasks were published
 	for i := range 5 {
 		r.end(fmt.Sprint("run", i))
 	}
 	r.end("run4") // known already: not added twice
 	for i, want := range []bool{false, false, true, true, true} {
-		if got := r.isEnded(fmt.Sprint("run", i)); got != want {
+		if got := r.isEnded(fmt.Sprint("run", i), before); got != want {
 			t.Errorf("run%d ended = %v, want %v (the last 3 ids are kept)", i, got, want)
 		}
 	}
-	if !r.isEnded("run3/call/1/2") || r.isEnded("run33") || r.isEnded("run1/x/1") {
+	if !r.isEnded("run3/call/1/2", before) || r.isEnded("run33", before) || r.isEnded("run1/x/1", before) {
 		t.Error("a sub-run ends with its parent, and only with it")
+	}
+}
+
+// A task published after its run was announced ended is not the ended run's: the announcement
+// was not true (a stray message), or the id names a new run.
+func TestEndedRunsOnlyDropEarlierTasks(t *testing.T) {
+	r := newRunTable(3)
+	r.end("run1")
+	if r.isEnded("run1", time.Now().Add(time.Second)) || r.isEnded("run1/call/1", time.Now().Add(time.Second)) {
+		t.Error("a task published after the announcement is dropped")
+	}
+	if !r.isEnded("run1", time.Now().Add(-time.Second)) {
+		t.Error("a task published before the announcement runs")
 	}
 }
 

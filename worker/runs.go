@@ -23,25 +23,28 @@ const (
 	flushTimeout = 10 * time.Second
 )
 
-// runTable knows the runs that ended (the last max ids announced) and the tasks running, so
-// that the end of a run cancels its tasks and those of its sub-runs.
+// runTable knows the runs that ended (the last max ids announced, with when the announcement
+// came) and the tasks running, so that the end of a run cancels its tasks and those of its
+// sub-runs. Only tasks published before the announcement count as the ended run's: an
+// announcement that was not true (a stray message, a run id used again after a prune) cannot
+// make the worker drop the tasks the engine sends after it.
 type runTable struct {
 	mu      sync.Mutex
-	ended   map[string]bool
+	ended   map[string]time.Time
 	order   []string // ring of the ids in ended, oldest at next
 	next    int
 	running map[*taskContext]struct{}
 }
 
 func newRunTable(max int) *runTable {
-	return &runTable{ended: map[string]bool{}, order: make([]string, 0, max), running: map[*taskContext]struct{}{}}
+	return &runTable{ended: map[string]time.Time{}, order: make([]string, 0, max), running: map[*taskContext]struct{}{}}
 }
 
 // admit registers tc as running unless its run (or a parent run) has ended.
 func (r *runTable) admit(tc *taskContext) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.hasEnded(tc.task.RunID) {
+	if r.hasEnded(tc.task.RunID, tc.published) {
 		return false
 	}
 	r.running[tc] = struct{}{}
@@ -66,18 +69,19 @@ func (r *runTable) runningTasks(dst []*taskContext) []*taskContext {
 	return dst
 }
 
-// isEnded reports whether run, or a run whose sub-run it is, ended.
-func (r *runTable) isEnded(run string) bool {
+// isEnded reports whether run, or a run whose sub-run it is, ended after a task of it was
+// published (at published).
+func (r *runTable) isEnded(run string, published time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.hasEnded(run)
+	return r.hasEnded(run, published)
 }
 
 // hasEnded reports whether run, or a run whose sub-run it is (ids are parent/step/activation),
-// ended. r.mu is held.
-func (r *runTable) hasEnded(run string) bool {
+// was announced ended after published. r.mu is held.
+func (r *runTable) hasEnded(run string, published time.Time) bool {
 	for {
-		if r.ended[run] {
+		if at, ok := r.ended[run]; ok && !at.Before(published) {
 			return true
 		}
 		i := strings.LastIndexByte(run, '/')
@@ -107,10 +111,11 @@ func (r *runTable) end(run string) int {
 
 // remember adds run to the ended set, forgetting the oldest id beyond the bound. r.mu is held.
 func (r *runTable) remember(run string) {
-	if r.ended[run] {
+	if _, ok := r.ended[run]; ok {
+		r.ended[run] = time.Now()
 		return
 	}
-	r.ended[run] = true
+	r.ended[run] = time.Now()
 	if len(r.order) < cap(r.order) {
 		r.order = append(r.order, run)
 		return

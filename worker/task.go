@@ -25,7 +25,11 @@ func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Ms
 		_ = msg.Term()
 		return
 	}
-	if w.runs.isEnded(t.RunID) {
+	published := time.Time{}
+	if md, err := msg.Metadata(); err == nil {
+		published = md.Timestamp
+	}
+	if w.runs.isEnded(t.RunID, published) {
 		w.log.Debug("worker: task of a run that ended: acknowledged without running", "handler", s.name, "task", t.MsgID)
 		if err := w.ack(msg); err != nil {
 			w.log.Warn("worker: cannot acknowledge a task", "task", t.MsgID, "err", err)
@@ -40,6 +44,7 @@ func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Ms
 		return
 	}
 	tc := w.newTaskContext(base, s, msg, t)
+	tc.published = published
 	if !w.runs.admit(tc) {
 		tc.stopContext()
 		tc.logger().Debug("worker: task of a run that ended: acknowledged without running")

@@ -36,7 +36,7 @@ func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, erro
 		return nil, nil, errors.New("engine: no run")
 	}
 	switch ev.Type {
-	case EvStart, EvCompleted, EvContinued, EvFailed, EvTimedOut, EvTick, EvCancel, EvChildFinished,
+	case EvStart, EvCompleted, EvContinued, EvFailed, EvTimedOut, EvTick, EvCancel, EvChildFinished, EvStateTooLarge,
 		EvWaiting, EvDecision, EvResume:
 	case EvSignal:
 		if ev.ID == "" {
@@ -79,6 +79,8 @@ func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, erro
 			d.act("", ev, "")
 		}
 		d.finish(RunCancelled, nil, &RunError{Code: CodeCancelled, Message: reason})
+	case EvStateTooLarge:
+		d.finish(RunFailed, nil, &RunError{Code: CodeStateTooLarge, Message: clean(ev.Error)})
 	case EvCompleted, EvContinued, EvFailed, EvTimedOut, EvWaiting:
 		d.onTask(ev)
 	case EvChildFinished:

@@ -59,6 +59,12 @@ const (
 	CodeFail       = "E_FAIL"        // a fail step ran
 	CodeDeadline   = "E_DEADLINE"    // the run passed its deadline
 	CodeCancelled  = "E_CANCELLED"   // the run was cancelled
+	// CodeStateTooLarge: the run's state cannot be saved (larger than the server's message
+	// limit); the run ends failed instead of retrying the save forever (EvStateTooLarge).
+	CodeStateTooLarge = "E_STATE_TOO_LARGE"
+	// CodeInputTooLarge: the run's input passes the server's max_input_bytes, or makes its
+	// state too large to save; the run is refused before any step runs.
+	CodeInputTooLarge = "E_INPUT_TOO_LARGE"
 )
 
 // Handlers of the built-in step types: the engine sends llm and agent tasks to these names, and
@@ -285,6 +291,9 @@ const (
 	EvTick          EventType = "tick"           // a timer the engine scheduled fired
 	EvCancel        EventType = "cancel"         // cancel the run
 	EvChildFinished EventType = "child_finished" // a sub-run the engine started ended
+	// EvStateTooLarge: the shell cannot save the state an event led to (Error says why): the
+	// run fails with E_STATE_TOO_LARGE. Only the shell makes it; it never comes from a message.
+	EvStateTooLarge EventType = "state_too_large"
 	// EvWaiting: an agent iteration stopped on calls that need approval (Pending); the step
 	// waits for a decision on each, by call id.
 	EvWaiting EventType = "waiting"

@@ -52,6 +52,11 @@ type Client struct {
 	wfs  jetstream.KeyValue
 }
 
+// maxInput is the largest input, human input or signal data a run may take on this server: half
+// the server's message limit, since a run's state keeps the run input and its first step's
+// input (the same value, by default) in one record. A larger one is refused before it is sent.
+func (c *Client) maxInput() int { return int(c.js.Conn().MaxPayload() / 2) }
+
 // NewClient returns a client over cfg.Box. It does no I/O until used.
 func NewClient(cfg ClientConfig) *Client {
 	c := &Client{js: cfg.Box.JetStream(), now: cfg.Now, principal: cfg.Principal, may: cfg.May}
@@ -106,9 +111,8 @@ func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMess
 	if len(input) == 0 {
 		input = json.RawMessage("null")
 	}
-	var v any
-	if err := json.Unmarshal(input, &v); err != nil {
-		return "", fmt.Errorf("runner: the input of run %s is not valid JSON: %v", runID, err)
+	if err := wire.CheckJSON(input, c.maxInput()); err != nil {
+		return "", fmt.Errorf("runner: the input of run %s %w", runID, err)
 	}
 	ev := &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvStart, At: c.now().UTC(), Input: input, Item: -1}, Workflow: bs.Root}
 	if _, err := c.personSubject(ev, natsbox.SubmitKind); err != nil {

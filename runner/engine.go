@@ -391,7 +391,7 @@ type shards struct {
 func (e *Engine) startShards(ctx context.Context) *shards {
 	p := &shards{all: make([]*shard, e.shards), stopping: make(chan struct{})}
 	for i := range p.all {
-		sh := &shard{in: make(chan jetstream.Msg, shardQueue), cache: map[string]*entry{}}
+		sh := &shard{in: make(chan jetstream.Msg, shardQueue), cache: map[string]*entry{}, single: map[string]bool{}}
 		p.all[i] = sh
 		p.wg.Go(func() { e.serve(ctx, sh, p.stopping) })
 	}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -23,6 +24,9 @@ type shard struct {
 	in    chan jetstream.Msg
 	cache map[string]*entry // running runs by id
 	saves saveQueue         // the runs whose decisions wait for a save
+	// single lists the runs whose decisions are saved one at a time: a coalesced save of
+	// theirs was too large.
+	single map[string]bool
 }
 
 // entry is a run as last decided: the record, the revision of its last save, its bundle, and
@@ -101,6 +105,9 @@ func (e *Engine) admitSubject(subject string, ev *wire.Event) error {
 		return fmt.Errorf("the run id of the event cannot name a run: %w", err)
 	}
 	ev.Roles, ev.Refused = nil, nil
+	if ev.Type == engine.EvStateTooLarge {
+		return fmt.Errorf("a %s event for run %s came in a message: only the engine makes it", ev.Type, ev.RunID)
+	}
 	kind, principal, ok := sender(subject, ev)
 	if !ok {
 		return fmt.Errorf("the event of run %s came on subject %s", ev.RunID, subject)
@@ -326,10 +333,28 @@ func (e *Engine) startFailed(ctx context.Context, ev *wire.Event, why string, er
 // save (deferSave): it returns later, and the save that covers it acknowledges its event.
 func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entry, cmds []engine.Command) (outcome, error) {
 	id := next.rec.Run.ID
+	deferred := e.deferSave(sh, d.ev, old, next, cmds)
+	var data []byte
+	if !deferred {
+		// Encoded before the commands go out, so that a state too large to save is decided
+		// again before anything of it happens.
+		var err error
+		if data, err = e.encode(next); err != nil {
+			var big *tooLargeError
+			if !errors.As(err, &big) {
+				return drop, err
+			}
+			if old == nil || len(old.pending) == 0 {
+				return e.tooLarge(ctx, sh, d, old, next, big)
+			}
+			e.unsaved(sh, id, old, true)
+			return retry, fmt.Errorf("save run %s: %w", id, err)
+		}
+	}
 	if err := e.carryOut(ctx, d.ev.At, next, cmds); err != nil {
 		return retry, err
 	}
-	if e.deferSave(d.ev, old, next, cmds) {
+	if deferred {
 		e.stats.decided.Add(1)
 		next.rev, next.pending, old.pending = old.rev, append(old.pending, d), nil
 		sh.cache[id] = next
@@ -344,23 +369,26 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 	var rev uint64
 	var pending []decided
 	if old != nil {
-		rev, pending, old.pending = old.rev, old.pending, nil
+		rev, pending = old.rev, old.pending
 	}
 	var err error
-	if next.rev, err = e.write(ctx, next, old == nil, rev); err != nil {
-		if len(pending) > 0 { // decided on a state that is not saved: decide them again
-			delete(sh.cache, id)
-			e.settleAll(pending, retry)
+	if next.rev, err = e.put(ctx, id, data, old == nil, rev); err != nil {
+		if len(pending) > 0 {
+			e.unsaved(sh, id, old, false)
 		}
 		if errors.Is(err, errReload) {
 			return retry, err
 		}
 		return retry, fmt.Errorf("save run %s: %w", id, err)
 	}
+	if old != nil {
+		old.pending = nil
+	}
 	e.stats.decided.Add(1)
 	e.settleAll(pending, ack)
 	if next.rec.Run.Finished() {
 		delete(sh.cache, id)
+		delete(sh.single, id)
 		e.timers.cancelRun(id)
 		if err := e.finished(ctx, d.ev.At, next); err != nil {
 			return retry, err
@@ -372,30 +400,41 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 	return ack, nil
 }
 
-// armSchedules arms the timers of the schedule commands of run id.
-func (e *Engine) armSchedules(id string, cmds []engine.Command) {
-	for _, c := range cmds {
-		if c.Type == engine.CmdSchedule {
-			e.timers.arm(id, c)
-		}
+// unsaved gives back to JetStream the events whose decisions wait in old for a save that did
+// not happen, to be decided again on the saved state; tooLarge (the save would have been too
+// large) makes the run's decisions saved one at a time from now on, so that the one that makes
+// it too large is found.
+func (e *Engine) unsaved(sh *shard, id string, old *entry, tooLarge bool) {
+	pending := old.pending
+	old.pending = nil
+	delete(sh.cache, id)
+	if tooLarge {
+		sh.single[id] = true
 	}
+	e.settleAll(pending, retry)
 }
 
-// write saves ent's record: creates it (create), or replaces revision rev with compare-and-set.
-// A conflict (the record changed since rev) is errReload. The record is encoded once the next
-// task is out: the worker runs it meanwhile.
-func (e *Engine) write(ctx context.Context, ent *entry, create bool, rev uint64) (uint64, error) {
-	id := ent.rec.Run.ID
+// encode returns the record of ent as it is saved; a *tooLargeError when it cannot be.
+func (e *Engine) encode(ent *entry) ([]byte, error) {
 	data, err := encodeRecord(ent.rec)
 	if err != nil { // cannot happen on a state decoded from JSON
-		return 0, permanent(fmt.Errorf("run %s: %w", id, err))
+		return nil, permanent(fmt.Errorf("run %s: %w", ent.rec.Run.ID, err))
 	}
+	if limit := e.maxPayload - recordOverhead; e.maxPayload > 0 && len(data) > limit {
+		return nil, &tooLargeError{size: len(data), limit: limit}
+	}
+	return data, nil
+}
+
+// put saves the record data of run id: creates it, or replaces revision rev.
+func (e *Engine) put(ctx context.Context, id string, data []byte, create bool, rev uint64) (uint64, error) {
 	e.fault(id)
 	// Bounded: a save whose acknowledgement was lost (the server restarted between the request
 	// and its reply) would otherwise wait forever and stall every run of the shard. After the
 	// timeout the event is decided again, and compare-and-set tells a save that did land.
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
+	var err error
 	if create {
 		rev, err = e.runs.Create(ctx, id, data)
 	} else {
@@ -445,4 +484,59 @@ func (e *Engine) load(ctx context.Context, sh *shard, runID string) (ent *entry,
 		}
 	}
 	return ent, true, nil
+}
+
+// recordOverhead is what a KV put adds to a run record in its message (subject, headers).
+const recordOverhead = 1 << 10
+
+// tooLargeError is the error of a save of a record larger than a message may be.
+type tooLargeError struct{ size, limit int }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("the run's state is %d bytes, more than the %d bytes a record may be (the server's message limit)", e.size, e.limit)
+}
+
+// tooLarge decides again an event whose decision made a state too large to save, so that the
+// run goes on or ends with a clear error instead of retrying the save forever: an answer whose
+// output made it too large fails its step for good with stop reason output_too_large (an edge
+// may route on it); a start whose input is too large ends the run failed (E_INPUT_TOO_LARGE)
+// without keeping the input; any other event fails the run (E_STATE_TOO_LARGE). The commands of
+// the first decision went out already: their answers find the attempt they answer over.
+func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *entry, big *tooLargeError) (outcome, error) {
+	ev := *d.ev
+	def := next.bundle.Definition
+	switch {
+	case ev.Type == engine.EvStateTooLarge || ev.Refused != nil:
+		return drop, permanent(fmt.Errorf("run %s: %w, even after it failed", ev.RunID, big))
+	case old == nil:
+		ev.Refused = &engine.RunError{Code: engine.CodeInputTooLarge, Message: fmt.Sprintf("the run's input is %d bytes: with it, %v", len(ev.Input), big)}
+		ev.Input = json.RawMessage("null")
+	case (ev.Type == engine.EvCompleted || ev.Type == engine.EvContinued || ev.Type == engine.EvWaiting) && len(ev.Output) > 0:
+		ev.Error = fmt.Sprintf("the step's output of %d bytes cannot be kept: with it, %v", len(ev.Output), big)
+		ev.Type, ev.Permanent, ev.StopReason, ev.Output, ev.Pending = engine.EvFailed, true, StopOutputTooLarge, nil, nil
+	default:
+		ev = wire.Event{RunID: ev.RunID, Event: engine.Event{Type: engine.EvStateTooLarge, At: ev.At, Error: fmt.Sprintf("a %s event cannot be taken: %v", d.ev.Type, big)}}
+	}
+	e.log.Warn("runner: a run's state would be too large to save: decided again", "run", ev.RunID, "event", d.ev.Type, "as", ev.Type, "err", big)
+	base := &engine.Run{ID: ev.RunID}
+	var parent *wire.Parent
+	if old != nil {
+		base, parent = old.rec.Run, old.rec.Parent
+	} else {
+		parent = next.rec.Parent
+	}
+	run, cmds, err := engine.Decide(def, base, ev.Event)
+	if err != nil {
+		return drop, permanent(err)
+	}
+	return e.save(ctx, sh, decided{d.m, &ev}, old, &entry{rec: &Record{Run: run, Parent: parent}, bundle: next.bundle}, cmds)
+}
+
+// armSchedules arms the timers of the schedule commands of run id.
+func (e *Engine) armSchedules(id string, cmds []engine.Command) {
+	for _, c := range cmds {
+		if c.Type == engine.CmdSchedule {
+			e.timers.arm(id, c)
+		}
+	}
 }

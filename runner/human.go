@@ -204,8 +204,8 @@ func (c *Client) awaitVerdicts(ctx context.Context, runID string, ids map[string
 // Resume sends a human's input to the step of run runID paused on needs_human: step names it,
 // or "" when only one step is paused. It returns the step's key.
 func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawMessage) (string, error) {
-	if !json.Valid(input) {
-		return "", fmt.Errorf("runner: resume run %s: the input is not JSON", runID)
+	if err := wire.CheckJSON(input, c.maxInput()); err != nil {
+		return "", fmt.Errorf("runner: resume run %s: the input %w", runID, err)
 	}
 	rec, err := c.waitingRecord(ctx, runID)
 	if err != nil {
@@ -245,8 +245,8 @@ func (c *Client) Signal(ctx context.Context, runID, name string, data json.RawMe
 	if len(data) == 0 {
 		data = json.RawMessage("null")
 	}
-	if !json.Valid(data) {
-		return fmt.Errorf("runner: signal %s to run %s: the data is not JSON", name, runID)
+	if err := wire.CheckJSON(data, c.maxInput()); err != nil {
+		return fmt.Errorf("runner: signal %s to run %s: the data %w", name, runID, err)
 	}
 	if _, err := c.waitingRecord(ctx, runID); err != nil {
 		return err

@@ -624,7 +624,7 @@ func TestFinishedRunNotifiesAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	tick := &wire.Event{RunID: id, Event: engine.Event{Type: engine.EvTick, At: now, Item: -1}}
-	sh := &shard{cache: map[string]*entry{}}
+	sh := &shard{cache: map[string]*entry{}, single: map[string]bool{}}
 	if out, err := v.eng.process(v.ctx, sh, tick, nil, 1); out != ack || err != nil {
 		t.Fatalf("first delivery: %v, %v", out, err)
 	}

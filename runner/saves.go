@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/reins-run/reins/engine"
@@ -28,8 +29,8 @@ const maxWaiting = 64
 
 // deferSave reports whether the decision of ev, from old to next with cmds, may wait for a
 // later save.
-func (e *Engine) deferSave(ev *wire.Event, old, next *entry, cmds []engine.Command) bool {
-	if e.saveWindow <= 0 || old == nil || len(old.pending) >= maxWaiting || next.rec.Run.Status != engine.RunRunning {
+func (e *Engine) deferSave(sh *shard, ev *wire.Event, old, next *entry, cmds []engine.Command) bool {
+	if e.saveWindow <= 0 || old == nil || len(old.pending) >= maxWaiting || next.rec.Run.Status != engine.RunRunning || sh.single[next.rec.Run.ID] {
 		return false
 	}
 	if ev.Type != engine.EvContinued && ev.Type != engine.EvCompleted {
@@ -113,17 +114,19 @@ func (e *Engine) saveAll(ctx context.Context, sh *shard) {
 // (another engine saved the run meanwhile, or the server did not answer), the events go back
 // to JetStream, to be decided again on the saved state, and the cached state is dropped.
 func (e *Engine) flush(ctx context.Context, sh *shard, ent *entry) {
-	pending := ent.pending
-	ent.pending = nil
-	rev, err := e.write(ctx, ent, false, ent.rev)
-	if err != nil {
-		delete(sh.cache, ent.rec.Run.ID)
-		e.log.Warn("runner: a run was not saved: its last events will be decided again", "run", ent.rec.Run.ID, "events", len(pending), "err", err)
-		e.settleAll(pending, retry)
-		return
+	id := ent.rec.Run.ID
+	data, err := e.encode(ent)
+	if err == nil {
+		var rev uint64
+		if rev, err = e.put(ctx, id, data, false, ent.rev); err == nil {
+			pending := ent.pending
+			ent.pending, ent.rev = nil, rev
+			e.settleAll(pending, ack)
+			return
+		}
 	}
-	ent.rev = rev
-	e.settleAll(pending, ack)
+	e.log.Warn("runner: a run was not saved: its last events will be decided again", "run", id, "events", len(ent.pending), "err", err)
+	e.unsaved(sh, id, ent, errors.As(err, new(*tooLargeError)))
 }
 
 // evict drops the cached state of a run, after saving what waits for a save.

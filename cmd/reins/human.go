@@ -13,6 +13,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/runner"
+	"github.com/reins-run/reins/wire"
 )
 
 // humanFlags are the flags of the commands that answer a waiting run.
@@ -272,8 +273,8 @@ func jsonFlag(name, text string) (json.RawMessage, error) {
 	if strings.TrimSpace(text) == "" {
 		return json.RawMessage("null"), nil
 	}
-	if !json.Valid([]byte(text)) {
-		return nil, fmt.Errorf("%s is not one JSON value (a message is a JSON string: '\"text\"')", name)
+	if err := wire.CheckJSON([]byte(text), 0); err != nil {
+		return nil, fmt.Errorf("%s %w (a message is a JSON string: '\"text\"')", name, err)
 	}
 	return json.RawMessage(text), nil
 }

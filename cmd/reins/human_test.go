@@ -134,8 +134,8 @@ func TestHumanCommandErrors(t *testing.T) {
 		{"unknown run", []string{"approve", "nope"}, exitFailed, "run nope"},
 		{"unknown call", []string{"approve", "gate-2", "call_9"}, exitFailed, `run gate-2: no call or step "call_9" waits for approval`},
 		{"nothing paused", []string{"resume", "gate-2", "--input", `"go on"`}, exitFailed, "run gate-2: no step waits for input"},
-		{"resume input not JSON", []string{"resume", "gate-2", "--input", "go on"}, exitUsage, "--input is not one JSON value"},
-		{"signal data not JSON", []string{"signal", "gate-2", "go", "--data", "{", "--data-dir", data}, exitUsage, "--data is not one JSON value"},
+		{"resume input not JSON", []string{"resume", "gate-2", "--input", "go on"}, exitUsage, "--input is not JSON: invalid character"},
+		{"signal data not JSON", []string{"signal", "gate-2", "go", "--data", "{", "--data-dir", data}, exitUsage, "--data is not JSON: it ends inside an array or object (byte 1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args

@@ -16,9 +16,6 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// CodeInputTooLarge is the code of a run refused because its input passes max_input_bytes.
-const CodeInputTooLarge = "E_INPUT_TOO_LARGE"
-
 // loadOperator reads the operator's configuration of serve and worker (--config FILE, or the
 // defaults of shared/spec/server.md) and the credentials it names: a missing environment
 // variable or file fails here, at start, naming it.
@@ -69,7 +66,7 @@ func rolesOf(res *operator.Resolved) func(string) []string {
 func admit(cfg *operator.Config) func(context.Context, []*workflow.Definition, json.RawMessage) *engine.RunError {
 	return func(_ context.Context, defs []*workflow.Definition, input json.RawMessage) *engine.RunError {
 		if limit := cfg.Limits.MaxInputBytes; limit > 0 && int64(len(input)) > limit {
-			return &engine.RunError{Code: CodeInputTooLarge, Message: fmt.Sprintf("the run input is %d bytes, more than the server's max_input_bytes of %d", len(input), limit)}
+			return &engine.RunError{Code: engine.CodeInputTooLarge, Message: fmt.Sprintf("the run input is %d bytes, more than the server's max_input_bytes of %d", len(input), limit)}
 		}
 		ps := operator.CheckWorkflow(cfg, defs...)
 		if len(ps) == 0 {

@@ -261,14 +261,8 @@ func readInput(text, file string) (json.RawMessage, error) {
 	case text == "":
 		return json.RawMessage("null"), nil
 	}
-	var v any
-	dec := json.NewDecoder(strings.NewReader(text))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("%s is not JSON: %v", src, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%s is not one JSON value: text follows it", src)
+	if err := wire.CheckJSON([]byte(text), 0); err != nil {
+		return nil, fmt.Errorf("%s %w", src, err)
 	}
 	return json.RawMessage(strings.TrimSpace(text)), nil
 }

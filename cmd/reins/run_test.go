@@ -622,6 +622,8 @@ func TestRunUsageErrors(t *testing.T) {
 		{"missing file", []string{missing}, exitFailed, []string{missing, "is not a valid workflow"}},
 		{"input not JSON", []string{refundFile, "--input", "not json"}, exitUsage, []string{"reins: --input is not JSON: "}},
 		{"input with text after", []string{refundFile, "--input", `{"a":1} x`}, exitUsage, []string{"reins: --input is not one JSON value: text follows it"}},
+		{"input nested too deep", []string{refundFile, "--input", strings.Repeat("[", 9999) + strings.Repeat("]", 9999)}, exitUsage, []string{"reins: --input nests deeper than 256 levels (byte 257)"}},
+		{"input not UTF-8", []string{refundFile, "--input", "\"caf\xe9\""}, exitUsage, []string{"reins: --input is not valid UTF-8 (byte 4)"}},
 		{"input file not JSON", []string{refundFile, "--input-file", bad}, exitUsage, []string{"reins: --input-file " + bad + " is not JSON"}},
 		{"input file missing", []string{refundFile, "--input-file", missing}, exitUsage, []string{"reins: --input-file: ", missing}},
 		{"no input", []string{refinerFile}, exitUsage, []string{

@@ -474,3 +474,59 @@ func TestErrorMessages(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+// TestOneRuleForEveryStepType: whatever the step's type, its label (a branch value, an agent's
+// stop reason, a bound) is routed by the contract's one rule: no outgoing edge ends the branch
+// and the run completes, keeping the stop reason; outgoing edges none of which matches fail the
+// run with E_NO_ROUTE; a failure with no error edge fails it with E_STEP_FAILED.
+func TestOneRuleForEveryStepType(t *testing.T) {
+	type kind struct {
+		name  string
+		add   func(wf *workflow.Builder) // adds step "s"
+		reply []reply                    // what its tasks answer: ending with label "limit"
+		label string
+	}
+	kinds := []kind{
+		{"task with a branch", func(wf *workflow.Builder) { wf.Task("s", "h").WithBranch("verdict") },
+			[]reply{done(`{"verdict":"limit"}`)}, "limit"},
+		{"llm with a branch", func(wf *workflow.Builder) { wf.LLM("s", "m").WithPrompt("p").WithBranch("verdict") },
+			[]reply{done(`{"verdict":"limit"}`)}, "limit"},
+		{"agent_loop at its bound", func(wf *workflow.Builder) { wf.AgentLoop("s", "h").WithMaxIterations(2) },
+			[]reply{cont(`1`), cont(`2`)}, "max_iterations"},
+		{"agent stopped by its budget", func(wf *workflow.Builder) { wf.Agent("s", "m").WithGoal("g") },
+			[]reply{stopped(`{"stop_reason":"max_tokens"}`, "max_tokens")}, "max_tokens"},
+	}
+	for _, k := range kinds {
+		def := func(edges func(wf *workflow.Builder)) *workflow.Definition {
+			wf := workflow.New("rule")
+			wf.Model("m", workflow.ModelDef{Provider: "scripted", Script: []byte(`[{"text":"x"}]`)})
+			k.add(wf)
+			if edges != nil {
+				wf.Task("next", "h")
+				edges(wf)
+			}
+			return build(t, wf)
+		}
+		t.Run(k.name+": no outgoing edge", func(t *testing.T) {
+			d := drive(t, def(nil), `{}`, script{"s": k.reply})
+			d.expect(engine.RunCompleted, "")
+			if sr := d.stepRun("s"); sr.Label != k.label {
+				t.Errorf("label %q, want %q kept in the result", sr.Label, k.label)
+			}
+		})
+		t.Run(k.name+": no matching edge", func(t *testing.T) {
+			d := drive(t, def(func(wf *workflow.Builder) { wf.Edge("s", "next").When("other") }), `{}`, script{"s": k.reply})
+			d.expect(engine.RunFailed, engine.CodeNoRoute)
+			d.expectErrorContains(`"` + k.label + `"`)
+		})
+		t.Run(k.name+": an edge for the label", func(t *testing.T) {
+			d := drive(t, def(func(wf *workflow.Builder) { wf.Edge("s", "next").When(k.label) }), `{}`, script{"s": k.reply, "next": {done(`1`)}})
+			d.expect(engine.RunCompleted, "")
+			d.expectPath("s", "next")
+		})
+		t.Run(k.name+": failed without an error edge", func(t *testing.T) {
+			d := drive(t, def(nil), `{}`, script{"s": {failsForGood("boom")}})
+			d.expect(engine.RunFailed, engine.CodeStepFailed)
+		})
+	}
+}

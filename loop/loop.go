@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -282,6 +283,9 @@ func (r *Run) callModel(ctx context.Context, iter int, deadline time.Time) (*mod
 	st, hooks := r.st, &r.c.cfg.Hooks
 	r.req.Messages = st.Messages
 	for {
+		if !r.capReply(iter) {
+			return nil, false
+		}
 		r.req.Seq = st.ModelCalls
 		st.ModelCalls++
 		if hooks.BeforeModel != nil {
@@ -326,6 +330,47 @@ func (r *Run) callModel(ctx context.Context, iter int, deadline time.Time) (*mod
 			return nil, false
 		}
 	}
+}
+
+// capReply makes the budgets hard for the next model call: it caps the reply
+// (Request.MaxOutputTokens) to what the token budget leaves after the call's estimated input
+// (model.EstimateInputTokens), and to what the cost budget leaves at the model's output price
+// (model.Pricing); it stops the run instead when the estimated input alone would pass either.
+// A call then spends at most the budget plus the error of its input estimate.
+func (r *Run) capReply(iter int) bool {
+	st, b := r.st, &r.c.budget
+	r.req.MaxOutputTokens = 0
+	if b.MaxTokens <= 0 && b.MaxCostUSD <= 0 {
+		return true
+	}
+	in := model.EstimateInputTokens(&r.req)
+	limit := int64(math.MaxInt64)
+	if b.MaxTokens > 0 {
+		left := b.MaxTokens - st.Usage.Total()
+		if left-in < 1 {
+			r.stop(iter, MaxTokens, fmt.Sprintf("%d tokens used, budget %d: the next model call's input alone (about %d tokens) would pass it", st.Usage.Total(), b.MaxTokens, in))
+			return false
+		}
+		limit = left - in
+	}
+	if b.MaxCostUSD > 0 {
+		if p, ok := r.c.cfg.Model.(model.Pricing); ok {
+			if pin, pout, priced := p.TokenPrices(); priced {
+				left := b.MaxCostUSD - st.CostUSD - float64(in)*pin
+				if left <= 0 || left < pout {
+					r.stop(iter, MaxCost, fmt.Sprintf("cost $%.4f, budget $%.4f: the next model call's input alone (about %d tokens) would pass it", st.CostUSD, b.MaxCostUSD, in))
+					return false
+				}
+				if pout > 0 {
+					limit = min(limit, int64(left/pout))
+				}
+			}
+		}
+	}
+	if limit < math.MaxInt64 {
+		r.req.MaxOutputTokens = limit
+	}
+	return true
 }
 
 // propose records the proposal and acts on it, unless a budget spent by the model call itself

@@ -960,8 +960,11 @@ func TestStopReasons(t *testing.T) {
 			},
 			want: loop.MaxTokens,
 			check: func(t *testing.T, w *world, res loop.Result) {
-				if got := res.State.Usage.Total(); got != 110 {
-					t.Errorf("usage %d, want 110", got)
+				// The second reply was capped at what the budget left after its estimated input,
+				// and its scripted input (50) is more than the estimate: the budget is passed by
+				// no more than that error, here not at all.
+				if got := res.State.Usage.Total(); got > 100 || res.State.Usage.OutputTokens >= 30 {
+					t.Errorf("usage %+v (total %d), want the second reply capped and at most 100 in all", res.State.Usage, got)
 				}
 				if got := w.log.inIteration(2); len(got) != 0 {
 					t.Errorf("the proposal that spent the budget was acted on: %+v", got)

@@ -64,6 +64,9 @@ type Request struct {
 	// OnDelta, when set, asks a provider that can stream to do so and to report each piece of
 	// the reply as it arrives. Generate still returns the complete Response.
 	OnDelta func(Delta)
+	// MaxOutputTokens, when above 0, caps the reply: a provider sends the smaller of it and its
+	// own cap (the loop sets it to what the token and cost budgets leave).
+	MaxOutputTokens int64
 }
 
 // Delta is one streamed piece of a reply: answer text, or a piece of a tool call. The first
@@ -156,4 +159,43 @@ func (e *Error) Unwrap() error { return e.Err }
 func IsRetryable(err error) bool {
 	var me *Error
 	return errors.As(err, &me) && me.Retryable
+}
+
+// Pricing is implemented by models that know what their tokens cost, so that the loop can keep
+// a call within a cost budget: US dollars per input token and per output token, and whether the
+// model has a price at all.
+type Pricing interface {
+	TokenPrices() (input, output float64, ok bool)
+}
+
+// perMessageTokens is what EstimateInputTokens adds for each message, tool definition and call:
+// the framing a provider adds around them.
+const perMessageTokens = 4
+
+// EstimateInputTokens estimates the input tokens of req, before it is sent: a quarter of the
+// bytes of its instructions, messages (content, calls, their arguments, names) and tool
+// definitions (name, description, schema), rounded up, plus 4 for each message, call and tool
+// definition. It is deterministic and needs no tokenizer; for English text and JSON it is
+// within a few tens of percent of what providers count. The loop uses it to refuse a call whose
+// input alone would pass a budget, and to cap the reply to what remains: the error of this
+// estimate is all a budget can be passed by (docs/loop.md).
+func EstimateInputTokens(req *Request) int64 {
+	n := len(req.Instructions)
+	count := 0
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		n += len(m.Content) + len(m.Name) + len(m.CallID) + len(m.Role)
+		count++
+		for j := range m.Calls {
+			c := &m.Calls[j]
+			n += len(c.ID) + len(c.Name) + len(c.Arguments)
+			count++
+		}
+	}
+	for i := range req.Tools {
+		t := &req.Tools[i]
+		n += len(t.Name) + len(t.Description) + len(t.InputSchema)
+		count++
+	}
+	return int64((n+3)/4) + int64(count*perMessageTokens)
 }

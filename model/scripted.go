@@ -105,7 +105,8 @@ func (t *Turn) response(i int) Response {
 	return r
 }
 
-// Generate returns the turn for req.Seq after its latency has passed on the clock.
+// Generate returns the turn for req.Seq after its latency has passed on the clock. Its output
+// tokens are at most req.MaxOutputTokens, as a provider's would be.
 func (s *Scripted) Generate(ctx context.Context, req *Request) (*Response, error) {
 	if req.Seq >= len(s.Turns) {
 		return &Response{Proposal: Proposal{Kind: KindEscalate, Reason: "script_exhausted"}}, nil
@@ -119,7 +120,14 @@ func (s *Scripted) Generate(ctx context.Context, req *Request) (*Response, error
 	if t.Error != nil {
 		return nil, &Error{Message: *t.Error, Retryable: t.Retryable == nil || *t.Retryable}
 	}
-	return &s.resp[req.Seq], nil
+	r := &s.resp[req.Seq]
+	if req.MaxOutputTokens > 0 && r.Usage.OutputTokens > req.MaxOutputTokens {
+		// As a provider would: the reply stops at the cap (its text is kept as scripted).
+		capped := *r
+		capped.Usage.OutputTokens = req.MaxOutputTokens
+		return &capped, nil
+	}
+	return r, nil
 }
 
 // compactArgs writes scripted arguments the way a provider sends them: compact JSON, with `{}`

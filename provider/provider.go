@@ -121,6 +121,23 @@ func longestPrefix(p Prices, name string) (Price, bool) {
 	return p[best], found
 }
 
+// PerToken is the price of a model in US dollars per input and per output token, and whether it
+// has one (model.Pricing).
+func (p Prices) PerToken(modelName string) (input, output float64, ok bool) {
+	price, ok := p.Lookup(modelName)
+	return price.InputPerMTok / 1e6, price.OutputPerMTok / 1e6, ok
+}
+
+// ReplyCap is the reply cap a provider sends for req: the smaller of the client's
+// MaxOutputTokens and the request's (what the loop's budgets leave), at least 1.
+func ReplyCap(c Config, req *model.Request) int64 {
+	n := int64(c.MaxOutputTokens)
+	if req.MaxOutputTokens > 0 && (n <= 0 || req.MaxOutputTokens < n) {
+		n = req.MaxOutputTokens
+	}
+	return max(n, 1)
+}
+
 // Cost is the price of one call's usage.
 func (p Prices) Cost(modelName string, u model.Usage) float64 {
 	price, ok := p.Lookup(modelName)

@@ -327,7 +327,7 @@ func (m *Model) params(req *model.Request) (anthropic.MessageNewParams, error) {
 	}
 	p := anthropic.MessageNewParams{
 		Model:     m.cfg.Model,
-		MaxTokens: int64(m.cfg.MaxOutputTokens),
+		MaxTokens: provider.ReplyCap(m.cfg, req),
 		Messages:  msgs,
 	}
 	if req.Instructions != "" {
@@ -493,4 +493,9 @@ func checkPairing(conv []model.Message) error {
 		}
 	}
 	return nil
+}
+
+// TokenPrices implements model.Pricing from the client's price table.
+func (m *Model) TokenPrices() (input, output float64, ok bool) {
+	return m.cfg.Prices.PerToken(m.cfg.Model)
 }

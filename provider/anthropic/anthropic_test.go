@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"reflect"
 	"strings"
@@ -678,5 +679,23 @@ func TestUnreachable(t *testing.T) {
 	_, err := s.model(cfg).Generate(context.Background(), &model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "go"}}})
 	if me := modelError(t, err); !me.Retryable || me.Status != 0 {
 		t.Errorf("error %v: retryable %v status %d, want retryable with no status", me, me.Retryable, me.Status)
+	}
+}
+
+// TestReplyCap: the request's MaxOutputTokens is sent as max_tokens when below the client's.
+func TestReplyCap(t *testing.T) {
+	s := newServer(t, answer(reply{Blocks: []block{text("ok")}, Stop: "end_turn", In: 1, Out: 1}))
+	cfg := s.config()
+	cfg.Model, cfg.MaxOutputTokens = "claude-haiku-4-5", 300
+	m := s.model(cfg)
+	req := &model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}, MaxOutputTokens: 42}
+	if _, err := m.Generate(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.requests()[0].Body["max_tokens"]; got != float64(42) {
+		t.Errorf("max_tokens %v, want 42", got)
+	}
+	if in, out, ok := model.Model(m).(model.Pricing).TokenPrices(); !ok || math.Abs(in*1e6-1) > 1e-9 || math.Abs(out*1e6-5) > 1e-9 {
+		t.Errorf("TokenPrices = %g, %g, %v; want claude-haiku-4-5's list prices per token", in, out, ok)
 	}
 }

@@ -118,9 +118,9 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 func (m *Model) params(req *model.Request) (openai.ChatCompletionNewParams, error) {
 	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(m.cfg.Model)}
 	if m.completionTokens {
-		p.MaxCompletionTokens = openai.Int(int64(m.cfg.MaxOutputTokens))
+		p.MaxCompletionTokens = openai.Int(provider.ReplyCap(m.cfg, req))
 	} else {
-		p.MaxTokens = openai.Int(int64(m.cfg.MaxOutputTokens))
+		p.MaxTokens = openai.Int(provider.ReplyCap(m.cfg, req))
 	}
 	p.Messages = make([]openai.ChatCompletionMessageParamUnion, 0, len(req.Messages)+1)
 	if req.Instructions != "" {
@@ -225,4 +225,9 @@ func (m *Model) response(c *openai.ChatCompletion) (*model.Response, error) {
 	}
 	resp.CostUSD = m.cfg.Prices.Cost(m.cfg.Model, resp.Usage)
 	return resp, nil
+}
+
+// TokenPrices implements model.Pricing from the client's price table.
+func (m *Model) TokenPrices() (input, output float64, ok bool) {
+	return m.cfg.Prices.PerToken(m.cfg.Model)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -747,5 +748,30 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	if n := len(srv.Requests()); n != 8 {
 		t.Errorf("server saw %d requests, want 8", n)
+	}
+}
+
+// TestReplyCap: a request's MaxOutputTokens (what the loop's budgets leave) is sent when it is
+// below the client's cap; the client's cap otherwise. The model prices its tokens from the
+// client's table (model.Pricing), so that the loop can cap a reply by cost.
+func TestReplyCap(t *testing.T) {
+	for _, tc := range []struct {
+		request int64
+		want    float64
+	}{{0, 300}, {120, 120}, {5000, 300}} {
+		srv := newServer(t, jsonReply(http.StatusOK, completion(`{"role":"assistant","content":"hi"}`, 1, 1)))
+		m := newModel(t, provider.Config{Model: "gpt-4.1-mini", BaseURL: srv.BaseURL(), MaxOutputTokens: 300})
+		req := &model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}, MaxOutputTokens: tc.request}
+		if _, err := m.Generate(context.Background(), req); err != nil {
+			t.Fatalf("Generate: %v", err)
+		}
+		if got := srv.Requests()[0].Body["max_tokens"]; got != tc.want {
+			t.Errorf("request cap %d: max_tokens %v, want %v", tc.request, got, tc.want)
+		}
+	}
+	m := newModel(t, provider.Config{Model: "gpt-4.1-mini", APIKey: "k"})
+	in, out, ok := model.Model(m).(model.Pricing).TokenPrices()
+	if !ok || math.Abs(in*1e6-0.40) > 1e-9 || math.Abs(out*1e6-1.60) > 1e-9 {
+		t.Errorf("TokenPrices = %g, %g, %v; want gpt-4.1-mini's list prices per token", in, out, ok)
 	}
 }

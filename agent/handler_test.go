@@ -32,14 +32,17 @@ func newFakeTask(iteration int, input string, items []json.RawMessage) *fakeTask
 		Input: json.RawMessage(input)}}
 }
 
-func (f *fakeTask) Task() *engine.Task            { return f.task }
-func (f *fakeTask) Input() json.RawMessage        { return f.task.Input }
-func (f *fakeTask) RunID() string                 { return f.task.RunID }
-func (f *fakeTask) StepID() string                { return f.task.Step }
-func (f *fakeTask) Item() int                     { return f.task.Item }
-func (f *fakeTask) Iteration() int                { return f.task.Iteration }
-func (f *fakeTask) Attempt() int                  { return f.task.Attempt }
-func (f *fakeTask) Heartbeat() error              { return nil }
+func (f *fakeTask) Task() *engine.Task     { return f.task }
+func (f *fakeTask) Input() json.RawMessage { return f.task.Input }
+func (f *fakeTask) RunID() string          { return f.task.RunID }
+func (f *fakeTask) StepID() string         { return f.task.Step }
+func (f *fakeTask) Item() int              { return f.task.Item }
+func (f *fakeTask) Iteration() int         { return f.task.Iteration }
+func (f *fakeTask) Attempt() int           { return f.task.Attempt }
+func (f *fakeTask) Heartbeat() error       { return nil }
+func (f *fakeTask) Effect(string, func(context.Context, string) (any, error)) (json.RawMessage, error) {
+	return nil, errors.New("fakeTask: no side effects here")
+}
 func (f *fakeTask) AddUsage(engine.Usage)         {}
 func (f *fakeTask) Bundle() (*wire.Bundle, error) { return nil, errors.New("no bundle") }
 func (f *fakeTask) Wait([]engine.PendingCall) error {

@@ -120,8 +120,9 @@ func runID(t *testing.T, stdout, status string) string {
 }
 
 // answerCommand finds, in what reins run printed on stderr about a waiting run, the command
-// that answers it ("reins approve RUN TARGET") and returns its arguments after "reins".
-var answerCommand = regexp.MustCompile(`: reins (approve \S+ \S+) \| reins deny `)
+// that answers it ("reins approve RUN TARGET --data DIR") and returns its arguments after
+// "reins": the hint names the data directory, so the command reaches the run as printed.
+var answerCommand = regexp.MustCompile(`: reins (approve \S+ \S+ --data \S+) \| reins deny `)
 
 func approveArgs(t *testing.T, stderr string) []string {
 	t.Helper()
@@ -177,14 +178,14 @@ func TestExampleRefund(t *testing.T) {
 		hasLines(t, "stdout", r.stdout, "  investigate          waiting   iterations=3 attempts=3 tools=3 tokens=816 cost=$0.0028")
 		want := "waiting: step investigate call call_2_0 draft_refund_recommendation " +
 			`{"amount":42.5,"order_id":"O-104","reason":"Delivered 4 days late; policy 4.2 refunds deliveries more than 3 days late in full."}: ` +
-			"reins approve " + id + " call_2_0 | reins deny " + id + " call_2_0 --message M"
+			"reins approve " + id + " call_2_0 --data " + data + " | reins deny " + id + " call_2_0 --message M --data " + data
 		hasLines(t, "stderr", r.stderr, want)
 		res := shown(t, data, id)
 		if res.Status != engine.RunWaiting || len(res.Waiting) != 1 || len(res.Waiting[0].Pending) != 1 || res.Waiting[0].Pending[0].Tool != "draft_refund_recommendation" {
 			t.Fatalf("run %s is %s waiting for %+v; want the draft_refund_recommendation call", id, res.Status, res.Waiting)
 		}
 
-		r = reinsWant(t, 0, append(approveArgs(t, r.stderr), "--data", data)...)
+		r = reinsWant(t, 0, approveArgs(t, r.stderr)...)
 		hasLines(t, "stdout", r.stdout,
 			"run "+id+" completed",
 			"  investigate          completed stop=completed iterations=4 attempts=5 label=completed tools=4 tokens=1270 cost=$0.0043",
@@ -222,7 +223,7 @@ func TestExampleRefund(t *testing.T) {
 		id := runID(t, r.stdout, "waiting")
 		hasLines(t, "stderr", r.stderr, `waiting: step human_review asks "The investigation of order O-104 needs a person: `+
 			`the model escalated: the order total (42.50 USD) differs from the invoice (45.00 USD). Approve the refund?": `+
-			"reins approve "+id+" human_review | reins deny "+id+" human_review --message M")
+			"reins approve "+id+" human_review --data "+data+" | reins deny "+id+" human_review --message M --data "+data)
 		r = reinsWant(t, 1, "deny", id, "human_review", "--message", "Wait for the invoice correction.", "--data", data)
 		hasLines(t, "stdout", r.stdout,
 			"path: investigate → route → human_review → declined",
@@ -252,9 +253,9 @@ func TestExampleEvaluator(t *testing.T) {
 		"path: "+loop,
 	)
 	hasLines(t, "stderr", r.stderr, `waiting: step review asks "The critic still wants changes after 3 rewrites. Publish this draft anyway? `+fourth+`": `+
-		"reins approve "+id+" review | reins deny "+id+" review --message M")
+		"reins approve "+id+" review --data "+data+" | reins deny "+id+" review --message M --data "+data)
 
-	r = reinsWant(t, 0, append(approveArgs(t, r.stderr), "--data", data, "--message", "Good enough.")...)
+	r = reinsWant(t, 0, append(approveArgs(t, r.stderr), "--message", "Good enough.")...)
 	want, _ := json.Marshal(fourth)
 	hasLines(t, "stdout", r.stdout,
 		"run "+id+" completed",

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -453,18 +454,45 @@ func TestStepInputTemplates(t *testing.T) {
 	}
 }
 
+// A prompt that cannot be rendered (a path missing from an output the validator cannot see)
+// fails the step before anything is dispatched for it.
 func TestLLMPromptThatCannotRender(t *testing.T) {
 	wf := workflow.New("prompt").Start("gen")
 	wf.Model("m", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text":"x"}]`)})
-	wf.LLM("gen", "m").WithPrompt("Improve on {{eval.output.feedback}}")
-	wf.LLM("eval", "m").WithPrompt("Judge {{gen.output}}")
+	wf.LLM("gen", "m").WithPrompt("Write")
+	wf.LLM("eval", "m").WithPrompt("Judge {{gen.output.draft}}")
 	wf.Edge("gen", "eval")
-	wf.Edge("eval", "gen").MaxIterations(1)
-	d := drive(t, build(t, wf), `{}`, nil)
+	d := drive(t, build(t, wf), `{}`, script{"gen": {done(`"just text"`)}})
 	d.expect(engine.RunFailed, engine.CodeStepFailed)
-	d.expectErrorContains("prompt", "step eval has no output yet")
-	if len(d.dispatches) != 0 {
-		t.Fatal("a task was dispatched")
+	d.expectErrorContains("prompt", "gen.output is a string")
+	if d.dispatchCount("eval") != 0 {
+		t.Fatal("a task was dispatched for eval")
+	}
+}
+
+// The evaluator–optimizer: the writer's prompt reads the critic's feedback with a default, which
+// stands for it on the first pass, before the critic ran; after a retry it is the feedback.
+func TestEvaluatorOptimizerWithDefault(t *testing.T) {
+	wf := workflow.New("refine").Start("gen")
+	wf.Model("m", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text":"x"}]`)})
+	wf.LLM("gen", "m").WithPrompt(`Write. Feedback: {{eval.output.feedback ?? "none yet"}}`)
+	wf.LLM("eval", "m").WithPrompt("Judge {{gen.output}}").WithBranch("verdict")
+	wf.Edge("gen", "eval")
+	wf.Edge("eval", "gen").When("retry").MaxIterations(1)
+	wf.Task("publish", "h")
+	wf.Edge("eval", "publish").When("ok")
+	d := drive(t, build(t, wf), `{}`, script{
+		"publish": {done(`1`)},
+		"gen":  {done(`"draft 1"`), done(`"draft 2"`)},
+		"eval": {done(`{"verdict":"retry","feedback":"shorter"}`), doneAs(`{"verdict":"ok","feedback":""}`, "ok")},
+	})
+	d.expect(engine.RunCompleted, "")
+	prompts := []string{}
+	for _, x := range d.tasksOf("gen") {
+		prompts = append(prompts, x.task.Prompt)
+	}
+	if want := []string{"Write. Feedback: none yet", "Write. Feedback: shorter"}; !slices.Equal(prompts, want) {
+		t.Fatalf("prompts %q, want %q", prompts, want)
 	}
 }
 

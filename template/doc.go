@@ -29,7 +29,9 @@
 // "}}", a brace inside "{{…}}" and an empty "{{ }}" are errors naming their position; single
 // braces outside a template are plain text. Rendering inserts strings as they are and any other
 // JSON value as compact JSON, in one pass: a value that itself contains "{{" is not rendered
-// again. A value that is missing is an error, never an empty string.
+// again. A value that is missing is an error, never an empty string, unless the template gives
+// a default after "??" ({{ review.output.notes ?? "none" }}: a JSON scalar), which stands for
+// the value when the step has no output yet or the path is missing from it (Refs, Ref).
 //
 // Errors are *Error (a path or value problem) or *TemplateError (a problem at a position of a
 // template, wrapping an *Error); both match the sentinels ErrSyntax, ErrInvalidJSON,

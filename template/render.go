@@ -3,6 +3,7 @@ package template
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 )
 
@@ -60,7 +61,7 @@ func Render(scope Scope, tmpl string) (string, error) {
 			return b.String(), nil
 		}
 		b.WriteString(tmpl[at:open])
-		v, err := evalPath(scope, path)
+		v, err := evalRef(scope, path)
 		if err != nil {
 			return "", templateErr(tmpl, open, err)
 		}
@@ -88,12 +89,84 @@ func Paths(tmpl string) ([]string, error) {
 		if open < 0 {
 			return paths, nil
 		}
-		if _, _, err := parsePath(path); err != nil {
-			return nil, templateErr(tmpl, open, err)
+		ref, perr := parseRef(path)
+		if perr != nil {
+			return nil, templateErr(tmpl, open, perr)
 		}
-		paths = append(paths, path)
+		paths = append(paths, ref.Path)
 		at = end
 	}
+}
+
+// Ref is what one {{…}} of a template reads: a path, and the default that stands for its value
+// when the path's step has no output yet or the path is missing from it.
+type Ref struct {
+	Path string
+	// Default is a JSON scalar (a string in double quotes, a number, true, false or null), or
+	// nil when the template gives none.
+	Default json.RawMessage
+}
+
+// defaultSep separates a template's path from its default: {{ review.output.notes ?? "none" }}.
+const defaultSep = "??"
+
+// Refs returns what tmpl reads, in order, checking its syntax as Render does; nil for plain text.
+func Refs(tmpl string) ([]Ref, error) {
+	if !hasTemplate(tmpl) {
+		return nil, nil
+	}
+	var refs []Ref
+	for at := 0; ; {
+		open, end, inner, err := next(tmpl, at)
+		if err != nil {
+			return nil, err
+		}
+		if open < 0 {
+			return refs, nil
+		}
+		ref, perr := parseRef(inner)
+		if perr != nil {
+			return nil, templateErr(tmpl, open, perr)
+		}
+		refs = append(refs, ref)
+		at = end
+	}
+}
+
+// parseRef reads the inside of a {{…}}: a path, or a path, "??" and a JSON scalar.
+func parseRef(inner string) (Ref, *Error) {
+	path, def, hasDefault := strings.Cut(inner, defaultSep)
+	path = strings.TrimSpace(path)
+	if _, _, err := parsePath(path); err != nil {
+		return Ref{}, err
+	}
+	if !hasDefault {
+		return Ref{Path: path}, nil
+	}
+	def = strings.TrimSpace(def)
+	var v any
+	if err := json.Unmarshal([]byte(def), &v); err != nil || def == "" {
+		return Ref{}, syntaxErr("the default of {{" + inner + "}} is not a JSON value: write a string in double quotes, a number, true, false or null")
+	}
+	switch v.(type) {
+	case map[string]any, []any: // braces are refused before; brackets here
+		return Ref{}, syntaxErr("the default of {{" + inner + "}} is an array: write a string in double quotes, a number, true, false or null")
+	}
+	return Ref{Path: path, Default: json.RawMessage(def)}, nil
+}
+
+// evalRef evaluates the inside of a {{…}}: its path, or its default when the path's step has no
+// output yet or the path is missing from the data.
+func evalRef(scope Scope, inner string) (json.RawMessage, error) {
+	ref, perr := parseRef(inner)
+	if perr != nil {
+		return nil, perr
+	}
+	v, err := evalPath(scope, ref.Path)
+	if err != nil && ref.Default != nil && (errors.Is(err, ErrNoOutput) || errors.Is(err, ErrNotFound)) {
+		return ref.Default, nil
+	}
+	return v, err
 }
 
 // Value evaluates a step's input, the JSON value the step receives. s is read as workflow's
@@ -119,7 +192,7 @@ func Value(scope Scope, s string) (json.RawMessage, error) {
 			return nil, err
 		}
 		if open >= 0 && strings.TrimSpace(s[:open]) == "" && strings.TrimSpace(s[end:]) == "" {
-			v, err := evalPath(scope, path)
+			v, err := evalRef(scope, path)
 			if err != nil {
 				return nil, templateErr(s, open, err)
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/reins-run/reins/template"
@@ -198,5 +199,46 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	for range 8 {
 		<-done
+	}
+}
+
+// A template may give a default, a JSON scalar after "??": it stands for the value when the
+// step has no output yet (the first pass of a loop) or the path is missing from it; any other
+// error stays an error.
+func TestDefaults(t *testing.T) {
+	scope := template.Scope{Input: json.RawMessage(`{"n":1}`), Outputs: map[string]json.RawMessage{"review": json.RawMessage(`{"notes":"shorter","score":3}`)}}
+	for _, tc := range []struct{ tmpl, want, err string }{
+		{`Feedback: {{evaluate.output.feedback ?? "none yet"}}`, "Feedback: none yet", ""},
+		{`{{review.output.notes ?? "none"}}`, "shorter", ""},
+		{`{{ review.output.missing ?? 0 }}`, "0", ""},
+		{`{{review.output.score??null}}`, "3", ""},
+		{`{{review.output.notes.x ?? "n"}}`, "", "is a string, so it has no key"},
+		{`{{evaluate.output ?? none}}`, "", "is not a JSON value"},
+		{`{{evaluate.output ?? [1]}}`, "", "is an array"},
+		{`{{evaluate.output ??}}`, "", "is not a JSON value"},
+		{`{{ ?? "x"}}`, "", "path"},
+	} {
+		got, err := template.Render(scope, tc.tmpl)
+		switch {
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("Render(%s) = %q, %v; want %q", tc.tmpl, got, err, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("Render(%s) error %v, want one saying %q", tc.tmpl, err, tc.err)
+		}
+	}
+	v, err := template.Value(scope, `{{ evaluate.output ?? {"x":1} }}`)
+	if err == nil {
+		t.Errorf("Value with an object default = %s, want an error (braces)", v)
+	}
+	v, err = template.Value(scope, ` {{ evaluate.output ?? 42 }} `)
+	if err != nil || string(v) != "42" {
+		t.Errorf("Value = %s, %v; want the default 42 as JSON", v, err)
+	}
+	refs, err := template.Refs(`{{a.output ?? "x"}} and {{input.n}}`)
+	if err != nil || len(refs) != 2 || refs[0].Path != "a.output" || string(refs[0].Default) != `"x"` || refs[1].Default != nil {
+		t.Errorf("Refs = %+v, %v", refs, err)
+	}
+	if paths, err := template.Paths(`{{a.output ?? "x"}}`); err != nil || len(paths) != 1 || paths[0] != "a.output" {
+		t.Errorf("Paths = %v, %v; want the path without its default", paths, err)
 	}
 }

@@ -82,7 +82,7 @@ func TestBuilderChainingKeepsTheConcreteType(t *testing.T) {
 		_ *workflow.TaskStep      = wf.Task("a", "h").WithTimeout(time.Second).WithRetry(retry).WithInput("input.x").WithBranch("label")
 		_ *workflow.AgentLoopStep = wf.AgentLoop("b", "h").WithTimeout(time.Second).WithRetry(retry).WithInput("input.x").WithBranch("label").WithMaxIterations(1)
 		_ *workflow.LLMStep       = wf.LLM("c", "m").WithTimeout(time.Second).WithRetry(retry).WithInput("input.x").WithBranch("label").WithPrompt("p")
-		_ *workflow.AgentStep     = wf.Agent("d", "m").WithTimeout(time.Second).WithRetry(retry).WithInput("input.x").WithBranch("label").WithGoal("g")
+		_ *workflow.AgentStep     = wf.Agent("d", "m").WithTimeout(time.Second).WithRetry(retry).WithInput("input.x").WithBranch("stop_reason").WithGoal("g")
 		_ *workflow.SwitchStep    = wf.Switch("e", "input.x").WithTimeout(time.Second).WithRetry(retry).WithInput("input.x").WithBranch("label")
 		_ *workflow.ParallelStep  = wf.Parallel("f", "a").WithTimeout(time.Second).WithRetry(retry).WithInput("input.x").WithBranch("label").WithMaxConcurrent(1)
 		_ *workflow.MapStep       = wf.Map("g", "input.xs").WithTimeout(time.Second).WithRetry(retry).WithInput("input.x").WithBranch("label").WithStep("a")

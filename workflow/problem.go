@@ -29,6 +29,8 @@ const (
 	EUnreachable    Code = "E_UNREACHABLE"     // a step no path from start reaches
 	ENoStart        Code = "E_NO_START"        // no start step can be determined
 	ETemplate       Code = "E_TEMPLATE"        // a template naming an unknown step or a malformed template
+	EUnboundRef     Code = "E_UNBOUND_REF"     // a template reading a step that may not have run on some path to here, without a default
+	EBadBranchPath  Code = "E_BAD_BRANCH_PATH" // a branch or expr path the step's output_schema cannot produce
 	EDepth          Code = "E_DEPTH"           // sub-workflows nested deeper than 8
 	ERecursion      Code = "E_RECURSION"       // a workflow that calls itself, directly or not
 	EWorkflowFile   Code = "E_WORKFLOW_FILE"   // a sub-workflow file that cannot be read or is invalid

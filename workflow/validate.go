@@ -110,6 +110,10 @@ type validator struct {
 	// root is the directory of the top workflow when this one is a sub-workflow file: its
 	// paths may not leave that directory (they may leave their own file's).
 	root string
+	// cur is the index of the step checkStep checks; reads are what its templates and paths
+	// read of other steps' outputs, for checkBound once the graph is known.
+	cur   int
+	reads []stepRead
 }
 
 func newValidator(d *Definition, opts Options) *validator {
@@ -292,6 +296,7 @@ func (v *validator) checkLocal() {
 	for i := range v.d.Steps {
 		v.checkStep(i)
 	}
+	v.checkBranchPaths()
 	v.checkEdges()
 	start := v.checkStart()
 	v.checkGraph(start)
@@ -522,6 +527,7 @@ var valKeysOf = func() map[StepType]map[string]bool {
 var valBackoffs = []string{"fixed", "linear", "exponential"}
 
 func (v *validator) checkStep(i int) {
+	v.cur = i
 	s := &v.d.Steps[i]
 	key := func(k string) string { return valStepKey(i, k) }
 	name := v.stepName(i)

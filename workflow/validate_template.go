@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/reins-run/reins/template"
@@ -17,15 +18,17 @@ import (
 // name the run input or the output of a step of this workflow. name is the step's name for
 // messages, key the key holding text.
 func (v *validator) checkTemplates(key, name, text string) {
-	paths, err := template.Paths(text)
+	refs, err := template.Refs(text)
 	if err != nil {
 		v.add(ETemplate, key, "step %s has a malformed template in %s: %v", name, valLastPart(key), err)
 		return
 	}
-	for _, path := range paths {
-		if msg := v.pathProblem(path); msg != "" {
-			v.add(ETemplate, key, "step %s has the template {{%s}} in %s, which %s", name, path, valLastPart(key), msg)
+	for _, ref := range refs {
+		if msg := v.pathProblem(ref.Path); msg != "" {
+			v.add(ETemplate, key, "step %s has the template {{%s}} in %s, which %s", name, ref.Path, valLastPart(key), msg)
+			continue
 		}
+		v.read(key, name, "the template {{"+ref.Path+"}}", ref.Path, ref.Default != nil)
 	}
 }
 
@@ -34,6 +37,27 @@ func (v *validator) checkTemplates(key, name, text string) {
 func (v *validator) checkPath(key, name, what, path string) {
 	if msg := v.pathProblem(path); msg != "" {
 		v.add(ETemplate, key, "step %s has %s %q, which %s", name, what, path, msg)
+		return
+	}
+	v.read(key, name, fmt.Sprintf("%s %q", what, path), path, false)
+}
+
+// stepRead is a template or path of step `step` that reads the output of step `of`.
+type stepRead struct {
+	step, of       int
+	key, name, how string
+	path           string
+	hasDefault     bool
+}
+
+// read records that the step being checked reads path (when it names a step's output).
+func (v *validator) read(key, name, how, path string, hasDefault bool) {
+	root, err := template.Root(path)
+	if err != nil || root == "input" {
+		return
+	}
+	if of, ok := v.ids[root]; ok {
+		v.reads = append(v.reads, stepRead{step: v.cur, of: of, key: key, name: name, how: how, path: path, hasDefault: hasDefault})
 	}
 }
 

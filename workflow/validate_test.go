@@ -442,26 +442,29 @@ func TestValidateReachability(t *testing.T) {
 
 func TestValidateTemplates(t *testing.T) {
 	type tc struct {
-		text string
-		ok   bool
+		text    string
+		ok      bool
+		unbound int // E_UNBOUND_REF problems: gen, the start step, reads outputs no step made yet
 	}
 	texts := []tc{
-		{"plain text", true},
-		{"{{input}}", true},
-		{"{{ input.topic }} and {{input.a.b.0}}", true},
-		{"{{gen.output}}", true},
-		{"Use {{gen.output.text}} then {{check.output.label}}.", true},
-		{"{{ghost.output}}", false},
-		{"{{gen}}", false},
-		{"{{gen.result}}", false},
-		{"{{}}", false},
-		{"{{   }}", false},
-		{"{{input.topic", false},
-		{"input.topic}}", false},
-		{"{{a {{input}}", false},
-		{"{{in put}}", false},
-		{"{{input..x}}", false},
-		{"{{input}} {{ghost.output}}", false},
+		{"plain text", true, 0},
+		{"{{input}}", true, 0},
+		{"{{ input.topic }} and {{input.a.b.0}}", true, 0},
+		{"{{gen.output}}", true, 1},
+		{"Use {{gen.output.text}} then {{check.output.label}}.", true, 2},
+		{`Use {{gen.output.text ?? ""}} then {{check.output.label ?? "none"}}.`, true, 0},
+		{`{{gen.output ?? {}}}`, false, 0},
+		{"{{ghost.output}}", false, 0},
+		{"{{gen}}", false, 0},
+		{"{{gen.result}}", false, 0},
+		{"{{}}", false, 0},
+		{"{{   }}", false, 0},
+		{"{{input.topic", false, 0},
+		{"input.topic}}", false, 0},
+		{"{{a {{input}}", false, 0},
+		{"{{in put}}", false, 0},
+		{"{{input..x}}", false, 0},
+		{"{{input}} {{ghost.output}}", false, 0},
 	}
 	for _, field := range []string{"prompt", "instructions"} {
 		for _, x := range texts {
@@ -472,11 +475,14 @@ func TestValidateTemplates(t *testing.T) {
 				d.Steps[0].Instructions = x.text
 			}
 			ps := workflow.Validate(d, workflow.Options{})
-			if x.ok {
-				vSame(t, ps)
-			} else {
-				vSame(t, ps, "E_TEMPLATE steps[0]."+field)
+			var want []string
+			for range x.unbound {
+				want = append(want, "E_UNBOUND_REF steps[0]."+field)
 			}
+			if !x.ok {
+				want = append(want, "E_TEMPLATE steps[0]."+field)
+			}
+			vSame(t, ps, want...)
 		}
 	}
 	// goal, message, input (templates and bare paths), expr and items.
@@ -486,7 +492,7 @@ func TestValidateTemplates(t *testing.T) {
 		ok   bool
 	}{
 		{workflow.Step{Type: workflow.Agent, Model: "writer", Goal: "Answer {{input.q}} using {{gen.output}}"}, "", true},
-		{workflow.Step{Type: workflow.Agent, Model: "writer", Goal: "Answer {{done.output}}"}, "", true},
+		{workflow.Step{Type: workflow.Agent, Model: "writer", Goal: "Answer {{done.output ?? null}}"}, "", true},
 		{workflow.Step{Type: workflow.Agent, Model: "writer", Goal: "Answer {{nobody.output}}"}, "steps[2].goal", false},
 		{workflow.Step{Type: workflow.Fail, Message: "failed: {{gen.output.error}}"}, "", true},
 		{workflow.Step{Type: workflow.Fail, Message: "failed: {{gen.output.error}"}, "steps[2].message", false},
@@ -773,5 +779,66 @@ func BenchmarkValidate10000(b *testing.B) {
 		if ps := workflow.Validate(d, workflow.Options{}); len(ps) > 0 {
 			b.Fatal(ps)
 		}
+	}
+}
+
+// Static checks before any money is spent: a branch or expr path the step's output cannot have
+// (E_BAD_BRANCH_PATH), and a template that reads a step that may not have run yet
+// (E_UNBOUND_REF) unless it gives a default.
+func TestValidateBranchPathsAndBoundReads(t *testing.T) {
+	verdict := json.RawMessage(`{"type":"object","properties":{"verdict":{"type":"string","enum":["accept","retry"]},"notes":{"type":"object","properties":{"lines":{"type":"array","items":{"type":"string"}}}}},"required":["verdict"],"additionalProperties":false}`)
+	base := func() *workflow.Definition {
+		return &workflow.Definition{
+			Name: "refine", Start: "gen",
+			Models: map[string]workflow.ModelDef{"m": {Provider: "scripted", Script: json.RawMessage(`[{"text":"ok"}]`)}},
+			Steps: []workflow.Step{
+				{ID: "gen", Type: workflow.LLM, Model: "m", Prompt: "Write."},
+				{ID: "judge", Type: workflow.LLM, Model: "m", Prompt: "Judge {{gen.output}}", OutputSchema: verdict, Branch: "verdict"},
+				{ID: "route", Type: workflow.Switch, Expr: "judge.output.verdict"},
+				{ID: "done", Type: workflow.Terminate},
+			},
+			Edges: []workflow.Edge{
+				{From: "gen", To: "judge"}, {From: "judge", To: "route"},
+				{From: "route", To: "gen", When: "retry", MaxIterations: 3}, {From: "route", To: "done", When: "accept"},
+			},
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(d *workflow.Definition)
+		want   []string
+		says   string
+	}{
+		{"valid", func(*workflow.Definition) {}, nil, ""},
+		{"a branch the schema cannot produce", func(d *workflow.Definition) { d.Steps[1].Branch = "verdit" },
+			[]string{"E_BAD_BRANCH_PATH steps[1].branch"}, `step "judge" has branch "verdit", but its output has no property "verdit": its schema allows only "notes", "verdict"`},
+		{"a path into a string", func(d *workflow.Definition) { d.Steps[1].Branch = "verdict.x" },
+			[]string{"E_BAD_BRANCH_PATH steps[1].branch"}, `at verdict is of type string, which has no "x" in it`},
+		{"an array index is fine", func(d *workflow.Definition) { d.Steps[1].Branch = "notes.lines.0" }, nil, ""},
+		{"a switch expr the schema cannot produce", func(d *workflow.Definition) { d.Steps[2].Expr = "judge.output.score" },
+			[]string{"E_BAD_BRANCH_PATH steps[2].expr"}, `the output of step judge has no property "score"`},
+		{"an agent's output", func(d *workflow.Definition) {
+			d.Steps[0] = workflow.Step{ID: "gen", Type: workflow.Agent, Model: "m", Goal: "g", Branch: "verdict"}
+		}, []string{"E_BAD_BRANCH_PATH steps[0].branch"}, `"answer", "detail", "stop_reason"`},
+		{"the first pass reads a step that has not run", func(d *workflow.Definition) { d.Steps[0].Prompt = "Improve: {{judge.output.notes}}" },
+			[]string{"E_UNBOUND_REF steps[0].prompt"}, `give the template a default, {{judge.output.notes ?? "..."}}`},
+		{"with a default it may", func(d *workflow.Definition) { d.Steps[0].Prompt = `Improve: {{judge.output.notes ?? "nothing yet"}}` }, nil, ""},
+		{"a step a branch skips", func(d *workflow.Definition) {
+			d.Steps[3] = workflow.Step{ID: "done", Type: workflow.Terminate, Input: "Fixed: {{gen2.output}}"}
+			d.Steps = append(d.Steps, workflow.Step{ID: "gen2", Type: workflow.LLM, Model: "m", Prompt: "Again."})
+			d.Edges = append(d.Edges, workflow.Edge{From: "route", To: "gen2", When: "fix"}, workflow.Edge{From: "gen2", To: "done"})
+		}, []string{"E_UNBOUND_REF steps[3].input"}, "step gen2 may not have run by then"},
+		{"a bare path too", func(d *workflow.Definition) { d.Steps[2].Expr = "done.output" },
+			[]string{"E_UNBOUND_REF steps[2].expr"}, "read it where done has always run before"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := base()
+			tc.change(d)
+			ps := workflow.Validate(d, workflow.Options{})
+			vSame(t, ps, tc.want...)
+			if tc.says != "" && (len(ps) == 0 || !strings.Contains(ps[0].Message, tc.says)) {
+				t.Errorf("message %q, want it to say %q", ps, tc.says)
+			}
+		})
 	}
 }

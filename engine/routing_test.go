@@ -483,8 +483,8 @@ func TestEvaluatorOptimizerWithDefault(t *testing.T) {
 	wf.Edge("eval", "publish").When("ok")
 	d := drive(t, build(t, wf), `{}`, script{
 		"publish": {done(`1`)},
-		"gen":  {done(`"draft 1"`), done(`"draft 2"`)},
-		"eval": {done(`{"verdict":"retry","feedback":"shorter"}`), doneAs(`{"verdict":"ok","feedback":""}`, "ok")},
+		"gen":     {done(`"draft 1"`), done(`"draft 2"`)},
+		"eval":    {done(`{"verdict":"retry","feedback":"shorter"}`), doneAs(`{"verdict":"ok","feedback":""}`, "ok")},
 	})
 	d.expect(engine.RunCompleted, "")
 	prompts := []string{}

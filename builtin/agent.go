@@ -114,6 +114,16 @@ func (h *Handlers) resume(j *job, fx *effects) (*loop.Run, error) {
 		return nil, err
 	}
 	if st != nil {
+		if id := agentRunID(j.task); st.RunID != id {
+			// A state another run checkpointed: a fork (runner.Fork copies checkpoints). The
+			// loop becomes this run's: its idempotency keys, and its own wall clock from now,
+			// the engine keeping the step's max_duration from where the fork took it.
+			shift := h.clock.Now().Sub(st.StartedAt)
+			st.RunID, st.StartedAt = id, st.StartedAt.Add(shift)
+			if !st.WaitingSince.IsZero() {
+				st.WaitingSince = st.WaitingSince.Add(shift)
+			}
+		}
 		return c.Resume(st), nil
 	}
 	return c.Start(agentRunID(j.task), joinParts(j.task.Goal, inputText(j.t.Input()))), nil

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/wire"
@@ -361,4 +363,33 @@ model = "recorded"
 goal = "Decide whether refund evidence is sufficient for order O-104."
 tools = ["read_order", "read_delivery_status"]
 `
+}
+
+// A fork (runner.Fork) hands the forked run the original's checkpoint: the loop becomes the
+// new run's, with its own wall clock from the fork, so that an old run's fork does not stop
+// with timeout at once, and its side effects are not the original's (other idempotency keys).
+func TestAgentForkedState(t *testing.T) {
+	wf := refundWorkflow(script(readOrder, answer), `["read_order"]`, `{}`, `{ max_duration = "5m" }`)
+	b, hash := bundleOf(t, wf, "")
+	clk := clock.NewVirtual(epoch)
+	h := newHandlers(t, builtin.Config{Clock: clk})
+	first := newTask(b, hash, "investigate", 1, "null")
+	if err := h.Agent(first); err != nil || first.answer != "continue" {
+		t.Fatalf("iteration 1: %v, %s (%v)", err, first.answer, first.err)
+	}
+	clk.Advance(24 * time.Hour) // the run is forked a day later
+	forked := newTask(b, hash, "investigate", 2, "null")
+	forked.task.RunID = "run1-fork"
+	forked.checkpoint = first.saved
+	if err := h.Agent(forked); err != nil || forked.answer != "complete" {
+		t.Fatalf("the forked iteration: %v, %s (%v)", err, forked.answer, forked.err)
+	}
+	var out builtin.AgentOutput
+	if err := json.Unmarshal(forked.output, &out); err != nil || out.StopReason != "completed" {
+		t.Fatalf("output %s, want the loop completed, not stopped by its wall clock", forked.output)
+	}
+	st := state(t, forked.saved)
+	if st.RunID != "run1-fork/investigate" || !st.StartedAt.Equal(clk.Now()) {
+		t.Errorf("the loop state is run %s started %s; want the fork's, started at the fork", st.RunID, st.StartedAt)
+	}
 }

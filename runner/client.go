@@ -226,7 +226,8 @@ func (c *Client) Get(ctx context.Context, runID string) (*Record, error) {
 }
 
 // List returns the records of the runs started by clients (not sub-runs) with status ("": all),
-// oldest first.
+// oldest first. A record that cannot be decoded is listed all the same, with StatusCorrupt and
+// an error saying why.
 func (c *Client) List(ctx context.Context, status engine.RunStatus) ([]*Record, error) {
 	runs, _, err := c.buckets(ctx)
 	if err != nil {
@@ -241,7 +242,10 @@ func (c *Client) List(ctx context.Context, status engine.RunStatus) ([]*Record, 
 			continue
 		}
 		rec, err := decodeRecord(e)
-		if err != nil || (status != "" && rec.Run.Status != status) {
+		if err != nil { // never dropped: listed as corrupt, with why
+			rec = corruptRecord(e, err)
+		}
+		if status != "" && rec.Run.Status != status {
 			continue
 		}
 		recs = append(recs, rec)

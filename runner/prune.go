@@ -86,34 +86,85 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, now time.Ti
 	if rep.Checkpoints, err = c.pruneCheckpoints(ctx, gone); err != nil {
 		return rep, err
 	}
-	stream, err := c.js.Stream(ctx, natsbox.EventsStream)
-	if err != nil {
-		return rep, fmt.Errorf("runner: prune: %w", err)
-	}
 	for _, p := range gone {
-		filters, err := natsbox.RunEventFilters(p.id)
+		removed, err := c.removeRun(ctx, runs, p)
 		if err != nil {
-			continue // a record under a key that names no subject has no events
+			return rep, fmt.Errorf("runner: prune run %s: %w", p.id, err)
 		}
-		for _, f := range filters {
-			if err := stream.Purge(ctx, jetstream.WithPurgeSubject(f)); err != nil {
-				return rep, fmt.Errorf("runner: prune run %s: purge its events: %w", p.id, err)
-			}
-		}
-		err = runs.Purge(ctx, p.id, jetstream.LastRevision(p.rev))
 		switch {
-		case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyExists):
-			continue // changed (or removed by another prune) since it was read
-		case err != nil:
-			return rep, fmt.Errorf("runner: prune run %s: remove its record: %w", p.id, err)
-		}
-		if strings.Contains(p.id, "/") {
+		case !removed:
+		case strings.Contains(p.id, "/"):
 			rep.SubRuns++
-		} else {
+		default:
 			rep.Runs++
 		}
 	}
 	return rep, nil
+}
+
+// removeRun removes what is stored of run p: its events, then its record, if it is still at
+// p.rev (false when it changed since it was read), with no purge marker left.
+func (c *Client) removeRun(ctx context.Context, runs jetstream.KeyValue, p pruned) (bool, error) {
+	stream, err := c.js.Stream(ctx, natsbox.EventsStream)
+	if err != nil {
+		return false, err
+	}
+	if filters, err := natsbox.RunEventFilters(p.id); err == nil { // else: no subject, no events
+		for _, f := range filters {
+			if err := stream.Purge(ctx, jetstream.WithPurgeSubject(f)); err != nil {
+				return false, fmt.Errorf("purge its events: %w", err)
+			}
+		}
+	}
+	err = runs.Purge(ctx, p.id, jetstream.LastRevision(p.rev))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyExists):
+		return false, nil // changed (or removed by another prune) since it was read
+	case err != nil:
+		return false, fmt.Errorf("remove its record: %w", err)
+	}
+	return true, c.dropMarker(ctx, natsbox.RunsBucket, p.id)
+}
+
+// Delete removes run runID for good: its record, events and checkpoints, and those of its
+// sub-runs. It refuses a run that has not finished (ErrNotFinished: cancel it first); a run
+// whose record is corrupt (ErrCorrupt) can be deleted.
+func (c *Client) Delete(ctx context.Context, runID string) error {
+	if err := checkKey(runID); err != nil {
+		return err
+	}
+	runs, _, err := c.buckets(ctx)
+	if err != nil {
+		return err
+	}
+	e, err := runs.Get(ctx, runID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("runner: delete run %s: %w", runID, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("runner: delete run %s: %w", runID, err)
+	}
+	if rec, err := decodeRecord(e); err == nil && !rec.Finished() {
+		return fmt.Errorf("runner: delete run %s: it is %s: %w (cancel it first)", runID, rec.Run.Status, ErrNotFinished)
+	}
+	gone := []pruned{{runID, e.Revision()}}
+	for sub, err := range wire.Entries(ctx, runs, ">") {
+		if err != nil {
+			return fmt.Errorf("runner: delete run %s: list its sub-runs: %w", runID, err)
+		}
+		if strings.HasPrefix(sub.Key(), runID+"/") {
+			gone = append(gone, pruned{sub.Key(), sub.Revision()})
+		}
+	}
+	if _, err := c.pruneCheckpoints(ctx, gone); err != nil {
+		return err
+	}
+	for _, p := range gone {
+		if _, err := c.removeRun(ctx, runs, p); err != nil {
+			return fmt.Errorf("runner: delete run %s: %w", p.id, err)
+		}
+	}
+	return nil
 }
 
 // pruneCheckpoints removes the checkpoint keys of the runs gone and returns how many.
@@ -140,15 +191,50 @@ func (c *Client) pruneCheckpoints(ctx context.Context, gone []pruned) (int, erro
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	stream, err := c.js.Stream(ctx, kvStream(natsbox.CheckpointsBucket))
+	if err != nil {
+		return 0, fmt.Errorf("runner: prune: %w", err)
+	}
 	n := 0
 	for _, k := range keys {
-		if err := kv.Purge(ctx, k); err != nil {
+		// A stream purge of the key's subject, not a KV purge: it leaves no purge marker
+		// behind (a finished run writes no checkpoint again).
+		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(natsbox.CheckpointsBucket, k))); err != nil {
 			return n, fmt.Errorf("runner: prune: remove checkpoint %s: %w", k, err)
 		}
 		n++
 	}
 	return n, nil
 }
+
+// dropMarker removes the purge marker a KV purge left as the last message of key, and nothing
+// written after it: the stream is purged up to the marker's sequence, only if it is a marker.
+// Markers would otherwise stay for good, one per pruned run.
+func (c *Client) dropMarker(ctx context.Context, bucket, key string) error {
+	stream, err := c.js.Stream(ctx, kvStream(bucket))
+	if err != nil {
+		return err
+	}
+	subj := kvSubject(bucket, key)
+	msg, err := stream.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the purge marker: %w", err)
+	}
+	if op := msg.Header.Get("KV-Operation"); op != "PURGE" && op != "DEL" {
+		return nil // written again since: not ours to remove
+	}
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(msg.Sequence+1)); err != nil {
+		return fmt.Errorf("remove the purge marker: %w", err)
+	}
+	return nil
+}
+
+// kvStream and kvSubject name the stream of a KV bucket and the subject of one of its keys.
+func kvStream(bucket string) string       { return "KV_" + bucket }
+func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
 
 // checkpointRun is the run part of a checkpoint scope RUN/STEP[=ITEM]/ACTIVATION (a run id may
 // hold '/', a step key may not).

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/wire"
@@ -94,6 +96,24 @@ func TestPrune(t *testing.T) {
 	v.gone("old-loop")
 	v.gone("old-call")
 	v.gone("old-call/sub/1")
+	// Nothing of them is left in the streams behind the buckets: no purge markers.
+	js := v.box.JetStream()
+	for _, id := range []string{"old-loop", "old-call", "old-call/sub/1"} {
+		rs, err := js.Stream(v.ctx, "KV_"+natsbox.RunsBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := rs.GetLastMsgForSubject(v.ctx, "$KV."+natsbox.RunsBucket+"."+id); !errors.Is(err, jetstream.ErrMsgNotFound) {
+			t.Errorf("run %s left a message in its bucket's stream (%v): %v", id, m.Header, err)
+		}
+	}
+	cs, err := js.Stream(v.ctx, "KV_"+natsbox.CheckpointsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := cs.Info(v.ctx); err != nil || info.State.Msgs != 4 {
+		t.Errorf("the checkpoints stream holds %d messages (%v), want recent's 4: no markers", info.State.Msgs, err)
+	}
 	v.kept("recent")
 	v.kept("running")
 	if n := len(v.checkpointKeys("recent")); n != 4 {

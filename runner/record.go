@@ -24,7 +24,17 @@ var (
 	ErrFinished = errors.New("the run has already finished")
 	// ErrExists: a run with this id was already started.
 	ErrExists = errors.New("a run with this id already exists")
+	// ErrCorrupt: the run's record cannot be decoded; List shows it with StatusCorrupt, and
+	// Delete removes it.
+	ErrCorrupt = errors.New("the run's record is corrupt")
 )
+
+// StatusCorrupt is the status List gives a run whose record cannot be decoded; its Error says
+// why (code CodeCorrupt).
+const StatusCorrupt engine.RunStatus = "corrupt"
+
+// CodeCorrupt is the error code of a run whose record cannot be decoded.
+const CodeCorrupt = "E_CORRUPT_RECORD"
 
 // Record is what the reins_runs bucket holds under a run id: the run state, and the parent run
 // waiting for it when it is a sub-run.
@@ -61,11 +71,23 @@ func appendRecord(b []byte, rec *Record) ([]byte, error) {
 
 func decodeRecord(e jetstream.KeyValueEntry) (*Record, error) {
 	var rec Record
-	if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.Run == nil {
-		return nil, fmt.Errorf("the record of run %s is not a run record", e.Key())
+	err := json.Unmarshal(e.Value(), &rec)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("run %s: %w: its %d bytes are not a run record: %v", e.Key(), ErrCorrupt, len(e.Value()), err)
+	case rec.Run == nil || rec.Run.ID != e.Key():
+		return nil, fmt.Errorf("run %s: %w: its %d bytes hold no run of that id", e.Key(), ErrCorrupt, len(e.Value()))
 	}
 	rec.Revision = e.Revision()
 	return &rec, nil
+}
+
+// corruptRecord stands for a record that cannot be decoded, in a list: the run id, status
+// StatusCorrupt, and the error saying why.
+func corruptRecord(e jetstream.KeyValueEntry, err error) *Record {
+	run := &engine.Run{ID: e.Key(), Status: StatusCorrupt, StartedAt: e.Created().UTC(),
+		Error: &engine.RunError{Code: CodeCorrupt, Message: err.Error()}}
+	return &Record{Run: run, Revision: e.Revision()}
 }
 
 // Result is the run result of the workflow file contract (shared/spec/workflow-file.md, "Run

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,19 +28,29 @@ func newRunsCmd() *cobra.Command {
 	nf := &natsFlags{}
 	cmd := &cobra.Command{
 		Use:   "runs",
-		Short: "List, show, cancel, replay, fork and prune runs",
+		Short: "List, show, cancel, delete, replay, fork and prune runs",
 		Long: `Reads and changes runs on a server: --nats URL, or the server running on --data (reins
 serve), or, when none runs there, the data directory itself (reins run without --nats keeps its
 runs in --data, default .reins/).`,
 	}
 	nf.addTo(cmd.PersistentFlags())
-	cmd.AddCommand(newRunsListCmd(nf), newRunsShowCmd(nf), newRunsCancelCmd(nf),
+	cmd.AddCommand(newRunsListCmd(nf), newRunsShowCmd(nf), newRunsCancelCmd(nf), newRunsDeleteCmd(nf),
 		newRunsReplayCmd(nf), newRunsForkCmd(nf), newRunsPruneCmd(nf))
 	return cmd
 }
 
-// withClient opens the server of nf and calls f with a client on it.
+// errNoDataDir is the error of a command that reads runs from a data directory that does not
+// exist: it is not created (nothing was ever run there).
+var errNoDataDir = errors.New("no runs are kept there")
+
+// withClient opens the server of nf and calls f with a client on it. A data directory that does
+// not exist is not created: errNoDataDir.
 func withClient(ctx context.Context, nf *natsFlags, f func(*runner.Client) error) error {
+	if nf.url == "" {
+		if _, err := os.Stat(nf.data); errors.Is(err, fs.ErrNotExist) {
+			return &exitError{code: exitFailed, err: fmt.Errorf("data directory %s does not exist: %w (reins run keeps its runs in --data, default .reins/; or give --nats URL)", nf.data, errNoDataDir)}
+		}
+	}
 	box, err := nf.open(ctx, "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
@@ -75,9 +87,14 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st := engine.RunStatus(status)
 			switch st {
-			case "", engine.RunRunning, engine.RunWaiting, engine.RunCompleted, engine.RunFailed, engine.RunCancelled, engine.RunTimedOut:
+			case "", engine.RunRunning, engine.RunWaiting, engine.RunCompleted, engine.RunFailed, engine.RunCancelled, engine.RunTimedOut, runner.StatusCorrupt:
 			default:
-				return &exitError{code: exitUsage, err: fmt.Errorf("--status %q: want running, waiting, completed, failed, cancelled or timed_out", status)}
+				return &exitError{code: exitUsage, err: fmt.Errorf("--status %q: want running, waiting, completed, failed, cancelled, timed_out or corrupt", status)}
+			}
+			if nf.url == "" {
+				if _, err := os.Stat(nf.data); errors.Is(err, fs.ErrNotExist) {
+					return printList(cmd.OutOrStdout(), []listEntry{}, asJSON) // nothing ever ran there
+				}
 			}
 			return withClient(cmd.Context(), nf, func(c *runner.Client) error {
 				recs, err := c.List(cmd.Context(), st)
@@ -92,7 +109,7 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&status, "status", "", "only runs with this `STATUS` (running, waiting, completed, failed, cancelled, timed_out)")
+	cmd.Flags().StringVar(&status, "status", "", "only runs with this `STATUS` (running, waiting, completed, failed, cancelled, timed_out, or corrupt: a record that cannot be read)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs as JSON")
 	return cmd
 }
@@ -129,6 +146,9 @@ func newRunsShowCmd(nf *natsFlags) *cobra.Command {
 			ctx := cmd.Context()
 			return withClient(ctx, nf, func(c *runner.Client) error {
 				rec, err := c.Get(ctx, args[0])
+				if errors.Is(err, runner.ErrCorrupt) {
+					return &exitError{code: exitFailed, err: fmt.Errorf("%w; reins runs delete %s removes it", err, args[0])}
+				}
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
@@ -227,6 +247,24 @@ func newRunsCancelCmd(nf *natsFlags) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&reason, "reason", "cancelled with reins runs cancel", "why the run is cancelled (recorded in its error)")
 	return cmd
+}
+
+func newRunsDeleteCmd(nf *natsFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete RUN",
+		Short: "Delete a finished run, or one whose record is corrupt: its record, events, checkpoints and sub-runs",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			return withClient(ctx, nf, func(c *runner.Client) error {
+				if err := c.Delete(ctx, args[0]); err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "run %s deleted\n", args[0])
+				return nil
+			})
+		},
+	}
 }
 
 func newRunsReplayCmd(nf *natsFlags) *cobra.Command {

@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/reins-run/reins/natsbox"
 )
 
 // TestRunsOnDataDir reads the runs that reins run left in a data directory: list, show and
@@ -143,7 +147,7 @@ func TestRunsOnDataDir(t *testing.T) {
 			{"cancel unknown", []string{"cancel", "r-nope"}, exitFailed, "run r-nope: no such run"},
 			{"cancel finished", []string{"cancel", done.RunID}, exitFailed, "cancel run " + done.RunID + ": it ended completed: the run has already finished"},
 			{"cancel failed", []string{"cancel", failed.RunID}, exitFailed, "it ended failed: the run has already finished"},
-			{"bogus status", []string{"list", "--status", "bogus"}, exitUsage, `--status "bogus": want running, waiting, completed, failed, cancelled or timed_out`},
+			{"bogus status", []string{"list", "--status", "bogus"}, exitUsage, `--status "bogus": want running, waiting, completed, failed, cancelled, timed_out or corrupt`},
 			{"show without run", []string{"show"}, exitUsage, "accepts 1 arg(s)"},
 		} {
 			t.Run(tc.name, func(t *testing.T) { tc.check(t, data) })
@@ -164,6 +168,68 @@ func TestRunsEmptyDataDir(t *testing.T) {
 	code, out, errOut = cli(t, "runs", "list", "--data", data)
 	if code != exitOK || out != "RUN  WORKFLOW  STATUS  STARTED  ERROR\n" {
 		t.Fatalf("exit %d, stdout %q, want only the header\nstderr:\n%s", code, out, errOut)
+	}
+	// Reading runs creates nothing: no stray data directory.
+	code, _, errOut = cli(t, "runs", "show", "r1", "--data", data)
+	if code != exitFailed || !strings.Contains(errOut, "data directory "+data+" does not exist: no runs are kept there") {
+		t.Errorf("show: exit %d, stderr %q", code, errOut)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the data directory was created by reading it: %v", err)
+	}
+}
+
+// A run whose record cannot be decoded is listed as corrupt with the reason, shown with it, and
+// deleted; nothing is dropped silently.
+func TestRunsCorruptRecord(t *testing.T) {
+	data := t.TempDir()
+	code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--run-id", "good", "--quiet")
+	if code != exitOK {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	box, err := natsbox.Open(t.Context(), natsbox.Options{DataDir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := box.JetStream().KeyValue(t.Context(), natsbox.RunsBucket)
+	if err == nil {
+		_, err = kv.Put(t.Context(), "broken", []byte(`{"run": {"id": "broken", "status": 7`))
+	}
+	box.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := listRuns(t, "--data", data)
+	if len(runs) != 2 {
+		t.Fatalf("listed %+v, want the good run and the corrupt one", runs)
+	}
+	var corrupt *listEntry
+	for i := range runs {
+		if runs[i].RunID == "broken" {
+			corrupt = &runs[i]
+		}
+	}
+	if corrupt == nil || corrupt.Status != "corrupt" || corrupt.Error == nil || corrupt.Error.Code != "E_CORRUPT_RECORD" ||
+		!strings.Contains(corrupt.Error.Message, "its 36 bytes are not a run record") {
+		t.Fatalf("the corrupt run is listed as %+v", corrupt)
+	}
+	if only := listRuns(t, "--data", data, "--status", "corrupt"); len(only) != 1 || only[0].RunID != "broken" {
+		t.Errorf("--status corrupt: %+v", only)
+	}
+	code, _, errOut = cli(t, "runs", "show", "broken", "--data", data)
+	if code != exitFailed || !strings.Contains(errOut, "the run's record is corrupt") || !strings.Contains(errOut, "reins runs delete broken removes it") {
+		t.Errorf("show: exit %d, stderr %q", code, errOut)
+	}
+	code, out, errOut = cli(t, "runs", "delete", "broken", "--data", data)
+	if code != exitOK || out != "run broken deleted\n" {
+		t.Fatalf("delete: exit %d, %q %q", code, out, errOut)
+	}
+	if runs := listRuns(t, "--data", data); len(runs) != 1 || runs[0].RunID != "good" {
+		t.Errorf("after the delete: %+v", runs)
+	}
+	code, _, errOut = cli(t, "runs", "delete", "nope", "--data", data)
+	if code != exitFailed || !strings.Contains(errOut, "no such run") {
+		t.Errorf("delete of no run: exit %d, %q", code, errOut)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/trace"
 )
 
@@ -143,7 +144,7 @@ func (rt *runtime) account(n *node, te *trace.Event) {
 		u.ModelCalls++
 		u.InputTokens += te.InputTokens
 		u.OutputTokens += te.OutputTokens
-		u.CostUSD += te.CostUSD
+		u.CostUSD = model.AddCost(u.CostUSD, te.CostUSD)
 	case trace.ToolCall:
 		if c.ToolCalls == nil {
 			c.ToolCalls = map[string]int{}

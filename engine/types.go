@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -275,7 +276,7 @@ func (u *Usage) Add(o Usage) {
 	u.ToolCalls += o.ToolCalls
 	u.InputTokens += o.InputTokens
 	u.OutputTokens += o.OutputTokens
-	u.CostUSD += o.CostUSD
+	u.CostUSD = model.AddCost(u.CostUSD, o.CostUSD)
 }
 
 // EventType is the type of an event.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/loop"
+	"github.com/reins-run/reins/model"
 )
 
 // LoadAll discovers and loads every fixture under paths. Any invalid fixture, or two fixtures with
@@ -118,7 +119,7 @@ func metrics(fixtures []*Fixture, rep *Report, k int) Metrics {
 			repeated += rr.RepeatedProposals
 			m.ToolCalls += rr.ToolCalls
 			m.Tokens += rr.Tokens
-			m.CostUSD += rr.CostUSD
+			m.CostUSD = model.AddCost(m.CostUSD, rr.CostUSD)
 			latencies = append(latencies, rr.Latency)
 		}
 	}

@@ -304,7 +304,7 @@ func (r *Run) callModel(ctx context.Context, iter int, deadline time.Time) (*mod
 			st.ModelErrorStreak = 0
 			st.Usage.InputTokens += resp.Usage.InputTokens
 			st.Usage.OutputTokens += resp.Usage.OutputTokens
-			st.CostUSD += resp.CostUSD
+			st.CostUSD = model.AddCost(st.CostUSD, resp.CostUSD)
 			r.emit(trace.Event{Type: trace.ModelCall, Iteration: iter, Duration: elapsed,
 				InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, CostUSD: resp.CostUSD})
 			return resp, true

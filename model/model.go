@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -199,3 +200,7 @@ func EstimateInputTokens(req *Request) int64 {
 	}
 	return int64((n+3)/4) + int64(count*perMessageTokens)
 }
+
+// AddCost adds two costs in US dollars, rounded to a billionth of a cent: sums of float prices
+// otherwise print with binary noise (0.046000000000000006).
+func AddCost(a, b float64) float64 { return math.Round((a+b)*1e11) / 1e11 }

@@ -379,3 +379,14 @@ func TestScriptedConcurrentRuns(t *testing.T) {
 		t.Fatalf("clock moved %v, want %v", got, want)
 	}
 }
+
+// Sums of costs print without binary noise.
+func TestAddCost(t *testing.T) {
+	sum := 0.0
+	for _, c := range []float64{0.016, 0.03, 0.0001, 0.1, 0.2} {
+		sum = model.AddCost(sum, c)
+	}
+	if got, _ := json.Marshal(sum); string(got) != "0.3461" {
+		t.Errorf("the sum prints %s, want 0.3461", got)
+	}
+}

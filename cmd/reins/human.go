@@ -190,7 +190,11 @@ func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.C
 		// Nothing else runs the engine on this data directory: this command does, until the
 		// run ends or waits again. It starts before the answer is sent, so that the engine
 		// has the layout and its timers armed when the answer arrives.
-		h, err := hostHere(ctx, box, (&runFlags{model: f.model}).builtinConfig(), log)
+		bc, err := (&runFlags{model: f.model}).builtinConfig()
+		if err != nil {
+			return err
+		}
+		h, err := hostHere(ctx, box, bc, log)
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}

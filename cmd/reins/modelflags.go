@@ -31,8 +31,8 @@ func (f *modelFlags) add(cmd *cobra.Command, usage string) {
 	fl.StringArrayVar(&f.prices, "price", nil, "price of a model in USD per million tokens, `MODEL=INPUT,OUTPUT` (repeatable); overrides the built-in table")
 }
 
-// open opens the model the flags name.
-func (f *modelFlags) open() (model.Model, error) {
+// priceTable is the table of --price.
+func (f *modelFlags) priceTable() (provider.Prices, error) {
 	prices := provider.Prices{}
 	for _, p := range f.prices {
 		name, price, err := provider.ParsePrice(p)
@@ -40,6 +40,15 @@ func (f *modelFlags) open() (model.Model, error) {
 			return nil, fmt.Errorf("--price: %w", err)
 		}
 		prices[name] = price
+	}
+	return prices, nil
+}
+
+// open opens the model the flags name.
+func (f *modelFlags) open() (model.Model, error) {
+	prices, err := f.priceTable()
+	if err != nil {
+		return nil, err
 	}
 	return registry.Open(f.name, registry.Options{
 		BaseURL: f.baseURL, APIKey: f.apiKey, Timeout: f.timeout, Record: f.record, Prices: prices,

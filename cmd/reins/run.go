@@ -144,7 +144,11 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		if err := checkHandlers(bundles, f.listen, box); err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
-		h, err := hostHere(ctx, box, f.builtinConfig(), log)
+		bc, err := f.builtinConfig()
+		if err != nil {
+			return err
+		}
+		h, err := hostHere(ctx, box, bc, log)
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
@@ -239,11 +243,22 @@ func (f *runFlags) useModel(def *workflow.Definition) (*workflow.Definition, err
 	return d, nil
 }
 
-func (f *runFlags) builtinConfig() builtin.Config {
-	return builtin.Config{
-		Model:    f.model.name,
-		Registry: registry.Options{BaseURL: f.model.baseURL, APIKey: f.model.apiKey, Timeout: f.model.timeout},
+// builtinConfig is the configuration of the built-in workers the command runs: the model of
+// --model PROVIDER:NAME and its options, --price for every model they open, and --record, which
+// records one model's exchanges and so needs --model PROVIDER:NAME.
+func (f *runFlags) builtinConfig() (builtin.Config, error) {
+	prices, err := f.model.priceTable()
+	if err != nil {
+		return builtin.Config{}, &exitError{code: exitUsage, err: err}
 	}
+	if f.model.record != "" && f.model.name == "" {
+		return builtin.Config{}, &exitError{code: exitUsage, err: errors.New("--record records the exchanges of one model: give it with --model PROVIDER:NAME")}
+	}
+	return builtin.Config{
+		Model: f.model.name,
+		Registry: registry.Options{BaseURL: f.model.baseURL, APIKey: f.model.apiKey, Timeout: f.model.timeout,
+			Record: f.model.record, Prices: prices},
+	}, nil
 }
 
 // readInput reads the run input from --input or --input-file; none is null.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -783,5 +784,45 @@ func TestRunBinary(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "interrupted: cancelling run ") {
 		t.Errorf("stderr:\n%s", errOut)
+	}
+}
+
+// --record and --price reach the built-in workers of reins run: the model's exchanges are
+// recorded into the cassette (without the key), and the run's cost is at the given price.
+func TestRunRecordAndPrice(t *testing.T) {
+	srv := openaiServer(t)
+	data := t.TempDir()
+	cassette := filepath.Join(t.TempDir(), "run.json")
+	code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--json", "--quiet",
+		"--model", "openai:gpt-4.1-mini", "--base-url", srv.URL+"/v1", "--api-key", exampleKey,
+		"--record", cassette, "--price", "gpt-4.1-mini=1,2")
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	var res struct {
+		Steps []struct {
+			ID    string `json:"id"`
+			Usage *struct {
+				CostUSD float64 `json:"cost_usd"`
+			} `json:"usage"`
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	// 710 input tokens at $1/M and 93 output tokens at $2/M.
+	if s := res.Steps[0]; s.ID != "investigate" || s.Usage == nil || math.Abs(s.Usage.CostUSD-0.000896) > 1e-9 {
+		t.Errorf("investigate cost %+v, want $0.000896 at the --price", s.Usage)
+	}
+	recorded, err := os.ReadFile(cassette)
+	if err != nil {
+		t.Fatalf("no cassette: %v", err)
+	}
+	if n := bytes.Count(recorded, []byte(`"request"`)); n != 2 || bytes.Contains(recorded, []byte(exampleKey)) {
+		t.Errorf("the cassette holds %d requests (want 2), key present: %v", n, bytes.Contains(recorded, []byte(exampleKey)))
+	}
+	code, _, errOut = cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--record", cassette)
+	if code != exitUsage || !strings.Contains(errOut, "--record records the exchanges of one model: give it with --model PROVIDER:NAME") {
+		t.Errorf("--record without --model: exit %d, %q", code, errOut)
 	}
 }

@@ -451,7 +451,11 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 		}
 		// Nothing else runs the engine on this data directory: this command does, as reins
 		// run does, until the new run ends or waits. Its start ensures the layout.
-		h, err := hostHere(ctx, box, (&runFlags{}).builtinConfig(), log)
+		bc, err := (&runFlags{}).builtinConfig()
+		if err != nil {
+			return err
+		}
+		h, err := hostHere(ctx, box, bc, log)
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}

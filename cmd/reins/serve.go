@@ -111,7 +111,11 @@ after every decision, as reins run does.`,
 				roles: rolesOf(res), admit: admit(cfgOp), maxOutput: cfgOp.Limits.MaxOutputBytes}
 			if !noWorker {
 				rf := runFlags{model: mf}
-				cfg.builtins, cfg.builtin = builtinHandlers, rf.builtinConfig()
+				bc, err := rf.builtinConfig()
+				if err != nil {
+					return err
+				}
+				cfg.builtins, cfg.builtin = builtinHandlers, bc
 				cfg.builtin.Operator = res
 			}
 			h, err := startHost(ctx, box, cfg)

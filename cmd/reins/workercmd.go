@@ -54,7 +54,10 @@ worker dies is redelivered to another after --ack-wait.`,
 				return &exitError{code: exitFailed, err: fmt.Errorf("no server runs on the data directory %s: start reins serve, or pass --nats URL", nf.data)}
 			}
 			rf := runFlags{model: mf}
-			bc := rf.builtinConfig()
+			bc, err := rf.builtinConfig()
+			if err != nil {
+				return err
+			}
 			bc.Operator = res // a worker of a server calls only the operator's providers and MCP servers
 			h, err := startHost(ctx, box, hostConfig{builtins: handlers, builtin: bc, ackWait: ackWait, log: log})
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -57,6 +59,9 @@ func (h *Handlers) Agent(t Task) error {
 		return t.Fail(fmt.Errorf("step %s: iteration %d will run again: %w", j.name, j.task.Iteration, err))
 	}
 	if err := t.Checkpoint(st); err != nil {
+		if errors.Is(err, worker.ErrCheckpointTooLarge) { // the conversation outgrew a message: for good
+			return t.FailPermanent(fmt.Errorf("step %s: the loop's state after iteration %d cannot be kept, its conversation is too long: %w", j.name, j.task.Iteration, err))
+		}
 		return t.Fail(fmt.Errorf("step %s: cannot checkpoint iteration %d: %w", j.name, j.task.Iteration, err))
 	}
 	return h.answerAgent(j, st)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/worker"
 )
 
 // refundWorkflow is a workflow with one agent step "investigate" on a scripted model, with
@@ -391,5 +393,21 @@ func TestAgentForkedState(t *testing.T) {
 	st := state(t, forked.saved)
 	if st.RunID != "run1-fork/investigate" || !st.StartedAt.Equal(clk.Now()) {
 		t.Errorf("the loop state is run %s started %s; want the fork's, started at the fork", st.RunID, st.StartedAt)
+	}
+}
+
+// A loop state too large to checkpoint fails the step for good, with a sentence saying why:
+// retrying the iteration cannot make the conversation shorter.
+func TestAgentStateTooLarge(t *testing.T) {
+	wf := refundWorkflow(script(readOrder, answer), `["read_order"]`, `{}`, noBudget)
+	b, hash := bundleOf(t, wf, "")
+	h := newHandlers(t, builtin.Config{})
+	ft := newTask(b, hash, "investigate", 1, "null")
+	ft.checkpointErr = fmt.Errorf("worker: checkpoint of task t: the write is 2000000 bytes: %w", worker.ErrCheckpointTooLarge)
+	if err := h.Agent(ft); err != nil {
+		t.Fatal(err)
+	}
+	if ft.answer != "fail_permanent" || !strings.Contains(ft.err.Error(), "step investigate: the loop's state after iteration 1 cannot be kept, its conversation is too long") {
+		t.Errorf("answer %s (%v), want a permanent failure saying why", ft.answer, ft.err)
 	}
 }

@@ -33,6 +33,8 @@ type fakeTask struct {
 	usage      engine.Usage
 	// onCheckpoint, when set, runs when the handler checkpoints, before the write.
 	onCheckpoint func()
+	// checkpointErr, when set, is what Checkpoint returns (nothing is written).
+	checkpointErr error
 }
 
 func (f *fakeTask) Task() *engine.Task            { return f.task }
@@ -45,6 +47,9 @@ func (f *fakeTask) LoadCheckpoint() (json.RawMessage, error) { return f.checkpoi
 func (f *fakeTask) Checkpoint(v any) error {
 	if f.onCheckpoint != nil {
 		f.onCheckpoint()
+	}
+	if f.checkpointErr != nil {
+		return f.checkpointErr
 	}
 	data, err := json.Marshal(v)
 	f.saved = data

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -32,6 +33,13 @@ type checkpoints struct {
 	raw      []byte // the folded value, compact JSON; nil when there is none
 	n        int    // the number of this task's next write
 }
+
+// ErrCheckpointTooLarge is wrapped by the error of a checkpoint write larger than a message may
+// be. Retrying cannot help: write less (AppendCheckpoint writes only the new items).
+var ErrCheckpointTooLarge = errors.New("a checkpoint write is too large")
+
+// checkpointOverhead is what a KV put adds to a checkpoint value in its message.
+const checkpointOverhead = 1 << 10
 
 func (tc *taskContext) Checkpoint(v any) error {
 	data, err := json.Marshal(v)
@@ -167,6 +175,9 @@ func (c *checkpoints) resolve(ctx context.Context) error {
 // put writes the next key of this attempt.
 func (c *checkpoints) put(ctx context.Context, value []byte) error {
 	key := wire.CheckpointWrite{Scope: c.scope, Iteration: c.iter, Resume: c.resume, N: c.n}.Key()
+	if limit := c.tc.w.box.Conn().MaxPayload() - checkpointOverhead; int64(len(value)) > limit {
+		return fmt.Errorf("worker: checkpoint of task %s: the write is %d bytes, more than the %d bytes one may be (the server's message limit): %w", c.tc.task.MsgID, len(value), limit, ErrCheckpointTooLarge)
+	}
 	if _, err := c.tc.w.ckv.Put(ctx, key, value); err != nil {
 		return fmt.Errorf("worker: checkpoint of task %s: write %s: %w", c.tc.task.MsgID, key, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -276,5 +277,23 @@ func TestTaskContextEffect(t *testing.T) {
 	}
 	if k := <-keys; k != "r/loop/-1/1/1/refund" {
 		t.Errorf("idempotency key %q, want r/loop/-1/1/1/refund", k)
+	}
+}
+
+// A checkpoint write larger than a message may be is refused before it is sent, with an error
+// that says retrying cannot help (ErrCheckpointTooLarge).
+func TestCheckpointTooLarge(t *testing.T) {
+	e := newEnv(t)
+	got := make(chan error, 1)
+	e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+		err := tc.Checkpoint(strings.Repeat("x", 2<<20))
+		got <- err
+		return tc.FailPermanent(err)
+	}})
+	tk := task("r", "loop", "h", 1, 1)
+	e.publish(tk)
+	wantEvent(t, e.event(), engine.EvFailed, tk)
+	if err := <-got; !errors.Is(err, ErrCheckpointTooLarge) || !strings.Contains(err.Error(), "the write is 2097162 bytes") {
+		t.Errorf("error %v, want ErrCheckpointTooLarge naming the size", err)
 	}
 }

@@ -167,6 +167,10 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
+	// The size rule of runner.Client, said of the flag before anything is stored.
+	if err := wire.CheckJSON(input, int(box.MaxPayload()/2)); err != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("%s %w: a run's input may be half the server's message limit", f.inputFlag(), err)}
+	}
 	if f.detach {
 		id, err := client.Start(ctx, bundles, input, f.runID)
 		if err != nil {
@@ -259,6 +263,14 @@ func (f *runFlags) builtinConfig() (builtin.Config, error) {
 		Registry: registry.Options{BaseURL: f.model.baseURL, APIKey: f.model.apiKey, Timeout: f.model.timeout,
 			Record: f.model.record, Prices: prices},
 	}, nil
+}
+
+// inputFlag names where the run input came from, for messages.
+func (f *runFlags) inputFlag() string {
+	if f.inputFile != "" {
+		return "--input-file " + f.inputFile
+	}
+	return "--input"
 }
 
 // readInput reads the run input from --input or --input-file; none is null.

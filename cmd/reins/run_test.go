@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"math"
@@ -824,5 +825,25 @@ func TestRunRecordAndPrice(t *testing.T) {
 	code, _, errOut = cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--record", cassette)
 	if code != exitUsage || !strings.Contains(errOut, "--record records the exchanges of one model: give it with --model PROVIDER:NAME") {
 		t.Errorf("--record without --model: exit %d, %q", code, errOut)
+	}
+}
+
+// Inputs of 2 MB and 20 MB: refused before anything is stored, with one sentence naming the
+// size and the limit, and no run is left behind (nothing hangs).
+func TestRunHugeInputs(t *testing.T) {
+	data := t.TempDir()
+	for _, n := range []int{2 << 20, 20 << 20} {
+		file := filepath.Join(t.TempDir(), "input.json")
+		if err := os.WriteFile(file, []byte(`{"order_id":"O-104","notes":"`+strings.Repeat("x", n)+`"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut := cli(t, "run", refundFile, "--input-file", file, "--data", data, "--quiet")
+		want := fmt.Sprintf("reins: --input-file %s is %d bytes, more than the 524288 bytes allowed: a run's input may be half the server's message limit", file, n+31)
+		if code != exitUsage || !strings.Contains(errOut, want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("%d bytes: exit %d, stderr %q; want one line saying %q", n, code, errOut, want)
+		}
+	}
+	if runs := listRuns(t, "--data", data); len(runs) != 0 {
+		t.Errorf("runs left behind: %+v", runs)
 	}
 }

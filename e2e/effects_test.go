@@ -209,6 +209,20 @@ func compactJSON(t *testing.T, raw json.RawMessage) string {
 	return buf.String()
 }
 
+// effectsCluster starts nats-server and reins serve for a fault test of side effects, builds the
+// effectworker, and returns a context bounding the test, the worker's binary, the cluster, the
+// counter file and the environment that makes the worker append to it.
+func effectsCluster(t *testing.T) (context.Context, string, *cluster, string, []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	bin := buildEffectWorker(t)
+	c := newCluster(t)
+	serve(t, c.url)
+	counter := filepath.Join(t.TempDir(), "counter.txt")
+	return ctx, bin, c, counter, []string{"REINS_COUNTER_FILE=" + counter}
+}
+
 // effectsPerRun reads the counter file and returns how many times the effect happened for
 // each of ids (a line starts with the call's idempotency key, which starts with the run id).
 func effectsPerRun(t *testing.T, counter string, ids []string) map[string]int {
@@ -265,13 +279,7 @@ func checkOnce(t *testing.T, ctx context.Context, c *cluster, counter string, id
 // attempts after the first find the call claimed by the first, still running, and wait for its
 // result instead of calling again. 10 runs: 10 effects.
 func TestEffectOnceAcrossTimeouts(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	bin := buildEffectWorker(t)
-	c := newCluster(t)
-	serve(t, c.url)
-	counter := filepath.Join(t.TempDir(), "counter.txt")
-	env := []string{"REINS_COUNTER_FILE=" + counter}
+	ctx, bin, c, counter, env := effectsCluster(t)
 	w := start(t, "effectworker", env, bin, "-nats", c.url, "-ack-wait", "1s", "-slow", "2s")
 	w.waitFor("ready", 30*time.Second)
 	ids := startRuns(t, c.url, "testdata/effectworker/slow.toml", "slow", 10)
@@ -292,13 +300,7 @@ func TestEffectOnceAcrossTimeouts(t *testing.T) {
 // tasks go to a second worker, which finds the calls claimed and waits; the first records its
 // results when it resumes, and the second answers with them. 10 runs: 10 effects.
 func TestEffectOnceAcrossPause(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	bin := buildEffectWorker(t)
-	c := newCluster(t)
-	serve(t, c.url)
-	counter := filepath.Join(t.TempDir(), "counter.txt")
-	env := []string{"REINS_COUNTER_FILE=" + counter}
+	ctx, bin, c, counter, env := effectsCluster(t)
 	a := start(t, "effectworker-a", env, bin, "-nats", c.url, "-ack-wait", "1s", "-slow", "1s")
 	a.waitFor("ready", 30*time.Second)
 	ids := startRuns(t, c.url, "testdata/effectworker/paused.toml", "paused", 10)

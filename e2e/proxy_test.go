@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"context"
 	"io"
 	"net"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -69,14 +67,8 @@ func (p *proxy) cut() {
 // calls run): the worker reconnects, the effects are recorded or their calls waited for, and
 // every run completes with its effect done once. 10 runs: 10 effects.
 func TestEffectOnceAcrossCutConnection(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	bin := buildEffectWorker(t)
-	c := newCluster(t)
-	serve(t, c.url)
+	ctx, bin, c, counter, env := effectsCluster(t)
 	px := newProxy(t, strings.TrimPrefix(c.url, "nats://"))
-	counter := filepath.Join(t.TempDir(), "counter.txt")
-	env := []string{"REINS_COUNTER_FILE=" + counter}
 	w := start(t, "effectworker", env, bin, "-nats", px.url(), "-ack-wait", "1s", "-slow", "1s")
 	w.waitFor("ready", 30*time.Second)
 	ids := startRuns(t, c.url, "testdata/effectworker/paused.toml", "cut", 10)

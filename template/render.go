@@ -77,25 +77,15 @@ func Render(scope Scope, tmpl string) (string, error) {
 // Paths returns the paths tmpl reads, in order (repeats included), checking its syntax and the
 // syntax of every path as Render does, without any data. It returns nil for plain text.
 func Paths(tmpl string) ([]string, error) {
-	if !hasTemplate(tmpl) {
-		return nil, nil
+	refs, err := Refs(tmpl)
+	if err != nil || refs == nil {
+		return nil, err
 	}
-	var paths []string
-	for at := 0; ; {
-		open, end, path, err := next(tmpl, at)
-		if err != nil {
-			return nil, err
-		}
-		if open < 0 {
-			return paths, nil
-		}
-		ref, perr := parseRef(path)
-		if perr != nil {
-			return nil, templateErr(tmpl, open, perr)
-		}
-		paths = append(paths, ref.Path)
-		at = end
+	paths := make([]string, len(refs))
+	for i, r := range refs {
+		paths[i] = r.Path
 	}
+	return paths, nil
 }
 
 // Ref is what one {{…}} of a template reads: a path, and the default that stands for its value

@@ -45,7 +45,7 @@ func eqDraftRefiner() *workflow.Builder {
 
 	wf.LLM("generate", "writer").
 		WithInstructions("You write one-paragraph release announcements in plain words.").
-		WithPrompt("Announce {{input.product}}. When your input is the critic's verdict on your previous draft, rewrite the draft to answer its feedback.")
+		WithPrompt(`Announce {{input.product}}. Feedback of the critic on your last draft: {{evaluate.output.feedback ?? "none yet"}}`)
 	wf.LLM("evaluate", "critic").
 		WithInstructions("You review release announcements. Reply with JSON only.").
 		WithPrompt("Judge this announcement of {{input.product}}: {{generate.output}}").

@@ -68,14 +68,7 @@ func (v *validator) checkBound(start int, node []bool, adj [][]valArc) {
 		return
 	}
 	n := len(node)
-	indeg := make([]int, n)
-	for u := range n {
-		for _, a := range adj[u] {
-			if !a.loop {
-				indeg[a.to]++
-			}
-		}
-	}
+	indeg := valIndegrees(adj)
 	var order []int
 	for u := range n {
 		if node[u] && indeg[u] == 0 {
@@ -129,6 +122,19 @@ func (v *validator) checkBound(start int, node []bool, adj [][]valArc) {
 	}
 }
 
+// valIndegrees counts the edges into each step, loop edges left out.
+func valIndegrees(adj [][]valArc) []int {
+	indeg := make([]int, len(adj))
+	for u := range adj {
+		for _, a := range adj[u] {
+			if !a.loop {
+				indeg[a.to]++
+			}
+		}
+	}
+	return indeg
+}
+
 // valSet is a set of step indexes.
 type valSet []uint64
 
@@ -147,14 +153,7 @@ func (s valSet) intersect(o valSet) {
 // edge, reported once each, in edge order from its earliest-declared step.
 func (v *validator) checkCycles(node []bool, adj [][]valArc) {
 	n := len(node)
-	indeg := make([]int, n)
-	for u := range n {
-		for _, a := range adj[u] {
-			if !a.loop {
-				indeg[a.to]++
-			}
-		}
-	}
+	indeg := valIndegrees(adj)
 	queue := make([]int, 0, n)
 	for u := range n {
 		if node[u] && indeg[u] == 0 {

@@ -114,6 +114,15 @@ func (s *seqModel) Generate(ctx context.Context, req *model.Request) (*model.Res
 	return s.m.Generate(ctx, req)
 }
 
+// TokenPrices passes on the wrapped model's prices (model.Pricing), so that the loop can cap a
+// leaf's calls by its cost budget.
+func (s *seqModel) TokenPrices() (input, output float64, ok bool) {
+	if p, priced := s.m.(model.Pricing); priced {
+		return p.TokenPrices()
+	}
+	return 0, 0, false
+}
+
 // Run runs one turn: one loop run to its stop.
 func (a *LLM) Run(ctx context.Context, s *Session) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {

@@ -428,8 +428,10 @@ func (tc *taskContext) deliverData(ev *wire.Event, data []byte) error {
 		tc.finish(err, "lost")
 		return err
 	}
+	tc.w.answered.add(tc.task.MsgID)
 	// The ack is not confirmed: the answer is stored, and an ack that is lost only makes
-	// JetStream deliver the task again after its AckWait, whose answer the engine finds stale.
+	// JetStream deliver the task again after its AckWait, which this worker acknowledges
+	// without running (answered) and another finds stale.
 	// Confirming it cost a round trip per task (BENCHMARKS.md).
 	if err := tc.msg.Ack(); err != nil {
 		tc.logger().Warn("worker: answered but cannot acknowledge the task", "err", err)

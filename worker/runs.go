@@ -40,15 +40,21 @@ func newRunTable(max int) *runTable {
 	return &runTable{ended: map[string]time.Time{}, order: make([]string, 0, max), running: map[*taskContext]struct{}{}}
 }
 
-// admit registers tc as running unless its run (or a parent run) has ended.
-func (r *runTable) admit(tc *taskContext) bool {
+// admit registers tc as running unless its run (or a parent run) has ended (ended), or a
+// handler of the same task (a delivery before this one) still runs in this worker (dup).
+func (r *runTable) admit(tc *taskContext) (ended, dup bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.hasEnded(tc.task.RunID, tc.published) {
-		return false
+		return true, false
+	}
+	for other := range r.running {
+		if other.task.MsgID == tc.task.MsgID {
+			return false, true
+		}
 	}
 	r.running[tc] = struct{}{}
-	return true
+	return false, false
 }
 
 func (r *runTable) remove(tc *taskContext) {
@@ -151,3 +157,40 @@ type counter struct{ n atomic.Int64 }
 
 func (c *counter) add()        { c.n.Add(1) }
 func (c *counter) load() int64 { return c.n.Load() }
+
+// answeredSet remembers the last max tasks (by message id) this worker answered, so that a
+// redelivery of one (its acknowledgement was lost: a connection cut, a pause past AckWait) is
+// acknowledged without running again. Running it again would discard, before rewriting them,
+// the checkpoint writes the next iteration, dispatched on the answer, may be reading.
+type answeredSet struct {
+	mu    sync.Mutex
+	ids   map[string]bool
+	order []string // ring of the ids, oldest at next
+	next  int
+}
+
+func newAnsweredSet(max int) *answeredSet {
+	return &answeredSet{ids: map[string]bool{}, order: make([]string, 0, max)}
+}
+
+func (a *answeredSet) add(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ids[id] {
+		return
+	}
+	a.ids[id] = true
+	if len(a.order) < cap(a.order) {
+		a.order = append(a.order, id)
+		return
+	}
+	delete(a.ids, a.order[a.next])
+	a.order[a.next] = id
+	a.next = (a.next + 1) % len(a.order)
+}
+
+func (a *answeredSet) has(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ids[id]
+}

@@ -25,9 +25,17 @@ func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Ms
 		_ = msg.Term()
 		return
 	}
-	published := time.Time{}
+	published, redelivered := time.Time{}, false
 	if md, err := msg.Metadata(); err == nil {
-		published = md.Timestamp
+		published, redelivered = md.Timestamp, md.NumDelivered > 1
+	}
+	if redelivered && w.answered.has(t.MsgID) {
+		w.log.Debug("worker: a task it answered came again: acknowledged without running", "handler", s.name, "task", t.MsgID)
+		if err := w.ack(msg); err != nil {
+			w.log.Warn("worker: cannot acknowledge a task", "task", t.MsgID, "err", err)
+		}
+		w.settled(t, "answered_before")
+		return
 	}
 	if w.runs.isEnded(t.RunID, published) {
 		w.log.Debug("worker: task of a run that ended: acknowledged without running", "handler", s.name, "task", t.MsgID)
@@ -45,10 +53,22 @@ func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Ms
 	}
 	tc := w.newTaskContext(base, s, msg, t)
 	tc.published = published
-	if !w.runs.admit(tc) {
+	switch ended, dup := w.runs.admit(tc); {
+	case ended:
 		tc.stopContext()
 		tc.logger().Debug("worker: task of a run that ended: acknowledged without running")
 		tc.settleAck("run_ended")
+		return
+	case dup:
+		// Delivered again while its first delivery still runs here (its heartbeats were late:
+		// a cut connection, a pause): running both would let this one discard the other's
+		// checkpoint writes after they were made. It comes back once the first has answered,
+		// and is then acknowledged without running (answered).
+		tc.stopContext()
+		if err := msg.NakWithDelay(w.ackWait); err != nil {
+			w.log.Warn("worker: cannot hand back a task delivered twice", "task", t.MsgID, "err", err)
+		}
+		w.settled(t, "running_here")
 		return
 	}
 	select {

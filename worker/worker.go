@@ -62,10 +62,12 @@ type Handler func(tc TaskContext) error
 
 // Worker serves the tasks of the handlers registered with Handle. Create it with New.
 type Worker struct {
-	box         *natsbox.Box
-	js          jetstream.JetStream
-	log         *slog.Logger
-	now         func() time.Time
+	box *natsbox.Box
+	js  jetstream.JetStream
+	log *slog.Logger
+	now func() time.Time
+	// answered holds the tasks this worker answered lately (answeredSet).
+	answered    *answeredSet
 	ackWait     time.Duration
 	concurrency int
 	bundles     *wire.Store
@@ -109,6 +111,7 @@ func New(cfg Config) (*Worker, error) {
 		handlers:    map[string]Handler{},
 		ready:       make(chan struct{}),
 		runs:        newRunTable(maxEndedRuns),
+		answered:    newAnsweredSet(maxEndedRuns),
 		cache:       newCkCache(maxCacheEntries, maxCacheBytes),
 	}
 	if w.log == nil {

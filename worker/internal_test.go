@@ -104,3 +104,16 @@ func TestAppendItems(t *testing.T) {
 		t.Errorf("set: %s %v", raw, err)
 	}
 }
+
+// The worker remembers the tasks it answered, the last max of them.
+func TestAnsweredSetIsBounded(t *testing.T) {
+	a := newAnsweredSet(2)
+	for _, id := range []string{"r/s/1/1/1", "r/s/1/2/1", "r/s/1/2/1", "r/s/1/3/1"} {
+		a.add(id)
+	}
+	for id, want := range map[string]bool{"r/s/1/1/1": false, "r/s/1/2/1": true, "r/s/1/3/1": true, "r/s/1/4/1": false} {
+		if got := a.has(id); got != want {
+			t.Errorf("has(%s) = %v, want %v", id, got, want)
+		}
+	}
+}

@@ -35,7 +35,7 @@ func (h *Handlers) Agent(t Task) error {
 		return answerErr(t, err)
 	}
 	fx := h.newEffects(j)
-	run, err := h.resume(j, fx)
+	run, base, err := h.resume(j, fx)
 	if err != nil {
 		return answerErr(t, err)
 	}
@@ -58,7 +58,7 @@ func (h *Handlers) Agent(t Task) error {
 	if err := fx.failed(); err != nil {
 		return t.Fail(fmt.Errorf("step %s: iteration %d will run again: %w", j.name, j.task.Iteration, err))
 	}
-	if err := t.Checkpoint(st); err != nil {
+	if err := base.write(t, st); err != nil {
 		if errors.Is(err, worker.ErrCheckpointTooLarge) { // the conversation outgrew a message: for good
 			return t.FailPermanent(fmt.Errorf("step %s: the loop's state after iteration %d cannot be kept, its conversation is too long: %w", j.name, j.task.Iteration, err))
 		}
@@ -108,16 +108,18 @@ func (h *Handlers) iterate(j *job, run *loop.Run) (done bool, err error) {
 	return false, nil
 }
 
-// resume returns the step's loop run: resumed from the checkpoint, or started on iteration 1.
-func (h *Handlers) resume(j *job, fx *effects) (*loop.Run, error) {
+// resume returns the step's loop run: resumed from the checkpoint, or started on iteration 1;
+// and what the checkpoint held, for the write after the iteration.
+func (h *Handlers) resume(j *job, fx *effects) (*loop.Run, stateBase, error) {
 	c, err := h.controller(j, fx)
 	if err != nil {
-		return nil, err
+		return nil, stateBase{}, err
 	}
-	st, err := loadState(j)
+	raw, st, err := loadState(j)
 	if err != nil {
-		return nil, err
+		return nil, stateBase{}, err
 	}
+	base := baseOf(raw, st)
 	if st != nil {
 		if id := agentRunID(j.task); st.RunID != id {
 			// A state another run checkpointed: a fork (runner.Fork copies checkpoints). The
@@ -129,9 +131,9 @@ func (h *Handlers) resume(j *job, fx *effects) (*loop.Run, error) {
 				st.WaitingSince = st.WaitingSince.Add(shift)
 			}
 		}
-		return c.Resume(st), nil
+		return c.Resume(st), base, nil
 	}
-	return c.Start(agentRunID(j.task), joinParts(j.task.Goal, inputText(j.t.Input()))), nil
+	return c.Start(agentRunID(j.task), joinParts(j.task.Goal, inputText(j.t.Input()))), base, nil
 }
 
 // controller builds the loop controller of the step: its model, tools, policy and budget. It
@@ -159,23 +161,21 @@ func (h *Handlers) controller(j *job, fx *effects) (*loop.Controller, error) {
 	return c, nil
 }
 
-// loadState reads the checkpointed loop state: nil on iteration 1, required after it.
-func loadState(j *job) (*loop.State, error) {
+// loadState reads the checkpointed loop state (DecodeAgentState) and the checkpoint it came
+// from: nil on iteration 1, required after it.
+func loadState(j *job) (json.RawMessage, *loop.State, error) {
 	raw, err := j.t.LoadCheckpoint()
 	if err != nil {
-		return nil, fmt.Errorf("step %s: cannot load the checkpoint before iteration %d: %w", j.name, j.task.Iteration, err)
+		return nil, nil, fmt.Errorf("step %s: cannot load the checkpoint before iteration %d: %w", j.name, j.task.Iteration, err)
 	}
-	if trimmed := bytes.TrimSpace(raw); len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
-		if j.task.Iteration > 1 {
-			return nil, j.failf("iteration %d found no checkpoint of the loop's state", j.task.Iteration)
-		}
-		return nil, nil
+	st, err := DecodeAgentState(raw)
+	if err != nil {
+		return nil, nil, j.failf("the checkpoint of the loop's state is not valid: %w", err)
 	}
-	st := new(loop.State)
-	if err := json.Unmarshal(raw, st); err != nil {
-		return nil, j.failf("the checkpoint of the loop's state is not valid: %w", err)
+	if st == nil && j.task.Iteration > 1 {
+		return nil, nil, j.failf("iteration %d found no checkpoint of the loop's state", j.task.Iteration)
 	}
-	return st, nil
+	return raw, st, nil
 }
 
 // agentRunID names the loop run of a task: RUN/STEP, RUN/STEP#ITEM for a child, with

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -232,15 +233,7 @@ func TestAgentInputAndSpecs(t *testing.T) {
 	if err := h.Agent(ft); err != nil || ft.answer != "continue" {
 		t.Fatalf("iteration 1: %v, answer %s (%v)", err, ft.answer, ft.err)
 	}
-	var st struct {
-		RunID    string `json:"run_id"`
-		Messages []struct {
-			Role, Content string
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(ft.saved, &st); err != nil {
-		t.Fatal(err)
-	}
+	st := state(t, ft.saved)
 	wantGoal := "Decide whether refund evidence is sufficient for order O-104.\n\nInput:\n{\"order_id\":\"O-104\",\"note\":\"late\"}"
 	if st.RunID != "run1/investigate" || len(st.Messages) == 0 || st.Messages[0].Content != wantGoal {
 		t.Fatalf("run %q, first message %+v, want run1/investigate and %q", st.RunID, st.Messages, wantGoal)
@@ -409,5 +402,51 @@ func TestAgentStateTooLarge(t *testing.T) {
 	}
 	if ft.answer != "fail_permanent" || !strings.Contains(ft.err.Error(), "step investigate: the loop's state after iteration 1 cannot be kept, its conversation is too long") {
 		t.Errorf("answer %s (%v), want a permanent failure saying why", ft.answer, ft.err)
+	}
+}
+
+// The agent's checkpoint is an array of deltas, each the messages an iteration added and the
+// rest of the state; a state set whole (what earlier versions wrote) reads as it is.
+func TestDecodeAgentState(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw string
+		msgs      []string // contents, in order
+		iteration int
+		err       string
+	}{
+		{"nothing", `null`, nil, 0, ""},
+		{"a state set whole", `{"run_id":"r","iteration":2,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}`, []string{"a", "b"}, 2, ""},
+		{"deltas", `[{"from":0,"messages":[{"role":"user","content":"a"}],"state":{"iteration":1}},` +
+			`{"from":1,"messages":[{"role":"assistant","content":"b"},{"role":"tool","content":"c"}],"state":{"iteration":2}}]`, []string{"a", "b", "c"}, 2, ""},
+		{"a delta that rewrites", `[{"from":0,"messages":[{"role":"user","content":"a"},{"role":"user","content":"x"}],"state":{"iteration":1}},` +
+			`{"from":1,"messages":[{"role":"user","content":"y"}],"state":{"iteration":2}}]`, []string{"a", "y"}, 2, ""},
+		{"a delta past the end", `[{"from":3,"messages":[],"state":{}}]`, nil, 0, "write 0 continues the conversation at message 3, but it has 0"},
+		{"not a state", `[1]`, nil, 0, "cannot unmarshal"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := builtin.DecodeAgentState(json.RawMessage(tc.raw))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.msgs == nil {
+				if st != nil {
+					t.Fatalf("state %+v, want none", st)
+				}
+				return
+			}
+			var got []string
+			for _, m := range st.Messages {
+				got = append(got, m.Content)
+			}
+			if !slices.Equal(got, tc.msgs) || st.Iteration != tc.iteration {
+				t.Errorf("messages %q iteration %d, want %q and %d", got, st.Iteration, tc.msgs, tc.iteration)
+			}
+		})
 	}
 }

@@ -85,6 +85,7 @@ type Task interface {
 	// Wait answers that the iteration stopped on calls waiting for a human decision.
 	Wait(pending []engine.PendingCall) error
 	Checkpoint(v any) error
+	AppendCheckpoint(items ...any) error
 	LoadCheckpoint() (json.RawMessage, error)
 	AddUsage(u engine.Usage)
 }

@@ -108,6 +108,14 @@
 // fails the task for good (E_OPERATOR_ONLY for the keys); scripted models stay allowed. The
 // submission check refuses all of these before a run starts; this is the worker's own guard.
 //
+// # The checkpoint
+//
+// The loop's State is checkpointed by what each iteration added: one AppendCheckpoint item per
+// iteration, the messages appended since the last write (from their index) and the rest of the
+// state, so the bytes written per iteration do not grow with the conversation and no write nears
+// the message limit (DecodeAgentState folds them). A state set whole, as earlier versions wrote
+// it, is read as it is, and the next write sets an array in its place.
+//
 // # Side effects
 //
 // A tool with side effects (side_effect = true in the workflow, or a Go tool made with

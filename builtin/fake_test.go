@@ -1,9 +1,11 @@
 package builtin_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -43,6 +45,34 @@ func (f *fakeTask) Bundle() (*wire.Bundle, error) { return f.bundle, nil }
 func (f *fakeTask) AddUsage(u engine.Usage)       { f.usage.Add(u) }
 
 func (f *fakeTask) LoadCheckpoint() (json.RawMessage, error) { return f.checkpoint, nil }
+
+// AppendCheckpoint appends items to the checkpoint the task loaded, as the worker does: saved
+// is then the whole array.
+func (f *fakeTask) AppendCheckpoint(items ...any) error {
+	if f.onCheckpoint != nil {
+		f.onCheckpoint()
+	}
+	if f.checkpointErr != nil {
+		return f.checkpointErr
+	}
+	var all []json.RawMessage
+	base := bytes.TrimSpace(f.checkpoint)
+	if len(base) > 0 && !bytes.Equal(base, []byte("null")) {
+		if err := json.Unmarshal(base, &all); err != nil {
+			return fmt.Errorf("fakeTask: cannot append to %.40s: %w", base, err)
+		}
+	}
+	for _, it := range items {
+		data, err := json.Marshal(it)
+		if err != nil {
+			return err
+		}
+		all = append(all, data)
+	}
+	data, err := json.Marshal(all)
+	f.saved = data
+	return err
+}
 
 func (f *fakeTask) Checkpoint(v any) error {
 	if f.onCheckpoint != nil {

@@ -19,8 +19,8 @@ const readAndRefund = `{ tool_calls = [{ name = "read_order", arguments = { orde
 // state decodes a checkpoint.
 func state(t *testing.T, raw json.RawMessage) *loop.State {
 	t.Helper()
-	st := new(loop.State)
-	if err := json.Unmarshal(raw, st); err != nil {
+	st, err := builtin.DecodeAgentState(raw)
+	if err != nil || st == nil {
 		t.Fatalf("checkpoint %s: %v", raw, err)
 	}
 	return st

@@ -168,8 +168,9 @@ func kvValues(t *testing.T, ctx context.Context, js jetstream.JetStream, bucket,
 	return out
 }
 
-// finalState is the agent's loop state as the last checkpoint write of the step's first
-// activation holds it: the agent handler sets the whole state after each iteration.
+// finalState is the agent's loop state as the checkpoint writes of the step's first activation
+// fold to, in order (a set replaces the value, an append adds its items), read as the agent
+// reads it (builtin.DecodeAgentState).
 func finalState(t *testing.T, ctx context.Context, js jetstream.JetStream, runID, step string) *loop.State {
 	t.Helper()
 	scope := wire.CheckpointScope(runID, step, -1, 1)
@@ -188,16 +189,39 @@ func finalState(t *testing.T, ctx context.Context, js jetstream.JetStream, runID
 	if len(writes) == 0 {
 		t.Fatalf("no checkpoint of step %s of run %s", step, runID)
 	}
-	last := slices.MaxFunc(writes, func(a, b write) int {
+	slices.SortFunc(writes, func(a, b write) int {
 		return cmp.Or(cmp.Compare(a.w.Iteration, b.w.Iteration), cmp.Compare(a.w.Resume, b.w.Resume), cmp.Compare(a.w.N, b.w.N))
 	})
-	var set struct {
-		Set *loop.State `json:"set"`
+	var items []json.RawMessage
+	for _, w := range writes {
+		var op struct {
+			Set    json.RawMessage   `json:"set"`
+			Append []json.RawMessage `json:"append"`
+		}
+		if err := json.Unmarshal(w.value, &op); err != nil {
+			t.Fatalf("checkpoint %s: %v", w.w.Key(), err)
+		}
+		if op.Set != nil {
+			items = nil
+			if err := json.Unmarshal(op.Set, &items); err != nil { // a state set whole
+				st, err := builtin.DecodeAgentState(op.Set)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st
+			}
+		}
+		items = append(items, op.Append...)
 	}
-	if err := json.Unmarshal(last.value, &set); err != nil || set.Set == nil {
-		t.Fatalf("checkpoint %s: %s (%v), want a set of the loop state", last.w.Key(), last.value, err)
+	folded, err := json.Marshal(items)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return set.Set
+	st, err := builtin.DecodeAgentState(folded)
+	if err != nil || st == nil {
+		t.Fatalf("checkpoint of step %s of run %s: %s (%v)", step, runID, folded, err)
+	}
+	return st
 }
 
 func compactJSON(t *testing.T, raw json.RawMessage) string {

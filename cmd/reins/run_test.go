@@ -847,3 +847,45 @@ func TestRunHugeInputs(t *testing.T) {
 		t.Errorf("runs left behind: %+v", runs)
 	}
 }
+
+// An agent whose conversation outgrows a message: 41 iterations with a 30 KB tool result each
+// (1.2 MB of conversation). Its checkpoint grows by each iteration's messages, so no write
+// nears the message limit, and the run completes.
+func TestRunLongAgentConversation(t *testing.T) {
+	var turns []string
+	for i := range 40 {
+		turns = append(turns, fmt.Sprintf(`{ tool_calls = [{ name = "read_page", arguments = { page = %d } }] }`, i))
+	}
+	turns = append(turns, `{ text = "Read every page." }`)
+	page := strings.Repeat("lorem ipsum ", 30<<10/12)
+	wf := fmt.Sprintf(`name = "long_reader"
+
+[models.m]
+provider = "scripted"
+script = [
+%s,
+]
+
+[tools.read_page]
+description = "Read one page."
+input_schema = { type = "object", properties = { page = { type = "integer" } }, required = ["page"] }
+mock = [{ output = { text = %q } }]
+
+[[steps]]
+id = "read"
+type = "agent"
+model = "m"
+goal = "Read every page."
+tools = ["read_page"]
+budget = { max_iterations = 45, max_tool_calls = 45 }
+`, strings.Join(turns, ",\n"), page)
+	file := writeWorkflow(t, "long.toml", wf)
+	code, out, errOut := cli(t, "run", file, "--data", t.TempDir(), "--json", "--quiet")
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%.2000s\nstderr:\n%.2000s", code, out, errOut)
+	}
+	r := decodeResult(t, out)
+	if s := r.step(t, "read"); s.Status != "completed" || s.Iterations != 41 || s.StopReason != "completed" {
+		t.Errorf("step read %+v, want completed after 41 iterations", s)
+	}
+}

@@ -63,9 +63,10 @@ func newEffects(js jetstream.JetStream, ackWait time.Duration) *Effects {
 
 // LeaseFor is the lease of the side effects of an attempt of task t in this worker: held by the
 // attempt in this process, for the attempt's timeout (AckWait when it has none) plus AckWait.
-// So a claim outlives any pause of its holder shorter than that; an attempt redelivered after
-// AckWait waits for the paused one instead of running the effect again; and one retried after
-// the engine timed the attempt out (its timeout plus grace) finds the claim run out.
+// So a claim outlives any pause of its holder shorter than that, and an attempt redelivered
+// after AckWait waits for the paused one instead of running the effect again; a holder that
+// died stops renewing, and the attempt the engine retries after timing it out (its timeout
+// plus grace) finds the claim run out and takes it over.
 func (e *Effects) LeaseFor(t *engine.Task) Lease {
 	base := t.Timeout
 	if base <= 0 {

@@ -92,7 +92,7 @@ func (e *Effects) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 // Lease says who claims a side effect and for how long.
 type Lease struct {
 	// Holder names the attempt that claims (the task's message id and the worker process): a
-	// claim is never taken over by its own holder, only waited for.
+	// live claim of its own holder (a delivery of the same attempt) is waited for, as another's.
 	Holder string
 	// For is how long a claim lives without being renewed; its holder renews it every For/3
 	// while the effect runs. A claim older than that is taken to be abandoned: the effect runs
@@ -163,9 +163,10 @@ func (e *Effects) claim(ctx context.Context, kv jetstream.KeyValue, key string, 
 		return 0, nil, err
 	case rec.Done:
 		return 0, rec.Value, nil
-	case rec.Holder != lease.Holder && !time.Now().Before(rec.Until):
-		// The holder is gone (or paused past its lease): take the claim over, on the revision
-		// read, so that of two attempts taking it over one wins.
+	case !time.Now().Before(rec.Until):
+		// The holder is gone (or paused past its lease; one of this process that still ran
+		// would have renewed it): take the claim over, on the revision read, so that of two
+		// attempts taking it over one wins.
 		rev, err := e.put(ctx, kv, key, e.claimRecord(lease), entry.Revision())
 		if isWrongRevision(err) {
 			return 0, nil, nil

@@ -172,8 +172,13 @@ func loadState(j *job) (json.RawMessage, *loop.State, error) {
 	if err != nil {
 		return nil, nil, j.failf("the checkpoint of the loop's state is not valid: %w", err)
 	}
+	// The previous iteration's writes missing (another delivery of it discarded them, see
+	// docs/engine.md): the attempt fails, retryable, rather than go on from an older state.
 	if st == nil && j.task.Iteration > 1 {
-		return nil, nil, j.failf("iteration %d found no checkpoint of the loop's state", j.task.Iteration)
+		return nil, nil, fmt.Errorf("step %s: iteration %d found no checkpoint of the loop's state", j.name, j.task.Iteration)
+	}
+	if st != nil && j.task.Resume == 0 && len(j.task.HumanInput) == 0 && st.Iteration < j.task.Iteration-1 {
+		return nil, nil, fmt.Errorf("step %s: iteration %d found the checkpoint of iteration %d: the writes of iteration %d are missing", j.name, j.task.Iteration, st.Iteration, j.task.Iteration-1)
 	}
 	return raw, st, nil
 }

@@ -280,8 +280,17 @@ func TestAgentDeterminism(t *testing.T) {
 	if err := newHandlers(t, builtin.Config{}).Agent(lost); err != nil {
 		t.Fatal(err)
 	}
-	if lost.answer != "fail_permanent" || !strings.Contains(lost.err.Error(), "step investigate: iteration 2 found no checkpoint") {
-		t.Fatalf("iteration 2 without a checkpoint: %s (%v)", lost.answer, lost.err)
+	if lost.answer != "fail" || !strings.Contains(lost.err.Error(), "step investigate: iteration 2 found no checkpoint") {
+		t.Fatalf("iteration 2 without a checkpoint: %s (%v); want a retryable failure", lost.answer, lost.err)
+	}
+	// A checkpoint older than the previous iteration: not gone on from, a retryable failure.
+	behind := newTask(b, hash, "investigate", 3, "null")
+	behind.checkpoint = tasks[0].saved // iteration 1's
+	if err := newHandlers(t, builtin.Config{}).Agent(behind); err != nil {
+		t.Fatal(err)
+	}
+	if behind.answer != "fail" || !strings.Contains(behind.err.Error(), "iteration 3 found the checkpoint of iteration 1: the writes of iteration 2 are missing") || behind.usage.ModelCalls != 0 {
+		t.Fatalf("iteration 3 from iteration 1's checkpoint: %s (%v), %d model calls", behind.answer, behind.err, behind.usage.ModelCalls)
 	}
 }
 

@@ -70,6 +70,17 @@ func templateAccepts(s string) bool {
 	return true
 }
 
+// knownRoot reports whether the path s reads (template.PathRef) names the input or an existing
+// step: a default would stand in for an unknown step's output at run time.
+func knownRoot(s string) bool {
+	ref, err := template.PathRef(s)
+	if err != nil {
+		return false
+	}
+	root, _, _ := strings.Cut(ref.Path, ".")
+	return root == "input" || known[root]
+}
+
 // runtimeAccepts is the run-time reading of s as the given key.
 func runtimeAccepts(key, s string) bool {
 	switch key {
@@ -89,13 +100,13 @@ func runtimeAccepts(key, s string) bool {
 			return true // a missing expr is E_MISSING_KEY, not a template problem
 		}
 		_, err := template.Path(scopeAll, s)
-		return !syntaxOrReference(err)
+		return knownRoot(s) && !syntaxOrReference(err)
 	case "items":
 		if s == "" {
 			return true
 		}
 		_, err := template.Items(scopeAll, s, 10)
-		return !syntaxOrReference(err)
+		return knownRoot(s) && !syntaxOrReference(err)
 	}
 	panic(key)
 }
@@ -110,6 +121,8 @@ var agreementSeeds = []string{
 	"hello world", "42", "true", "review.output.verdict", "{{review.output.verdict}}",
 	" {{ review.output.verdict }} ", "{{review.output.verdict}}x", "{{ {review} }}", "\t{{a.output}}\n",
 	"{{input\n.x}}", "{{\u00a0input.x\u00a0}}", "\u00a0input.x", "{{input.x}}\u2028",
+	`{{a.output.x ?? "none"}}`, `{{ review.output ?? 0 }}`, `a.output ?? "x"`, `{{a.output ?? }}`,
+	`{{a.output ?? [1]}}`, `{{ghost.output ?? "x"}}`, `{{a.output ?? "x" ?? "y"}}`, `{{input ?? null}} and {{a.output}}`,
 }
 
 func TestAgreementWithValidator(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/reins-run/reins/template"
 )
@@ -38,6 +39,12 @@ func FuzzRender(f *testing.F) {
 	f.Add("  {{ s.output }}  ", `{}`, "s", ` [ 1 , 2 ] `)
 	f.Add("input.xs", `{"xs": [1, 2, 3]}`, "s", `"label"`)
 	f.Add("é\n{{s.output.x}}", `1e400`, "s", `{"x": -0.0e+0}`)
+	f.Add(`Feedback: {{ s.output.feedback ?? "none yet" }}`, `{}`, "s", `{"feedback": "shorter"}`)
+	f.Add(`{{s.output.x??0}} {{input.y ?? null}} {{ghost.output ?? true}}`, `{"y": [1]}`, "s", `"text"`)
+	f.Add(`{{s.output ?? [1]}} {{s.output ?? "a"}}`, `{}`, "s", ``)
+	f.Add(`{{ s.output.a ?? "x ?? y" }}`, `{}`, "s", `{}`)
+	f.Add(`{{input.q ?? "\u00e9\ud800"}}`, `{}`, "s", `{}`)
+	f.Add(`{{ s.output ?? 1e400 }}{{s.output ??}}{{?? 1}}`, `{}`, "s", `{}`)
 	f.Fuzz(func(t *testing.T, tmpl, input, id, output string) {
 		scope := template.Scope{Input: json.RawMessage(input), Outputs: map[string]json.RawMessage{id: json.RawMessage(output)}}
 
@@ -65,6 +72,8 @@ func FuzzRender(f *testing.F) {
 		if _, perr := template.Paths(tmpl); perr != nil && err == nil {
 			t.Fatalf("Paths(%q) fails but Render succeeds: %v", tmpl, perr)
 		}
+
+		checkDefaults(t, tmpl)
 
 		if v, err := template.Value(scope, tmpl); err != nil {
 			if v != nil {
@@ -114,4 +123,44 @@ func FuzzRender(f *testing.F) {
 			checkKind(t, "Label", err)
 		}
 	})
+}
+
+// missing reports an error that a default stands in for.
+func missing(err error) bool {
+	return errors.Is(err, template.ErrNoOutput) || errors.Is(err, template.ErrNotFound)
+}
+
+// checkDefaults holds what a default promises, whatever the data: Refs agrees with Paths, every
+// default is a JSON scalar, and a template (or expr) whose every reference gives a default never
+// fails for a value that is missing, here on a scope where nothing is there.
+func checkDefaults(t *testing.T, tmpl string) {
+	refs, err := template.Refs(tmpl)
+	paths, perr := template.Paths(tmpl)
+	if (err == nil) != (perr == nil) || len(refs) != len(paths) {
+		t.Fatalf("Refs(%q) = %v, %v but Paths = %v, %v", tmpl, refs, err, paths, perr)
+	}
+	all := len(refs) > 0
+	for i, r := range refs {
+		if r.Path != paths[i] {
+			t.Fatalf("Refs(%q)[%d].Path = %q, Paths has %q", tmpl, i, r.Path, paths[i])
+		}
+		if r.Default == nil {
+			all = false
+			continue
+		}
+		if !json.Valid(r.Default) || r.Default[0] == '[' || r.Default[0] == '{' || !utf8.Valid(r.Default) {
+			t.Fatalf("Refs(%q)[%d].Default = %q: not a JSON scalar", tmpl, i, r.Default)
+		}
+	}
+	empty := template.Scope{Input: json.RawMessage(`{}`)}
+	if all {
+		if _, err := template.Render(empty, tmpl); missing(err) {
+			t.Fatalf("Render(%q) with defaults everywhere: %v", tmpl, err)
+		}
+	}
+	if ref, err := template.PathRef(tmpl); err == nil && ref.Default != nil {
+		if v, err := template.Path(empty, tmpl); missing(err) || (err == nil && string(v) != string(ref.Default) && !strings.HasPrefix(ref.Path, "input")) {
+			t.Fatalf("Path(%q) = %s, %v; want its default %s", tmpl, v, err, ref.Default)
+		}
+	}
 }

@@ -23,21 +23,46 @@ const pathHint = "(segments of A-Z, a-z, 0-9, _ and -, such as input.x or step_i
 // Path evaluates a dotted path against scope: "input", "input.a.b", "<step>.output",
 // "<step>.output.a.0.b". The path may also be written as one whole template, "{{ step.output.x }}",
 // with whitespace around it: the forms workflow's validator accepts for switch expr and map items.
-// The value is the JSON at that path, a sub-slice of the scope's data.
+// Only the template form may give a default ("{{ step.output.x ?? \"none\" }}"), which is the
+// value when the step has no output yet or the path is missing (PathRef). The value is the JSON
+// at that path, a sub-slice of the scope's data, or the default.
 func Path(scope Scope, path string) (json.RawMessage, error) {
-	return evalPath(scope, stripPath(path))
+	ref, err := PathRef(path)
+	if err != nil {
+		return nil, err
+	}
+	return evalDefault(scope, ref)
+}
+
+// PathRef reads a path as Path and Items do, without any data: bare, or as one whole template
+// whose inside may give a default. workflow's validator checks expr and items with it.
+func PathRef(s string) (Ref, error) {
+	inner, wrapped := stripPath(s)
+	if !wrapped {
+		if _, _, err := parsePath(inner); err != nil {
+			err.Path = inner
+			return Ref{}, err
+		}
+		return Ref{Path: inner}, nil
+	}
+	ref, err := parseRef(inner)
+	if err != nil {
+		err.Path = inner
+		return Ref{}, err
+	}
+	return ref, nil
 }
 
 // stripPath removes the whitespace and one pair of enclosing braces around a path, exactly as
-// workflow's validator does for expr and items.
-func stripPath(s string) string {
-	t := strings.TrimSpace(s)
+// workflow's validator does for expr and items; wrapped says whether there were braces.
+func stripPath(s string) (t string, wrapped bool) {
+	t = strings.TrimSpace(s)
 	if inner, ok := strings.CutPrefix(t, "{{"); ok {
 		if inner, ok := strings.CutSuffix(inner, "}}"); ok && !strings.ContainsAny(inner, "{}") {
-			t = strings.TrimSpace(inner)
+			return strings.TrimSpace(inner), true
 		}
 	}
-	return t
+	return t, false
 }
 
 // evalPath evaluates a path as written (no trimming).
@@ -211,8 +236,17 @@ func Label(v json.RawMessage) (string, error) {
 // Items evaluates path (as Path does) for a map step: the value must be an array of at most max
 // items (max > 0). More items is an error naming the count and the bound, never a truncation.
 // The items alias the scope's data.
+//
+// Items take no default: a default is a scalar, never the array they must be.
 func Items(scope Scope, path string, max int) ([]json.RawMessage, error) {
-	p := stripPath(path)
+	ref, rerr := PathRef(path)
+	if rerr != nil {
+		return nil, rerr
+	}
+	p := ref.Path
+	if ref.Default != nil {
+		return nil, syntaxErr("items " + strconv.Quote(strings.TrimSpace(path)) + " give a default, which items cannot take: a default is a scalar, the items must be an array")
+	}
 	if max <= 0 {
 		return nil, fmt.Errorf("%s: the bound on the items must be positive, got %d", p, max)
 	}

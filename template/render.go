@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"unicode/utf8"
 )
 
 // next finds the first template of tmpl at or after byte from, scanning exactly as workflow's
@@ -123,7 +124,9 @@ func Refs(tmpl string) ([]Ref, error) {
 	}
 }
 
-// parseRef reads the inside of a {{…}}: a path, or a path, "??" and a JSON scalar.
+// parseRef reads the inside of a {{…}}: a path, or a path, "??" and a JSON scalar. The default
+// is held to the strictest reading (valid UTF-8, one JSON value that encoding/json decodes, no
+// array) so that what the validator accepts always renders.
 func parseRef(inner string) (Ref, *Error) {
 	path, def, hasDefault := strings.Cut(inner, defaultSep)
 	path = strings.TrimSpace(path)
@@ -134,24 +137,30 @@ func parseRef(inner string) (Ref, *Error) {
 		return Ref{Path: path}, nil
 	}
 	def = strings.TrimSpace(def)
+	const scalars = "write a string in double quotes, a number, true, false or null"
 	var v any
-	if err := json.Unmarshal([]byte(def), &v); err != nil || def == "" {
-		return Ref{}, syntaxErr("the default of {{" + inner + "}} is not a JSON value: write a string in double quotes, a number, true, false or null")
+	if def == "" || !utf8.ValidString(def) || json.Unmarshal([]byte(def), &v) != nil {
+		return Ref{}, syntaxErr("the default of {{" + inner + "}} is not a JSON value: " + scalars)
 	}
-	switch v.(type) {
-	case map[string]any, []any: // braces are refused before; brackets here
-		return Ref{}, syntaxErr("the default of {{" + inner + "}} is an array: write a string in double quotes, a number, true, false or null")
+	if _, isArray := v.([]any); isArray { // an object cannot get here: braces end the template
+		return Ref{}, syntaxErr("the default of {{" + inner + "}} is an array: " + scalars)
 	}
 	return Ref{Path: path, Default: json.RawMessage(def)}, nil
 }
 
-// evalRef evaluates the inside of a {{…}}: its path, or its default when the path's step has no
-// output yet or the path is missing from the data.
+// evalRef evaluates the inside of a {{…}}.
 func evalRef(scope Scope, inner string) (json.RawMessage, error) {
 	ref, perr := parseRef(inner)
 	if perr != nil {
 		return nil, perr
 	}
+	return evalDefault(scope, ref)
+}
+
+// evalDefault evaluates ref's path, or gives its default when the path's step has no output yet
+// or the path is missing from the data. Any other problem (invalid JSON, a key looked up in a
+// string) stays an error: a default covers what has not happened yet, not a mistake.
+func evalDefault(scope Scope, ref Ref) (json.RawMessage, error) {
 	v, err := evalPath(scope, ref.Path)
 	if err != nil && ref.Default != nil && (errors.Is(err, ErrNoOutput) || errors.Is(err, ErrNotFound)) {
 		return ref.Default, nil

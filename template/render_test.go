@@ -241,4 +241,36 @@ func TestDefaults(t *testing.T) {
 	if paths, err := template.Paths(`{{a.output ?? "x"}}`); err != nil || len(paths) != 1 || paths[0] != "a.output" {
 		t.Errorf("Paths = %v, %v; want the path without its default", paths, err)
 	}
+	for _, bad := range []string{"{{a.output ?? \"\xff\"}}", `{{a.output ?? 1e400}}`, `{{a.output ?? 'x'}}`, `{{a.output ?? "x" "y"}}`} {
+		if _, err := template.Refs(bad); !errors.Is(err, template.ErrSyntax) {
+			t.Errorf("Refs(%q) = %v, want a syntax error (the default must be one JSON scalar, in UTF-8, that decodes)", bad, err)
+		}
+	}
+}
+
+// A switch expr written as one whole template may give a default too; a bare path may not,
+// and map items take none (a default is a scalar, never the array they need).
+func TestPathDefaults(t *testing.T) {
+	scope := template.Scope{Input: json.RawMessage(`{}`), Outputs: map[string]json.RawMessage{"judge": json.RawMessage(`{"verdict":"accept"}`)}}
+	for _, tc := range []struct{ path, want, err string }{
+		{`{{ judge.output.verdict ?? "retry" }}`, `"accept"`, ""},
+		{`{{ judge.output.score ?? 0 }}`, `0`, ""},
+		{`{{ critic.output.verdict ?? "none" }}`, `"none"`, ""},
+		{`judge.output.verdict ?? "retry"`, "", "is not a dotted path"},
+		{`{{ judge.output.verdict ?? }}`, "", "is not a JSON value"},
+	} {
+		got, err := template.Path(scope, tc.path)
+		switch {
+		case tc.err == "" && (err != nil || string(got) != tc.want):
+			t.Errorf("Path(%s) = %s, %v; want %s", tc.path, got, err, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("Path(%s) error %v, want one saying %q", tc.path, err, tc.err)
+		}
+	}
+	if ref, err := template.PathRef(` {{judge.output.v ?? "x"}} `); err != nil || ref.Path != "judge.output.v" || string(ref.Default) != `"x"` {
+		t.Errorf("PathRef = %+v, %v", ref, err)
+	}
+	if _, err := template.Items(scope, `{{ judge.output.list ?? null }}`, 3); !errors.Is(err, template.ErrSyntax) || !strings.Contains(err.Error(), "which items cannot take") {
+		t.Errorf("Items with a default: %v, want a syntax error", err)
+	}
 }

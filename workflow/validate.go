@@ -565,7 +565,7 @@ func (v *validator) checkStep(i int) {
 		if inputIsTemplate(s.Input) {
 			v.checkTemplates(key("input"), name, s.Input)
 		} else if template.LooksLikePath(s.Input) {
-			v.checkPath(key("input"), name, "input", s.Input)
+			v.checkPath(key("input"), name, "input", s.Input, false)
 		}
 	}
 

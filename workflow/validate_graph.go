@@ -1,7 +1,6 @@
 package workflow
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 )
@@ -15,6 +14,7 @@ const valMaxCycles = 100
 type valArc struct {
 	to   int
 	loop bool
+	edge int // the index of the edge in Definition.Edges; -1 for a link to a branch or body
 }
 
 // checkGraph reports cycles that do not pass through a loop edge and steps unreachable from
@@ -29,15 +29,15 @@ func (v *validator) checkGraph(start int) {
 		node[i] = true
 	}
 	adj := make([][]valArc, n)
-	link := func(from, to string, loop bool) {
+	link := func(from, to string, loop bool, edge int) {
 		i, ok1 := v.ids[from]
 		j, ok2 := v.ids[to]
 		if ok1 && ok2 {
-			adj[i] = append(adj[i], valArc{to: j, loop: loop})
+			adj[i] = append(adj[i], valArc{to: j, loop: loop, edge: edge})
 		}
 	}
-	for _, e := range d.Edges {
-		link(e.From, e.To, e.IsLoop())
+	for k, e := range d.Edges {
+		link(e.From, e.To, e.IsLoop(), k)
 	}
 	for i := range d.Steps {
 		s := &d.Steps[i]
@@ -47,78 +47,13 @@ func (v *validator) checkGraph(start int) {
 		// As in Roots: branches of any step (only parallel steps may have them, which is
 		// reported on its own), the body of a map step.
 		for _, c := range s.Children() {
-			link(s.ID, c, false)
+			link(s.ID, c, false, -1)
 		}
 	}
 	v.checkCycles(node, adj)
 	if start >= 0 {
 		v.checkReachable(start, node, adj)
 		v.checkBound(start, node, adj)
-	}
-}
-
-// checkBound reports every template or path that reads the output of a step that may not have
-// run when the reading step runs (E_UNBOUND_REF), unless the template gives a default. A step S
-// has surely run before step T when every path from start to T passes through S, loop edges left
-// out: S dominates T in the graph of the first pass (a parallel branch or map body counts as
-// reached through its parent). A step never dominates itself: on its first activation it has
-// no output.
-func (v *validator) checkBound(start int, node []bool, adj [][]valArc) {
-	if len(v.reads) == 0 {
-		return
-	}
-	n := len(node)
-	indeg := valIndegrees(adj)
-	var order []int
-	for u := range n {
-		if node[u] && indeg[u] == 0 {
-			order = append(order, u)
-		}
-	}
-	for k := 0; k < len(order); k++ {
-		for _, a := range adj[order[k]] {
-			if !a.loop {
-				if indeg[a.to]--; indeg[a.to] == 0 {
-					order = append(order, a.to)
-				}
-			}
-		}
-	}
-	// dom[u] is the set of steps on every path from start to u; nil for a step the first pass
-	// does not reach (or one on a cycle, reported on its own).
-	dom := make([]valSet, n)
-	dom[start] = newValSet(n).with(start)
-	done := make([]bool, n)
-	for _, u := range order {
-		done[u] = true
-		if dom[u] == nil {
-			continue
-		}
-		for _, a := range adj[u] {
-			if a.loop {
-				continue
-			}
-			if dom[a.to] == nil {
-				dom[a.to] = dom[u].clone().with(a.to)
-			} else {
-				dom[a.to].intersect(dom[u].clone().with(a.to))
-			}
-		}
-	}
-	for _, r := range v.reads {
-		if r.hasDefault || !done[r.step] || dom[r.step] == nil || (r.of != r.step && dom[r.step].has(r.of)) {
-			continue
-		}
-		of := v.d.Steps[r.of].ID
-		hint := fmt.Sprintf("give the template a default, {{%s ?? \"...\"}}", r.path)
-		if !strings.HasPrefix(r.how, "the template") {
-			hint = "read it where " + of + " has always run before"
-		}
-		if r.of == r.step {
-			v.add(EUnboundRef, r.key, "step %s reads %s in %s, its own output, which its first activation does not have: %s", r.name, r.how, valLastPart(r.key), hint)
-			continue
-		}
-		v.add(EUnboundRef, r.key, "step %s reads %s in %s, but step %s may not have run by then (a path from start skips it, or this is the first pass of a loop): %s", r.name, r.how, valLastPart(r.key), of, hint)
 	}
 }
 
@@ -133,19 +68,6 @@ func valIndegrees(adj [][]valArc) []int {
 		}
 	}
 	return indeg
-}
-
-// valSet is a set of step indexes.
-type valSet []uint64
-
-func newValSet(n int) valSet       { return make(valSet, (n+63)/64) }
-func (s valSet) with(i int) valSet { s[i/64] |= 1 << (i % 64); return s }
-func (s valSet) has(i int) bool    { return s[i/64]&(1<<(i%64)) != 0 }
-func (s valSet) clone() valSet     { return append(valSet(nil), s...) }
-func (s valSet) intersect(o valSet) {
-	for i := range s {
-		s[i] &= o[i]
-	}
 }
 
 // checkCycles runs Kahn's algorithm over the graph without loop edges; the steps it cannot

@@ -1,18 +1,19 @@
 package workflow
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/reins-run/reins/template"
 )
 
-// Templates are {{path}} inside text (input, prompt, instructions, goal, message); expr and items
-// are bare dotted paths. A path is "input", "input.x...", "<step_id>.output" or
-// "<step_id>.output.x...", every segment made of A-Z, a-z, 0-9, _ and -. The syntax is the
-// template package's (template.Paths, template.Root), the same code that renders and evaluates
-// them at run time; the validator adds what only the definition knows: that a step named in a
-// path exists.
+// Templates are {{path}} inside text (input, prompt, instructions, goal, message), and may give a
+// default ({{path ?? "none"}}); expr and items are dotted paths, bare or written as one whole
+// template, and only expr takes a default. A path is "input", "input.x...", "<step_id>.output"
+// or "<step_id>.output.x...", every segment made of A-Z, a-z, 0-9, _ and -. The syntax is the
+// template package's (template.Refs, template.PathRef, template.Root), the same code that
+// renders and evaluates them at run time; the validator adds what only the definition knows:
+// that a step named in a path exists, and (checkBound) that it surely ran before, unless a
+// default stands in for it.
 
 // checkTemplates reports a malformed template in text, and every template whose path does not
 // name the run input or the output of a step of this workflow. name is the step's name for
@@ -28,55 +29,56 @@ func (v *validator) checkTemplates(key, name, text string) {
 			v.add(ETemplate, key, "step %s has the template {{%s}} in %s, which %s", name, ref.Path, valLastPart(key), msg)
 			continue
 		}
-		v.read(key, name, "the template {{"+ref.Path+"}}", ref.Path, ref.Default != nil)
+		v.read(stepRead{key: key, name: name, what: "template", path: ref.Path, hasDefault: ref.Default != nil})
 	}
 }
 
 // checkPath reports a dotted path (expr, items, or an input that is a bare path) that does not
-// name the run input or a step's output.
-func (v *validator) checkPath(key, name, what, path string) {
+// name the run input or a step's output; hasDefault says that it gives a default.
+func (v *validator) checkPath(key, name, what, path string, hasDefault bool) {
 	if msg := v.pathProblem(path); msg != "" {
 		v.add(ETemplate, key, "step %s has %s %q, which %s", name, what, path, msg)
 		return
 	}
-	v.read(key, name, fmt.Sprintf("%s %q", what, path), path, false)
+	v.read(stepRead{key: key, name: name, what: what, path: path, hasDefault: hasDefault})
 }
 
-// stepRead is a template or path of step `step` that reads the output of step `of`.
+// stepRead is a template or path of step `step` that reads the output of step `of`: key holds
+// it, name is the step's name for messages, what the kind of text ("template", "expr", "items",
+// "input").
 type stepRead struct {
-	step, of       int
-	key, name, how string
-	path           string
-	hasDefault     bool
+	step, of        int
+	key, name, what string
+	path            string
+	hasDefault      bool
 }
 
-// read records that the step being checked reads path (when it names a step's output).
-func (v *validator) read(key, name, how, path string, hasDefault bool) {
-	root, err := template.Root(path)
+// read records r for the step being checked when its path names a step's output.
+func (v *validator) read(r stepRead) {
+	root, err := template.Root(r.path)
 	if err != nil || root == "input" {
 		return
 	}
 	if of, ok := v.ids[root]; ok {
-		v.reads = append(v.reads, stepRead{step: v.cur, of: of, key: key, name: name, how: how, path: path, hasDefault: hasDefault})
+		r.step, r.of = v.cur, of
+		v.reads = append(v.reads, r)
 	}
 }
 
 // checkPathOrTemplate checks a dotted path, also accepted written as one whole template
-// ("{{s1.output.label}}").
+// ("{{s1.output.label}}"), which may then give a default, as template.PathRef reads it. Items
+// take none: a default is a scalar, never the array a map needs.
 func (v *validator) checkPathOrTemplate(key, name, what, s string) {
-	v.checkPath(key, name, what, unwrapPath(s))
-}
-
-// unwrapPath returns a dotted path written as one whole template ("{{s1.output.label}}") as the
-// bare path, and any other text trimmed.
-func unwrapPath(s string) string {
-	t := strings.TrimSpace(s)
-	if inner, ok := strings.CutPrefix(t, "{{"); ok {
-		if inner, ok := strings.CutSuffix(inner, "}}"); ok && !strings.ContainsAny(inner, "{}") {
-			t = strings.TrimSpace(inner)
-		}
+	ref, err := template.PathRef(s)
+	if err != nil {
+		v.add(ETemplate, key, "step %s has %s %q, which is not a valid path: %v", name, what, strings.TrimSpace(s), err)
+		return
 	}
-	return t
+	if ref.Default != nil && what == "items" {
+		v.add(ETemplate, key, "step %s gives its items %q a default, which items cannot take: a default is a scalar and a map needs an array", name, strings.TrimSpace(s))
+		return
+	}
+	v.checkPath(key, name, what, ref.Path, ref.Default != nil)
 }
 
 // inputIsTemplate reports whether a step's input is a template; else, when it looks like a
@@ -103,8 +105,8 @@ func (d *Definition) ReadsInput() (step, key, path string, ok bool) {
 			}
 		}
 		addPath := func(k, text string) {
-			if text != "" {
-				paths = append(paths, struct{ key, path string }{k, unwrapPath(text)})
+			if ref, err := template.PathRef(text); err == nil {
+				paths = append(paths, struct{ key, path string }{k, ref.Path})
 			}
 		}
 		switch {

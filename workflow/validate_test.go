@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -782,18 +783,17 @@ func BenchmarkValidate10000(b *testing.B) {
 	}
 }
 
-// Static checks before any money is spent: a branch or expr path the step's output cannot have
-// (E_BAD_BRANCH_PATH), and a template that reads a step that may not have run yet
-// (E_UNBOUND_REF) unless it gives a default.
-func TestValidateBranchPathsAndBoundReads(t *testing.T) {
-	verdict := json.RawMessage(`{"type":"object","properties":{"verdict":{"type":"string","enum":["accept","retry"]},"notes":{"type":"object","properties":{"lines":{"type":"array","items":{"type":"string"}}}}},"required":["verdict"],"additionalProperties":false}`)
-	base := func() *workflow.Definition {
+// E_BAD_BRANCH_PATH: a branch or switch expr path that the output of the step it reads cannot
+// have, by that step's output_schema (or an agent's output).
+func TestValidateBranchPaths(t *testing.T) {
+	verdict := `{"type":"object","properties":{"verdict":{"type":"string","enum":["accept","retry"]},"notes":{"type":"object","properties":{"lines":{"type":"array","items":{"type":"string"}}}}},"required":["verdict"],"additionalProperties":false}`
+	base := func(schema string) *workflow.Definition {
 		return &workflow.Definition{
 			Name: "refine", Start: "gen",
 			Models: map[string]workflow.ModelDef{"m": {Provider: "scripted", Script: json.RawMessage(`[{"text":"ok"}]`)}},
 			Steps: []workflow.Step{
 				{ID: "gen", Type: workflow.LLM, Model: "m", Prompt: "Write."},
-				{ID: "judge", Type: workflow.LLM, Model: "m", Prompt: "Judge {{gen.output}}", OutputSchema: verdict, Branch: "verdict"},
+				{ID: "judge", Type: workflow.LLM, Model: "m", Prompt: "Judge {{gen.output}}", OutputSchema: json.RawMessage(schema)},
 				{ID: "route", Type: workflow.Switch, Expr: "judge.output.verdict"},
 				{ID: "done", Type: workflow.Terminate},
 			},
@@ -803,41 +803,214 @@ func TestValidateBranchPathsAndBoundReads(t *testing.T) {
 			},
 		}
 	}
+	branch := func(path string) func(d *workflow.Definition) {
+		return func(d *workflow.Definition) { d.Steps[1].Branch = path }
+	}
+	expr := func(e string) func(d *workflow.Definition) {
+		return func(d *workflow.Definition) { d.Steps[2].Expr = e }
+	}
+	const badBranch, badExpr = "E_BAD_BRANCH_PATH steps[1].branch", "E_BAD_BRANCH_PATH steps[2].expr"
 	for _, tc := range []struct {
 		name   string
+		schema string // judge's output_schema; "" for verdict
 		change func(d *workflow.Definition)
-		want   []string
+		want   string // the problem, "" for none
 		says   string
 	}{
-		{"valid", func(*workflow.Definition) {}, nil, ""},
-		{"a branch the schema cannot produce", func(d *workflow.Definition) { d.Steps[1].Branch = "verdit" },
-			[]string{"E_BAD_BRANCH_PATH steps[1].branch"}, `step "judge" has branch "verdit", but its output has no property "verdit": its schema allows only "notes", "verdict"`},
-		{"a path into a string", func(d *workflow.Definition) { d.Steps[1].Branch = "verdict.x" },
-			[]string{"E_BAD_BRANCH_PATH steps[1].branch"}, `at verdict is of type string, which has no "x" in it`},
-		{"an array index is fine", func(d *workflow.Definition) { d.Steps[1].Branch = "notes.lines.0" }, nil, ""},
-		{"a switch expr the schema cannot produce", func(d *workflow.Definition) { d.Steps[2].Expr = "judge.output.score" },
-			[]string{"E_BAD_BRANCH_PATH steps[2].expr"}, `the output of step judge has no property "score"`},
-		{"an agent's output", func(d *workflow.Definition) {
+		{"valid", "", func(*workflow.Definition) {}, "", ""},
+		{"a declared property", "", branch("verdict"), "", ""},
+		{"a property additionalProperties false refuses", "", branch("verdit"), badBranch,
+			`step "judge" has branch "verdit", but its output has no property "verdit": its schema allows only "notes", "verdict"`},
+		{"a path into a string", "", branch("verdict.x"), badBranch, `at verdict is of type string, which has no "x" in it`},
+		{"an index into items", "", branch("notes.lines.0"), "", ""},
+		{"a key into an array", "", branch("notes.lines.first"), badBranch, `at notes.lines is an array, which has indexes (0, 1, ...), not "first"`},
+		{"an undeclared property where the schema declares others", `{"type":"object","properties":{"verdict":{"type":"string"}}}`, branch("verdit"), badBranch,
+			`its output has no property "verdit": its schema declares only "verdict" (set additionalProperties to allow others)`},
+		{"additionalProperties true allows any", `{"type":"object","properties":{"verdict":{"type":"string"}},"additionalProperties":true}`, branch("extra.deep"), "", ""},
+		{"additionalProperties as a schema is followed", `{"type":"object","additionalProperties":{"type":"integer"}}`, branch("score.x"), badBranch, `at score is of type integer, which has no "x" in it`},
+		{"a schema without properties accepts any path", `{"type":"object"}`, branch("a.b.c"), "", ""},
+		{"a schema that is not followed accepts any path", `{"anyOf":[{"type":"string"},{"type":"object"}]}`, branch("a.b"), "", ""},
+		{"a nullable string", `{"type":"object","properties":{"verdict":{"type":"string"},"v":{"type":["string","null"]}}}`, branch("v.x"), badBranch, `at v is of type string or null`},
+		{"prefixItems", `{"type":"array","prefixItems":[{"type":"object","properties":{"k":{"type":"string"}},"additionalProperties":false}]}`, func(d *workflow.Definition) {
+			d.Steps[1].Branch, d.Steps[2].Expr = "0.j", "input.kind"
+		}, badBranch, `at 0 has no property "j"`},
+		{"a switch expr", "", expr("judge.output.score"), badExpr, `step "route" has expr "judge.output.score", but the output of step judge has no property "score"`},
+		{"a switch expr as a template with a default", "", expr(`{{ judge.output.verdict ?? "retry" }}`), "", ""},
+		{"a default does not excuse a path the schema cannot have", "", expr(`{{judge.output.verdit ?? "retry"}}`), badExpr, `has no property "verdit"`},
+		{"the run input is not checked", "", expr("input.anything"), "", ""},
+		{"an agent's output", "", func(d *workflow.Definition) {
 			d.Steps[0] = workflow.Step{ID: "gen", Type: workflow.Agent, Model: "m", Goal: "g", Branch: "verdict"}
-		}, []string{"E_BAD_BRANCH_PATH steps[0].branch"}, `"answer", "detail", "stop_reason"`},
-		{"the first pass reads a step that has not run", func(d *workflow.Definition) { d.Steps[0].Prompt = "Improve: {{judge.output.notes}}" },
-			[]string{"E_UNBOUND_REF steps[0].prompt"}, `give the template a default, {{judge.output.notes ?? "..."}}`},
-		{"with a default it may", func(d *workflow.Definition) { d.Steps[0].Prompt = `Improve: {{judge.output.notes ?? "nothing yet"}}` }, nil, ""},
-		{"a step a branch skips", func(d *workflow.Definition) {
-			d.Steps[3] = workflow.Step{ID: "done", Type: workflow.Terminate, Input: "Fixed: {{gen2.output}}"}
-			d.Steps = append(d.Steps, workflow.Step{ID: "gen2", Type: workflow.LLM, Model: "m", Prompt: "Again."})
-			d.Edges = append(d.Edges, workflow.Edge{From: "route", To: "gen2", When: "fix"}, workflow.Edge{From: "gen2", To: "done"})
-		}, []string{"E_UNBOUND_REF steps[3].input"}, "step gen2 may not have run by then"},
-		{"a bare path too", func(d *workflow.Definition) { d.Steps[2].Expr = "done.output" },
-			[]string{"E_UNBOUND_REF steps[2].expr"}, "read it where done has always run before"},
+		}, "E_BAD_BRANCH_PATH steps[0].branch", `its schema allows only "answer", "detail", "stop_reason"`},
+		{"an agent's stop reason", "", func(d *workflow.Definition) {
+			d.Steps[0] = workflow.Step{ID: "gen", Type: workflow.Agent, Model: "m", Goal: "g", Branch: "stop_reason"}
+		}, "", ""},
+		{"an llm step without a schema is not checked", "", func(d *workflow.Definition) { d.Steps[0].Branch = "anything.at.all" }, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			schema := tc.schema
+			if schema == "" {
+				schema = verdict
+			}
+			d := base(schema)
+			tc.change(d)
+			ps := workflow.Validate(d, workflow.Options{})
+			if tc.want == "" {
+				vSame(t, ps)
+				return
+			}
+			vSame(t, ps, tc.want)
+			if !strings.Contains(ps[0].Message, tc.says) {
+				t.Errorf("message %q, want it to say %q", ps[0].Message, tc.says)
+			}
+		})
+	}
+}
+
+// vFlow builds a definition of task steps from edges written "from>to", "from>to?label" (when)
+// and "from>to*3" (a loop edge, max_iterations 3); its start is the first step named. Steps in
+// parallel are parallel steps with those branches, steps in maps map steps with that body; reads
+// gives steps their input template.
+func vFlow(edges []string, parallel, maps, reads map[string]string) *workflow.Definition {
+	d := &workflow.Definition{Name: "graph"}
+	seen := map[string]bool{}
+	add := func(id string) {
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		s := workflow.Step{ID: id, Type: workflow.Task, Handler: "h", Input: reads[id]}
+		if bs, ok := parallel[id]; ok {
+			s = workflow.Step{ID: id, Type: workflow.Parallel, Input: reads[id]}
+			for _, b := range strings.Split(bs, ",") {
+				s.Branches = append(s.Branches, workflow.Branch{Step: b})
+			}
+		}
+		if body, ok := maps[id]; ok {
+			s = workflow.Step{ID: id, Type: workflow.Map, Input: reads[id], Items: "input.xs", MaxItems: 5, Step: body}
+		}
+		d.Steps = append(d.Steps, s)
+	}
+	for _, e := range edges {
+		rest, loop, _ := strings.Cut(e, "*")
+		rest, when, _ := strings.Cut(rest, "?")
+		from, to, _ := strings.Cut(rest, ">")
+		add(from)
+		add(to)
+		edge := workflow.Edge{From: from, To: to, When: when}
+		if loop != "" {
+			edge.MaxIterations, _ = strconv.Atoi(loop)
+		}
+		d.Edges = append(d.Edges, edge)
+	}
+	for _, bs := range parallel {
+		for _, b := range strings.Split(bs, ",") {
+			add(b)
+		}
+	}
+	for _, b := range maps {
+		add(b)
+	}
+	d.Start = d.Steps[0].ID
+	return d
+}
+
+// E_UNBOUND_REF: a template or path that reads the output of a step that may not have run when
+// the reading step runs, unless it gives a default (docs/workflows.md has the rule).
+func TestValidateBoundReads(t *testing.T) {
+	type m = map[string]string
+	for _, tc := range []struct {
+		name           string
+		edges          []string
+		parallel, map_ m
+		reads          m        // step → its input template
+		unbound        []string // the steps reported, in step order
+		says           string   // in the first problem's message
+	}{
+		{"a chain", []string{"s>a", "a>b"}, nil, nil, m{"b": "{{s.output}} {{a.output.x}}"}, nil, ""},
+		{"the first pass of a loop", []string{"gen>judge", "judge>gen?retry*3", "judge>done?accept"}, nil, nil,
+			m{"gen": "Improve: {{judge.output.notes}}"}, []string{"gen"},
+			`step "gen" reads {{judge.output.notes}} in input, but step judge may not have run by then (a path from start skips it, or this is the first pass of a loop): give the template a default, {{judge.output.notes ?? "..."}}`},
+		{"with a default it may", []string{"gen>judge", "judge>gen?retry*3", "judge>done?accept"}, nil, nil,
+			m{"gen": `Improve: {{judge.output.notes ?? "nothing yet"}}`}, nil, ""},
+		{"after the loop", []string{"gen>judge", "judge>gen?retry*3", "judge>done?accept"}, nil, nil,
+			m{"done": "{{gen.output}} {{judge.output}}"}, nil, ""},
+		{"its own output", []string{"gen>judge", "judge>gen?retry*3"}, nil, nil,
+			m{"gen": "Again: {{gen.output}}"}, []string{"gen"}, "its own output, which its first activation does not have"},
+		{"a step a branch skips", []string{"s>x?fix", "s>done?ok", "x>done"}, nil, nil,
+			m{"done": "{{s.output}} {{x.output}}"}, []string{"done"}, "step x may not have run by then"},
+		{"fan-in waits for every source", []string{"s>a", "s>b", "a>j", "b>j"}, nil, nil,
+			m{"j": "{{a.output}} {{b.output}} {{s.output}}"}, nil, ""},
+		{"fan-in waits for the sources of its sources", []string{"s>a", "a>a2", "a2>j", "s>b", "b>j"}, nil, nil,
+			m{"j": "{{a.output}} {{a2.output}} {{b.output}}"}, nil, ""},
+		{"fan-in from a conditional source", []string{"s>a?x", "s>b", "a>j", "b>j"}, nil, nil,
+			m{"j": "{{a.output}} {{b.output}}"}, []string{"j"}, "step a may not have run by then"},
+		{"fan-in from a source that may fail on", []string{"s>a", "s>b", "a>j", "b>j", "a>h?error"}, nil, nil,
+			m{"j": "{{a.output}} {{b.output}}"}, []string{"j"}, "step a may not have run by then"},
+		{"an error edge hands on no output", []string{"s>a", "a>h?error", "a>ok"}, nil, nil,
+			m{"h": "{{s.output}} {{a.output}}"}, []string{"h"}, "step a may not have run by then"},
+		{"after a parallel step, its branches", []string{"s>p", "p>n"}, m{"p": "a,b"}, nil,
+			m{"n": "{{a.output}} {{b.output}} {{p.output}}"}, nil, ""},
+		{"a branch reads its parent", []string{"s>p", "p>n"}, m{"p": "a,b"}, nil,
+			m{"a": "{{s.output}} {{p.output}}"}, []string{"a"}, "but it runs as a branch of step p, which has no output until its branches end"},
+		{"a branch reads another", []string{"s>p", "p>n"}, m{"p": "a,b"}, nil,
+			m{"a": "{{b.output}}"}, []string{"a"}, "step b may not have run by then"},
+		{"a map body may run for no item", []string{"s>mp", "mp>n"}, nil, m{"mp": "body"},
+			m{"n": "{{mp.output}} {{body.output}}"}, []string{"n"}, "step body may not have run by then"},
+		{"a bare path", []string{"s>a", "s>b?x", "a>j?y"}, nil, nil,
+			m{"j": "b.output"}, []string{"j"}, `write it with a default, {{b.output ?? "..."}}`},
+		{"a step only a loop edge reaches is not checked", []string{"s>a", "a>r*2"}, nil, nil,
+			m{"r": "{{a.output}}"}, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := vFlow(tc.edges, tc.parallel, tc.map_, tc.reads)
+			ps := workflow.Validate(d, workflow.Options{})
+			var got []string
+			for _, p := range ps {
+				if p.Code != workflow.EUnboundRef {
+					t.Errorf("unexpected problem %v", p)
+					continue
+				}
+				i, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(p.Key, "steps["), "].input"))
+				got = append(got, d.Steps[i].ID)
+			}
+			if !slices.Equal(got, tc.unbound) {
+				t.Fatalf("E_UNBOUND_REF at %q, want %q\n%v", got, tc.unbound, ps)
+			}
+			if tc.says != "" && !strings.Contains(ps[0].Message, tc.says) {
+				t.Errorf("message %q, want it to say %q", ps[0].Message, tc.says)
+			}
+		})
+	}
+}
+
+// Where a read is not a template: expr takes a default written as a template, items take none.
+func TestValidateBoundPaths(t *testing.T) {
+	base := func() *workflow.Definition {
+		return vFlow([]string{"s>a?x", "s>r", "a>r"}, nil, nil, nil)
+	}
+	for _, tc := range []struct {
+		name string
+		step workflow.Step
+		want []string
+		says string
+	}{
+		{"an expr", workflow.Step{ID: "r", Type: workflow.Switch, Expr: "a.output.k"}, []string{"E_UNBOUND_REF steps[2].expr"}, `write it with a default, {{a.output.k ?? "..."}}`},
+		{"an expr with a default", workflow.Step{ID: "r", Type: workflow.Switch, Expr: `{{a.output.k ?? "none"}}`}, nil, ""},
+		{"a bare expr cannot take one", workflow.Step{ID: "r", Type: workflow.Switch, Expr: `a.output.k ?? "none"`}, []string{"E_TEMPLATE steps[2].expr"}, "is not a valid path"},
+		{"items", workflow.Step{ID: "r", Type: workflow.Map, Items: "a.output.xs", MaxItems: 3, Step: "body"}, []string{"E_UNBOUND_REF steps[2].items"}, "read it where a has always run before (items take no default)"},
+		{"items with a default", workflow.Step{ID: "r", Type: workflow.Map, Items: `{{a.output.xs ?? null}}`, MaxItems: 3, Step: "body"}, []string{"E_TEMPLATE steps[2].items"}, "which items cannot take"},
+		{"an input with a default", workflow.Step{ID: "r", Type: workflow.Task, Handler: "h", Input: `{{a.output ?? 0}}`}, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := base()
-			tc.change(d)
+			d.Steps[2] = tc.step
+			if tc.step.Type == workflow.Map {
+				d.Steps = append(d.Steps, workflow.Step{ID: "body", Type: workflow.Task, Handler: "h"})
+			}
 			ps := workflow.Validate(d, workflow.Options{})
 			vSame(t, ps, tc.want...)
-			if tc.says != "" && (len(ps) == 0 || !strings.Contains(ps[0].Message, tc.says)) {
-				t.Errorf("message %q, want it to say %q", ps, tc.says)
+			if tc.says != "" && !strings.Contains(ps[0].Message, tc.says) {
+				t.Errorf("message %q, want it to say %q", ps[0].Message, tc.says)
 			}
 		})
 	}

@@ -30,8 +30,12 @@
 // braces outside a template are plain text. Rendering inserts strings as they are and any other
 // JSON value as compact JSON, in one pass: a value that itself contains "{{" is not rendered
 // again. A value that is missing is an error, never an empty string, unless the template gives
-// a default after "??" ({{ review.output.notes ?? "none" }}: a JSON scalar), which stands for
-// the value when the step has no output yet or the path is missing from it (Refs, Ref).
+// a default after "??" ({{ review.output.notes ?? "none" }}: one JSON scalar, in UTF-8, that
+// encoding/json decodes), which stands for the value when the step has no output yet or the
+// path is missing from it (ErrNoOutput, ErrNotFound); any other error stays one (Refs, Ref).
+// A switch expr written as one whole template may give a default too (Path, PathRef); map items
+// take none, since a default is never the array they must be. The default is this package's
+// addition to the contract's template syntax (shared/spec/workflow-file.md says only {{path}}).
 //
 // Errors are *Error (a path or value problem) or *TemplateError (a problem at a position of a
 // template, wrapping an *Error); both match the sentinels ErrSyntax, ErrInvalidJSON,

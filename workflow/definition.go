@@ -1,7 +1,17 @@
 // Package workflow is the model of a workflow as data: a predeclared graph of steps and edges,
 // built with the Go builder (New) or loaded from a TOML file (Load), checked by the validator
 // (Validate), serialized to canonical JSON with a content hash, and drawn as a graph (Mermaid,
-// Graphviz dot). The contract is shared/spec/workflow-file.md.
+// Graphviz dot). The contract is shared/spec/workflow-file.md; docs/workflows.md says what this
+// package adds to it.
+//
+// The validator reports every problem in one pass, each with its stable code and the line of
+// its key. Besides the structure (names, references, required keys, bounds, cycles without a
+// loop edge, reachability), it checks what would otherwise fail only at run time, after model
+// calls were paid for: a template or path reading the output of a step that may not have run
+// by then, unless it gives a default (E_UNBOUND_REF: what every incoming edge guarantees on the
+// first pass, a join waiting for its sources; validate_bound.go), and a branch or switch expr
+// path that the output_schema of the step it reads cannot produce (E_BAD_BRANCH_PATH;
+// validate_schema.go).
 //
 // It owns definitions, their validation and their export. It must not execute anything: running
 // a definition is the engine's job, and nothing here talks to models, tools or NATS.

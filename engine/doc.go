@@ -61,8 +61,9 @@
 //     step's timeout). llm prompts and instructions and agent goals and instructions are
 //     rendered here, once per activation, against the run input and the latest output of every
 //     step; a template that cannot be rendered fails the step.
-//   - switch: the label is the value at `expr` (template.Path, template.Label); the step
-//     completes at once with its input as its output.
+//   - switch: the label is the value at `expr` (template.Path, template.Label), or the default
+//     an expr written as a template gives when that value is missing; the step completes at
+//     once with its input as its output.
 //   - terminate: the run completes with the step's input as its output.
 //   - fail: the run fails with E_FAIL and the step's rendered message.
 //   - parallel: one child per branch ("step#i", input = the parallel step's input, or the

@@ -496,6 +496,27 @@ func TestEvaluatorOptimizerWithDefault(t *testing.T) {
 	}
 }
 
+// A switch's expr written as a template may give a default: on the first pass, before the
+// critic it reads ran, the default is the label.
+func TestSwitchExprDefault(t *testing.T) {
+	wf := workflow.New("route_first").Start("route")
+	wf.Switch("route", `{{judge.output.verdict ?? "first"}}`)
+	wf.Task("work", "h")
+	wf.Task("judge", "h")
+	wf.Terminate("done")
+	wf.Edge("route", "work").When("first")
+	wf.Edge("route", "work").When("retry")
+	wf.Edge("route", "done").When("accept")
+	wf.Edge("work", "judge")
+	wf.Edge("judge", "route").MaxIterations(3)
+	d := drive(t, build(t, wf), `{}`, script{
+		"work":  {done(`1`), done(`2`)},
+		"judge": {done(`{"verdict":"retry"}`), done(`{"verdict":"accept"}`)},
+	})
+	d.expect(engine.RunCompleted, "")
+	d.expectPath("route", "work", "judge", "route", "work", "judge", "route", "done")
+}
+
 func TestErrorMessages(t *testing.T) {
 	e := &engine.RunError{Code: engine.CodeNoRoute, Message: "m", Step: "s"}
 	if got := e.Error(); !strings.Contains(got, "E_NO_ROUTE") || !strings.Contains(got, "s") {

@@ -150,18 +150,10 @@ func (g *boundGraph) solve(start int) []valSet {
 // joins reports whether u waits for edges from more than one step (a branch or map body waits
 // for none: its parent starts it).
 func (g *boundGraph) joins(u int) bool {
-	from := -1
-	for _, a := range g.in[u] {
-		switch {
-		case a.edge < 0:
-			return false
-		case from < 0:
-			from = a.from
-		case a.from != from:
-			return true
-		}
+	if slices.ContainsFunc(g.in[u], func(a boundArc) bool { return a.edge < 0 }) {
+		return false
 	}
-	return false
+	return slices.ContainsFunc(g.in[u], func(a boundArc) bool { return a.from != g.in[u][0].from })
 }
 
 // guarantee is what arc a guarantees when it activates its step: a new set.

@@ -19,7 +19,9 @@ var parseCodes = map[workflow.Code]bool{
 }
 
 // FuzzParse checks that any input gives a definition or problems, never a panic, and that every
-// problem is complete: a code Parse owns, a message, the file, a line.
+// problem is complete: a code Parse owns, a message, the file, a line. A definition is validated
+// too (the graph analyses of E_CYCLE and E_UNBOUND_REF included): no panic, every problem with
+// a code and a message.
 func FuzzParse(f *testing.F) {
 	if full, err := os.ReadFile(filepath.Join("testdata", "full.toml")); err == nil {
 		f.Add(string(full))
@@ -37,6 +39,7 @@ func FuzzParse(f *testing.F) {
 		"name = \n",
 		"[models.a.b]\nprovider = \"x\"\n[[models.m.script]]\nreply = 1\n",
 		"\"\" = 1\n[models.\"a.b\"]\n\"x y\" = 2\n",
+		"start = \"s\"\n[[steps]]\nid = \"s\"\ntype = \"parallel\"\nbranches = [\"a\", \"b\"]\n[[steps]]\nid = \"a\"\ntype = \"task\"\nhandler = \"h\"\ninput = \"{{b.output ?? 1}} {{s.output}}\"\n[[steps]]\nid = \"b\"\ntype = \"task\"\nhandler = \"h\"\n[[steps]]\nid = \"j\"\ntype = \"switch\"\nexpr = \"{{a.output.x ?? \\\"y\\\"}}\"\n[[edges]]\nfrom = \"s\"\nto = \"j\"\n[[edges]]\nfrom = \"a\"\nto = \"j\"\nwhen = \"error\"\n[[edges]]\nfrom = \"j\"\nto = \"s\"\nmax_iterations = 2\n",
 	} {
 		f.Add(seed)
 	}
@@ -59,6 +62,11 @@ func FuzzParse(f *testing.F) {
 				// A clean definition has a canonical form: its raw JSON is valid.
 				if _, err := def.CanonicalJSON(); err != nil {
 					t.Fatalf("CanonicalJSON of a clean definition: %v", err)
+				}
+			}
+			for _, p := range workflow.Validate(def, workflow.Options{}) {
+				if p.Code == "" || p.Message == "" {
+					t.Fatalf("incomplete problem %+v from Validate", p)
 				}
 			}
 		}

@@ -30,14 +30,12 @@ const (
 // make the worker drop the tasks the engine sends after it.
 type runTable struct {
 	mu      sync.Mutex
-	ended   map[string]time.Time
-	order   []string // ring of the ids in ended, oldest at next
-	next    int
+	ended   *ring[time.Time] // run id → when its end was announced
 	running map[*taskContext]struct{}
 }
 
 func newRunTable(max int) *runTable {
-	return &runTable{ended: map[string]time.Time{}, order: make([]string, 0, max), running: map[*taskContext]struct{}{}}
+	return &runTable{ended: newRing[time.Time](max), running: map[*taskContext]struct{}{}}
 }
 
 // admit registers tc as running unless its run (or a parent run) has ended (ended), or a
@@ -87,7 +85,7 @@ func (r *runTable) isEnded(run string, published time.Time) bool {
 // was announced ended after published. r.mu is held.
 func (r *runTable) hasEnded(run string, published time.Time) bool {
 	for {
-		if at, ok := r.ended[run]; ok && !at.Before(published) {
+		if at, ok := r.ended.m[run]; ok && !at.Before(published) {
 			return true
 		}
 		i := strings.LastIndexByte(run, '/')
@@ -115,21 +113,9 @@ func (r *runTable) end(run string) int {
 	return len(cancel)
 }
 
-// remember adds run to the ended set, forgetting the oldest id beyond the bound. r.mu is held.
-func (r *runTable) remember(run string) {
-	if _, ok := r.ended[run]; ok {
-		r.ended[run] = time.Now()
-		return
-	}
-	r.ended[run] = time.Now()
-	if len(r.order) < cap(r.order) {
-		r.order = append(r.order, run)
-		return
-	}
-	delete(r.ended, r.order[r.next])
-	r.order[r.next] = run
-	r.next = (r.next + 1) % len(r.order)
-}
+// remember records that run was announced ended now, forgetting the oldest id beyond the
+// bound. r.mu is held.
+func (r *runTable) remember(run string) { r.ended.put(run, time.Now()) }
 
 // listenCancels subscribes to the ends of runs; the returned function unsubscribes.
 func (w *Worker) listenCancels(ctx context.Context) (func(), error) {
@@ -158,39 +144,54 @@ type counter struct{ n atomic.Int64 }
 func (c *counter) add()        { c.n.Add(1) }
 func (c *counter) load() int64 { return c.n.Load() }
 
+// ring is a map that keeps its last max keys: putting one more forgets the oldest. It is not
+// safe for concurrent use.
+type ring[V any] struct {
+	m     map[string]V
+	order []string // the keys, oldest at next once full
+	next  int
+}
+
+func newRing[V any](max int) *ring[V] {
+	return &ring[V]{m: map[string]V{}, order: make([]string, 0, max)}
+}
+
+// put sets key to v; a key already there keeps its place.
+func (r *ring[V]) put(key string, v V) {
+	if _, ok := r.m[key]; ok {
+		r.m[key] = v
+		return
+	}
+	r.m[key] = v
+	if len(r.order) < cap(r.order) {
+		r.order = append(r.order, key)
+		return
+	}
+	delete(r.m, r.order[r.next])
+	r.order[r.next] = key
+	r.next = (r.next + 1) % len(r.order)
+}
+
 // answeredSet remembers the last max tasks (by message id) this worker answered, so that a
 // redelivery of one (its acknowledgement was lost: a connection cut, a pause past AckWait) is
 // acknowledged without running again. Running it again would discard, before rewriting them,
 // the checkpoint writes the next iteration, dispatched on the answer, may be reading.
 type answeredSet struct {
-	mu    sync.Mutex
-	ids   map[string]bool
-	order []string // ring of the ids, oldest at next
-	next  int
+	mu  sync.Mutex
+	ids *ring[struct{}]
 }
 
-func newAnsweredSet(max int) *answeredSet {
-	return &answeredSet{ids: map[string]bool{}, order: make([]string, 0, max)}
-}
+func newAnsweredSet(max int) *answeredSet { return &answeredSet{ids: newRing[struct{}](max)} }
 
 func (a *answeredSet) add(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.ids[id] {
-		return
-	}
-	a.ids[id] = true
-	if len(a.order) < cap(a.order) {
-		a.order = append(a.order, id)
-		return
-	}
-	delete(a.ids, a.order[a.next])
-	a.order[a.next] = id
-	a.next = (a.next + 1) % len(a.order)
+	a.ids.put(id, struct{}{})
 }
 
 func (a *answeredSet) has(id string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.ids[id]
+	_, ok := a.ids.m[id]
+	return ok
 }

@@ -118,41 +118,25 @@ func (d *decoder) definition(doc map[string]any) *Definition {
 var modelKeys = []string{"provider", "model", "base_url", "api_key_env", "script", "cassette"}
 
 func (d *decoder) models(key string, v any) map[string]ModelDef {
-	m, ok := d.table(key, v, "a table of [models.NAME] tables")
-	if !ok {
-		return nil
-	}
-	models := make(map[string]ModelDef, len(m))
-	for _, name := range d.keys(key, m) {
-		mkey := joinKey(key, name)
-		t, ok := d.table(mkey, m[name], "a table ([models."+keyName(name)+"])")
-		if !ok {
-			models[name] = ModelDef{}
-			continue
+	return namedTables(d, key, v, "models", modelKeys, func(md *ModelDef, fkey, k string, fv any) bool {
+		switch k {
+		case "provider":
+			md.Provider, _ = d.str(fkey, fv)
+		case "model":
+			md.Model, _ = d.str(fkey, fv)
+		case "base_url":
+			md.BaseURL, _ = d.str(fkey, fv)
+		case "api_key_env":
+			md.APIKeyEnv, _ = d.str(fkey, fv)
+		case "script":
+			md.Script, _ = d.tablesJSON(fkey, fv)
+		case "cassette":
+			md.Cassette, _ = d.str(fkey, fv)
+		default:
+			return false
 		}
-		var md ModelDef
-		for _, k := range d.keys(mkey, t) {
-			fkey, fv := joinKey(mkey, k), t[k]
-			switch k {
-			case "provider":
-				md.Provider, _ = d.str(fkey, fv)
-			case "model":
-				md.Model, _ = d.str(fkey, fv)
-			case "base_url":
-				md.BaseURL, _ = d.str(fkey, fv)
-			case "api_key_env":
-				md.APIKeyEnv, _ = d.str(fkey, fv)
-			case "script":
-				md.Script, _ = d.tablesJSON(fkey, fv)
-			case "cassette":
-				md.Cassette, _ = d.str(fkey, fv)
-			default:
-				d.unknownKey(fkey, k, "in "+mkey, modelKeys)
-			}
-		}
-		models[name] = md
-	}
-	return models
+		return true
+	})
 }
 
 // toolKeys are the keys of a [tools.NAME] table.
@@ -162,71 +146,66 @@ var toolKeys = []string{"description", "input_schema", "side_effect", "handler",
 var mcpKeys = []string{"command", "url"}
 
 func (d *decoder) mcp(key string, v any) map[string]MCPDef {
-	m, ok := d.table(key, v, "a table of [mcp.NAME] tables")
-	if !ok {
-		return nil
-	}
-	servers := make(map[string]MCPDef, len(m))
-	for _, name := range d.keys(key, m) {
-		mkey := joinKey(key, name)
-		t, ok := d.table(mkey, m[name], "a table ([mcp."+keyName(name)+"])")
-		if !ok {
-			servers[name] = MCPDef{}
-			continue
+	return namedTables(d, key, v, "mcp", mcpKeys, func(md *MCPDef, fkey, k string, fv any) bool {
+		switch k {
+		case "command":
+			md.Command, _ = d.strs(fkey, fv)
+		case "url":
+			md.URL, _ = d.str(fkey, fv)
+		default:
+			return false
 		}
-		var md MCPDef
-		for _, k := range d.keys(mkey, t) {
-			fkey, fv := joinKey(mkey, k), t[k]
-			switch k {
-			case "command":
-				md.Command, _ = d.strs(fkey, fv)
-			case "url":
-				md.URL, _ = d.str(fkey, fv)
-			default:
-				d.unknownKey(fkey, k, "in "+mkey, mcpKeys)
-			}
-		}
-		servers[name] = md
-	}
-	return servers
+		return true
+	})
 }
 
 func (d *decoder) tools(key string, v any) map[string]ToolDef {
-	m, ok := d.table(key, v, "a table of [tools.NAME] tables")
+	return namedTables(d, key, v, "tools", toolKeys, func(td *ToolDef, fkey, k string, fv any) bool {
+		switch k {
+		case "description":
+			td.Description, _ = d.str(fkey, fv)
+		case "input_schema":
+			td.InputSchema, _ = d.tableJSON(fkey, fv)
+		case "side_effect":
+			td.SideEffect, _ = d.boolean(fkey, fv)
+		case "handler":
+			td.Handler, _ = d.str(fkey, fv)
+		case "mock":
+			td.Mock, _ = d.tablesJSON(fkey, fv)
+		case "mcp":
+			td.MCP, _ = d.str(fkey, fv)
+		default:
+			return false
+		}
+		return true
+	})
+}
+
+// namedTables decodes a table of named tables ([models.NAME], [tools.NAME], [mcp.NAME]): set
+// decodes one key of one of them into its value and reports false for a key it does not know,
+// which is reported with the known keys. A NAME that is not a table decodes as the zero value.
+func namedTables[T any](d *decoder, key string, v any, kind string, known []string, set func(t *T, fkey, k string, fv any) bool) map[string]T {
+	m, ok := d.table(key, v, "a table of ["+kind+".NAME] tables")
 	if !ok {
 		return nil
 	}
-	tools := make(map[string]ToolDef, len(m))
+	out := make(map[string]T, len(m))
 	for _, name := range d.keys(key, m) {
-		tkey := joinKey(key, name)
-		t, ok := d.table(tkey, m[name], "a table ([tools."+keyName(name)+"])")
+		nkey := joinKey(key, name)
+		t, ok := d.table(nkey, m[name], "a table (["+kind+"."+keyName(name)+"])")
 		if !ok {
-			tools[name] = ToolDef{}
+			out[name] = *new(T)
 			continue
 		}
-		var td ToolDef
-		for _, k := range d.keys(tkey, t) {
-			fkey, fv := joinKey(tkey, k), t[k]
-			switch k {
-			case "description":
-				td.Description, _ = d.str(fkey, fv)
-			case "input_schema":
-				td.InputSchema, _ = d.tableJSON(fkey, fv)
-			case "side_effect":
-				td.SideEffect, _ = d.boolean(fkey, fv)
-			case "handler":
-				td.Handler, _ = d.str(fkey, fv)
-			case "mock":
-				td.Mock, _ = d.tablesJSON(fkey, fv)
-			case "mcp":
-				td.MCP, _ = d.str(fkey, fv)
-			default:
-				d.unknownKey(fkey, k, "in "+tkey, toolKeys)
+		var val T
+		for _, k := range d.keys(nkey, t) {
+			if fkey := joinKey(nkey, k); !set(&val, fkey, k, t[k]) {
+				d.unknownKey(fkey, k, "in "+nkey, known)
 			}
 		}
-		tools[name] = td
+		out[name] = val
 	}
-	return tools
+	return out
 }
 
 // edgeKeys are the keys of an [[edges]] table.

@@ -66,6 +66,9 @@ const (
 	// CodeInputTooLarge: the run's input passes the server's max_input_bytes, or makes its
 	// state too large to save; the run is refused before any step runs.
 	CodeInputTooLarge = "E_INPUT_TOO_LARGE"
+	// CodeValueUnreadable: the run's input, stored by reference (a value too large for a
+	// message), cannot be read back: deleted, changed, or larger than the server reads.
+	CodeValueUnreadable = "E_VALUE_UNREADABLE"
 )
 
 // Handlers of the built-in step types: the engine sends llm and agent tasks to these names, and

@@ -38,11 +38,12 @@ type Config struct {
 	Concurrency int
 	// SaveWindow is the engine's runner.Config.SaveWindow (zero: its default).
 	SaveWindow time.Duration
-	// Roles, Admit and MaxOutputBytes are the engine's (runner.Config): what a shared
-	// server's operator configured.
+	// Roles, Admit, MaxOutputBytes and MaxValueBytes are the engine's (runner.Config): what a
+	// shared server's operator configured.
 	Roles          func(principal string) []string
 	Admit          func(ctx context.Context, defs []*workflow.Definition, input json.RawMessage) *engine.RunError
 	MaxOutputBytes int64
+	MaxValueBytes  int64
 	Logger         *slog.Logger
 }
 
@@ -90,7 +91,7 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	var ready []<-chan struct{}
 	if cfg.Engine {
 		eng, err := runner.New(runner.Config{Box: cfg.Box, Logger: cfg.Logger, AckWait: cfg.AckWait, SaveWindow: cfg.SaveWindow,
-			Roles: cfg.Roles, Admit: cfg.Admit, MaxOutputBytes: cfg.MaxOutputBytes})
+			Roles: cfg.Roles, Admit: cfg.Admit, MaxOutputBytes: cfg.MaxOutputBytes, MaxValueBytes: cfg.MaxValueBytes})
 		if err != nil {
 			cancel()
 			return nil, err

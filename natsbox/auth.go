@@ -122,6 +122,7 @@ func Permissions(id Identity) *server.Permissions {
 	if reader || id.Has(RoleWorker) {
 		add(&pub, "$JS.API.STREAM.INFO.*", "$JS.FC.>")
 		add(&pub, kvRead(WorkflowsBucket)...)
+		add(&pub, objRead(ValuesBucket)...)
 	}
 	if reader {
 		add(&pub, kvRead(RunsBucket)...)
@@ -132,6 +133,7 @@ func Permissions(id Identity) *server.Permissions {
 	}
 	if id.Has(RoleSubmitter) {
 		add(&pub, "$KV."+WorkflowsBucket+".>", "reins.event.*."+SubmitKind+"."+id.Name)
+		add(&pub, objWrite(ValuesBucket)...) // run inputs too large for a message
 	}
 	if id.Has(RoleApprover) {
 		add(&pub, "reins.event.*."+HumanKind+"."+id.Name)
@@ -142,6 +144,7 @@ func Permissions(id Identity) *server.Permissions {
 			"$JS.API.CONSUMER.MSG.NEXT."+TasksStream+".*", "$JS.ACK."+TasksStream+".>",
 			"$JS.API.DIRECT.GET."+TasksStream+".>", "$JS.API.STREAM.MSG.GET."+TasksStream,
 			"$KV."+CheckpointsBucket+".>", "$KV."+EffectsBucket+".>")
+		add(&pub, objWrite(ValuesBucket)...)
 		add(&pub, kvRead(CheckpointsBucket)...)
 		add(&pub, kvWatch(CheckpointsBucket)...)
 		add(&pub, kvRead(EffectsBucket)...)
@@ -174,6 +177,21 @@ func kvRead(bucket string) []string {
 func kvWatch(bucket string) []string {
 	s := "KV_" + bucket
 	return []string{"$JS.API.CONSUMER.CREATE." + s + ".>", "$JS.API.CONSUMER.DELETE." + s + ".*", "$JS.API.CONSUMER.INFO." + s + ".*"}
+}
+
+// objRead are the subjects that read an object store's objects: their descriptions, and their
+// chunks through an ordered consumer.
+func objRead(bucket string) []string {
+	s := "OBJ_" + bucket
+	return []string{"$JS.API.DIRECT.GET." + s + ".>", "$JS.API.STREAM.MSG.GET." + s,
+		"$JS.API.CONSUMER.CREATE." + s + ".>", "$JS.API.CONSUMER.DELETE." + s + ".*", "$JS.API.CONSUMER.INFO." + s + ".*"}
+}
+
+// objWrite are the subjects that add objects to an object store: chunks and descriptions. Not
+// purges (only the engine removes values), so an object is never replaced: a value's name is
+// its digest, and a reader checks the digest of what it reads.
+func objWrite(bucket string) []string {
+	return []string{"$O." + bucket + ".C.>", "$O." + bucket + ".M.>"}
 }
 
 // serverAuth is the embedded server's authentication: a Box's own token is the engine's; any

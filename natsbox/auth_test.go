@@ -264,3 +264,53 @@ func TestParseEventSubject(t *testing.T) {
 		}
 	}
 }
+
+// TestValuesByRole: submitters (run inputs) and workers (outputs, checkpoints) store values
+// larger than a message; every reader and workers read them; nobody but the engine and admins
+// removes them.
+func TestValuesByRole(t *testing.T) {
+	b := served(t)
+	ctx := testCtx(t)
+	own, err := OpenValues(ctx, b.JetStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := []byte(strings.Repeat("v", 3<<20)) // several chunks, more than a message
+	if err := own.PutValue(ctx, "r-1/stored", big); err != nil {
+		t.Fatal(err)
+	}
+	for tok, want := range map[string]struct{ put, get bool }{
+		"tok-admin": {true, true}, "tok-submitter": {true, true}, "tok-worker": {true, true},
+		"tok-viewer": {false, true}, "tok-approver": {false, true}, "tok-nothing": {false, false},
+	} {
+		c := open(t, Options{URL: b.ClientURL(), Token: tok})
+		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		vals, err := OpenValues(rctx, c.JetStream())
+		var getErr, putErr error = err, err
+		if err == nil {
+			var data []byte
+			if data, getErr = vals.GetValue(rctx, "r-1/stored", int64(len(big))); getErr == nil && string(data) != string(big) {
+				getErr = errors.New("read other bytes")
+			}
+			putErr = vals.PutValue(rctx, "r-1/by-"+tok, big)
+		}
+		cancel()
+		if (getErr == nil) != want.get || (putErr == nil) != want.put {
+			t.Errorf("%s: read %v, store %v; want read %t, store %t", tok, getErr, putErr, want.get, want.put)
+		}
+		if tok == "tok-worker" || tok == "tok-submitter" {
+			dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			if _, err := vals.DeleteValues(dctx, func(string) bool { return true }); err == nil {
+				t.Errorf("%s removed values", tok)
+			}
+			cancel()
+		}
+	}
+	n, err := own.DeleteValues(ctx, func(run string) bool { return run == "r-1" })
+	if err != nil || n != 4 {
+		t.Errorf("the engine removed %d values (%v), want 4", n, err)
+	}
+	if _, err := own.GetValue(ctx, "r-1/stored", int64(len(big))); !errors.Is(err, ErrNoValue) {
+		t.Errorf("a removed value reads %v, want ErrNoValue", err)
+	}
+}

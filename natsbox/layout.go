@@ -199,6 +199,9 @@ func EnsureLayout(ctx context.Context, js jetstream.JetStream, l Layout) error {
 			return err
 		}
 	}
+	if err := retryTimeouts(ctx, func() error { return ensureObjectStore(ctx, js, l.objectStore()) }); err != nil {
+		return err
+	}
 	return retryTimeouts(ctx, func() error { return ensureKeeper(ctx, js) })
 }
 
@@ -359,6 +362,46 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 		Replicas:    l.Replicas,
 		Metadata:    metadata(),
 	}}
+}
+
+// objectStore returns the configuration of ValuesBucket.
+func (l Layout) objectStore() jetstream.ObjectStoreConfig {
+	l = l.withDefaults()
+	return jetstream.ObjectStoreConfig{
+		Bucket:      ValuesBucket,
+		Description: "reins values too large to travel inline, by run and digest",
+		Storage:     jetstream.FileStorage,
+		Replicas:    l.Replicas,
+		Metadata:    metadata(),
+	}
+}
+
+// ensureObjectStore creates the object store want, or updates it when its storage, replicas,
+// description or marker differ.
+func ensureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstream.ObjectStoreConfig) error {
+	obs, err := js.ObjectStore(ctx, want.Bucket)
+	switch {
+	case err == nil:
+		st, err := obs.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("natsbox: object store %s: %w", want.Bucket, err)
+		}
+		if st.Storage() == want.Storage && st.Replicas() == want.Replicas && st.Description() == want.Description &&
+			st.Metadata()[MetadataKey] == want.Metadata[MetadataKey] {
+			return nil
+		}
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+	default:
+		return fmt.Errorf("natsbox: object store %s: %w", want.Bucket, err)
+	}
+	_, err = js.CreateOrUpdateObjectStore(ctx, want)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		_, err = js.CreateOrUpdateObjectStore(ctx, want) // created meanwhile by another process
+	}
+	if err != nil {
+		return fmt.Errorf("natsbox: object store %s cannot be created or updated to the reins layout (%s storage): %w", want.Bucket, want.Storage, err)
+	}
+	return nil
 }
 
 func describe(cfg jetstream.StreamConfig) string {

@@ -37,6 +37,10 @@ type ClientConfig struct {
 	// so that the client tells a principal what its roles do not allow in one sentence
 	// instead of waiting for an acknowledgement that never comes. Nil: it may publish on any.
 	May func(subject string) bool
+	// MaxInputBytes bounds a run input, human input or signal data the client sends; 0 means
+	// wire.DefaultMaxValue (64 MiB, the default max_input_bytes of a server). Values too large
+	// for a message are stored by reference (wire.Values).
+	MaxInputBytes int64
 }
 
 // Client starts, reads, watches and cancels runs. It talks to engines only through NATS: the
@@ -46,20 +50,21 @@ type Client struct {
 	now       func() time.Time
 	principal string
 	may       func(subject string) bool
+	maxInput  int64
 
-	mu   sync.Mutex
-	runs jetstream.KeyValue
-	wfs  jetstream.KeyValue
+	mu      sync.Mutex
+	runs    jetstream.KeyValue
+	wfs     jetstream.KeyValue
+	values  *wire.Values
+	objects *natsbox.ObjectValues
 }
-
-// maxInput is the largest input, human input or signal data a run may take on this server: half
-// the server's message limit, since a run's state keeps the run input and its first step's
-// input (the same value, by default) in one record. A larger one is refused before it is sent.
-func (c *Client) maxInput() int { return int(c.js.Conn().MaxPayload() / 2) }
 
 // NewClient returns a client over cfg.Box. It does no I/O until used.
 func NewClient(cfg ClientConfig) *Client {
-	c := &Client{js: cfg.Box.JetStream(), now: cfg.Now, principal: cfg.Principal, may: cfg.May}
+	c := &Client{js: cfg.Box.JetStream(), now: cfg.Now, principal: cfg.Principal, may: cfg.May, maxInput: cfg.MaxInputBytes}
+	if c.maxInput <= 0 {
+		c.maxInput = wire.DefaultMaxValue
+	}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -77,15 +82,19 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 	if c.runs != nil {
 		return c.runs, c.wfs, nil
 	}
+	var values *natsbox.ObjectValues
 	open := func() (err error) {
 		if runs, err = c.js.KeyValue(ctx, natsbox.RunsBucket); err != nil {
 			return err
 		}
-		wfs, err = c.js.KeyValue(ctx, natsbox.WorkflowsBucket)
+		if wfs, err = c.js.KeyValue(ctx, natsbox.WorkflowsBucket); err != nil {
+			return err
+		}
+		values, err = natsbox.OpenValues(ctx, c.js)
 		return err
 	}
 	err = open()
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
+	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 		if err = natsbox.EnsureLayout(ctx, c.js, natsbox.Layout{}); err == nil {
 			err = open()
 		}
@@ -93,7 +102,7 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 	if err != nil {
 		return nil, nil, fmt.Errorf("runner: open the run buckets: %w", err)
 	}
-	c.runs, c.wfs = runs, wfs
+	c.runs, c.wfs, c.values, c.objects = runs, wfs, wire.NewValues(values, 0, c.maxInput), values
 	return runs, wfs, nil
 }
 
@@ -111,7 +120,7 @@ func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMess
 	if len(input) == 0 {
 		input = json.RawMessage("null")
 	}
-	if err := wire.CheckJSON(input, c.maxInput()); err != nil {
+	if err := wire.CheckJSON(input, int(c.maxInput)); err != nil {
 		return "", fmt.Errorf("runner: the input of run %s %w", runID, err)
 	}
 	ev := &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvStart, At: c.now().UTC(), Input: input, Item: -1}, Workflow: bs.Root}
@@ -150,7 +159,10 @@ var ErrForbidden = errors.New("not allowed")
 // publish publishes ev: what a person does (start, cancel, decide, resume, signal) on the
 // subject of the client's principal, anything else on the run's.
 func (c *Client) publish(ctx context.Context, ev *wire.Event) error {
-	m, err := eventMsg(ev, "")
+	if _, _, err := c.buckets(ctx); err != nil {
+		return err
+	}
+	m, err := valuesEventMsg(ctx, c.values, ev, "")
 	if err != nil {
 		return err
 	}
@@ -222,7 +234,23 @@ func (c *Client) Get(ctx context.Context, runID string) (*Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: read run %s: %w", runID, err)
 	}
-	return decodeRecord(e)
+	rec, err := decodeRecord(e)
+	if err != nil {
+		return nil, err
+	}
+	return rec, c.ReadValues(ctx, rec)
+}
+
+// ReadValues reads back, in place, the values of rec stored by reference (wire.Values): those
+// of a record Watch yielded.
+func (c *Client) ReadValues(ctx context.Context, rec *Record) error {
+	if _, _, err := c.buckets(ctx); err != nil {
+		return err
+	}
+	if err := c.values.InRun(ctx, rec.Run); err != nil {
+		return fmt.Errorf("runner: run %s: %w", rec.Run.ID, err)
+	}
+	return nil
 }
 
 // List returns the records of the runs started by clients (not sub-runs) with status ("": all),
@@ -277,7 +305,8 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
 // ends after the record of the finished run. A run that does not exist yet is waited for. It
 // ends with ctx's error when ctx is done first. The watch starts when the iteration does: a
 // caller that must not miss a save made meanwhile (one that starts the run itself) opens it
-// first with OpenWatch.
+// first with OpenWatch. Values too large for the record are references in the records it
+// yields (wire.IsRef); Get and Wait return them whole, and ReadValues reads them back.
 func (c *Client) Watch(ctx context.Context, runID string) iter.Seq2[*Record, error] {
 	return func(yield func(*Record, error) bool) {
 		records, err := c.OpenWatch(ctx, runID)
@@ -344,7 +373,7 @@ func (c *Client) Wait(ctx context.Context, runID string) (*Record, error) {
 			return nil, err
 		}
 		if rec.Finished() {
-			return rec, nil
+			return rec, c.ReadValues(ctx, rec)
 		}
 	}
 	return nil, fmt.Errorf("runner: wait for run %s: the watch ended", runID)
@@ -379,6 +408,9 @@ func (c *Client) Definition(ctx context.Context, rec *Record) (*workflow.Definit
 // Events returns the events of run runID stored in REINS_EVENTS, in order. Messages that are
 // not events of the run are left out. ErrNotFound when the run has neither events nor a record.
 func (c *Client) Events(ctx context.Context, runID string) ([]wire.Event, error) {
+	if _, _, err := c.buckets(ctx); err != nil {
+		return nil, err
+	}
 	filters, err := natsbox.RunEventFilters(runID)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
@@ -410,7 +442,16 @@ func (c *Client) Events(ctx context.Context, runID string) ([]wire.Event, error)
 	if err != nil {
 		return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
 	}
-	return readEvents(ctx, cons, runID, last)
+	evs, err := readEvents(ctx, cons, runID, last)
+	if err != nil {
+		return nil, err
+	}
+	for i := range evs {
+		if err := c.values.InEvent(ctx, &evs[i]); err != nil {
+			return nil, fmt.Errorf("runner: event %d of run %s: %w", i+1, runID, err)
+		}
+	}
+	return evs, nil
 }
 
 // senderOK is sender's ok.

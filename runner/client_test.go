@@ -20,13 +20,15 @@ func TestClientStartErrors(t *testing.T) {
 		!strings.Contains(err.Error(), "the input of run r1 is not JSON") || strings.Count(err.Error(), ". ") > 0 {
 		t.Errorf("input that is not JSON: %v", err)
 	}
-	// One set of rules (wire.CheckJSON): what the engine could not take is refused here.
+	// One set of rules (wire.CheckJSON): what the engine could not take is refused here; the
+	// size bound is the client's (a server's max_input_bytes).
+	small := NewClient(ClientConfig{Box: v.box, MaxInputBytes: 512 << 10})
 	for _, tc := range []struct{ name, input, want string }{
 		{"too deep", strings.Repeat("[", 9999) + strings.Repeat("]", 9999), "the input of run r1 nests deeper than 256 levels"},
 		{"not UTF-8", "\"\xff\"", "the input of run r1 is not valid UTF-8 (byte 1)"},
 		{"too large", strconv.Quote(strings.Repeat("x", 600<<10)), "more than the 524288 bytes allowed"},
 	} {
-		if _, err := v.client.Start(v.ctx, bs, json.RawMessage(tc.input), "r1"); !errors.Is(err, wire.ErrBadInput) || !strings.Contains(err.Error(), tc.want) {
+		if _, err := small.Start(v.ctx, bs, json.RawMessage(tc.input), "r1"); !errors.Is(err, wire.ErrBadInput) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}

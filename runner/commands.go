@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -32,11 +33,19 @@ func (e *Engine) carryOut(ctx context.Context, at time.Time, next *entry, cmds [
 	for _, c := range cmds {
 		switch c.Type {
 		case engine.CmdDispatch:
-			add(e.taskMsg(c.Task, at))
+			m, err := e.taskMsg(ctx, c.Task, at)
+			if err != nil {
+				return err
+			}
+			add(m)
 		case engine.CmdDeadLetter:
 			add(e.deadLetterMsg(c.Task, c.Reason))
 		case engine.CmdStartChild:
-			add(e.startChildMsg(run.ID, next.bundle, c.Child, at))
+			m, err := e.startChildMsg(ctx, run.ID, next.bundle, c.Child, at)
+			if err != nil {
+				return err
+			}
+			add(m)
 		case engine.CmdCancelChild:
 			add(e.cancelMsg(c.Child.RunID, at, fmt.Sprintf("its parent run %s no longer waits for it", run.ID)))
 		}
@@ -72,7 +81,11 @@ func (e *Engine) finished(ctx context.Context, at time.Time, ent *entry) error {
 		}
 	}
 	if p := ent.rec.Parent; p != nil {
-		if m := e.childFinishedMsg(run, p, at); m != nil {
+		m, err := e.childFinishedMsg(ctx, run, p, at)
+		if err != nil {
+			return err
+		}
+		if m != nil {
 			msgs = append(msgs, m)
 		}
 	}
@@ -89,22 +102,27 @@ func (e *Engine) finished(ctx context.Context, at time.Time, ent *entry) error {
 	return nil
 }
 
-// taskMsg is the message of a task; a task that cannot be sent is answered by a permanent
-// failure instead, on the run's own subject.
-func (e *Engine) taskMsg(t *engine.Task, at time.Time) *nats.Msg {
+// taskMsg is the message of a task, its large values stored by reference; a task that cannot
+// be sent is answered by a permanent failure instead, on the run's own subject. The error is
+// that of the values' store, worth trying again.
+func (e *Engine) taskMsg(ctx context.Context, t *engine.Task, at time.Time) (*nats.Msg, error) {
 	subj, err := wire.TaskSubject(t)
 	if err != nil {
-		return e.undeliverable(t, at, fmt.Sprintf("the task for step %s cannot be sent: %v", taskKey(t), err))
+		return e.undeliverable(t, at, fmt.Sprintf("the task for step %s cannot be sent: %v", taskKey(t), err)), nil
 	}
-	data, err := wire.EncodeTask(t)
+	out, err := e.values.OutTask(ctx, t)
 	if err != nil {
-		return e.undeliverable(t, at, fmt.Sprintf("the task for step %s cannot be encoded: %v", taskKey(t), err))
+		return nil, fmt.Errorf("task %s: %w", t.MsgID, err)
+	}
+	data, err := wire.EncodeTask(out)
+	if err != nil {
+		return e.undeliverable(t, at, fmt.Sprintf("the task for step %s cannot be encoded: %v", taskKey(t), err)), nil
 	}
 	m := newMsg(subj, data, t.MsgID)
 	if n := msgSize(m); n > e.maxPayload {
-		return e.undeliverable(t, at, fmt.Sprintf("the task for step %s is %d bytes, more than the message limit of %d bytes", taskKey(t), n, e.maxPayload))
+		return e.undeliverable(t, at, fmt.Sprintf("the task for step %s is %d bytes, more than the message limit of %d bytes", taskKey(t), n, e.maxPayload)), nil
 	}
-	return m
+	return m, nil
 }
 
 func (e *Engine) undeliverable(t *engine.Task, at time.Time, why string) *nats.Msg {
@@ -142,23 +160,27 @@ func (e *Engine) deadLetterMsg(t *engine.Task, reason string) *nats.Msg {
 	return m
 }
 
-// startChildMsg is the start event of a sub-run; one that cannot be sent fails the step that
-// waits for it.
-func (e *Engine) startChildMsg(runID string, b *wire.Bundle, c *engine.ChildRun, at time.Time) *nats.Msg {
+// startChildMsg is the start event of a sub-run, its input stored by reference when large;
+// one that cannot be sent fails the step that waits for it. The error is that of the values'
+// store.
+func (e *Engine) startChildMsg(ctx context.Context, runID string, b *wire.Bundle, c *engine.ChildRun, at time.Time) (*nats.Msg, error) {
 	hash, ok := b.Workflows[c.Workflow]
 	if !ok {
-		return e.childFailedMsg(runID, c, at, fmt.Sprintf("the workflow file %s is not in the stored bundle of workflow %s", c.Workflow, b.Definition.Name))
+		return e.childFailedMsg(runID, c, at, fmt.Sprintf("the workflow file %s is not in the stored bundle of workflow %s", c.Workflow, b.Definition.Name)), nil
 	}
 	ev := &wire.Event{RunID: c.RunID, Event: engine.Event{Type: engine.EvStart, At: at, Input: c.Input, Item: -1},
 		Workflow: hash, Parent: parentOf(runID, c)}
-	m, err := eventMsg(ev, "")
-	if err != nil {
-		return e.childFailedMsg(runID, c, at, err.Error())
+	m, err := valuesEventMsg(ctx, e.values, ev, "")
+	switch {
+	case errors.Is(err, errStore):
+		return nil, err
+	case err != nil:
+		return e.childFailedMsg(runID, c, at, err.Error()), nil
 	}
 	if n := msgSize(m); n > e.maxPayload {
-		return e.childFailedMsg(runID, c, at, fmt.Sprintf("its start event is %d bytes, more than the message limit of %d bytes", n, e.maxPayload))
+		return e.childFailedMsg(runID, c, at, fmt.Sprintf("its start event is %d bytes, more than the message limit of %d bytes", n, e.maxPayload)), nil
 	}
-	return m
+	return m, nil
 }
 
 // childFailedMsg tells run runID that its sub-run c failed before it started.
@@ -200,24 +222,23 @@ func tickEvent(runID string, c engine.Command) *wire.Event {
 	return &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvTick, At: c.At, Step: c.Step, Item: c.Item, Activation: c.Activation}}
 }
 
-// childFinishedMsg tells the parent of run that it ended. An output too large to send fails it.
-func (e *Engine) childFinishedMsg(run *engine.Run, p *wire.Parent, at time.Time) *nats.Msg {
+// childFinishedMsg tells the parent of run that it ended, the output stored by reference when
+// large (for the parent's run). The error is that of the values' store.
+func (e *Engine) childFinishedMsg(ctx context.Context, run *engine.Run, p *wire.Parent, at time.Time) (*nats.Msg, error) {
 	ev := &wire.Event{RunID: p.RunID, Event: engine.Event{Type: engine.EvChildFinished, At: at,
 		Step: p.Step, Item: p.Item, Activation: p.Activation, Status: run.Status, Output: run.Output}}
 	if run.Error != nil {
 		ev.Error = run.Error.Message
 	}
-	m, err := eventMsg(ev, run.ID)
-	if err != nil {
+	m, err := valuesEventMsg(ctx, e.values, ev, run.ID)
+	switch {
+	case errors.Is(err, errStore):
+		return nil, err
+	case err != nil:
 		e.log.Error("runner: the parent of a run cannot be told it ended", "run", run.ID, "parent", p.RunID, "err", err)
-		return nil
+		return nil, nil
 	}
-	if n := msgSize(m); n > e.maxPayload {
-		ev.Status, ev.Output = engine.RunFailed, nil
-		ev.Error = fmt.Sprintf("its output is %d bytes, more than the message limit of %d bytes", len(run.Output), e.maxPayload)
-		m, _ = eventMsg(ev, run.ID)
-	}
-	return m
+	return m, nil
 }
 
 // cancelMsg is a cancel event for run runID.
@@ -277,6 +298,20 @@ func (e *Engine) publish(ctx context.Context, msgs []*nats.Msg) error {
 		}
 	}
 	return nil
+}
+
+// errStore is wrapped by the errors of eventMsg that come from the values' store: worth trying
+// again, unlike the others.
+var errStore = errors.New("the values' store failed")
+
+// valuesEventMsg is eventMsg for an event that may carry large values (an input, an output):
+// they are stored by reference.
+func valuesEventMsg(ctx context.Context, values *wire.Values, ev *wire.Event, child string) (*nats.Msg, error) {
+	out, err := values.OutEvent(ctx, ev)
+	if err != nil {
+		return nil, fmt.Errorf("event for run %s: %w: %w", ev.RunID, errStore, err)
+	}
+	return eventMsg(out, child)
 }
 
 // eventMsg is the message of ev (child: the sub-run a child_finished event is about).

@@ -90,7 +90,7 @@
 // # Limits
 //
 // A run's record must fit in one message of the reins_runs bucket (the server's max payload,
-// 1 MiB by default): a run whose state grows past it cannot be saved, and its events are retried
-// with an error logged. Task timeouts (Task.Timeout) are not watched here: only the worker that
-// took a task knows when its attempt started, and it answers timed_out.
+// 1 MiB by default). Values larger than 64 KiB go to the values' store by reference
+// (wire.Values: encode stores them, load and takeValues read them back), so only a state of
+// many small values can pass it; such a state is decided again (tooLarge) rather than retried.
 package runner

@@ -94,6 +94,10 @@ type Config struct {
 	// MaxOutputBytes bounds the output of one answer of a task; a larger one fails the step
 	// for good with stop reason output_too_large. 0: no bound beyond NATS's.
 	MaxOutputBytes int64
+	// MaxValueBytes bounds a value the engine reads back from the values' store (a run input
+	// or an output stored by reference, wire.Values); 0 means the larger of
+	// wire.DefaultMaxValue and MaxOutputBytes. A server gives the larger of its limits.
+	MaxValueBytes int64
 }
 
 // StopOutputTooLarge is the stop reason of a step whose output passed Config.MaxOutputBytes.
@@ -111,6 +115,7 @@ type Engine struct {
 	roles      func(string) []string
 	admit      func(context.Context, []*workflow.Definition, json.RawMessage) *engine.RunError
 	maxOutput  int64
+	maxValue   int64
 
 	ready   chan struct{}
 	started atomic.Bool
@@ -119,6 +124,7 @@ type Engine struct {
 	// Set by Run before any event is handled.
 	runs       jetstream.KeyValue
 	store      *wire.Store
+	values     *wire.Values
 	timers     *timers
 	keeper     *natsbox.Keeper
 	maxPayload int
@@ -152,10 +158,16 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		box: cfg.Box, js: cfg.Box.JetStream(), log: cfg.Logger, ackWait: cfg.AckWait, now: cfg.Now,
 		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
-		roles: cfg.Roles, admit: cfg.Admit, maxOutput: cfg.MaxOutputBytes,
+		roles: cfg.Roles, admit: cfg.Admit, maxOutput: cfg.MaxOutputBytes, maxValue: cfg.MaxValueBytes,
 	}
 	if cfg.MaxOutputBytes < 0 {
 		return nil, fmt.Errorf("runner: Config.MaxOutputBytes is %d: want 0 (no bound) or more", cfg.MaxOutputBytes)
+	}
+	if cfg.MaxValueBytes < 0 {
+		return nil, fmt.Errorf("runner: Config.MaxValueBytes is %d: want 0 (the default) or more", cfg.MaxValueBytes)
+	}
+	if e.maxValue == 0 {
+		e.maxValue = max(wire.DefaultMaxValue, cfg.MaxOutputBytes)
 	}
 	if e.saveWindow == 0 {
 		e.saveWindow = DefaultSaveWindow
@@ -247,8 +259,15 @@ func (e *Engine) open(ctx context.Context) (jetstream.Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: stream %s: %w", natsbox.TasksStream, err)
 	}
+	values, err := natsbox.OpenValues(ctx, e.js)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
 	e.runs, e.store, e.keeper = runs, wire.NewStore(wfs), natsbox.NewKeeper(e.js.Conn(), tasks)
-	e.maxPayload = int(e.box.MaxPayload())
+	e.values = wire.NewValues(values, 0, e.maxValue)
+	if e.maxPayload == 0 { // set by a test that wants a smaller bound
+		e.maxPayload = int(e.box.MaxPayload())
+	}
 	cons, err := e.js.CreateOrUpdateConsumer(ctx, natsbox.EventsStream, e.consumerConfig())
 	if err != nil {
 		return nil, fmt.Errorf("runner: consumer %s on %s: %w", ConsumerName, natsbox.EventsStream, err)

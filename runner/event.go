@@ -78,7 +78,10 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 		return
 	}
 	e.boundOutput(ev)
-	out, err := e.process(ctx, sh, ev, m, delivered(m))
+	out, err := e.takeValues(ctx, ev)
+	if err == nil {
+		out, err = e.process(ctx, sh, ev, m, delivered(m))
+	}
 	if out == later {
 		return
 	}
@@ -133,21 +136,52 @@ func (e *Engine) admitSubject(subject string, ev *wire.Event) error {
 }
 
 // boundOutput turns an answer whose output passes Config.MaxOutputBytes into a permanent
-// failure with stop reason output_too_large: the output is not kept, and the step's edges see
-// why it stopped.
+// failure with stop reason output_too_large: the output is not kept (nor read, when it is
+// stored by reference), and the step's edges see why it stopped.
 func (e *Engine) boundOutput(ev *wire.Event) {
-	if e.maxOutput <= 0 || int64(len(ev.Output)) <= e.maxOutput {
+	n := wire.ValueSize(ev.Output)
+	if e.maxOutput <= 0 || n <= e.maxOutput || !answersWithOutput(ev.Type) {
 		return
 	}
-	switch ev.Type {
-	case engine.EvCompleted, engine.EvContinued:
+	failAnswer(ev, StopOutputTooLarge, fmt.Sprintf("the step's output is %d bytes, more than the server's max_output_bytes of %d", n, e.maxOutput))
+}
+
+// answersWithOutput reports whether an event of type typ answers a task with an output.
+func answersWithOutput(typ engine.EventType) bool {
+	return typ == engine.EvCompleted || typ == engine.EvContinued || typ == engine.EvWaiting
+}
+
+// failAnswer turns the answer ev into a permanent failure of its step, without its output.
+func failAnswer(ev *wire.Event, stopReason, why string) {
+	ev.Type, ev.Output, ev.Label, ev.Pending, ev.Permanent = engine.EvFailed, nil, "", nil, true
+	ev.StopReason, ev.Error = stopReason, why
+}
+
+// StopValueUnreadable is the stop reason of a step whose answer's output, stored by reference,
+// cannot be read back (wire.ErrValue): deleted, changed, or larger than Config.MaxValueBytes.
+const StopValueUnreadable = "value_unreadable"
+
+// takeValues reads back the values of ev stored by reference. One that can never be read ends
+// what it was for with one sentence instead of holding the run: a start is refused
+// (E_VALUE_UNREADABLE), an answer fails its step for good (stop reason value_unreadable), and
+// anything else (a person's input, a signal's data) is dropped. A failing store is tried again.
+func (e *Engine) takeValues(ctx context.Context, ev *wire.Event) (outcome, error) {
+	err := e.values.InEvent(ctx, ev)
+	switch {
+	case err == nil:
+		return ack, nil
+	case !errors.Is(err, wire.ErrValue):
+		return retry, fmt.Errorf("read the values of the event: %w", err)
+	case ev.Type == engine.EvStart:
+		ev.Input = json.RawMessage("null")
+		ev.Refused = &engine.RunError{Code: engine.CodeValueUnreadable, Message: fmt.Sprintf("the run's input cannot be read: %v", err)}
+	case answersWithOutput(ev.Type):
+		failAnswer(ev, StopValueUnreadable, fmt.Sprintf("the step's output cannot be read: %v", err))
 	default:
-		return
+		return drop, permanent(fmt.Errorf("a %s event: %w", ev.Type, err))
 	}
-	n := len(ev.Output)
-	ev.Type, ev.Output, ev.Label, ev.Permanent = engine.EvFailed, nil, "", true
-	ev.StopReason = StopOutputTooLarge
-	ev.Error = fmt.Sprintf("the step's output is %d bytes, more than the server's max_output_bytes of %d", n, e.maxOutput)
+	e.log.Warn("runner: a value of an event cannot be read", "run", ev.RunID, "type", ev.Type, "err", err)
+	return ack, e.values.InEvent(ctx, ev) // what is left of the event
 }
 
 // rolesOf returns the roles of principal: Config.Roles's, or with none the data directory's
@@ -339,13 +373,13 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 		// Encoded before the commands go out, so that a state too large to save is decided
 		// again before anything of it happens.
 		var err error
-		if data, err = e.encode(next); err != nil {
+		if data, err = e.encode(ctx, next); err != nil {
 			var big *tooLargeError
 			if !errors.As(err, &big) {
-				return drop, err
+				return retry, err // handle drops a permanent error
 			}
 			if old == nil || len(old.pending) == 0 {
-				return e.tooLarge(ctx, sh, d, old, next, big)
+				return e.tooLarge(ctx, sh, d, old, next, cmds, big)
 			}
 			e.unsaved(sh, id, old, true)
 			return retry, fmt.Errorf("save run %s: %w", id, err)
@@ -414,16 +448,26 @@ func (e *Engine) unsaved(sh *shard, id string, old *entry, tooLarge bool) {
 	e.settleAll(pending, retry)
 }
 
-// encode returns the record of ent as it is saved; a *tooLargeError when it cannot be.
-func (e *Engine) encode(ent *entry) ([]byte, error) {
-	data, err := encodeRecord(ent.rec)
-	if err != nil { // cannot happen on a state decoded from JSON
-		return nil, permanent(fmt.Errorf("run %s: %w", ent.rec.Run.ID, err))
+// encode returns the record of ent as it is saved, its large values stored by reference: those
+// over the inline bound, and when that is not enough, every one over a kibibyte. The error is a
+// *tooLargeError when the record still cannot be saved, permanent when it cannot be encoded,
+// and the store's (worth trying again) otherwise.
+func (e *Engine) encode(ctx context.Context, ent *entry) ([]byte, error) {
+	limit := e.maxPayload - recordOverhead
+	var data []byte
+	for _, pack := range []bool{false, true} {
+		run, err := e.values.OutRun(ctx, ent.rec.Run, pack)
+		if err != nil {
+			return nil, fmt.Errorf("run %s: %w", ent.rec.Run.ID, err)
+		}
+		if data, err = encodeRecord(&Record{Run: run, Parent: ent.rec.Parent}); err != nil { // cannot happen on a state decoded from JSON
+			return nil, permanent(fmt.Errorf("run %s: %w", ent.rec.Run.ID, err))
+		}
+		if e.maxPayload <= 0 || len(data) <= limit {
+			return data, nil
+		}
 	}
-	if limit := e.maxPayload - recordOverhead; e.maxPayload > 0 && len(data) > limit {
-		return nil, &tooLargeError{size: len(data), limit: limit}
-	}
-	return data, nil
+	return nil, &tooLargeError{size: len(data), limit: limit}
 }
 
 // put saves the record data of run id: creates it, or replaces revision rev.
@@ -469,6 +513,12 @@ func (e *Engine) load(ctx context.Context, sh *shard, runID string) (ent *entry,
 	if err != nil {
 		return nil, true, permanent(err)
 	}
+	if err := e.values.InRun(ctx, rec.Run); err != nil {
+		if errors.Is(err, wire.ErrValue) {
+			err = permanent(err)
+		}
+		return nil, true, fmt.Errorf("run %s: %w", runID, err)
+	}
 	b, err := e.store.Get(ctx, rec.Run.Hash)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, wire.ErrMalformed) {
@@ -501,19 +551,27 @@ func (e *tooLargeError) Error() string {
 // output made it too large fails its step for good with stop reason output_too_large (an edge
 // may route on it); a start whose input is too large ends the run failed (E_INPUT_TOO_LARGE)
 // without keeping the input; any other event fails the run (E_STATE_TOO_LARGE). The commands of
-// the first decision went out already: their answers find the attempt they answer over.
-func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *entry, big *tooLargeError) (outcome, error) {
+// the first decision went out already: their answers find the attempt they answer over. A run
+// that ended so and whose state is still too large is saved without its values (inputs,
+// outputs, rendered prompts): it ends, whatever it held.
+func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *entry, cmds []engine.Command, big *tooLargeError) (outcome, error) {
 	ev := *d.ev
 	def := next.bundle.Definition
 	switch {
 	case ev.Type == engine.EvStateTooLarge || ev.Refused != nil:
+		if run := next.rec.Run; run.Finished() && wire.DropValues(run) {
+			e.log.Warn("runner: a run ended with a state too large to save: saved without its values", "run", ev.RunID, "err", big)
+			if run.Error != nil {
+				run.Error.Message += " (the run's inputs and outputs are not kept)"
+			}
+			return e.save(ctx, sh, d, old, next, cmds)
+		}
 		return drop, permanent(fmt.Errorf("run %s: %w, even after it failed", ev.RunID, big))
 	case old == nil:
 		ev.Refused = &engine.RunError{Code: engine.CodeInputTooLarge, Message: fmt.Sprintf("the run's input is %d bytes: with it, %v", len(ev.Input), big)}
 		ev.Input = json.RawMessage("null")
-	case (ev.Type == engine.EvCompleted || ev.Type == engine.EvContinued || ev.Type == engine.EvWaiting) && len(ev.Output) > 0:
-		ev.Error = fmt.Sprintf("the step's output of %d bytes cannot be kept: with it, %v", len(ev.Output), big)
-		ev.Type, ev.Permanent, ev.StopReason, ev.Output, ev.Pending = engine.EvFailed, true, StopOutputTooLarge, nil, nil
+	case answersWithOutput(ev.Type) && len(ev.Output) > 0:
+		failAnswer(&ev, StopOutputTooLarge, fmt.Sprintf("the step's output of %d bytes cannot be kept: with it, %v", len(ev.Output), big))
 	default:
 		ev = wire.Event{RunID: ev.RunID, Event: engine.Event{Type: engine.EvStateTooLarge, At: ev.At, Error: fmt.Sprintf("a %s event cannot be taken: %v", d.ev.Type, big)}}
 	}

@@ -160,7 +160,11 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	if err := c.dispatchState(ctx, newID, fb, tasks, subs, now); err != nil {
 		return nil, fmt.Errorf("runner: fork run %s into %s: %w", runID, newID, err)
 	}
-	data, err := json.Marshal(&Record{Run: state})
+	saved, err := c.values.OutRun(ctx, state, false)
+	if err != nil {
+		return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
+	}
+	data, err := json.Marshal(&Record{Run: saved})
 	if err != nil {
 		return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
 	}
@@ -332,7 +336,11 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 				continue
 			}
 			w.Scope = dst // the same write, resumed writes included, in the new run's scope
-			if _, err := kv.Put(ctx, w.Key(), e.Value()); err != nil {
+			value, err := c.values.Move(ctx, from, to, e.Value())
+			if err != nil {
+				return n, fmt.Errorf("runner: copy the checkpoint of step %s into run %s: %w", taskKey(t), to, err)
+			}
+			if _, err := kv.Put(ctx, w.Key(), value); err != nil {
 				return n, fmt.Errorf("runner: copy the checkpoint of step %s into run %s: %w", taskKey(t), to, err)
 			}
 			n++
@@ -345,15 +353,23 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 // state has in flight, exactly as the engine does when it decides them (Engine.taskMsg,
 // Engine.startChildMsg): same subjects, bodies and message ids.
 func (c *Client) dispatchState(ctx context.Context, runID string, b *wire.Bundle, tasks []*engine.Task, subs []engine.ChildRun, at time.Time) error {
-	e := &Engine{js: c.js, log: slog.New(slog.DiscardHandler), maxPayload: int(c.js.Conn().MaxPayload())}
+	e := &Engine{js: c.js, log: slog.New(slog.DiscardHandler), maxPayload: int(c.js.Conn().MaxPayload()), values: c.values}
 	var msgs []*nats.Msg
 	for _, t := range tasks {
-		if m := e.taskMsg(t, at); m != nil {
+		m, err := e.taskMsg(ctx, t, at)
+		if err != nil {
+			return err
+		}
+		if m != nil {
 			msgs = append(msgs, m)
 		}
 	}
 	for i := range subs {
-		if m := e.startChildMsg(runID, b, &subs[i], at); m != nil {
+		m, err := e.startChildMsg(ctx, runID, b, &subs[i], at)
+		if err != nil {
+			return err
+		}
+		if m != nil {
 			msgs = append(msgs, m)
 		}
 	}

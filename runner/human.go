@@ -204,7 +204,7 @@ func (c *Client) awaitVerdicts(ctx context.Context, runID string, ids map[string
 // Resume sends a human's input to the step of run runID paused on needs_human: step names it,
 // or "" when only one step is paused. It returns the step's key.
 func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawMessage) (string, error) {
-	if err := wire.CheckJSON(input, c.maxInput()); err != nil {
+	if err := wire.CheckJSON(input, int(c.maxInput)); err != nil {
 		return "", fmt.Errorf("runner: resume run %s: the input %w", runID, err)
 	}
 	rec, err := c.waitingRecord(ctx, runID)
@@ -245,7 +245,7 @@ func (c *Client) Signal(ctx context.Context, runID, name string, data json.RawMe
 	if len(data) == 0 {
 		data = json.RawMessage("null")
 	}
-	if err := wire.CheckJSON(data, c.maxInput()); err != nil {
+	if err := wire.CheckJSON(data, int(c.maxInput)); err != nil {
 		return fmt.Errorf("runner: signal %s to run %s: the data %w", name, runID, err)
 	}
 	if _, err := c.waitingRecord(ctx, runID); err != nil {

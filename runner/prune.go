@@ -20,10 +20,11 @@ const DefaultRetention = 7 * 24 * time.Hour
 // PruneReport says what a prune removed.
 type PruneReport struct {
 	// Runs counts the runs removed (started by clients), SubRuns the sub-runs removed with them,
-	// Checkpoints the checkpoint keys.
+	// Checkpoints the checkpoint keys, Values the values stored by reference (wire.Values).
 	Runs        int `json:"runs"`
 	SubRuns     int `json:"sub_runs"`
 	Checkpoints int `json:"checkpoints"`
+	Values      int `json:"values"`
 	// Before is the cut-off: the runs removed ended before it.
 	Before time.Time `json:"before"`
 }
@@ -35,7 +36,8 @@ type pruned struct {
 }
 
 // Prune removes the runs that finished before now − olderThan: their events (the run's subject
-// of REINS_EVENTS is purged), their checkpoint keys, and last their record, so that a prune
+// of REINS_EVENTS is purged), their checkpoint keys, their values stored by reference, and last
+// their record, so that a prune
 // that stops half-way is done again by the next. A run ended when its final record was saved
 // (the time the bucket gives the record). A running or waiting run is never removed; a
 // sub-run goes with the run that started it, and only once it finished itself (one whose
@@ -86,6 +88,9 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, now time.Ti
 	if rep.Checkpoints, err = c.pruneCheckpoints(ctx, gone); err != nil {
 		return rep, err
 	}
+	if rep.Values, err = c.pruneValues(ctx, gone); err != nil {
+		return rep, err
+	}
 	for _, p := range gone {
 		removed, err := c.removeRun(ctx, runs, p)
 		if err != nil {
@@ -126,7 +131,7 @@ func (c *Client) removeRun(ctx context.Context, runs jetstream.KeyValue, p prune
 	return true, c.dropMarker(ctx, natsbox.RunsBucket, p.id)
 }
 
-// Delete removes run runID for good: its record, events and checkpoints, and those of its
+// Delete removes run runID for good: its record, events, checkpoints and values, and those of its
 // sub-runs. It refuses a run that has not finished (ErrNotFinished: cancel it first); a run
 // whose record is corrupt (ErrCorrupt) can be deleted.
 func (c *Client) Delete(ctx context.Context, runID string) error {
@@ -157,6 +162,9 @@ func (c *Client) Delete(ctx context.Context, runID string) error {
 		}
 	}
 	if _, err := c.pruneCheckpoints(ctx, gone); err != nil {
+		return err
+	}
+	if _, err := c.pruneValues(ctx, gone); err != nil {
 		return err
 	}
 	for _, p := range gone {
@@ -203,6 +211,19 @@ func (c *Client) pruneCheckpoints(ctx context.Context, gone []pruned) (int, erro
 			return n, fmt.Errorf("runner: prune: remove checkpoint %s: %w", k, err)
 		}
 		n++
+	}
+	return n, nil
+}
+
+// pruneValues removes the values of the runs gone and returns how many.
+func (c *Client) pruneValues(ctx context.Context, gone []pruned) (int, error) {
+	ids := make(map[string]bool, len(gone))
+	for _, p := range gone {
+		ids[p.id] = true
+	}
+	n, err := c.objects.DeleteValues(ctx, func(runID string) bool { return ids[runID] })
+	if err != nil {
+		return n, fmt.Errorf("runner: prune: %w", err)
 	}
 	return n, nil
 }

@@ -533,8 +533,9 @@ func TestUndeliverableTask(t *testing.T) {
 		id := v.start(bs, `{}`, "big-1")
 		task := w.next()
 		rec := v.waitFor(id, func(*Record) bool { return true })
-		// Carry out the dispatch of the same task with an input too large for a message.
-		task.Input = json.RawMessage(`"` + strings.Repeat("x", int(v.box.MaxPayload())) + `"`)
+		// Carry out the dispatch of the same task with a prompt too large for a message (values
+		// go by reference; rendered texts travel inline).
+		task.Prompt = strings.Repeat("x", int(v.box.MaxPayload()))
 		ent := &entry{rec: rec, bundle: bs.All[bs.Root]}
 		if err := v.eng.carryOut(v.ctx, time.Now(), ent, []engine.Command{{Type: engine.CmdDispatch, Task: task}}); err != nil {
 			t.Fatal(err)

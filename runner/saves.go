@@ -115,7 +115,7 @@ func (e *Engine) saveAll(ctx context.Context, sh *shard) {
 // to JetStream, to be decided again on the saved state, and the cached state is dropped.
 func (e *Engine) flush(ctx context.Context, sh *shard, ent *entry) {
 	id := ent.rec.Run.ID
-	data, err := e.encode(ent)
+	data, err := e.encode(ctx, ent)
 	if err == nil {
 		var rev uint64
 		if rev, err = e.put(ctx, id, data, false, ent.rev); err == nil {

@@ -1,13 +1,17 @@
 package runner
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/wire"
 	"github.com/reins-run/reins/workflow"
 )
@@ -15,56 +19,157 @@ import (
 // bigString is a JSON string of n bytes.
 func bigString(n int) string { return strconv.Quote(strings.Repeat("x", n-2)) }
 
-// No size is poison: a state too large to save never makes the engine retry its save forever.
-// An answer whose output makes it too large fails its step for good (output_too_large, and an
-// error edge may route on it); a start whose input makes it too large ends the run failed with
-// E_INPUT_TOO_LARGE. Either way the run ends, and Wait returns.
-func TestStateTooLarge(t *testing.T) {
-	t.Run("an output", func(t *testing.T) {
-		v := newEnv(t)
-		wf := workflow.New("big-output")
-		wf.Task("write", "write")
-		wf.Task("read", "read")
-		wf.Task("recover", "recover")
-		wf.Edge("write", "read")
-		wf.Edge("write", "recover").When("error")
-		_, bs := bundles(t, wf)
-		// 600 KB: the answer fits in a message, but the state keeps it twice (the step's
-		// output and the next step's input).
-		v.worker("write").serve(func(task *engine.Task) *wire.Event { return completed(task, bigString(600<<10)) })
-		v.worker("read").serve(func(task *engine.Task) *wire.Event { return completed(task, `"read"`) })
-		v.worker("recover").serve(func(task *engine.Task) *wire.Event { return completed(task, `"recovered"`) })
-		rec := v.wait(v.start(bs, `{}`, "big-out"))
-		if rec.Run.Status != engine.RunCompleted || string(rec.Run.Output) != `"recovered"` {
-			t.Fatalf("run %s, output %.80s, error %+v; want completed through the error edge", rec.Run.Status, rec.Run.Output, rec.Run.Error)
-		}
-		sr := rec.Run.Steps["write"]
-		if sr.StopReason != StopOutputTooLarge || !strings.Contains(sr.Error, "the step's output of 614400 bytes cannot be kept") {
-			t.Errorf("step write: stop reason %q, error %q", sr.StopReason, sr.Error)
-		}
-	})
-	t.Run("an input", func(t *testing.T) {
-		v := newEnv(t)
-		wf := workflow.New("big-input")
-		wf.Task("work", "work")
-		_, bs := bundles(t, wf)
-		v.worker("work").serve(func(task *engine.Task) *wire.Event {
-			if task.RunID == "big-in" {
-				t.Errorf("a task ran for a run whose input is too large")
+// testValues is the values' store as a worker of another language would use it.
+func testValues(t testing.TB, v *env) *wire.Values {
+	t.Helper()
+	ov, err := natsbox.OpenValues(v.ctx, v.box.JetStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wire.NewValues(ov, 0, 0)
+}
+
+// No size is poison: inputs and outputs larger than a message travel by reference, through the
+// values' store, and the run record keeps references; Get and Wait give them back whole.
+func TestValuesByReference(t *testing.T) {
+	for _, size := range []int{2 << 20, 20 << 20} {
+		t.Run(fmt.Sprintf("%d MiB", size>>20), func(t *testing.T) {
+			v := newEnv(t)
+			values := testValues(t, v)
+			wf := workflow.New("big")
+			wf.Task("echo", "echo")
+			wf.Task("count", "count")
+			wf.Edge("echo", "count")
+			_, bs := bundles(t, wf)
+			input := json.RawMessage(bigString(size))
+			got := make(chan json.RawMessage, 2)
+			serve := func(handler string, answer func(ctx context.Context, task *engine.Task, in json.RawMessage) *wire.Event) {
+				v.worker(handler).serve(func(task *engine.Task) *wire.Event {
+					if !wire.IsRef(task.Input) {
+						t.Errorf("%s: the task carries its %d-byte input inline", handler, len(task.Input))
+					}
+					in, err := values.In(v.ctx, task.RunID, task.Input)
+					if err != nil {
+						t.Error(err)
+						return failed(task, err.Error(), true)
+					}
+					got <- in
+					return answer(v.ctx, task, in)
+				})
 			}
-			return completed(task, `1`)
+			serve("echo", func(ctx context.Context, task *engine.Task, in json.RawMessage) *wire.Event {
+				ref, err := values.Out(ctx, task.RunID, in) // the answer would not fit in a message
+				if err != nil {
+					t.Error(err)
+				}
+				return completed(task, string(ref))
+			})
+			serve("count", func(_ context.Context, task *engine.Task, in json.RawMessage) *wire.Event {
+				return completed(task, strconv.Itoa(len(in)))
+			})
+			id := v.start(bs, string(input), "")
+			rec := v.wait(id)
+			if rec.Run.Status != engine.RunCompleted || string(rec.Run.Output) != strconv.Itoa(size) {
+				t.Fatalf("run %s, output %.40s, error %+v", rec.Run.Status, rec.Run.Output, rec.Run.Error)
+			}
+			for _, step := range []string{"echo", "count"} {
+				if in := <-got; !bytes.Equal(in, input) {
+					t.Errorf("step %s got an input of %d bytes, want the run's %d", step, len(in), len(input))
+				}
+			}
+			if !bytes.Equal(rec.Run.Input, input) || !bytes.Equal(rec.Run.Steps["echo"].Output, input) {
+				t.Errorf("Wait: the run input (%d bytes) or echo's output (%d bytes) is not the value", len(rec.Run.Input), len(rec.Run.Steps["echo"].Output))
+			}
+			kve, err := v.client.runs.Get(v.ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(kve.Value()); n > 8<<10 {
+				t.Errorf("the run record is %d bytes: the values are not stored by reference", n)
+			}
+			// Prune removes the values with the run: nothing of them is left.
+			rep, err := v.client.Prune(v.ctx, 0, time.Now().Add(time.Hour))
+			if err != nil || rep.Runs != 1 || rep.Values != 1 {
+				t.Fatalf("prune: %+v, %v; want 1 run and its 1 value (stored once, by digest)", rep, err)
+			}
+			st, err := v.box.JetStream().Stream(v.ctx, "OBJ_"+natsbox.ValuesBucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info, err := st.Info(v.ctx); err != nil || info.State.Msgs != 0 {
+				t.Errorf("after the prune the values' stream holds %d messages (%v), want 0", info.State.Msgs, err)
+			}
 		})
-		// The client refuses it (TestClientStartErrors): a start published by hand does not.
-		v.start(bs, `{}`, "stores-the-workflow")
-		publishEvent(v.ctx, t, v.box.JetStream(), &wire.Event{RunID: "big-in", Workflow: bs.Root,
-			Event: engine.Event{Type: engine.EvStart, At: time.Now(), Item: -1, Input: json.RawMessage(bigString(900 << 10))}}, "")
-		rec := v.wait("big-in")
-		if rec.Run.Status != engine.RunFailed || rec.Run.Error == nil || rec.Run.Error.Code != engine.CodeInputTooLarge ||
-			!strings.Contains(rec.Run.Error.Message, "the run's input is 921600 bytes") {
-			t.Fatalf("run %s, error %+v; want failed with E_INPUT_TOO_LARGE", rec.Run.Status, rec.Run.Error)
+	}
+}
+
+// A reference that cannot be read back ends what it was for with one sentence: a start is
+// refused (E_VALUE_UNREADABLE), an answer fails its step for good (value_unreadable). A
+// reference to another run's value reads nothing of it.
+func TestUnreadableValues(t *testing.T) {
+	v := newEnv(t)
+	values := testValues(t, v)
+	secret, err := values.Out(v.ctx, "other-run", json.RawMessage(bigString(100<<10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := workflow.New("forged")
+	wf.Task("work", "work")
+	wf.Task("recover", "recover")
+	wf.Edge("work", "recover").When("error")
+	_, bs := bundles(t, wf)
+	v.worker("work").serve(func(task *engine.Task) *wire.Event {
+		if task.RunID == "forged-input" {
+			t.Errorf("a task ran for a run whose input cannot be read")
 		}
-		if string(rec.Run.Input) != "null" {
-			t.Errorf("the input kept is %.40s, want null", rec.Run.Input)
-		}
+		return completed(task, string(secret)) // a value of another run
 	})
+	v.worker("recover").serve(func(task *engine.Task) *wire.Event { return completed(task, `"recovered"`) })
+
+	v.start(bs, `{}`, "stores-the-workflow")
+	missing := `"\u0000reins-value:10:forged-input/` + strings.Repeat("0", 64) + `"`
+	publishEvent(v.ctx, t, v.box.JetStream(), &wire.Event{RunID: "forged-input", Workflow: bs.Root,
+		Event: engine.Event{Type: engine.EvStart, At: time.Now(), Item: -1, Input: json.RawMessage(missing)}}, "")
+	rec := v.wait("forged-input")
+	if rec.Run.Status != engine.RunFailed || rec.Run.Error == nil || rec.Run.Error.Code != engine.CodeValueUnreadable ||
+		!strings.Contains(rec.Run.Error.Message, "the run's input cannot be read") {
+		t.Fatalf("run %s, error %+v; want failed with %s", rec.Run.Status, rec.Run.Error, engine.CodeValueUnreadable)
+	}
+
+	rec = v.wait(v.start(bs, `{}`, "forged-output"))
+	sr := rec.Run.Steps["work"]
+	if rec.Run.Status != engine.RunCompleted || string(rec.Run.Output) != `"recovered"` || sr.StopReason != StopValueUnreadable ||
+		!strings.Contains(sr.Error, "not a value of run forged-output") || len(sr.Output) != 0 {
+		t.Fatalf("run %s (output %.40s), step work: stop reason %q, error %q, output %.40s", rec.Run.Status, rec.Run.Output, sr.StopReason, sr.Error, sr.Output)
+	}
+}
+
+// A state still too large to save once its values are stored by reference (here: outputs under
+// the kibibyte below which a value stays inline, against a small record bound) never makes the
+// engine retry its save forever: the answer that makes it too large fails its step for good
+// (output_too_large), and an error edge routes on it.
+func TestStateTooLarge(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	// A record may be 2,376 bytes: the state with write's output (and read's input) is about
+	// 2,950, with write failed instead about 1,950.
+	v.eng, v.stop = v.startEngine(func(e *Engine) { e.maxPayload = 3400 })
+	wf := workflow.New("inline-outputs")
+	wf.Task("write", "write")
+	wf.Task("read", "read")
+	wf.Task("recover", "recover")
+	wf.Edge("write", "read")
+	wf.Edge("write", "recover").When("error")
+	_, bs := bundles(t, wf)
+	v.worker("write").serve(func(task *engine.Task) *wire.Event { return completed(task, bigString(1000)) })
+	v.worker("read").serve(func(task *engine.Task) *wire.Event { return completed(task, `"read"`) })
+	v.worker("recover").serve(func(task *engine.Task) *wire.Event { return completed(task, `"recovered"`) })
+	rec := v.wait(v.start(bs, `{}`, "inline"))
+	if rec.Run.Status != engine.RunCompleted || string(rec.Run.Output) != `"recovered"` {
+		t.Fatalf("run %s, output %.80s, error %+v; want completed through the error edge", rec.Run.Status, rec.Run.Output, rec.Run.Error)
+	}
+	sr := rec.Run.Steps["write"]
+	if sr.StopReason != StopOutputTooLarge || !strings.Contains(sr.Error, "the step's output of 1000 bytes cannot be kept") {
+		t.Errorf("step write: stop reason %q, error %q", sr.StopReason, sr.Error)
+	}
 }

@@ -170,40 +170,55 @@ func TestPanicFailsTheAttemptAndTheWorkerLivesOn(t *testing.T) {
 	wantEvent(t, e.event(), engine.EvCompleted, tk2)
 }
 
-func TestOutputThatCannotBeSent(t *testing.T) {
+func TestLargeAnswers(t *testing.T) {
 	e := newEnv(t)
 	limit := e.box.MaxPayload()
 	errs := make(chan error, 1)
+	huge := strings.Repeat("x", int(limit)+10)
 	e.start(Config{}, map[string]Handler{"big": func(tc TaskContext) error {
 		var err error
 		switch tc.RunID() {
-		case "huge":
-			err = tc.Complete(strings.Repeat("x", int(limit)+10))
-		case "edge": // the output alone fits; with the rest of the event it does not
-			err = tc.Continue(json.RawMessage(`"` + strings.Repeat("y", int(limit)-100) + `"`))
+		case "huge": // larger than a message: by reference
+			err = tc.Complete(huge)
+		case "edge": // the output alone fits; with the rest of the event it would not
+			err = tc.Continue(json.RawMessage(`"` + huge[:limit-100] + `"`))
+		case "label": // texts travel inline: an answer too large for a message fails its step
+			err = tc.CompleteWith(1, Outcome{Label: huge})
 		case "chan":
 			err = tc.Complete(make(chan int))
 		}
 		errs <- err
 		return err
 	}})
-	for _, c := range []struct{ run, want string }{
-		{"huge", "the output of step s is "},
-		{"edge", "the answer to step s is "},
-		{"chan", "the output of step s cannot be encoded as JSON"},
+	for _, c := range []struct {
+		run  string
+		typ  engine.EventType
+		want string // the error, or the output read back
+	}{
+		{"huge", engine.EvCompleted, `"` + huge + `"`},
+		{"edge", engine.EvContinued, `"` + huge[:limit-100] + `"`},
+		{"label", engine.EvFailed, "the answer to step s is "},
+		{"chan", engine.EvFailed, "the output of step s cannot be encoded as JSON"},
 	} {
 		tk := task(c.run, "s", "big", 1, 1)
 		e.publish(tk)
 		err := recv(t, errs)
+		ev := e.event()
+		wantEvent(t, ev, c.typ, tk)
+		if c.typ != engine.EvFailed {
+			out, rerr := e.values(t).In(testCtx(t), c.run, ev.Output)
+			if err != nil || !wire.IsRef(ev.Output) || rerr != nil || string(out) != c.want {
+				t.Errorf("%s: returned %v; output %.80s read back as %d bytes (%v), want the %d bytes by reference", c.run, err, ev.Output, len(out), rerr, len(c.want))
+			}
+			continue
+		}
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: the answering call returned %v, want %q", c.run, err, c.want)
 		}
-		ev := e.event()
-		wantEvent(t, ev, engine.EvFailed, tk)
 		if !ev.Permanent || !strings.HasPrefix(ev.Error, c.want) {
 			t.Errorf("%s: error %q (permanent %v), want a permanent failure starting %q", c.run, ev.Error, ev.Permanent, c.want)
 		}
-		if c.run != "chan" && !strings.HasSuffix(ev.Error, "more than the message limit of "+strconv.FormatInt(limit, 10)+" bytes") {
+		if c.run == "label" && !strings.HasSuffix(ev.Error, "more than the message limit of "+strconv.FormatInt(limit, 10)+" bytes") {
 			t.Errorf("%s: error %q does not name the limit", c.run, ev.Error)
 		}
 	}

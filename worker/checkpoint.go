@@ -34,12 +34,10 @@ type checkpoints struct {
 	n        int    // the number of this task's next write
 }
 
-// ErrCheckpointTooLarge is wrapped by the error of a checkpoint write larger than a message may
-// be. Retrying cannot help: write less (AppendCheckpoint writes only the new items).
+// ErrCheckpointTooLarge is wrapped by the error of a checkpoint write larger than a value may be
+// (wire.DefaultMaxValue). Retrying cannot help: write less (AppendCheckpoint writes only the new
+// items). A write too large for a message is stored by reference (wire.Values).
 var ErrCheckpointTooLarge = errors.New("a checkpoint write is too large")
-
-// checkpointOverhead is what a KV put adds to a checkpoint value in its message.
-const checkpointOverhead = 1 << 10
 
 func (tc *taskContext) Checkpoint(v any) error {
 	data, err := json.Marshal(v)
@@ -141,7 +139,7 @@ func (c *checkpoints) resolve(ctx context.Context) error {
 	if c.resume > 0 {
 		c.tc.w.cache.drop(c.scope)
 		c.tc.w.reloads.add()
-		raw, next, err := fold(ctx, kv, c.scope, func(w wire.CheckpointWrite) bool {
+		raw, next, err := c.fold(ctx, kv, func(w wire.CheckpointWrite) bool {
 			return w.Iteration < c.iter || w.Iteration == c.iter && w.Resume <= c.resume
 		}, wire.CheckpointWrite{Iteration: c.iter, Resume: c.resume})
 		if err != nil {
@@ -164,7 +162,7 @@ func (c *checkpoints) resolve(ctx context.Context) error {
 		return nil
 	}
 	c.tc.w.reloads.add()
-	raw, _, err := fold(ctx, kv, c.scope, func(w wire.CheckpointWrite) bool { return w.Iteration < c.iter }, wire.CheckpointWrite{})
+	raw, _, err := c.fold(ctx, kv, func(w wire.CheckpointWrite) bool { return w.Iteration < c.iter }, wire.CheckpointWrite{})
 	if err != nil {
 		return err
 	}
@@ -175,8 +173,12 @@ func (c *checkpoints) resolve(ctx context.Context) error {
 // put writes the next key of this attempt.
 func (c *checkpoints) put(ctx context.Context, value []byte) error {
 	key := wire.CheckpointWrite{Scope: c.scope, Iteration: c.iter, Resume: c.resume, N: c.n}.Key()
-	if limit := c.tc.w.box.Conn().MaxPayload() - checkpointOverhead; int64(len(value)) > limit {
-		return fmt.Errorf("worker: checkpoint of task %s: the write is %d bytes, more than the %d bytes one may be (the server's message limit): %w", c.tc.task.MsgID, len(value), limit, ErrCheckpointTooLarge)
+	if len(value) > wire.DefaultMaxValue {
+		return fmt.Errorf("worker: checkpoint of task %s: the write is %d bytes, more than the %d bytes one may be: %w", c.tc.task.MsgID, len(value), wire.DefaultMaxValue, ErrCheckpointTooLarge)
+	}
+	value, err := c.tc.w.values.Out(ctx, c.tc.task.RunID, value)
+	if err != nil {
+		return fmt.Errorf("worker: checkpoint of task %s: write %s: %w", c.tc.task.MsgID, key, err)
 	}
 	if _, err := c.tc.w.ckv.Put(ctx, key, value); err != nil {
 		return fmt.Errorf("worker: checkpoint of task %s: write %s: %w", c.tc.task.MsgID, key, err)
@@ -258,13 +260,14 @@ type entry struct {
 	value []byte
 }
 
-// fold reads the writes of scope that include selects and folds them in order (iteration,
-// resume, write number). It also returns the number that follows the writes of own's iteration
-// and resume (0 when there are none), where a task that goes on from them writes next.
-func fold(ctx context.Context, kv jetstream.KeyValue, scope string, include func(wire.CheckpointWrite) bool, own wire.CheckpointWrite) ([]byte, int, error) {
+// fold reads the writes of c's scope that include selects and folds them in order (iteration,
+// resume, write number), reading back those stored by reference. It also returns the number
+// that follows the writes of own's iteration and resume (0 when there are none), where a task
+// that goes on from them writes next.
+func (c *checkpoints) fold(ctx context.Context, kv jetstream.KeyValue, include func(wire.CheckpointWrite) bool, own wire.CheckpointWrite) ([]byte, int, error) {
 	var es []entry
 	next := 0
-	for ke, err := range wire.Entries(ctx, kv, scope+".>") {
+	for ke, err := range wire.Entries(ctx, kv, c.scope+".>") {
 		if err != nil {
 			return nil, 0, err
 		}
@@ -282,8 +285,11 @@ func fold(ctx context.Context, kv jetstream.KeyValue, scope string, include func
 	})
 	var raw []byte
 	for _, e := range es {
-		var err error
-		if raw, err = applyWrite(raw, e.value); err != nil {
+		value, err := c.tc.w.values.In(ctx, c.tc.task.RunID, e.value)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", e.w.Key(), err)
+		}
+		if raw, err = applyWrite(raw, value); err != nil {
 			return nil, 0, fmt.Errorf("%s: %w", e.w.Key(), err)
 		}
 	}

@@ -279,12 +279,19 @@ func (tc *taskContext) answer(typ engine.EventType, output any, o Outcome) error
 	return tc.deliverData(ev, data)
 }
 
-// deliverProblem fails the attempt permanently with problem, which the answering call returns.
+// storeError is a problem of an answer that the values' store caused: worth trying again.
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
+
+// deliverProblem fails the attempt with problem, which the answering call returns: for good,
+// unless the values' store caused it.
 func (tc *taskContext) deliverProblem(problem error) error {
-	tc.logger().Warn("worker: the answer fails the step", "err", problem)
+	tc.logger().Warn("worker: the answer fails the attempt", "err", problem)
 	ev := tc.event(engine.EvFailed)
 	ev.Error = problem.Error()
-	ev.Permanent = true
+	ev.Permanent = !errors.As(problem, new(*storeError))
 	if err := tc.deliver(ev); err != nil {
 		return err
 	}
@@ -305,6 +312,10 @@ const natsHeaderOverhead = len("NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
 // fits encodes an answer and reports one larger than the server's max payload; it returns the
 // encoded answer, which deliverData publishes as is.
 func (tc *taskContext) fits(ev *wire.Event) ([]byte, error) {
+	ev, err := tc.w.values.OutEvent(tc, ev)
+	if err != nil {
+		return nil, &storeError{fmt.Errorf("the answer to step %s cannot be stored: %w", tc.stepName(), err)}
+	}
 	data, err := wire.EncodeEvent(ev)
 	if err != nil {
 		return nil, fmt.Errorf("the answer to step %s cannot be encoded: %w", tc.stepName(), err)

@@ -41,9 +41,12 @@
 // When the handler returns without answering, a non-nil error fails the attempt (Fail: the
 // step's retry policy applies) and nil completes it with a null output (Complete(nil)). A
 // handler that panics fails the attempt (retryable) with "handler NAME panicked: VALUE"; the
-// worker lives on. An output that cannot be encoded as JSON, or whose answer is larger than the
-// server's max payload, fails the attempt permanently with one sentence saying so (retrying
-// could not help), and the answering call returns that sentence as an error. An answer that
+// worker lives on. An output that cannot be encoded as JSON, or an answer whose texts alone are
+// larger than the server's max payload, fails the attempt permanently with one sentence saying
+// so (retrying could not help), and the answering call returns that sentence as an error.
+// Values larger than 64 KiB (the task's input, an output, a pending call's arguments, a
+// checkpoint write, an effect's result) travel by reference through the values' store
+// (wire.Values): handlers see them whole. An answer that
 // cannot be published (NATS unreachable) returns the error and hands the task back to
 // JetStream (it runs again, same attempt).
 //

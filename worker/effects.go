@@ -46,8 +46,9 @@ type Effects struct {
 	// waiting, when set (tests), is called as an attempt starts waiting for a live claim.
 	waiting func(key string)
 
-	mu sync.Mutex
-	kv jetstream.KeyValue
+	mu     sync.Mutex
+	kv     jetstream.KeyValue
+	values *wire.Values
 }
 
 // Effects returns the worker's record of side effects (package builtin records its tools'
@@ -72,7 +73,7 @@ func (e *Effects) LeaseFor(t *engine.Task) Lease {
 	if base <= 0 {
 		base = e.ackWait
 	}
-	return Lease{Holder: t.MsgID + "@" + e.id, For: base + e.ackWait}
+	return Lease{Holder: t.MsgID + "@" + e.id, For: base + e.ackWait, Run: t.RunID}
 }
 
 func (e *Effects) bucket(ctx context.Context) (jetstream.KeyValue, error) {
@@ -85,7 +86,11 @@ func (e *Effects) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", natsbox.EffectsBucket, err)
 	}
-	e.kv = kv
+	values, err := natsbox.OpenValues(ctx, e.js)
+	if err != nil {
+		return nil, err
+	}
+	e.kv, e.values = kv, wire.NewValues(values, 0, 0)
 	return kv, nil
 }
 
@@ -98,6 +103,9 @@ type Lease struct {
 	// while the effect runs. A claim older than that is taken to be abandoned: the effect runs
 	// again, with the same idempotency key.
 	For time.Duration
+	// Run is the run the effect belongs to: a result too large for a record is stored by
+	// reference with the run's values (wire.Values), and goes when the run is pruned.
+	Run string
 }
 
 // effectRecord is what the bucket holds for an effect: a claim (Holder, Until) or a result
@@ -162,7 +170,11 @@ func (e *Effects) claim(ctx context.Context, kv jetstream.KeyValue, key string, 
 	case err != nil:
 		return 0, nil, err
 	case rec.Done:
-		return 0, rec.Value, nil
+		value, err := e.values.In(ctx, lease.Run, rec.Value)
+		if err != nil {
+			return 0, nil, fmt.Errorf("read the recorded result: %w", err)
+		}
+		return 0, value, nil
 	case !time.Now().Before(rec.Until):
 		// The holder is gone (or paused past its lease; one of this process that still ran
 		// would have renewed it): take the claim over, on the revision read, so that of two
@@ -232,7 +244,11 @@ func (e *Effects) run(ctx context.Context, kv jetstream.KeyValue, key string, re
 	if !json.Valid(value) {
 		return nil, fmt.Errorf("worker: side effect %s ran, but its result is not JSON, so %w", key, ErrNotRecorded)
 	}
-	data, err := json.Marshal(effectRecord{Done: true, Value: value})
+	stored, err := e.values.Out(ctx, lease.Run, value)
+	var data []byte
+	if err == nil {
+		data, err = json.Marshal(effectRecord{Done: true, Value: stored})
+	}
 	if err == nil {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 		defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -282,18 +283,54 @@ func TestTaskContextEffect(t *testing.T) {
 
 // A checkpoint write larger than a message may be is refused before it is sent, with an error
 // that says retrying cannot help (ErrCheckpointTooLarge).
-func TestCheckpointTooLarge(t *testing.T) {
+// A checkpoint write larger than a message is stored by reference, and the next iteration (in
+// another worker: nothing cached) reads it back whole; one larger than a value may be fails.
+func TestCheckpointByReference(t *testing.T) {
 	e := newEnv(t)
-	got := make(chan error, 1)
-	e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
-		err := tc.Checkpoint(strings.Repeat("x", 2<<20))
+	big := strings.Repeat("x", 2<<20)
+	got := make(chan error, 2)
+	r := e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+		if tc.Task().Iteration == 1 {
+			if err := tc.Checkpoint(big); err != nil {
+				got <- err
+				return tc.FailPermanent(err)
+			}
+			got <- nil
+			return tc.Continue(1)
+		}
+		raw, err := tc.LoadCheckpoint()
+		var s string
+		if err == nil {
+			err = json.Unmarshal(raw, &s)
+		}
+		if err == nil && s != big {
+			err = fmt.Errorf("iteration 2 read back %d bytes, want %d", len(s), len(big))
+		}
+		if err == nil {
+			err = tc.Checkpoint(strings.Repeat("y", wire.DefaultMaxValue))
+			if !errors.Is(err, ErrCheckpointTooLarge) || !strings.Contains(err.Error(), "the write is 67108874 bytes") {
+				err = fmt.Errorf("a write over the limit returned %v, want ErrCheckpointTooLarge naming the size", err)
+			} else {
+				err = nil
+			}
+		}
 		got <- err
-		return tc.FailPermanent(err)
+		return tc.Complete(1)
 	}})
 	tk := task("r", "loop", "h", 1, 1)
 	e.publish(tk)
-	wantEvent(t, e.event(), engine.EvFailed, tk)
-	if err := <-got; !errors.Is(err, ErrCheckpointTooLarge) || !strings.Contains(err.Error(), "the write is 2097162 bytes") {
-		t.Errorf("error %v, want ErrCheckpointTooLarge naming the size", err)
+	wantEvent(t, e.event(), engine.EvContinued, tk)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	r.cache.drop(wire.CheckpointScope("r", "loop", -1, 1)) // read it back, as another worker would
+	tk2 := task("r", "loop", "h", 2, 1)
+	e.publish(tk2)
+	wantEvent(t, e.event(), engine.EvCompleted, tk2)
+	if err := <-got; err != nil {
+		t.Error(err)
+	}
+	if n := r.reloads.load(); n != 1 {
+		t.Errorf("the checkpoint was read back %d times, want 1", n)
 	}
 }

@@ -45,6 +45,16 @@ type settledTask struct {
 	how  string
 }
 
+// values is the values' store, to read back what goes by reference.
+func (e *env) values(t testing.TB) *wire.Values {
+	t.Helper()
+	ov, err := natsbox.OpenValues(testCtx(t), e.js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wire.NewValues(ov, 0, 0)
+}
+
 func newEnv(t testing.TB) *env {
 	return newEnvOpts(t, natsbox.Options{DataDir: t.TempDir()})
 }

@@ -71,15 +71,20 @@ func TestWait(t *testing.T) {
 	ev = e.event()
 	wantEvent(t, ev, engine.EvCompleted, empty)
 
+	// A call's arguments larger than a message travel by reference (wire.Values).
 	huge := task("huge", "s", "agent", 1, 1)
 	e.publish(huge)
-	if err := recv(t, errs); err == nil || !strings.Contains(err.Error(), "the answer to step s is ") {
+	if err := recv(t, errs); err != nil {
 		t.Errorf("Wait with pending calls over the message limit returned %v", err)
 	}
 	ev = e.event()
-	wantEvent(t, ev, engine.EvFailed, huge)
-	if !ev.Permanent || !strings.Contains(ev.Error, "with its 1 pending call(s), more than the message limit") {
-		t.Errorf("error %q (permanent %v), want a permanent failure naming the pending calls and the limit", ev.Error, ev.Permanent)
+	wantEvent(t, ev, engine.EvWaiting, huge)
+	if len(ev.Pending) != 1 || !wire.IsRef(ev.Pending[0].Arguments) {
+		t.Fatalf("pending %.200v: want the arguments by reference", ev.Pending)
+	}
+	args, err := e.values(t).In(testCtx(t), "huge", ev.Pending[0].Arguments)
+	if err != nil || len(args) != int(e.box.MaxPayload())+2 {
+		t.Errorf("the arguments read back are %d bytes (%v), want %d", len(args), err, e.box.MaxPayload()+2)
 	}
 }
 

@@ -142,6 +142,13 @@ func (tc *taskContext) call() (err error) {
 			err = &panicError{msg: fmt.Sprintf("handler %s panicked: %v", tc.handler, v)}
 		}
 	}()
+	if err := tc.w.values.InTask(tc, tc.task); err != nil {
+		err = fmt.Errorf("worker: the input of task %s cannot be read: %w", tc.task.MsgID, err)
+		if errors.Is(err, wire.ErrValue) {
+			return tc.FailPermanent(err)
+		}
+		return err // the store failed: the engine tries the task again
+	}
 	return tc.h(tc)
 }
 

@@ -78,11 +78,12 @@ type Worker struct {
 	started  bool
 	onStop   []func()
 
-	ready chan struct{}
-	runs  *runTable
-	cache *ckCache
-	ckv   jetstream.KeyValue // set by Run before ready is closed
-	tasks sync.WaitGroup     // the tasks started and not settled yet
+	ready  chan struct{}
+	runs   *runTable
+	cache  *ckCache
+	ckv    jetstream.KeyValue // set by Run before ready is closed
+	values *wire.Values       // set by Run before ready is closed
+	tasks  sync.WaitGroup     // the tasks started and not settled yet
 
 	// testSettled, when set (tests only), is called once the worker has settled a task: answered
 	// and acknowledged it, or handed it back.
@@ -222,6 +223,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.ckv, err = w.js.KeyValue(ctx, natsbox.CheckpointsBucket); err != nil {
 		return fmt.Errorf("worker: checkpoints bucket %s: %w", natsbox.CheckpointsBucket, err)
 	}
+	values, err := natsbox.OpenValues(ctx, w.js)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	w.values = wire.NewValues(values, 0, 0)
 	unsub, err := w.listenCancels(ctx)
 	if err != nil {
 		return err

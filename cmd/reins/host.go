@@ -23,17 +23,18 @@ type hostConfig struct {
 	// saveWindow is the engine's runner.Config.SaveWindow.
 	saveWindow time.Duration
 	log        *slog.Logger
-	// roles, admit and maxOutput are a shared server's (runner.Config): what its operator
-	// configured.
+	// roles, admit, maxOutput and maxValue are a shared server's (runner.Config): what its
+	// operator configured.
 	roles     func(string) []string
 	admit     func(context.Context, []*workflow.Definition, json.RawMessage) *engine.RunError
 	maxOutput int64
+	maxValue  int64
 }
 
 // startHost starts the engine and the built-in workers cfg asks for on box (package host).
 func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host.Host, error) {
 	hc := host.Config{Box: box, Engine: cfg.engine, AckWait: cfg.ackWait, SaveWindow: cfg.saveWindow, Logger: cfg.log,
-		Roles: cfg.roles, Admit: cfg.admit, MaxOutputBytes: cfg.maxOutput}
+		Roles: cfg.roles, Admit: cfg.admit, MaxOutputBytes: cfg.maxOutput, MaxValueBytes: cfg.maxValue}
 	if len(cfg.builtins) > 0 {
 		hc.Register = func(w *worker.Worker) error { return builtin.Register(w, cfg.builtin, cfg.builtins...) }
 	}

@@ -168,8 +168,8 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		return &exitError{code: exitFailed, err: err}
 	}
 	// The size rule of runner.Client, said of the flag before anything is stored.
-	if err := wire.CheckJSON(input, int(box.MaxPayload()/2)); err != nil {
-		return &exitError{code: exitUsage, err: fmt.Errorf("%s %w: a run's input may be half the server's message limit", f.inputFlag(), err)}
+	if err := wire.CheckJSON(input, wire.DefaultMaxValue); err != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("%s %w", f.inputFlag(), err)}
 	}
 	if f.detach {
 		id, err := client.Start(ctx, bundles, input, f.runID)
@@ -355,7 +355,7 @@ func follow(ctx context.Context, c *runner.Client, id string, def *workflow.Defi
 		}
 		p.update(rec)
 		if rec.Run.Finished() || o.untilWaiting && rec.Run.Status == engine.RunWaiting && rec.Revision > o.after {
-			return rec, nil
+			return rec, c.ReadValues(watchCtx, rec)
 		}
 	}
 	return nil, fmt.Errorf("run %s: stopped following before it ended", id)

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -828,23 +829,64 @@ func TestRunRecordAndPrice(t *testing.T) {
 	}
 }
 
-// Inputs of 2 MB and 20 MB: refused before anything is stored, with one sentence naming the
-// size and the limit, and no run is left behind (nothing hangs).
+// Inputs and outputs of 2 MB and 20 MB, larger than a message: they go by reference through
+// the values' store (the record keeps references), and the run's output is the whole input.
+// Past the client's bound (64 MiB) an input is refused with one sentence, before anything is
+// stored.
 func TestRunHugeInputs(t *testing.T) {
 	data := t.TempDir()
+	wf := filepath.Join(t.TempDir(), "echo.toml")
+	if err := os.WriteFile(wf, []byte(`name = "echo"
+
+[[steps]]
+id = "rest"
+type = "sleep"
+duration = "1ms"
+
+[[steps]]
+id = "done"
+type = "terminate"
+
+[[edges]]
+from = "rest"
+to = "done"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range []int{2 << 20, 20 << 20} {
 		file := filepath.Join(t.TempDir(), "input.json")
-		if err := os.WriteFile(file, []byte(`{"order_id":"O-104","notes":"`+strings.Repeat("x", n)+`"}`), 0o644); err != nil {
+		input := `{"order_id":"O-104","notes":"` + strings.Repeat("x", n) + `"}`
+		if err := os.WriteFile(file, []byte(input), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		code, _, errOut := cli(t, "run", refundFile, "--input-file", file, "--data", data, "--quiet")
-		want := fmt.Sprintf("reins: --input-file %s is %d bytes, more than the 524288 bytes allowed: a run's input may be half the server's message limit", file, n+31)
-		if code != exitUsage || !strings.Contains(errOut, want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
-			t.Errorf("%d bytes: exit %d, stderr %q; want one line saying %q", n, code, errOut, want)
+		code, out, errOut := cli(t, "run", wf, "--input-file", file, "--data", data, "--json", "--quiet")
+		var res struct {
+			Status string          `json:"status"`
+			Output json.RawMessage `json:"output"`
+		}
+		var compact bytes.Buffer
+		err := json.Unmarshal([]byte(out), &res)
+		if err == nil {
+			err = json.Compact(&compact, res.Output) // --json indents
+		}
+		if err != nil || code != 0 || res.Status != "completed" || compact.String() != input {
+			t.Errorf("%d bytes: exit %d, status %q, output of %d bytes (want %d), stderr %q, %v", n, code, res.Status, len(res.Output), len(input), errOut, err)
 		}
 	}
-	if runs := listRuns(t, "--data", data); len(runs) != 0 {
-		t.Errorf("runs left behind: %+v", runs)
+	if runs := listRuns(t, "--data", data); len(runs) != 2 {
+		t.Errorf("runs: %+v, want the 2", runs)
+	}
+	file := filepath.Join(t.TempDir(), "input.json")
+	if err := os.WriteFile(file, []byte(strconv.Quote(strings.Repeat("x", wire.DefaultMaxValue))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := cli(t, "run", wf, "--input-file", file, "--data", data, "--quiet")
+	want := fmt.Sprintf("reins: --input-file %s is %d bytes, more than the %d bytes allowed", file, wire.DefaultMaxValue+2, wire.DefaultMaxValue)
+	if code != exitUsage || !strings.Contains(errOut, want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Errorf("64 MiB: exit %d, stderr %q; want one line saying %q", code, errOut, want)
+	}
+	if runs := listRuns(t, "--data", data); len(runs) != 2 {
+		t.Errorf("runs after a refused input: %d, want 2", len(runs))
 	}
 }
 

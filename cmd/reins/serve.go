@@ -108,7 +108,8 @@ after every decision, as reins run does.`,
 			}
 			defer remove()
 			cfg := hostConfig{engine: true, ackWait: ackWait, saveWindow: engineSaveWindow(saveWindow), log: log,
-				roles: rolesOf(res), admit: admit(cfgOp), maxOutput: cfgOp.Limits.MaxOutputBytes}
+				roles: rolesOf(res), admit: admit(cfgOp), maxOutput: cfgOp.Limits.MaxOutputBytes,
+				maxValue: max(cfgOp.Limits.MaxInputBytes, cfgOp.Limits.MaxOutputBytes)}
 			if !noWorker {
 				rf := runFlags{model: mf}
 				bc, err := rf.builtinConfig()

@@ -1,0 +1,108 @@
+package natsbox
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ValuesBucket is the object store of values too large to travel inline (wire.Values): object
+// name = run id + "/" + the SHA-256 of the value, so that a value is stored once per run and
+// the values of a run (and of its sub-runs, whose ids extend it) are deleted with it.
+const ValuesBucket = "reins_values"
+
+// ErrNoValue is wrapped by the error of GetValue when the store has no object of that name, and
+// ErrValueChanged when the object is larger than asked or its chunks do not match its digest.
+// Other errors of GetValue are the server's or the connection's: worth trying again.
+var (
+	ErrNoValue      = errors.New("no such value")
+	ErrValueChanged = errors.New("the stored value is not the one asked for")
+)
+
+// ObjectValues keeps values in ValuesBucket (it implements wire.ValueStore).
+type ObjectValues struct {
+	js  jetstream.JetStream
+	obs jetstream.ObjectStore
+}
+
+// OpenValues binds to ValuesBucket (EnsureLayout created it).
+func OpenValues(ctx context.Context, js jetstream.JetStream) (*ObjectValues, error) {
+	obs, err := js.ObjectStore(ctx, ValuesBucket)
+	if err != nil {
+		return nil, fmt.Errorf("natsbox: object store %s: %w", ValuesBucket, err)
+	}
+	return &ObjectValues{js: js, obs: obs}, nil
+}
+
+// PutValue stores data under name unless an object of that name exists: names are digests of
+// their data, and replacing an object would purge chunks, which only the engine may.
+func (o *ObjectValues) PutValue(ctx context.Context, name string, data []byte) error {
+	info, err := o.obs.GetInfo(ctx, name)
+	switch {
+	case err == nil && info.Size == uint64(len(data)):
+		return nil
+	case err != nil && !errors.Is(err, jetstream.ErrObjectNotFound):
+		return fmt.Errorf("natsbox: object store %s: %s: %w", ValuesBucket, name, err)
+	}
+	if _, err := o.obs.PutBytes(ctx, name, data); err != nil {
+		return fmt.Errorf("natsbox: object store %s: store %s (%d bytes): %w", ValuesBucket, name, len(data), err)
+	}
+	return nil
+}
+
+// GetValue returns the data stored under name, refusing an object larger than max bytes before
+// reading it.
+func (o *ObjectValues) GetValue(ctx context.Context, name string, max int64) ([]byte, error) {
+	info, err := o.obs.GetInfo(ctx, name)
+	switch {
+	case errors.Is(err, jetstream.ErrObjectNotFound):
+		return nil, fmt.Errorf("natsbox: object store %s: %s: %w", ValuesBucket, name, ErrNoValue)
+	case err != nil:
+		return nil, fmt.Errorf("natsbox: object store %s: %s: %w", ValuesBucket, name, err)
+	case info.Size > uint64(max):
+		return nil, fmt.Errorf("natsbox: object store %s: %s is %d bytes, more than %d: %w", ValuesBucket, name, info.Size, max, ErrValueChanged)
+	}
+	data, err := o.obs.GetBytes(ctx, name)
+	if errors.Is(err, jetstream.ErrDigestMismatch) {
+		err = fmt.Errorf("%w: %w", ErrValueChanged, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsbox: object store %s: read %s: %w", ValuesBucket, name, err)
+	}
+	return data, nil
+}
+
+// DeleteValues removes every value of the runs for which of returns true (given each object's
+// run id, the name up to its last "/"), leaving nothing behind: chunks and the object's
+// description, delete marker included. It returns the number of objects removed.
+func (o *ObjectValues) DeleteValues(ctx context.Context, of func(runID string) bool) (int, error) {
+	infos, err := o.obs.List(ctx, jetstream.ListObjectsShowDeleted())
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("natsbox: object store %s: list: %w", ValuesBucket, err)
+	}
+	s, err := o.js.Stream(ctx, "OBJ_"+ValuesBucket)
+	if err != nil {
+		return 0, fmt.Errorf("natsbox: object store %s: %w", ValuesBucket, err)
+	}
+	n := 0
+	for _, info := range infos {
+		i := strings.LastIndexByte(info.Name, '/')
+		if i < 0 || !of(info.Name[:i]) {
+			continue
+		}
+		for _, subj := range []string{"$O." + ValuesBucket + ".C." + info.NUID, "$O." + ValuesBucket + ".M." + base64.URLEncoding.EncodeToString([]byte(info.Name))} {
+			if err := s.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+				return n, fmt.Errorf("natsbox: object store %s: remove %s: %w", ValuesBucket, info.Name, err)
+			}
+		}
+		n++
+	}
+	return n, nil
+}

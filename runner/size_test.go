@@ -173,3 +173,34 @@ func TestStateTooLarge(t *testing.T) {
 		t.Errorf("step write: stop reason %q, error %q", sr.StopReason, sr.Error)
 	}
 }
+
+// A run that ends with a state still too large to save is saved without its values: it ends,
+// failed with E_STATE_TOO_LARGE, whatever it held. The record bound is measured on the run,
+// then set just above it, so that a signal too large to keep makes the run fail, and the
+// failed state (its error said) is too large as well.
+func TestStateTooLargeEvenFailed(t *testing.T) {
+	v := newEnv(t)
+	wf := workflow.New("waits")
+	wf.WaitEvent("wait", "go")
+	_, bs := bundles(t, wf)
+	input := bigString(1000) // inline: under the kibibyte that a value stays inline below
+	id := v.start(bs, input, "waits")
+	v.waitFor(id, func(r *Record) bool { return r.Run.Status == engine.RunWaiting })
+	kve, err := v.client.runs.Get(v.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.stop()
+	v.eng, v.stop = v.startEngine(func(e *Engine) { e.maxPayload = len(kve.Value()) + recordOverhead + 50 })
+	if err := v.client.Signal(v.ctx, id, "other", json.RawMessage(bigString(1000))); err != nil {
+		t.Fatal(err)
+	}
+	rec := v.wait(id)
+	if rec.Run.Status != engine.RunFailed || rec.Run.Error == nil || rec.Run.Error.Code != engine.CodeStateTooLarge ||
+		!strings.HasSuffix(rec.Run.Error.Message, "(the run's inputs and outputs are not kept)") {
+		t.Fatalf("run %s, error %+v; want failed with %s, its values not kept", rec.Run.Status, rec.Run.Error, engine.CodeStateTooLarge)
+	}
+	if len(rec.Run.Input) > len("null") || len(rec.Run.Steps["wait"].Input) > len("null") {
+		t.Errorf("the input was kept: %.40s, %.40s", rec.Run.Input, rec.Run.Steps["wait"].Input)
+	}
+}

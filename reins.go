@@ -1,0 +1,250 @@
+// Package reins is the front door for Go programs that run bounded, durable agent workflows:
+// one New, a few verbs, and nothing else to wire.
+//
+//	r, err := reins.New(ctx, reins.Config{})           // an embedded NATS server, the engine, workers
+//	defer r.Close()
+//	r.Tool("orders.read", readOrder)                    // Go tools for agent steps
+//	r.Handle("review", review)                          // Go handlers for task and agent_loop steps
+//	res, err := r.Run(ctx, def, map[string]any{"order_id": "O-1"})
+//
+// New starts or connects to NATS: an embedded server whose JetStream files live in
+// Config.DataDir (a temporary directory when empty), or the server at Config.NATSURL. The
+// engine starts at once; the worker that serves the registered tools, handlers and the built-in
+// llm and agent steps starts with the first Start or Run, so register everything before that
+// (a registration after it panics, as http.ServeMux does on a duplicate).
+//
+// Every other verb is a thin call to the packages that do the work: runner (the engine and the
+// client of runs), worker (handlers), builtin (the llm and agent steps), workflow (definitions).
+// It owns the lifecycle of what New started and nothing else: it must not decide anything about
+// runs (package engine does).
+package reins
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/host"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/runner"
+	"github.com/reins-run/reins/tool"
+	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/worker"
+	"github.com/reins-run/reins/workflow"
+)
+
+// Config configures a Reins. The zero value runs everything in this process on an embedded
+// server in a temporary directory.
+type Config struct {
+	// DataDir is where the embedded server keeps its JetStream files; runs survive a restart
+	// of the program on the same directory. "" means a new temporary directory, removed by
+	// Close.
+	DataDir string
+	// NATSURL connects to an external NATS server (a cluster) instead of starting one; Token
+	// authenticates to it.
+	NATSURL string
+	Token   string
+	// Model, when set (PROVIDER:NAME, such as "openai:gpt-4o-mini"), replaces the model of
+	// every llm and agent step; the provider's key comes from its environment variable.
+	Model string
+	// Logger receives what the engine and workers could not do; nil discards.
+	Logger *slog.Logger
+}
+
+// Reins runs workflows: an engine and a worker in this process, on NATS.
+type Reins struct {
+	cfg    Config
+	box    *natsbox.Box
+	tmp    string // the temporary data directory Close removes
+	eng    *host.Host
+	client *runner.Client
+
+	mu       sync.Mutex
+	tools    map[string]tool.Tool
+	handlers map[string]worker.Handler
+	workers  *host.Host // started by the first Start
+	closed   bool
+}
+
+// New opens NATS (embedded or at cfg.NATSURL) and starts the engine. Close stops them.
+func New(ctx context.Context, cfg Config) (*Reins, error) {
+	r := &Reins{cfg: cfg, tools: map[string]tool.Tool{}, handlers: map[string]worker.Handler{}}
+	opts := natsbox.Options{URL: cfg.NATSURL, Token: cfg.Token, DataDir: cfg.DataDir, Logger: cfg.Logger}
+	if cfg.NATSURL == "" && cfg.DataDir == "" {
+		dir, err := os.MkdirTemp("", "reins-")
+		if err != nil {
+			return nil, fmt.Errorf("reins: a data directory: %w", err)
+		}
+		r.tmp, opts.DataDir = dir, dir
+	}
+	box, err := natsbox.Open(ctx, opts)
+	if err != nil {
+		r.removeTmp()
+		return nil, fmt.Errorf("reins: %w", err)
+	}
+	r.box = box
+	if r.eng, err = host.Start(context.WithoutCancel(ctx), host.Config{Box: box, Engine: true, Logger: cfg.Logger}); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("reins: %w", err)
+	}
+	r.client = runner.NewClient(runner.ClientConfig{Box: box})
+	return r, nil
+}
+
+// Tool registers a Go tool under name, for the agent steps whose workflow tools name it as
+// their handler (workflow.ToolDef.Handler). It panics once the worker started (the first
+// Start or Run), or on a name registered before.
+func (r *Reins) Tool(name string, t tool.Tool) {
+	r.register(name, func() {
+		if r.tools[name] != nil {
+			panic(fmt.Sprintf("reins: Tool(%q): a tool is already registered under this name", name))
+		}
+		r.tools[name] = t
+	})
+}
+
+// Handle registers a Go handler under name, for the task and agent_loop steps that name it as
+// their handler. It panics once the worker started, or on a name registered before.
+func (r *Reins) Handle(name string, h worker.Handler) {
+	r.register(name, func() {
+		if r.handlers[name] != nil {
+			panic(fmt.Sprintf("reins: Handle(%q): a handler is already registered under this name", name))
+		}
+		r.handlers[name] = h
+	})
+}
+
+func (r *Reins) register(name string, add func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.workers != nil {
+		panic(fmt.Sprintf("reins: %q registered after the first run started: register every tool and handler first", name))
+	}
+	add()
+}
+
+// startWorkers starts the worker of the registered tools and handlers and of the built-in
+// steps, once.
+func (r *Reins) startWorkers(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closed:
+		return errors.New("reins: closed")
+	case r.workers != nil:
+		return nil
+	}
+	bc := builtin.Config{Tools: r.tools, Model: r.cfg.Model, Logger: r.cfg.Logger}
+	h, err := host.Start(context.WithoutCancel(ctx), host.Config{Box: r.box, Handlers: r.handlers, Logger: r.cfg.Logger,
+		Register: func(w *worker.Worker) error { return builtin.Register(w, bc) }})
+	if err != nil {
+		return fmt.Errorf("reins: start the worker: %w", err)
+	}
+	r.workers = h
+	return nil
+}
+
+// Start starts a run of def with input (any JSON-encodable value; nil is null) and returns its
+// id. Sub-workflows that def's call, parallel or map steps name are read from files relative
+// to the working directory.
+func (r *Reins) Start(ctx context.Context, def *workflow.Definition, input any) (string, error) {
+	if err := r.startWorkers(ctx); err != nil {
+		return "", err
+	}
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return "", fmt.Errorf("reins: the input cannot be encoded as JSON: %w", err)
+	}
+	bs, err := wire.NewBundles(def, ".")
+	if err != nil {
+		return "", fmt.Errorf("reins: %w", err)
+	}
+	return r.client.Start(ctx, bs, raw, "")
+}
+
+// Run starts a run of def with input and returns its result once it has finished (or ctx's
+// error first): the contract's run result, with every step's stop reason.
+func (r *Reins) Run(ctx context.Context, def *workflow.Definition, input any) (runner.Result, error) {
+	id, err := r.Start(ctx, def, input)
+	if err != nil {
+		return runner.Result{}, err
+	}
+	rec, err := r.client.Wait(ctx, id)
+	if err != nil {
+		return runner.Result{}, err
+	}
+	return runner.NewResult(def, rec), nil
+}
+
+// Get returns the record of run id (runner.ErrNotFound when there is none).
+func (r *Reins) Get(ctx context.Context, id string) (*runner.Record, error) {
+	return r.client.Get(ctx, id)
+}
+
+// List returns the records of the runs with status ("": all), oldest first.
+func (r *Reins) List(ctx context.Context, status engine.RunStatus) ([]*runner.Record, error) {
+	return r.client.List(ctx, status)
+}
+
+// Cancel cancels run id; reason says why ("": the engine says).
+func (r *Reins) Cancel(ctx context.Context, id, reason string) error {
+	return r.client.Cancel(ctx, id, reason)
+}
+
+// Approve decides the approval that run id waits for at target (a step, or an agent's pending
+// call): approve or deny, with a message.
+func (r *Reins) Approve(ctx context.Context, id, target string, approve bool, message string) error {
+	_, err := r.client.Decide(ctx, id, target, approve, message, "")
+	return err
+}
+
+// Signal sends the named signal with data (any JSON-encodable value) to run id.
+func (r *Reins) Signal(ctx context.Context, id, name string, data any) error {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("reins: the signal's data cannot be encoded as JSON: %w", err)
+	}
+	return r.client.Signal(ctx, id, name, raw)
+}
+
+// Watch yields the record of run id after every save, ending with the finished run's.
+func (r *Reins) Watch(ctx context.Context, id string) iter.Seq2[*runner.Record, error] {
+	return r.client.Watch(ctx, id)
+}
+
+// Close stops the worker and the engine, then NATS (the embedded server), and removes the
+// temporary data directory when New made one.
+func (r *Reins) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	workers := r.workers
+	r.mu.Unlock()
+	if workers != nil {
+		workers.Stop()
+	}
+	if r.eng != nil {
+		r.eng.Stop()
+	}
+	if r.box != nil {
+		r.box.Close()
+	}
+	r.removeTmp()
+	return nil
+}
+
+func (r *Reins) removeTmp() {
+	if r.tmp != "" {
+		_ = os.RemoveAll(r.tmp)
+	}
+}

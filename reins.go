@@ -3,6 +3,7 @@
 //
 //	r, err := reins.New(ctx, reins.Config{})           // an embedded NATS server, the engine, workers
 //	defer r.Close()
+//	r.Model("claude", myModel)                          // Go models (model.Model) for llm and agent steps
 //	r.Tool("orders.read", readOrder)                    // Go tools for agent steps
 //	r.Handle("review", review)                          // Go handlers for task and agent_loop steps
 //	res, err := r.Run(ctx, def, map[string]any{"order_id": "O-1"})
@@ -32,6 +33,7 @@ import (
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
+	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/tool"
@@ -67,6 +69,7 @@ type Reins struct {
 	client *runner.Client
 
 	mu       sync.Mutex
+	models   map[string]model.Model
 	tools    map[string]tool.Tool
 	handlers map[string]worker.Handler
 	workers  *host.Host // started by the first Start
@@ -75,7 +78,7 @@ type Reins struct {
 
 // New opens NATS (embedded or at cfg.NATSURL) and starts the engine. Close stops them.
 func New(ctx context.Context, cfg Config) (*Reins, error) {
-	r := &Reins{cfg: cfg, tools: map[string]tool.Tool{}, handlers: map[string]worker.Handler{}}
+	r := &Reins{cfg: cfg, models: map[string]model.Model{}, tools: map[string]tool.Tool{}, handlers: map[string]worker.Handler{}}
 	opts := natsbox.Options{URL: cfg.NATSURL, Token: cfg.Token, DataDir: cfg.DataDir, Logger: cfg.Logger}
 	if cfg.NATSURL == "" && cfg.DataDir == "" {
 		dir, err := os.MkdirTemp("", "reins-")
@@ -110,6 +113,20 @@ func (r *Reins) Tool(name string, t tool.Tool) {
 	})
 }
 
+// Model registers a Go model under name: it serves every llm and agent step whose model has
+// that name, whatever the workflow declares for it (declare it with provider = "go" when only
+// the program provides it, or keep a scripted model there for tests). Config.Model, when set,
+// replaces every model, Go models included. It panics once the worker started, or on a name
+// registered before.
+func (r *Reins) Model(name string, m model.Model) {
+	r.register(name, func() {
+		if r.models[name] != nil {
+			panic(fmt.Sprintf("reins: Model(%q): a model is already registered under this name", name))
+		}
+		r.models[name] = m
+	})
+}
+
 // Handle registers a Go handler under name, for the task and agent_loop steps that name it as
 // their handler. It panics once the worker started, or on a name registered before.
 func (r *Reins) Handle(name string, h worker.Handler) {
@@ -141,7 +158,7 @@ func (r *Reins) startWorkers(ctx context.Context) error {
 	case r.workers != nil:
 		return nil
 	}
-	bc := builtin.Config{Tools: r.tools, Model: r.cfg.Model, Logger: r.cfg.Logger}
+	bc := builtin.Config{Tools: r.tools, Models: r.models, Model: r.cfg.Model, Logger: r.cfg.Logger}
 	h, err := host.Start(context.WithoutCancel(ctx), host.Config{Box: r.box, Handlers: r.handlers, Logger: r.cfg.Logger,
 		Register: func(w *worker.Worker) error { return builtin.Register(w, bc) }})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins"
+	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -97,4 +98,41 @@ func TestRegisterAfterStart(t *testing.T) {
 		}
 	}()
 	r.Handle("late", func(tc worker.TaskContext) error { return nil })
+}
+
+// A Go model serves the llm and agent steps whose model has its name; a workflow declares one
+// that only the program provides with provider = "go".
+func TestGoModel(t *testing.T) {
+	ctx := t.Context()
+	r, err := reins.New(ctx, reins.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	text := "hello from Go"
+	m, err := model.NewScripted([]model.Turn{{Text: &text}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Model("mine", m)
+	wf := workflow.New("greet").Model("mine", workflow.ModelDef{Provider: "go"})
+	wf.LLM("greet", "mine").WithPrompt("Say hello.")
+	def, err := wf.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(ctx, def, nil)
+	if err != nil || res.Status != "completed" || !strings.Contains(string(res.Output), text) {
+		t.Fatalf("run: %s, output %s, error %+v, %v", res.Status, res.Output, res.Error, err)
+	}
+
+	other := workflow.New("unserved").Model("theirs", workflow.ModelDef{Provider: "go"})
+	other.LLM("greet", "theirs").WithPrompt("Say hello.")
+	if def, err = other.Build(); err != nil {
+		t.Fatal(err)
+	}
+	res, err = r.Run(ctx, def, nil)
+	if err != nil || res.Status != "failed" || len(res.Steps) != 1 || !strings.Contains(res.Steps[0].Error, `unknown provider "go"`) {
+		t.Fatalf("a go model no one registered: %s, steps %+v, %v", res.Status, res.Steps, err)
+	}
 }

@@ -29,6 +29,11 @@ type Config struct {
 	// Tools are the Go tools that workflow tools name by handler: a workflow tool with
 	// handler = "orders.read" runs Tools["orders.read"].
 	Tools map[string]tool.Tool
+	// Models are Go models by name: a model of this name serves every llm and agent step whose
+	// model has that name, whatever the workflow declares for it (provider = "go" declares one
+	// that only a program provides; reins.Reins.Model registers them). Config.Model, when set,
+	// still replaces every model.
+	Models map[string]model.Model
 	// Model, when set (PROVIDER:NAME, as registry.Open takes it), replaces the model of every
 	// llm and agent step (the CLI's --model).
 	Model string

@@ -16,10 +16,10 @@ import (
 // Config.Model for the override).
 type modelKey struct{ workflow, name string }
 
-// model returns the model of the job's step: Config.Model when set, else the step's model of
-// the workflow. Models that hold no per-run state (scripted, real providers) are opened once
-// and kept; replay models are opened anew, so that each task replays its cassette from the
-// start.
+// model returns the model of the job's step: Config.Model when set, else the Go model of its
+// name (Config.Models), else the step's model of the workflow. Models that hold no per-run
+// state (scripted, real providers) are opened once and kept; replay models are opened anew, so
+// that each task replays its cassette from the start.
 func (h *Handlers) model(j *job) (model.Model, error) {
 	if h.cfg.Model != "" {
 		return h.kept(modelKey{name: h.cfg.Model}, isReplay(h.cfg.Model), func() (model.Model, error) {
@@ -35,6 +35,9 @@ func (h *Handlers) model(j *job) (model.Model, error) {
 		})
 	}
 	name := j.step.Model
+	if m := h.cfg.Models[name]; m != nil {
+		return m, nil
+	}
 	def, ok := j.bundle.Definition.Models[name]
 	if !ok {
 		return nil, j.failf("model %q is not declared in the workflow's models", name)
@@ -94,7 +97,7 @@ func (h *Handlers) open(j *job, name string, def workflow.ModelDef) (model.Model
 			m, err = registry.Open(def.Provider+":"+def.Model, opts)
 		}
 	default:
-		err = fmt.Errorf("unknown provider %q (known: openai, anthropic, scripted, replay)", def.Provider)
+		err = fmt.Errorf("unknown provider %q (known: openai, anthropic, scripted, replay; a Go program serves its own models with reins.Reins.Model)", def.Provider)
 	}
 	if err != nil {
 		return nil, j.failf("model %s: %w", name, err)

@@ -1,0 +1,101 @@
+package reins_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/reins-run/reins"
+
+// layers reads the package table of ARCHITECTURE.md: each package's row, top first. A row may
+// name several packages (`provider/openai`, `provider/anthropic`); "(root)" is the module's.
+func layers(t *testing.T) map[string]int {
+	t.Helper()
+	f, err := os.Open("ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	names := regexp.MustCompile("`([a-z0-9/]+)`")
+	row := map[string]int{}
+	n, inTable := 0, false
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "| package | owns | must not |"):
+			inTable = true
+			continue
+		case !inTable || strings.HasPrefix(line, "|---"):
+			continue
+		case !strings.HasPrefix(line, "| `"):
+			inTable = false
+			continue
+		}
+		first, _, _ := strings.Cut(strings.TrimPrefix(line, "| "), " |")
+		for _, m := range names.FindAllStringSubmatch(first, -1) {
+			path := module + "/" + m[1]
+			if strings.Contains(first, "(root)") {
+				path = module
+			}
+			row[path] = n
+		}
+		n++
+	}
+	if len(row) < 20 {
+		t.Fatalf("ARCHITECTURE.md's package table has %d packages: the test cannot read it", len(row))
+	}
+	return row
+}
+
+// TestLayering: every package imports only the packages above it in ARCHITECTURE.md's table,
+// so the house stays as drawn. Examples and test files are not held to it.
+func TestLayering(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, v := range violations(layers(t), string(out)) {
+		t.Error(v)
+	}
+}
+
+// TestLayeringCatches: an import up the table, and a package the table does not name, are
+// reported.
+func TestLayeringCatches(t *testing.T) {
+	row := map[string]int{module + "/clock": 0, module + "/engine": 1}
+	list := module + "/clock fmt " + module + "/engine\n" + module + "/engine " + module + "/clock\n" + module + "/stray\n" + module + "/examples/x " + module + "/engine\n"
+	got := violations(row, list)
+	want := []string{"clock imports engine, which is below it in ARCHITECTURE.md's table",
+		"package " + module + "/stray is not in ARCHITECTURE.md's table: add its row where its imports put it"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// violations checks the output of go list (a package and its imports per line) against the
+// rows of the table.
+func violations(row map[string]int, list string) []string {
+	var out []string
+	for line := range strings.Lines(list) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || strings.HasPrefix(fields[0], module+"/examples/") {
+			continue
+		}
+		pkg, imports := fields[0], fields[1:]
+		at, ok := row[pkg]
+		if !ok {
+			out = append(out, "package "+pkg+" is not in ARCHITECTURE.md's table: add its row where its imports put it")
+			continue
+		}
+		for _, imp := range imports {
+			if r, ok := row[imp]; ok && r > at {
+				out = append(out, strings.TrimPrefix(pkg, module+"/")+" imports "+strings.TrimPrefix(imp, module+"/")+", which is below it in ARCHITECTURE.md's table")
+			}
+		}
+	}
+	return out
+}

@@ -29,18 +29,65 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/wire"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
+
+// The types that cross the front door, so that a program needs no other package for them.
+type (
+	// Definition is a workflow: built with workflow.New or read with ParseWorkflow.
+	Definition = workflow.Definition
+	// Handler serves the tasks of a task or agent_loop step (Handle).
+	Handler = worker.Handler
+	// TaskContext is what a handler gets: the task, its checkpoint, and the ways to answer.
+	TaskContext = worker.TaskContext
+	// Usage is what a task spent (TaskContext.AddUsage).
+	Usage = engine.Usage
+	// Result is a finished run as the workflow file contract gives it.
+	Result = runner.Result
+	// Record is a run's saved state (Get, List, Watch).
+	Record = runner.Record
+	// RunStatus is the status of a run (List filters by it).
+	RunStatus = engine.RunStatus
+)
+
+// StepResult is one step of a Result.
+type StepResult = runner.StepResult
+
+// The statuses of a run.
+const (
+	RunRunning   = engine.RunRunning
+	RunWaiting   = engine.RunWaiting
+	RunCompleted = engine.RunCompleted
+	RunFailed    = engine.RunFailed
+	RunCancelled = engine.RunCancelled
+	RunTimedOut  = engine.RunTimedOut
+)
+
+// ParseWorkflow reads and validates a workflow file's contents (file names it in errors), as
+// reins validate does; the error lists every problem, one per line.
+func ParseWorkflow(file string, data []byte) (*Definition, error) {
+	def, ps := workflow.Parse(file, data)
+	if len(ps) == 0 {
+		ps = workflow.Validate(def, workflow.Options{})
+	}
+	if len(ps) > 0 {
+		return nil, ps
+	}
+	def.Normalize()
+	return def, nil
+}
 
 // Config configures a Reins. The zero value runs everything in this process on an embedded
 // server in a temporary directory.
@@ -54,8 +101,10 @@ type Config struct {
 	NATSURL string
 	Token   string
 	// Model, when set (PROVIDER:NAME, such as "openai:gpt-4o-mini"), replaces the model of
-	// every llm and agent step; the provider's key comes from its environment variable.
-	Model string
+	// every llm and agent step; the provider's key comes from its environment variable, or
+	// from Registry with its base URL.
+	Model    string
+	Registry registry.Options
 	// Logger receives what the engine and workers could not do; nil discards.
 	Logger *slog.Logger
 }
@@ -158,7 +207,7 @@ func (r *Reins) startWorkers(ctx context.Context) error {
 	case r.workers != nil:
 		return nil
 	}
-	bc := builtin.Config{Tools: r.tools, Models: r.models, Model: r.cfg.Model, Logger: r.cfg.Logger}
+	bc := builtin.Config{Tools: r.tools, Models: r.models, Model: r.cfg.Model, Registry: r.cfg.Registry, Logger: r.cfg.Logger}
 	h, err := host.Start(context.WithoutCancel(ctx), host.Config{Box: r.box, Handlers: r.handlers, Logger: r.cfg.Logger,
 		Register: func(w *worker.Worker) error { return builtin.Register(w, bc) }})
 	if err != nil {
@@ -186,8 +235,9 @@ func (r *Reins) Start(ctx context.Context, def *workflow.Definition, input any) 
 	return r.client.Start(ctx, bs, raw, "")
 }
 
-// Run starts a run of def with input and returns its result once it has finished (or ctx's
-// error first): the contract's run result, with every step's stop reason.
+// Run starts a run of def with input and returns its result once it has finished: the
+// contract's run result, with every step's stop reason. When ctx ends first, the run is
+// cancelled and ctx's error returned.
 func (r *Reins) Run(ctx context.Context, def *workflow.Definition, input any) (runner.Result, error) {
 	id, err := r.Start(ctx, def, input)
 	if err != nil {
@@ -195,7 +245,12 @@ func (r *Reins) Run(ctx context.Context, def *workflow.Definition, input any) (r
 	}
 	rec, err := r.client.Wait(ctx, id)
 	if err != nil {
-		return runner.Result{}, err
+		if ctx.Err() != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = r.client.Cancel(cctx, id, "interrupted")
+		}
+		return runner.Result{RunID: id}, err
 	}
 	return runner.NewResult(def, rec), nil
 }

@@ -29,15 +29,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/reins-run/reins/builtin"
-	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/host"
+	"github.com/reins-run/reins"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/provider/registry"
-	"github.com/reins-run/reins/runner"
-	"github.com/reins-run/reins/wire"
-	"github.com/reins-run/reins/worker"
-	"github.com/reins-run/reins/workflow"
 )
 
 // workflowFile is examples/codereview/workflow.toml, compiled in so that the command runs from
@@ -97,8 +91,8 @@ const reviewInstructions = "You review a code change one file at a time. For eac
 // NewReviewHandler returns the handler of the review step: one file per iteration, reviewed by
 // m with the conversation so far, which it keeps in the step's checkpoint. logw receives one
 // line per iteration.
-func NewReviewHandler(m model.Model, logw io.Writer) worker.Handler {
-	return func(t worker.TaskContext) error {
+func NewReviewHandler(m model.Model, logw io.Writer) reins.Handler {
+	return func(t reins.TaskContext) error {
 		var in Review
 		if err := json.Unmarshal(t.Input(), &in); err != nil || len(in.Files) == 0 {
 			return t.FailPermanent(fmt.Errorf("the review step's input %s is not a change with files to review", t.Input()))
@@ -125,7 +119,7 @@ func NewReviewHandler(m model.Model, logw io.Writer) worker.Handler {
 			}
 			return t.FailPermanent(err)
 		}
-		t.AddUsage(engine.Usage{ModelCalls: 1, InputTokens: int(resp.Usage.InputTokens), OutputTokens: int(resp.Usage.OutputTokens), CostUSD: resp.CostUSD})
+		t.AddUsage(reins.Usage{ModelCalls: 1, InputTokens: int(resp.Usage.InputTokens), OutputTokens: int(resp.Usage.OutputTokens), CostUSD: resp.CostUSD})
 		if resp.Proposal.Kind != model.KindAnswer || strings.TrimSpace(resp.Proposal.Text) == "" {
 			return t.FailPermanent(fmt.Errorf("the reviewer gave no review of %s (it proposed %s)", file.Path, resp.Proposal.Kind))
 		}
@@ -160,7 +154,7 @@ type Config struct {
 
 // Run starts an embedded NATS server, the engine and a worker, runs the code review workflow on
 // cfg.Change and returns its result.
-func Run(ctx context.Context, cfg Config) (*runner.Result, error) {
+func Run(ctx context.Context, cfg Config) (*reins.Result, error) {
 	logw := cfg.Log
 	if logw == nil {
 		logw = io.Discard
@@ -187,66 +181,29 @@ func Run(ctx context.Context, cfg Config) (*runner.Result, error) {
 			return nil, err
 		}
 	}
-	dataDir := cfg.DataDir
-	if dataDir == "" {
-		if dataDir, err = os.MkdirTemp("", "codereview-"); err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dataDir)
-	}
-
 	// The server, the engine and the worker stop when Run returns, not before: an interrupted
-	// run is cancelled first (below), which needs them.
-	h, err := host.StartEmbedded(context.WithoutCancel(ctx), dataDir, host.Config{
-		Engine:   true,
-		Handlers: map[string]worker.Handler{Handler: NewReviewHandler(reviewer, logw)},
-		Register: func(w *worker.Worker) error {
-			return builtin.Register(w, builtin.Config{Model: cfg.Model, Registry: cfg.Registry})
-		},
-	})
+	// run is cancelled first (reins.Run does), which needs them.
+	r, err := reins.New(context.WithoutCancel(ctx), reins.Config{DataDir: cfg.DataDir, Model: cfg.Model, Registry: cfg.Registry})
 	if err != nil {
 		return nil, err
 	}
-	defer h.Stop()
-
-	client := runner.NewClient(runner.ClientConfig{Box: h.Box()})
-	bundles, err := wire.NewBundles(def, "")
+	defer r.Close()
+	r.Handle(Handler, NewReviewHandler(reviewer, logw))
+	res, err := r.Run(ctx, def, input)
 	if err != nil {
 		return nil, err
 	}
-	id, err := client.Start(ctx, bundles, input, "")
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(logw, "run %s started\n", id)
-	rec, err := client.Wait(ctx, id)
-	if err != nil {
-		if ctx.Err() != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			_ = client.Cancel(cctx, id, "interrupted")
-		}
-		return nil, err
-	}
-	res := runner.NewResult(def, rec)
+	fmt.Fprintf(logw, "run %s finished\n", res.RunID)
 	return &res, nil
 }
 
 // loadWorkflow parses and validates the compiled-in workflow.toml.
-func loadWorkflow() (*workflow.Definition, error) {
-	def, ps := workflow.Parse("examples/codereview/workflow.toml", workflowFile)
-	if len(ps) == 0 {
-		ps = workflow.Validate(def, workflow.Options{Handlers: []string{Handler}})
-	}
-	if len(ps) > 0 {
-		return nil, ps
-	}
-	def.Normalize()
-	return def, nil
+func loadWorkflow() (*reins.Definition, error) {
+	return reins.ParseWorkflow("examples/codereview/workflow.toml", workflowFile)
 }
 
 // printResult prints the run's status, every step with its stop reason, the path and the output.
-func printResult(w io.Writer, res *runner.Result) {
+func printResult(w io.Writer, res *reins.Result) {
 	fmt.Fprintf(w, "run %s %s\n", res.RunID, res.Status)
 	for _, s := range res.Steps {
 		fmt.Fprintf(w, "  %-8s %-9s", s.ID, s.Status)
@@ -302,7 +259,7 @@ func main() {
 		fail(err)
 	}
 	printResult(os.Stdout, res)
-	if res.Status != engine.RunCompleted {
+	if res.Status != reins.RunCompleted {
 		os.Exit(1)
 	}
 }

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/model"
-	"github.com/reins-run/reins/runner"
 )
 
 // recorder wraps a reviewer model and keeps every request it was sent.
@@ -37,7 +37,7 @@ func (r *recorder) requests() []model.Request {
 	return slices.Clone(r.reqs)
 }
 
-func step(t *testing.T, res *runner.Result, id string) runner.StepResult {
+func step(t *testing.T, res *reins.Result, id string) reins.StepResult {
 	t.Helper()
 	for _, s := range res.Steps {
 		if s.ID == id {
@@ -45,7 +45,7 @@ func step(t *testing.T, res *runner.Result, id string) runner.StepResult {
 		}
 	}
 	t.Fatalf("the result has no step %s: %+v", id, res.Steps)
-	return runner.StepResult{}
+	return reins.StepResult{}
 }
 
 // TestSampleReview runs the example as go run ./examples/codereview does: the sample change,

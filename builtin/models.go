@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/reins-run/reins/eval"
+	"github.com/reins-run/reins/fixture"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/workflow"
@@ -88,7 +88,7 @@ func (h *Handlers) open(j *job, name string, def workflow.ModelDef) (model.Model
 	}
 	switch def.Provider {
 	case "scripted":
-		m, err = eval.ScriptedModel("models."+name+".script", def.Script, h.clock)
+		m, err = fixture.ScriptedModel("models."+name+".script", def.Script, h.clock)
 	case "replay":
 		m, err = registry.Open("replay:"+j.bundle.Resolve(def.Cassette), h.cfg.Registry)
 	case "openai", "anthropic":
@@ -140,7 +140,7 @@ func (h *Handlers) serverModel(j *job, name string, def workflow.ModelDef) (mode
 	case def.Cassette != "" || def.Provider == "replay":
 		return nil, j.failf("%s %s.cassette: a submitted workflow may not name a file for the server to read", workflow.EOperatorOnly, key)
 	case def.Provider == "scripted":
-		m, err := eval.ScriptedModel(key+".script", def.Script, h.clock)
+		m, err := fixture.ScriptedModel(key+".script", def.Script, h.clock)
 		if err != nil {
 			return nil, j.failf("model %s: %w", name, err)
 		}

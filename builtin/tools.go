@@ -12,7 +12,7 @@ import (
 
 	"github.com/kballard/go-shellquote"
 
-	"github.com/reins-run/reins/eval"
+	"github.com/reins-run/reins/fixture"
 	"github.com/reins-run/reins/mcptool"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/workflow"
@@ -45,7 +45,7 @@ func (h *Handlers) tool(j *job, name string, def workflow.ToolDef, forbidden boo
 	spec := tool.Spec{Name: name, Description: def.Description, InputSchema: def.InputSchema, SideEffect: def.SideEffect}
 	switch {
 	case len(bytes.TrimSpace(def.Mock)) > 0:
-		m, err := eval.MockedTool("tools."+name+".mock", spec, def.Mock, h.clock)
+		m, err := fixture.MockedTool("tools."+name+".mock", spec, def.Mock, h.clock)
 		if err != nil {
 			return nil, j.failf("%w", err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/eval"
+	"github.com/reins-run/reins/fixture"
 	"github.com/reins-run/reins/loop"
 )
 
@@ -43,7 +44,7 @@ func TestReplayFromSavedState(t *testing.T) {
 	}
 }
 
-func runWhole(t *testing.T, f *eval.Fixture) loop.Result {
+func runWhole(t *testing.T, f *fixture.Fixture) loop.Result {
 	t.Helper()
 	c, err := eval.Controller(f, clock.NewVirtual(eval.Epoch), eval.Options{})
 	if err != nil {
@@ -53,7 +54,7 @@ func runWhole(t *testing.T, f *eval.Fixture) loop.Result {
 }
 
 // runResumed runs cut iterations, saves the state as JSON, and finishes on a new controller.
-func runResumed(t *testing.T, f *eval.Fixture, cut int) loop.Result {
+func runResumed(t *testing.T, f *fixture.Fixture, cut int) loop.Result {
 	t.Helper()
 	clk := clock.NewVirtual(eval.Epoch)
 	c, err := eval.Controller(f, clk, eval.Options{})

@@ -9,29 +9,30 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/reins-run/reins/fixture"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
 )
 
 // LoadAll discovers and loads every fixture under paths. Any invalid fixture, or two fixtures with
-// the same case_id, is an *InvalidError.
-func LoadAll(paths []string) ([]*Fixture, error) {
-	files, err := Discover(paths)
+// the same case_id, is an *fixture.InvalidError.
+func LoadAll(paths []string) ([]*fixture.Fixture, error) {
+	files, err := fixture.Discover(paths)
 	if err != nil {
-		return nil, &InvalidError{File: "reins eval", Msg: err.Error()}
+		return nil, &fixture.InvalidError{File: "reins eval", Msg: err.Error()}
 	}
 	if len(files) == 0 {
-		return nil, &InvalidError{File: fmt.Sprint(paths), Msg: "no *.json fixture files found"}
+		return nil, &fixture.InvalidError{File: fmt.Sprint(paths), Msg: "no *.json fixture files found"}
 	}
 	seen := map[string]string{}
-	fixtures := make([]*Fixture, 0, len(files))
+	fixtures := make([]*fixture.Fixture, 0, len(files))
 	for _, file := range files {
-		f, err := Load(file)
+		f, err := fixture.Load(file)
 		if err != nil {
 			return nil, err
 		}
 		if other, dup := seen[f.CaseID]; dup {
-			return nil, &InvalidError{File: file, Key: "case_id", Msg: fmt.Sprintf("%q is also the case_id of %s", f.CaseID, other)}
+			return nil, &fixture.InvalidError{File: file, Key: "case_id", Msg: fmt.Sprintf("%q is also the case_id of %s", f.CaseID, other)}
 		}
 		seen[f.CaseID] = file
 		fixtures = append(fixtures, f)
@@ -72,7 +73,7 @@ type Report struct {
 }
 
 // RunSuite runs every fixture k times, calling onRun after each run (for live output).
-func RunSuite(ctx context.Context, fixtures []*Fixture, k int, opts Options, onRun func(*Fixture, RunResult)) (*Report, error) {
+func RunSuite(ctx context.Context, fixtures []*fixture.Fixture, k int, opts Options, onRun func(*fixture.Fixture, RunResult)) (*Report, error) {
 	if k < 1 {
 		k = 1
 	}
@@ -101,7 +102,7 @@ func RunSuite(ctx context.Context, fixtures []*Fixture, k int, opts Options, onR
 	return rep, nil
 }
 
-func metrics(fixtures []*Fixture, rep *Report, k int) Metrics {
+func metrics(fixtures []*fixture.Fixture, rep *Report, k int) Metrics {
 	m := Metrics{Cases: len(rep.Cases), Passed: rep.Passed, K: k}
 	var completed, proposals, invalid, repeated int
 	var latencies []time.Duration

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/fixture"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/tool"
@@ -49,13 +50,13 @@ type RunResult struct {
 
 // Controller builds the loop controller for a fixture: its mocked tools, policy, budget, scripted
 // approver and (unless opts.Model replaces it) scripted model, all on clk.
-func Controller(f *Fixture, clk clock.Clock, opts Options) (*loop.Controller, error) {
+func Controller(f *fixture.Fixture, clk clock.Clock, opts Options) (*loop.Controller, error) {
 	tools := make([]tool.Tool, 0, len(f.Tools))
 	for _, d := range f.Tools {
 		spec := tool.Spec{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema, SideEffect: d.SideEffect}
 		m, err := tool.NewMock(spec, f.MockedTools[d.Name], clk)
 		if err != nil {
-			return nil, &InvalidError{File: f.File, Key: "mocked_tools." + d.Name, Msg: err.Error()}
+			return nil, &fixture.InvalidError{File: f.File, Key: "mocked_tools." + d.Name, Msg: err.Error()}
 		}
 		tools = append(tools, m)
 	}
@@ -63,7 +64,7 @@ func Controller(f *Fixture, clk clock.Clock, opts Options) (*loop.Controller, er
 	if m == nil {
 		s, err := model.NewScripted(f.Model, clk)
 		if err != nil {
-			return nil, &InvalidError{File: f.File, Key: "model", Msg: err.Error()}
+			return nil, &fixture.InvalidError{File: f.File, Key: "model", Msg: err.Error()}
 		}
 		m = s
 	}
@@ -78,13 +79,13 @@ func Controller(f *Fixture, clk clock.Clock, opts Options) (*loop.Controller, er
 		Sink:         opts.Sink,
 	})
 	if err != nil {
-		return nil, &InvalidError{File: f.File, Msg: err.Error()}
+		return nil, &fixture.InvalidError{File: f.File, Msg: err.Error()}
 	}
 	return c, nil
 }
 
 // RunCase runs a fixture once (run is 1-based) and checks its expectations.
-func RunCase(ctx context.Context, f *Fixture, run int, opts Options) (RunResult, error) {
+func RunCase(ctx context.Context, f *fixture.Fixture, run int, opts Options) (RunResult, error) {
 	var clk clock.Clock = clock.Real{}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -118,7 +119,7 @@ func RunCase(ctx context.Context, f *Fixture, run int, opts Options) (RunResult,
 
 // Check returns the first expectation the result does not meet, with expected and actual, or ""
 // when it meets them all.
-func Check(e *Expected, res loop.Result) string {
+func Check(e *fixture.Expected, res loop.Result) string {
 	st := res.State
 	if res.StopReason != e.StopReason {
 		return fmt.Sprintf("stop_reason: expected %s, got %s (%s)", e.StopReason, res.StopReason, res.Detail)
@@ -126,10 +127,10 @@ func Check(e *Expected, res loop.Result) string {
 	if e.AnswerContains != "" && !strings.Contains(res.Answer, e.AnswerContains) {
 		return fmt.Sprintf("answer_contains: expected the answer to contain %q, got %q", e.AnswerContains, res.Answer)
 	}
-	if msg := e.ToolCalls.check("tool_calls", st.ToolCalls); msg != "" {
+	if msg := checkRange(e.ToolCalls, "tool_calls", st.ToolCalls); msg != "" {
 		return msg
 	}
-	if msg := e.Iterations.check("iterations", st.Iteration); msg != "" {
+	if msg := checkRange(e.Iterations, "iterations", st.Iteration); msg != "" {
 		return msg
 	}
 	for _, t := range e.ForbiddenTools {
@@ -150,7 +151,8 @@ func Check(e *Expected, res loop.Result) string {
 	return ""
 }
 
-func (r *Range) check(key string, got int) string {
+// checkRange says how got falls outside r (nil: anywhere is fine), or "".
+func checkRange(r *fixture.Range, key string, got int) string {
 	if r == nil {
 		return ""
 	}
@@ -166,11 +168,11 @@ func (r *Range) check(key string, got int) string {
 // approver replays the fixture's scripted decisions: the n-th call of a tool that needs approval
 // gets the n-th decision listed for that tool. With none left it has no decision.
 type approver struct {
-	byTool map[string][]Approval
+	byTool map[string][]fixture.Approval
 }
 
-func newApprover(list []Approval) *approver {
-	a := &approver{byTool: map[string][]Approval{}}
+func newApprover(list []fixture.Approval) *approver {
+	a := &approver{byTool: map[string][]fixture.Approval{}}
 	for _, d := range list {
 		a.byTool[d.Tool] = append(a.byTool[d.Tool], d)
 	}

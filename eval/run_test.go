@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/eval"
+	"github.com/reins-run/reins/fixture"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/trace"
@@ -40,82 +41,82 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		expected eval.Expected
+		expected fixture.Expected
 		result   func(*loop.Result)
 		want     []string // substrings of the failure, in order; nil means it passes
 	}{
 		{
 			name: "all hold",
-			expected: eval.Expected{
+			expected: fixture.Expected{
 				StopReason: loop.Completed, AnswerContains: "justified",
-				ToolCalls: &eval.Range{Min: intp(2), Max: intp(2)}, Iterations: &eval.Range{Min: intp(1), Max: intp(3)},
+				ToolCalls: &fixture.Range{Min: intp(2), Max: intp(2)}, Iterations: &fixture.Range{Min: intp(1), Max: intp(3)},
 				ForbiddenTools: []string{"issue_refund"}, CalledTools: []string{"read_order", "read_policy"},
 				RequiresTraceEvents: []trace.Type{trace.ToolResult, trace.Stop},
 			},
 		},
-		{name: "only the stop reason", expected: eval.Expected{StopReason: loop.Completed}},
-		{name: "open ranges", expected: eval.Expected{StopReason: loop.Completed, ToolCalls: &eval.Range{Min: intp(0)}, Iterations: &eval.Range{Max: intp(3)}}},
+		{name: "only the stop reason", expected: fixture.Expected{StopReason: loop.Completed}},
+		{name: "open ranges", expected: fixture.Expected{StopReason: loop.Completed, ToolCalls: &fixture.Range{Min: intp(0)}, Iterations: &fixture.Range{Max: intp(3)}}},
 		{
 			name:     "stop_reason",
-			expected: eval.Expected{StopReason: loop.Refused},
+			expected: fixture.Expected{StopReason: loop.Refused},
 			want:     []string{"stop_reason: ", "expected refused", "got completed"},
 		},
 		{
 			name:     "stop_reason is checked first",
-			expected: eval.Expected{StopReason: loop.NeedsHuman, AnswerContains: "nowhere", CalledTools: []string{"ghost"}},
+			expected: fixture.Expected{StopReason: loop.NeedsHuman, AnswerContains: "nowhere", CalledTools: []string{"ghost"}},
 			result:   func(r *loop.Result) { r.StopReason = loop.MaxIterations; r.Detail = "the iteration budget ran out" },
 			want:     []string{"stop_reason: ", "expected needs_human", "got max_iterations", "the iteration budget ran out"},
 		},
 		{
 			name:     "answer_contains",
-			expected: eval.Expected{StopReason: loop.Completed, AnswerContains: "rejected"},
+			expected: fixture.Expected{StopReason: loop.Completed, AnswerContains: "rejected"},
 			want:     []string{"answer_contains: ", `"rejected"`, `"The refund is justified."`},
 		},
 		{
 			name:     "answer_contains is case-sensitive",
-			expected: eval.Expected{StopReason: loop.Completed, AnswerContains: "refund IS"},
+			expected: fixture.Expected{StopReason: loop.Completed, AnswerContains: "refund IS"},
 			want:     []string{"answer_contains: ", `"refund IS"`, `"The refund is justified."`},
 		},
 		{
 			name:     "tool_calls min",
-			expected: eval.Expected{StopReason: loop.Completed, ToolCalls: &eval.Range{Min: intp(3)}},
+			expected: fixture.Expected{StopReason: loop.Completed, ToolCalls: &fixture.Range{Min: intp(3)}},
 			want:     []string{"tool_calls: ", "at least 3", "got 2"},
 		},
 		{
 			name:     "tool_calls max",
-			expected: eval.Expected{StopReason: loop.Completed, ToolCalls: &eval.Range{Min: intp(0), Max: intp(1)}},
+			expected: fixture.Expected{StopReason: loop.Completed, ToolCalls: &fixture.Range{Min: intp(0), Max: intp(1)}},
 			want:     []string{"tool_calls: ", "at most 1", "got 2"},
 		},
 		{
 			name:     "iterations min",
-			expected: eval.Expected{StopReason: loop.Completed, Iterations: &eval.Range{Min: intp(4), Max: intp(9)}},
+			expected: fixture.Expected{StopReason: loop.Completed, Iterations: &fixture.Range{Min: intp(4), Max: intp(9)}},
 			want:     []string{"iterations: ", "at least 4", "got 3"},
 		},
 		{
 			name:     "iterations max",
-			expected: eval.Expected{StopReason: loop.Completed, Iterations: &eval.Range{Max: intp(2)}},
+			expected: fixture.Expected{StopReason: loop.Completed, Iterations: &fixture.Range{Max: intp(2)}},
 			want:     []string{"iterations: ", "at most 2", "got 3"},
 		},
 		{
 			name:     "forbidden_tools",
-			expected: eval.Expected{StopReason: loop.Completed, ForbiddenTools: []string{"issue_refund", "read_order"}},
+			expected: fixture.Expected{StopReason: loop.Completed, ForbiddenTools: []string{"issue_refund", "read_order"}},
 			result:   func(r *loop.Result) { r.State.Executed["read_order"] = 2 },
 			want:     []string{"forbidden_tools: ", "read_order never to execute", "2 time(s)"},
 		},
 		{
 			name:     "called_tools",
-			expected: eval.Expected{StopReason: loop.Completed, CalledTools: []string{"read_order", "search_policy"}},
+			expected: fixture.Expected{StopReason: loop.Completed, CalledTools: []string{"read_order", "search_policy"}},
 			want:     []string{"called_tools: ", "search_policy to execute at least once", "never did"},
 		},
 		{
 			name:     "called_tools counts executions, not proposals",
-			expected: eval.Expected{StopReason: loop.Completed, CalledTools: []string{"read_order"}},
+			expected: fixture.Expected{StopReason: loop.Completed, CalledTools: []string{"read_order"}},
 			result:   func(r *loop.Result) { r.State.Executed["read_order"] = 0 },
 			want:     []string{"called_tools: ", "read_order"},
 		},
 		{
 			name:     "requires_trace_events",
-			expected: eval.Expected{StopReason: loop.Completed, RequiresTraceEvents: []trace.Type{trace.Stop, trace.Approval}},
+			expected: fixture.Expected{StopReason: loop.Completed, RequiresTraceEvents: []trace.Type{trace.Stop, trace.Approval}},
 			want:     []string{"requires_trace_events: ", "approval", "found none"},
 		},
 	} {
@@ -147,7 +148,7 @@ func TestCheck(t *testing.T) {
 }
 
 // loadDir loads every fixture under dir.
-func loadDir(t *testing.T, dir string) []*eval.Fixture {
+func loadDir(t *testing.T, dir string) []*fixture.Fixture {
 	t.Helper()
 	fixtures, err := eval.LoadAll([]string{dir})
 	if err != nil {
@@ -167,7 +168,7 @@ func TestRunSuiteShipped(t *testing.T) {
 	}
 	for _, k := range []int{1, 3} {
 		var lines int
-		rep, err := eval.RunSuite(context.Background(), fixtures, k, eval.Options{}, func(f *eval.Fixture, rr eval.RunResult) {
+		rep, err := eval.RunSuite(context.Background(), fixtures, k, eval.Options{}, func(f *fixture.Fixture, rr eval.RunResult) {
 			lines++
 			if !rr.Passed {
 				t.Errorf("k=%d: %s (%s) run %d failed: %s", k, f.CaseID, f.File, rr.Run, rr.Failure)
@@ -252,7 +253,7 @@ func TestShippedEvalsCoverEveryStopReason(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Read the file independently of eval.Load: only the expected stop reason matters here.
+		// Read the file independently of fixture.Load: only the expected stop reason matters here.
 		var f struct {
 			Expected struct {
 				StopReason loop.StopReason `json:"stop_reason"`
@@ -316,7 +317,7 @@ func TestPassKOneFlakyRun(t *testing.T) {
 		return &model.Response{Proposal: model.Proposal{Kind: model.KindAnswer, Text: text}}, nil
 	})
 	var lines []string
-	rep, err := eval.RunSuite(context.Background(), fixtures, 3, eval.Options{Model: flaky}, func(f *eval.Fixture, rr eval.RunResult) {
+	rep, err := eval.RunSuite(context.Background(), fixtures, 3, eval.Options{Model: flaky}, func(f *fixture.Fixture, rr eval.RunResult) {
 		lines = append(lines, eval.Line(f.CaseID, rr, 3))
 	})
 	if err != nil {

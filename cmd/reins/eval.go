@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/reins-run/reins/eval"
+	"github.com/reins-run/reins/fixture"
 	"github.com/reins-run/reins/runner"
 	"github.com/spf13/cobra"
 )
@@ -68,11 +69,11 @@ Exit status: 0 when every case passed, 1 when any failed, 2 when a fixture is in
 				return &exitError{code: exitUsage, err: fmt.Errorf("--base-url and --record need --model")}
 			}
 			out := cmd.OutOrStdout()
-			rep, err := eval.RunSuite(cmd.Context(), fixtures, k, opts, func(f *eval.Fixture, rr eval.RunResult) {
+			rep, err := eval.RunSuite(cmd.Context(), fixtures, k, opts, func(f *fixture.Fixture, rr eval.RunResult) {
 				fmt.Fprintln(out, eval.Line(f.CaseID, rr, k))
 			})
 			if err != nil {
-				var inv *eval.InvalidError
+				var inv *fixture.InvalidError
 				if errors.As(err, &inv) {
 					return &exitError{code: exitInvalid, err: err}
 				}

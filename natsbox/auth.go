@@ -127,6 +127,8 @@ func Permissions(id Identity) *server.Permissions {
 	if reader {
 		add(&pub, kvRead(RunsBucket)...)
 		add(&pub, kvWatch(RunsBucket)...)
+		add(&pub, kvRead(StatusBucket)...)
+		add(&pub, kvWatch(StatusBucket)...)
 		add(&pub, "$JS.API.CONSUMER.CREATE."+EventsStream+".>", "$JS.API.CONSUMER.DELETE."+EventsStream+".*",
 			"$JS.API.CONSUMER.INFO."+EventsStream+".*", "$JS.API.CONSUMER.MSG.NEXT."+EventsStream+".*",
 			"$JS.API.DIRECT.GET."+EventsStream+".>", "$JS.API.STREAM.MSG.GET."+EventsStream)

@@ -33,6 +33,11 @@ const (
 	// RunsBucket is the KV bucket of run state: key = run id, history 1, written with
 	// compare-and-set on the revision (KeyValue.Update) so that two writers cannot both win.
 	RunsBucket = "reins_runs"
+	// StatusBucket indexes runs by status: key = STATUS.RUNID (history 1). The engine writes
+	// a run's key for its new status before it saves the record and removes the old key after,
+	// so every run has the key of its saved status (and, after a crash, maybe a stale one that
+	// readers check against the record): listing the runs of one status reads those only.
+	StatusBucket = "reins_status"
 	// CheckpointsBucket is the KV bucket of worker checkpoints (history 1).
 	CheckpointsBucket = "reins_checkpoints"
 	// WorkflowsBucket is the KV bucket of workflow definitions: key = definition hash, so that
@@ -335,6 +340,13 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{{
 		Bucket:      RunsBucket,
 		Description: "reins run state, written with compare-and-set on the revision",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    l.Replicas,
+		Metadata:    metadata(),
+	}, {
+		Bucket:      StatusBucket,
+		Description: "reins run ids by status",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    l.Replicas,

@@ -54,6 +54,7 @@ type Client struct {
 
 	mu      sync.Mutex
 	runs    jetstream.KeyValue
+	index   jetstream.KeyValue // natsbox.StatusBucket
 	wfs     jetstream.KeyValue
 	values  *wire.Values
 	objects *natsbox.ObjectValues
@@ -83,11 +84,15 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 		return c.runs, c.wfs, nil
 	}
 	var values *natsbox.ObjectValues
+	var index jetstream.KeyValue
 	open := func() (err error) {
 		if runs, err = c.js.KeyValue(ctx, natsbox.RunsBucket); err != nil {
 			return err
 		}
 		if wfs, err = c.js.KeyValue(ctx, natsbox.WorkflowsBucket); err != nil {
+			return err
+		}
+		if index, err = c.js.KeyValue(ctx, natsbox.StatusBucket); err != nil {
 			return err
 		}
 		values, err = natsbox.OpenValues(ctx, c.js)
@@ -102,7 +107,7 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 	if err != nil {
 		return nil, nil, fmt.Errorf("runner: open the run buckets: %w", err)
 	}
-	c.runs, c.wfs, c.values, c.objects = runs, wfs, wire.NewValues(values, 0, c.maxInput), values
+	c.runs, c.wfs, c.index, c.values, c.objects = runs, wfs, index, wire.NewValues(values, 0, c.maxInput), values
 	return runs, wfs, nil
 }
 
@@ -262,6 +267,13 @@ func (c *Client) List(ctx context.Context, status engine.RunStatus) ([]*Record, 
 		return nil, err
 	}
 	var recs []*Record
+	if status != "" && status != StatusCorrupt {
+		if recs, err = c.listByStatus(ctx, runs, c.index, status); err != nil {
+			return nil, err
+		}
+		sortRecords(recs)
+		return recs, nil
+	}
 	for e, err := range wire.Entries(ctx, runs, ">") {
 		if err != nil {
 			return nil, fmt.Errorf("runner: list runs: %w", err)
@@ -278,10 +290,15 @@ func (c *Client) List(ctx context.Context, status engine.RunStatus) ([]*Record, 
 		}
 		recs = append(recs, rec)
 	}
+	sortRecords(recs)
+	return recs, nil
+}
+
+// sortRecords puts recs in the order List gives: oldest first, then by id.
+func sortRecords(recs []*Record) {
 	slices.SortFunc(recs, func(a, b *Record) int {
 		return cmp.Or(a.Run.StartedAt.Compare(b.Run.StartedAt), strings.Compare(a.Run.ID, b.Run.ID))
 	})
-	return recs, nil
 }
 
 // Cancel publishes a cancel event for run runID with reason (""; the engine says why); the run

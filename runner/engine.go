@@ -123,6 +123,7 @@ type Engine struct {
 
 	// Set by Run before any event is handled.
 	runs       jetstream.KeyValue
+	index      jetstream.KeyValue // natsbox.StatusBucket
 	store      *wire.Store
 	values     *wire.Values
 	timers     *timers
@@ -251,6 +252,9 @@ func (e *Engine) open(ctx context.Context) (jetstream.Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: bucket %s: %w", natsbox.RunsBucket, err)
 	}
+	if e.index, err = e.js.KeyValue(ctx, natsbox.StatusBucket); err != nil {
+		return nil, fmt.Errorf("runner: bucket %s: %w", natsbox.StatusBucket, err)
+	}
 	wfs, err := e.js.KeyValue(ctx, natsbox.WorkflowsBucket)
 	if err != nil {
 		return nil, fmt.Errorf("runner: bucket %s: %w", natsbox.WorkflowsBucket, err)
@@ -296,9 +300,11 @@ func (e *Engine) consumerConfig() jetstream.ConsumerConfig {
 // the pin while it is alive, idle or not.
 func (e *Engine) pinnedTTL() time.Duration { return max(e.ackWait, minPinnedTTL) }
 
-// rearm arms the timers of every running run, from its saved state.
+// rearm arms the timers of every running run, from its saved state, and tidies the status
+// index on the way (reindex).
 func (e *Engine) rearm(ctx context.Context) error {
 	n := 0
+	statuses := map[string]engine.RunStatus{}
 	for ent, err := range wire.Entries(ctx, e.runs, ">") {
 		if err != nil {
 			return fmt.Errorf("runner: read the runs to arm their timers: %w", err)
@@ -308,6 +314,7 @@ func (e *Engine) rearm(ctx context.Context) error {
 			e.log.Warn("runner: a run record cannot be read, so its timers are not armed", "run", ent.Key(), "err", err)
 			continue
 		}
+		statuses[rec.Run.ID] = rec.Run.Status
 		if rec.Run.Finished() {
 			continue
 		}
@@ -322,6 +329,9 @@ func (e *Engine) rearm(ctx context.Context) error {
 		n++
 	}
 	e.log.Debug("runner: timers armed", "running_runs", n)
+	if err := e.reindex(ctx, statuses); err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
 	return nil
 }
 

@@ -385,6 +385,11 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 			return retry, fmt.Errorf("save run %s: %w", id, err)
 		}
 	}
+	if !deferred {
+		if err := e.indexBefore(ctx, old, next); err != nil {
+			return retry, err
+		}
+	}
 	if err := e.carryOut(ctx, d.ev.At, next, cmds); err != nil {
 		return retry, err
 	}
@@ -420,6 +425,7 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 	}
 	e.stats.decided.Add(1)
 	e.settleAll(pending, ack)
+	e.indexAfter(ctx, old, next)
 	if next.rec.Run.Finished() {
 		delete(sh.cache, id)
 		delete(sh.single, id)

@@ -172,6 +172,10 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	if err != nil {
 		return nil, err
 	}
+	// As the engine does: the index key of the status before the record (index.go).
+	if _, err := c.index.Put(ctx, statusKey(saved.Status, newID), []byte{'1'}); err != nil {
+		return nil, fmt.Errorf("runner: fork run %s into %s: index the record: %w", runID, newID, err)
+	}
 	if _, err := runs.Create(ctx, newID, data); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("runner: fork run %s into %s: %w", runID, newID, ErrExists)

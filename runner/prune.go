@@ -91,6 +91,9 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, now time.Ti
 	if rep.Values, err = c.pruneValues(ctx, gone); err != nil {
 		return rep, err
 	}
+	if err := c.pruneIndex(ctx, gone); err != nil {
+		return rep, err
+	}
 	for _, p := range gone {
 		removed, err := c.removeRun(ctx, runs, p)
 		if err != nil {
@@ -167,6 +170,9 @@ func (c *Client) Delete(ctx context.Context, runID string) error {
 	if _, err := c.pruneValues(ctx, gone); err != nil {
 		return err
 	}
+	if err := c.pruneIndex(ctx, gone); err != nil {
+		return err
+	}
 	for _, p := range gone {
 		if _, err := c.removeRun(ctx, runs, p); err != nil {
 			return fmt.Errorf("runner: delete run %s: %w", p.id, err)
@@ -226,6 +232,28 @@ func (c *Client) pruneValues(ctx context.Context, gone []pruned) (int, error) {
 		return n, fmt.Errorf("runner: prune: %w", err)
 	}
 	return n, nil
+}
+
+// pruneIndex removes the status index keys of the runs gone, stale ones included.
+func (c *Client) pruneIndex(ctx context.Context, gone []pruned) error {
+	ids := make(map[string]bool, len(gone))
+	for _, p := range gone {
+		ids[p.id] = true
+	}
+	keys, err := indexKeys(ctx, c.index, ">")
+	if err != nil {
+		return fmt.Errorf("runner: prune: %w", err)
+	}
+	var drop []string
+	for k := range keys {
+		if _, id, ok := strings.Cut(k, "."); ok && ids[id] {
+			drop = append(drop, k)
+		}
+	}
+	if err := purgeKeys(ctx, c.js, natsbox.StatusBucket, drop...); err != nil {
+		return fmt.Errorf("runner: prune: the status index: %w", err)
+	}
+	return nil
 }
 
 // dropMarker removes the purge marker a KV purge left as the last message of key, and nothing

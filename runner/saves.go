@@ -30,7 +30,7 @@ const maxWaiting = 64
 // deferSave reports whether the decision of ev, from old to next with cmds, may wait for a
 // later save.
 func (e *Engine) deferSave(sh *shard, ev *wire.Event, old, next *entry, cmds []engine.Command) bool {
-	if e.saveWindow <= 0 || old == nil || len(old.pending) >= maxWaiting || next.rec.Run.Status != engine.RunRunning || sh.single[next.rec.Run.ID] {
+	if e.saveWindow <= 0 || old == nil || len(old.pending) >= maxWaiting || next.rec.Run.Status != engine.RunRunning || sh.single[next.rec.Run.ID] || statusChanged(old, next) {
 		return false
 	}
 	if ev.Type != engine.EvContinued && ev.Type != engine.EvCompleted {

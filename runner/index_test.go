@@ -1,0 +1,133 @@
+package runner
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/workflow"
+)
+
+// listIDs lists the ids of the runs of status.
+func listIDs(t testing.TB, v *env, status engine.RunStatus) []string {
+	t.Helper()
+	recs, err := v.client.List(v.ctx, status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.Run.ID)
+	}
+	return ids
+}
+
+// Listing by status reads the status index: it finds a run under its saved status only, skips
+// a stale key, gets back a key an engine never wrote once an engine starts, and a prune leaves
+// nothing of the index behind.
+func TestStatusIndex(t *testing.T) {
+	v := newEnv(t)
+	wf := workflow.New("ask")
+	wf.Approval("ask", "Ship?")
+	_, waiting := bundles(t, wf)
+	done := workflow.New("done")
+	done.Terminate("end")
+	_, finished := bundles(t, done)
+
+	w := v.start(waiting, "", "w1")
+	v.waitFor(w, func(r *Record) bool { return r.Run.Status == engine.RunWaiting })
+	v.wait(v.start(finished, "", "c1"))
+	if got := fmt.Sprint(listIDs(t, v, engine.RunWaiting), listIDs(t, v, engine.RunCompleted), listIDs(t, v, engine.RunRunning)); got != "[w1] [c1] []" {
+		t.Fatalf("waiting, completed, running: %s", got)
+	}
+	// A stale key (an engine died between the index write and the save) is skipped.
+	if _, err := v.client.index.Put(v.ctx, statusKey(engine.RunWaiting, "c1"), []byte{'1'}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(listIDs(t, v, engine.RunWaiting)); got != "[w1]" {
+		t.Errorf("waiting with a stale key: %s", got)
+	}
+	// A key no engine wrote (a version without the index) is added when an engine starts.
+	if err := purgeKeys(v.ctx, v.box.JetStream(), natsbox.StatusBucket, statusKey(engine.RunWaiting, "w1")); err != nil {
+		t.Fatal(err)
+	}
+	v.stop()
+	v.eng, v.stop = v.startEngine(nil)
+	if got := fmt.Sprint(listIDs(t, v, engine.RunWaiting)); got != "[w1]" {
+		t.Errorf("waiting after an engine started: %s", got)
+	}
+	if err := v.client.Cancel(v.ctx, w, ""); err != nil {
+		t.Fatal(err)
+	}
+	v.wait(w)
+	if got := fmt.Sprint(listIDs(t, v, engine.RunWaiting), listIDs(t, v, engine.RunCancelled)); got != "[] [w1]" {
+		t.Errorf("waiting, cancelled after the cancel: %s", got)
+	}
+	if _, err := v.client.Prune(v.ctx, 0, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := v.box.JetStream().Stream(v.ctx, kvStream(natsbox.StatusBucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.Info(v.ctx); err != nil || info.State.Msgs != 0 {
+		t.Errorf("after the prune the index holds %d keys (%v), want 0", info.State.Msgs, err)
+	}
+}
+
+// BenchmarkListWaiting lists the 10 waiting runs among 100,000 finished ones: through the
+// status index, and by reading every record (what List did before the index).
+func BenchmarkListWaiting(b *testing.B) {
+	v := newEnv(b)
+	const finished, waitingRuns = 100_000, 10
+	js := v.box.JetStream()
+	runs, err := js.KeyValue(v.ctx, natsbox.RunsBucket)
+	if err != nil {
+		b.Fatal(err)
+	}
+	index, err := js.KeyValue(v.ctx, natsbox.StatusBucket)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range finished + waitingRuns {
+		status := engine.RunCompleted
+		if i < waitingRuns {
+			status = engine.RunWaiting
+		}
+		id := "r-" + strconv.Itoa(i)
+		rec := fmt.Sprintf(`{"run":{"id":%q,"workflow":"w","hash":"h","status":%q,"input":null,"started_at":"2026-01-01T00:00:00Z","deadline":"2026-01-02T00:00:00Z","executed":1,"steps":{},"edges":[],"path":[]}}`, id, status)
+		if _, err := runs.Put(v.ctx, id, []byte(rec)); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := index.Put(v.ctx, statusKey(status, id), []byte{'1'}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("index", func(b *testing.B) {
+		for b.Loop() {
+			if n := len(listIDs(b, v, engine.RunWaiting)); n != waitingRuns {
+				b.Fatalf("%d waiting runs, want %d", n, waitingRuns)
+			}
+		}
+	})
+	b.Run("scan", func(b *testing.B) {
+		for b.Loop() {
+			recs, err := v.client.List(v.ctx, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			for _, r := range recs {
+				if r.Run.Status == engine.RunWaiting {
+					n++
+				}
+			}
+			if n != waitingRuns {
+				b.Fatalf("%d waiting runs, want %d", n, waitingRuns)
+			}
+		}
+	})
+}

@@ -36,6 +36,7 @@ import (
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/natsbox"
+	_ "github.com/reins-run/reins/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/tool"

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	_ "github.com/reins-run/reins/natsbox/embed" // natsbox.Open starts embedded servers
 	"io"
 	"net"
 	"os"

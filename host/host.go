@@ -17,6 +17,7 @@ import (
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
+	_ "github.com/reins-run/reins/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"

@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
 )
 
 // Roles the embedded server knows: the five of shared/spec/server.md, and RoleEngine, the
@@ -102,7 +100,7 @@ func RunEventFilters(runID string) ([]string, error) {
 // Permissions returns the NATS permissions of id: the union of its roles' (nil, everything,
 // for the engine and admin). A role it does not know grants nothing beyond what every
 // connection may: ask who it is, and reach its replies.
-func Permissions(id Identity) *server.Permissions {
+func Permissions(id Identity) *Perms {
 	if id.Has(RoleEngine) || id.Has(RoleAdmin) {
 		return nil
 	}
@@ -160,10 +158,7 @@ func Permissions(id Identity) *server.Permissions {
 		"$JS.API.CONSUMER.CREATE." + EventsStream + "." + engineConsumer + ".>",
 		"$JS.API.CONSUMER.DELETE." + EventsStream + "." + engineConsumer,
 	}
-	return &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: pub, Deny: deny},
-		Subscribe: &server.SubjectPermission{Allow: sub},
-	}
+	return &Perms{PublishAllow: pub, PublishDeny: deny, SubscribeAllow: sub}
 }
 
 // engineConsumer is runner.ConsumerName (natsbox imports no reins package; a runner test
@@ -196,35 +191,24 @@ func objWrite(bucket string) []string {
 	return []string{"$O." + bucket + ".C.>", "$O." + bucket + ".M.>"}
 }
 
-// serverAuth is the embedded server's authentication: a Box's own token is the engine's; any
-// other token is the Authenticator's to judge.
-type serverAuth struct {
-	own  string
-	auth Authenticator
-}
-
-func (a *serverAuth) Check(c server.ClientAuthentication) bool {
-	token := c.GetOpts().Token
-	if token == "" {
-		token = c.GetOpts().Password // nats://user:token@host puts it there
-	}
-	if token == "" {
-		return false
-	}
-	var id Identity
-	switch {
-	case subtleEqual(token, a.own):
-		id = Identity{Name: EngineName, Roles: []string{RoleEngine}}
-	case a.auth != nil:
-		var ok bool
-		if id, ok = a.auth(token); !ok {
-			return false
+// authenticate is the embedded server's verdict on a client's token: a Box's own token is the
+// engine's; any other is auth's to judge, with the permissions of its roles.
+func authenticate(own string, auth Authenticator) func(token string) (string, *Perms, bool) {
+	return func(token string) (string, *Perms, bool) {
+		var id Identity
+		switch {
+		case subtleEqual(token, own):
+			id = Identity{Name: EngineName, Roles: []string{RoleEngine}}
+		case auth != nil:
+			var ok bool
+			if id, ok = auth(token); !ok {
+				return "", nil, false
+			}
+		default:
+			return "", nil, false
 		}
-	default:
-		return false
+		return id.Name, Permissions(id), true
 	}
-	c.RegisterUser(&server.User{Username: id.Name, Permissions: Permissions(id)})
-	return true
 }
 
 // newOwnToken returns a random token for a Box's own connections.

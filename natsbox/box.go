@@ -2,7 +2,9 @@
 // and the layout of streams and buckets the engine uses.
 //
 // It owns four things: starting and stopping the embedded nats-server (JetStream, file store
-// under the data directory, in-process or on loopback only), connecting to an external server or
+// under the data directory, in-process or on loopback only; the server itself is package
+// natsserver's, which natsbox reaches through RegisterServer so that a program that does not
+// import natsbox/embed links no nats-server), connecting to an external server or
 // cluster (credentials, TLS, reconnection), the layout: the names, subjects and configurations
 // of the TASKS, EVENTS and DLQ streams and of the reins_runs, reins_checkpoints, reins_workflows
 // and reins_effects buckets, created idempotently by EnsureLayout, with the keeper message of the
@@ -11,6 +13,9 @@
 //
 // It must not hold engine logic: it never decides what to publish, consumes messages, creates
 // consumers or reads run state. It imports no other reins package.
+//
+// A program that embeds a server imports natsbox/embed (the reins command, package host and
+// the root package reins do); without it, Open with no URL fails with one sentence saying so.
 package natsbox
 
 import (
@@ -26,7 +31,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -108,8 +112,8 @@ var ErrDataDirLocked = errors.New("natsbox: data directory in use")
 type Box struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
-	ns        *server.Server // nil when external
-	lock      *dirLock       // nil when external
+	srv       Server   // the embedded server; nil when external
+	lock      *dirLock // nil when external
 	clientURL string
 	ownToken  string // the token of this Box's connections to its embedded server
 	log       *slog.Logger
@@ -152,12 +156,14 @@ func openEmbedded(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 		return nil, errors.New("natsbox: the embedded server needs a data directory: set DataDir")
 	case opts.Token != "":
 		return nil, errors.New("natsbox: Token is for connecting to a server another process runs: set URL, or leave it empty for the embedded server")
+	case startServer == nil:
+		return nil, errors.New("natsbox: this program has no embedded NATS server: import github.com/reins-run/reins/natsbox/embed, or set URL")
 	}
 	host, port, err := parseListen(opts.Listen)
 	if err != nil {
 		return nil, err
 	}
-	storeDir := filepath.Join(opts.DataDir, server.JetStreamStoreDir)
+	storeDir := filepath.Join(opts.DataDir, jetStreamStoreDir)
 	if err := os.MkdirAll(storeDir, 0o700); err != nil {
 		return nil, fmt.Errorf("natsbox: create the JetStream store directory: %w", err)
 	}
@@ -172,60 +178,37 @@ func openEmbedded(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 		}
 	}()
 
-	own := newOwnToken()
-	sopts := &server.Options{
-		CustomClientAuthentication: &serverAuth{own: own, auth: opts.Authenticate},
-		ServerName:                 EmbeddedServerName,
-		JetStream:                  true,
-		StoreDir:                   opts.DataDir, // the server stores under StoreDir/jetstream
-		NoSigs:                     true,
-		DontListen:                 opts.Listen == "",
-		Host:                       host,
-		Port:                       port,
-	}
-	ns, err := server.NewServer(sopts)
-	if err != nil {
-		return nil, fmt.Errorf("natsbox: embedded server: %w", err)
-	}
-	srvLog := &serverLog{log: log.With("component", "nats-server")}
-	ns.SetLoggerV2(srvLog, log.Enabled(ctx, slog.LevelDebug), false, false)
-	ns.Start() // synchronous up to the listener; failures are reported through Fatalf
-	if msg := srvLog.fatalMessage(); msg != "" {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-		if opts.Listen != "" {
-			return nil, fmt.Errorf("natsbox: embedded server on %s: %s", opts.Listen, msg)
-		}
-		return nil, fmt.Errorf("natsbox: embedded server: %s", msg)
-	}
 	wait := DefaultReadyTimeout
 	if dl, has := ctx.Deadline(); has {
 		wait = time.Until(dl)
 	}
-	if !ns.ReadyForConnections(wait) {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-		return nil, fmt.Errorf("natsbox: the embedded server was not ready within %s", wait.Round(time.Millisecond))
-	}
-	if !ns.JetStreamEnabled() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-		return nil, errors.New("natsbox: the embedded server started without JetStream")
+	own := newOwnToken()
+	srv, err := startServer(ctx, ServerConfig{
+		Name: EmbeddedServerName, StoreDir: opts.DataDir, // the server stores under StoreDir/jetstream
+		Host: host, Port: port, DontListen: opts.Listen == "",
+		Auth:   authenticate(own, opts.Authenticate),
+		Logger: log.With("component", "nats-server"), Debug: log.Enabled(ctx, slog.LevelDebug),
+		Ready: wait,
+	})
+	if err != nil {
+		if opts.Listen != "" {
+			return nil, fmt.Errorf("natsbox: embedded server on %s: %w", opts.Listen, err)
+		}
+		return nil, fmt.Errorf("natsbox: embedded server: %w", err)
 	}
 
-	b := &Box{ns: ns, lock: lock, log: log, closed: make(chan struct{}), ownToken: own}
+	b := &Box{srv: srv, lock: lock, log: log, closed: make(chan struct{}), ownToken: own}
 	copts := append(b.connOptions(opts.Name), nats.Token(own))
 	url := ""
 	if opts.Listen == "" {
-		copts = append(copts, nats.InProcessServer(ns))
+		copts = append(copts, nats.InProcessServer(srv))
 	} else {
-		url = ns.ClientURL()
+		url = srv.ClientURL()
 		b.clientURL = url
 	}
 	nc, err := nats.Connect(url, copts...)
 	if err != nil {
-		ns.Shutdown()
-		ns.WaitForShutdown()
+		srv.Stop()
 		return nil, fmt.Errorf("natsbox: connect to the embedded server: %w", err)
 	}
 	if err := b.setConn(nc); err != nil {
@@ -347,13 +330,13 @@ func (b *Box) setConn(nc *nats.Conn) error {
 // connection. The new Box runs no server (Embedded is false) and its Close closes only its
 // connection; close it before the Box that runs the server.
 func (b *Box) Connect(ctx context.Context, name string) (*Box, error) {
-	if b.ns == nil {
+	if b.srv == nil {
 		opts := b.external
 		opts.Name = name
 		return openExternal(ctx, opts, b.log)
 	}
 	c := &Box{log: b.log, clientURL: b.clientURL, closed: make(chan struct{})}
-	nc, err := nats.Connect("", append(c.connOptions(name), nats.InProcessServer(b.ns), nats.Token(b.ownToken))...)
+	nc, err := nats.Connect("", append(c.connOptions(name), nats.InProcessServer(b.srv), nats.Token(b.ownToken))...)
 	if err != nil {
 		return nil, fmt.Errorf("natsbox: connect to the embedded server: %w", err)
 	}
@@ -374,7 +357,7 @@ func (b *Box) JetStream() jetstream.JetStream { return b.js }
 func (b *Box) ClientURL() string { return b.clientURL }
 
 // Embedded reports whether the Box runs its own server.
-func (b *Box) Embedded() bool { return b.ns != nil }
+func (b *Box) Embedded() bool { return b.srv != nil }
 
 // MaxPayload returns the largest message the server accepts, headers included (1 MiB unless an
 // external server is configured otherwise).
@@ -403,11 +386,10 @@ func (b *Box) closeConn() {
 }
 
 func (b *Box) shutdownServer() {
-	if b.ns == nil {
+	if b.srv == nil {
 		return
 	}
-	b.ns.Shutdown()
-	b.ns.WaitForShutdown()
+	b.srv.Stop()
 	if b.lock != nil {
 		if err := b.lock.unlock(); err != nil {
 			b.closeErr = fmt.Errorf("natsbox: release the data directory: %w", err)
@@ -430,7 +412,7 @@ func parseListen(listen string) (string, int, error) {
 		return "", 0, fmt.Errorf("natsbox: Listen %q has a bad port %q: want 0 (any free port) to 65535", listen, portStr)
 	}
 	if port == 0 {
-		port = server.RANDOM_PORT
+		port = randomPort
 	}
 	switch {
 	case host == "":

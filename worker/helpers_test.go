@@ -15,6 +15,7 @@ import (
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
+	_ "github.com/reins-run/reins/natsbox/embed" // natsbox.Open starts embedded servers
 	"github.com/reins-run/reins/wire"
 	"github.com/reins-run/reins/workflow"
 )

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/reins-run/reins/natsbox"
+	_ "github.com/reins-run/reins/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/runner"
 )

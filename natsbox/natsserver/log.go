@@ -1,4 +1,4 @@
-package natsbox
+package natsserver
 
 import (
 	"context"

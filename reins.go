@@ -233,6 +233,11 @@ func (r *Reins) Start(ctx context.Context, def *workflow.Definition, input any) 
 	if err != nil {
 		return "", fmt.Errorf("reins: %w", err)
 	}
+	if missing, err := r.client.Unserved(ctx, bs); err == nil && r.cfg.Logger != nil {
+		for _, m := range missing {
+			r.cfg.Logger.Warn("reins: " + m) // the run waits for it: another process may serve it yet
+		}
+	}
 	return r.client.Start(ctx, bs, raw, "")
 }
 

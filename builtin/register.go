@@ -2,6 +2,8 @@ package builtin
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/worker"
@@ -36,6 +38,9 @@ func Register(w *worker.Worker, cfg Config, handlers ...string) error {
 			w.Handle(name, adapt(serve[name]))
 		}
 	}
+	// What clients check a workflow against when it is submitted (worker.ServedBucket).
+	w.Advertise(worker.ServedTool, slices.Sorted(maps.Keys(cfg.Tools))...)
+	w.Advertise(worker.ServedModel, slices.Sorted(maps.Keys(cfg.Models))...)
 	return nil
 }
 

@@ -127,6 +127,7 @@ func Permissions(id Identity) *Perms {
 		add(&pub, kvWatch(RunsBucket)...)
 		add(&pub, kvRead(StatusBucket)...)
 		add(&pub, kvWatch(StatusBucket)...)
+		add(&pub, kvWatch(ServedBucket)...)
 		add(&pub, "$JS.API.CONSUMER.CREATE."+EventsStream+".>", "$JS.API.CONSUMER.DELETE."+EventsStream+".*",
 			"$JS.API.CONSUMER.INFO."+EventsStream+".*", "$JS.API.CONSUMER.MSG.NEXT."+EventsStream+".*",
 			"$JS.API.DIRECT.GET."+EventsStream+".>", "$JS.API.STREAM.MSG.GET."+EventsStream)
@@ -143,7 +144,7 @@ func Permissions(id Identity) *Perms {
 			"$JS.API.CONSUMER.CREATE."+TasksStream+".>", "$JS.API.CONSUMER.INFO."+TasksStream+".*",
 			"$JS.API.CONSUMER.MSG.NEXT."+TasksStream+".*", "$JS.ACK."+TasksStream+".>",
 			"$JS.API.DIRECT.GET."+TasksStream+".>", "$JS.API.STREAM.MSG.GET."+TasksStream,
-			"$KV."+CheckpointsBucket+".>", "$KV."+EffectsBucket+".>")
+			"$KV."+CheckpointsBucket+".>", "$KV."+EffectsBucket+".>", "$KV."+ServedBucket+".>")
 		add(&pub, objWrite(ValuesBucket)...)
 		add(&pub, kvRead(CheckpointsBucket)...)
 		add(&pub, kvWatch(CheckpointsBucket)...)

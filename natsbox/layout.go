@@ -38,6 +38,16 @@ const (
 	// so every run has the key of its saved status (and, after a crash, maybe a stale one that
 	// readers check against the record): listing the runs of one status reads those only.
 	StatusBucket = "reins_status"
+	// ServedBucket says what the running workers serve: key = KIND.NAME.WORKER (kind handler,
+	// tool or model; NAME may hold dots), written when a worker starts and every ServedEvery
+	// while it runs, removed when it stops, and gone ServedTTL after its last write when it died.
+	// A client reads it to tell, when a run is submitted, that no worker serves a name the
+	// workflow needs (the run would wait until one does).
+	ServedBucket = "reins_served"
+	// ServedEvery and ServedTTL: how often a worker writes what it serves, and how long a write
+	// stays.
+	ServedEvery = 20 * time.Second
+	ServedTTL   = 3 * ServedEvery
 	// CheckpointsBucket is the KV bucket of worker checkpoints (history 1).
 	CheckpointsBucket = "reins_checkpoints"
 	// WorkflowsBucket is the KV bucket of workflow definitions: key = definition hash, so that
@@ -348,6 +358,14 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 		Bucket:      StatusBucket,
 		Description: "reins run ids by status",
 		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    l.Replicas,
+		Metadata:    metadata(),
+	}, {
+		Bucket:      ServedBucket,
+		Description: "reins: what the running workers serve",
+		History:     1,
+		TTL:         ServedTTL,
 		Storage:     jetstream.FileStorage,
 		Replicas:    l.Replicas,
 		Metadata:    metadata(),

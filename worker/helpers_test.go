@@ -101,6 +101,12 @@ type running struct {
 // the test ends.
 func (e *env) start(cfg Config, handlers map[string]Handler) *running {
 	e.t.Helper()
+	return e.startWith(cfg, handlers, nil)
+}
+
+// startWith is start with prepare called on the worker before it runs.
+func (e *env) startWith(cfg Config, handlers map[string]Handler, prepare func(*Worker)) *running {
+	e.t.Helper()
 	if cfg.Box == nil {
 		cfg.Box = e.box
 	}
@@ -113,6 +119,9 @@ func (e *env) start(cfg Config, handlers map[string]Handler) *running {
 	}
 	for name, h := range handlers {
 		w.Handle(name, h)
+	}
+	if prepare != nil {
+		prepare(w)
 	}
 	w.testSettled = func(t *engine.Task, how string) {
 		select {

@@ -73,10 +73,11 @@ type Worker struct {
 	bundles     *wire.Store
 	effects     *Effects
 
-	mu       sync.Mutex
-	handlers map[string]Handler
-	started  bool
-	onStop   []func()
+	mu         sync.Mutex
+	handlers   map[string]Handler
+	advertised map[string][]string // names Advertise adds, by kind
+	started    bool
+	onStop     []func()
 
 	ready  chan struct{}
 	runs   *runTable
@@ -252,6 +253,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopBeats := make(chan struct{})
 	var beats sync.WaitGroup
 	beats.Go(func() { w.heartbeats(stopBeats) })
+	unannounce, err := w.announce(ctx, w.servedKeys(handlers))
+	if err != nil {
+		w.log.Warn("worker: what it serves is not announced: clients will warn that nobody serves it", "err", err)
+		unannounce = func() {}
+	}
+	defer unannounce()
 	close(w.ready)
 	w.log.Info("worker ready", "handlers", len(handlers))
 	<-ctx.Done()

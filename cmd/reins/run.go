@@ -171,6 +171,7 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	if err := wire.CheckJSON(input, wire.DefaultMaxValue); err != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("%s %w", f.inputFlag(), err)}
 	}
+	warnUnserved(ctx, cmd.ErrOrStderr(), client, bundles)
 	if f.detach {
 		id, err := client.Start(ctx, bundles, input, f.runID)
 		if err != nil {
@@ -319,6 +320,18 @@ func checkHandlers(bs *wire.Bundles, listen string, box *natsbox.Box) error {
 		}
 	}
 	return nil
+}
+
+// warnUnserved tells, one line each, what the run needs that no running worker serves: it would
+// wait for it. Not knowing (the bucket unreadable) says nothing: the run goes on either way.
+func warnUnserved(ctx context.Context, w io.Writer, c *runner.Client, bs *wire.Bundles) {
+	missing, err := c.Unserved(ctx, bs)
+	if err != nil {
+		return
+	}
+	for _, m := range missing {
+		fmt.Fprintln(w, "reins: warning:", m)
+	}
 }
 
 // follow prints progress until the run ends and returns its final record. An interrupt

@@ -931,3 +931,28 @@ budget = { max_iterations = 45, max_tool_calls = 45 }
 		t.Errorf("step read %+v, want completed after 41 iterations", s)
 	}
 }
+
+// A run that needs a handler no worker serves is warned about when it is submitted: it would
+// wait for one (here until its deadline).
+func TestRunWarnsUnserved(t *testing.T) {
+	wf := filepath.Join(t.TempDir(), "nobody.toml")
+	if err := os.WriteFile(wf, []byte(`name = "nobody"
+deadline = "1s"
+
+[[steps]]
+id = "work"
+type = "task"
+handler = "nobody"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// With --listen a worker could connect; none does.
+	code, _, errOut := cli(t, "run", wf, "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--quiet")
+	want := `reins: warning: no worker serves the handler "nobody" that step work of workflow nobody needs: its runs wait until one does`
+	if code == 0 || !strings.Contains(errOut, want) {
+		t.Errorf("exit %d, stderr %q; want a failure and the line %q", code, errOut, want)
+	}
+	if strings.Contains(errOut, "reins-llm") || strings.Contains(errOut, "reins-agent") {
+		t.Errorf("the built-in handlers, which reins run serves, were warned about: %q", errOut)
+	}
+}

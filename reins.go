@@ -34,13 +34,13 @@ import (
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/natsbox"
 	_ "github.com/reins-run/reins/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/tool"
-	"github.com/reins-run/reins/wire"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )

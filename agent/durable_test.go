@@ -16,9 +16,9 @@ import (
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/runner"
-	"github.com/reins-run/reins/wire"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )

@@ -14,12 +14,12 @@ import (
 
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/mcptool"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/tool"
-	"github.com/reins-run/reins/wire"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )

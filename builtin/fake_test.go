@@ -12,7 +12,7 @@ import (
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/workflow"
 )
 

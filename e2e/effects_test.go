@@ -19,10 +19,10 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/natsbox"
-	"github.com/reins-run/reins/wire"
 )
 
 // buildEffectWorker builds the effectworker program (TestMain builds the others) and returns

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
-	"github.com/reins-run/reins/wire"
 )
 
 // Stray messages do not wedge a run: a core-NATS reins.cancel.RUN for a run that goes on makes

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/internal/wire"
 )
 
 // BenchmarkAgentLoopIteration measures one durable agent_loop iteration end to end on an

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/fault"
 	"github.com/reins-run/reins/natsbox"
 )
 
@@ -88,7 +88,7 @@ func tasksLeft(t *testing.T, v *env, handler string) uint64 {
 func crash(t *testing.T, test, dir string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
-	cmd.Env = append(os.Environ(), childDirEnv+"="+dir, FaultEnv+"=kill-before-save:2")
+	cmd.Env = append(os.Environ(), childDirEnv+"="+dir, fault.Env+"=kill-before-save:2")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 86 {
@@ -108,7 +108,7 @@ func crashingEngine(t *testing.T, dir string) {
 }
 
 func crashingEnv(t *testing.T, dir string) *env {
-	if os.Getenv(FaultEnv) == "" {
+	if os.Getenv(fault.Env) == "" {
 		t.Fatal("no fault to inject")
 	}
 	return newEnvAt(t, dir)
@@ -143,17 +143,6 @@ func TestKillWithSavesWaiting(t *testing.T) {
 	rec := v.wait("crash-2")
 	if sr := rec.Run.Steps["think"]; rec.Run.Status != engine.RunCompleted || sr.Iteration != 4 || sr.Attempts != 4 {
 		t.Fatalf("run %s at iteration %d after %d tasks, want completed at 4 after 4", rec.Run.Status, sr.Iteration, sr.Attempts)
-	}
-}
-
-func TestFaultSetting(t *testing.T) {
-	for _, f := range []string{"kill-before-save:0", "kill-before-save:x", "kill-after-save:1"} {
-		if _, err := parseFault(f); err == nil || !strings.Contains(err.Error(), FaultEnv) {
-			t.Errorf("%s: %v", f, err)
-		}
-	}
-	if n, err := parseFault("kill-before-save:6"); n != 6 || err != nil {
-		t.Errorf("kill-before-save:6: %d, %v", n, err)
 	}
 }
 

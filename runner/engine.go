@@ -8,7 +8,6 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,8 +17,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/fault"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
-	"github.com/reins-run/reins/wire"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -182,33 +182,24 @@ func New(cfg Config) (*Engine, error) {
 	if e.now == nil {
 		e.now = time.Now
 	}
-	if f := os.Getenv(FaultEnv); f != "" {
-		n, err := parseFault(f)
-		if err != nil {
-			return nil, err
-		}
-		e.killBeforeSave = n
+	// Crash tests: "kill-before-save:N" makes the process exit (status 86) right before the
+	// engine's N-th save of a run, after it carried out the decision's commands: the window the
+	// algorithm must survive.
+	n, err := fault.Parse(os.Getenv(fault.Env), killBeforeSave)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
 	}
+	e.killBeforeSave = n
 	return e, nil
 }
 
-// FaultEnv names the environment variable of fault injection for crash tests:
-// "kill-before-save:N" makes the process exit (status 86) right before the engine's N-th save of
-// a run, after it carried out the decision's commands: the window the algorithm must survive.
-const FaultEnv = "REINS_FAULT"
-
-func parseFault(f string) (int64, error) {
-	n, err := strconv.ParseInt(strings.TrimPrefix(f, "kill-before-save:"), 10, 64)
-	if !strings.HasPrefix(f, "kill-before-save:") || err != nil || n < 1 {
-		return 0, fmt.Errorf("runner: %s=%q: want kill-before-save:N with N a positive integer", FaultEnv, f)
-	}
-	return n, nil
-}
+// killBeforeSave is the fault point of crash tests (internal/fault).
+const killBeforeSave = "kill-before-save"
 
 // fault kills the process when the fault injection says so.
 func (e *Engine) fault(runID string) {
 	if e.killBeforeSave > 0 && e.saves.Add(1) == e.killBeforeSave {
-		e.log.Error("runner: killed before a save, as "+FaultEnv+" asks", "run", runID, "save", e.killBeforeSave)
+		e.log.Error("runner: killed before a save, as "+fault.Env+" asks", "run", runID, "save", e.killBeforeSave)
 		os.Exit(86)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/internal/wire"
 )
 
 // encodeRecord must return what json.Marshal returns: the engine saved records with it before,

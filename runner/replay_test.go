@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/workflow"
 )
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/internal/wire"
 )
 
 // Saves that wait. A decision that only dispatches the next task of a running run (the next

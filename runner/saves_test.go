@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/internal/wire"
 )
 
 // withSaveWindow replaces v's engine by one whose saves wait up to window, and returns the

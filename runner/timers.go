@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/internal/wire"
 )
 
 // timers holds the in-memory timers of schedule commands, by run and by the message id of the

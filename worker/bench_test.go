@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/internal/wire"
 )
 
 // BenchmarkAppendCheckpoint runs one agent_loop step for b.N iterations (go test -bench

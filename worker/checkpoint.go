@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/internal/wire"
 )
 
 // checkpoints is the checkpoint of one task: its scope, and once resolved, the folded value as

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/internal/wire"
 )
 
 // iterate plays the engine for one agent_loop step from iteration from: it dispatches each

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
-	"github.com/reins-run/reins/wire"
 )
 
 // ErrLeaseLost is wrapped by the error of a side effect whose holder lost its claim while the

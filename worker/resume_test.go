@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
-	"github.com/reins-run/reins/wire"
 )
 
 // resumed is task dispatched again, for the resume-th time, after humans decided its calls.

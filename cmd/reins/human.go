@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/runner"
-	"github.com/reins-run/reins/wire"
 )
 
 // humanFlags are the flags of the commands that answer a waiting run.

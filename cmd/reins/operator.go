@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/operator"
-	"github.com/reins-run/reins/wire"
 	"github.com/reins-run/reins/workflow"
 )
 

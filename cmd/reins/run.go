@@ -15,10 +15,10 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/runner"
-	"github.com/reins-run/reins/wire"
 	"github.com/reins-run/reins/workflow"
 )
 

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/internal/wire"
 )
 
 // Workflows of the run tests, written into temporary directories.

@@ -17,10 +17,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/runner"
-	"github.com/reins-run/reins/wire"
 	"github.com/reins-run/reins/workflow"
 )
 

@@ -14,10 +14,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/runner"
-	"github.com/reins-run/reins/wire"
 )
 
 // server is `reins serve` running in-process on a data directory.

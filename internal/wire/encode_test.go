@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/internal/wire"
 )
 
 // The encoders must write exactly what json.Marshal writes, and fail exactly when it fails.

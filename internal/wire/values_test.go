@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
-	"github.com/reins-run/reins/wire"
 )
 
 // memStore is a ValueStore in memory: what the tests of package wire need of one (the store on

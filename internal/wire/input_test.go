@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/internal/wire"
 )
 
 func TestCheckJSON(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
-	"github.com/reins-run/reins/wire"
 	"github.com/reins-run/reins/workflow"
 )
 

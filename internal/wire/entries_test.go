@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/reins-run/reins/wire"
+	"github.com/reins-run/reins/internal/wire"
 )
 
 // Entries yields the live keys matching its filter, once each, and ends; a done context is one

@@ -206,8 +206,8 @@ func usageSince(a, b Usage) engine.Usage {
 	return engine.Usage{
 		ModelCalls:   a.ModelCalls - b.ModelCalls,
 		ToolCalls:    a.ToolCalls - b.ToolCalls,
-		InputTokens:  int(a.InputTokens - b.InputTokens),
-		OutputTokens: int(a.OutputTokens - b.OutputTokens),
+		InputTokens:  a.InputTokens - b.InputTokens,
+		OutputTokens: a.OutputTokens - b.OutputTokens,
 		CostUSD:      a.CostUSD - b.CostUSD,
 	}
 }

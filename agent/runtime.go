@@ -93,7 +93,7 @@ func (rt *runtime) spentLocked() *exit {
 	switch {
 	case c.Turns >= b.MaxTurns:
 		return stopExit(MaxTurns, fmt.Sprintf("the turn budget of %d ran out", b.MaxTurns))
-	case b.MaxTokens > 0 && c.Usage.InputTokens+c.Usage.OutputTokens >= b.MaxTokens:
+	case b.MaxTokens > 0 && int64(c.Usage.InputTokens+c.Usage.OutputTokens) >= b.MaxTokens:
 		return stopExit(MaxTokens, fmt.Sprintf("%d tokens used, budget %d", c.Usage.InputTokens+c.Usage.OutputTokens, b.MaxTokens))
 	case b.MaxCostUSD > 0 && c.Usage.CostUSD >= b.MaxCostUSD:
 		return stopExit(MaxCost, fmt.Sprintf("cost $%.4f reached the budget of $%.4f", c.Usage.CostUSD, b.MaxCostUSD))
@@ -142,8 +142,8 @@ func (rt *runtime) account(n *node, te *trace.Event) {
 	case trace.ModelCall:
 		c.ModelCalls++ // failed calls too: the scripted model counts every call
 		u.ModelCalls++
-		u.InputTokens += te.InputTokens
-		u.OutputTokens += te.OutputTokens
+		u.InputTokens += int(te.InputTokens)
+		u.OutputTokens += int(te.OutputTokens)
 		u.CostUSD = model.AddCost(u.CostUSD, te.CostUSD)
 	case trace.ToolCall:
 		if c.ToolCalls == nil {

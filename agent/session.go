@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/engine"
 )
 
 // Budget bounds a whole composition run, whatever its loops say: a Loop with MaxIterations 0
@@ -62,14 +63,9 @@ func (c Config) withDefaults() Config {
 }
 
 // Usage is what the model calls of a run spent, added up from the model_call and tool_call
-// trace events its leaves yielded.
-type Usage struct {
-	ModelCalls   int     `json:"model_calls,omitempty"`
-	ToolCalls    int     `json:"tool_calls,omitempty"`
-	InputTokens  int64   `json:"input_tokens,omitempty"`
-	OutputTokens int64   `json:"output_tokens,omitempty"`
-	CostUSD      float64 `json:"cost_usd,omitempty"`
-}
+// trace events its leaves yielded: the engine's usage, one type for what a task, a step, a
+// run or a composition spent.
+type Usage = engine.Usage
 
 // Result is how a composition run ended.
 type Result struct {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/reins-run/reins/bench"
+	"github.com/reins-run/reins/internal/bench"
 	"github.com/spf13/cobra"
 )
 
@@ -20,7 +20,7 @@ func newBenchCmd() *cobra.Command {
 		Long: `Runs the benchmarks behind BENCHMARKS.md in this process and prints each figure with its
 ratio to the floor measured in the same run: one durable JetStream message published, fetched
 and acknowledged on an embedded server. The same functions run under
-"go test -bench . ./bench", so both commands measure the same code.`,
+"go test -bench . ./internal/bench", so both commands measure the same code.`,
 		Example: "  reins bench\n  reins bench --only loop_iteration --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -3,7 +3,7 @@ package bench_test
 import (
 	"testing"
 
-	"github.com/reins-run/reins/bench"
+	"github.com/reins-run/reins/internal/bench"
 )
 
 func BenchmarkLoopIteration(b *testing.B) { bench.LoopIterations(b) }

@@ -205,20 +205,12 @@ func (c *Client) pruneCheckpoints(ctx context.Context, gone []pruned) (int, erro
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	stream, err := c.js.Stream(ctx, kvStream(natsbox.CheckpointsBucket))
-	if err != nil {
-		return 0, fmt.Errorf("runner: prune: %w", err)
+	// A stream purge of each key's subject, not a KV purge: it leaves no purge marker behind (a
+	// finished run writes no checkpoint again).
+	if err := purgeKeys(ctx, c.js, natsbox.CheckpointsBucket, keys...); err != nil {
+		return 0, fmt.Errorf("runner: prune: the checkpoints: %w", err)
 	}
-	n := 0
-	for _, k := range keys {
-		// A stream purge of the key's subject, not a KV purge: it leaves no purge marker
-		// behind (a finished run writes no checkpoint again).
-		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(natsbox.CheckpointsBucket, k))); err != nil {
-			return n, fmt.Errorf("runner: prune: remove checkpoint %s: %w", k, err)
-		}
-		n++
-	}
-	return n, nil
+	return len(keys), nil
 }
 
 // pruneValues removes the values of the runs gone and returns how many.

@@ -263,7 +263,7 @@ func llmWriter(t testing.TB, clk clock.Clock, key string) *agent.LLM {
 	for i := range answers {
 		answers[i] = "draft " + string(rune('A'+i%26))
 	}
-	return llm(t, clk, "writer", "Write about {topic?}.", key, scripted(t, clk, answers...))
+	return llm(t, clk, "writer", "Write about {{topic ?? \"\"}}.", key, scripted(t, clk, answers...))
 }
 
 // TestCancellation cancels the context during a turn: the run ends cancelled, not failed, with
@@ -318,7 +318,7 @@ func TestOutputKey(t *testing.T) {
 	clk := clock.NewVirtual(t0)
 	var goals []string
 	writer, err := agent.NewLLM(agent.LLMConfig{Name: "writer", OutputKey: "draft",
-		Goal: "Write about {topic}. {feedback?}",
+		Goal: "Write about {{topic}}. {{feedback ?? \"\"}}",
 		Loop: loopConfig(clk, scripted(t, clk, "short", "a longer draft"), &goals)})
 	if err != nil {
 		t.Fatal(err)
@@ -368,9 +368,9 @@ func TestOutputKey(t *testing.T) {
 // TestGoalMissingKey fails the turn of an LLM agent whose goal needs a key that is not set.
 func TestGoalMissingKey(t *testing.T) {
 	clk := clock.NewVirtual(t0)
-	w := llm(t, clk, "writer", "Improve {draft}.", "out", scripted(t, clk, "x"))
+	w := llm(t, clk, "writer", "Improve {{draft}}.", "out", scripted(t, clk, "x"))
 	o := run(t, context.Background(), w, agent.Config{Clock: clk}, nil)
-	checkError(t, o, `the goal of agent "writer" uses state key "draft", which is not set`)
+	checkError(t, o, `the goal of agent "writer": column 9: draft: not set (give a default`)
 }
 
 // TestParallel runs branches concurrently many times: the merged state, the result and each

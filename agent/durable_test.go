@@ -160,7 +160,7 @@ func equivalenceCases(t *testing.T) []composition {
 		{
 			name: "writer-critic inside an outer loop, the critic escalating to the inner loop, then to the outer one",
 			build: func(clk clock.Clock) agent.Agent {
-				writer := llm(t, clk, "writer", "Write about {topic}. {feedback?}", "draft",
+				writer := llm(t, clk, "writer", "Write about {{topic}}. {{feedback ?? \"\"}}", "draft",
 					scripted(t, clk, "tiny", "still short", "a draft long enough", "second round draft, long"))
 				critic := agent.Func("critic", func(_ context.Context, t *agent.Turn) error {
 					switch draft := t.Text("draft"); {

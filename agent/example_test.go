@@ -24,7 +24,7 @@ func ExampleRun() {
 	m, _ := model.NewScripted(turns, clk)
 	writer, err := agent.NewLLM(agent.LLMConfig{
 		Name: "writer", OutputKey: "draft",
-		Goal: "Write one sentence about {topic}. {feedback?}",
+		Goal: "Write one sentence about {{topic}}. {{feedback ?? \"\"}}",
 		Loop: loop.Config{Model: m, Clock: clk},
 	})
 	if err != nil {

@@ -2,14 +2,13 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"iter"
-	"regexp"
 	"strings"
 
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/template"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/trace"
 )
@@ -17,8 +16,9 @@ import (
 // LLMConfig configures an LLM agent.
 type LLMConfig struct {
 	Name string
-	// Goal is the goal of each turn's loop, a template: {key} takes the text of state key key
-	// (a missing key is an error of the turn), {key?} the same or nothing when key is not set.
+	// Goal is the goal of each turn's loop, a template (package template's syntax, with the
+	// state's keys as names): {{key}} takes the text of state key key (a missing key is an
+	// error of the turn), {{key ?? ""}} the same or nothing when key is not set.
 	Goal string
 	// OutputKey, when set, is the state key the answer is written under (a JSON string).
 	OutputKey string
@@ -52,7 +52,6 @@ type LLMConfig struct {
 type LLM struct {
 	cfg  LLMConfig
 	ctrl *loop.Controller
-	goal []goalPart
 }
 
 // StopError is the error of an LLM agent's turn whose loop stopped without an answer.
@@ -91,7 +90,7 @@ func NewLLM(cfg LLMConfig) (*LLM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: LLM agent %q: %w", cfg.Name, err)
 	}
-	return &LLM{cfg: cfg, ctrl: ctrl, goal: parseGoal(cfg.Goal)}, nil
+	return &LLM{cfg: cfg, ctrl: ctrl}, nil
 }
 
 // Name returns the agent's name.
@@ -195,41 +194,12 @@ func escalationReason(events []trace.Event, detail string) string {
 	return detail
 }
 
-// goalPart is a literal piece of a goal template, or a state key to put in its place.
-type goalPart struct {
-	lit      string
-	key      string
-	optional bool
-}
-
-var placeholder = regexp.MustCompile(`\{([A-Za-z0-9_.-]+)(\?)?\}`)
-
-func parseGoal(goal string) []goalPart {
-	var parts []goalPart
-	last := 0
-	for _, m := range placeholder.FindAllStringSubmatchIndex(goal, -1) {
-		parts = append(parts, goalPart{lit: goal[last:m[0]]},
-			goalPart{key: goal[m[2]:m[3]], optional: m[4] >= 0})
-		last = m[1]
-	}
-	return append(parts, goalPart{lit: goal[last:]})
-}
-
-// render is the goal of this turn, from the state s shows.
+// render is the goal of this turn, from the state s shows: the template package's syntax, the
+// state keys as names ({{topic}}, {{feedback ?? ""}}).
 func (a *LLM) render(s *Session) (string, error) {
-	var b strings.Builder
-	for _, p := range a.goal {
-		if p.key == "" {
-			b.WriteString(p.lit)
-			continue
-		}
-		raw, ok := s.Get(p.key)
-		if !ok && !p.optional {
-			return "", fmt.Errorf("the goal of agent %q uses state key %q, which is not set (write {%s?} if it may be missing)", a.cfg.Name, p.key, p.key)
-		}
-		if ok {
-			b.WriteString(text(json.RawMessage(raw)))
-		}
+	goal, err := template.Render(template.Scope{Vars: s.State()}, a.cfg.Goal)
+	if err != nil {
+		return "", fmt.Errorf("the goal of agent %q: %w (give a default, {{key ?? \"\"}}, to a key that may be missing)", a.cfg.Name, err)
 	}
-	return b.String(), nil
+	return goal, nil
 }

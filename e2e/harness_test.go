@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -180,6 +182,39 @@ func (p *proc) awaitLine(want string, timeout time.Duration) bool {
 }
 
 // output returns every line the process printed so far.
+// awaitAny reports whether one of ps prints a line containing want within timeout; it returns
+// false at once when every one of them has exited without printing it.
+func awaitAny(ps []*proc, want string, timeout time.Duration) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)}}
+		for _, p := range ps {
+			p.mu.Lock()
+			grew, found := p.grew, slices.ContainsFunc(p.all, func(l string) bool { return strings.Contains(l, want) })
+			p.mu.Unlock()
+			if found {
+				return true
+			}
+			select {
+			case <-p.exited:
+				if hasLine(p, want) { // lines read after the last look
+					return true
+				}
+			default:
+				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(grew)},
+					reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.exited)})
+			}
+		}
+		if len(cases) == 1 {
+			return false // every one exited
+		}
+		if i, _, _ := reflect.Select(cases); i == 0 {
+			return false
+		}
+	}
+}
+
 func (p *proc) output() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()

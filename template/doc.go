@@ -37,6 +37,10 @@
 // take none, since a default is never the array they must be. The default is this package's
 // addition to the contract's template syntax (shared/spec/workflow-file.md says only {{path}}).
 //
+// One syntax serves reins: the agent package renders an LLM agent's goal with Render too, with
+// Scope.Vars (a session's state) in place of the run's data, so that the paths are the state's
+// keys ({{topic}}, {{review.score}}, {{feedback ?? ""}}).
+//
 // Errors are *Error (a path or value problem) or *TemplateError (a problem at a position of a
 // template, wrapping an *Error); both match the sentinels ErrSyntax, ErrInvalidJSON,
 // ErrNoOutput, ErrNotFound, ErrType and ErrTooMany with errors.Is.

@@ -15,6 +15,10 @@ type Scope struct {
 	Input json.RawMessage
 	// Outputs maps a step id to its output (the latest, for a step that ran several times).
 	Outputs map[string]json.RawMessage
+	// Vars, when set, replaces Input and Outputs: the paths of templates are then names of Vars,
+	// read by themselves ({{topic}}) or into ({{review.score}}); a name that holds a dot is
+	// tried whole first. Package agent renders its goals from a session's state so.
+	Vars map[string]json.RawMessage
 }
 
 // pathHint ends the messages about malformed paths.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -128,11 +129,20 @@ func Refs(tmpl string) ([]Ref, error) {
 // is held to the strictest reading (valid UTF-8, one JSON value that encoding/json decodes, no
 // array) so that what the validator accepts always renders.
 func parseRef(inner string) (Ref, *Error) {
-	path, def, hasDefault := strings.Cut(inner, defaultSep)
-	path = strings.TrimSpace(path)
-	if _, _, err := parsePath(path); err != nil {
+	ref, err := splitRef(inner)
+	if err != nil {
 		return Ref{}, err
 	}
+	if _, _, err := parsePath(ref.Path); err != nil {
+		return Ref{}, err
+	}
+	return ref, nil
+}
+
+// splitRef reads the inside of a {{…}} into its path (not checked) and its default.
+func splitRef(inner string) (Ref, *Error) {
+	path, def, hasDefault := strings.Cut(inner, defaultSep)
+	path = strings.TrimSpace(path)
 	if !hasDefault {
 		return Ref{Path: path}, nil
 	}
@@ -150,6 +160,9 @@ func parseRef(inner string) (Ref, *Error) {
 
 // evalRef evaluates the inside of a {{…}}.
 func evalRef(scope Scope, inner string) (json.RawMessage, error) {
+	if scope.Vars != nil {
+		return evalVar(scope.Vars, inner)
+	}
 	ref, perr := parseRef(inner)
 	if perr != nil {
 		return nil, perr
@@ -163,6 +176,38 @@ func evalRef(scope Scope, inner string) (json.RawMessage, error) {
 func evalDefault(scope Scope, ref Ref) (json.RawMessage, error) {
 	v, err := evalPath(scope, ref.Path)
 	if err != nil && ref.Default != nil && (errors.Is(err, ErrNoOutput) || errors.Is(err, ErrNotFound)) {
+		return ref.Default, nil
+	}
+	return v, err
+}
+
+// evalVar evaluates the inside of a {{…}} against vars (Scope.Vars): a name, or a name and a
+// path into its value, or the default when the name is not set or the path is missing.
+func evalVar(vars map[string]json.RawMessage, inner string) (json.RawMessage, error) {
+	ref, perr := splitRef(inner)
+	if perr != nil {
+		return nil, perr
+	}
+	if !dotted(ref.Path) {
+		return nil, syntaxErr(strconv.Quote(ref.Path) + " is not a name or a dotted path (segments of A-Z, a-z, 0-9, _ and -)")
+	}
+	name, rel := ref.Path, ""
+	data, ok := vars[name]
+	if !ok {
+		name, rel, _ = strings.Cut(ref.Path, ".")
+		data, ok = vars[name]
+	}
+	var v json.RawMessage
+	var err error
+	switch doc, off, valid := document(data); {
+	case !ok:
+		err = &Error{Path: ref.Path, Reason: "not set", Kind: ErrNotFound}
+	case !valid:
+		err = &Error{Path: ref.Path, Reason: name + " is not valid JSON (at byte " + strconv.Itoa(off) + ")", Kind: ErrInvalidJSON}
+	default:
+		v, err = walk(doc, name, rel, ref.Path)
+	}
+	if err != nil && ref.Default != nil && errors.Is(err, ErrNotFound) {
 		return ref.Default, nil
 	}
 	return v, err

@@ -274,3 +274,29 @@ func TestPathDefaults(t *testing.T) {
 		t.Errorf("Items with a default: %v, want a syntax error", err)
 	}
 }
+
+// With Vars, names are read by themselves or into, a name with a dot is tried whole first, and
+// a default stands for a name that is not set.
+func TestRenderVars(t *testing.T) {
+	vars := map[string]json.RawMessage{
+		"topic":        json.RawMessage(`"bounded loops"`),
+		"review":       json.RawMessage(`{"score": 7, "notes": ["short"]}`),
+		"review.score": json.RawMessage(`9`),
+	}
+	for _, tc := range []struct{ tmpl, want, err string }{
+		{`About {{topic}}.`, `About bounded loops.`, ""},
+		{`{{review.notes.0}} {{review}}`, `short {"score":7,"notes":["short"]}`, ""},
+		{`{{review.score}}`, `9`, ""}, // the whole name first
+		{`[{{feedback ?? ""}}]`, `[]`, ""},
+		{`{{review.missing ?? "none"}}`, `none`, ""},
+		{`{{feedback}}`, "", "column 1: feedback: not set"},
+		{`{{topic.x}}`, "", "topic.x"},
+		{`{{a..b}}`, "", "not a name or a dotted path"},
+		{`{{input.x}}`, "", "input.x: not set"}, // no run input here
+	} {
+		got, err := template.Render(template.Scope{Vars: vars}, tc.tmpl)
+		if tc.err == "" && (err != nil || got != tc.want) || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: %q, %v; want %q, error with %q", tc.tmpl, got, err, tc.want, tc.err)
+		}
+	}
+}

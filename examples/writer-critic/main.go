@@ -85,7 +85,7 @@ func Compose(clk clock.Clock) (agent.Agent, error) {
 	}
 	writer, err := agent.NewLLM(agent.LLMConfig{
 		Name:      "writer",
-		Goal:      "Write one paragraph about {topic}. {feedback?}",
+		Goal:      "Write one paragraph about {{topic}}. {{feedback ?? \"\"}}",
 		OutputKey: "draft",
 		Loop: loop.Config{Model: m, Clock: clk, Instructions: "You write short, precise paragraphs.",
 			Budget: loop.Budget{MaxIterations: 3}},

@@ -30,7 +30,7 @@ func ComposedLoopIterations(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	writer, err := agent.NewLLM(agent.LLMConfig{Name: "writer", Goal: "Improve {draft?}", OutputKey: "draft",
+	writer, err := agent.NewLLM(agent.LLMConfig{Name: "writer", Goal: "Improve {{draft ?? \"\"}}", OutputKey: "draft",
 		Loop: loop.Config{Model: m, Clock: clk, Budget: loop.Budget{MaxIterations: 2}}})
 	if err != nil {
 		b.Fatal(err)

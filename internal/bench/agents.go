@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"testing"
 	"time"
 
 	"github.com/reins-run/reins/agent"
@@ -12,14 +11,14 @@ import (
 	"github.com/reins-run/reins/model"
 )
 
-// ComposedLoopIterations measures b.N iterations of a Loop agent (package agent, in process)
+// ComposedLoopIterations measures b.Loops() iterations of a Loop agent (package agent, in process)
 // whose one sub-agent is an LLM agent on a scripted model: each iteration is one leaf turn, that
 // is a goal rendered from the state, a new loop run of one controller iteration (a text answer),
 // its trace events wrapped and handed on, the answer written under the agent's output key, and
 // the composition's own events (iteration, start, message, state, end) with their budget checks.
 // Every event is read by the caller. A new session starts every RunLength iterations, and its
 // setup is part of the measurement, as in LoopIterations, which is the figure to compare with.
-func ComposedLoopIterations(b *testing.B) {
+func ComposedLoopIterations(b B) {
 	clk := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	turns := make([]model.Turn, RunLength)
 	for i := range turns {
@@ -40,7 +39,7 @@ func ComposedLoopIterations(b *testing.B) {
 
 // ComposedFuncIterations is ComposedLoopIterations with a Func agent writing one state key in
 // place of the LLM agent: the composition's own cost per iteration, without a loop controller.
-func ComposedFuncIterations(b *testing.B) {
+func ComposedFuncIterations(b B) {
 	clk := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	leaf := agent.Func("count", func(_ context.Context, t *agent.Turn) error {
 		return t.Set("n", t.Invocation().N)
@@ -48,16 +47,16 @@ func ComposedFuncIterations(b *testing.B) {
 	composedLoop(b, clk, agent.NewLoop("refine", 0, leaf), 4)
 }
 
-// composedLoop runs root (a Loop agent with MaxIterations 0) for b.N leaf turns in all, in
+// composedLoop runs root (a Loop agent with MaxIterations 0) for b.Loops() leaf turns in all, in
 // sessions of at most RunLength turns, each ended by its turn budget. minEvents is the number of
 // events an iteration must at least emit (tracing cannot be off).
-func composedLoop(b *testing.B, clk clock.Clock, root agent.Agent, minEvents int) {
+func composedLoop(b B, clk clock.Clock, root agent.Agent, minEvents int) {
 	ctx := context.Background()
 	events := 0
 	b.ReportAllocs()
 	b.ResetTimer()
-	for done := 0; done < b.N; {
-		n := min(RunLength, b.N-done)
+	for done := 0; done < b.Loops(); {
+		n := min(RunLength, b.Loops()-done)
 		s := agent.NewSession("bench", agent.Config{Budget: agent.Budget{MaxTurns: n, MaxDuration: time.Hour}, Clock: clk})
 		for ev, err := range agent.Run(ctx, root, s) {
 			if err != nil {
@@ -71,7 +70,7 @@ func composedLoop(b *testing.B, clk clock.Clock, root agent.Agent, minEvents int
 		done += n
 	}
 	b.StopTimer()
-	if events < minEvents*b.N {
-		b.Fatalf("%d events for %d iterations, want at least %d each", events, b.N, minEvents)
+	if events < minEvents*b.Loops() {
+		b.Fatalf("%d events for %d iterations, want at least %d each", events, b.Loops(), minEvents)
 	}
 }

@@ -6,31 +6,51 @@ import (
 	"github.com/reins-run/reins/internal/bench"
 )
 
-func BenchmarkLoopIteration(b *testing.B) { bench.LoopIterations(b) }
+func BenchmarkLoopIteration(b *testing.B) {
+	bench.LoopIterations(bench.TB(b, func() int { return b.N }))
+}
 
-func BenchmarkJetStreamFloor(b *testing.B) { bench.JetStreamFloor(b) }
+func BenchmarkJetStreamFloor(b *testing.B) {
+	bench.JetStreamFloor(bench.TB(b, func() int { return b.N }))
+}
 
-func BenchmarkHTTPPost(b *testing.B) { bench.HTTPPost(b) }
+func BenchmarkHTTPPost(b *testing.B) { bench.HTTPPost(bench.TB(b, func() int { return b.N })) }
 
-func BenchmarkOpenAICall(b *testing.B) { bench.OpenAICall(b) }
+func BenchmarkOpenAICall(b *testing.B) { bench.OpenAICall(bench.TB(b, func() int { return b.N })) }
 
-func BenchmarkAnthropicCall(b *testing.B) { bench.AnthropicCall(b) }
+func BenchmarkAnthropicCall(b *testing.B) {
+	bench.AnthropicCall(bench.TB(b, func() int { return b.N }))
+}
 
-func BenchmarkEngineIteration(b *testing.B) { bench.EngineIteration(b) }
+func BenchmarkEngineIteration(b *testing.B) {
+	bench.EngineIteration(bench.TB(b, func() int { return b.N }))
+}
 
-func BenchmarkAgentLoopIteration(b *testing.B) { bench.AgentLoopIteration(b) }
+func BenchmarkAgentLoopIteration(b *testing.B) {
+	bench.AgentLoopIteration(bench.TB(b, func() int { return b.N }))
+}
 
-func BenchmarkAgentLoopThroughput64(b *testing.B) { bench.AgentLoopThroughput(64)(b) }
+func BenchmarkAgentLoopThroughput64(b *testing.B) {
+	bench.AgentLoopThroughput(64)(bench.TB(b, func() int { return b.N }))
+}
 
-func BenchmarkAgentLoopThroughput1000(b *testing.B) { bench.AgentLoopThroughput(1000)(b) }
+func BenchmarkAgentLoopThroughput1000(b *testing.B) {
+	bench.AgentLoopThroughput(1000)(bench.TB(b, func() int { return b.N }))
+}
 
-func BenchmarkCheckpointGrowth(b *testing.B) { bench.CheckpointGrowth(b) }
+func BenchmarkCheckpointGrowth(b *testing.B) {
+	bench.CheckpointGrowth(bench.TB(b, func() int { return b.N }))
+}
 
-func BenchmarkWaitingRuns(b *testing.B) { bench.WaitingRuns(b) }
+func BenchmarkWaitingRuns(b *testing.B) { bench.WaitingRuns(bench.TB(b, func() int { return b.N })) }
 
-func BenchmarkWorkflowLoad1k(b *testing.B) { bench.LoadValidate(1000)(b) }
+func BenchmarkWorkflowLoad1k(b *testing.B) {
+	bench.LoadValidate(1000)(bench.TB(b, func() int { return b.N }))
+}
 
-func BenchmarkWorkflowLoad10k(b *testing.B) { bench.LoadValidate(10000)(b) }
+func BenchmarkWorkflowLoad10k(b *testing.B) {
+	bench.LoadValidate(10000)(bench.TB(b, func() int { return b.N }))
+}
 
 // TestSuiteMeasures runs the suite as `reins bench` does, so the benchmarks cannot rot unnoticed:
 // each must complete and report a positive time, and the floor's ratio to itself is 1.
@@ -62,6 +82,10 @@ func TestSuiteMeasures(t *testing.T) {
 	}
 }
 
-func BenchmarkComposedLoopIteration(b *testing.B) { bench.ComposedLoopIterations(b) }
+func BenchmarkComposedLoopIteration(b *testing.B) {
+	bench.ComposedLoopIterations(bench.TB(b, func() int { return b.N }))
+}
 
-func BenchmarkComposedFuncIteration(b *testing.B) { bench.ComposedFuncIterations(b) }
+func BenchmarkComposedFuncIteration(b *testing.B) {
+	bench.ComposedFuncIterations(bench.TB(b, func() int { return b.N }))
+}

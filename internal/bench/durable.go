@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,7 +34,7 @@ type stack struct {
 // newStack starts an embedded server in a temporary directory, the engine, and a worker with
 // the given handlers on a connection of its own, as reins serve hosts them (host.Start's
 // defaults: the engine's saves wait up to the save window).
-func newStack(b *testing.B, handlers map[string]worker.Handler) *stack {
+func newStack(b B, handlers map[string]worker.Handler) *stack {
 	b.Helper()
 	h, err := host.StartEmbedded(context.Background(), b.TempDir(), host.Config{Engine: true, Handlers: handlers, Concurrency: 256})
 	if err != nil {
@@ -45,7 +44,7 @@ func newStack(b *testing.B, handlers map[string]worker.Handler) *stack {
 }
 
 // loopBundles is a workflow of one agent_loop step running handler.
-func loopBundles(b *testing.B, handler string, maxIter int, loopDelay time.Duration) *wire.Bundles {
+func loopBundles(b B, handler string, maxIter int, loopDelay time.Duration) *wire.Bundles {
 	b.Helper()
 	wb := workflow.New("bench-loop").Deadline(24 * time.Hour).MaxSteps(1 << 30)
 	s := wb.AgentLoop("loop", handler).WithMaxIterations(maxIter)
@@ -67,7 +66,7 @@ func loopBundles(b *testing.B, handler string, maxIter int, loopDelay time.Durat
 // handler sends on it the run id of each last iteration it answered: runLoops waits for the n
 // runs to get there before it reads their records, so that it does not watch (and decode) every
 // intermediate record while the loops run. A run counts only once it is saved completed.
-func runLoops(b *testing.B, s *stack, bs *wire.Bundles, n int, lasts <-chan string) {
+func runLoops(b B, s *stack, bs *wire.Bundles, n int, lasts <-chan string) {
 	b.Helper()
 	ctx := context.Background()
 	ids := make([]string, n)
@@ -118,10 +117,10 @@ func continueUntil(last int, lasts chan<- string) worker.Handler {
 // at a time: the worker answers Continue, the engine decides and dispatches the next iteration
 // through JetStream. It reports the p50 and p99 of the time between the starts of successive
 // iterations.
-func AgentLoopIteration(b *testing.B) {
+func AgentLoopIteration(b B) {
 	var mu sync.Mutex
 	var starts []time.Time
-	iters := max(b.N, 2)
+	iters := max(b.Loops(), 2)
 	lasts := make(chan string, 1)
 	loop := continueUntil(iters, lasts)
 	s := newStack(b, map[string]worker.Handler{"noop": func(t worker.TaskContext) error {
@@ -150,12 +149,12 @@ func AgentLoopIteration(b *testing.B) {
 }
 
 // AgentLoopThroughput returns a benchmark of loops concurrent agent_loop runs with a no-op
-// handler: b.N iterations in all, reported as iterations per second.
-func AgentLoopThroughput(loops int) func(*testing.B) {
-	return func(b *testing.B) {
+// handler: b.Loops() iterations in all, reported as iterations per second.
+func AgentLoopThroughput(loops int) func(B) {
+	return func(b B) {
 		// Each loop runs at least 100 iterations, so that starting and waiting for runs is a
 		// small part of the figure.
-		per := max(100, b.N/loops)
+		per := max(100, b.Loops()/loops)
 		lasts := make(chan string, 2*loops)
 		s := newStack(b, map[string]worker.Handler{"noop": continueUntil(per, lasts)})
 		defer s.stop()
@@ -167,7 +166,7 @@ func AgentLoopThroughput(loops int) func(*testing.B) {
 		elapsed := time.Since(start)
 		b.StopTimer()
 		b.ReportMetric(float64(per*loops)/elapsed.Seconds(), "iterations/s")
-		// ns/op is per iteration, whatever b.N rounded to.
+		// ns/op is per iteration, whatever b.Loops() rounded to.
 		b.ReportMetric(float64(elapsed.Nanoseconds())/float64(per*loops), "ns/iteration")
 		cpu(b, per*loops)
 	}
@@ -178,7 +177,7 @@ func AgentLoopThroughput(loops int) func(*testing.B) {
 // history (1,000 KB), and, for the first ten and the last ten iterations, the mean time between
 // the starts of successive iterations (the whole durable iteration) and the mean time of
 // AppendCheckpoint alone.
-func CheckpointGrowth(b *testing.B) {
+func CheckpointGrowth(b B) {
 	const iterations, item, window = 1000, 1024, 10
 	payload := strings.Repeat("x", item-2) // a JSON string of 1 KB
 	var mu sync.Mutex
@@ -206,7 +205,7 @@ func CheckpointGrowth(b *testing.B) {
 	var bytesWritten uint64
 	var gapFirst, gapLast, appFirst, appLast time.Duration
 	b.ResetTimer()
-	for range b.N {
+	for range b.Loops() {
 		kv, err := s.box.JetStream().KeyValue(ctx, natsbox.CheckpointsBucket)
 		if err != nil {
 			b.Fatal(err)
@@ -231,9 +230,9 @@ func CheckpointGrowth(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	n := float64(b.N * window)
-	b.ReportMetric(float64(bytesWritten)/float64(b.N), "bytes-written/run")
-	b.ReportMetric(float64(bytesWritten)/float64(b.N)/float64(iterations*item), "bytes/history")
+	n := float64(b.Loops() * window)
+	b.ReportMetric(float64(bytesWritten)/float64(b.Loops()), "bytes-written/run")
+	b.ReportMetric(float64(bytesWritten)/float64(b.Loops())/float64(iterations*item), "bytes/history")
 	b.ReportMetric(float64(gapFirst.Nanoseconds())/n, "first10-iter-ns")
 	b.ReportMetric(float64(gapLast.Nanoseconds())/n, "last10-iter-ns")
 	b.ReportMetric(float64(appFirst.Nanoseconds())/n, "first10-append-ns")
@@ -243,7 +242,7 @@ func CheckpointGrowth(b *testing.B) {
 // WaitingRuns starts 10,000 agent_loop runs that wait an hour in loop_delay after their first
 // iteration and reports the resident memory of this process (engine, worker and embedded NATS
 // server together) once all of them wait.
-func WaitingRuns(b *testing.B) {
+func WaitingRuns(b B) {
 	const runs = 10000
 	firsts := make(chan struct{}, runs)
 	s := newStack(b, map[string]worker.Handler{"wait": func(t worker.TaskContext) error {
@@ -257,7 +256,7 @@ func WaitingRuns(b *testing.B) {
 	bs := loopBundles(b, "wait", 2, time.Hour)
 	ctx := context.Background()
 	b.ResetTimer()
-	for range b.N {
+	for range b.Loops() {
 		for range runs {
 			if _, err := s.client.Start(ctx, bs, json.RawMessage(`null`), ""); err != nil {
 				b.Fatal(err)
@@ -270,7 +269,7 @@ func WaitingRuns(b *testing.B) {
 	b.StopTimer()
 	// The engine decides the last continued events after the worker answered them; wait until
 	// every run is saved waiting for iteration 2.
-	waitAllDelayed(b, s, b.N*runs)
+	waitAllDelayed(b, s, b.Loops()*runs)
 	runtime.GC()
 	b.ReportMetric(float64(rssBytes(b))/(1<<20), "rss-MB")
 	var ms runtime.MemStats
@@ -280,7 +279,7 @@ func WaitingRuns(b *testing.B) {
 
 // waitAllDelayed waits until n runs are saved at iteration 2, reading each saved record once
 // from a watch of the runs bucket.
-func waitAllDelayed(b *testing.B, s *stack, n int) {
+func waitAllDelayed(b B, s *stack, n int) {
 	b.Helper()
 	watchRuns(b, s, n, func(rec *runner.Record) bool {
 		sr := rec.Run.Steps["loop"]
@@ -291,7 +290,7 @@ func waitAllDelayed(b *testing.B, s *stack, n int) {
 // watchRuns watches the runs bucket until n distinct runs had a saved record for which ok
 // holds. One watch of the bucket costs far less than a watch (a consumer) per run, which
 // would weigh on the figures of a thousand runs.
-func watchRuns(b *testing.B, s *stack, n int, ok func(*runner.Record) bool) {
+func watchRuns(b B, s *stack, n int, ok func(*runner.Record) bool) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -324,7 +323,7 @@ func watchRuns(b *testing.B, s *stack, n int, ok func(*runner.Record) bool) {
 }
 
 // rssBytes reads this process's resident set size from /proc.
-func rssBytes(b *testing.B) int64 {
+func rssBytes(b B) int64 {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		b.Skipf("no /proc/self/status: %v", err)
@@ -346,9 +345,9 @@ func rssBytes(b *testing.B) int64 {
 // cpuMeter starts measuring the process's CPU time; the function it returns reports it per
 // iteration as cpu-ns/iteration (engine, worker and embedded server together), when it can be
 // read.
-func cpuMeter() func(b *testing.B, iterations int) {
+func cpuMeter() func(b B, iterations int) {
 	before, ok := processCPU()
-	return func(b *testing.B, iterations int) {
+	return func(b B, iterations int) {
 		after, ok2 := processCPU()
 		if ok && ok2 && iterations > 0 {
 			b.ReportMetric(float64((after-before).Nanoseconds())/float64(iterations), "cpu-ns/iteration")

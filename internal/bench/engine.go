@@ -2,7 +2,6 @@ package bench
 
 import (
 	"encoding/json"
-	"testing"
 	"time"
 
 	"github.com/reins-run/reins/engine"
@@ -13,7 +12,7 @@ import (
 // continued event of the task in flight, returning the next iteration's dispatch. It is the
 // engine's share of a durable iteration (the NATS shell adds the JetStream round trip, measured by
 // jetstream_floor). A run is restarted when it reaches its iteration bound.
-func EngineIteration(b *testing.B) {
+func EngineIteration(b B) {
 	const bound = 1000
 	wf := workflow.New("bench")
 	wf.AgentLoop("review", "llm-review").WithMaxIterations(bound)
@@ -33,7 +32,7 @@ func EngineIteration(b *testing.B) {
 	run, task := start()
 	b.ReportAllocs()
 	b.ResetTimer()
-	for range b.N {
+	for range b.Loops() {
 		if task.Iteration == bound {
 			b.StopTimer()
 			run, task = start()
@@ -49,7 +48,7 @@ func EngineIteration(b *testing.B) {
 	}
 }
 
-func dispatched(b *testing.B, cmds []engine.Command) *engine.Task {
+func dispatched(b B, cmds []engine.Command) *engine.Task {
 	for _, c := range cmds {
 		if c.Type == engine.CmdDispatch {
 			return c.Task

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -14,7 +13,7 @@ import (
 // to a file-backed JetStream stream (waiting for its PubAck), fetched by a durable pull consumer,
 // and acknowledged with a confirmed ack, on an embedded server in this process. A durable
 // iteration cannot cost less than this round trip.
-func JetStreamFloor(b *testing.B) {
+func JetStreamFloor(b B) {
 	ctx := context.Background()
 	ns, err := server.NewServer(&server.Options{
 		JetStream: true, StoreDir: b.TempDir(), DontListen: true, NoLog: true, NoSigs: true,
@@ -48,8 +47,8 @@ func JetStreamFloor(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu := cpuMeter()
-	defer func() { cpu(b, b.N) }()
-	for range b.N {
+	defer func() { cpu(b, b.Loops()) }()
+	for range b.Loops() {
 		if _, err := js.Publish(ctx, "floor.task", payload); err != nil {
 			b.Fatal(err)
 		}

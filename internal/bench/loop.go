@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"testing"
 	"time"
 
 	"github.com/reins-run/reins/clock"
@@ -26,12 +25,12 @@ var noopSchema = json.RawMessage(`{"type":"object","properties":{"order_id":{"ty
 // bounded in production, and a bounded run keeps its trace and conversation at a realistic size.
 const RunLength = 50
 
-// LoopIterations measures b.N iterations of the loop controller: a scripted model proposing one
+// LoopIterations measures b.Loops() iterations of the loop controller: a scripted model proposing one
 // call per turn to a tool that does nothing, with tracing on (events kept in the result and sent
 // to a sink). Each iteration is budget check, model call, validation against the tool's JSON
 // Schema, repeated-call accounting, execution with an idempotency key, and the result message.
 // A new run starts every RunLength iterations, and its setup is part of the measurement.
-func LoopIterations(b *testing.B) {
+func LoopIterations(b B) {
 	turns := make([]model.Turn, RunLength)
 	for i := range turns {
 		// Distinct arguments, so the repeated-call budget never fires.
@@ -58,7 +57,7 @@ func LoopIterations(b *testing.B) {
 	var r *loop.Run
 	b.ReportAllocs()
 	b.ResetTimer()
-	for i := range b.N {
+	for i := range b.Loops() {
 		if i%RunLength == 0 {
 			r = c.Start("bench", "benchmark")
 		}
@@ -67,8 +66,8 @@ func LoopIterations(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	if events < 6*b.N {
-		b.Fatalf("tracing was off: %d events for %d iterations", events, b.N)
+	if events < 6*b.Loops() {
+		b.Fatalf("tracing was off: %d events for %d iterations", events, b.Loops())
 	}
 }
 

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
-	"testing"
 
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/provider"
@@ -34,18 +34,33 @@ func benchRequest() *model.Request {
 	}
 }
 
+// canned is a local HTTP server on 127.0.0.1 (net/http/httptest's job, without linking it into
+// the reins binary).
+type canned struct {
+	URL string
+	srv *http.Server
+}
+
+func (c *canned) Close() { _ = c.srv.Close() }
+
 // cannedServer answers every POST with reply, on 127.0.0.1.
-func cannedServer(reply string) *httptest.Server {
-	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func cannedServer(reply string) *canned {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("bench: listen on 127.0.0.1: %v", err))
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, reply)
-	}))
+	})}
+	go func() { _ = srv.Serve(l) }()
+	return &canned{URL: "http://" + l.Addr().String(), srv: srv}
 }
 
 // OpenAICall measures one model call through the OpenAI provider against a local server:
 // request build, the official SDK, loopback HTTP, and parsing into a proposal.
-func OpenAICall(b *testing.B) {
+func OpenAICall(b B) {
 	srv := cannedServer(openaiReply)
 	defer srv.Close()
 	m, err := openai.New(provider.Config{Model: "gpt-4.1-mini", BaseURL: srv.URL + "/v1", APIKey: "bench"})
@@ -56,7 +71,7 @@ func OpenAICall(b *testing.B) {
 }
 
 // AnthropicCall is OpenAICall for the Anthropic provider.
-func AnthropicCall(b *testing.B) {
+func AnthropicCall(b B) {
 	srv := cannedServer(anthropicReply)
 	defer srv.Close()
 	m, err := anthropic.New(provider.Config{Model: "claude-sonnet-4-5", BaseURL: srv.URL, APIKey: "bench"})
@@ -66,12 +81,12 @@ func AnthropicCall(b *testing.B) {
 	providerCall(b, m)
 }
 
-func providerCall(b *testing.B, m model.Model) {
+func providerCall(b B, m model.Model) {
 	ctx := context.Background()
 	req := benchRequest()
 	b.ReportAllocs()
 	b.ResetTimer()
-	for range b.N {
+	for range b.Loops() {
 		resp, err := m.Generate(ctx, req)
 		if err != nil {
 			b.Fatal(err)
@@ -84,14 +99,14 @@ func providerCall(b *testing.B, m model.Model) {
 
 // HTTPPost is the floor of a provider call: the same size of request posted with net/http to the
 // same kind of local server and its reply read, with no SDK and no parsing.
-func HTTPPost(b *testing.B) {
+func HTTPPost(b B) {
 	srv := cannedServer(openaiReply)
 	defer srv.Close()
 	body := []byte(`{"model":"gpt-4.1-mini","messages":[{"role":"system","content":"You investigate refunds."},{"role":"user","content":"Decide whether refund evidence is sufficient for order O-104."},{"role":"assistant","tool_calls":[{"id":"call_0","type":"function","function":{"name":"read_order","arguments":"{\"order_id\":\"O-104\"}"}}]},{"role":"tool","tool_call_id":"call_0","content":"{\"status\":\"delivered\",\"late_days\":4}"}],"tools":[{"type":"function","function":{"name":"read_order","description":"Read an order by id.","parameters":{"type":"object","properties":{"order_id":{"type":"string","minLength":1}},"required":["order_id"]}}}]}`)
 	client := &http.Client{}
 	b.ReportAllocs()
 	b.ResetTimer()
-	for range b.N {
+	for range b.Loops() {
 		resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
 		if err != nil {
 			b.Fatal(err)

@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"maps"
 	"strings"
-	"testing"
 )
 
 // Benchmark is one figure of BENCHMARKS.md.
 type Benchmark struct {
 	Name        string
 	Description string
-	Fn          func(*testing.B)
+	Fn          func(B)
 }
 
 // Suite lists every benchmark `reins bench` runs; the first is the floor the others are compared
@@ -62,16 +61,16 @@ func Run(keep func(name string) bool, progress func(name string)) ([]Result, err
 		if progress != nil {
 			progress(bm.Name)
 		}
-		r := testing.Benchmark(bm.Fn)
-		if r.N == 0 {
-			return out, fmt.Errorf("benchmark %s failed (see the messages above)", bm.Name)
+		r := Measure(bm.Fn)
+		if r.Failed {
+			return out, fmt.Errorf("benchmark %s failed: %s", bm.Name, strings.Join(r.Messages, "; "))
 		}
 		ns := float64(r.T.Nanoseconds()) / float64(r.N)
 		if i == 0 {
 			floor = ns
 		}
 		res := Result{Name: bm.Name, Description: bm.Description, N: r.N, NsPerOp: ns,
-			AllocsPerOp: r.AllocsPerOp(), BytesPerOp: r.AllocedBytesPerOp(), RatioToFloor: ns / floor}
+			AllocsPerOp: int64(r.Allocs) / int64(r.N), BytesPerOp: int64(r.Bytes) / int64(r.N), RatioToFloor: ns / floor}
 		if len(r.Extra) > 0 {
 			res.Extra = maps.Clone(r.Extra)
 			for _, q := range []string{"p50-ns", "p99-ns"} {

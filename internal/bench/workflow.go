@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"strings"
-	"testing"
 
 	"github.com/reins-run/reins/workflow"
 )
@@ -43,8 +42,8 @@ func GenerateWorkflow(n int) []byte {
 }
 
 // LoadValidate measures parsing and validating a generated workflow of n steps.
-func LoadValidate(n int) func(*testing.B) {
-	return func(b *testing.B) {
+func LoadValidate(n int) func(B) {
+	return func(b B) {
 		data := GenerateWorkflow(n)
 		if _, problems := parseAndValidate(data); len(problems) > 0 {
 			b.Fatalf("the generated %d-step workflow is invalid: %v", n, problems[0])
@@ -52,7 +51,7 @@ func LoadValidate(n int) func(*testing.B) {
 		b.SetBytes(int64(len(data)))
 		b.ReportAllocs()
 		b.ResetTimer()
-		for range b.N {
+		for range b.Loops() {
 			if _, problems := parseAndValidate(data); len(problems) > 0 {
 				b.Fatal(problems)
 			}

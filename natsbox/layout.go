@@ -48,6 +48,10 @@ const (
 	// stays.
 	ServedEvery = 20 * time.Second
 	ServedTTL   = 3 * ServedEvery
+	// ServedHandler, ServedTool and ServedModel are the kinds of the names in ServedBucket.
+	ServedHandler = "handler"
+	ServedTool    = "tool"
+	ServedModel   = "model"
 	// CheckpointsBucket is the KV bucket of worker checkpoints (history 1).
 	CheckpointsBucket = "reins_checkpoints"
 	// WorkflowsBucket is the KV bucket of workflow definitions: key = definition hash, so that

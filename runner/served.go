@@ -74,22 +74,22 @@ func needs(def *workflow.Definition) []need {
 		what := "step " + s.ID
 		switch s.Type {
 		case workflow.Task, workflow.AgentLoop:
-			add("handler", s.Handler, what)
+			add(natsbox.ServedHandler, s.Handler, what)
 		case workflow.LLM:
-			add("handler", engine.HandlerLLM, what)
+			add(natsbox.ServedHandler, engine.HandlerLLM, what)
 		case workflow.Agent:
-			add("handler", engine.HandlerAgent, what)
+			add(natsbox.ServedHandler, engine.HandlerAgent, what)
 			for _, t := range s.Tools {
 				if mayNotRun(s.Policy, t) {
 					continue // proposing it stops the loop: it never needs a worker
 				}
 				if td, ok := def.Tools[t]; ok && td.Handler != "" && td.MCP == "" && len(td.Mock) == 0 {
-					add("tool", td.Handler, what)
+					add(natsbox.ServedTool, td.Handler, what)
 				}
 			}
 		}
 		if m, ok := def.Models[s.Model]; ok && m.Provider == "go" {
-			add("model", s.Model, what)
+			add(natsbox.ServedModel, s.Model, what)
 		}
 	}
 	return out

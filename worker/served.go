@@ -15,11 +15,11 @@ import (
 // submission that a run needs a name no worker serves: its handlers, and the names Advertise
 // adds (the tools and Go models package builtin serves).
 
-// Kinds of served names.
+// Kinds of served names (natsbox's).
 const (
-	ServedHandler = "handler"
-	ServedTool    = "tool"
-	ServedModel   = "model"
+	ServedHandler = natsbox.ServedHandler
+	ServedTool    = natsbox.ServedTool
+	ServedModel   = natsbox.ServedModel
 )
 
 // servedName is what a KV key can hold of a name.

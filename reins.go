@@ -90,6 +90,10 @@ func ParseWorkflow(file string, data []byte) (*Definition, error) {
 	return def, nil
 }
 
+// NewWorkflow begins a workflow built in Go: add its steps and edges to the builder, then
+// Build it (see workflow.Builder). A workflow file is read with ParseWorkflow instead.
+func NewWorkflow(name string) *workflow.Builder { return workflow.New(name) }
+
 // Config configures a Reins. The zero value runs everything in this process on an embedded
 // server in a temporary directory.
 type Config struct {

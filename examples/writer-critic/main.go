@@ -22,18 +22,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reins-run/reins"
 	"github.com/reins-run/reins/agent"
-	"github.com/reins-run/reins/clock"
-	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/host"
-	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
-	"github.com/reins-run/reins/natsbox"
-	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/trace"
-	"github.com/reins-run/reins/worker"
-	"github.com/reins-run/reins/workflow"
 )
 
 // Options are the command's flags.
@@ -72,14 +65,13 @@ func main() {
 	}
 }
 
-// Compose builds the agent: a Loop "refine" of the writer and the critic. clk is the clock of
-// the writer's loop.
-func Compose(clk clock.Clock) (agent.Agent, error) {
+// Compose builds the agent: a Loop "refine" of the writer and the critic, on the real clock.
+func Compose() (agent.Agent, error) {
 	turns := make([]model.Turn, len(drafts))
 	for i := range drafts {
 		turns[i] = model.Turn{Text: &drafts[i], Usage: &model.Usage{InputTokens: 40 + 10*int64(i), OutputTokens: int64(len(drafts[i]) / 4)}}
 	}
-	m, err := model.NewScripted(turns, clk)
+	m, err := model.NewScripted(turns, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +79,7 @@ func Compose(clk clock.Clock) (agent.Agent, error) {
 		Name:      "writer",
 		Goal:      "Write one paragraph about {{topic}}. {{feedback ?? \"\"}}",
 		OutputKey: "draft",
-		Loop: loop.Config{Model: m, Clock: clk, Instructions: "You write short, precise paragraphs.",
+		Loop: loop.Config{Model: m, Instructions: "You write short, precise paragraphs.",
 			Budget: loop.Budget{MaxIterations: 3}},
 	})
 	if err != nil {
@@ -123,13 +115,12 @@ func Run(ctx context.Context, w io.Writer, o Options) (agent.Result, error) {
 	if o.Topic == "" {
 		o.Topic = "bounded agent loops"
 	}
-	clk := clock.Real{}
-	root, err := Compose(clk)
+	root, err := Compose()
 	if err != nil {
 		return agent.Result{}, err
 	}
 	p := &printer{w: w}
-	cfg := agent.Config{Budget: budget, Clock: clk, OnEvent: p.print}
+	cfg := agent.Config{Budget: budget, OnEvent: p.print}
 	if !o.Durable {
 		res, err := runInProcess(ctx, root, cfg, o)
 		if err != nil {
@@ -162,68 +153,32 @@ func runInProcess(ctx context.Context, root agent.Agent, cfg agent.Config, o Opt
 }
 
 // runDurable runs root as the agent_loop step "refine" of a workflow, on an embedded NATS server
-// with the engine and a worker in this process: each task runs one turn of the writer or the
-// critic and checkpoints where the composition is.
+// with the engine and a worker in this process (reins.New): each task runs one turn of the
+// writer or the critic and checkpoints where the composition is.
 func runDurable(ctx context.Context, root agent.Agent, cfg agent.Config, o Options) (agent.Result, int, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	dir := o.Data
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "writer-critic-")
-		if err != nil {
-			return agent.Result{}, 0, err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	}
-	// An embedded server, the engine and a worker serving the composition under handler
-	// "writer-critic".
-	h, err := host.StartEmbedded(ctx, dir, host.Config{Engine: true,
-		Handlers: map[string]worker.Handler{"writer-critic": agent.Handler(root, cfg)}})
+	r, err := reins.New(ctx, reins.Config{DataDir: o.Data})
 	if err != nil {
 		return agent.Result{}, 0, err
 	}
-	defer h.Stop()
-	return startAndWait(ctx, h.Box(), o)
-}
-
-// startAndWait starts the workflow and returns the composition's result (the step's output) and
-// the tasks the step ran.
-func startAndWait(ctx context.Context, box *natsbox.Box, o Options) (agent.Result, int, error) {
-	wb := workflow.New("writer-critic").Deadline(5 * time.Minute)
+	defer r.Close()
+	r.Handle("writer-critic", agent.Handler(root, cfg))
+	wb := reins.NewWorkflow("writer-critic").Deadline(5 * time.Minute)
 	// The engine's bound leaves room for the composition's own: its budget ends the run first.
 	wb.AgentLoop("refine", "writer-critic").WithMaxIterations(budget.MaxTurns + 1)
 	def, err := wb.Build()
 	if err != nil {
 		return agent.Result{}, 0, err
 	}
-	bs, err := wire.NewBundles(def, "")
+	out, err := r.Run(ctx, def, map[string]string{"topic": o.Topic})
 	if err != nil {
 		return agent.Result{}, 0, err
 	}
-	input, err := json.Marshal(map[string]string{"topic": o.Topic})
-	if err != nil {
-		return agent.Result{}, 0, err
-	}
-	client := runner.NewClient(runner.ClientConfig{Box: box})
-	id, err := client.Start(ctx, bs, input, "")
-	if err != nil {
-		return agent.Result{}, 0, err
-	}
-	rec, err := client.Wait(ctx, id)
-	if err != nil {
-		return agent.Result{}, 0, err
-	}
-	out, err := client.Result(ctx, rec)
-	if err != nil {
-		return agent.Result{}, 0, err
-	}
-	if out.Status != engine.RunCompleted {
-		return agent.Result{}, 0, fmt.Errorf("run %s ended %s: %v", id, out.Status, out.Error)
+	if out.Status != reins.RunCompleted {
+		return agent.Result{}, 0, fmt.Errorf("run %s ended %s: %v", out.RunID, out.Status, out.Error)
 	}
 	var res agent.Result
 	if err := json.Unmarshal(out.Output, &res); err != nil {
-		return agent.Result{}, 0, fmt.Errorf("run %s: the step's output is not a composition result: %w", id, err)
+		return agent.Result{}, 0, fmt.Errorf("run %s: the step's output is not a composition result: %w", out.RunID, err)
 	}
 	return res, out.Steps[0].Iterations, nil
 }

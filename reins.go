@@ -32,12 +32,12 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/builtin"
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/natsbox"
 	_ "github.com/reins-run/reins/natsbox/embed" // Open starts embedded servers
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/tool"
@@ -54,26 +54,44 @@ type (
 	// TaskContext is what a handler gets: the task, its checkpoint, and the ways to answer.
 	TaskContext = worker.TaskContext
 	// Usage is what a task spent (TaskContext.AddUsage).
-	Usage = engine.Usage
+	Usage = protocol.Usage
 	// Result is a finished run as the workflow file contract gives it.
-	Result = runner.Result
-	// Record is a run's saved state (Get, List, Watch).
+	Result = protocol.Result
+	// Record is a run's saved state (Get, List).
 	Record = runner.Record
+	// Event is one thing that moved a run (Watch): its Type says which, and its fields what.
+	Event = protocol.Event
 	// RunStatus is the status of a run (List filters by it).
-	RunStatus = engine.RunStatus
+	RunStatus = protocol.RunStatus
 )
 
 // StepResult is one step of a Result.
-type StepResult = runner.StepResult
+type StepResult = protocol.StepResult
 
 // The statuses of a run.
 const (
-	RunRunning   = engine.RunRunning
-	RunWaiting   = engine.RunWaiting
-	RunCompleted = engine.RunCompleted
-	RunFailed    = engine.RunFailed
-	RunCancelled = engine.RunCancelled
-	RunTimedOut  = engine.RunTimedOut
+	RunRunning   = protocol.RunRunning
+	RunWaiting   = protocol.RunWaiting
+	RunCompleted = protocol.RunCompleted
+	RunFailed    = protocol.RunFailed
+	RunCancelled = protocol.RunCancelled
+	RunTimedOut  = protocol.RunTimedOut
+)
+
+// The types of the events Watch yields.
+const (
+	EvStart         = protocol.EvStart
+	EvCompleted     = protocol.EvCompleted
+	EvContinued     = protocol.EvContinued
+	EvFailed        = protocol.EvFailed
+	EvTimedOut      = protocol.EvTimedOut
+	EvTick          = protocol.EvTick
+	EvCancel        = protocol.EvCancel
+	EvChildFinished = protocol.EvChildFinished
+	EvWaiting       = protocol.EvWaiting
+	EvDecision      = protocol.EvDecision
+	EvResume        = protocol.EvResume
+	EvSignal        = protocol.EvSignal
 )
 
 // ParseWorkflow reads and validates a workflow file's contents (file names it in errors), as
@@ -248,10 +266,10 @@ func (r *Reins) Start(ctx context.Context, def *workflow.Definition, input any) 
 // Run starts a run of def with input and returns its result once it has finished: the
 // contract's run result, with every step's stop reason. When ctx ends first, the run is
 // cancelled and ctx's error returned.
-func (r *Reins) Run(ctx context.Context, def *workflow.Definition, input any) (runner.Result, error) {
+func (r *Reins) Run(ctx context.Context, def *workflow.Definition, input any) (protocol.Result, error) {
 	id, err := r.Start(ctx, def, input)
 	if err != nil {
-		return runner.Result{}, err
+		return protocol.Result{}, err
 	}
 	rec, err := r.client.Wait(ctx, id)
 	if err != nil {
@@ -260,7 +278,7 @@ func (r *Reins) Run(ctx context.Context, def *workflow.Definition, input any) (r
 			defer cancel()
 			_ = r.client.Cancel(cctx, id, "interrupted")
 		}
-		return runner.Result{RunID: id}, err
+		return protocol.Result{RunID: id}, err
 	}
 	return runner.NewResult(def, rec), nil
 }
@@ -271,7 +289,7 @@ func (r *Reins) Get(ctx context.Context, id string) (*runner.Record, error) {
 }
 
 // List returns the records of the runs with status ("": all), oldest first.
-func (r *Reins) List(ctx context.Context, status engine.RunStatus) ([]*runner.Record, error) {
+func (r *Reins) List(ctx context.Context, status protocol.RunStatus) ([]*runner.Record, error) {
 	return r.client.List(ctx, status)
 }
 
@@ -296,9 +314,12 @@ func (r *Reins) Signal(ctx context.Context, id, name string, data any) error {
 	return r.client.Signal(ctx, id, name, raw)
 }
 
-// Watch yields the record of run id after every save, ending with the finished run's.
-func (r *Reins) Watch(ctx context.Context, id string) iter.Seq2[*runner.Record, error] {
-	return r.client.Watch(ctx, id)
+// Watch yields the events of run id as the engine receives them, from its start on (a task's
+// answer, a decision, a signal, a timer), and ends after the last one it took before the run
+// finished; Get then gives the finished record. The watch may begin before or after the run
+// starts: it misses nothing.
+func (r *Reins) Watch(ctx context.Context, id string) iter.Seq2[Event, error] {
+	return r.client.WatchEvents(ctx, id)
 }
 
 // Close stops the worker and the engine, then NATS (the embedded server), and removes the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,5 +135,64 @@ func TestGoModel(t *testing.T) {
 	res, err = r.Run(ctx, def, nil)
 	if err != nil || res.Status != "failed" || len(res.Steps) != 1 || !strings.Contains(res.Steps[0].Error, `unknown provider "go"`) {
 		t.Fatalf("a go model no one registered: %s, steps %+v, %v", res.Status, res.Steps, err)
+	}
+}
+
+// Watch yields the events that moved a run, in the order the engine took them, whether it
+// begins while the run goes or after it ended, and ends with the run.
+func TestWatch(t *testing.T) {
+	ctx := t.Context()
+	r, err := reins.New(ctx, reins.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.Handle("count", func(tc reins.TaskContext) error {
+		if tc.Iteration() < 3 {
+			return tc.Continue(tc.Iteration())
+		}
+		return tc.Complete("counted")
+	})
+	wf := reins.NewWorkflow("watched")
+	wf.AgentLoop("count", "count").WithMaxIterations(5)
+	wf.WaitEvent("go", "go")
+	wf.Edge("count", "go")
+	def, err := wf.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := r.Start(ctx, def, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []string
+	for ev, err := range r.Watch(ctx, id) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, fmt.Sprintf("%s %s %d", ev.Type, ev.Step, ev.Iteration))
+		if ev.Type == reins.EvCompleted && ev.Step == "count" {
+			if err := r.Signal(ctx, id, "go", 42); err != nil { // the run waits for it now
+				t.Fatal(err)
+			}
+		}
+	}
+	want := []string{"start  0", "continued count 1", "continued count 2", "completed count 3", "signal  0"}
+	if !slices.Equal(live, want) {
+		t.Errorf("live events:\n%q\nwant\n%q", live, want)
+	}
+	rec, err := r.Get(ctx, id)
+	if err != nil || rec.Run.Status != reins.RunCompleted {
+		t.Fatalf("the run after its watch ended: %+v, %v", rec, err)
+	}
+	var later []string
+	for ev, err := range r.Watch(ctx, id) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		later = append(later, fmt.Sprintf("%s %s %d", ev.Type, ev.Step, ev.Iteration))
+	}
+	if !slices.Equal(later, want) {
+		t.Errorf("a watch that begins after the run ended:\n%q\nwant\n%q", later, want)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"maps"
 	"strconv"
 
-	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 )
 
@@ -190,7 +190,7 @@ func putInput(v *view, input json.RawMessage) error {
 
 // sessionID names the composition run of a task: RUN/STEP, RUN/STEP#ITEM for a child, with
 // /ACTIVATION after the first activation.
-func sessionID(task *engine.Task) string {
+func sessionID(task *protocol.Task) string {
 	id := task.RunID + "/" + task.Step
 	if task.Item >= 0 && task.Body != task.Step {
 		id += "#" + strconv.Itoa(task.Item)
@@ -202,8 +202,8 @@ func sessionID(task *engine.Task) string {
 }
 
 // usageSince is the usage spent between b and a, as the engine counts it.
-func usageSince(a, b Usage) engine.Usage {
-	return engine.Usage{
+func usageSince(a, b protocol.Usage) protocol.Usage {
+	return protocol.Usage{
 		ModelCalls:   a.ModelCalls - b.ModelCalls,
 		ToolCalls:    a.ToolCalls - b.ToolCalls,
 		InputTokens:  a.InputTokens - b.InputTokens,

@@ -14,10 +14,10 @@ import (
 
 	"github.com/reins-run/reins/agent"
 	"github.com/reins-run/reins/clock"
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -44,7 +44,7 @@ func newStack(t *testing.T, handlers map[string]worker.Handler) *stack {
 // durableRun is a composition run as a durable agent_loop step.
 type durableRun struct {
 	rec    *runner.Record
-	step   runner.StepResult
+	step   protocol.StepResult
 	res    agent.Result // decoded from the run's output (completed runs)
 	events []agent.Event
 }
@@ -84,7 +84,7 @@ func (s *stack) runDurable(t *testing.T, handler, runID string, maxTurns int, in
 		t.Fatal(err)
 	}
 	d := durableRun{rec: rec, step: out.Steps[0]}
-	if rec.Run.Status == engine.RunCompleted {
+	if rec.Run.Status == protocol.RunCompleted {
 		if err := json.Unmarshal(out.Output, &d.res); err != nil {
 			t.Fatalf("the step's output %s is not a Result: %v", out.Output, err)
 		}
@@ -257,7 +257,7 @@ func TestDurableEquivalence(t *testing.T) {
 				compareFailure(t, lib, dur, c.fails)
 				return
 			}
-			if dur.rec.Run.Status != engine.RunCompleted {
+			if dur.rec.Run.Status != protocol.RunCompleted {
 				t.Fatalf("the durable run ended %s: %v", dur.rec.Run.Status, dur.rec.Run.Error)
 			}
 			if !sameJSON(t, lib.res, dur.res) {
@@ -313,7 +313,7 @@ func compareFailure(t *testing.T, lib outcome, dur durableRun, want string) {
 	if lib.err == nil || !strings.Contains(lib.err.Error(), want) {
 		t.Fatalf("the library run's error is %v, want %q", lib.err, want)
 	}
-	if dur.rec.Run.Status != engine.RunFailed || !strings.Contains(dur.step.Error, lib.err.Error()) {
+	if dur.rec.Run.Status != protocol.RunFailed || !strings.Contains(dur.step.Error, lib.err.Error()) {
 		t.Fatalf("the durable run ended %s with step error %q, want it to contain %q", dur.rec.Run.Status, dur.step.Error, lib.err.Error())
 	}
 	// The durable log holds the turns before the failing one: a failed turn is not saved (a
@@ -364,7 +364,7 @@ func TestDurableRetry(t *testing.T) {
 	if failures.Load() != -1 {
 		t.Fatalf("the flaky agent failed %d times, want once", 1-failures.Load())
 	}
-	if dur.rec.Run.Status != engine.RunCompleted {
+	if dur.rec.Run.Status != protocol.RunCompleted {
 		t.Fatalf("the durable run ended %s: %v", dur.rec.Run.Status, dur.rec.Run.Error)
 	}
 	var none atomic.Int32

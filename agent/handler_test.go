@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/agent"
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 )
 
@@ -17,7 +17,7 @@ import (
 // recorded, the checkpoint is what earlier tasks appended.
 type fakeTask struct {
 	context.Context
-	task      *engine.Task
+	task      *protocol.Task
 	items     []json.RawMessage // the checkpoint: appended items
 	answer    string
 	output    any
@@ -27,12 +27,12 @@ type fakeTask struct {
 }
 
 func newFakeTask(iteration int, input string, items []json.RawMessage) *fakeTask {
-	return &fakeTask{Context: context.Background(), items: items, task: &engine.Task{
+	return &fakeTask{Context: context.Background(), items: items, task: &protocol.Task{
 		RunID: "run", Step: "compose", Body: "compose", Item: -1, Activation: 1, Iteration: iteration, Attempt: 1,
 		Input: json.RawMessage(input)}}
 }
 
-func (f *fakeTask) Task() *engine.Task     { return f.task }
+func (f *fakeTask) Task() *protocol.Task   { return f.task }
 func (f *fakeTask) Input() json.RawMessage { return f.task.Input }
 func (f *fakeTask) RunID() string          { return f.task.RunID }
 func (f *fakeTask) StepID() string         { return f.task.Step }
@@ -43,9 +43,9 @@ func (f *fakeTask) Heartbeat() error       { return nil }
 func (f *fakeTask) Effect(string, func(context.Context, string) (any, error)) (json.RawMessage, error) {
 	return nil, errors.New("fakeTask: no side effects here")
 }
-func (f *fakeTask) AddUsage(engine.Usage)         {}
+func (f *fakeTask) AddUsage(protocol.Usage)       {}
 func (f *fakeTask) Bundle() (*wire.Bundle, error) { return nil, errors.New("no bundle") }
-func (f *fakeTask) Wait([]engine.PendingCall) error {
+func (f *fakeTask) Wait([]protocol.PendingCall) error {
 	return errors.New("a composition never waits")
 }
 func (f *fakeTask) Continue(out any) error { f.answer, f.output = "continue", out; return nil }

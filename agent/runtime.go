@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/trace"
 )
 
@@ -23,7 +24,7 @@ type cursor struct {
 	Started time.Time         `json:"started"`
 	Seq     int               `json:"seq"`   // events emitted so far
 	Turns   int               `json:"turns"` // leaf turns begun
-	Usage   Usage             `json:"usage"`
+	Usage   protocol.Usage    `json:"usage"`
 	Leaves  map[string]*carry `json:"leaves,omitempty"` // by path
 	Loops   map[string]End    `json:"loops,omitempty"`  // the last end of each loop, by name
 	Machine machineState      `json:"machine"`

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/clock"
-	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 )
 
 // Budget bounds a whole composition run, whatever its loops say: a Loop with MaxIterations 0
@@ -62,11 +62,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Usage is what the model calls of a run spent, added up from the model_call and tool_call
-// trace events its leaves yielded: the engine's usage, one type for what a task, a step, a
-// run or a composition spent.
-type Usage = engine.Usage
-
 // Result is how a composition run ended.
 type Result struct {
 	// Reason is the root agent's end: completed, escalated (By, Detail), max_iterations (a root
@@ -80,7 +75,7 @@ type Result struct {
 	// State is the session state at the end.
 	State map[string]json.RawMessage `json:"state"`
 	Turns int                        `json:"turns"`
-	Usage Usage                      `json:"usage"`
+	Usage protocol.Usage             `json:"usage"`
 	// Loops holds the last End of every loop that ended, by name.
 	Loops map[string]End `json:"loops,omitempty"`
 }

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
@@ -185,7 +185,7 @@ func loadState(j *job) (json.RawMessage, *loop.State, error) {
 
 // agentRunID names the loop run of a task: RUN/STEP, RUN/STEP#ITEM for a child, with
 // /ACTIVATION after the first activation, so that idempotency keys never repeat across them.
-func agentRunID(task *engine.Task) string {
+func agentRunID(task *protocol.Task) string {
 	id := task.RunID + "/" + stepName(task)
 	if task.Activation > 1 {
 		id += "/" + strconv.Itoa(task.Activation)
@@ -201,9 +201,9 @@ func (h *Handlers) answerAgent(j *job, st *loop.State) error {
 		return j.t.Continue(nil)
 	}
 	if st.StopReason == loop.NeedsHuman && len(st.Pending) > 0 {
-		pending := make([]engine.PendingCall, len(st.Pending))
+		pending := make([]protocol.PendingCall, len(st.Pending))
 		for i, p := range st.Pending {
-			pending[i] = engine.PendingCall{CallID: p.Call.ID, Tool: p.Call.Name, Arguments: p.Call.Arguments}
+			pending[i] = protocol.PendingCall{CallID: p.Call.ID, Tool: p.Call.Name, Arguments: p.Call.Arguments}
 		}
 		h.log.Debug("agent waits for decisions", "run", j.task.RunID, "step", j.name, "iteration", j.task.Iteration, "calls", len(pending))
 		return j.t.Wait(pending)
@@ -262,7 +262,7 @@ func tallyOf(st *loop.State) tally {
 }
 
 // since is the usage spent between b and a.
-func (a tally) since(b tally) engine.Usage {
+func (a tally) since(b tally) protocol.Usage {
 	u := usageOf(a.modelCalls-b.modelCalls, model.Usage{
 		InputTokens: a.usage.InputTokens - b.usage.InputTokens, OutputTokens: a.usage.OutputTokens - b.usage.OutputTokens,
 	}, a.cost-b.cost)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/clock"
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/worker"
 )
@@ -123,25 +123,25 @@ func TestAgentSteps(t *testing.T) {
 		wantTasks                   int
 		wantAnswer                  string // of the last task
 		wantStop, wantText, wantErr string
-		wantUsage                   engine.Usage
+		wantUsage                   protocol.Usage
 		wantGoCalls                 []string // idempotency keys of the Go tools' calls
 	}{
 		{name: "completes with mocked tools (issue_refund forbidden, no handler needed)",
 			script: script(readOrder, readDelivery, answer), tools: allTools, policy: noRefunds, budg: noBudget,
 			wantTasks: 3, wantAnswer: "complete", wantStop: "completed", wantText: "Refund: the order arrived 4 days late.",
-			wantUsage: engine.Usage{ModelCalls: 3, ToolCalls: 2, InputTokens: 450, OutputTokens: 42, CostUSD: 0.06}},
+			wantUsage: protocol.Usage{ModelCalls: 3, ToolCalls: 2, InputTokens: 450, OutputTokens: 42, CostUSD: 0.06}},
 		{name: "a forbidden tool stops the loop and never runs",
 			script: script(readOrder, refund, answer), tools: allTools, policy: noRefunds, budg: noBudget, goTools: true,
 			wantTasks: 2, wantAnswer: "complete", wantStop: "refused",
-			wantUsage: engine.Usage{ModelCalls: 2, ToolCalls: 1, InputTokens: 100, OutputTokens: 10, CostUSD: 0.01}},
+			wantUsage: protocol.Usage{ModelCalls: 2, ToolCalls: 1, InputTokens: 100, OutputTokens: 10, CostUSD: 0.01}},
 		{name: "the iteration budget stops the loop in its last iteration",
 			script: script(readOrder, readDelivery, answer), tools: allTools, policy: noRefunds, budg: `{ max_iterations = 2 }`,
 			wantTasks: 2, wantAnswer: "complete", wantStop: "max_iterations",
-			wantUsage: engine.Usage{ModelCalls: 2, ToolCalls: 2, InputTokens: 250, OutputTokens: 22, CostUSD: 0.03}},
+			wantUsage: protocol.Usage{ModelCalls: 2, ToolCalls: 2, InputTokens: 250, OutputTokens: 22, CostUSD: 0.03}},
 		{name: "a Go tool served by handler",
 			script: script(lookup, answer), tools: `["lookup_customer"]`, policy: `{}`, budg: noBudget, goTools: true,
 			wantTasks: 2, wantAnswer: "complete", wantStop: "completed", wantText: "Refund: the order arrived 4 days late.",
-			wantUsage:   engine.Usage{ModelCalls: 2, ToolCalls: 1, InputTokens: 200, OutputTokens: 20, CostUSD: 0.03},
+			wantUsage:   protocol.Usage{ModelCalls: 2, ToolCalls: 1, InputTokens: 200, OutputTokens: 20, CostUSD: 0.03},
 			wantGoCalls: []string{"run1/investigate/1/0"}},
 		{name: "a tool whose handler is not registered fails the step",
 			script: script(lookup, answer), tools: `["read_order", "lookup_customer"]`, policy: `{}`, budg: noBudget,
@@ -150,15 +150,15 @@ func TestAgentSteps(t *testing.T) {
 		{name: "a call that needs approval makes the step wait",
 			script: script(readOrder, answer), tools: allTools, policy: `{ forbid = ["issue_refund"], require_approval = ["read_order"] }`, budg: noBudget,
 			wantTasks: 1, wantAnswer: "wait",
-			wantUsage: engine.Usage{ModelCalls: 1, InputTokens: 100, OutputTokens: 10, CostUSD: 0.01}},
+			wantUsage: protocol.Usage{ModelCalls: 1, InputTokens: 100, OutputTokens: 10, CostUSD: 0.01}},
 		{name: "an escalation completes the step with needs_human",
 			script: script(`{ escalate = "which order?" }`), tools: allTools, policy: noRefunds, budg: noBudget,
 			wantTasks: 1, wantAnswer: "complete", wantStop: "needs_human",
-			wantUsage: engine.Usage{ModelCalls: 1}},
+			wantUsage: protocol.Usage{ModelCalls: 1}},
 		{name: "a non-retryable tool failure",
 			script: script(readDelivery, readDelivery, answer), tools: allTools, policy: `{ forbid = ["issue_refund"] }`, budg: `{ max_repeated_calls = 5 }`,
 			wantTasks: 2, wantAnswer: "complete", wantStop: "tool_failure",
-			wantUsage: engine.Usage{ModelCalls: 2, ToolCalls: 2, InputTokens: 300, OutputTokens: 24, CostUSD: 0.04}},
+			wantUsage: protocol.Usage{ModelCalls: 2, ToolCalls: 2, InputTokens: 300, OutputTokens: 24, CostUSD: 0.04}},
 		{name: "a policy naming an undeclared tool fails the step",
 			script: script(answer), tools: `["read_order"]`, policy: `{ allow = ["read_orders"] }`, budg: noBudget,
 			wantTasks: 1, wantAnswer: "fail_permanent",
@@ -183,7 +183,7 @@ func TestAgentSteps(t *testing.T) {
 			if tt.wantStop != "" {
 				checkAgentOutput(t, last, tt.wantStop, tt.wantText)
 			}
-			var usage engine.Usage
+			var usage protocol.Usage
 			for _, ft := range tasks {
 				usage.Add(ft.usage)
 			}
@@ -333,7 +333,7 @@ func TestAgentReplay(t *testing.T) {
 			}
 			checkAgentOutput(t, last, "completed",
 				"Evidence is sufficient: O-104 was promised on 2026-11-10 and delivered on 2026-11-14, 4 days late, so the $42.50 order qualifies for a late-delivery refund.")
-			var usage engine.Usage
+			var usage protocol.Usage
 			for _, ft := range tasks {
 				usage.Add(ft.usage)
 			}

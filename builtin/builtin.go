@@ -13,11 +13,11 @@ import (
 	"sync"
 
 	"github.com/reins-run/reins/clock"
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/mcptool"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/operator"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/worker"
@@ -71,14 +71,14 @@ type EffectStore interface {
 	// Once runs do unless a result is recorded for id, and returns the recorded result.
 	Once(ctx context.Context, id string, lease worker.Lease, do func(context.Context) ([]byte, error)) ([]byte, error)
 	// LeaseFor is the lease of an attempt of task t.
-	LeaseFor(t *engine.Task) worker.Lease
+	LeaseFor(t *protocol.Task) worker.Lease
 }
 
 // Task is what a handler needs of the task it answers; worker.TaskContext provides it through
 // the adapter in register.go.
 type Task interface {
 	context.Context
-	Task() *engine.Task
+	Task() *protocol.Task
 	Input() json.RawMessage
 	Bundle() (*wire.Bundle, error)
 	Continue(output any) error
@@ -88,11 +88,11 @@ type Task interface {
 	Fail(err error) error
 	FailPermanent(err error) error
 	// Wait answers that the iteration stopped on calls waiting for a human decision.
-	Wait(pending []engine.PendingCall) error
+	Wait(pending []protocol.PendingCall) error
 	Checkpoint(v any) error
 	AppendCheckpoint(items ...any) error
 	LoadCheckpoint() (json.RawMessage, error)
-	AddUsage(u engine.Usage)
+	AddUsage(u protocol.Usage)
 }
 
 // Handlers serves llm and agent tasks. It is safe for concurrent use.
@@ -134,7 +134,7 @@ func New(cfg Config) (*Handlers, error) {
 // job is one task with what its handler reads: the task, its bundle and its step.
 type job struct {
 	t      Task
-	task   *engine.Task
+	task   *protocol.Task
 	bundle *wire.Bundle
 	step   *workflow.Step
 	name   string // the step as errors name it: STEP, or STEP#ITEM for a child
@@ -173,7 +173,7 @@ func (h *Handlers) load(t Task, typ workflow.StepType) (*job, error) {
 }
 
 // stepName names a task's step in errors and run ids: STEP, or STEP#ITEM for a child.
-func stepName(task *engine.Task) string {
+func stepName(task *protocol.Task) string {
 	if task.Item >= 0 && task.Body != task.Step {
 		return task.Step + "#" + strconv.Itoa(task.Item)
 	}
@@ -218,6 +218,6 @@ func joinParts(parts ...string) string {
 }
 
 // usageOf converts model usage to the engine's.
-func usageOf(calls int, u model.Usage, cost float64) engine.Usage {
-	return engine.Usage{ModelCalls: calls, InputTokens: int(u.InputTokens), OutputTokens: int(u.OutputTokens), CostUSD: cost}
+func usageOf(calls int, u model.Usage, cost float64) protocol.Usage {
+	return protocol.Usage{ModelCalls: calls, InputTokens: int(u.InputTokens), OutputTokens: int(u.OutputTokens), CostUSD: cost}
 }

@@ -1,5 +1,5 @@
 // Package builtin holds the handlers of the built-in step types, llm and agent, that workers
-// serve under engine.HandlerLLM and engine.HandlerAgent: one task in, one answer out (complete,
+// serve under protocol.HandlerLLM and protocol.HandlerAgent: one task in, one answer out (complete,
 // continue, fail), with the usage it spent.
 //
 // It owns turning a step of a workflow bundle into a model call or one iteration of the bounded

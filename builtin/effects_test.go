@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/builtin"
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/worker"
 )
@@ -277,6 +277,6 @@ func (f *failingStore) Once(ctx context.Context, _ string, _ worker.Lease, do fu
 	return v, nil
 }
 
-func (f *failingStore) LeaseFor(*engine.Task) worker.Lease {
+func (f *failingStore) LeaseFor(*protocol.Task) worker.Lease {
 	return worker.Lease{Holder: "test", For: time.Minute}
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/clock"
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -21,28 +21,28 @@ import (
 // worker's NATS behaviour is tested in package worker.)
 type fakeTask struct {
 	context.Context
-	task       *engine.Task
+	task       *protocol.Task
 	bundle     *wire.Bundle
 	checkpoint json.RawMessage // what LoadCheckpoint returns
 
 	answer     string // continue, complete, wait, fail, fail_permanent
 	output     json.RawMessage
-	pending    []engine.PendingCall // what Wait answered
+	pending    []protocol.PendingCall // what Wait answered
 	stopReason string
 	err        error
 	answers    int
 	saved      json.RawMessage // the last Checkpoint written
-	usage      engine.Usage
+	usage      protocol.Usage
 	// onCheckpoint, when set, runs when the handler checkpoints, before the write.
 	onCheckpoint func()
 	// checkpointErr, when set, is what Checkpoint returns (nothing is written).
 	checkpointErr error
 }
 
-func (f *fakeTask) Task() *engine.Task            { return f.task }
+func (f *fakeTask) Task() *protocol.Task          { return f.task }
 func (f *fakeTask) Input() json.RawMessage        { return f.task.Input }
 func (f *fakeTask) Bundle() (*wire.Bundle, error) { return f.bundle, nil }
-func (f *fakeTask) AddUsage(u engine.Usage)       { f.usage.Add(u) }
+func (f *fakeTask) AddUsage(u protocol.Usage)     { f.usage.Add(u) }
 
 func (f *fakeTask) LoadCheckpoint() (json.RawMessage, error) { return f.checkpoint, nil }
 
@@ -109,7 +109,7 @@ func (f *fakeTask) FailPermanent(err error) error {
 	return f.record("fail_permanent", nil, err)
 }
 
-func (f *fakeTask) Wait(pending []engine.PendingCall) error {
+func (f *fakeTask) Wait(pending []protocol.PendingCall) error {
 	f.pending = pending
 	return f.record("wait", nil, nil)
 }
@@ -137,11 +137,11 @@ func bundleOf(t *testing.T, toml, baseDir string) (*wire.Bundle, string) {
 // newTask is the task of attempt 1 of iteration iter of activation 1 of step.
 func newTask(b *wire.Bundle, hash, step string, iter int, input string) *fakeTask {
 	s := b.Definition.StepByID(step)
-	handler := engine.HandlerLLM
+	handler := protocol.HandlerLLM
 	if s != nil && s.Type == workflow.Agent {
-		handler = engine.HandlerAgent
+		handler = protocol.HandlerAgent
 	}
-	task := &engine.Task{
+	task := &protocol.Task{
 		RunID: "run1", Step: step, Item: -1, Body: step, Handler: handler, Workflow: hash,
 		Activation: 1, Iteration: iter, Attempt: 1, Input: json.RawMessage(input),
 	}

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/builtin"
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/tool"
 )
 
@@ -40,13 +40,13 @@ func toolResult(t *testing.T, st *loop.State, id string) string {
 
 // resumedTask is the task of iteration iter dispatched again after the decisions, with the
 // checkpoint the paused task wrote.
-func resumedTask(paused *fakeTask, decisions ...engine.Decision) *fakeTask {
+func resumedTask(paused *fakeTask, decisions ...protocol.Decision) *fakeTask {
 	ft := *paused
 	task := *paused.task
 	task.Resume, task.Decisions = 1, decisions
 	ft.task = &task
 	ft.checkpoint = paused.saved
-	ft.answer, ft.output, ft.stopReason, ft.err, ft.answers, ft.saved, ft.usage, ft.pending = "", nil, "", nil, 0, nil, engine.Usage{}, nil
+	ft.answer, ft.output, ft.stopReason, ft.err, ft.answers, ft.saved, ft.usage, ft.pending = "", nil, "", nil, 0, nil, protocol.Usage{}, nil
 	return &ft
 }
 
@@ -84,7 +84,7 @@ func TestAgentActsOnDecisions(t *testing.T) {
 			}
 			call := paused.pending[0].CallID
 
-			res := resumedTask(paused, engine.Decision{CallID: call, Approve: tt.approve, Message: tt.message})
+			res := resumedTask(paused, protocol.Decision{CallID: call, Approve: tt.approve, Message: tt.message})
 			if err := h.Agent(res); err != nil {
 				t.Fatal(err)
 			}
@@ -103,12 +103,12 @@ func TestAgentActsOnDecisions(t *testing.T) {
 			}
 
 			// Delivered again after it checkpointed (the worker keeps a resumed task's writes).
-			again := resumedTask(paused, engine.Decision{CallID: call, Approve: tt.approve, Message: tt.message})
+			again := resumedTask(paused, protocol.Decision{CallID: call, Approve: tt.approve, Message: tt.message})
 			again.checkpoint = res.saved
 			if err := h.Agent(again); err != nil {
 				t.Fatal(err)
 			}
-			if again.answer != "continue" || again.saved != nil || again.usage != (engine.Usage{}) || len(rec.keys) != tt.refunds {
+			if again.answer != "continue" || again.saved != nil || again.usage != (protocol.Usage{}) || len(rec.keys) != tt.refunds {
 				t.Errorf("delivered again: %s, checkpoint %s, usage %+v, refunds %d; want continue from the checkpoint without acting",
 					again.answer, again.saved, again.usage, len(rec.keys))
 			}
@@ -146,10 +146,10 @@ func TestAgentResumeErrors(t *testing.T) {
 		want string
 	}{
 		{"no decision for the pending call", func() *fakeTask {
-			return resumedTask(paused, engine.Decision{CallID: "someone_else", Approve: true})
+			return resumedTask(paused, protocol.Decision{CallID: "someone_else", Approve: true})
 		}, "step investigate: loop: run run1/investigate: call " + paused.pending[0].CallID + " of issue_refund waits for approval and has no decision"},
 		{"a checkpoint without calls waiting", func() *fakeTask {
-			ft := resumedTask(paused, engine.Decision{CallID: paused.pending[0].CallID, Approve: true})
+			ft := resumedTask(paused, protocol.Decision{CallID: paused.pending[0].CallID, Approve: true})
 			ft.task.Iteration, ft.checkpoint = 2, plain
 			return ft
 		}, "step investigate: iteration 2 was resumed after a decision, but its checkpoint has no calls waiting for approval"},

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -29,8 +29,8 @@ func (h *Handlers) LLM(t Task) error {
 
 // runLLM makes the step's model calls and returns its output: the reply text, or with an
 // output_schema the reply's JSON.
-func (h *Handlers) runLLM(j *job) (any, engine.Usage, error) {
-	var u engine.Usage
+func (h *Handlers) runLLM(j *job) (any, protocol.Usage, error) {
+	var u protocol.Usage
 	m, err := h.model(j)
 	if err != nil {
 		return nil, u, err
@@ -98,7 +98,7 @@ func llmMessage(prompt string, input json.RawMessage, sch *outputSchema) string 
 // ask makes one model call and returns the answer's text, adding the call to u. A retryable
 // model error, or one caused by the task's context ending, fails the attempt; any other error,
 // and a reply that is not an answer, fails the task for good.
-func (h *Handlers) ask(j *job, m model.Model, req *model.Request, u *engine.Usage) (string, error) {
+func (h *Handlers) ask(j *job, m model.Model, req *model.Request, u *protocol.Usage) (string, error) {
 	resp, err := m.Generate(j.t, req)
 	u.ModelCalls++
 	if err == nil && resp == nil {

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/builtin"
-	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider"
 	"github.com/reins-run/reins/provider/registry"
 )
@@ -43,37 +43,37 @@ func TestLLMScripted(t *testing.T) {
 		wantAnswer          string
 		wantOutput          string
 		wantErr             string
-		wantUsage           engine.Usage
+		wantUsage           protocol.Usage
 	}{
 		{name: "text output", script: `[{ text = "hello", usage = { input_tokens = 10, output_tokens = 2 }, cost_usd = 0.5 }]`,
 			wantAnswer: "complete", wantOutput: `"hello"`,
-			wantUsage: engine.Usage{ModelCalls: 1, InputTokens: 10, OutputTokens: 2, CostUSD: 0.5}},
+			wantUsage: protocol.Usage{ModelCalls: 1, InputTokens: 10, OutputTokens: 2, CostUSD: 0.5}},
 		{name: "JSON output with output_schema", script: `[{ text = '{"verdict": "accept"}' }]`, keys: verdictSchema,
-			wantAnswer: "complete", wantOutput: `{"verdict":"accept"}`, wantUsage: engine.Usage{ModelCalls: 1}},
+			wantAnswer: "complete", wantOutput: `{"verdict":"accept"}`, wantUsage: protocol.Usage{ModelCalls: 1}},
 		{name: "JSON in a code fence", script: "[{ text = \"```json\\n{\\\"verdict\\\": \\\"retry\\\"}\\n```\" }]", keys: verdictSchema,
-			wantAnswer: "complete", wantOutput: `{"verdict":"retry"}`, wantUsage: engine.Usage{ModelCalls: 1}},
+			wantAnswer: "complete", wantOutput: `{"verdict":"retry"}`, wantUsage: protocol.Usage{ModelCalls: 1}},
 		{name: "a repair that succeeds", keys: verdictSchema,
 			script:     `[{ text = "Accept.", usage = { input_tokens = 5 } }, { text = '{"verdict": "maybe"}', usage = { input_tokens = 7 } }, { text = '{"verdict": "accept"}', usage = { input_tokens = 9 } }]`,
-			wantAnswer: "complete", wantOutput: `{"verdict":"accept"}`, wantUsage: engine.Usage{ModelCalls: 3, InputTokens: 21}},
+			wantAnswer: "complete", wantOutput: `{"verdict":"accept"}`, wantUsage: protocol.Usage{ModelCalls: 3, InputTokens: 21}},
 		{name: "repairs exhausted", keys: verdictSchema + "\noutput_repairs = 1",
 			script:     `[{ text = "Accept." }, { text = '{"verdict": "maybe"}' }, { text = '{"verdict": "accept"}' }]`,
-			wantAnswer: "fail_permanent", wantUsage: engine.Usage{ModelCalls: 2},
+			wantAnswer: "fail_permanent", wantUsage: protocol.Usage{ModelCalls: 2},
 			wantErr: "step write: after 1 repair, the reply does not match the output schema: at /verdict: value must be one of"},
 		{name: "no repairs", keys: verdictSchema + "\noutput_repairs = 0", script: `[{ text = "Accept." }]`,
-			wantAnswer: "fail_permanent", wantUsage: engine.Usage{ModelCalls: 1},
+			wantAnswer: "fail_permanent", wantUsage: protocol.Usage{ModelCalls: 1},
 			wantErr: "step write: the reply is not JSON"},
 		{name: "retryable model error fails the attempt", script: `[{ error = "overloaded" }, { text = "hello" }]`,
-			wantAnswer: "fail", wantErr: "step write: model call failed (retryable): overloaded", wantUsage: engine.Usage{ModelCalls: 1}},
+			wantAnswer: "fail", wantErr: "step write: model call failed (retryable): overloaded", wantUsage: protocol.Usage{ModelCalls: 1}},
 		{name: "the retried attempt reads the next turn", script: `[{ error = "overloaded" }, { text = "hello" }]`, attempt: 2,
-			wantAnswer: "complete", wantOutput: `"hello"`, wantUsage: engine.Usage{ModelCalls: 1}},
+			wantAnswer: "complete", wantOutput: `"hello"`, wantUsage: protocol.Usage{ModelCalls: 1}},
 		{name: "non-retryable model error", script: `[{ error = "bad request", retryable = false }]`,
-			wantAnswer: "fail_permanent", wantErr: "step write: model call failed (non-retryable): bad request", wantUsage: engine.Usage{ModelCalls: 1}},
+			wantAnswer: "fail_permanent", wantErr: "step write: model call failed (non-retryable): bad request", wantUsage: protocol.Usage{ModelCalls: 1}},
 		{name: "the second activation reads the second turn", script: `[{ text = "draft 1" }, { text = "draft 2" }]`, activation: 2,
-			wantAnswer: "complete", wantOutput: `"draft 2"`, wantUsage: engine.Usage{ModelCalls: 1}},
+			wantAnswer: "complete", wantOutput: `"draft 2"`, wantUsage: protocol.Usage{ModelCalls: 1}},
 		{name: "an exhausted script escalates", script: `[]`,
-			wantAnswer: "fail_permanent", wantErr: "step write: the model escalated instead of answering: script_exhausted", wantUsage: engine.Usage{ModelCalls: 1}},
+			wantAnswer: "fail_permanent", wantErr: "step write: the model escalated instead of answering: script_exhausted", wantUsage: protocol.Usage{ModelCalls: 1}},
 		{name: "tool calls are not an answer", script: `[{ tool_calls = [{ name = "x" }] }]`,
-			wantAnswer: "fail_permanent", wantErr: "step write: the model proposed 1 tool call(s) (x first), but an llm step offers no tools", wantUsage: engine.Usage{ModelCalls: 1}},
+			wantAnswer: "fail_permanent", wantErr: "step write: the model proposed 1 tool call(s) (x first), but an llm step offers no tools", wantUsage: protocol.Usage{ModelCalls: 1}},
 		{name: "an invalid script", script: `[{ txt = "hello" }]`,
 			wantAnswer: "fail_permanent", wantErr: "step write: model writer: models.writer.script[0].txt: unknown key"},
 		{name: "an invalid output schema", script: `[{ text = "{}" }]`, keys: `output_schema = { type = 3 }`,

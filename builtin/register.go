@@ -5,11 +5,11 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 )
 
-// Register registers the built-in handlers on w: engine.HandlerLLM and engine.HandlerAgent, or
+// Register registers the built-in handlers on w: protocol.HandlerLLM and protocol.HandlerAgent, or
 // only those named in handlers when any are given. Side effects are recorded in cfg.Effects, or
 // in w.Effects() when it is nil. It fails on a configuration New refuses and on a name that is
 // not a built-in handler, registering nothing then.
@@ -23,12 +23,12 @@ func Register(w *worker.Worker, cfg Config, handlers ...string) error {
 	}
 	w.OnStop(func() { _ = h.Close() })
 	if len(handlers) == 0 {
-		handlers = []string{engine.HandlerLLM, engine.HandlerAgent}
+		handlers = []string{protocol.HandlerLLM, protocol.HandlerAgent}
 	}
-	serve := map[string]func(Task) error{engine.HandlerLLM: h.LLM, engine.HandlerAgent: h.Agent}
+	serve := map[string]func(Task) error{protocol.HandlerLLM: h.LLM, protocol.HandlerAgent: h.Agent}
 	for _, name := range handlers {
 		if serve[name] == nil {
-			return fmt.Errorf("builtin: %q is not a built-in handler (known: %s, %s)", name, engine.HandlerLLM, engine.HandlerAgent)
+			return fmt.Errorf("builtin: %q is not a built-in handler (known: %s, %s)", name, protocol.HandlerLLM, protocol.HandlerAgent)
 		}
 	}
 	seen := map[string]bool{}

@@ -14,6 +14,7 @@ import (
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
 	_ "github.com/reins-run/reins/natsbox/embed" // natsbox.Open starts embedded servers
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -39,7 +40,7 @@ func TestRegisterRunsExamples(t *testing.T) {
 			s := run.Steps["investigate"]
 			cost := s.Usage.CostUSD
 			s.Usage.CostUSD = 0
-			want := engine.Usage{ModelCalls: 4, ToolCalls: 3, InputTokens: 860, OutputTokens: 100}
+			want := protocol.Usage{ModelCalls: 4, ToolCalls: 3, InputTokens: 860, OutputTokens: 100}
 			if s.Iteration != 4 || s.StopReason != "completed" || s.Usage != want || math.Abs(cost-0.0032) > 1e-9 {
 				t.Errorf("investigate: iteration %d, stop reason %q, usage %+v, cost %v, want 4, completed, %+v, 0.0032", s.Iteration, s.StopReason, s.Usage, cost, want)
 			}
@@ -65,12 +66,12 @@ func TestRegisterRunsExamples(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if r.Run.Status == engine.RunWaiting || r.Run.Finished() {
+				if r.Run.Status == protocol.RunWaiting || r.Run.Finished() {
 					rec = r
 					break
 				}
 			}
-			if rec == nil || rec.Run.Status != engine.RunWaiting {
+			if rec == nil || rec.Run.Status != protocol.RunWaiting {
 				t.Fatalf("run %s did not stop at the review: %+v", id, rec)
 			}
 			if got := strings.Join(rec.Run.Path, ","); got != "generate,evaluate,generate,evaluate,generate,evaluate,generate,evaluate" {
@@ -118,7 +119,7 @@ func waitCompleted(t *testing.T, ctx context.Context, c *runner.Client, id strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Run.Status != engine.RunCompleted {
+	if rec.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run %s: %s (%v)", id, rec.Run.Status, rec.Run.Error)
 	}
 	return rec.Run

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 )
 
 // TestCancelMidIteration cancels a run through the CLI while its handler is in the middle of
@@ -30,11 +30,11 @@ func TestCancelMidIteration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Run.Status != engine.RunCancelled || rec.Run.Error == nil || !strings.Contains(rec.Run.Error.Message, "the operator stopped it") {
+	if rec.Run.Status != protocol.RunCancelled || rec.Run.Error == nil || !strings.Contains(rec.Run.Error.Message, "the operator stopped it") {
 		t.Fatalf("run %s (%+v); want cancelled with the reason", rec.Run.Status, rec.Run.Error)
 	}
 	sr := rec.Run.Steps["loop"]
-	if sr.Status != engine.StepCancelled || sr.StopReason != "cancelled" || sr.Iteration != 3 {
+	if sr.Status != protocol.StepCancelled || sr.StopReason != "cancelled" || sr.Iteration != 3 {
 		t.Errorf("step loop: %s stop=%s iteration %d; want cancelled at iteration 3", sr.Status, sr.StopReason, sr.Iteration)
 	}
 	// Nothing is dispatched afterwards: the worker's consumer ends with nothing pending and

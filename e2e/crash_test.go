@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 )
 
@@ -57,7 +57,7 @@ func checkRun(t *testing.T, ctx context.Context, c *runner.Client, id string, un
 	if err != nil {
 		t.Fatalf("wait for %s: %v", id, err)
 	}
-	if rec.Run.Status != engine.RunCompleted {
+	if rec.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run %s: status %s (error %v), want completed", id, rec.Run.Status, rec.Run.Error)
 	}
 	var out struct{ Iterations int }
@@ -148,7 +148,7 @@ func TestCrashNATSServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	sr := rec.Run.Steps["loop"]
-	if rec.Run.Status != engine.RunCompleted || sr.Iteration != 12 || sr.Attempts != 12 {
+	if rec.Run.Status != protocol.RunCompleted || sr.Iteration != 12 || sr.Attempts != 12 {
 		t.Fatalf("run %s: %s at iteration %d after %d tasks (error %v), want completed at 12 after 12", id, rec.Run.Status, sr.Iteration, sr.Attempts, rec.Run.Error)
 	}
 	if !strings.Contains(string(rec.Run.Output), `"iterations":12`) {

@@ -18,11 +18,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/builtin"
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 )
 
 // buildEffectWorker builds the effectworker program (TestMain builds the others) and returns
@@ -74,7 +74,7 @@ func TestEffectOnceAcrossWorkerCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Run.Status != engine.RunCompleted {
+	if rec.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run %s: %s (%+v), want completed", id, rec.Run.Status, rec.Run.Error)
 	}
 	var out builtin.AgentOutput
@@ -284,7 +284,7 @@ func checkOnce(t *testing.T, ctx context.Context, c *cluster, counter string, id
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.Run.Status != engine.RunCompleted {
+		if rec.Run.Status != protocol.RunCompleted {
 			t.Errorf("run %s: %s (%+v), want completed", id, rec.Run.Status, rec.Run.Error)
 		}
 	}

@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/runner"
+	"github.com/reins-run/reins/protocol"
 )
 
 // The examples of examples/, run as their READMEs say: the reins binary on each example's
@@ -55,10 +54,10 @@ func hasLines(t *testing.T, what, text string, want ...string) {
 }
 
 // shown returns the result of run id as reins runs show --json prints it.
-func shown(t *testing.T, data, id string) runner.Result {
+func shown(t *testing.T, data, id string) protocol.Result {
 	t.Helper()
 	out := reinsWant(t, 0, "runs", "show", id, "--data", data, "--json").stdout
-	var res runner.Result
+	var res protocol.Result
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("reins runs show --json: %v\n%s", err, out)
 	}
@@ -66,7 +65,7 @@ func shown(t *testing.T, data, id string) runner.Result {
 }
 
 // stepsOf maps each step of res to "status stop=STOP label=LABEL".
-func stepsOf(res runner.Result) map[string]string {
+func stepsOf(res protocol.Result) map[string]string {
 	m := map[string]string{}
 	for _, s := range res.Steps {
 		m[s.ID] = string(s.Status) + " stop=" + s.StopReason + " label=" + s.Label
@@ -76,7 +75,7 @@ func stepsOf(res runner.Result) map[string]string {
 
 // checkSteps fails the test unless the steps of res are as want says (steps not named must be
 // skipped or pending).
-func checkSteps(t *testing.T, res runner.Result, want map[string]string) {
+func checkSteps(t *testing.T, res protocol.Result, want map[string]string) {
 	t.Helper()
 	for id, got := range stepsOf(res) {
 		w, ok := want[id]
@@ -162,7 +161,7 @@ func TestExampleRefund(t *testing.T) {
 			"recommend            completed",
 		)
 		res := shown(t, data, id)
-		if res.Status != engine.RunCompleted || !slices.Equal(res.Path, []string{"investigate", "route", "recommend"}) {
+		if res.Status != protocol.RunCompleted || !slices.Equal(res.Path, []string{"investigate", "route", "recommend"}) {
 			t.Errorf("run %s is %s with path %v", id, res.Status, res.Path)
 		}
 		checkSteps(t, res, map[string]string{
@@ -181,7 +180,7 @@ func TestExampleRefund(t *testing.T) {
 			"reins approve " + id + " call_2_0 --data " + data + " | reins deny " + id + " call_2_0 --message M --data " + data
 		hasLines(t, "stderr", r.stderr, want)
 		res := shown(t, data, id)
-		if res.Status != engine.RunWaiting || len(res.Waiting) != 1 || len(res.Waiting[0].Pending) != 1 || res.Waiting[0].Pending[0].Tool != "draft_refund_recommendation" {
+		if res.Status != protocol.RunWaiting || len(res.Waiting) != 1 || len(res.Waiting[0].Pending) != 1 || res.Waiting[0].Pending[0].Tool != "draft_refund_recommendation" {
 			t.Fatalf("run %s is %s waiting for %+v; want the draft_refund_recommendation call", id, res.Status, res.Waiting)
 		}
 
@@ -194,7 +193,7 @@ func TestExampleRefund(t *testing.T) {
 		hasLines(t, "stderr", r.stderr, "run "+id+": call call_2_0 (draft_refund_recommendation) of step investigate approved")
 		res = shown(t, data, id)
 		out := decodeAnswer(t, res.Output)
-		if res.Status != engine.RunCompleted || out.StopReason != "completed" || out.Answer == nil ||
+		if res.Status != protocol.RunCompleted || out.StopReason != "completed" || out.Answer == nil ||
 			*out.Answer != "Recommend a full refund of 42.50 USD for O-104 (delivered 4 days late, policy 4.2); the recommendation went to finance as draft D-104." {
 			t.Errorf("run %s is %s with output %s; want completed with the drafter's answer", id, res.Status, res.Output)
 		}
@@ -264,7 +263,7 @@ func TestExampleEvaluator(t *testing.T) {
 		"output: "+string(want),
 	)
 	res := shown(t, data, id)
-	if res.Status != engine.RunCompleted || string(res.Output) != string(want) {
+	if res.Status != protocol.RunCompleted || string(res.Output) != string(want) {
 		t.Errorf("run %s is %s with output %s; want completed with the fourth draft", id, res.Status, res.Output)
 	}
 	checkSteps(t, res, map[string]string{
@@ -289,7 +288,7 @@ func TestExampleResearch(t *testing.T) {
 		`output: "Brief: demand is real, rivals lack hard budgets, and large refunds need an approval step."`,
 	)
 	res := shown(t, data, id)
-	if res.Status != engine.RunCompleted {
+	if res.Status != protocol.RunCompleted {
 		t.Errorf("run %s is %s", id, res.Status)
 	}
 	checkSteps(t, res, map[string]string{

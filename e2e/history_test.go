@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 )
 
@@ -59,11 +59,11 @@ func TestReplayForkPrune(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("fork: exit %d\n%s%s", code, out, errOut)
 	}
-	var res runner.Result
+	var res protocol.Result
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("fork --json: %v\n%s", err, out)
 	}
-	if res.Status != engine.RunCompleted || len(res.Steps) != 1 || res.Steps[0].Iterations != 5 {
+	if res.Status != protocol.RunCompleted || len(res.Steps) != 1 || res.Steps[0].Iterations != 5 {
 		t.Fatalf("the fork ended %s with %+v; want completed at iteration 5", res.Status, res.Steps)
 	}
 	if hasLine(w, "start history-1-f 1 1") || hasLine(w, "start history-1-f 2 1") || !hasLine(w, "start history-1-f 3 1") {
@@ -78,7 +78,7 @@ func TestReplayForkPrune(t *testing.T) {
 	}
 
 	gate := reins(t, "run", "testdata/gate.toml", "--nats", c.url, "--detach", "--run-id", "gate-1")
-	awaitRecord(t, ctx, cl, gate, "it waits", func(rec *runner.Record) bool { return rec.Run.Status == engine.RunWaiting })
+	awaitRecord(t, ctx, cl, gate, "it waits", func(rec *runner.Record) bool { return rec.Run.Status == protocol.RunWaiting })
 	out = reins(t, "runs", "prune", "--older-than", "0s", "--nats", c.url, "--json")
 	var pruned struct {
 		Runs int `json:"runs"`

@@ -10,6 +10,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 )
 
@@ -82,13 +83,13 @@ func TestWaitsSurviveEngineKill(t *testing.T) {
 	ended := map[string]time.Time{}
 	final := awaitRecord(t, ctx, cl, id, "it ended", func(rec *runner.Record) bool {
 		for _, k := range waits {
-			if st := rec.Run.Steps[k].Status; ended[k].IsZero() && (st == engine.StepCompleted || st == engine.StepFailed) {
+			if st := rec.Run.Steps[k].Status; ended[k].IsZero() && (st == protocol.StepCompleted || st == protocol.StepFailed) {
 				ended[k] = time.Now()
 			}
 		}
 		return rec.Finished()
 	})
-	if final.Run.Status != engine.RunCompleted {
+	if final.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run ended %s: %+v", final.Run.Status, final.Run.Error)
 	}
 	// Late by at most the time a restarted engine takes to read the run and fire its timer.
@@ -106,7 +107,7 @@ func TestWaitsSurviveEngineKill(t *testing.T) {
 	// The worker holds a task back until its NotBefore: the engine's outage does not move it.
 	for _, w := range taskWaits {
 		end := <-w.ended
-		if end.rec == nil || end.rec.Run.Status != engine.RunCompleted || end.at.Before(w.due) || end.at.After(w.due.Add(slack)) {
+		if end.rec == nil || end.rec.Run.Status != protocol.RunCompleted || end.at.Before(w.due) || end.at.After(w.due.Add(slack)) {
 			t.Errorf("run %s ended (%+v) at %s; want completed at its due time %s", w.id, end.rec, end.at.Format(time.StampMilli), w.due.Format(time.StampMilli))
 		}
 	}
@@ -114,10 +115,10 @@ func TestWaitsSurviveEngineKill(t *testing.T) {
 	if got := steps["ask"].Label; got != "denied" {
 		t.Errorf("ask: label %q after its timeout; want denied (on_timeout = deny)", got)
 	}
-	if got := steps["hold"].Status; got != engine.StepFailed {
+	if got := steps["hold"].Status; got != protocol.StepFailed {
 		t.Errorf("hold: %s after its timeout; want failed", got)
 	}
-	if got := steps["gave_up"].Status; got != engine.StepCompleted {
+	if got := steps["gave_up"].Status; got != protocol.StepCompleted {
 		t.Errorf("gave_up (the error edge of hold): %s; want completed", got)
 	}
 }
@@ -166,7 +167,7 @@ func TestApprovalAcrossEngineRestarts(t *testing.T) {
 	cl := c.client(ctx)
 	id := reins(t, "run", "testdata/human.toml", "--nats", c.url, "--detach", "--run-id", "human-1", "--input", `{"order_id":"O-104"}`)
 	rec := awaitRecord(t, ctx, cl, id, "the agent waits", func(rec *runner.Record) bool {
-		return rec.Run.Status == engine.RunWaiting && rec.Run.Steps["investigate"].Status == engine.StepWaiting
+		return rec.Run.Status == protocol.RunWaiting && rec.Run.Steps["investigate"].Status == protocol.StepWaiting
 	})
 	pending := rec.Run.Steps["investigate"].Pending
 	if len(pending) != 1 || pending[0].Tool != "draft_refund" {
@@ -180,10 +181,10 @@ func TestApprovalAcrossEngineRestarts(t *testing.T) {
 	srv = serveAll(t, c.url)
 	reins(t, "approve", id, pending[0].CallID, "--nats", c.url)
 	rec = awaitRecord(t, ctx, cl, id, "the approval step waits", func(rec *runner.Record) bool {
-		return rec.Run.Steps["ask"] != nil && rec.Run.Steps["ask"].Status == engine.StepWaiting
+		return rec.Run.Steps["ask"] != nil && rec.Run.Steps["ask"].Status == protocol.StepWaiting
 	})
 	inv := rec.Run.Steps["investigate"]
-	if inv.Status != engine.StepCompleted || inv.StopReason != "completed" {
+	if inv.Status != protocol.StepCompleted || inv.StopReason != "completed" {
 		t.Fatalf("investigate: %s stop=%s after the approval; want completed", inv.Status, inv.StopReason)
 	}
 	if inv.Usage.ModelCalls != 2 {
@@ -200,7 +201,7 @@ func TestApprovalAcrossEngineRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if final.Run.Status != engine.RunCompleted {
+	if final.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run ended %s: %+v", final.Run.Status, final.Run.Error)
 	}
 	ask := final.Run.Steps["ask"]
@@ -223,12 +224,12 @@ func TestDenyCallThroughCLI(t *testing.T) {
 	cl := c.client(ctx)
 	id := reins(t, "run", "testdata/human.toml", "--nats", c.url, "--detach", "--run-id", "human-2", "--input", `{"order_id":"O-104"}`)
 	rec := awaitRecord(t, ctx, cl, id, "the agent waits", func(rec *runner.Record) bool {
-		return rec.Run.Steps["investigate"].Status == engine.StepWaiting
+		return rec.Run.Steps["investigate"].Status == protocol.StepWaiting
 	})
 	call := rec.Run.Steps["investigate"].Pending[0].CallID
 	reins(t, "deny", id, call, "--nats", c.url, "--message", "amount needs a second look")
 	awaitRecord(t, ctx, cl, id, "the approval step waits", func(rec *runner.Record) bool {
-		return rec.Run.Steps["ask"] != nil && rec.Run.Steps["ask"].Status == engine.StepWaiting
+		return rec.Run.Steps["ask"] != nil && rec.Run.Steps["ask"].Status == protocol.StepWaiting
 	})
 	results := toolResults(t, ctx, c, id, "investigate")
 	if got := results["draft_refund"]; len(got) != 1 || !strings.Contains(got[0], "amount needs a second look") {
@@ -245,25 +246,25 @@ func TestDenyCallThroughCLI(t *testing.T) {
 func TestPauseAndResumeOnEmbeddedData(t *testing.T) {
 	data := t.TempDir()
 	out := reins(t, "run", "testdata/human.toml", "--data", data, "--run-id", "human-3", "--input", `{"order_id":"O-104"}`, "--json")
-	var res runner.Result
+	var res protocol.Result
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("reins run --json: %v\n%s", err, out)
 	}
-	if res.Status != engine.RunWaiting || len(res.Waiting) != 1 || len(res.Waiting[0].Pending) != 1 {
+	if res.Status != protocol.RunWaiting || len(res.Waiting) != 1 || len(res.Waiting[0].Pending) != 1 {
 		t.Fatalf("reins run stopped with %s waiting for %+v; want waiting for one call", res.Status, res.Waiting)
 	}
 	out = reins(t, "approve", "human-3", "--data", data, "--json")
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("reins approve --json: %v\n%s", err, out)
 	}
-	if res.Status != engine.RunWaiting || len(res.Waiting) != 1 || res.Waiting[0].Step != "ask" {
+	if res.Status != protocol.RunWaiting || len(res.Waiting) != 1 || res.Waiting[0].Step != "ask" {
 		t.Fatalf("after the approval the run is %s waiting for %+v; want waiting at ask", res.Status, res.Waiting)
 	}
 	out = reins(t, "approve", "human-3", "ask", "--data", data, "--json", "--message", "ok")
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("reins approve --json: %v\n%s", err, out)
 	}
-	if res.Status != engine.RunCompleted {
+	if res.Status != protocol.RunCompleted {
 		t.Fatalf("the run ended %s; want completed", res.Status)
 	}
 	for _, s := range res.Steps {
@@ -302,19 +303,19 @@ func TestResumeAndSignalAcrossEngineRestart(t *testing.T) {
 	cl := c.client(ctx)
 	id := reins(t, "run", "testdata/escalate.toml", "--nats", c.url, "--detach", "--run-id", "escalate-1", "--input", `{"order_id":"O-9"}`)
 	rec := awaitRecord(t, ctx, cl, id, "the agent pauses", func(rec *runner.Record) bool {
-		return rec.Run.Steps["investigate"].Status == engine.StepWaiting
+		return rec.Run.Steps["investigate"].Status == protocol.StepWaiting
 	})
-	if sr := rec.Run.Steps["investigate"]; sr.Wait != engine.WaitInput || sr.StopReason != "needs_human" {
+	if sr := rec.Run.Steps["investigate"]; sr.Wait != protocol.WaitInput || sr.StopReason != "needs_human" {
 		t.Fatalf("investigate waits for %q with stop reason %q; want input after needs_human", sr.Wait, sr.StopReason)
 	}
 	srv.kill()
 	serveAll(t, c.url)
 	reins(t, "resume", id, "--input", `"The customer confirmed the invoice by phone."`, "--nats", c.url)
 	rec = awaitRecord(t, ctx, cl, id, "the wait_event step waits", func(rec *runner.Record) bool {
-		return rec.Run.Steps["restock"] != nil && rec.Run.Steps["restock"].Status == engine.StepWaiting
+		return rec.Run.Steps["restock"] != nil && rec.Run.Steps["restock"].Status == protocol.StepWaiting
 	})
 	inv := rec.Run.Steps["investigate"]
-	if inv.Status != engine.StepCompleted || inv.StopReason != "completed" || inv.Iteration != 2 {
+	if inv.Status != protocol.StepCompleted || inv.StopReason != "completed" || inv.Iteration != 2 {
 		t.Errorf("investigate: %s stop=%s iteration %d; want completed at iteration 2", inv.Status, inv.StopReason, inv.Iteration)
 	}
 	heard := false
@@ -330,7 +331,7 @@ func TestResumeAndSignalAcrossEngineRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if final.Run.Status != engine.RunCompleted {
+	if final.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run ended %s: %+v", final.Run.Status, final.Run.Error)
 	}
 	if got := string(final.Run.Steps["restock"].Output); got != `{"sku":"A-1","units":3}` {

@@ -18,9 +18,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/workflow"
 )
@@ -206,7 +206,7 @@ func TestSharedServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.Run.Status != engine.RunFailed || rec.Run.Error == nil || rec.Run.Error.Code != "E_OPERATOR_ONLY" || rec.Run.StartedBy != "sam" {
+		if rec.Run.Status != protocol.RunFailed || rec.Run.Error == nil || rec.Run.Error.Code != "E_OPERATOR_ONLY" || rec.Run.StartedBy != "sam" {
 			t.Fatalf("run %s: %s %+v by %q; want failed E_OPERATOR_ONLY, started by sam", id, rec.Run.Status, rec.Run.Error, rec.Run.StartedBy)
 		}
 		if n := s.attacker.hits.Load(); n != 0 {
@@ -256,7 +256,7 @@ func TestSharedServer(t *testing.T) {
 			t.Fatalf("start: exit %d: %s", code, id)
 		}
 		_, alice := s.client(ctx, aliceToken)
-		awaitRecord(t, ctx, alice, id, "the review waits", func(r *runner.Record) bool { return r.Run.Status == engine.RunWaiting })
+		awaitRecord(t, ctx, alice, id, "the review waits", func(r *runner.Record) bool { return r.Run.Status == protocol.RunWaiting })
 		code, out := s.cli(bobToken, "approve", id, "review")
 		if code != 1 || !strings.Contains(out, "principal bob is not one of the approvers of step review (alice)") {
 			t.Fatalf("bob approves: exit %d:\n%s\nwant 1 naming bob", code, out)
@@ -267,7 +267,7 @@ func TestSharedServer(t *testing.T) {
 		if _, err := bob.Decide(ctx, id, "review", true, "", ""); !errors.Is(err, runner.ErrForbidden) {
 			t.Fatalf("bob's client: %v, want ErrForbidden", err)
 		}
-		forged := &wire.Event{RunID: id, Nonce: "bob-by-hand", Event: engine.Event{Type: engine.EvDecision, Step: "review", Item: -1, Approve: true, By: "alice", ID: "bob-by-hand"}}
+		forged := &protocol.Event{RunID: id, Nonce: "bob-by-hand", Type: protocol.EvDecision, Step: "review", Item: -1, Approve: true, By: "alice", ID: "bob-by-hand"}
 		data, err := wire.EncodeEvent(forged)
 		if err != nil {
 			t.Fatal(err)
@@ -294,7 +294,7 @@ func TestSharedServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.Run.Status != engine.RunWaiting {
+		if rec.Run.Status != protocol.RunWaiting {
 			t.Fatalf("after refused decisions the run is %s; want waiting", rec.Run.Status)
 		}
 		code, out = s.cli(aliceToken, "approve", id, "review", "--message", "ok")
@@ -306,7 +306,7 @@ func TestSharedServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		dec := rec.Run.Steps["review"].Decisions[""]
-		if rec.Run.Status != engine.RunCompleted || dec.By != "alice" || !dec.Approve {
+		if rec.Run.Status != protocol.RunCompleted || dec.By != "alice" || !dec.Approve {
 			t.Fatalf("run %s, decision %+v; want completed, approved by alice", rec.Run.Status, dec)
 		}
 		refused := 0
@@ -332,8 +332,8 @@ func TestSharedServer(t *testing.T) {
 		for _, tc := range []struct {
 			provider string
 			status   int
-			want     engine.RunStatus
-		}{{"openai", 0, engine.RunCompleted}, {"badai", 1, engine.RunFailed}} {
+			want     protocol.RunStatus
+		}{{"openai", 0, protocol.RunCompleted}, {"badai", 1, protocol.RunFailed}} {
 			file := workflowFile(t, "ask.toml", "PROVIDER", tc.provider)
 			code, out := s.cli(samToken, "run", file)
 			if code != tc.status {

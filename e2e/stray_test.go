@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 )
 
 // Stray messages do not wedge a run: a core-NATS reins.cancel.RUN for a run that goes on makes
@@ -31,7 +31,7 @@ func TestStrayMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer box.Close()
-	forged := wire.Answer(&engine.Task{RunID: id, Step: "loop", Item: -1, Activation: 1, Iteration: 3, Attempt: 7}, engine.EvCompleted, time.Now())
+	forged := wire.Answer(&protocol.Task{RunID: id, Step: "loop", Item: -1, Activation: 1, Iteration: 3, Attempt: 7}, protocol.EvCompleted, time.Now())
 	forged.Output = json.RawMessage(`"forged"`)
 	data, err := json.Marshal(forged)
 	if err != nil {
@@ -57,7 +57,7 @@ func TestStrayMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Run.Status != engine.RunCompleted || string(rec.Run.Output) == `"forged"` {
+	if rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) == `"forged"` {
 		t.Fatalf("run %s: %s, output %s (%+v); want completed by the loop", id, rec.Run.Status, rec.Run.Output, rec.Run.Error)
 	}
 	sr := rec.Run.Steps["loop"]

@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/reins-run/reins/workflow"
+import (
+	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/workflow"
+)
 
 // Ahead reports whether ev answers something run has not dispatched yet: a task event
 // (waiting included) or a child_finished event whose step (or child) has no state, or whose
@@ -9,12 +12,12 @@ import "github.com/reins-run/reins/workflow"
 // saved yet (a shell that crashed between publishing a task and saving the state), and it
 // counts once the redelivered event that dispatched the task has been decided again. Other
 // events are never ahead.
-func Ahead(def *workflow.Definition, run *Run, ev Event) bool {
+func Ahead(def *workflow.Definition, run *Run, ev protocol.Event) bool {
 	if def == nil || !active(run) {
 		return false
 	}
 	switch ev.Type {
-	case EvCompleted, EvContinued, EvFailed, EvTimedOut, EvWaiting, EvChildFinished:
+	case protocol.EvCompleted, protocol.EvContinued, protocol.EvFailed, protocol.EvTimedOut, protocol.EvWaiting, protocol.EvChildFinished:
 	default:
 		return false
 	}
@@ -30,7 +33,7 @@ func Ahead(def *workflow.Definition, run *Run, ev Event) bool {
 	// a higher resume, never a lower one.
 	have := [4]int{sr.Activation, sr.Iteration, sr.Attempt, sr.Resume}
 	want := [4]int{ev.Activation, ev.Iteration, ev.Attempt, ev.Resume}
-	if ev.Type == EvChildFinished {
+	if ev.Type == protocol.EvChildFinished {
 		have, want = [4]int{sr.Activation}, [4]int{ev.Activation}
 	}
 	for i := range have {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -23,22 +24,22 @@ func TestAhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := func(typ engine.EventType, step string, act, iter, att int) engine.Event {
-		return engine.Event{Type: typ, At: at, Step: step, Item: -1, Activation: act, Iteration: iter, Attempt: att, Output: json.RawMessage(`1`)}
+	ev := func(typ protocol.EventType, step string, act, iter, att int) protocol.Event {
+		return protocol.Event{Type: typ, At: at, Step: step, Item: -1, Activation: act, Iteration: iter, Attempt: att, Output: json.RawMessage(`1`)}
 	}
 	tests := []struct {
 		name string
-		ev   engine.Event
+		ev   protocol.Event
 		want bool
 	}{
-		{"current attempt", ev(engine.EvContinued, "loop", 1, 1, 1), false},
-		{"next attempt", ev(engine.EvFailed, "loop", 1, 1, 2), true},
-		{"next iteration", ev(engine.EvContinued, "loop", 1, 2, 1), true},
-		{"next activation", ev(engine.EvCompleted, "loop", 2, 1, 1), true},
-		{"step not started", ev(engine.EvCompleted, "after", 1, 1, 1), true},
-		{"unknown step", ev(engine.EvCompleted, "nope", 1, 1, 1), false},
-		{"tick", engine.Event{Type: engine.EvTick, At: at, Step: "loop", Item: -1, Activation: 9}, false},
-		{"cancel", engine.Event{Type: engine.EvCancel, At: at}, false},
+		{"current attempt", ev(protocol.EvContinued, "loop", 1, 1, 1), false},
+		{"next attempt", ev(protocol.EvFailed, "loop", 1, 1, 2), true},
+		{"next iteration", ev(protocol.EvContinued, "loop", 1, 2, 1), true},
+		{"next activation", ev(protocol.EvCompleted, "loop", 2, 1, 1), true},
+		{"step not started", ev(protocol.EvCompleted, "after", 1, 1, 1), true},
+		{"unknown step", ev(protocol.EvCompleted, "nope", 1, 1, 1), false},
+		{"tick", protocol.Event{Type: protocol.EvTick, At: at, Step: "loop", Item: -1, Activation: 9}, false},
+		{"cancel", protocol.Event{Type: protocol.EvCancel, At: at}, false},
 	}
 	for _, tc := range tests {
 		if got := engine.Ahead(def, run, tc.ev); got != tc.want {
@@ -46,14 +47,14 @@ func TestAhead(t *testing.T) {
 		}
 	}
 	// Once the iteration is decided, its answer is stale, not ahead, and the next one is current.
-	run, _, err = engine.Decide(def, run, ev(engine.EvContinued, "loop", 1, 1, 1))
+	run, _, err = engine.Decide(def, run, ev(protocol.EvContinued, "loop", 1, 1, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if engine.Ahead(def, run, ev(engine.EvContinued, "loop", 1, 1, 1)) {
+	if engine.Ahead(def, run, ev(protocol.EvContinued, "loop", 1, 1, 1)) {
 		t.Error("a decided answer is reported ahead")
 	}
-	if engine.Ahead(def, run, ev(engine.EvContinued, "loop", 1, 2, 1)) {
+	if engine.Ahead(def, run, ev(protocol.EvContinued, "loop", 1, 2, 1)) {
 		t.Error("the current iteration is reported ahead")
 	}
 }
@@ -73,11 +74,11 @@ func TestAheadWithResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer := func(typ engine.EventType, attempt, resume int) engine.Event {
-		return engine.Event{Type: typ, At: at, Step: "act", Item: -1, Activation: 1, Iteration: 1, Attempt: attempt, Resume: resume,
-			Output: json.RawMessage(`1`), Pending: []engine.PendingCall{{CallID: "c1"}}}
+	answer := func(typ protocol.EventType, attempt, resume int) protocol.Event {
+		return protocol.Event{Type: typ, At: at, Step: "act", Item: -1, Activation: 1, Iteration: 1, Attempt: attempt, Resume: resume,
+			Output: json.RawMessage(`1`), Pending: []protocol.PendingCall{{CallID: "c1"}}}
 	}
-	decide := func(run *engine.Run, ev engine.Event) *engine.Run {
+	decide := func(run *engine.Run, ev protocol.Event) *engine.Run {
 		t.Helper()
 		next, _, err := engine.Decide(def, run, ev)
 		if err != nil {
@@ -85,27 +86,27 @@ func TestAheadWithResumes(t *testing.T) {
 		}
 		return next
 	}
-	waiting := decide(run, answer(engine.EvWaiting, 1, 0))
-	resumed := decide(waiting, engine.Event{Type: engine.EvDecision, At: at, Step: "act", Item: -1, Approve: true})
-	if resumed.Steps["act"].Resume != 1 || resumed.Steps["act"].Status != engine.StepRunning {
+	waiting := decide(run, answer(protocol.EvWaiting, 1, 0))
+	resumed := decide(waiting, protocol.Event{Type: protocol.EvDecision, At: at, Step: "act", Item: -1, Approve: true})
+	if resumed.Steps["act"].Resume != 1 || resumed.Steps["act"].Status != protocol.StepRunning {
 		t.Fatalf("act was not resumed: %+v", resumed.Steps["act"])
 	}
 	tests := []struct {
 		name string
 		run  *engine.Run
-		ev   engine.Event
+		ev   protocol.Event
 		want bool
 	}{
-		{"the current task waits", run, answer(engine.EvWaiting, 1, 0), false},
-		{"a waiting answer of the next attempt", run, answer(engine.EvWaiting, 2, 0), true},
-		{"the resumed task answers before the decision is saved", waiting, answer(engine.EvCompleted, 1, 1), true},
-		{"the resumed task's retry", resumed, answer(engine.EvFailed, 2, 1), true},
-		{"the resumed task", resumed, answer(engine.EvCompleted, 1, 1), false},
-		{"the paused task once resumed", resumed, answer(engine.EvCompleted, 1, 0), false},
-		{"a second resume", resumed, answer(engine.EvCompleted, 1, 2), true},
-		{"a decision", waiting, engine.Event{Type: engine.EvDecision, At: at, Step: "act", Item: -1, Iteration: 1, Resume: 1}, false},
-		{"a resume", waiting, engine.Event{Type: engine.EvResume, At: at, Step: "act", Item: -1, Iteration: 2}, false},
-		{"a signal", waiting, engine.Event{Type: engine.EvSignal, At: at, Item: -1, Name: "x", ID: "1"}, false},
+		{"the current task waits", run, answer(protocol.EvWaiting, 1, 0), false},
+		{"a waiting answer of the next attempt", run, answer(protocol.EvWaiting, 2, 0), true},
+		{"the resumed task answers before the decision is saved", waiting, answer(protocol.EvCompleted, 1, 1), true},
+		{"the resumed task's retry", resumed, answer(protocol.EvFailed, 2, 1), true},
+		{"the resumed task", resumed, answer(protocol.EvCompleted, 1, 1), false},
+		{"the paused task once resumed", resumed, answer(protocol.EvCompleted, 1, 0), false},
+		{"a second resume", resumed, answer(protocol.EvCompleted, 1, 2), true},
+		{"a decision", waiting, protocol.Event{Type: protocol.EvDecision, At: at, Step: "act", Item: -1, Iteration: 1, Resume: 1}, false},
+		{"a resume", waiting, protocol.Event{Type: protocol.EvResume, At: at, Step: "act", Item: -1, Iteration: 2}, false},
+		{"a signal", waiting, protocol.Event{Type: protocol.EvSignal, At: at, Item: -1, Name: "x", ID: "1"}, false},
 	}
 	for _, tc := range tests {
 		if got := engine.Ahead(def, tc.run, tc.ev); got != tc.want {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -43,10 +44,10 @@ func gated(t *testing.T) *workflow.Definition {
 func TestApproversRefuse(t *testing.T) {
 	d := newDriver(t, gated(t), `{}`, script{"prep": {done(`{"name":"box"}`)}, "ship": {done(`"shipped"`)}})
 	d.runUntil("the gate", waiting("gate"))
-	bob := engine.Event{Type: engine.EvDecision, Step: "gate", Item: -1, Approve: true, By: "bob", Roles: []string{"approver"}, ID: "e1"}
+	bob := protocol.Event{Type: protocol.EvDecision, Step: "gate", Item: -1, Approve: true, By: "bob", Roles: []string{"approver"}, ID: "e1"}
 	d.human(time.Minute, bob)
 	sr := d.stepRun("gate")
-	if sr.Status != engine.StepWaiting || len(sr.Decisions) != 0 {
+	if sr.Status != protocol.StepWaiting || len(sr.Decisions) != 0 {
 		t.Fatalf("after bob's decision the gate is %s with decisions %v; want still waiting with none", sr.Status, sr.Decisions)
 	}
 	if len(d.run.Acts) != 1 || d.run.Acts[0].By != "bob" || d.run.Acts[0].Refused != "principal bob is not one of the approvers (alice, role:finance)" || d.run.Acts[0].Step != "gate" {
@@ -55,15 +56,15 @@ func TestApproversRefuse(t *testing.T) {
 	bob.At = d.now
 	d.unchanged("bob's decision delivered again", bob)
 
-	carol := engine.Event{Type: engine.EvDecision, Step: "gate", Item: -1, Approve: true, By: "carol", Roles: []string{"approver", "finance"}, ID: "e2"}
+	carol := protocol.Event{Type: protocol.EvDecision, Step: "gate", Item: -1, Approve: true, By: "carol", Roles: []string{"approver", "finance"}, ID: "e2"}
 	d.human(time.Minute, carol)
 	d.runToEnd()
-	d.expect(engine.RunCompleted, "")
+	d.expect(protocol.RunCompleted, "")
 	d.expectPath("prep", "gate", "ship")
 	if got := d.stepRun("gate").Decisions[""]; got.By != "carol" || !got.Approve {
 		t.Fatalf("gate decision %+v; want carol's approval", got)
 	}
-	if len(d.run.Acts) != 2 || d.run.Acts[1].By != "carol" || d.run.Acts[1].Refused != "" || d.run.Acts[1].Type != engine.EvDecision {
+	if len(d.run.Acts) != 2 || d.run.Acts[1].By != "carol" || d.run.Acts[1].Refused != "" || d.run.Acts[1].Type != protocol.EvDecision {
 		t.Fatalf("acts %+v; want bob's refusal, then carol's decision", d.run.Acts)
 	}
 }
@@ -73,7 +74,7 @@ func TestApproversRefuse(t *testing.T) {
 func TestApproversOnBehalf(t *testing.T) {
 	d := newDriver(t, gated(t), `{}`, script{"prep": {done(`{"name":"box"}`)}, "stop": {done(`"stopped"`)}})
 	d.runUntil("the gate", waiting("gate"))
-	d.human(time.Minute, engine.Event{Type: engine.EvDecision, Step: "gate", Item: -1, By: "root", OnBehalfOf: "alice", ID: "e1"})
+	d.human(time.Minute, protocol.Event{Type: protocol.EvDecision, Step: "gate", Item: -1, By: "root", OnBehalfOf: "alice", ID: "e1"})
 	d.runToEnd()
 	d.expectPath("prep", "gate", "stop")
 	if got := d.stepRun("gate").Decisions[""]; got.By != "root" || got.OnBehalfOf != "alice" {
@@ -90,7 +91,7 @@ func TestRefusedActsBounded(t *testing.T) {
 	d := newDriver(t, gated(t), `{}`, script{"prep": {done(`{"name":"box"}`)}})
 	d.runUntil("the gate", waiting("gate"))
 	for i := range engine.MaxRefusedActs + 5 {
-		d.human(time.Second, engine.Event{Type: engine.EvDecision, Step: "gate", Item: -1, By: "mallory", ID: fmt.Sprint("m", i)})
+		d.human(time.Second, protocol.Event{Type: protocol.EvDecision, Step: "gate", Item: -1, By: "mallory", ID: fmt.Sprint("m", i)})
 	}
 	if n := len(d.run.Acts); n != engine.MaxRefusedActs {
 		t.Fatalf("%d acts kept; want the last %d", n, engine.MaxRefusedActs)
@@ -111,32 +112,32 @@ func TestAgentPolicyApprovers(t *testing.T) {
 	def.StepByID("act").Policy.Approvers = []string{"role:finance"}
 	d := newDriver(t, def, `{}`, script{"act": {waits("c1"), stopped(`{}`, "completed")}})
 	d.runUntil("the calls wait", waiting("act"))
-	d.human(time.Second, engine.Event{Type: engine.EvDecision, Step: "act", Item: -1, CallID: "c1", Approve: true, By: "bob", Roles: []string{"approver"}, ID: "e1"})
-	if sr := d.stepRun("act"); sr.Status != engine.StepWaiting || len(sr.Decisions) != 0 {
+	d.human(time.Second, protocol.Event{Type: protocol.EvDecision, Step: "act", Item: -1, CallID: "c1", Approve: true, By: "bob", Roles: []string{"approver"}, ID: "e1"})
+	if sr := d.stepRun("act"); sr.Status != protocol.StepWaiting || len(sr.Decisions) != 0 {
 		t.Fatalf("bob decided: %s %v", sr.Status, sr.Decisions)
 	}
-	d.human(time.Second, engine.Event{Type: engine.EvDecision, Step: "act", Item: -1, CallID: "c1", Approve: true, By: "fin", Roles: []string{"finance"}, ID: "e2"})
+	d.human(time.Second, protocol.Event{Type: protocol.EvDecision, Step: "act", Item: -1, CallID: "c1", Approve: true, By: "fin", Roles: []string{"finance"}, ID: "e2"})
 	d.runToEnd()
-	d.expect(engine.RunCompleted, "")
+	d.expect(protocol.RunCompleted, "")
 }
 
 // TestStartRefused: a start the shell refused ends the run failed with that error at once;
 // nothing is dispatched, and every step is skipped.
 func TestStartRefused(t *testing.T) {
 	def := approvalWorkflow(t, "", false)
-	refused := &engine.RunError{Code: "E_OPERATOR_ONLY", Message: "models.m.base_url: no"}
-	run, cmds, err := engine.Decide(def, &engine.Run{ID: "r1"}, engine.Event{Type: engine.EvStart, At: t0, Item: -1, Input: []byte(`{}`), By: "sam", Refused: refused})
+	refused := &protocol.RunError{Code: "E_OPERATOR_ONLY", Message: "models.m.base_url: no"}
+	run, cmds, err := engine.Decide(def, &engine.Run{ID: "r1"}, protocol.Event{Type: protocol.EvStart, At: t0, Item: -1, Input: []byte(`{}`), By: "sam", Refused: refused})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.Status != engine.RunFailed || run.Error == nil || *run.Error != *refused || run.StartedBy != "sam" {
+	if run.Status != protocol.RunFailed || run.Error == nil || *run.Error != *refused || run.StartedBy != "sam" {
 		t.Fatalf("run %s error %+v started by %q; want failed with the refusal, by sam", run.Status, run.Error, run.StartedBy)
 	}
 	if len(cmds) != 1 || cmds[0].Type != engine.CmdFinish {
 		t.Fatalf("commands %+v; want the finish only", cmds)
 	}
 	for id, sr := range run.Steps {
-		if sr.Status != engine.StepSkipped {
+		if sr.Status != protocol.StepSkipped {
 			t.Errorf("step %s is %s; want skipped", id, sr.Status)
 		}
 	}
@@ -149,7 +150,7 @@ func TestOutputTooLarge(t *testing.T) {
 	wf.Task("make", "h")
 	d := newDriver(t, build(t, wf), `{}`, script{"make": {{kind: "permanent", err: "too big", stop: "output_too_large"}}})
 	d.runToEnd()
-	d.expect(engine.RunFailed, engine.CodeStepFailed)
+	d.expect(protocol.RunFailed, protocol.CodeStepFailed)
 	if sr := d.stepRun("make"); sr.StopReason != "output_too_large" || sr.Label != "error" {
 		t.Fatalf("make: stop reason %q label %q", sr.StopReason, sr.Label)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -45,7 +46,7 @@ func TestRetryBackoff(t *testing.T) {
 			}
 			replies = append(replies, done(`"ok"`))
 			d := drive(t, retrying(t, &tc.retry), `{"x":1}`, script{"t": replies, "next": {done(`"n"`)}})
-			d.expect(engine.RunCompleted, "")
+			d.expect(protocol.RunCompleted, "")
 			ts := d.tasksOf("t")
 			if len(ts) != n+1 {
 				t.Fatalf("%d attempts, want %d", len(ts), n+1)
@@ -64,7 +65,7 @@ func TestRetryBackoff(t *testing.T) {
 					t.Errorf("attempt %d waits %s after the failure, want %s", k+1, got, tc.delays[k-1])
 				}
 			}
-			if sr := d.stepRun("t"); sr.Attempt != n+1 || sr.Attempts != n+1 || sr.Status != engine.StepCompleted {
+			if sr := d.stepRun("t"); sr.Attempt != n+1 || sr.Attempts != n+1 || sr.Status != protocol.StepCompleted {
 				t.Fatalf("step: %+v", sr)
 			}
 			if len(d.deadLetters) != 0 {
@@ -103,25 +104,25 @@ func TestFailures(t *testing.T) {
 		name      string
 		retry     *workflow.Retry
 		replies   []reply
-		status    engine.RunStatus
+		status    protocol.RunStatus
 		attempts  int
 		deadAt    int // attempt dead-lettered, 0 for none
 		reason    string
 		errorPart string
 	}{
-		{"no policy: one attempt", nil, []reply{fails("boom")}, engine.RunFailed, 1, 1, "boom", "step t failed: boom"},
-		{"permanent failure skips retries", three, []reply{failsForGood("bad request")}, engine.RunFailed, 1, 1, "bad request", "bad request"},
-		{"exhausted", three, []reply{fails("e1"), fails("e2"), fails("e3")}, engine.RunFailed, 3, 3, "e3", "e3"},
-		{"timeouts are retried", three, []reply{timesOut(), done(`1`)}, engine.RunCompleted, 2, 0, "", ""},
-		{"timeouts exhausted", three, []reply{timesOut(), timesOut(), timesOut()}, engine.RunFailed, 3, 3, "attempt 3 timed out after 30s", "attempt 3 timed out after 30s"},
-		{"output that is not JSON is permanent", three, []reply{done(`{nope`)}, engine.RunFailed, 1, 1, "the output is not valid JSON", "not valid JSON"},
-		{"failure then success", three, []reply{fails("e1"), done(`1`)}, engine.RunCompleted, 2, 0, "", ""},
+		{"no policy: one attempt", nil, []reply{fails("boom")}, protocol.RunFailed, 1, 1, "boom", "step t failed: boom"},
+		{"permanent failure skips retries", three, []reply{failsForGood("bad request")}, protocol.RunFailed, 1, 1, "bad request", "bad request"},
+		{"exhausted", three, []reply{fails("e1"), fails("e2"), fails("e3")}, protocol.RunFailed, 3, 3, "e3", "e3"},
+		{"timeouts are retried", three, []reply{timesOut(), done(`1`)}, protocol.RunCompleted, 2, 0, "", ""},
+		{"timeouts exhausted", three, []reply{timesOut(), timesOut(), timesOut()}, protocol.RunFailed, 3, 3, "attempt 3 timed out after 30s", "attempt 3 timed out after 30s"},
+		{"output that is not JSON is permanent", three, []reply{done(`{nope`)}, protocol.RunFailed, 1, 1, "the output is not valid JSON", "not valid JSON"},
+		{"failure then success", three, []reply{fails("e1"), done(`1`)}, protocol.RunCompleted, 2, 0, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := drive(t, retrying(t, tc.retry), `{}`, script{"t": tc.replies, "next": {done(`"n"`)}})
 			code := ""
-			if tc.status == engine.RunFailed {
-				code = engine.CodeStepFailed
+			if tc.status == protocol.RunFailed {
+				code = protocol.CodeStepFailed
 			}
 			d.expect(tc.status, code)
 			if tc.errorPart != "" {
@@ -171,7 +172,7 @@ func TestAgentLoop(t *testing.T) {
 			"review": {cont(`{"n":1}`), cont(`{"n":2}`), done(`{"findings":2}`)},
 			"report": {done(`"report"`)},
 		})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		ts := d.tasksOf("review")
 		if len(ts) != 3 {
 			t.Fatalf("%d iterations", len(ts))
@@ -205,7 +206,7 @@ func TestAgentLoop(t *testing.T) {
 			"review":   {cont(`1`), cont(`2`), cont(`3`)},
 			"escalate": {done(`"escalated"`)},
 		})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectPath("review", "escalate")
 		if n := d.dispatchCount("review"); n != 3 {
 			t.Fatalf("%d iterations, want 3", n)
@@ -223,14 +224,14 @@ func TestAgentLoop(t *testing.T) {
 			wf.Edge("review", "report").When("completed")
 		})
 		d := drive(t, def, `{}`, script{"review": {cont(`1`), cont(`2`)}})
-		d.expect(engine.RunFailed, engine.CodeNoRoute)
+		d.expect(protocol.RunFailed, protocol.CodeNoRoute)
 		d.expectErrorContains("review", "max_iterations (2)", `"max_iterations"`)
 	})
 
 	t.Run("max_iterations with an unconditional edge goes on", func(t *testing.T) {
 		def := agentLoop(t, func(s *workflow.AgentLoopStep) { s.WithMaxIterations(1) }, nil)
 		d := drive(t, def, `{}`, script{"review": {cont(`1`)}, "report": {done(`"r"`)}})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectPath("review", "report")
 	})
 
@@ -244,7 +245,7 @@ func TestAgentLoop(t *testing.T) {
 			"review": {cont(`1`).after(4 * time.Second), cont(`2`).after(4 * time.Second), cont(`3`).after(4 * time.Second)},
 			"report": {done(`"r"`)},
 		})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		if n := d.dispatchCount("review"); n != 3 {
 			t.Fatalf("%d iterations, want 3 (4s, 8s, then 12s ≥ 10s)", n)
 		}
@@ -259,7 +260,7 @@ func TestAgentLoop(t *testing.T) {
 			"review": {cont(`1`), cont(`2`).after(3 * time.Second), done(`3`)},
 			"report": {done(`"r"`)},
 		})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		ts := d.tasksOf("review")
 		if len(ts) != 3 || !ts[0].task.NotBefore.IsZero() {
 			t.Fatalf("tasks %+v", ts)
@@ -283,7 +284,7 @@ func TestAgentLoop(t *testing.T) {
 			"review": {cont(`"i1"`), fails("model overloaded"), done(`"final"`)},
 			"report": {done(`"r"`)},
 		})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		ts := d.tasksOf("review")
 		if len(ts) != 3 || ts[2].task.MsgID != "run1/review/1/2/2" || string(ts[2].task.Input) != `"i1"` {
 			t.Fatalf("tasks: %+v", ts[2].task)
@@ -298,7 +299,7 @@ func TestAgentLoop(t *testing.T) {
 		wf.Task("t", "h")
 		d := newDriver(t, build(t, wf), `{}`, script{"t": {hangs()}})
 		before := mustJSON(t, d.run)
-		run, cmds, err := engine.Decide(d.def, d.run, engine.Event{Type: engine.EvContinued, At: t0.Add(time.Second), Step: "t", Item: -1, Activation: 1, Iteration: 1, Attempt: 1})
+		run, cmds, err := engine.Decide(d.def, d.run, protocol.Event{Type: protocol.EvContinued, At: t0.Add(time.Second), Step: "t", Item: -1, Activation: 1, Iteration: 1, Attempt: 1})
 		if err != nil || len(cmds) != 0 || string(mustJSON(t, run)) != string(before) {
 			t.Fatalf("err %v, cmds %v", err, cmds)
 		}
@@ -344,7 +345,7 @@ func TestAgentStep(t *testing.T) {
 			d := drive(t, build(tc.budget), `{"order_id":"O-1"}`, script{
 				"investigate": tc.replies, "ok": {done(`1`)}, "human": {done(`2`)}, "late": {done(`3`)},
 			})
-			d.expect(engine.RunCompleted, "")
+			d.expect(protocol.RunCompleted, "")
 			d.expectPath(tc.path...)
 			sr := d.stepRun("investigate")
 			if sr.StopReason != tc.stop || sr.Label != tc.stop || sr.Iteration != tc.iters {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -35,7 +35,7 @@ func TestParallel(t *testing.T) {
 				"c":       {done(`"C"`)},
 				"combine": {done(`"brief"`)},
 			})
-			d.expect(engine.RunCompleted, "")
+			d.expect(protocol.RunCompleted, "")
 			d.expectOutput(`"brief"`)
 			d.expectPath("research", "combine")
 			if got := d.maxInFlight["research"]; got != tc.wantInFlight {
@@ -58,7 +58,7 @@ func TestParallel(t *testing.T) {
 					t.Errorf("task of %s: %+v", body, tk)
 				}
 				c := d.stepRun("research#" + strconv.Itoa(i))
-				if c.Status != engine.StepCompleted || c.Parent != "research" || c.Step != body {
+				if c.Status != protocol.StepCompleted || c.Parent != "research" || c.Step != body {
 					t.Errorf("child %d: %+v", i, c)
 				}
 				if _, own := d.run.Steps[body]; own {
@@ -83,14 +83,14 @@ func TestParallel(t *testing.T) {
 			"b":        {failsForGood("no data")},
 			"fallback": {done(`"fallback"`)},
 		})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectOutput(`"fallback"`)
 		d.expectPath("research", "fallback")
 		p := d.stepRun("research")
-		if p.Status != engine.StepFailed || p.Error != "branch 1 (b) failed: no data" {
+		if p.Status != protocol.StepFailed || p.Error != "branch 1 (b) failed: no data" {
 			t.Fatalf("parallel: %+v", p)
 		}
-		if c := d.stepRun("research#2"); c.Status != engine.StepSkipped || d.dispatchCount("c") != 0 {
+		if c := d.stepRun("research#2"); c.Status != protocol.StepSkipped || d.dispatchCount("c") != 0 {
 			t.Fatalf("pending branch: %+v", c)
 		}
 		if len(d.deadLetters) != 1 || d.deadLetters[0].Task.Step != "research" || d.deadLetters[0].Task.Item != 1 {
@@ -104,9 +104,9 @@ func TestParallel(t *testing.T) {
 			"b": {fails("boom")},
 			"c": {done(`"C"`)},
 		})
-		d.expect(engine.RunFailed, engine.CodeStepFailed)
+		d.expect(protocol.RunFailed, protocol.CodeStepFailed)
 		d.expectErrorContains("step research failed: branch 1 (b) failed: boom")
-		if c := d.stepRun("research#0"); c.Status != engine.StepSkipped {
+		if c := d.stepRun("research#0"); c.Status != protocol.StepSkipped {
 			t.Fatalf("the running branch a: %+v", c)
 		}
 	})
@@ -120,7 +120,7 @@ func TestParallel(t *testing.T) {
 			"a": {done(`"A"`)},
 			"b": {done(`"B"`).after(10 * time.Minute)},
 		})
-		d.expect(engine.RunFailed, engine.CodeStepFailed)
+		d.expect(protocol.RunFailed, protocol.CodeStepFailed)
 		d.expectErrorContains("research", "timed out after 5m0s")
 		if !d.finishAt().Equal(t0.Add(5 * time.Minute)) {
 			t.Fatalf("finished at %s", d.finishAt())
@@ -155,7 +155,7 @@ func TestMap(t *testing.T) {
 				"check": {done(`"r1"`).after(4 * time.Second), done(`"r2"`), done(`"r3"`), done(`"r4"`)},
 				"sum":   {done(`"total"`)},
 			})
-			d.expect(engine.RunCompleted, "")
+			d.expect(protocol.RunCompleted, "")
 			d.expectPath("list", "each", "sum")
 			if got := d.maxInFlight["each"]; got != tc.wantInFlight {
 				t.Fatalf("%d items in flight at most, want %d", got, tc.wantInFlight)
@@ -175,7 +175,7 @@ func TestMap(t *testing.T) {
 		d := drive(t, mapWorkflow(t, 2), `{}`, script{
 			"list": {done(`{"orders":[1,2,3,4,5,6]}`)},
 		})
-		d.expect(engine.RunFailed, engine.CodeStepFailed)
+		d.expect(protocol.RunFailed, protocol.CodeStepFailed)
 		d.expectErrorContains("step each failed: items: list.output.orders: 6 items, more than the bound of 5")
 		if d.dispatchCount("check") != 0 {
 			t.Fatal("items were dispatched")
@@ -184,7 +184,7 @@ func TestMap(t *testing.T) {
 
 	t.Run("items that are not an array fail the step", func(t *testing.T) {
 		d := drive(t, mapWorkflow(t, 2), `{}`, script{"list": {done(`{"orders":"none"}`)}})
-		d.expect(engine.RunFailed, engine.CodeStepFailed)
+		d.expect(protocol.RunFailed, protocol.CodeStepFailed)
 		d.expectErrorContains("must be an array")
 	})
 
@@ -193,7 +193,7 @@ func TestMap(t *testing.T) {
 			"list": {done(`{"orders":[]}`)},
 			"sum":  {done(`0`)},
 		})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		if in := d.tasksOf("sum")[0].task.Input; string(in) != `[]` {
 			t.Fatalf("sum input %s", in)
 		}
@@ -204,7 +204,7 @@ func TestMap(t *testing.T) {
 		wf.Map("each", "input.xs").WithStep("pick").WithMaxItems(10).WithMaxConcurrent(2)
 		wf.Switch("pick", "input.mode")
 		d := drive(t, build(t, wf), `{"xs":[1,2,3,4,5],"mode":"m"}`, nil)
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectOutput(`[1,2,3,4,5]`)
 		if d.run.Executed != 6 {
 			t.Fatalf("executed %d", d.run.Executed)
@@ -216,7 +216,7 @@ func TestMap(t *testing.T) {
 			"list":  {done(`{"orders":[1,2,3]}`)},
 			"check": {done(`"ok"`), failsForGood("bad order").after(2 * time.Second), hangs()},
 		})
-		d.expect(engine.RunFailed, engine.CodeStepFailed)
+		d.expect(protocol.RunFailed, protocol.CodeStepFailed)
 		d.expectErrorContains("item 1 (check) failed: bad order")
 	})
 }
@@ -264,7 +264,7 @@ to = "after"
 			"child.toml": {done(`{"child":true}`).after(2 * time.Second)},
 			"after":      {done(`"after"`)},
 		})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectPath("prep", "sub", "after")
 		if len(d.started) != 1 {
 			t.Fatalf("%d sub-runs", len(d.started))
@@ -283,7 +283,7 @@ to = "after"
 			"prep":       {done(`1`)},
 			"child.toml": {fails("child exploded")},
 		})
-		d.expect(engine.RunFailed, engine.CodeStepFailed)
+		d.expect(protocol.RunFailed, protocol.CodeStepFailed)
 		d.expectErrorContains("sub-run run1/sub/1 failed: child exploded")
 	})
 
@@ -292,7 +292,7 @@ to = "after"
 			"prep":       {done(`1`)},
 			"child.toml": {hangs()},
 		})
-		d.expect(engine.RunFailed, engine.CodeStepFailed)
+		d.expect(protocol.RunFailed, protocol.CodeStepFailed)
 		d.expectErrorContains("sub", "timed out after 1m0s")
 		if len(d.cancelled) != 1 || d.cancelled[0].RunID != "run1/sub/1" {
 			t.Fatalf("cancelled: %+v", d.cancelled)
@@ -329,7 +329,7 @@ to = "each"
 			"a":          {done(`"A"`)},
 			"child.toml": {done(`"branch"`), done(`"x!"`), done(`"y!"`).after(5 * time.Second), done(`"z!"`)},
 		})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectOutput(`["x!","y!","z!"]`)
 		if out := d.stepRun("fan").Output; string(out) != `["A","branch"]` {
 			t.Fatalf("fan output %s", out)

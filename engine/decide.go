@@ -11,13 +11,14 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/template"
 	"github.com/reins-run/reins/workflow"
 )
 
 // Start begins a run of def: it is Decide on a fresh Run{ID: runID} with a start event.
 func Start(def *workflow.Definition, runID string, input json.RawMessage, at time.Time) (*Run, []Command, error) {
-	return Decide(def, &Run{ID: runID}, Event{Type: EvStart, At: at, Input: input, Item: -1})
+	return Decide(def, &Run{ID: runID}, protocol.Event{Type: protocol.EvStart, At: at, Input: input, Item: -1})
 }
 
 // Decide applies one event to a run and returns the new state and the commands to carry out.
@@ -28,7 +29,7 @@ func Start(def *workflow.Definition, runID string, input json.RawMessage, at tim
 // event before start, a start that cannot be made, a run paired with another definition, a
 // signal without an ID); what happens in the workflow, failures included, is in the state and
 // the commands.
-func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, error) {
+func Decide(def *workflow.Definition, run *Run, ev protocol.Event) (*Run, []Command, error) {
 	switch {
 	case def == nil:
 		return nil, nil, errors.New("engine: no workflow definition")
@@ -36,9 +37,9 @@ func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, erro
 		return nil, nil, errors.New("engine: no run")
 	}
 	switch ev.Type {
-	case EvStart, EvCompleted, EvContinued, EvFailed, EvTimedOut, EvTick, EvCancel, EvChildFinished, EvStateTooLarge,
-		EvWaiting, EvDecision, EvResume:
-	case EvSignal:
+	case protocol.EvStart, protocol.EvCompleted, protocol.EvContinued, protocol.EvFailed, protocol.EvTimedOut, protocol.EvTick, protocol.EvCancel, protocol.EvChildFinished, protocol.EvStateTooLarge,
+		protocol.EvWaiting, protocol.EvDecision, protocol.EvResume:
+	case protocol.EvSignal:
 		if ev.ID == "" {
 			return nil, nil, fmt.Errorf("engine: signal %q for run %q has no id: the shell must give every signal one, so that a signal delivered again is not taken twice", ev.Name, run.ID)
 		}
@@ -47,7 +48,7 @@ func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, erro
 	}
 	d := &decider{def: def, g: newGraph(def), run: run.Clone(), at: ev.At.Round(0).UTC()}
 	if d.run.Status == "" {
-		if ev.Type != EvStart {
+		if ev.Type != protocol.EvStart {
 			return nil, nil, fmt.Errorf("engine: run %q has not started: its first event must be start, not %s", run.ID, ev.Type)
 		}
 		if err := d.start(ev.Input, ev.Refused); err != nil {
@@ -57,7 +58,7 @@ func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, erro
 		d.syncStatus()
 		return d.run, d.cmds, nil
 	}
-	if !active(d.run) || ev.Type == EvStart {
+	if !active(d.run) || ev.Type == protocol.EvStart {
 		return d.run, nil, nil
 	}
 	if d.run.Workflow != def.Name || len(d.run.Edges) != len(def.Edges) {
@@ -65,12 +66,12 @@ func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, erro
 			run.ID, d.run.Workflow, len(d.run.Edges), def.Name, len(def.Edges))
 	}
 	if !d.at.Before(d.run.Deadline) {
-		d.finish(RunTimedOut, nil, &RunError{Code: CodeDeadline,
+		d.finish(protocol.RunTimedOut, nil, &protocol.RunError{Code: protocol.CodeDeadline,
 			Message: fmt.Sprintf("the run passed its deadline of %s (due %s)", d.deadline(), d.run.Deadline.Format(time.RFC3339Nano))})
 		return d.run, d.cmds, nil
 	}
 	switch ev.Type {
-	case EvCancel:
+	case protocol.EvCancel:
 		reason := clean(ev.Reason)
 		if reason == "" {
 			reason = "the run was cancelled"
@@ -78,20 +79,20 @@ func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, erro
 		if clean(ev.By) != "" {
 			d.act("", ev, "")
 		}
-		d.finish(RunCancelled, nil, &RunError{Code: CodeCancelled, Message: reason})
-	case EvStateTooLarge:
-		d.finish(RunFailed, nil, &RunError{Code: CodeStateTooLarge, Message: clean(ev.Error)})
-	case EvCompleted, EvContinued, EvFailed, EvTimedOut, EvWaiting:
+		d.finish(protocol.RunCancelled, nil, &protocol.RunError{Code: protocol.CodeCancelled, Message: reason})
+	case protocol.EvStateTooLarge:
+		d.finish(protocol.RunFailed, nil, &protocol.RunError{Code: protocol.CodeStateTooLarge, Message: clean(ev.Error)})
+	case protocol.EvCompleted, protocol.EvContinued, protocol.EvFailed, protocol.EvTimedOut, protocol.EvWaiting:
 		d.onTask(ev)
-	case EvChildFinished:
+	case protocol.EvChildFinished:
 		d.onChildFinished(ev)
-	case EvTick:
+	case protocol.EvTick:
 		d.onTick(ev)
-	case EvDecision:
+	case protocol.EvDecision:
 		d.onDecision(ev)
-	case EvResume:
+	case protocol.EvResume:
 		d.onResume(ev)
-	case EvSignal:
+	case protocol.EvSignal:
 		d.onSignal(ev)
 	}
 	d.drain()
@@ -103,21 +104,21 @@ func Decide(def *workflow.Definition, run *Run, ev Event) (*Run, []Command, erro
 // exactly as they were dispatched (same MsgID, input, NotBefore, Resume, Decisions and
 // HumanInput): what a shell that lost track of them publishes again, relying on JetStream to
 // drop the ones it already stored. A waiting step has no task in flight.
-func InFlight(def *workflow.Definition, run *Run) []*Task {
+func InFlight(def *workflow.Definition, run *Run) []*protocol.Task {
 	if def == nil || !active(run) {
 		return nil
 	}
 	d := &decider{def: def, g: newGraph(def), run: run}
-	var tasks []*Task
+	var tasks []*protocol.Task
 	for key, sr := range run.Steps {
-		if sr == nil || sr.Status != StepRunning || sr.Workflow != "" {
+		if sr == nil || sr.Status != protocol.StepRunning || sr.Workflow != "" {
 			continue
 		}
 		if step := d.g.steps[sr.Step]; step != nil && dispatched(step.Type) {
 			tasks = append(tasks, d.task(key, sr, step))
 		}
 	}
-	slices.SortFunc(tasks, func(a, b *Task) int { return strings.Compare(a.MsgID, b.MsgID) })
+	slices.SortFunc(tasks, func(a, b *protocol.Task) int { return strings.Compare(a.MsgID, b.MsgID) })
 	return tasks
 }
 
@@ -145,10 +146,10 @@ func (d *decider) syncStatus() {
 	if !active(d.run) {
 		return
 	}
-	d.run.Status = RunRunning
+	d.run.Status = protocol.RunRunning
 	for _, sr := range d.run.Steps {
-		if sr != nil && sr.Status == StepWaiting {
-			d.run.Status = RunWaiting
+		if sr != nil && sr.Status == protocol.StepWaiting {
+			d.run.Status = protocol.RunWaiting
 			return
 		}
 	}
@@ -176,7 +177,7 @@ func (d *decider) emit(c Command) {
 }
 
 // finish ends the run, once.
-func (d *decider) finish(status RunStatus, output json.RawMessage, err *RunError) {
+func (d *decider) finish(status protocol.RunStatus, output json.RawMessage, err *protocol.RunError) {
 	if !d.live() {
 		return
 	}
@@ -193,27 +194,27 @@ func (d *decider) finish(status RunStatus, output json.RawMessage, err *RunError
 // settle gives every step a final status when the run ends: a step still running or waiting is
 // cancelled (stop reason "cancelled", or "timeout" when the run passed its deadline), and a step
 // the run never reached is skipped.
-func (d *decider) settle(status RunStatus) {
-	reason := LabelCancelled
-	if status == RunTimedOut {
-		reason = LabelTimeout
+func (d *decider) settle(status protocol.RunStatus) {
+	reason := protocol.LabelCancelled
+	if status == protocol.RunTimedOut {
+		reason = protocol.LabelTimeout
 	}
 	for _, sr := range d.run.Steps {
 		switch sr.Status {
-		case StepRunning, StepWaiting:
-			sr.Status, sr.StopReason = StepCancelled, reason
-		case StepPending:
-			sr.Status = StepSkipped
+		case protocol.StepRunning, protocol.StepWaiting:
+			sr.Status, sr.StopReason = protocol.StepCancelled, reason
+		case protocol.StepPending:
+			sr.Status = protocol.StepSkipped
 		}
 	}
 }
 
 func (d *decider) fail(code, msg, step string) {
-	d.finish(RunFailed, nil, &RunError{Code: code, Message: msg, Step: step})
+	d.finish(protocol.RunFailed, nil, &protocol.RunError{Code: code, Message: msg, Step: step})
 }
 
 // start initializes a fresh run and activates the start step.
-func (d *decider) start(input json.RawMessage, refused *RunError) error {
+func (d *decider) start(input json.RawMessage, refused *protocol.RunError) error {
 	r, def := d.run, d.def
 	if def.Start == "" || d.g.steps[def.Start] == nil {
 		return fmt.Errorf("engine: workflow %s has no start step %q (validate and normalize it first)", def.Name, def.Start)
@@ -226,12 +227,12 @@ func (d *decider) start(input json.RawMessage, refused *RunError) error {
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	r.Workflow, r.Hash, r.Status, r.Input = def.Name, hash, RunRunning, in
+	r.Workflow, r.Hash, r.Status, r.Input = def.Name, hash, protocol.RunRunning, in
 	r.StartedAt, r.Deadline = d.at, d.at.Add(d.deadline())
 	r.Steps = make(map[string]*StepRun, len(def.Steps))
 	for _, s := range def.Steps {
 		if !d.g.childOnly[s.ID] && r.Steps[s.ID] == nil {
-			r.Steps[s.ID] = &StepRun{Step: s.ID, Status: StepPending}
+			r.Steps[s.ID] = &StepRun{Step: s.ID, Status: protocol.StepPending}
 		}
 	}
 	r.Edges = make([]EdgeState, len(def.Edges))
@@ -243,7 +244,7 @@ func (d *decider) start(input json.RawMessage, refused *RunError) error {
 	}
 	if refused != nil {
 		e := *refused
-		d.finish(RunFailed, nil, &e)
+		d.finish(protocol.RunFailed, nil, &e)
 		return nil
 	}
 	d.emit(Command{Type: CmdSchedule, At: r.Deadline, Item: -1})
@@ -279,7 +280,7 @@ func (d *decider) advance() bool {
 	for _, s := range d.def.Steps {
 		sr := d.run.Steps[s.ID]
 		ins := d.g.in[s.ID]
-		if sr == nil || sr.Status != StepPending || len(ins) == 0 {
+		if sr == nil || sr.Status != protocol.StepPending || len(ins) == 0 {
 			continue
 		}
 		fired, pending := false, false
@@ -297,7 +298,7 @@ func (d *decider) advance() bool {
 		case fired:
 			d.activate(s.ID, d.joinInput(ins))
 		default:
-			sr.Status = StepSkipped
+			sr.Status = protocol.StepSkipped
 			for _, i := range d.g.out[s.ID] {
 				d.run.Edges[i].State = EdgeDead
 			}
@@ -311,7 +312,7 @@ func (d *decider) advance() bool {
 // sleep, a human or a signal.
 func (d *decider) busy() bool {
 	for _, sr := range d.run.Steps {
-		if sr != nil && (sr.Status == StepRunning || sr.Status == StepWaiting) {
+		if sr != nil && (sr.Status == protocol.StepRunning || sr.Status == protocol.StepWaiting) {
 			return true
 		}
 	}
@@ -326,7 +327,7 @@ func (d *decider) complete() {
 	var outs []json.RawMessage
 	for _, s := range d.def.Steps {
 		sr := d.run.Steps[s.ID]
-		if sr != nil && sr.Status == StepCompleted && len(d.g.out[s.ID]) == 0 && !slices.Contains(ends, s.ID) {
+		if sr != nil && sr.Status == protocol.StepCompleted && len(d.g.out[s.ID]) == 0 && !slices.Contains(ends, s.ID) {
 			ends = append(ends, s.ID)
 			outs = append(outs, orNull(sr.Output))
 		}
@@ -340,14 +341,14 @@ func (d *decider) complete() {
 	default:
 		out = object(ends, outs)
 	}
-	d.finish(RunCompleted, out, nil)
+	d.finish(protocol.RunCompleted, out, nil)
 }
 
 // count records one more step activation; past max_steps it fails the run and returns false.
 func (d *decider) count() bool {
 	d.run.Executed++
 	if d.run.Executed > d.maxSteps() {
-		d.fail(CodeMaxSteps, fmt.Sprintf("the run activated more than max_steps = %d steps", d.maxSteps()), "")
+		d.fail(protocol.CodeMaxSteps, fmt.Sprintf("the run activated more than max_steps = %d steps", d.maxSteps()), "")
 		return false
 	}
 	return true
@@ -364,7 +365,7 @@ func (d *decider) activate(id string, input json.RawMessage) {
 		return
 	}
 	sr.Activation++
-	sr.Status = StepRunning
+	sr.Status = protocol.StepRunning
 	sr.Iteration, sr.Attempt = 1, 1
 	sr.StartedAt, sr.FirstIterationAt, sr.NotBefore = d.at, d.at, time.Time{}
 	sr.Label, sr.StopReason, sr.Error = "", "", ""
@@ -414,9 +415,9 @@ func (d *decider) begin(key string, sr *StepRun, step *workflow.Step) {
 			d.completeStep(key, sr, sr.Input, "", "")
 			return
 		}
-		sr.Status, sr.Output = StepCompleted, sr.Input
+		sr.Status, sr.Output = protocol.StepCompleted, sr.Input
 		d.run.Path = append(d.run.Path, key)
-		d.finish(RunCompleted, sr.Input, nil)
+		d.finish(protocol.RunCompleted, sr.Input, nil)
 	case workflow.Fail:
 		msg, err := template.Render(d.scope(), step.Message)
 		if err != nil {
@@ -426,9 +427,9 @@ func (d *decider) begin(key string, sr *StepRun, step *workflow.Step) {
 			d.failStep(key, sr, msg)
 			return
 		}
-		sr.Status, sr.Error, sr.Label = StepFailed, msg, LabelError
+		sr.Status, sr.Error, sr.Label = protocol.StepFailed, msg, protocol.LabelError
 		d.run.Path = append(d.run.Path, key)
-		d.fail(CodeFail, msg, key)
+		d.fail(protocol.CodeFail, msg, key)
 	case workflow.Parallel, workflow.Map:
 		if sr.Parent != "" {
 			d.failStep(key, sr, fmt.Sprintf("a %s step cannot run as a parallel branch or map body yet", step.Type))
@@ -443,13 +444,13 @@ func (d *decider) begin(key string, sr *StepRun, step *workflow.Step) {
 			d.failStep(key, sr, err.Error())
 			return
 		}
-		d.wait(key, sr, WaitApproval, step.Timeout.Std())
+		d.wait(key, sr, protocol.WaitApproval, step.Timeout.Std())
 	case workflow.WaitEvent:
 		if data, ok := d.takeSignal(step.Event); ok {
 			d.completeWith(key, sr, step, data, step.Event)
 			return
 		}
-		d.wait(key, sr, WaitEvent, step.Timeout.Std())
+		d.wait(key, sr, protocol.WaitEvent, step.Timeout.Std())
 	case workflow.Sleep:
 		d.sleep(key, sr, step)
 	default:
@@ -509,9 +510,9 @@ func address(key string, sr *StepRun) (string, int) {
 func handlerFor(step *workflow.Step) string {
 	switch step.Type {
 	case workflow.LLM:
-		return HandlerLLM
+		return protocol.HandlerLLM
 	case workflow.Agent:
-		return HandlerAgent
+		return protocol.HandlerAgent
 	}
 	return step.Handler
 }
@@ -519,9 +520,9 @@ func handlerFor(step *workflow.Step) string {
 func childKey(parent string, i int) string { return parent + "#" + strconv.Itoa(i) }
 
 // task is the task of the current attempt of sr (and of its current resume, after decisions).
-func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *Task {
+func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *protocol.Task {
 	name, item := address(key, sr)
-	t := &Task{
+	t := &protocol.Task{
 		RunID: d.run.ID, Step: name, Item: item, Body: sr.Step, Type: step.Type,
 		Handler: handlerFor(step), Model: step.Model, Workflow: d.run.Hash,
 		Prompt: sr.Prompt, Instructions: sr.Instructions, Goal: sr.Goal,
@@ -566,7 +567,7 @@ const MinTaskGrace = 30 * time.Second
 // timeout, plus a grace of the timeout again (at least MinTaskGrace), time in the queue
 // included. Zero when the step has no timeout or sr runs no task now.
 func TaskWatch(sr *StepRun, step *workflow.Step) time.Time {
-	if step == nil || step.Timeout <= 0 || !runsTask(step.Type) || sr.Status != StepRunning || sr.Wait != "" || sr.Dispatched.IsZero() {
+	if step == nil || step.Timeout <= 0 || !runsTask(step.Type) || sr.Status != protocol.StepRunning || sr.Wait != "" || sr.Dispatched.IsZero() {
 		return time.Time{}
 	}
 	due := sr.Dispatched
@@ -614,7 +615,7 @@ func (d *decider) runsChild(sr *StepRun) bool {
 // it again: its children are skipped and its sub-runs cancelled. A task in flight needs
 // nothing: its events no longer match and change nothing.
 func (d *decider) abandon(key string, sr *StepRun) {
-	if sr.Status != StepRunning {
+	if sr.Status != protocol.StepRunning {
 		return
 	}
 	if step := d.g.steps[sr.Step]; sr.Parent == "" && step != nil && (step.Type == workflow.Parallel || step.Type == workflow.Map) {
@@ -624,9 +625,9 @@ func (d *decider) abandon(key string, sr *StepRun) {
 			if c == nil || c.Activation != sr.Activation {
 				continue
 			}
-			if c.Status == StepRunning || c.Status == StepWaiting || c.Status == StepPending {
+			if c.Status == protocol.StepRunning || c.Status == protocol.StepWaiting || c.Status == protocol.StepPending {
 				d.abandon(ck, c)
-				c.Status = StepSkipped
+				c.Status = protocol.StepSkipped
 			}
 		}
 		sr.Running = 0
@@ -641,7 +642,7 @@ func (d *decider) abandon(key string, sr *StepRun) {
 // completeStep ends a step with an output and a label: a child reports to its parent, any
 // other step is routed.
 func (d *decider) completeStep(key string, sr *StepRun, output json.RawMessage, label, bound string) {
-	sr.Status, sr.Output, sr.Label = StepCompleted, output, label
+	sr.Status, sr.Output, sr.Label = protocol.StepCompleted, output, label
 	if sr.Parent != "" {
 		d.childCompleted(sr.Parent)
 		return
@@ -653,13 +654,13 @@ func (d *decider) completeStep(key string, sr *StepRun, output json.RawMessage, 
 // failStep ends a step as failed for good (label "error"): a child fails its parent, any other
 // step takes its error edge or fails the run.
 func (d *decider) failStep(key string, sr *StepRun, msg string) {
-	sr.Status, sr.Error, sr.Label = StepFailed, msg, LabelError
+	sr.Status, sr.Error, sr.Label = protocol.StepFailed, msg, protocol.LabelError
 	if sr.Parent != "" {
 		d.childFailed(sr.Parent, sr)
 		return
 	}
 	d.run.Path = append(d.run.Path, key)
-	d.route(key, sr, LabelError, true, "")
+	d.route(key, sr, protocol.LabelError, true, "")
 }
 
 // route follows the edges of step key for label (or, failed, its "error" edges): see the
@@ -668,14 +669,14 @@ func (d *decider) route(key string, sr *StepRun, label string, failed bool, boun
 	outs := d.g.out[key]
 	if len(outs) == 0 {
 		if failed {
-			d.fail(CodeStepFailed, fmt.Sprintf("step %s failed: %s", key, sr.Error), key)
+			d.fail(protocol.CodeStepFailed, fmt.Sprintf("step %s failed: %s", key, sr.Error), key)
 		}
 		return
 	}
 	edges := d.def.Edges
 	match := func(e workflow.Edge) bool {
 		if failed {
-			return e.When == LabelError
+			return e.When == protocol.LabelError
 		}
 		return e.When == label || e.When == ""
 	}
@@ -708,9 +709,9 @@ func (d *decider) route(key string, sr *StepRun, label string, failed bool, boun
 	if len(taken) == 0 {
 		var msg, code string
 		if failed {
-			code, msg = CodeStepFailed, fmt.Sprintf("step %s failed: %s", key, sr.Error)
+			code, msg = protocol.CodeStepFailed, fmt.Sprintf("step %s failed: %s", key, sr.Error)
 		} else {
-			code = CodeNoRoute
+			code = protocol.CodeNoRoute
 			if bound != "" {
 				msg = fmt.Sprintf("step %s stopped at its bound %s and has no edge for label %q", key, bound, label)
 			} else {
@@ -743,7 +744,7 @@ func (d *decider) resetRegion(u string) {
 			continue
 		}
 		d.abandon(s, sr)
-		sr.Status = StepPending
+		sr.Status = protocol.StepPending
 		clearWait(sr)
 		for _, i := range d.g.out[s] {
 			d.run.Edges[i].State = EdgePending
@@ -758,7 +759,7 @@ func (d *decider) sourceOutput(id string) json.RawMessage {
 	if sr == nil {
 		return json.RawMessage("null")
 	}
-	if sr.Status == StepFailed {
+	if sr.Status == protocol.StepFailed {
 		return object([]string{"step", "error"}, []json.RawMessage{jsonString(id), jsonString(sr.Error)})
 	}
 	return orNull(sr.Output)
@@ -798,7 +799,7 @@ func (d *decider) scope() template.Scope {
 			continue
 		}
 		for i := range p.Children {
-			if c := d.run.Steps[childKey(s.ID, i)]; c != nil && c.Step != "" && c.Status == StepCompleted {
+			if c := d.run.Steps[childKey(s.ID, i)]; c != nil && c.Step != "" && c.Status == protocol.StepCompleted {
 				outs[c.Step] = c.Output
 			}
 		}

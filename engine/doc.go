@@ -9,10 +9,15 @@
 // agent_loop iterates or stops at a bound, how parallel and map steps fan out and join, what a
 // step waiting for a human or a signal does with a decision, an answer, a signal or a timeout,
 // and how a run ends. It must not touch NATS, models, tools, files or the clock: no I/O, no time.Now
-// (time comes in events: Event.At), no goroutines, no randomness. A shell (a later issue)
+// (time comes in events: Event.At), no goroutines, no randomness. A shell (package runner)
 // feeds it events, saves the state it returns with compare-and-set, and carries out its
 // commands: dispatch a Task, schedule a tick, dead-letter a task, start or cancel a sub-run,
 // finish the run.
+//
+// The types that cross process boundaries (protocol.Task, protocol.Event, protocol.Usage, the
+// run and step statuses, protocol.RunError) belong to package protocol, which workers and
+// clients import without the engine; in this documentation Task, Event and the rest name
+// them.
 //
 // # Purity and idempotence
 //

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -28,8 +29,8 @@ type reply struct {
 	stop   string
 	err    string
 	took   time.Duration
-	status engine.RunStatus // sub-runs: the child's status when it failed
-	calls  []string         // wait: the ids of the calls pending approval
+	status protocol.RunStatus // sub-runs: the child's status when it failed
+	calls  []string           // wait: the ids of the calls pending approval
 }
 
 func done(out string) reply          { return reply{kind: "complete", out: out} }
@@ -56,7 +57,7 @@ type script map[string][]reply
 type pending struct {
 	due   time.Time
 	seq   int
-	task  *engine.Task
+	task  *protocol.Task
 	child *engine.ChildRun
 	timer *engine.Command
 	reply reply
@@ -64,7 +65,7 @@ type pending struct {
 
 // dispatched records one dispatch command and the time of the event that caused it.
 type dispatched struct {
-	task  *engine.Task
+	task  *protocol.Task
 	cause time.Time
 }
 
@@ -89,7 +90,7 @@ type driver struct {
 	started     []*engine.ChildRun
 	cancelled   []*engine.ChildRun
 	finish      *engine.Command
-	events      []engine.Event
+	events      []protocol.Event
 	// maxInFlight is the most tasks and sub-runs in flight at once per Task.Step / ChildRun.Step.
 	maxInFlight map[string]int
 	// reload makes every event be decided on the state saved to JSON and loaded back, as a
@@ -148,37 +149,37 @@ func (d *driver) step() bool {
 	}
 	switch {
 	case p.timer != nil:
-		d.apply(engine.Event{Type: engine.EvTick, At: d.now, Step: p.timer.Step, Item: p.timer.Item, Activation: p.timer.Activation})
+		d.apply(protocol.Event{Type: protocol.EvTick, At: d.now, Step: p.timer.Step, Item: p.timer.Item, Activation: p.timer.Activation})
 	case p.child != nil:
-		ev := engine.Event{Type: engine.EvChildFinished, At: d.now, Step: p.child.Step, Item: p.child.Item, Activation: p.child.Activation}
+		ev := protocol.Event{Type: protocol.EvChildFinished, At: d.now, Step: p.child.Step, Item: p.child.Item, Activation: p.child.Activation}
 		switch p.reply.kind {
 		case "complete":
 			ev.Output, ev.Label = json.RawMessage(p.reply.out), p.reply.label
 		default:
 			ev.Error, ev.Status = p.reply.err, p.reply.status
 			if ev.Status == "" {
-				ev.Status = engine.RunFailed
+				ev.Status = protocol.RunFailed
 			}
 		}
 		d.apply(ev)
 	default:
 		tk := p.task
-		ev := engine.Event{At: d.now, Step: tk.Step, Item: tk.Item, Activation: tk.Activation, Iteration: tk.Iteration, Attempt: tk.Attempt, Resume: tk.Resume}
+		ev := protocol.Event{At: d.now, Step: tk.Step, Item: tk.Item, Activation: tk.Activation, Iteration: tk.Iteration, Attempt: tk.Attempt, Resume: tk.Resume}
 		switch p.reply.kind {
 		case "complete":
-			ev.Type, ev.Output, ev.Label, ev.StopReason = engine.EvCompleted, json.RawMessage(p.reply.out), p.reply.label, p.reply.stop
+			ev.Type, ev.Output, ev.Label, ev.StopReason = protocol.EvCompleted, json.RawMessage(p.reply.out), p.reply.label, p.reply.stop
 		case "continue":
-			ev.Type, ev.Output = engine.EvContinued, json.RawMessage(p.reply.out)
+			ev.Type, ev.Output = protocol.EvContinued, json.RawMessage(p.reply.out)
 		case "fail":
-			ev.Type, ev.Error = engine.EvFailed, p.reply.err
+			ev.Type, ev.Error = protocol.EvFailed, p.reply.err
 		case "permanent":
-			ev.Type, ev.Error, ev.Permanent, ev.StopReason = engine.EvFailed, p.reply.err, true, p.reply.stop
+			ev.Type, ev.Error, ev.Permanent, ev.StopReason = protocol.EvFailed, p.reply.err, true, p.reply.stop
 		case "timeout":
-			ev.Type = engine.EvTimedOut
+			ev.Type = protocol.EvTimedOut
 		case "wait":
-			ev.Type = engine.EvWaiting
+			ev.Type = protocol.EvWaiting
 			for _, id := range p.reply.calls {
-				ev.Pending = append(ev.Pending, engine.PendingCall{CallID: id, Tool: "pay", Arguments: json.RawMessage(`{"call":"` + id + `"}`)})
+				ev.Pending = append(ev.Pending, protocol.PendingCall{CallID: id, Tool: "pay", Arguments: json.RawMessage(`{"call":"` + id + `"}`)})
 			}
 		default:
 			d.t.Fatalf("unknown reply kind %q", p.reply.kind)
@@ -189,7 +190,7 @@ func (d *driver) step() bool {
 }
 
 // apply delivers one event and checks purity, restart and idempotence.
-func (d *driver) apply(ev engine.Event) {
+func (d *driver) apply(ev protocol.Event) {
 	d.t.Helper()
 	d.events = append(d.events, ev)
 	if d.reload {
@@ -295,13 +296,13 @@ func (d *driver) take(cmds []engine.Command) {
 
 // current reports whether the run still waits for task (a task abandoned by a loop or a failed
 // parent does not count as in flight).
-func (d *driver) current(task *engine.Task) bool {
+func (d *driver) current(task *protocol.Task) bool {
 	key := task.Step
 	if task.Item >= 0 {
 		key = task.Step + "#" + strconv.Itoa(task.Item)
 	}
 	sr := d.run.Steps[key]
-	return sr != nil && sr.Status == engine.StepRunning && sr.Activation == task.Activation &&
+	return sr != nil && sr.Status == protocol.StepRunning && sr.Activation == task.Activation &&
 		sr.Iteration == task.Iteration && sr.Attempt == task.Attempt && sr.Resume == task.Resume
 }
 
@@ -321,12 +322,12 @@ func (d *driver) runUntil(what string, cond func(*engine.Run) bool) {
 
 // waiting is a condition of runUntil: the step with this key waits.
 func waiting(key string) func(*engine.Run) bool {
-	return func(r *engine.Run) bool { sr := r.Steps[key]; return sr != nil && sr.Status == engine.StepWaiting }
+	return func(r *engine.Run) bool { sr := r.Steps[key]; return sr != nil && sr.Status == protocol.StepWaiting }
 }
 
 // human delivers ev (a decision, a resume or a signal) after a delay: everything due before it
 // is delivered first, then ev, at now + after.
-func (d *driver) human(after time.Duration, ev engine.Event) {
+func (d *driver) human(after time.Duration, ev protocol.Event) {
 	d.t.Helper()
 	at := d.now.Add(after)
 	for d.finish == nil && slices.ContainsFunc(d.queue, func(p *pending) bool { return p.due.Before(at) }) {
@@ -387,7 +388,7 @@ func (d *driver) tasksOf(body string) []dispatched {
 func (d *driver) state() string { return string(mustJSON(d.t, d.run)) }
 
 // expectStatus checks the finish command and the state agree on status and error code.
-func (d *driver) expect(status engine.RunStatus, code string) {
+func (d *driver) expect(status protocol.RunStatus, code string) {
 	d.t.Helper()
 	if d.finish == nil {
 		d.t.Fatalf("the run did not finish")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/loop"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/template"
 	"github.com/reins-run/reins/workflow"
 )
@@ -27,7 +28,7 @@ func (d *decider) lookup(name string, item int) (key string, sr *StepRun, step *
 	}
 	if sr.Parent != "" {
 		p := d.run.Steps[sr.Parent]
-		if p == nil || p.Status != StepRunning || p.Activation != sr.Activation {
+		if p == nil || p.Status != protocol.StepRunning || p.Activation != sr.Activation {
 			return "", nil, nil
 		}
 	}
@@ -46,24 +47,24 @@ func keyOf(step *workflow.Step, item int) string {
 // onTask handles the answer to a task: it counts only for the current attempt (and resume) of
 // the current iteration of the current activation of a running step, and only when the step's
 // type can give that answer (continued: agent and agent_loop; waiting: agent).
-func (d *decider) onTask(ev Event) {
+func (d *decider) onTask(ev protocol.Event) {
 	key, sr, step := d.lookup(ev.Step, ev.Item)
-	if sr == nil || step == nil || sr.Workflow != "" || !dispatched(step.Type) || sr.Status != StepRunning ||
+	if sr == nil || step == nil || sr.Workflow != "" || !dispatched(step.Type) || sr.Status != protocol.StepRunning ||
 		ev.Activation != sr.Activation || ev.Iteration != sr.Iteration || ev.Attempt != sr.Attempt || ev.Resume != sr.Resume ||
-		ev.Type == EvContinued && !iterates(step.Type) || ev.Type == EvWaiting && step.Type != workflow.Agent {
+		ev.Type == protocol.EvContinued && !iterates(step.Type) || ev.Type == protocol.EvWaiting && step.Type != workflow.Agent {
 		return
 	}
 	if ev.Usage != nil {
 		sr.Usage.Add(*ev.Usage)
 	}
 	switch ev.Type {
-	case EvCompleted:
+	case protocol.EvCompleted:
 		d.onCompleted(key, sr, step, ev)
-	case EvContinued:
+	case protocol.EvContinued:
 		d.onContinued(key, sr, step, ev)
-	case EvWaiting:
+	case protocol.EvWaiting:
 		d.onWaiting(key, sr, step, ev)
-	case EvFailed:
+	case protocol.EvFailed:
 		msg := clean(ev.Error)
 		if msg == "" {
 			msg = "the task failed"
@@ -74,7 +75,7 @@ func (d *decider) onTask(ev Event) {
 			sr.StopReason = clean(ev.StopReason)
 		}
 		d.attemptFailed(key, sr, step, msg, ev.Permanent)
-	case EvTimedOut:
+	case protocol.EvTimedOut:
 		msg := fmt.Sprintf("attempt %d timed out", sr.Attempt)
 		if step.Timeout > 0 {
 			msg += " after " + step.Timeout.String()
@@ -86,7 +87,7 @@ func (d *decider) onTask(ev Event) {
 	}
 }
 
-func (d *decider) onCompleted(key string, sr *StepRun, step *workflow.Step, ev Event) {
+func (d *decider) onCompleted(key string, sr *StepRun, step *workflow.Step, ev protocol.Event) {
 	out, err := canon(ev.Output)
 	if err != nil {
 		d.attemptFailed(key, sr, step, "the output is "+err.Error(), true)
@@ -95,14 +96,14 @@ func (d *decider) onCompleted(key string, sr *StepRun, step *workflow.Step, ev E
 	if iterates(step.Type) {
 		sr.StopReason = clean(ev.StopReason)
 		if sr.StopReason == "" {
-			sr.StopReason = LabelCompleted
+			sr.StopReason = protocol.LabelCompleted
 		}
 	}
 	if step.Type == workflow.Agent && step.OnNeedsHuman == "pause" && sr.StopReason == string(loop.NeedsHuman) {
 		// The step does not end: it waits for a human's answer, and the next iteration goes on
 		// with it (onResume).
 		sr.Output = out
-		d.wait(key, sr, WaitInput, 0)
+		d.wait(key, sr, protocol.WaitInput, 0)
 		return
 	}
 	label := clean(ev.Label)
@@ -120,7 +121,7 @@ func (d *decider) onCompleted(key string, sr *StepRun, step *workflow.Step, ev E
 
 // onContinued starts the next iteration of an agent or agent_loop step with the output of this
 // one, or ends the step at its bound.
-func (d *decider) onContinued(key string, sr *StepRun, step *workflow.Step, ev Event) {
+func (d *decider) onContinued(key string, sr *StepRun, step *workflow.Step, ev protocol.Event) {
 	out, err := canon(ev.Output)
 	if err != nil {
 		d.attemptFailed(key, sr, step, "the output is "+err.Error(), true)
@@ -139,7 +140,7 @@ func (d *decider) iterate(key string, sr *StepRun, step *workflow.Step, input, h
 	bound, detail := "", ""
 	switch {
 	case sr.Iteration+1 > maxIter:
-		bound, detail = LabelMaxIterations, fmt.Sprintf("max_iterations (%d)", maxIter)
+		bound, detail = protocol.LabelMaxIterations, fmt.Sprintf("max_iterations (%d)", maxIter)
 	case maxDur > 0 && !d.at.Before(sr.FirstIterationAt.Add(sr.Waited).Add(maxDur)):
 		bound, detail = durLabel, fmt.Sprintf("max_duration (%s)", maxDur)
 	}
@@ -174,9 +175,9 @@ func bounds(step *workflow.Step) (maxIter int, maxDur time.Duration, durLabel st
 				b.MaxDuration = step.Budget.MaxDuration.Std()
 			}
 		}
-		return b.MaxIterations, b.MaxDuration, LabelTimeout
+		return b.MaxIterations, b.MaxDuration, protocol.LabelTimeout
 	}
-	return max(step.MaxIterations, 1), step.MaxDuration.Std(), LabelMaxDuration
+	return max(step.MaxIterations, 1), step.MaxDuration.Std(), protocol.LabelMaxDuration
 }
 
 // attemptFailed retries the current attempt when the failure is retryable and the retry policy
@@ -236,12 +237,12 @@ func Backoff(r *workflow.Retry, attempt int) time.Duration {
 
 // onChildFinished ends a call step, or a child that runs a workflow file, with its sub-run's
 // result.
-func (d *decider) onChildFinished(ev Event) {
+func (d *decider) onChildFinished(ev protocol.Event) {
 	key, sr, step := d.lookup(ev.Step, ev.Item)
-	if sr == nil || sr.Status != StepRunning || ev.Activation != sr.Activation || !d.runsChild(sr) {
+	if sr == nil || sr.Status != protocol.StepRunning || ev.Activation != sr.Activation || !d.runsChild(sr) {
 		return
 	}
-	if msg := clean(ev.Error); msg != "" || (ev.Status != "" && ev.Status != RunCompleted) {
+	if msg := clean(ev.Error); msg != "" || (ev.Status != "" && ev.Status != protocol.RunCompleted) {
 		if msg == "" {
 			msg = "it ended " + string(ev.Status)
 		}
@@ -268,7 +269,7 @@ func (d *decider) onChildFinished(ev Event) {
 // map or call step whose timeout has passed, or times out an attempt whose task was not
 // answered by its TaskWatch. A tick before its time, or for another activation,
 // changes nothing. (The deadline was checked before: a tick for it needs nothing else.)
-func (d *decider) onTick(ev Event) {
+func (d *decider) onTick(ev protocol.Event) {
 	if ev.Step == "" {
 		return
 	}
@@ -277,16 +278,16 @@ func (d *decider) onTick(ev Event) {
 		return
 	}
 	switch {
-	case sr.Status == StepWaiting:
+	case sr.Status == protocol.StepWaiting:
 		if !sr.Until.IsZero() && !d.at.Before(sr.Until) {
 			d.waitTimedOut(key, sr, step)
 		}
-	case sr.Status == StepRunning && sr.Wait == WaitSleep:
+	case sr.Status == protocol.StepRunning && sr.Wait == protocol.WaitSleep:
 		if !d.at.Before(sr.Until) {
 			clearWait(sr)
 			d.completeWith(key, sr, step, sr.Input, "")
 		}
-	case sr.Status == StepRunning && timed(step.Type) && step.Timeout > 0 && !d.at.Before(sr.StartedAt.Add(step.Timeout.Std())):
+	case sr.Status == protocol.StepRunning && timed(step.Type) && step.Timeout > 0 && !d.at.Before(sr.StartedAt.Add(step.Timeout.Std())):
 		d.abandon(key, sr)
 		d.failStep(key, sr, "timed out after "+step.Timeout.String())
 	default:
@@ -348,7 +349,7 @@ func (d *decider) startChildren(key string, sr *StepRun, step *workflow.Step) {
 	for i := range inputs {
 		d.run.Steps[childKey(key, i)] = &StepRun{
 			Step: bodies[i], Parent: key, Item: i, Workflow: files[i],
-			Status: StepPending, Activation: sr.Activation, Input: inputs[i],
+			Status: protocol.StepPending, Activation: sr.Activation, Input: inputs[i],
 		}
 	}
 	d.timer(key, sr, step)
@@ -370,7 +371,7 @@ func (d *decider) fill(key string) {
 		if limit <= 0 {
 			limit = p.Children
 		}
-		if p.Status != StepRunning || p.Next >= p.Children || p.Running >= limit {
+		if p.Status != protocol.StepRunning || p.Next >= p.Children || p.Running >= limit {
 			return
 		}
 		i := p.Next
@@ -388,7 +389,7 @@ func (d *decider) startChild(parent string, i int) {
 	if !d.count() {
 		return
 	}
-	c.Status = StepRunning
+	c.Status = protocol.StepRunning
 	c.Iteration, c.Attempt = 1, 1
 	c.StartedAt, c.FirstIterationAt = d.at, d.at
 	if c.Workflow != "" {

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 )
 
 // TestExamples runs the example workflows with plausible answers from workers and humans.
@@ -15,7 +15,7 @@ func TestExamples(t *testing.T) {
 			"review": {cont(`{"notes":["unchecked error"]}`), fails("rate limited"), cont(`{"notes":["unchecked error","missing test"]}`), done(`{"findings":["unchecked error","missing test"]}`)},
 			"report": {done(`"2 findings: an unchecked error and a missing test."`)},
 		})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectOutput(`"2 findings: an unchecked error and a missing test."`)
 		d.expectPath("review", "report")
 		ts := d.tasksOf("review")
@@ -49,7 +49,7 @@ func TestExamples(t *testing.T) {
 			"generate": {done(`"Reins 1.0 is out."`), done(`"Reins 1.0 is out: bounded loops."`)},
 			"evaluate": {done(`{"verdict":"retry","feedback":"Say what makes the loops bounded."}`), done(`{"verdict":"accept","feedback":"Specific."}`)},
 		})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectOutput(`"Reins 1.0 is out: bounded loops."`)
 		d.expectPath("generate", "evaluate", "generate", "evaluate", "publish")
 		if p := d.tasksOf("evaluate")[1].task.Prompt; p != "Judge this announcement of Reins 1.0: Reins 1.0 is out: bounded loops." {
@@ -74,14 +74,14 @@ func TestExamples(t *testing.T) {
 		}
 		return d
 	}
-	review := engine.Event{Type: engine.EvDecision, Step: "review", Item: -1}
+	review := protocol.Event{Type: protocol.EvDecision, Step: "review", Item: -1}
 	t.Run("draft_refiner: a human publishes the draft the critic never accepted", func(t *testing.T) {
 		d := neverAccepts(t)
 		ok := review
 		ok.Approve, ok.By = true, "editor"
 		d.human(5*time.Minute, ok)
 		d.runToEnd()
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectOutput(`"d4"`)
 		d.expectPath("generate", "evaluate", "generate", "evaluate", "generate", "evaluate", "generate", "evaluate", "review", "publish")
 	})
@@ -91,16 +91,16 @@ func TestExamples(t *testing.T) {
 		no.Message = "Too vague."
 		d.human(time.Minute, no)
 		d.runToEnd()
-		d.expect(engine.RunFailed, engine.CodeFail)
+		d.expect(protocol.RunFailed, protocol.CodeFail)
 		d.expectErrorContains("A human rejected the draft after 3 rewrites: Too vague.")
 	})
 	t.Run("draft_refiner: nobody decides within the review's timeout", func(t *testing.T) {
 		// The review's 24h timeout is shorter than the run's 48h deadline: on_timeout denies.
 		d := neverAccepts(t)
 		d.runToEnd()
-		d.expect(engine.RunFailed, engine.CodeFail)
+		d.expect(protocol.RunFailed, protocol.CodeFail)
 		d.expectErrorContains("A human rejected the draft after 3 rewrites: no decision within 24h0m0s")
-		if sr := d.stepRun("review"); sr.Status != engine.StepCompleted || sr.Label != "denied" {
+		if sr := d.stepRun("review"); sr.Status != protocol.StepCompleted || sr.Label != "denied" {
 			t.Fatalf("review: %s, label %q", sr.Status, sr.Label)
 		}
 	})
@@ -117,7 +117,7 @@ func TestExamples(t *testing.T) {
 			"regulation":  agent("Regulation: approval above 500 EUR.", 2*time.Second),
 			"combine":     {done(`"Brief: demand is real."`)},
 		})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectOutput(`"Brief: demand is real."`)
 		d.expectPath("research", "combine", "done")
 		if d.maxInFlight["research"] != 3 {
@@ -147,7 +147,7 @@ func TestExamples(t *testing.T) {
 	t.Run("refund_investigation recommends", func(t *testing.T) {
 		out := `{"stop_reason":"completed","detail":"","answer":"Recommend a refund: O-104 arrived 4 days late."}`
 		d := refund(t, out, "completed")
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectOutput(out)
 		d.expectPath("investigate", "route", "recommend")
 		tk := d.tasksOf("investigate")[0].task
@@ -160,22 +160,22 @@ func TestExamples(t *testing.T) {
 		def := loadExample(t, "refund")
 		d := newDriver(t, def, `{"order_id":"O-104"}`, script{"investigate": {stopped(out, "needs_human")}})
 		d.runUntil("the human review", waiting("human_review"))
-		if d.run.Status != engine.RunWaiting {
+		if d.run.Status != protocol.RunWaiting {
 			t.Fatalf("run status %s while a step waits", d.run.Status)
 		}
 		want := "The investigation of order O-104 needs a person: the policy is unclear. Approve the refund?"
 		if p := d.stepRun("human_review").Prompt; p != want {
 			t.Fatalf("prompt %q", p)
 		}
-		d.human(20*time.Minute, engine.Event{Type: engine.EvDecision, Step: "human_review", Item: -1, Approve: true, Message: "Refund it."})
+		d.human(20*time.Minute, protocol.Event{Type: protocol.EvDecision, Step: "human_review", Item: -1, Approve: true, Message: "Refund it."})
 		d.runToEnd()
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectOutput(out)
 		d.expectPath("investigate", "route", "human_review", "recommend")
 	})
 	t.Run("refund_investigation refused", func(t *testing.T) {
 		d := refund(t, `{"stop_reason":"refused","detail":"proposed issue_refund","answer":""}`, "refused")
-		d.expect(engine.RunFailed, engine.CodeFail)
+		d.expect(protocol.RunFailed, protocol.CodeFail)
 		if d.run.Error.Message != "The investigation stopped without a recommendation (refused)." || d.run.Error.Step != "stopped" {
 			t.Fatalf("error %+v", d.run.Error)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -293,7 +294,7 @@ func FuzzDecide(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var tasks []*engine.Task
+		var tasks []*protocol.Task
 		var children []*engine.ChildRun
 		var timers []engine.Command
 		sent := map[string][]byte{}    // every task dispatched, by MsgID
@@ -317,18 +318,18 @@ func FuzzDecide(f *testing.F) {
 		}
 		record(cmds)
 		steps := []string{"gen", "eval", "fan", "b1", "each", "item", "sub", "sw", "fin", "ag", "gate", "nap", "wt", "hold", "nope"}
-		types := []engine.EventType{engine.EvCompleted, engine.EvContinued, engine.EvFailed, engine.EvTimedOut,
-			engine.EvTick, engine.EvChildFinished, engine.EvStart, engine.EvCancel,
-			engine.EvWaiting, engine.EvDecision, engine.EvResume, engine.EvSignal}
+		types := []protocol.EventType{protocol.EvCompleted, protocol.EvContinued, protocol.EvFailed, protocol.EvTimedOut,
+			protocol.EvTick, protocol.EvChildFinished, protocol.EvStart, protocol.EvCancel,
+			protocol.EvWaiting, protocol.EvDecision, protocol.EvResume, protocol.EvSignal}
 		signalNames := []string{"go", "other", ""}
 		callIDs := []string{"", "c1", "c2", "c9"}
 		for n := 0; n < 200 && len(data) > 0; n++ {
 			now = now.Add(time.Duration(next()) * 7 * time.Second)
-			ev := engine.Event{At: now, Item: -1}
+			ev := protocol.Event{At: now, Item: -1}
 			// The waiting steps, in key order, to address human events to.
 			var waiting []string
 			for _, key := range slices.Sorted(maps.Keys(run.Steps)) {
-				if run.Steps[key].Status == engine.StepWaiting {
+				if run.Steps[key].Status == protocol.StepWaiting {
 					waiting = append(waiting, key)
 				}
 			}
@@ -349,7 +350,7 @@ func FuzzDecide(f *testing.F) {
 			case op <= 3 && len(tasks) > 0:
 				tk := tasks[len(tasks)-1-next()%len(tasks)]
 				ev.Step, ev.Item, ev.Activation, ev.Iteration, ev.Attempt, ev.Resume = tk.Step, tk.Item, tk.Activation, tk.Iteration, tk.Attempt, tk.Resume
-				ev.Type = []engine.EventType{engine.EvCompleted, engine.EvContinued, engine.EvFailed, engine.EvTimedOut, engine.EvWaiting}[next()%5]
+				ev.Type = []protocol.EventType{protocol.EvCompleted, protocol.EvContinued, protocol.EvFailed, protocol.EvTimedOut, protocol.EvWaiting}[next()%5]
 				ev.Output = json.RawMessage(fuzzOutputs[next()%len(fuzzOutputs)])
 				ev.Permanent = next()%3 == 0
 				ev.Error = "boom"
@@ -359,29 +360,29 @@ func FuzzDecide(f *testing.F) {
 				case 2:
 					ev.StopReason = "needs_human"
 				}
-				if ev.Type == engine.EvWaiting {
+				if ev.Type == protocol.EvWaiting {
 					for i := range next() % 3 {
-						ev.Pending = append(ev.Pending, engine.PendingCall{CallID: callIDs[1+i], Tool: "pay", Arguments: ev.Output})
+						ev.Pending = append(ev.Pending, protocol.PendingCall{CallID: callIDs[1+i], Tool: "pay", Arguments: ev.Output})
 					}
 				}
 			case op == 4 && len(children) > 0:
 				c := children[len(children)-1-next()%len(children)]
-				ev.Type, ev.Step, ev.Item, ev.Activation = engine.EvChildFinished, c.Step, c.Item, c.Activation
+				ev.Type, ev.Step, ev.Item, ev.Activation = protocol.EvChildFinished, c.Step, c.Item, c.Activation
 				if next()%3 == 0 {
-					ev.Error, ev.Status = "child failed", engine.RunFailed
+					ev.Error, ev.Status = "child failed", protocol.RunFailed
 				} else {
 					ev.Output = json.RawMessage(fuzzOutputs[next()%len(fuzzOutputs)])
 				}
 			case op == 5 && len(timers) > 0:
 				c := timers[len(timers)-1-next()%len(timers)]
-				ev.Type, ev.Step, ev.Item, ev.Activation = engine.EvTick, c.Step, c.Item, c.Activation
+				ev.Type, ev.Step, ev.Item, ev.Activation = protocol.EvTick, c.Step, c.Item, c.Activation
 				if now.Before(c.At) && next()%2 == 0 {
 					ev.At, now = c.At, c.At
 				}
 			case op == 7 && next() > 250:
-				ev.Type, ev.Reason = engine.EvCancel, "fuzz"
+				ev.Type, ev.Reason = protocol.EvCancel, "fuzz"
 			case op == 8:
-				ev.Type = engine.EvDecision
+				ev.Type = protocol.EvDecision
 				sr := addressWaiting()
 				ev.CallID = callIDs[next()%len(callIDs)]
 				ev.Approve = next()%2 == 1
@@ -390,11 +391,11 @@ func FuzzDecide(f *testing.F) {
 					ev.Activation, ev.Iteration, ev.Attempt, ev.Resume = sr.Activation, sr.Iteration, sr.Attempt, sr.Resume
 				}
 			case op == 9:
-				ev.Type = engine.EvResume
+				ev.Type = protocol.EvResume
 				addressWaiting()
 				ev.Output = json.RawMessage(fuzzOutputs[next()%len(fuzzOutputs)])
 			case op == 10:
-				ev.Type = engine.EvSignal
+				ev.Type = protocol.EvSignal
 				ev.Name = signalNames[next()%len(signalNames)]
 				ev.Output = json.RawMessage(fuzzOutputs[next()%len(fuzzOutputs)])
 				ev.ID = "s" + strconv.Itoa(next()%8)
@@ -404,7 +405,7 @@ func FuzzDecide(f *testing.F) {
 				ev.Item = next()%5 - 1
 				ev.Activation, ev.Iteration, ev.Attempt, ev.Resume = next()%4, next()%4, next()%4, next()%3
 				ev.Output = json.RawMessage(fuzzOutputs[next()%len(fuzzOutputs)])
-				ev.Status = []engine.RunStatus{"", engine.RunCompleted, engine.RunFailed}[next()%3]
+				ev.Status = []protocol.RunStatus{"", protocol.RunCompleted, protocol.RunFailed}[next()%3]
 				ev.Name, ev.ID, ev.CallID = signalNames[next()%len(signalNames)], "m"+strconv.Itoa(next()%4), callIDs[next()%len(callIDs)]
 			}
 
@@ -457,19 +458,19 @@ func FuzzDecide(f *testing.F) {
 			}
 			stepWaits := false
 			for key, sr := range nextRun.Steps {
-				stepWaits = stepWaits || sr.Status == engine.StepWaiting
-				if nextRun.Finished() && (sr.Status == engine.StepWaiting || sr.Status == engine.StepRunning || sr.Status == engine.StepPending) {
+				stepWaits = stepWaits || sr.Status == protocol.StepWaiting
+				if nextRun.Finished() && (sr.Status == protocol.StepWaiting || sr.Status == protocol.StepRunning || sr.Status == protocol.StepPending) {
 					t.Fatalf("step %s is %s in a finished run", key, sr.Status)
 				}
 			}
-			if !nextRun.Finished() && stepWaits != (nextRun.Status == engine.RunWaiting) {
+			if !nextRun.Finished() && stepWaits != (nextRun.Status == protocol.RunWaiting) {
 				t.Fatalf("run %s, a step waits: %v", nextRun.Status, stepWaits)
 			}
 			for _, tk := range engine.InFlight(def, nextRun) {
 				if !bytes.Equal(mustJSON(t, tk), sent[tk.MsgID]) {
 					t.Fatalf("InFlight has %s, dispatched %s", mustJSON(t, tk), sent[tk.MsgID])
 				}
-				if sr := nextRun.Steps[tk.Body]; tk.Item < 0 && sr.Status != engine.StepRunning {
+				if sr := nextRun.Steps[tk.Body]; tk.Item < 0 && sr.Status != protocol.StepRunning {
 					t.Fatalf("task %s in flight for a step %s", tk.MsgID, sr.Status)
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -17,8 +18,8 @@ import (
 
 // wait makes sr wait for kind. With a timeout, the wait ends at Until = now + timeout, and the
 // engine asks for a tick then; without, only the run's deadline ends it.
-func (d *decider) wait(key string, sr *StepRun, kind WaitKind, timeout time.Duration) {
-	sr.Status, sr.Wait, sr.WaitingSince, sr.Until = StepWaiting, kind, d.at, time.Time{}
+func (d *decider) wait(key string, sr *StepRun, kind protocol.WaitKind, timeout time.Duration) {
+	sr.Status, sr.Wait, sr.WaitingSince, sr.Until = protocol.StepWaiting, kind, d.at, time.Time{}
 	if timeout > 0 {
 		sr.Until = d.at.Add(timeout)
 		name, item := address(key, sr)
@@ -32,7 +33,7 @@ func (d *decider) unwait(sr *StepRun) {
 	if !sr.WaitingSince.IsZero() && d.at.After(sr.WaitingSince) {
 		sr.Waited += d.at.Sub(sr.WaitingSince)
 	}
-	sr.Status = StepRunning
+	sr.Status = protocol.StepRunning
 	clearWait(sr)
 }
 
@@ -49,7 +50,7 @@ func (d *decider) sleep(key string, sr *StepRun, step *workflow.Step) {
 		d.completeWith(key, sr, step, sr.Input, "")
 		return
 	}
-	sr.Wait, sr.Until = WaitSleep, d.at.Add(dur)
+	sr.Wait, sr.Until = protocol.WaitSleep, d.at.Add(dur)
 	name, item := address(key, sr)
 	d.emit(Command{Type: CmdSchedule, At: sr.Until, Step: name, Item: item, Activation: sr.Activation})
 }
@@ -74,7 +75,7 @@ func (d *decider) completeWith(key string, sr *StepRun, step *workflow.Step, out
 // leave Activation, Iteration and Attempt zero (it then means whatever the step waits for now);
 // each one it gives must be sr's, and with an Iteration its Resume must be sr's too, so that a
 // decision delivered late never decides a later wait.
-func addresses(sr *StepRun, ev Event) bool {
+func addresses(sr *StepRun, ev protocol.Event) bool {
 	switch {
 	case ev.Activation > 0 && ev.Activation != sr.Activation,
 		ev.Iteration > 0 && (ev.Iteration != sr.Iteration || ev.Resume != sr.Resume),
@@ -87,36 +88,36 @@ func addresses(sr *StepRun, ev Event) bool {
 // onWaiting makes an agent step whose task stopped on calls that need approval wait for a
 // decision on each. A waiting answer without valid pending calls is a permanent failure of the
 // attempt, as an output that is not JSON is.
-func (d *decider) onWaiting(key string, sr *StepRun, step *workflow.Step, ev Event) {
+func (d *decider) onWaiting(key string, sr *StepRun, step *workflow.Step, ev protocol.Event) {
 	pending, err := pendingCalls(ev.Pending)
 	if err != nil {
 		d.attemptFailed(key, sr, step, err.Error(), true)
 		return
 	}
 	sr.Pending, sr.Decisions = pending, nil
-	d.wait(key, sr, WaitApproval, step.ApprovalTimeout.Std())
+	d.wait(key, sr, protocol.WaitApproval, step.ApprovalTimeout.Std())
 }
 
 // pendingCalls checks and copies the pending calls of a waiting answer: at least one, each with
 // a call id of its own and arguments that are JSON (kept canonical).
-func pendingCalls(calls []PendingCall) ([]PendingCall, error) {
+func pendingCalls(calls []protocol.PendingCall) ([]protocol.PendingCall, error) {
 	if len(calls) == 0 {
 		return nil, errors.New("the task answered waiting without a pending call")
 	}
-	out := make([]PendingCall, len(calls))
+	out := make([]protocol.PendingCall, len(calls))
 	for i, c := range calls {
 		id := clean(c.CallID)
 		switch {
 		case id == "":
 			return nil, fmt.Errorf("pending call %d has no call id", i+1)
-		case slices.ContainsFunc(out[:i], func(p PendingCall) bool { return p.CallID == id }):
+		case slices.ContainsFunc(out[:i], func(p protocol.PendingCall) bool { return p.CallID == id }):
 			return nil, fmt.Errorf("pending call id %q appears twice", id)
 		}
 		args, err := canon(c.Arguments)
 		if err != nil {
 			return nil, fmt.Errorf("the arguments of pending call %q are %s", id, err)
 		}
-		out[i] = PendingCall{CallID: id, Tool: clean(c.Tool), Arguments: args}
+		out[i] = protocol.PendingCall{CallID: id, Tool: clean(c.Tool), Arguments: args}
 	}
 	return out, nil
 }
@@ -125,12 +126,12 @@ func pendingCalls(calls []PendingCall) ([]PendingCall, error) {
 // completes with it; an agent step records it for one pending call (CallID) or for every
 // pending call not decided yet (CallID ""), and once every call is decided, the iteration is
 // dispatched again with the decisions. A call decided before keeps its first decision.
-func (d *decider) onDecision(ev Event) {
+func (d *decider) onDecision(ev protocol.Event) {
 	key, sr, step := d.lookup(ev.Step, ev.Item)
-	if sr == nil || step == nil || sr.Status != StepWaiting || sr.Wait != WaitApproval || !addresses(sr, ev) {
+	if sr == nil || step == nil || sr.Status != protocol.StepWaiting || sr.Wait != protocol.WaitApproval || !addresses(sr, ev) {
 		return
 	}
-	dec := Decision{CallID: clean(ev.CallID), Approve: ev.Approve, Message: clean(ev.Message), By: clean(ev.By), OnBehalfOf: clean(ev.OnBehalfOf)}
+	dec := protocol.Decision{CallID: clean(ev.CallID), Approve: ev.Approve, Message: clean(ev.Message), By: clean(ev.By), OnBehalfOf: clean(ev.OnBehalfOf)}
 	if why := refusal(approversOf(step), dec, ev.Roles); why != "" {
 		d.act(key, ev, why) // recorded, and nothing else changes: the step keeps waiting
 		return
@@ -140,14 +141,14 @@ func (d *decider) onDecision(ev Event) {
 		if dec.CallID != "" {
 			return
 		}
-		label, out := LabelDenied, json.RawMessage("null")
+		label, out := protocol.LabelDenied, json.RawMessage("null")
 		if dec.Approve {
-			label = LabelApproved
+			label = protocol.LabelApproved
 		}
 		if dec.Message != "" {
 			out = jsonString(dec.Message)
 		}
-		sr.Decisions = map[string]Decision{"": dec}
+		sr.Decisions = map[string]protocol.Decision{"": dec}
 		d.act(key, ev, "")
 		d.unwait(sr)
 		d.completeStep(key, sr, out, label, "")
@@ -158,7 +159,7 @@ func (d *decider) onDecision(ev Event) {
 				continue
 			}
 			if sr.Decisions == nil {
-				sr.Decisions = map[string]Decision{}
+				sr.Decisions = map[string]protocol.Decision{}
 			}
 			one := dec
 			one.CallID = p.CallID
@@ -185,9 +186,9 @@ func (d *decider) resumeIteration(key string, sr *StepRun, step *workflow.Step) 
 // onResume goes on with an agent step paused on needs_human: the next iteration, with the
 // human's answer, or the end of the step at its bound. An answer that is not JSON changes
 // nothing (the shell refuses it before sending).
-func (d *decider) onResume(ev Event) {
+func (d *decider) onResume(ev protocol.Event) {
 	key, sr, step := d.lookup(ev.Step, ev.Item)
-	if sr == nil || step == nil || step.Type != workflow.Agent || sr.Status != StepWaiting || sr.Wait != WaitInput || !addresses(sr, ev) {
+	if sr == nil || step == nil || step.Type != workflow.Agent || sr.Status != protocol.StepWaiting || sr.Wait != protocol.WaitInput || !addresses(sr, ev) {
 		return
 	}
 	human, err := canon(ev.Output)
@@ -202,7 +203,7 @@ func (d *decider) onResume(ev Event) {
 // onSignal gives a signal to the first wait_event step waiting for its name, or keeps it in
 // Run.Signals for a wait_event step that starts later. A signal taken before (same ID), one
 // without a name, or one whose data is not JSON changes nothing.
-func (d *decider) onSignal(ev Event) {
+func (d *decider) onSignal(ev protocol.Event) {
 	name, id := clean(ev.Name), clean(ev.ID)
 	if name == "" || slices.Contains(d.run.SignalIDs, id) {
 		return
@@ -228,7 +229,7 @@ func (d *decider) onSignal(ev Event) {
 // order, a child of a parallel or map step taking its parent's place, children in index order.
 func (d *decider) eventWaiter(name string) (string, *StepRun, *workflow.Step) {
 	waits := func(sr *StepRun) *workflow.Step {
-		if sr == nil || sr.Status != StepWaiting || sr.Wait != WaitEvent {
+		if sr == nil || sr.Status != protocol.StepWaiting || sr.Wait != protocol.WaitEvent {
 			return nil
 		}
 		if step := d.g.steps[sr.Step]; step != nil && step.Type == workflow.WaitEvent && step.Event == name {
@@ -241,7 +242,7 @@ func (d *decider) eventWaiter(name string) (string, *StepRun, *workflow.Step) {
 		if step := waits(sr); step != nil {
 			return s.ID, sr, step
 		}
-		if (s.Type != workflow.Parallel && s.Type != workflow.Map) || sr == nil || sr.Status != StepRunning {
+		if (s.Type != workflow.Parallel && s.Type != workflow.Map) || sr == nil || sr.Status != protocol.StepRunning {
 			continue
 		}
 		for i := range sr.Children {
@@ -278,19 +279,19 @@ func (d *decider) takeSignal(name string) (json.RawMessage, bool) {
 // and the iteration goes on, or the step fails.
 func (d *decider) waitTimedOut(key string, sr *StepRun, step *workflow.Step) {
 	switch {
-	case step.Type == workflow.WaitEvent && sr.Wait == WaitEvent:
+	case step.Type == workflow.WaitEvent && sr.Wait == protocol.WaitEvent:
 		d.unwait(sr)
 		d.failStep(key, sr, fmt.Sprintf("no event %s within %s", step.Event, step.Timeout))
-	case step.Type == workflow.Approval && sr.Wait == WaitApproval:
+	case step.Type == workflow.Approval && sr.Wait == protocol.WaitApproval:
 		msg := "no decision within " + step.Timeout.String()
 		d.unwait(sr)
 		if step.OnTimeout == "fail" {
 			d.failStep(key, sr, msg)
 			return
 		}
-		sr.Decisions = map[string]Decision{"": {Message: msg}}
-		d.completeStep(key, sr, jsonString(msg), LabelDenied, "")
-	case step.Type == workflow.Agent && sr.Wait == WaitApproval:
+		sr.Decisions = map[string]protocol.Decision{"": {Message: msg}}
+		d.completeStep(key, sr, jsonString(msg), protocol.LabelDenied, "")
+	case step.Type == workflow.Agent && sr.Wait == protocol.WaitApproval:
 		msg := "no decision within " + step.ApprovalTimeout.String()
 		if step.OnTimeout == "fail" {
 			d.unwait(sr)
@@ -298,11 +299,11 @@ func (d *decider) waitTimedOut(key string, sr *StepRun, step *workflow.Step) {
 			return
 		}
 		if sr.Decisions == nil {
-			sr.Decisions = map[string]Decision{}
+			sr.Decisions = map[string]protocol.Decision{}
 		}
 		for _, p := range sr.Pending {
 			if _, done := sr.Decisions[p.CallID]; !done {
-				sr.Decisions[p.CallID] = Decision{CallID: p.CallID, Message: msg}
+				sr.Decisions[p.CallID] = protocol.Decision{CallID: p.CallID, Message: msg}
 			}
 		}
 		d.resumeIteration(key, sr, step)
@@ -338,7 +339,7 @@ func MayDecide(approvers []string, principal string, roles []string) bool {
 
 // refusal says why dec may not decide a step with approvers, or "" when it may. A decision an
 // admin takes on behalf of someone is judged as that someone's.
-func refusal(approvers []string, dec Decision, roles []string) string {
+func refusal(approvers []string, dec protocol.Decision, roles []string) string {
 	who := dec.By
 	if dec.OnBehalfOf != "" {
 		who = dec.OnBehalfOf
@@ -355,7 +356,7 @@ func refusal(approvers []string, dec Decision, roles []string) string {
 // act records in Run.Acts what a person did (refused: why it changed nothing else). An event
 // recorded before (same ID) is not recorded again; refused acts keep only the most recent
 // MaxRefusedActs.
-func (d *decider) act(key string, ev Event, refused string) {
+func (d *decider) act(key string, ev protocol.Event, refused string) {
 	id := clean(ev.ID)
 	if id != "" && slices.ContainsFunc(d.run.Acts, func(a Act) bool { return a.ID == id }) {
 		return

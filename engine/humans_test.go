@@ -10,22 +10,23 @@ import (
 
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
 // decision is a human decision on a step that is not a child.
-func decision(step, callID string, approve bool, msg string) engine.Event {
-	return engine.Event{Type: engine.EvDecision, Step: step, Item: -1, CallID: callID, Approve: approve, Message: msg}
+func decision(step, callID string, approve bool, msg string) protocol.Event {
+	return protocol.Event{Type: protocol.EvDecision, Step: step, Item: -1, CallID: callID, Approve: approve, Message: msg}
 }
 
 // signal is a signal with its data and id.
-func signal(name, data, id string) engine.Event {
-	return engine.Event{Type: engine.EvSignal, Item: -1, Name: name, Output: json.RawMessage(data), ID: id}
+func signal(name, data, id string) protocol.Event {
+	return protocol.Event{Type: protocol.EvSignal, Item: -1, Name: name, Output: json.RawMessage(data), ID: id}
 }
 
 // resume is a human's answer to a step paused on needs_human.
-func resume(step, answer string) engine.Event {
-	return engine.Event{Type: engine.EvResume, Step: step, Item: -1, Output: json.RawMessage(answer)}
+func resume(step, answer string) protocol.Event {
+	return protocol.Event{Type: protocol.EvResume, Step: step, Item: -1, Output: json.RawMessage(answer)}
 }
 
 // scheduled reports whether the driver saw a schedule command for step (item -1, activation 1)
@@ -37,7 +38,7 @@ func (d *driver) scheduled(step string, at time.Time) bool {
 }
 
 // unchanged applies ev to the driver's run and fails the test if it changed anything.
-func (d *driver) unchanged(name string, ev engine.Event) {
+func (d *driver) unchanged(name string, ev protocol.Event) {
 	d.t.Helper()
 	if ev.At.IsZero() {
 		ev.At = d.now
@@ -54,13 +55,13 @@ func (d *driver) unchanged(name string, ev engine.Event) {
 // expectWaiting checks that step waits for kind until until (zero: no timeout), that the run
 // waits, that nothing of the step is in flight, and that its timer (if any) is scheduled and
 // re-armed by Timers.
-func (d *driver) expectWaiting(step string, kind engine.WaitKind, until time.Time) {
+func (d *driver) expectWaiting(step string, kind protocol.WaitKind, until time.Time) {
 	d.t.Helper()
 	sr := d.stepRun(step)
-	if sr.Status != engine.StepWaiting || sr.Wait != kind || !sr.Until.Equal(until) {
+	if sr.Status != protocol.StepWaiting || sr.Wait != kind || !sr.Until.Equal(until) {
 		d.t.Fatalf("%s: status %s, wait %q until %s; want waiting for %s until %s", step, sr.Status, sr.Wait, sr.Until, kind, until)
 	}
-	if d.run.Status != engine.RunWaiting {
+	if d.run.Status != protocol.RunWaiting {
 		d.t.Fatalf("run status %s while %s waits", d.run.Status, step)
 	}
 	for _, tk := range engine.InFlight(d.def, d.run) {
@@ -99,42 +100,42 @@ func TestApprovalStep(t *testing.T) {
 		name      string
 		onTimeout string
 		errorEdge bool
-		decide    *engine.Event // nil: nobody decides
-		status    engine.RunStatus
+		decide    *protocol.Event // nil: nobody decides
+		status    protocol.RunStatus
 		code      string
 		path      []string
 		label     string
 		output    string // the gate's output; "" when it failed
 		err       string // the gate's error
-		decided   engine.Decision
+		decided   protocol.Decision
 		endedAt   time.Time
 	}{
-		{name: "approved with a message", decide: &engine.Event{Type: engine.EvDecision, Step: "gate", Item: -1, Approve: true, Message: "Ship it.", By: "ana"},
-			status: engine.RunCompleted, path: []string{"prep", "gate", "ship"}, label: "approved", output: `"Ship it."`,
-			decided: engine.Decision{Approve: true, Message: "Ship it.", By: "ana"}, endedAt: prepDone.Add(10 * time.Minute)},
-		{name: "denied without a message: the output is null", decide: &engine.Event{Type: engine.EvDecision, Step: "gate", Item: -1, By: "bo"},
-			status: engine.RunCompleted, path: []string{"prep", "gate", "stop"}, label: "denied", output: `null`,
-			decided: engine.Decision{By: "bo"}, endedAt: prepDone.Add(10 * time.Minute)},
-		{name: "a decision fully addressed", decide: &engine.Event{Type: engine.EvDecision, Step: "gate", Item: -1, Activation: 1, Iteration: 1, Attempt: 1, Approve: true},
-			status: engine.RunCompleted, path: []string{"prep", "gate", "ship"}, label: "approved", output: `null`,
-			decided: engine.Decision{Approve: true}, endedAt: prepDone.Add(10 * time.Minute)},
+		{name: "approved with a message", decide: &protocol.Event{Type: protocol.EvDecision, Step: "gate", Item: -1, Approve: true, Message: "Ship it.", By: "ana"},
+			status: protocol.RunCompleted, path: []string{"prep", "gate", "ship"}, label: "approved", output: `"Ship it."`,
+			decided: protocol.Decision{Approve: true, Message: "Ship it.", By: "ana"}, endedAt: prepDone.Add(10 * time.Minute)},
+		{name: "denied without a message: the output is null", decide: &protocol.Event{Type: protocol.EvDecision, Step: "gate", Item: -1, By: "bo"},
+			status: protocol.RunCompleted, path: []string{"prep", "gate", "stop"}, label: "denied", output: `null`,
+			decided: protocol.Decision{By: "bo"}, endedAt: prepDone.Add(10 * time.Minute)},
+		{name: "a decision fully addressed", decide: &protocol.Event{Type: protocol.EvDecision, Step: "gate", Item: -1, Activation: 1, Iteration: 1, Attempt: 1, Approve: true},
+			status: protocol.RunCompleted, path: []string{"prep", "gate", "ship"}, label: "approved", output: `null`,
+			decided: protocol.Decision{Approve: true}, endedAt: prepDone.Add(10 * time.Minute)},
 		{name: "no decision: denied at the timeout by default",
-			status: engine.RunCompleted, path: []string{"prep", "gate", "stop"}, label: "denied", output: `"no decision within 1h0m0s"`,
-			decided: engine.Decision{Message: "no decision within 1h0m0s"}, endedAt: until},
+			status: protocol.RunCompleted, path: []string{"prep", "gate", "stop"}, label: "denied", output: `"no decision within 1h0m0s"`,
+			decided: protocol.Decision{Message: "no decision within 1h0m0s"}, endedAt: until},
 		{name: "no decision, on_timeout deny", onTimeout: "deny",
-			status: engine.RunCompleted, path: []string{"prep", "gate", "stop"}, label: "denied", output: `"no decision within 1h0m0s"`,
-			decided: engine.Decision{Message: "no decision within 1h0m0s"}, endedAt: until},
+			status: protocol.RunCompleted, path: []string{"prep", "gate", "stop"}, label: "denied", output: `"no decision within 1h0m0s"`,
+			decided: protocol.Decision{Message: "no decision within 1h0m0s"}, endedAt: until},
 		{name: "no decision, on_timeout fail: the error edge", onTimeout: "fail", errorEdge: true,
-			status: engine.RunCompleted, path: []string{"prep", "gate", "stop"}, label: "error", err: "no decision within 1h0m0s", endedAt: until},
+			status: protocol.RunCompleted, path: []string{"prep", "gate", "stop"}, label: "error", err: "no decision within 1h0m0s", endedAt: until},
 		{name: "no decision, on_timeout fail, no error edge: the run fails", onTimeout: "fail",
-			status: engine.RunFailed, code: engine.CodeStepFailed, path: []string{"prep", "gate"}, label: "error", err: "no decision within 1h0m0s", endedAt: until},
+			status: protocol.RunFailed, code: protocol.CodeStepFailed, path: []string{"prep", "gate"}, label: "error", err: "no decision within 1h0m0s", endedAt: until},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDriver(t, approvalWorkflow(t, tc.onTimeout, tc.errorEdge), `{}`, script{
 				"prep": {done(`{"name":"box"}`)}, "ship": {done(`"shipped"`)}, "stop": {done(`"stopped"`)},
 			})
 			d.runUntil("the gate", waiting("gate"))
-			d.expectWaiting("gate", engine.WaitApproval, until)
+			d.expectWaiting("gate", protocol.WaitApproval, until)
 			if sr := d.stepRun("gate"); sr.Prompt != "Ship box?" || !sr.WaitingSince.Equal(prepDone) {
 				t.Fatalf("gate: prompt %q, waiting since %s", sr.Prompt, sr.WaitingSince)
 			}
@@ -151,11 +152,11 @@ func TestApprovalStep(t *testing.T) {
 			if tc.output != "" && string(sr.Output) != tc.output {
 				t.Fatalf("gate output %s, want %s", sr.Output, tc.output)
 			}
-			if tc.err == "" && !reflect.DeepEqual(sr.Decisions, map[string]engine.Decision{"": tc.decided}) {
+			if tc.err == "" && !reflect.DeepEqual(sr.Decisions, map[string]protocol.Decision{"": tc.decided}) {
 				t.Fatalf("gate decisions %+v, want %+v", sr.Decisions, tc.decided)
 			}
-			if at := d.events[slices.IndexFunc(d.events, func(e engine.Event) bool {
-				return e.Type == engine.EvDecision || e.Type == engine.EvTick && e.Step == "gate"
+			if at := d.events[slices.IndexFunc(d.events, func(e protocol.Event) bool {
+				return e.Type == protocol.EvDecision || e.Type == protocol.EvTick && e.Step == "gate"
 			})].At; !at.Equal(tc.endedAt) {
 				t.Fatalf("the gate ended at %s, want %s", at, tc.endedAt)
 			}
@@ -171,22 +172,22 @@ func TestHumanEventsThatDoNotApply(t *testing.T) {
 	until := d.stepRun("gate").Until
 	for _, tc := range []struct {
 		name string
-		ev   engine.Event
+		ev   protocol.Event
 	}{
 		{"a decision for a call of an approval step", decision("gate", "c1", true, "")},
 		{"a decision for a step that does not wait", decision("prep", "", true, "")},
 		{"a decision for a pending step", decision("ship", "", true, "")},
 		{"a decision for an unknown step", decision("nope", "", true, "")},
-		{"a decision for another activation", engine.Event{Type: engine.EvDecision, Step: "gate", Item: -1, Activation: 2, Approve: true}},
-		{"a decision for another iteration", engine.Event{Type: engine.EvDecision, Step: "gate", Item: -1, Iteration: 2, Approve: true}},
-		{"a decision for another resume", engine.Event{Type: engine.EvDecision, Step: "gate", Item: -1, Iteration: 1, Resume: 1, Approve: true}},
-		{"a decision for another attempt", engine.Event{Type: engine.EvDecision, Step: "gate", Item: -1, Attempt: 3, Approve: true}},
+		{"a decision for another activation", protocol.Event{Type: protocol.EvDecision, Step: "gate", Item: -1, Activation: 2, Approve: true}},
+		{"a decision for another iteration", protocol.Event{Type: protocol.EvDecision, Step: "gate", Item: -1, Iteration: 2, Approve: true}},
+		{"a decision for another resume", protocol.Event{Type: protocol.EvDecision, Step: "gate", Item: -1, Iteration: 1, Resume: 1, Approve: true}},
+		{"a decision for another attempt", protocol.Event{Type: protocol.EvDecision, Step: "gate", Item: -1, Attempt: 3, Approve: true}},
 		{"a resume for a step waiting for a decision", resume("gate", `"go"`)},
-		{"a tick before the timeout", engine.Event{Type: engine.EvTick, At: until.Add(-time.Nanosecond), Step: "gate", Item: -1, Activation: 1}},
-		{"a tick of another activation", engine.Event{Type: engine.EvTick, At: until, Step: "gate", Item: -1, Activation: 2}},
-		{"a waiting answer for an approval step", engine.Event{Type: engine.EvWaiting, Step: "gate", Item: -1, Activation: 1, Iteration: 1, Attempt: 1,
-			Pending: []engine.PendingCall{{CallID: "c1"}}}},
-		{"an answer for an approval step", engine.Event{Type: engine.EvCompleted, Step: "gate", Item: -1, Activation: 1, Iteration: 1, Attempt: 1}},
+		{"a tick before the timeout", protocol.Event{Type: protocol.EvTick, At: until.Add(-time.Nanosecond), Step: "gate", Item: -1, Activation: 1}},
+		{"a tick of another activation", protocol.Event{Type: protocol.EvTick, At: until, Step: "gate", Item: -1, Activation: 2}},
+		{"a waiting answer for an approval step", protocol.Event{Type: protocol.EvWaiting, Step: "gate", Item: -1, Activation: 1, Iteration: 1, Attempt: 1,
+			Pending: []protocol.PendingCall{{CallID: "c1"}}}},
+		{"an answer for an approval step", protocol.Event{Type: protocol.EvCompleted, Step: "gate", Item: -1, Activation: 1, Iteration: 1, Attempt: 1}},
 		{"a signal without a name", signal("", `1`, "s1")},
 		{"a signal whose data is not JSON", signal("paid", `{`, "s1")},
 	} {
@@ -209,7 +210,7 @@ func waitEventWorkflow(t *testing.T, prepTakes time.Duration) (*workflow.Definit
 func TestWaitEvent(t *testing.T) {
 	type sent struct {
 		after time.Duration
-		ev    engine.Event
+		ev    protocol.Event
 	}
 	for _, tc := range []struct {
 		name      string
@@ -247,13 +248,13 @@ func TestWaitEvent(t *testing.T) {
 			d := newDriver(t, def, `{}`, sc)
 			if tc.waits {
 				d.runUntil("wt waits", waiting("wt"))
-				d.expectWaiting("wt", engine.WaitEvent, t0.Add(time.Second+30*time.Minute))
+				d.expectWaiting("wt", protocol.WaitEvent, t0.Add(time.Second+30*time.Minute))
 			}
 			for _, s := range tc.signals {
 				d.human(s.after, s.ev)
 			}
 			d.runToEnd()
-			d.expect(engine.RunCompleted, "")
+			d.expect(protocol.RunCompleted, "")
 			d.expectPath(tc.path...)
 			sr := d.stepRun("wt")
 			if tc.output != "" && (string(sr.Output) != tc.output || sr.Label != "paid") {
@@ -294,12 +295,12 @@ func TestSignalGoesToTheFirstWaiter(t *testing.T) {
 	d.runUntil("the waiters", waiting("fan#1"))
 	for i, want := range []string{"fan#0", "fan#1", "solo"} {
 		d.human(time.Minute, signal("go", strconvI(i), "s"+strconvI(i)))
-		if sr := d.stepRun(want); sr.Status != engine.StepCompleted || string(sr.Output) != strconvI(i) {
+		if sr := d.stepRun(want); sr.Status != protocol.StepCompleted || string(sr.Output) != strconvI(i) {
 			t.Fatalf("signal %d: %s is %s with output %s", i, want, sr.Status, sr.Output)
 		}
 	}
 	d.runToEnd()
-	d.expect(engine.RunCompleted, "")
+	d.expect(protocol.RunCompleted, "")
 	d.expectOutput(`{"fan":[0,1],"solo":2}`)
 }
 
@@ -316,18 +317,18 @@ func TestSleep(t *testing.T) {
 		wf.Edge("prep", "nap")
 		wf.Edge("nap", "calm").When("calm")
 		d := newDriver(t, build(t, wf), `{}`, script{"prep": {done(`{"mood":"calm"}`)}, "calm": {done(`"ok"`)}})
-		d.runUntil("the sleep", func(r *engine.Run) bool { return r.Steps["nap"].Status == engine.StepRunning })
+		d.runUntil("the sleep", func(r *engine.Run) bool { return r.Steps["nap"].Status == protocol.StepRunning })
 		until := t0.Add(time.Second + 5*time.Minute)
 		sr := d.stepRun("nap")
-		if sr.Wait != engine.WaitSleep || !sr.Until.Equal(until) || d.run.Status != engine.RunRunning {
+		if sr.Wait != protocol.WaitSleep || !sr.Until.Equal(until) || d.run.Status != protocol.RunRunning {
 			t.Fatalf("nap: wait %q until %s, run %s; want sleep until %s, running", sr.Wait, sr.Until, d.run.Status, until)
 		}
 		if !d.scheduled("nap", until) || !slices.ContainsFunc(engine.Timers(d.def, d.run), func(c engine.Command) bool { return c.Step == "nap" && c.At.Equal(until) }) {
 			t.Fatalf("the end of the sleep is not scheduled or not re-armed: %+v", engine.Timers(d.def, d.run))
 		}
-		d.unchanged("a tick before the end", engine.Event{Type: engine.EvTick, At: until.Add(-time.Millisecond), Step: "nap", Item: -1, Activation: 1})
+		d.unchanged("a tick before the end", protocol.Event{Type: protocol.EvTick, At: until.Add(-time.Millisecond), Step: "nap", Item: -1, Activation: 1})
 		d.runToEnd()
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectPath("prep", "nap", "calm")
 		if sr := d.stepRun("nap"); string(sr.Output) != `{"mood":"calm"}` || sr.Label != "calm" || sr.Wait != "" {
 			t.Fatalf("nap: output %s, label %q, wait %q", sr.Output, sr.Label, sr.Wait)
@@ -348,7 +349,7 @@ duration = "0s"
 		if err != nil {
 			t.Fatal(err)
 		}
-		if run.Status != engine.RunCompleted || len(cmds) != 2 || cmds[1].Type != engine.CmdFinish || string(cmds[1].Output) != `7` {
+		if run.Status != protocol.RunCompleted || len(cmds) != 2 || cmds[1].Type != engine.CmdFinish || string(cmds[1].Output) != `7` {
 			t.Fatalf("status %s, commands %s", run.Status, mustJSON(t, cmds))
 		}
 	})
@@ -370,49 +371,49 @@ func agentWorkflow(t *testing.T, configure func(*workflow.AgentStep)) *workflow.
 }
 
 func TestAgentApprovals(t *testing.T) {
-	approve := func(id, by string) engine.Decision { return engine.Decision{CallID: id, Approve: true, By: by} }
-	deny := func(id, msg string) engine.Decision { return engine.Decision{CallID: id, Message: msg} }
+	approve := func(id, by string) protocol.Decision { return protocol.Decision{CallID: id, Approve: true, By: by} }
+	deny := func(id, msg string) protocol.Decision { return protocol.Decision{CallID: id, Message: msg} }
 	type resumed struct {
 		msgID     string
 		iteration int
 		attempt   int
 		resume    int
-		decisions []engine.Decision
+		decisions []protocol.Decision
 	}
 	for _, tc := range []struct {
 		name      string
 		configure func(*workflow.AgentStep)
 		replies   []reply
-		humans    []engine.Event // each one minute after the other, once act waits
+		humans    []protocol.Event // each one minute after the other, once act waits
 		path      []string
 		tasks     []resumed // every task of act, in order
 		err       string
 	}{
 		{name: "calls decided one by one",
 			replies: []reply{waits("c1", "c2"), done(`"refunded"`)},
-			humans:  []engine.Event{{Type: engine.EvDecision, Step: "act", Item: -1, CallID: "c1", Approve: true, By: "ana"}, decision("act", "c2", false, "too much")},
+			humans:  []protocol.Event{{Type: protocol.EvDecision, Step: "act", Item: -1, CallID: "c1", Approve: true, By: "ana"}, decision("act", "c2", false, "too much")},
 			path:    []string{"act", "after"},
 			tasks: []resumed{{"run1/act/1/1/1", 1, 1, 0, nil},
-				{"run1/act/1/1/1/r1", 1, 1, 1, []engine.Decision{approve("c1", "ana"), deny("c2", "too much")}}}},
+				{"run1/act/1/1/1/r1", 1, 1, 1, []protocol.Decision{approve("c1", "ana"), deny("c2", "too much")}}}},
 		{name: "one decision for every call, in pending order",
 			replies: []reply{waits("b", "a"), done(`"refunded"`)},
-			humans:  []engine.Event{decision("act", "", true, "")},
+			humans:  []protocol.Event{decision("act", "", true, "")},
 			path:    []string{"act", "after"},
 			tasks: []resumed{{"run1/act/1/1/1", 1, 1, 0, nil},
-				{"run1/act/1/1/1/r1", 1, 1, 1, []engine.Decision{approve("b", ""), approve("a", "")}}}},
+				{"run1/act/1/1/1/r1", 1, 1, 1, []protocol.Decision{approve("b", ""), approve("a", "")}}}},
 		{name: "a call decided first keeps its decision",
 			replies: []reply{waits("c1", "c2"), done(`"refunded"`)},
-			humans:  []engine.Event{decision("act", "c1", false, "no"), decision("act", "c1", true, "yes after all"), decision("act", "", true, "")},
+			humans:  []protocol.Event{decision("act", "c1", false, "no"), decision("act", "c1", true, "yes after all"), decision("act", "", true, "")},
 			path:    []string{"act", "after"},
 			tasks: []resumed{{"run1/act/1/1/1", 1, 1, 0, nil},
-				{"run1/act/1/1/1/r1", 1, 1, 1, []engine.Decision{deny("c1", "no"), approve("c2", "")}}}},
+				{"run1/act/1/1/1/r1", 1, 1, 1, []protocol.Decision{deny("c1", "no"), approve("c2", "")}}}},
 		{name: "the approval timeout denies the undecided calls",
 			configure: func(s *workflow.AgentStep) { s.WithApprovalTimeout(10 * time.Minute) },
 			replies:   []reply{waits("c1", "c2"), done(`"refunded"`)},
-			humans:    []engine.Event{decision("act", "c1", true, "")},
+			humans:    []protocol.Event{decision("act", "c1", true, "")},
 			path:      []string{"act", "after"},
 			tasks: []resumed{{"run1/act/1/1/1", 1, 1, 0, nil},
-				{"run1/act/1/1/1/r1", 1, 1, 1, []engine.Decision{approve("c1", ""), deny("c2", "no decision within 10m0s")}}}},
+				{"run1/act/1/1/1/r1", 1, 1, 1, []protocol.Decision{approve("c1", ""), deny("c2", "no decision within 10m0s")}}}},
 		{name: "the approval timeout fails the step with on_timeout fail",
 			configure: func(s *workflow.AgentStep) { s.WithApprovalTimeout(10 * time.Minute).WithOnTimeout("fail") },
 			replies:   []reply{waits("c1")},
@@ -422,24 +423,24 @@ func TestAgentApprovals(t *testing.T) {
 		{name: "a resumed task that fails is retried with its decisions",
 			configure: func(s *workflow.AgentStep) { s.WithRetry(workflow.Retry{MaxAttempts: 2, Backoff: "fixed"}) },
 			replies:   []reply{waits("c1"), fails("flaky"), done(`"refunded"`)},
-			humans:    []engine.Event{decision("act", "c1", true, "")},
+			humans:    []protocol.Event{decision("act", "c1", true, "")},
 			path:      []string{"act", "after"},
 			tasks: []resumed{{"run1/act/1/1/1", 1, 1, 0, nil},
-				{"run1/act/1/1/1/r1", 1, 1, 1, []engine.Decision{approve("c1", "")}},
-				{"run1/act/1/1/2/r1", 1, 2, 1, []engine.Decision{approve("c1", "")}}}},
+				{"run1/act/1/1/1/r1", 1, 1, 1, []protocol.Decision{approve("c1", "")}},
+				{"run1/act/1/1/2/r1", 1, 2, 1, []protocol.Decision{approve("c1", "")}}}},
 		{name: "a resumed task that waits again",
 			replies: []reply{waits("c1"), waits("c2"), done(`"refunded"`)},
-			humans:  []engine.Event{decision("act", "c1", true, ""), decision("act", "c2", false, "")},
+			humans:  []protocol.Event{decision("act", "c1", true, ""), decision("act", "c2", false, "")},
 			path:    []string{"act", "after"},
 			tasks: []resumed{{"run1/act/1/1/1", 1, 1, 0, nil},
-				{"run1/act/1/1/1/r1", 1, 1, 1, []engine.Decision{approve("c1", "")}},
-				{"run1/act/1/1/1/r2", 1, 1, 2, []engine.Decision{deny("c2", "")}}}},
+				{"run1/act/1/1/1/r1", 1, 1, 1, []protocol.Decision{approve("c1", "")}},
+				{"run1/act/1/1/1/r2", 1, 1, 2, []protocol.Decision{deny("c2", "")}}}},
 		{name: "the next iteration starts afresh",
 			replies: []reply{waits("c1"), cont(`"more"`), done(`"refunded"`)},
-			humans:  []engine.Event{decision("act", "c1", true, "")},
+			humans:  []protocol.Event{decision("act", "c1", true, "")},
 			path:    []string{"act", "after"},
 			tasks: []resumed{{"run1/act/1/1/1", 1, 1, 0, nil},
-				{"run1/act/1/1/1/r1", 1, 1, 1, []engine.Decision{approve("c1", "")}},
+				{"run1/act/1/1/1/r1", 1, 1, 1, []protocol.Decision{approve("c1", "")}},
 				{"run1/act/1/2/1", 2, 1, 0, nil}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -452,13 +453,13 @@ func TestAgentApprovals(t *testing.T) {
 				if step := def.StepByID("act"); step.ApprovalTimeout > 0 {
 					until = sr.WaitingSince.Add(step.ApprovalTimeout.Std())
 				}
-				d.expectWaiting("act", engine.WaitApproval, until)
+				d.expectWaiting("act", protocol.WaitApproval, until)
 				if len(sr.Pending) == 0 || sr.Pending[0].Tool != "pay" || string(sr.Pending[0].Arguments) != `{"call":"`+sr.Pending[0].CallID+`"}` {
 					t.Fatalf("pending %+v", sr.Pending)
 				}
 				d.human(time.Minute, ev)
 				// While the resumed task is in flight, InFlight rebuilds it exactly.
-				if last := d.dispatches[len(d.dispatches)-1].task; d.run.Steps["act"].Status == engine.StepRunning {
+				if last := d.dispatches[len(d.dispatches)-1].task; d.run.Steps["act"].Status == protocol.StepRunning {
 					got := engine.InFlight(def, d.run)
 					if len(got) != 1 || !bytes.Equal(mustJSON(t, got[0]), mustJSON(t, last)) {
 						t.Fatalf("in flight %s, dispatched %s", mustJSON(t, got), mustJSON(t, last))
@@ -466,7 +467,7 @@ func TestAgentApprovals(t *testing.T) {
 				}
 			}
 			d.runToEnd()
-			d.expect(engine.RunCompleted, "")
+			d.expect(protocol.RunCompleted, "")
 			d.expectPath(tc.path...)
 			var got []resumed
 			for _, x := range d.tasksOf("act") {
@@ -488,33 +489,33 @@ func TestAgentWaitingEventsThatDoNotApply(t *testing.T) {
 	def := agentWorkflow(t, nil)
 	d := newDriver(t, def, `{"order":"O-1"}`, script{"act": {waits("c1", "c2"), hangs()}})
 	d.runUntil("act waits", waiting("act"))
-	task := engine.Event{Step: "act", Item: -1, Activation: 1, Iteration: 1, Attempt: 1}
-	answer := func(typ engine.EventType, resume int) engine.Event {
+	task := protocol.Event{Step: "act", Item: -1, Activation: 1, Iteration: 1, Attempt: 1}
+	answer := func(typ protocol.EventType, resume int) protocol.Event {
 		ev := task
 		ev.Type, ev.Resume, ev.Output = typ, resume, json.RawMessage(`"late"`)
 		return ev
 	}
 	for _, tc := range []struct {
 		name string
-		ev   engine.Event
+		ev   protocol.Event
 	}{
 		{"a decision for an unknown call", decision("act", "c9", true, "")},
 		{"a resume of a step waiting for a decision", resume("act", `"go on"`)},
-		{"the paused task's answer again", answer(engine.EvWaiting, 0)},
-		{"a late answer of the paused task", answer(engine.EvCompleted, 0)},
-		{"an answer of a resumed task not dispatched yet", answer(engine.EvCompleted, 1)},
-		{"a decision addressed to another resume", engine.Event{Type: engine.EvDecision, Step: "act", Item: -1, Activation: 1, Iteration: 1, Resume: 1, CallID: "c1", Approve: true}},
-		{"a tick: no approval timeout", engine.Event{Type: engine.EvTick, At: t0.Add(23 * time.Hour), Step: "act", Item: -1, Activation: 1}},
+		{"the paused task's answer again", answer(protocol.EvWaiting, 0)},
+		{"a late answer of the paused task", answer(protocol.EvCompleted, 0)},
+		{"an answer of a resumed task not dispatched yet", answer(protocol.EvCompleted, 1)},
+		{"a decision addressed to another resume", protocol.Event{Type: protocol.EvDecision, Step: "act", Item: -1, Activation: 1, Iteration: 1, Resume: 1, CallID: "c1", Approve: true}},
+		{"a tick: no approval timeout", protocol.Event{Type: protocol.EvTick, At: t0.Add(23 * time.Hour), Step: "act", Item: -1, Activation: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { d.unchanged(tc.name, tc.ev) })
 	}
 
 	// After every call is decided, the paused task's answers are stale; the resumed task's count.
 	d.human(time.Minute, decision("act", "", true, ""))
-	d.unchanged("a late answer of the paused task", answer(engine.EvCompleted, 0))
+	d.unchanged("a late answer of the paused task", answer(protocol.EvCompleted, 0))
 	d.unchanged("a decision once resumed", decision("act", "c1", false, ""))
-	next, cmds, err := engine.Decide(def, d.run, answer(engine.EvCompleted, 1))
-	if err != nil || len(cmds) != 1 || cmds[0].Task.Body != "after" || next.Steps["act"].Status != engine.StepCompleted {
+	next, cmds, err := engine.Decide(def, d.run, answer(protocol.EvCompleted, 1))
+	if err != nil || len(cmds) != 1 || cmds[0].Task.Body != "after" || next.Steps["act"].Status != protocol.StepCompleted {
 		t.Fatalf("the resumed task's answer: err %v, commands %s", err, mustJSON(t, cmds))
 	}
 }
@@ -522,20 +523,20 @@ func TestAgentWaitingEventsThatDoNotApply(t *testing.T) {
 func TestInvalidWaitingAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		pending []engine.PendingCall
+		pending []protocol.PendingCall
 		err     string
 	}{
 		{"no pending call", nil, "the task answered waiting without a pending call"},
-		{"a call without an id", []engine.PendingCall{{CallID: "c1"}, {Tool: "pay"}}, "pending call 2 has no call id"},
-		{"a call id twice", []engine.PendingCall{{CallID: "c1"}, {CallID: "c1"}}, `pending call id "c1" appears twice`},
-		{"arguments that are not JSON", []engine.PendingCall{{CallID: "c1", Arguments: json.RawMessage(`{`)}}, `the arguments of pending call "c1" are not valid JSON`},
+		{"a call without an id", []protocol.PendingCall{{CallID: "c1"}, {Tool: "pay"}}, "pending call 2 has no call id"},
+		{"a call id twice", []protocol.PendingCall{{CallID: "c1"}, {CallID: "c1"}}, `pending call id "c1" appears twice`},
+		{"arguments that are not JSON", []protocol.PendingCall{{CallID: "c1", Arguments: json.RawMessage(`{`)}}, `the arguments of pending call "c1" are not valid JSON`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			def := agentWorkflow(t, func(s *workflow.AgentStep) { s.WithRetry(workflow.Retry{MaxAttempts: 3}) })
 			d := newDriver(t, def, `{"order":"O-1"}`, script{"act": {hangs()}, "fallback": {done(`"fallback"`)}})
-			d.apply(engine.Event{Type: engine.EvWaiting, At: t0.Add(time.Second), Step: "act", Item: -1, Activation: 1, Iteration: 1, Attempt: 1, Pending: tc.pending})
+			d.apply(protocol.Event{Type: protocol.EvWaiting, At: t0.Add(time.Second), Step: "act", Item: -1, Activation: 1, Iteration: 1, Attempt: 1, Pending: tc.pending})
 			d.runToEnd()
-			d.expect(engine.RunCompleted, "")
+			d.expect(protocol.RunCompleted, "")
 			d.expectPath("act", "fallback")
 			// A permanent failure: not retried, dead-lettered.
 			if sr := d.stepRun("act"); sr.Error != tc.err || sr.Attempts != 1 || len(d.deadLetters) != 1 || d.deadLetters[0].Reason != tc.err {
@@ -589,7 +590,7 @@ func TestAgentPause(t *testing.T) {
 			d := newDriver(t, def, `{"order":"O-1"}`, script{"act": tc.replies, "after": {done(`"after"`)}})
 			if tc.answer != "" {
 				d.runUntil("act pauses", waiting("act"))
-				d.expectWaiting("act", engine.WaitInput, time.Time{})
+				d.expectWaiting("act", protocol.WaitInput, time.Time{})
 				if sr := d.stepRun("act"); string(sr.Output) != paused || sr.StopReason != "needs_human" || sr.Label != "" {
 					t.Fatalf("paused act: output %s, stop reason %q, label %q", sr.Output, sr.StopReason, sr.Label)
 				}
@@ -597,7 +598,7 @@ func TestAgentPause(t *testing.T) {
 				d.human(tc.after, resume("act", tc.answer))
 			}
 			d.runToEnd()
-			d.expect(engine.RunCompleted, "")
+			d.expect(protocol.RunCompleted, "")
 			d.expectPath("act", "after")
 			sr := d.stepRun("act")
 			if sr.Label != tc.label || sr.StopReason != tc.label || string(sr.Output) != tc.output || d.dispatchCount("act") != tc.tasks {
@@ -670,31 +671,31 @@ func TestWaitingRuns(t *testing.T) {
 	t.Run("a run waits while any step waits", func(t *testing.T) {
 		d := twoApprovals(t)
 		for _, key := range []string{"fan#0", "fan#1"} {
-			if sr := d.stepRun(key); sr.Status != engine.StepWaiting {
+			if sr := d.stepRun(key); sr.Status != protocol.StepWaiting {
 				t.Fatalf("%s: %s", key, sr.Status)
 			}
 		}
-		if d.run.Status != engine.RunWaiting || d.run.Finished() {
+		if d.run.Status != protocol.RunWaiting || d.run.Finished() {
 			t.Fatalf("run %s", d.run.Status)
 		}
-		d.human(time.Minute, engine.Event{Type: engine.EvDecision, Step: "fan", Item: 1, Approve: true, Message: "B ok"})
-		if d.run.Status != engine.RunWaiting || d.stepRun("fan#1").Status != engine.StepCompleted {
+		d.human(time.Minute, protocol.Event{Type: protocol.EvDecision, Step: "fan", Item: 1, Approve: true, Message: "B ok"})
+		if d.run.Status != protocol.RunWaiting || d.stepRun("fan#1").Status != protocol.StepCompleted {
 			t.Fatalf("run %s, fan#1 %s", d.run.Status, d.stepRun("fan#1").Status)
 		}
-		d.human(time.Minute, engine.Event{Type: engine.EvDecision, Step: "fan", Item: 0})
-		d.expect(engine.RunCompleted, "")
+		d.human(time.Minute, protocol.Event{Type: protocol.EvDecision, Step: "fan", Item: 0})
+		d.expect(protocol.RunCompleted, "")
 		d.expectOutput(`[null,"B ok"]`)
 	})
 	t.Run("a waiting run is cancelled; its waiting steps too", func(t *testing.T) {
 		d := twoApprovals(t)
-		d.human(time.Minute, engine.Event{Type: engine.EvCancel, Item: -1, Reason: "stop"})
-		d.expect(engine.RunCancelled, engine.CodeCancelled)
+		d.human(time.Minute, protocol.Event{Type: protocol.EvCancel, Item: -1, Reason: "stop"})
+		d.expect(protocol.RunCancelled, protocol.CodeCancelled)
 		for _, key := range []string{"fan", "fan#0", "fan#1"} {
-			if sr := d.stepRun(key); sr.Status != engine.StepCancelled || sr.StopReason != engine.LabelCancelled {
+			if sr := d.stepRun(key); sr.Status != protocol.StepCancelled || sr.StopReason != protocol.LabelCancelled {
 				t.Fatalf("%s: %s, %q", key, sr.Status, sr.StopReason)
 			}
 		}
-		d.unchanged("a decision after the end", engine.Event{Type: engine.EvDecision, Step: "fan", Item: 0, Approve: true})
+		d.unchanged("a decision after the end", protocol.Event{Type: protocol.EvDecision, Step: "fan", Item: 0, Approve: true})
 		if engine.Timers(d.def, d.run) != nil || engine.InFlight(d.def, d.run) != nil {
 			t.Fatal("a finished run has timers or tasks in flight")
 		}
@@ -702,8 +703,8 @@ func TestWaitingRuns(t *testing.T) {
 	t.Run("a waiting run times out at its deadline", func(t *testing.T) {
 		d := twoApprovals(t)
 		d.runToEnd()
-		d.expect(engine.RunTimedOut, engine.CodeDeadline)
-		if sr := d.stepRun("fan#0"); sr.Status != engine.StepCancelled || sr.StopReason != engine.LabelTimeout {
+		d.expect(protocol.RunTimedOut, protocol.CodeDeadline)
+		if sr := d.stepRun("fan#0"); sr.Status != protocol.StepCancelled || sr.StopReason != protocol.LabelTimeout {
 			t.Fatalf("fan#0: %s, %q", sr.Status, sr.StopReason)
 		}
 	})
@@ -713,8 +714,8 @@ func TestWaitingRuns(t *testing.T) {
 		wf.Task("a", "h")
 		wf.Approval("w", "W?")
 		d := drive(t, build(t, wf), `{}`, script{"a": {failsForGood("broken")}})
-		d.expect(engine.RunFailed, engine.CodeStepFailed)
-		if sr := d.stepRun("fan#1"); sr.Status != engine.StepSkipped {
+		d.expect(protocol.RunFailed, protocol.CodeStepFailed)
+		if sr := d.stepRun("fan#1"); sr.Status != protocol.StepSkipped {
 			t.Fatalf("fan#1: %s", sr.Status)
 		}
 	})
@@ -732,10 +733,10 @@ func TestWaitingRuns(t *testing.T) {
 		if sr := d.stepRun("ask"); sr.Activation != 2 || sr.Decisions != nil || sr.Label != "" {
 			t.Fatalf("ask, second activation: %+v", sr)
 		}
-		d.unchanged("a decision for the first activation", engine.Event{Type: engine.EvDecision, Step: "ask", Item: -1, Activation: 1, Approve: true})
+		d.unchanged("a decision for the first activation", protocol.Event{Type: protocol.EvDecision, Step: "ask", Item: -1, Activation: 1, Approve: true})
 		d.human(time.Minute, decision("ask", "", true, "second"))
 		d.runToEnd()
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectPath("ask", "work", "ask", "work", "fin")
 	})
 }
@@ -761,7 +762,7 @@ func TestTimersOfWaits(t *testing.T) {
 		"act":  {waits("c1").after(3 * time.Second)},
 		"ask":  {stopped(`1`, "needs_human").after(4 * time.Second)},
 	})
-	d.runUntil("every wait", func(r *engine.Run) bool { return r.Steps["ask"].Status == engine.StepWaiting })
+	d.runUntil("every wait", func(r *engine.Run) bool { return r.Steps["ask"].Status == protocol.StepWaiting })
 	at := t0.Add(time.Second)
 	cmd := func(step string, due time.Time) engine.Command {
 		return engine.Command{Type: engine.CmdSchedule, At: due, Step: step, Item: -1, Activation: 1}
@@ -793,13 +794,13 @@ func TestTimersOfWaits(t *testing.T) {
 
 func TestCloneCopiesWaits(t *testing.T) {
 	run := &engine.Run{
-		ID: "r", Status: engine.RunWaiting,
+		ID: "r", Status: protocol.RunWaiting,
 		Signals:   map[string][]json.RawMessage{"paid": {json.RawMessage(`1`)}},
 		SignalIDs: []string{"s1"},
 		Steps: map[string]*engine.StepRun{"act": {
-			Status: engine.StepWaiting, Wait: engine.WaitApproval,
-			Pending:    []engine.PendingCall{{CallID: "c1", Tool: "pay", Arguments: json.RawMessage(`{"a":1}`)}},
-			Decisions:  map[string]engine.Decision{"c1": {CallID: "c1", Approve: true}},
+			Status: protocol.StepWaiting, Wait: protocol.WaitApproval,
+			Pending:    []protocol.PendingCall{{CallID: "c1", Tool: "pay", Arguments: json.RawMessage(`{"a":1}`)}},
+			Decisions:  map[string]protocol.Decision{"c1": {CallID: "c1", Approve: true}},
 			HumanInput: json.RawMessage(`"hi"`),
 		}},
 	}
@@ -815,8 +816,8 @@ func TestCloneCopiesWaits(t *testing.T) {
 	sr := c.Steps["act"]
 	sr.Pending[0].Arguments[2] = 'b'
 	sr.Pending[0].CallID = "x"
-	sr.Decisions["c1"] = engine.Decision{}
-	sr.Decisions["c2"] = engine.Decision{}
+	sr.Decisions["c1"] = protocol.Decision{}
+	sr.Decisions["c2"] = protocol.Decision{}
 	sr.HumanInput[1] = 'H'
 	if !bytes.Equal(before, mustJSON(t, run)) {
 		t.Fatalf("changing the clone changed the run:\n%s\n%s", before, mustJSON(t, run))
@@ -843,7 +844,7 @@ func TestRestartFromJSONWithHumans(t *testing.T) {
 	humans := func(d *driver) {
 		d.runUntil("act waits", waiting("act"))
 		d.human(time.Minute, signal("paid", `{ "amount" : "<5>" }`, "s1"))
-		d.human(time.Minute, engine.Event{Type: engine.EvDecision, Step: "act", Item: -1, CallID: "c<1>", Approve: true, By: "ana <a@x>"})
+		d.human(time.Minute, protocol.Event{Type: protocol.EvDecision, Step: "act", Item: -1, CallID: "c<1>", Approve: true, By: "ana <a@x>"})
 		d.human(time.Minute, decision("act", "c2", false, "no \u00e9"))
 		d.runUntil("act pauses", waiting("act"))
 		d.human(time.Minute, resume("act", `{"answer": "O-1 <x>"}`))
@@ -862,7 +863,7 @@ func TestRestartFromJSONWithHumans(t *testing.T) {
 	if x, y := mustJSON(t, a.run), mustJSON(t, b.run); !bytes.Equal(x, y) {
 		t.Fatalf("final states differ:\n%s\n%s", x, y)
 	}
-	a.expect(engine.RunCompleted, "")
+	a.expect(protocol.RunCompleted, "")
 	a.expectPath("act", "gate", "nap", "hear")
 	a.expectOutput(`{"amount":"<5>"}`)
 }

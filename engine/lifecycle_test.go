@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -22,7 +23,7 @@ func twoTasks(t *testing.T) *workflow.Definition {
 func TestDeadline(t *testing.T) {
 	t.Run("the deadline tick ends the run", func(t *testing.T) {
 		d := drive(t, twoTasks(t), `{}`, script{"a": {done(`1`)}, "b": {done(`2`).after(2 * time.Hour)}})
-		d.expect(engine.RunTimedOut, engine.CodeDeadline)
+		d.expect(protocol.RunTimedOut, protocol.CodeDeadline)
 		if !d.finishAt().Equal(t0.Add(10 * time.Minute)) {
 			t.Fatalf("timed out at %s", d.finishAt())
 		}
@@ -34,15 +35,15 @@ func TestDeadline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		late := engine.Event{Type: engine.EvCompleted, At: t0.Add(10 * time.Minute), Step: "a", Item: -1, Activation: 1, Iteration: 1, Attempt: 1, Output: json.RawMessage(`1`)}
+		late := protocol.Event{Type: protocol.EvCompleted, At: t0.Add(10 * time.Minute), Step: "a", Item: -1, Activation: 1, Iteration: 1, Attempt: 1, Output: json.RawMessage(`1`)}
 		run, cmds, err := engine.Decide(def, run, late)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if run.Status != engine.RunTimedOut || len(cmds) != 1 || cmds[0].Type != engine.CmdFinish || cmds[0].Error.Code != engine.CodeDeadline {
+		if run.Status != protocol.RunTimedOut || len(cmds) != 1 || cmds[0].Type != engine.CmdFinish || cmds[0].Error.Code != protocol.CodeDeadline {
 			t.Fatalf("status %s, commands %+v", run.Status, cmds)
 		}
-		if a := run.Steps["a"]; a.Output != nil || a.Status != engine.StepCancelled || a.StopReason != engine.LabelTimeout {
+		if a := run.Steps["a"]; a.Output != nil || a.Status != protocol.StepCancelled || a.StopReason != protocol.LabelTimeout {
 			t.Fatalf("step a: %s, stop reason %q, output %s: want cancelled by the deadline, the late answer not recorded", a.Status, a.StopReason, a.Output)
 		}
 	})
@@ -59,7 +60,7 @@ func TestMaxSteps(t *testing.T) {
 		as, bs = append(as, done(`1`)), append(bs, done(`2`))
 	}
 	d := drive(t, build(t, wf), `{}`, script{"a": as, "b": bs})
-	d.expect(engine.RunFailed, engine.CodeMaxSteps)
+	d.expect(protocol.RunFailed, protocol.CodeMaxSteps)
 	if d.run.Executed != 11 {
 		t.Fatalf("executed %d, want 11 (the one over max_steps is refused)", d.run.Executed)
 	}
@@ -72,17 +73,17 @@ func TestMaxSteps(t *testing.T) {
 func TestCancel(t *testing.T) {
 	def := twoTasks(t)
 	d := newDriver(t, def, `{}`, script{"a": {hangs()}})
-	d.apply(engine.Event{Type: engine.EvCancel, At: t0.Add(time.Second), Item: -1, Reason: "operator stop"})
-	d.expect(engine.RunCancelled, engine.CodeCancelled)
+	d.apply(protocol.Event{Type: protocol.EvCancel, At: t0.Add(time.Second), Item: -1, Reason: "operator stop"})
+	d.expect(protocol.RunCancelled, protocol.CodeCancelled)
 	if d.run.Error.Message != "operator stop" {
 		t.Fatalf("error %+v", d.run.Error)
 	}
 	// Everything after is ignored, even a valid answer.
-	for _, ev := range []engine.Event{
-		{Type: engine.EvCompleted, At: t0.Add(2 * time.Second), Step: "a", Item: -1, Activation: 1, Iteration: 1, Attempt: 1},
-		{Type: engine.EvCancel, At: t0.Add(2 * time.Second), Item: -1},
-		{Type: engine.EvTick, At: t0.Add(time.Hour), Item: -1},
-		{Type: engine.EvStart, At: t0.Add(time.Hour), Item: -1},
+	for _, ev := range []protocol.Event{
+		{Type: protocol.EvCompleted, At: t0.Add(2 * time.Second), Step: "a", Item: -1, Activation: 1, Iteration: 1, Attempt: 1},
+		{Type: protocol.EvCancel, At: t0.Add(2 * time.Second), Item: -1},
+		{Type: protocol.EvTick, At: t0.Add(time.Hour), Item: -1},
+		{Type: protocol.EvStart, At: t0.Add(time.Hour), Item: -1},
 	} {
 		run, cmds, err := engine.Decide(def, d.run, ev)
 		if err != nil || len(cmds) != 0 || !bytes.Equal(mustJSON(t, run), mustJSON(t, d.run)) {
@@ -100,8 +101,8 @@ func TestStaleAndDuplicateEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := t0.Add(time.Second)
-	ok := engine.Event{Type: engine.EvFailed, At: at, Step: "a", Item: -1, Activation: 1, Iteration: 1, Attempt: 1, Error: "flaky"}
-	unchanged := func(name string, run *engine.Run, ev engine.Event) {
+	ok := protocol.Event{Type: protocol.EvFailed, At: at, Step: "a", Item: -1, Activation: 1, Iteration: 1, Attempt: 1, Error: "flaky"}
+	unchanged := func(name string, run *engine.Run, ev protocol.Event) {
 		t.Helper()
 		next, cmds, err := engine.Decide(def, run, ev)
 		if err != nil {
@@ -111,18 +112,18 @@ func TestStaleAndDuplicateEvents(t *testing.T) {
 			t.Fatalf("%s changed the run: %+v", name, cmds)
 		}
 	}
-	for name, mod := range map[string]func(*engine.Event){
-		"wrong attempt":    func(e *engine.Event) { e.Attempt = 2 },
-		"wrong activation": func(e *engine.Event) { e.Activation = 2 },
-		"wrong iteration":  func(e *engine.Event) { e.Iteration = 2 },
-		"unknown step":     func(e *engine.Event) { e.Step = "nope" },
-		"pending step":     func(e *engine.Event) { e.Step = "b" },
-		"child of a task":  func(e *engine.Event) { e.Item = 0; e.Attempt = 9 },
-		"tick for a task":  func(e *engine.Event) { e.Type = engine.EvTick },
-		"child_finished for a task": func(e *engine.Event) {
-			e.Type = engine.EvChildFinished
+	for name, mod := range map[string]func(*protocol.Event){
+		"wrong attempt":    func(e *protocol.Event) { e.Attempt = 2 },
+		"wrong activation": func(e *protocol.Event) { e.Activation = 2 },
+		"wrong iteration":  func(e *protocol.Event) { e.Iteration = 2 },
+		"unknown step":     func(e *protocol.Event) { e.Step = "nope" },
+		"pending step":     func(e *protocol.Event) { e.Step = "b" },
+		"child of a task":  func(e *protocol.Event) { e.Item = 0; e.Attempt = 9 },
+		"tick for a task":  func(e *protocol.Event) { e.Type = protocol.EvTick },
+		"child_finished for a task": func(e *protocol.Event) {
+			e.Type = protocol.EvChildFinished
 		},
-		"start again": func(e *engine.Event) { e.Type = engine.EvStart },
+		"start again": func(e *protocol.Event) { e.Type = protocol.EvStart },
 	} {
 		ev := ok
 		mod(&ev)
@@ -134,7 +135,7 @@ func TestStaleAndDuplicateEvents(t *testing.T) {
 	}
 	unchanged("the same failure again", next, ok)
 	ok2 := ok
-	ok2.Type, ok2.Attempt, ok2.Output = engine.EvCompleted, 1, json.RawMessage(`1`)
+	ok2.Type, ok2.Attempt, ok2.Output = protocol.EvCompleted, 1, json.RawMessage(`1`)
 	unchanged("an answer to the retried attempt", next, ok2)
 	ok2.Attempt = 2
 	done, cmds, err := engine.Decide(def, next, ok2)
@@ -152,7 +153,7 @@ func TestDecideDoesNotMutate(t *testing.T) {
 	}
 	tk := cmds[1].Task
 	before := mustJSON(t, run)
-	ev := engine.Event{Type: engine.EvCompleted, At: t0.Add(time.Second), Step: tk.Step, Item: tk.Item,
+	ev := protocol.Event{Type: protocol.EvCompleted, At: t0.Add(time.Second), Step: tk.Step, Item: tk.Item,
 		Activation: tk.Activation, Iteration: tk.Iteration, Attempt: tk.Attempt, Output: json.RawMessage(`"draft"`)}
 	next, _, err := engine.Decide(def, run, ev)
 	if err != nil {
@@ -174,7 +175,7 @@ func TestDecideDoesNotMutate(t *testing.T) {
 		t.Fatal("the result shares memory with the input")
 	}
 	// The output in the new state is its own copy of the event's bytes.
-	next2, _, _ := engine.Decide(def, run, engine.Event{Type: engine.EvCompleted, At: t0.Add(time.Second), Step: "generate", Item: -1,
+	next2, _, _ := engine.Decide(def, run, protocol.Event{Type: protocol.EvCompleted, At: t0.Add(time.Second), Step: "generate", Item: -1,
 		Activation: 1, Iteration: 1, Attempt: 1, Output: ev.Output})
 	ev.Output[1] = 'Z'
 	if string(next2.Steps["generate"].Output) != `"Yraft"` {
@@ -215,7 +216,7 @@ func TestRestartFromJSON(t *testing.T) {
 	if x, y := mustJSON(t, a.run), mustJSON(t, b.run); !bytes.Equal(x, y) {
 		t.Fatalf("final states differ:\n%s\n%s", x, y)
 	}
-	a.expect(engine.RunCompleted, "")
+	a.expect(protocol.RunCompleted, "")
 	a.expectOutput(`"d2"`)
 }
 
@@ -233,7 +234,7 @@ func TestInFlightRebuildsTasks(t *testing.T) {
 	// A retried task is rebuilt with its NotBefore.
 	def := twoTasks(t)
 	run, _, _ := engine.Start(def, "r", nil, t0)
-	run, cmds, _ := engine.Decide(def, run, engine.Event{Type: engine.EvFailed, At: t0.Add(time.Second), Step: "a", Item: -1, Activation: 1, Iteration: 1, Attempt: 1})
+	run, cmds, _ := engine.Decide(def, run, protocol.Event{Type: protocol.EvFailed, At: t0.Add(time.Second), Step: "a", Item: -1, Activation: 1, Iteration: 1, Attempt: 1})
 	if got := engine.InFlight(def, run); len(got) != 1 || !bytes.Equal(mustJSON(t, got[0]), mustJSON(t, cmds[0].Task)) {
 		t.Fatalf("in flight %+v, dispatched %+v", got, cmds[0].Task)
 	}
@@ -250,20 +251,20 @@ func TestProgrammingErrors(t *testing.T) {
 		call func() error
 		want string
 	}{
-		{"nil definition", func() error { _, _, err := engine.Decide(nil, run, engine.Event{Type: engine.EvTick}); return err }, "definition"},
-		{"nil run", func() error { _, _, err := engine.Decide(def, nil, engine.Event{Type: engine.EvTick}); return err }, "no run"},
-		{"unknown event", func() error { _, _, err := engine.Decide(def, run, engine.Event{Type: "poke"}); return err }, `"poke"`},
+		{"nil definition", func() error { _, _, err := engine.Decide(nil, run, protocol.Event{Type: protocol.EvTick}); return err }, "definition"},
+		{"nil run", func() error { _, _, err := engine.Decide(def, nil, protocol.Event{Type: protocol.EvTick}); return err }, "no run"},
+		{"unknown event", func() error { _, _, err := engine.Decide(def, run, protocol.Event{Type: "poke"}); return err }, `"poke"`},
 		{"event before start", func() error {
-			_, _, err := engine.Decide(def, &engine.Run{ID: "x"}, engine.Event{Type: engine.EvTick})
+			_, _, err := engine.Decide(def, &engine.Run{ID: "x"}, protocol.Event{Type: protocol.EvTick})
 			return err
 		}, "has not started"},
 		{"input that is not JSON", func() error { _, _, err := engine.Start(def, "x", json.RawMessage(`{`), t0); return err }, "not valid JSON"},
 		{"another definition", func() error {
-			_, _, err := engine.Decide(refiner(t), run, engine.Event{Type: engine.EvTick, At: t0})
+			_, _, err := engine.Decide(refiner(t), run, protocol.Event{Type: protocol.EvTick, At: t0})
 			return err
 		}, "was started with workflow two"},
 		{"a signal without an id", func() error {
-			_, _, err := engine.Decide(def, run, engine.Event{Type: engine.EvSignal, At: t0, Item: -1, Name: "paid"})
+			_, _, err := engine.Decide(def, run, protocol.Event{Type: protocol.EvSignal, At: t0, Item: -1, Name: "paid"})
 			return err
 		}, `signal "paid" for run "r" has no id`},
 		{"no start step", func() error {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 )
 
 // TestLoopRegionAbandonsWorkInFlight: a loop edge fires while a sibling branch of the region is
@@ -80,7 +81,7 @@ to = "d"
 		"child.toml": {hangs(), done(`"S2"`)},
 		"d":          {done(`"D"`).after(20 * time.Second)},
 	})
-	d.expect(engine.RunCompleted, "")
+	d.expect(protocol.RunCompleted, "")
 	d.expectOutput(`"D"`)
 	if in := d.tasksOf("d")[0].task.Input; string(in) != `{"b":{"next":"done"},"c":"C2","sub":"S2"}` {
 		t.Fatalf("join input %s", in)
@@ -168,7 +169,7 @@ when = "true"
 		"work":  {done(`"w1"`), done(`"w2"`), done(`"w3"`), done(`"w9"`)},
 		"judge": {done(`{"ok":false}`), done(`{"ok":true}`)},
 	})
-	d.expect(engine.RunCompleted, "")
+	d.expect(protocol.RunCompleted, "")
 	d.expectOutput(`{"ok":true}`)
 	if out := d.stepRun("each").Output; string(out) != `["w9"]` {
 		t.Fatalf("map output %s", out)
@@ -176,7 +177,7 @@ when = "true"
 	if _, ok := d.run.Steps["each#1"]; ok {
 		t.Fatal("a child of the earlier activation is left")
 	}
-	if c := d.stepRun("each#0"); c.Activation != 2 || c.Status != engine.StepCompleted {
+	if c := d.stepRun("each#0"); c.Activation != 2 || c.Status != protocol.StepCompleted {
 		t.Fatalf("child: %+v", c)
 	}
 	if tk := d.tasksOf("work")[3].task; tk.MsgID != "run1/each#0/2/1/1" {
@@ -240,7 +241,7 @@ when = "ko"
 		"b":          {done(`2`)},
 		"child.toml": {done(`{"status":"ko"}`)},
 	})
-	d.expect(engine.RunFailed, engine.CodeFail)
+	d.expect(protocol.RunFailed, protocol.CodeFail)
 	d.expectErrorContains("sub-run said ko")
 	d.expectPath("fan", "sub", "bad")
 
@@ -249,14 +250,14 @@ when = "ko"
 		"b":          {done(`2`)},
 		"child.toml": {doneAs(`{"status":"ko"}`, "ok")},
 	})
-	d.expect(engine.RunCompleted, "")
+	d.expect(protocol.RunCompleted, "")
 	d.expectOutput(`{"status":"ko"}`)
 
 	d = drive(t, def, `{}`, script{
 		"a": {done(`{"other":1}`)},
 		"b": {done(`2`)},
 	})
-	d.expect(engine.RunFailed, engine.CodeStepFailed)
+	d.expect(protocol.RunFailed, protocol.CodeStepFailed)
 	d.expectErrorContains(`branch: 0.kind: output.0 has no key "kind"`)
 }
 
@@ -264,12 +265,12 @@ when = "ko"
 // an index the parent does not have, change nothing.
 func TestStaleChildEvents(t *testing.T) {
 	d := newDriver(t, parallelWorkflow(t, 0, false), `{"topic":"x"}`, script{"a": {hangs()}, "b": {hangs()}, "c": {hangs()}})
-	for _, ev := range []engine.Event{
-		{Type: engine.EvCompleted, Step: "research", Item: 7, Activation: 1, Iteration: 1, Attempt: 1},
-		{Type: engine.EvCompleted, Step: "research", Item: 0, Activation: 2, Iteration: 1, Attempt: 1},
-		{Type: engine.EvCompleted, Step: "research", Item: -1, Activation: 1, Iteration: 1, Attempt: 1},
-		{Type: engine.EvChildFinished, Step: "research", Item: 0, Activation: 1},
-		{Type: engine.EvTick, Step: "research", Item: -1, Activation: 1},
+	for _, ev := range []protocol.Event{
+		{Type: protocol.EvCompleted, Step: "research", Item: 7, Activation: 1, Iteration: 1, Attempt: 1},
+		{Type: protocol.EvCompleted, Step: "research", Item: 0, Activation: 2, Iteration: 1, Attempt: 1},
+		{Type: protocol.EvCompleted, Step: "research", Item: -1, Activation: 1, Iteration: 1, Attempt: 1},
+		{Type: protocol.EvChildFinished, Step: "research", Item: 0, Activation: 1},
+		{Type: protocol.EvTick, Step: "research", Item: -1, Activation: 1},
 	} {
 		ev.At = t0.Add(time.Second)
 		next, cmds, err := engine.Decide(d.def, d.run, ev)

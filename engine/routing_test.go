@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -24,7 +25,7 @@ func TestLinearChain(t *testing.T) {
 		"b": {done(`{"y":2}`)},
 		"c": {done(`"end"`)},
 	})
-	d.expect(engine.RunCompleted, "")
+	d.expect(protocol.RunCompleted, "")
 	d.expectOutput(`"end"`)
 	d.expectPath("a", "b", "c")
 
@@ -52,7 +53,7 @@ func TestLinearChain(t *testing.T) {
 			t.Errorf("task of %s: %+v", tc.step, tk)
 		}
 		sr := d.stepRun(tc.step)
-		if sr.Status != engine.StepCompleted || sr.Activation != 1 || sr.Attempts != 1 {
+		if sr.Status != protocol.StepCompleted || sr.Activation != 1 || sr.Attempts != 1 {
 			t.Errorf("step %s: %+v", tc.step, sr)
 		}
 	}
@@ -84,18 +85,18 @@ func TestSwitchRouting(t *testing.T) {
 	def := switchWorkflow(t)
 	for _, tc := range []struct {
 		name, classified string
-		status           engine.RunStatus
+		status           protocol.RunStatus
 		code             string
 		path             []string
 		errParts         []string
 	}{
-		{"string label", `{"kind":"refund"}`, engine.RunCompleted, "", []string{"classify", "route", "refund"}, nil},
-		{"other label", `{"kind":"question"}`, engine.RunCompleted, "", []string{"classify", "route", "other"}, nil},
-		{"boolean label", `{"kind":true}`, engine.RunCompleted, "", []string{"classify", "route", "other"}, nil},
-		{"number label", `{"kind":2}`, engine.RunCompleted, "", []string{"classify", "route", "other"}, nil},
-		{"no edge for the label", `{"kind":"spam"}`, engine.RunFailed, engine.CodeNoRoute, []string{"classify", "route"}, []string{"route", `"spam"`}},
-		{"expr finds nothing", `{"type":"refund"}`, engine.RunFailed, engine.CodeStepFailed, []string{"classify", "route"}, []string{`step route failed: expr: classify.output.kind: classify.output has no key "kind"`}},
-		{"label of the wrong type", `{"kind":{"a":1}}`, engine.RunFailed, engine.CodeStepFailed, []string{"classify", "route"}, []string{"step route failed: expr classify.output.kind: a label must be a string, number or boolean, got an object"}},
+		{"string label", `{"kind":"refund"}`, protocol.RunCompleted, "", []string{"classify", "route", "refund"}, nil},
+		{"other label", `{"kind":"question"}`, protocol.RunCompleted, "", []string{"classify", "route", "other"}, nil},
+		{"boolean label", `{"kind":true}`, protocol.RunCompleted, "", []string{"classify", "route", "other"}, nil},
+		{"number label", `{"kind":2}`, protocol.RunCompleted, "", []string{"classify", "route", "other"}, nil},
+		{"no edge for the label", `{"kind":"spam"}`, protocol.RunFailed, protocol.CodeNoRoute, []string{"classify", "route"}, []string{"route", `"spam"`}},
+		{"expr finds nothing", `{"type":"refund"}`, protocol.RunFailed, protocol.CodeStepFailed, []string{"classify", "route"}, []string{`step route failed: expr: classify.output.kind: classify.output has no key "kind"`}},
+		{"label of the wrong type", `{"kind":{"a":1}}`, protocol.RunFailed, protocol.CodeStepFailed, []string{"classify", "route"}, []string{"step route failed: expr classify.output.kind: a label must be a string, number or boolean, got an object"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := drive(t, def, `{}`, script{
@@ -106,7 +107,7 @@ func TestSwitchRouting(t *testing.T) {
 			d.expect(tc.status, tc.code)
 			d.expectPath(tc.path...)
 			d.expectErrorContains(tc.errParts...)
-			if tc.status != engine.RunCompleted {
+			if tc.status != protocol.RunCompleted {
 				if d.run.Error.Step != "route" {
 					t.Fatalf("error names step %q, want route", d.run.Error.Step)
 				}
@@ -156,7 +157,7 @@ func TestEvaluatorOptimizerLoop(t *testing.T) {
 			"evaluate": {retry(1), retry(2), retry(3), retry(4)},
 			"review":   {done(`"ok"`)},
 		})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectOutput(`"d4"`)
 		d.expectPath("generate", "evaluate", "generate", "evaluate", "generate", "evaluate", "generate", "evaluate", "review", "publish")
 		if g, e := d.dispatchCount("generate"), d.dispatchCount("evaluate"); g != 4 || e != 4 || d.dispatchCount("review") != 1 {
@@ -194,10 +195,10 @@ func TestEvaluatorOptimizerLoop(t *testing.T) {
 			"generate": {done(`"d1"`), done(`"d2"`)},
 			"evaluate": {retry(1), done(`{"verdict":"accept"}`)},
 		})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectOutput(`"d2"`)
 		d.expectPath("generate", "evaluate", "generate", "evaluate", "publish")
-		if d.dispatchCount("review") != 0 || d.stepRun("review").Status != engine.StepSkipped {
+		if d.dispatchCount("review") != 0 || d.stepRun("review").Status != protocol.StepSkipped {
 			t.Fatalf("review: %+v", d.stepRun("review"))
 		}
 	})
@@ -214,7 +215,7 @@ func TestEvaluatorOptimizerLoop(t *testing.T) {
 			"generate": {done(`1`), done(`2`), done(`3`)},
 			"evaluate": {retry(1), retry(2), retry(3)},
 		})
-		d.expect(engine.RunFailed, engine.CodeNoRoute)
+		d.expect(protocol.RunFailed, protocol.CodeNoRoute)
 		d.expectErrorContains(`step evaluate has no edge for label "retry"`, "loop edge to generate is spent (max_iterations = 2)")
 	})
 }
@@ -226,7 +227,7 @@ func TestNoRoute(t *testing.T) {
 		wf.Task("ship", "h")
 		wf.Edge("judge", "ship").When("accept")
 		d := drive(t, build(t, wf), `{}`, script{"judge": {done(`{"verdict":"maybe"}`)}})
-		d.expect(engine.RunFailed, engine.CodeNoRoute)
+		d.expect(protocol.RunFailed, protocol.CodeNoRoute)
 		d.expectErrorContains("judge", `"maybe"`)
 		if d.run.Error.Step != "judge" || d.dispatchCount("ship") != 0 {
 			t.Fatalf("error %+v, ship dispatched %d", d.run.Error, d.dispatchCount("ship"))
@@ -238,7 +239,7 @@ func TestNoRoute(t *testing.T) {
 		wf.Task("ship", "h")
 		wf.Edge("judge", "ship").When("accept")
 		d := drive(t, build(t, wf), `{}`, script{"judge": {done(`{}`)}})
-		d.expect(engine.RunFailed, engine.CodeNoRoute)
+		d.expect(protocol.RunFailed, protocol.CodeNoRoute)
 		d.expectErrorContains(`label ""`)
 	})
 	t.Run("explicit label wins over the branch", func(t *testing.T) {
@@ -247,7 +248,7 @@ func TestNoRoute(t *testing.T) {
 		wf.Task("ship", "h")
 		wf.Edge("judge", "ship").When("accept")
 		d := drive(t, build(t, wf), `{}`, script{"judge": {doneAs(`{"verdict":"maybe"}`, "accept")}, "ship": {done(`1`)}})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectPath("judge", "ship")
 	})
 	t.Run("branch path missing fails the step", func(t *testing.T) {
@@ -256,7 +257,7 @@ func TestNoRoute(t *testing.T) {
 		wf.Task("ship", "h")
 		wf.Edge("judge", "ship").When("accept")
 		d := drive(t, build(t, wf), `{}`, script{"judge": {done(`{"other":1}`)}})
-		d.expect(engine.RunFailed, engine.CodeStepFailed)
+		d.expect(protocol.RunFailed, protocol.CodeStepFailed)
 		d.expectErrorContains(`step judge failed: branch: verdict: output has no key "verdict"`)
 	})
 }
@@ -280,16 +281,16 @@ func TestErrorEdge(t *testing.T) {
 			"charge":     {fails("card declined")},
 			"compensate": {done(`"compensated"`)},
 		})
-		d.expect(engine.RunCompleted, "")
+		d.expect(protocol.RunCompleted, "")
 		d.expectOutput(`"compensated"`)
 		d.expectPath("charge", "compensate")
 		if in := d.tasksOf("compensate")[0].task.Input; !jsonEqual(t, in, []byte(`{"step":"charge","error":"card declined"}`)) {
 			t.Fatalf("compensate input %s", in)
 		}
-		if d.dispatchCount("ship") != 0 || d.stepRun("ship").Status != engine.StepSkipped {
+		if d.dispatchCount("ship") != 0 || d.stepRun("ship").Status != protocol.StepSkipped {
 			t.Fatal("ship ran after a failure")
 		}
-		if sr := d.stepRun("charge"); sr.Status != engine.StepFailed || sr.Label != "error" || sr.Error != "card declined" {
+		if sr := d.stepRun("charge"); sr.Status != protocol.StepFailed || sr.Label != "error" || sr.Error != "card declined" {
 			t.Fatalf("charge: %+v", sr)
 		}
 		if len(d.deadLetters) != 1 {
@@ -298,7 +299,7 @@ func TestErrorEdge(t *testing.T) {
 	})
 	t.Run("an unconditional edge does not catch a failure", func(t *testing.T) {
 		d := drive(t, base(false, true), `{}`, script{"charge": {fails("card declined")}})
-		d.expect(engine.RunFailed, engine.CodeStepFailed)
+		d.expect(protocol.RunFailed, protocol.CodeStepFailed)
 		d.expectErrorContains("step charge failed: card declined")
 		if d.run.Error.Step != "charge" || d.dispatchCount("ship") != 0 {
 			t.Fatalf("error %+v; ship dispatched %d times", d.run.Error, d.dispatchCount("ship"))
@@ -306,7 +307,7 @@ func TestErrorEdge(t *testing.T) {
 	})
 	t.Run("a step without edges fails the run", func(t *testing.T) {
 		d := drive(t, base(false, false), `{}`, script{"charge": {fails("card declined")}})
-		d.expect(engine.RunFailed, engine.CodeStepFailed)
+		d.expect(protocol.RunFailed, protocol.CodeStepFailed)
 		d.expectPath("charge")
 	})
 }
@@ -327,7 +328,7 @@ func TestFanOutFanIn(t *testing.T) {
 		"c": {done(`"C"`).after(5 * time.Second)},
 		"j": {done(`"J"`)},
 	})
-	d.expect(engine.RunCompleted, "")
+	d.expect(protocol.RunCompleted, "")
 	d.expectOutput(`"J"`)
 	d.expectPath("a", "b", "c", "j")
 	j := d.tasksOf("j")
@@ -373,7 +374,7 @@ func TestFanInWithDeadPaths(t *testing.T) {
 				"slow2": {done(`"S2"`)},
 				"join":  {done(`"J"`)},
 			})
-			d.expect(engine.RunCompleted, "")
+			d.expect(protocol.RunCompleted, "")
 			d.expectOutput(`"J"`)
 			if d.dispatchCount("join") != 1 {
 				t.Fatalf("join dispatched %d times", d.dispatchCount("join"))
@@ -385,7 +386,7 @@ func TestFanInWithDeadPaths(t *testing.T) {
 				if s == "" {
 					continue
 				}
-				if sr := d.stepRun(s); sr.Status != engine.StepSkipped || d.dispatchCount(s) != 0 {
+				if sr := d.stepRun(s); sr.Status != protocol.StepSkipped || d.dispatchCount(s) != 0 {
 					t.Fatalf("%s: %+v, dispatched %d", s, sr, d.dispatchCount(s))
 				}
 			}
@@ -401,7 +402,7 @@ func TestSeveralBranchesEnd(t *testing.T) {
 	wf.Edge("a", "y")
 	wf.Edge("a", "x")
 	d := drive(t, build(t, wf), `{}`, script{"a": {done(`1`)}, "x": {done(`"X"`).after(3 * time.Second)}, "y": {done(`"Y"`)}})
-	d.expect(engine.RunCompleted, "")
+	d.expect(protocol.RunCompleted, "")
 	// Declaration order of the steps, not completion order.
 	if string(d.run.Output) != `{"x":"X","y":"Y"}` {
 		t.Fatalf("output %s", d.run.Output)
@@ -418,12 +419,12 @@ func TestTerminateAndFailSteps(t *testing.T) {
 	wf.Edge("check", "bad").When("bad")
 	def := build(t, wf)
 	d := drive(t, def, `{"order":{"id":"O-1"}}`, script{"check": {done(`{"verdict":"ok"}`)}})
-	d.expect(engine.RunCompleted, "")
+	d.expect(protocol.RunCompleted, "")
 	d.expectOutput(`{"id":"O-1"}`)
 	d.expectPath("check", "ok")
 
 	d = drive(t, def, `{"order":{"id":"O-1"}}`, script{"check": {done(`{"verdict":"bad","why":"fraud"}`)}})
-	d.expect(engine.RunFailed, engine.CodeFail)
+	d.expect(protocol.RunFailed, protocol.CodeFail)
 	if d.run.Error.Message != "order O-1 rejected: fraud" || d.run.Error.Step != "bad" {
 		t.Fatalf("error %+v", d.run.Error)
 	}
@@ -447,7 +448,7 @@ func TestStepInputTemplates(t *testing.T) {
 		t.Fatalf("c input %s", in)
 	}
 	// An input that cannot be evaluated fails the step.
-	d.expect(engine.RunFailed, engine.CodeStepFailed)
+	d.expect(protocol.RunFailed, protocol.CodeStepFailed)
 	d.expectErrorContains(`step d failed: input: a.output.missing: a.output has no key "missing"`)
 	if d.dispatchCount("d") != 0 {
 		t.Fatal("d was dispatched")
@@ -463,7 +464,7 @@ func TestLLMPromptThatCannotRender(t *testing.T) {
 	wf.LLM("eval", "m").WithPrompt("Judge {{gen.output.draft}}")
 	wf.Edge("gen", "eval")
 	d := drive(t, build(t, wf), `{}`, script{"gen": {done(`"just text"`)}})
-	d.expect(engine.RunFailed, engine.CodeStepFailed)
+	d.expect(protocol.RunFailed, protocol.CodeStepFailed)
 	d.expectErrorContains("prompt", "gen.output is a string")
 	if d.dispatchCount("eval") != 0 {
 		t.Fatal("a task was dispatched for eval")
@@ -486,7 +487,7 @@ func TestEvaluatorOptimizerWithDefault(t *testing.T) {
 		"gen":     {done(`"draft 1"`), done(`"draft 2"`)},
 		"eval":    {done(`{"verdict":"retry","feedback":"shorter"}`), doneAs(`{"verdict":"ok","feedback":""}`, "ok")},
 	})
-	d.expect(engine.RunCompleted, "")
+	d.expect(protocol.RunCompleted, "")
 	prompts := []string{}
 	for _, x := range d.tasksOf("gen") {
 		prompts = append(prompts, x.task.Prompt)
@@ -513,12 +514,12 @@ func TestSwitchExprDefault(t *testing.T) {
 		"work":  {done(`1`), done(`2`)},
 		"judge": {done(`{"verdict":"retry"}`), done(`{"verdict":"accept"}`)},
 	})
-	d.expect(engine.RunCompleted, "")
+	d.expect(protocol.RunCompleted, "")
 	d.expectPath("route", "work", "judge", "route", "work", "judge", "route", "done")
 }
 
 func TestErrorMessages(t *testing.T) {
-	e := &engine.RunError{Code: engine.CodeNoRoute, Message: "m", Step: "s"}
+	e := &protocol.RunError{Code: protocol.CodeNoRoute, Message: "m", Step: "s"}
 	if got := e.Error(); !strings.Contains(got, "E_NO_ROUTE") || !strings.Contains(got, "s") {
 		t.Fatalf("%q", got)
 	}
@@ -558,24 +559,24 @@ func TestOneRuleForEveryStepType(t *testing.T) {
 		}
 		t.Run(k.name+": no outgoing edge", func(t *testing.T) {
 			d := drive(t, def(nil), `{}`, script{"s": k.reply})
-			d.expect(engine.RunCompleted, "")
+			d.expect(protocol.RunCompleted, "")
 			if sr := d.stepRun("s"); sr.Label != k.label {
 				t.Errorf("label %q, want %q kept in the result", sr.Label, k.label)
 			}
 		})
 		t.Run(k.name+": no matching edge", func(t *testing.T) {
 			d := drive(t, def(func(wf *workflow.Builder) { wf.Edge("s", "next").When("other") }), `{}`, script{"s": k.reply})
-			d.expect(engine.RunFailed, engine.CodeNoRoute)
+			d.expect(protocol.RunFailed, protocol.CodeNoRoute)
 			d.expectErrorContains(`"` + k.label + `"`)
 		})
 		t.Run(k.name+": an edge for the label", func(t *testing.T) {
 			d := drive(t, def(func(wf *workflow.Builder) { wf.Edge("s", "next").When(k.label) }), `{}`, script{"s": k.reply, "next": {done(`1`)}})
-			d.expect(engine.RunCompleted, "")
+			d.expect(protocol.RunCompleted, "")
 			d.expectPath("s", "next")
 		})
 		t.Run(k.name+": failed without an error edge", func(t *testing.T) {
 			d := drive(t, def(nil), `{}`, script{"s": {failsForGood("boom")}})
-			d.expect(engine.RunFailed, engine.CodeStepFailed)
+			d.expect(protocol.RunFailed, protocol.CodeStepFailed)
 		})
 	}
 }

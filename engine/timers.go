@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -30,10 +31,10 @@ func Timers(def *workflow.Definition, run *Run) []Command {
 		var at time.Time
 		watch := false
 		switch sr.Status {
-		case StepWaiting:
+		case protocol.StepWaiting:
 			at = sr.Until
-		case StepRunning:
-			if sr.Wait == WaitSleep {
+		case protocol.StepRunning:
+			if sr.Wait == protocol.WaitSleep {
 				at = sr.Until
 				break
 			}
@@ -89,4 +90,6 @@ func SubRuns(def *workflow.Definition, run *Run) []ChildRun {
 
 // inFlight reports whether a step with status s had work in flight: running, or cancelled
 // because its run ended while it ran.
-func inFlight(s StepStatus) bool { return s == StepRunning || s == StepCancelled }
+func inFlight(s protocol.StepStatus) bool {
+	return s == protocol.StepRunning || s == protocol.StepCancelled
+}

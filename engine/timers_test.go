@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 )
 
 const timersFile = `
@@ -77,9 +78,9 @@ to = "plain"
 func TestTimersAndSubRuns(t *testing.T) {
 	def := load(t, timersFile, map[string]string{"child.toml": childFile})
 	t1 := t0.Add(5 * time.Second)
-	prepDone := engine.Event{Type: engine.EvCompleted, At: t1, Step: "prep", Item: -1, Activation: 1, Iteration: 1, Attempt: 1, Output: json.RawMessage(`1`)}
-	subDone := engine.Event{Type: engine.EvChildFinished, At: t1.Add(time.Second), Step: "sub", Item: -1, Activation: 1, Status: engine.RunCompleted, Output: json.RawMessage(`2`)}
-	cancel := engine.Event{Type: engine.EvCancel, At: t1.Add(2 * time.Second), Item: -1}
+	prepDone := protocol.Event{Type: protocol.EvCompleted, At: t1, Step: "prep", Item: -1, Activation: 1, Iteration: 1, Attempt: 1, Output: json.RawMessage(`1`)}
+	subDone := protocol.Event{Type: protocol.EvChildFinished, At: t1.Add(time.Second), Step: "sub", Item: -1, Activation: 1, Status: protocol.RunCompleted, Output: json.RawMessage(`2`)}
+	cancel := protocol.Event{Type: protocol.EvCancel, At: t1.Add(2 * time.Second), Item: -1}
 
 	deadline := engine.Command{Type: engine.CmdSchedule, At: t0.Add(10 * time.Minute), Item: -1}
 	timer := func(step string, item int, after time.Duration) engine.Command {
@@ -97,24 +98,24 @@ func TestTimersAndSubRuns(t *testing.T) {
 
 	tests := []struct {
 		name      string
-		events    []engine.Event
+		events    []protocol.Event
 		wantTimer []engine.Command
 		wantSubs  []engine.ChildRun
 	}{
 		// A task's watch is its timeout plus the grace (30s at least) after it was dispatched.
 		{"started: the deadline, and the watch of the first task", nil, []engine.Command{deadline, watch("prep", -1, 30*time.Second)}, nil},
 		{"fan-out: every timed parallel, map and call step, a call branch included, and every task's watch",
-			[]engine.Event{prepDone},
+			[]protocol.Event{prepDone},
 			[]engine.Command{deadline, timer("each", -1, 3*time.Minute), watch("each", 0, time.Minute), watch("each", 1, time.Minute),
 				timer("fan", -1, 2*time.Minute), watch("fan", 0, time.Minute), timer("fan", 2, 45*time.Second), timer("sub", -1, time.Minute)},
 			fanOut},
 		{"a step that ended waits no more",
-			[]engine.Event{prepDone, subDone},
+			[]protocol.Event{prepDone, subDone},
 			[]engine.Command{deadline, timer("each", -1, 3*time.Minute), watch("each", 0, time.Minute), watch("each", 1, time.Minute),
 				timer("fan", -1, 2*time.Minute), watch("fan", 0, time.Minute), timer("fan", 2, 45*time.Second)},
 			fanOut[:3]},
 		{"finished: no timers, and the sub-runs still to cancel",
-			[]engine.Event{prepDone, subDone, cancel}, nil, fanOut[:3]},
+			[]protocol.Event{prepDone, subDone, cancel}, nil, fanOut[:3]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

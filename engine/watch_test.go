@@ -8,6 +8,7 @@ import (
 
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -20,12 +21,12 @@ func TestTaskWatch(t *testing.T) {
 		name    string
 		retry   *workflow.Retry
 		replies []reply
-		status  engine.RunStatus
+		status  protocol.RunStatus
 		code    string
 	}{
-		{"a lost attempt is retried", retry, []reply{hangs(), done(`"ok"`)}, engine.RunCompleted, ""},
-		{"the last attempt lost fails the step", nil, []reply{hangs()}, engine.RunFailed, "E_STEP_FAILED"},
-		{"an answer in time is not watched", nil, []reply{done(`"ok"`).after(50 * time.Second)}, engine.RunCompleted, ""},
+		{"a lost attempt is retried", retry, []reply{hangs(), done(`"ok"`)}, protocol.RunCompleted, ""},
+		{"the last attempt lost fails the step", nil, []reply{hangs()}, protocol.RunFailed, "E_STEP_FAILED"},
+		{"an answer in time is not watched", nil, []reply{done(`"ok"`).after(50 * time.Second)}, protocol.RunCompleted, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := drive(t, retrying(t, tc.retry), `{}`, script{"t": tc.replies, "next": {done(`"n"`)}})
@@ -40,7 +41,7 @@ func TestTaskWatch(t *testing.T) {
 					t.Errorf("the retry is due at %s, want %s", got, want)
 				}
 			}
-			if tc.status == engine.RunFailed {
+			if tc.status == protocol.RunFailed {
 				if msg := d.stepRun("t").Error; !strings.Contains(msg, "attempt 1 was not answered within 1m0s of being due") {
 					t.Errorf("step error %q, want it to say the attempt was not answered", msg)
 				}
@@ -54,7 +55,7 @@ func TestTaskWatch(t *testing.T) {
 // attempt the engine timed out, changes nothing.
 func TestTaskWatchTimes(t *testing.T) {
 	step := &workflow.Step{Type: workflow.Task, Timeout: clock.Duration(10 * time.Minute)}
-	sr := &engine.StepRun{Status: engine.StepRunning, Dispatched: t0, NotBefore: t0.Add(time.Minute)}
+	sr := &engine.StepRun{Status: protocol.StepRunning, Dispatched: t0, NotBefore: t0.Add(time.Minute)}
 	if got, want := engine.TaskWatch(sr, step), t0.Add(21*time.Minute); !got.Equal(want) {
 		t.Errorf("TaskWatch = %s, want %s (due + 2 × timeout)", got, want)
 	}
@@ -73,17 +74,17 @@ func TestTaskWatchTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	early := engine.Event{Type: engine.EvTick, At: t0.Add(59 * time.Second), Step: "t", Item: -1, Activation: 1}
-	if next, cmds, err := engine.Decide(def, run, early); err != nil || len(cmds) != 0 || next.Steps["t"].Status != engine.StepRunning {
+	early := protocol.Event{Type: protocol.EvTick, At: t0.Add(59 * time.Second), Step: "t", Item: -1, Activation: 1}
+	if next, cmds, err := engine.Decide(def, run, early); err != nil || len(cmds) != 0 || next.Steps["t"].Status != protocol.StepRunning {
 		t.Fatalf("a tick before the watch: %v, %d commands, step %s", err, len(cmds), next.Steps["t"].Status)
 	}
 	watch := early
 	watch.At = t0.Add(time.Minute)
 	run, _, err = engine.Decide(def, run, watch)
-	if err != nil || run.Steps["t"].Status != engine.StepFailed {
+	if err != nil || run.Steps["t"].Status != protocol.StepFailed {
 		t.Fatalf("the watch: %v, step %+v; want failed", err, run.Steps["t"])
 	}
-	late := engine.Event{Type: engine.EvCompleted, At: t0.Add(2 * time.Minute), Step: "t", Item: -1, Activation: 1, Iteration: 1, Attempt: 1, Output: json.RawMessage(`1`)}
+	late := protocol.Event{Type: protocol.EvCompleted, At: t0.Add(2 * time.Minute), Step: "t", Item: -1, Activation: 1, Iteration: 1, Attempt: 1, Output: json.RawMessage(`1`)}
 	if _, cmds, err := engine.Decide(def, run, late); err != nil || len(cmds) != 0 {
 		t.Errorf("a late answer after the watch: %v, %d commands; want nothing", err, len(cmds))
 	}

@@ -15,9 +15,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
 	_ "github.com/reins-run/reins/natsbox/embed" // Open starts embedded servers
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -42,7 +42,7 @@ type Config struct {
 	// Roles, Admit, MaxOutputBytes and MaxValueBytes are the engine's (runner.Config): what a
 	// shared server's operator configured.
 	Roles          func(principal string) []string
-	Admit          func(ctx context.Context, defs []*workflow.Definition, input json.RawMessage) *engine.RunError
+	Admit          func(ctx context.Context, defs []*workflow.Definition, input json.RawMessage) *protocol.RunError
 	MaxOutputBytes int64
 	MaxValueBytes  int64
 	Logger         *slog.Logger

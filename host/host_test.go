@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -80,7 +80,7 @@ func TestHostRunsAWorkflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Run.Status != engine.RunCompleted || string(rec.Run.Output) != "42" {
+	if rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != "42" {
 		t.Errorf("run %s with output %s; want completed with 42", rec.Run.Status, rec.Run.Output)
 	}
 	h.Stop()
@@ -129,7 +129,7 @@ func TestStartEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := c.Wait(ctx, id); err != nil || rec.Run.Status != engine.RunCompleted {
+	if rec, err := c.Wait(ctx, id); err != nil || rec.Run.Status != protocol.RunCompleted {
 		t.Fatalf("Wait: %v, %v", rec, err)
 	}
 	h.Stop()

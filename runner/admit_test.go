@@ -7,9 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -26,13 +25,13 @@ func TestAdmitRefuses(t *testing.T) {
 	v := newEnv(t)
 	var seen []string
 	v.restart(func(e *Engine) {
-		e.admit = func(_ context.Context, defs []*workflow.Definition, input json.RawMessage) *engine.RunError {
+		e.admit = func(_ context.Context, defs []*workflow.Definition, input json.RawMessage) *protocol.RunError {
 			seen = seen[:0]
 			for _, d := range defs {
 				seen = append(seen, d.Name)
 			}
 			if strings.Contains(string(input), "refuse") {
-				return &engine.RunError{Code: "E_OPERATOR_ONLY", Message: "models.m.base_url: refused"}
+				return &protocol.RunError{Code: "E_OPERATOR_ONLY", Message: "models.m.base_url: refused"}
 			}
 			return nil
 		}
@@ -40,7 +39,7 @@ func TestAdmitRefuses(t *testing.T) {
 	bs := loadBundles(t, "parent.toml")
 	id := v.start(bs, `"refuse"`, "")
 	rec := v.wait(id)
-	if rec.Run.Status != engine.RunFailed || rec.Run.Error == nil || rec.Run.Error.Code != "E_OPERATOR_ONLY" || rec.Run.StartedBy != "admin" {
+	if rec.Run.Status != protocol.RunFailed || rec.Run.Error == nil || rec.Run.Error.Code != "E_OPERATOR_ONLY" || rec.Run.StartedBy != "admin" {
 		t.Fatalf("run %s %+v by %q; want failed E_OPERATOR_ONLY, started by admin", rec.Run.Status, rec.Run.Error, rec.Run.StartedBy)
 	}
 	if strings.Join(seen, ",") != "parent,child" {
@@ -74,10 +73,10 @@ func TestOutputBound(t *testing.T) {
 	wf.Task("make", "big.make")
 	_, bs := bundles(t, wf)
 	w := v.worker("big.make")
-	w.serve(func(tk *engine.Task) *wire.Event { return completed(tk, `"`+strings.Repeat("x", 32)+`"`) })
+	w.serve(func(tk *protocol.Task) *protocol.Event { return completed(tk, `"`+strings.Repeat("x", 32)+`"`) })
 	rec := v.wait(v.start(bs, "", ""))
 	sr := rec.Run.Steps["make"]
-	if rec.Run.Status != engine.RunFailed || sr.StopReason != StopOutputTooLarge || sr.Output != nil || !strings.Contains(sr.Error, "34 bytes, more than the server's max_output_bytes of 16") {
+	if rec.Run.Status != protocol.RunFailed || sr.StopReason != StopOutputTooLarge || sr.Output != nil || !strings.Contains(sr.Error, "34 bytes, more than the server's max_output_bytes of 16") {
 		t.Fatalf("run %s, make: stop %q output %s error %q", rec.Run.Status, sr.StopReason, sr.Output, sr.Error)
 	}
 }
@@ -89,16 +88,16 @@ func TestForgedSubjects(t *testing.T) {
 	v, obs := newObservedEnv(t)
 	id := v.waitingGate()
 
-	forged := &wire.Event{RunID: id, Nonce: "n1", Event: engine.Event{Type: engine.EvDecision, Step: "ask", Item: -1, Approve: true, By: "alice", ID: "n1"}}
+	forged := &protocol.Event{RunID: id, Nonce: "n1", Type: protocol.EvDecision, Step: "ask", Item: -1, Approve: true, By: "alice", ID: "n1"}
 	v.publish(forged, "forged-1") // on reins.event.RUN: a worker's subject
-	if ev := obs.await(t, v.ctx, drop, func(ev *wire.Event) bool { return ev != nil && ev.Nonce == "n1" }); ev == nil {
+	if ev := obs.await(t, v.ctx, drop, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n1" }); ev == nil {
 		t.Fatal("the forged decision was not dropped")
 	}
 	wrongKind := *forged
 	wrongKind.Nonce, wrongKind.ID = "n2", "n2"
 	subj, _ := natsbox.PrincipalSubject(id, natsbox.SubmitKind, "sam")
 	publishOn(t, v, subj, &wrongKind, "forged-2")
-	obs.await(t, v.ctx, drop, func(ev *wire.Event) bool { return ev != nil && ev.Nonce == "n2" })
+	obs.await(t, v.ctx, drop, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n2" })
 
 	// The real one says "alice" in its message, but comes on bob's subject: it is bob's.
 	real := *forged
@@ -119,10 +118,10 @@ func TestForgedSubjects(t *testing.T) {
 func TestOnBehalfOnlyAdmin(t *testing.T) {
 	v, obs := newObservedEnv(t)
 	id := v.waitingGate()
-	ev := &wire.Event{RunID: id, Nonce: "n1", Event: engine.Event{Type: engine.EvDecision, Step: "ask", Item: -1, Approve: true, OnBehalfOf: "alice", ID: "n1"}}
+	ev := &protocol.Event{RunID: id, Nonce: "n1", Type: protocol.EvDecision, Step: "ask", Item: -1, Approve: true, OnBehalfOf: "alice", ID: "n1"}
 	subj, _ := natsbox.PrincipalSubject(id, natsbox.HumanKind, "bob")
 	publishOn(t, v, subj, ev, "bob-for-alice")
-	obs.await(t, v.ctx, drop, func(ev *wire.Event) bool { return ev != nil && ev.Nonce == "n1" })
+	obs.await(t, v.ctx, drop, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n1" })
 
 	notAdmin := NewClient(ClientConfig{Box: v.box, Principal: "bob", May: func(s string) bool { return strings.Contains(s, ".human.bob") }})
 	if _, err := notAdmin.Decide(v.ctx, id, "ask", true, "", "alice"); !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "only an admin") {
@@ -149,7 +148,7 @@ func TestClientForbidden(t *testing.T) {
 		t.Fatalf("a viewer starts a run: %v", err)
 	}
 	id := v.start(bs, "", "")
-	v.waitFor(id, func(r *Record) bool { return r.Run.Status == engine.RunWaiting })
+	v.waitFor(id, func(r *Record) bool { return r.Run.Status == protocol.RunWaiting })
 	if _, err := viewer.Decide(v.ctx, id, "ask", true, "", ""); !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "needs the approver role") {
 		t.Fatalf("a viewer decides: %v", err)
 	}
@@ -163,12 +162,12 @@ func (v *env) waitingGate() string {
 	wf.Approval("ask", "Ship?")
 	_, bs := bundles(v.t, wf)
 	id := v.start(bs, "", "")
-	v.waitFor(id, func(r *Record) bool { return r.Run.Status == engine.RunWaiting })
+	v.waitFor(id, func(r *Record) bool { return r.Run.Status == protocol.RunWaiting })
 	return id
 }
 
 // publishOn publishes ev on subject with message id msgID.
-func publishOn(t *testing.T, v *env, subject string, ev *wire.Event, msgID string) {
+func publishOn(t *testing.T, v *env, subject string, ev *protocol.Event, msgID string) {
 	t.Helper()
 	m, err := eventMsg(ev, "")
 	if err != nil {

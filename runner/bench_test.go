@@ -3,8 +3,7 @@ package runner
 import (
 	"testing"
 
-	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 )
 
 // BenchmarkAgentLoopIteration measures one durable agent_loop iteration end to end on an
@@ -14,7 +13,7 @@ import (
 // engine's throughput over many runs.
 func BenchmarkAgentLoopIteration(b *testing.B) {
 	v := newEnv(b)
-	v.worker("think").serve(func(task *engine.Task) *wire.Event {
+	v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
 		return continued(task, `{"notes":"looked at one more file"}`)
 	})
 	bs := loopWorkflow(b, b.N)
@@ -23,7 +22,7 @@ func BenchmarkAgentLoopIteration(b *testing.B) {
 	id := v.start(bs, `{"pr":42}`, "")
 	rec := v.wait(id)
 	b.StopTimer()
-	if got := rec.Run.Steps["think"].Iteration; rec.Run.Status != engine.RunCompleted || got != b.N {
+	if got := rec.Run.Steps["think"].Iteration; rec.Run.Status != protocol.RunCompleted || got != b.N {
 		b.Fatalf("run %s after %d iterations, want completed after %d", rec.Run.Status, got, b.N)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "iterations/s")

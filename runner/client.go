@@ -16,9 +16,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -128,7 +128,7 @@ func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMess
 	if err := wire.CheckJSON(input, int(c.maxInput)); err != nil {
 		return "", fmt.Errorf("runner: the input of run %s %w", runID, err)
 	}
-	ev := &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvStart, At: c.now().UTC(), Input: input, Item: -1}, Workflow: bs.Root}
+	ev := &protocol.Event{RunID: runID, Type: protocol.EvStart, At: c.now().UTC(), Input: input, Item: -1, Workflow: bs.Root}
 	if _, err := c.personSubject(ev, natsbox.SubmitKind); err != nil {
 		return "", err // before anything is stored
 	}
@@ -163,7 +163,7 @@ var ErrForbidden = errors.New("not allowed")
 
 // publish publishes ev: what a person does (start, cancel, decide, resume, signal) on the
 // subject of the client's principal, anything else on the run's.
-func (c *Client) publish(ctx context.Context, ev *wire.Event) error {
+func (c *Client) publish(ctx context.Context, ev *protocol.Event) error {
 	if _, _, err := c.buckets(ctx); err != nil {
 		return err
 	}
@@ -182,11 +182,11 @@ func (c *Client) publish(ctx context.Context, ev *wire.Event) error {
 
 // personKind is the kind of principal subject an event a person sends travels on ("" for
 // the events of engines and workers).
-func personKind(t engine.EventType) string {
+func personKind(t protocol.EventType) string {
 	switch t {
-	case engine.EvStart, engine.EvCancel:
+	case protocol.EvStart, protocol.EvCancel:
 		return natsbox.SubmitKind
-	case engine.EvDecision, engine.EvResume, engine.EvSignal:
+	case protocol.EvDecision, protocol.EvResume, protocol.EvSignal:
 		return natsbox.HumanKind
 	}
 	return ""
@@ -195,12 +195,12 @@ func personKind(t engine.EventType) string {
 // personSubject is the subject of ev from the client's principal; a cancel goes as an
 // approver's when the principal may not submit. A principal whose roles do not allow it gets
 // ErrForbidden.
-func (c *Client) personSubject(ev *wire.Event, kind string) (string, error) {
+func (c *Client) personSubject(ev *protocol.Event, kind string) (string, error) {
 	subj, err := natsbox.PrincipalSubject(ev.RunID, kind, c.principal)
 	if err != nil || c.may == nil || c.may(subj) {
 		return subj, err
 	}
-	if ev.Type == engine.EvCancel {
+	if ev.Type == protocol.EvCancel {
 		if alt, err := natsbox.PrincipalSubject(ev.RunID, natsbox.HumanKind, c.principal); err == nil && c.may(alt) {
 			return alt, nil
 		}
@@ -209,15 +209,15 @@ func (c *Client) personSubject(ev *wire.Event, kind string) (string, error) {
 	return "", fmt.Errorf("runner: principal %s may not %s: it needs the %s role (or admin): %w", c.principal, actName(ev.Type), need, ErrForbidden)
 }
 
-func actName(t engine.EventType) string {
+func actName(t protocol.EventType) string {
 	switch t {
-	case engine.EvStart:
+	case protocol.EvStart:
 		return "start runs"
-	case engine.EvCancel:
+	case protocol.EvCancel:
 		return "cancel runs"
-	case engine.EvDecision:
+	case protocol.EvDecision:
 		return "decide approvals"
-	case engine.EvResume:
+	case protocol.EvResume:
 		return "resume runs"
 	}
 	return "signal runs"
@@ -261,7 +261,7 @@ func (c *Client) ReadValues(ctx context.Context, rec *Record) error {
 // List returns the records of the runs started by clients (not sub-runs) with status ("": all),
 // oldest first. A record that cannot be decoded is listed all the same, with StatusCorrupt and
 // an error saying why.
-func (c *Client) List(ctx context.Context, status engine.RunStatus) ([]*Record, error) {
+func (c *Client) List(ctx context.Context, status protocol.RunStatus) ([]*Record, error) {
 	runs, _, err := c.buckets(ctx)
 	if err != nil {
 		return nil, err
@@ -398,10 +398,10 @@ func (c *Client) Wait(ctx context.Context, runID string) (*Record, error) {
 
 // Result returns the result of the run rec holds, with its steps in the order of its
 // definition (read from the workflows bucket).
-func (c *Client) Result(ctx context.Context, rec *Record) (Result, error) {
+func (c *Client) Result(ctx context.Context, rec *Record) (protocol.Result, error) {
 	def, err := c.Definition(ctx, rec)
 	if err != nil {
-		return Result{}, err
+		return protocol.Result{}, err
 	}
 	return NewResult(def, rec), nil
 }
@@ -424,7 +424,7 @@ func (c *Client) Definition(ctx context.Context, rec *Record) (*workflow.Definit
 
 // Events returns the events of run runID stored in REINS_EVENTS, in order. Messages that are
 // not events of the run are left out. ErrNotFound when the run has neither events nor a record.
-func (c *Client) Events(ctx context.Context, runID string) ([]wire.Event, error) {
+func (c *Client) Events(ctx context.Context, runID string) ([]protocol.Event, error) {
 	if _, _, err := c.buckets(ctx); err != nil {
 		return nil, err
 	}
@@ -436,22 +436,15 @@ func (c *Client) Events(ctx context.Context, runID string) ([]wire.Event, error)
 	if err != nil {
 		return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
 	}
-	var last uint64
-	for _, f := range filters {
-		m, err := s.GetLastMsgForSubject(ctx, f)
-		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-		case err != nil:
-			return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
-		default:
-			last = max(last, m.Sequence)
-		}
+	last, err := lastSequence(ctx, s, filters)
+	if err != nil {
+		return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
 	}
 	if last == 0 {
 		if _, err := c.Get(ctx, runID); err != nil {
 			return nil, err
 		}
-		return []wire.Event{}, nil
+		return []protocol.Event{}, nil
 	}
 	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: filters, InactiveThreshold: 10 * time.Second,
@@ -471,8 +464,144 @@ func (c *Client) Events(ctx context.Context, runID string) ([]wire.Event, error)
 	return evs, nil
 }
 
+// WatchEvents yields the events of run runID as the engine receives them, from the first
+// one stored (the start) on, each with its values whole, and ends after the last event stored
+// before the run finished. A run that does not exist yet is waited for. It ends with ctx's
+// error when ctx is done first. Events sent after the run finished are left out: the engine
+// takes none of them.
+func (c *Client) WatchEvents(ctx context.Context, runID string) iter.Seq2[protocol.Event, error] {
+	return func(yield func(protocol.Event, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		records, err := c.OpenWatch(ctx, runID)
+		if err != nil {
+			yield(protocol.Event{}, err)
+			return
+		}
+		filters, err := natsbox.RunEventFilters(runID)
+		if err != nil {
+			yield(protocol.Event{}, fmt.Errorf("runner: %w", err))
+			return
+		}
+		s, err := c.js.Stream(ctx, natsbox.EventsStream)
+		if err != nil {
+			yield(protocol.Event{}, fmt.Errorf("runner: events of run %s: %w", runID, err))
+			return
+		}
+		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: filters, InactiveThreshold: 10 * time.Second})
+		if err != nil {
+			yield(protocol.Event{}, fmt.Errorf("runner: events of run %s: %w", runID, err))
+			return
+		}
+		finished := make(chan error, 1)
+		go func() { finished <- awaitFinish(records) }()
+		msgs := make(chan seqEvent)
+		go pumpEvents(ctx, cons, runID, msgs)
+		var seen, last uint64 // the sequence of the last message read; of the run's last event once it finished
+		for finished != nil || seen < last {
+			select {
+			case err := <-finished:
+				if err == nil {
+					last, err = lastSequence(ctx, s, filters)
+				}
+				if err != nil {
+					yield(protocol.Event{}, err)
+					return
+				}
+				finished = nil
+			case m := <-msgs:
+				if m.err == nil && m.ev != nil {
+					m.err = c.values.InEvent(ctx, m.ev)
+				}
+				if m.err != nil {
+					yield(protocol.Event{}, fmt.Errorf("runner: events of run %s: %w", runID, m.err))
+					return
+				}
+				if m.ev != nil && !yield(*m.ev, nil) {
+					return
+				}
+				seen = m.seq
+			}
+		}
+	}
+}
+
+// awaitFinish returns once records yields a finished run, or the error that ends it.
+func awaitFinish(records iter.Seq2[*Record, error]) error {
+	for rec, err := range records {
+		if err != nil {
+			return err
+		}
+		if rec.Finished() {
+			return nil
+		}
+	}
+	return errors.New("runner: the watch ended")
+}
+
+// seqEvent is a message of a run's events as pumpEvents reads it: its stream sequence, and the
+// event when it is one of the run's (nil for a stray message), or the error that ends the read.
+type seqEvent struct {
+	seq uint64
+	ev  *protocol.Event
+	err error
+}
+
+// pumpEvents sends the messages of cons to out until an error, or until ctx is done.
+func pumpEvents(ctx context.Context, cons jetstream.Consumer, runID string, out chan<- seqEvent) {
+	send := func(m seqEvent) bool {
+		select {
+		case out <- m:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		send(seqEvent{err: err})
+		return
+	}
+	defer it.Stop()
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			send(seqEvent{err: err})
+			return
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			send(seqEvent{err: err})
+			return
+		}
+		var ev *protocol.Event
+		if e, err := wire.DecodeEvent(m.Data()); err == nil && e.RunID == runID && senderOK(m.Subject(), e) {
+			ev = e
+		}
+		if !send(seqEvent{seq: md.Sequence.Stream, ev: ev}) {
+			return
+		}
+	}
+}
+
+// lastSequence is the stream sequence of the last message on any of filters (0: none).
+func lastSequence(ctx context.Context, s jetstream.Stream, filters []string) (uint64, error) {
+	var last uint64
+	for _, f := range filters {
+		m, err := s.GetLastMsgForSubject(ctx, f)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return 0, err
+		default:
+			last = max(last, m.Sequence)
+		}
+	}
+	return last, nil
+}
+
 // senderOK is sender's ok.
-func senderOK(subject string, ev *wire.Event) bool {
+func senderOK(subject string, ev *protocol.Event) bool {
 	_, _, ok := sender(subject, ev)
 	return ok
 }
@@ -481,7 +610,7 @@ func senderOK(subject string, ev *wire.Event) bool {
 // person's event is by the principal whose subject it came on. It returns the subject's kind
 // ("" for engines and workers) and principal; ok false for a subject no event of the run can
 // come on.
-func sender(subject string, ev *wire.Event) (kind, principal string, ok bool) {
+func sender(subject string, ev *protocol.Event) (kind, principal string, ok bool) {
 	runID, kind, principal, ok := natsbox.ParseEventSubject(subject)
 	if !ok || runID != ev.RunID {
 		return "", "", false
@@ -498,26 +627,21 @@ func sender(subject string, ev *wire.Event) (kind, principal string, ok bool) {
 }
 
 // readEvents reads the events of run runID from an ordered consumer, up to stream sequence last.
-func readEvents(ctx context.Context, cons jetstream.Consumer, runID string, last uint64) ([]wire.Event, error) {
-	it, err := cons.Messages()
-	if err != nil {
-		return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
-	}
-	defer it.Stop()
-	evs := []wire.Event{}
+func readEvents(ctx context.Context, cons jetstream.Consumer, runID string, last uint64) ([]protocol.Event, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	msgs := make(chan seqEvent)
+	go pumpEvents(ctx, cons, runID, msgs)
+	evs := []protocol.Event{}
 	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
+		m := <-msgs
+		if m.err != nil {
+			return nil, fmt.Errorf("runner: events of run %s: %w", runID, m.err)
 		}
-		if ev, err := wire.DecodeEvent(m.Data()); err == nil && ev.RunID == runID && senderOK(m.Subject(), ev) {
-			evs = append(evs, *ev)
+		if m.ev != nil {
+			evs = append(evs, *m.ev)
 		}
-		md, err := m.Metadata()
-		if err != nil {
-			return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
-		}
-		if md.Sequence.Stream >= last {
+		if m.seq >= last {
 			return evs, nil
 		}
 	}

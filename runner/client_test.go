@@ -10,6 +10,7 @@ import (
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -86,15 +87,15 @@ func TestListAndWatch(t *testing.T) {
 	// The worker answers once the watch has seen the run running, so that the watch sees a
 	// save before the last however fast the machine is.
 	sawRunning := make(chan struct{})
-	v.worker("think").serve(func(task *engine.Task) *wire.Event {
+	v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
 		<-sawRunning
 		return continued(task, `"again"`)
 	})
 
 	// Watch a run before it exists: the watch waits for it, yields every save, ends at the end.
-	watched := make(chan []engine.RunStatus, 1)
+	watched := make(chan []protocol.RunStatus, 1)
 	go func() {
-		var seen []engine.RunStatus
+		var seen []protocol.RunStatus
 		for rec, err := range v.client.Watch(v.ctx, "second") {
 			if err != nil {
 				t.Errorf("Watch: %v", err)
@@ -119,7 +120,7 @@ func TestListAndWatch(t *testing.T) {
 	v.wait("first")
 	v.wait("second")
 	seen := <-watched
-	if len(seen) < 2 || seen[len(seen)-1] != engine.RunCompleted || seen[0] != engine.RunRunning {
+	if len(seen) < 2 || seen[len(seen)-1] != protocol.RunCompleted || seen[0] != protocol.RunRunning {
 		t.Fatalf("watched %v", seen)
 	}
 
@@ -130,7 +131,7 @@ func TestListAndWatch(t *testing.T) {
 	if len(all) != 2 || all[0].Run.ID != "second" || all[1].Run.ID != "first" {
 		t.Fatalf("List: %v, want second (started earlier) then first", ids(all))
 	}
-	cancelled, err := v.client.List(v.ctx, engine.RunCancelled)
+	cancelled, err := v.client.List(v.ctx, protocol.RunCancelled)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +156,8 @@ func TestNewResultWithoutDefinition(t *testing.T) {
 	if got := string(data); got != `{"run_id":"","status":"","output":null,"error":null,"steps":[],"path":[]}` {
 		t.Fatalf("empty result %s", got)
 	}
-	rec := &Record{Run: &engine.Run{ID: "r", Status: engine.RunRunning, Steps: map[string]*engine.StepRun{
-		"b": {Status: engine.StepPending}, "a": {Status: engine.StepRunning, Iteration: 1, Attempts: 1},
+	rec := &Record{Run: &engine.Run{ID: "r", Status: protocol.RunRunning, Steps: map[string]*engine.StepRun{
+		"b": {Status: protocol.StepPending}, "a": {Status: protocol.StepRunning, Iteration: 1, Attempts: 1},
 	}}}
 	res := NewResult(nil, rec)
 	if len(res.Steps) != 2 || res.Steps[0].ID != "a" || res.Steps[1].ID != "b" {

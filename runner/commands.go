@@ -15,6 +15,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 )
 
 // maxHeaderValue bounds the value of a header the engine writes (a dead-letter reason).
@@ -105,7 +106,7 @@ func (e *Engine) finished(ctx context.Context, at time.Time, ent *entry) error {
 // taskMsg is the message of a task, its large values stored by reference; a task that cannot
 // be sent is answered by a permanent failure instead, on the run's own subject. The error is
 // that of the values' store, worth trying again.
-func (e *Engine) taskMsg(ctx context.Context, t *engine.Task, at time.Time) (*nats.Msg, error) {
+func (e *Engine) taskMsg(ctx context.Context, t *protocol.Task, at time.Time) (*nats.Msg, error) {
 	subj, err := wire.TaskSubject(t)
 	if err != nil {
 		return e.undeliverable(t, at, fmt.Sprintf("the task for step %s cannot be sent: %v", taskKey(t), err)), nil
@@ -125,8 +126,8 @@ func (e *Engine) taskMsg(ctx context.Context, t *engine.Task, at time.Time) (*na
 	return m, nil
 }
 
-func (e *Engine) undeliverable(t *engine.Task, at time.Time, why string) *nats.Msg {
-	ev := wire.Answer(t, engine.EvFailed, at)
+func (e *Engine) undeliverable(t *protocol.Task, at time.Time, why string) *nats.Msg {
+	ev := wire.Answer(t, protocol.EvFailed, at)
 	ev.Permanent, ev.Error = true, why
 	m, err := eventMsg(ev, "")
 	if err != nil {
@@ -138,7 +139,7 @@ func (e *Engine) undeliverable(t *engine.Task, at time.Time, why string) *nats.M
 
 // deadLetterMsg is the message of a dead task on REINS_DLQ. A task too large to store whole
 // loses its input and texts, as the OmittedHeader says.
-func (e *Engine) deadLetterMsg(t *engine.Task, reason string) *nats.Msg {
+func (e *Engine) deadLetterMsg(t *protocol.Task, reason string) *nats.Msg {
 	subj, err := natsbox.DLQSubject(t.Handler)
 	if err != nil {
 		e.log.Error("runner: a dead task cannot be stored in the dead-letter queue", "task", t.MsgID, "err", err)
@@ -168,7 +169,7 @@ func (e *Engine) startChildMsg(ctx context.Context, runID string, b *wire.Bundle
 	if !ok {
 		return e.childFailedMsg(runID, c, at, fmt.Sprintf("the workflow file %s is not in the stored bundle of workflow %s", c.Workflow, b.Definition.Name)), nil
 	}
-	ev := &wire.Event{RunID: c.RunID, Event: engine.Event{Type: engine.EvStart, At: at, Input: c.Input, Item: -1},
+	ev := &protocol.Event{RunID: c.RunID, Type: protocol.EvStart, At: at, Input: c.Input, Item: -1,
 		Workflow: hash, Parent: parentOf(runID, c)}
 	m, err := valuesEventMsg(ctx, e.values, ev, "")
 	switch {
@@ -194,39 +195,39 @@ func (e *Engine) childFailedMsg(runID string, c *engine.ChildRun, at time.Time, 
 }
 
 // parentOf is the parent of sub-run c, started by run runID.
-func parentOf(runID string, c *engine.ChildRun) *wire.Parent {
-	return &wire.Parent{RunID: runID, Step: c.Step, Item: c.Item, Activation: c.Activation}
+func parentOf(runID string, c *engine.ChildRun) *protocol.Parent {
+	return &protocol.Parent{RunID: runID, Step: c.Step, Item: c.Item, Activation: c.Activation}
 }
 
 // couldNotStart is the event that tells parent p that its sub-run failed before it started.
-func couldNotStart(p *wire.Parent, at time.Time, why string) *wire.Event {
-	return &wire.Event{RunID: p.RunID, Event: engine.Event{Type: engine.EvChildFinished, At: at,
-		Step: p.Step, Item: p.Item, Activation: p.Activation, Status: engine.RunFailed,
-		Error: "the sub-run could not start: " + why}}
+func couldNotStart(p *protocol.Parent, at time.Time, why string) *protocol.Event {
+	return &protocol.Event{RunID: p.RunID, Type: protocol.EvChildFinished, At: at,
+		Step: p.Step, Item: p.Item, Activation: p.Activation, Status: protocol.RunFailed,
+		Error: "the sub-run could not start: " + why}
 }
 
 // cancelEvent is the event that cancels run runID.
-func cancelEvent(runID string, at time.Time, reason string) *wire.Event {
-	return &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvCancel, At: at, Item: -1, Reason: reason}}
+func cancelEvent(runID string, at time.Time, reason string) *protocol.Event {
+	return &protocol.Event{RunID: runID, Type: protocol.EvCancel, At: at, Item: -1, Reason: reason}
 }
 
 // personCancel is a cancel a person sends: with a nonce, so that the run records it once.
-func personCancel(runID string, at time.Time, reason string) *wire.Event {
+func personCancel(runID string, at time.Time, reason string) *protocol.Event {
 	ev := cancelEvent(runID, at, reason)
 	ev.Nonce = nonce()
 	return ev
 }
 
 // tickEvent is the tick of schedule command c of run runID.
-func tickEvent(runID string, c engine.Command) *wire.Event {
-	return &wire.Event{RunID: runID, Event: engine.Event{Type: engine.EvTick, At: c.At, Step: c.Step, Item: c.Item, Activation: c.Activation}}
+func tickEvent(runID string, c engine.Command) *protocol.Event {
+	return &protocol.Event{RunID: runID, Type: protocol.EvTick, At: c.At, Step: c.Step, Item: c.Item, Activation: c.Activation}
 }
 
 // childFinishedMsg tells the parent of run that it ended, the output stored by reference when
 // large (for the parent's run). The error is that of the values' store.
-func (e *Engine) childFinishedMsg(ctx context.Context, run *engine.Run, p *wire.Parent, at time.Time) (*nats.Msg, error) {
-	ev := &wire.Event{RunID: p.RunID, Event: engine.Event{Type: engine.EvChildFinished, At: at,
-		Step: p.Step, Item: p.Item, Activation: p.Activation, Status: run.Status, Output: run.Output}}
+func (e *Engine) childFinishedMsg(ctx context.Context, run *engine.Run, p *protocol.Parent, at time.Time) (*nats.Msg, error) {
+	ev := &protocol.Event{RunID: p.RunID, Type: protocol.EvChildFinished, At: at,
+		Step: p.Step, Item: p.Item, Activation: p.Activation, Status: run.Status, Output: run.Output}
 	if run.Error != nil {
 		ev.Error = run.Error.Message
 	}
@@ -306,7 +307,7 @@ var errStore = errors.New("the values' store failed")
 
 // valuesEventMsg is eventMsg for an event that may carry large values (an input, an output):
 // they are stored by reference.
-func valuesEventMsg(ctx context.Context, values *wire.Values, ev *wire.Event, child string) (*nats.Msg, error) {
+func valuesEventMsg(ctx context.Context, values *wire.Values, ev *protocol.Event, child string) (*nats.Msg, error) {
 	out, err := values.OutEvent(ctx, ev)
 	if err != nil {
 		return nil, fmt.Errorf("event for run %s: %w: %w", ev.RunID, errStore, err)
@@ -315,7 +316,7 @@ func valuesEventMsg(ctx context.Context, values *wire.Values, ev *wire.Event, ch
 }
 
 // eventMsg is the message of ev (child: the sub-run a child_finished event is about).
-func eventMsg(ev *wire.Event, child string) (*nats.Msg, error) {
+func eventMsg(ev *protocol.Event, child string) (*nats.Msg, error) {
 	subj, err := wire.EventSubject(ev)
 	if err != nil {
 		return nil, err
@@ -355,7 +356,7 @@ func headerValue(s string) string {
 }
 
 // taskKey names the step of a task as the run state does: step, or step#item for a child.
-func taskKey(t *engine.Task) string {
+func taskKey(t *protocol.Task) string {
 	if t.Item >= 0 {
 		return t.Step + "#" + strconv.Itoa(t.Item)
 	}

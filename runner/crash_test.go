@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/fault"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 )
 
 // childDirEnv tells the test binary it runs as the crashing engine process of a crash test.
@@ -45,7 +45,7 @@ func TestKillBeforeSave(t *testing.T) {
 	}
 	rec := v.wait("crash-1")
 	t.Logf("decided %d, acked %d, held %d, reloads %d", v.eng.stats.decided.Load(), v.eng.stats.acked.Load(), v.eng.stats.held.Load(), v.eng.stats.reloads.Load())
-	if sr := rec.Run.Steps["think"]; rec.Run.Status != engine.RunCompleted || sr.Iteration != 3 || sr.Attempts != 3 {
+	if sr := rec.Run.Steps["think"]; rec.Run.Status != protocol.RunCompleted || sr.Iteration != 3 || sr.Attempts != 3 {
 		t.Fatalf("run %s at iteration %d after %d tasks, want completed at 3 after 3", rec.Run.Status, sr.Iteration, sr.Attempts)
 	}
 	// Each task was dispatched once: the worker took tasks 2 and 3 and nothing else, and no
@@ -141,7 +141,7 @@ func TestKillWithSavesWaiting(t *testing.T) {
 	crash(t, "TestKillWithSavesWaiting", dir)
 	v := newEnvAt(t, dir)
 	rec := v.wait("crash-2")
-	if sr := rec.Run.Steps["think"]; rec.Run.Status != engine.RunCompleted || sr.Iteration != 4 || sr.Attempts != 4 {
+	if sr := rec.Run.Steps["think"]; rec.Run.Status != protocol.RunCompleted || sr.Iteration != 4 || sr.Attempts != 4 {
 		t.Fatalf("run %s at iteration %d after %d tasks, want completed at 4 after 4", rec.Run.Status, sr.Iteration, sr.Attempts)
 	}
 }

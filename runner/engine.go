@@ -20,6 +20,7 @@ import (
 	"github.com/reins-run/reins/internal/fault"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -90,7 +91,7 @@ type Config struct {
 	// Admit, when set, judges a run before it starts: the workflow and sub-workflows it would
 	// run and its input. A non-nil error ends the run failed at once with that error, before
 	// any step runs (a server refuses what its operator does not allow). Nil admits all.
-	Admit func(ctx context.Context, defs []*workflow.Definition, input json.RawMessage) *engine.RunError
+	Admit func(ctx context.Context, defs []*workflow.Definition, input json.RawMessage) *protocol.RunError
 	// MaxOutputBytes bounds the output of one answer of a task; a larger one fails the step
 	// for good with stop reason output_too_large. 0: no bound beyond NATS's.
 	MaxOutputBytes int64
@@ -113,7 +114,7 @@ type Engine struct {
 	saveWindow time.Duration
 	shards     int
 	roles      func(string) []string
-	admit      func(context.Context, []*workflow.Definition, json.RawMessage) *engine.RunError
+	admit      func(context.Context, []*workflow.Definition, json.RawMessage) *protocol.RunError
 	maxOutput  int64
 	maxValue   int64
 
@@ -135,7 +136,7 @@ type Engine struct {
 	killBeforeSave int64
 	saves          atomic.Int64
 	// observe, when set (tests), sees every event settled (ev is nil for a malformed one).
-	observe func(out outcome, ev *wire.Event)
+	observe func(out outcome, ev *protocol.Event)
 }
 
 // stats counts what the engine did, for tests and logs.
@@ -295,7 +296,7 @@ func (e *Engine) pinnedTTL() time.Duration { return max(e.ackWait, minPinnedTTL)
 // index on the way (reindex).
 func (e *Engine) rearm(ctx context.Context) error {
 	n := 0
-	statuses := map[string]engine.RunStatus{}
+	statuses := map[string]protocol.RunStatus{}
 	for ent, err := range wire.Entries(ctx, e.runs, ">") {
 		if err != nil {
 			return fmt.Errorf("runner: read the runs to arm their timers: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -41,7 +42,7 @@ type entry struct {
 // decided is an event whose decision waits for a save.
 type decided struct {
 	m  jetstream.Msg
-	ev *wire.Event
+	ev *protocol.Event
 }
 
 // outcome is what becomes of an event message.
@@ -103,12 +104,12 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 // subject, a person's on the subject of its principal (natsbox.PrincipalSubject), which the
 // server lets only that principal publish on. It sets what the decision needs of the sender:
 // By, and the Roles of whom the approvers are checked against.
-func (e *Engine) admitSubject(subject string, ev *wire.Event) error {
+func (e *Engine) admitSubject(subject string, ev *protocol.Event) error {
 	if err := natsbox.CheckToken(ev.RunID); err != nil {
 		return fmt.Errorf("the run id of the event cannot name a run: %w", err)
 	}
 	ev.Roles, ev.Refused = nil, nil
-	if ev.Type == engine.EvStateTooLarge {
+	if ev.Type == protocol.EvStateTooLarge {
 		return fmt.Errorf("a %s event for run %s came in a message: only the engine makes it", ev.Type, ev.RunID)
 	}
 	kind, principal, ok := sender(subject, ev)
@@ -121,7 +122,7 @@ func (e *Engine) admitSubject(subject string, ev *wire.Event) error {
 		}
 		return nil
 	}
-	if want := personKind(ev.Type); want != kind && !(ev.Type == engine.EvCancel && kind == natsbox.HumanKind) {
+	if want := personKind(ev.Type); want != kind && !(ev.Type == protocol.EvCancel && kind == natsbox.HumanKind) {
 		return fmt.Errorf("a %s event for run %s came on the %s subject of principal %s", ev.Type, ev.RunID, kind, principal)
 	}
 	who := principal
@@ -138,7 +139,7 @@ func (e *Engine) admitSubject(subject string, ev *wire.Event) error {
 // boundOutput turns an answer whose output passes Config.MaxOutputBytes into a permanent
 // failure with stop reason output_too_large: the output is not kept (nor read, when it is
 // stored by reference), and the step's edges see why it stopped.
-func (e *Engine) boundOutput(ev *wire.Event) {
+func (e *Engine) boundOutput(ev *protocol.Event) {
 	n := wire.ValueSize(ev.Output)
 	if e.maxOutput <= 0 || n <= e.maxOutput || !answersWithOutput(ev.Type) {
 		return
@@ -147,13 +148,13 @@ func (e *Engine) boundOutput(ev *wire.Event) {
 }
 
 // answersWithOutput reports whether an event of type typ answers a task with an output.
-func answersWithOutput(typ engine.EventType) bool {
-	return typ == engine.EvCompleted || typ == engine.EvContinued || typ == engine.EvWaiting
+func answersWithOutput(typ protocol.EventType) bool {
+	return typ == protocol.EvCompleted || typ == protocol.EvContinued || typ == protocol.EvWaiting
 }
 
 // failAnswer turns the answer ev into a permanent failure of its step, without its output.
-func failAnswer(ev *wire.Event, stopReason, why string) {
-	ev.Type, ev.Output, ev.Label, ev.Pending, ev.Permanent = engine.EvFailed, nil, "", nil, true
+func failAnswer(ev *protocol.Event, stopReason, why string) {
+	ev.Type, ev.Output, ev.Label, ev.Pending, ev.Permanent = protocol.EvFailed, nil, "", nil, true
 	ev.StopReason, ev.Error = stopReason, why
 }
 
@@ -165,16 +166,16 @@ const StopValueUnreadable = "value_unreadable"
 // what it was for with one sentence instead of holding the run: a start is refused
 // (E_VALUE_UNREADABLE), an answer fails its step for good (stop reason value_unreadable), and
 // anything else (a person's input, a signal's data) is dropped. A failing store is tried again.
-func (e *Engine) takeValues(ctx context.Context, ev *wire.Event) (outcome, error) {
+func (e *Engine) takeValues(ctx context.Context, ev *protocol.Event) (outcome, error) {
 	err := e.values.InEvent(ctx, ev)
 	switch {
 	case err == nil:
 		return ack, nil
 	case !errors.Is(err, wire.ErrValue):
 		return retry, fmt.Errorf("read the values of the event: %w", err)
-	case ev.Type == engine.EvStart:
+	case ev.Type == protocol.EvStart:
 		ev.Input = json.RawMessage("null")
-		ev.Refused = &engine.RunError{Code: engine.CodeValueUnreadable, Message: fmt.Sprintf("the run's input cannot be read: %v", err)}
+		ev.Refused = &protocol.RunError{Code: protocol.CodeValueUnreadable, Message: fmt.Sprintf("the run's input cannot be read: %v", err)}
 	case answersWithOutput(ev.Type):
 		failAnswer(ev, StopValueUnreadable, fmt.Sprintf("the step's output cannot be read: %v", err))
 	default:
@@ -204,7 +205,7 @@ func delivered(m jetstream.Msg) uint64 {
 	return md.NumDelivered
 }
 
-func (e *Engine) settle(m jetstream.Msg, out outcome, ev *wire.Event) {
+func (e *Engine) settle(m jetstream.Msg, out outcome, ev *protocol.Event) {
 	var err error
 	switch out {
 	case ack:
@@ -238,7 +239,7 @@ func holdFor(n uint64) time.Duration {
 
 // process decides ev, the event of m delivered for the n-th time, again on reloaded state as
 // long as the cached state was stale.
-func (e *Engine) process(ctx context.Context, sh *shard, ev *wire.Event, m jetstream.Msg, n uint64) (outcome, error) {
+func (e *Engine) process(ctx context.Context, sh *shard, ev *protocol.Event, m jetstream.Msg, n uint64) (outcome, error) {
 	for range maxReloads {
 		out, err := e.decide(ctx, sh, ev, m, n)
 		if !errors.Is(err, errReload) {
@@ -251,12 +252,12 @@ func (e *Engine) process(ctx context.Context, sh *shard, ev *wire.Event, m jetst
 }
 
 // decide decides ev on the run's state (cached, or read when fresh) and carries it out.
-func (e *Engine) decide(ctx context.Context, sh *shard, ev *wire.Event, m jetstream.Msg, n uint64) (outcome, error) {
+func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m jetstream.Msg, n uint64) (outcome, error) {
 	ent, fresh, err := e.load(ctx, sh, ev.RunID)
 	if err != nil {
 		return retry, err
 	}
-	if ev.Type == engine.EvStart {
+	if ev.Type == protocol.EvStart {
 		if ent != nil {
 			e.stats.acked.Add(1)
 			return ack, nil // started before: a duplicate
@@ -270,13 +271,13 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *wire.Event, m jetstr
 		return hold, nil
 	}
 	def, run := ent.bundle.Definition, ent.rec.Run
-	if engine.Ahead(def, run, ev.Event) {
+	if engine.Ahead(def, run, *ev) {
 		if !fresh {
 			return retry, errReload
 		}
 		return hold, nil
 	}
-	next, cmds, err := engine.Decide(def, run, ev.Event)
+	next, cmds, err := engine.Decide(def, run, *ev)
 	if err != nil {
 		return drop, permanent(err)
 	}
@@ -306,7 +307,7 @@ func (e *Engine) start(ctx context.Context, sh *shard, d decided) (outcome, erro
 		}
 		return retry, err
 	}
-	start := ev.Event
+	start := *ev
 	if e.admit != nil && ev.Parent == nil {
 		defs, err := e.workflowsOf(ctx, b)
 		if err != nil {
@@ -349,7 +350,7 @@ func (e *Engine) workflowsOf(ctx context.Context, b *wire.Bundle) ([]*workflow.D
 
 // startFailed drops a start event that cannot start a run; a sub-run's parent learns that its
 // sub-run failed.
-func (e *Engine) startFailed(ctx context.Context, ev *wire.Event, why string, err error) (outcome, error) {
+func (e *Engine) startFailed(ctx context.Context, ev *protocol.Event, why string, err error) (outcome, error) {
 	if p := ev.Parent; p != nil {
 		m, merr := eventMsg(couldNotStart(p, ev.At, why), ev.RunID)
 		if merr == nil {
@@ -564,7 +565,7 @@ func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *
 	ev := *d.ev
 	def := next.bundle.Definition
 	switch {
-	case ev.Type == engine.EvStateTooLarge || ev.Refused != nil:
+	case ev.Type == protocol.EvStateTooLarge || ev.Refused != nil:
 		if run := next.rec.Run; run.Finished() && wire.DropValues(run) {
 			e.log.Warn("runner: a run ended with a state too large to save: saved without its values", "run", ev.RunID, "err", big)
 			if run.Error != nil {
@@ -574,22 +575,22 @@ func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *
 		}
 		return drop, permanent(fmt.Errorf("run %s: %w, even after it failed", ev.RunID, big))
 	case old == nil:
-		ev.Refused = &engine.RunError{Code: engine.CodeInputTooLarge, Message: fmt.Sprintf("the run's input is %d bytes: with it, %v", len(ev.Input), big)}
+		ev.Refused = &protocol.RunError{Code: protocol.CodeInputTooLarge, Message: fmt.Sprintf("the run's input is %d bytes: with it, %v", len(ev.Input), big)}
 		ev.Input = json.RawMessage("null")
 	case answersWithOutput(ev.Type) && len(ev.Output) > 0:
 		failAnswer(&ev, StopOutputTooLarge, fmt.Sprintf("the step's output of %d bytes cannot be kept: with it, %v", len(ev.Output), big))
 	default:
-		ev = wire.Event{RunID: ev.RunID, Event: engine.Event{Type: engine.EvStateTooLarge, At: ev.At, Error: fmt.Sprintf("a %s event cannot be taken: %v", d.ev.Type, big)}}
+		ev = protocol.Event{RunID: ev.RunID, Type: protocol.EvStateTooLarge, At: ev.At, Error: fmt.Sprintf("a %s event cannot be taken: %v", d.ev.Type, big)}
 	}
 	e.log.Warn("runner: a run's state would be too large to save: decided again", "run", ev.RunID, "event", d.ev.Type, "as", ev.Type, "err", big)
 	base := &engine.Run{ID: ev.RunID}
-	var parent *wire.Parent
+	var parent *protocol.Parent
 	if old != nil {
 		base, parent = old.rec.Run, old.rec.Parent
 	} else {
 		parent = next.rec.Parent
 	}
-	run, cmds, err := engine.Decide(def, base, ev.Event)
+	run, cmds, err := engine.Decide(def, base, ev)
 	if err != nil {
 		return drop, permanent(err)
 	}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/workflow"
 )
@@ -54,7 +54,7 @@ func ExampleClient_Start() {
 		task, _ := wire.DecodeTask(m.Data())
 		var in struct{ Name string }
 		_ = json.Unmarshal(task.Input, &in)
-		ev := wire.Answer(task, engine.EvCompleted, time.Now())
+		ev := wire.Answer(task, protocol.EvCompleted, time.Now())
 		ev.Output, _ = json.Marshal(map[string]string{"greeting": "hello, " + in.Name})
 		data, _ := wire.EncodeEvent(ev)
 		subj, _ := wire.EventSubject(ev)

@@ -19,6 +19,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -116,7 +117,7 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 		return nil, err
 	}
 	r := newReplayer(def, evs)
-	r.stop = func(t *engine.Task) bool {
+	r.stop = func(t *protocol.Task) bool {
 		return (taskKey(t) == o.From || t.Body == o.From) && t.Iteration == iteration && t.Attempt == 1 && t.Resume == 0
 	}
 	if err := r.replay(runID); err != nil {
@@ -316,7 +317,7 @@ func shiftTimes(run *engine.Run, d time.Duration) {
 
 // copyCheckpoints copies, for every task, the checkpoint keys of the iterations before its own
 // from run from's scope to run to's, and returns how many it copied.
-func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*engine.Task) (int, error) {
+func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*protocol.Task) (int, error) {
 	if len(tasks) == 0 {
 		return 0, nil
 	}
@@ -356,7 +357,7 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 // dispatchState publishes, for run runID, the tasks and the start events of the sub-runs a
 // state has in flight, exactly as the engine does when it decides them (Engine.taskMsg,
 // Engine.startChildMsg): same subjects, bodies and message ids.
-func (c *Client) dispatchState(ctx context.Context, runID string, b *wire.Bundle, tasks []*engine.Task, subs []engine.ChildRun, at time.Time) error {
+func (c *Client) dispatchState(ctx context.Context, runID string, b *wire.Bundle, tasks []*protocol.Task, subs []engine.ChildRun, at time.Time) error {
 	e := &Engine{js: c.js, log: slog.New(slog.DiscardHandler), maxPayload: int(c.js.Conn().MaxPayload()), values: c.values}
 	var msgs []*nats.Msg
 	for _, t := range tasks {

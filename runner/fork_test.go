@@ -11,9 +11,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	rworker "github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
@@ -107,7 +106,7 @@ func TestFork(t *testing.T) {
 	v.start(bs, `{"n":0}`, orig)
 	done := v.wait(orig)
 	const wantOut = `{"history":[1,2,3,4],"input":{"n":3}}`
-	if done.Run.Status != engine.RunCompleted || string(done.Run.Output) != wantOut {
+	if done.Run.Status != protocol.RunCompleted || string(done.Run.Output) != wantOut {
 		t.Fatalf("the original run: %s, output %s", done.Run.Status, done.Run.Output)
 	}
 	origEvents, err := v.client.Events(v.ctx, orig)
@@ -128,7 +127,7 @@ func TestFork(t *testing.T) {
 			t.Errorf("forked %+v: want orig-fork-1 at think iteration 3, 1 task, 2 checkpoint keys, the run's own definition", f)
 		}
 		rec := v.wait(f.RunID)
-		if rec.Run.Status != engine.RunCompleted || string(rec.Run.Output) != wantOut {
+		if rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != wantOut {
 			t.Fatalf("the fork: %s, output %s, error %v", rec.Run.Status, rec.Run.Output, rec.Run.Error)
 		}
 		if sr := rec.Run.Steps["think"]; sr.Iteration != 4 || sr.Attempts != 4 || sr.StopReason != "completed" {
@@ -154,7 +153,7 @@ func TestFork(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := v.wait(f.RunID)
-		if f.RunID != "custom" || rec.Run.Status != engine.RunCompleted || string(rec.Run.Output) != wantOut {
+		if f.RunID != "custom" || rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != wantOut {
 			t.Fatalf("fork %s: %s, output %s", f.RunID, rec.Run.Status, rec.Run.Output)
 		}
 		if got := hw.input("custom", 3); got != `{"n":100}` {
@@ -168,7 +167,7 @@ func TestFork(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := v.wait(f.RunID)
-		if f.RunID != "orig-fork-2" || f.Checkpoints != 0 || rec.Run.Status != engine.RunCompleted || string(rec.Run.Output) != wantOut {
+		if f.RunID != "orig-fork-2" || f.Checkpoints != 0 || rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != wantOut {
 			t.Fatalf("fork %+v: %s, output %s", f, rec.Run.Status, rec.Run.Output)
 		}
 		if got := hw.input(f.RunID, 1); got != `{"n":0}` {
@@ -234,10 +233,10 @@ func TestForkModel(t *testing.T) {
 	wf.Task("after", "after")
 	wf.Edge("ask", "after")
 	_, bs := bundles(t, wf)
-	v.worker(engine.HandlerLLM).serve(func(task *engine.Task) *wire.Event {
+	v.worker(protocol.HandlerLLM).serve(func(task *protocol.Task) *protocol.Event {
 		return completed(task, fmt.Sprintf(`{"model":%q,"workflow":%q}`, task.Model, task.Workflow))
 	})
-	v.worker("after").serve(func(task *engine.Task) *wire.Event { return completed(task, string(task.Input)) })
+	v.worker("after").serve(func(task *protocol.Task) *protocol.Event { return completed(task, string(task.Input)) })
 	v.start(bs, "", "ask-1")
 	if rec := v.wait("ask-1"); string(rec.Run.Output) != `{"model":"small","workflow":"`+bs.Root+`"}` {
 		t.Fatalf("output %s", rec.Run.Output)
@@ -294,7 +293,7 @@ func TestForkParallelChild(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]string{}
 	for _, h := range []string{"left", "right"} {
-		v.worker(h).serve(func(task *engine.Task) *wire.Event {
+		v.worker(h).serve(func(task *protocol.Task) *protocol.Event {
 			mu.Lock()
 			seen[task.RunID+"/"+taskKey(task)] = string(task.Input)
 			mu.Unlock()

@@ -11,10 +11,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
 	_ "github.com/reins-run/reins/natsbox/embed" // natsbox.Open starts embedded servers
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -40,7 +40,14 @@ func newEnv(t testing.TB) *env {
 // newEnvAt is newEnv on the data directory dir.
 func newEnvAt(t testing.TB, dir string) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return newEnvWithin(t, dir, 60*time.Second)
+}
+
+// newEnvWithin is newEnvAt whose context, the bound of every wait of the test, ends after
+// bound: a hang fails the test then.
+func newEnvWithin(t testing.TB, dir string, bound time.Duration) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	t.Cleanup(cancel)
 	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: dir})
 	if err != nil {
@@ -154,12 +161,12 @@ func (v *env) resultJSON(id string) string {
 }
 
 // publish publishes ev with msgID ("" for its own id).
-func (v *env) publish(ev *wire.Event, msgID string) {
+func (v *env) publish(ev *protocol.Event, msgID string) {
 	v.t.Helper()
 	publishEvent(v.ctx, v.t, v.box.JetStream(), ev, msgID)
 }
 
-func publishEvent(ctx context.Context, t testing.TB, js jetstream.JetStream, ev *wire.Event, msgID string) {
+func publishEvent(ctx context.Context, t testing.TB, js jetstream.JetStream, ev *protocol.Event, msgID string) {
 	subj, err := wire.EventSubject(ev)
 	if err != nil {
 		t.Error(err)
@@ -229,13 +236,13 @@ func (v *env) worker(handler string) *worker {
 }
 
 // next returns the next task, acknowledged.
-func (w *worker) next() *engine.Task {
+func (w *worker) next() *protocol.Task {
 	w.v.t.Helper()
 	return w.nextWithin(20 * time.Second)
 }
 
 // nextWithin returns the next task, acknowledged, failing the test after d.
-func (w *worker) nextWithin(d time.Duration) *engine.Task {
+func (w *worker) nextWithin(d time.Duration) *protocol.Task {
 	w.v.t.Helper()
 	ctx, cancel := context.WithTimeout(w.v.ctx, d)
 	defer cancel()
@@ -254,7 +261,7 @@ func (w *worker) nextWithin(d time.Duration) *engine.Task {
 }
 
 // serve answers every task with fn's answer (nil: no answer) until the test ends.
-func (w *worker) serve(fn func(*engine.Task) *wire.Event) {
+func (w *worker) serve(fn func(*protocol.Task) *protocol.Event) {
 	js := w.v.box.JetStream()
 	t := w.v.t
 	cc, err := w.cons.Consume(func(m jetstream.Msg) {
@@ -279,20 +286,20 @@ func (w *worker) serve(fn func(*engine.Task) *wire.Event) {
 }
 
 // Answers to a task.
-func completed(t *engine.Task, out string) *wire.Event {
-	ev := wire.Answer(t, engine.EvCompleted, time.Now())
+func completed(t *protocol.Task, out string) *protocol.Event {
+	ev := wire.Answer(t, protocol.EvCompleted, time.Now())
 	ev.Output = json.RawMessage(out)
 	return ev
 }
 
-func continued(t *engine.Task, out string) *wire.Event {
-	ev := wire.Answer(t, engine.EvContinued, time.Now())
+func continued(t *protocol.Task, out string) *protocol.Event {
+	ev := wire.Answer(t, protocol.EvContinued, time.Now())
 	ev.Output = json.RawMessage(out)
 	return ev
 }
 
-func failed(t *engine.Task, msg string, permanent bool) *wire.Event {
-	ev := wire.Answer(t, engine.EvFailed, time.Now())
+func failed(t *protocol.Task, msg string, permanent bool) *protocol.Event {
+	ev := wire.Answer(t, protocol.EvFailed, time.Now())
 	ev.Error, ev.Permanent = msg, permanent
 	return ev
 }
@@ -332,13 +339,13 @@ type observer struct {
 
 type observed struct {
 	out outcome
-	ev  *wire.Event
+	ev  *protocol.Event
 }
 
 func newObserver() *observer { return &observer{ch: make(chan observed, 4096)} }
 
 func (o *observer) attach(e *Engine) {
-	e.observe = func(out outcome, ev *wire.Event) {
+	e.observe = func(out outcome, ev *protocol.Event) {
 		select {
 		case o.ch <- observed{out, ev}:
 		default:
@@ -347,7 +354,7 @@ func (o *observer) attach(e *Engine) {
 }
 
 // await waits until the engine settles an event as out and match (nil: any) accepts it.
-func (o *observer) await(t testing.TB, ctx context.Context, out outcome, match func(*wire.Event) bool) *wire.Event {
+func (o *observer) await(t testing.TB, ctx context.Context, out outcome, match func(*protocol.Event) bool) *protocol.Event {
 	t.Helper()
 	for {
 		select {

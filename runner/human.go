@@ -14,6 +14,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -25,10 +26,10 @@ type Waiting struct {
 	// Key is the step's key in the run: its id, or "parent#i" for a child.
 	Key     string
 	Step    *engine.StepRun
-	Wait    engine.WaitKind
-	Prompt  string               // an approval step's rendered prompt
-	Event   string               // the signal a wait_event step waits for
-	Pending []engine.PendingCall // an agent's calls not decided yet
+	Wait    protocol.WaitKind
+	Prompt  string                 // an approval step's rendered prompt
+	Event   string                 // the signal a wait_event step waits for
+	Pending []protocol.PendingCall // an agent's calls not decided yet
 }
 
 // WaitingSteps lists the steps of run that wait for a human or a signal, in the order of the
@@ -37,7 +38,7 @@ func WaitingSteps(def *workflow.Definition, run *engine.Run) []Waiting {
 	var out []Waiting
 	for _, key := range StepOrder(def, run) {
 		sr := run.Steps[key]
-		if sr == nil || sr.Status != engine.StepWaiting {
+		if sr == nil || sr.Status != protocol.StepWaiting {
 			continue
 		}
 		w := Waiting{Key: key, Step: sr, Wait: sr.Wait, Prompt: sr.Prompt}
@@ -46,7 +47,7 @@ func WaitingSteps(def *workflow.Definition, run *engine.Run) []Waiting {
 				w.Pending = append(w.Pending, p)
 			}
 		}
-		if def != nil && sr.Wait == engine.WaitEvent {
+		if def != nil && sr.Wait == protocol.WaitEvent {
 			if s := def.StepByID(sr.Step); s != nil {
 				w.Event = s.Event
 			}
@@ -84,7 +85,7 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 		onBehalfOf = ""
 	}
 	var def *workflow.Definition
-	var evs []*wire.Event
+	var evs []*protocol.Event
 	var out []Decided
 	var calls []string
 	verdicts := map[string]string{} // event id → the step it decides, for steps with approvers
@@ -94,7 +95,7 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 				return err
 			}
 		}
-		ev := c.humanEvent(runID, w, engine.Event{Type: engine.EvDecision, CallID: callID, Approve: approve, Message: message, OnBehalfOf: onBehalfOf})
+		ev := c.humanEvent(runID, w, protocol.Event{Type: protocol.EvDecision, CallID: callID, Approve: approve, Message: message, OnBehalfOf: onBehalfOf})
 		if approvers := stepApprovers(def, w.Step.Step); len(approvers) > 0 {
 			who := cmp.Or(onBehalfOf, c.principal)
 			if !mayBe(approvers, who) {
@@ -106,7 +107,7 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 		return nil
 	}
 	for _, w := range WaitingSteps(nil, rec.Run) {
-		if w.Wait != engine.WaitApproval {
+		if w.Wait != protocol.WaitApproval {
 			continue
 		}
 		if len(w.Step.Pending) == 0 { // an approval step
@@ -213,7 +214,7 @@ func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawM
 	}
 	var paused []Waiting
 	for _, w := range WaitingSteps(nil, rec.Run) {
-		if w.Wait == engine.WaitInput && (step == "" || step == w.Key) {
+		if w.Wait == protocol.WaitInput && (step == "" || step == w.Key) {
 			paused = append(paused, w)
 		}
 	}
@@ -230,7 +231,7 @@ func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawM
 		return "", fmt.Errorf("runner: run %s: steps %s wait for input: name one with --step", runID, strings.Join(keys, ", "))
 	}
 	w := paused[0]
-	if err := c.publish(ctx, c.humanEvent(runID, w, engine.Event{Type: engine.EvResume, Output: input})); err != nil {
+	if err := c.publish(ctx, c.humanEvent(runID, w, protocol.Event{Type: protocol.EvResume, Output: input})); err != nil {
 		return "", fmt.Errorf("runner: resume run %s: %w", runID, err)
 	}
 	return w.Key, nil
@@ -253,7 +254,7 @@ func (c *Client) Signal(ctx context.Context, runID, name string, data json.RawMe
 	}
 	// The id makes the signal count once, even when an engine decides it twice after a crash.
 	id := nonce()
-	ev := &wire.Event{RunID: runID, Nonce: id, Event: engine.Event{Type: engine.EvSignal, At: c.now().UTC(), Item: -1, Name: name, Output: data, ID: id}}
+	ev := &protocol.Event{RunID: runID, Nonce: id, Type: protocol.EvSignal, At: c.now().UTC(), Item: -1, Name: name, Output: data, ID: id}
 	if err := c.publish(ctx, ev); err != nil {
 		return fmt.Errorf("runner: signal %s to run %s: %w", name, runID, err)
 	}
@@ -274,7 +275,7 @@ func (c *Client) waitingRecord(ctx context.Context, runID string) (*Record, erro
 
 // humanEvent addresses ev to waiting step w of run runID, with a nonce of its own: two
 // decisions are two events, while a publish retried by NATS is stored once.
-func (c *Client) humanEvent(runID string, w Waiting, ev engine.Event) *wire.Event {
+func (c *Client) humanEvent(runID string, w Waiting, ev protocol.Event) *protocol.Event {
 	ev.At = c.now().UTC()
 	ev.Step, ev.Item = w.Key, -1
 	if w.Step.Parent != "" {
@@ -283,7 +284,8 @@ func (c *Client) humanEvent(runID string, w Waiting, ev engine.Event) *wire.Even
 	ev.Activation, ev.Iteration, ev.Attempt, ev.Resume = w.Step.Activation, w.Step.Iteration, w.Step.Attempt, w.Step.Resume
 	n := nonce()
 	ev.ID = n
-	return &wire.Event{RunID: runID, Nonce: n, Event: ev}
+	ev.RunID, ev.Nonce = runID, n
+	return &ev
 }
 
 func nonce() string {

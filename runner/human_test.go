@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -22,11 +22,11 @@ func TestDecideEachPendingCall(t *testing.T) {
 	wf.Agent("act", "m").WithGoal("act")
 	_, bs := bundles(t, wf)
 	var mu sync.Mutex
-	var resumed []*engine.Task
-	v.worker(engine.HandlerAgent).serve(func(task *engine.Task) *wire.Event {
+	var resumed []*protocol.Task
+	v.worker(protocol.HandlerAgent).serve(func(task *protocol.Task) *protocol.Event {
 		if task.Resume == 0 {
-			ev := wire.Answer(task, engine.EvWaiting, time.Now())
-			ev.Pending = []engine.PendingCall{
+			ev := wire.Answer(task, protocol.EvWaiting, time.Now())
+			ev.Pending = []protocol.PendingCall{
 				{CallID: "c1", Tool: "refund", Arguments: json.RawMessage(`{"amount":5}`)},
 				{CallID: "c2", Tool: "email", Arguments: json.RawMessage(`{"to":"a@b.c"}`)},
 			}
@@ -38,7 +38,7 @@ func TestDecideEachPendingCall(t *testing.T) {
 		return completed(task, `{"stop_reason":"completed"}`)
 	})
 	id := v.start(bs, "", "")
-	v.waitFor(id, func(rec *Record) bool { return rec.Run.Status == engine.RunWaiting })
+	v.waitFor(id, func(rec *Record) bool { return rec.Run.Status == protocol.RunWaiting })
 
 	if _, err := v.client.Decide(v.ctx, id, "c9", true, "", "ana"); !errors.Is(err, ErrNotWaiting) {
 		t.Fatalf("Decide on an unknown call: %v, want ErrNotWaiting", err)
@@ -48,7 +48,7 @@ func TestDecideEachPendingCall(t *testing.T) {
 		t.Fatalf("Decide c2: %+v, %v", done, err)
 	}
 	rec := v.waitFor(id, func(rec *Record) bool { return len(rec.Run.Steps["act"].Decisions) == 1 })
-	if rec.Run.Status != engine.RunWaiting {
+	if rec.Run.Status != protocol.RunWaiting {
 		t.Fatalf("after one of two decisions the run is %s; want still waiting", rec.Run.Status)
 	}
 	res := NewResult(nil, rec)
@@ -59,7 +59,7 @@ func TestDecideEachPendingCall(t *testing.T) {
 		t.Fatalf("Decide the rest: %v", err)
 	}
 	final := v.wait(id)
-	if final.Run.Status != engine.RunCompleted {
+	if final.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run %s: %+v", final.Run.Status, final.Run.Error)
 	}
 	mu.Lock()
@@ -68,7 +68,7 @@ func TestDecideEachPendingCall(t *testing.T) {
 		t.Fatalf("%d resumed tasks; want 1", len(resumed))
 	}
 	task := resumed[0]
-	want := []engine.Decision{{CallID: "c1", Approve: true, By: "admin", OnBehalfOf: "ana"}, {CallID: "c2", Message: "no emails today", By: "admin", OnBehalfOf: "ana"}}
+	want := []protocol.Decision{{CallID: "c1", Approve: true, By: "admin", OnBehalfOf: "ana"}, {CallID: "c2", Message: "no emails today", By: "admin", OnBehalfOf: "ana"}}
 	if task.Iteration != 1 || task.Resume != 1 || !slices.Equal(task.Decisions, want) {
 		t.Errorf("resumed task: iteration %d resume %d decisions %+v; want iteration 1 resume 1 with %+v", task.Iteration, task.Resume, task.Decisions, want)
 	}
@@ -87,7 +87,7 @@ func TestSignalBeforeTheWait(t *testing.T) {
 	wf.Edge("pause", "hold")
 	_, bs := bundles(t, wf)
 	id := v.start(bs, "", "")
-	v.waitFor(id, func(rec *Record) bool { return rec.Run.Steps["pause"].Status == engine.StepRunning })
+	v.waitFor(id, func(rec *Record) bool { return rec.Run.Steps["pause"].Status == protocol.StepRunning })
 	if err := v.client.Signal(v.ctx, id, "go", json.RawMessage(`{"n":1}`)); err != nil {
 		t.Fatal(err)
 	}

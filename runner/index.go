@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 )
 
 // The status index (natsbox.StatusBucket). A run's key for its new status is written before
@@ -20,7 +20,7 @@ import (
 // (reindex); it never removes one, since another engine may be saving meanwhile.
 
 // statusKey is the index key of run id under status.
-func statusKey(status engine.RunStatus, id string) string { return string(status) + "." + id }
+func statusKey(status protocol.RunStatus, id string) string { return string(status) + "." + id }
 
 // statusChanged reports whether saving next over old changes the run's status (old nil: a
 // new record).
@@ -55,7 +55,7 @@ func (e *Engine) indexAfter(ctx context.Context, old, next *entry) {
 // reindex adds the index key of every saved record's status that the index lacks (records of
 // a version without the index). It removes nothing: another engine may be between its index
 // write and its save, and a key that is only stale costs a listing one read.
-func (e *Engine) reindex(ctx context.Context, statuses map[string]engine.RunStatus) error {
+func (e *Engine) reindex(ctx context.Context, statuses map[string]protocol.RunStatus) error {
 	have, err := indexKeys(ctx, e.index, ">")
 	if err != nil {
 		return err
@@ -107,7 +107,7 @@ func purgeKeys(ctx context.Context, js jetstream.JetStream, bucket string, keys 
 
 // listByStatus returns the records of the runs started by clients whose saved status is
 // status, reading the index and then those records only.
-func (c *Client) listByStatus(ctx context.Context, runs, index jetstream.KeyValue, status engine.RunStatus) ([]*Record, error) {
+func (c *Client) listByStatus(ctx context.Context, runs, index jetstream.KeyValue, status protocol.RunStatus) ([]*Record, error) {
 	keys, err := indexKeys(ctx, index, string(status)+".>")
 	if err != nil {
 		return nil, fmt.Errorf("runner: list runs: %w", err)

@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
 // listIDs lists the ids of the runs of status.
-func listIDs(t testing.TB, v *env, status engine.RunStatus) []string {
+func listIDs(t testing.TB, v *env, status protocol.RunStatus) []string {
 	t.Helper()
 	recs, err := v.client.List(v.ctx, status)
 	if err != nil {
@@ -38,32 +38,32 @@ func TestStatusIndex(t *testing.T) {
 	_, finished := bundles(t, done)
 
 	w := v.start(waiting, "", "w1")
-	v.waitFor(w, func(r *Record) bool { return r.Run.Status == engine.RunWaiting })
+	v.waitFor(w, func(r *Record) bool { return r.Run.Status == protocol.RunWaiting })
 	v.wait(v.start(finished, "", "c1"))
-	if got := fmt.Sprint(listIDs(t, v, engine.RunWaiting), listIDs(t, v, engine.RunCompleted), listIDs(t, v, engine.RunRunning)); got != "[w1] [c1] []" {
+	if got := fmt.Sprint(listIDs(t, v, protocol.RunWaiting), listIDs(t, v, protocol.RunCompleted), listIDs(t, v, protocol.RunRunning)); got != "[w1] [c1] []" {
 		t.Fatalf("waiting, completed, running: %s", got)
 	}
 	// A stale key (an engine died between the index write and the save) is skipped.
-	if _, err := v.client.index.Put(v.ctx, statusKey(engine.RunWaiting, "c1"), []byte{'1'}); err != nil {
+	if _, err := v.client.index.Put(v.ctx, statusKey(protocol.RunWaiting, "c1"), []byte{'1'}); err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(listIDs(t, v, engine.RunWaiting)); got != "[w1]" {
+	if got := fmt.Sprint(listIDs(t, v, protocol.RunWaiting)); got != "[w1]" {
 		t.Errorf("waiting with a stale key: %s", got)
 	}
 	// A key no engine wrote (a version without the index) is added when an engine starts.
-	if err := purgeKeys(v.ctx, v.box.JetStream(), natsbox.StatusBucket, statusKey(engine.RunWaiting, "w1")); err != nil {
+	if err := purgeKeys(v.ctx, v.box.JetStream(), natsbox.StatusBucket, statusKey(protocol.RunWaiting, "w1")); err != nil {
 		t.Fatal(err)
 	}
 	v.stop()
 	v.eng, v.stop = v.startEngine(nil)
-	if got := fmt.Sprint(listIDs(t, v, engine.RunWaiting)); got != "[w1]" {
+	if got := fmt.Sprint(listIDs(t, v, protocol.RunWaiting)); got != "[w1]" {
 		t.Errorf("waiting after an engine started: %s", got)
 	}
 	if err := v.client.Cancel(v.ctx, w, ""); err != nil {
 		t.Fatal(err)
 	}
 	v.wait(w)
-	if got := fmt.Sprint(listIDs(t, v, engine.RunWaiting), listIDs(t, v, engine.RunCancelled)); got != "[] [w1]" {
+	if got := fmt.Sprint(listIDs(t, v, protocol.RunWaiting), listIDs(t, v, protocol.RunCancelled)); got != "[] [w1]" {
 		t.Errorf("waiting, cancelled after the cancel: %s", got)
 	}
 	if _, err := v.client.Prune(v.ctx, 0, time.Now().Add(time.Hour)); err != nil {
@@ -93,9 +93,9 @@ func BenchmarkListWaiting(b *testing.B) {
 		b.Fatal(err)
 	}
 	for i := range finished + waitingRuns {
-		status := engine.RunCompleted
+		status := protocol.RunCompleted
 		if i < waitingRuns {
-			status = engine.RunWaiting
+			status = protocol.RunWaiting
 		}
 		id := "r-" + strconv.Itoa(i)
 		rec := fmt.Sprintf(`{"run":{"id":%q,"workflow":"w","hash":"h","status":%q,"input":null,"started_at":"2026-01-01T00:00:00Z","deadline":"2026-01-02T00:00:00Z","executed":1,"steps":{},"edges":[],"path":[]}}`, id, status)
@@ -108,7 +108,7 @@ func BenchmarkListWaiting(b *testing.B) {
 	}
 	b.Run("index", func(b *testing.B) {
 		for b.Loop() {
-			if n := len(listIDs(b, v, engine.RunWaiting)); n != waitingRuns {
+			if n := len(listIDs(b, v, protocol.RunWaiting)); n != waitingRuns {
 				b.Fatalf("%d waiting runs, want %d", n, waitingRuns)
 			}
 		}
@@ -121,7 +121,7 @@ func BenchmarkListWaiting(b *testing.B) {
 			}
 			n := 0
 			for _, r := range recs {
-				if r.Run.Status == engine.RunWaiting {
+				if r.Run.Status == protocol.RunWaiting {
 					n++
 				}
 			}

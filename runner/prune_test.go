@@ -10,9 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -44,8 +43,8 @@ func (v *env) kept(id string) {
 func TestPrune(t *testing.T) {
 	v := newEnv(t)
 	v.startWorker((&historyWorker{inputs: map[string]string{}}).register)
-	v.worker("prep").serve(func(task *engine.Task) *wire.Event { return completed(task, `{"topic":"nats"}`) })
-	v.worker("child-work").serve(func(task *engine.Task) *wire.Event { return completed(task, `{"summary":"done"}`) })
+	v.worker("prep").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `{"topic":"nats"}`) })
+	v.worker("child-work").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `{"summary":"done"}`) })
 	loop := loopWorkflow(t, 10)
 
 	v.start(loop, `{"n":0}`, "old-loop")
@@ -62,10 +61,10 @@ func TestPrune(t *testing.T) {
 	stuck.Task("wait", "nobody-serves-this")
 	_, sbs := bundles(t, stuck)
 	v.start(sbs, "", "running")
-	v.waitFor("running", func(r *Record) bool { return r.Run.Steps["wait"].Status == engine.StepRunning })
+	v.waitFor("running", func(r *Record) bool { return r.Run.Steps["wait"].Status == protocol.StepRunning })
 	// A waiting run (one an approval holds), saved as such.
 	w := *recent.Run
-	w.ID, w.Status = "waiting", engine.RunWaiting
+	w.ID, w.Status = "waiting", protocol.RunWaiting
 	data, err := json.Marshal(&Record{Run: &w})
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +129,7 @@ func TestPrune(t *testing.T) {
 	}
 	v.gone("recent")
 	v.kept("running")
-	if rec, err := v.client.Get(v.ctx, "waiting"); err != nil || rec.Run.Status != engine.RunWaiting {
+	if rec, err := v.client.Get(v.ctx, "waiting"); err != nil || rec.Run.Status != protocol.RunWaiting {
 		t.Errorf("the waiting run: %v", err)
 	}
 	rep, err = v.client.Prune(v.ctx, 0, time.Now().Add(24*time.Hour))
@@ -141,14 +140,14 @@ func TestPrune(t *testing.T) {
 	if err := v.client.Cancel(v.ctx, "running", "done"); err != nil {
 		t.Fatal(err)
 	}
-	if rec := v.wait("running"); rec.Run.Status != engine.RunCancelled {
+	if rec := v.wait("running"); rec.Run.Status != protocol.RunCancelled {
 		t.Errorf("running: %s", rec.Run.Status)
 	}
 }
 
 func TestRetain(t *testing.T) {
 	v := newEnv(t)
-	v.worker("hello").serve(func(task *engine.Task) *wire.Event { return completed(task, `"hi"`) })
+	v.worker("hello").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `"hi"`) })
 	wf := workflow.New("greet")
 	wf.Task("hello", "hello")
 	_, bs := bundles(t, wf)

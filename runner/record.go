@@ -7,12 +7,12 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -31,7 +31,7 @@ var (
 
 // StatusCorrupt is the status List gives a run whose record cannot be decoded; its Error says
 // why (code CodeCorrupt).
-const StatusCorrupt engine.RunStatus = "corrupt"
+const StatusCorrupt protocol.RunStatus = "corrupt"
 
 // CodeCorrupt is the error code of a run whose record cannot be decoded.
 const CodeCorrupt = "E_CORRUPT_RECORD"
@@ -39,8 +39,8 @@ const CodeCorrupt = "E_CORRUPT_RECORD"
 // Record is what the reins_runs bucket holds under a run id: the run state, and the parent run
 // waiting for it when it is a sub-run.
 type Record struct {
-	Run    *engine.Run  `json:"run"`
-	Parent *wire.Parent `json:"parent,omitempty"`
+	Run    *engine.Run      `json:"run"`
+	Parent *protocol.Parent `json:"parent,omitempty"`
 	// Revision is the bucket's revision of the record (not stored).
 	Revision uint64 `json:"-"`
 }
@@ -86,61 +86,18 @@ func decodeRecord(e jetstream.KeyValueEntry) (*Record, error) {
 // StatusCorrupt, and the error saying why.
 func corruptRecord(e jetstream.KeyValueEntry, err error) *Record {
 	run := &engine.Run{ID: e.Key(), Status: StatusCorrupt, StartedAt: e.Created().UTC(),
-		Error: &engine.RunError{Code: CodeCorrupt, Message: err.Error()}}
+		Error: &protocol.RunError{Code: CodeCorrupt, Message: err.Error()}}
 	return &Record{Run: run, Revision: e.Revision()}
-}
-
-// Result is the run result of the workflow file contract (shared/spec/workflow-file.md, "Run
-// results"), as `reins run --json` prints it.
-type Result struct {
-	RunID  string           `json:"run_id"`
-	Status engine.RunStatus `json:"status"`
-	// Output is null when the run has none.
-	Output json.RawMessage `json:"output"`
-	// Error is null when the run did not fail.
-	Error *engine.RunError `json:"error"`
-	// Steps lists the steps in definition order, the children of a parallel or map step
-	// ("step#i") after it.
-	Steps []StepResult `json:"steps"`
-	// Path lists the steps in the order they ended.
-	Path []string `json:"path"`
-	// Waiting lists what a waiting run waits for (absent otherwise).
-	Waiting []WaitResult `json:"waiting,omitempty"`
-}
-
-// WaitResult is one step of a Result that waits for a human or a signal.
-type WaitResult struct {
-	Step string          `json:"step"`
-	Wait engine.WaitKind `json:"wait"`
-	// Prompt is an approval step's question; Event the signal a wait_event step waits for;
-	// Pending an agent step's calls waiting for a decision.
-	Prompt  string               `json:"prompt,omitempty"`
-	Event   string               `json:"event,omitempty"`
-	Pending []engine.PendingCall `json:"pending,omitempty"`
-	// Until is when the wait times out (absent: at the run's deadline).
-	Until *time.Time `json:"until,omitempty"`
-}
-
-// StepResult is one step of a Result.
-type StepResult struct {
-	ID         string            `json:"id"`
-	Status     engine.StepStatus `json:"status"`
-	StopReason string            `json:"stop_reason"`
-	Iterations int               `json:"iterations"`
-	Label      string            `json:"label"`
-	Attempts   int               `json:"attempts"`
-	Error      string            `json:"error,omitempty"`
-	Usage      *engine.Usage     `json:"usage,omitempty"`
 }
 
 // NewResult returns the result of the run rec holds, with the steps in the order of def (nil:
 // by id).
-func NewResult(def *workflow.Definition, rec *Record) Result {
+func NewResult(def *workflow.Definition, rec *Record) protocol.Result {
 	if rec == nil || rec.Run == nil {
-		return Result{Steps: []StepResult{}, Path: []string{}}
+		return protocol.Result{Steps: []protocol.StepResult{}, Path: []string{}}
 	}
 	run := rec.Run
-	res := Result{RunID: run.ID, Status: run.Status, Output: run.Output, Steps: []StepResult{}, Path: slices.Clone(run.Path)}
+	res := protocol.Result{RunID: run.ID, Status: run.Status, Output: run.Output, Steps: []protocol.StepResult{}, Path: slices.Clone(run.Path)}
 	if len(res.Output) == 0 {
 		res.Output = json.RawMessage("null")
 	}
@@ -155,7 +112,7 @@ func NewResult(def *workflow.Definition, rec *Record) Result {
 		res.Steps = append(res.Steps, stepResult(key, run.Steps[key]))
 	}
 	for _, w := range WaitingSteps(def, run) {
-		wr := WaitResult{Step: w.Key, Wait: w.Wait, Prompt: w.Prompt, Event: w.Event, Pending: w.Pending}
+		wr := protocol.WaitResult{Step: w.Key, Wait: w.Wait, Prompt: w.Prompt, Event: w.Event, Pending: w.Pending}
 		if !w.Step.Until.IsZero() {
 			u := w.Step.Until
 			wr.Until = &u
@@ -192,13 +149,13 @@ func StepOrder(def *workflow.Definition, run *engine.Run) []string {
 	return keys
 }
 
-func stepResult(key string, sr *engine.StepRun) StepResult {
-	r := StepResult{ID: key}
+func stepResult(key string, sr *engine.StepRun) protocol.StepResult {
+	r := protocol.StepResult{ID: key}
 	if sr == nil {
 		return r
 	}
 	r.Status, r.StopReason, r.Iterations, r.Label, r.Attempts, r.Error = sr.Status, sr.StopReason, sr.Iteration, sr.Label, sr.Attempts, sr.Error
-	if sr.Usage != (engine.Usage{}) {
+	if sr.Usage != (protocol.Usage{}) {
 		u := sr.Usage
 		r.Usage = &u
 	}

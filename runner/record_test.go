@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 )
 
 // encodeRecord must return what json.Marshal returns: the engine saved records with it before,
@@ -32,12 +32,12 @@ func sameRecordJSON(t *testing.T, rec *Record) {
 }
 
 func TestEncodeRecord(t *testing.T) {
-	run := &engine.Run{ID: "r-1", Status: engine.RunRunning, Input: json.RawMessage(`{"a": "<b>"}`),
-		StartedAt: time.Date(2026, 11, 21, 10, 0, 0, 5, time.UTC), Steps: map[string]*engine.StepRun{"s": {Status: engine.StepRunning}}}
+	run := &engine.Run{ID: "r-1", Status: protocol.RunRunning, Input: json.RawMessage(`{"a": "<b>"}`),
+		StartedAt: time.Date(2026, 11, 21, 10, 0, 0, 5, time.UTC), Steps: map[string]*engine.StepRun{"s": {Status: protocol.StepRunning}}}
 	bad := &engine.Run{ID: "r-2", Deadline: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
 	for _, rec := range []*Record{
-		nil, {}, {Revision: 7}, {Run: run}, {Run: run, Parent: &wire.Parent{RunID: "p", Step: "call", Item: -1, Activation: 2}, Revision: 3},
-		{Parent: &wire.Parent{}}, {Run: bad}, {Run: bad, Parent: &wire.Parent{}},
+		nil, {}, {Revision: 7}, {Run: run}, {Run: run, Parent: &protocol.Parent{RunID: "p", Step: "call", Item: -1, Activation: 2}, Revision: 3},
+		{Parent: &protocol.Parent{}}, {Run: bad}, {Run: bad, Parent: &protocol.Parent{}},
 	} {
 		sameRecordJSON(t, rec)
 	}
@@ -86,13 +86,13 @@ func (r recordMaker) record() *Record {
 		rec.Run = r.run()
 	}
 	if r.IntN(2) == 0 {
-		rec.Parent = &wire.Parent{RunID: r.str(), Step: r.str(), Item: r.IntN(5) - 1, Activation: r.IntN(3)}
+		rec.Parent = &protocol.Parent{RunID: r.str(), Step: r.str(), Item: r.IntN(5) - 1, Activation: r.IntN(3)}
 	}
 	return rec
 }
 
 func (r recordMaker) run() *engine.Run {
-	run := &engine.Run{ID: r.str(), Workflow: r.str(), Hash: r.str(), Status: engine.RunStatus(r.str()), Input: r.raw(),
+	run := &engine.Run{ID: r.str(), Workflow: r.str(), Hash: r.str(), Status: protocol.RunStatus(r.str()), Input: r.raw(),
 		StartedAt: r.time(), Deadline: r.time(), Executed: r.IntN(100), Output: r.raw()}
 	if r.IntN(4) > 0 {
 		run.Steps = map[string]*engine.StepRun{}
@@ -108,7 +108,7 @@ func (r recordMaker) run() *engine.Run {
 	}
 	run.Path, run.SignalIDs = r.strs(), r.strs()
 	if r.IntN(3) == 0 {
-		run.Error = &engine.RunError{Code: r.str(), Message: r.str(), Step: r.str()}
+		run.Error = &protocol.RunError{Code: r.str(), Message: r.str(), Step: r.str()}
 	}
 	if r.IntN(3) == 0 {
 		run.Signals = map[string][]json.RawMessage{}
@@ -127,23 +127,23 @@ func (r recordMaker) step() *engine.StepRun {
 	if r.IntN(10) == 0 {
 		return nil
 	}
-	s := &engine.StepRun{Step: r.str(), Parent: r.str(), Item: r.IntN(3), Workflow: r.str(), Status: engine.StepStatus(r.str()),
+	s := &engine.StepRun{Step: r.str(), Parent: r.str(), Item: r.IntN(3), Workflow: r.str(), Status: protocol.StepStatus(r.str()),
 		Activation: r.IntN(3), Iteration: r.IntN(20), Attempt: r.IntN(3), Attempts: r.IntN(30),
 		StartedAt: r.time(), FirstIterationAt: r.time(), NotBefore: r.time(), Input: r.raw(), Output: r.raw(),
 		Label: r.str(), StopReason: r.str(), Error: r.str(), Prompt: r.str(), Instructions: r.str(), Goal: r.str(),
-		Children: r.IntN(3), Next: r.IntN(3), Running: r.IntN(3), Done: r.IntN(3), Wait: engine.WaitKind(r.str()),
+		Children: r.IntN(3), Next: r.IntN(3), Running: r.IntN(3), Done: r.IntN(3), Wait: protocol.WaitKind(r.str()),
 		Until: r.time(), WaitingSince: r.time(), Waited: time.Duration(r.Int64N(1e12)), Resume: r.IntN(3), HumanInput: r.raw()}
 	if r.IntN(2) == 0 {
-		s.Usage = engine.Usage{ModelCalls: r.IntN(3), ToolCalls: r.IntN(3), InputTokens: r.IntN(5000), OutputTokens: r.IntN(500),
+		s.Usage = protocol.Usage{ModelCalls: r.IntN(3), ToolCalls: r.IntN(3), InputTokens: r.IntN(5000), OutputTokens: r.IntN(500),
 			CostUSD: makerFloats[r.IntN(len(makerFloats))]}
 	}
 	for range r.IntN(3) {
-		s.Pending = append(s.Pending, engine.PendingCall{CallID: r.str(), Tool: r.str(), Arguments: r.raw()})
+		s.Pending = append(s.Pending, protocol.PendingCall{CallID: r.str(), Tool: r.str(), Arguments: r.raw()})
 	}
 	if r.IntN(3) == 0 {
-		s.Decisions = map[string]engine.Decision{}
+		s.Decisions = map[string]protocol.Decision{}
 		for range r.IntN(3) {
-			s.Decisions[r.str()] = engine.Decision{CallID: r.str(), Approve: r.IntN(2) == 0, Message: r.str(), By: r.str()}
+			s.Decisions[r.str()] = protocol.Decision{CallID: r.str(), Approve: r.IntN(2) == 0, Message: r.str(), By: r.str()}
 		}
 	}
 	return s

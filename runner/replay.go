@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -44,8 +44,8 @@ type ReplayReport struct {
 	Events  int `json:"events"`
 	Decided int `json:"decided"`
 	// Original is the saved run's result, Replay the replayed run's.
-	Original Result `json:"original"`
-	Replay   Result `json:"replay"`
+	Original protocol.Result `json:"original"`
+	Replay   protocol.Result `json:"replay"`
 }
 
 // Replay re-executes the finished run runID from its recorded events, without NATS traffic
@@ -85,7 +85,7 @@ func (c *Client) Replay(ctx context.Context, runID string, def *workflow.Definit
 
 // ReplayRecord is Replay on a record, the definition the run was started with (own) and the
 // run's events: the pure part of Replay, with no I/O.
-func ReplayRecord(rec *Record, own *workflow.Definition, evs []wire.Event, def *workflow.Definition) (*ReplayReport, error) {
+func ReplayRecord(rec *Record, own *workflow.Definition, evs []protocol.Event, def *workflow.Definition) (*ReplayReport, error) {
 	if rec == nil || rec.Run == nil || own == nil {
 		return nil, errors.New("runner: replay: no run record or definition")
 	}
@@ -142,7 +142,7 @@ func normalized(def *workflow.Definition) *workflow.Definition {
 // replayer decides a run's recorded events again.
 type replayer struct {
 	def  *workflow.Definition
-	evs  []wire.Event
+	evs  []protocol.Event
 	run  *engine.Run
 	used []bool // the events that changed the run
 	held []int  // events engine.Ahead held back, in recorded order
@@ -151,8 +151,8 @@ type replayer struct {
 
 	// stop, when set, ends the replay after the decision that dispatched a task it accepts:
 	// stopped is that task, stoppedAt the time of the event decided.
-	stop      func(*engine.Task) bool
-	stopped   *engine.Task
+	stop      func(*protocol.Task) bool
+	stopped   *protocol.Task
 	stoppedAt time.Time
 }
 
@@ -161,11 +161,11 @@ type dispatch struct {
 	at    int
 	key   string // the address: equal keys are the same task or sub-run
 	step  string // the step's key in the run
-	task  *engine.Task
+	task  *protocol.Task
 	child *engine.ChildRun
 }
 
-func newReplayer(def *workflow.Definition, evs []wire.Event) *replayer {
+func newReplayer(def *workflow.Definition, evs []protocol.Event) *replayer {
 	return &replayer{def: def, evs: evs, used: make([]bool, len(evs))}
 }
 
@@ -181,7 +181,7 @@ func (r *replayer) decided() int {
 
 // replay starts the run from its first start event and decides the events that follow.
 func (r *replayer) replay(runID string) error {
-	start := slices.IndexFunc(r.evs, func(e wire.Event) bool { return e.Type == engine.EvStart })
+	start := slices.IndexFunc(r.evs, func(e protocol.Event) bool { return e.Type == protocol.EvStart })
 	if start < 0 {
 		return fmt.Errorf("runner: run %s cannot be replayed: %w (a forked run starts from another run's state; a pruned run has lost its events)", runID, ErrNoStart)
 	}
@@ -200,10 +200,10 @@ func (r *replayer) replay(runID string) error {
 	}
 	for i := start + 1; i < len(r.evs) && r.stopped == nil; i++ {
 		r.at = i
-		if r.evs[i].Type == engine.EvStart {
+		if r.evs[i].Type == protocol.EvStart {
 			continue // a duplicate start changes nothing
 		}
-		if engine.Ahead(r.def, r.run, r.evs[i].Event) {
+		if engine.Ahead(r.def, r.run, r.evs[i]) {
 			r.held = append(r.held, i)
 			continue
 		}
@@ -225,7 +225,7 @@ func (r *replayer) release(changed bool) error {
 		changed = false
 		for k := 0; k < len(r.held); k++ {
 			j := r.held[k]
-			if engine.Ahead(r.def, r.run, r.evs[j].Event) {
+			if engine.Ahead(r.def, r.run, r.evs[j]) {
 				continue
 			}
 			r.held = slices.Delete(r.held, k, k+1)
@@ -246,7 +246,7 @@ func (r *replayer) release(changed bool) error {
 // apply decides event i and reports whether it changed the run.
 func (r *replayer) apply(i int) (bool, error) {
 	ev := r.evs[i]
-	next, cmds, err := engine.Decide(r.def, r.run, ev.Event)
+	next, cmds, err := engine.Decide(r.def, r.run, ev)
 	if err != nil {
 		return false, fmt.Errorf("runner: replay run %s: event %d (%s): %w", r.run.ID, i+1, ev.Type, err)
 	}

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -49,12 +49,12 @@ func TestReplaySame(t *testing.T) {
 		wf.Task("shout", "shout")
 		wf.Edge("hello", "shout")
 		_, bs := bundles(t, wf)
-		v.worker("hello").serve(func(task *engine.Task) *wire.Event {
+		v.worker("hello").serve(func(task *protocol.Task) *protocol.Event {
 			ev := completed(task, `"hello"`)
-			ev.Usage = &engine.Usage{ModelCalls: 1, InputTokens: 10}
+			ev.Usage = &protocol.Usage{ModelCalls: 1, InputTokens: 10}
 			return ev
 		})
-		v.worker("shout").serve(func(task *engine.Task) *wire.Event { return completed(task, `"HELLO"`) })
+		v.worker("shout").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `"HELLO"`) })
 		id := v.start(bs, `{"name":"Ada"}`, "")
 		v.wait(id)
 		rep := v.replayed(id, nil)
@@ -64,7 +64,7 @@ func TestReplaySame(t *testing.T) {
 		}
 	})
 	t.Run("agent_loop", func(t *testing.T) {
-		v.worker("think").serve(func(task *engine.Task) *wire.Event {
+		v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
 			if task.Iteration == 4 {
 				return completed(task, `{"done":true}`)
 			}
@@ -90,7 +90,7 @@ func TestReplaySame(t *testing.T) {
 	})
 	t.Run("retried step", func(t *testing.T) {
 		_, bs := bundles(t, flakyWorkflow(3))
-		v.worker("flaky").serve(func(task *engine.Task) *wire.Event {
+		v.worker("flaky").serve(func(task *protocol.Task) *protocol.Event {
 			if task.Attempt < 3 {
 				return failed(task, "connection reset", false)
 			}
@@ -107,21 +107,21 @@ func TestReplaySame(t *testing.T) {
 		wf.Task("wait", "nobody-serves-this")
 		_, bs := bundles(t, wf)
 		id := v.start(bs, "", "")
-		v.waitFor(id, func(r *Record) bool { return r.Run.Steps["wait"].Status == engine.StepRunning })
+		v.waitFor(id, func(r *Record) bool { return r.Run.Steps["wait"].Status == protocol.StepRunning })
 		if err := v.client.Cancel(v.ctx, id, "enough"); err != nil {
 			t.Fatal(err)
 		}
-		if rec := v.wait(id); rec.Run.Status != engine.RunCancelled {
+		if rec := v.wait(id); rec.Run.Status != protocol.RunCancelled {
 			t.Fatalf("status %s", rec.Run.Status)
 		}
 		assertSame(t, v.replayed(id, nil))
 	})
 	t.Run("call step", func(t *testing.T) {
 		bs := loadBundles(t, "parent.toml")
-		v.worker("prep").serve(func(task *engine.Task) *wire.Event { return completed(task, `{"topic":"nats"}`) })
-		v.worker("child-work").serve(func(task *engine.Task) *wire.Event { return completed(task, `{"summary":"done"}`) })
+		v.worker("prep").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `{"topic":"nats"}`) })
+		v.worker("child-work").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `{"summary":"done"}`) })
 		id := v.start(bs, `{}`, "")
-		if rec := v.wait(id); rec.Run.Status != engine.RunCompleted {
+		if rec := v.wait(id); rec.Run.Status != protocol.RunCompleted {
 			t.Fatalf("status %s: %v", rec.Run.Status, rec.Run.Error)
 		}
 		assertSame(t, v.replayed(id, nil))
@@ -162,25 +162,25 @@ func routeWorkflow(t *testing.T, swapped bool) (*workflow.Definition, *wire.Bund
 
 func TestReplayChangedDefinition(t *testing.T) {
 	v := newEnv(t)
-	v.worker("think").serve(func(task *engine.Task) *wire.Event {
+	v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
 		if string(task.Input) == `{"stop":4}` && task.Iteration == 4 {
 			return completed(task, `{"done":true}`)
 		}
 		return continued(task, string(task.Input))
 	})
-	v.worker("flaky").serve(func(task *engine.Task) *wire.Event {
+	v.worker("flaky").serve(func(task *protocol.Task) *protocol.Event {
 		if task.Attempt == 1 {
 			return failed(task, "connection reset", false)
 		}
 		return completed(task, `"ok"`)
 	})
-	v.worker("check").serve(func(task *engine.Task) *wire.Event {
+	v.worker("check").serve(func(task *protocol.Task) *protocol.Event {
 		ev := completed(task, `{}`)
 		ev.Label = "ok"
 		return ev
 	})
 	for _, h := range []string{"ship", "hold"} {
-		v.worker(h).serve(func(task *engine.Task) *wire.Event { return completed(task, strconv.Quote(h)) })
+		v.worker(h).serve(func(task *protocol.Task) *protocol.Event { return completed(task, strconv.Quote(h)) })
 	}
 
 	// Four iterations, then completed.
@@ -205,16 +205,16 @@ func TestReplayChangedDefinition(t *testing.T) {
 		want      string
 		step      string
 		iteration int
-		status    engine.RunStatus
+		status    protocol.RunStatus
 	}{
 		{"fewer iterations", fourIDs, loopDefinition(t, 2),
-			`step "think" iteration 3: the original run dispatched a task the replay did not`, "think", 3, engine.RunCompleted},
+			`step "think" iteration 3: the original run dispatched a task the replay did not`, "think", 3, protocol.RunCompleted},
 		{"more iterations", threeIDs, loopDefinition(t, 5),
-			`step "think" iteration 4: the replay dispatched a task the original run did not`, "think", 4, engine.RunRunning},
+			`step "think" iteration 4: the replay dispatched a task the original run did not`, "think", 4, protocol.RunRunning},
 		{"no retry", flakyID, func() *workflow.Definition { d, _ := bundles(t, flakyWorkflow(1)); return d }(),
-			`step "call" iteration 1 attempt 2: the original run dispatched a task the replay did not`, "call", 1, engine.RunFailed},
+			`step "call" iteration 1 attempt 2: the original run dispatched a task the replay did not`, "call", 1, protocol.RunFailed},
 		{"routing", routeID, swapped,
-			`step "hold" iteration 1: the replay dispatched a task the original run did not`, "hold", 1, engine.RunRunning},
+			`step "hold" iteration 1: the replay dispatched a task the original run did not`, "hold", 1, protocol.RunRunning},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := v.replayed(tc.run, tc.def)
@@ -266,7 +266,7 @@ func TestReplayRefuses(t *testing.T) {
 // TestReplayRecord replays recorded events changed by hand, without a server.
 func TestReplayRecord(t *testing.T) {
 	v := newEnv(t)
-	v.worker("think").serve(func(task *engine.Task) *wire.Event {
+	v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
 		if task.Iteration == 4 {
 			return completed(task, `{"done":true}`)
 		}
@@ -282,10 +282,10 @@ func TestReplayRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != 5 || evs[0].Type != engine.EvStart || evs[4].Type != engine.EvCompleted {
+	if len(evs) != 5 || evs[0].Type != protocol.EvStart || evs[4].Type != protocol.EvCompleted {
 		t.Fatalf("events %+v: want start, 3 continued, completed", evs)
 	}
-	replay := func(evs []wire.Event) *ReplayReport {
+	replay := func(evs []protocol.Event) *ReplayReport {
 		t.Helper()
 		rep, err := ReplayRecord(rec, def, evs, nil)
 		if err != nil {
@@ -299,7 +299,7 @@ func TestReplayRecord(t *testing.T) {
 	// Answers recorded before the state that dispatched their tasks (an engine that crashed
 	// between publishing and saving) are held back until the replay dispatches them.
 	t.Run("answers ahead", func(t *testing.T) {
-		moved := []wire.Event{evs[4], evs[3], evs[0], evs[2], evs[1]}
+		moved := []protocol.Event{evs[4], evs[3], evs[0], evs[2], evs[1]}
 		assertSame(t, replay(moved))
 	})
 
@@ -319,7 +319,7 @@ func TestReplayRecord(t *testing.T) {
 	t.Run("an answer missing", func(t *testing.T) {
 		rep := replay(evs[:4])
 		if rep.Same || rep.Difference != `step "think" iteration 4: the replay waits for the answer to a task that the recorded events do not hold` ||
-			rep.Step != "think" || rep.Iteration != 4 || rep.Replay.Status != engine.RunRunning {
+			rep.Step != "think" || rep.Iteration != 4 || rep.Replay.Status != protocol.RunRunning {
 			t.Errorf("same %v, difference %q (step %q iteration %d), status %s", rep.Same, rep.Difference, rep.Step, rep.Iteration, rep.Replay.Status)
 		}
 	})

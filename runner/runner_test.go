@@ -15,6 +15,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -25,14 +26,14 @@ func TestTaskWorkflow(t *testing.T) {
 	wf.Task("shout", "shout")
 	wf.Edge("hello", "shout")
 	_, bs := bundles(t, wf)
-	v.worker("hello").serve(func(task *engine.Task) *wire.Event {
+	v.worker("hello").serve(func(task *protocol.Task) *protocol.Event {
 		var in struct{ Name string }
 		_ = json.Unmarshal(task.Input, &in)
 		ev := completed(task, strconv.Quote("hello, "+in.Name))
-		ev.Usage = &engine.Usage{ModelCalls: 1, InputTokens: 10}
+		ev.Usage = &protocol.Usage{ModelCalls: 1, InputTokens: 10}
 		return ev
 	})
-	v.worker("shout").serve(func(task *engine.Task) *wire.Event {
+	v.worker("shout").serve(func(task *protocol.Task) *protocol.Event {
 		var s string
 		_ = json.Unmarshal(task.Input, &s)
 		return completed(task, strconv.Quote(strings.ToUpper(s)))
@@ -57,7 +58,7 @@ func loopWorkflow(t testing.TB, max int) *wire.Bundles {
 func TestAgentLoop(t *testing.T) {
 	t.Run("completes after N iterations", func(t *testing.T) {
 		v := newEnv(t)
-		v.worker("think").serve(func(task *engine.Task) *wire.Event {
+		v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
 			if task.Iteration == 4 {
 				return completed(task, `{"done":true}`)
 			}
@@ -73,7 +74,7 @@ func TestAgentLoop(t *testing.T) {
 	t.Run("stops at max_iterations", func(t *testing.T) {
 		v := newEnv(t)
 		var inputs []string
-		v.worker("think").serve(func(task *engine.Task) *wire.Event {
+		v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
 			inputs = append(inputs, string(task.Input))
 			return continued(task, fmt.Sprintf(`{"n":%d}`, task.Iteration))
 		})
@@ -95,7 +96,7 @@ func TestAgentLoop(t *testing.T) {
 func TestKeeperRenewed(t *testing.T) {
 	const iterations = 300
 	v := newEnv(t)
-	v.worker("think").serve(func(task *engine.Task) *wire.Event {
+	v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
 		return continued(task, "null")
 	})
 	v.wait(v.start(loopWorkflow(t, iterations), "", ""))
@@ -126,7 +127,7 @@ func TestRetryThenSuccess(t *testing.T) {
 	wf := workflow.New("flaky")
 	wf.Task("call", "flaky").WithRetry(workflow.Retry{MaxAttempts: 3, Backoff: "fixed", InitialDelay: 10e6})
 	_, bs := bundles(t, wf)
-	v.worker("flaky").serve(func(task *engine.Task) *wire.Event {
+	v.worker("flaky").serve(func(task *protocol.Task) *protocol.Event {
 		if task.Attempt == 1 {
 			return failed(task, "connection reset", false)
 		}
@@ -145,16 +146,16 @@ func TestStepFailsForGood(t *testing.T) {
 	wf := workflow.New("broken")
 	wf.Task("burn", "broken").WithRetry(workflow.Retry{MaxAttempts: 2, Backoff: "fixed", InitialDelay: 10e6})
 	_, bs := bundles(t, wf)
-	v.worker("broken").serve(func(task *engine.Task) *wire.Event {
+	v.worker("broken").serve(func(task *protocol.Task) *protocol.Event {
 		return failed(task, "disk on\nfire", false)
 	})
 	id := v.start(bs, `{"x":1}`, "")
 	rec := v.wait(id)
 	res := NewResult(nil, rec)
-	if res.Status != engine.RunFailed || res.Error == nil || res.Error.Code != engine.CodeStepFailed || res.Error.Step != "burn" {
+	if res.Status != protocol.RunFailed || res.Error == nil || res.Error.Code != protocol.CodeStepFailed || res.Error.Step != "burn" {
 		t.Fatalf("result %+v, error %+v: want failed with E_STEP_FAILED on burn", res, res.Error)
 	}
-	if s := res.Steps[0]; s.Attempts != 2 || s.Status != engine.StepFailed || s.Label != "error" || s.Error != "disk on\nfire" {
+	if s := res.Steps[0]; s.Attempts != 2 || s.Status != protocol.StepFailed || s.Label != "error" || s.Error != "disk on\nfire" {
 		t.Fatalf("step %+v", s)
 	}
 	s, err := v.box.JetStream().Stream(v.ctx, natsbox.DLQStream)
@@ -189,9 +190,9 @@ func serveFan(t *testing.T, v *env) *wire.Bundles {
 	wf.Task("double", "double")
 	wf.Edge("both", "each")
 	_, bs := bundles(t, wf)
-	v.worker("left").serve(func(task *engine.Task) *wire.Event { return completed(task, `"L"`) })
-	v.worker("right").serve(func(task *engine.Task) *wire.Event { return completed(task, `"R"`) })
-	v.worker("double").serve(func(task *engine.Task) *wire.Event {
+	v.worker("left").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `"L"`) })
+	v.worker("right").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `"R"`) })
+	v.worker("double").serve(func(task *protocol.Task) *protocol.Event {
 		n, _ := strconv.Atoi(string(task.Input))
 		return completed(task, strconv.Itoa(2*n))
 	})
@@ -204,7 +205,7 @@ func TestParallelAndMap(t *testing.T) {
 	id := v.start(bs, `{"items":[1,2,3]}`, "")
 	rec := v.wait(id)
 	res := NewResult(bs.All[bs.Root].Definition, rec)
-	if res.Status != engine.RunCompleted || string(res.Output) != "[2,4,6]" {
+	if res.Status != protocol.RunCompleted || string(res.Output) != "[2,4,6]" {
 		t.Fatalf("status %s, output %s", res.Status, res.Output)
 	}
 	if out := string(rec.Run.Steps["both"].Output); out != `["L","R"]` {
@@ -222,8 +223,8 @@ func TestParallelAndMap(t *testing.T) {
 func TestCallStep(t *testing.T) {
 	v := newEnv(t)
 	bs := loadBundles(t, "parent.toml")
-	v.worker("prep").serve(func(task *engine.Task) *wire.Event { return completed(task, `{"topic":"nats"}`) })
-	v.worker("child-work").serve(func(task *engine.Task) *wire.Event {
+	v.worker("prep").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `{"topic":"nats"}`) })
+	v.worker("child-work").serve(func(task *protocol.Task) *protocol.Event {
 		if string(task.Input) != `{"topic":"nats"}` {
 			t.Errorf("the sub-run's task got %s, want the call step's input", task.Input)
 		}
@@ -231,15 +232,15 @@ func TestCallStep(t *testing.T) {
 	})
 	id := v.start(bs, `{}`, "call-1")
 	rec := v.wait(id)
-	if rec.Run.Status != engine.RunCompleted || string(rec.Run.Output) != `{"summary":"done"}` {
+	if rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != `{"summary":"done"}` {
 		t.Fatalf("status %s, output %s, error %v", rec.Run.Status, rec.Run.Output, rec.Run.Error)
 	}
 	child, err := v.client.Get(v.ctx, "call-1/sub/1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if child.Run.Status != engine.RunCompleted || child.Parent == nil ||
-		*child.Parent != (wire.Parent{RunID: "call-1", Step: "sub", Item: -1, Activation: 1}) {
+	if child.Run.Status != protocol.RunCompleted || child.Parent == nil ||
+		*child.Parent != (protocol.Parent{RunID: "call-1", Step: "sub", Item: -1, Activation: 1}) {
 		t.Fatalf("sub-run %+v, parent %+v", child.Run, child.Parent)
 	}
 	if child.Run.Hash != bs.All[bs.Root].Workflows["child.toml"] {
@@ -257,7 +258,7 @@ func TestCallStep(t *testing.T) {
 func TestCancel(t *testing.T) {
 	v := newEnv(t)
 	bs := loadBundles(t, "parent.toml")
-	v.worker("prep").serve(func(task *engine.Task) *wire.Event { return completed(task, `1`) })
+	v.worker("prep").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `1`) })
 	work := v.worker("child-work") // takes the sub-run's task and never answers
 
 	cancels, err := v.box.Conn().SubscribeSync(natsbox.CancelSubjects)
@@ -275,12 +276,12 @@ func TestCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := v.wait(id)
-	if rec.Run.Status != engine.RunCancelled || rec.Run.Error.Code != engine.CodeCancelled || rec.Run.Error.Message != "the user changed their mind" {
+	if rec.Run.Status != protocol.RunCancelled || rec.Run.Error.Code != protocol.CodeCancelled || rec.Run.Error.Message != "the user changed their mind" {
 		t.Fatalf("status %s, error %+v", rec.Run.Status, rec.Run.Error)
 	}
 	// The sub-run in flight is cancelled too, and workers hear of both ends.
 	child := v.wait("cancel-1/sub/1")
-	if child.Run.Status != engine.RunCancelled {
+	if child.Run.Status != protocol.RunCancelled {
 		t.Fatalf("sub-run %s: want cancelled with its parent", child.Run.Status)
 	}
 	heard := map[string]bool{}
@@ -314,9 +315,9 @@ func TestDuplicateEvents(t *testing.T) {
 	v.publish(ans, "")
 	v.publish(ans, "")                 // the same message id: JetStream stores it once
 	v.publish(ans, "another-id-dup-1") // stored, decided, changes nothing
-	obs.await(t, v.ctx, ack, func(ev *wire.Event) bool { return ev.RunID == id && ev.Iteration == 1 })
+	obs.await(t, v.ctx, ack, func(ev *protocol.Event) bool { return ev.RunID == id && ev.Iteration == 1 })
 	after := v.waitFor(id, func(r *Record) bool { return r.Run.Steps["think"].Iteration == 2 })
-	obs.await(t, v.ctx, ack, func(ev *wire.Event) bool { return ev.RunID == id && ev.Iteration == 1 })
+	obs.await(t, v.ctx, ack, func(ev *protocol.Event) bool { return ev.RunID == id && ev.Iteration == 1 })
 	t2 := w.next()
 	if t2.Iteration != 2 {
 		t.Fatalf("task of iteration %d, want 2", t2.Iteration)
@@ -352,7 +353,7 @@ func TestAnswerAheadOfState(t *testing.T) {
 	t2 := *t1
 	t2.Iteration, t2.MsgID = 2, id+"/think/1/2/1"
 	v.publish(continued(&t2, `"from iteration 2"`), "")
-	obs.await(t, v.ctx, hold, func(ev *wire.Event) bool { return ev.Iteration == 2 })
+	obs.await(t, v.ctx, hold, func(ev *protocol.Event) bool { return ev.Iteration == 2 })
 	v.publish(continued(t1, `"from iteration 1"`), "")
 	t3 := w.next()
 	if t3.Iteration != 2 {
@@ -363,7 +364,7 @@ func TestAnswerAheadOfState(t *testing.T) {
 		t.Fatalf("task of iteration %d with input %s: want iteration 3 fed by the held answer", t3.Iteration, t3.Input)
 	}
 	v.publish(completed(t3, `"end"`), "")
-	if rec := v.wait(id); rec.Run.Steps["think"].Iteration != 3 || rec.Run.Status != engine.RunCompleted {
+	if rec := v.wait(id); rec.Run.Steps["think"].Iteration != 3 || rec.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run %s at iteration %d", rec.Run.Status, rec.Run.Steps["think"].Iteration)
 	}
 }
@@ -375,7 +376,7 @@ func TestDeadline(t *testing.T) {
 	_, bs := bundles(t, wf)
 	id := v.start(bs, "", "")
 	rec := v.wait(id)
-	if rec.Run.Status != engine.RunTimedOut || rec.Run.Error.Code != engine.CodeDeadline {
+	if rec.Run.Status != protocol.RunTimedOut || rec.Run.Error.Code != protocol.CodeDeadline {
 		t.Fatalf("status %s, error %+v: want timed_out by the deadline", rec.Run.Status, rec.Run.Error)
 	}
 }
@@ -404,10 +405,10 @@ func TestRestart(t *testing.T) {
 		t.Fatalf("task of iteration %d with input %s", t3.Iteration, t3.Input)
 	}
 	v.publish(completed(t3, `3`), "")
-	if rec := v.wait(id); rec.Run.Status != engine.RunCompleted || rec.Run.Steps["think"].Iteration != 3 {
+	if rec := v.wait(id); rec.Run.Status != protocol.RunCompleted || rec.Run.Steps["think"].Iteration != 3 {
 		t.Fatalf("run %s at iteration %d", rec.Run.Status, rec.Run.Steps["think"].Iteration)
 	}
-	if rec := v.wait(timed); rec.Run.Status != engine.RunTimedOut {
+	if rec := v.wait(timed); rec.Run.Status != protocol.RunTimedOut {
 		t.Fatalf("run %s: %s, want timed_out by the timer the new engine armed", timed, rec.Run.Status)
 	}
 }
@@ -424,9 +425,9 @@ func TestMalformedEvents(t *testing.T) {
 		obs.await(t, v.ctx, drop, nil)
 	}
 	// The engine keeps going.
-	v.worker("think").serve(func(task *engine.Task) *wire.Event { return completed(task, `"fine"`) })
+	v.worker("think").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `"fine"`) })
 	id := v.start(loopWorkflow(t, 2), "", "")
-	if rec := v.wait(id); rec.Run.Status != engine.RunCompleted {
+	if rec := v.wait(id); rec.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run %s", rec.Run.Status)
 	}
 	// The client leaves out what is not an event.
@@ -454,7 +455,7 @@ func TestCompareAndSetConflict(t *testing.T) {
 	v.publish(continued(t1, `1`), "")
 	t2 := w.next()
 	v.publish(completed(t2, `2`), "")
-	if rec := v.wait(id); rec.Run.Status != engine.RunCompleted || rec.Run.Steps["think"].Iteration != 2 {
+	if rec := v.wait(id); rec.Run.Status != protocol.RunCompleted || rec.Run.Steps["think"].Iteration != 2 {
 		t.Fatalf("run %s at iteration %d", rec.Run.Status, rec.Run.Steps["think"].Iteration)
 	}
 	if v.eng.stats.conflicts.Load() == 0 {
@@ -466,14 +467,14 @@ func TestHotStandby(t *testing.T) {
 	v := newEnv(t)
 	standby, stopStandby := v.startEngine(nil)
 	defer stopStandby()
-	v.worker("think").serve(func(task *engine.Task) *wire.Event {
+	v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
 		if task.Iteration == 3 {
 			return completed(task, `"done"`)
 		}
 		return continued(task, `"more"`)
 	})
 	first := v.start(loopWorkflow(t, 5), "", "")
-	if rec := v.wait(first); rec.Run.Status != engine.RunCompleted {
+	if rec := v.wait(first); rec.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run %s", rec.Run.Status)
 	}
 	a, b := v.eng.stats.decided.Load(), standby.stats.decided.Load()
@@ -488,7 +489,7 @@ func TestHotStandby(t *testing.T) {
 	active()
 	before := other.stats.decided.Load()
 	second := v.start(loopWorkflow(t, 5), "", "")
-	if rec := v.wait(second); rec.Run.Status != engine.RunCompleted {
+	if rec := v.wait(second); rec.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run %s", rec.Run.Status)
 	}
 	if other.stats.decided.Load() == before {
@@ -503,7 +504,7 @@ func TestPinSurvivesIdleness(t *testing.T) {
 	wf := workflow.New("idle").Deadline(testAckWait + 500*time.Millisecond)
 	wf.Task("wait", "nobody")
 	_, bs := bundles(t, wf)
-	if rec := v.wait(v.start(bs, "", "")); rec.Run.Status != engine.RunTimedOut {
+	if rec := v.wait(v.start(bs, "", "")); rec.Run.Status != protocol.RunTimedOut {
 		t.Fatalf("run %s", rec.Run.Status)
 	}
 	a, b := v.eng.stats.decided.Load(), standby.stats.decided.Load()
@@ -520,7 +521,7 @@ func TestUndeliverableTask(t *testing.T) {
 		wf.Task("read", "orders."+strings.Repeat("x", natsbox.MaxTokenLen+1))
 		_, bs := bundles(t, wf)
 		rec := v.wait(v.start(bs, "", ""))
-		if rec.Run.Status != engine.RunFailed || !strings.Contains(rec.Run.Error.Message, "the task for step read cannot be sent") {
+		if rec.Run.Status != protocol.RunFailed || !strings.Contains(rec.Run.Error.Message, "the task for step read cannot be sent") {
 			t.Fatalf("status %s, error %+v", rec.Run.Status, rec.Run.Error)
 		}
 	})
@@ -544,7 +545,7 @@ func TestUndeliverableTask(t *testing.T) {
 		msg := rec.Run.Steps["load"].Error
 		var n, limit int
 		if _, err := fmt.Sscanf(msg, "the task for step load is %d bytes, more than the message limit of %d bytes", &n, &limit); err != nil ||
-			limit != int(v.box.MaxPayload()) || n <= limit || rec.Run.Status != engine.RunFailed {
+			limit != int(v.box.MaxPayload()) || n <= limit || rec.Run.Status != protocol.RunFailed {
 			t.Fatalf("status %s, step error %q", rec.Run.Status, msg)
 		}
 		s, _ := v.box.JetStream().Stream(v.ctx, natsbox.DLQStream)
@@ -558,7 +559,7 @@ func TestUndeliverableTask(t *testing.T) {
 	})
 	t.Run("a dead task too large to store whole", func(t *testing.T) {
 		e := &Engine{maxPayload: 1000}
-		task := &engine.Task{RunID: "r", Step: "s", Item: -1, Handler: "h", MsgID: "r/s/1/1/1", Activation: 1, Iteration: 1, Attempt: 1,
+		task := &protocol.Task{RunID: "r", Step: "s", Item: -1, Handler: "h", MsgID: "r/s/1/1/1", Activation: 1, Iteration: 1, Attempt: 1,
 			Input: json.RawMessage(`"` + strings.Repeat("x", 2000) + `"`), Prompt: "p"}
 		m := e.deadLetterMsg(task, "too\r\nbig")
 		if msgSize(m) > 1000 || m.Header.Get(OmittedHeader) == "" || m.Header.Get(ReasonHeader) != "too big" {
@@ -587,7 +588,7 @@ func TestSubRunCannotStart(t *testing.T) {
 	}
 	v.publish(completed(task, `1`), "")
 	rec := v.wait(id)
-	if rec.Run.Status != engine.RunFailed || !strings.Contains(rec.Run.Error.Message, "sub-run nostart-1/sub/1 failed: the sub-run could not start: its workflow") {
+	if rec.Run.Status != protocol.RunFailed || !strings.Contains(rec.Run.Error.Message, "sub-run nostart-1/sub/1 failed: the sub-run could not start: its workflow") {
 		t.Fatalf("status %s, error %+v", rec.Run.Status, rec.Run.Error)
 	}
 }
@@ -617,14 +618,14 @@ func TestFinishedRunNotifiesAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run, _, err = engine.Decide(&def, run, engine.Event{Type: engine.EvCancel, At: now, Item: -1}); err != nil {
+	if run, _, err = engine.Decide(&def, run, protocol.Event{Type: protocol.EvCancel, At: now, Item: -1}); err != nil {
 		t.Fatal(err)
 	}
-	data, _ := json.Marshal(&Record{Run: run, Parent: &wire.Parent{RunID: "p-1", Step: "sub", Item: -1, Activation: 1}})
+	data, _ := json.Marshal(&Record{Run: run, Parent: &protocol.Parent{RunID: "p-1", Step: "sub", Item: -1, Activation: 1}})
 	if _, err := runs.Create(v.ctx, id, data); err != nil {
 		t.Fatal(err)
 	}
-	tick := &wire.Event{RunID: id, Event: engine.Event{Type: engine.EvTick, At: now, Item: -1}}
+	tick := &protocol.Event{RunID: id, Type: protocol.EvTick, At: now, Item: -1}
 	sh := &shard{cache: map[string]*entry{}, single: map[string]bool{}}
 	if out, err := v.eng.process(v.ctx, sh, tick, nil, 1); out != ack || err != nil {
 		t.Fatalf("first delivery: %v, %v", out, err)
@@ -639,7 +640,7 @@ func TestFinishedRunNotifiesAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != 1 || evs[0].Type != engine.EvChildFinished || evs[0].Status != engine.RunCancelled || evs[0].Step != "sub" || evs[0].Activation != 1 {
+	if len(evs) != 1 || evs[0].Type != protocol.EvChildFinished || evs[0].Status != protocol.RunCancelled || evs[0].Step != "sub" || evs[0].Activation != 1 {
 		t.Fatalf("events of the parent: %+v", evs)
 	}
 }
@@ -664,7 +665,7 @@ func TestLostTaskTimedOutByTheEngine(t *testing.T) {
 	}
 	publishEvent(v.ctx, t, v.box.JetStream(), completed(second, `"done"`), "")
 	rec := v.wait(id)
-	if rec.Run.Status != engine.RunCompleted || rec.Run.Steps["work"].Attempts != 2 {
+	if rec.Run.Status != protocol.RunCompleted || rec.Run.Steps["work"].Attempts != 2 {
 		t.Fatalf("run %s, step %+v; want completed on the second attempt", rec.Run.Status, rec.Run.Steps["work"])
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 )
 
 // Saves that wait. A decision that only dispatches the next task of a running run (the next
@@ -29,11 +29,11 @@ const maxWaiting = 64
 
 // deferSave reports whether the decision of ev, from old to next with cmds, may wait for a
 // later save.
-func (e *Engine) deferSave(sh *shard, ev *wire.Event, old, next *entry, cmds []engine.Command) bool {
-	if e.saveWindow <= 0 || old == nil || len(old.pending) >= maxWaiting || next.rec.Run.Status != engine.RunRunning || sh.single[next.rec.Run.ID] || statusChanged(old, next) {
+func (e *Engine) deferSave(sh *shard, ev *protocol.Event, old, next *entry, cmds []engine.Command) bool {
+	if e.saveWindow <= 0 || old == nil || len(old.pending) >= maxWaiting || next.rec.Run.Status != protocol.RunRunning || sh.single[next.rec.Run.ID] || statusChanged(old, next) {
 		return false
 	}
-	if ev.Type != engine.EvContinued && ev.Type != engine.EvCompleted {
+	if ev.Type != protocol.EvContinued && ev.Type != protocol.EvCompleted {
 		return false
 	}
 	for _, c := range cmds {

@@ -4,8 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 )
 
 // withSaveWindow replaces v's engine by one whose saves wait up to window, and returns the
@@ -37,9 +36,9 @@ func TestSavesWait(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v := newEnv(t)
 			obs := withSaveWindow(v, tc.window)
-			v.worker("think").serve(func(task *engine.Task) *wire.Event { return continued(task, "null") })
+			v.worker("think").serve(func(task *protocol.Task) *protocol.Event { return continued(task, "null") })
 			rec := v.wait(v.start(loopWorkflow(t, iterations), "", ""))
-			if sr := rec.Run.Steps["think"]; rec.Run.Status != engine.RunCompleted || sr.Iteration != iterations || sr.Attempts != iterations {
+			if sr := rec.Run.Steps["think"]; rec.Run.Status != protocol.RunCompleted || sr.Iteration != iterations || sr.Attempts != iterations {
 				t.Fatalf("run %s at iteration %d after %d tasks, want completed at %d", rec.Run.Status, sr.Iteration, sr.Attempts, iterations)
 			}
 			if rec.Revision != tc.writes {
@@ -55,7 +54,7 @@ func TestSavesWait(t *testing.T) {
 func TestSaveWindowPasses(t *testing.T) {
 	v := newEnv(t)
 	obs := withSaveWindow(v, 50*time.Millisecond)
-	v.worker("think").serve(func(task *engine.Task) *wire.Event {
+	v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
 		if task.Iteration == 5 {
 			return nil
 		}

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -76,9 +76,9 @@ func needs(def *workflow.Definition) []need {
 		case workflow.Task, workflow.AgentLoop:
 			add(natsbox.ServedHandler, s.Handler, what)
 		case workflow.LLM:
-			add(natsbox.ServedHandler, engine.HandlerLLM, what)
+			add(natsbox.ServedHandler, protocol.HandlerLLM, what)
 		case workflow.Agent:
-			add(natsbox.ServedHandler, engine.HandlerAgent, what)
+			add(natsbox.ServedHandler, protocol.HandlerAgent, what)
 			for _, t := range s.Tools {
 				if mayNotRun(s.Policy, t) {
 					continue // proposing it stops the loop: it never needs a worker

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -34,7 +34,9 @@ func testValues(t testing.TB, v *env) *wire.Values {
 func TestValuesByReference(t *testing.T) {
 	for _, size := range []int{2 << 20, 20 << 20} {
 		t.Run(fmt.Sprintf("%d MiB", size>>20), func(t *testing.T) {
-			v := newEnv(t)
+			// Under -race every copy of 20 MiB is checked byte range by byte range: the run
+			// takes 30 s alone on 2 cores, and more beside other packages' tests.
+			v := newEnvWithin(t, t.TempDir(), 5*time.Minute)
 			values := testValues(t, v)
 			wf := workflow.New("big")
 			wf.Task("echo", "echo")
@@ -43,8 +45,8 @@ func TestValuesByReference(t *testing.T) {
 			_, bs := bundles(t, wf)
 			input := json.RawMessage(bigString(size))
 			got := make(chan json.RawMessage, 2)
-			serve := func(handler string, answer func(ctx context.Context, task *engine.Task, in json.RawMessage) *wire.Event) {
-				v.worker(handler).serve(func(task *engine.Task) *wire.Event {
+			serve := func(handler string, answer func(ctx context.Context, task *protocol.Task, in json.RawMessage) *protocol.Event) {
+				v.worker(handler).serve(func(task *protocol.Task) *protocol.Event {
 					if !wire.IsRef(task.Input) {
 						t.Errorf("%s: the task carries its %d-byte input inline", handler, len(task.Input))
 					}
@@ -57,19 +59,19 @@ func TestValuesByReference(t *testing.T) {
 					return answer(v.ctx, task, in)
 				})
 			}
-			serve("echo", func(ctx context.Context, task *engine.Task, in json.RawMessage) *wire.Event {
+			serve("echo", func(ctx context.Context, task *protocol.Task, in json.RawMessage) *protocol.Event {
 				ref, err := values.Out(ctx, task.RunID, in) // the answer would not fit in a message
 				if err != nil {
 					t.Error(err)
 				}
 				return completed(task, string(ref))
 			})
-			serve("count", func(_ context.Context, task *engine.Task, in json.RawMessage) *wire.Event {
+			serve("count", func(_ context.Context, task *protocol.Task, in json.RawMessage) *protocol.Event {
 				return completed(task, strconv.Itoa(len(in)))
 			})
 			id := v.start(bs, string(input), "")
 			rec := v.wait(id)
-			if rec.Run.Status != engine.RunCompleted || string(rec.Run.Output) != strconv.Itoa(size) {
+			if rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != strconv.Itoa(size) {
 				t.Fatalf("run %s, output %.40s, error %+v", rec.Run.Status, rec.Run.Output, rec.Run.Error)
 			}
 			for _, step := range []string{"echo", "count"} {
@@ -118,27 +120,27 @@ func TestUnreadableValues(t *testing.T) {
 	wf.Task("recover", "recover")
 	wf.Edge("work", "recover").When("error")
 	_, bs := bundles(t, wf)
-	v.worker("work").serve(func(task *engine.Task) *wire.Event {
+	v.worker("work").serve(func(task *protocol.Task) *protocol.Event {
 		if task.RunID == "forged-input" {
 			t.Errorf("a task ran for a run whose input cannot be read")
 		}
 		return completed(task, string(secret)) // a value of another run
 	})
-	v.worker("recover").serve(func(task *engine.Task) *wire.Event { return completed(task, `"recovered"`) })
+	v.worker("recover").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `"recovered"`) })
 
 	v.start(bs, `{}`, "stores-the-workflow")
 	missing := `"\u0000reins-value:10:forged-input/` + strings.Repeat("0", 64) + `"`
-	publishEvent(v.ctx, t, v.box.JetStream(), &wire.Event{RunID: "forged-input", Workflow: bs.Root,
-		Event: engine.Event{Type: engine.EvStart, At: time.Now(), Item: -1, Input: json.RawMessage(missing)}}, "")
+	publishEvent(v.ctx, t, v.box.JetStream(), &protocol.Event{RunID: "forged-input", Workflow: bs.Root,
+		Type: protocol.EvStart, At: time.Now(), Item: -1, Input: json.RawMessage(missing)}, "")
 	rec := v.wait("forged-input")
-	if rec.Run.Status != engine.RunFailed || rec.Run.Error == nil || rec.Run.Error.Code != engine.CodeValueUnreadable ||
+	if rec.Run.Status != protocol.RunFailed || rec.Run.Error == nil || rec.Run.Error.Code != protocol.CodeValueUnreadable ||
 		!strings.Contains(rec.Run.Error.Message, "the run's input cannot be read") {
-		t.Fatalf("run %s, error %+v; want failed with %s", rec.Run.Status, rec.Run.Error, engine.CodeValueUnreadable)
+		t.Fatalf("run %s, error %+v; want failed with %s", rec.Run.Status, rec.Run.Error, protocol.CodeValueUnreadable)
 	}
 
 	rec = v.wait(v.start(bs, `{}`, "forged-output"))
 	sr := rec.Run.Steps["work"]
-	if rec.Run.Status != engine.RunCompleted || string(rec.Run.Output) != `"recovered"` || sr.StopReason != StopValueUnreadable ||
+	if rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != `"recovered"` || sr.StopReason != StopValueUnreadable ||
 		!strings.Contains(sr.Error, "not a value of run forged-output") || len(sr.Output) != 0 {
 		t.Fatalf("run %s (output %.40s), step work: stop reason %q, error %q, output %.40s", rec.Run.Status, rec.Run.Output, sr.StopReason, sr.Error, sr.Output)
 	}
@@ -161,11 +163,11 @@ func TestStateTooLarge(t *testing.T) {
 	wf.Edge("write", "read")
 	wf.Edge("write", "recover").When("error")
 	_, bs := bundles(t, wf)
-	v.worker("write").serve(func(task *engine.Task) *wire.Event { return completed(task, bigString(1000)) })
-	v.worker("read").serve(func(task *engine.Task) *wire.Event { return completed(task, `"read"`) })
-	v.worker("recover").serve(func(task *engine.Task) *wire.Event { return completed(task, `"recovered"`) })
+	v.worker("write").serve(func(task *protocol.Task) *protocol.Event { return completed(task, bigString(1000)) })
+	v.worker("read").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `"read"`) })
+	v.worker("recover").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `"recovered"`) })
 	rec := v.wait(v.start(bs, `{}`, "inline"))
-	if rec.Run.Status != engine.RunCompleted || string(rec.Run.Output) != `"recovered"` {
+	if rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != `"recovered"` {
 		t.Fatalf("run %s, output %.80s, error %+v; want completed through the error edge", rec.Run.Status, rec.Run.Output, rec.Run.Error)
 	}
 	sr := rec.Run.Steps["write"]
@@ -185,7 +187,7 @@ func TestStateTooLargeEvenFailed(t *testing.T) {
 	_, bs := bundles(t, wf)
 	input := bigString(1000) // inline: under the kibibyte that a value stays inline below
 	id := v.start(bs, input, "waits")
-	v.waitFor(id, func(r *Record) bool { return r.Run.Status == engine.RunWaiting })
+	v.waitFor(id, func(r *Record) bool { return r.Run.Status == protocol.RunWaiting })
 	kve, err := v.client.runs.Get(v.ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -196,9 +198,9 @@ func TestStateTooLargeEvenFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := v.wait(id)
-	if rec.Run.Status != engine.RunFailed || rec.Run.Error == nil || rec.Run.Error.Code != engine.CodeStateTooLarge ||
+	if rec.Run.Status != protocol.RunFailed || rec.Run.Error == nil || rec.Run.Error.Code != protocol.CodeStateTooLarge ||
 		!strings.HasSuffix(rec.Run.Error.Message, "(the run's inputs and outputs are not kept)") {
-		t.Fatalf("run %s, error %+v; want failed with %s, its values not kept", rec.Run.Status, rec.Run.Error, engine.CodeStateTooLarge)
+		t.Fatalf("run %s, error %+v; want failed with %s, its values not kept", rec.Run.Status, rec.Run.Error, protocol.CodeStateTooLarge)
 	}
 	if len(rec.Run.Input) > len("null") || len(rec.Run.Steps["wait"].Input) > len("null") {
 		t.Errorf("the input was kept: %.40s, %.40s", rec.Run.Input, rec.Run.Steps["wait"].Input)

@@ -8,18 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
 func TestAnswers(t *testing.T) {
-	usage := engine.Usage{ModelCalls: 1, InputTokens: 10, CostUSD: 0.5}
+	usage := protocol.Usage{ModelCalls: 1, InputTokens: 10, CostUSD: 0.5}
 	cases := []struct {
 		name    string
 		h       Handler
-		typ     engine.EventType
+		typ     protocol.EventType
 		output  string
 		label   string
 		stop    string
@@ -28,27 +28,27 @@ func TestAnswers(t *testing.T) {
 		usage   bool
 	}{
 		{name: "complete", h: func(tc TaskContext) error { return tc.Complete(map[string]int{"x": 1}) },
-			typ: engine.EvCompleted, output: `{"x":1}`},
+			typ: protocol.EvCompleted, output: `{"x":1}`},
 		{name: "complete_with", h: func(tc TaskContext) error {
 			tc.AddUsage(usage)
 			return tc.CompleteWith("done", Outcome{Label: "ok", StopReason: "goal"})
-		}, typ: engine.EvCompleted, output: `"done"`, label: "ok", stop: "goal", usage: true},
+		}, typ: protocol.EvCompleted, output: `"done"`, label: "ok", stop: "goal", usage: true},
 		{name: "raw_output", h: func(tc TaskContext) error { return tc.Complete(tc.Input()) },
-			typ: engine.EvCompleted, output: `{"n":1}`},
+			typ: protocol.EvCompleted, output: `{"n":1}`},
 		{name: "continue", h: func(tc TaskContext) error { return tc.Continue([]int{1}) },
-			typ: engine.EvContinued, output: `[1]`},
+			typ: protocol.EvContinued, output: `[1]`},
 		{name: "fail", h: func(tc TaskContext) error { return tc.Fail(errors.New("flaky")) },
-			typ: engine.EvFailed, errText: "flaky"},
+			typ: protocol.EvFailed, errText: "flaky"},
 		{name: "fail_permanent", h: func(tc TaskContext) error {
 			tc.AddUsage(usage)
 			return tc.FailPermanent(errors.New("bad input"))
-		}, typ: engine.EvFailed, errText: "bad input", perm: true, usage: true},
+		}, typ: protocol.EvFailed, errText: "bad input", perm: true, usage: true},
 		{name: "return_error", h: func(tc TaskContext) error { return errors.New("returned") },
-			typ: engine.EvFailed, errText: "returned"},
+			typ: protocol.EvFailed, errText: "returned"},
 		{name: "return_nil", h: func(tc TaskContext) error { return nil },
-			typ: engine.EvCompleted, output: `null`},
+			typ: protocol.EvCompleted, output: `null`},
 		{name: "panic", h: func(tc TaskContext) error { panic("boom") },
-			typ: engine.EvFailed, errText: "handler h panicked: boom"},
+			typ: protocol.EvFailed, errText: "handler h panicked: boom"},
 	}
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	e := newEnv(t)
@@ -78,7 +78,7 @@ func TestAnswers(t *testing.T) {
 			if !ev.At.Equal(at) {
 				t.Errorf("at = %s, want the worker's clock %s", ev.At, at)
 			}
-			if c.typ == engine.EvContinued && ev.Nonce == "" {
+			if c.typ == protocol.EvContinued && ev.Nonce == "" {
 				t.Error("a continued event has no nonce")
 			}
 			if how := e.waitSettled(tk.MsgID); how != string(c.typ) {
@@ -112,7 +112,7 @@ func TestOnlyTheFirstAnswerCounts(t *testing.T) {
 		}
 	}
 	ev := e.event()
-	wantEvent(t, ev, engine.EvCompleted, tk)
+	wantEvent(t, ev, protocol.EvCompleted, tk)
 	if string(ev.Output) != `"first"` {
 		t.Errorf("output = %s", ev.Output)
 	}
@@ -120,7 +120,7 @@ func TestOnlyTheFirstAnswerCounts(t *testing.T) {
 	tk2 := task("r2", "s", "h", 1, 1)
 	e.publish(tk2)
 	recv(t, errs)
-	wantEvent(t, e.event(), engine.EvCompleted, tk2)
+	wantEvent(t, e.event(), protocol.EvCompleted, tk2)
 }
 
 // A handler that runs an iteration again (its worker crashed after continuing, before
@@ -136,8 +136,8 @@ func TestContinueTwiceIsStoredTwice(t *testing.T) {
 	first := e.event()
 	e.publishAs(tk, "") // the same task again, as a redelivery would bring it
 	second := e.event()
-	wantEvent(t, first, engine.EvContinued, tk)
-	wantEvent(t, second, engine.EvContinued, tk)
+	wantEvent(t, first, protocol.EvContinued, tk)
+	wantEvent(t, second, protocol.EvContinued, tk)
 	if first.Nonce == second.Nonce {
 		t.Fatalf("both continued events have the nonce %q", first.Nonce)
 	}
@@ -161,13 +161,13 @@ func TestPanicFailsTheAttemptAndTheWorkerLivesOn(t *testing.T) {
 	tk := task("boom", "s", "p", 1, 2)
 	e.publish(tk)
 	ev := e.event()
-	wantEvent(t, ev, engine.EvFailed, tk)
+	wantEvent(t, ev, protocol.EvFailed, tk)
 	if ev.Permanent || !strings.HasPrefix(ev.Error, "handler p panicked: ") || !strings.Contains(ev.Error, "nil map") {
 		t.Fatalf("error %q (permanent %v), want a retryable failure naming the handler and the panic", ev.Error, ev.Permanent)
 	}
 	tk2 := task("after", "s", "p", 1, 1)
 	e.publish(tk2)
-	wantEvent(t, e.event(), engine.EvCompleted, tk2)
+	wantEvent(t, e.event(), protocol.EvCompleted, tk2)
 }
 
 func TestLargeAnswers(t *testing.T) {
@@ -192,20 +192,20 @@ func TestLargeAnswers(t *testing.T) {
 	}})
 	for _, c := range []struct {
 		run  string
-		typ  engine.EventType
+		typ  protocol.EventType
 		want string // the error, or the output read back
 	}{
-		{"huge", engine.EvCompleted, `"` + huge + `"`},
-		{"edge", engine.EvContinued, `"` + huge[:limit-100] + `"`},
-		{"label", engine.EvFailed, "the answer to step s is "},
-		{"chan", engine.EvFailed, "the output of step s cannot be encoded as JSON"},
+		{"huge", protocol.EvCompleted, `"` + huge + `"`},
+		{"edge", protocol.EvContinued, `"` + huge[:limit-100] + `"`},
+		{"label", protocol.EvFailed, "the answer to step s is "},
+		{"chan", protocol.EvFailed, "the output of step s cannot be encoded as JSON"},
 	} {
 		tk := task(c.run, "s", "big", 1, 1)
 		e.publish(tk)
 		err := recv(t, errs)
 		ev := e.event()
 		wantEvent(t, ev, c.typ, tk)
-		if c.typ != engine.EvFailed {
+		if c.typ != protocol.EvFailed {
 			out, rerr := e.values(t).In(testCtx(t), c.run, ev.Output)
 			if err != nil || !wire.IsRef(ev.Output) || rerr != nil || string(out) != c.want {
 				t.Errorf("%s: returned %v; output %.80s read back as %d bytes (%v), want the %d bytes by reference", c.run, err, ev.Output, len(out), rerr, len(c.want))
@@ -235,7 +235,7 @@ func TestMalformedTaskIsTerminated(t *testing.T) {
 	}
 	tk := task("r", "s", "h", 1, 1)
 	e.publish(tk)
-	wantEvent(t, e.event(), engine.EvCompleted, tk)
+	wantEvent(t, e.event(), protocol.EvCompleted, tk)
 	e.waitSettled(tk.MsgID)
 	info := e.consumerInfo("h")
 	if info.NumAckPending != 0 || info.NumRedelivered != 0 {
@@ -272,7 +272,7 @@ func TestBundle(t *testing.T) {
 	tk.Workflow = bs.Root
 	e.publish(tk)
 	ev := e.event()
-	wantEvent(t, ev, engine.EvCompleted, tk)
+	wantEvent(t, ev, protocol.EvCompleted, tk)
 	if string(ev.Output) != `"bundled"` {
 		t.Fatalf("output %s", ev.Output)
 	}
@@ -285,7 +285,7 @@ func TestBundle(t *testing.T) {
 	}
 	tk2 := task("r2", "s", "h", 1, 1) // names no workflow
 	e.publish(tk2)
-	if ev := e.event(); ev.Type != engine.EvFailed || !strings.Contains(ev.Error, "names no workflow") {
+	if ev := e.event(); ev.Type != protocol.EvFailed || !strings.Contains(ev.Error, "names no workflow") {
 		t.Fatalf("event %s %q", ev.Type, ev.Error)
 	}
 }
@@ -298,7 +298,7 @@ func TestHandlePanics(t *testing.T) {
 	}
 	ok := func(TaskContext) error { return nil }
 	w.Handle("good", ok)
-	w.Handle(engine.HandlerLLM, ok) // built-in names are allowed
+	w.Handle(protocol.HandlerLLM, ok) // built-in names are allowed
 	for _, c := range []struct {
 		name string
 		h    Handler
@@ -348,7 +348,7 @@ func TestTaskContextAccessors(t *testing.T) {
 	tk.MsgID = "r/par#4/1/2/3"
 	e.publish(tk)
 	ev := e.event()
-	wantEvent(t, ev, engine.EvCompleted, tk)
+	wantEvent(t, ev, protocol.EvCompleted, tk)
 	want := `{"attempt":3,"input":{"n":2},"item":4,"iteration":2,"msg_id":"r/par#4/1/2/3","run":"r","step":"par"}`
 	if string(ev.Output) != want {
 		t.Fatalf("output %s\nwant   %s", ev.Output, want)

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 )
 
 // BenchmarkAppendCheckpoint runs one agent_loop step for b.N iterations (go test -bench
@@ -49,7 +49,7 @@ func benchAppend(b *testing.B, load bool) {
 		start := time.Now()
 		e.publish(tk)
 		ev := e.event()
-		if ev.Type != engine.EvContinued {
+		if ev.Type != protocol.EvContinued {
 			b.Fatalf("iteration %d: %s %s", tk.Iteration, ev.Type, ev.Error)
 		}
 		lat = append(lat, time.Since(start))

@@ -7,21 +7,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 )
 
 // iterate plays the engine for one agent_loop step from iteration from: it dispatches each
 // iteration (attempt 1, input = the previous output) while the answer is continued and returns
 // the last answer.
-func (e *env) iterate(run, step, handler string, from int) *wire.Event {
+func (e *env) iterate(run, step, handler string, from int) *protocol.Event {
 	e.t.Helper()
 	tk := task(run, step, handler, from, 1)
 	for {
 		e.publish(tk)
 		ev := e.event()
 		wantEvent(e.t, ev, ev.Type, tk)
-		if ev.Type != engine.EvContinued {
+		if ev.Type != protocol.EvContinued {
 			return ev
 		}
 		next := task(run, step, handler, tk.Iteration+1, 1)
@@ -94,7 +94,7 @@ func TestCheckpointSetAndLoad(t *testing.T) {
 	}
 	r := e.start(Config{}, map[string]Handler{"cp": step})
 	ev := e.iterate("r", "loop", "cp", 1)
-	if ev.Type != engine.EvCompleted {
+	if ev.Type != protocol.EvCompleted {
 		t.Fatalf("ended with %s: %s (%v)", ev.Type, ev.Error, drain(steps))
 	}
 	jsonEq(t, ev.Output, `[{"k":"v"}]`)
@@ -145,10 +145,10 @@ func TestAppendAcrossIterationsAndWorkers(t *testing.T) {
 	// Iterations 1-2 on worker a, 3-5 on worker b: b reads the history once, then keeps it.
 	tk := task("r2", "loop", "app", 1, 1)
 	e.publish(tk)
-	wantEvent(t, e.event(), engine.EvContinued, tk)
+	wantEvent(t, e.event(), protocol.EvContinued, tk)
 	tk = task("r2", "loop", "app", 2, 1)
 	e.publish(tk)
-	wantEvent(t, e.event(), engine.EvContinued, tk)
+	wantEvent(t, e.event(), protocol.EvContinued, tk)
 	a.stop()
 	b := e.start(Config{}, map[string]Handler{"app": appender(5)})
 	ev = e.iterate("r2", "loop", "app", 3)
@@ -185,14 +185,14 @@ func TestRetryPurgesTheFailedAttemptsWrites(t *testing.T) {
 	}})
 	tk := task("r", "loop", "h", 1, 1)
 	e.publish(tk)
-	wantEvent(t, e.event(), engine.EvContinued, tk)
+	wantEvent(t, e.event(), protocol.EvContinued, tk)
 	tk = task("r", "loop", "h", 2, 1)
 	e.publish(tk)
-	wantEvent(t, e.event(), engine.EvFailed, tk)
+	wantEvent(t, e.event(), protocol.EvFailed, tk)
 	tk = task("r", "loop", "h", 2, 2)
 	e.publish(tk)
 	ev := e.event()
-	wantEvent(t, ev, engine.EvCompleted, tk)
+	wantEvent(t, ev, protocol.EvCompleted, tk)
 	jsonEq(t, ev.Output, `["a","b"]`)
 	if got := []string{recv(t, loaded), recv(t, loaded), recv(t, loaded)}; got[2] != `["a"]` {
 		t.Errorf("loaded %q: the retry must not see the failed attempt's writes", got)
@@ -221,7 +221,7 @@ func TestRedeliveryPurgesTheLostAttemptsWrites(t *testing.T) {
 	}})
 	tk := task("r", "loop", "h", 1, 1)
 	e.publish(tk)
-	wantEvent(t, e.event(), engine.EvContinued, tk)
+	wantEvent(t, e.event(), protocol.EvContinued, tk)
 	tk = task("r", "loop", "h", 2, 1)
 	e.publish(tk)
 	recv(t, wrote)
@@ -234,7 +234,7 @@ func TestRedeliveryPurgesTheLostAttemptsWrites(t *testing.T) {
 		return tc.Complete(cp)
 	}})
 	ev := e.event()
-	wantEvent(t, ev, engine.EvCompleted, tk)
+	wantEvent(t, ev, protocol.EvCompleted, tk)
 	jsonEq(t, ev.Output, `["a"]`)
 	scope := wire.CheckpointScope("r", "loop", -1, 1)
 	if vals := e.checkpointValues(scope); len(vals) != 1 || vals[scope+".1.0"] == nil {
@@ -313,7 +313,7 @@ func TestContinueUntilIterationThree(t *testing.T) {
 		return tc.CompleteWith(history, Outcome{StopReason: "counted"})
 	}})
 	ev := e.iterate("r", "loop", "count-to-three", 1)
-	if ev.Type != engine.EvCompleted || ev.Iteration != 3 || ev.StopReason != "counted" {
+	if ev.Type != protocol.EvCompleted || ev.Iteration != 3 || ev.StopReason != "counted" {
 		t.Fatalf("ended with %s at iteration %d (%q)", ev.Type, ev.Iteration, ev.StopReason)
 	}
 	jsonEq(t, ev.Output, `[{"input":{"n":1},"iteration":1},{"input":{"next":2},"iteration":2},{"input":{"next":3},"iteration":3}]`)

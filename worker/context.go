@@ -16,9 +16,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 )
 
 // TaskContext is what a handler gets for one task: the task, the ways to answer it, checkpoints
@@ -27,7 +27,7 @@ type TaskContext interface {
 	// Context is cancelled at the task's timeout, when its run ends, or when the worker stops.
 	context.Context
 	// Task returns the task; the handler must not modify it.
-	Task() *engine.Task
+	Task() *protocol.Task
 	// Input is the task's input: the step's input, or the output of the previous iteration.
 	Input() json.RawMessage
 	RunID() string
@@ -52,7 +52,7 @@ type TaskContext interface {
 	// agent step's iteration): the step waits, and once every call is decided the engine
 	// dispatches the iteration again, with Task.Resume and Task.Decisions. pending must list
 	// one call or more; an empty list is an error and answers nothing.
-	Wait(pending []engine.PendingCall) error
+	Wait(pending []protocol.PendingCall) error
 
 	// Checkpoint replaces the checkpoint with v.
 	Checkpoint(v any) error
@@ -77,7 +77,7 @@ type TaskContext interface {
 	// every AckWait/3 while the handler runs); once the task is answered it does nothing.
 	Heartbeat() error
 	// AddUsage adds u to what the answer reports (the engine adds it to the step's usage).
-	AddUsage(u engine.Usage)
+	AddUsage(u protocol.Usage)
 	// Bundle returns the workflow definition the run started with (task.Workflow).
 	Bundle() (*wire.Bundle, error)
 }
@@ -112,7 +112,7 @@ type taskContext struct {
 	handler string
 	h       Handler
 	msg     jetstream.Msg
-	task    *engine.Task
+	task    *protocol.Task
 	// published is when JetStream stored the task (the server's clock).
 	published time.Time
 	// running is set once the handler starts: the heartbeat loop beats the task from then on.
@@ -125,12 +125,12 @@ type taskContext struct {
 	state    answerState
 	reason   error         // why later answers are refused
 	finished chan struct{} // closed when state becomes stateDone
-	usage    engine.Usage
+	usage    protocol.Usage
 
 	ck checkpoints
 }
 
-func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.Msg, t *engine.Task) *taskContext {
+func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.Msg, t *protocol.Task) *taskContext {
 	base, cancel := context.WithCancelCause(ctx)
 	redelivered := false
 	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
@@ -173,7 +173,7 @@ func (tc *taskContext) stopContext() {
 	tc.cancelBase(context.Canceled)
 }
 
-func (tc *taskContext) Task() *engine.Task     { return tc.task }
+func (tc *taskContext) Task() *protocol.Task   { return tc.task }
 func (tc *taskContext) Input() json.RawMessage { return tc.task.Input }
 func (tc *taskContext) RunID() string          { return tc.task.RunID }
 func (tc *taskContext) StepID() string         { return tc.task.Step }
@@ -181,7 +181,7 @@ func (tc *taskContext) Item() int              { return tc.task.Item }
 func (tc *taskContext) Iteration() int         { return tc.task.Iteration }
 func (tc *taskContext) Attempt() int           { return tc.task.Attempt }
 
-func (tc *taskContext) AddUsage(u engine.Usage) {
+func (tc *taskContext) AddUsage(u protocol.Usage) {
 	tc.mu.Lock()
 	tc.usage.Add(u)
 	tc.mu.Unlock()
@@ -205,25 +205,25 @@ func (tc *taskContext) Bundle() (*wire.Bundle, error) {
 }
 
 func (tc *taskContext) Continue(output any) error {
-	return tc.answer(engine.EvContinued, output, Outcome{})
+	return tc.answer(protocol.EvContinued, output, Outcome{})
 }
 
 func (tc *taskContext) Complete(output any) error {
-	return tc.answer(engine.EvCompleted, output, Outcome{})
+	return tc.answer(protocol.EvCompleted, output, Outcome{})
 }
 
 func (tc *taskContext) CompleteWith(output any, o Outcome) error {
-	return tc.answer(engine.EvCompleted, output, o)
+	return tc.answer(protocol.EvCompleted, output, o)
 }
 
-func (tc *taskContext) Wait(pending []engine.PendingCall) error {
+func (tc *taskContext) Wait(pending []protocol.PendingCall) error {
 	if len(pending) == 0 {
 		return fmt.Errorf("worker: Wait of task %s: no pending call: a task waits for decisions on one call or more", tc.task.MsgID)
 	}
 	if err := tc.begin(); err != nil {
 		return err
 	}
-	ev := tc.event(engine.EvWaiting)
+	ev := tc.event(protocol.EvWaiting)
 	ev.Pending = pending
 	data, err := tc.fits(ev)
 	if err != nil {
@@ -240,7 +240,7 @@ func (tc *taskContext) fail(err error, permanent bool) error {
 	if berr := tc.begin(); berr != nil {
 		return berr
 	}
-	ev := tc.event(engine.EvFailed)
+	ev := tc.event(protocol.EvFailed)
 	ev.Error = errorText(err)
 	ev.Permanent = permanent
 	return tc.deliver(ev)
@@ -258,7 +258,7 @@ func errorText(err error) string {
 }
 
 // answer publishes a completed or continued event with output.
-func (tc *taskContext) answer(typ engine.EventType, output any, o Outcome) error {
+func (tc *taskContext) answer(typ protocol.EventType, output any, o Outcome) error {
 	if err := tc.begin(); err != nil {
 		return err
 	}
@@ -269,7 +269,7 @@ func (tc *taskContext) answer(typ engine.EventType, output any, o Outcome) error
 		return tc.deliverProblem(fmt.Errorf("the output of step %s cannot be encoded as JSON: %w", tc.stepName(), err))
 	}
 	ev.Output = raw
-	if typ == engine.EvContinued {
+	if typ == protocol.EvContinued {
 		ev.Nonce = strconv.FormatInt(ev.At.UnixNano(), 36) + "-" + strconv.FormatUint(uint64(rand.Uint32()), 36)
 	}
 	data, err := tc.fits(ev)
@@ -289,7 +289,7 @@ func (e *storeError) Unwrap() error { return e.err }
 // unless the values' store caused it.
 func (tc *taskContext) deliverProblem(problem error) error {
 	tc.logger().Warn("worker: the answer fails the attempt", "err", problem)
-	ev := tc.event(engine.EvFailed)
+	ev := tc.event(protocol.EvFailed)
 	ev.Error = problem.Error()
 	ev.Permanent = !errors.As(problem, new(*storeError))
 	if err := tc.deliver(ev); err != nil {
@@ -311,7 +311,7 @@ const natsHeaderOverhead = len("NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
 
 // fits encodes an answer and reports one larger than the server's max payload; it returns the
 // encoded answer, which deliverData publishes as is.
-func (tc *taskContext) fits(ev *wire.Event) ([]byte, error) {
+func (tc *taskContext) fits(ev *protocol.Event) ([]byte, error) {
 	ev, err := tc.w.values.OutEvent(tc, ev)
 	if err != nil {
 		return nil, &storeError{fmt.Errorf("the answer to step %s cannot be stored: %w", tc.stepName(), err)}
@@ -335,10 +335,10 @@ func (tc *taskContext) fits(ev *wire.Event) ([]byte, error) {
 }
 
 // event returns the answer of type typ with the usage reported so far.
-func (tc *taskContext) event(typ engine.EventType) *wire.Event {
+func (tc *taskContext) event(typ protocol.EventType) *protocol.Event {
 	ev := wire.Answer(tc.task, typ, tc.w.now())
 	tc.mu.Lock()
-	if tc.usage != (engine.Usage{}) {
+	if tc.usage != (protocol.Usage{}) {
 		u := tc.usage
 		ev.Usage = &u
 	}
@@ -411,7 +411,7 @@ func (tc *taskContext) finish(reason error, how string) {
 }
 
 // settled reports to tests how a task was settled.
-func (w *Worker) settled(t *engine.Task, how string) {
+func (w *Worker) settled(t *protocol.Task, how string) {
 	if w.testSettled != nil {
 		w.testSettled(t, how)
 	}
@@ -420,11 +420,11 @@ func (w *Worker) settled(t *engine.Task, how string) {
 // deliver publishes ev, waits for JetStream to store it, then acknowledges the task. A continued
 // event keeps the checkpoint for the next iteration; any other drops it. When ev cannot be
 // published, the task goes back to JetStream to run again.
-func (tc *taskContext) deliver(ev *wire.Event) error { return tc.deliverData(ev, nil) }
+func (tc *taskContext) deliver(ev *protocol.Event) error { return tc.deliverData(ev, nil) }
 
 // deliverData is deliver with ev already encoded as data (nil: encode it here).
-func (tc *taskContext) deliverData(ev *wire.Event, data []byte) error {
-	if ev.Type == engine.EvContinued {
+func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
+	if ev.Type == protocol.EvContinued {
 		tc.ck.keep()
 	} else {
 		tc.ck.forget()
@@ -452,7 +452,7 @@ func (tc *taskContext) deliverData(ev *wire.Event, data []byte) error {
 }
 
 // publish stores ev, encoded as data (nil: encode it here), in REINS_EVENTS.
-func (w *Worker) publish(ctx context.Context, ev *wire.Event, data []byte) error {
+func (w *Worker) publish(ctx context.Context, ev *protocol.Event, data []byte) error {
 	subject, err := wire.EventSubject(ev)
 	if err != nil {
 		return err

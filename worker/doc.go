@@ -2,7 +2,7 @@
 // Handler under a name with Handle, Run consumes the tasks the engine sends to that name, and
 // the handler answers each one through its TaskContext (Continue, Complete, Fail...). The
 // built-in llm and agent steps are served the same way (package builtin registers
-// engine.HandlerLLM and engine.HandlerAgent here).
+// protocol.HandlerLLM and protocol.HandlerAgent here).
 //
 // It owns the worker side of the protocol of package wire: consuming REINS_TASKS (one durable
 // pull consumer per handler, "reins-worker-NAME"), publishing answers to REINS_EVENTS,

@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 )
 
 // ErrLeaseLost is wrapped by the error of a side effect whose holder lost its claim while the
@@ -68,7 +68,7 @@ func newEffects(js jetstream.JetStream, ackWait time.Duration) *Effects {
 // after AckWait waits for the paused one instead of running the effect again; a holder that
 // died stops renewing, and the attempt the engine retries after timing it out (its timeout
 // plus grace) finds the claim run out and takes it over.
-func (e *Effects) LeaseFor(t *engine.Task) Lease {
+func (e *Effects) LeaseFor(t *protocol.Task) Lease {
 	base := t.Timeout
 	if base <= 0 {
 		base = e.ackWait

@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 )
 
 // effectsEnv returns a worker's record of side effects on a fresh server, and its bucket.
@@ -267,11 +267,11 @@ func TestTaskContextEffect(t *testing.T) {
 	}})
 	first := task("r", "loop", "h", 1, 1)
 	e.publish(first)
-	wantEvent(t, e.event(), engine.EvFailed, first)
+	wantEvent(t, e.event(), protocol.EvFailed, first)
 	retry := task("r", "loop", "h", 1, 2)
 	e.publish(retry)
 	ev := e.event()
-	wantEvent(t, ev, engine.EvCompleted, retry)
+	wantEvent(t, ev, protocol.EvCompleted, retry)
 	jsonEq(t, ev.Output, `{"refund":"R-1"}`)
 	if n := runs.Load(); n != 1 {
 		t.Errorf("the effect ran %d times over two attempts, want once", n)
@@ -319,14 +319,14 @@ func TestCheckpointByReference(t *testing.T) {
 	}})
 	tk := task("r", "loop", "h", 1, 1)
 	e.publish(tk)
-	wantEvent(t, e.event(), engine.EvContinued, tk)
+	wantEvent(t, e.event(), protocol.EvContinued, tk)
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
 	r.cache.drop(wire.CheckpointScope("r", "loop", -1, 1)) // read it back, as another worker would
 	tk2 := task("r", "loop", "h", 2, 1)
 	e.publish(tk2)
-	wantEvent(t, e.event(), engine.EvCompleted, tk2)
+	wantEvent(t, e.event(), protocol.EvCompleted, tk2)
 	if err := <-got; err != nil {
 		t.Error(err)
 	}

@@ -13,10 +13,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
 	_ "github.com/reins-run/reins/natsbox/embed" // natsbox.Open starts embedded servers
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -42,7 +42,7 @@ type env struct {
 }
 
 type settledTask struct {
-	task *engine.Task
+	task *protocol.Task
 	how  string
 }
 
@@ -123,7 +123,7 @@ func (e *env) startWith(cfg Config, handlers map[string]Handler, prepare func(*W
 	if prepare != nil {
 		prepare(w)
 	}
-	w.testSettled = func(t *engine.Task, how string) {
+	w.testSettled = func(t *protocol.Task, how string) {
 		select {
 		case e.settled <- settledTask{t, how}:
 		default:
@@ -161,8 +161,8 @@ func (e *env) startWith(cfg Config, handlers map[string]Handler, prepare func(*W
 
 // task returns iteration iter, attempt attempt of the first activation of step in run, for
 // handler.
-func task(run, step, handler string, iter, attempt int) *engine.Task {
-	return &engine.Task{
+func task(run, step, handler string, iter, attempt int) *protocol.Task {
+	return &protocol.Task{
 		RunID: run, Step: step, Item: -1, Body: step, Type: workflow.AgentLoop, Handler: handler,
 		Activation: 1, Iteration: iter, Attempt: attempt, Input: []byte(`{"n":` + strconv.Itoa(iter) + `}`),
 		MsgID: fmt.Sprintf("%s/%s/1/%d/%d", run, step, iter, attempt),
@@ -170,13 +170,13 @@ func task(run, step, handler string, iter, attempt int) *engine.Task {
 }
 
 // publish dispatches t as the engine does.
-func (e *env) publish(t *engine.Task) {
+func (e *env) publish(t *protocol.Task) {
 	e.t.Helper()
 	e.publishAs(t, t.MsgID)
 }
 
 // publishAs dispatches t with the message id msgID ("" for none).
-func (e *env) publishAs(t *engine.Task, msgID string) {
+func (e *env) publishAs(t *protocol.Task, msgID string) {
 	e.t.Helper()
 	subject, err := wire.TaskSubject(t)
 	if err != nil {
@@ -196,7 +196,7 @@ func (e *env) publishAs(t *engine.Task, msgID string) {
 }
 
 // event returns the next event stored in REINS_EVENTS.
-func (e *env) event() *wire.Event {
+func (e *env) event() *protocol.Event {
 	e.t.Helper()
 	msg, err := e.events.Next(jetstream.FetchMaxWait(failsafe))
 	if err != nil {
@@ -312,7 +312,7 @@ func recv[T any](t testing.TB, ch <-chan T) T {
 }
 
 // wantEvent checks an event's type and address.
-func wantEvent(t testing.TB, ev *wire.Event, typ engine.EventType, tk *engine.Task) {
+func wantEvent(t testing.TB, ev *protocol.Event, typ protocol.EventType, tk *protocol.Task) {
 	t.Helper()
 	if ev.Type != typ {
 		t.Fatalf("event type = %s (error %q), want %s", ev.Type, ev.Error, typ)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 )
 
 func TestTimeoutAnswersWithoutWaitingForTheHandler(t *testing.T) {
@@ -29,11 +29,11 @@ func TestTimeoutAnswersWithoutWaitingForTheHandler(t *testing.T) {
 	tk.Timeout = 200 * time.Millisecond
 	e.publish(tk)
 	ev := e.event()
-	wantEvent(t, ev, engine.EvTimedOut, tk)
+	wantEvent(t, ev, protocol.EvTimedOut, tk)
 	if ev.Error != "the handler did not answer within 200ms" {
 		t.Errorf("error %q", ev.Error)
 	}
-	if how := e.waitSettled(tk.MsgID); how != string(engine.EvTimedOut) {
+	if how := e.waitSettled(tk.MsgID); how != string(protocol.EvTimedOut) {
 		t.Errorf("settled as %s", how)
 	}
 	if n, ok := e.drained(natsbox.TasksStream); !ok {
@@ -66,7 +66,7 @@ func TestNotBeforeDelaysTheTask(t *testing.T) {
 		t.Fatalf("the handler started at %s, before NotBefore %s", at, tk.NotBefore)
 	}
 	ev := e.event()
-	wantEvent(t, ev, engine.EvCompleted, tk)
+	wantEvent(t, ev, protocol.EvCompleted, tk)
 	if ev.At.Before(tk.NotBefore) {
 		t.Errorf("answered at %s, before NotBefore", ev.At)
 	}
@@ -150,7 +150,7 @@ func TestRunEndCancelsItsTasks(t *testing.T) {
 	sentinel := task("sentinel", "s", "h", 1, 1)
 	e.publish(sentinel)
 	ev := e.event()
-	wantEvent(t, ev, engine.EvCompleted, sentinel) // the first and only event: nothing was answered for the cancelled runs
+	wantEvent(t, ev, protocol.EvCompleted, sentinel) // the first and only event: nothing was answered for the cancelled runs
 	e.waitSettled(sentinel.MsgID)
 	if n, ok := e.drained(natsbox.TasksStream); !ok {
 		t.Errorf("%d tasks left: the tasks of ended runs are acknowledged", n)
@@ -182,7 +182,7 @@ func TestStopHandsTheTaskToAnotherWorker(t *testing.T) {
 		return tc.Complete("from the second worker")
 	}})
 	ev := e.event()
-	wantEvent(t, ev, engine.EvCompleted, tk)
+	wantEvent(t, ev, protocol.EvCompleted, tk)
 	if string(ev.Output) != `"from the second worker"` {
 		t.Fatalf("output %s", ev.Output)
 	}
@@ -221,7 +221,7 @@ func TestCrashedWorkerTaskIsRedeliveredAfterAckWait(t *testing.T) {
 		return tc.Complete("second worker")
 	}})
 	ev := e.event()
-	wantEvent(t, ev, engine.EvCompleted, tk)
+	wantEvent(t, ev, protocol.EvCompleted, tk)
 	if string(ev.Output) != `"second worker"` {
 		t.Fatalf("output %s", ev.Output)
 	}
@@ -246,7 +246,7 @@ func TestHeartbeatsKeepALongTask(t *testing.T) {
 	}})
 	tk := task("r", "s", "h", 1, 1)
 	e.publish(tk)
-	wantEvent(t, e.event(), engine.EvCompleted, tk)
+	wantEvent(t, e.event(), protocol.EvCompleted, tk)
 	e.waitSettled(tk.MsgID)
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("the handler ran %d times", n)

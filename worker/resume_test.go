@@ -7,20 +7,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 )
 
 // resumed is task dispatched again, for the resume-th time, after humans decided its calls.
-func resumed(tk *engine.Task, resume int, decisions ...engine.Decision) *engine.Task {
+func resumed(tk *protocol.Task, resume int, decisions ...protocol.Decision) *protocol.Task {
 	r := *tk
 	r.Resume, r.Decisions = resume, decisions
 	r.MsgID = tk.MsgID + "/r" + strconv.Itoa(resume)
 	return &r
 }
 
-var refundCall = engine.PendingCall{CallID: "call_1", Tool: "refund", Arguments: json.RawMessage(`{"order_id":"O-1"}`)}
+var refundCall = protocol.PendingCall{CallID: "call_1", Tool: "refund", Arguments: json.RawMessage(`{"order_id":"O-1"}`)}
 
 func TestWait(t *testing.T) {
 	e := newEnv(t)
@@ -35,12 +35,12 @@ func TestWait(t *testing.T) {
 			}
 			return tc.Complete("answered after the refused Wait") // nothing was answered
 		case "huge":
-			big := engine.PendingCall{CallID: "c", Tool: "t", Arguments: json.RawMessage(`"` + strings.Repeat("x", int(e.box.MaxPayload())) + `"`)}
-			err := tc.Wait([]engine.PendingCall{big})
+			big := protocol.PendingCall{CallID: "c", Tool: "t", Arguments: json.RawMessage(`"` + strings.Repeat("x", int(e.box.MaxPayload())) + `"`)}
+			err := tc.Wait([]protocol.PendingCall{big})
 			errs <- err
 			return err
 		}
-		err := tc.Wait([]engine.PendingCall{refundCall})
+		err := tc.Wait([]protocol.PendingCall{refundCall})
 		errs <- errors.Join(err, tc.Complete("late"))
 		return nil
 	}})
@@ -52,14 +52,14 @@ func TestWait(t *testing.T) {
 		t.Fatalf("Wait then Complete returned %v, want only the second to fail with ErrAnswered", err)
 	}
 	ev := e.event()
-	wantEvent(t, ev, engine.EvWaiting, tk)
+	wantEvent(t, ev, protocol.EvWaiting, tk)
 	if len(ev.Pending) != 1 || ev.Pending[0].CallID != "call_1" || ev.Pending[0].Tool != "refund" || string(ev.Pending[0].Arguments) != `{"order_id":"O-1"}` {
 		t.Errorf("pending %+v, want the refund call", ev.Pending)
 	}
 	if got, want := wire.EventMsgID(ev, ""), tk.MsgID+"/waiting"; got != want {
 		t.Errorf("message id %q, want %q", got, want)
 	}
-	if how := e.waitSettled(tk.MsgID); how != string(engine.EvWaiting) {
+	if how := e.waitSettled(tk.MsgID); how != string(protocol.EvWaiting) {
 		t.Errorf("settled as %s", how)
 	}
 
@@ -69,7 +69,7 @@ func TestWait(t *testing.T) {
 		t.Errorf("Wait(nil) returned %v", err)
 	}
 	ev = e.event()
-	wantEvent(t, ev, engine.EvCompleted, empty)
+	wantEvent(t, ev, protocol.EvCompleted, empty)
 
 	// A call's arguments larger than a message travel by reference (wire.Values).
 	huge := task("huge", "s", "agent", 1, 1)
@@ -78,7 +78,7 @@ func TestWait(t *testing.T) {
 		t.Errorf("Wait with pending calls over the message limit returned %v", err)
 	}
 	ev = e.event()
-	wantEvent(t, ev, engine.EvWaiting, huge)
+	wantEvent(t, ev, protocol.EvWaiting, huge)
 	if len(ev.Pending) != 1 || !wire.IsRef(ev.Pending[0].Arguments) {
 		t.Fatalf("pending %.200v: want the arguments by reference", ev.Pending)
 	}
@@ -95,19 +95,19 @@ func TestResumedTaskAnswers(t *testing.T) {
 	e := newEnv(t)
 	e.start(Config{}, map[string]Handler{"agent": func(tc TaskContext) error {
 		if tc.Task().Resume == 0 {
-			return tc.Wait([]engine.PendingCall{refundCall})
+			return tc.Wait([]protocol.PendingCall{refundCall})
 		}
 		return tc.Complete(tc.Task().Decisions)
 	}})
 	tk := task("r", "s", "agent", 2, 1)
-	tasks := []*engine.Task{tk, resumed(tk, 1, engine.Decision{CallID: "call_1", Approve: true}), resumed(tk, 2, engine.Decision{CallID: "call_1"})}
+	tasks := []*protocol.Task{tk, resumed(tk, 1, protocol.Decision{CallID: "call_1", Approve: true}), resumed(tk, 2, protocol.Decision{CallID: "call_1"})}
 	ids := map[string]bool{}
 	for i, want := range tasks {
 		e.publish(want)
 		ev := e.event()
-		typ := engine.EvCompleted
+		typ := protocol.EvCompleted
 		if i == 0 {
-			typ = engine.EvWaiting
+			typ = protocol.EvWaiting
 		}
 		wantEvent(t, ev, typ, want)
 		if ev.Resume != want.Resume {
@@ -119,7 +119,7 @@ func TestResumedTaskAnswers(t *testing.T) {
 		}
 		ids[id] = true
 		if i > 0 {
-			var got []engine.Decision
+			var got []protocol.Decision
 			if err := json.Unmarshal(ev.Output, &got); err != nil || len(got) != 1 || got[0] != want.Decisions[0] {
 				t.Errorf("the resumed handler saw decisions %s, want %+v", ev.Output, want.Decisions)
 			}
@@ -157,7 +157,7 @@ func TestResumedTaskCheckpoints(t *testing.T) {
 			return tc.Continue(nil)
 		case tc.Task().Resume == 0:
 			_ = tc.AppendCheckpoint(2)
-			return tc.Wait([]engine.PendingCall{refundCall})
+			return tc.Wait([]protocol.PendingCall{refundCall})
 		}
 		_ = tc.AppendCheckpoint(3)
 		wrote <- struct{}{}
@@ -166,11 +166,11 @@ func TestResumedTaskCheckpoints(t *testing.T) {
 	}})
 	tk1 := task("r", "loop", "h", 1, 1)
 	e.publish(tk1)
-	wantEvent(t, e.event(), engine.EvContinued, tk1)
+	wantEvent(t, e.event(), protocol.EvContinued, tk1)
 	tk2 := task("r", "loop", "h", 2, 1)
 	e.publish(tk2)
-	wantEvent(t, e.event(), engine.EvWaiting, tk2)
-	r1 := resumed(tk2, 1, engine.Decision{CallID: "call_1", Approve: true})
+	wantEvent(t, e.event(), protocol.EvWaiting, tk2)
+	r1 := resumed(tk2, 1, protocol.Decision{CallID: "call_1", Approve: true})
 	e.publish(r1)
 	recv(t, wrote)
 	first.stop()
@@ -192,11 +192,11 @@ func TestResumedTaskCheckpoints(t *testing.T) {
 		return tc.Complete(cp)
 	}})
 	ev := e.event()
-	wantEvent(t, ev, engine.EvContinued, r1)
+	wantEvent(t, ev, protocol.EvContinued, r1)
 	tk3 := task("r", "loop", "h", 3, 1)
 	e.publish(tk3)
 	ev = e.event()
-	wantEvent(t, ev, engine.EvCompleted, tk3)
+	wantEvent(t, ev, protocol.EvCompleted, tk3)
 	jsonEq(t, ev.Output, `[1,2,3,4]`)
 	want := []string{``, `[1]`, `[1,2]`, `[1,2,3]`, `[1,2,3,4]`}
 	for i, w := range want {
@@ -245,7 +245,7 @@ func TestRedeliveryKeepsResumedWrites(t *testing.T) {
 	tk := task("r", "loop", "h", 2, 2) // a retry: it may follow an attempt that wrote
 	e.publish(tk)
 	ev := e.event()
-	wantEvent(t, ev, engine.EvCompleted, tk)
+	wantEvent(t, ev, protocol.EvCompleted, tk)
 	jsonEq(t, ev.Output, `"one"`)
 	vals := e.checkpointValues(scope)
 	if vals[scope+".2.0"] != nil || string(vals[scope+".2.r1.0"]) != `{"set":"acted"}` || len(vals) != 2 {

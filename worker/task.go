@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 )
 
 // errTimedOut is the cause of the cancellation of a handler's context at its task's timeout.
@@ -197,7 +197,7 @@ func (tc *taskContext) settle() {
 
 // timeOut publishes timed_out for a task whose handler did not answer in time.
 func (tc *taskContext) timeOut() {
-	ev := tc.event(engine.EvTimedOut)
+	ev := tc.event(protocol.EvTimedOut)
 	ev.Error = fmt.Sprintf("the handler did not answer within %s", tc.task.Timeout)
 	tc.logger().Warn("worker: task timed out", "timeout", tc.task.Timeout)
 	if err := tc.deliver(ev); err != nil {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 )
 
 // Defaults of Config.
@@ -88,7 +88,7 @@ type Worker struct {
 
 	// testSettled, when set (tests only), is called once the worker has settled a task: answered
 	// and acknowledged it, or handed it back.
-	testSettled func(t *engine.Task, how string)
+	testSettled func(t *protocol.Task, how string)
 	// reloads counts the times a checkpoint was read back from the bucket (tests only).
 	reloads counter
 }
@@ -157,7 +157,7 @@ func (w *Worker) stopped() {
 
 // Handle registers h under name, a natsbox subject token that can also name a consumer (no '/'
 // or '\'). Names starting with "reins-" are the built-in handlers' (package builtin registers
-// engine.HandlerLLM and engine.HandlerAgent through Handle). Like http.ServeMux, it panics on an
+// protocol.HandlerLLM and protocol.HandlerAgent through Handle). Like http.ServeMux, it panics on an
 // invalid or duplicate name, a nil handler, or once Run has started.
 func (w *Worker) Handle(name string, h Handler) {
 	if err := checkName(name); err != nil {

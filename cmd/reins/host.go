@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/builtin"
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
@@ -26,7 +26,7 @@ type hostConfig struct {
 	// roles, admit, maxOutput and maxValue are a shared server's (runner.Config): what its
 	// operator configured.
 	roles     func(string) []string
-	admit     func(context.Context, []*workflow.Definition, json.RawMessage) *engine.RunError
+	admit     func(context.Context, []*workflow.Definition, json.RawMessage) *protocol.RunError
 	maxOutput int64
 	maxValue  int64
 }

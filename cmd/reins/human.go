@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 )
 
@@ -229,19 +229,19 @@ func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.C
 
 // printWaiting tells what a waiting run waits for and the command that answers each; where
 // (" --data DIR", " --nats URL", or "") is appended to each command, so that it reaches the run.
-func printWaiting(w io.Writer, res runner.Result, where string) {
+func printWaiting(w io.Writer, res protocol.Result, where string) {
 	for _, wr := range res.Waiting {
 		switch wr.Wait {
-		case engine.WaitApproval:
+		case protocol.WaitApproval:
 			if len(wr.Pending) == 0 {
 				fmt.Fprintf(w, "waiting: step %s asks %q: reins approve %s %s%s | reins deny %s %s --message M%s\n", wr.Step, wr.Prompt, res.RunID, wr.Step, where, res.RunID, wr.Step, where)
 			}
 			for _, p := range wr.Pending {
 				fmt.Fprintf(w, "waiting: step %s call %s %s %s: reins approve %s %s%s | reins deny %s %s --message M%s\n", wr.Step, p.CallID, p.Tool, compactJSON(p.Arguments), res.RunID, p.CallID, where, res.RunID, p.CallID, where)
 			}
-		case engine.WaitInput:
+		case protocol.WaitInput:
 			fmt.Fprintf(w, "waiting: step %s needs a human: reins resume %s --input '\"...\"'%s\n", wr.Step, res.RunID, where)
-		case engine.WaitEvent:
+		case protocol.WaitEvent:
 			// reins signal names the data directory --data-dir: its --data is the event's.
 			fmt.Fprintf(w, "waiting: step %s waits for event %s: reins signal %s %s --data JSON%s\n", wr.Step, wr.Event, res.RunID, wr.Event, strings.Replace(where, "--data ", "--data-dir ", 1))
 		}

@@ -9,10 +9,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/operator"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -63,10 +63,10 @@ func rolesOf(res *operator.Resolved) func(string) []string {
 // admit is the engine's runner.Config.Admit of a server: a run's input within max_input_bytes,
 // and workflows that set nothing only the operator may set and name only what the operator
 // configured (operator.CheckWorkflow).
-func admit(cfg *operator.Config) func(context.Context, []*workflow.Definition, json.RawMessage) *engine.RunError {
-	return func(_ context.Context, defs []*workflow.Definition, input json.RawMessage) *engine.RunError {
+func admit(cfg *operator.Config) func(context.Context, []*workflow.Definition, json.RawMessage) *protocol.RunError {
+	return func(_ context.Context, defs []*workflow.Definition, input json.RawMessage) *protocol.RunError {
 		if limit := cfg.Limits.MaxInputBytes; limit > 0 && int64(len(input)) > limit {
-			return &engine.RunError{Code: engine.CodeInputTooLarge, Message: fmt.Sprintf("the run input is %d bytes, more than the server's max_input_bytes of %d", len(input), limit)}
+			return &protocol.RunError{Code: protocol.CodeInputTooLarge, Message: fmt.Sprintf("the run input is %d bytes, more than the server's max_input_bytes of %d", len(input), limit)}
 		}
 		ps := operator.CheckWorkflow(cfg, defs...)
 		if len(ps) == 0 {
@@ -76,7 +76,7 @@ func admit(cfg *operator.Config) func(context.Context, []*workflow.Definition, j
 		for i, p := range ps {
 			lines[i] = p.String()
 		}
-		return &engine.RunError{Code: string(ps[0].Code), Message: "the server refused the workflow: " + strings.Join(lines, "; ")}
+		return &protocol.RunError{Code: string(ps[0].Code), Message: "the server refused the workflow: " + strings.Join(lines, "; ")}
 	}
 }
 

@@ -8,12 +8,13 @@ import (
 	"strings"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/workflow"
 )
 
 // builtinHandlers are the handlers of the built-in step types.
-var builtinHandlers = []string{engine.HandlerLLM, engine.HandlerAgent}
+var builtinHandlers = []string{protocol.HandlerLLM, protocol.HandlerAgent}
 
 // runProgress prints one line per change of a step: started, a new iteration or attempt, ended.
 type runProgress struct {
@@ -35,7 +36,7 @@ func (p *runProgress) update(rec *runner.Record) {
 		sr := rec.Run.Steps[key]
 		old, had := p.seen[key]
 		p.seen[key] = *sr
-		if sr.Status == engine.StepPending || sr.Status == engine.StepSkipped {
+		if sr.Status == protocol.StepPending || sr.Status == protocol.StepSkipped {
 			continue
 		}
 		if had && old.Status == sr.Status && old.Activation == sr.Activation && old.Iteration == sr.Iteration && old.Attempt == sr.Attempt {
@@ -49,14 +50,14 @@ func (p *runProgress) update(rec *runner.Record) {
 func stepLine(key string, sr *engine.StepRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-20s %-9s", key, sr.Status)
-	if sr.Iteration > 1 || sr.Status == engine.StepRunning && sr.Iteration > 0 {
+	if sr.Iteration > 1 || sr.Status == protocol.StepRunning && sr.Iteration > 0 {
 		fmt.Fprintf(&b, " iteration %d", sr.Iteration)
 	}
 	if sr.Attempt > 1 {
 		fmt.Fprintf(&b, " attempt %d", sr.Attempt)
 	}
 	b.WriteString(usageText(sr.Usage))
-	if sr.Status == engine.StepCompleted || sr.Status == engine.StepFailed {
+	if sr.Status == protocol.StepCompleted || sr.Status == protocol.StepFailed {
 		if sr.StopReason != "" {
 			fmt.Fprintf(&b, " stop=%s", sr.StopReason)
 		}
@@ -70,7 +71,7 @@ func stepLine(key string, sr *engine.StepRun) string {
 	return b.String()
 }
 
-func usageText(u engine.Usage) string {
+func usageText(u protocol.Usage) string {
 	var b strings.Builder
 	if u.ToolCalls > 0 {
 		fmt.Fprintf(&b, " tools=%d", u.ToolCalls)
@@ -85,7 +86,7 @@ func usageText(u engine.Usage) string {
 }
 
 // printResult prints a run result as text or JSON.
-func printResult(w io.Writer, res runner.Result, asJSON bool) error {
+func printResult(w io.Writer, res protocol.Result, asJSON bool) error {
 	if asJSON {
 		return printJSON(w, res)
 	}

@@ -14,9 +14,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reins-run/reins/builtin"
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/workflow"
@@ -218,11 +218,11 @@ func followToResult(cmd *cobra.Command, c *runner.Client, id string, def *workfl
 	if err := printResult(cmd.OutOrStdout(), res, o.asJSON); err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	if rec.Run.Status == engine.RunWaiting {
+	if rec.Run.Status == protocol.RunWaiting {
 		printWaiting(cmd.ErrOrStderr(), res, o.where)
 		return nil
 	}
-	if rec.Run.Status != engine.RunCompleted {
+	if rec.Run.Status != protocol.RunCompleted {
 		return &exitError{code: exitFailed}
 	}
 	return nil
@@ -367,7 +367,7 @@ func follow(ctx context.Context, c *runner.Client, id string, def *workflow.Defi
 			return nil, err
 		}
 		p.update(rec)
-		if rec.Run.Finished() || o.untilWaiting && rec.Run.Status == engine.RunWaiting && rec.Revision > o.after {
+		if rec.Run.Finished() || o.untilWaiting && rec.Run.Status == protocol.RunWaiting && rec.Revision > o.after {
 			return rec, c.ReadValues(watchCtx, rec)
 		}
 	}

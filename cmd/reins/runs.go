@@ -19,6 +19,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/workflow"
@@ -70,11 +71,11 @@ func withClient(ctx context.Context, nf *natsFlags, f func(*runner.Client) error
 
 // listEntry is one run in `reins runs list --json`.
 type listEntry struct {
-	RunID     string           `json:"run_id"`
-	Workflow  string           `json:"workflow"`
-	Status    engine.RunStatus `json:"status"`
-	StartedAt time.Time        `json:"started_at"`
-	Error     *engine.RunError `json:"error"`
+	RunID     string             `json:"run_id"`
+	Workflow  string             `json:"workflow"`
+	Status    protocol.RunStatus `json:"status"`
+	StartedAt time.Time          `json:"started_at"`
+	Error     *protocol.RunError `json:"error"`
 }
 
 func newRunsListCmd(nf *natsFlags) *cobra.Command {
@@ -85,9 +86,9 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 		Short: "List runs, oldest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st := engine.RunStatus(status)
+			st := protocol.RunStatus(status)
 			switch st {
-			case "", engine.RunRunning, engine.RunWaiting, engine.RunCompleted, engine.RunFailed, engine.RunCancelled, engine.RunTimedOut, runner.StatusCorrupt:
+			case "", protocol.RunRunning, protocol.RunWaiting, protocol.RunCompleted, protocol.RunFailed, protocol.RunCancelled, protocol.RunTimedOut, runner.StatusCorrupt:
 			default:
 				return &exitError{code: exitUsage, err: fmt.Errorf("--status %q: want running, waiting, completed, failed, cancelled, timed_out or corrupt", status)}
 			}
@@ -132,8 +133,8 @@ func printList(w io.Writer, entries []listEntry, asJSON bool) error {
 
 // showResult is `reins runs show --json`: the run result plus the run's events.
 type showResult struct {
-	runner.Result
-	Trace []wire.Event `json:"trace"`
+	protocol.Result
+	Trace []protocol.Event `json:"trace"`
 }
 
 func newRunsShowCmd(nf *natsFlags) *cobra.Command {
@@ -193,7 +194,7 @@ func printRefused(out io.Writer, acts []engine.Act) {
 }
 
 // eventLine describes an event in one line.
-func eventLine(ev wire.Event) string {
+func eventLine(ev protocol.Event) string {
 	s := ev.At.Local().Format("15:04:05.000") + " " + string(ev.Type)
 	if ev.Step != "" {
 		s += " " + ev.Step

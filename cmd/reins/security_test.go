@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/operator"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -173,7 +173,7 @@ func TestAdmit(t *testing.T) {
 	}
 	ok, _ := workflow.Parse("ok.toml", []byte("name = \"ok\"\n[[steps]]\nid = \"s\"\ntype = \"terminate\"\n"))
 	a := admit(cfg)
-	if e := a(t.Context(), []*workflow.Definition{ok}, []byte(`"0123456789abcdef"`)); e == nil || e.Code != engine.CodeInputTooLarge || !strings.Contains(e.Message, "18 bytes, more than the server's max_input_bytes of 16") {
+	if e := a(t.Context(), []*workflow.Definition{ok}, []byte(`"0123456789abcdef"`)); e == nil || e.Code != protocol.CodeInputTooLarge || !strings.Contains(e.Message, "18 bytes, more than the server's max_input_bytes of 16") {
 		t.Errorf("a large input: %+v", e)
 	}
 	if e := a(t.Context(), []*workflow.Definition{ok, def}, []byte(`1`)); e == nil || e.Code != "E_UNKNOWN_PROVIDER" || !strings.Contains(e.Message, "wf.toml:3: E_UNKNOWN_PROVIDER models.m.provider") {

@@ -13,10 +13,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/operator"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 )
 
@@ -120,7 +120,7 @@ func TestServe(t *testing.T) {
 		if err := wire.CheckRunID(id); err != nil {
 			t.Fatalf("--detach printed %q: %v", id, err)
 		}
-		if rec := wait(t, c, id); rec.Run.Status != engine.RunCompleted {
+		if rec := wait(t, c, id); rec.Run.Status != protocol.RunCompleted {
 			t.Fatalf("run %s ended %s: %v", id, rec.Run.Status, rec.Run.Error)
 		}
 		code, out, errOut = cli(t, "runs", "show", id, "--nats", srv.url, "--json")
@@ -156,7 +156,7 @@ func TestServe(t *testing.T) {
 			t.Fatalf("exit %d\n%s%s", code, out, errOut)
 		}
 		r := decodeResult(t, out)
-		if rec := wait(t, c, r.RunID); rec.Run.Status != engine.RunCompleted {
+		if rec := wait(t, c, r.RunID); rec.Run.Status != protocol.RunCompleted {
 			t.Errorf("the run is not on serve's server: %+v", rec.Run)
 		}
 		if n := len(listRuns(t, "--data", data)); n != 3 {
@@ -176,7 +176,7 @@ func TestServe(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sr := rec.Run.Steps["work"]; sr != nil && sr.Status == engine.StepRunning {
+			if sr := rec.Run.Steps["work"]; sr != nil && sr.Status == protocol.StepRunning {
 				break
 			}
 		}
@@ -185,7 +185,7 @@ func TestServe(t *testing.T) {
 			t.Fatalf("runs cancel: exit %d\n%s%s", code, out, errOut)
 		}
 		rec := wait(t, c, id)
-		if rec.Run.Status != engine.RunCancelled || rec.Run.Error == nil || rec.Run.Error.Code != engine.CodeCancelled || rec.Run.Error.Message != "no worker today" {
+		if rec.Run.Status != protocol.RunCancelled || rec.Run.Error == nil || rec.Run.Error.Code != protocol.CodeCancelled || rec.Run.Error.Message != "no worker today" {
 			t.Errorf("run %s: %s, %+v; want cancelled with the reason", id, rec.Run.Status, rec.Run.Error)
 		}
 		code, _, errOut = cli(t, "runs", "cancel", id, "--nats", srv.url)
@@ -198,7 +198,7 @@ func TestServe(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		var stderr syncBuffer
-		done := background(ctx, &syncBuffer{}, &stderr, "worker", "--data", data, "--handlers", engine.HandlerLLM)
+		done := background(ctx, &syncBuffer{}, &stderr, "worker", "--data", data, "--handlers", protocol.HandlerLLM)
 		awaitText(t, &stderr, "reins worker serving", done, "reins worker")
 		if !strings.Contains(stderr.String(), "nats="+srv.url) {
 			t.Errorf("the worker did not connect through %s:\n%s", urlFile, stderr.String())
@@ -286,7 +286,7 @@ func TestServeRetention(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sr := rec.Run.Steps["work"]; sr != nil && sr.Status == engine.StepRunning {
+		if sr := rec.Run.Steps["work"]; sr != nil && sr.Status == protocol.StepRunning {
 			break
 		}
 	}

@@ -14,10 +14,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -91,7 +91,7 @@ func runLoops(b B, s *stack, bs *wire.Bundles, n int, lasts <-chan string) {
 		if !mine[rec.Run.ID] || !rec.Finished() {
 			return false
 		}
-		if rec.Run.Status != engine.RunCompleted {
+		if rec.Run.Status != protocol.RunCompleted {
 			b.Fatalf("run %s ended %s: %v", rec.Run.ID, rec.Run.Status, rec.Run.Error)
 		}
 		return true

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -22,7 +23,7 @@ func EngineIteration(b B) {
 	}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	output := json.RawMessage(`{"notes":"looked at one more file"}`)
-	start := func() (*engine.Run, *engine.Task) {
+	start := func() (*engine.Run, *protocol.Task) {
 		run, cmds, err := engine.Start(def, "bench-run", json.RawMessage(`{"pr":42}`), at)
 		if err != nil {
 			b.Fatal(err)
@@ -38,7 +39,7 @@ func EngineIteration(b B) {
 			run, task = start()
 			b.StartTimer()
 		}
-		ev := engine.Event{Type: engine.EvContinued, At: at, Step: task.Step, Item: task.Item,
+		ev := protocol.Event{Type: protocol.EvContinued, At: at, Step: task.Step, Item: task.Item,
 			Activation: task.Activation, Iteration: task.Iteration, Attempt: task.Attempt, Output: output}
 		next, cmds, err := engine.Decide(def, run, ev)
 		if err != nil {
@@ -48,7 +49,7 @@ func EngineIteration(b B) {
 	}
 }
 
-func dispatched(b B, cmds []engine.Command) *engine.Task {
+func dispatched(b B, cmds []engine.Command) *protocol.Task {
 	for _, c := range cmds {
 		if c.Type == engine.CmdDispatch {
 			return c.Task

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 )
 
 // The encoding of tasks, events and run records, on the path of every durable iteration:
@@ -57,7 +58,7 @@ func Encode[T any](v T, appendTo func([]byte, T) ([]byte, error)) ([]byte, error
 }
 
 // AppendTask appends json.Marshal(t) to b. On error it returns b as it was.
-func AppendTask(b []byte, t *engine.Task) ([]byte, error) {
+func AppendTask(b []byte, t *protocol.Task) ([]byte, error) {
 	if t == nil {
 		return append(b, "null"...), nil
 	}
@@ -67,7 +68,7 @@ func AppendTask(b []byte, t *engine.Task) ([]byte, error) {
 }
 
 // AppendEvent appends json.Marshal(ev) to b. On error it returns b as it was.
-func AppendEvent(b []byte, ev *Event) ([]byte, error) {
+func AppendEvent(b []byte, ev *protocol.Event) ([]byte, error) {
 	if ev == nil {
 		return append(b, "null"...), nil
 	}
@@ -87,7 +88,7 @@ func AppendRun(b []byte, r *engine.Run) ([]byte, error) {
 }
 
 // AppendParent appends json.Marshal(p) to b (it cannot fail).
-func AppendParent(b []byte, p *Parent) ([]byte, error) {
+func AppendParent(b []byte, p *protocol.Parent) ([]byte, error) {
 	e := encoder{b: b}
 	e.parent(p)
 	return e.result(b)
@@ -110,7 +111,7 @@ func (e *encoder) result(orig []byte) ([]byte, error) {
 
 // The types, member by member as encoding/json writes them.
 
-func (e *encoder) task(t *engine.Task) {
+func (e *encoder) task(t *protocol.Task) {
 	e.b = append(e.b, '{')
 	e.str("run_id", t.RunID)
 	e.str("step", t.Step)
@@ -139,10 +140,10 @@ func (e *encoder) task(t *engine.Task) {
 	e.b = append(e.b, '}')
 }
 
-func (e *encoder) event(ev *Event) {
+func (e *encoder) event(ev *protocol.Event) {
 	e.b = append(e.b, '{')
 	e.str("run_id", ev.RunID)
-	e.engineEvent(&ev.Event) // embedded: encoding/json writes its members in its place
+	e.engineEvent(ev) // embedded: encoding/json writes its members in its place
 	e.strOmit("workflow", ev.Workflow)
 	if ev.Parent != nil {
 		e.name("parent")
@@ -153,7 +154,7 @@ func (e *encoder) event(ev *Event) {
 }
 
 // engineEvent writes the members of ev, in the object of the Event that embeds it.
-func (e *encoder) engineEvent(ev *engine.Event) {
+func (e *encoder) engineEvent(ev *protocol.Event) {
 	e.str("type", string(ev.Type))
 	e.time("at", ev.At)
 	e.rawOmit("input", ev.Input)
@@ -187,7 +188,7 @@ func (e *encoder) engineEvent(ev *engine.Event) {
 	e.strOmit("id", ev.ID)
 }
 
-func (e *encoder) parent(p *Parent) {
+func (e *encoder) parent(p *protocol.Parent) {
 	if p == nil {
 		e.b = append(e.b, "null"...)
 		return
@@ -302,7 +303,7 @@ func (e *encoder) stepRun(s *engine.StepRun) {
 	e.strOmit("label", s.Label)
 	e.strOmit("stop_reason", s.StopReason)
 	e.strOmit("error", s.Error)
-	if s.Usage != (engine.Usage{}) { // omitzero: == is what reflect.Value.IsZero compares with
+	if s.Usage != (protocol.Usage{}) { // omitzero: == is what reflect.Value.IsZero compares with
 		e.name("usage")
 		e.usage(&s.Usage)
 	}
@@ -330,7 +331,7 @@ func (e *encoder) stepRun(s *engine.StepRun) {
 	e.b = append(e.b, '}')
 }
 
-func (e *encoder) usage(u *engine.Usage) {
+func (e *encoder) usage(u *protocol.Usage) {
 	e.b = append(e.b, '{')
 	e.intOmit("model_calls", u.ModelCalls)
 	e.intOmit("tool_calls", u.ToolCalls)
@@ -347,7 +348,7 @@ func (e *encoder) usage(u *engine.Usage) {
 }
 
 // pending is never nil: the members that hold pending calls omit an empty list.
-func (e *encoder) pending(calls []engine.PendingCall) {
+func (e *encoder) pending(calls []protocol.PendingCall) {
 	e.b = append(e.b, '[')
 	for i := range calls {
 		c := &calls[i]
@@ -366,7 +367,7 @@ func (e *encoder) pending(calls []engine.PendingCall) {
 }
 
 // decisions is never nil: Task.Decisions omits an empty list.
-func (e *encoder) decisions(ds []engine.Decision) {
+func (e *encoder) decisions(ds []protocol.Decision) {
 	e.b = append(e.b, '[')
 	for i := range ds {
 		e.sep()
@@ -376,7 +377,7 @@ func (e *encoder) decisions(ds []engine.Decision) {
 }
 
 // decisionMap is never nil: StepRun.Decisions omits an empty map.
-func (e *encoder) decisionMap(ds map[string]engine.Decision) {
+func (e *encoder) decisionMap(ds map[string]protocol.Decision) {
 	var buf [8]string
 	e.b = append(e.b, '{')
 	for _, k := range sortedKeys(ds, buf[:0]) {
@@ -387,7 +388,7 @@ func (e *encoder) decisionMap(ds map[string]engine.Decision) {
 	e.b = append(e.b, '}')
 }
 
-func (e *encoder) decision(d *engine.Decision) {
+func (e *encoder) decision(d *protocol.Decision) {
 	e.b = append(e.b, '{')
 	e.str("call_id", d.CallID)
 	e.bool("approve", d.Approve)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 )
 
 // The encoders must write exactly what json.Marshal writes, and fail exactly when it fails.
@@ -82,11 +83,11 @@ var (
 
 func TestAppendStrings(t *testing.T) {
 	for _, s := range trickyStrings {
-		sameAsJSON(t, &engine.Task{RunID: s, Step: s, Prompt: s, Decisions: []engine.Decision{{CallID: s, By: s}}}, wire.AppendTask)
-		sameAsJSON(t, &wire.Event{RunID: s, Event: engine.Event{Type: engine.EventType(s), Reason: s}, Nonce: s}, wire.AppendEvent)
+		sameAsJSON(t, &protocol.Task{RunID: s, Step: s, Prompt: s, Decisions: []protocol.Decision{{CallID: s, By: s}}}, wire.AppendTask)
+		sameAsJSON(t, &protocol.Event{RunID: s, Type: protocol.EventType(s), Reason: s, Nonce: s}, wire.AppendEvent)
 		// Map keys are escaped too, and sorted by their bytes before.
 		sameAsJSON(t, &engine.Run{ID: s, Path: []string{s, s},
-			Steps:   map[string]*engine.StepRun{s: {Step: s}, "z" + s: {Decisions: map[string]engine.Decision{s: {By: s}, "<": {}}}},
+			Steps:   map[string]*engine.StepRun{s: {Step: s}, "z" + s: {Decisions: map[string]protocol.Decision{s: {By: s}, "<": {}}}},
 			Signals: map[string][]json.RawMessage{s: {json.RawMessage(`1`)}, ">" + s: nil},
 		}, wire.AppendRun)
 	}
@@ -95,35 +96,35 @@ func TestAppendStrings(t *testing.T) {
 func TestAppendRaws(t *testing.T) {
 	for _, r := range validRaws {
 		raw := json.RawMessage(r)
-		sameAsJSON(t, &engine.Task{Input: raw, HumanInput: raw}, wire.AppendTask)
-		sameAsJSON(t, &wire.Event{Event: engine.Event{Input: raw, Output: raw, Pending: []engine.PendingCall{{Arguments: raw}}}}, wire.AppendEvent)
+		sameAsJSON(t, &protocol.Task{Input: raw, HumanInput: raw}, wire.AppendTask)
+		sameAsJSON(t, &protocol.Event{Input: raw, Output: raw, Pending: []protocol.PendingCall{{Arguments: raw}}}, wire.AppendEvent)
 		sameAsJSON(t, &engine.Run{Input: raw, Output: raw, Signals: map[string][]json.RawMessage{"s": {raw, nil, raw}}}, wire.AppendRun)
 	}
 	// An empty raw is omitted where omitempty applies and refused where it does not.
-	sameAsJSON(t, &engine.Task{Input: json.RawMessage{}, HumanInput: json.RawMessage{}}, wire.AppendTask)
-	sameAsJSON(t, &wire.Event{Event: engine.Event{Input: json.RawMessage{}, Output: json.RawMessage{}}}, wire.AppendEvent)
+	sameAsJSON(t, &protocol.Task{Input: json.RawMessage{}, HumanInput: json.RawMessage{}}, wire.AppendTask)
+	sameAsJSON(t, &protocol.Event{Input: json.RawMessage{}, Output: json.RawMessage{}}, wire.AppendEvent)
 	for _, r := range invalidRaws {
 		raw := json.RawMessage(r)
-		if err := sameAsJSON(t, &engine.Task{Input: raw}, wire.AppendTask); err == nil || !strings.HasPrefix(err.Error(), "input: ") {
+		if err := sameAsJSON(t, &protocol.Task{Input: raw}, wire.AppendTask); err == nil || !strings.HasPrefix(err.Error(), "input: ") {
 			t.Errorf("raw %q: error %v, want one at input", r, err)
 		}
-		sameAsJSON(t, &wire.Event{Event: engine.Event{Pending: []engine.PendingCall{{Arguments: raw}}}}, wire.AppendEvent)
+		sameAsJSON(t, &protocol.Event{Pending: []protocol.PendingCall{{Arguments: raw}}}, wire.AppendEvent)
 		sameAsJSON(t, &engine.Run{Signals: map[string][]json.RawMessage{"s": {raw}}}, wire.AppendRun)
 	}
 }
 
 func TestAppendTimes(t *testing.T) {
 	for _, at := range append(times, badTimes...) {
-		sameAsJSON(t, &engine.Task{NotBefore: at}, wire.AppendTask)
-		sameAsJSON(t, &wire.Event{Event: engine.Event{At: at}}, wire.AppendEvent)
+		sameAsJSON(t, &protocol.Task{NotBefore: at}, wire.AppendTask)
+		sameAsJSON(t, &protocol.Event{At: at}, wire.AppendEvent)
 		sameAsJSON(t, &engine.Run{StartedAt: at, Deadline: at, Steps: map[string]*engine.StepRun{"s": {StartedAt: at, Until: at}}}, wire.AppendRun)
 	}
 }
 
 func TestAppendFloats(t *testing.T) {
 	for _, f := range append(floats, badFloats...) {
-		u := engine.Usage{CostUSD: f}
-		sameAsJSON(t, &wire.Event{Event: engine.Event{Usage: &u}}, wire.AppendEvent)
+		u := protocol.Usage{CostUSD: f}
+		sameAsJSON(t, &protocol.Event{Usage: &u}, wire.AppendEvent)
 		sameAsJSON(t, &engine.Run{Steps: map[string]*engine.StepRun{"s": {Usage: u}}}, wire.AppendRun)
 	}
 }
@@ -131,29 +132,29 @@ func TestAppendFloats(t *testing.T) {
 // TestAppendEmpty: nil and empty slices, maps and pointers, which omitempty and omitzero treat
 // differently.
 func TestAppendEmpty(t *testing.T) {
-	for _, task := range []*engine.Task{nil, {}, {Decisions: []engine.Decision{}}, {Decisions: []engine.Decision{{}}}, {Input: json.RawMessage{}}} {
+	for _, task := range []*protocol.Task{nil, {}, {Decisions: []protocol.Decision{}}, {Decisions: []protocol.Decision{{}}}, {Input: json.RawMessage{}}} {
 		sameAsJSON(t, task, wire.AppendTask)
 	}
-	for _, ev := range []*wire.Event{nil, {}, {Event: engine.Event{Usage: &engine.Usage{}, Pending: []engine.PendingCall{}}, Parent: &wire.Parent{}}} {
+	for _, ev := range []*protocol.Event{nil, {}, {Usage: &protocol.Usage{}, Pending: []protocol.PendingCall{}, Parent: &protocol.Parent{}}} {
 		sameAsJSON(t, ev, wire.AppendEvent)
 	}
 	for _, r := range []*engine.Run{
 		nil, {}, {Steps: map[string]*engine.StepRun{}, Edges: []engine.EdgeState{}, Path: []string{}, Signals: map[string][]json.RawMessage{}, SignalIDs: []string{}},
-		{Steps: map[string]*engine.StepRun{"nil": nil, "empty": {}, "maps": {Pending: []engine.PendingCall{}, Decisions: map[string]engine.Decision{}}}},
-		{Signals: map[string][]json.RawMessage{"nil": nil, "empty": {}, "nulls": {nil, json.RawMessage("null")}}, Error: &engine.RunError{}},
-		{Steps: map[string]*engine.StepRun{"-0": {Usage: engine.Usage{CostUSD: math.Copysign(0, -1)}}}}, // omitzero keeps nothing
+		{Steps: map[string]*engine.StepRun{"nil": nil, "empty": {}, "maps": {Pending: []protocol.PendingCall{}, Decisions: map[string]protocol.Decision{}}}},
+		{Signals: map[string][]json.RawMessage{"nil": nil, "empty": {}, "nulls": {nil, json.RawMessage("null")}}, Error: &protocol.RunError{}},
+		{Steps: map[string]*engine.StepRun{"-0": {Usage: protocol.Usage{CostUSD: math.Copysign(0, -1)}}}}, // omitzero keeps nothing
 	} {
 		sameAsJSON(t, r, wire.AppendRun)
 	}
-	for _, p := range []*wire.Parent{nil, {}, {RunID: "r<", Step: "s", Item: -1, Activation: 3}} {
+	for _, p := range []*protocol.Parent{nil, {}, {RunID: "r<", Step: "s", Item: -1, Activation: 3}} {
 		sameAsJSON(t, p, wire.AppendParent)
 	}
 }
 
 func TestAppendInts(t *testing.T) {
 	for _, n := range []int{0, 1, -1, math.MaxInt, math.MinInt} {
-		sameAsJSON(t, &engine.Task{Item: n, Activation: n, Timeout: time.Duration(n), Resume: n}, wire.AppendTask)
-		sameAsJSON(t, &wire.Event{Event: engine.Event{Item: n, Resume: n, Usage: &engine.Usage{ModelCalls: n}}, Parent: &wire.Parent{Item: n}}, wire.AppendEvent)
+		sameAsJSON(t, &protocol.Task{Item: n, Activation: n, Timeout: time.Duration(n), Resume: n}, wire.AppendTask)
+		sameAsJSON(t, &protocol.Event{Item: n, Resume: n, Usage: &protocol.Usage{ModelCalls: n}, Parent: &protocol.Parent{Item: n}}, wire.AppendEvent)
 		sameAsJSON(t, &engine.Run{Executed: n, Edges: []engine.EdgeState{{Uses: n}}, Steps: map[string]*engine.StepRun{"s": {Item: n, Waited: time.Duration(n)}}}, wire.AppendRun)
 	}
 }
@@ -165,12 +166,12 @@ func TestAppendErrorsSayWhere(t *testing.T) {
 		err  error
 		want string
 	}{
-		{appendErr(wire.AppendTask(nil, &engine.Task{NotBefore: bad})), "not_before: Time.MarshalJSON: year outside of range [0,9999]"},
-		{appendErr(wire.AppendEvent(nil, &wire.Event{Event: engine.Event{Usage: &engine.Usage{CostUSD: math.NaN()}}})), "usage.cost_usd: NaN is not a JSON number"},
-		{appendErr(wire.AppendEvent(nil, &wire.Event{Event: engine.Event{Pending: []engine.PendingCall{{Arguments: json.RawMessage("null")}, {Arguments: json.RawMessage("{ ")}}}})), "pending[1].arguments: "},
+		{appendErr(wire.AppendTask(nil, &protocol.Task{NotBefore: bad})), "not_before: Time.MarshalJSON: year outside of range [0,9999]"},
+		{appendErr(wire.AppendEvent(nil, &protocol.Event{Usage: &protocol.Usage{CostUSD: math.NaN()}})), "usage.cost_usd: NaN is not a JSON number"},
+		{appendErr(wire.AppendEvent(nil, &protocol.Event{Pending: []protocol.PendingCall{{Arguments: json.RawMessage("null")}, {Arguments: json.RawMessage("{ ")}}})), "pending[1].arguments: "},
 		{appendErr(wire.AppendRun(nil, &engine.Run{Steps: map[string]*engine.StepRun{"a": {}, `b"`: {Until: bad}}})), `steps["b\""].until: Time.MarshalJSON: `},
-		{appendErr(wire.AppendRun(nil, &engine.Run{Steps: map[string]*engine.StepRun{"a": {Usage: engine.Usage{CostUSD: math.Inf(-1)}}}})), `steps["a"].usage.cost_usd: -Inf is not a JSON number`},
-		{appendErr(wire.AppendRun(nil, &engine.Run{Steps: map[string]*engine.StepRun{"a": {Pending: []engine.PendingCall{{Arguments: json.RawMessage{}}}}}})), `steps["a"].pending[0].arguments: `},
+		{appendErr(wire.AppendRun(nil, &engine.Run{Steps: map[string]*engine.StepRun{"a": {Usage: protocol.Usage{CostUSD: math.Inf(-1)}}}})), `steps["a"].usage.cost_usd: -Inf is not a JSON number`},
+		{appendErr(wire.AppendRun(nil, &engine.Run{Steps: map[string]*engine.StepRun{"a": {Pending: []protocol.PendingCall{{Arguments: json.RawMessage{}}}}}})), `steps["a"].pending[0].arguments: `},
 		{appendErr(wire.AppendRun(nil, &engine.Run{Signals: map[string][]json.RawMessage{"go": {nil, json.RawMessage(" x")}}})), `signals["go"][1]: `},
 		// The first error is the one reported.
 		{appendErr(wire.AppendRun(nil, &engine.Run{StartedAt: bad, Steps: map[string]*engine.StepRun{"a": {Until: bad}}})), "started_at: "},
@@ -205,7 +206,7 @@ func TestEncodeIsAppend(t *testing.T) {
 	if string(first) != want {
 		t.Fatalf("a task encoded before was overwritten: %s", first)
 	}
-	if _, err := wire.EncodeTask(&engine.Task{NotBefore: badTimes[0]}); err == nil {
+	if _, err := wire.EncodeTask(&protocol.Task{NotBefore: badTimes[0]}); err == nil {
 		t.Fatal("EncodeTask encoded a time out of range")
 	}
 }
@@ -216,10 +217,10 @@ func TestEncodeIsAppend(t *testing.T) {
 // so does a field of a kind or type the test cannot fill (teach it, and the encoders, what
 // encoding/json does with it).
 func TestAppendEveryField(t *testing.T) {
-	everyField(t, func() *engine.Task { return new(engine.Task) }, wire.AppendTask)
-	everyField(t, func() *wire.Event { return new(wire.Event) }, wire.AppendEvent)
+	everyField(t, func() *protocol.Task { return new(protocol.Task) }, wire.AppendTask)
+	everyField(t, func() *protocol.Event { return new(protocol.Event) }, wire.AppendEvent)
 	everyField(t, func() *engine.Run { return new(engine.Run) }, wire.AppendRun)
-	everyField(t, func() *wire.Parent { return new(wire.Parent) }, wire.AppendParent)
+	everyField(t, func() *protocol.Parent { return new(protocol.Parent) }, wire.AppendParent)
 }
 
 func everyField[T any](t *testing.T, zero func() *T, appendTo func([]byte, *T) ([]byte, error)) {
@@ -358,11 +359,11 @@ func newFuzzInput(s1, s2 string, n int64, f float64, raw []byte, sec, nsec int64
 // has reports whether bit i of the shape is set.
 func (in fuzzInput) has(i uint) bool { return in.shape&(1<<i) != 0 }
 
-func (in fuzzInput) task() *engine.Task {
-	t := &engine.Task{RunID: in.s1, Step: in.s2, Item: in.n, Body: in.s1 + in.s2, Handler: in.s2, Prompt: in.s1,
+func (in fuzzInput) task() *protocol.Task {
+	t := &protocol.Task{RunID: in.s1, Step: in.s2, Item: in.n, Body: in.s1 + in.s2, Handler: in.s2, Prompt: in.s1,
 		Activation: in.n, Input: in.raw, MsgID: in.s1, NotBefore: in.at, Timeout: time.Duration(in.n), Resume: in.n}
 	if in.has(0) {
-		t.Decisions = []engine.Decision{{CallID: in.s1, Approve: in.has(1), Message: in.s2}}
+		t.Decisions = []protocol.Decision{{CallID: in.s1, Approve: in.has(1), Message: in.s2}}
 	}
 	if in.has(2) {
 		t.HumanInput = in.raw
@@ -370,30 +371,30 @@ func (in fuzzInput) task() *engine.Task {
 	return t
 }
 
-func (in fuzzInput) event() *wire.Event {
-	ev := &wire.Event{RunID: in.s1, Event: engine.Event{Type: engine.EventType(in.s2), At: in.at, Output: in.raw, Item: in.n,
-		Permanent: in.has(1), Message: in.s1}, Nonce: in.s2}
+func (in fuzzInput) event() *protocol.Event {
+	ev := &protocol.Event{RunID: in.s1, Type: protocol.EventType(in.s2), At: in.at, Output: in.raw, Item: in.n,
+		Permanent: in.has(1), Message: in.s1, Nonce: in.s2}
 	if in.has(0) {
-		ev.Usage = &engine.Usage{ModelCalls: in.n, CostUSD: in.f}
+		ev.Usage = &protocol.Usage{ModelCalls: in.n, CostUSD: in.f}
 	}
 	if in.has(2) {
-		ev.Pending = []engine.PendingCall{{CallID: in.s1, Arguments: in.raw}}
+		ev.Pending = []protocol.PendingCall{{CallID: in.s1, Arguments: in.raw}}
 	}
 	if in.has(3) {
-		ev.Parent = &wire.Parent{RunID: in.s2, Item: in.n}
+		ev.Parent = &protocol.Parent{RunID: in.s2, Item: in.n}
 	}
 	return ev
 }
 
 func (in fuzzInput) run() *engine.Run {
-	r := &engine.Run{ID: in.s1, Status: engine.RunStatus(in.s2), Input: in.raw, StartedAt: in.at, Executed: in.n}
+	r := &engine.Run{ID: in.s1, Status: protocol.RunStatus(in.s2), Input: in.raw, StartedAt: in.at, Executed: in.n}
 	if in.has(0) {
-		s := &engine.StepRun{Step: in.s2, Item: in.n, Until: in.at, Input: in.raw, Usage: engine.Usage{CostUSD: in.f}, Waited: time.Duration(in.n)}
+		s := &engine.StepRun{Step: in.s2, Item: in.n, Until: in.at, Input: in.raw, Usage: protocol.Usage{CostUSD: in.f}, Waited: time.Duration(in.n)}
 		if in.has(1) {
-			s.Pending = []engine.PendingCall{{Tool: in.s1, Arguments: in.raw}}
-			s.Decisions = map[string]engine.Decision{in.s1: {By: in.s2}, in.s2: {Approve: true}}
+			s.Pending = []protocol.PendingCall{{Tool: in.s1, Arguments: in.raw}}
+			s.Decisions = map[string]protocol.Decision{in.s1: {By: in.s2}, in.s2: {Approve: true}}
 		}
-		r.Steps = map[string]*engine.StepRun{in.s1: s, in.s2: {Status: engine.StepStatus(in.s1)}}
+		r.Steps = map[string]*engine.StepRun{in.s1: s, in.s2: {Status: protocol.StepStatus(in.s1)}}
 	}
 	if in.has(2) {
 		r.Edges, r.Path, r.SignalIDs = []engine.EdgeState{{State: engine.EdgeStatus(in.s1), Uses: in.n}}, []string{in.s1, in.s2}, []string{in.s2}
@@ -402,7 +403,7 @@ func (in fuzzInput) run() *engine.Run {
 		r.Signals = map[string][]json.RawMessage{in.s1: {in.raw}, in.s2: nil}
 	}
 	if in.has(4) {
-		r.Error = &engine.RunError{Code: in.s1, Message: in.s2}
+		r.Error = &protocol.RunError{Code: in.s1, Message: in.s2}
 	}
 	return r
 }
@@ -450,32 +451,32 @@ var (
 	benchAt     = time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)
 )
 
-func benchTask() *engine.Task {
-	return &engine.Task{RunID: "run-8f3a2c", Step: "explore", Item: -1, Body: "explore", Type: "agent_loop", Handler: "explorer",
+func benchTask() *protocol.Task {
+	return &protocol.Task{RunID: "run-8f3a2c", Step: "explore", Item: -1, Body: "explore", Type: "agent_loop", Handler: "explorer",
 		Workflow: "5d41402abc4b2a76b9719d911017c592", Activation: 1, Iteration: 12, Attempt: 1, Input: benchOutput,
 		MsgID: "run-8f3a2c/explore/1/12/1", Timeout: 5 * time.Minute}
 }
 
-func benchEvent() *wire.Event {
-	ev := wire.Answer(benchTask(), engine.EvContinued, benchAt)
+func benchEvent() *protocol.Event {
+	ev := wire.Answer(benchTask(), protocol.EvContinued, benchAt)
 	ev.Output, ev.Nonce = benchOutput, "7c1e9a"
-	ev.Usage = &engine.Usage{ModelCalls: 1, ToolCalls: 2, InputTokens: 5120, OutputTokens: 380, CostUSD: 0.01931}
+	ev.Usage = &protocol.Usage{ModelCalls: 1, ToolCalls: 2, InputTokens: 5120, OutputTokens: 380, CostUSD: 0.01931}
 	return ev
 }
 
 func benchRun() *engine.Run {
 	started := benchAt.Add(-3 * time.Minute)
 	return &engine.Run{
-		ID: "run-8f3a2c", Workflow: "explore-and-report", Hash: "5d41402abc4b2a76b9719d911017c592", Status: engine.RunRunning,
+		ID: "run-8f3a2c", Workflow: "explore-and-report", Hash: "5d41402abc4b2a76b9719d911017c592", Status: protocol.RunRunning,
 		Input: benchInput, StartedAt: started, Deadline: started.Add(time.Hour), Executed: 13,
 		Steps: map[string]*engine.StepRun{
-			"plan": {Step: "plan", Status: engine.StepCompleted, Activation: 1, Iteration: 1, Attempt: 1, Attempts: 1,
+			"plan": {Step: "plan", Status: protocol.StepCompleted, Activation: 1, Iteration: 1, Attempt: 1, Attempts: 1,
 				StartedAt: started, Input: benchInput, Output: benchOutput, Label: "completed",
-				Usage: engine.Usage{ModelCalls: 1, InputTokens: 900, OutputTokens: 120, CostUSD: 0.0021}, Prompt: "Plan how to answer: where is the run saved?"},
-			"explore": {Step: "explore", Status: engine.StepRunning, Activation: 1, Iteration: 12, Attempt: 1, Attempts: 12,
+				Usage: protocol.Usage{ModelCalls: 1, InputTokens: 900, OutputTokens: 120, CostUSD: 0.0021}, Prompt: "Plan how to answer: where is the run saved?"},
+			"explore": {Step: "explore", Status: protocol.StepRunning, Activation: 1, Iteration: 12, Attempt: 1, Attempts: 12,
 				StartedAt: started.Add(10 * time.Second), FirstIterationAt: started.Add(10 * time.Second), Input: benchOutput, Output: benchOutput,
-				Usage: engine.Usage{ModelCalls: 11, ToolCalls: 23, InputTokens: 48000, OutputTokens: 4100, CostUSD: 0.1873}},
-			"report": {Status: engine.StepPending},
+				Usage: protocol.Usage{ModelCalls: 11, ToolCalls: 23, InputTokens: 48000, OutputTokens: 4100, CostUSD: 0.1873}},
+			"report": {Status: protocol.StepPending},
 		},
 		Edges: []engine.EdgeState{{State: engine.EdgeFired, Uses: 1}, {State: engine.EdgePending}},
 		Path:  []string{"plan"},

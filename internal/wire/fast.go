@@ -12,8 +12,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
-
-	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/protocol"
 )
 
 // The decoding of tasks and events, on the path of every durable iteration. A worker decodes a
@@ -114,7 +113,7 @@ func nested(v jsontext.Value, p any) bool {
 	return v.Kind() != 'n' && jsonv1.Unmarshal(v, p) == nil
 }
 
-func decodeTaskFast(data []byte, t *engine.Task) bool {
+func decodeTaskFast(data []byte, t *protocol.Task) bool {
 	return object(data, func(name []byte, v jsontext.Value) bool {
 		switch string(name) {
 		case "run_id":
@@ -167,7 +166,7 @@ func decodeTaskFast(data []byte, t *engine.Task) bool {
 	})
 }
 
-func decodeEventFast(data []byte, ev *Event) bool {
+func decodeEventFast(data []byte, ev *protocol.Event) bool {
 	return object(data, func(name []byte, v jsontext.Value) bool {
 		switch string(name) {
 		case "run_id":
@@ -198,7 +197,7 @@ func decodeEventFast(data []byte, ev *Event) bool {
 			return str(v, &ev.Error)
 		case "usage":
 			if ev.Usage == nil { // a second "usage" is merged into the first, as encoding/json does
-				ev.Usage = new(engine.Usage)
+				ev.Usage = new(protocol.Usage)
 			}
 			return nested(v, ev.Usage)
 		case "permanent":
@@ -227,7 +226,7 @@ func decodeEventFast(data []byte, ev *Event) bool {
 			return str(v, &ev.Workflow)
 		case "parent":
 			if ev.Parent == nil {
-				ev.Parent = new(Parent)
+				ev.Parent = new(protocol.Parent)
 			}
 			return nested(v, ev.Parent)
 		case "nonce":

@@ -14,6 +14,7 @@ import (
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 )
 
 // Values stored by reference. A JSON value that would make a message or a KV value too large
@@ -246,13 +247,13 @@ func (r *ring) add(name string) {
 }
 
 // taskSlots calls visit with every raw value of a task.
-func taskSlots(t *engine.Task, visit func(*json.RawMessage)) {
+func taskSlots(t *protocol.Task, visit func(*json.RawMessage)) {
 	visit(&t.Input)
 	visit(&t.HumanInput)
 }
 
 // eventSlots calls visit with every raw value of an event.
-func eventSlots(ev *Event, visit func(*json.RawMessage)) {
+func eventSlots(ev *protocol.Event, visit func(*json.RawMessage)) {
 	visit(&ev.Input)
 	visit(&ev.Output)
 	for i := range ev.Pending {
@@ -338,7 +339,7 @@ func (v *Values) inSlots(ctx context.Context, runID string, walk func(func(*json
 
 // OutTask returns t, or when it holds values too large to stay inline a copy of t with
 // references in their place.
-func (v *Values) OutTask(ctx context.Context, t *engine.Task) (*engine.Task, error) {
+func (v *Values) OutTask(ctx context.Context, t *protocol.Task) (*protocol.Task, error) {
 	if !anySlot(func(f func(*json.RawMessage)) { taskSlots(t, f) }, v.inline) {
 		return t, nil
 	}
@@ -347,22 +348,22 @@ func (v *Values) OutTask(ctx context.Context, t *engine.Task) (*engine.Task, err
 }
 
 // InTask takes back the values of t (decoded from a message) in place.
-func (v *Values) InTask(ctx context.Context, t *engine.Task) error {
+func (v *Values) InTask(ctx context.Context, t *protocol.Task) error {
 	return v.inSlots(ctx, t.RunID, func(f func(*json.RawMessage)) { taskSlots(t, f) })
 }
 
 // OutEvent is OutTask for an event.
-func (v *Values) OutEvent(ctx context.Context, ev *Event) (*Event, error) {
+func (v *Values) OutEvent(ctx context.Context, ev *protocol.Event) (*protocol.Event, error) {
 	if !anySlot(func(f func(*json.RawMessage)) { eventSlots(ev, f) }, v.inline) {
 		return ev, nil
 	}
 	c := *ev
-	c.Pending = append([]engine.PendingCall(nil), ev.Pending...)
+	c.Pending = append([]protocol.PendingCall(nil), ev.Pending...)
 	return &c, v.outSlots(ctx, ev.RunID, func(f func(*json.RawMessage)) { eventSlots(&c, f) }, v.inline)
 }
 
 // InEvent is InTask for an event.
-func (v *Values) InEvent(ctx context.Context, ev *Event) error {
+func (v *Values) InEvent(ctx context.Context, ev *protocol.Event) error {
 	return v.inSlots(ctx, ev.RunID, func(f func(*json.RawMessage)) { eventSlots(ev, f) })
 }
 
@@ -404,7 +405,7 @@ func shallowRun(r *engine.Run) *engine.Run {
 				continue
 			}
 			sc := *s
-			sc.Pending = append([]engine.PendingCall(nil), s.Pending...)
+			sc.Pending = append([]protocol.PendingCall(nil), s.Pending...)
 			c.Steps[k] = &sc
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 )
 
 // memStore is a ValueStore in memory: what the tests of package wire need of one (the store on
@@ -141,7 +142,7 @@ func TestValuesOfARun(t *testing.T) {
 	small := json.RawMessage(`1`)
 	run := &engine.Run{ID: "r", Input: big, Output: small,
 		Steps: map[string]*engine.StepRun{
-			"a": {Input: big, Output: mid, Pending: []engine.PendingCall{{CallID: "c", Arguments: big}}},
+			"a": {Input: big, Output: mid, Pending: []protocol.PendingCall{{CallID: "c", Arguments: big}}},
 			"b": {Input: small},
 		},
 		Signals: map[string][]json.RawMessage{"go": {small, big}}}

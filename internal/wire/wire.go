@@ -5,9 +5,9 @@
 //
 // Messages (ARCHITECTURE.md has the table):
 //
-//   - A task is engine.Task as JSON on natsbox.TaskSubject(task.Handler), with Nats-Msg-Id =
+//   - A task is protocol.Task as JSON on natsbox.TaskSubject(task.Handler), with Nats-Msg-Id =
 //     task.MsgID, so JetStream stores a task dispatched twice once.
-//   - An event is Event as JSON on natsbox.EventSubject(runID), with the message id EventMsgID
+//   - An event is protocol.Event as JSON on natsbox.EventSubject(runID), with the message id EventMsgID
 //     gives it. Workers publish the answers to tasks; the engine and clients publish start,
 //     cancel, tick and child_finished events.
 //   - When a run ends, the engine publishes its id on natsbox.CancelSubject(runID) (core NATS,
@@ -26,34 +26,9 @@ import (
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 )
-
-// Event is the body of an event message: the engine's event, the run it is for, and what only a
-// start event carries.
-type Event struct {
-	RunID string `json:"run_id"`
-	engine.Event
-	// Workflow is the hash of the definition to run (start only): its bundle is in
-	// natsbox.WorkflowsBucket.
-	Workflow string `json:"workflow,omitempty"`
-	// Parent is the run and step that started this run as a sub-run (start only): the engine
-	// sends it a child_finished event when this run ends.
-	Parent *Parent `json:"parent,omitempty"`
-	// Nonce makes a continued event's message id unique, so that a handler that runs again
-	// after a crash (it continued, then died before acknowledging its task) is not swallowed by
-	// JetStream's duplicate window.
-	Nonce string `json:"nonce,omitempty"`
-}
-
-// Parent addresses the step of a parent run that waits for a sub-run.
-type Parent struct {
-	RunID      string `json:"run_id"`
-	Step       string `json:"step"`
-	Item       int    `json:"item"`
-	Activation int    `json:"activation"`
-}
 
 // ErrMalformed is wrapped by every decoding error.
 var ErrMalformed = errors.New("malformed message")
@@ -79,7 +54,7 @@ func CheckRunID(id string) error {
 }
 
 // TaskSubject is the subject of a task: natsbox.TaskSubject(t.Handler).
-func TaskSubject(t *engine.Task) (string, error) { return natsbox.TaskSubject(t.Handler) }
+func TaskSubject(t *protocol.Task) (string, error) { return natsbox.TaskSubject(t.Handler) }
 
 // Tasks and events are decoded by decodeTaskFast and decodeEventFast (fast.go), and what they do
 // not take by go-json-experiment's v1 package: encoding/json's semantics (what the engine and
@@ -87,13 +62,13 @@ func TaskSubject(t *engine.Task) (string, error) { return natsbox.TaskSubject(t.
 // 12 to 14 and takes half the time.
 
 // EncodeTask returns the body of a task message: json.Marshal(t), written by AppendTask.
-func EncodeTask(t *engine.Task) ([]byte, error) { return Encode(t, AppendTask) }
+func EncodeTask(t *protocol.Task) ([]byte, error) { return Encode(t, AppendTask) }
 
 // DecodeTask decodes the body of a task message.
-func DecodeTask(data []byte) (*engine.Task, error) {
-	t := engine.Task{Item: -1} // a task without "item" is not a child
+func DecodeTask(data []byte) (*protocol.Task, error) {
+	t := protocol.Task{Item: -1} // a task without "item" is not a child
 	if !decodeTaskFast(data, &t) {
-		t = engine.Task{Item: -1}
+		t = protocol.Task{Item: -1}
 		if err := jsonv1.Unmarshal(data, &t); err != nil {
 			return nil, fmt.Errorf("task: %w: %v", ErrMalformed, err)
 		}
@@ -112,13 +87,13 @@ func DecodeTask(data []byte) (*engine.Task, error) {
 }
 
 // EncodeEvent returns the body of an event message: json.Marshal(ev), written by AppendEvent.
-func EncodeEvent(ev *Event) ([]byte, error) { return Encode(ev, AppendEvent) }
+func EncodeEvent(ev *protocol.Event) ([]byte, error) { return Encode(ev, AppendEvent) }
 
 // DecodeEvent decodes the body of an event message.
-func DecodeEvent(data []byte) (*Event, error) {
-	ev := Event{Event: engine.Event{Item: -1}} // an event without "item" addresses no child
+func DecodeEvent(data []byte) (*protocol.Event, error) {
+	ev := protocol.Event{Item: -1} // an event without "item" addresses no child
 	if !decodeEventFast(data, &ev) {
-		ev = Event{Event: engine.Event{Item: -1}}
+		ev = protocol.Event{Item: -1}
 		if err := jsonv1.Unmarshal(data, &ev); err != nil {
 			return nil, fmt.Errorf("event: %w: %v", ErrMalformed, err)
 		}
@@ -133,16 +108,16 @@ func DecodeEvent(data []byte) (*Event, error) {
 }
 
 // EventSubject is the subject of an event: natsbox.EventSubject(ev.RunID).
-func EventSubject(ev *Event) (string, error) { return natsbox.EventSubject(ev.RunID) }
+func EventSubject(ev *protocol.Event) (string, error) { return natsbox.EventSubject(ev.RunID) }
 
 // Answer returns the event a worker publishes to answer task t: typ completed, continued,
 // waiting, failed or timed_out, addressed like the task (its Resume included: the engine takes
 // only the answer of the task it dispatched last).
-func Answer(t *engine.Task, typ engine.EventType, at time.Time) *Event {
-	return &Event{RunID: t.RunID, Event: engine.Event{
+func Answer(t *protocol.Task, typ protocol.EventType, at time.Time) *protocol.Event {
+	return &protocol.Event{RunID: t.RunID,
 		Type: typ, At: at.UTC(), Step: t.Step, Item: t.Item,
 		Activation: t.Activation, Iteration: t.Iteration, Attempt: t.Attempt, Resume: t.Resume,
-	}}
+	}
 }
 
 // EventMsgID is the message id of an event, the same for the same event, so that JetStream
@@ -160,13 +135,13 @@ func Answer(t *engine.Task, typ engine.EventType, at time.Time) *Event {
 //   - child_finished: CHILDRUN/finished (the child's run id is unique)
 //
 // For child_finished, ev.Output is not part of the id; the caller passes the child's run id.
-func EventMsgID(ev *Event, child string) string {
+func EventMsgID(ev *protocol.Event, child string) string {
 	switch ev.Type {
-	case engine.EvStart, engine.EvCancel:
+	case protocol.EvStart, protocol.EvCancel:
 		return ev.RunID + "/" + string(ev.Type)
-	case engine.EvTick:
+	case protocol.EvTick:
 		return ev.RunID + "/tick/" + ev.Step + "/" + strconv.Itoa(ev.Item) + "/" + strconv.Itoa(ev.Activation) + "/" + strconv.FormatInt(ev.At.UnixNano(), 10)
-	case engine.EvChildFinished:
+	case protocol.EvChildFinished:
 		return child + "/finished"
 	}
 	// Built in one buffer: every answer of every iteration has one.
@@ -204,7 +179,7 @@ func CheckpointScope(runID, step string, item, activation int) string {
 
 // CheckpointWrite names one checkpoint write: its scope (CheckpointScope), the iteration, the
 // resume of the task that wrote it (0 for a task dispatched as the iteration began, R > 0 for
-// the task dispatched again after a human, engine.Task.Resume) and its number among that
+// the task dispatched again after a human, protocol.Task.Resume) and its number among that
 // task's writes (0-based). Writes fold in the order (Iteration, Resume, N).
 type CheckpointWrite struct {
 	Scope     string

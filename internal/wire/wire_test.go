@@ -10,16 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
 // sampleTask is a task of the second iteration of child 3 of step fan, with every field set.
-func sampleTask() *engine.Task {
-	return &engine.Task{
-		RunID: "r-1", Step: "fan", Item: 3, Body: "research", Type: workflow.Agent, Handler: engine.HandlerAgent,
+func sampleTask() *protocol.Task {
+	return &protocol.Task{
+		RunID: "r-1", Step: "fan", Item: 3, Body: "research", Type: workflow.Agent, Handler: protocol.HandlerAgent,
 		Workflow: "abc123", Model: "investigator", Prompt: "p", Instructions: "i", Goal: "g",
 		Activation: 1, Iteration: 2, Attempt: 1, Input: json.RawMessage(`{"topic":"x"}`),
 		MsgID:     "r-1/fan#3/1/2/1",
@@ -30,7 +30,7 @@ func sampleTask() *engine.Task {
 func TestTaskRoundTrip(t *testing.T) {
 	human := sampleTask()
 	human.HumanInput = json.RawMessage(`"Order O-7, please."`)
-	for _, want := range []*engine.Task{sampleTask(), resumedTask(), human} {
+	for _, want := range []*protocol.Task{sampleTask(), resumedTask(), human} {
 		data, err := wire.EncodeTask(want)
 		if err != nil {
 			t.Fatal(err)
@@ -45,14 +45,14 @@ func TestTaskRoundTrip(t *testing.T) {
 	}
 	want := sampleTask()
 	subj, err := wire.TaskSubject(want)
-	if err != nil || subj != "reins.task."+engine.HandlerAgent {
+	if err != nil || subj != "reins.task."+protocol.HandlerAgent {
 		t.Errorf("TaskSubject = %q, %v", subj, err)
 	}
-	if subj, err := wire.TaskSubject(&engine.Task{Handler: "payments.charge"}); err != nil || subj != "reins.task.payments.charge" {
+	if subj, err := wire.TaskSubject(&protocol.Task{Handler: "payments.charge"}); err != nil || subj != "reins.task.payments.charge" {
 		t.Errorf("TaskSubject(payments.charge) = %q, %v: a dotted handler names a subject of several tokens", subj, err)
 	}
 	for _, h := range []string{"a..b", "a.", "a b", "a*"} {
-		if _, err := wire.TaskSubject(&engine.Task{Handler: h}); err == nil {
+		if _, err := wire.TaskSubject(&protocol.Task{Handler: h}); err == nil {
 			t.Errorf("TaskSubject accepted handler %q, which cannot name a subject", h)
 		}
 	}
@@ -91,26 +91,26 @@ func TestDecodeTaskErrors(t *testing.T) {
 }
 
 // sampleEvents has an event of every type, with every field its type uses.
-func sampleEvents() []*wire.Event {
+func sampleEvents() []*protocol.Event {
 	at := time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)
 	task := sampleTask()
-	completed := wire.Answer(task, engine.EvCompleted, at)
+	completed := wire.Answer(task, protocol.EvCompleted, at)
 	completed.Output, completed.Label, completed.StopReason = json.RawMessage(`{"answer":"yes"}`), "completed", "completed"
-	completed.Usage = &engine.Usage{ModelCalls: 2, ToolCalls: 1, InputTokens: 100, OutputTokens: 20, CostUSD: 0.001}
-	continued := wire.Answer(task, engine.EvContinued, at)
+	completed.Usage = &protocol.Usage{ModelCalls: 2, ToolCalls: 1, InputTokens: 100, OutputTokens: 20, CostUSD: 0.001}
+	continued := wire.Answer(task, protocol.EvContinued, at)
 	continued.Output, continued.Nonce = json.RawMessage(`[1,2]`), "n0nce"
-	failed := wire.Answer(task, engine.EvFailed, at)
+	failed := wire.Answer(task, protocol.EvFailed, at)
 	failed.Error, failed.Permanent = "boom", true
-	waiting := wire.Answer(task, engine.EvWaiting, at)
-	waiting.Pending = []engine.PendingCall{{CallID: "call_1", Tool: "refund", Arguments: json.RawMessage(`{"order_id":"O-1"}`)}}
-	return []*wire.Event{
-		{RunID: "r-1", Event: engine.Event{Type: engine.EvStart, At: at, Input: json.RawMessage(`{"order_id":"O-1"}`), Item: -1}, Workflow: "abc123",
-			Parent: &wire.Parent{RunID: "r-0", Step: "sub", Item: -1, Activation: 2}},
+	waiting := wire.Answer(task, protocol.EvWaiting, at)
+	waiting.Pending = []protocol.PendingCall{{CallID: "call_1", Tool: "refund", Arguments: json.RawMessage(`{"order_id":"O-1"}`)}}
+	return []*protocol.Event{
+		{RunID: "r-1", Type: protocol.EvStart, At: at, Input: json.RawMessage(`{"order_id":"O-1"}`), Item: -1, Workflow: "abc123",
+			Parent: &protocol.Parent{RunID: "r-0", Step: "sub", Item: -1, Activation: 2}},
 		completed, continued, failed, waiting,
-		wire.Answer(task, engine.EvTimedOut, at),
-		{RunID: "r-1", Event: engine.Event{Type: engine.EvTick, At: at, Step: "wait", Item: -1, Activation: 1}},
-		{RunID: "r-1", Event: engine.Event{Type: engine.EvCancel, At: at, Item: -1, Reason: "no longer needed"}},
-		{RunID: "r-1", Event: engine.Event{Type: engine.EvChildFinished, At: at, Step: "sub", Item: -1, Activation: 1, Status: engine.RunCompleted, Output: json.RawMessage(`"done"`)}},
+		wire.Answer(task, protocol.EvTimedOut, at),
+		{RunID: "r-1", Type: protocol.EvTick, At: at, Step: "wait", Item: -1, Activation: 1},
+		{RunID: "r-1", Type: protocol.EvCancel, At: at, Item: -1, Reason: "no longer needed"},
+		{RunID: "r-1", Type: protocol.EvChildFinished, At: at, Step: "sub", Item: -1, Activation: 1, Status: protocol.RunCompleted, Output: json.RawMessage(`"done"`)},
 	}
 }
 
@@ -134,7 +134,7 @@ func TestEventRoundTrip(t *testing.T) {
 			}
 		})
 	}
-	if _, err := wire.EventSubject(&wire.Event{RunID: "a b"}); err == nil {
+	if _, err := wire.EventSubject(&protocol.Event{RunID: "a b"}); err == nil {
 		t.Error("EventSubject accepted run id \"a b\"")
 	}
 }
@@ -168,71 +168,71 @@ func TestDecodeEventErrors(t *testing.T) {
 func TestAnswer(t *testing.T) {
 	task := sampleTask()
 	at := time.Date(2026, 11, 21, 11, 0, 0, 0, time.FixedZone("CET", 3600))
-	ev := wire.Answer(task, engine.EvFailed, at)
-	want := &wire.Event{RunID: "r-1", Event: engine.Event{
-		Type: engine.EvFailed, At: at.UTC(), Step: "fan", Item: 3, Activation: 1, Iteration: 2, Attempt: 1,
-	}}
+	ev := wire.Answer(task, protocol.EvFailed, at)
+	want := &protocol.Event{RunID: "r-1",
+		Type: protocol.EvFailed, At: at.UTC(), Step: "fan", Item: 3, Activation: 1, Iteration: 2, Attempt: 1,
+	}
 	if !eventEqual(ev, want) || ev.At.Location() != time.UTC {
 		t.Errorf("Answer = %+v, want %+v in UTC", ev, want)
 	}
 	// The answer to a resumed task carries its Resume, which the engine matches.
 	resumed := resumedTask()
-	ev = wire.Answer(resumed, engine.EvWaiting, at)
-	want.Type, want.Resume = engine.EvWaiting, 2
+	ev = wire.Answer(resumed, protocol.EvWaiting, at)
+	want.Type, want.Resume = protocol.EvWaiting, 2
 	if !eventEqual(ev, want) {
 		t.Errorf("Answer to a resumed task = %+v, want %+v", ev, want)
 	}
 }
 
 // resumedTask is sampleTask dispatched again, for the second time, after humans decided.
-func resumedTask() *engine.Task {
+func resumedTask() *protocol.Task {
 	t := sampleTask()
 	t.Resume, t.MsgID = 2, t.MsgID+"/r2"
-	t.Decisions = []engine.Decision{{CallID: "call_1", Approve: true}, {CallID: "call_2", Message: "no"}}
+	t.Decisions = []protocol.Decision{{CallID: "call_1", Approve: true}, {CallID: "call_2", Message: "no"}}
 	return t
 }
 
 func TestEventMsgID(t *testing.T) {
 	at := time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)
 	task := sampleTask()
-	stepTask := &engine.Task{RunID: "r-1", Step: "ask", Item: -1, Activation: 2, Iteration: 1, Attempt: 3, MsgID: "r-1/ask/2/1/3"}
-	withNonce := wire.Answer(task, engine.EvContinued, at)
+	stepTask := &protocol.Task{RunID: "r-1", Step: "ask", Item: -1, Activation: 2, Iteration: 1, Attempt: 3, MsgID: "r-1/ask/2/1/3"}
+	withNonce := wire.Answer(task, protocol.EvContinued, at)
 	withNonce.Nonce = "n1"
-	otherNonce := wire.Answer(task, engine.EvContinued, at)
+	otherNonce := wire.Answer(task, protocol.EvContinued, at)
 	otherNonce.Nonce = "n2"
 	resumed := resumedTask()
-	resumedNonce := wire.Answer(resumed, engine.EvContinued, at)
+	resumedNonce := wire.Answer(resumed, protocol.EvContinued, at)
 	resumedNonce.Nonce = "n1"
-	decision := &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvDecision, At: at, Step: "fan", Item: 3,
-		Activation: 1, Iteration: 2, Resume: 2, CallID: "call_1", Approve: true}, Nonce: "d1"}
-	decisionAny := &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvDecision, At: at, Step: "ask", Item: -1}, Nonce: "d2"}
-	signal := &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvSignal, At: at, Item: -1, Name: "go"}, Nonce: "s1"}
+	decision := &protocol.Event{RunID: "r-1", Type: protocol.EvDecision, At: at, Step: "fan", Item: 3,
+		Activation: 1, Iteration: 2, Resume: 2, CallID: "call_1", Approve: true, Nonce: "d1"}
+	decisionAny := &protocol.Event{RunID: "r-1", Type: protocol.EvDecision, At: at, Step: "ask", Item: -1, Nonce: "d2"}
+	signal := &protocol.Event{RunID: "r-1", Type: protocol.EvSignal, At: at, Item: -1, Name: "go", Nonce: "s1"}
 	for _, tc := range []struct {
 		name  string
-		ev    *wire.Event
+		ev    *protocol.Event
 		child string
 		want  string
 	}{
-		{"start", &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvStart, At: at, Item: -1}}, "", "r-1/start"},
-		{"cancel", &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvCancel, At: at, Item: -1, Reason: "x"}}, "", "r-1/cancel"},
-		{"completed", wire.Answer(task, engine.EvCompleted, at), "", task.MsgID + "/completed"},
-		{"completed of a step", wire.Answer(stepTask, engine.EvCompleted, at), "", stepTask.MsgID + "/completed"},
-		{"completed of a resumed task", wire.Answer(resumed, engine.EvCompleted, at), "", resumed.MsgID + "/completed"},
-		{"waiting", wire.Answer(task, engine.EvWaiting, at), "", task.MsgID + "/waiting"},
+		{"start", &protocol.Event{RunID: "r-1", Type: protocol.EvStart, At: at, Item: -1}, "", "r-1/start"},
+		{"cancel", &protocol.Event{RunID: "r-1", Type: protocol.EvCancel, At: at, Item: -1, Reason: "x"}, "", "r-1/cancel"},
+		{"completed", wire.Answer(task, protocol.EvCompleted, at), "", task.MsgID + "/completed"},
+		{"completed of a step", wire.Answer(stepTask, protocol.EvCompleted, at), "", stepTask.MsgID + "/completed"},
+		{"completed of a resumed task", wire.Answer(resumed, protocol.EvCompleted, at), "", resumed.MsgID + "/completed"},
+		{"waiting", wire.Answer(task, protocol.EvWaiting, at), "", task.MsgID + "/waiting"},
 		{"continued of a resumed task", resumedNonce, "", resumed.MsgID + "/continued/n1"},
-		{"failed of a resumed task", wire.Answer(resumed, engine.EvFailed, at), "", "r-1/fan#3/1/2/1/r2/failed"},
+		{"failed of a resumed task", wire.Answer(resumed, protocol.EvFailed, at), "", "r-1/fan#3/1/2/1/r2/failed"},
 		{"decision", decision, "", "r-1/fan#3/1/2/0/r2/decision/d1"},
 		{"decision of a step", decisionAny, "", "r-1/ask/0/0/0/decision/d2"},
 		{"signal", signal, "", "r-1//0/0/0/signal/s1"},
-		{"continued", wire.Answer(task, engine.EvContinued, at), "", task.MsgID + "/continued"},
+		{"continued", wire.Answer(task, protocol.EvContinued, at), "", task.MsgID + "/continued"},
 		{"continued with a nonce", withNonce, "", task.MsgID + "/continued/n1"},
 		{"continued with another nonce", otherNonce, "", task.MsgID + "/continued/n2"},
-		{"failed", wire.Answer(task, engine.EvFailed, at), "", task.MsgID + "/failed"},
-		{"timed_out", wire.Answer(stepTask, engine.EvTimedOut, at), "", stepTask.MsgID + "/timed_out"},
-		{"tick", &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvTick, At: at, Step: "wait", Item: -1, Activation: 4}}, "", "r-1/tick/wait/-1/4/" + "1795255200123456789"},
-		{"tick of a child", &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvTick, At: at.Add(time.Nanosecond), Step: "fan", Item: 2, Activation: 1}}, "", "r-1/tick/fan/2/1/1795255200123456790"},
-		{"deadline tick", &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvTick, At: at, Item: 0}}, "", "r-1/tick//0/0/1795255200123456789"},
-		{"child_finished", &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvChildFinished, At: at, Step: "sub", Item: -1, Activation: 1, Output: json.RawMessage(`1`)}}, "r-1/sub/1", "r-1/sub/1/finished"},
+		{"failed", wire.Answer(task, protocol.EvFailed, at), "", task.MsgID + "/failed"},
+		{"timed_out", wire.Answer(stepTask, protocol.EvTimedOut, at), "", stepTask.MsgID + "/timed_out"},
+		{"tick", &protocol.Event{RunID: "r-1", Type: protocol.EvTick, At: at, Step: "wait", Item: -1, Activation: 4}, "", "r-1/tick/wait/-1/4/" + "1795255200123456789"},
+		{"tick of a child", &protocol.Event{RunID: "r-1", Type: protocol.EvTick, At: at.Add(time.Nanosecond), Step: "fan", Item: 2, Activation: 1}, "", "r-1/tick/fan/2/1/1795255200123456790"},
+		{"deadline tick", &protocol.Event{RunID: "r-1", Type: protocol.EvTick, At: at, Item: 0}, "", "r-1/tick//0/0/1795255200123456789"},
+		{"child_finished", &protocol.Event{RunID: "r-1", Type: protocol.EvChildFinished, At: at, Step: "sub", Item: -1, Activation: 1, Output: json.RawMessage(`1`)}, "r-1/sub/1", "r-1/sub/1/finished"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := wire.EventMsgID(tc.ev, tc.child); got != tc.want {
@@ -244,9 +244,9 @@ func TestEventMsgID(t *testing.T) {
 	// Every event of sampleEvents has its own id, and so has each answer of the resumed task
 	// and of the task that paused (same iteration and attempt); the same event always the same
 	// one.
-	seen := map[string]engine.EventType{}
+	seen := map[string]protocol.EventType{}
 	all := sampleEvents()
-	for _, typ := range []engine.EventType{engine.EvWaiting, engine.EvCompleted, engine.EvFailed, engine.EvTimedOut} {
+	for _, typ := range []protocol.EventType{protocol.EvWaiting, protocol.EvCompleted, protocol.EvFailed, protocol.EvTimedOut} {
 		all = append(all, wire.Answer(resumed, typ, at))
 	}
 	for _, ev := range all {
@@ -260,8 +260,8 @@ func TestEventMsgID(t *testing.T) {
 		}
 	}
 	// The output of a child_finished event is not part of its id.
-	a := &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvChildFinished, At: at, Output: json.RawMessage(`1`)}}
-	b := &wire.Event{RunID: "r-1", Event: engine.Event{Type: engine.EvChildFinished, At: at.Add(time.Hour), Output: json.RawMessage(`2`)}}
+	a := &protocol.Event{RunID: "r-1", Type: protocol.EvChildFinished, At: at, Output: json.RawMessage(`1`)}
+	b := &protocol.Event{RunID: "r-1", Type: protocol.EvChildFinished, At: at.Add(time.Hour), Output: json.RawMessage(`2`)}
 	if wire.EventMsgID(a, "c") != wire.EventMsgID(b, "c") {
 		t.Error("two child_finished events of one child have different ids")
 	}
@@ -422,7 +422,7 @@ func jsonQuote(s string) string {
 }
 
 // taskEqual and eventEqual compare decoded values: JSON values compact, times as instants.
-func taskEqual(a, b *engine.Task) bool {
+func taskEqual(a, b *protocol.Task) bool {
 	x, y := *a, *b
 	if !x.NotBefore.Equal(y.NotBefore) || !jsonEqual(x.Input, y.Input) || !jsonEqual(x.HumanInput, y.HumanInput) {
 		return false
@@ -435,7 +435,7 @@ func taskEqual(a, b *engine.Task) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-func eventEqual(a, b *wire.Event) bool {
+func eventEqual(a, b *protocol.Event) bool {
 	x, y := *a, *b
 	if !x.At.Equal(y.At) || !jsonEqual(x.Input, y.Input) || !jsonEqual(x.Output, y.Output) {
 		return false

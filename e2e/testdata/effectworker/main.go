@@ -34,8 +34,8 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/builtin"
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/worker"
 )
@@ -92,7 +92,7 @@ func run(ctx context.Context, url string, ackWait, slow time.Duration) error {
 		Effects: &faulty{EffectStore: w.Effects(), after: killAfter},
 		Logger:  log,
 	}
-	if err := builtin.Register(w, cfg, engine.HandlerAgent); err != nil {
+	if err := builtin.Register(w, cfg, protocol.HandlerAgent); err != nil {
 		return err
 	}
 	go func() {

@@ -35,7 +35,7 @@ const (
 	StepFailed    StepStatus = "failed"    // ended with an error (label "error")
 	StepSkipped   StepStatus = "skipped"   // will not run: every incoming edge is dead, its parent gave up, or the run ended first
 	StepCancelled StepStatus = "cancelled" // was running when the run ended (cancelled, timed out, or failed elsewhere)
-	StepWaiting   StepStatus = "waiting"   // waits for a human decision, human input or a signal (see StepRun.Wait)
+	StepWaiting   StepStatus = "waiting"   // waits for a human decision, human input or a signal (see engine.StepRun.Wait)
 )
 
 // Error codes of a run's error. E_STEP_FAILED also names the step; the others name it when
@@ -116,7 +116,7 @@ type EventType string
 
 // Event types.
 const (
-	EvStart         EventType = "start"          // start the run (Start does it)
+	EvStart         EventType = "start"          // start the run (engine.Start does it)
 	EvCompleted     EventType = "completed"      // a task ended: Complete(output[, label])
 	EvContinued     EventType = "continued"      // an agent or agent_loop iteration asks for another
 	EvFailed        EventType = "failed"         // a task failed: Fail(err) or, Permanent, FailPermanent(err)
@@ -143,9 +143,9 @@ const (
 	EvSignal EventType = "signal"
 )
 
-// Event is an input to Decide. At is the time of the event: the engine reads no clock.
+// Event is an input to engine.Decide. At is the time of the event: the engine reads no clock.
 // A task event addresses its task exactly as the task said (Step, Item, Activation, Iteration,
-// Attempt); a child_finished event as the ChildRun said (Step, Item, Activation); a tick as the
+// Attempt); a child_finished event as the engine's ChildRun said (Step, Item, Activation); a tick as the
 // schedule command said.
 type Event struct {
 	// RunID is the run the event is for: the shell routes the event by it, and Decide does
@@ -201,7 +201,7 @@ type Event struct {
 	Name string `json:"name,omitempty"`
 	// ID identifies an event a person sent (a signal, a decision, a resume, a cancel): the
 	// shell gives each one a unique id, the same in every delivery of it, so that it is
-	// recorded once in Run.Acts. A signal whose id the run already took changes nothing; a signal without
+	// recorded once in engine.Run.Acts. A signal whose id the run already took changes nothing; a signal without
 	// one is a programming error.
 	ID string `json:"id,omitempty"`
 	// Workflow is the hash of the definition to run (start only): its bundle is in the

@@ -33,10 +33,10 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/host"
+	"github.com/reins-run/reins/internal/natsbox"
+	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/model"
-	"github.com/reins-run/reins/natsbox"
-	_ "github.com/reins-run/reins/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/runner"

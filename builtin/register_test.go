@@ -11,9 +11,9 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/natsbox"
+	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
 	"github.com/reins-run/reins/internal/wire"
-	"github.com/reins-run/reins/natsbox"
-	_ "github.com/reins-run/reins/natsbox/embed" // natsbox.Open starts embedded servers
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/protocol"
 )
 

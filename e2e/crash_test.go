@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 )

@@ -18,10 +18,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
-	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/protocol"
 )
 

@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	_ "github.com/reins-run/reins/natsbox/embed" // natsbox.Open starts embedded servers
 	"io"
 	"net"
 	"os"
@@ -20,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
 )
 
 // bins holds the binaries TestMain builds once.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/loop"
-	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 )

@@ -15,8 +15,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/reins-run/reins/natsbox"
-	_ "github.com/reins-run/reins/natsbox/embed" // Open starts embedded servers
+	"github.com/reins-run/reins/internal/natsbox"
+	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"

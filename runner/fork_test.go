@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/protocol"
 	rworker "github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/workflow"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/internal/natsbox"
 )
 
 // workflowsKV is natsbox.WorkflowsBucket, opened on first use, so that Bundles works before Run

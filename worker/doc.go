@@ -1,6 +1,8 @@
 // Package worker is the Go SDK that serves the tasks of reins workflows: a user registers a
 // Handler under a name with Handle, Run consumes the tasks the engine sends to that name, and
-// the handler answers each one through its TaskContext (Continue, Complete, Fail...). The
+// the handler answers each one through its TaskContext (Continue, Complete, Fail...). A worker
+// program connects with Connect (Config.NATS: the server and the worker principal's token) and
+// links no NATS server; a program that runs everything in one process uses package reins. The
 // built-in llm and agent steps are served the same way (package builtin registers
 // protocol.HandlerLLM and protocol.HandlerAgent here).
 //

@@ -13,9 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/internal/natsbox"
+	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
 	"github.com/reins-run/reins/internal/wire"
-	"github.com/reins-run/reins/natsbox"
-	_ "github.com/reins-run/reins/natsbox/embed" // natsbox.Open starts embedded servers
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
-	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/protocol"
 )
 

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/internal/natsbox"
 )
 
 // What a worker serves, announced in natsbox.ServedBucket so that a client can tell at

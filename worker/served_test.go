@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/internal/natsbox"
 )
 
 // servedNow lists the keys of natsbox.ServedBucket.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
-	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -39,7 +39,12 @@ const (
 
 // Config configures a Worker.
 type Config struct {
-	// Box is the NATS connection (required).
+	// NATS is the server Connect connects to, and how it authenticates: what a worker program
+	// gives.
+	NATS NATS
+	// Box is a connection a program of this module already has (the front door, package host,
+	// the reins command): New serves on it and leaves it open. A worker program leaves it nil
+	// and calls Connect.
 	Box *natsbox.Box
 	// Logger receives the worker's log; nil discards it.
 	Logger *slog.Logger
@@ -93,11 +98,57 @@ type Worker struct {
 	reloads counter
 }
 
-// New returns a Worker on cfg.Box. Register handlers with Handle, then call Run.
+// NATS names the NATS server of a reins deployment, as a worker program reaches it: an external
+// server or cluster, or the embedded server of `reins serve` at its listen address.
+type NATS struct {
+	// URL is the server, or several of a cluster, comma-separated (nats://host:4222).
+	URL string
+	// Token is the worker principal's token (an embedded server always requires one).
+	Token string
+	// CredsFile (JWT and seed) or NKeyFile (a seed) authenticate to an external server instead.
+	CredsFile, NKeyFile string
+	// TLSCert and TLSKey are a client certificate and its key (both or neither); TLSCA is a
+	// file of CA certificates the server's certificate must chain to.
+	TLSCert, TLSKey, TLSCA string
+	// Name is the connection's name as the server shows it; "" means "reins-worker".
+	Name string
+}
+
+// Connect connects to the server cfg.NATS names and returns a Worker on that connection, which
+// the worker closes once Run returns. Register handlers with Handle, then call Run. A worker
+// program built on it links no NATS server.
+func Connect(ctx context.Context, cfg Config) (*Worker, error) {
+	n := cfg.NATS
+	switch {
+	case cfg.Box != nil:
+		return nil, errors.New("worker: Connect opens its own connection: give Config.Box to New instead")
+	case n.URL == "":
+		return nil, errors.New("worker: Config.NATS.URL is empty: name the NATS server to connect to")
+	}
+	if n.Name == "" {
+		n.Name = "reins-worker"
+	}
+	box, err := natsbox.Open(ctx, natsbox.Options{URL: n.URL, Token: n.Token, CredsFile: n.CredsFile, NKeyFile: n.NKeyFile,
+		TLSCert: n.TLSCert, TLSKey: n.TLSKey, TLSCA: n.TLSCA, Name: n.Name, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	cfg.Box = box
+	w, err := New(cfg)
+	if err != nil {
+		_ = box.Close()
+		return nil, err
+	}
+	w.OnStop(func() { _ = box.Close() })
+	return w, nil
+}
+
+// New returns a Worker on cfg.Box, a connection the caller keeps (Connect opens one). Register
+// handlers with Handle, then call Run.
 func New(cfg Config) (*Worker, error) {
 	switch {
 	case cfg.Box == nil:
-		return nil, errors.New("worker: Config.Box is nil: open a connection with natsbox.Open")
+		return nil, errors.New("worker: Config.Box is nil: a worker program calls Connect, which opens a connection")
 	case cfg.AckWait < 0:
 		return nil, fmt.Errorf("worker: Config.AckWait is %s: want 0 (meaning %s) or more", cfg.AckWait, DefaultAckWait)
 	case cfg.Concurrency < 0:

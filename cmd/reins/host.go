@@ -8,7 +8,7 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/host"
-	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"

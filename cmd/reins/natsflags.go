@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/reins-run/reins/natsbox"
-	_ "github.com/reins-run/reins/natsbox/embed" // Open starts embedded servers
+	"github.com/reins-run/reins/internal/natsbox"
+	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/runner"
 )

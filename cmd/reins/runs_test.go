@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/internal/natsbox"
 )
 
 // TestRunsOnDataDir reads the runs that reins run left in a data directory: list, show and

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
-	"github.com/reins-run/reins/natsbox"
 )
 
 // FuzzDecodeTask: DecodeTask never panics, fails only with ErrMalformed, and what it accepts

@@ -13,7 +13,7 @@ import (
 	"sync"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/protocol"
 )
 

@@ -26,7 +26,7 @@ import (
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
-	"github.com/reins-run/reins/natsbox"
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/protocol"
 )
 

@@ -34,7 +34,6 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/builtin"
-	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/worker"
@@ -77,13 +76,8 @@ func run(ctx context.Context, url string, ackWait, slow time.Duration) error {
 	if err != nil {
 		return err
 	}
-	box, err := natsbox.Open(ctx, natsbox.Options{URL: url, Name: "effectworker"})
-	if err != nil {
-		return err
-	}
-	defer box.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	w, err := worker.New(worker.Config{Box: box, AckWait: ackWait, Logger: log})
+	w, err := worker.Connect(ctx, worker.Config{NATS: worker.NATS{URL: url, Name: "effectworker"}, AckWait: ackWait, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/reins-run/reins/natsbox"
 	"github.com/reins-run/reins/worker"
 )
 
@@ -52,13 +51,8 @@ func say(format string, v ...any) {
 }
 
 func run(ctx context.Context, url string, ackWait time.Duration, hang int, state string) error {
-	box, err := natsbox.Open(ctx, natsbox.Options{URL: url, Name: "loopworker"})
-	if err != nil {
-		return err
-	}
-	defer box.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	w, err := worker.New(worker.Config{Box: box, AckWait: ackWait, Logger: log})
+	w, err := worker.Connect(ctx, worker.Config{NATS: worker.NATS{URL: url, Name: "loopworker"}, AckWait: ackWait, Logger: log})
 	if err != nil {
 		return err
 	}

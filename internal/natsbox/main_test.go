@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/reins-run/reins/natsbox/natsserver"
+	"github.com/reins-run/reins/internal/natsbox/natsserver"
 )
 
 // TestMain gives Open its embedded server, as package natsbox/embed does for programs (which

@@ -157,7 +157,7 @@ func openEmbedded(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 	case opts.Token != "":
 		return nil, errors.New("natsbox: Token is for connecting to a server another process runs: set URL, or leave it empty for the embedded server")
 	case startServer == nil:
-		return nil, errors.New("natsbox: this program has no embedded NATS server: import github.com/reins-run/reins/natsbox/embed, or set URL")
+		return nil, errors.New("natsbox: this program has no embedded NATS server: import github.com/reins-run/reins/internal/natsbox/embed, or set URL")
 	}
 	host, port, err := parseListen(opts.Listen)
 	if err != nil {

@@ -1,7 +1,7 @@
 // Package embed gives natsbox.Open its embedded nats-server. Import it for its side effect in a
 // program that runs an embedded server:
 //
-//	import _ "github.com/reins-run/reins/natsbox/embed"
+//	import _ "github.com/reins-run/reins/internal/natsbox/embed"
 //
 // as the reins command, package host and the root package reins do. A program that only
 // connects to a server (natsbox.Options.URL), a worker for instance, leaves it out and links
@@ -13,8 +13,8 @@ package embed
 import (
 	"context"
 
-	"github.com/reins-run/reins/natsbox"
-	"github.com/reins-run/reins/natsbox/natsserver"
+	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/natsbox/natsserver"
 )
 
 func init() { natsbox.RegisterServer(Start) }

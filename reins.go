@@ -14,8 +14,9 @@
 // llm and agent steps starts with the first Start or Run, so register everything before that
 // (a registration after it panics, as http.ServeMux does on a duplicate).
 //
-// Every other verb is a thin call to the packages that do the work: runner (the engine and the
-// client of runs), worker (handlers), builtin (the llm and agent steps), workflow (definitions).
+// Every other verb is a thin call to the packages that do the work: client (the client of
+// runs), runner (the engine's shell, through host), worker (handlers), builtin (the llm and
+// agent steps), workflow (definitions); the types that cross processes are protocol's.
 // It owns the lifecycle of what New started and nothing else: it must not decide anything about
 // runs (package engine does).
 package reins
@@ -32,6 +33,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
@@ -39,7 +41,6 @@ import (
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
-	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -58,7 +59,7 @@ type (
 	// Result is a finished run as the workflow file contract gives it.
 	Result = protocol.Result
 	// Record is a run's saved state (Get, List).
-	Record = runner.Record
+	Record = client.Record
 	// Event is one thing that moved a run (Watch): its Type says which, and its fields what.
 	Event = protocol.Event
 	// RunStatus is the status of a run (List filters by it).
@@ -138,7 +139,7 @@ type Reins struct {
 	box    *natsbox.Box
 	tmp    string // the temporary data directory Close removes
 	eng    *host.Host
-	client *runner.Client
+	client *client.Client
 
 	mu       sync.Mutex
 	models   map[string]model.Model
@@ -169,7 +170,7 @@ func New(ctx context.Context, cfg Config) (*Reins, error) {
 		r.Close()
 		return nil, fmt.Errorf("reins: %w", err)
 	}
-	r.client = runner.NewClient(runner.ClientConfig{Box: box})
+	r.client = client.NewClient(client.ClientConfig{Box: box})
 	return r, nil
 }
 
@@ -280,16 +281,16 @@ func (r *Reins) Run(ctx context.Context, def *workflow.Definition, input any) (p
 		}
 		return protocol.Result{RunID: id}, err
 	}
-	return runner.NewResult(def, rec), nil
+	return client.NewResult(def, rec), nil
 }
 
-// Get returns the record of run id (runner.ErrNotFound when there is none).
-func (r *Reins) Get(ctx context.Context, id string) (*runner.Record, error) {
+// Get returns the record of run id (client.ErrNotFound when there is none).
+func (r *Reins) Get(ctx context.Context, id string) (*client.Record, error) {
 	return r.client.Get(ctx, id)
 }
 
 // List returns the records of the runs with status ("": all), oldest first.
-func (r *Reins) List(ctx context.Context, status protocol.RunStatus) ([]*runner.Record, error) {
+func (r *Reins) List(ctx context.Context, status protocol.RunStatus) ([]*client.Record, error) {
 	return r.client.List(ctx, status)
 }
 

@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/agent"
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
@@ -26,7 +26,7 @@ import (
 // stack is an embedded NATS server with the engine and a worker in this process.
 type stack struct {
 	box    *natsbox.Box
-	client *runner.Client
+	client *client.Client
 }
 
 // newStack starts an embedded server in a temporary directory, the engine, and a worker serving
@@ -38,12 +38,12 @@ func newStack(t *testing.T, handlers map[string]worker.Handler) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Stop)
-	return &stack{box: h.Box(), client: runner.NewClient(runner.ClientConfig{Box: h.Box()})}
+	return &stack{box: h.Box(), client: client.NewClient(client.ClientConfig{Box: h.Box()})}
 }
 
 // durableRun is a composition run as a durable agent_loop step.
 type durableRun struct {
-	rec    *runner.Record
+	rec    *client.Record
 	step   protocol.StepResult
 	res    agent.Result // decoded from the run's output (completed runs)
 	events []agent.Event

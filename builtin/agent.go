@@ -122,7 +122,7 @@ func (h *Handlers) resume(j *job, fx *effects) (*loop.Run, stateBase, error) {
 	base := baseOf(raw, st)
 	if st != nil {
 		if id := agentRunID(j.task); st.RunID != id {
-			// A state another run checkpointed: a fork (runner.Fork copies checkpoints). The
+			// A state another run checkpointed: a fork (client.Fork copies checkpoints). The
 			// loop becomes this run's: its idempotency keys, and its own wall clock from now,
 			// the engine keeping the step's max_duration from where the fork took it.
 			shift := h.clock.Now().Sub(st.StartedAt)

@@ -369,7 +369,7 @@ tools = ["read_order", "read_delivery_status"]
 `
 }
 
-// A fork (runner.Fork) hands the forked run the original's checkpoint: the loop becomes the
+// A fork (client.Fork) hands the forked run the original's checkpoint: the loop becomes the
 // new run's, with its own wall clock from the fork, so that an old run's fork does not stop
 // with timeout at once, and its side effects are not the original's (other idempotency keys).
 func TestAgentForkedState(t *testing.T) {

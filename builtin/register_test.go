@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
@@ -28,9 +29,9 @@ func TestRegisterRunsExamples(t *testing.T) {
 	tests := []struct {
 		dir, input string
 		// check checks run id, which the test started, through the client.
-		check func(t *testing.T, ctx context.Context, c *runner.Client, id string)
+		check func(t *testing.T, ctx context.Context, c *client.Client, id string)
 	}{
-		{dir: "refund", input: `{"order_id": "O-104"}`, check: func(t *testing.T, ctx context.Context, c *runner.Client, id string) {
+		{dir: "refund", input: `{"order_id": "O-104"}`, check: func(t *testing.T, ctx context.Context, c *client.Client, id string) {
 			run := waitCompleted(t, ctx, c, id)
 			var out builtin.AgentOutput
 			if err := json.Unmarshal(run.Output, &out); err != nil || out.StopReason != "completed" || out.Answer == nil ||
@@ -45,7 +46,7 @@ func TestRegisterRunsExamples(t *testing.T) {
 				t.Errorf("investigate: iteration %d, stop reason %q, usage %+v, cost %v, want 4, completed, %+v, 0.0032", s.Iteration, s.StopReason, s.Usage, cost, want)
 			}
 		}},
-		{dir: "research", input: `{"question": "automated refunds"}`, check: func(t *testing.T, ctx context.Context, c *runner.Client, id string) {
+		{dir: "research", input: `{"question": "automated refunds"}`, check: func(t *testing.T, ctx context.Context, c *client.Client, id string) {
 			run := waitCompleted(t, ctx, c, id)
 			if want := `"Brief: demand is real, rivals lack hard budgets, and large refunds need an approval step."`; string(run.Output) != want {
 				t.Fatalf("output %s, want the editor's brief %s", run.Output, want)
@@ -60,8 +61,8 @@ func TestRegisterRunsExamples(t *testing.T) {
 				}
 			}
 		}},
-		{dir: "evaluator", input: `{"product": "Reins 1.0"}`, check: func(t *testing.T, ctx context.Context, c *runner.Client, id string) {
-			var rec *runner.Record
+		{dir: "evaluator", input: `{"product": "Reins 1.0"}`, check: func(t *testing.T, ctx context.Context, c *client.Client, id string) {
+			var rec *client.Record
 			for r, err := range c.Watch(ctx, id) {
 				if err != nil {
 					t.Fatal(err)
@@ -113,7 +114,7 @@ func TestRegisterRunsExamples(t *testing.T) {
 }
 
 // waitCompleted waits for run id to end and fails unless it completed.
-func waitCompleted(t *testing.T, ctx context.Context, c *runner.Client, id string) *engine.Run {
+func waitCompleted(t *testing.T, ctx context.Context, c *client.Client, id string) *engine.Run {
 	t.Helper()
 	rec, err := c.Wait(ctx, id)
 	if err != nil {
@@ -127,7 +128,7 @@ func waitCompleted(t *testing.T, ctx context.Context, c *runner.Client, id strin
 
 // startHost runs an engine and a worker with the built-in handlers on an embedded NATS server
 // for the test, and returns a client.
-func startHost(t *testing.T) *runner.Client {
+func startHost(t *testing.T) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: t.TempDir()})
@@ -166,5 +167,5 @@ func startHost(t *testing.T) *runner.Client {
 			t.Fatal("not ready in 30s")
 		}
 	}
-	return runner.NewClient(runner.ClientConfig{Box: box})
+	return client.NewClient(client.ClientConfig{Box: box})
 }

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/runner"
 )
 
 // cluster is one NATS server process with the engine and worker processes around it.
@@ -32,14 +32,14 @@ func newCluster(t *testing.T) *cluster {
 }
 
 // client connects the test itself to the server, for waiting on runs.
-func (c *cluster) client(ctx context.Context) *runner.Client {
+func (c *cluster) client(ctx context.Context) *client.Client {
 	c.t.Helper()
 	box, err := natsbox.Open(ctx, natsbox.Options{URL: c.url, Name: "e2e-test"})
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() { box.Close() })
-	return runner.NewClient(runner.ClientConfig{Box: box})
+	return client.NewClient(client.ClientConfig{Box: box})
 }
 
 // startRun starts the count workflow to until and returns the run id.
@@ -51,7 +51,7 @@ func (c *cluster) startRun(id string, until int) string {
 
 // checkRun waits for the run and checks that it completed with until iterations, each
 // dispatched once (attempts) and answered once (the workers' done lines).
-func checkRun(t *testing.T, ctx context.Context, c *runner.Client, id string, until int, workers ...*proc) {
+func checkRun(t *testing.T, ctx context.Context, c *client.Client, id string, until int, workers ...*proc) {
 	t.Helper()
 	rec, err := c.Wait(ctx, id)
 	if err != nil {

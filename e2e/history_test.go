@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/runner"
 )
 
 // reinsExit runs the reins binary and returns its exit status, stdout and stderr.
@@ -78,7 +78,7 @@ func TestReplayForkPrune(t *testing.T) {
 	}
 
 	gate := reins(t, "run", "testdata/gate.toml", "--nats", c.url, "--detach", "--run-id", "gate-1")
-	awaitRecord(t, ctx, cl, gate, "it waits", func(rec *runner.Record) bool { return rec.Run.Status == protocol.RunWaiting })
+	awaitRecord(t, ctx, cl, gate, "it waits", func(rec *client.Record) bool { return rec.Run.Status == protocol.RunWaiting })
 	out = reins(t, "runs", "prune", "--older-than", "0s", "--nats", c.url, "--json")
 	var pruned struct {
 		Runs int `json:"runs"`

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/runner"
 )
 
 // serveAll starts the engine and the built-in workers (reins serve) against url.
@@ -23,7 +23,7 @@ func serveAll(t *testing.T, url string) *proc {
 }
 
 // awaitRecord watches run id until ok holds for a saved record and returns it.
-func awaitRecord(t *testing.T, ctx context.Context, c *runner.Client, id string, what string, ok func(*runner.Record) bool) *runner.Record {
+func awaitRecord(t *testing.T, ctx context.Context, c *client.Client, id string, what string, ok func(*client.Record) bool) *client.Record {
 	t.Helper()
 	for rec, err := range c.Watch(ctx, id) {
 		if err != nil {
@@ -60,7 +60,7 @@ func TestWaitsSurviveEngineKill(t *testing.T) {
 		watchTaskWait(t, ctx, cl, retried, "attempt 2 waits for its backoff", func(sr *engine.StepRun) bool { return sr.Attempt == 2 }),
 	}
 	waits := []string{"nap", "short_nap", "ask", "hold"}
-	rec := awaitRecord(t, ctx, cl, id, "every wait started", func(rec *runner.Record) bool {
+	rec := awaitRecord(t, ctx, cl, id, "every wait started", func(rec *client.Record) bool {
 		for _, k := range waits {
 			if sr := rec.Run.Steps[k]; sr == nil || sr.Until.IsZero() {
 				return false
@@ -81,7 +81,7 @@ func TestWaitsSurviveEngineKill(t *testing.T) {
 	serve(t, c.url)
 
 	ended := map[string]time.Time{}
-	final := awaitRecord(t, ctx, cl, id, "it ended", func(rec *runner.Record) bool {
+	final := awaitRecord(t, ctx, cl, id, "it ended", func(rec *client.Record) bool {
 		for _, k := range waits {
 			if st := rec.Run.Steps[k].Status; ended[k].IsZero() && (st == protocol.StepCompleted || st == protocol.StepFailed) {
 				ended[k] = time.Now()
@@ -131,15 +131,15 @@ type taskWait struct {
 }
 
 type taskEnding struct {
-	rec *runner.Record
+	rec *client.Record
 	at  time.Time
 }
 
 // watchTaskWait waits until the step "loop" of run id is ready (its task dispatched with a
 // NotBefore), then keeps watching the run in the background to see when it ends.
-func watchTaskWait(t *testing.T, ctx context.Context, cl *runner.Client, id, what string, ready func(*engine.StepRun) bool) *taskWait {
+func watchTaskWait(t *testing.T, ctx context.Context, cl *client.Client, id, what string, ready func(*engine.StepRun) bool) *taskWait {
 	t.Helper()
-	rec := awaitRecord(t, ctx, cl, id, what, func(rec *runner.Record) bool { return ready(rec.Run.Steps["loop"]) })
+	rec := awaitRecord(t, ctx, cl, id, what, func(rec *client.Record) bool { return ready(rec.Run.Steps["loop"]) })
 	w := &taskWait{id: id, due: rec.Run.Steps["loop"].NotBefore, ended: make(chan taskEnding, 1)}
 	if w.due.IsZero() {
 		t.Fatalf("run %s: %s, but the step has no NotBefore", id, what)
@@ -166,7 +166,7 @@ func TestApprovalAcrossEngineRestarts(t *testing.T) {
 	defer cancel()
 	cl := c.client(ctx)
 	id := reins(t, "run", "testdata/human.toml", "--nats", c.url, "--detach", "--run-id", "human-1", "--input", `{"order_id":"O-104"}`)
-	rec := awaitRecord(t, ctx, cl, id, "the agent waits", func(rec *runner.Record) bool {
+	rec := awaitRecord(t, ctx, cl, id, "the agent waits", func(rec *client.Record) bool {
 		return rec.Run.Status == protocol.RunWaiting && rec.Run.Steps["investigate"].Status == protocol.StepWaiting
 	})
 	pending := rec.Run.Steps["investigate"].Pending
@@ -180,7 +180,7 @@ func TestApprovalAcrossEngineRestarts(t *testing.T) {
 	srv.kill()
 	srv = serveAll(t, c.url)
 	reins(t, "approve", id, pending[0].CallID, "--nats", c.url)
-	rec = awaitRecord(t, ctx, cl, id, "the approval step waits", func(rec *runner.Record) bool {
+	rec = awaitRecord(t, ctx, cl, id, "the approval step waits", func(rec *client.Record) bool {
 		return rec.Run.Steps["ask"] != nil && rec.Run.Steps["ask"].Status == protocol.StepWaiting
 	})
 	inv := rec.Run.Steps["investigate"]
@@ -223,12 +223,12 @@ func TestDenyCallThroughCLI(t *testing.T) {
 	defer cancel()
 	cl := c.client(ctx)
 	id := reins(t, "run", "testdata/human.toml", "--nats", c.url, "--detach", "--run-id", "human-2", "--input", `{"order_id":"O-104"}`)
-	rec := awaitRecord(t, ctx, cl, id, "the agent waits", func(rec *runner.Record) bool {
+	rec := awaitRecord(t, ctx, cl, id, "the agent waits", func(rec *client.Record) bool {
 		return rec.Run.Steps["investigate"].Status == protocol.StepWaiting
 	})
 	call := rec.Run.Steps["investigate"].Pending[0].CallID
 	reins(t, "deny", id, call, "--nats", c.url, "--message", "amount needs a second look")
-	awaitRecord(t, ctx, cl, id, "the approval step waits", func(rec *runner.Record) bool {
+	awaitRecord(t, ctx, cl, id, "the approval step waits", func(rec *client.Record) bool {
 		return rec.Run.Steps["ask"] != nil && rec.Run.Steps["ask"].Status == protocol.StepWaiting
 	})
 	results := toolResults(t, ctx, c, id, "investigate")
@@ -302,7 +302,7 @@ func TestResumeAndSignalAcrossEngineRestart(t *testing.T) {
 	defer cancel()
 	cl := c.client(ctx)
 	id := reins(t, "run", "testdata/escalate.toml", "--nats", c.url, "--detach", "--run-id", "escalate-1", "--input", `{"order_id":"O-9"}`)
-	rec := awaitRecord(t, ctx, cl, id, "the agent pauses", func(rec *runner.Record) bool {
+	rec := awaitRecord(t, ctx, cl, id, "the agent pauses", func(rec *client.Record) bool {
 		return rec.Run.Steps["investigate"].Status == protocol.StepWaiting
 	})
 	if sr := rec.Run.Steps["investigate"]; sr.Wait != protocol.WaitInput || sr.StopReason != "needs_human" {
@@ -311,7 +311,7 @@ func TestResumeAndSignalAcrossEngineRestart(t *testing.T) {
 	srv.kill()
 	serveAll(t, c.url)
 	reins(t, "resume", id, "--input", `"The customer confirmed the invoice by phone."`, "--nats", c.url)
-	rec = awaitRecord(t, ctx, cl, id, "the wait_event step waits", func(rec *runner.Record) bool {
+	rec = awaitRecord(t, ctx, cl, id, "the wait_event step waits", func(rec *client.Record) bool {
 		return rec.Run.Steps["restock"] != nil && rec.Run.Steps["restock"].Status == protocol.StepWaiting
 	})
 	inv := rec.Run.Steps["investigate"]

@@ -18,10 +18,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -154,7 +154,7 @@ func (s *server) cli(token string, args ...string) (int, string) {
 }
 
 // client connects the test as the principal of token.
-func (s *server) client(ctx context.Context, token string) (*natsbox.Box, *runner.Client) {
+func (s *server) client(ctx context.Context, token string) (*natsbox.Box, *client.Client) {
 	s.t.Helper()
 	box, err := natsbox.Open(ctx, natsbox.Options{URL: s.url, Token: token})
 	if err != nil {
@@ -165,7 +165,7 @@ func (s *server) client(ctx context.Context, token string) (*natsbox.Box, *runne
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	return box, runner.NewClient(runner.ClientConfig{Box: box, Principal: name})
+	return box, client.NewClient(client.ClientConfig{Box: box, Principal: name})
 }
 
 // workflowFile copies a workflow of testdata/security into a directory of its own, with
@@ -256,7 +256,7 @@ func TestSharedServer(t *testing.T) {
 			t.Fatalf("start: exit %d: %s", code, id)
 		}
 		_, alice := s.client(ctx, aliceToken)
-		awaitRecord(t, ctx, alice, id, "the review waits", func(r *runner.Record) bool { return r.Run.Status == protocol.RunWaiting })
+		awaitRecord(t, ctx, alice, id, "the review waits", func(r *client.Record) bool { return r.Run.Status == protocol.RunWaiting })
 		code, out := s.cli(bobToken, "approve", id, "review")
 		if code != 1 || !strings.Contains(out, "principal bob is not one of the approvers of step review (alice)") {
 			t.Fatalf("bob approves: exit %d:\n%s\nwant 1 naming bob", code, out)
@@ -264,7 +264,7 @@ func TestSharedServer(t *testing.T) {
 		// Bob's client refuses at once; past every client check, a decision published by hand
 		// on bob's subject (saying it is alice's) is refused by the engine, which records it.
 		bobBox, bob := s.client(ctx, bobToken)
-		if _, err := bob.Decide(ctx, id, "review", true, "", ""); !errors.Is(err, runner.ErrForbidden) {
+		if _, err := bob.Decide(ctx, id, "review", true, "", ""); !errors.Is(err, client.ErrForbidden) {
 			t.Fatalf("bob's client: %v, want ErrForbidden", err)
 		}
 		forged := &protocol.Event{RunID: id, Nonce: "bob-by-hand", Type: protocol.EvDecision, Step: "review", Item: -1, Approve: true, By: "alice", ID: "bob-by-hand"}
@@ -279,7 +279,7 @@ func TestSharedServer(t *testing.T) {
 		if _, err := bobBox.JetStream().Publish(ctx, subj, data); err != nil {
 			t.Fatal(err)
 		}
-		awaitRecord(t, ctx, alice, id, "bob's decision is refused", func(r *runner.Record) bool {
+		awaitRecord(t, ctx, alice, id, "bob's decision is refused", func(r *client.Record) bool {
 			return len(r.Run.Acts) > 0 && r.Run.Acts[0].ID == "bob-by-hand" && r.Run.Acts[0].Refused != ""
 		})
 		code, out = s.cli(samToken, "approve", id, "review")
@@ -387,7 +387,7 @@ func TestSharedServer(t *testing.T) {
 
 // startBundle publishes the workflow file's bundle and a start event as the client's
 // principal, past every check of the CLI.
-func startBundle(t *testing.T, ctx context.Context, c *runner.Client, file string) string {
+func startBundle(t *testing.T, ctx context.Context, c *client.Client, file string) string {
 	t.Helper()
 	bs, err := bundlesOf(file)
 	if err != nil {

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
@@ -71,7 +71,7 @@ func TestHostRunsAWorkflow(t *testing.T) {
 	if !registered {
 		t.Error("Register was not called")
 	}
-	c := runner.NewClient(runner.ClientConfig{Box: box})
+	c := client.NewClient(client.ClientConfig{Box: box})
 	id, err := c.Start(ctx, oneTask(t, "double"), json.RawMessage(`21`), "")
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func TestStartEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := runner.NewClient(runner.ClientConfig{Box: h.Box()})
+	c := client.NewClient(client.ClientConfig{Box: h.Box()})
 	id, err := c.Start(ctx, oneTask(t, "hello"), nil, "")
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +137,7 @@ func TestStartEmbedded(t *testing.T) {
 		t.Error("the connection is open after Stop")
 	}
 	again := openBoxAt(t, dir)
-	rec, err := runner.NewClient(runner.ClientConfig{Box: again}).Get(ctx, id)
+	rec, err := client.NewClient(client.ClientConfig{Box: again}).Get(ctx, id)
 	if err != nil || string(rec.Run.Output) != `"hello"` {
 		t.Fatalf("the run on the next server: %v, %v", rec, err)
 	}

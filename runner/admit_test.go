@@ -7,14 +7,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/outbox"
+	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
 // restart replaces the env's engine by one configured by prepare.
 func (v *env) restart(prepare func(*Engine)) {
-	v.t.Helper()
+	v.T.Helper()
 	v.stop()
 	v.eng, v.stop = v.startEngine(prepare)
 }
@@ -36,9 +39,9 @@ func TestAdmitRefuses(t *testing.T) {
 			return nil
 		}
 	})
-	bs := loadBundles(t, "parent.toml")
-	id := v.start(bs, `"refuse"`, "")
-	rec := v.wait(id)
+	bs := runtest.LoadBundles(t, "testdata/parent.toml")
+	id := v.Start(bs, `"refuse"`, "")
+	rec := v.Wait(id)
 	if rec.Run.Status != protocol.RunFailed || rec.Run.Error == nil || rec.Run.Error.Code != "E_OPERATOR_ONLY" || rec.Run.StartedBy != "admin" {
 		t.Fatalf("run %s %+v by %q; want failed E_OPERATOR_ONLY, started by admin", rec.Run.Status, rec.Run.Error, rec.Run.StartedBy)
 	}
@@ -52,14 +55,14 @@ func TestAdmitRefuses(t *testing.T) {
 
 // streamMsgs counts the messages of a stream.
 func (v *env) streamMsgs(name string) uint64 {
-	v.t.Helper()
-	s, err := v.box.JetStream().Stream(v.ctx, name)
+	v.T.Helper()
+	s, err := v.Box.JetStream().Stream(v.Ctx, name)
 	if err != nil {
-		v.t.Fatal(err)
+		v.T.Fatal(err)
 	}
-	info, err := s.Info(v.ctx)
+	info, err := s.Info(v.Ctx)
 	if err != nil {
-		v.t.Fatal(err)
+		v.T.Fatal(err)
 	}
 	return info.State.Msgs
 }
@@ -71,10 +74,10 @@ func TestOutputBound(t *testing.T) {
 	v.restart(func(e *Engine) { e.maxOutput = 16 })
 	wf := workflow.New("big")
 	wf.Task("make", "big.make")
-	_, bs := bundles(t, wf)
-	w := v.worker("big.make")
-	w.serve(func(tk *protocol.Task) *protocol.Event { return completed(tk, `"`+strings.Repeat("x", 32)+`"`) })
-	rec := v.wait(v.start(bs, "", ""))
+	_, bs := runtest.Bundles(t, wf)
+	w := v.Worker("big.make")
+	w.Serve(func(tk *protocol.Task) *protocol.Event { return runtest.Completed(tk, `"`+strings.Repeat("x", 32)+`"`) })
+	rec := v.Wait(v.Start(bs, "", ""))
 	sr := rec.Run.Steps["make"]
 	if rec.Run.Status != protocol.RunFailed || sr.StopReason != StopOutputTooLarge || sr.Output != nil || !strings.Contains(sr.Error, "34 bytes, more than the server's max_output_bytes of 16") {
 		t.Fatalf("run %s, make: stop %q output %s error %q", rec.Run.Status, sr.StopReason, sr.Output, sr.Error)
@@ -89,22 +92,22 @@ func TestForgedSubjects(t *testing.T) {
 	id := v.waitingGate()
 
 	forged := &protocol.Event{RunID: id, Nonce: "n1", Type: protocol.EvDecision, Step: "ask", Item: -1, Approve: true, By: "alice", ID: "n1"}
-	v.publish(forged, "forged-1") // on reins.event.RUN: a worker's subject
-	if ev := obs.await(t, v.ctx, drop, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n1" }); ev == nil {
+	v.Publish(forged, "forged-1") // on reins.event.RUN: a worker's subject
+	if ev := obs.await(t, v.Ctx, drop, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n1" }); ev == nil {
 		t.Fatal("the forged decision was not dropped")
 	}
 	wrongKind := *forged
 	wrongKind.Nonce, wrongKind.ID = "n2", "n2"
 	subj, _ := natsbox.PrincipalSubject(id, natsbox.SubmitKind, "sam")
 	publishOn(t, v, subj, &wrongKind, "forged-2")
-	obs.await(t, v.ctx, drop, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n2" })
+	obs.await(t, v.Ctx, drop, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n2" })
 
 	// The real one says "alice" in its message, but comes on bob's subject: it is bob's.
 	real := *forged
 	real.Nonce, real.ID = "n3", "n3"
 	subj, _ = natsbox.PrincipalSubject(id, natsbox.HumanKind, "bob")
 	publishOn(t, v, subj, &real, "real-1")
-	rec := v.wait(id)
+	rec := v.Wait(id)
 	if d := rec.Run.Steps["ask"].Decisions[""]; d.By != "bob" || !d.Approve {
 		t.Fatalf("decision %+v; want bob's", d)
 	}
@@ -121,16 +124,16 @@ func TestOnBehalfOnlyAdmin(t *testing.T) {
 	ev := &protocol.Event{RunID: id, Nonce: "n1", Type: protocol.EvDecision, Step: "ask", Item: -1, Approve: true, OnBehalfOf: "alice", ID: "n1"}
 	subj, _ := natsbox.PrincipalSubject(id, natsbox.HumanKind, "bob")
 	publishOn(t, v, subj, ev, "bob-for-alice")
-	obs.await(t, v.ctx, drop, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n1" })
+	obs.await(t, v.Ctx, drop, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n1" })
 
-	notAdmin := NewClient(ClientConfig{Box: v.box, Principal: "bob", May: func(s string) bool { return strings.Contains(s, ".human.bob") }})
-	if _, err := notAdmin.Decide(v.ctx, id, "ask", true, "", "alice"); !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "only an admin") {
+	notAdmin := client.NewClient(client.ClientConfig{Box: v.Box, Principal: "bob", May: func(s string) bool { return strings.Contains(s, ".human.bob") }})
+	if _, err := notAdmin.Decide(v.Ctx, id, "ask", true, "", "alice"); !errors.Is(err, client.ErrForbidden) || !strings.Contains(err.Error(), "only an admin") {
 		t.Fatalf("bob on behalf of alice: %v", err)
 	}
-	if _, err := v.client.Decide(v.ctx, id, "ask", true, "", "alice"); err != nil {
+	if _, err := v.Client.Decide(v.Ctx, id, "ask", true, "", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	rec := v.wait(id)
+	rec := v.Wait(id)
 	if d := rec.Run.Steps["ask"].Decisions[""]; d.By != "admin" || d.OnBehalfOf != "alice" {
 		t.Fatalf("decision %+v; want admin on behalf of alice", d)
 	}
@@ -140,16 +143,16 @@ func TestOnBehalfOnlyAdmin(t *testing.T) {
 // sentence naming the principal and the role it lacks, without sending anything.
 func TestClientForbidden(t *testing.T) {
 	v := newEnv(t)
-	viewer := NewClient(ClientConfig{Box: v.box, Principal: "val", May: func(string) bool { return false }})
+	viewer := client.NewClient(client.ClientConfig{Box: v.Box, Principal: "val", May: func(string) bool { return false }})
 	wf := workflow.New("gate")
 	wf.Approval("ask", "Ship?")
-	_, bs := bundles(t, wf)
-	if _, err := viewer.Start(v.ctx, bs, nil, ""); !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "principal val may not start runs: it needs the submitter role") {
+	_, bs := runtest.Bundles(t, wf)
+	if _, err := viewer.Start(v.Ctx, bs, nil, ""); !errors.Is(err, client.ErrForbidden) || !strings.Contains(err.Error(), "principal val may not start runs: it needs the submitter role") {
 		t.Fatalf("a viewer starts a run: %v", err)
 	}
-	id := v.start(bs, "", "")
-	v.waitFor(id, func(r *Record) bool { return r.Run.Status == protocol.RunWaiting })
-	if _, err := viewer.Decide(v.ctx, id, "ask", true, "", ""); !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "needs the approver role") {
+	id := v.Start(bs, "", "")
+	v.WaitFor(id, func(r *client.Record) bool { return r.Run.Status == protocol.RunWaiting })
+	if _, err := viewer.Decide(v.Ctx, id, "ask", true, "", ""); !errors.Is(err, client.ErrForbidden) || !strings.Contains(err.Error(), "needs the approver role") {
 		t.Fatalf("a viewer decides: %v", err)
 	}
 }
@@ -157,25 +160,25 @@ func TestClientForbidden(t *testing.T) {
 // waitingGate starts a run of a workflow with one approval step, ask, and returns its id once
 // the step waits.
 func (v *env) waitingGate() string {
-	v.t.Helper()
+	v.T.Helper()
 	wf := workflow.New("gate")
 	wf.Approval("ask", "Ship?")
-	_, bs := bundles(v.t, wf)
-	id := v.start(bs, "", "")
-	v.waitFor(id, func(r *Record) bool { return r.Run.Status == protocol.RunWaiting })
+	_, bs := runtest.Bundles(v.T, wf)
+	id := v.Start(bs, "", "")
+	v.WaitFor(id, func(r *client.Record) bool { return r.Run.Status == protocol.RunWaiting })
 	return id
 }
 
 // publishOn publishes ev on subject with message id msgID.
 func publishOn(t *testing.T, v *env, subject string, ev *protocol.Event, msgID string) {
 	t.Helper()
-	m, err := eventMsg(ev, "")
+	m, err := outbox.EventMsg(ev, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Subject = subject
 	m.Header.Set("Nats-Msg-Id", msgID)
-	if _, err := v.box.JetStream().PublishMsg(v.ctx, m); err != nil {
+	if _, err := v.Box.JetStream().PublishMsg(v.Ctx, m); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -3,6 +3,7 @@ package runner
 import (
 	"testing"
 
+	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -13,14 +14,14 @@ import (
 // engine's throughput over many runs.
 func BenchmarkAgentLoopIteration(b *testing.B) {
 	v := newEnv(b)
-	v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
-		return continued(task, `{"notes":"looked at one more file"}`)
+	v.Worker("think").Serve(func(task *protocol.Task) *protocol.Event {
+		return runtest.Continued(task, `{"notes":"looked at one more file"}`)
 	})
-	bs := loopWorkflow(b, b.N)
+	bs := runtest.LoopWorkflow(b, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
-	id := v.start(bs, `{"pr":42}`, "")
-	rec := v.wait(id)
+	id := v.Start(bs, `{"pr":42}`, "")
+	rec := v.Wait(id)
 	b.StopTimer()
 	if got := rec.Run.Steps["think"].Iteration; rec.Run.Status != protocol.RunCompleted || got != b.N {
 		b.Fatalf("run %s after %d iterations, want completed after %d", rec.Run.Status, got, b.N)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/reins-run/reins/internal/fault"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -35,15 +36,15 @@ func TestKillBeforeSave(t *testing.T) {
 	dir := t.TempDir()
 	crash(t, "TestKillBeforeSave", dir)
 	v := newEnvAt(t, dir)
-	w := v.worker("think")
+	w := v.Worker("think")
 	for want := 2; want <= 3; want++ {
-		task := w.next()
+		task := w.Next()
 		if task.Iteration != want || task.Attempt != 1 {
 			t.Fatalf("task of iteration %d attempt %d, want iteration %d", task.Iteration, task.Attempt, want)
 		}
-		v.publish(continued(task, `"next"`), "")
+		v.Publish(runtest.Continued(task, `"next"`), "")
 	}
-	rec := v.wait("crash-1")
+	rec := v.Wait("crash-1")
 	t.Logf("decided %d, acked %d, held %d, reloads %d", v.eng.stats.decided.Load(), v.eng.stats.acked.Load(), v.eng.stats.held.Load(), v.eng.stats.reloads.Load())
 	if sr := rec.Run.Steps["think"]; rec.Run.Status != protocol.RunCompleted || sr.Iteration != 3 || sr.Attempts != 3 {
 		t.Fatalf("run %s at iteration %d after %d tasks, want completed at 3 after 3", rec.Run.Status, sr.Iteration, sr.Attempts)
@@ -56,7 +57,7 @@ func TestKillBeforeSave(t *testing.T) {
 	// AckWait, and finds it removed. Before the task stream kept a message (natsbox.KeeperSubject),
 	// task 1 was below the stream's first sequence, and the server dropped that entry when it
 	// restored the consumer.
-	info, err := w.cons.Info(v.ctx)
+	info, err := w.Consumer().Info(v.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +73,11 @@ func tasksLeft(t *testing.T, v *env, handler string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := v.box.JetStream().Stream(v.ctx, natsbox.TasksStream)
+	s, err := v.Box.JetStream().Stream(v.Ctx, natsbox.TasksStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Info(v.ctx, jetstream.WithSubjectFilter(subj))
+	info, err := s.Info(v.Ctx, jetstream.WithSubjectFilter(subj))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,10 +101,10 @@ func crash(t *testing.T, test, dir string) {
 // iteration 1 and waits for the fault to end the process.
 func crashingEngine(t *testing.T, dir string) {
 	v := crashingEnv(t, dir)
-	w := v.worker("think")
-	v.start(loopWorkflow(t, 3), `0`, "crash-1") // save 1
-	task := w.next()
-	v.publish(continued(task, `"from 1"`), "") // decided: task 2 published, then killed before save 2 (the save window passed)
+	w := v.Worker("think")
+	v.Start(runtest.LoopWorkflow(t, 3), `0`, "crash-1") // save 1
+	task := w.Next()
+	v.Publish(runtest.Continued(task, `"from 1"`), "") // decided: task 2 published, then killed before save 2 (the save window passed)
 	awaitFault(t, v)
 }
 
@@ -115,7 +116,7 @@ func crashingEnv(t *testing.T, dir string) *env {
 }
 
 func awaitFault(t *testing.T, v *env) {
-	ctx, cancel := context.WithTimeout(v.ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(v.Ctx, 20*time.Second)
 	defer cancel()
 	<-ctx.Done()
 	t.Fatal("the fault did not kill the engine process")
@@ -129,10 +130,10 @@ func TestKillWithSavesWaiting(t *testing.T) {
 	if dir := os.Getenv(childDirEnv); dir != "" {
 		v := crashingEnv(t, dir)
 		withSaveWindow(v, time.Hour)
-		w := v.worker("think")
-		v.start(loopWorkflow(t, 4), `0`, "crash-2") // save 1
+		w := v.Worker("think")
+		v.Start(runtest.LoopWorkflow(t, 4), `0`, "crash-2") // save 1
 		for range 4 {
-			v.publish(continued(w.next(), `"more"`), "") // 3 decisions wait; the 4th ends the run: save 2
+			v.Publish(runtest.Continued(w.Next(), `"more"`), "") // 3 decisions wait; the 4th ends the run: save 2
 		}
 		awaitFault(t, v)
 		return
@@ -140,7 +141,7 @@ func TestKillWithSavesWaiting(t *testing.T) {
 	dir := t.TempDir()
 	crash(t, "TestKillWithSavesWaiting", dir)
 	v := newEnvAt(t, dir)
-	rec := v.wait("crash-2")
+	rec := v.Wait("crash-2")
 	if sr := rec.Run.Steps["think"]; rec.Run.Status != protocol.RunCompleted || sr.Iteration != 4 || sr.Attempts != 4 {
 		t.Fatalf("run %s at iteration %d after %d tasks, want completed at 4 after 4", rec.Run.Status, sr.Iteration, sr.Attempts)
 	}
@@ -159,7 +160,7 @@ func TestConsumerDeleted(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			v := newEnv(t)
 			v.stop()
-			eng, err := New(Config{Box: v.box, AckWait: testAckWait, Logger: testLogger(t)})
+			eng, err := New(Config{Box: v.Box, AckWait: runtest.AckWait, Logger: runtest.Logger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,15 +171,15 @@ func TestConsumerDeleted(t *testing.T) {
 			case err := <-done:
 				t.Fatalf("Run: %v", err)
 			}
-			js := v.box.JetStream()
+			js := v.Box.JetStream()
 			if pulling {
 				waitPulling(t, v)
 			}
-			if err := js.DeleteConsumer(v.ctx, natsbox.EventsStream, ConsumerName); err != nil {
+			if err := js.DeleteConsumer(v.Ctx, natsbox.EventsStream, ConsumerName); err != nil {
 				t.Fatal(err)
 			}
 			// A few pull expiries (1s here) are enough; the failsafe is far beyond.
-			ctx, cancel := context.WithTimeout(v.ctx, 20*time.Second)
+			ctx, cancel := context.WithTimeout(v.Ctx, 20*time.Second)
 			defer cancel()
 			select {
 			case err := <-done:
@@ -195,12 +196,12 @@ func TestConsumerDeleted(t *testing.T) {
 // waitPulling waits until the server holds a pull request of the engine's consumer.
 func waitPulling(t *testing.T, v *env) {
 	t.Helper()
-	c, err := v.box.JetStream().Consumer(v.ctx, natsbox.EventsStream, ConsumerName)
+	c, err := v.Box.JetStream().Consumer(v.Ctx, natsbox.EventsStream, ConsumerName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for {
-		info, err := c.Info(v.ctx)
+		info, err := c.Info(v.Ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +209,7 @@ func waitPulling(t *testing.T, v *env) {
 			return
 		}
 		select {
-		case <-v.ctx.Done():
+		case <-v.Ctx.Done():
 			t.Fatal("the engine's consumer never had a pull request waiting")
 		case <-time.After(10 * time.Millisecond):
 		}

@@ -2,7 +2,8 @@
 // package engine: it feeds engine.Start and engine.Decide the events of REINS_EVENTS, saves the
 // run state they return in the reins_runs bucket with compare-and-set, and carries out their
 // commands (publish tasks, schedule ticks, dead-letter tasks, start and cancel sub-runs, announce
-// the end of runs). Client starts, reads, watches and cancels runs for the CLI and the API.
+// the end of runs). Package client starts, reads, watches and cancels runs; this package does
+// not serve clients.
 //
 // It owns the consumer of the engine, the per-run serialization of events, the cache of run
 // state, the in-memory timers and the records of reins_runs. It must not make decisions: which

@@ -19,6 +19,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/fault"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/outbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -57,10 +58,8 @@ const (
 	// it is dropped.
 	missingDeliveries = 20
 	// maxReloads bounds the decisions of one event on reloaded state (compare-and-set conflicts).
-	maxReloads = 10
-	// publishTimeout bounds the wait for the acknowledgements of one decision's messages.
-	publishTimeout = 10 * time.Second
-	eventPrefix    = "reins.event."
+	maxReloads  = 10
+	eventPrefix = "reins.event."
 	// minPinnedTTL bounds the PinnedTTL below: pull requests expire after at least a second.
 	minPinnedTTL = 2 * time.Second
 )
@@ -130,6 +129,7 @@ type Engine struct {
 	timers     *timers
 	keeper     *natsbox.Keeper
 	maxPayload int
+	out        *outbox.Outbox // set by open, with values and maxPayload
 
 	stats stats
 	// killBeforeSave, when positive, kills the process before its n-th save (REINS_FAULT).
@@ -264,6 +264,7 @@ func (e *Engine) open(ctx context.Context) (jetstream.Consumer, error) {
 	if e.maxPayload == 0 { // set by a test that wants a smaller bound
 		e.maxPayload = int(e.box.MaxPayload())
 	}
+	e.out = &outbox.Outbox{JS: e.js, Values: e.values, MaxPayload: e.maxPayload, Log: e.log}
 	cons, err := e.js.CreateOrUpdateConsumer(ctx, natsbox.EventsStream, e.consumerConfig())
 	if err != nil {
 		return nil, fmt.Errorf("runner: consumer %s on %s: %w", ConsumerName, natsbox.EventsStream, err)
@@ -301,7 +302,7 @@ func (e *Engine) rearm(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("runner: read the runs to arm their timers: %w", err)
 		}
-		rec, err := decodeRecord(ent)
+		rec, err := wire.DecodeRecord(ent)
 		if err != nil {
 			e.log.Warn("runner: a run record cannot be read, so its timers are not armed", "run", ent.Key(), "err", err)
 			continue

@@ -15,6 +15,7 @@ import (
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/outbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -33,7 +34,7 @@ type shard struct {
 // entry is a run as last decided: the record, the revision of its last save, its bundle, and
 // the events decided since that save (pending), acknowledged once a save covers them.
 type entry struct {
-	rec     *Record
+	rec     *wire.Record
 	rev     uint64
 	bundle  *wire.Bundle
 	pending []decided
@@ -112,17 +113,17 @@ func (e *Engine) admitSubject(subject string, ev *protocol.Event) error {
 	if ev.Type == protocol.EvStateTooLarge {
 		return fmt.Errorf("a %s event for run %s came in a message: only the engine makes it", ev.Type, ev.RunID)
 	}
-	kind, principal, ok := sender(subject, ev)
+	kind, principal, ok := wire.Sender(subject, ev)
 	if !ok {
 		return fmt.Errorf("the event of run %s came on subject %s", ev.RunID, subject)
 	}
 	if kind == "" {
-		if personKind(ev.Type) == natsbox.HumanKind {
+		if wire.PersonKind(ev.Type) == natsbox.HumanKind {
 			return fmt.Errorf("a %s event for run %s came on the subject of engines and workers: a person's decisions come on the subject of its principal", ev.Type, ev.RunID)
 		}
 		return nil
 	}
-	if want := personKind(ev.Type); want != kind && !(ev.Type == protocol.EvCancel && kind == natsbox.HumanKind) {
+	if want := wire.PersonKind(ev.Type); want != kind && !(ev.Type == protocol.EvCancel && kind == natsbox.HumanKind) {
 		return fmt.Errorf("a %s event for run %s came on the %s subject of principal %s", ev.Type, ev.RunID, kind, principal)
 	}
 	who := principal
@@ -294,7 +295,7 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m je
 		}
 		return ack, nil
 	}
-	return e.save(ctx, sh, decided{m, ev}, ent, &entry{rec: &Record{Run: next, Parent: ent.rec.Parent}, bundle: ent.bundle}, cmds)
+	return e.save(ctx, sh, decided{m, ev}, ent, &entry{rec: &wire.Record{Run: next, Parent: ent.rec.Parent}, bundle: ent.bundle}, cmds)
 }
 
 // start begins the run of a start event.
@@ -319,7 +320,7 @@ func (e *Engine) start(ctx context.Context, sh *shard, d decided) (outcome, erro
 	if err != nil {
 		return e.startFailed(ctx, ev, err.Error(), err)
 	}
-	return e.save(ctx, sh, d, nil, &entry{rec: &Record{Run: run, Parent: ev.Parent}, bundle: b}, cmds)
+	return e.save(ctx, sh, d, nil, &entry{rec: &wire.Record{Run: run, Parent: ev.Parent}, bundle: b}, cmds)
 }
 
 // workflowsOf returns the definition of b and of every sub-workflow it names, transitively,
@@ -352,9 +353,9 @@ func (e *Engine) workflowsOf(ctx context.Context, b *wire.Bundle) ([]*workflow.D
 // sub-run failed.
 func (e *Engine) startFailed(ctx context.Context, ev *protocol.Event, why string, err error) (outcome, error) {
 	if p := ev.Parent; p != nil {
-		m, merr := eventMsg(couldNotStart(p, ev.At, why), ev.RunID)
+		m, merr := outbox.EventMsg(outbox.CouldNotStart(p, ev.At, why), ev.RunID)
 		if merr == nil {
-			if perr := e.publish(ctx, []*nats.Msg{m}); perr != nil {
+			if perr := e.out.Publish(ctx, []*nats.Msg{m}); perr != nil {
 				return retry, perr
 			}
 		}
@@ -467,7 +468,7 @@ func (e *Engine) encode(ctx context.Context, ent *entry) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", ent.rec.Run.ID, err)
 		}
-		if data, err = encodeRecord(&Record{Run: run, Parent: ent.rec.Parent}); err != nil { // cannot happen on a state decoded from JSON
+		if data, err = wire.EncodeRecord(&wire.Record{Run: run, Parent: ent.rec.Parent}); err != nil { // cannot happen on a state decoded from JSON
 			return nil, permanent(fmt.Errorf("run %s: %w", ent.rec.Run.ID, err))
 		}
 		if e.maxPayload <= 0 || len(data) <= limit {
@@ -483,7 +484,7 @@ func (e *Engine) put(ctx context.Context, id string, data []byte, create bool, r
 	// Bounded: a save whose acknowledgement was lost (the server restarted between the request
 	// and its reply) would otherwise wait forever and stall every run of the shard. After the
 	// timeout the event is decided again, and compare-and-set tells a save that did land.
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	ctx, cancel := context.WithTimeout(ctx, outbox.PublishTimeout)
 	defer cancel()
 	var err error
 	if create {
@@ -516,7 +517,7 @@ func (e *Engine) load(ctx context.Context, sh *shard, runID string) (ent *entry,
 	case err != nil:
 		return nil, true, fmt.Errorf("read run %s: %w", runID, err)
 	}
-	rec, err := decodeRecord(kve)
+	rec, err := wire.DecodeRecord(kve)
 	if err != nil {
 		return nil, true, permanent(err)
 	}
@@ -594,7 +595,7 @@ func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *
 	if err != nil {
 		return drop, permanent(err)
 	}
-	return e.save(ctx, sh, decided{d.m, &ev}, old, &entry{rec: &Record{Run: run, Parent: parent}, bundle: next.bundle}, cmds)
+	return e.save(ctx, sh, decided{d.m, &ev}, old, &entry{rec: &wire.Record{Run: run, Parent: parent}, bundle: next.bundle}, cmds)
 }
 
 // armSchedules arms the timers of the schedule commands of run id.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
@@ -77,7 +78,7 @@ func ExampleClient_Start() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := runner.NewClient(runner.ClientConfig{Box: box})
+	client := client.NewClient(client.ClientConfig{Box: box})
 	id, err := client.Start(ctx, bs, json.RawMessage(`{"name":"Ada"}`), "example-run")
 	if err != nil {
 		log.Fatal(err)

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
@@ -14,7 +17,7 @@ import (
 // listIDs lists the ids of the runs of status.
 func listIDs(t testing.TB, v *env, status protocol.RunStatus) []string {
 	t.Helper()
-	recs, err := v.client.List(v.ctx, status)
+	recs, err := v.Client.List(v.Ctx, status)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,26 +35,26 @@ func TestStatusIndex(t *testing.T) {
 	v := newEnv(t)
 	wf := workflow.New("ask")
 	wf.Approval("ask", "Ship?")
-	_, waiting := bundles(t, wf)
+	_, waiting := runtest.Bundles(t, wf)
 	done := workflow.New("done")
 	done.Terminate("end")
-	_, finished := bundles(t, done)
+	_, finished := runtest.Bundles(t, done)
 
-	w := v.start(waiting, "", "w1")
-	v.waitFor(w, func(r *Record) bool { return r.Run.Status == protocol.RunWaiting })
-	v.wait(v.start(finished, "", "c1"))
+	w := v.Start(waiting, "", "w1")
+	v.WaitFor(w, func(r *client.Record) bool { return r.Run.Status == protocol.RunWaiting })
+	v.Wait(v.Start(finished, "", "c1"))
 	if got := fmt.Sprint(listIDs(t, v, protocol.RunWaiting), listIDs(t, v, protocol.RunCompleted), listIDs(t, v, protocol.RunRunning)); got != "[w1] [c1] []" {
 		t.Fatalf("waiting, completed, running: %s", got)
 	}
 	// A stale key (an engine died between the index write and the save) is skipped.
-	if _, err := v.client.index.Put(v.ctx, statusKey(protocol.RunWaiting, "c1"), []byte{'1'}); err != nil {
+	if _, err := v.KV(natsbox.StatusBucket).Put(v.Ctx, wire.StatusKey(protocol.RunWaiting, "c1"), []byte{'1'}); err != nil {
 		t.Fatal(err)
 	}
 	if got := fmt.Sprint(listIDs(t, v, protocol.RunWaiting)); got != "[w1]" {
 		t.Errorf("waiting with a stale key: %s", got)
 	}
 	// A key no engine wrote (a version without the index) is added when an engine starts.
-	if err := purgeKeys(v.ctx, v.box.JetStream(), natsbox.StatusBucket, statusKey(protocol.RunWaiting, "w1")); err != nil {
+	if err := natsbox.PurgeKeys(v.Ctx, v.Box.JetStream(), natsbox.StatusBucket, wire.StatusKey(protocol.RunWaiting, "w1")); err != nil {
 		t.Fatal(err)
 	}
 	v.stop()
@@ -59,21 +62,21 @@ func TestStatusIndex(t *testing.T) {
 	if got := fmt.Sprint(listIDs(t, v, protocol.RunWaiting)); got != "[w1]" {
 		t.Errorf("waiting after an engine started: %s", got)
 	}
-	if err := v.client.Cancel(v.ctx, w, ""); err != nil {
+	if err := v.Client.Cancel(v.Ctx, w, ""); err != nil {
 		t.Fatal(err)
 	}
-	v.wait(w)
+	v.Wait(w)
 	if got := fmt.Sprint(listIDs(t, v, protocol.RunWaiting), listIDs(t, v, protocol.RunCancelled)); got != "[] [w1]" {
 		t.Errorf("waiting, cancelled after the cancel: %s", got)
 	}
-	if _, err := v.client.Prune(v.ctx, 0, time.Now().Add(time.Hour)); err != nil {
+	if _, err := v.Client.Prune(v.Ctx, 0, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	st, err := v.box.JetStream().Stream(v.ctx, kvStream(natsbox.StatusBucket))
+	st, err := v.Box.JetStream().Stream(v.Ctx, natsbox.KVStream(natsbox.StatusBucket))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, err := st.Info(v.ctx); err != nil || info.State.Msgs != 0 {
+	if info, err := st.Info(v.Ctx); err != nil || info.State.Msgs != 0 {
 		t.Errorf("after the prune the index holds %d keys (%v), want 0", info.State.Msgs, err)
 	}
 }
@@ -83,12 +86,12 @@ func TestStatusIndex(t *testing.T) {
 func BenchmarkListWaiting(b *testing.B) {
 	v := newEnv(b)
 	const finished, waitingRuns = 100_000, 10
-	js := v.box.JetStream()
-	runs, err := js.KeyValue(v.ctx, natsbox.RunsBucket)
+	js := v.Box.JetStream()
+	runs, err := js.KeyValue(v.Ctx, natsbox.RunsBucket)
 	if err != nil {
 		b.Fatal(err)
 	}
-	index, err := js.KeyValue(v.ctx, natsbox.StatusBucket)
+	index, err := js.KeyValue(v.Ctx, natsbox.StatusBucket)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -99,10 +102,10 @@ func BenchmarkListWaiting(b *testing.B) {
 		}
 		id := "r-" + strconv.Itoa(i)
 		rec := fmt.Sprintf(`{"run":{"id":%q,"workflow":"w","hash":"h","status":%q,"input":null,"started_at":"2026-01-01T00:00:00Z","deadline":"2026-01-02T00:00:00Z","executed":1,"steps":{},"edges":[],"path":[]}}`, id, status)
-		if _, err := runs.Put(v.ctx, id, []byte(rec)); err != nil {
+		if _, err := runs.Put(v.Ctx, id, []byte(rec)); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := index.Put(v.ctx, statusKey(status, id), []byte{'1'}); err != nil {
+		if _, err := index.Put(v.Ctx, wire.StatusKey(status, id), []byte{'1'}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -115,7 +118,7 @@ func BenchmarkListWaiting(b *testing.B) {
 	})
 	b.Run("scan", func(b *testing.B) {
 		for b.Loop() {
-			recs, err := v.client.List(v.ctx, "")
+			recs, err := v.Client.List(v.Ctx, "")
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -11,9 +11,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/outbox"
+	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -25,63 +28,50 @@ func TestTaskWorkflow(t *testing.T) {
 	wf.Task("hello", "hello")
 	wf.Task("shout", "shout")
 	wf.Edge("hello", "shout")
-	_, bs := bundles(t, wf)
-	v.worker("hello").serve(func(task *protocol.Task) *protocol.Event {
+	_, bs := runtest.Bundles(t, wf)
+	v.Worker("hello").Serve(func(task *protocol.Task) *protocol.Event {
 		var in struct{ Name string }
 		_ = json.Unmarshal(task.Input, &in)
-		ev := completed(task, strconv.Quote("hello, "+in.Name))
+		ev := runtest.Completed(task, strconv.Quote("hello, "+in.Name))
 		ev.Usage = &protocol.Usage{ModelCalls: 1, InputTokens: 10}
 		return ev
 	})
-	v.worker("shout").serve(func(task *protocol.Task) *protocol.Event {
+	v.Worker("shout").Serve(func(task *protocol.Task) *protocol.Event {
 		var s string
 		_ = json.Unmarshal(task.Input, &s)
-		return completed(task, strconv.Quote(strings.ToUpper(s)))
+		return runtest.Completed(task, strconv.Quote(strings.ToUpper(s)))
 	})
-	id := v.start(bs, `{"name":"Ada"}`, "greet-1")
+	id := v.Start(bs, `{"name":"Ada"}`, "greet-1")
 	want := `{"run_id":"greet-1","status":"completed","output":"HELLO, ADA","error":null,"steps":[` +
 		`{"id":"hello","status":"completed","stop_reason":"","iterations":1,"label":"","attempts":1,"usage":{"model_calls":1,"input_tokens":10}},` +
 		`{"id":"shout","status":"completed","stop_reason":"","iterations":1,"label":"","attempts":1}],"path":["hello","shout"]}`
-	if got := v.resultJSON(id); got != want {
+	if got := v.ResultJSON(id); got != want {
 		t.Fatalf("result:\n got %s\nwant %s", got, want)
 	}
-}
-
-// loopWorkflow is one agent_loop step bounded at max iterations.
-func loopWorkflow(t testing.TB, max int) *wire.Bundles {
-	wf := workflow.New("looping")
-	wf.AgentLoop("think", "think").WithMaxIterations(max)
-	_, bs := bundles(t, wf)
-	return bs
 }
 
 func TestAgentLoop(t *testing.T) {
 	t.Run("completes after N iterations", func(t *testing.T) {
 		v := newEnv(t)
-		v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
-			if task.Iteration == 4 {
-				return completed(task, `{"done":true}`)
-			}
-			return continued(task, fmt.Sprintf(`{"n":%d}`, task.Iteration))
-		})
-		id := v.start(loopWorkflow(t, 10), `{"n":0}`, "")
+		v.ServeThink(4)
+		id := v.Start(runtest.LoopWorkflow(t, 10), `{"n":0}`, "")
 		want := `{"run_id":"` + id + `","status":"completed","output":{"done":true},"error":null,"steps":[` +
 			`{"id":"think","status":"completed","stop_reason":"completed","iterations":4,"label":"completed","attempts":4}],"path":["think"]}`
-		if got := v.resultJSON(id); got != want {
+		if got := v.ResultJSON(id); got != want {
 			t.Fatalf("result:\n got %s\nwant %s", got, want)
 		}
 	})
 	t.Run("stops at max_iterations", func(t *testing.T) {
 		v := newEnv(t)
 		var inputs []string
-		v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
+		v.Worker("think").Serve(func(task *protocol.Task) *protocol.Event {
 			inputs = append(inputs, string(task.Input))
-			return continued(task, fmt.Sprintf(`{"n":%d}`, task.Iteration))
+			return runtest.Continued(task, fmt.Sprintf(`{"n":%d}`, task.Iteration))
 		})
-		id := v.start(loopWorkflow(t, 3), `{"n":0}`, "")
+		id := v.Start(runtest.LoopWorkflow(t, 3), `{"n":0}`, "")
 		want := `{"run_id":"` + id + `","status":"completed","output":{"n":3},"error":null,"steps":[` +
 			`{"id":"think","status":"completed","stop_reason":"max_iterations","iterations":3,"label":"max_iterations","attempts":3}],"path":["think"]}`
-		if got := v.resultJSON(id); got != want {
+		if got := v.ResultJSON(id); got != want {
 			t.Fatalf("result:\n got %s\nwant %s", got, want)
 		}
 		if got := strings.Join(inputs, " "); got != `{"n":0} {"n":1} {"n":2}` {
@@ -96,22 +86,22 @@ func TestAgentLoop(t *testing.T) {
 func TestKeeperRenewed(t *testing.T) {
 	const iterations = 300
 	v := newEnv(t)
-	v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
-		return continued(task, "null")
+	v.Worker("think").Serve(func(task *protocol.Task) *protocol.Event {
+		return runtest.Continued(task, "null")
 	})
-	v.wait(v.start(loopWorkflow(t, iterations), "", ""))
-	s, err := v.box.JetStream().Stream(v.ctx, natsbox.TasksStream)
+	v.Wait(v.Start(runtest.LoopWorkflow(t, iterations), "", ""))
+	s, err := v.Box.JetStream().Stream(v.Ctx, natsbox.TasksStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Info(v.ctx, jetstream.WithSubjectFilter(natsbox.KeeperSubject))
+	info, err := s.Info(v.Ctx, jetstream.WithSubjectFilter(natsbox.KeeperSubject))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := info.State.Subjects[natsbox.KeeperSubject]; n != 1 {
 		t.Fatalf("%d keeper messages in %s, want 1", n, natsbox.TasksStream)
 	}
-	keeper, err := s.GetLastMsgForSubject(v.ctx, natsbox.KeeperSubject)
+	keeper, err := s.GetLastMsgForSubject(v.Ctx, natsbox.KeeperSubject)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,17 +116,17 @@ func TestRetryThenSuccess(t *testing.T) {
 	v := newEnv(t)
 	wf := workflow.New("flaky")
 	wf.Task("call", "flaky").WithRetry(workflow.Retry{MaxAttempts: 3, Backoff: "fixed", InitialDelay: 10e6})
-	_, bs := bundles(t, wf)
-	v.worker("flaky").serve(func(task *protocol.Task) *protocol.Event {
+	_, bs := runtest.Bundles(t, wf)
+	v.Worker("flaky").Serve(func(task *protocol.Task) *protocol.Event {
 		if task.Attempt == 1 {
-			return failed(task, "connection reset", false)
+			return runtest.Failed(task, "connection reset", false)
 		}
-		return completed(task, `"ok"`)
+		return runtest.Completed(task, `"ok"`)
 	})
-	id := v.start(bs, "", "")
+	id := v.Start(bs, "", "")
 	want := `{"run_id":"` + id + `","status":"completed","output":"ok","error":null,"steps":[` +
 		`{"id":"call","status":"completed","stop_reason":"","iterations":1,"label":"","attempts":2}],"path":["call"]}`
-	if got := v.resultJSON(id); got != want {
+	if got := v.ResultJSON(id); got != want {
 		t.Fatalf("result:\n got %s\nwant %s", got, want)
 	}
 }
@@ -145,24 +135,24 @@ func TestStepFailsForGood(t *testing.T) {
 	v := newEnv(t)
 	wf := workflow.New("broken")
 	wf.Task("burn", "broken").WithRetry(workflow.Retry{MaxAttempts: 2, Backoff: "fixed", InitialDelay: 10e6})
-	_, bs := bundles(t, wf)
-	v.worker("broken").serve(func(task *protocol.Task) *protocol.Event {
-		return failed(task, "disk on\nfire", false)
+	_, bs := runtest.Bundles(t, wf)
+	v.Worker("broken").Serve(func(task *protocol.Task) *protocol.Event {
+		return runtest.Failed(task, "disk on\nfire", false)
 	})
-	id := v.start(bs, `{"x":1}`, "")
-	rec := v.wait(id)
-	res := NewResult(nil, rec)
+	id := v.Start(bs, `{"x":1}`, "")
+	rec := v.Wait(id)
+	res := client.NewResult(nil, rec)
 	if res.Status != protocol.RunFailed || res.Error == nil || res.Error.Code != protocol.CodeStepFailed || res.Error.Step != "burn" {
 		t.Fatalf("result %+v, error %+v: want failed with E_STEP_FAILED on burn", res, res.Error)
 	}
 	if s := res.Steps[0]; s.Attempts != 2 || s.Status != protocol.StepFailed || s.Label != "error" || s.Error != "disk on\nfire" {
 		t.Fatalf("step %+v", s)
 	}
-	s, err := v.box.JetStream().Stream(v.ctx, natsbox.DLQStream)
+	s, err := v.Box.JetStream().Stream(v.Ctx, natsbox.DLQStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := s.GetLastMsgForSubject(v.ctx, "reins.dlq.broken")
+	m, err := s.GetLastMsgForSubject(v.Ctx, "reins.dlq.broken")
 	if err != nil {
 		t.Fatalf("no dead task in %s: %v", natsbox.DLQStream, err)
 	}
@@ -178,33 +168,12 @@ func TestStepFailsForGood(t *testing.T) {
 	}
 }
 
-// serveFan returns the bundles of a workflow with a parallel step (left, right) then a map
-// (double of each of input.items), and serves its handlers.
-func serveFan(t *testing.T, v *env) *wire.Bundles {
-	t.Helper()
-	wf := workflow.New("fan")
-	wf.Parallel("both", "left", "right")
-	wf.Task("left", "left")
-	wf.Task("right", "right")
-	wf.Map("each", "input.items").WithStep("double").WithMaxItems(10).WithMaxConcurrent(2)
-	wf.Task("double", "double")
-	wf.Edge("both", "each")
-	_, bs := bundles(t, wf)
-	v.worker("left").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `"L"`) })
-	v.worker("right").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `"R"`) })
-	v.worker("double").serve(func(task *protocol.Task) *protocol.Event {
-		n, _ := strconv.Atoi(string(task.Input))
-		return completed(task, strconv.Itoa(2*n))
-	})
-	return bs
-}
-
 func TestParallelAndMap(t *testing.T) {
 	v := newEnv(t)
-	bs := serveFan(t, v)
-	id := v.start(bs, `{"items":[1,2,3]}`, "")
-	rec := v.wait(id)
-	res := NewResult(bs.All[bs.Root].Definition, rec)
+	bs := v.ServeFan()
+	id := v.Start(bs, `{"items":[1,2,3]}`, "")
+	rec := v.Wait(id)
+	res := client.NewResult(bs.All[bs.Root].Definition, rec)
 	if res.Status != protocol.RunCompleted || string(res.Output) != "[2,4,6]" {
 		t.Fatalf("status %s, output %s", res.Status, res.Output)
 	}
@@ -222,20 +191,20 @@ func TestParallelAndMap(t *testing.T) {
 
 func TestCallStep(t *testing.T) {
 	v := newEnv(t)
-	bs := loadBundles(t, "parent.toml")
-	v.worker("prep").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `{"topic":"nats"}`) })
-	v.worker("child-work").serve(func(task *protocol.Task) *protocol.Event {
+	bs := runtest.LoadBundles(t, "testdata/parent.toml")
+	v.Worker("prep").Serve(func(task *protocol.Task) *protocol.Event { return runtest.Completed(task, `{"topic":"nats"}`) })
+	v.Worker("child-work").Serve(func(task *protocol.Task) *protocol.Event {
 		if string(task.Input) != `{"topic":"nats"}` {
 			t.Errorf("the sub-run's task got %s, want the call step's input", task.Input)
 		}
-		return completed(task, `{"summary":"done"}`)
+		return runtest.Completed(task, `{"summary":"done"}`)
 	})
-	id := v.start(bs, `{}`, "call-1")
-	rec := v.wait(id)
+	id := v.Start(bs, `{}`, "call-1")
+	rec := v.Wait(id)
 	if rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != `{"summary":"done"}` {
 		t.Fatalf("status %s, output %s, error %v", rec.Run.Status, rec.Run.Output, rec.Run.Error)
 	}
-	child, err := v.client.Get(v.ctx, "call-1/sub/1")
+	child, err := v.Client.Get(v.Ctx, "call-1/sub/1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +215,7 @@ func TestCallStep(t *testing.T) {
 	if child.Run.Hash != bs.All[bs.Root].Workflows["child.toml"] {
 		t.Errorf("the sub-run runs %s, not the child workflow", child.Run.Hash)
 	}
-	list, err := v.client.List(v.ctx, "")
+	list, err := v.Client.List(v.Ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,30 +226,30 @@ func TestCallStep(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	v := newEnv(t)
-	bs := loadBundles(t, "parent.toml")
-	v.worker("prep").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `1`) })
-	work := v.worker("child-work") // takes the sub-run's task and never answers
+	bs := runtest.LoadBundles(t, "testdata/parent.toml")
+	v.Worker("prep").Serve(func(task *protocol.Task) *protocol.Event { return runtest.Completed(task, `1`) })
+	work := v.Worker("child-work") // takes the sub-run's task and never answers
 
-	cancels, err := v.box.Conn().SubscribeSync(natsbox.CancelSubjects)
+	cancels, err := v.Box.Conn().SubscribeSync(natsbox.CancelSubjects)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = cancels.Unsubscribe() }()
 
-	id := v.start(bs, `{}`, "cancel-1")
-	task := work.next()
+	id := v.Start(bs, `{}`, "cancel-1")
+	task := work.Next()
 	if task.RunID != "cancel-1/sub/1" {
 		t.Fatalf("task of run %s", task.RunID)
 	}
-	if err := v.client.Cancel(v.ctx, id, "the user changed their mind"); err != nil {
+	if err := v.Client.Cancel(v.Ctx, id, "the user changed their mind"); err != nil {
 		t.Fatal(err)
 	}
-	rec := v.wait(id)
+	rec := v.Wait(id)
 	if rec.Run.Status != protocol.RunCancelled || rec.Run.Error.Code != protocol.CodeCancelled || rec.Run.Error.Message != "the user changed their mind" {
 		t.Fatalf("status %s, error %+v", rec.Run.Status, rec.Run.Error)
 	}
 	// The sub-run in flight is cancelled too, and workers hear of both ends.
-	child := v.wait("cancel-1/sub/1")
+	child := v.Wait("cancel-1/sub/1")
 	if child.Run.Status != protocol.RunCancelled {
 		t.Fatalf("sub-run %s: want cancelled with its parent", child.Run.Status)
 	}
@@ -298,39 +267,39 @@ func TestCancel(t *testing.T) {
 	if !heard["cancel-1"] || !heard["cancel-1/sub/1"] {
 		t.Fatalf("announced %v", heard)
 	}
-	if err := v.client.Cancel(v.ctx, id, ""); !errors.Is(err, ErrFinished) {
+	if err := v.Client.Cancel(v.Ctx, id, ""); !errors.Is(err, client.ErrFinished) {
 		t.Fatalf("Cancel of a finished run: %v, want ErrFinished", err)
 	}
-	if err := v.client.Cancel(v.ctx, "nope", ""); !errors.Is(err, ErrNotFound) {
+	if err := v.Client.Cancel(v.Ctx, "nope", ""); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("Cancel of no run: %v, want ErrNotFound", err)
 	}
 }
 
 func TestDuplicateEvents(t *testing.T) {
 	v, obs := newObservedEnv(t)
-	w := v.worker("think")
-	id := v.start(loopWorkflow(t, 5), `0`, "dup-1")
-	t1 := w.next()
-	ans := continued(t1, `1`)
-	v.publish(ans, "")
-	v.publish(ans, "")                 // the same message id: JetStream stores it once
-	v.publish(ans, "another-id-dup-1") // stored, decided, changes nothing
-	obs.await(t, v.ctx, ack, func(ev *protocol.Event) bool { return ev.RunID == id && ev.Iteration == 1 })
-	after := v.waitFor(id, func(r *Record) bool { return r.Run.Steps["think"].Iteration == 2 })
-	obs.await(t, v.ctx, ack, func(ev *protocol.Event) bool { return ev.RunID == id && ev.Iteration == 1 })
-	t2 := w.next()
+	w := v.Worker("think")
+	id := v.Start(runtest.LoopWorkflow(t, 5), `0`, "dup-1")
+	t1 := w.Next()
+	ans := runtest.Continued(t1, `1`)
+	v.Publish(ans, "")
+	v.Publish(ans, "")                 // the same message id: JetStream stores it once
+	v.Publish(ans, "another-id-dup-1") // stored, decided, changes nothing
+	obs.await(t, v.Ctx, ack, func(ev *protocol.Event) bool { return ev.RunID == id && ev.Iteration == 1 })
+	after := v.WaitFor(id, func(r *client.Record) bool { return r.Run.Steps["think"].Iteration == 2 })
+	obs.await(t, v.Ctx, ack, func(ev *protocol.Event) bool { return ev.RunID == id && ev.Iteration == 1 })
+	t2 := w.Next()
 	if t2.Iteration != 2 {
 		t.Fatalf("task of iteration %d, want 2", t2.Iteration)
 	}
-	if rec, _ := v.client.Get(v.ctx, id); rec.Revision != after.Revision {
+	if rec, _ := v.Client.Get(v.Ctx, id); rec.Revision != after.Revision {
 		t.Fatalf("the duplicate changed the record (revision %d → %d)", after.Revision, rec.Revision)
 	}
-	v.publish(completed(t2, `2`), "")
-	res := NewResult(nil, v.wait(id))
+	v.Publish(runtest.Completed(t2, `2`), "")
+	res := client.NewResult(nil, v.Wait(id))
 	if res.Steps[0].Iterations != 2 || res.Steps[0].Attempts != 2 || string(res.Output) != "2" {
 		t.Fatalf("result %+v", res.Steps[0])
 	}
-	evs, err := v.client.Events(v.ctx, id)
+	evs, err := v.Client.Events(v.Ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,26 +314,26 @@ func TestDuplicateEvents(t *testing.T) {
 
 func TestAnswerAheadOfState(t *testing.T) {
 	v, obs := newObservedEnv(t)
-	w := v.worker("think")
-	id := v.start(loopWorkflow(t, 5), `0`, "ahead-1")
-	t1 := w.next()
+	w := v.Worker("think")
+	id := v.Start(runtest.LoopWorkflow(t, 5), `0`, "ahead-1")
+	t1 := w.Next()
 	// The answer to iteration 2 comes before iteration 1 is even answered (as when an engine
 	// published iteration 2's task, then died before saving): it is held back, not lost.
 	t2 := *t1
 	t2.Iteration, t2.MsgID = 2, id+"/think/1/2/1"
-	v.publish(continued(&t2, `"from iteration 2"`), "")
-	obs.await(t, v.ctx, hold, func(ev *protocol.Event) bool { return ev.Iteration == 2 })
-	v.publish(continued(t1, `"from iteration 1"`), "")
-	t3 := w.next()
+	v.Publish(runtest.Continued(&t2, `"from iteration 2"`), "")
+	obs.await(t, v.Ctx, hold, func(ev *protocol.Event) bool { return ev.Iteration == 2 })
+	v.Publish(runtest.Continued(t1, `"from iteration 1"`), "")
+	t3 := w.Next()
 	if t3.Iteration != 2 {
 		t.Fatalf("task of iteration %d, want 2", t3.Iteration)
 	}
-	t3 = w.next()
+	t3 = w.Next()
 	if t3.Iteration != 3 || string(t3.Input) != `"from iteration 2"` {
 		t.Fatalf("task of iteration %d with input %s: want iteration 3 fed by the held answer", t3.Iteration, t3.Input)
 	}
-	v.publish(completed(t3, `"end"`), "")
-	if rec := v.wait(id); rec.Run.Steps["think"].Iteration != 3 || rec.Run.Status != protocol.RunCompleted {
+	v.Publish(runtest.Completed(t3, `"end"`), "")
+	if rec := v.Wait(id); rec.Run.Steps["think"].Iteration != 3 || rec.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run %s at iteration %d", rec.Run.Status, rec.Run.Steps["think"].Iteration)
 	}
 }
@@ -373,9 +342,9 @@ func TestDeadline(t *testing.T) {
 	v := newEnv(t)
 	wf := workflow.New("slow").Deadline(300 * time.Millisecond)
 	wf.AgentLoop("think", "nobody").WithMaxIterations(5)
-	_, bs := bundles(t, wf)
-	id := v.start(bs, "", "")
-	rec := v.wait(id)
+	_, bs := runtest.Bundles(t, wf)
+	id := v.Start(bs, "", "")
+	rec := v.Wait(id)
 	if rec.Run.Status != protocol.RunTimedOut || rec.Run.Error.Code != protocol.CodeDeadline {
 		t.Fatalf("status %s, error %+v: want timed_out by the deadline", rec.Run.Status, rec.Run.Error)
 	}
@@ -383,55 +352,55 @@ func TestDeadline(t *testing.T) {
 
 func TestRestart(t *testing.T) {
 	v := newEnv(t)
-	w := v.worker("think")
+	w := v.Worker("think")
 	slow := workflow.New("slow").Deadline(3 * time.Second)
 	slow.Task("wait", "nobody")
-	_, slowBS := bundles(t, slow)
+	_, slowBS := runtest.Bundles(t, slow)
 
-	id := v.start(loopWorkflow(t, 5), `0`, "restart-1")
-	timed := v.start(slowBS, "", "restart-timed")
-	t1 := w.next()
-	v.publish(continued(t1, `1`), "")
-	t2 := w.next()
+	id := v.Start(runtest.LoopWorkflow(t, 5), `0`, "restart-1")
+	timed := v.Start(slowBS, "", "restart-timed")
+	t1 := w.Next()
+	v.Publish(runtest.Continued(t1, `1`), "")
+	t2 := w.Next()
 	v.stop() // the first engine stops with the run in flight
 
-	v.publish(continued(t2, `2`), "")
+	v.Publish(runtest.Continued(t2, `2`), "")
 	eng2, _ := v.startEngine(nil)
-	if rec, err := v.client.Get(v.ctx, timed); err == nil && !rec.Finished() && armed(eng2, timed) == 0 {
+	if rec, err := v.Client.Get(v.Ctx, timed); err == nil && !rec.Finished() && armed(eng2, timed) == 0 {
 		t.Error("the restarted engine did not arm the deadline of the running run")
 	}
-	t3 := w.next()
+	t3 := w.Next()
 	if t3.Iteration != 3 || string(t3.Input) != "2" {
 		t.Fatalf("task of iteration %d with input %s", t3.Iteration, t3.Input)
 	}
-	v.publish(completed(t3, `3`), "")
-	if rec := v.wait(id); rec.Run.Status != protocol.RunCompleted || rec.Run.Steps["think"].Iteration != 3 {
+	v.Publish(runtest.Completed(t3, `3`), "")
+	if rec := v.Wait(id); rec.Run.Status != protocol.RunCompleted || rec.Run.Steps["think"].Iteration != 3 {
 		t.Fatalf("run %s at iteration %d", rec.Run.Status, rec.Run.Steps["think"].Iteration)
 	}
-	if rec := v.wait(timed); rec.Run.Status != protocol.RunTimedOut {
+	if rec := v.Wait(timed); rec.Run.Status != protocol.RunTimedOut {
 		t.Fatalf("run %s: %s, want timed_out by the timer the new engine armed", timed, rec.Run.Status)
 	}
 }
 
 func TestMalformedEvents(t *testing.T) {
 	v, obs := newObservedEnv(t)
-	js := v.box.JetStream()
+	js := v.Box.JetStream()
 	for _, body := range []string{`not json`, `{"run_id":"junk"}`, `{"run_id":"other","type":"tick","item":-1}`} {
-		if _, err := js.Publish(v.ctx, "reins.event.junk", []byte(body)); err != nil {
+		if _, err := js.Publish(v.Ctx, "reins.event.junk", []byte(body)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for range 3 {
-		obs.await(t, v.ctx, drop, nil)
+		obs.await(t, v.Ctx, drop, nil)
 	}
 	// The engine keeps going.
-	v.worker("think").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `"fine"`) })
-	id := v.start(loopWorkflow(t, 2), "", "")
-	if rec := v.wait(id); rec.Run.Status != protocol.RunCompleted {
+	v.Worker("think").Serve(func(task *protocol.Task) *protocol.Event { return runtest.Completed(task, `"fine"`) })
+	id := v.Start(runtest.LoopWorkflow(t, 2), "", "")
+	if rec := v.Wait(id); rec.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run %s", rec.Run.Status)
 	}
 	// The client leaves out what is not an event.
-	evs, err := v.client.Events(v.ctx, "junk")
+	evs, err := v.Client.Events(v.Ctx, "junk")
 	if err != nil || len(evs) != 0 {
 		t.Fatalf("Events of junk: %v, %v", evs, err)
 	}
@@ -439,23 +408,23 @@ func TestMalformedEvents(t *testing.T) {
 
 func TestCompareAndSetConflict(t *testing.T) {
 	v := newEnv(t)
-	w := v.worker("think")
-	id := v.start(loopWorkflow(t, 5), `0`, "cas-1")
-	t1 := w.next()
-	rec := v.waitFor(id, func(*Record) bool { return true })
+	w := v.Worker("think")
+	id := v.Start(runtest.LoopWorkflow(t, 5), `0`, "cas-1")
+	t1 := w.Next()
+	rec := v.WaitFor(id, func(*client.Record) bool { return true })
 	// Someone else writes the record: the engine's cached revision is stale.
-	kv, err := v.box.JetStream().KeyValue(v.ctx, natsbox.RunsBucket)
+	kv, err := v.Box.JetStream().KeyValue(v.Ctx, natsbox.RunsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	data, _ := json.Marshal(rec)
-	if _, err := kv.Put(v.ctx, id, data); err != nil {
+	if _, err := kv.Put(v.Ctx, id, data); err != nil {
 		t.Fatal(err)
 	}
-	v.publish(continued(t1, `1`), "")
-	t2 := w.next()
-	v.publish(completed(t2, `2`), "")
-	if rec := v.wait(id); rec.Run.Status != protocol.RunCompleted || rec.Run.Steps["think"].Iteration != 2 {
+	v.Publish(runtest.Continued(t1, `1`), "")
+	t2 := w.Next()
+	v.Publish(runtest.Completed(t2, `2`), "")
+	if rec := v.Wait(id); rec.Run.Status != protocol.RunCompleted || rec.Run.Steps["think"].Iteration != 2 {
 		t.Fatalf("run %s at iteration %d", rec.Run.Status, rec.Run.Steps["think"].Iteration)
 	}
 	if v.eng.stats.conflicts.Load() == 0 {
@@ -467,14 +436,14 @@ func TestHotStandby(t *testing.T) {
 	v := newEnv(t)
 	standby, stopStandby := v.startEngine(nil)
 	defer stopStandby()
-	v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
+	v.Worker("think").Serve(func(task *protocol.Task) *protocol.Event {
 		if task.Iteration == 3 {
-			return completed(task, `"done"`)
+			return runtest.Completed(task, `"done"`)
 		}
-		return continued(task, `"more"`)
+		return runtest.Continued(task, `"more"`)
 	})
-	first := v.start(loopWorkflow(t, 5), "", "")
-	if rec := v.wait(first); rec.Run.Status != protocol.RunCompleted {
+	first := v.Start(runtest.LoopWorkflow(t, 5), "", "")
+	if rec := v.Wait(first); rec.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run %s", rec.Run.Status)
 	}
 	a, b := v.eng.stats.decided.Load(), standby.stats.decided.Load()
@@ -488,8 +457,8 @@ func TestHotStandby(t *testing.T) {
 	}
 	active()
 	before := other.stats.decided.Load()
-	second := v.start(loopWorkflow(t, 5), "", "")
-	if rec := v.wait(second); rec.Run.Status != protocol.RunCompleted {
+	second := v.Start(runtest.LoopWorkflow(t, 5), "", "")
+	if rec := v.Wait(second); rec.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run %s", rec.Run.Status)
 	}
 	if other.stats.decided.Load() == before {
@@ -501,10 +470,10 @@ func TestPinSurvivesIdleness(t *testing.T) {
 	v := newEnv(t)
 	standby, _ := v.startEngine(nil)
 	// The run is idle for longer than the PinnedTTL (2s) between its start and its deadline.
-	wf := workflow.New("idle").Deadline(testAckWait + 500*time.Millisecond)
+	wf := workflow.New("idle").Deadline(runtest.AckWait + 500*time.Millisecond)
 	wf.Task("wait", "nobody")
-	_, bs := bundles(t, wf)
-	if rec := v.wait(v.start(bs, "", "")); rec.Run.Status != protocol.RunTimedOut {
+	_, bs := runtest.Bundles(t, wf)
+	if rec := v.Wait(v.Start(bs, "", "")); rec.Run.Status != protocol.RunTimedOut {
 		t.Fatalf("run %s", rec.Run.Status)
 	}
 	a, b := v.eng.stats.decided.Load(), standby.stats.decided.Load()
@@ -519,37 +488,37 @@ func TestUndeliverableTask(t *testing.T) {
 		wf := workflow.New("long")
 		// The validator lets it through; natsbox.TaskSubject refuses a part longer than a token.
 		wf.Task("read", "orders."+strings.Repeat("x", natsbox.MaxTokenLen+1))
-		_, bs := bundles(t, wf)
-		rec := v.wait(v.start(bs, "", ""))
+		_, bs := runtest.Bundles(t, wf)
+		rec := v.Wait(v.Start(bs, "", ""))
 		if rec.Run.Status != protocol.RunFailed || !strings.Contains(rec.Run.Error.Message, "the task for step read cannot be sent") {
 			t.Fatalf("status %s, error %+v", rec.Run.Status, rec.Run.Error)
 		}
 	})
 	t.Run("a task larger than the max payload", func(t *testing.T) {
 		v := newEnv(t)
-		w := v.worker("big")
+		w := v.Worker("big")
 		wf := workflow.New("big")
 		wf.Task("load", "big")
-		_, bs := bundles(t, wf)
-		id := v.start(bs, `{}`, "big-1")
-		task := w.next()
-		rec := v.waitFor(id, func(*Record) bool { return true })
+		_, bs := runtest.Bundles(t, wf)
+		id := v.Start(bs, `{}`, "big-1")
+		task := w.Next()
+		rec := v.WaitFor(id, func(*client.Record) bool { return true })
 		// Carry out the dispatch of the same task with a prompt too large for a message (values
 		// go by reference; rendered texts travel inline).
-		task.Prompt = strings.Repeat("x", int(v.box.MaxPayload()))
+		task.Prompt = strings.Repeat("x", int(v.Box.MaxPayload()))
 		ent := &entry{rec: rec, bundle: bs.All[bs.Root]}
-		if err := v.eng.carryOut(v.ctx, time.Now(), ent, []engine.Command{{Type: engine.CmdDispatch, Task: task}}); err != nil {
+		if err := v.eng.carryOut(v.Ctx, time.Now(), ent, []engine.Command{{Type: engine.CmdDispatch, Task: task}}); err != nil {
 			t.Fatal(err)
 		}
-		rec = v.wait(id)
+		rec = v.Wait(id)
 		msg := rec.Run.Steps["load"].Error
 		var n, limit int
 		if _, err := fmt.Sscanf(msg, "the task for step load is %d bytes, more than the message limit of %d bytes", &n, &limit); err != nil ||
-			limit != int(v.box.MaxPayload()) || n <= limit || rec.Run.Status != protocol.RunFailed {
+			limit != int(v.Box.MaxPayload()) || n <= limit || rec.Run.Status != protocol.RunFailed {
 			t.Fatalf("status %s, step error %q", rec.Run.Status, msg)
 		}
-		s, _ := v.box.JetStream().Stream(v.ctx, natsbox.DLQStream)
-		m, err := s.GetLastMsgForSubject(v.ctx, "reins.dlq.big")
+		s, _ := v.Box.JetStream().Stream(v.Ctx, natsbox.DLQStream)
+		m, err := s.GetLastMsgForSubject(v.Ctx, "reins.dlq.big")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -562,8 +531,8 @@ func TestUndeliverableTask(t *testing.T) {
 		task := &protocol.Task{RunID: "r", Step: "s", Item: -1, Handler: "h", MsgID: "r/s/1/1/1", Activation: 1, Iteration: 1, Attempt: 1,
 			Input: json.RawMessage(`"` + strings.Repeat("x", 2000) + `"`), Prompt: "p"}
 		m := e.deadLetterMsg(task, "too\r\nbig")
-		if msgSize(m) > 1000 || m.Header.Get(OmittedHeader) == "" || m.Header.Get(ReasonHeader) != "too big" {
-			t.Fatalf("%d bytes, headers %v", msgSize(m), m.Header)
+		if outbox.MsgSize(m) > 1000 || m.Header.Get(OmittedHeader) == "" || m.Header.Get(ReasonHeader) != "too big" {
+			t.Fatalf("%d bytes, headers %v", outbox.MsgSize(m), m.Header)
 		}
 		got, err := wire.DecodeTask(m.Data)
 		if err != nil || string(got.Input) != "null" || got.Prompt != "" || got.MsgID != task.MsgID {
@@ -574,20 +543,20 @@ func TestUndeliverableTask(t *testing.T) {
 
 func TestSubRunCannotStart(t *testing.T) {
 	v := newEnv(t)
-	bs := loadBundles(t, "parent.toml")
-	prep := v.worker("prep")
-	id := v.start(bs, `{}`, "nostart-1")
-	task := prep.next()
+	bs := runtest.LoadBundles(t, "testdata/parent.toml")
+	prep := v.Worker("prep")
+	id := v.Start(bs, `{}`, "nostart-1")
+	task := prep.Next()
 	// The sub-workflow's bundle disappears before the sub-run starts.
-	kv, err := v.box.JetStream().KeyValue(v.ctx, natsbox.WorkflowsBucket)
+	kv, err := v.Box.JetStream().KeyValue(v.Ctx, natsbox.WorkflowsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kv.Purge(v.ctx, bs.All[bs.Root].Workflows["child.toml"]); err != nil {
+	if err := kv.Purge(v.Ctx, bs.All[bs.Root].Workflows["child.toml"]); err != nil {
 		t.Fatal(err)
 	}
-	v.publish(completed(task, `1`), "")
-	rec := v.wait(id)
+	v.Publish(runtest.Completed(task, `1`), "")
+	rec := v.Wait(id)
 	if rec.Run.Status != protocol.RunFailed || !strings.Contains(rec.Run.Error.Message, "sub-run nostart-1/sub/1 failed: the sub-run could not start: its workflow") {
 		t.Fatalf("status %s, error %+v", rec.Run.Status, rec.Run.Error)
 	}
@@ -597,19 +566,19 @@ func TestSubRunCannotStart(t *testing.T) {
 // notifications, or a failure to publish them) sends the notifications again.
 func TestFinishedRunNotifiesAgain(t *testing.T) {
 	v := newEnv(t)
-	bs := loadBundles(t, "parent.toml")
+	bs := runtest.LoadBundles(t, "testdata/parent.toml")
 	childHash := bs.All[bs.Root].Workflows["child.toml"]
 	def := *bs.All[childHash].Definition
 	def.Normalize()
-	runs, err := v.box.JetStream().KeyValue(v.ctx, natsbox.RunsBucket)
+	runs, err := v.Box.JetStream().KeyValue(v.Ctx, natsbox.RunsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wfs, err := v.box.JetStream().KeyValue(v.ctx, natsbox.WorkflowsBucket)
+	wfs, err := v.Box.JetStream().KeyValue(v.Ctx, natsbox.WorkflowsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bs.Put(v.ctx, wfs); err != nil {
+	if err := bs.Put(v.Ctx, wfs); err != nil {
 		t.Fatal(err)
 	}
 	const id = "p-1/sub/1"
@@ -621,22 +590,22 @@ func TestFinishedRunNotifiesAgain(t *testing.T) {
 	if run, _, err = engine.Decide(&def, run, protocol.Event{Type: protocol.EvCancel, At: now, Item: -1}); err != nil {
 		t.Fatal(err)
 	}
-	data, _ := json.Marshal(&Record{Run: run, Parent: &protocol.Parent{RunID: "p-1", Step: "sub", Item: -1, Activation: 1}})
-	if _, err := runs.Create(v.ctx, id, data); err != nil {
+	data, _ := json.Marshal(&client.Record{Run: run, Parent: &protocol.Parent{RunID: "p-1", Step: "sub", Item: -1, Activation: 1}})
+	if _, err := runs.Create(v.Ctx, id, data); err != nil {
 		t.Fatal(err)
 	}
 	tick := &protocol.Event{RunID: id, Type: protocol.EvTick, At: now, Item: -1}
 	sh := &shard{cache: map[string]*entry{}, single: map[string]bool{}}
-	if out, err := v.eng.process(v.ctx, sh, tick, nil, 1); out != ack || err != nil {
+	if out, err := v.eng.process(v.Ctx, sh, tick, nil, 1); out != ack || err != nil {
 		t.Fatalf("first delivery: %v, %v", out, err)
 	}
-	if _, err := v.client.Events(v.ctx, "p-1"); !errors.Is(err, ErrNotFound) {
+	if _, err := v.Client.Events(v.Ctx, "p-1"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("a first delivery notified the parent: %v", err)
 	}
-	if out, err := v.eng.process(v.ctx, sh, tick, nil, 2); out != ack || err != nil {
+	if out, err := v.eng.process(v.Ctx, sh, tick, nil, 2); out != ack || err != nil {
 		t.Fatalf("second delivery: %v, %v", out, err)
 	}
-	evs, err := v.client.Events(v.ctx, "p-1")
+	evs, err := v.Client.Events(v.Ctx, "p-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -652,20 +621,32 @@ func TestLostTaskTimedOutByTheEngine(t *testing.T) {
 	v := newEnv(t)
 	wf := workflow.New("lost")
 	wf.Task("work", "work").WithTimeout(time.Second).WithRetry(workflow.Retry{MaxAttempts: 2, Backoff: "fixed", InitialDelay: clock.Duration(10 * time.Millisecond)})
-	_, bs := bundles(t, wf)
-	w := v.worker("work")
-	id := v.start(bs, `{}`, "lost-1")
-	first := w.next() // taken, never answered
+	_, bs := runtest.Bundles(t, wf)
+	w := v.Worker("work")
+	id := v.Start(bs, `{}`, "lost-1")
+	first := w.Next() // taken, never answered
 	if first.Attempt != 1 {
 		t.Fatalf("attempt %d, want 1", first.Attempt)
 	}
-	second := w.nextWithin(time.Minute)
+	second := w.NextWithin(time.Minute)
 	if second.Attempt != 2 {
 		t.Fatalf("attempt %d, want 2: the engine retries the lost attempt", second.Attempt)
 	}
-	publishEvent(v.ctx, t, v.box.JetStream(), completed(second, `"done"`), "")
-	rec := v.wait(id)
+	runtest.PublishEvent(v.Ctx, t, v.Box.JetStream(), runtest.Completed(second, `"done"`), "")
+	rec := v.Wait(id)
 	if rec.Run.Status != protocol.RunCompleted || rec.Run.Steps["work"].Attempts != 2 {
 		t.Fatalf("run %s, step %+v; want completed on the second attempt", rec.Run.Status, rec.Run.Steps["work"])
+	}
+}
+func TestNewErrors(t *testing.T) {
+	if _, err := New(Config{}); err == nil {
+		t.Error("New without a Box: no error")
+	}
+	v := newEnv(t)
+	if _, err := New(Config{Box: v.Box, AckWait: -time.Second}); err == nil {
+		t.Error("New with a negative AckWait: no error")
+	}
+	if err := v.eng.Run(v.Ctx); err == nil {
+		t.Error("a second Run of the same engine: no error")
 	}
 }

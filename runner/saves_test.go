@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -36,8 +38,8 @@ func TestSavesWait(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v := newEnv(t)
 			obs := withSaveWindow(v, tc.window)
-			v.worker("think").serve(func(task *protocol.Task) *protocol.Event { return continued(task, "null") })
-			rec := v.wait(v.start(loopWorkflow(t, iterations), "", ""))
+			v.Worker("think").Serve(func(task *protocol.Task) *protocol.Event { return runtest.Continued(task, "null") })
+			rec := v.Wait(v.Start(runtest.LoopWorkflow(t, iterations), "", ""))
 			if sr := rec.Run.Steps["think"]; rec.Run.Status != protocol.RunCompleted || sr.Iteration != iterations || sr.Attempts != iterations {
 				t.Fatalf("run %s at iteration %d after %d tasks, want completed at %d", rec.Run.Status, sr.Iteration, sr.Attempts, iterations)
 			}
@@ -54,15 +56,15 @@ func TestSavesWait(t *testing.T) {
 func TestSaveWindowPasses(t *testing.T) {
 	v := newEnv(t)
 	obs := withSaveWindow(v, 50*time.Millisecond)
-	v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
+	v.Worker("think").Serve(func(task *protocol.Task) *protocol.Event {
 		if task.Iteration == 5 {
 			return nil
 		}
-		return continued(task, "null")
+		return runtest.Continued(task, "null")
 	})
-	id := v.start(loopWorkflow(t, 10), "", "")
+	id := v.Start(runtest.LoopWorkflow(t, 10), "", "")
 	// Only the window can save the decision that dispatched iteration 5: no event follows it.
-	v.waitFor(id, func(r *Record) bool { return r.Run.Steps["think"].Iteration == 5 })
+	v.WaitFor(id, func(r *client.Record) bool { return r.Run.Steps["think"].Iteration == 5 })
 	acked(t, v, obs, 5)
 }
 
@@ -71,19 +73,19 @@ func TestSaveWindowPasses(t *testing.T) {
 func TestStopSavesWaiting(t *testing.T) {
 	v := newEnv(t)
 	obs := withSaveWindow(v, time.Hour)
-	w := v.worker("think")
-	id := v.start(loopWorkflow(t, 10), "", "")
+	w := v.Worker("think")
+	id := v.Start(runtest.LoopWorkflow(t, 10), "", "")
 	for range 4 {
-		v.publish(continued(w.next(), "null"), "")
+		v.Publish(runtest.Continued(w.Next(), "null"), "")
 	}
-	if task := w.next(); task.Iteration != 5 { // dispatched: the 4 decisions were made
+	if task := w.Next(); task.Iteration != 5 { // dispatched: the 4 decisions were made
 		t.Fatalf("task of iteration %d, want 5", task.Iteration)
 	}
-	if rec, err := v.client.Get(v.ctx, id); err != nil || rec.Revision != 1 {
+	if rec, err := v.Client.Get(v.Ctx, id); err != nil || rec.Revision != 1 {
 		t.Fatalf("before the stop: revision %d (%v), want 1: the 4 decisions wait for a save", revision(rec), err)
 	}
 	v.stop()
-	rec, err := v.client.Get(v.ctx, id)
+	rec, err := v.Client.Get(v.Ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +95,7 @@ func TestStopSavesWaiting(t *testing.T) {
 	acked(t, v, obs, 5)
 }
 
-func revision(rec *Record) uint64 {
+func revision(rec *client.Record) uint64 {
 	if rec == nil {
 		return 0
 	}
@@ -110,7 +112,7 @@ func acked(t *testing.T, v *env, obs *observer, n int) {
 			if got.out != ack {
 				t.Fatalf("event %d (%s) settled as %v, want ack", i+1, got.ev.Type, got.out)
 			}
-		case <-v.ctx.Done():
+		case <-v.Ctx.Done():
 			t.Fatalf("the engine acknowledged %d events, want %d", i, n)
 		}
 	}

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -22,7 +24,7 @@ func bigString(n int) string { return strconv.Quote(strings.Repeat("x", n-2)) }
 // testValues is the values' store as a worker of another language would use it.
 func testValues(t testing.TB, v *env) *wire.Values {
 	t.Helper()
-	ov, err := natsbox.OpenValues(v.ctx, v.box.JetStream())
+	ov, err := natsbox.OpenValues(v.Ctx, v.Box.JetStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,21 +44,21 @@ func TestValuesByReference(t *testing.T) {
 			wf.Task("echo", "echo")
 			wf.Task("count", "count")
 			wf.Edge("echo", "count")
-			_, bs := bundles(t, wf)
+			_, bs := runtest.Bundles(t, wf)
 			input := json.RawMessage(bigString(size))
 			got := make(chan json.RawMessage, 2)
 			serve := func(handler string, answer func(ctx context.Context, task *protocol.Task, in json.RawMessage) *protocol.Event) {
-				v.worker(handler).serve(func(task *protocol.Task) *protocol.Event {
+				v.Worker(handler).Serve(func(task *protocol.Task) *protocol.Event {
 					if !wire.IsRef(task.Input) {
 						t.Errorf("%s: the task carries its %d-byte input inline", handler, len(task.Input))
 					}
-					in, err := values.In(v.ctx, task.RunID, task.Input)
+					in, err := values.In(v.Ctx, task.RunID, task.Input)
 					if err != nil {
 						t.Error(err)
-						return failed(task, err.Error(), true)
+						return runtest.Failed(task, err.Error(), true)
 					}
 					got <- in
-					return answer(v.ctx, task, in)
+					return answer(v.Ctx, task, in)
 				})
 			}
 			serve("echo", func(ctx context.Context, task *protocol.Task, in json.RawMessage) *protocol.Event {
@@ -64,13 +66,13 @@ func TestValuesByReference(t *testing.T) {
 				if err != nil {
 					t.Error(err)
 				}
-				return completed(task, string(ref))
+				return runtest.Completed(task, string(ref))
 			})
 			serve("count", func(_ context.Context, task *protocol.Task, in json.RawMessage) *protocol.Event {
-				return completed(task, strconv.Itoa(len(in)))
+				return runtest.Completed(task, strconv.Itoa(len(in)))
 			})
-			id := v.start(bs, string(input), "")
-			rec := v.wait(id)
+			id := v.Start(bs, string(input), "")
+			rec := v.Wait(id)
 			if rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != strconv.Itoa(size) {
 				t.Fatalf("run %s, output %.40s, error %+v", rec.Run.Status, rec.Run.Output, rec.Run.Error)
 			}
@@ -82,7 +84,7 @@ func TestValuesByReference(t *testing.T) {
 			if !bytes.Equal(rec.Run.Input, input) || !bytes.Equal(rec.Run.Steps["echo"].Output, input) {
 				t.Errorf("Wait: the run input (%d bytes) or echo's output (%d bytes) is not the value", len(rec.Run.Input), len(rec.Run.Steps["echo"].Output))
 			}
-			kve, err := v.client.runs.Get(v.ctx, id)
+			kve, err := v.KV(natsbox.RunsBucket).Get(v.Ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,15 +92,15 @@ func TestValuesByReference(t *testing.T) {
 				t.Errorf("the run record is %d bytes: the values are not stored by reference", n)
 			}
 			// Prune removes the values with the run: nothing of them is left.
-			rep, err := v.client.Prune(v.ctx, 0, time.Now().Add(time.Hour))
+			rep, err := v.Client.Prune(v.Ctx, 0, time.Now().Add(time.Hour))
 			if err != nil || rep.Runs != 1 || rep.Values != 1 {
 				t.Fatalf("prune: %+v, %v; want 1 run and its 1 value (stored once, by digest)", rep, err)
 			}
-			st, err := v.box.JetStream().Stream(v.ctx, "OBJ_"+natsbox.ValuesBucket)
+			st, err := v.Box.JetStream().Stream(v.Ctx, "OBJ_"+natsbox.ValuesBucket)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if info, err := st.Info(v.ctx); err != nil || info.State.Msgs != 0 {
+			if info, err := st.Info(v.Ctx); err != nil || info.State.Msgs != 0 {
 				t.Errorf("after the prune the values' stream holds %d messages (%v), want 0", info.State.Msgs, err)
 			}
 		})
@@ -111,7 +113,7 @@ func TestValuesByReference(t *testing.T) {
 func TestUnreadableValues(t *testing.T) {
 	v := newEnv(t)
 	values := testValues(t, v)
-	secret, err := values.Out(v.ctx, "other-run", json.RawMessage(bigString(100<<10)))
+	secret, err := values.Out(v.Ctx, "other-run", json.RawMessage(bigString(100<<10)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,26 +121,26 @@ func TestUnreadableValues(t *testing.T) {
 	wf.Task("work", "work")
 	wf.Task("recover", "recover")
 	wf.Edge("work", "recover").When("error")
-	_, bs := bundles(t, wf)
-	v.worker("work").serve(func(task *protocol.Task) *protocol.Event {
+	_, bs := runtest.Bundles(t, wf)
+	v.Worker("work").Serve(func(task *protocol.Task) *protocol.Event {
 		if task.RunID == "forged-input" {
 			t.Errorf("a task ran for a run whose input cannot be read")
 		}
-		return completed(task, string(secret)) // a value of another run
+		return runtest.Completed(task, string(secret)) // a value of another run
 	})
-	v.worker("recover").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `"recovered"`) })
+	v.Worker("recover").Serve(func(task *protocol.Task) *protocol.Event { return runtest.Completed(task, `"recovered"`) })
 
-	v.start(bs, `{}`, "stores-the-workflow")
+	v.Start(bs, `{}`, "stores-the-workflow")
 	missing := `"\u0000reins-value:10:forged-input/` + strings.Repeat("0", 64) + `"`
-	publishEvent(v.ctx, t, v.box.JetStream(), &protocol.Event{RunID: "forged-input", Workflow: bs.Root,
+	runtest.PublishEvent(v.Ctx, t, v.Box.JetStream(), &protocol.Event{RunID: "forged-input", Workflow: bs.Root,
 		Type: protocol.EvStart, At: time.Now(), Item: -1, Input: json.RawMessage(missing)}, "")
-	rec := v.wait("forged-input")
+	rec := v.Wait("forged-input")
 	if rec.Run.Status != protocol.RunFailed || rec.Run.Error == nil || rec.Run.Error.Code != protocol.CodeValueUnreadable ||
 		!strings.Contains(rec.Run.Error.Message, "the run's input cannot be read") {
 		t.Fatalf("run %s, error %+v; want failed with %s", rec.Run.Status, rec.Run.Error, protocol.CodeValueUnreadable)
 	}
 
-	rec = v.wait(v.start(bs, `{}`, "forged-output"))
+	rec = v.Wait(v.Start(bs, `{}`, "forged-output"))
 	sr := rec.Run.Steps["work"]
 	if rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != `"recovered"` || sr.StopReason != StopValueUnreadable ||
 		!strings.Contains(sr.Error, "not a value of run forged-output") || len(sr.Output) != 0 {
@@ -162,11 +164,11 @@ func TestStateTooLarge(t *testing.T) {
 	wf.Task("recover", "recover")
 	wf.Edge("write", "read")
 	wf.Edge("write", "recover").When("error")
-	_, bs := bundles(t, wf)
-	v.worker("write").serve(func(task *protocol.Task) *protocol.Event { return completed(task, bigString(1000)) })
-	v.worker("read").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `"read"`) })
-	v.worker("recover").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `"recovered"`) })
-	rec := v.wait(v.start(bs, `{}`, "inline"))
+	_, bs := runtest.Bundles(t, wf)
+	v.Worker("write").Serve(func(task *protocol.Task) *protocol.Event { return runtest.Completed(task, bigString(1000)) })
+	v.Worker("read").Serve(func(task *protocol.Task) *protocol.Event { return runtest.Completed(task, `"read"`) })
+	v.Worker("recover").Serve(func(task *protocol.Task) *protocol.Event { return runtest.Completed(task, `"recovered"`) })
+	rec := v.Wait(v.Start(bs, `{}`, "inline"))
 	if rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != `"recovered"` {
 		t.Fatalf("run %s, output %.80s, error %+v; want completed through the error edge", rec.Run.Status, rec.Run.Output, rec.Run.Error)
 	}
@@ -184,20 +186,20 @@ func TestStateTooLargeEvenFailed(t *testing.T) {
 	v := newEnv(t)
 	wf := workflow.New("waits")
 	wf.WaitEvent("wait", "go")
-	_, bs := bundles(t, wf)
+	_, bs := runtest.Bundles(t, wf)
 	input := bigString(1000) // inline: under the kibibyte that a value stays inline below
-	id := v.start(bs, input, "waits")
-	v.waitFor(id, func(r *Record) bool { return r.Run.Status == protocol.RunWaiting })
-	kve, err := v.client.runs.Get(v.ctx, id)
+	id := v.Start(bs, input, "waits")
+	v.WaitFor(id, func(r *client.Record) bool { return r.Run.Status == protocol.RunWaiting })
+	kve, err := v.KV(natsbox.RunsBucket).Get(v.Ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v.stop()
 	v.eng, v.stop = v.startEngine(func(e *Engine) { e.maxPayload = len(kve.Value()) + recordOverhead + 50 })
-	if err := v.client.Signal(v.ctx, id, "other", json.RawMessage(bigString(1000))); err != nil {
+	if err := v.Client.Signal(v.Ctx, id, "other", json.RawMessage(bigString(1000))); err != nil {
 		t.Fatal(err)
 	}
-	rec := v.wait(id)
+	rec := v.Wait(id)
 	if rec.Run.Status != protocol.RunFailed || rec.Run.Error == nil || rec.Run.Error.Code != protocol.CodeStateTooLarge ||
 		!strings.HasSuffix(rec.Run.Error.Message, "(the run's inputs and outputs are not kept)") {
 		t.Fatalf("run %s, error %+v; want failed with %s, its values not kept", rec.Run.Status, rec.Run.Error, protocol.CodeStateTooLarge)

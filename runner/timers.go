@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/outbox"
 	"github.com/reins-run/reins/internal/wire"
 )
 
@@ -35,7 +36,7 @@ func newTimers(now func() time.Time, fire func(string, engine.Command) error, lo
 // A task's watch (c.Watch) replaces the step's previous one, so that a step has one timer
 // however many iterations it dispatches, and a loop that answers in time fires none.
 func (t *timers) arm(runID string, c engine.Command) {
-	key := wire.EventMsgID(tickEvent(runID, c), "")
+	key := wire.EventMsgID(outbox.TickEvent(runID, c), "")
 	if c.Watch {
 		key = "watch/" + c.Step + "/" + strconv.Itoa(c.Item)
 	}

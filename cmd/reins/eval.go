@@ -7,9 +7,9 @@ import (
 	"io"
 	"os"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/eval"
 	"github.com/reins-run/reins/fixture"
-	"github.com/reins-run/reins/runner"
 	"github.com/spf13/cobra"
 )
 
@@ -108,7 +108,7 @@ Exit status: 0 when every case passed, 1 when any failed, 2 when a fixture is in
 // metrics it leaves alone), prints its line, then the metrics table when there were fixtures,
 // and the closing "N passed, M failed" line.
 func evalReplays(ctx context.Context, out io.Writer, nf *natsFlags, runs []string, rep *eval.Report, jsonFile string, metrics bool) error {
-	err := withClient(ctx, nf, func(c *runner.Client) error {
+	err := withClient(ctx, nf, func(c *client.Client) error {
 		for _, id := range runs {
 			rr := eval.RunResult{Run: 1, Passed: true}
 			r, err := c.Replay(ctx, id, nil)

@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/runner"
 )
 
 // humanFlags are the flags of the commands that answer a waiting run.
@@ -113,7 +113,7 @@ conversation.
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			return answer(cmd, f, args[0], func(ctx context.Context, c *runner.Client) (string, error) {
+			return answer(cmd, f, args[0], func(ctx context.Context, c *client.Client) (string, error) {
 				key, err := c.Resume(ctx, args[0], step, raw)
 				return fmt.Sprintf("run %s: step %s resumed", args[0], key), err
 			})
@@ -141,7 +141,7 @@ the data as its output; when none waits, the run keeps the event for the first o
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			return answer(cmd, f, args[0], func(ctx context.Context, c *runner.Client) (string, error) {
+			return answer(cmd, f, args[0], func(ctx context.Context, c *client.Client) (string, error) {
 				return fmt.Sprintf("run %s: event %s sent", args[0], args[1]), c.Signal(ctx, args[0], args[1], raw)
 			})
 		},
@@ -154,7 +154,7 @@ the data as its output; when none waits, the run keeps the event for the first o
 // decide sends an approve or deny decision, as the authenticated principal (on behalf of by,
 // for an admin).
 func decide(cmd *cobra.Command, f *humanFlags, runID, target string, approve bool, message, by string) error {
-	return answer(cmd, f, runID, func(ctx context.Context, c *runner.Client) (string, error) {
+	return answer(cmd, f, runID, func(ctx context.Context, c *client.Client) (string, error) {
 		done, err := c.Decide(ctx, runID, target, approve, message, by)
 		verb := "approved"
 		if !approve {
@@ -174,7 +174,7 @@ func decide(cmd *cobra.Command, f *humanFlags, runID, target string, approve boo
 
 // answer opens the server, sends what send sends, and follows the run when asked to or when
 // nothing else would continue it (the embedded server of --data).
-func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.Context, *runner.Client) (string, error)) error {
+func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.Context, *client.Client) (string, error)) error {
 	ctx := cmd.Context()
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	box, err := f.nats.open(ctx, "", log)

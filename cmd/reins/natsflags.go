@@ -13,10 +13,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/operator"
-	"github.com/reins-run/reins/runner"
 )
 
 // urlFile is the file in the data directory where `reins serve` writes the client URL of its
@@ -98,10 +98,10 @@ func (f *natsFlags) open(ctx context.Context, listen string, log *slog.Logger) (
 // newClient returns a client acting as the principal box's connection authenticated as: the
 // data directory's admin on an embedded server of this process, else the name the server
 // gives (natsbox.Box.WhoAmI), with what it may publish.
-func newClient(ctx context.Context, box *natsbox.Box) (*runner.Client, error) {
-	cfg := runner.ClientConfig{Box: box}
+func newClient(ctx context.Context, box *natsbox.Box) (*client.Client, error) {
+	cfg := client.ClientConfig{Box: box}
 	if box.Embedded() {
-		return runner.NewClient(cfg), nil
+		return client.NewClient(cfg), nil
 	}
 	name, publish, err := box.WhoAmI(ctx)
 	if err != nil {
@@ -115,7 +115,7 @@ func newClient(ctx context.Context, box *natsbox.Box) (*runner.Client, error) {
 			return slices.ContainsFunc(publish, func(p string) bool { return natsbox.SubjectMatches(p, subject) })
 		}
 	}
-	return runner.NewClient(cfg), nil
+	return client.NewClient(cfg), nil
 }
 
 // authenticator is the Authenticator of an embedded server serving res's principals.

@@ -7,9 +7,9 @@ import (
 	"io"
 	"strings"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -28,11 +28,11 @@ func newProgress(w io.Writer, def *workflow.Definition, quiet bool) *runProgress
 	return &runProgress{w: w, def: def, quiet: quiet, seen: map[string]engine.StepRun{}}
 }
 
-func (p *runProgress) update(rec *runner.Record) {
+func (p *runProgress) update(rec *client.Record) {
 	if p.quiet || rec == nil || rec.Run == nil {
 		return
 	}
-	for _, key := range runner.StepOrder(p.def, rec.Run) {
+	for _, key := range client.StepOrder(p.def, rec.Run) {
 		sr := rec.Run.Steps[key]
 		old, had := p.seen[key]
 		p.seen[key] = *sr

@@ -14,11 +14,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
-	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -163,17 +163,17 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 			fmt.Fprintf(cmd.ErrOrStderr(), "workers can connect to %s\n", box.ClientURL())
 		}
 	}
-	client, err := newClient(ctx, box)
+	rc, err := newClient(ctx, box)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	// The size rule of runner.Client, said of the flag before anything is stored.
+	// The size rule of client.Client, said of the flag before anything is stored.
 	if err := wire.CheckJSON(input, wire.DefaultMaxValue); err != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("%s %w", f.inputFlag(), err)}
 	}
-	warnUnserved(ctx, cmd.ErrOrStderr(), client, bundles)
+	warnUnserved(ctx, cmd.ErrOrStderr(), rc, bundles)
 	if f.detach {
-		id, err := client.Start(ctx, bundles, input, f.runID)
+		id, err := rc.Start(ctx, bundles, input, f.runID)
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
@@ -182,16 +182,16 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	}
 	id := f.runID
 	if id == "" {
-		id = runner.NewRunID()
+		id = client.NewRunID()
 	}
 	start := func() error {
-		_, err := client.Start(ctx, bundles, input, id)
+		_, err := rc.Start(ctx, bundles, input, id)
 		return err
 	}
 	// On a private embedded server nobody else can answer a waiting run: stop there, and let
 	// reins approve (or resume, signal) continue it from the data directory.
 	private := box.Embedded() && f.listen == ""
-	return followToResult(cmd, client, id, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: private, start: start, where: f.nats.where()})
+	return followToResult(cmd, rc, id, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: private, start: start, where: f.nats.where()})
 }
 
 // followOptions say how followToResult follows a run.
@@ -209,12 +209,12 @@ type followOptions struct {
 
 // followToResult follows run id, prints its result, and says how the command exits: 0 when
 // it completed (or waits, when following stops there), 1 otherwise.
-func followToResult(cmd *cobra.Command, c *runner.Client, id string, def *workflow.Definition, o followOptions) error {
+func followToResult(cmd *cobra.Command, c *client.Client, id string, def *workflow.Definition, o followOptions) error {
 	rec, err := follow(cmd.Context(), c, id, def, cmd.ErrOrStderr(), o)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	res := runner.NewResult(def, rec)
+	res := client.NewResult(def, rec)
 	if err := printResult(cmd.OutOrStdout(), res, o.asJSON); err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -229,7 +229,7 @@ func followToResult(cmd *cobra.Command, c *runner.Client, id string, def *workfl
 }
 
 // useModel applies --model NAME, a model of the workflow's [models]: it returns a copy of def
-// whose llm and agent steps all use it (runner.UseModel, as reins runs fork --model does), and
+// whose llm and agent steps all use it (client.UseModel, as reins runs fork --model does), and
 // clears the flag so that the workers open each step's model of the copy. --model PROVIDER:NAME
 // leaves def as it is: the built-in workers open that model for every step (builtinConfig).
 func (f *runFlags) useModel(def *workflow.Definition) (*workflow.Definition, error) {
@@ -240,7 +240,7 @@ func (f *runFlags) useModel(def *workflow.Definition) (*workflow.Definition, err
 	if err != nil || provider != nil {
 		return def, err
 	}
-	d, err := runner.UseModel(def, f.model.name, nil)
+	d, err := client.UseModel(def, f.model.name, nil)
 	if err != nil {
 		return nil, fmt.Errorf("--model: %w", err)
 	}
@@ -324,7 +324,7 @@ func checkHandlers(bs *wire.Bundles, listen string, box *natsbox.Box) error {
 
 // warnUnserved tells, one line each, what the run needs that no running worker serves: it would
 // wait for it. Not knowing (the bucket unreadable) says nothing: the run goes on either way.
-func warnUnserved(ctx context.Context, w io.Writer, c *runner.Client, bs *wire.Bundles) {
+func warnUnserved(ctx context.Context, w io.Writer, c *client.Client, bs *wire.Bundles) {
 	missing, err := c.Unserved(ctx, bs)
 	if err != nil {
 		return
@@ -336,7 +336,7 @@ func warnUnserved(ctx context.Context, w io.Writer, c *runner.Client, bs *wire.B
 
 // follow prints progress until the run ends and returns its final record. An interrupt
 // cancels the run and waits for it to end.
-func follow(ctx context.Context, c *runner.Client, id string, def *workflow.Definition, w io.Writer, o followOptions) (*runner.Record, error) {
+func follow(ctx context.Context, c *client.Client, id string, def *workflow.Definition, w io.Writer, o followOptions) (*client.Record, error) {
 	watchCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	go func() {
@@ -345,7 +345,7 @@ func follow(ctx context.Context, c *runner.Client, id string, def *workflow.Defi
 			fmt.Fprintf(w, "interrupted: cancelling run %s\n", id)
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
-			if err := c.Cancel(cctx, id, "interrupted"); err != nil && !errors.Is(err, runner.ErrFinished) {
+			if err := c.Cancel(cctx, id, "interrupted"); err != nil && !errors.Is(err, client.ErrFinished) {
 				fmt.Fprintln(w, "reins:", err)
 				stop()
 			}

@@ -16,12 +16,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
-	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -46,7 +46,7 @@ var errNoDataDir = errors.New("no runs are kept there")
 
 // withClient opens the server of nf and calls f with a client on it. A data directory that does
 // not exist is not created: errNoDataDir.
-func withClient(ctx context.Context, nf *natsFlags, f func(*runner.Client) error) error {
+func withClient(ctx context.Context, nf *natsFlags, f func(*client.Client) error) error {
 	if nf.url == "" {
 		if _, err := os.Stat(nf.data); errors.Is(err, fs.ErrNotExist) {
 			return &exitError{code: exitFailed, err: fmt.Errorf("data directory %s does not exist: %w (reins run keeps its runs in --data, default .reins/; or give --nats URL)", nf.data, errNoDataDir)}
@@ -88,7 +88,7 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st := protocol.RunStatus(status)
 			switch st {
-			case "", protocol.RunRunning, protocol.RunWaiting, protocol.RunCompleted, protocol.RunFailed, protocol.RunCancelled, protocol.RunTimedOut, runner.StatusCorrupt:
+			case "", protocol.RunRunning, protocol.RunWaiting, protocol.RunCompleted, protocol.RunFailed, protocol.RunCancelled, protocol.RunTimedOut, client.StatusCorrupt:
 			default:
 				return &exitError{code: exitUsage, err: fmt.Errorf("--status %q: want running, waiting, completed, failed, cancelled, timed_out or corrupt", status)}
 			}
@@ -97,7 +97,7 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 					return printList(cmd.OutOrStdout(), []listEntry{}, asJSON) // nothing ever ran there
 				}
 			}
-			return withClient(cmd.Context(), nf, func(c *runner.Client) error {
+			return withClient(cmd.Context(), nf, func(c *client.Client) error {
 				recs, err := c.List(cmd.Context(), st)
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
@@ -145,9 +145,9 @@ func newRunsShowCmd(nf *natsFlags) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return withClient(ctx, nf, func(c *runner.Client) error {
+			return withClient(ctx, nf, func(c *client.Client) error {
 				rec, err := c.Get(ctx, args[0])
-				if errors.Is(err, runner.ErrCorrupt) {
+				if errors.Is(err, client.ErrCorrupt) {
 					return &exitError{code: exitFailed, err: fmt.Errorf("%w; reins runs delete %s removes it", err, args[0])}
 				}
 				if err != nil {
@@ -161,7 +161,7 @@ func newRunsShowCmd(nf *natsFlags) *cobra.Command {
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
-				res := runner.NewResult(def, rec)
+				res := client.NewResult(def, rec)
 				out := cmd.OutOrStdout()
 				if asJSON {
 					return printJSON(out, showResult{Result: res, Trace: events})
@@ -237,7 +237,7 @@ func newRunsCancelCmd(nf *natsFlags) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return withClient(ctx, nf, func(c *runner.Client) error {
+			return withClient(ctx, nf, func(c *client.Client) error {
 				if err := c.Cancel(ctx, args[0], reason); err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
@@ -257,7 +257,7 @@ func newRunsDeleteCmd(nf *natsFlags) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return withClient(ctx, nf, func(c *runner.Client) error {
+			return withClient(ctx, nf, func(c *client.Client) error {
 				if err := c.Delete(ctx, args[0]); err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
@@ -302,7 +302,7 @@ does not exist), 2 for a usage error.`,
 				}
 				def = d
 			}
-			return withClient(ctx, nf, func(c *runner.Client) error {
+			return withClient(ctx, nf, func(c *client.Client) error {
 				rep, err := c.Replay(ctx, args[0], def)
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
@@ -324,7 +324,7 @@ does not exist), 2 for a usage error.`,
 
 // printReplay prints a replay report: one line saying same or where the replay parts, then
 // the status and path of the run and of the replay.
-func printReplay(w io.Writer, rep *runner.ReplayReport, file string, asJSON bool) error {
+func printReplay(w io.Writer, rep *client.ReplayReport, file string, asJSON bool) error {
 	if asJSON {
 		return printJSON(w, rep)
 	}
@@ -420,7 +420,7 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	o := runner.ForkOptions{From: step, Iteration: iteration, Model: f.model, RunID: f.runID}
+	o := client.ForkOptions{From: step, Iteration: iteration, Model: f.model, RunID: f.runID}
 	if f.input != "" {
 		if o.Input, err = readInput(f.input, ""); err != nil {
 			return &exitError{code: exitUsage, err: err}
@@ -523,7 +523,7 @@ does the same periodically (--retention).`,
 				return &exitError{code: exitUsage, err: fmt.Errorf("--older-than %s: want a duration of 0 or more", olderThan)}
 			}
 			ctx := cmd.Context()
-			return withClient(ctx, nf, func(c *runner.Client) error {
+			return withClient(ctx, nf, func(c *client.Client) error {
 				rep, err := c.Prune(ctx, olderThan, time.Now())
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
@@ -538,7 +538,7 @@ does the same periodically (--retention).`,
 			})
 		},
 	}
-	cmd.Flags().DurationVar(&olderThan, "older-than", runner.DefaultRetention, "remove the runs that ended more than this `DURATION` ago")
+	cmd.Flags().DurationVar(&olderThan, "older-than", client.DefaultRetention, "remove the runs that ended more than this `DURATION` ago")
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print what was removed as JSON ({"runs", "sub_runs", "checkpoints", "before"})`)
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/runner"
@@ -147,7 +148,7 @@ after every decision, as reins run does.`,
 	fl.BoolVar(&noWorker, "no-workers", false, "run only the engine: serve no built-in step")
 	fl.DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task or event may stay unacknowledged before it is redelivered (a crashed worker's iteration is retried after it)")
 	fl.DurationVar(&saveWindow, "save-window", runner.DefaultSaveWindow, "how long the engine may hold a decision that only dispatches a run's next task before it saves the run, so that a fast loop's iterations are saved together (0: save after every decision)")
-	fl.DurationVar(&retention, "retention", runner.DefaultRetention, "remove finished runs that ended longer ago than this `DURATION` (0: keep them forever)")
+	fl.DurationVar(&retention, "retention", client.DefaultRetention, "remove finished runs that ended longer ago than this `DURATION` (0: keep them forever)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
 	fl.StringVar(&configFile, "config", "", "the operator's configuration `FILE`: providers, MCP servers, principals, limits (docs/security.md); default: providers openai and anthropic with the keys of OPENAI_API_KEY and ANTHROPIC_API_KEY, and the data directory's admin")
 	return cmd
@@ -172,12 +173,12 @@ func retain(ctx context.Context, box *natsbox.Box, retention time.Duration, log 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	c := runner.NewClient(runner.ClientConfig{Box: box})
+	c := client.NewClient(client.ClientConfig{Box: box})
 	go func() {
 		defer close(done)
-		_ = c.Retain(ctx, runner.Retention{
+		_ = c.Retain(ctx, client.Retention{
 			OlderThan: retention, Now: retentionClock.now, After: retentionClock.after,
-			Pruned: func(rep runner.PruneReport, err error) {
+			Pruned: func(rep client.PruneReport, err error) {
 				switch {
 				case err != nil:
 					log.Warn("reins: pruning old runs failed; trying again later", "err", err)

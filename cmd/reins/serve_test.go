@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/operator"
@@ -80,18 +81,18 @@ func (s *server) stop(t *testing.T) int {
 }
 
 // client connects to the server as a client of package runner would.
-func (s *server) client(t *testing.T) *runner.Client {
+func (s *server) client(t *testing.T) *client.Client {
 	t.Helper()
 	box, err := natsbox.Open(t.Context(), natsbox.Options{URL: s.url, Token: s.token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { box.Close() })
-	return runner.NewClient(runner.ClientConfig{Box: box})
+	return client.NewClient(client.ClientConfig{Box: box})
 }
 
 // wait waits for a run to finish.
-func wait(t *testing.T, c *runner.Client, id string) *runner.Record {
+func wait(t *testing.T, c *client.Client, id string) *client.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -300,7 +301,7 @@ func TestServeRetention(t *testing.T) {
 	ticks <- time.Now()
 	nextWait()
 	awaitText(t, srv.stderr, `reins pruned runs" runs=1 sub_runs=0`, srv.done, "reins serve")
-	if _, err := c.Get(t.Context(), old.RunID); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := c.Get(t.Context(), old.RunID); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("the finished run is still there: %v", err)
 	}
 	if rec, err := c.Get(t.Context(), running); err != nil || rec.Run.Finished() {

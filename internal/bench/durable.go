@@ -14,11 +14,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
@@ -27,7 +27,7 @@ import (
 // runs them.
 type stack struct {
 	box    *natsbox.Box
-	client *runner.Client
+	client *client.Client
 	stop   func()
 }
 
@@ -40,7 +40,7 @@ func newStack(b B, handlers map[string]worker.Handler) *stack {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &stack{box: h.Box(), client: runner.NewClient(runner.ClientConfig{Box: h.Box()}), stop: h.Stop}
+	return &stack{box: h.Box(), client: client.NewClient(client.ClientConfig{Box: h.Box()}), stop: h.Stop}
 }
 
 // loopBundles is a workflow of one agent_loop step running handler.
@@ -87,7 +87,7 @@ func runLoops(b B, s *stack, bs *wire.Bundles, n int, lasts <-chan string) {
 	for _, id := range ids {
 		mine[id] = true
 	}
-	watchRuns(b, s, n, func(rec *runner.Record) bool {
+	watchRuns(b, s, n, func(rec *client.Record) bool {
 		if !mine[rec.Run.ID] || !rec.Finished() {
 			return false
 		}
@@ -281,7 +281,7 @@ func WaitingRuns(b B) {
 // from a watch of the runs bucket.
 func waitAllDelayed(b B, s *stack, n int) {
 	b.Helper()
-	watchRuns(b, s, n, func(rec *runner.Record) bool {
+	watchRuns(b, s, n, func(rec *client.Record) bool {
 		sr := rec.Run.Steps["loop"]
 		return sr != nil && sr.Iteration == 2 && !rec.Run.Finished()
 	})
@@ -290,7 +290,7 @@ func waitAllDelayed(b B, s *stack, n int) {
 // watchRuns watches the runs bucket until n distinct runs had a saved record for which ok
 // holds. One watch of the bucket costs far less than a watch (a consumer) per run, which
 // would weigh on the figures of a thousand runs.
-func watchRuns(b B, s *stack, n int, ok func(*runner.Record) bool) {
+func watchRuns(b B, s *stack, n int, ok func(*client.Record) bool) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -308,7 +308,7 @@ func watchRuns(b B, s *stack, n int, ok func(*runner.Record) bool) {
 		if e == nil || e.Operation() != jetstream.KeyValuePut {
 			continue // the end of the initial values, or a deletion
 		}
-		var rec runner.Record
+		var rec client.Record
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
 			b.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 
 // MaxDepth is how deeply the JSON values people send (run inputs, human input, signal data)
 // may nest: arrays and objects within each other. Deeper values are refused where they enter
-// (the CLI, runner.Client), with one sentence; the engine's decoders would refuse them later.
+// (the CLI, client.Client), with one sentence; the engine's decoders would refuse them later.
 const MaxDepth = 256
 
 // ErrBadInput is what errors.Is finds in the errors of CheckJSON.

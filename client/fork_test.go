@@ -1,4 +1,4 @@
-package runner
+package client_test
 
 import (
 	"context"
@@ -11,7 +11,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	rworker "github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -20,38 +23,38 @@ import (
 // startWorker runs a worker of package worker on the box with the handlers register adds, until
 // the test ends.
 func (v *env) startWorker(register func(*rworker.Worker)) {
-	v.t.Helper()
-	w, err := rworker.New(rworker.Config{Box: v.box, AckWait: testAckWait})
+	v.T.Helper()
+	w, err := rworker.New(rworker.Config{Box: v.Box, AckWait: runtest.AckWait})
 	if err != nil {
-		v.t.Fatal(err)
+		v.T.Fatal(err)
 	}
 	register(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	v.t.Cleanup(func() {
+	v.T.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			v.t.Errorf("worker: %v", err)
+			v.T.Errorf("worker: %v", err)
 		}
 	})
 	select {
 	case <-w.Ready():
 	case err := <-done:
-		v.t.Fatalf("the worker stopped before it was ready: %v", err)
+		v.T.Fatalf("the worker stopped before it was ready: %v", err)
 	}
 }
 
 // checkpointKeys lists the checkpoint keys of run id.
 func (v *env) checkpointKeys(id string) []string {
-	v.t.Helper()
-	kv, err := v.box.JetStream().KeyValue(v.ctx, natsbox.CheckpointsBucket)
+	v.T.Helper()
+	kv, err := v.Box.JetStream().KeyValue(v.Ctx, natsbox.CheckpointsBucket)
 	if err != nil {
-		v.t.Fatal(err)
+		v.T.Fatal(err)
 	}
-	lister, err := kv.ListKeys(v.ctx)
+	lister, err := kv.ListKeys(v.Ctx)
 	if err != nil {
-		v.t.Fatal(err)
+		v.T.Fatal(err)
 	}
 	defer func() { _ = lister.Stop() }()
 	var keys []string
@@ -101,15 +104,15 @@ func TestFork(t *testing.T) {
 	v := newEnv(t)
 	hw := &historyWorker{inputs: map[string]string{}}
 	v.startWorker(hw.register)
-	bs := loopWorkflow(t, 10)
+	bs := runtest.LoopWorkflow(t, 10)
 	const orig = "orig"
-	v.start(bs, `{"n":0}`, orig)
-	done := v.wait(orig)
+	v.Start(bs, `{"n":0}`, orig)
+	done := v.Wait(orig)
 	const wantOut = `{"history":[1,2,3,4],"input":{"n":3}}`
 	if done.Run.Status != protocol.RunCompleted || string(done.Run.Output) != wantOut {
 		t.Fatalf("the original run: %s, output %s", done.Run.Status, done.Run.Output)
 	}
-	origEvents, err := v.client.Events(v.ctx, orig)
+	origEvents, err := v.Client.Events(v.Ctx, orig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,14 +122,14 @@ func TestFork(t *testing.T) {
 	}
 
 	t.Run("from an iteration", func(t *testing.T) {
-		f, err := v.client.Fork(v.ctx, orig, ForkOptions{From: "think", Iteration: 3})
+		f, err := v.Client.Fork(v.Ctx, orig, client.ForkOptions{From: "think", Iteration: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if f.RunID != "orig-fork-1" || f.Step != "think" || f.Iteration != 3 || f.Tasks != 1 || f.Checkpoints != 2 || f.Hash != bs.Root {
 			t.Errorf("forked %+v: want orig-fork-1 at think iteration 3, 1 task, 2 checkpoint keys, the run's own definition", f)
 		}
-		rec := v.wait(f.RunID)
+		rec := v.Wait(f.RunID)
 		if rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != wantOut {
 			t.Fatalf("the fork: %s, output %s, error %v", rec.Run.Status, rec.Run.Output, rec.Run.Error)
 		}
@@ -148,11 +151,11 @@ func TestFork(t *testing.T) {
 	})
 
 	t.Run("with an input", func(t *testing.T) {
-		f, err := v.client.Fork(v.ctx, orig, ForkOptions{From: "think", Iteration: 3, Input: json.RawMessage(`{ "n" : 100 }`), RunID: "custom"})
+		f, err := v.Client.Fork(v.Ctx, orig, client.ForkOptions{From: "think", Iteration: 3, Input: json.RawMessage(`{ "n" : 100 }`), RunID: "custom"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := v.wait(f.RunID)
+		rec := v.Wait(f.RunID)
 		if f.RunID != "custom" || rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != wantOut {
 			t.Fatalf("fork %s: %s, output %s", f.RunID, rec.Run.Status, rec.Run.Output)
 		}
@@ -162,11 +165,11 @@ func TestFork(t *testing.T) {
 	})
 
 	t.Run("from the start", func(t *testing.T) {
-		f, err := v.client.Fork(v.ctx, orig, ForkOptions{From: "think"})
+		f, err := v.Client.Fork(v.Ctx, orig, client.ForkOptions{From: "think"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := v.wait(f.RunID)
+		rec := v.Wait(f.RunID)
 		if f.RunID != "orig-fork-2" || f.Checkpoints != 0 || rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != wantOut {
 			t.Fatalf("fork %+v: %s, output %s", f, rec.Run.Status, rec.Run.Output)
 		}
@@ -183,30 +186,30 @@ func TestFork(t *testing.T) {
 			is   error
 			want string
 		}{
-			{"nope", 1, "", ErrUnknownStep, `runner: workflow looping has no step "nope": no such step`},
-			{"think", 9, "", ErrUnknownStep, "runner: run orig never dispatched iteration 9 of step think (it reached iteration 4): no such step"},
-			{"think#1", 1, "", ErrUnknownStep, `runner: workflow looping has no step "think#1": only a parallel or map step has children step#N: no such step`},
-			{"think", 1, "custom", ErrExists, "runner: fork run orig into custom: a run with this id already exists"},
+			{"nope", 1, "", client.ErrUnknownStep, `runner: workflow looping has no step "nope": no such step`},
+			{"think", 9, "", client.ErrUnknownStep, "runner: run orig never dispatched iteration 9 of step think (it reached iteration 4): no such step"},
+			{"think#1", 1, "", client.ErrUnknownStep, `runner: workflow looping has no step "think#1": only a parallel or map step has children step#N: no such step`},
+			{"think", 1, "custom", client.ErrExists, "runner: fork run orig into custom: a run with this id already exists"},
 		} {
-			_, err := v.client.Fork(v.ctx, orig, ForkOptions{From: tc.from, Iteration: tc.it, RunID: tc.id})
+			_, err := v.Client.Fork(v.Ctx, orig, client.ForkOptions{From: tc.from, Iteration: tc.it, RunID: tc.id})
 			if !errors.Is(err, tc.is) || err.Error() != tc.want {
 				t.Errorf("--from %s:%d: %v\nwant %s", tc.from, tc.it, err, tc.want)
 			}
 		}
-		if _, err := v.client.Fork(v.ctx, "r-nope", ForkOptions{From: "think"}); !errors.Is(err, ErrNotFound) {
+		if _, err := v.Client.Fork(v.Ctx, "r-nope", client.ForkOptions{From: "think"}); !errors.Is(err, client.ErrNotFound) {
 			t.Errorf("fork of an unknown run: %v", err)
 		}
 	})
 
 	// The original run is as it was: record, events, checkpoints.
-	after, err := v.client.Get(v.ctx, orig)
+	after, err := v.Client.Get(v.Ctx, orig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if after.Revision != done.Revision || !reflect.DeepEqual(after.Run, done.Run) {
 		t.Errorf("the original record changed: revision %d → %d", done.Revision, after.Revision)
 	}
-	evs, err := v.client.Events(v.ctx, orig)
+	evs, err := v.Client.Events(v.Ctx, orig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +220,7 @@ func TestFork(t *testing.T) {
 		t.Errorf("the original checkpoint keys changed: %v → %v", origKeys, keys)
 	}
 	// The fork replays like any run? It has no start event: replay refuses it in one sentence.
-	if _, err := v.client.Replay(v.ctx, "orig-fork-1", nil); !errors.Is(err, ErrNoStart) {
+	if _, err := v.Client.Replay(v.Ctx, "orig-fork-1", nil); !errors.Is(err, client.ErrNoStart) {
 		t.Errorf("replay of a fork: %v", err)
 	}
 }
@@ -232,13 +235,13 @@ func TestForkModel(t *testing.T) {
 	wf.LLM("ask", "small").WithPrompt("Say hi.")
 	wf.Task("after", "after")
 	wf.Edge("ask", "after")
-	_, bs := bundles(t, wf)
-	v.worker(protocol.HandlerLLM).serve(func(task *protocol.Task) *protocol.Event {
-		return completed(task, fmt.Sprintf(`{"model":%q,"workflow":%q}`, task.Model, task.Workflow))
+	_, bs := runtest.Bundles(t, wf)
+	v.Worker(protocol.HandlerLLM).Serve(func(task *protocol.Task) *protocol.Event {
+		return runtest.Completed(task, fmt.Sprintf(`{"model":%q,"workflow":%q}`, task.Model, task.Workflow))
 	})
-	v.worker("after").serve(func(task *protocol.Task) *protocol.Event { return completed(task, string(task.Input)) })
-	v.start(bs, "", "ask-1")
-	if rec := v.wait("ask-1"); string(rec.Run.Output) != `{"model":"small","workflow":"`+bs.Root+`"}` {
+	v.Worker("after").Serve(func(task *protocol.Task) *protocol.Event { return runtest.Completed(task, string(task.Input)) })
+	v.Start(bs, "", "ask-1")
+	if rec := v.Wait("ask-1"); string(rec.Run.Output) != `{"model":"small","workflow":"`+bs.Root+`"}` {
 		t.Fatalf("output %s", rec.Run.Output)
 	}
 
@@ -251,18 +254,18 @@ func TestForkModel(t *testing.T) {
 		{"added", "openai:gpt-test", &workflow.ModelDef{Provider: "openai", Model: "gpt-test"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, err := v.client.Fork(v.ctx, "ask-1", ForkOptions{From: "ask", Model: tc.model, AddModel: tc.add})
+			f, err := v.Client.Fork(v.Ctx, "ask-1", client.ForkOptions{From: "ask", Model: tc.model, AddModel: tc.add})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if f.Hash == bs.Root {
 				t.Fatalf("the fork runs the original definition")
 			}
-			rec := v.wait(f.RunID)
+			rec := v.Wait(f.RunID)
 			if want := `{"model":"` + tc.model + `","workflow":"` + f.Hash + `"}`; string(rec.Run.Output) != want {
 				t.Errorf("output %s, want %s", rec.Run.Output, want)
 			}
-			def, err := v.client.Definition(v.ctx, rec)
+			def, err := v.Client.Definition(v.Ctx, rec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -271,11 +274,11 @@ func TestForkModel(t *testing.T) {
 			}
 		})
 	}
-	_, err := v.client.Fork(v.ctx, "ask-1", ForkOptions{From: "ask", Model: "huge"})
+	_, err := v.Client.Fork(v.Ctx, "ask-1", client.ForkOptions{From: "ask", Model: "huge"})
 	if err == nil || err.Error() != `runner: fork run ask-1: workflow asker declares no model "huge" in [models] (it declares: large, small)` {
 		t.Errorf("an unknown model: %v", err)
 	}
-	_, err = v.client.Fork(v.ctx, "ask-1", ForkOptions{From: "after", Input: json.RawMessage(`{`)})
+	_, err = v.Client.Fork(v.Ctx, "ask-1", client.ForkOptions{From: "after", Input: json.RawMessage(`{`)})
 	if err == nil || err.Error() != "runner: fork run ask-1: the input of step after is not valid JSON" {
 		t.Errorf("an input that is not JSON: %v", err)
 	}
@@ -289,24 +292,24 @@ func TestForkParallelChild(t *testing.T) {
 	wf.Parallel("both", "left", "right")
 	wf.Task("left", "left")
 	wf.Task("right", "right")
-	_, bs := bundles(t, wf)
+	_, bs := runtest.Bundles(t, wf)
 	var mu sync.Mutex
 	seen := map[string]string{}
 	for _, h := range []string{"left", "right"} {
-		v.worker(h).serve(func(task *protocol.Task) *protocol.Event {
+		v.Worker(h).Serve(func(task *protocol.Task) *protocol.Event {
 			mu.Lock()
-			seen[task.RunID+"/"+taskKey(task)] = string(task.Input)
+			seen[task.RunID+"/"+wire.TaskKey(task)] = string(task.Input)
 			mu.Unlock()
-			return completed(task, fmt.Sprintf(`{"%s":%s}`, h, task.Input))
+			return runtest.Completed(task, fmt.Sprintf(`{"%s":%s}`, h, task.Input))
 		})
 	}
-	v.start(bs, `1`, "fan-1")
-	v.wait("fan-1")
-	f, err := v.client.Fork(v.ctx, "fan-1", ForkOptions{From: "both#1", Input: json.RawMessage(`2`)})
+	v.Start(bs, `1`, "fan-1")
+	v.Wait("fan-1")
+	f, err := v.Client.Fork(v.Ctx, "fan-1", client.ForkOptions{From: "both#1", Input: json.RawMessage(`2`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := v.wait(f.RunID)
+	rec := v.Wait(f.RunID)
 	if f.Tasks != 2 || string(rec.Run.Output) != `[{"left":1},{"right":2}]` {
 		t.Errorf("fork %+v: output %s", f, rec.Run.Output)
 	}

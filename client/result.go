@@ -1,14 +1,11 @@
-package runner
+package client
 
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
@@ -26,69 +23,19 @@ var (
 	ErrExists = errors.New("a run with this id already exists")
 	// ErrCorrupt: the run's record cannot be decoded; List shows it with StatusCorrupt, and
 	// Delete removes it.
-	ErrCorrupt = errors.New("the run's record is corrupt")
+	ErrCorrupt = wire.ErrCorrupt
 )
 
 // StatusCorrupt is the status List gives a run whose record cannot be decoded; its Error says
 // why (code CodeCorrupt).
-const StatusCorrupt protocol.RunStatus = "corrupt"
+const StatusCorrupt = wire.StatusCorrupt
 
 // CodeCorrupt is the error code of a run whose record cannot be decoded.
-const CodeCorrupt = "E_CORRUPT_RECORD"
+const CodeCorrupt = wire.CodeCorrupt
 
-// Record is what the reins_runs bucket holds under a run id: the run state, and the parent run
-// waiting for it when it is a sub-run.
-type Record struct {
-	Run    *engine.Run      `json:"run"`
-	Parent *protocol.Parent `json:"parent,omitempty"`
-	// Revision is the bucket's revision of the record (not stored).
-	Revision uint64 `json:"-"`
-}
-
-// Finished reports whether the run has ended.
-func (r *Record) Finished() bool {
-	return r != nil && r.Run.Finished()
-}
-
-// encodeRecord returns json.Marshal(rec), written without reflection by wire's encoders: the
-// engine encodes a record after every decision.
-func encodeRecord(rec *Record) ([]byte, error) { return wire.Encode(rec, appendRecord) }
-
-// appendRecord appends json.Marshal(rec) to b: the run, and the parent when there is one.
-func appendRecord(b []byte, rec *Record) ([]byte, error) {
-	if rec == nil {
-		return append(b, "null"...), nil
-	}
-	out, err := wire.AppendRun(append(b, `{"run":`...), rec.Run)
-	if err == nil && rec.Parent != nil {
-		out, err = wire.AppendParent(append(out, `,"parent":`...), rec.Parent)
-	}
-	if err != nil {
-		return b, err
-	}
-	return append(out, '}'), nil
-}
-
-func decodeRecord(e jetstream.KeyValueEntry) (*Record, error) {
-	var rec Record
-	err := json.Unmarshal(e.Value(), &rec)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("run %s: %w: its %d bytes are not a run record: %v", e.Key(), ErrCorrupt, len(e.Value()), err)
-	case rec.Run == nil || rec.Run.ID != e.Key():
-		return nil, fmt.Errorf("run %s: %w: its %d bytes hold no run of that id", e.Key(), ErrCorrupt, len(e.Value()))
-	}
-	rec.Revision = e.Revision()
-	return &rec, nil
-}
-
-// corruptRecord stands for a record that cannot be decoded, in a list: the run id, status
-// StatusCorrupt, and the error saying why.
-func corruptRecord(e jetstream.KeyValueEntry, err error) *Record {
-	run := &engine.Run{ID: e.Key(), Status: StatusCorrupt, StartedAt: e.Created().UTC(),
-		Error: &protocol.RunError{Code: CodeCorrupt, Message: err.Error()}}
-	return &Record{Run: run, Revision: e.Revision()}
-}
+// Record is what the reins_runs bucket holds under a run id: the run state (Run.Status, the
+// steps, the output or error), the parent run when it is a sub-run, and the bucket's revision.
+type Record = wire.Record
 
 // NewResult returns the result of the run rec holds, with the steps in the order of def (nil:
 // by id).

@@ -1,4 +1,4 @@
-package runner
+package client
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, now time.Ti
 		if err != nil {
 			return rep, fmt.Errorf("runner: prune: list the runs: %w", err)
 		}
-		if rec, err := decodeRecord(e); err == nil {
+		if rec, err := wire.DecodeRecord(e); err == nil {
 			recs[e.Key()] = info{e.Revision(), rec.Run.Finished(), e.Created()}
 		}
 	}
@@ -152,7 +152,7 @@ func (c *Client) Delete(ctx context.Context, runID string) error {
 	if err != nil {
 		return fmt.Errorf("runner: delete run %s: %w", runID, err)
 	}
-	if rec, err := decodeRecord(e); err == nil && !rec.Finished() {
+	if rec, err := wire.DecodeRecord(e); err == nil && !rec.Finished() {
 		return fmt.Errorf("runner: delete run %s: it is %s: %w (cancel it first)", runID, rec.Run.Status, ErrNotFinished)
 	}
 	gone := []pruned{{runID, e.Revision()}}
@@ -207,7 +207,7 @@ func (c *Client) pruneCheckpoints(ctx context.Context, gone []pruned) (int, erro
 	}
 	// A stream purge of each key's subject, not a KV purge: it leaves no purge marker behind (a
 	// finished run writes no checkpoint again).
-	if err := purgeKeys(ctx, c.js, natsbox.CheckpointsBucket, keys...); err != nil {
+	if err := natsbox.PurgeKeys(ctx, c.js, natsbox.CheckpointsBucket, keys...); err != nil {
 		return 0, fmt.Errorf("runner: prune: the checkpoints: %w", err)
 	}
 	return len(keys), nil
@@ -232,7 +232,7 @@ func (c *Client) pruneIndex(ctx context.Context, gone []pruned) error {
 	for _, p := range gone {
 		ids[p.id] = true
 	}
-	keys, err := indexKeys(ctx, c.index, ">")
+	keys, err := natsbox.Keys(ctx, c.index, ">")
 	if err != nil {
 		return fmt.Errorf("runner: prune: %w", err)
 	}
@@ -242,7 +242,7 @@ func (c *Client) pruneIndex(ctx context.Context, gone []pruned) error {
 			drop = append(drop, k)
 		}
 	}
-	if err := purgeKeys(ctx, c.js, natsbox.StatusBucket, drop...); err != nil {
+	if err := natsbox.PurgeKeys(ctx, c.js, natsbox.StatusBucket, drop...); err != nil {
 		return fmt.Errorf("runner: prune: the status index: %w", err)
 	}
 	return nil
@@ -252,11 +252,11 @@ func (c *Client) pruneIndex(ctx context.Context, gone []pruned) error {
 // written after it: the stream is purged up to the marker's sequence, only if it is a marker.
 // Markers would otherwise stay for good, one per pruned run.
 func (c *Client) dropMarker(ctx context.Context, bucket, key string) error {
-	stream, err := c.js.Stream(ctx, kvStream(bucket))
+	stream, err := c.js.Stream(ctx, natsbox.KVStream(bucket))
 	if err != nil {
 		return err
 	}
-	subj := kvSubject(bucket, key)
+	subj := natsbox.KVSubject(bucket, key)
 	msg, err := stream.GetLastMsgForSubject(ctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil
@@ -272,10 +272,6 @@ func (c *Client) dropMarker(ctx context.Context, bucket, key string) error {
 	}
 	return nil
 }
-
-// kvStream and kvSubject name the stream of a KV bucket and the subject of one of its keys.
-func kvStream(bucket string) string       { return "KV_" + bucket }
-func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
 
 // checkpointRun is the run part of a checkpoint scope RUN/STEP[=ITEM]/ACTIVATION (a run id may
 // hold '/', a step key may not).

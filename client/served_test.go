@@ -1,4 +1,4 @@
-package runner
+package client_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -15,12 +16,12 @@ import (
 // model.
 func TestUnserved(t *testing.T) {
 	v := newEnv(t)
-	kv, err := v.box.JetStream().KeyValue(v.ctx, natsbox.ServedBucket)
+	kv, err := v.Box.JetStream().KeyValue(v.Ctx, natsbox.ServedBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"handler.served.w1", "handler.reins-agent.w1", "tool.orders.read.w1"} {
-		if _, err := kv.Put(v.ctx, k, []byte("w1")); err != nil {
+		if _, err := kv.Put(v.Ctx, k, []byte("w1")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -38,8 +39,8 @@ func TestUnserved(t *testing.T) {
 	wf.Edge("a", "b")
 	wf.Edge("b", "c")
 	wf.Edge("c", "d")
-	_, bs := bundles(t, wf)
-	got, err := v.client.Unserved(v.ctx, bs)
+	_, bs := runtest.Bundles(t, wf)
+	got, err := v.Client.Unserved(v.Ctx, bs)
 	if err != nil {
 		t.Fatal(err)
 	}

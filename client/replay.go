@@ -1,4 +1,4 @@
-package runner
+package client
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
@@ -265,8 +266,8 @@ func (r *replayer) record(cmds []engine.Command, at time.Time) {
 		switch {
 		case c.Type == engine.CmdDispatch && c.Task != nil:
 			t := c.Task
-			d = dispatch{task: t, step: taskKey(t),
-				key: fmt.Sprintf("task %s/%d/%d/%d/%d", taskKey(t), t.Activation, t.Iteration, t.Attempt, t.Resume)}
+			d = dispatch{task: t, step: wire.TaskKey(t),
+				key: fmt.Sprintf("task %s/%d/%d/%d/%d", wire.TaskKey(t), t.Activation, t.Iteration, t.Attempt, t.Resume)}
 			if r.stop != nil && r.stopped == nil && r.stop(t) {
 				r.stopped, r.stoppedAt = t, at
 			}
@@ -391,8 +392,8 @@ func stateDifference(def *workflow.Definition, orig *engine.Run, r *replayer) *d
 	if !rep.Finished() {
 		if tasks := engine.InFlight(r.def, rep); len(tasks) > 0 {
 			t := tasks[0]
-			return &difference{step: taskKey(t), iteration: t.Iteration,
-				sentence: fmt.Sprintf("%s: the replay waits for the answer to a task that the recorded events do not hold", where(taskKey(t), t.Iteration, t.Attempt))}
+			return &difference{step: wire.TaskKey(t), iteration: t.Iteration,
+				sentence: fmt.Sprintf("%s: the replay waits for the answer to a task that the recorded events do not hold", where(wire.TaskKey(t), t.Iteration, t.Attempt))}
 		}
 		if ws := WaitingSteps(def, rep); len(ws) > 0 {
 			w := ws[0]

@@ -1,11 +1,10 @@
-package runner
+package client
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"reflect"
 	"slices"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/outbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -118,7 +118,7 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	}
 	r := newReplayer(def, evs)
 	r.stop = func(t *protocol.Task) bool {
-		return (taskKey(t) == o.From || t.Body == o.From) && t.Iteration == iteration && t.Attempt == 1 && t.Resume == 0
+		return (wire.TaskKey(t) == o.From || t.Body == o.From) && t.Iteration == iteration && t.Attempt == 1 && t.Resume == 0
 	}
 	if err := r.replay(runID); err != nil {
 		return nil, err
@@ -130,7 +130,7 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	if state.Finished() {
 		return nil, fmt.Errorf("runner: fork run %s: the run ended %s in the decision that dispatched iteration %d of step %s, so there is nothing to continue", runID, state.Status, iteration, o.From)
 	}
-	key := taskKey(r.stopped)
+	key := wire.TaskKey(r.stopped)
 
 	hash, err := fdef.Hash()
 	if err != nil {
@@ -174,7 +174,7 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 		return nil, err
 	}
 	// As the engine does: the index key of the status before the record (index.go).
-	if _, err := c.index.Put(ctx, statusKey(saved.Status, newID), []byte{'1'}); err != nil {
+	if _, err := c.index.Put(ctx, wire.StatusKey(saved.Status, newID), []byte{'1'}); err != nil {
 		return nil, fmt.Errorf("runner: fork run %s into %s: index the record: %w", runID, newID, err)
 	}
 	if _, err := runs.Create(ctx, newID, data); err != nil {
@@ -185,7 +185,7 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	}
 	// A tick that changes nothing makes an engine load the run, which arms its timers (its
 	// deadline, the timeouts of its parallel, map and call steps).
-	if err := c.publish(ctx, tickEvent(newID, engine.Command{Type: engine.CmdSchedule, At: now, Item: -1})); err != nil {
+	if err := c.publish(ctx, outbox.TickEvent(newID, engine.Command{Type: engine.CmdSchedule, At: now, Item: -1})); err != nil {
 		return nil, fmt.Errorf("runner: fork %s: %w", newID, err)
 	}
 	return f, nil
@@ -334,7 +334,7 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 		dst := wire.CheckpointScope(to, t.Step, t.Item, t.Activation)
 		for e, err := range wire.Entries(ctx, kv, src+".>") { // the copies go to other keys: dst's
 			if err != nil {
-				return n, fmt.Errorf("runner: read the checkpoint of step %s of run %s: %w", taskKey(t), from, err)
+				return n, fmt.Errorf("runner: read the checkpoint of step %s of run %s: %w", wire.TaskKey(t), from, err)
 			}
 			w, err := wire.ParseCheckpointWrite(e.Key())
 			if err != nil || w.Scope != src || w.Iteration >= t.Iteration {
@@ -343,10 +343,10 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 			w.Scope = dst // the same write, resumed writes included, in the new run's scope
 			value, err := c.values.Move(ctx, from, to, e.Value())
 			if err != nil {
-				return n, fmt.Errorf("runner: copy the checkpoint of step %s into run %s: %w", taskKey(t), to, err)
+				return n, fmt.Errorf("runner: copy the checkpoint of step %s into run %s: %w", wire.TaskKey(t), to, err)
 			}
 			if _, err := kv.Put(ctx, w.Key(), value); err != nil {
-				return n, fmt.Errorf("runner: copy the checkpoint of step %s into run %s: %w", taskKey(t), to, err)
+				return n, fmt.Errorf("runner: copy the checkpoint of step %s into run %s: %w", wire.TaskKey(t), to, err)
 			}
 			n++
 		}
@@ -355,13 +355,13 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 }
 
 // dispatchState publishes, for run runID, the tasks and the start events of the sub-runs a
-// state has in flight, exactly as the engine does when it decides them (Engine.taskMsg,
-// Engine.startChildMsg): same subjects, bodies and message ids.
+// state has in flight, exactly as the engine does when it decides them (package outbox): same subjects, bodies and
+// message ids.
 func (c *Client) dispatchState(ctx context.Context, runID string, b *wire.Bundle, tasks []*protocol.Task, subs []engine.ChildRun, at time.Time) error {
-	e := &Engine{js: c.js, log: slog.New(slog.DiscardHandler), maxPayload: int(c.js.Conn().MaxPayload()), values: c.values}
+	o := &outbox.Outbox{JS: c.js, MaxPayload: int(c.js.Conn().MaxPayload()), Values: c.values}
 	var msgs []*nats.Msg
 	for _, t := range tasks {
-		m, err := e.taskMsg(ctx, t, at)
+		m, err := o.TaskMsg(ctx, t, at)
 		if err != nil {
 			return err
 		}
@@ -370,7 +370,7 @@ func (c *Client) dispatchState(ctx context.Context, runID string, b *wire.Bundle
 		}
 	}
 	for i := range subs {
-		m, err := e.startChildMsg(ctx, runID, b, &subs[i], at)
+		m, err := o.StartChildMsg(ctx, runID, b, &subs[i], at)
 		if err != nil {
 			return err
 		}
@@ -378,5 +378,5 @@ func (c *Client) dispatchState(ctx context.Context, runID string, b *wire.Bundle
 			msgs = append(msgs, m)
 		}
 	}
-	return e.publish(ctx, msgs)
+	return o.Publish(ctx, msgs)
 }

@@ -1,4 +1,4 @@
-package runner
+package client
 
 import (
 	"cmp"
@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/outbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -167,29 +168,17 @@ func (c *Client) publish(ctx context.Context, ev *protocol.Event) error {
 	if _, _, err := c.buckets(ctx); err != nil {
 		return err
 	}
-	m, err := valuesEventMsg(ctx, c.values, ev, "")
+	m, err := outbox.ValuesEventMsg(ctx, c.values, ev, "")
 	if err != nil {
 		return err
 	}
-	if kind := personKind(ev.Type); kind != "" {
+	if kind := wire.PersonKind(ev.Type); kind != "" {
 		if m.Subject, err = c.personSubject(ev, kind); err != nil {
 			return err
 		}
 	}
 	_, err = c.js.PublishMsg(ctx, m)
 	return err
-}
-
-// personKind is the kind of principal subject an event a person sends travels on ("" for
-// the events of engines and workers).
-func personKind(t protocol.EventType) string {
-	switch t {
-	case protocol.EvStart, protocol.EvCancel:
-		return natsbox.SubmitKind
-	case protocol.EvDecision, protocol.EvResume, protocol.EvSignal:
-		return natsbox.HumanKind
-	}
-	return ""
 }
 
 // personSubject is the subject of ev from the client's principal; a cancel goes as an
@@ -239,7 +228,7 @@ func (c *Client) Get(ctx context.Context, runID string) (*Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: read run %s: %w", runID, err)
 	}
-	rec, err := decodeRecord(e)
+	rec, err := wire.DecodeRecord(e)
 	if err != nil {
 		return nil, err
 	}
@@ -281,9 +270,9 @@ func (c *Client) List(ctx context.Context, status protocol.RunStatus) ([]*Record
 		if strings.Contains(e.Key(), "/") {
 			continue
 		}
-		rec, err := decodeRecord(e)
+		rec, err := wire.DecodeRecord(e)
 		if err != nil { // never dropped: listed as corrupt, with why
-			rec = corruptRecord(e, err)
+			rec = wire.CorruptRecord(e, err)
 		}
 		if status != "" && rec.Run.Status != status {
 			continue
@@ -375,7 +364,7 @@ func (c *Client) OpenWatch(ctx context.Context, runID string) (iter.Seq2[*Record
 				yield(nil, fmt.Errorf("runner: run %s was deleted: %w", runID, ErrNotFound))
 				return
 			}
-			rec, err := decodeRecord(e)
+			rec, err := wire.DecodeRecord(e)
 			if !yield(rec, err) || err != nil || rec.Finished() {
 				return
 			}
@@ -602,28 +591,8 @@ func lastSequence(ctx context.Context, s jetstream.Stream, filters []string) (ui
 
 // senderOK is sender's ok.
 func senderOK(subject string, ev *protocol.Event) bool {
-	_, _, ok := sender(subject, ev)
+	_, _, ok := wire.Sender(subject, ev)
 	return ok
-}
-
-// sender sets what the subject of ev's message says of its sender, as the engine reads it: a
-// person's event is by the principal whose subject it came on. It returns the subject's kind
-// ("" for engines and workers) and principal; ok false for a subject no event of the run can
-// come on.
-func sender(subject string, ev *protocol.Event) (kind, principal string, ok bool) {
-	runID, kind, principal, ok := natsbox.ParseEventSubject(subject)
-	if !ok || runID != ev.RunID {
-		return "", "", false
-	}
-	if kind == "" {
-		ev.By, ev.OnBehalfOf = "", ""
-		return "", "", true
-	}
-	ev.By = principal
-	if ev.ID == "" {
-		ev.ID = ev.Nonce
-	}
-	return kind, principal, true
 }
 
 // readEvents reads the events of run runID from an ordered consumer, up to stream sequence last.
@@ -659,4 +628,42 @@ func checkKey(runID string) error {
 		}
 	}
 	return nil
+}
+
+// listByStatus returns the records of the runs started by clients whose saved status is
+// status, reading the index and then those records only.
+func (c *Client) listByStatus(ctx context.Context, runs, index jetstream.KeyValue, status protocol.RunStatus) ([]*Record, error) {
+	keys, err := natsbox.Keys(ctx, index, string(status)+".>")
+	if err != nil {
+		return nil, fmt.Errorf("runner: list runs: %w", err)
+	}
+	var recs []*Record
+	for k := range keys {
+		id := strings.TrimPrefix(k, string(status)+".")
+		if strings.Contains(id, "/") {
+			continue // a sub-run
+		}
+		e, err := runs.Get(ctx, id)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			continue // stale: removed since
+		case err != nil:
+			return nil, fmt.Errorf("runner: list runs: read run %s: %w", id, err)
+		}
+		rec, err := wire.DecodeRecord(e)
+		if err != nil {
+			rec = wire.CorruptRecord(e, err)
+		}
+		if rec.Run.Status == status {
+			recs = append(recs, rec)
+		}
+	}
+	return recs, nil
+}
+
+// personCancel is a cancel a person sends: with a nonce, so that the run records it once.
+func personCancel(runID string, at time.Time, reason string) *protocol.Event {
+	ev := outbox.CancelEvent(runID, at, reason)
+	ev.Nonce = wire.Nonce()
+	return ev
 }

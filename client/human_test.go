@@ -1,4 +1,4 @@
-package runner
+package client_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -20,10 +22,10 @@ func TestDecideEachPendingCall(t *testing.T) {
 	v := newEnv(t)
 	wf := workflow.New("two_calls").Model("m", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text":"done"}]`)})
 	wf.Agent("act", "m").WithGoal("act")
-	_, bs := bundles(t, wf)
+	_, bs := runtest.Bundles(t, wf)
 	var mu sync.Mutex
 	var resumed []*protocol.Task
-	v.worker(protocol.HandlerAgent).serve(func(task *protocol.Task) *protocol.Event {
+	v.Worker(protocol.HandlerAgent).Serve(func(task *protocol.Task) *protocol.Event {
 		if task.Resume == 0 {
 			ev := wire.Answer(task, protocol.EvWaiting, time.Now())
 			ev.Pending = []protocol.PendingCall{
@@ -35,30 +37,30 @@ func TestDecideEachPendingCall(t *testing.T) {
 		mu.Lock()
 		resumed = append(resumed, task)
 		mu.Unlock()
-		return completed(task, `{"stop_reason":"completed"}`)
+		return runtest.Completed(task, `{"stop_reason":"completed"}`)
 	})
-	id := v.start(bs, "", "")
-	v.waitFor(id, func(rec *Record) bool { return rec.Run.Status == protocol.RunWaiting })
+	id := v.Start(bs, "", "")
+	v.WaitFor(id, func(rec *client.Record) bool { return rec.Run.Status == protocol.RunWaiting })
 
-	if _, err := v.client.Decide(v.ctx, id, "c9", true, "", "ana"); !errors.Is(err, ErrNotWaiting) {
+	if _, err := v.Client.Decide(v.Ctx, id, "c9", true, "", "ana"); !errors.Is(err, client.ErrNotWaiting) {
 		t.Fatalf("Decide on an unknown call: %v, want ErrNotWaiting", err)
 	}
-	done, err := v.client.Decide(v.ctx, id, "c2", false, "no emails today", "ana")
+	done, err := v.Client.Decide(v.Ctx, id, "c2", false, "no emails today", "ana")
 	if err != nil || len(done) != 1 || done[0].CallID != "c2" || done[0].Tool != "email" {
 		t.Fatalf("Decide c2: %+v, %v", done, err)
 	}
-	rec := v.waitFor(id, func(rec *Record) bool { return len(rec.Run.Steps["act"].Decisions) == 1 })
+	rec := v.WaitFor(id, func(rec *client.Record) bool { return len(rec.Run.Steps["act"].Decisions) == 1 })
 	if rec.Run.Status != protocol.RunWaiting {
 		t.Fatalf("after one of two decisions the run is %s; want still waiting", rec.Run.Status)
 	}
-	res := NewResult(nil, rec)
+	res := client.NewResult(nil, rec)
 	if len(res.Waiting) != 1 || len(res.Waiting[0].Pending) != 1 || res.Waiting[0].Pending[0].CallID != "c1" {
 		t.Errorf("Result.Waiting %+v; want only c1 pending", res.Waiting)
 	}
-	if _, err := v.client.Decide(v.ctx, id, "", true, "", "ana"); err != nil {
+	if _, err := v.Client.Decide(v.Ctx, id, "", true, "", "ana"); err != nil {
 		t.Fatalf("Decide the rest: %v", err)
 	}
-	final := v.wait(id)
+	final := v.Wait(id)
 	if final.Run.Status != protocol.RunCompleted {
 		t.Fatalf("run %s: %+v", final.Run.Status, final.Run.Error)
 	}
@@ -72,7 +74,7 @@ func TestDecideEachPendingCall(t *testing.T) {
 	if task.Iteration != 1 || task.Resume != 1 || !slices.Equal(task.Decisions, want) {
 		t.Errorf("resumed task: iteration %d resume %d decisions %+v; want iteration 1 resume 1 with %+v", task.Iteration, task.Resume, task.Decisions, want)
 	}
-	if _, err := v.client.Decide(v.ctx, id, "", true, "", ""); !errors.Is(err, ErrFinished) {
+	if _, err := v.Client.Decide(v.Ctx, id, "", true, "", ""); !errors.Is(err, client.ErrFinished) {
 		t.Errorf("Decide on a finished run: %v, want ErrFinished", err)
 	}
 }
@@ -85,20 +87,20 @@ func TestSignalBeforeTheWait(t *testing.T) {
 	wf.Sleep("pause", time.Hour)
 	wf.WaitEvent("hold", "go")
 	wf.Edge("pause", "hold")
-	_, bs := bundles(t, wf)
-	id := v.start(bs, "", "")
-	v.waitFor(id, func(rec *Record) bool { return rec.Run.Steps["pause"].Status == protocol.StepRunning })
-	if err := v.client.Signal(v.ctx, id, "go", json.RawMessage(`{"n":1}`)); err != nil {
+	_, bs := runtest.Bundles(t, wf)
+	id := v.Start(bs, "", "")
+	v.WaitFor(id, func(rec *client.Record) bool { return rec.Run.Steps["pause"].Status == protocol.StepRunning })
+	if err := v.Client.Signal(v.Ctx, id, "go", json.RawMessage(`{"n":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	rec := v.waitFor(id, func(rec *Record) bool { return len(rec.Run.Signals["go"]) == 1 })
+	rec := v.WaitFor(id, func(rec *client.Record) bool { return len(rec.Run.Signals["go"]) == 1 })
 	if got := string(rec.Run.Signals["go"][0]); got != `{"n":1}` {
 		t.Errorf("kept signal %s", got)
 	}
-	if err := v.client.Signal(v.ctx, id, "go", json.RawMessage(`{`)); err == nil {
+	if err := v.Client.Signal(v.Ctx, id, "go", json.RawMessage(`{`)); err == nil {
 		t.Error("Signal with data that is not JSON: no error")
 	}
-	if _, err := v.client.Resume(v.ctx, id, "", json.RawMessage(`"hi"`)); !errors.Is(err, ErrNotWaiting) {
+	if _, err := v.Client.Resume(v.Ctx, id, "", json.RawMessage(`"hi"`)); !errors.Is(err, client.ErrNotWaiting) {
 		t.Errorf("Resume with nothing paused: %v, want ErrNotWaiting", err)
 	}
 }

@@ -1,32 +1,33 @@
-package runner
+package client_test
 
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
 // replayed replays run id with def (nil: its own) and returns the report.
-func (v *env) replayed(id string, def *workflow.Definition) *ReplayReport {
-	v.t.Helper()
-	rep, err := v.client.Replay(v.ctx, id, def)
+func (v *env) replayed(id string, def *workflow.Definition) *client.ReplayReport {
+	v.T.Helper()
+	rep, err := v.Client.Replay(v.Ctx, id, def)
 	if err != nil {
-		v.t.Fatalf("Replay %s: %v", id, err)
+		v.T.Fatalf("Replay %s: %v", id, err)
 	}
 	return rep
 }
 
 // assertSame checks that the replay of run id reports the same, with the very result of the
 // run (output and usage included), and that it decided events.
-func assertSame(t *testing.T, rep *ReplayReport) {
+func assertSame(t *testing.T, rep *client.ReplayReport) {
 	t.Helper()
 	if !rep.Same || rep.Difference != "" || rep.Step != "" || rep.Changed {
 		t.Fatalf("replay of %s: same %v, changed %v, difference %q (step %q)", rep.RunID, rep.Same, rep.Changed, rep.Difference, rep.Step)
@@ -48,15 +49,15 @@ func TestReplaySame(t *testing.T) {
 		wf.Task("hello", "hello")
 		wf.Task("shout", "shout")
 		wf.Edge("hello", "shout")
-		_, bs := bundles(t, wf)
-		v.worker("hello").serve(func(task *protocol.Task) *protocol.Event {
-			ev := completed(task, `"hello"`)
+		_, bs := runtest.Bundles(t, wf)
+		v.Worker("hello").Serve(func(task *protocol.Task) *protocol.Event {
+			ev := runtest.Completed(task, `"hello"`)
 			ev.Usage = &protocol.Usage{ModelCalls: 1, InputTokens: 10}
 			return ev
 		})
-		v.worker("shout").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `"HELLO"`) })
-		id := v.start(bs, `{"name":"Ada"}`, "")
-		v.wait(id)
+		v.Worker("shout").Serve(func(task *protocol.Task) *protocol.Event { return runtest.Completed(task, `"HELLO"`) })
+		id := v.Start(bs, `{"name":"Ada"}`, "")
+		v.Wait(id)
 		rep := v.replayed(id, nil)
 		assertSame(t, rep)
 		if rep.Events != 3 || rep.Decided != 3 || rep.Workflow != "greet" || rep.Hash != bs.Root {
@@ -64,14 +65,9 @@ func TestReplaySame(t *testing.T) {
 		}
 	})
 	t.Run("agent_loop", func(t *testing.T) {
-		v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
-			if task.Iteration == 4 {
-				return completed(task, `{"done":true}`)
-			}
-			return continued(task, fmt.Sprintf(`{"n":%d}`, task.Iteration))
-		})
-		id := v.start(loopWorkflow(t, 10), `{"n":0}`, "")
-		if rec := v.wait(id); rec.Run.Steps["think"].Iteration != 4 {
+		v.ServeThink(4)
+		id := v.Start(runtest.LoopWorkflow(t, 10), `{"n":0}`, "")
+		if rec := v.Wait(id); rec.Run.Steps["think"].Iteration != 4 {
 			t.Fatalf("the run did not iterate 4 times: %+v", rec.Run.Steps["think"])
 		}
 		rep := v.replayed(id, nil)
@@ -81,23 +77,23 @@ func TestReplaySame(t *testing.T) {
 		}
 	})
 	t.Run("parallel and map", func(t *testing.T) {
-		bs := serveFan(t, v)
-		id := v.start(bs, `{"items":[1,2,3,4,5]}`, "")
-		if rec := v.wait(id); string(rec.Run.Output) != "[2,4,6,8,10]" {
+		bs := v.ServeFan()
+		id := v.Start(bs, `{"items":[1,2,3,4,5]}`, "")
+		if rec := v.Wait(id); string(rec.Run.Output) != "[2,4,6,8,10]" {
 			t.Fatalf("output %s", rec.Run.Output)
 		}
 		assertSame(t, v.replayed(id, nil))
 	})
 	t.Run("retried step", func(t *testing.T) {
-		_, bs := bundles(t, flakyWorkflow(3))
-		v.worker("flaky").serve(func(task *protocol.Task) *protocol.Event {
+		_, bs := runtest.Bundles(t, flakyWorkflow(3))
+		v.Worker("flaky").Serve(func(task *protocol.Task) *protocol.Event {
 			if task.Attempt < 3 {
-				return failed(task, "connection reset", false)
+				return runtest.Failed(task, "connection reset", false)
 			}
-			return completed(task, `"ok"`)
+			return runtest.Completed(task, `"ok"`)
 		})
-		id := v.start(bs, "", "")
-		if rec := v.wait(id); rec.Run.Steps["call"].Attempts != 3 {
+		id := v.Start(bs, "", "")
+		if rec := v.Wait(id); rec.Run.Steps["call"].Attempts != 3 {
 			t.Fatalf("step %+v: want 3 attempts", rec.Run.Steps["call"])
 		}
 		assertSame(t, v.replayed(id, nil))
@@ -105,23 +101,23 @@ func TestReplaySame(t *testing.T) {
 	t.Run("cancelled with a task in flight", func(t *testing.T) {
 		wf := workflow.New("stuck")
 		wf.Task("wait", "nobody-serves-this")
-		_, bs := bundles(t, wf)
-		id := v.start(bs, "", "")
-		v.waitFor(id, func(r *Record) bool { return r.Run.Steps["wait"].Status == protocol.StepRunning })
-		if err := v.client.Cancel(v.ctx, id, "enough"); err != nil {
+		_, bs := runtest.Bundles(t, wf)
+		id := v.Start(bs, "", "")
+		v.WaitFor(id, func(r *client.Record) bool { return r.Run.Steps["wait"].Status == protocol.StepRunning })
+		if err := v.Client.Cancel(v.Ctx, id, "enough"); err != nil {
 			t.Fatal(err)
 		}
-		if rec := v.wait(id); rec.Run.Status != protocol.RunCancelled {
+		if rec := v.Wait(id); rec.Run.Status != protocol.RunCancelled {
 			t.Fatalf("status %s", rec.Run.Status)
 		}
 		assertSame(t, v.replayed(id, nil))
 	})
 	t.Run("call step", func(t *testing.T) {
-		bs := loadBundles(t, "parent.toml")
-		v.worker("prep").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `{"topic":"nats"}`) })
-		v.worker("child-work").serve(func(task *protocol.Task) *protocol.Event { return completed(task, `{"summary":"done"}`) })
-		id := v.start(bs, `{}`, "")
-		if rec := v.wait(id); rec.Run.Status != protocol.RunCompleted {
+		bs := runtest.LoadBundles(t, "testdata/parent.toml")
+		v.Worker("prep").Serve(func(task *protocol.Task) *protocol.Event { return runtest.Completed(task, `{"topic":"nats"}`) })
+		v.Worker("child-work").Serve(func(task *protocol.Task) *protocol.Event { return runtest.Completed(task, `{"summary":"done"}`) })
+		id := v.Start(bs, `{}`, "")
+		if rec := v.Wait(id); rec.Run.Status != protocol.RunCompleted {
 			t.Fatalf("status %s: %v", rec.Run.Status, rec.Run.Error)
 		}
 		assertSame(t, v.replayed(id, nil))
@@ -141,7 +137,7 @@ func flakyWorkflow(attempts int) *workflow.Builder {
 func loopDefinition(t *testing.T, max int) *workflow.Definition {
 	wf := workflow.New("looping")
 	wf.AgentLoop("think", "think").WithMaxIterations(max)
-	def, _ := bundles(t, wf)
+	def, _ := runtest.Bundles(t, wf)
 	return def
 }
 
@@ -157,44 +153,44 @@ func routeWorkflow(t *testing.T, swapped bool) (*workflow.Definition, *wire.Bund
 	}
 	wf.Edge("check", "ship").When(ok)
 	wf.Edge("check", "hold").When(bad)
-	return bundles(t, wf)
+	return runtest.Bundles(t, wf)
 }
 
 func TestReplayChangedDefinition(t *testing.T) {
 	v := newEnv(t)
-	v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
+	v.Worker("think").Serve(func(task *protocol.Task) *protocol.Event {
 		if string(task.Input) == `{"stop":4}` && task.Iteration == 4 {
-			return completed(task, `{"done":true}`)
+			return runtest.Completed(task, `{"done":true}`)
 		}
-		return continued(task, string(task.Input))
+		return runtest.Continued(task, string(task.Input))
 	})
-	v.worker("flaky").serve(func(task *protocol.Task) *protocol.Event {
+	v.Worker("flaky").Serve(func(task *protocol.Task) *protocol.Event {
 		if task.Attempt == 1 {
-			return failed(task, "connection reset", false)
+			return runtest.Failed(task, "connection reset", false)
 		}
-		return completed(task, `"ok"`)
+		return runtest.Completed(task, `"ok"`)
 	})
-	v.worker("check").serve(func(task *protocol.Task) *protocol.Event {
-		ev := completed(task, `{}`)
+	v.Worker("check").Serve(func(task *protocol.Task) *protocol.Event {
+		ev := runtest.Completed(task, `{}`)
 		ev.Label = "ok"
 		return ev
 	})
 	for _, h := range []string{"ship", "hold"} {
-		v.worker(h).serve(func(task *protocol.Task) *protocol.Event { return completed(task, strconv.Quote(h)) })
+		v.Worker(h).Serve(func(task *protocol.Task) *protocol.Event { return runtest.Completed(task, strconv.Quote(h)) })
 	}
 
 	// Four iterations, then completed.
-	fourIDs := v.start(loopWorkflow(t, 10), `{"stop":4}`, "")
-	v.wait(fourIDs)
+	fourIDs := v.Start(runtest.LoopWorkflow(t, 10), `{"stop":4}`, "")
+	v.Wait(fourIDs)
 	// Three iterations, stopped at its bound.
-	threeIDs := v.start(loopWorkflow(t, 3), `{"stop":0}`, "")
-	v.wait(threeIDs)
-	_, flaky := bundles(t, flakyWorkflow(3))
-	flakyID := v.start(flaky, "", "")
-	v.wait(flakyID)
+	threeIDs := v.Start(runtest.LoopWorkflow(t, 3), `{"stop":0}`, "")
+	v.Wait(threeIDs)
+	_, flaky := runtest.Bundles(t, flakyWorkflow(3))
+	flakyID := v.Start(flaky, "", "")
+	v.Wait(flakyID)
 	_, route := routeWorkflow(t, false)
-	routeID := v.start(route, "", "")
-	if rec := v.wait(routeID); strings.Join(rec.Run.Path, " ") != "check ship" {
+	routeID := v.Start(route, "", "")
+	if rec := v.Wait(routeID); strings.Join(rec.Run.Path, " ") != "check ship" {
 		t.Fatalf("path %v", rec.Run.Path)
 	}
 	swapped, _ := routeWorkflow(t, true)
@@ -211,7 +207,7 @@ func TestReplayChangedDefinition(t *testing.T) {
 			`step "think" iteration 3: the original run dispatched a task the replay did not`, "think", 3, protocol.RunCompleted},
 		{"more iterations", threeIDs, loopDefinition(t, 5),
 			`step "think" iteration 4: the replay dispatched a task the original run did not`, "think", 4, protocol.RunRunning},
-		{"no retry", flakyID, func() *workflow.Definition { d, _ := bundles(t, flakyWorkflow(1)); return d }(),
+		{"no retry", flakyID, func() *workflow.Definition { d, _ := runtest.Bundles(t, flakyWorkflow(1)); return d }(),
 			`step "call" iteration 1 attempt 2: the original run dispatched a task the replay did not`, "call", 1, protocol.RunFailed},
 		{"routing", routeID, swapped,
 			`step "hold" iteration 1: the replay dispatched a task the original run did not`, "hold", 1, protocol.RunRunning},
@@ -251,14 +247,14 @@ func TestReplayRefuses(t *testing.T) {
 	v := newEnv(t)
 	wf := workflow.New("stuck")
 	wf.Task("wait", "nobody-serves-this")
-	_, bs := bundles(t, wf)
-	id := v.start(bs, "", "")
-	v.waitFor(id, func(r *Record) bool { return r.Run.Steps != nil })
-	_, err := v.client.Replay(v.ctx, id, nil)
-	if !errors.Is(err, ErrNotFinished) || err.Error() != "runner: run "+id+" is running: only a run that has ended can be replayed: the run has not finished" {
+	_, bs := runtest.Bundles(t, wf)
+	id := v.Start(bs, "", "")
+	v.WaitFor(id, func(r *client.Record) bool { return r.Run.Steps != nil })
+	_, err := v.Client.Replay(v.Ctx, id, nil)
+	if !errors.Is(err, client.ErrNotFinished) || err.Error() != "runner: run "+id+" is running: only a run that has ended can be replayed: the run has not finished" {
 		t.Errorf("replay of a running run: %v", err)
 	}
-	if _, err := v.client.Replay(v.ctx, "r-nope", nil); !errors.Is(err, ErrNotFound) {
+	if _, err := v.Client.Replay(v.Ctx, "r-nope", nil); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("replay of an unknown run: %v", err)
 	}
 }
@@ -266,28 +262,23 @@ func TestReplayRefuses(t *testing.T) {
 // TestReplayRecord replays recorded events changed by hand, without a server.
 func TestReplayRecord(t *testing.T) {
 	v := newEnv(t)
-	v.worker("think").serve(func(task *protocol.Task) *protocol.Event {
-		if task.Iteration == 4 {
-			return completed(task, `{"done":true}`)
-		}
-		return continued(task, fmt.Sprintf(`{"n":%d}`, task.Iteration))
-	})
-	id := v.start(loopWorkflow(t, 10), `{"n":0}`, "")
-	rec := v.wait(id)
-	def, err := v.client.Definition(v.ctx, rec)
+	v.ServeThink(4)
+	id := v.Start(runtest.LoopWorkflow(t, 10), `{"n":0}`, "")
+	rec := v.Wait(id)
+	def, err := v.Client.Definition(v.Ctx, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, err := v.client.Events(v.ctx, id)
+	evs, err := v.Client.Events(v.Ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(evs) != 5 || evs[0].Type != protocol.EvStart || evs[4].Type != protocol.EvCompleted {
 		t.Fatalf("events %+v: want start, 3 continued, completed", evs)
 	}
-	replay := func(evs []protocol.Event) *ReplayReport {
+	replay := func(evs []protocol.Event) *client.ReplayReport {
 		t.Helper()
-		rep, err := ReplayRecord(rec, def, evs, nil)
+		rep, err := client.ReplayRecord(rec, def, evs, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -334,7 +325,7 @@ func TestReplayRecord(t *testing.T) {
 	})
 
 	t.Run("no start", func(t *testing.T) {
-		if _, err := ReplayRecord(rec, def, evs[1:], nil); !errors.Is(err, ErrNoStart) {
+		if _, err := client.ReplayRecord(rec, def, evs[1:], nil); !errors.Is(err, client.ErrNoStart) {
 			t.Errorf("err %v, want ErrNoStart", err)
 		}
 	})

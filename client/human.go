@@ -1,10 +1,8 @@
-package runner
+package client
 
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -253,7 +251,7 @@ func (c *Client) Signal(ctx context.Context, runID, name string, data json.RawMe
 		return err
 	}
 	// The id makes the signal count once, even when an engine decides it twice after a crash.
-	id := nonce()
+	id := wire.Nonce()
 	ev := &protocol.Event{RunID: runID, Nonce: id, Type: protocol.EvSignal, At: c.now().UTC(), Item: -1, Name: name, Output: data, ID: id}
 	if err := c.publish(ctx, ev); err != nil {
 		return fmt.Errorf("runner: signal %s to run %s: %w", name, runID, err)
@@ -282,14 +280,8 @@ func (c *Client) humanEvent(runID string, w Waiting, ev protocol.Event) *protoco
 		ev.Step, ev.Item = w.Step.Parent, w.Step.Item
 	}
 	ev.Activation, ev.Iteration, ev.Attempt, ev.Resume = w.Step.Activation, w.Step.Iteration, w.Step.Attempt, w.Step.Resume
-	n := nonce()
+	n := wire.Nonce()
 	ev.ID = n
 	ev.RunID, ev.Nonce = runID, n
 	return &ev
-}
-
-func nonce() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	return hex.EncodeToString(b)
 }

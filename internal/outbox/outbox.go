@@ -1,0 +1,217 @@
+// Package outbox builds the messages a decision of the engine sends (tasks, events, the starts
+// of sub-runs) and publishes them: the engine's shell (package runner) sends what engine.Decide
+// commands through it, and the client (package client) sends a forked run's tasks through it,
+// so that both send the same subjects, bodies and message ids. A task or a start that cannot
+// be sent becomes the failure event that answers it, never a lost message.
+//
+// It decides nothing and reads no run state: it encodes and publishes what it is given.
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
+)
+
+// PublishTimeout bounds the wait for the acknowledgements of one decision's messages.
+const PublishTimeout = 10 * time.Second
+
+// Outbox builds and publishes messages on one connection.
+type Outbox struct {
+	JS jetstream.JetStream
+	// Values stores the large values of tasks and events by reference.
+	Values *wire.Values
+	// MaxPayload is the server's message limit: a task or a start past it is answered by a
+	// failure instead.
+	MaxPayload int
+	// Log receives what can be neither sent nor answered (nil: discarded).
+	Log *slog.Logger
+}
+
+// TaskMsg is the message of a task, its large values stored by reference; a task that cannot
+// be sent is answered by a permanent failure instead, on the run's own subject. The error is
+// that of the values' store, worth trying again.
+func (o *Outbox) TaskMsg(ctx context.Context, t *protocol.Task, at time.Time) (*nats.Msg, error) {
+	subj, err := wire.TaskSubject(t)
+	if err != nil {
+		return o.undeliverable(t, at, fmt.Sprintf("the task for step %s cannot be sent: %v", wire.TaskKey(t), err)), nil
+	}
+	out, err := o.Values.OutTask(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", t.MsgID, err)
+	}
+	data, err := wire.EncodeTask(out)
+	if err != nil {
+		return o.undeliverable(t, at, fmt.Sprintf("the task for step %s cannot be encoded: %v", wire.TaskKey(t), err)), nil
+	}
+	m := NewMsg(subj, data, t.MsgID)
+	if n := MsgSize(m); n > o.MaxPayload {
+		return o.undeliverable(t, at, fmt.Sprintf("the task for step %s is %d bytes, more than the message limit of %d bytes", wire.TaskKey(t), n, o.MaxPayload)), nil
+	}
+	return m, nil
+}
+
+func (o *Outbox) undeliverable(t *protocol.Task, at time.Time, why string) *nats.Msg {
+	ev := wire.Answer(t, protocol.EvFailed, at)
+	ev.Permanent, ev.Error = true, why
+	m, err := EventMsg(ev, "")
+	if err != nil {
+		o.log().Error("outbox: a task cannot be sent nor answered", "task", t.MsgID, "why", why, "err", err)
+		return nil
+	}
+	return m
+}
+
+// StartChildMsg is the start event of a sub-run, its input stored by reference when large;
+// one that cannot be sent fails the step that waits for it. The error is that of the values'
+// store.
+func (o *Outbox) StartChildMsg(ctx context.Context, runID string, b *wire.Bundle, c *engine.ChildRun, at time.Time) (*nats.Msg, error) {
+	hash, ok := b.Workflows[c.Workflow]
+	if !ok {
+		return o.childFailedMsg(runID, c, at, fmt.Sprintf("the workflow file %s is not in the stored bundle of workflow %s", c.Workflow, b.Definition.Name)), nil
+	}
+	ev := &protocol.Event{RunID: c.RunID, Type: protocol.EvStart, At: at, Input: c.Input, Item: -1,
+		Workflow: hash, Parent: ParentOf(runID, c)}
+	m, err := ValuesEventMsg(ctx, o.Values, ev, "")
+	switch {
+	case errors.Is(err, ErrStore):
+		return nil, err
+	case err != nil:
+		return o.childFailedMsg(runID, c, at, err.Error()), nil
+	}
+	if n := MsgSize(m); n > o.MaxPayload {
+		return o.childFailedMsg(runID, c, at, fmt.Sprintf("its start event is %d bytes, more than the message limit of %d bytes", n, o.MaxPayload)), nil
+	}
+	return m, nil
+}
+
+// childFailedMsg tells run runID that its sub-run c failed before it started.
+func (o *Outbox) childFailedMsg(runID string, c *engine.ChildRun, at time.Time, why string) *nats.Msg {
+	m, err := EventMsg(CouldNotStart(ParentOf(runID, c), at, why), c.RunID)
+	if err != nil {
+		o.log().Error("outbox: a sub-run cannot start and its parent cannot be told", "run", c.RunID, "why", why, "err", err)
+		return nil
+	}
+	return m
+}
+
+// ParentOf is the parent of sub-run c, started by run runID.
+func ParentOf(runID string, c *engine.ChildRun) *protocol.Parent {
+	return &protocol.Parent{RunID: runID, Step: c.Step, Item: c.Item, Activation: c.Activation}
+}
+
+// CouldNotStart is the event that tells parent p that its sub-run failed before it started.
+func CouldNotStart(p *protocol.Parent, at time.Time, why string) *protocol.Event {
+	return &protocol.Event{RunID: p.RunID, Type: protocol.EvChildFinished, At: at,
+		Step: p.Step, Item: p.Item, Activation: p.Activation, Status: protocol.RunFailed,
+		Error: "the sub-run could not start: " + why}
+}
+
+// CancelEvent is the event that cancels run runID.
+func CancelEvent(runID string, at time.Time, reason string) *protocol.Event {
+	return &protocol.Event{RunID: runID, Type: protocol.EvCancel, At: at, Item: -1, Reason: reason}
+}
+
+// TickEvent is the tick of schedule command c of run runID.
+func TickEvent(runID string, c engine.Command) *protocol.Event {
+	return &protocol.Event{RunID: runID, Type: protocol.EvTick, At: c.At, Step: c.Step, Item: c.Item, Activation: c.Activation}
+}
+
+// Publish publishes msgs asynchronously and waits for every acknowledgement. One message (the
+// next task of a loop, most often) goes through natsbox.Publish, which reads its
+// acknowledgement without reflection.
+func (o *Outbox) Publish(ctx context.Context, msgs []*nats.Msg) error {
+	switch len(msgs) {
+	case 0:
+		return nil
+	case 1:
+		ctx, cancel := context.WithTimeout(ctx, PublishTimeout)
+		defer cancel()
+		_, err := natsbox.Publish(ctx, o.JS.Conn(), msgs[0])
+		return err
+	}
+	futs := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, m := range msgs {
+		f, err := o.JS.PublishMsgAsync(m)
+		if err != nil {
+			return fmt.Errorf("publish on %s: %w", m.Subject, err)
+		}
+		futs = append(futs, f)
+	}
+	timeout := time.NewTimer(PublishTimeout)
+	defer timeout.Stop()
+	for _, f := range futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("publish on %s: %w", f.Msg().Subject, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout.C:
+			return fmt.Errorf("publish on %s: no acknowledgement within %s", f.Msg().Subject, PublishTimeout)
+		}
+	}
+	return nil
+}
+
+// ErrStore is wrapped by the errors of EventMsg that come from the values' store: worth trying
+// again, unlike the others.
+var ErrStore = errors.New("the values' store failed")
+
+// ValuesEventMsg is EventMsg for an event that may carry large values (an input, an output):
+// they are stored by reference.
+func ValuesEventMsg(ctx context.Context, values *wire.Values, ev *protocol.Event, child string) (*nats.Msg, error) {
+	out, err := values.OutEvent(ctx, ev)
+	if err != nil {
+		return nil, fmt.Errorf("event for run %s: %w: %w", ev.RunID, ErrStore, err)
+	}
+	return EventMsg(out, child)
+}
+
+// EventMsg is the message of ev (child: the sub-run a child_finished event is about).
+func EventMsg(ev *protocol.Event, child string) (*nats.Msg, error) {
+	subj, err := wire.EventSubject(ev)
+	if err != nil {
+		return nil, err
+	}
+	data, err := wire.EncodeEvent(ev)
+	if err != nil {
+		return nil, fmt.Errorf("event for run %s: %w", ev.RunID, err)
+	}
+	return NewMsg(subj, data, wire.EventMsgID(ev, child)), nil
+}
+
+func NewMsg(subject string, data []byte, msgID string) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Data = data
+	m.Header.Set(jetstream.MsgIDHeader, msgID)
+	return m
+}
+
+// MsgSize is the size of m as the server counts it against max payload: headers and data.
+func MsgSize(m *nats.Msg) int {
+	n := len("NATS/1.0\r\n\r\n")
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(": \r\n") + len(v)
+		}
+	}
+	return n + len(m.Data)
+}
+
+func (o *Outbox) log() *slog.Logger {
+	if o.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Log
+}

@@ -1,0 +1,132 @@
+package wire
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/protocol"
+)
+
+// ErrCorrupt: the run's record cannot be decoded; List shows it with StatusCorrupt, and
+// Delete removes it.
+var ErrCorrupt = errors.New("the run's record is corrupt")
+
+// StatusCorrupt is the status List gives a run whose record cannot be decoded; its Error says
+// why (code CodeCorrupt).
+const StatusCorrupt protocol.RunStatus = "corrupt"
+
+// CodeCorrupt is the error code of a run whose record cannot be decoded.
+const CodeCorrupt = "E_CORRUPT_RECORD"
+
+// Record is what the reins_runs bucket holds under a run id: the run state, and the parent run
+// waiting for it when it is a sub-run.
+type Record struct {
+	Run    *engine.Run      `json:"run"`
+	Parent *protocol.Parent `json:"parent,omitempty"`
+	// Revision is the bucket's revision of the record (not stored).
+	Revision uint64 `json:"-"`
+}
+
+// Finished reports whether the run has ended.
+func (r *Record) Finished() bool {
+	return r != nil && r.Run.Finished()
+}
+
+// EncodeRecord returns json.Marshal(rec), written without reflection by wire's encoders: the
+// engine encodes a record after every decision.
+func EncodeRecord(rec *Record) ([]byte, error) { return Encode(rec, appendRecord) }
+
+// appendRecord appends json.Marshal(rec) to b: the run, and the parent when there is one.
+func appendRecord(b []byte, rec *Record) ([]byte, error) {
+	if rec == nil {
+		return append(b, "null"...), nil
+	}
+	out, err := AppendRun(append(b, `{"run":`...), rec.Run)
+	if err == nil && rec.Parent != nil {
+		out, err = AppendParent(append(out, `,"parent":`...), rec.Parent)
+	}
+	if err != nil {
+		return b, err
+	}
+	return append(out, '}'), nil
+}
+
+func DecodeRecord(e jetstream.KeyValueEntry) (*Record, error) {
+	var rec Record
+	err := json.Unmarshal(e.Value(), &rec)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("run %s: %w: its %d bytes are not a run record: %v", e.Key(), ErrCorrupt, len(e.Value()), err)
+	case rec.Run == nil || rec.Run.ID != e.Key():
+		return nil, fmt.Errorf("run %s: %w: its %d bytes hold no run of that id", e.Key(), ErrCorrupt, len(e.Value()))
+	}
+	rec.Revision = e.Revision()
+	return &rec, nil
+}
+
+// CorruptRecord stands for a record that cannot be decoded, in a list: the run id, status
+// StatusCorrupt, and the error saying why.
+func CorruptRecord(e jetstream.KeyValueEntry, err error) *Record {
+	run := &engine.Run{ID: e.Key(), Status: StatusCorrupt, StartedAt: e.Created().UTC(),
+		Error: &protocol.RunError{Code: CodeCorrupt, Message: err.Error()}}
+	return &Record{Run: run, Revision: e.Revision()}
+}
+
+// StatusKey is the index key of run id under status.
+func StatusKey(status protocol.RunStatus, id string) string { return string(status) + "." + id }
+
+// TaskKey names the step of a task as the run state does: step, or step#item for a child.
+func TaskKey(t *protocol.Task) string {
+	if t.Item >= 0 {
+		return t.Step + "#" + strconv.Itoa(t.Item)
+	}
+	return t.Step
+}
+
+// Nonce is a random id of 16 hex digits: a person's event carries one, so that the run
+// records it once however often it is delivered.
+func Nonce() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
+
+// Sender sets what the subject of ev's message says of its sender, as the engine reads it: a
+// person's event is by the principal whose subject it came on. It returns the subject's kind
+// ("" for engines and workers) and principal; ok false for a subject no event of the run can
+// come on.
+func Sender(subject string, ev *protocol.Event) (kind, principal string, ok bool) {
+	runID, kind, principal, ok := natsbox.ParseEventSubject(subject)
+	if !ok || runID != ev.RunID {
+		return "", "", false
+	}
+	if kind == "" {
+		ev.By, ev.OnBehalfOf = "", ""
+		return "", "", true
+	}
+	ev.By = principal
+	if ev.ID == "" {
+		ev.ID = ev.Nonce
+	}
+	return kind, principal, true
+}
+
+// PersonKind is the kind of principal subject an event a person sends travels on ("" for
+// the events of engines and workers).
+func PersonKind(t protocol.EventType) string {
+	switch t {
+	case protocol.EvStart, protocol.EvCancel:
+		return natsbox.SubmitKind
+	case protocol.EvDecision, protocol.EvResume, protocol.EvSignal:
+		return natsbox.HumanKind
+	}
+	return ""
+}

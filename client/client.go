@@ -106,7 +106,7 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 		}
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("runner: open the run buckets: %w", err)
+		return nil, nil, fmt.Errorf("client: open the run buckets: %w", err)
 	}
 	c.runs, c.wfs, c.index, c.values, c.objects = runs, wfs, index, wire.NewValues(values, 0, c.maxInput), values
 	return runs, wfs, nil
@@ -116,18 +116,18 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 // means null), and returns the run id: runID, or a new one when runID is "".
 func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMessage, runID string) (string, error) {
 	if bs == nil || bs.All[bs.Root] == nil {
-		return "", errors.New("runner: start: the bundles hold no root workflow")
+		return "", errors.New("client: start: the bundles hold no root workflow")
 	}
 	if runID == "" {
 		runID = NewRunID()
 	} else if err := wire.CheckRunID(runID); err != nil {
-		return "", fmt.Errorf("runner: start: %w", err)
+		return "", fmt.Errorf("client: start: %w", err)
 	}
 	if len(input) == 0 {
 		input = json.RawMessage("null")
 	}
 	if err := wire.CheckJSON(input, int(c.maxInput)); err != nil {
-		return "", fmt.Errorf("runner: the input of run %s %w", runID, err)
+		return "", fmt.Errorf("client: the input of run %s %w", runID, err)
 	}
 	ev := &protocol.Event{RunID: runID, Type: protocol.EvStart, At: c.now().UTC(), Input: input, Item: -1, Workflow: bs.Root}
 	if _, err := c.personSubject(ev, natsbox.SubmitKind); err != nil {
@@ -139,15 +139,15 @@ func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMess
 	}
 	switch _, err := runs.Get(ctx, runID); {
 	case err == nil:
-		return "", fmt.Errorf("runner: start run %s: %w", runID, ErrExists)
+		return "", fmt.Errorf("client: start run %s: %w", runID, ErrExists)
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
-		return "", fmt.Errorf("runner: start run %s: %w", runID, err)
+		return "", fmt.Errorf("client: start run %s: %w", runID, err)
 	}
 	if err := bs.Put(ctx, wfs); err != nil {
-		return "", fmt.Errorf("runner: start run %s: %w", runID, err)
+		return "", fmt.Errorf("client: start run %s: %w", runID, err)
 	}
 	if err := c.publish(ctx, ev); err != nil {
-		return "", fmt.Errorf("runner: start run %s: %w", runID, err)
+		return "", fmt.Errorf("client: start run %s: %w", runID, err)
 	}
 	return runID, nil
 }
@@ -195,7 +195,7 @@ func (c *Client) personSubject(ev *protocol.Event, kind string) (string, error) 
 		}
 	}
 	need := map[string]string{natsbox.SubmitKind: "submitter", natsbox.HumanKind: "approver"}[kind]
-	return "", fmt.Errorf("runner: principal %s may not %s: it needs the %s role (or admin): %w", c.principal, actName(ev.Type), need, ErrForbidden)
+	return "", fmt.Errorf("client: principal %s may not %s: it needs the %s role (or admin): %w", c.principal, actName(ev.Type), need, ErrForbidden)
 }
 
 func actName(t protocol.EventType) string {
@@ -223,10 +223,10 @@ func (c *Client) Get(ctx context.Context, runID string) (*Record, error) {
 	}
 	e, err := runs.Get(ctx, runID)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, fmt.Errorf("runner: run %s: %w", runID, ErrNotFound)
+		return nil, fmt.Errorf("client: run %s: %w", runID, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("runner: read run %s: %w", runID, err)
+		return nil, fmt.Errorf("client: read run %s: %w", runID, err)
 	}
 	rec, err := wire.DecodeRecord(e)
 	if err != nil {
@@ -242,7 +242,7 @@ func (c *Client) ReadValues(ctx context.Context, rec *Record) error {
 		return err
 	}
 	if err := c.values.InRun(ctx, rec.Run); err != nil {
-		return fmt.Errorf("runner: run %s: %w", rec.Run.ID, err)
+		return fmt.Errorf("client: run %s: %w", rec.Run.ID, err)
 	}
 	return nil
 }
@@ -251,21 +251,18 @@ func (c *Client) ReadValues(ctx context.Context, rec *Record) error {
 // oldest first. A record that cannot be decoded is listed all the same, with StatusCorrupt and
 // an error saying why.
 func (c *Client) List(ctx context.Context, status protocol.RunStatus) ([]*Record, error) {
+	if status != "" && status != StatusCorrupt {
+		p, err := c.Query(ctx, Query{Status: status})
+		return p.Records, err
+	}
 	runs, _, err := c.buckets(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var recs []*Record
-	if status != "" && status != StatusCorrupt {
-		if recs, err = c.listByStatus(ctx, runs, c.index, status); err != nil {
-			return nil, err
-		}
-		sortRecords(recs)
-		return recs, nil
-	}
 	for e, err := range wire.Entries(ctx, runs, ">") {
 		if err != nil {
-			return nil, fmt.Errorf("runner: list runs: %w", err)
+			return nil, fmt.Errorf("client: list runs: %w", err)
 		}
 		if strings.Contains(e.Key(), "/") {
 			continue
@@ -281,6 +278,90 @@ func (c *Client) List(ctx context.Context, status protocol.RunStatus) ([]*Record
 	}
 	sortRecords(recs)
 	return recs, nil
+}
+
+// Query selects runs through the status index (Client.Query): by status, by workflow, a page
+// at a time.
+type Query struct {
+	// Status and Workflow select the runs of that status and that workflow's name ("": any).
+	Status   protocol.RunStatus
+	Workflow string
+	// Limit bounds the runs of a page (0: no bound).
+	Limit int
+	// After is the Next of the page before: the page starts after it.
+	After string
+}
+
+// Page is one page of a Query's runs, oldest first.
+type Page struct {
+	Records []*Record
+	// Next is the After of the next page; "" when no run follows.
+	Next string
+}
+
+// Query returns the runs q selects (sub-runs left out), oldest first, reading the index keys
+// of the selection and the records of the page only: its cost grows with the runs selected,
+// not with every run kept. A key left stale by a crash (its run has another status now, or was
+// removed) is checked against the record and skipped. A record that cannot be decoded is in no
+// index: List(ctx, StatusCorrupt) finds it.
+func (c *Client) Query(ctx context.Context, q Query) (Page, error) {
+	if q.Limit < 0 {
+		return Page{}, fmt.Errorf("client: a query's limit is %d: want 0 (no bound) or more", q.Limit)
+	}
+	if q.After != "" {
+		if _, ok := wire.ParseStatusKey("s.w." + q.After); !ok {
+			return Page{}, fmt.Errorf("client: %q is not a cursor that a page of runs gave (Page.Next, --after)", q.After)
+		}
+	}
+	runs, _, err := c.buckets(ctx)
+	if err != nil {
+		return Page{}, err
+	}
+	set, err := natsbox.StoredKeys(ctx, c.js, natsbox.StatusBucket, wire.StatusFilter(q.Status, q.Workflow))
+	if err != nil {
+		return Page{}, fmt.Errorf("client: list runs: %w", err)
+	}
+	var keys []wire.IndexKey
+	for k := range set {
+		if ik, ok := wire.ParseStatusKey(k); ok && !strings.Contains(ik.RunID, "/") && ik.Cursor > q.After {
+			keys = append(keys, ik)
+		}
+	}
+	slices.SortFunc(keys, func(a, b wire.IndexKey) int { return strings.Compare(a.Cursor, b.Cursor) })
+	var p Page
+	for i, k := range keys {
+		if n := len(p.Records); n > 0 && p.Records[n-1].Run.ID == k.RunID {
+			continue // the run's stale key, next to its current one (same cursor)
+		}
+		if q.Limit > 0 && len(p.Records) == q.Limit {
+			p.Next = keys[i-1].Cursor
+			break
+		}
+		rec, err := c.indexed(ctx, runs, k)
+		if err != nil {
+			return Page{}, err
+		}
+		if rec != nil {
+			p.Records = append(p.Records, rec)
+		}
+	}
+	return p, nil
+}
+
+// indexed reads the record of index key k: nil when the key is stale.
+func (c *Client) indexed(ctx context.Context, runs jetstream.KeyValue, k wire.IndexKey) (*Record, error) {
+	e, err := runs.Get(ctx, k.RunID)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil, nil // removed since
+	case err != nil:
+		return nil, fmt.Errorf("client: list runs: read run %s: %w", k.RunID, err)
+	}
+	rec, err := wire.DecodeRecord(e)
+	if err != nil || rec.Run.Status != k.Status || k.Workflow != "-" && rec.Run.Workflow != k.Workflow {
+		return nil, nil
+	}
+	return rec, nil
 }
 
 // sortRecords puts recs in the order List gives: oldest first, then by id.
@@ -299,10 +380,10 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
 		return err
 	}
 	if rec.Finished() {
-		return fmt.Errorf("runner: cancel run %s: it ended %s: %w", runID, rec.Run.Status, ErrFinished)
+		return fmt.Errorf("client: cancel run %s: it ended %s: %w", runID, rec.Run.Status, ErrFinished)
 	}
 	if err := c.publish(ctx, personCancel(runID, c.now().UTC(), reason)); err != nil {
-		return fmt.Errorf("runner: cancel run %s: %w", runID, err)
+		return fmt.Errorf("client: cancel run %s: %w", runID, err)
 	}
 	return nil
 }
@@ -340,7 +421,7 @@ func (c *Client) OpenWatch(ctx context.Context, runID string) (iter.Seq2[*Record
 	w, err := runs.Watch(wctx, runID)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("runner: watch run %s: %w", runID, err)
+		return nil, fmt.Errorf("client: watch run %s: %w", runID, err)
 	}
 	return func(yield func(*Record, error) bool) {
 		defer cancel()
@@ -350,18 +431,18 @@ func (c *Client) OpenWatch(ctx context.Context, runID string) (iter.Seq2[*Record
 			var ok bool
 			select {
 			case <-wctx.Done():
-				yield(nil, fmt.Errorf("runner: watch run %s: %w", runID, wctx.Err()))
+				yield(nil, fmt.Errorf("client: watch run %s: %w", runID, wctx.Err()))
 				return
 			case e, ok = <-w.Updates():
 			}
 			switch {
 			case !ok:
-				yield(nil, fmt.Errorf("runner: watch run %s: the watch ended", runID))
+				yield(nil, fmt.Errorf("client: watch run %s: the watch ended", runID))
 				return
 			case e == nil:
 				continue // the current value, if any, was delivered
 			case e.Operation() != jetstream.KeyValuePut:
-				yield(nil, fmt.Errorf("runner: run %s was deleted: %w", runID, ErrNotFound))
+				yield(nil, fmt.Errorf("client: run %s was deleted: %w", runID, ErrNotFound))
 				return
 			}
 			rec, err := wire.DecodeRecord(e)
@@ -382,7 +463,7 @@ func (c *Client) Wait(ctx context.Context, runID string) (*Record, error) {
 			return rec, c.ReadValues(ctx, rec)
 		}
 	}
-	return nil, fmt.Errorf("runner: wait for run %s: the watch ended", runID)
+	return nil, fmt.Errorf("client: wait for run %s: the watch ended", runID)
 }
 
 // Result returns the result of the run rec holds, with its steps in the order of its
@@ -398,7 +479,7 @@ func (c *Client) Result(ctx context.Context, rec *Record) (protocol.Result, erro
 // Definition returns the definition the run of rec was started with.
 func (c *Client) Definition(ctx context.Context, rec *Record) (*workflow.Definition, error) {
 	if rec == nil || rec.Run == nil {
-		return nil, errors.New("runner: no run record")
+		return nil, errors.New("client: no run record")
 	}
 	_, wfs, err := c.buckets(ctx)
 	if err != nil {
@@ -406,7 +487,7 @@ func (c *Client) Definition(ctx context.Context, rec *Record) (*workflow.Definit
 	}
 	b, err := wire.NewStore(wfs).Get(ctx, rec.Run.Hash)
 	if err != nil {
-		return nil, fmt.Errorf("runner: run %s: %w", rec.Run.ID, err)
+		return nil, fmt.Errorf("client: run %s: %w", rec.Run.ID, err)
 	}
 	return b.Definition, nil
 }
@@ -419,15 +500,15 @@ func (c *Client) Events(ctx context.Context, runID string) ([]protocol.Event, er
 	}
 	filters, err := natsbox.RunEventFilters(runID)
 	if err != nil {
-		return nil, fmt.Errorf("runner: %w", err)
+		return nil, fmt.Errorf("client: %w", err)
 	}
 	s, err := c.js.Stream(ctx, natsbox.EventsStream)
 	if err != nil {
-		return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
+		return nil, fmt.Errorf("client: events of run %s: %w", runID, err)
 	}
 	last, err := lastSequence(ctx, s, filters)
 	if err != nil {
-		return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
+		return nil, fmt.Errorf("client: events of run %s: %w", runID, err)
 	}
 	if last == 0 {
 		if _, err := c.Get(ctx, runID); err != nil {
@@ -439,7 +520,7 @@ func (c *Client) Events(ctx context.Context, runID string) ([]protocol.Event, er
 		FilterSubjects: filters, InactiveThreshold: 10 * time.Second,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("runner: events of run %s: %w", runID, err)
+		return nil, fmt.Errorf("client: events of run %s: %w", runID, err)
 	}
 	evs, err := readEvents(ctx, cons, runID, last)
 	if err != nil {
@@ -447,7 +528,7 @@ func (c *Client) Events(ctx context.Context, runID string) ([]protocol.Event, er
 	}
 	for i := range evs {
 		if err := c.values.InEvent(ctx, &evs[i]); err != nil {
-			return nil, fmt.Errorf("runner: event %d of run %s: %w", i+1, runID, err)
+			return nil, fmt.Errorf("client: event %d of run %s: %w", i+1, runID, err)
 		}
 	}
 	return evs, nil
@@ -469,17 +550,17 @@ func (c *Client) WatchEvents(ctx context.Context, runID string) iter.Seq2[protoc
 		}
 		filters, err := natsbox.RunEventFilters(runID)
 		if err != nil {
-			yield(protocol.Event{}, fmt.Errorf("runner: %w", err))
+			yield(protocol.Event{}, fmt.Errorf("client: %w", err))
 			return
 		}
 		s, err := c.js.Stream(ctx, natsbox.EventsStream)
 		if err != nil {
-			yield(protocol.Event{}, fmt.Errorf("runner: events of run %s: %w", runID, err))
+			yield(protocol.Event{}, fmt.Errorf("client: events of run %s: %w", runID, err))
 			return
 		}
 		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: filters, InactiveThreshold: 10 * time.Second})
 		if err != nil {
-			yield(protocol.Event{}, fmt.Errorf("runner: events of run %s: %w", runID, err))
+			yield(protocol.Event{}, fmt.Errorf("client: events of run %s: %w", runID, err))
 			return
 		}
 		finished := make(chan error, 1)
@@ -503,7 +584,7 @@ func (c *Client) WatchEvents(ctx context.Context, runID string) iter.Seq2[protoc
 					m.err = c.values.InEvent(ctx, m.ev)
 				}
 				if m.err != nil {
-					yield(protocol.Event{}, fmt.Errorf("runner: events of run %s: %w", runID, m.err))
+					yield(protocol.Event{}, fmt.Errorf("client: events of run %s: %w", runID, m.err))
 					return
 				}
 				if m.ev != nil && !yield(*m.ev, nil) {
@@ -525,7 +606,7 @@ func awaitFinish(records iter.Seq2[*Record, error]) error {
 			return nil
 		}
 	}
-	return errors.New("runner: the watch ended")
+	return errors.New("client: the watch ended")
 }
 
 // seqEvent is a message of a run's events as pumpEvents reads it: its stream sequence, and the
@@ -605,7 +686,7 @@ func readEvents(ctx context.Context, cons jetstream.Consumer, runID string, last
 	for {
 		m := <-msgs
 		if m.err != nil {
-			return nil, fmt.Errorf("runner: events of run %s: %w", runID, m.err)
+			return nil, fmt.Errorf("client: events of run %s: %w", runID, m.err)
 		}
 		if m.ev != nil {
 			evs = append(evs, *m.ev)
@@ -619,46 +700,15 @@ func readEvents(ctx context.Context, cons jetstream.Consumer, runID string, last
 // checkKey refuses run ids that cannot be keys of the runs bucket or would watch several.
 func checkKey(runID string) error {
 	if runID == "" {
-		return errors.New("runner: the run id is empty")
+		return errors.New("client: the run id is empty")
 	}
 	for i := 0; i < len(runID); i++ {
 		c := runID[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '/') {
-			return fmt.Errorf("runner: run id %q: the character %q at byte %d is not one of A-Z a-z 0-9 _ - /", runID, c, i)
+			return fmt.Errorf("client: run id %q: the character %q at byte %d is not one of A-Z a-z 0-9 _ - /", runID, c, i)
 		}
 	}
 	return nil
-}
-
-// listByStatus returns the records of the runs started by clients whose saved status is
-// status, reading the index and then those records only.
-func (c *Client) listByStatus(ctx context.Context, runs, index jetstream.KeyValue, status protocol.RunStatus) ([]*Record, error) {
-	keys, err := natsbox.Keys(ctx, index, string(status)+".>")
-	if err != nil {
-		return nil, fmt.Errorf("runner: list runs: %w", err)
-	}
-	var recs []*Record
-	for k := range keys {
-		id := strings.TrimPrefix(k, string(status)+".")
-		if strings.Contains(id, "/") {
-			continue // a sub-run
-		}
-		e, err := runs.Get(ctx, id)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			continue // stale: removed since
-		case err != nil:
-			return nil, fmt.Errorf("runner: list runs: read run %s: %w", id, err)
-		}
-		rec, err := wire.DecodeRecord(e)
-		if err != nil {
-			rec = wire.CorruptRecord(e, err)
-		}
-		if rec.Run.Status == status {
-			recs = append(recs, rec)
-		}
-	}
-	return recs, nil
 }
 
 // personCancel is a cancel a person sends: with a nonce, so that the run records it once.

@@ -3,6 +3,7 @@ package client_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -151,5 +152,73 @@ func TestNewResultWithoutDefinition(t *testing.T) {
 	res := client.NewResult(nil, rec)
 	if len(res.Steps) != 2 || res.Steps[0].ID != "a" || res.Steps[1].ID != "b" {
 		t.Fatalf("steps %+v: want them by id without a definition", res.Steps)
+	}
+}
+
+// Query selects runs by status, by workflow or both through the index, oldest first, and pages
+// through them without losing or repeating one.
+func TestQuery(t *testing.T) {
+	v := newEnv(t)
+	base := time.Now() // the runs' start times, a second apart: within their deadline
+	n := 0
+	v.Client = client.NewClient(client.ClientConfig{Box: v.Box, Now: func() time.Time {
+		n++
+		return base.Add(time.Duration(n) * time.Second)
+	}})
+	a := workflow.New("a")
+	a.Terminate("end")
+	_, as := runtest.Bundles(t, a)
+	b := workflow.New("b")
+	b.Approval("ask", "Ship?")
+	_, bs := runtest.Bundles(t, b)
+	for i := 1; i <= 5; i++ {
+		v.Wait(v.Start(as, "", fmt.Sprint("a", i)))
+	}
+	for i := 1; i <= 2; i++ {
+		id := v.Start(bs, "", fmt.Sprint("b", i))
+		v.WaitFor(id, func(r *client.Record) bool { return r.Run.Status == protocol.RunWaiting })
+	}
+	ids := func(q client.Query) (string, string) {
+		t.Helper()
+		p, err := v.Client.Query(v.Ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range p.Records {
+			got = append(got, r.Run.ID)
+		}
+		return fmt.Sprint(got), p.Next
+	}
+	for _, c := range []struct {
+		q    client.Query
+		want string
+	}{
+		{client.Query{Workflow: "a"}, "[a1 a2 a3 a4 a5]"},
+		{client.Query{Status: protocol.RunWaiting}, "[b1 b2]"},
+		{client.Query{Status: protocol.RunCompleted, Workflow: "b"}, "[]"},
+		{client.Query{}, "[a1 a2 a3 a4 a5 b1 b2]"},
+	} {
+		if got, next := ids(c.q); got != c.want || next != "" {
+			t.Errorf("%+v: %s (next %q), want %s", c.q, got, next, c.want)
+		}
+	}
+	var pages []string
+	q := client.Query{Limit: 2}
+	for {
+		got, next := ids(q)
+		pages = append(pages, got)
+		if next == "" {
+			break
+		}
+		q.After = next
+	}
+	if got := fmt.Sprint(pages); got != "[[a1 a2] [a3 a4] [a5 b1] [b2]]" {
+		t.Errorf("pages of 2: %s", got)
+	}
+	for _, q := range []client.Query{{After: "junk"}, {Limit: -1}} {
+		if _, err := v.Client.Query(v.Ctx, q); err == nil {
+			t.Errorf("%+v: no error", q)
+		}
 	}
 }

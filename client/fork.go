@@ -86,7 +86,7 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	store := wire.NewStore(wfs)
 	b, err := store.Get(ctx, rec.Run.Hash)
 	if err != nil {
-		return nil, fmt.Errorf("runner: run %s: %w", runID, err)
+		return nil, fmt.Errorf("client: run %s: %w", runID, err)
 	}
 	def := b.Definition
 	iteration := max(o.Iteration, 1)
@@ -95,21 +95,21 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	}
 	if o.RunID != "" {
 		if err := wire.CheckRunID(o.RunID); err != nil {
-			return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
+			return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
 		}
 	}
 	var input json.RawMessage
 	if o.Input != nil {
 		if !json.Valid(o.Input) {
-			return nil, fmt.Errorf("runner: fork run %s: the input of step %s is not valid JSON", runID, o.From)
+			return nil, fmt.Errorf("client: fork run %s: the input of step %s is not valid JSON", runID, o.From)
 		}
 		if input, err = json.Marshal(o.Input); err != nil { // the form the engine keeps
-			return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
+			return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
 		}
 	}
 	fdef, err := UseModel(def, o.Model, o.AddModel)
 	if err != nil {
-		return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
+		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
 	}
 
 	evs, err := c.Events(ctx, runID)
@@ -128,17 +128,17 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	}
 	state := r.run.Clone()
 	if state.Finished() {
-		return nil, fmt.Errorf("runner: fork run %s: the run ended %s in the decision that dispatched iteration %d of step %s, so there is nothing to continue", runID, state.Status, iteration, o.From)
+		return nil, fmt.Errorf("client: fork run %s: the run ended %s in the decision that dispatched iteration %d of step %s, so there is nothing to continue", runID, state.Status, iteration, o.From)
 	}
 	key := wire.TaskKey(r.stopped)
 
 	hash, err := fdef.Hash()
 	if err != nil {
-		return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
+		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
 	}
 	fb := &wire.Bundle{Definition: fdef, Workflows: b.Workflows, BaseDir: b.BaseDir}
 	if err := store.Put(ctx, &wire.Bundles{Root: hash, All: map[string]*wire.Bundle{hash: fb}}); err != nil {
-		return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
+		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
 	}
 	newID, err := c.forkID(ctx, runID, o.RunID)
 	if err != nil {
@@ -159,34 +159,34 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	}
 	// As the engine does: what the state dispatched is stored before the state.
 	if err := c.dispatchState(ctx, newID, fb, tasks, subs, now); err != nil {
-		return nil, fmt.Errorf("runner: fork run %s into %s: %w", runID, newID, err)
+		return nil, fmt.Errorf("client: fork run %s into %s: %w", runID, newID, err)
 	}
 	saved, err := c.values.OutRun(ctx, state, false)
 	if err != nil {
-		return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
+		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
 	}
 	data, err := json.Marshal(&Record{Run: saved})
 	if err != nil {
-		return nil, fmt.Errorf("runner: fork run %s: %w", runID, err)
+		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
 	}
 	runs, _, err := c.buckets(ctx)
 	if err != nil {
 		return nil, err
 	}
 	// As the engine does: the index key of the status before the record (index.go).
-	if _, err := c.index.Put(ctx, wire.StatusKey(saved.Status, newID), []byte{'1'}); err != nil {
-		return nil, fmt.Errorf("runner: fork run %s into %s: index the record: %w", runID, newID, err)
+	if _, err := c.index.Put(ctx, wire.StatusKey(saved), []byte{'1'}); err != nil {
+		return nil, fmt.Errorf("client: fork run %s into %s: index the record: %w", runID, newID, err)
 	}
 	if _, err := runs.Create(ctx, newID, data); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, fmt.Errorf("runner: fork run %s into %s: %w", runID, newID, ErrExists)
+			return nil, fmt.Errorf("client: fork run %s into %s: %w", runID, newID, ErrExists)
 		}
-		return nil, fmt.Errorf("runner: fork run %s into %s: save the record: %w", runID, newID, err)
+		return nil, fmt.Errorf("client: fork run %s into %s: save the record: %w", runID, newID, err)
 	}
 	// A tick that changes nothing makes an engine load the run, which arms its timers (its
 	// deadline, the timeouts of its parallel, map and call steps).
 	if err := c.publish(ctx, outbox.TickEvent(newID, engine.Command{Type: engine.CmdSchedule, At: now, Item: -1})); err != nil {
-		return nil, fmt.Errorf("runner: fork %s: %w", newID, err)
+		return nil, fmt.Errorf("client: fork %s: %w", newID, err)
 	}
 	return f, nil
 }
@@ -196,11 +196,11 @@ func checkFrom(def *workflow.Definition, from string) error {
 	name, item, child := strings.Cut(from, "#")
 	step := def.StepByID(name)
 	if step == nil || name == "" {
-		return fmt.Errorf("runner: workflow %s has no step %q: %w", def.Name, from, ErrUnknownStep)
+		return fmt.Errorf("client: workflow %s has no step %q: %w", def.Name, from, ErrUnknownStep)
 	}
 	if child {
 		if n, err := strconv.Atoi(item); err != nil || n < 0 || strconv.Itoa(n) != item || (step.Type != workflow.Parallel && step.Type != workflow.Map) {
-			return fmt.Errorf("runner: workflow %s has no step %q: only a parallel or map step has children step#N: %w", def.Name, from, ErrUnknownStep)
+			return fmt.Errorf("client: workflow %s has no step %q: only a parallel or map step has children step#N: %w", def.Name, from, ErrUnknownStep)
 		}
 		return nil
 	}
@@ -208,7 +208,7 @@ func checkFrom(def *workflow.Definition, from string) error {
 	case workflow.Task, workflow.LLM, workflow.Agent, workflow.AgentLoop:
 		return nil
 	}
-	return fmt.Errorf("runner: step %s of workflow %s is a %s step, which dispatches no task: a fork starts at a task, llm, agent or agent_loop step (or a child step#N of a parallel or map step)", name, def.Name, step.Type)
+	return fmt.Errorf("client: step %s of workflow %s is a %s step, which dispatches no task: a fork starts at a task, llm, agent or agent_loop step (or a child step#N of a parallel or map step)", name, def.Name, step.Type)
 }
 
 // notReached says that the run never dispatched iteration it of step from.
@@ -220,9 +220,9 @@ func notReached(runID, from string, it int, log []dispatch) error {
 		}
 	}
 	if reached == 0 {
-		return fmt.Errorf("runner: run %s never dispatched step %s: %w", runID, from, ErrUnknownStep)
+		return fmt.Errorf("client: run %s never dispatched step %s: %w", runID, from, ErrUnknownStep)
 	}
-	return fmt.Errorf("runner: run %s never dispatched iteration %d of step %s (it reached iteration %d): %w", runID, it, from, reached, ErrUnknownStep)
+	return fmt.Errorf("client: run %s never dispatched iteration %d of step %s (it reached iteration %d): %w", runID, it, from, reached, ErrUnknownStep)
 }
 
 // UseModel returns def when name is "", else a copy of def whose llm and agent steps all use
@@ -273,7 +273,7 @@ func (c *Client) forkID(ctx context.Context, runID, want string) (string, error)
 			return "", err
 		}
 		if !ok {
-			return "", fmt.Errorf("runner: fork run %s into %s: %w", runID, want, ErrExists)
+			return "", fmt.Errorf("client: fork run %s into %s: %w", runID, want, ErrExists)
 		}
 		return want, nil
 	}
@@ -323,7 +323,7 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 	}
 	kv, err := c.js.KeyValue(ctx, natsbox.CheckpointsBucket)
 	if err != nil {
-		return 0, fmt.Errorf("runner: bucket %s: %w", natsbox.CheckpointsBucket, err)
+		return 0, fmt.Errorf("client: bucket %s: %w", natsbox.CheckpointsBucket, err)
 	}
 	n := 0
 	for _, t := range tasks {
@@ -334,7 +334,7 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 		dst := wire.CheckpointScope(to, t.Step, t.Item, t.Activation)
 		for e, err := range wire.Entries(ctx, kv, src+".>") { // the copies go to other keys: dst's
 			if err != nil {
-				return n, fmt.Errorf("runner: read the checkpoint of step %s of run %s: %w", wire.TaskKey(t), from, err)
+				return n, fmt.Errorf("client: read the checkpoint of step %s of run %s: %w", wire.TaskKey(t), from, err)
 			}
 			w, err := wire.ParseCheckpointWrite(e.Key())
 			if err != nil || w.Scope != src || w.Iteration >= t.Iteration {
@@ -343,10 +343,10 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 			w.Scope = dst // the same write, resumed writes included, in the new run's scope
 			value, err := c.values.Move(ctx, from, to, e.Value())
 			if err != nil {
-				return n, fmt.Errorf("runner: copy the checkpoint of step %s into run %s: %w", wire.TaskKey(t), to, err)
+				return n, fmt.Errorf("client: copy the checkpoint of step %s into run %s: %w", wire.TaskKey(t), to, err)
 			}
 			if _, err := kv.Put(ctx, w.Key(), value); err != nil {
-				return n, fmt.Errorf("runner: copy the checkpoint of step %s into run %s: %w", wire.TaskKey(t), to, err)
+				return n, fmt.Errorf("client: copy the checkpoint of step %s into run %s: %w", wire.TaskKey(t), to, err)
 			}
 			n++
 		}

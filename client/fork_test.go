@@ -186,10 +186,10 @@ func TestFork(t *testing.T) {
 			is   error
 			want string
 		}{
-			{"nope", 1, "", client.ErrUnknownStep, `runner: workflow looping has no step "nope": no such step`},
-			{"think", 9, "", client.ErrUnknownStep, "runner: run orig never dispatched iteration 9 of step think (it reached iteration 4): no such step"},
-			{"think#1", 1, "", client.ErrUnknownStep, `runner: workflow looping has no step "think#1": only a parallel or map step has children step#N: no such step`},
-			{"think", 1, "custom", client.ErrExists, "runner: fork run orig into custom: a run with this id already exists"},
+			{"nope", 1, "", client.ErrUnknownStep, `client: workflow looping has no step "nope": no such step`},
+			{"think", 9, "", client.ErrUnknownStep, "client: run orig never dispatched iteration 9 of step think (it reached iteration 4): no such step"},
+			{"think#1", 1, "", client.ErrUnknownStep, `client: workflow looping has no step "think#1": only a parallel or map step has children step#N: no such step`},
+			{"think", 1, "custom", client.ErrExists, "client: fork run orig into custom: a run with this id already exists"},
 		} {
 			_, err := v.Client.Fork(v.Ctx, orig, client.ForkOptions{From: tc.from, Iteration: tc.it, RunID: tc.id})
 			if !errors.Is(err, tc.is) || err.Error() != tc.want {
@@ -275,11 +275,11 @@ func TestForkModel(t *testing.T) {
 		})
 	}
 	_, err := v.Client.Fork(v.Ctx, "ask-1", client.ForkOptions{From: "ask", Model: "huge"})
-	if err == nil || err.Error() != `runner: fork run ask-1: workflow asker declares no model "huge" in [models] (it declares: large, small)` {
+	if err == nil || err.Error() != `client: fork run ask-1: workflow asker declares no model "huge" in [models] (it declares: large, small)` {
 		t.Errorf("an unknown model: %v", err)
 	}
 	_, err = v.Client.Fork(v.Ctx, "ask-1", client.ForkOptions{From: "after", Input: json.RawMessage(`{`)})
-	if err == nil || err.Error() != "runner: fork run ask-1: the input of step after is not valid JSON" {
+	if err == nil || err.Error() != "client: fork run ask-1: the input of step after is not valid JSON" {
 		t.Errorf("an input that is not JSON: %v", err)
 	}
 }

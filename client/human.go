@@ -97,7 +97,7 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 		if approvers := stepApprovers(def, w.Step.Step); len(approvers) > 0 {
 			who := cmp.Or(onBehalfOf, c.principal)
 			if !mayBe(approvers, who) {
-				return fmt.Errorf("runner: run %s: principal %s is not one of the approvers of step %s (%s): %w", runID, who, w.Key, strings.Join(approvers, ", "), ErrForbidden)
+				return fmt.Errorf("client: run %s: principal %s is not one of the approvers of step %s (%s): %w", runID, who, w.Key, strings.Join(approvers, ", "), ErrForbidden)
 			}
 			verdicts[ev.ID] = w.Key
 		}
@@ -135,14 +135,14 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 				what += " (pending calls: " + strings.Join(calls, ", ") + ")"
 			}
 		}
-		return nil, fmt.Errorf("runner: run %s: %s: %w", runID, what, ErrNotWaiting)
+		return nil, fmt.Errorf("client: run %s: %s: %w", runID, what, ErrNotWaiting)
 	}
 	if onBehalfOf != "" && !c.isAdmin() {
-		return nil, fmt.Errorf("runner: run %s: principal %s may not decide on behalf of %s: only an admin may: %w", runID, c.principal, onBehalfOf, ErrForbidden)
+		return nil, fmt.Errorf("client: run %s: principal %s may not decide on behalf of %s: only an admin may: %w", runID, c.principal, onBehalfOf, ErrForbidden)
 	}
 	for _, ev := range evs {
 		if err := c.publish(ctx, ev); err != nil {
-			return nil, fmt.Errorf("runner: decide for run %s: %w", runID, err)
+			return nil, fmt.Errorf("client: decide for run %s: %w", runID, err)
 		}
 	}
 	if len(verdicts) > 0 {
@@ -181,7 +181,7 @@ func (c *Client) isAdmin() bool { return c.may == nil || c.may("$KV."+natsbox.Ru
 func (c *Client) awaitVerdicts(ctx context.Context, runID string, ids map[string]string) error {
 	for rec, err := range c.Watch(ctx, runID) {
 		if err != nil {
-			return fmt.Errorf("runner: run %s: the decision was sent, but the engine's verdict did not come: %w", runID, err)
+			return fmt.Errorf("client: run %s: the decision was sent, but the engine's verdict did not come: %w", runID, err)
 		}
 		seen := 0
 		for _, a := range rec.Run.Acts {
@@ -189,7 +189,7 @@ func (c *Client) awaitVerdicts(ctx context.Context, runID string, ids map[string
 				continue
 			}
 			if a.Refused != "" {
-				return fmt.Errorf("runner: run %s: step %s: the decision was refused: %s; the run keeps waiting: %w", runID, a.Step, a.Refused, ErrForbidden)
+				return fmt.Errorf("client: run %s: step %s: the decision was refused: %s; the run keeps waiting: %w", runID, a.Step, a.Refused, ErrForbidden)
 			}
 			seen++
 		}
@@ -204,7 +204,7 @@ func (c *Client) awaitVerdicts(ctx context.Context, runID string, ids map[string
 // or "" when only one step is paused. It returns the step's key.
 func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawMessage) (string, error) {
 	if err := wire.CheckJSON(input, int(c.maxInput)); err != nil {
-		return "", fmt.Errorf("runner: resume run %s: the input %w", runID, err)
+		return "", fmt.Errorf("client: resume run %s: the input %w", runID, err)
 	}
 	rec, err := c.waitingRecord(ctx, runID)
 	if err != nil {
@@ -218,19 +218,19 @@ func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawM
 	}
 	switch {
 	case len(paused) == 0 && step != "":
-		return "", fmt.Errorf("runner: run %s: step %q does not wait for input: %w", runID, step, ErrNotWaiting)
+		return "", fmt.Errorf("client: run %s: step %q does not wait for input: %w", runID, step, ErrNotWaiting)
 	case len(paused) == 0:
-		return "", fmt.Errorf("runner: run %s: no step waits for input: %w", runID, ErrNotWaiting)
+		return "", fmt.Errorf("client: run %s: no step waits for input: %w", runID, ErrNotWaiting)
 	case len(paused) > 1:
 		keys := make([]string, len(paused))
 		for i, w := range paused {
 			keys[i] = w.Key
 		}
-		return "", fmt.Errorf("runner: run %s: steps %s wait for input: name one with --step", runID, strings.Join(keys, ", "))
+		return "", fmt.Errorf("client: run %s: steps %s wait for input: name one with --step", runID, strings.Join(keys, ", "))
 	}
 	w := paused[0]
 	if err := c.publish(ctx, c.humanEvent(runID, w, protocol.Event{Type: protocol.EvResume, Output: input})); err != nil {
-		return "", fmt.Errorf("runner: resume run %s: %w", runID, err)
+		return "", fmt.Errorf("client: resume run %s: %w", runID, err)
 	}
 	return w.Key, nil
 }
@@ -239,13 +239,13 @@ func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawM
 // it; otherwise the run keeps it for the first wait_event step on name that starts later.
 func (c *Client) Signal(ctx context.Context, runID, name string, data json.RawMessage) error {
 	if name == "" {
-		return fmt.Errorf("runner: signal run %s: the event has no name", runID)
+		return fmt.Errorf("client: signal run %s: the event has no name", runID)
 	}
 	if len(data) == 0 {
 		data = json.RawMessage("null")
 	}
 	if err := wire.CheckJSON(data, int(c.maxInput)); err != nil {
-		return fmt.Errorf("runner: signal %s to run %s: the data %w", name, runID, err)
+		return fmt.Errorf("client: signal %s to run %s: the data %w", name, runID, err)
 	}
 	if _, err := c.waitingRecord(ctx, runID); err != nil {
 		return err
@@ -254,7 +254,7 @@ func (c *Client) Signal(ctx context.Context, runID, name string, data json.RawMe
 	id := wire.Nonce()
 	ev := &protocol.Event{RunID: runID, Nonce: id, Type: protocol.EvSignal, At: c.now().UTC(), Item: -1, Name: name, Output: data, ID: id}
 	if err := c.publish(ctx, ev); err != nil {
-		return fmt.Errorf("runner: signal %s to run %s: %w", name, runID, err)
+		return fmt.Errorf("client: signal %s to run %s: %w", name, runID, err)
 	}
 	return nil
 }
@@ -266,7 +266,7 @@ func (c *Client) waitingRecord(ctx context.Context, runID string) (*Record, erro
 		return nil, err
 	}
 	if rec.Finished() {
-		return nil, fmt.Errorf("runner: run %s ended %s: %w", runID, rec.Run.Status, ErrFinished)
+		return nil, fmt.Errorf("client: run %s ended %s: %w", runID, rec.Run.Status, ErrFinished)
 	}
 	return rec, nil
 }

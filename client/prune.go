@@ -58,7 +58,7 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, now time.Ti
 	recs := map[string]info{} // what the prune needs of every record, not the records
 	for e, err := range wire.Entries(ctx, runs, ">") {
 		if err != nil {
-			return rep, fmt.Errorf("runner: prune: list the runs: %w", err)
+			return rep, fmt.Errorf("client: prune: list the runs: %w", err)
 		}
 		if rec, err := wire.DecodeRecord(e); err == nil {
 			recs[e.Key()] = info{e.Revision(), rec.Run.Finished(), e.Created()}
@@ -97,7 +97,7 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, now time.Ti
 	for _, p := range gone {
 		removed, err := c.removeRun(ctx, runs, p)
 		if err != nil {
-			return rep, fmt.Errorf("runner: prune run %s: %w", p.id, err)
+			return rep, fmt.Errorf("client: prune run %s: %w", p.id, err)
 		}
 		switch {
 		case !removed:
@@ -147,18 +147,18 @@ func (c *Client) Delete(ctx context.Context, runID string) error {
 	}
 	e, err := runs.Get(ctx, runID)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("runner: delete run %s: %w", runID, ErrNotFound)
+		return fmt.Errorf("client: delete run %s: %w", runID, ErrNotFound)
 	}
 	if err != nil {
-		return fmt.Errorf("runner: delete run %s: %w", runID, err)
+		return fmt.Errorf("client: delete run %s: %w", runID, err)
 	}
 	if rec, err := wire.DecodeRecord(e); err == nil && !rec.Finished() {
-		return fmt.Errorf("runner: delete run %s: it is %s: %w (cancel it first)", runID, rec.Run.Status, ErrNotFinished)
+		return fmt.Errorf("client: delete run %s: it is %s: %w (cancel it first)", runID, rec.Run.Status, ErrNotFinished)
 	}
 	gone := []pruned{{runID, e.Revision()}}
 	for sub, err := range wire.Entries(ctx, runs, ">") {
 		if err != nil {
-			return fmt.Errorf("runner: delete run %s: list its sub-runs: %w", runID, err)
+			return fmt.Errorf("client: delete run %s: list its sub-runs: %w", runID, err)
 		}
 		if strings.HasPrefix(sub.Key(), runID+"/") {
 			gone = append(gone, pruned{sub.Key(), sub.Revision()})
@@ -175,7 +175,7 @@ func (c *Client) Delete(ctx context.Context, runID string) error {
 	}
 	for _, p := range gone {
 		if _, err := c.removeRun(ctx, runs, p); err != nil {
-			return fmt.Errorf("runner: delete run %s: %w", p.id, err)
+			return fmt.Errorf("client: delete run %s: %w", p.id, err)
 		}
 	}
 	return nil
@@ -185,7 +185,7 @@ func (c *Client) Delete(ctx context.Context, runID string) error {
 func (c *Client) pruneCheckpoints(ctx context.Context, gone []pruned) (int, error) {
 	kv, err := c.js.KeyValue(ctx, natsbox.CheckpointsBucket)
 	if err != nil {
-		return 0, fmt.Errorf("runner: prune: bucket %s: %w", natsbox.CheckpointsBucket, err)
+		return 0, fmt.Errorf("client: prune: bucket %s: %w", natsbox.CheckpointsBucket, err)
 	}
 	ids := map[string]bool{}
 	for _, p := range gone {
@@ -193,7 +193,7 @@ func (c *Client) pruneCheckpoints(ctx context.Context, gone []pruned) (int, erro
 	}
 	lister, err := kv.ListKeys(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("runner: prune: list the checkpoints: %w", err)
+		return 0, fmt.Errorf("client: prune: list the checkpoints: %w", err)
 	}
 	var keys []string
 	for k := range lister.Keys() {
@@ -208,7 +208,7 @@ func (c *Client) pruneCheckpoints(ctx context.Context, gone []pruned) (int, erro
 	// A stream purge of each key's subject, not a KV purge: it leaves no purge marker behind (a
 	// finished run writes no checkpoint again).
 	if err := natsbox.PurgeKeys(ctx, c.js, natsbox.CheckpointsBucket, keys...); err != nil {
-		return 0, fmt.Errorf("runner: prune: the checkpoints: %w", err)
+		return 0, fmt.Errorf("client: prune: the checkpoints: %w", err)
 	}
 	return len(keys), nil
 }
@@ -221,7 +221,7 @@ func (c *Client) pruneValues(ctx context.Context, gone []pruned) (int, error) {
 	}
 	n, err := c.objects.DeleteValues(ctx, func(runID string) bool { return ids[runID] })
 	if err != nil {
-		return n, fmt.Errorf("runner: prune: %w", err)
+		return n, fmt.Errorf("client: prune: %w", err)
 	}
 	return n, nil
 }
@@ -234,16 +234,16 @@ func (c *Client) pruneIndex(ctx context.Context, gone []pruned) error {
 	}
 	keys, err := natsbox.Keys(ctx, c.index, ">")
 	if err != nil {
-		return fmt.Errorf("runner: prune: %w", err)
+		return fmt.Errorf("client: prune: %w", err)
 	}
 	var drop []string
 	for k := range keys {
-		if _, id, ok := strings.Cut(k, "."); ok && ids[id] {
+		if ik, ok := wire.ParseStatusKey(k); ok && ids[ik.RunID] {
 			drop = append(drop, k)
 		}
 	}
 	if err := natsbox.PurgeKeys(ctx, c.js, natsbox.StatusBucket, drop...); err != nil {
-		return fmt.Errorf("runner: prune: the status index: %w", err)
+		return fmt.Errorf("client: prune: the status index: %w", err)
 	}
 	return nil
 }
@@ -310,7 +310,7 @@ type Retention struct {
 // and done again at the next turn.
 func (c *Client) Retain(ctx context.Context, r Retention) error {
 	if r.OlderThan <= 0 {
-		return fmt.Errorf("runner: retain: OlderThan is %s: want more than 0", r.OlderThan)
+		return fmt.Errorf("client: retain: OlderThan is %s: want more than 0", r.OlderThan)
 	}
 	if r.Every <= 0 {
 		r.Every = RetentionEvery(r.OlderThan)

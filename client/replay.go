@@ -71,7 +71,7 @@ func (c *Client) Replay(ctx context.Context, runID string, def *workflow.Definit
 		return nil, err
 	}
 	if !rec.Run.Finished() {
-		return nil, fmt.Errorf("runner: run %s is %s: only a run that has ended can be replayed: %w", runID, rec.Run.Status, ErrNotFinished)
+		return nil, fmt.Errorf("client: run %s is %s: only a run that has ended can be replayed: %w", runID, rec.Run.Status, ErrNotFinished)
 	}
 	own, err := c.Definition(ctx, rec)
 	if err != nil {
@@ -88,7 +88,7 @@ func (c *Client) Replay(ctx context.Context, runID string, def *workflow.Definit
 // run's events: the pure part of Replay, with no I/O.
 func ReplayRecord(rec *Record, own *workflow.Definition, evs []protocol.Event, def *workflow.Definition) (*ReplayReport, error) {
 	if rec == nil || rec.Run == nil || own == nil {
-		return nil, errors.New("runner: replay: no run record or definition")
+		return nil, errors.New("client: replay: no run record or definition")
 	}
 	runID := rec.Run.ID
 	changed := false
@@ -99,7 +99,7 @@ func ReplayRecord(rec *Record, own *workflow.Definition, evs []protocol.Event, d
 		def = normalized(def)
 		h, err := def.Hash()
 		if err != nil {
-			return nil, fmt.Errorf("runner: replay run %s: %w", runID, err)
+			return nil, fmt.Errorf("client: replay run %s: %w", runID, err)
 		}
 		hash, changed = h, h != rec.Run.Hash
 	}
@@ -184,12 +184,12 @@ func (r *replayer) decided() int {
 func (r *replayer) replay(runID string) error {
 	start := slices.IndexFunc(r.evs, func(e protocol.Event) bool { return e.Type == protocol.EvStart })
 	if start < 0 {
-		return fmt.Errorf("runner: run %s cannot be replayed: %w (a forked run starts from another run's state; a pruned run has lost its events)", runID, ErrNoStart)
+		return fmt.Errorf("client: run %s cannot be replayed: %w (a forked run starts from another run's state; a pruned run has lost its events)", runID, ErrNoStart)
 	}
 	ev := r.evs[start]
 	run, cmds, err := engine.Start(r.def, runID, ev.Input, ev.At)
 	if err != nil {
-		return fmt.Errorf("runner: replay run %s: %w", runID, err)
+		return fmt.Errorf("client: replay run %s: %w", runID, err)
 	}
 	r.run, r.at, r.used[start] = run, start, true
 	r.record(cmds, ev.At)
@@ -249,7 +249,7 @@ func (r *replayer) apply(i int) (bool, error) {
 	ev := r.evs[i]
 	next, cmds, err := engine.Decide(r.def, r.run, ev)
 	if err != nil {
-		return false, fmt.Errorf("runner: replay run %s: event %d (%s): %w", r.run.ID, i+1, ev.Type, err)
+		return false, fmt.Errorf("client: replay run %s: event %d (%s): %w", r.run.ID, i+1, ev.Type, err)
 	}
 	if len(cmds) == 0 && reflect.DeepEqual(next, r.run) {
 		return false, nil

@@ -251,7 +251,7 @@ func TestReplayRefuses(t *testing.T) {
 	id := v.Start(bs, "", "")
 	v.WaitFor(id, func(r *client.Record) bool { return r.Run.Steps != nil })
 	_, err := v.Client.Replay(v.Ctx, id, nil)
-	if !errors.Is(err, client.ErrNotFinished) || err.Error() != "runner: run "+id+" is running: only a run that has ended can be replayed: the run has not finished" {
+	if !errors.Is(err, client.ErrNotFinished) || err.Error() != "client: run "+id+" is running: only a run that has ended can be replayed: the run has not finished" {
 		t.Errorf("replay of a running run: %v", err)
 	}
 	if _, err := v.Client.Replay(v.Ctx, "r-nope", nil); !errors.Is(err, client.ErrNotFound) {

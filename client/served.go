@@ -38,11 +38,11 @@ func (c *Client) Unserved(ctx context.Context, bs *wire.Bundles) ([]string, erro
 func (c *Client) served(ctx context.Context) (map[string]bool, error) {
 	kv, err := c.js.KeyValue(ctx, natsbox.ServedBucket)
 	if err != nil {
-		return nil, fmt.Errorf("runner: bucket %s: %w", natsbox.ServedBucket, err)
+		return nil, fmt.Errorf("client: bucket %s: %w", natsbox.ServedBucket, err)
 	}
 	lister, err := kv.ListKeys(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("runner: what the workers serve: %w", err)
+		return nil, fmt.Errorf("client: what the workers serve: %w", err)
 	}
 	served := map[string]bool{}
 	for k := range lister.Keys() {

@@ -297,7 +297,7 @@ func (e *Engine) pinnedTTL() time.Duration { return max(e.ackWait, minPinnedTTL)
 // index on the way (reindex).
 func (e *Engine) rearm(ctx context.Context) error {
 	n := 0
-	statuses := map[string]protocol.RunStatus{}
+	keys := map[string]bool{} // the index keys of the saved records
 	for ent, err := range wire.Entries(ctx, e.runs, ">") {
 		if err != nil {
 			return fmt.Errorf("runner: read the runs to arm their timers: %w", err)
@@ -307,7 +307,7 @@ func (e *Engine) rearm(ctx context.Context) error {
 			e.log.Warn("runner: a run record cannot be read, so its timers are not armed", "run", ent.Key(), "err", err)
 			continue
 		}
-		statuses[rec.Run.ID] = rec.Run.Status
+		keys[wire.StatusKey(rec.Run)] = true
 		if rec.Run.Finished() {
 			continue
 		}
@@ -322,7 +322,7 @@ func (e *Engine) rearm(ctx context.Context) error {
 		n++
 	}
 	e.log.Debug("runner: timers armed", "running_runs", n)
-	if err := e.reindex(ctx, statuses); err != nil {
+	if err := e.reindex(ctx, keys); err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}
 	return nil

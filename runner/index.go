@@ -6,10 +6,10 @@ import (
 
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
-	"github.com/reins-run/reins/protocol"
 )
 
-// The status index (natsbox.StatusBucket). A run's key for its new status is written before
+// The status index (natsbox.StatusBucket, keys wire.StatusKey). A run's key for its new
+// status is written before
 // the record that has that status is saved, and the key of its old status is removed after,
 // so the key of every run's saved status is there whatever crashes; a key left behind by a
 // crash is stale, and readers check each run they list against its record. Stale keys go when
@@ -28,7 +28,7 @@ func (e *Engine) indexBefore(ctx context.Context, old, next *entry) error {
 		return nil
 	}
 	run := next.rec.Run
-	if _, err := e.index.Put(ctx, wire.StatusKey(run.Status, run.ID), []byte{'1'}); err != nil {
+	if _, err := e.index.Put(ctx, wire.StatusKey(run), []byte{'1'}); err != nil {
 		return fmt.Errorf("index run %s as %s: %w", run.ID, run.Status, err)
 	}
 	return nil
@@ -41,23 +41,34 @@ func (e *Engine) indexAfter(ctx context.Context, old, next *entry) {
 		return
 	}
 	run := old.rec.Run
-	if err := natsbox.PurgeKeys(ctx, e.js, natsbox.StatusBucket, wire.StatusKey(run.Status, run.ID)); err != nil {
+	if err := natsbox.PurgeKeys(ctx, e.js, natsbox.StatusBucket, wire.StatusKey(run)); err != nil {
 		e.log.Warn("runner: a run's old status stays in the index", "run", run.ID, "status", run.Status, "err", err)
 	}
 }
 
-// reindex adds the index key of every saved record's status that the index lacks (records of
-// a version without the index). It removes nothing: another engine may be between its index
-// write and its save, and a key that is only stale costs a listing one read.
-func (e *Engine) reindex(ctx context.Context, statuses map[string]protocol.RunStatus) error {
+// reindex adds the index key of every saved record (want) that the index lacks (records of a
+// version without the index), and removes the keys of the form an older version wrote
+// (STATUS.RUNID), which no reader reads. It removes no key of the current form: another engine
+// may be between its index write and its save, and a key that is only stale costs a listing
+// one read.
+func (e *Engine) reindex(ctx context.Context, want map[string]bool) error {
 	have, err := natsbox.Keys(ctx, e.index, ">")
 	if err != nil {
 		return err
 	}
-	for id, st := range statuses {
-		if k := wire.StatusKey(st, id); !have[k] {
+	var old []string
+	for k := range have {
+		if _, ok := wire.ParseStatusKey(k); !ok {
+			old = append(old, k)
+		}
+	}
+	if err := natsbox.PurgeKeys(ctx, e.js, natsbox.StatusBucket, old...); err != nil {
+		return fmt.Errorf("remove the index keys of an older version: %w", err)
+	}
+	for k := range want {
+		if !have[k] {
 			if _, err := e.index.Put(ctx, k, []byte{'1'}); err != nil {
-				return fmt.Errorf("index run %s: %w", id, err)
+				return fmt.Errorf("index %s: %w", k, err)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
@@ -47,20 +48,37 @@ func TestStatusIndex(t *testing.T) {
 		t.Fatalf("waiting, completed, running: %s", got)
 	}
 	// A stale key (an engine died between the index write and the save) is skipped.
-	if _, err := v.KV(natsbox.StatusBucket).Put(v.Ctx, wire.StatusKey(protocol.RunWaiting, "c1"), []byte{'1'}); err != nil {
+	index := v.KV(natsbox.StatusBucket)
+	stale := *v.Wait("c1").Run
+	stale.Status = protocol.RunWaiting
+	if _, err := index.Put(v.Ctx, wire.StatusKey(&stale), []byte{'1'}); err != nil {
 		t.Fatal(err)
 	}
 	if got := fmt.Sprint(listIDs(t, v, protocol.RunWaiting)); got != "[w1]" {
 		t.Errorf("waiting with a stale key: %s", got)
 	}
-	// A key no engine wrote (a version without the index) is added when an engine starts.
-	if err := natsbox.PurgeKeys(v.Ctx, v.Box.JetStream(), natsbox.StatusBucket, wire.StatusKey(protocol.RunWaiting, "w1")); err != nil {
+	// A key no engine wrote (a version without the index) is added when an engine starts, and
+	// a key of the form an older version wrote (STATUS.RUNID) is removed; no reader reads it.
+	w1, err := v.Client.Get(v.Ctx, "w1")
+	if err != nil {
 		t.Fatal(err)
+	}
+	if err := natsbox.PurgeKeys(v.Ctx, v.Box.JetStream(), natsbox.StatusBucket, wire.StatusKey(w1.Run)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := index.Put(v.Ctx, "waiting.w1", []byte{'1'}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(listIDs(t, v, protocol.RunWaiting)); got != "[]" {
+		t.Errorf("waiting with an old key only: %s", got)
 	}
 	v.stop()
 	v.eng, v.stop = v.startEngine(nil)
 	if got := fmt.Sprint(listIDs(t, v, protocol.RunWaiting)); got != "[w1]" {
 		t.Errorf("waiting after an engine started: %s", got)
+	}
+	if _, err := index.Get(v.Ctx, "waiting.w1"); err == nil {
+		t.Error("the key of an older version stays in the index after an engine started")
 	}
 	if err := v.Client.Cancel(v.Ctx, w, ""); err != nil {
 		t.Fatal(err)
@@ -82,7 +100,8 @@ func TestStatusIndex(t *testing.T) {
 }
 
 // BenchmarkListWaiting lists the 10 waiting runs among 100,000 finished ones: through the
-// status index, and by reading every record (what List did before the index).
+// status index, and by reading every record (what List did before the index); and reads the
+// first page of 50 of the finished ones through the index.
 func BenchmarkListWaiting(b *testing.B) {
 	v := newEnv(b)
 	const finished, waitingRuns = 100_000, 10
@@ -105,7 +124,8 @@ func BenchmarkListWaiting(b *testing.B) {
 		if _, err := runs.Put(v.Ctx, id, []byte(rec)); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := index.Put(v.Ctx, wire.StatusKey(status, id), []byte{'1'}); err != nil {
+		started := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		if _, err := index.Put(v.Ctx, wire.StatusKey(&engine.Run{ID: id, Workflow: "w", Status: status, StartedAt: started}), []byte{'1'}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -113,6 +133,14 @@ func BenchmarkListWaiting(b *testing.B) {
 		for b.Loop() {
 			if n := len(listIDs(b, v, protocol.RunWaiting)); n != waitingRuns {
 				b.Fatalf("%d waiting runs, want %d", n, waitingRuns)
+			}
+		}
+	})
+	b.Run("page of 50 finished", func(b *testing.B) {
+		for b.Loop() {
+			p, err := v.Client.Query(v.Ctx, client.Query{Status: protocol.RunCompleted, Workflow: "w", Limit: 50})
+			if err != nil || len(p.Records) != 50 || p.Next == "" {
+				b.Fatalf("%d runs, next %q, %v: want a page of 50 and more", len(p.Records), p.Next, err)
 			}
 		}
 	})

@@ -79,7 +79,8 @@ type listEntry struct {
 }
 
 func newRunsListCmd(nf *natsFlags) *cobra.Command {
-	var status string
+	var status, workflowName, after string
+	var limit int
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -92,25 +93,48 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 			default:
 				return &exitError{code: exitUsage, err: fmt.Errorf("--status %q: want running, waiting, completed, failed, cancelled, timed_out or corrupt", status)}
 			}
+			q := client.Query{Status: st, Workflow: workflowName, Limit: limit, After: after}
+			paged := q.Workflow != "" || q.Limit != 0 || q.After != ""
+			switch {
+			case limit < 0:
+				return &exitError{code: exitUsage, err: fmt.Errorf("--limit %d: want 1 or more", limit)}
+			case st == client.StatusCorrupt && paged:
+				return &exitError{code: exitUsage, err: errors.New("--status corrupt reads every record, since one that cannot be read is in no index: it takes no --workflow, --limit or --after")}
+			}
 			if nf.url == "" {
 				if _, err := os.Stat(nf.data); errors.Is(err, fs.ErrNotExist) {
 					return printList(cmd.OutOrStdout(), []listEntry{}, asJSON) // nothing ever ran there
 				}
 			}
 			return withClient(cmd.Context(), nf, func(c *client.Client) error {
-				recs, err := c.List(cmd.Context(), st)
+				var page client.Page
+				var err error
+				if paged {
+					page, err = c.Query(cmd.Context(), q)
+				} else {
+					page.Records, err = c.List(cmd.Context(), st)
+				}
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
-				entries := make([]listEntry, 0, len(recs))
-				for _, r := range recs {
+				entries := make([]listEntry, 0, len(page.Records))
+				for _, r := range page.Records {
 					entries = append(entries, listEntry{r.Run.ID, r.Run.Workflow, r.Run.Status, r.Run.StartedAt, r.Run.Error})
 				}
-				return printList(cmd.OutOrStdout(), entries, asJSON)
+				if err := printList(cmd.OutOrStdout(), entries, asJSON); err != nil {
+					return err
+				}
+				if page.Next != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "reins: more runs follow: the next page is --after %s\n", page.Next)
+				}
+				return nil
 			})
 		},
 	}
 	cmd.Flags().StringVar(&status, "status", "", "only runs with this `STATUS` (running, waiting, completed, failed, cancelled, timed_out, or corrupt: a record that cannot be read)")
+	cmd.Flags().StringVar(&workflowName, "workflow", "", "only runs of the workflow with this `NAME`")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most `N` runs; the next page's --after is printed on stderr")
+	cmd.Flags().StringVar(&after, "after", "", "the runs after this `CURSOR`, which the page before printed")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs as JSON")
 	return cmd
 }

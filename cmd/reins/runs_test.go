@@ -71,6 +71,26 @@ func TestRunsOnDataDir(t *testing.T) {
 		}
 	})
 
+	t.Run("list by workflow, a page at a time", func(t *testing.T) {
+		if runs := listRuns(t, "--data", data, "--workflow", "gate"); len(runs) != 1 || runs[0].RunID != failed.RunID {
+			t.Errorf("--workflow gate: %+v, want %s", runs, failed.RunID)
+		}
+		code, out, errOut := cli(t, "runs", "list", "--json", "--data", data, "--limit", "1")
+		var first []listEntry
+		if err := json.Unmarshal([]byte(out), &first); code != exitOK || err != nil || len(first) != 1 || first[0].RunID != done.RunID {
+			t.Fatalf("--limit 1: exit %d, %s (%v)\n%s", code, out, err, errOut)
+		}
+		cursor, ok := strings.CutPrefix(strings.TrimSpace(errOut), "reins: more runs follow: the next page is --after ")
+		if !ok {
+			t.Fatalf("--limit 1: stderr %q, want the next page's cursor", errOut)
+		}
+		code, out, errOut = cli(t, "runs", "list", "--json", "--data", data, "--limit", "1", "--after", cursor)
+		var second []listEntry
+		if err := json.Unmarshal([]byte(out), &second); code != exitOK || err != nil || len(second) != 1 || second[0].RunID != failed.RunID || errOut != "" {
+			t.Errorf("the second page: exit %d, %s (%v), stderr %q, want %s and no more", code, out, err, errOut, failed.RunID)
+		}
+	})
+
 	t.Run("show", func(t *testing.T) {
 		code, out, errOut := cli(t, "runs", "show", done.RunID, "--data", data)
 		if code != exitOK {
@@ -149,6 +169,9 @@ func TestRunsOnDataDir(t *testing.T) {
 			{"cancel failed", []string{"cancel", failed.RunID}, exitFailed, "it ended failed: the run has already finished"},
 			{"bogus status", []string{"list", "--status", "bogus"}, exitUsage, `--status "bogus": want running, waiting, completed, failed, cancelled, timed_out or corrupt`},
 			{"show without run", []string{"show"}, exitUsage, "accepts 1 arg(s)"},
+			{"bad cursor", []string{"list", "--after", "junk"}, exitFailed, `"junk" is not a cursor that a page of runs gave (Page.Next, --after)`},
+			{"negative limit", []string{"list", "--limit", "-1"}, exitUsage, "--limit -1: want 1 or more"},
+			{"corrupt by workflow", []string{"list", "--status", "corrupt", "--workflow", "gate"}, exitUsage, "it takes no --workflow, --limit or --after"},
 		} {
 			t.Run(tc.name, func(t *testing.T) { tc.check(t, data) })
 		}
@@ -385,7 +408,7 @@ func TestRunsReplayForkPrune(t *testing.T) {
 		}
 		code, out, errOut = cli(t, "eval", filepath.Join(evalsDir, "refund_forbidden_tool.json"), "--replay", done.RunID, "--replay", "r-nope", "--data", data)
 		ls := lines(out)
-		if code != exitFailed || !slices.Equal(resultLines(out), []string{"PASS refund_forbidden_tool", "PASS replay:" + done.RunID, "FAIL replay:r-nope: runner: run r-nope: no such run"}) ||
+		if code != exitFailed || !slices.Equal(resultLines(out), []string{"PASS refund_forbidden_tool", "PASS replay:" + done.RunID, "FAIL replay:r-nope: client: run r-nope: no such run"}) ||
 			ls[len(ls)-1] != "2 passed, 1 failed" || !strings.Contains(out, "correct stop reason") {
 			t.Errorf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 		}

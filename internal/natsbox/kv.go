@@ -46,3 +46,24 @@ func PurgeKeys(ctx context.Context, js jetstream.JetStream, bucket string, keys 
 func KVStream(bucket string) string { return "KV_" + bucket }
 
 func KVSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
+
+// StoredKeys returns the keys of bucket that match filter, from the stream's count of messages
+// per subject: one request (paged by the server) instead of a consumer that delivers a message
+// per key, several times faster on large buckets. It lists every key with a message, a delete
+// marker's too, so it serves the buckets whose keys go with PurgeKeys only (the status index).
+func StoredKeys(ctx context.Context, js jetstream.JetStream, bucket, filter string) (map[string]bool, error) {
+	stream, err := js.Stream(ctx, KVStream(bucket))
+	if err != nil {
+		return nil, fmt.Errorf("list the keys of %s: %w", bucket, err)
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(KVSubject(bucket, filter)))
+	if err != nil {
+		return nil, fmt.Errorf("list the keys of %s: %w", bucket, err)
+	}
+	prefix := KVSubject(bucket, "")
+	keys := make(map[string]bool, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		keys[subj[len(prefix):]] = true
+	}
+	return keys, nil
+}

@@ -33,10 +33,11 @@ const (
 	// RunsBucket is the KV bucket of run state: key = run id, history 1, written with
 	// compare-and-set on the revision (KeyValue.Update) so that two writers cannot both win.
 	RunsBucket = "reins_runs"
-	// StatusBucket indexes runs by status: key = STATUS.RUNID (history 1). The engine writes
-	// a run's key for its new status before it saves the record and removes the old key after,
-	// so every run has the key of its saved status (and, after a crash, maybe a stale one that
-	// readers check against the record): listing the runs of one status reads those only.
+	// StatusBucket indexes runs by status and workflow: key = STATUS.WORKFLOW.STARTED.RUNID
+	// (wire.StatusKey; history 1). The engine writes a run's key for its new status before it
+	// saves the record and removes the old key after, so every run has the key of its saved
+	// status (and, after a crash, maybe a stale one that readers check against the record):
+	// listing the runs of one status or workflow reads those only.
 	StatusBucket = "reins_status"
 	// ServedBucket says what the running workers serve: key = KIND.NAME.WORKER (kind handler,
 	// tool or model; NAME may hold dots), written when a worker starts and every ServedEvery

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -80,8 +82,57 @@ func CorruptRecord(e jetstream.KeyValueEntry, err error) *Record {
 	return &Record{Run: run, Revision: e.Revision()}
 }
 
-// StatusKey is the index key of run id under status.
-func StatusKey(status protocol.RunStatus, id string) string { return string(status) + "." + id }
+// StatusKey is the key of run in the status index (natsbox.StatusBucket):
+// STATUS.WORKFLOW.STARTED.RUNID, STARTED being the start time in Unix nanoseconds written in 20
+// digits, so that a filter selects a status, a workflow or both, and the keys sort oldest
+// first. A workflow name that is not a subject token (validation forbids it) is indexed as "-".
+func StatusKey(run *engine.Run) string {
+	name := run.Workflow
+	if natsbox.CheckToken(name) != nil {
+		name = "-"
+	}
+	return string(run.Status) + "." + name + "." + startedToken(run.StartedAt) + "." + run.ID
+}
+
+func startedToken(t time.Time) string {
+	return fmt.Sprintf("%020d", max(t.UnixNano(), 0))
+}
+
+// StatusFilter is the filter of the index keys of the runs with status of workflow ("" for
+// any).
+func StatusFilter(status protocol.RunStatus, workflow string) string {
+	orAll := func(s string) string {
+		if s == "" {
+			return "*"
+		}
+		return s
+	}
+	return orAll(string(status)) + "." + orAll(workflow) + ".*.*"
+}
+
+// IndexKey is a status index key read back: ok false for a key of another form (one an older
+// version wrote).
+type IndexKey struct {
+	Status   protocol.RunStatus
+	Workflow string
+	// Cursor is STARTED.RUNID: the order of the keys, and where a page ends.
+	Cursor string
+	RunID  string
+}
+
+// ParseStatusKey reads key back.
+func ParseStatusKey(key string) (IndexKey, bool) {
+	parts := strings.SplitN(key, ".", 4)
+	if len(parts) != 4 || len(parts[2]) != 20 || parts[3] == "" {
+		return IndexKey{}, false
+	}
+	for _, c := range parts[2] {
+		if c < '0' || c > '9' {
+			return IndexKey{}, false
+		}
+	}
+	return IndexKey{Status: protocol.RunStatus(parts[0]), Workflow: parts[1], Cursor: parts[2] + "." + parts[3], RunID: parts[3]}, true
+}
 
 // TaskKey names the step of a task as the run state does: step, or step#item for a child.
 func TaskKey(t *protocol.Task) string {

@@ -69,6 +69,26 @@ type (
 // StepResult is one step of a Result.
 type StepResult = protocol.StepResult
 
+// StepStatus is the status of a step of a Result.
+type StepStatus = protocol.StepStatus
+
+// The statuses of a step.
+const (
+	StepPending   = protocol.StepPending
+	StepRunning   = protocol.StepRunning
+	StepCompleted = protocol.StepCompleted
+	StepFailed    = protocol.StepFailed
+	StepSkipped   = protocol.StepSkipped
+	StepCancelled = protocol.StepCancelled
+	StepWaiting   = protocol.StepWaiting
+)
+
+// Query selects runs for Query: by status, by workflow, a page at a time.
+type Query = client.Query
+
+// Page is one page of a Query's runs, with the Query.After of the next.
+type Page = client.Page
+
 // The statuses of a run.
 const (
 	RunRunning   = protocol.RunRunning
@@ -243,7 +263,8 @@ func (r *Reins) startWorkers(ctx context.Context) error {
 
 // Start starts a run of def with input (any JSON-encodable value; nil is null) and returns its
 // id. Sub-workflows that def's call, parallel or map steps name are read from files relative
-// to the working directory.
+// to def's own file (ParseWorkflow's file name), or to the working directory for a definition
+// built in Go, as reins run reads them.
 func (r *Reins) Start(ctx context.Context, def *workflow.Definition, input any) (string, error) {
 	if err := r.startWorkers(ctx); err != nil {
 		return "", err
@@ -252,7 +273,7 @@ func (r *Reins) Start(ctx context.Context, def *workflow.Definition, input any) 
 	if err != nil {
 		return "", fmt.Errorf("reins: the input cannot be encoded as JSON: %w", err)
 	}
-	bs, err := wire.NewBundles(def, ".")
+	bs, err := wire.NewBundles(def, "")
 	if err != nil {
 		return "", fmt.Errorf("reins: %w", err)
 	}
@@ -292,6 +313,12 @@ func (r *Reins) Get(ctx context.Context, id string) (*client.Record, error) {
 // List returns the records of the runs with status ("": all), oldest first.
 func (r *Reins) List(ctx context.Context, status protocol.RunStatus) ([]*client.Record, error) {
 	return r.client.List(ctx, status)
+}
+
+// Query returns one page of the runs q selects, oldest first, through the status index: its
+// cost grows with the runs selected, not with every run kept.
+func (r *Reins) Query(ctx context.Context, q Query) (Page, error) {
+	return r.client.Query(ctx, q)
 }
 
 // Cancel cancels run id; reason says why ("": the engine says).

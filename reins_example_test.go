@@ -185,6 +185,9 @@ func TestWatch(t *testing.T) {
 	if err != nil || rec.Run.Status != reins.RunCompleted {
 		t.Fatalf("the run after its watch ended: %+v, %v", rec, err)
 	}
+	if p, err := r.Query(ctx, reins.Query{Workflow: "watched", Status: reins.RunCompleted}); err != nil || len(p.Records) != 1 || p.Records[0].Run.ID != id {
+		t.Errorf("Query of the completed runs of watched: %+v, %v; want %s", p, err, id)
+	}
 	var later []string
 	for ev, err := range r.Watch(ctx, id) {
 		if err != nil {

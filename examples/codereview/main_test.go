@@ -14,7 +14,6 @@ import (
 
 	"github.com/reins-run/reins"
 	"github.com/reins-run/reins/model"
-	"github.com/reins-run/reins/protocol"
 )
 
 // recorder wraps a reviewer model and keeps every request it was sent.
@@ -64,20 +63,20 @@ func TestSampleReview(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != protocol.RunCompleted || res.Error != nil {
+	if res.Status != reins.RunCompleted || res.Error != nil {
 		t.Fatalf("run %s, error %+v; want completed", res.Status, res.Error)
 	}
 	if want := []string{"review", "report"}; !slices.Equal(res.Path, want) {
 		t.Errorf("path %v, want %v", res.Path, want)
 	}
 	review := step(t, res, "review")
-	if review.Status != protocol.StepCompleted || review.StopReason != "completed" || review.Label != "completed" || review.Iterations != 3 || review.Attempts != 3 {
+	if review.Status != reins.StepCompleted || review.StopReason != "completed" || review.Label != "completed" || review.Iterations != 3 || review.Attempts != 3 {
 		t.Errorf("step review %+v; want completed after 3 iterations, one per file", review)
 	}
 	if u := review.Usage; u == nil || u.ModelCalls != 3 || u.InputTokens != 210+330+420 || u.OutputTokens != 26+22+17 {
 		t.Errorf("step review usage %+v; want the 3 reviewer calls", u)
 	}
-	if s := step(t, res, "report"); s.Status != protocol.StepCompleted || s.Iterations != 1 {
+	if s := step(t, res, "report"); s.Status != reins.StepCompleted || s.Iterations != 1 {
 		t.Errorf("step report %+v; want completed", s)
 	}
 	var report string
@@ -156,7 +155,7 @@ func TestReviewStopsAtMaxIterations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != protocol.RunCompleted {
+	if res.Status != reins.RunCompleted {
 		t.Fatalf("run %s, error %+v; want completed", res.Status, res.Error)
 	}
 	review := step(t, res, "review")
@@ -179,7 +178,7 @@ func TestBadChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != protocol.RunFailed || res.Error == nil || !strings.Contains(res.Error.Message, `the review step's input {"change":"empty"} is not a change with files to review`) {
+	if res.Status != reins.RunFailed || res.Error == nil || !strings.Contains(res.Error.Message, `the review step's input {"change":"empty"} is not a change with files to review`) {
 		t.Fatalf("run %s, error %+v; want failed on the input", res.Status, res.Error)
 	}
 	if s := step(t, res, "review"); s.Attempts != 1 {

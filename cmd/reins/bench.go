@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/reins-run/reins/internal/bench"
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var asJSON bool
+	var benchtime time.Duration
 	var only []string
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -40,7 +42,11 @@ and acknowledged on an embedded server. The same functions run under
 				keep = func(name string) bool { return wanted[name] }
 			}
 			errOut := cmd.ErrOrStderr()
-			results, err := bench.Run(keep, func(name string) { fmt.Fprintf(errOut, "measuring %s...\n", name) })
+			if benchtime <= 0 {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--benchtime %s: want more than 0", benchtime)}
+			}
+			results, err := bench.Run(bench.RunConfig{Keep: keep, Benchtime: benchtime,
+				Progress: func(name string) { fmt.Fprintf(errOut, "measuring %s...\n", name) }})
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
@@ -58,6 +64,7 @@ and acknowledged on an embedded server. The same functions run under
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
 	cmd.Flags().StringSliceVar(&only, "only", nil, "measure only these benchmarks (the floor is always measured)")
+	cmd.Flags().DurationVar(&benchtime, "benchtime", bench.DefaultBenchtime, "run each benchmark at least this long (go test's -benchtime)")
 	return cmd
 }
 

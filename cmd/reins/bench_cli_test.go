@@ -12,7 +12,7 @@ import (
 // ratio to the floor.
 func TestBenchCommand(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"bench", "--only", "loop_iteration", "--json"}, &out, &errb); code != exitOK {
+	if code := run(context.Background(), []string{"bench", "--only", "loop_iteration", "--benchtime", "50ms", "--json"}, &out, &errb); code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	var results []struct {
@@ -37,7 +37,7 @@ func TestBenchCommand(t *testing.T) {
 }
 
 func TestBenchUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"bench", "--only", "nope"}, {"bench", "extra"}} {
+	for _, args := range [][]string{{"bench", "--only", "nope"}, {"bench", "extra"}, {"bench", "--benchtime", "0s"}} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitUsage, errb.String())

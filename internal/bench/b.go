@@ -63,12 +63,16 @@ type Measurement struct {
 	Messages []string
 }
 
-// benchtime is how long Measure runs a benchmark at least (testing's default -benchtime).
-const benchtime = time.Second
+// DefaultBenchtime is how long Measure runs a benchmark at least (testing's default
+// -benchtime).
+const DefaultBenchtime = time.Second
 
 // Measure runs fn as testing.Benchmark does: once with 1 loop, then with more until a run takes
-// benchtime, and returns the last run's figures.
-func Measure(fn func(B)) Measurement {
+// benchtime (0: DefaultBenchtime), and returns the last run's figures.
+func Measure(fn func(B), benchtime time.Duration) Measurement {
+	if benchtime <= 0 {
+		benchtime = DefaultBenchtime
+	}
 	var m Measurement
 	for n := 1; ; {
 		m = runOnce(fn, n)

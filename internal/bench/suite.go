@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 )
 
 // Benchmark is one figure of BENCHMARKS.md.
@@ -49,9 +50,21 @@ type Result struct {
 	Extra map[string]float64 `json:"extra,omitempty"`
 }
 
-// Run measures every benchmark of the suite whose name passes keep (nil keeps all; the floor is
-// always measured, since every ratio needs it), calling progress before each.
-func Run(keep func(name string) bool, progress func(name string)) ([]Result, error) {
+// RunConfig says what Run measures and how long.
+type RunConfig struct {
+	// Keep selects the benchmarks by name (nil keeps all; the floor is always measured, since
+	// every ratio needs it).
+	Keep func(name string) bool
+	// Progress, when set, is called before each benchmark.
+	Progress func(name string)
+	// Benchtime is how long each benchmark runs at least (0: DefaultBenchtime); a shorter one
+	// measures with fewer samples.
+	Benchtime time.Duration
+}
+
+// Run measures the benchmarks of the suite cfg keeps.
+func Run(cfg RunConfig) ([]Result, error) {
+	keep, progress := cfg.Keep, cfg.Progress
 	var out []Result
 	var floor float64
 	for i, bm := range Suite() {
@@ -61,7 +74,7 @@ func Run(keep func(name string) bool, progress func(name string)) ([]Result, err
 		if progress != nil {
 			progress(bm.Name)
 		}
-		r := Measure(bm.Fn)
+		r := Measure(bm.Fn, cfg.Benchtime)
 		if r.Failed {
 			return out, fmt.Errorf("benchmark %s failed: %s", bm.Name, strings.Join(r.Messages, "; "))
 		}

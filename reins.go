@@ -11,8 +11,9 @@
 // New starts or connects to NATS: an embedded server whose JetStream files live in
 // Config.DataDir (a temporary directory when empty), or the server at Config.NATSURL. The
 // engine starts at once; the worker that serves the registered tools, handlers and the built-in
-// llm and agent steps starts with the first Start or Run, so register everything before that
-// (a registration after it panics, as http.ServeMux does on a duplicate).
+// llm and agent steps starts with the first Start, Run, Approve or Signal (or StartWorkers, for
+// a program that restarts with runs in flight), so register everything before that (a
+// registration after it panics, as http.ServeMux does on a duplicate).
 //
 // Every other verb is a thin call to the packages that do the work: client (the client of
 // runs), runner (the engine's shell, through host), worker (handlers), builtin (the llm and
@@ -149,7 +150,17 @@ type Config struct {
 	// from Registry with its base URL.
 	Model    string
 	Registry registry.Options
-	// Logger receives what the engine and workers could not do; nil discards.
+	// Listen, with an embedded server, also accepts TCP clients at this loopback address
+	// (127.0.0.1:PORT, 127.0.0.1:0 for a free port; ClientURL says which): workers of other
+	// processes and other reins commands on DataDir. They authenticate with the data
+	// directory's admin token (DATA/admin.token, made on first use), as with reins run --listen.
+	Listen string
+	// SaveWindow is how long the engine may hold the saves of a fast loop's decisions to make
+	// one (0: 100 ms); -1 saves after every decision, so that a watcher of the records (the
+	// progress of reins run) sees every iteration.
+	SaveWindow time.Duration
+	// Logger receives what the engine and workers could not do, and the warnings of Start;
+	// nil discards.
 	Logger *slog.Logger
 }
 
@@ -172,7 +183,7 @@ type Reins struct {
 // New opens NATS (embedded or at cfg.NATSURL) and starts the engine. Close stops them.
 func New(ctx context.Context, cfg Config) (*Reins, error) {
 	r := &Reins{cfg: cfg, models: map[string]model.Model{}, tools: map[string]tool.Tool{}, handlers: map[string]worker.Handler{}}
-	opts := natsbox.Options{URL: cfg.NATSURL, Token: cfg.Token, DataDir: cfg.DataDir, Logger: cfg.Logger}
+	opts := natsbox.Options{URL: cfg.NATSURL, Token: cfg.Token, DataDir: cfg.DataDir, Listen: cfg.Listen, Logger: cfg.Logger}
 	if cfg.NATSURL == "" && cfg.DataDir == "" {
 		dir, err := os.MkdirTemp("", "reins-")
 		if err != nil {
@@ -180,13 +191,21 @@ func New(ctx context.Context, cfg Config) (*Reins, error) {
 		}
 		r.tmp, opts.DataDir = dir, dir
 	}
+	if cfg.Listen != "" && cfg.NATSURL == "" {
+		auth, err := host.AdminAuth(opts.DataDir)
+		if err != nil {
+			r.removeTmp()
+			return nil, fmt.Errorf("reins: %w", err)
+		}
+		opts.Authenticate = auth
+	}
 	box, err := natsbox.Open(ctx, opts)
 	if err != nil {
 		r.removeTmp()
 		return nil, fmt.Errorf("reins: %w", err)
 	}
 	r.box = box
-	if r.eng, err = host.Start(context.WithoutCancel(ctx), host.Config{Box: box, Engine: true, Logger: cfg.Logger}); err != nil {
+	if r.eng, err = host.Start(context.WithoutCancel(ctx), host.Config{Box: box, Engine: true, SaveWindow: cfg.SaveWindow, Logger: cfg.Logger}); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("reins: %w", err)
 	}
@@ -240,9 +259,11 @@ func (r *Reins) register(name string, add func()) {
 	add()
 }
 
-// startWorkers starts the worker of the registered tools and handlers and of the built-in
-// steps, once.
-func (r *Reins) startWorkers(ctx context.Context) error {
+// StartWorkers starts the worker of the registered tools, handlers and models and of the
+// built-in llm and agent steps, once; registering after it panics. Start, Run, Approve and
+// Signal call it. A program that opens a data directory with runs in flight (it restarted
+// after a crash) calls it once it registered everything, so that their tasks are served.
+func (r *Reins) StartWorkers(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
@@ -264,9 +285,24 @@ func (r *Reins) startWorkers(ctx context.Context) error {
 // Start starts a run of def with input (any JSON-encodable value; nil is null) and returns its
 // id. Sub-workflows that def's call, parallel or map steps name are read from files relative
 // to def's own file (ParseWorkflow's file name), or to the working directory for a definition
-// built in Go, as reins run reads them.
+// built in Go, as reins run reads them. What the run needs that no worker serves (a handler, a
+// tool, a model) is a warning on the Logger: the run waits for it, since a worker may start
+// later.
 func (r *Reins) Start(ctx context.Context, def *workflow.Definition, input any) (string, error) {
-	if err := r.startWorkers(ctx); err != nil {
+	return r.StartWith(ctx, def, input, StartOptions{})
+}
+
+// StartOptions are the options of StartWith.
+type StartOptions struct {
+	// RunID names the run (1 to 64 of A-Z a-z 0-9 _ -; "": a new id). A start with the id of
+	// a run that exists fails with client.ErrExists: a program that starts "run X" again after
+	// a crash starts it once.
+	RunID string
+}
+
+// StartWith is Start with options.
+func (r *Reins) StartWith(ctx context.Context, def *workflow.Definition, input any, o StartOptions) (string, error) {
+	if err := r.StartWorkers(ctx); err != nil {
 		return "", err
 	}
 	raw, err := json.Marshal(input)
@@ -279,11 +315,19 @@ func (r *Reins) Start(ctx context.Context, def *workflow.Definition, input any) 
 	}
 	if missing, err := r.client.Unserved(ctx, bs); err == nil && r.cfg.Logger != nil {
 		for _, m := range missing {
-			r.cfg.Logger.Warn("reins: " + m) // the run waits for it: another process may serve it yet
+			r.cfg.Logger.Warn(m) // the run waits for it: another process may serve it yet
 		}
 	}
-	return r.client.Start(ctx, bs, raw, "")
+	return r.client.Start(ctx, bs, raw, o.RunID)
 }
+
+// Client is the client of runs that the verbs use, for what they do not cover: replay, fork,
+// prune, the records as the engine saves them (Client.Watch).
+func (r *Reins) Client() *client.Client { return r.client }
+
+// ClientURL is where other processes reach the embedded server that Config.Listen opened ("":
+// it does not listen).
+func (r *Reins) ClientURL() string { return r.box.ClientURL() }
 
 // Run starts a run of def with input and returns its result once it has finished: the
 // contract's run result, with every step's stop reason. When ctx ends first, the run is
@@ -329,12 +373,18 @@ func (r *Reins) Cancel(ctx context.Context, id, reason string) error {
 // Approve decides the approval that run id waits for at target (a step, or an agent's pending
 // call): approve or deny, with a message.
 func (r *Reins) Approve(ctx context.Context, id, target string, approve bool, message string) error {
+	if err := r.StartWorkers(ctx); err != nil { // what the decision continues needs them
+		return err
+	}
 	_, err := r.client.Decide(ctx, id, target, approve, message, "")
 	return err
 }
 
 // Signal sends the named signal with data (any JSON-encodable value) to run id.
 func (r *Reins) Signal(ctx context.Context, id, name string, data any) error {
+	if err := r.StartWorkers(ctx); err != nil { // what the signal continues needs them
+		return err
+	}
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return fmt.Errorf("reins: the signal's data cannot be encoded as JSON: %w", err)

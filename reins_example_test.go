@@ -3,13 +3,17 @@ package reins_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/reins-run/reins"
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -197,5 +201,105 @@ func TestWatch(t *testing.T) {
 	}
 	if !slices.Equal(later, want) {
 		t.Errorf("a watch that begins after the run ended:\n%q\nwant\n%q", later, want)
+	}
+}
+
+// A program that restarts on its data directory serves the runs left in flight: a run that
+// waited for an approval when the program stopped goes on once a decision comes, with the
+// handlers the new program registered.
+func TestRestartServesRunsInFlight(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a run never served fails the test
+	defer cancel()
+	dir := t.TempDir()
+	wf := reins.NewWorkflow("gated")
+	wf.Approval("ask", "Ship?")
+	wf.Task("ship", "ship")
+	wf.Edge("ask", "ship").When("approved")
+	def, err := wf.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := reins.New(ctx, reins.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := first.StartWith(ctx, def, nil, reins.StartOptions{RunID: "gated-1"})
+	if err != nil || id != "gated-1" {
+		t.Fatalf("StartWith: %q, %v", id, err)
+	}
+	for ev, err := range first.Watch(ctx, id) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == reins.EvStart {
+			break // the start is decided: the run waits at ask
+		}
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	again, err := reins.New(ctx, reins.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	again.Handle("ship", func(tc reins.TaskContext) error { return tc.Complete("shipped") })
+	if err := again.Approve(ctx, id, "ask", true, "go"); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range again.Watch(ctx, id) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, err := again.Get(ctx, id)
+	if err != nil || rec.Run.Status != reins.RunCompleted || string(rec.Run.Output) != `"shipped"` {
+		t.Fatalf("the run after the restart: %+v, %v", rec, err)
+	}
+	if _, err := again.StartWith(ctx, def, nil, reins.StartOptions{RunID: "gated-1"}); !errors.Is(err, client.ErrExists) {
+		t.Errorf("a second start of gated-1: %v, want ErrExists", err)
+	}
+}
+
+// With Listen, a worker of another program connects to the embedded server with the data
+// directory's admin token and serves a handler the program does not register; a wrong token is
+// refused.
+func TestListen(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	r, err := reins.New(ctx, reins.Config{DataDir: dir, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	url := r.ClientURL()
+	token, err := operator.ReadAdminToken(dir)
+	if err != nil || url == "" {
+		t.Fatalf("url %q, admin token: %v", url, err)
+	}
+	if _, err := worker.Connect(ctx, worker.Config{NATS: worker.NATS{URL: url, Token: "not-the-admin-token"}}); err == nil {
+		t.Error("a worker with a wrong token connected")
+	}
+	w, err := worker.Connect(ctx, worker.Config{NATS: worker.NATS{URL: url, Token: token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("remote", func(tc reins.TaskContext) error { return tc.Complete("from afar") })
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	defer func() { stop(); <-done }()
+	<-w.Ready()
+	wf := reins.NewWorkflow("far")
+	wf.Task("remote", "remote")
+	def, err := wf.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(ctx, def, nil)
+	if err != nil || res.Status != reins.RunCompleted || string(res.Output) != `"from afar"` {
+		t.Fatalf("run: %s, output %s, %v", res.Status, res.Output, err)
 	}
 }

@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"time"
 
+	"github.com/reins-run/reins"
 	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/protocol"
@@ -41,11 +44,49 @@ func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host.Hos
 	return host.Start(ctx, hc)
 }
 
-// hostHere starts the engine and the built-in workers on the embedded server of a command that
-// then follows a run there, since no other process runs them on its data directory. They
-// outlive an interrupt of ctx (following then cancels the run, which needs them) and stop with
-// the returned host. The engine saves after every decision: the command prints its progress
-// from the saved states, one line per iteration however fast the loop.
-func hostHere(ctx context.Context, box *natsbox.Box, bc builtin.Config, log *slog.Logger) (*host.Host, error) {
-	return startHost(context.WithoutCancel(ctx), box, hostConfig{engine: true, builtins: builtinHandlers, builtin: bc, saveWindow: -1, log: log})
+// reached is where a command that runs, answers or forks a run reaches it.
+type reached struct {
+	client *client.Client
+	// front is the front door (package reins) when this process runs the engine and the
+	// built-in workers on the data directory's embedded server, nobody else serving it; nil
+	// when a server does (reins serve on the data directory, or --nats).
+	front *reins.Reins
+	close func()
+}
+
+// reach opens what nf names. With no --nats it opens the front door on the data directory,
+// with the built-in workers bc configures, started at once (the command continues runs that
+// need them); the engine saves after every decision, so that the progress shows each
+// iteration however fast the loop, and it outlives an interrupt of ctx (following then cancels
+// the run, which needs the engine). When reins serve runs on the data directory, or with
+// --nats, it connects to that server (natsFlags.open) instead.
+func reach(ctx context.Context, nf *natsFlags, listen string, bc func() (builtin.Config, error), log *slog.Logger) (*reached, error) {
+	if nf.url == "" {
+		cfg, err := bc()
+		if err != nil {
+			return nil, err
+		}
+		r, err := reins.New(context.WithoutCancel(ctx), reins.Config{DataDir: nf.data, Listen: listen,
+			Model: cfg.Model, Registry: cfg.Registry, Logger: log, SaveWindow: -1})
+		if err == nil {
+			if err = r.StartWorkers(ctx); err != nil {
+				r.Close()
+				return nil, &exitError{code: exitFailed, err: err}
+			}
+			return &reached{client: r.Client(), front: r, close: func() { _ = r.Close() }}, nil
+		}
+		if !errors.Is(err, natsbox.ErrDataDirLocked) {
+			return nil, &exitError{code: exitFailed, err: err}
+		}
+	}
+	box, err := nf.open(ctx, listen, log)
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	c, err := newClient(ctx, box)
+	if err != nil {
+		box.Close()
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	return &reached{client: c, close: func() { _ = box.Close() }}, nil
 }

@@ -176,30 +176,16 @@ func decide(cmd *cobra.Command, f *humanFlags, runID, target string, approve boo
 // nothing else would continue it (the embedded server of --data).
 func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.Context, *client.Client) (string, error)) error {
 	ctx := cmd.Context()
-	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	box, err := f.nats.open(ctx, "", log)
+	log := commandLogger(cmd.ErrOrStderr(), slog.LevelWarn)
+	// With the data directory's embedded server, nothing else runs the engine: this command
+	// does, until the run ends or waits again. It starts before the answer is sent, so that the
+	// engine has the layout and its timers armed when the answer arrives.
+	at, err := reach(ctx, &f.nats, "", (&runFlags{model: f.model}).builtinConfig, log)
 	if err != nil {
-		return &exitError{code: exitFailed, err: err}
+		return err
 	}
-	defer box.Close()
-	c, err := newClient(ctx, box)
-	if err != nil {
-		return &exitError{code: exitFailed, err: err}
-	}
-	if box.Embedded() {
-		// Nothing else runs the engine on this data directory: this command does, until the
-		// run ends or waits again. It starts before the answer is sent, so that the engine
-		// has the layout and its timers armed when the answer arrives.
-		bc, err := (&runFlags{model: f.model}).builtinConfig()
-		if err != nil {
-			return err
-		}
-		h, err := hostHere(ctx, box, bc, log)
-		if err != nil {
-			return &exitError{code: exitFailed, err: err}
-		}
-		defer h.Stop()
-	}
+	defer at.close()
+	c, embedded := at.client, at.front != nil
 	// The record before the answer: following stops at a waiting state saved after it.
 	before, err := c.Get(ctx, runID)
 	if err != nil {
@@ -213,7 +199,7 @@ func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.C
 		fmt.Fprintln(cmd.ErrOrStderr(), line)
 		return nil
 	}
-	if !box.Embedded() && !f.follow {
+	if !embedded && !f.follow {
 		if err := sendAndSay(); err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}

@@ -118,24 +118,14 @@ func newClient(ctx context.Context, box *natsbox.Box) (*client.Client, error) {
 	return client.NewClient(cfg), nil
 }
 
-// authenticator is the Authenticator of an embedded server serving res's principals.
-func authenticator(res *operator.Resolved) natsbox.Authenticator {
-	return func(token string) (natsbox.Identity, bool) {
-		p, ok := res.Authenticate(token)
-		if !ok {
-			return natsbox.Identity{}, false
-		}
-		return natsbox.Identity{Name: p.Name, Roles: p.Roles}, true
-	}
-}
-
-// writeURL records the client URL of an embedded server that listens, for other commands.
-func (f *natsFlags) writeURL(box *natsbox.Box) (remove func(), err error) {
-	if !box.Embedded() || box.ClientURL() == "" {
+// writeURL records url, the client URL of an embedded server that listens, for other commands
+// ("": it does not listen, nothing is written).
+func (f *natsFlags) writeURL(url string) (remove func(), err error) {
+	if url == "" {
 		return func() {}, nil
 	}
 	path := filepath.Join(f.data, urlFile)
-	if err := os.WriteFile(path, []byte(box.ClientURL()+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(url+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	return func() { _ = os.Remove(path) }, nil

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
@@ -32,21 +31,6 @@ func loadOperator(file string) (*operator.Config, *operator.Resolved, error) {
 		return nil, nil, err
 	}
 	return cfg, res, nil
-}
-
-// adminAuth is the Authenticator of an embedded server that lets in the data directory's
-// admin alone (reins run --listen), creating its token at the first start.
-func adminAuth(dataDir string) (natsbox.Authenticator, error) {
-	token, err := operator.AdminToken(dataDir)
-	if err != nil {
-		return nil, err
-	}
-	res, err := (&operator.Config{}).Resolve(nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	res.AddPrincipal(natsbox.RoleAdmin, token, operator.RoleAdmin)
-	return authenticator(res), nil
 }
 
 // rolesOf is the engine's runner.Config.Roles over res.

@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reins-run/reins"
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
-	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
@@ -119,57 +119,23 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if f.listen != "" && f.nats.url == "" {
-		// Workers and commands of this machine connect with the data directory's admin token.
-		auth, err := adminAuth(f.nats.data)
-		if err != nil {
-			return &exitError{code: exitFailed, err: err}
-		}
-		f.nats.auth = auth
-	}
-	box, err := f.nats.open(ctx, f.listen, log)
+	log := commandLogger(cmd.ErrOrStderr(), slog.LevelWarn)
+	at, err := reach(ctx, &f.nats, f.listen, f.builtinConfig, log)
 	if err != nil {
-		return &exitError{code: exitFailed, err: err}
+		return err
 	}
-	defer box.Close()
-	if !box.Embedded() {
-		// A server runs what other people submit: what carries power is its operator's.
-		if ps := operatorOnly(bundles); len(ps) > 0 {
-			printProblems(cmd.ErrOrStderr(), ps)
-			return &exitError{code: exitFailed, err: fmt.Errorf("%s sets what only the server's operator may set (%s): name the operator's providers and MCP servers instead", file, countProblems(len(ps)))}
-		}
+	defer at.close()
+	if at.front != nil {
+		return f.runHere(cmd, at.front, def, bundles, input)
 	}
-	if box.Embedded() {
-		if err := checkHandlers(bundles, f.listen, box); err != nil {
-			return &exitError{code: exitFailed, err: err}
-		}
-		bc, err := f.builtinConfig()
-		if err != nil {
-			return err
-		}
-		h, err := hostHere(ctx, box, bc, log)
-		if err != nil {
-			return &exitError{code: exitFailed, err: err}
-		}
-		defer h.Stop()
-		if f.listen != "" {
-			// Other commands on this data directory (reins approve, runs) connect through it.
-			remove, err := f.nats.writeURL(box)
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
-			defer remove()
-			fmt.Fprintf(cmd.ErrOrStderr(), "workers can connect to %s\n", box.ClientURL())
-		}
+	// A server runs what other people submit: what carries power is its operator's.
+	if ps := operatorOnly(bundles); len(ps) > 0 {
+		printProblems(cmd.ErrOrStderr(), ps)
+		return &exitError{code: exitFailed, err: fmt.Errorf("%s sets what only the server's operator may set (%s): name the operator's providers and MCP servers instead", file, countProblems(len(ps)))}
 	}
-	rc, err := newClient(ctx, box)
-	if err != nil {
-		return &exitError{code: exitFailed, err: err}
-	}
-	// The size rule of client.Client, said of the flag before anything is stored.
-	if err := wire.CheckJSON(input, wire.DefaultMaxValue); err != nil {
-		return &exitError{code: exitUsage, err: fmt.Errorf("%s %w", f.inputFlag(), err)}
+	rc := at.client
+	if err := f.checkInputSize(input); err != nil {
+		return err
 	}
 	warnUnserved(ctx, cmd.ErrOrStderr(), rc, bundles)
 	if f.detach {
@@ -188,10 +154,48 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		_, err := rc.Start(ctx, bundles, input, id)
 		return err
 	}
+	return followToResult(cmd, rc, id, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, start: start, where: f.nats.where()})
+}
+
+// runHere runs def on the front door r and follows it to its result.
+func (f *runFlags) runHere(cmd *cobra.Command, r *reins.Reins, def *workflow.Definition, bundles *wire.Bundles, input json.RawMessage) error {
+	if err := checkHandlers(bundles, f.listen); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	if f.listen != "" {
+		// Other commands on this data directory (reins approve, runs) connect through it.
+		remove, err := f.nats.writeURL(r.ClientURL())
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		defer remove()
+		fmt.Fprintf(cmd.ErrOrStderr(), "workers can connect to %s\n", r.ClientURL())
+	}
+	if err := f.checkInputSize(input); err != nil {
+		return err
+	}
+	id := f.runID
+	if id == "" {
+		id = client.NewRunID()
+	}
+	ctx := cmd.Context()
+	start := func() error {
+		_, err := r.StartWith(ctx, def, input, reins.StartOptions{RunID: id})
+		return err
+	}
 	// On a private embedded server nobody else can answer a waiting run: stop there, and let
 	// reins approve (or resume, signal) continue it from the data directory.
-	private := box.Embedded() && f.listen == ""
-	return followToResult(cmd, rc, id, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: private, start: start, where: f.nats.where()})
+	return followToResult(cmd, r.Client(), id, def, followOptions{asJSON: f.asJSON, quiet: f.quiet,
+		untilWaiting: f.listen == "", start: start, where: f.nats.where()})
+}
+
+// checkInputSize applies the size rule of client.Client to the input flag, before anything is
+// stored.
+func (f *runFlags) checkInputSize(input json.RawMessage) error {
+	if err := wire.CheckJSON(input, wire.DefaultMaxValue); err != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("%s %w", f.inputFlag(), err)}
+	}
+	return nil
 }
 
 // followOptions say how followToResult follows a run.
@@ -308,7 +312,7 @@ func checkInput(def *workflow.Definition, input json.RawMessage) error {
 
 // checkHandlers refuses to start a run on a private embedded server when a step needs a
 // handler that no process can serve: only the built-in steps run in this process.
-func checkHandlers(bs *wire.Bundles, listen string, box *natsbox.Box) error {
+func checkHandlers(bs *wire.Bundles, listen string) error {
 	if listen != "" {
 		return nil
 	}

@@ -460,31 +460,19 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 			return &exitError{code: exitUsage, err: err}
 		}
 	}
-	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	box, err := nf.open(ctx, "", log)
+	log := commandLogger(cmd.ErrOrStderr(), slog.LevelWarn)
+	// With the data directory's embedded server, nothing else runs the engine: this command
+	// does, as reins run does, until the new run ends or waits.
+	at, err := reach(ctx, nf, "", (&runFlags{}).builtinConfig, log)
 	if err != nil {
-		return &exitError{code: exitFailed, err: err}
+		return err
 	}
-	defer box.Close()
-	c, err := newClient(ctx, box)
-	if err != nil {
-		return &exitError{code: exitFailed, err: err}
-	}
-	if box.Embedded() {
+	defer at.close()
+	c, embedded := at.client, at.front != nil
+	if embedded {
 		if f.detach {
 			return &exitError{code: exitUsage, err: errors.New("--detach needs a server (--nats URL, or reins serve on --data): an embedded server stops with the command")}
 		}
-		// Nothing else runs the engine on this data directory: this command does, as reins
-		// run does, until the new run ends or waits. Its start ensures the layout.
-		bc, err := (&runFlags{}).builtinConfig()
-		if err != nil {
-			return err
-		}
-		h, err := hostHere(ctx, box, bc, log)
-		if err != nil {
-			return &exitError{code: exitFailed, err: err}
-		}
-		defer h.Stop()
 		rec, err := c.Get(ctx, runID)
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
@@ -493,7 +481,7 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
-		if err := checkHandlers(&wire.Bundles{Root: rec.Run.Hash, All: map[string]*wire.Bundle{rec.Run.Hash: {Definition: def}}}, "", box); err != nil {
+		if err := checkHandlers(&wire.Bundles{Root: rec.Run.Hash, All: map[string]*wire.Bundle{rec.Run.Hash: {Definition: def}}}, ""); err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
 	}
@@ -507,7 +495,7 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "run %s forked into %s at step %s iteration %d (%d checkpoint keys copied)\n",
 		runID, forked.RunID, forked.Step, forked.Iteration, forked.Checkpoints)
-	return followToResult(cmd, c, forked.RunID, forked.Definition, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: box.Embedded(), where: nf.where()})
+	return followToResult(cmd, c, forked.RunID, forked.Definition, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: embedded, where: nf.where()})
 }
 
 // modelDef is the model declaration of --model PROVIDER:NAME, for a fork's definition (nil

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/runner"
@@ -93,7 +94,7 @@ after every decision, as reins run does.`,
 					return &exitError{code: exitFailed, err: err}
 				}
 				res.AddPrincipal(natsbox.RoleAdmin, token, operator.RoleAdmin)
-				nf.auth = authenticator(res)
+				nf.auth = host.Authenticator(res)
 			}
 			box, err := nf.open(ctx, l, log)
 			if err != nil {
@@ -103,7 +104,11 @@ after every decision, as reins run does.`,
 			if !box.Embedded() && nf.url == "" {
 				return &exitError{code: exitFailed, err: fmt.Errorf("the data directory %s is in use by another reins serve", nf.data)}
 			}
-			remove, err := nf.writeURL(box)
+			url := "" // an external server is found by its own URL
+			if box.Embedded() {
+				url = box.ClientURL()
+			}
+			remove, err := nf.writeURL(url)
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -82,6 +83,10 @@ func reach(ctx context.Context, nf *natsFlags, listen string, bc func() (builtin
 	box, err := nf.open(ctx, listen, log)
 	if err != nil {
 		return nil, &exitError{code: exitFailed, err: err}
+	}
+	if box.Embedded() { // reins serve stopped meanwhile: nothing would run the engine here
+		box.Close()
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("the reins process serving the data directory %s stopped meanwhile: run the command again", nf.data)}
 	}
 	c, err := newClient(ctx, box)
 	if err != nil {

@@ -213,7 +213,7 @@ func (h *Handlers) answerAgent(j *job, st *loop.State) error {
 		out.Answer = &st.Answer
 	}
 	h.log.Debug("agent stopped", "run", j.task.RunID, "step", j.name, "iteration", j.task.Iteration, "stop_reason", st.StopReason)
-	return j.t.CompleteWithStopReason(out, string(st.StopReason))
+	return j.t.CompleteWithStop(out, string(st.StopReason), st.Detail)
 }
 
 // goOn is the message a human's input without text becomes: the human answered, and asks for

@@ -212,8 +212,8 @@ func checkAgentOutput(t *testing.T, ft *fakeTask, stop, answer string) {
 	if err := dec.Decode(&out); err != nil {
 		t.Fatalf("output %s: %v", ft.output, err)
 	}
-	if ft.stopReason != stop || out.StopReason != stop || out.Detail == "" {
-		t.Errorf("stop reason %q, output %s, want %s with a detail", ft.stopReason, ft.output, stop)
+	if ft.stopReason != stop || out.StopReason != stop || out.Detail == "" || ft.stopDetail != out.Detail {
+		t.Errorf("stop reason %q (detail %q), output %s, want %s with its detail", ft.stopReason, ft.stopDetail, ft.output, stop)
 	}
 	switch {
 	case answer == "" && out.Answer != nil:

@@ -83,8 +83,9 @@ type Task interface {
 	Bundle() (*wire.Bundle, error)
 	Continue(output any) error
 	Complete(output any) error
-	// CompleteWithStopReason completes the task with a stop reason (worker.Outcome.StopReason).
-	CompleteWithStopReason(output any, stopReason string) error
+	// CompleteWithStop completes the task with a stop reason and its sentence
+	// (worker.Outcome.StopReason, StopDetail).
+	CompleteWithStop(output any, stopReason, detail string) error
 	Fail(err error) error
 	FailPermanent(err error) error
 	// Wait answers that the iteration stopped on calls waiting for a human decision.

@@ -29,6 +29,7 @@ type fakeTask struct {
 	output     json.RawMessage
 	pending    []protocol.PendingCall // what Wait answered
 	stopReason string
+	stopDetail string
 	err        error
 	answers    int
 	saved      json.RawMessage // the last Checkpoint written
@@ -114,8 +115,8 @@ func (f *fakeTask) Wait(pending []protocol.PendingCall) error {
 	return f.record("wait", nil, nil)
 }
 
-func (f *fakeTask) CompleteWithStopReason(output any, stopReason string) error {
-	f.stopReason = stopReason
+func (f *fakeTask) CompleteWithStop(output any, stopReason, detail string) error {
+	f.stopReason, f.stopDetail = stopReason, detail
 	return f.record("complete", output, nil)
 }
 

@@ -54,8 +54,8 @@ type taskContext struct{ worker.TaskContext }
 
 var _ Task = taskContext{}
 
-// CompleteWithStopReason completes the task with the stop reason as its outcome; the engine
+// CompleteWithStop completes the task with the stop reason and its sentence as its outcome; the engine
 // takes the label from the step's branch or the stop reason.
-func (c taskContext) CompleteWithStopReason(output any, stopReason string) error {
-	return c.CompleteWith(output, worker.Outcome{StopReason: stopReason})
+func (c taskContext) CompleteWithStop(output any, stopReason, detail string) error {
+	return c.CompleteWith(output, worker.Outcome{StopReason: stopReason, StopDetail: detail})
 }

@@ -101,7 +101,7 @@ func stepResult(key string, sr *engine.StepRun) protocol.StepResult {
 	if sr == nil {
 		return r
 	}
-	r.Status, r.StopReason, r.Iterations, r.Label, r.Attempts, r.Error = sr.Status, sr.StopReason, sr.Iteration, sr.Label, sr.Attempts, sr.Error
+	r.Status, r.StopReason, r.StopDetail, r.Iterations, r.Label, r.Attempts, r.Error = sr.Status, sr.StopReason, sr.StopDetail, sr.Iteration, sr.Label, sr.Attempts, sr.Error
 	if sr.Usage != (protocol.Usage{}) {
 		u := sr.Usage
 		r.Usage = &u

@@ -202,7 +202,7 @@ func (d *decider) settle(status protocol.RunStatus) {
 	for _, sr := range d.run.Steps {
 		switch sr.Status {
 		case protocol.StepRunning, protocol.StepWaiting:
-			sr.Status, sr.StopReason = protocol.StepCancelled, reason
+			sr.Status, sr.StopReason, sr.StopDetail = protocol.StepCancelled, reason, "the run ended while the step ran"
 		case protocol.StepPending:
 			sr.Status = protocol.StepSkipped
 		}
@@ -368,7 +368,7 @@ func (d *decider) activate(id string, input json.RawMessage) {
 	sr.Status = protocol.StepRunning
 	sr.Iteration, sr.Attempt = 1, 1
 	sr.StartedAt, sr.FirstIterationAt, sr.NotBefore = d.at, d.at, time.Time{}
-	sr.Label, sr.StopReason, sr.Error = "", "", ""
+	sr.Label, sr.StopReason, sr.StopDetail, sr.Error = "", "", "", ""
 	sr.Prompt, sr.Instructions, sr.Goal = "", "", ""
 	clearWait(sr)
 	sr.Waited = 0

@@ -123,7 +123,10 @@
 // completed: the output is recorded (output that is not JSON is a permanent failure of the
 // attempt). The label is the event's Label when given; else the value at the step's `branch`
 // path in the output (an error there fails the step); else, for agent and agent_loop, the
-// StopReason (default "completed"); else "". An agent step with on_needs_human = "pause" whose
+// StopReason (default "completed"); else "". An agent or agent_loop step keeps the event's
+// StopReason and StopDetail (the sentence that explains it); a bound the engine enforces
+// (max_iterations, max_duration) and the end of the run while the step runs give their own
+// StopDetail. An agent step with on_needs_human = "pause" whose
 // task completes with StopReason needs_human does not complete: it keeps the output and waits
 // for a human's input (Wait input; see below).
 //

@@ -94,7 +94,7 @@ func (d *decider) onCompleted(key string, sr *StepRun, step *workflow.Step, ev p
 		return
 	}
 	if iterates(step.Type) {
-		sr.StopReason = clean(ev.StopReason)
+		sr.StopReason, sr.StopDetail = clean(ev.StopReason), clean(ev.StopDetail)
 		if sr.StopReason == "" {
 			sr.StopReason = protocol.LabelCompleted
 		}
@@ -145,14 +145,14 @@ func (d *decider) iterate(key string, sr *StepRun, step *workflow.Step, input, h
 		bound, detail = durLabel, fmt.Sprintf("max_duration (%s)", maxDur)
 	}
 	if bound != "" {
-		sr.StopReason = bound
+		sr.StopReason, sr.StopDetail = bound, "the step reached its "+detail
 		d.completeStep(key, sr, input, bound, detail)
 		return
 	}
 	sr.Input = input
 	sr.Iteration++
 	sr.Attempt = 1
-	sr.StopReason = ""
+	sr.StopReason, sr.StopDetail = "", ""
 	sr.Pending, sr.Decisions, sr.Resume, sr.HumanInput = nil, nil, 0, human
 	var notBefore time.Time
 	if step.LoopDelay > 0 {

@@ -137,7 +137,10 @@ type StepRun struct {
 	Output     json.RawMessage `json:"output,omitempty"`
 	Label      string          `json:"label,omitempty"`
 	StopReason string          `json:"stop_reason,omitempty"`
-	Error      string          `json:"error,omitempty"`
+	// StopDetail is the sentence that explains StopReason: the task's (an agent's loop says why
+	// it stopped), or the engine's for a bound it enforced.
+	StopDetail string `json:"stop_detail,omitempty"`
+	Error      string `json:"error,omitempty"`
 
 	// Usage adds up what the step's tasks reported, over every iteration and activation.
 	Usage protocol.Usage `json:"usage,omitzero"`

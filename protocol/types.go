@@ -165,7 +165,9 @@ type Event struct {
 	Output     json.RawMessage `json:"output,omitempty"`
 	Label      string          `json:"label,omitempty"`
 	StopReason string          `json:"stop_reason,omitempty"`
-	Error      string          `json:"error,omitempty"`
+	// StopDetail says in one sentence why an agent or agent_loop step stopped (completed).
+	StopDetail string `json:"stop_detail,omitempty"`
+	Error      string `json:"error,omitempty"`
 	// Usage is what the attempt spent (model calls, tool calls, tokens, cost), added to the
 	// step's Usage when the event counts.
 	Usage *Usage `json:"usage,omitempty"`
@@ -331,9 +333,11 @@ type StepResult struct {
 	ID         string     `json:"id"`
 	Status     StepStatus `json:"status"`
 	StopReason string     `json:"stop_reason"`
-	Iterations int        `json:"iterations"`
-	Label      string     `json:"label"`
-	Attempts   int        `json:"attempts"`
-	Error      string     `json:"error,omitempty"`
-	Usage      *Usage     `json:"usage,omitempty"`
+	// StopDetail is the stop reason's sentence, when the step gave one.
+	StopDetail string `json:"stop_detail,omitempty"`
+	Iterations int    `json:"iterations"`
+	Label      string `json:"label"`
+	Attempts   int    `json:"attempts"`
+	Error      string `json:"error,omitempty"`
+	Usage      *Usage `json:"usage,omitempty"`
 }

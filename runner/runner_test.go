@@ -70,7 +70,7 @@ func TestAgentLoop(t *testing.T) {
 		})
 		id := v.Start(runtest.LoopWorkflow(t, 3), `{"n":0}`, "")
 		want := `{"run_id":"` + id + `","status":"completed","output":{"n":3},"error":null,"steps":[` +
-			`{"id":"think","status":"completed","stop_reason":"max_iterations","iterations":3,"label":"max_iterations","attempts":3}],"path":["think"]}`
+			`{"id":"think","status":"completed","stop_reason":"max_iterations","stop_detail":"the step reached its max_iterations (3)","iterations":3,"label":"max_iterations","attempts":3}],"path":["think"]}`
 		if got := v.ResultJSON(id); got != want {
 			t.Fatalf("result:\n got %s\nwant %s", got, want)
 		}

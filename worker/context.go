@@ -83,9 +83,10 @@ type TaskContext interface {
 }
 
 // Outcome is what CompleteWith adds to the output: the label that picks the step's edges, and
-// why an agent or agent_loop stopped.
+// why an agent or agent_loop stopped: the stop reason, and the sentence that explains it (run
+// results and reins runs show print it).
 type Outcome struct {
-	Label, StopReason string
+	Label, StopReason, StopDetail string
 }
 
 // ErrAnswered is wrapped by the error of every answer after the first (only the first counts),
@@ -250,7 +251,11 @@ func errorText(err error) string {
 	if err == nil {
 		return "the handler failed without saying why"
 	}
-	s := err.Error()
+	return clip(err.Error())
+}
+
+// clip bounds a sentence of an answer (an error, a stop detail) at maxErrorLen bytes.
+func clip(s string) string {
 	if len(s) > maxErrorLen {
 		s = strings.ToValidUTF8(s[:maxErrorLen], "") + "…"
 	}
@@ -263,7 +268,7 @@ func (tc *taskContext) answer(typ protocol.EventType, output any, o Outcome) err
 		return err
 	}
 	ev := tc.event(typ)
-	ev.Label, ev.StopReason = o.Label, o.StopReason
+	ev.Label, ev.StopReason, ev.StopDetail = o.Label, o.StopReason, clip(o.StopDetail)
 	raw, err := json.Marshal(output)
 	if err != nil {
 		return tc.deliverProblem(fmt.Errorf("the output of step %s cannot be encoded as JSON: %w", tc.stepName(), err))

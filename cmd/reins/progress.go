@@ -112,6 +112,9 @@ func printResult(w io.Writer, res protocol.Result, asJSON bool) error {
 			fmt.Fprintf(w, " error: %s", s.Error)
 		}
 		fmt.Fprintln(w)
+		if s.StopDetail != "" {
+			fmt.Fprintf(w, "  %-20s %s\n", "", s.StopDetail)
+		}
 	}
 	fmt.Fprintf(w, "path: %s\n", strings.Join(res.Path, " → "))
 	if res.Error != nil {

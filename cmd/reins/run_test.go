@@ -110,7 +110,7 @@ var (
 var (
 	resultKeys       = []string{"error", "output", "path", "run_id", "status", "steps"}
 	stepResultKeys   = []string{"attempts", "id", "iterations", "label", "status", "stop_reason"}
-	optionalStepKeys = []string{"error", "usage"}
+	optionalStepKeys = []string{"error", "stop_detail", "usage"}
 )
 
 // runResult is the run result as the tests read it.

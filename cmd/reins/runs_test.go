@@ -102,6 +102,7 @@ func TestRunsOnDataDir(t *testing.T) {
 		}
 		for _, want := range []string{
 			"  investigate          completed stop=completed iterations=4 attempts=4 label=completed tools=3 tokens=960 cost=$0.0032",
+			"                       the model gave a final answer that passed validation", // the stop detail
 			"path: investigate → route → recommend",
 			"trace:",
 		} {

@@ -166,6 +166,7 @@ func (e *encoder) engineEvent(ev *protocol.Event) {
 	e.rawOmit("output", ev.Output)
 	e.strOmit("label", ev.Label)
 	e.strOmit("stop_reason", ev.StopReason)
+	e.strOmit("stop_detail", ev.StopDetail)
 	e.strOmit("error", ev.Error)
 	if ev.Usage != nil {
 		e.name("usage")
@@ -302,6 +303,7 @@ func (e *encoder) stepRun(s *engine.StepRun) {
 	e.rawOmit("output", s.Output)
 	e.strOmit("label", s.Label)
 	e.strOmit("stop_reason", s.StopReason)
+	e.strOmit("stop_detail", s.StopDetail)
 	e.strOmit("error", s.Error)
 	if s.Usage != (protocol.Usage{}) { // omitzero: == is what reflect.Value.IsZero compares with
 		e.name("usage")

@@ -193,6 +193,8 @@ func decodeEventFast(data []byte, ev *protocol.Event) bool {
 			return str(v, &ev.Label)
 		case "stop_reason":
 			return str(v, &ev.StopReason)
+		case "stop_detail":
+			return str(v, &ev.StopDetail)
 		case "error":
 			return str(v, &ev.Error)
 		case "usage":

@@ -102,7 +102,10 @@ func (c *checkpoints) load(ctx context.Context) (json.RawMessage, error) {
 	if c.raw == nil {
 		return nil, nil
 	}
-	return bytes.Clone(c.raw), nil
+	// Not a copy (LoadCheckpoint says so): a copy per iteration made an iteration's cost grow
+	// with the history (checkpoint_growth, BENCHMARKS.md). The capacity is clipped, so that
+	// an append by the caller allocates instead of writing over the history.
+	return c.raw[:len(c.raw):len(c.raw)], nil
 }
 
 // ready refuses checkpoint calls once the task answered, and resolves the value on first use.

@@ -71,8 +71,18 @@ func TestCheckpointSetAndLoad(t *testing.T) {
 			if err := tc.Checkpoint([]int{1}); err != nil {
 				return fail("checkpoint: %v", err)
 			}
-			if err := tc.AppendCheckpoint(2, 3); err != nil {
+			if err := tc.AppendCheckpoint(2); err != nil {
 				return fail("append: %v", err)
+			}
+			// The loaded bytes are the worker's, not a copy, but their capacity is clipped: what
+			// the handler appends to them is its own, and the worker's next write leaves it be.
+			loaded, _ := tc.LoadCheckpoint()
+			mine := append(loaded, 'X')
+			if err := tc.AppendCheckpoint(3); err != nil {
+				return fail("append: %v", err)
+			}
+			if string(mine) != `[1,2]X` {
+				return fail("the handler's append to the loaded bytes became %s after a write", mine)
 			}
 			if err := tc.AppendCheckpoint(); err != nil {
 				return fail("empty append: %v", err)
@@ -82,6 +92,7 @@ func TestCheckpointSetAndLoad(t *testing.T) {
 			if string(cp) != `[1,2,3]` {
 				return fail("iteration 3 loaded %s", cp)
 			}
+
 			if err := tc.Checkpoint(nil); err != nil {
 				return fail("checkpoint null: %v", err)
 			}

@@ -60,7 +60,10 @@ type TaskContext interface {
 	// it writes bytes in proportion to the items, not to the history.
 	AppendCheckpoint(items ...any) error
 	// LoadCheckpoint returns the checkpoint as of the earlier iterations and this attempt's
-	// writes; nil when there is none.
+	// writes; nil when there is none. The bytes are the worker's own copy, handed out without
+	// copying so that a long history costs nothing to load: read or decode them, but do not
+	// modify them, and load again after a checkpoint write (as bufio.Scanner.Bytes, they may
+	// be overwritten by the next write).
 	LoadCheckpoint() (json.RawMessage, error)
 
 	// Effect runs fn, a side effect, once for key in this iteration of the step, across its

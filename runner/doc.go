@@ -24,7 +24,11 @@
 //
 // Events are dispatched by a hash of their run id to a fixed set of shard goroutines: the events
 // of one run are decided one at a time and in order, while runs proceed in parallel. A shard keeps
-// the runs it decided (record, revision, definition) in a cache; a run that finished leaves it.
+// the runs it decided (record, revision, definition) in a cache; a run that finished leaves it,
+// and so does the least recently decided one beyond the shard's share of Config.CachedRuns
+// (DefaultCachedRuns, 1024), its waiting save made first: thousands of runs waiting for a human
+// or a timer cost the bucket, not the engine's memory, and the next event of a run let go reads
+// it back as after a restart.
 //
 // # One event
 //

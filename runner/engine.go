@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -98,6 +99,9 @@ type Config struct {
 	// or an output stored by reference, wire.Values); 0 means the larger of
 	// wire.DefaultMaxValue and MaxOutputBytes. A server gives the larger of its limits.
 	MaxValueBytes int64
+	// CachedRuns is how many running or waiting runs the engine keeps decoded in memory (0:
+	// DefaultCachedRuns); a run the cache let go is read from the bucket when an event comes.
+	CachedRuns int
 }
 
 // StopOutputTooLarge is the stop reason of a step whose output passed Config.MaxOutputBytes.
@@ -129,7 +133,9 @@ type Engine struct {
 	timers     *timers
 	keeper     *natsbox.Keeper
 	maxPayload int
-	out        *outbox.Outbox // set by open, with values and maxPayload
+	// cachedPerShard is each shard's share of Config.CachedRuns.
+	cachedPerShard int
+	out            *outbox.Outbox // set by open, with values and maxPayload
 
 	stats stats
 	// killBeforeSave, when positive, kills the process before its n-th save (REINS_FAULT).
@@ -147,6 +153,8 @@ type stats struct {
 	dropped   atomic.Int64 // events terminated
 	reloads   atomic.Int64 // decisions done again on reloaded state
 	conflicts atomic.Int64 // compare-and-set conflicts among the reloads
+	cached    atomic.Int64 // runs decoded in the shards' caches
+	evicted   atomic.Int64 // runs the caches let go to stay within CachedRuns
 }
 
 // New returns an engine over cfg.Box. It does no I/O: Run does.
@@ -162,6 +170,10 @@ func New(cfg Config) (*Engine, error) {
 		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
 		roles: cfg.Roles, admit: cfg.Admit, maxOutput: cfg.MaxOutputBytes, maxValue: cfg.MaxValueBytes,
 	}
+	if cfg.CachedRuns < 0 {
+		return nil, fmt.Errorf("runner: Config.CachedRuns is %d: want 0 (meaning %d) or more", cfg.CachedRuns, DefaultCachedRuns)
+	}
+	e.cachedPerShard = max(1, cmp.Or(cfg.CachedRuns, DefaultCachedRuns)/e.shards)
 	if cfg.MaxOutputBytes < 0 {
 		return nil, fmt.Errorf("runner: Config.MaxOutputBytes is %d: want 0 (no bound) or more", cfg.MaxOutputBytes)
 	}
@@ -413,7 +425,7 @@ type shards struct {
 func (e *Engine) startShards(ctx context.Context) *shards {
 	p := &shards{all: make([]*shard, e.shards), stopping: make(chan struct{})}
 	for i := range p.all {
-		sh := &shard{in: make(chan jetstream.Msg, shardQueue), cache: map[string]*entry{}, single: map[string]bool{}}
+		sh := &shard{in: make(chan jetstream.Msg, shardQueue), cache: newRunCache(&e.stats.cached), single: map[string]bool{}}
 		p.all[i] = sh
 		p.wg.Go(func() { e.serve(ctx, sh, p.stopping) })
 	}
@@ -521,6 +533,7 @@ func (e *Engine) serve(ctx context.Context, sh *shard, stopping <-chan struct{})
 			default:
 			}
 			e.handle(ctx, sh, m)
+			e.trim(ctx, sh)
 		case <-sh.saves.fired():
 			e.saveDue(ctx, sh)
 		}

@@ -24,8 +24,8 @@ import (
 // shard decides the events of the runs hashed to it, one at a time.
 type shard struct {
 	in    chan jetstream.Msg
-	cache map[string]*entry // running runs by id
-	saves saveQueue         // the runs whose decisions wait for a save
+	cache *runCache // running runs by id, least recently used out first (trim)
+	saves saveQueue // the runs whose decisions wait for a save
 	// single lists the runs whose decisions are saved one at a time: a coalesced save of
 	// theirs was too large.
 	single map[string]bool
@@ -398,7 +398,7 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 	if deferred {
 		e.stats.decided.Add(1)
 		next.rev, next.pending, old.pending = old.rev, append(old.pending, d), nil
-		sh.cache[id] = next
+		sh.cache.put(id, next)
 		if len(next.pending) == 1 {
 			sh.saves.add(id, time.Now().Add(e.saveWindow))
 		}
@@ -429,7 +429,7 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 	e.settleAll(pending, ack)
 	e.indexAfter(ctx, old, next)
 	if next.rec.Run.Finished() {
-		delete(sh.cache, id)
+		sh.cache.remove(id)
 		delete(sh.single, id)
 		e.timers.cancelRun(id)
 		if err := e.finished(ctx, d.ev.At, next); err != nil {
@@ -437,7 +437,7 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 		}
 		return ack, nil
 	}
-	sh.cache[id] = next
+	sh.cache.put(id, next)
 	e.armSchedules(id, cmds)
 	return ack, nil
 }
@@ -449,7 +449,7 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 func (e *Engine) unsaved(sh *shard, id string, old *entry, tooLarge bool) {
 	pending := old.pending
 	old.pending = nil
-	delete(sh.cache, id)
+	sh.cache.remove(id)
 	if tooLarge {
 		sh.single[id] = true
 	}
@@ -505,7 +505,7 @@ func (e *Engine) put(ctx context.Context, id string, data []byte, create bool, r
 // load returns the run's entry, from the cache or else from the bucket (fresh); nil when the run
 // has no record. A running run read from the bucket is cached and its timers are armed.
 func (e *Engine) load(ctx context.Context, sh *shard, runID string) (ent *entry, fresh bool, err error) {
-	if ent := sh.cache[runID]; ent != nil {
+	if ent := sh.cache.get(runID); ent != nil {
 		return ent, false, nil
 	}
 	kve, err := e.runs.Get(ctx, runID)
@@ -536,7 +536,7 @@ func (e *Engine) load(ctx context.Context, sh *shard, runID string) (ent *entry,
 	}
 	ent = &entry{rec: rec, rev: kve.Revision(), bundle: b}
 	if !rec.Run.Finished() {
-		sh.cache[runID] = ent
+		sh.cache.put(runID, ent)
 		for _, c := range engine.Timers(b.Definition, rec.Run) {
 			e.timers.arm(runID, c)
 		}

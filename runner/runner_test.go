@@ -595,7 +595,7 @@ func TestFinishedRunNotifiesAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	tick := &protocol.Event{RunID: id, Type: protocol.EvTick, At: now, Item: -1}
-	sh := &shard{cache: map[string]*entry{}, single: map[string]bool{}}
+	sh := &shard{cache: newRunCache(nil), single: map[string]bool{}}
 	if out, err := v.eng.process(v.Ctx, sh, tick, nil, 1); out != ack || err != nil {
 		t.Fatalf("first delivery: %v, %v", out, err)
 	}
@@ -648,5 +648,45 @@ func TestNewErrors(t *testing.T) {
 	}
 	if err := v.eng.Run(v.Ctx); err == nil {
 		t.Error("a second Run of the same engine: no error")
+	}
+}
+
+// The engine keeps at most CachedRuns runs decoded: waiting runs beyond it are let go (what
+// waited for a save saved first) and read back from the bucket when their decision comes, and
+// every run ends as it would have.
+func TestCachedRunsBound(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	const shards, perShard, runs = 2, 1, 6
+	v.eng, v.stop = v.startEngine(func(e *Engine) { e.shards, e.cachedPerShard = shards, perShard })
+	wf := workflow.New("gate")
+	wf.Approval("ask", "Ship?")
+	wf.Terminate("end")
+	wf.Edge("ask", "end").When("approved")
+	_, bs := runtest.Bundles(t, wf)
+	var ids []string
+	for i := range runs {
+		id := v.Start(bs, "", fmt.Sprint("gate-", i))
+		v.WaitFor(id, func(r *client.Record) bool { return r.Run.Status == protocol.RunWaiting })
+		ids = append(ids, id)
+	}
+	if n := v.eng.stats.cached.Load(); n > shards*perShard {
+		t.Errorf("%d runs cached, want at most %d", n, shards*perShard)
+	}
+	if v.eng.stats.evicted.Load() == 0 {
+		t.Error("no run was let go: the bound was not reached")
+	}
+	for _, id := range ids {
+		if _, err := v.Client.Decide(v.Ctx, id, "ask", true, "", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		if rec := v.Wait(id); rec.Run.Status != protocol.RunCompleted {
+			t.Errorf("run %s ended %s, want completed", id, rec.Run.Status)
+		}
+	}
+	if n := v.eng.stats.cached.Load(); n != 0 {
+		t.Errorf("%d runs cached after every run ended, want 0", n)
 	}
 }

@@ -89,7 +89,7 @@ func (e *Engine) saveDue(ctx context.Context, sh *shard) {
 	now := time.Now()
 	n := 0
 	for ; n < len(sh.saves.due) && !sh.saves.due[n].at.After(now); n++ {
-		if ent := sh.cache[sh.saves.due[n].runID]; ent != nil && len(ent.pending) > 0 {
+		if ent := sh.cache.peek(sh.saves.due[n].runID); ent != nil && len(ent.pending) > 0 {
 			e.flush(ctx, sh, ent)
 		}
 	}
@@ -99,10 +99,14 @@ func (e *Engine) saveDue(ctx context.Context, sh *shard) {
 
 // saveAll saves every run of sh whose decisions wait, as the engine stops.
 func (e *Engine) saveAll(ctx context.Context, sh *shard) {
-	for _, ent := range sh.cache {
+	var waiting []*entry // flush may remove an entry: not while the cache is walked
+	sh.cache.all(func(ent *entry) {
 		if len(ent.pending) > 0 {
-			e.flush(ctx, sh, ent)
+			waiting = append(waiting, ent)
 		}
+	})
+	for _, ent := range waiting {
+		e.flush(ctx, sh, ent)
 	}
 	sh.saves.due = nil
 	if sh.saves.timer != nil {
@@ -131,10 +135,10 @@ func (e *Engine) flush(ctx context.Context, sh *shard, ent *entry) {
 
 // evict drops the cached state of a run, after saving what waits for a save.
 func (e *Engine) evict(ctx context.Context, sh *shard, runID string) {
-	if ent := sh.cache[runID]; ent != nil && len(ent.pending) > 0 {
+	if ent := sh.cache.peek(runID); ent != nil && len(ent.pending) > 0 {
 		e.flush(ctx, sh, ent)
 	}
-	delete(sh.cache, runID)
+	sh.cache.remove(runID)
 }
 
 // settleAll settles the events of ds as out.

@@ -309,7 +309,7 @@ func (c *Client) Query(ctx context.Context, q Query) (Page, error) {
 		return Page{}, fmt.Errorf("client: a query's limit is %d: want 0 (no bound) or more", q.Limit)
 	}
 	if q.After != "" {
-		if _, ok := wire.ParseStatusKey("s.w." + q.After); !ok {
+		if !wire.CheckCursor(q.After) {
 			return Page{}, fmt.Errorf("client: %q is not a cursor that a page of runs gave (Page.Next, --after)", q.After)
 		}
 	}

@@ -232,7 +232,7 @@ func (c *Client) pruneIndex(ctx context.Context, gone []pruned) error {
 	for _, p := range gone {
 		ids[p.id] = true
 	}
-	keys, err := natsbox.Keys(ctx, c.index, ">")
+	keys, err := natsbox.StoredKeys(ctx, c.js, natsbox.StatusBucket, ">")
 	if err != nil {
 		return fmt.Errorf("client: prune: %w", err)
 	}

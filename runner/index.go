@@ -52,7 +52,7 @@ func (e *Engine) indexAfter(ctx context.Context, old, next *entry) {
 // may be between its index write and its save, and a key that is only stale costs a listing
 // one read.
 func (e *Engine) reindex(ctx context.Context, want map[string]bool) error {
-	have, err := natsbox.Keys(ctx, e.index, ">")
+	have, err := natsbox.StoredKeys(ctx, e.js, natsbox.StatusBucket, ">")
 	if err != nil {
 		return err
 	}

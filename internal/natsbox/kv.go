@@ -7,23 +7,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Keys returns the keys of bucket kv that match filter.
-func Keys(ctx context.Context, kv jetstream.KeyValue, filter string) (map[string]bool, error) {
-	lister, err := kv.ListKeysFiltered(ctx, filter)
-	if err != nil {
-		return nil, fmt.Errorf("list the keys of %s: %w", kv.Bucket(), err)
-	}
-	keys := map[string]bool{}
-	for k := range lister.Keys() {
-		keys[k] = true
-	}
-	_ = lister.Stop()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return keys, nil
-}
-
 // PurgeKeys removes keys of bucket for good: a purge of the stream's subject of each key, which
 // leaves no purge marker behind.
 func PurgeKeys(ctx context.Context, js jetstream.JetStream, bucket string, keys ...string) error {

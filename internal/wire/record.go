@@ -122,16 +122,33 @@ type IndexKey struct {
 
 // ParseStatusKey reads key back.
 func ParseStatusKey(key string) (IndexKey, bool) {
-	parts := strings.SplitN(key, ".", 4)
-	if len(parts) != 4 || len(parts[2]) != 20 || parts[3] == "" {
+	status, rest, _ := strings.Cut(key, ".")
+	workflow, cursor, _ := strings.Cut(rest, ".")
+	id, ok := cursorRun(cursor)
+	if !ok {
 		return IndexKey{}, false
 	}
-	for _, c := range parts[2] {
+	return IndexKey{Status: protocol.RunStatus(status), Workflow: workflow, Cursor: cursor, RunID: id}, true
+}
+
+// CheckCursor reports whether c can be an IndexKey's Cursor (a page's end): STARTED.RUNID.
+func CheckCursor(c string) bool {
+	_, ok := cursorRun(c)
+	return ok
+}
+
+// cursorRun returns the run id of cursor STARTED.RUNID, STARTED being 20 digits.
+func cursorRun(cursor string) (string, bool) {
+	started, id, _ := strings.Cut(cursor, ".")
+	if len(started) != 20 || id == "" {
+		return "", false
+	}
+	for _, c := range started {
 		if c < '0' || c > '9' {
-			return IndexKey{}, false
+			return "", false
 		}
 	}
-	return IndexKey{Status: protocol.RunStatus(parts[0]), Workflow: parts[1], Cursor: parts[2] + "." + parts[3], RunID: parts[3]}, true
+	return id, true
 }
 
 // TaskKey names the step of a task as the run state does: step, or step#item for a child.

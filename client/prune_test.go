@@ -99,21 +99,17 @@ func TestPrune(t *testing.T) {
 	v.gone("old-call/sub/1")
 	// Nothing of them is left in the streams behind the buckets: no purge markers.
 	js := v.Box.JetStream()
-	for _, id := range []string{"old-loop", "old-call", "old-call/sub/1"} {
-		rs, err := js.Stream(v.Ctx, "KV_"+natsbox.RunsBucket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m, err := rs.GetLastMsgForSubject(v.Ctx, "$KV."+natsbox.RunsBucket+"."+id); !errors.Is(err, jetstream.ErrMsgNotFound) {
-			t.Errorf("run %s left a message in its bucket's stream (%v): %v", id, m.Header, err)
-		}
-	}
-	cs, err := js.Stream(v.Ctx, "KV_"+natsbox.CheckpointsBucket)
+	rs, err := js.Stream(v.Ctx, natsbox.KVStream(natsbox.RunsBucket))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, err := cs.Info(v.Ctx); err != nil || info.State.Msgs != 4 {
-		t.Errorf("the checkpoints stream holds %d messages (%v), want recent's 4: no markers", info.State.Msgs, err)
+	for _, id := range []string{"old-loop", "old-call", "old-call/sub/1"} {
+		if m, err := rs.GetLastMsgForSubject(v.Ctx, natsbox.KVSubject(natsbox.RunsBucket, id)); !errors.Is(err, jetstream.ErrMsgNotFound) {
+			t.Errorf("run %s left a message in its bucket's stream (%v): %v", id, m.Header, err)
+		}
+	}
+	if n := v.StreamMsgs(natsbox.KVStream(natsbox.CheckpointsBucket)); n != 4 {
+		t.Errorf("the checkpoints stream holds %d messages, want recent's 4: no markers", n)
 	}
 	v.kept("recent")
 	v.kept("running")

@@ -48,23 +48,9 @@ func TestAdmitRefuses(t *testing.T) {
 	if strings.Join(seen, ",") != "parent,child" {
 		t.Errorf("Admit saw %v; want the workflow and its sub-workflow", seen)
 	}
-	if n := v.streamMsgs(natsbox.TasksStream); n != 1 { // the keeper only
+	if n := v.StreamMsgs(natsbox.TasksStream); n != 1 { // the keeper only
 		t.Errorf("%d messages in %s; want no task besides the keeper", n, natsbox.TasksStream)
 	}
-}
-
-// streamMsgs counts the messages of a stream.
-func (v *env) streamMsgs(name string) uint64 {
-	v.T.Helper()
-	s, err := v.Box.JetStream().Stream(v.Ctx, name)
-	if err != nil {
-		v.T.Fatal(err)
-	}
-	info, err := s.Info(v.Ctx)
-	if err != nil {
-		v.T.Fatal(err)
-	}
-	return info.State.Msgs
 }
 
 // TestOutputBound: an answer whose output passes MaxOutputBytes fails the step for good with

@@ -153,6 +153,20 @@ func (v *Env) KV(bucket string) jetstream.KeyValue {
 	return kv
 }
 
+// StreamMsgs counts the messages of stream name.
+func (v *Env) StreamMsgs(name string) uint64 {
+	v.T.Helper()
+	s, err := v.Box.JetStream().Stream(v.Ctx, name)
+	if err != nil {
+		v.T.Fatal(err)
+	}
+	info, err := s.Info(v.Ctx)
+	if err != nil {
+		v.T.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
 // PublishEvent publishes ev on js with msgID ("" for its own id), as a worker or the engine
 // would.
 func PublishEvent(ctx context.Context, t testing.TB, js jetstream.JetStream, ev *protocol.Event, msgID string) {

@@ -14,21 +14,11 @@ import (
 type B interface {
 	// Loops is the number of operations to run (testing.B's N).
 	Loops() int
-	Helper()
-	Fatal(args ...any)
-	Fatalf(format string, args ...any)
-	Skipf(format string, args ...any)
-	ResetTimer()
-	StartTimer()
-	StopTimer()
-	ReportAllocs()
-	ReportMetric(n float64, unit string)
-	SetBytes(n int64)
-	TempDir() string
+	TestingB
 }
 
-// testingB is the part of *testing.B that B takes as it is.
-type testingB interface {
+// TestingB is the part of *testing.B that B takes as it is.
+type TestingB interface {
 	Helper()
 	Fatal(args ...any)
 	Fatalf(format string, args ...any)
@@ -43,10 +33,10 @@ type testingB interface {
 }
 
 // TB adapts a *testing.B (its N read through n) to B, for the benchmarks of go test.
-func TB(b testingB, n func() int) B { return tb{b, n} }
+func TB(b TestingB, n func() int) B { return tb{b, n} }
 
 type tb struct {
-	testingB
+	TestingB
 	n func() int
 }
 

@@ -11,28 +11,8 @@
 package embed
 
 import (
-	"context"
-
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natsbox/natsserver"
 )
 
-func init() { natsbox.RegisterServer(Start) }
-
-// Start starts an embedded server as natsbox asks (natsbox.RegisterServer).
-func Start(ctx context.Context, c natsbox.ServerConfig) (natsbox.Server, error) {
-	return natsserver.Start(ctx, Config(c))
-}
-
-// Config is c as natsserver takes it.
-func Config(c natsbox.ServerConfig) natsserver.Config {
-	var check func(string) (string, *natsserver.Perms, bool)
-	if c.Auth != nil {
-		check = func(token string) (string, *natsserver.Perms, bool) {
-			user, p, ok := c.Auth(token)
-			return user, (*natsserver.Perms)(p), ok
-		}
-	}
-	return natsserver.Config{Name: c.Name, StoreDir: c.StoreDir, Host: c.Host, Port: c.Port, DontListen: c.DontListen,
-		Auth: check, Logger: c.Logger, Debug: c.Debug, Ready: c.Ready}
-}
+func init() { natsbox.RegisterServer(natsserver.Start) }

@@ -4,50 +4,27 @@
 //
 // It owns the server's options, its authentication callback, its log and its readiness. It must
 // not know reins's layout, roles or subjects (natsbox decides who may do what and passes the
-// result as lists of subjects), and imports no reins package.
+// result as lists of subjects), and imports no reins package but serverspec, the types it
+// implements.
 package natsserver
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/reins-run/reins/internal/natsbox/serverspec"
 )
-
-// Perms are the subjects a client may publish on (allow, deny) and subscribe to.
-type Perms struct {
-	PublishAllow, PublishDeny, SubscribeAllow []string
-}
-
-// Config says how to run the server.
-type Config struct {
-	Name     string // the server's name
-	StoreDir string // JetStream stores under StoreDir/jetstream
-	// Host and Port are where it listens for TCP clients (Port -1: any free port); with
-	// DontListen it accepts in-process connections only.
-	Host       string
-	Port       int
-	DontListen bool
-	// Auth judges a client's token: its user name and permissions (nil: everything); ok false
-	// refuses it. A client without a token is refused.
-	Auth func(token string) (user string, perms *Perms, ok bool)
-	// Logger receives the server's log (its notices at debug level); Debug turns its debug
-	// log on.
-	Logger *slog.Logger
-	Debug  bool
-	// Ready bounds the wait for the server to accept connections.
-	Ready time.Duration
-}
 
 // Server is a running embedded server.
 type Server struct{ ns *server.Server }
 
-// Start starts a server with JetStream and returns once it accepts connections.
-func Start(_ context.Context, cfg Config) (*Server, error) {
+// Start starts a server with JetStream and returns once it accepts connections: the function
+// natsbox.RegisterServer takes.
+func Start(_ context.Context, cfg serverspec.Config) (serverspec.Server, error) {
 	ns, err := server.NewServer(&server.Options{
 		CustomClientAuthentication: auth(cfg.Auth),
 		ServerName:                 cfg.Name,
@@ -99,10 +76,10 @@ func (s *Server) Stop() {
 
 // clientAuth is the server's authentication: Auth's verdict on the client's token.
 type clientAuth struct {
-	check func(token string) (string, *Perms, bool)
+	check func(token string) (string, *serverspec.Perms, bool)
 }
 
-func auth(check func(string) (string, *Perms, bool)) server.Authentication {
+func auth(check func(string) (string, *serverspec.Perms, bool)) server.Authentication {
 	return &clientAuth{check: check}
 }
 
@@ -122,7 +99,7 @@ func (a *clientAuth) Check(c server.ClientAuthentication) bool {
 	return true
 }
 
-func permissions(p *Perms) *server.Permissions {
+func permissions(p *serverspec.Perms) *server.Permissions {
 	if p == nil {
 		return nil
 	}

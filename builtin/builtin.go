@@ -20,6 +20,7 @@ import (
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/tool"
+	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
@@ -94,6 +95,8 @@ type Task interface {
 	AppendCheckpoint(items ...any) error
 	LoadCheckpoint() (json.RawMessage, error)
 	AddUsage(u protocol.Usage)
+	// Record keeps the iteration's record, sent with the answer (worker.TaskContext.Record).
+	Record(it trace.Iteration)
 }
 
 // Handlers serves llm and agent tasks. It is safe for concurrent use.

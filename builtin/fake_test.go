@@ -13,6 +13,7 @@ import (
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -34,6 +35,7 @@ type fakeTask struct {
 	answers    int
 	saved      json.RawMessage // the last Checkpoint written
 	usage      protocol.Usage
+	records    []trace.Iteration // what the handler recorded, in order
 	// onCheckpoint, when set, runs when the handler checkpoints, before the write.
 	onCheckpoint func()
 	// checkpointErr, when set, is what Checkpoint returns (nothing is written).
@@ -44,6 +46,7 @@ func (f *fakeTask) Task() *protocol.Task          { return f.task }
 func (f *fakeTask) Input() json.RawMessage        { return f.task.Input }
 func (f *fakeTask) Bundle() (*wire.Bundle, error) { return f.bundle, nil }
 func (f *fakeTask) AddUsage(u protocol.Usage)     { f.usage.Add(u) }
+func (f *fakeTask) Record(it trace.Iteration)     { f.records = append(f.records, it) }
 
 func (f *fakeTask) LoadCheckpoint() (json.RawMessage, error) { return f.checkpoint, nil }
 

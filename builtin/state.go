@@ -28,34 +28,42 @@ type stateDelta struct {
 // DecodeAgentState reads the checkpoint of an agent step (an array of deltas, or a state set
 // whole): the loop's state, nil when there is none.
 func DecodeAgentState(raw json.RawMessage) (*loop.State, error) {
+	st, _, err := decodeAgentState(raw)
+	return st, err
+}
+
+// decodeAgentState is DecodeAgentState that also says where the last write's messages begin
+// (0 for a state set whole): the messages of the iteration that wrote it.
+func decodeAgentState(raw json.RawMessage) (*loop.State, int, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if raw[0] != '[' {
 		st := new(loop.State)
 		if err := json.Unmarshal(raw, st); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		return st, nil
+		return st, 0, nil
 	}
 	var deltas []stateDelta
 	if err := json.Unmarshal(raw, &deltas); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if len(deltas) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	var msgs []model.Message
 	for i, d := range deltas {
 		if d.From < 0 || d.From > len(msgs) {
-			return nil, fmt.Errorf("write %d continues the conversation at message %d, but it has %d", i, d.From, len(msgs))
+			return nil, 0, fmt.Errorf("write %d continues the conversation at message %d, but it has %d", i, d.From, len(msgs))
 		}
 		msgs = append(msgs[:d.From], d.Messages...)
 	}
-	st := deltas[len(deltas)-1].State
+	last := deltas[len(deltas)-1]
+	st := last.State
 	st.Messages = msgs
-	return &st, nil
+	return &st, last.From, nil
 }
 
 // stateBase is what the checkpoint held before an iteration: whether it was an array of deltas
@@ -65,11 +73,13 @@ type stateBase struct {
 	whole bool // a state set whole: the next write sets an array
 	n     int
 	last  model.Message
+	// from is where the last write's messages begin: those of the iteration that wrote it.
+	from int
 }
 
-func baseOf(raw json.RawMessage, st *loop.State) stateBase {
+func baseOf(raw json.RawMessage, st *loop.State, from int) stateBase {
 	raw = bytes.TrimSpace(raw)
-	b := stateBase{whole: len(raw) > 0 && raw[0] == '{'}
+	b := stateBase{whole: len(raw) > 0 && raw[0] == '{', from: from}
 	if st != nil && len(st.Messages) > 0 {
 		b.n, b.last = len(st.Messages), st.Messages[len(st.Messages)-1]
 	}

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/reins-run/reins/engine"
@@ -273,10 +272,7 @@ func (r *replayer) record(cmds []engine.Command, at time.Time) {
 			}
 		case c.Type == engine.CmdStartChild && c.Child != nil:
 			ch := c.Child
-			step := ch.Step
-			if ch.Item >= 0 {
-				step += "#" + strconv.Itoa(ch.Item)
-			}
+			step := protocol.StepKey(ch.Step, ch.Item)
 			d = dispatch{child: ch, step: step, key: fmt.Sprintf("sub-run %s/%d", step, ch.Activation)}
 		default:
 			continue

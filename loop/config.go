@@ -101,6 +101,7 @@ type Policy struct {
 type Decision struct {
 	Approve bool
 	Message string // shown to the model as the call's result when denied
+	By      string // who decided, for the record (the authenticated principal)
 }
 
 // ApprovalRequest describes a call waiting for a human decision.

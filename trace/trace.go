@@ -22,6 +22,7 @@ const (
 	ToolCall       Type = "tool_call"       // a validated call is about to execute
 	ToolResult     Type = "tool_result"     // the result message of a call, executed or not
 	Stop           Type = "stop"            // the loop stopped; StopReason says why
+	Context        Type = "context"         // the context policy changed what the next model call is sent
 )
 
 // Validation decisions carried in Event.Decision for Validation events.
@@ -38,7 +39,8 @@ const (
 //   - model_call: Duration, InputTokens, OutputTokens, CostUSD; Error and Retryable when it failed.
 //   - proposal: Proposal (answer, tool_calls, escalate, refuse), Calls, Reason for escalate/refuse.
 //   - validation: Decision, Reason, and Tool/CallID for a tool call (empty for an answer).
-//   - approval: Tool, CallID, Decision (approved, denied, pending), Reason (the human's message).
+//   - approval: Tool, CallID, Decision (approved, denied, pending), Reason (the human's message),
+//     By (who decided, when known).
 //   - tool_call: Tool, CallID, Key (the idempotency key).
 //   - tool_result: Tool, CallID, Executed, Error and Retryable when the call failed, Duration.
 //   - stop: StopReason and Reason (the detail).
@@ -56,6 +58,7 @@ type Event struct {
 	CallID       string        `json:"call_id,omitempty"`
 	Key          string        `json:"key,omitempty"`
 	Decision     string        `json:"decision,omitempty"`
+	By           string        `json:"by,omitempty"`
 	Reason       string        `json:"reason,omitempty"`
 	Executed     bool          `json:"executed,omitempty"`
 	Error        string        `json:"error,omitempty"`

@@ -103,6 +103,12 @@ func drive(t *testing.T, h *builtin.Handlers, b *wire.Bundle, hash, input string
 			t.Fatalf("iteration %d: Agent returned %v", iter, err)
 		}
 		tasks = append(tasks, ft)
+		// Every iteration that ran the loop recorded what it did.
+		if ft.answer == "continue" || ft.answer == "complete" {
+			if len(ft.records) != 1 || ft.records[0].Iteration != iter || ft.records[0].ModelCalls < 1 || ft.records[0].Proposal == nil {
+				t.Fatalf("iteration %d recorded %+v, want one record of its model call and proposal", iter, ft.records)
+			}
+		}
 		if ft.answer != "continue" {
 			return tasks
 		}
@@ -457,5 +463,33 @@ func TestDecodeAgentState(t *testing.T) {
 				t.Errorf("messages %q iteration %d, want %q and %d", got, st.Iteration, tc.msgs, tc.iteration)
 			}
 		})
+	}
+}
+
+// An iteration whose answer was lost after it checkpointed runs again and answers from the
+// checkpoint: its record is rebuilt from the conversation it left, marked recovered, so that the
+// run's history still says what the iteration did.
+func TestAgentLostAnswerKeepsItsRecord(t *testing.T) {
+	b, hash := bundleOf(t, refundWorkflow(script(readOrder, answer), allTools, noRefunds, noBudget), "")
+	h := newHandlers(t, builtin.Config{})
+	first := newTask(b, hash, "investigate", 1, "null")
+	if err := h.Agent(first); err != nil || first.answer != "continue" {
+		t.Fatalf("iteration 1 answered %s, %v", first.answer, err)
+	}
+	again := newTask(b, hash, "investigate", 1, "null")
+	again.checkpoint = first.saved // the redelivery finds the lost attempt's write
+	if err := h.Agent(again); err != nil || again.answer != "continue" {
+		t.Fatalf("iteration 1 again answered %s, %v", again.answer, err)
+	}
+	if len(again.records) != 1 {
+		t.Fatalf("the second delivery recorded %d records, want 1", len(again.records))
+	}
+	rec := again.records[0]
+	if !rec.Recovered || rec.Iteration != 1 || len(rec.Calls) != 1 || rec.Calls[0].Tool != "read_order" ||
+		!strings.Contains(rec.Calls[0].Output, "delivered") || rec.Calls[0].Arguments != `{"order_id":"O-104"}` {
+		t.Errorf("the recovered record: %+v", rec)
+	}
+	if again.usage != (protocol.Usage{}) {
+		t.Errorf("the second delivery reported usage %+v: the model was called again", again.usage)
 	}
 }

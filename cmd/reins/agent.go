@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/reins-run/reins/loop"
@@ -27,6 +30,7 @@ type agentFlags struct {
 	budget       loop.Budget
 	stream       bool
 	asJSON       bool
+	record       string
 }
 
 func newAgentCmd() *cobra.Command {
@@ -63,7 +67,8 @@ answer, 1 for any other stop reason, 2 for a usage error.`,
 	fl.Int64Var(&f.budget.MaxTokens, "max-tokens", 0, "token budget, input plus output (0: unlimited)")
 	fl.Float64Var(&f.budget.MaxCostUSD, "max-cost", 0, "cost budget in USD (0: unlimited; needs a known price, see --price)")
 	fl.BoolVar(&f.stream, "stream", false, "stream the model's text as it arrives")
-	fl.BoolVar(&f.asJSON, "json", false, "print the result (stop reason, answer, usage, trace) as JSON instead of live progress")
+	fl.BoolVar(&f.asJSON, "json", false, "print the result (stop reason, answer, usage, trace, iteration records) as JSON instead of live progress")
+	fl.StringVar(&f.record, "record-iterations", "", "append the record of each iteration to `FILE` (JSON Lines) as it ends: proposal, calls, validation, results, usage, stop")
 	return cmd
 }
 
@@ -103,9 +108,12 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	res := c.Run(ctx, newRunID("agent"), f.goal)
+	res, records, err := runRecorded(ctx, c, newRunID("agent"), f.goal, f.record)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
 	if f.asJSON {
-		if err := writeAgentJSON(out, res); err != nil {
+		if err := writeAgentJSON(out, res, records); err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
 	} else if res.Answer != "" {
@@ -168,7 +176,7 @@ func orAnswer(toolName string) string {
 	return toolName + ":"
 }
 
-func writeAgentJSON(w io.Writer, res loop.Result) error {
+func writeAgentJSON(w io.Writer, res loop.Result, records []trace.Iteration) error {
 	st := res.State
 	return printJSON(w, struct {
 		RunID      string             `json:"run_id"`
@@ -181,7 +189,42 @@ func writeAgentJSON(w io.Writer, res loop.Result) error {
 		CostUSD    float64            `json:"cost_usd"`
 		Pending    []loop.PendingCall `json:"pending,omitempty"`
 		Trace      []trace.Event      `json:"trace"`
-	}{st.RunID, res.StopReason, res.Detail, res.Answer, st.Iteration, st.ToolCalls, st.Usage, st.CostUSD, st.Pending, res.Trace})
+		Records    []trace.Iteration  `json:"records"`
+	}{st.RunID, res.StopReason, res.Detail, res.Answer, st.Iteration, st.ToolCalls, st.Usage, st.CostUSD, st.Pending, res.Trace, records})
+}
+
+// runRecorded runs the loop to its end, keeping the record of each iteration; with a file,
+// each record is appended to it (a JSON line, synced) as its iteration ends, so that a run
+// that dies leaves the record of every iteration it finished.
+func runRecorded(ctx context.Context, c *loop.Controller, runID, goal, file string) (loop.Result, []trace.Iteration, error) {
+	var enc *json.Encoder
+	var f *os.File
+	if file != "" {
+		var err error
+		if f, err = os.OpenFile(file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+			return loop.Result{}, nil, fmt.Errorf("--record-iterations: %w", err)
+		}
+		defer f.Close()
+		enc = json.NewEncoder(f)
+	}
+	run := c.Start(runID, goal)
+	records := []trace.Iteration{}
+	for done := false; !done; {
+		m := run.Mark()
+		done = run.Step(ctx)
+		rec := run.Record(m)
+		records = append(records, rec)
+		if enc == nil {
+			continue
+		}
+		if err := enc.Encode(rec); err != nil {
+			return run.Result(), records, fmt.Errorf("--record-iterations %s: %w", file, err)
+		}
+		if err := f.Sync(); err != nil {
+			return run.Result(), records, fmt.Errorf("--record-iterations %s: %w", file, err)
+		}
+	}
+	return run.Result(), records, nil
 }
 
 // newRunID returns a unique, time-ordered run id such as agent-20261121-201503-a1b2c3.

@@ -10,6 +10,7 @@ import (
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/trace"
+	"github.com/reins-run/reins/workflow"
 )
 
 // Follow yields every event of a run in order, and a record only after the events it shows:
@@ -120,4 +121,51 @@ func FuzzParseIteration(f *testing.F) {
 			t.Fatalf("ParseIteration(%q) = %q, %d", s, step, n)
 		}
 	})
+}
+
+func TestCheckRecords(t *testing.T) {
+	// Only the steps' types matter here.
+	def := &workflow.Definition{Name: "checked", Steps: []workflow.Step{
+		{ID: "investigate", Type: workflow.Agent}, {ID: "think", Type: workflow.AgentLoop},
+	}}
+	answer := func(step string, typ protocol.EventType, iter int, rec *trace.Iteration, usage *protocol.Usage, stop string) protocol.Event {
+		return protocol.Event{Type: typ, Step: step, Item: -1, Iteration: iter, Attempt: 1, Record: rec, Usage: usage, StopReason: stop}
+	}
+	rec := func(iter, tokens int, stop string) *trace.Iteration {
+		return &trace.Iteration{Iteration: iter, InputTokens: int64(tokens), StopReason: stop}
+	}
+	used := &protocol.Usage{InputTokens: 10}
+	for _, tc := range []struct {
+		name    string
+		evs     []protocol.Event
+		records int
+		problem string
+	}{
+		{"agreeing", []protocol.Event{
+			{Type: protocol.EvStart, Item: -1},
+			answer("investigate", protocol.EvContinued, 1, rec(1, 10, ""), used, ""),
+			answer("investigate", protocol.EvCompleted, 2, rec(2, 10, "completed"), used, "completed"),
+			answer("think", protocol.EvCompleted, 1, nil, nil, ""), // an agent_loop keeps no record
+		}, 2, ""},
+		{"an agent's answer without its record", []protocol.Event{
+			answer("investigate", protocol.EvContinued, 1, nil, used, ""),
+		}, 0, "the continued answer to iteration 1 of step investigate (attempt 1) has no record"},
+		{"a failed attempt may have none", []protocol.Event{
+			answer("investigate", protocol.EvFailed, 1, nil, nil, ""),
+		}, 0, ""},
+		{"another iteration's record", []protocol.Event{
+			answer("investigate", protocol.EvContinued, 2, rec(1, 10, ""), used, ""),
+		}, 1, "carries the record of iteration 1"},
+		{"another stop", []protocol.Event{
+			answer("investigate", protocol.EvCompleted, 1, rec(1, 10, "refused"), used, "completed"),
+		}, 1, "stops completed, its record refused"},
+		{"other tokens", []protocol.Event{
+			answer("investigate", protocol.EvContinued, 1, rec(1, 99, ""), used, ""),
+		}, 1, "reports 10 tokens, its record 99"},
+	} {
+		n, problem := client.CheckRecords(def, tc.evs)
+		if n != tc.records || (tc.problem == "") != (problem == "") || !strings.Contains(problem, tc.problem) {
+			t.Errorf("%s: CheckRecords = %d, %q; want %d, %q", tc.name, n, problem, tc.records, tc.problem)
+		}
+	}
 }

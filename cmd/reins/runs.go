@@ -375,7 +375,7 @@ does not exist), 2 for a usage error.`,
 				if err := printReplay(cmd.OutOrStdout(), rep, file, asJSON); err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
-				if !rep.Same {
+				if !rep.Same || rep.RecordProblem != "" {
 					return &exitError{code: exitFailed}
 				}
 				return nil
@@ -402,11 +402,16 @@ func printReplay(w io.Writer, rep *client.ReplayReport, file string, asJSON bool
 	}
 	if rep.Same {
 		fmt.Fprintf(w, "run %s replays the same with %s: status %s, path %s\n", rep.RunID, what, rep.Original.Status, pathText(rep.Original.Path))
-		return nil
+	} else {
+		fmt.Fprintf(w, "run %s replays differently with %s: %s\n", rep.RunID, what, rep.Difference)
+		fmt.Fprintf(w, "  original: %s, path %s\n", rep.Original.Status, pathText(rep.Original.Path))
+		fmt.Fprintf(w, "  replay:   %s, path %s\n", rep.Replay.Status, pathText(rep.Replay.Path))
 	}
-	fmt.Fprintf(w, "run %s replays differently with %s: %s\n", rep.RunID, what, rep.Difference)
-	fmt.Fprintf(w, "  original: %s, path %s\n", rep.Original.Status, pathText(rep.Original.Path))
-	fmt.Fprintf(w, "  replay:   %s, path %s\n", rep.Replay.Status, pathText(rep.Replay.Path))
+	if rep.RecordProblem != "" {
+		fmt.Fprintf(w, "records: %s\n", rep.RecordProblem)
+	} else {
+		fmt.Fprintf(w, "records: %d iteration record(s) agree with their answers\n", rep.Records)
+	}
 	return nil
 }
 

@@ -126,7 +126,7 @@ func (h *Handlers) resume(j *job, fx *effects) (*loop.Run, stateBase, error) {
 	if err != nil {
 		return nil, stateBase{}, err
 	}
-	st, base, err := loadState(j)
+	st, base, err := loadState(j, h.texts)
 	if err != nil {
 		return nil, stateBase{}, err
 	}
@@ -173,7 +173,7 @@ func (h *Handlers) controller(j *job, fx *effects) (*loop.Controller, error) {
 
 // loadState reads the checkpointed loop state (DecodeAgentState) and what the checkpoint held,
 // for the write after the iteration: nil on iteration 1, required after it.
-func loadState(j *job) (*loop.State, stateBase, error) {
+func loadState(j *job, texts *textCache) (*loop.State, stateBase, error) {
 	raw, err := j.t.LoadCheckpoint()
 	if err != nil {
 		return nil, stateBase{}, fmt.Errorf("step %s: cannot load the checkpoint before iteration %d: %w", j.name, j.task.Iteration, err)
@@ -181,6 +181,12 @@ func loadState(j *job) (*loop.State, stateBase, error) {
 	st, from, err := decodeAgentState(raw)
 	if err != nil {
 		return nil, stateBase{}, j.failf("the checkpoint of the loop's state is not valid: %w", err)
+	}
+	var refs map[int]bool
+	if st != nil {
+		if refs, err = resolve(j.t, st, window(st), texts); err != nil {
+			return nil, stateBase{}, fmt.Errorf("step %s: iteration %d: %w", j.name, j.task.Iteration, err)
+		}
 	}
 	// The previous iteration's writes missing (another delivery of it discarded them, see
 	// docs/engine.md): the attempt fails, retryable, rather than go on from an older state.
@@ -190,7 +196,9 @@ func loadState(j *job) (*loop.State, stateBase, error) {
 	if st != nil && j.task.Resume == 0 && len(j.task.HumanInput) == 0 && st.Iteration < j.task.Iteration-1 {
 		return nil, stateBase{}, fmt.Errorf("step %s: iteration %d found the checkpoint of iteration %d: the writes of iteration %d are missing", j.name, j.task.Iteration, st.Iteration, j.task.Iteration-1)
 	}
-	return st, baseOf(raw, st, from), nil
+	base := baseOf(raw, st, from)
+	base.refs = refs
+	return st, base, nil
 }
 
 // agentRunID names the loop run of a task: RUN/STEP, RUN/STEP#ITEM for a child, with

@@ -3,9 +3,13 @@ package builtin_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,4 +173,23 @@ func newHandlers(t *testing.T, cfg builtin.Config) *builtin.Handlers {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// keptTexts is the values' store of every fakeTask: refs name their text's digest, as the
+// worker's do, so that tasks of one run read what another kept.
+var keptTexts sync.Map
+
+func (f *fakeTask) KeepText(text string) (string, error) {
+	sum := sha256.Sum256([]byte(text))
+	ref := "\x00reins-value:" + strconv.Itoa(len(text)) + ":" + f.task.RunID + "/" + hex.EncodeToString(sum[:])
+	keptTexts.Store(ref, text)
+	return ref, nil
+}
+
+func (f *fakeTask) ReadText(ref string) (string, error) {
+	text, ok := keptTexts.Load(ref)
+	if !ok {
+		return "", fmt.Errorf("fakeTask: no text kept as %q", ref)
+	}
+	return text.(string), nil
 }

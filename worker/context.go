@@ -88,6 +88,10 @@ type TaskContext interface {
 	// its durable record (protocol.Event.Record), with the task's wall time: texts longer than
 	// 2 KiB are clipped there, their whole kept by reference in the run's values.
 	Record(it trace.Iteration)
+	// KeepText stores a text with the run's values and returns a reference to it (a string that
+	// starts with NUL); ReadText reads it back. For texts a handler keeps out of its checkpoint.
+	KeepText(text string) (string, error)
+	ReadText(ref string) (string, error)
 }
 
 // Outcome is what CompleteWith adds to the output: the label that picks the step's edges, and

@@ -67,3 +67,39 @@ func (tc *taskContext) withRecord(ev *protocol.Event, keep bool) error {
 	ev.Record = &it
 	return nil
 }
+
+// KeepText stores text with the run's values (wire.Values) and returns a reference to it, a
+// string that starts with NUL: for a handler that keeps large texts out of its checkpoint (the
+// built-in agent's tool results). The text goes when the run is pruned.
+func (tc *taskContext) KeepText(text string) (string, error) {
+	raw, err := json.Marshal(text)
+	if err != nil {
+		return "", fmt.Errorf("worker: keep a text of task %s: %w", tc.task.MsgID, err)
+	}
+	ref, err := tc.w.values.Keep(tc, tc.task.RunID, raw)
+	if err != nil {
+		return "", fmt.Errorf("worker: keep a text of %d bytes of task %s: %w", len(text), tc.task.MsgID, err)
+	}
+	var s string
+	if err := json.Unmarshal(ref, &s); err != nil {
+		return "", fmt.Errorf("worker: keep a text of task %s: %w", tc.task.MsgID, err)
+	}
+	return s, nil
+}
+
+// ReadText returns the text a reference of KeepText names, for this task's run only.
+func (tc *taskContext) ReadText(ref string) (string, error) {
+	raw, err := json.Marshal(ref)
+	if err != nil {
+		return "", fmt.Errorf("worker: read a kept text of task %s: %w", tc.task.MsgID, err)
+	}
+	data, err := tc.w.values.In(tc, tc.task.RunID, raw)
+	if err != nil {
+		return "", fmt.Errorf("worker: read a kept text of task %s: %w", tc.task.MsgID, err)
+	}
+	var text string
+	if err := json.Unmarshal(data, &text); err != nil {
+		return "", fmt.Errorf("worker: the kept text of task %s is not a JSON string: %w", tc.task.MsgID, err)
+	}
+	return text, nil
+}

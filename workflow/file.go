@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/reins-run/reins/loop"
 )
 
 // Load reads the workflow file at path and parses it (see Parse). It does not apply Normalize
@@ -320,6 +322,7 @@ var stepFields = map[string]func(d *decoder, key string, v any, s *Step){
 	"tools":          func(d *decoder, key string, v any, s *Step) { s.Tools, _ = d.strs(key, v) },
 	"policy":         func(d *decoder, key string, v any, s *Step) { s.Policy = d.policy(key, v) },
 	"budget":         func(d *decoder, key string, v any, s *Step) { s.Budget = d.budget(key, v) },
+	"context":        func(d *decoder, key string, v any, s *Step) { s.Context = d.context(key, v) },
 	"expr":           func(d *decoder, key string, v any, s *Step) { s.Expr, _ = d.str(key, v) },
 	"branches":       func(d *decoder, key string, v any, s *Step) { s.Branches = d.branches(key, v) },
 	"max_concurrent": func(d *decoder, key string, v any, s *Step) { s.MaxConcurrent, _ = d.integer(key, v) },
@@ -456,6 +459,34 @@ func (d *decoder) budget(key string, v any) *Budget {
 		}
 	}
 	return b
+}
+
+// contextKeys are the keys of an agent step's context table.
+var contextKeys = []string{"max_tokens", "strategy", "keep_last", "summarizer"}
+
+func (d *decoder) context(key string, v any) *Context {
+	t, ok := d.table(key, v, "a table { "+strings.Join(contextKeys, ", ")+" }")
+	if !ok {
+		return nil
+	}
+	c := &Context{}
+	for _, k := range d.keys(key, t) {
+		fkey, fv := joinKey(key, k), t[k]
+		switch k {
+		case "max_tokens":
+			c.MaxTokens, _ = d.int64(fkey, fv)
+		case "strategy":
+			s, _ := d.str(fkey, fv)
+			c.Strategy = loop.ContextStrategy(s)
+		case "keep_last":
+			c.KeepLast, _ = d.integer(fkey, fv)
+		case "summarizer":
+			c.Summarizer, _ = d.str(fkey, fv)
+		default:
+			d.unknownKey(fkey, k, "in context", contextKeys)
+		}
+	}
+	return c
 }
 
 // branchShape describes what a branches item may be.

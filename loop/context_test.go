@@ -12,7 +12,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/reins-run/reins/clock"
@@ -32,29 +31,6 @@ type sent struct {
 	state int
 }
 
-// requestLog is a model that records every request it gets (its messages copied) and answers
-// from inner.
-type requestLog struct {
-	inner model.Model
-	mu    sync.Mutex
-	reqs  []model.Request
-}
-
-func (l *requestLog) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
-	l.mu.Lock()
-	c := *req
-	c.Messages = slices.Clone(req.Messages)
-	l.reqs = append(l.reqs, c)
-	l.mu.Unlock()
-	return l.inner.Generate(ctx, req)
-}
-
-func (l *requestLog) requests() []model.Request {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.reqs)
-}
-
 // ctxCase is a run under a context policy: reads of results of `size` bytes, one per turn, then
 // an answer; a scripted summarizer when summary is set.
 type ctxCase struct {
@@ -67,13 +43,13 @@ type ctxCase struct {
 }
 
 type ctxRun struct {
-	model, summarizer *requestLog
+	model, summarizer *recorder
 	ctrl              *loop.Controller
 	sent              []sent
 	res               loop.Result
 }
 
-func (cc ctxCase) controller(t *testing.T, clk clock.Clock) (*loop.Controller, *requestLog, *requestLog) {
+func (cc ctxCase) controller(t *testing.T, clk clock.Clock) (*loop.Controller, *recorder, *recorder) {
 	t.Helper()
 	calls := max(cc.calls, 1)
 	var turns []model.Turn
@@ -93,15 +69,15 @@ func (cc ctxCase) controller(t *testing.T, clk clock.Clock) (*loop.Controller, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &requestLog{inner: scripted}
+	m := &recorder{inner: scripted}
 	policy := cc.policy
-	var s *requestLog
+	var s *recorder
 	if cc.summary != nil {
 		sm, err := model.NewScripted(cc.summary, clk)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s = &requestLog{inner: sm}
+		s = &recorder{inner: sm}
 		policy.Summarizer = s
 	}
 	budget := cc.budget
@@ -535,7 +511,7 @@ func TestContextCountsTheProvidersTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	read, _ := tool.NewMock(tool.Spec{Name: "read"}, []tool.MockResult{output(`{"ok":true}`)}, clk)
-	m := &requestLog{inner: scripted}
+	m := &recorder{inner: scripted}
 	c, err := loop.New(loop.Config{Model: m, Tools: []tool.Tool{read}, Clock: clk, Context: loop.ContextPolicy{MaxTokens: 5010, KeepLast: 1}})
 	if err != nil {
 		t.Fatal(err)

@@ -74,12 +74,14 @@ func TestAgentContextPolicy(t *testing.T) {
 			last := tasks[len(tasks)-1]
 			checkAgentOutput(t, last, "completed", "The incident began at 14:08.")
 			var usage protocol.Usage
-			n := 0
+			n, summaries := 0, 0
 			for i, ft := range tasks {
 				usage.Add(ft.usage)
 				var deltas []struct {
-					From     int               `json:"from"`
-					Messages []json.RawMessage `json:"messages"`
+					From        int               `json:"from"`
+					Messages    []json.RawMessage `json:"messages"`
+					SameSummary bool              `json:"same_summary"`
+					State       loop.State        `json:"state"`
 				}
 				if err := json.Unmarshal(ft.saved, &deltas); err != nil {
 					t.Fatalf("iteration %d: checkpoint %s: %v", i+1, ft.saved, err)
@@ -89,6 +91,16 @@ func TestAgentContextPolicy(t *testing.T) {
 					t.Fatalf("iteration %d wrote the conversation from message %d, want %d: an earlier message changed", i+1, d.From, n)
 				}
 				n += len(d.Messages)
+				// The summary is written once, by the iteration that made it.
+				if d.State.Context.Summary != "" {
+					summaries++
+				}
+				if d.SameSummary != (d.State.Context.Summary == "" && summaries > 0) {
+					t.Errorf("iteration %d: same_summary %v with summary %q after %d summaries", i+1, d.SameSummary, d.State.Context.Summary, summaries)
+				}
+			}
+			if tt.name == "summarize" && summaries != 1 {
+				t.Errorf("the summary was written %d times, want once", summaries)
 			}
 			st, err := builtin.DecodeAgentState(last.saved)
 			if err != nil {
@@ -98,6 +110,33 @@ func TestAgentContextPolicy(t *testing.T) {
 				t.Errorf("%d messages in the state, %d written; want all 12", len(st.Messages), n)
 			}
 			tt.check(t, st, usage)
+		})
+	}
+}
+
+// TestDecodeAgentStateSummary: a write marked same_summary keeps the summary of the write
+// before it; a write without it has its own (none included).
+func TestDecodeAgentStateSummary(t *testing.T) {
+	write := func(from int, content, summary string, same bool) string {
+		return fmt.Sprintf(`{"from":%d,"messages":[{"role":"user","content":%q}],"same_summary":%v,"state":{"context":{"summary":%q}}}`, from, content, same, summary)
+	}
+	for _, tc := range []struct {
+		name   string
+		writes []string
+		want   string
+	}{
+		{"kept", []string{write(0, "a", "", false), write(1, "b", "s1", false), write(2, "c", "", true), write(3, "d", "", true)}, "s1"},
+		{"replaced", []string{write(0, "a", "s1", false), write(1, "b", "", true), write(2, "c", "s2", false), write(3, "d", "", true)}, "s2"},
+		{"none", []string{write(0, "a", "", false), write(1, "b", "", false)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := builtin.DecodeAgentState(json.RawMessage("[" + strings.Join(tc.writes, ",") + "]"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Context.Summary != tc.want || len(st.Messages) != len(tc.writes) {
+				t.Errorf("summary %q and %d messages, want %q and %d", st.Context.Summary, len(st.Messages), tc.want, len(tc.writes))
+			}
 		})
 	}
 }

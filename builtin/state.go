@@ -18,11 +18,13 @@ import (
 // followed by an array.
 
 // stateDelta is one iteration's write: the conversation from message From on, and the rest of
-// the loop's state.
+// the loop's state. A context policy's summary (State.Context.Summary), which may be long, is
+// written when it changes: SameSummary says it is the previous write's.
 type stateDelta struct {
-	From     int             `json:"from"`
-	Messages []model.Message `json:"messages"`
-	State    loop.State      `json:"state"` // its Messages empty
+	From        int             `json:"from"`
+	Messages    []model.Message `json:"messages"`
+	SameSummary bool            `json:"same_summary,omitempty"`
+	State       loop.State      `json:"state"` // its Messages empty
 }
 
 // DecodeAgentState reads the checkpoint of an agent step (an array of deltas, or a state set
@@ -47,14 +49,18 @@ func DecodeAgentState(raw json.RawMessage) (*loop.State, error) {
 		return nil, nil
 	}
 	var msgs []model.Message
+	summary := ""
 	for i, d := range deltas {
 		if d.From < 0 || d.From > len(msgs) {
 			return nil, fmt.Errorf("write %d continues the conversation at message %d, but it has %d", i, d.From, len(msgs))
 		}
 		msgs = append(msgs[:d.From], d.Messages...)
+		if !d.SameSummary {
+			summary = d.State.Context.Summary
+		}
 	}
 	st := deltas[len(deltas)-1].State
-	st.Messages = msgs
+	st.Messages, st.Context.Summary = msgs, summary
 	return &st, nil
 }
 
@@ -62,9 +68,10 @@ func DecodeAgentState(raw json.RawMessage) (*loop.State, error) {
 // (or nothing), and the conversation's length and last message then, to find what the
 // iteration added.
 type stateBase struct {
-	whole bool // a state set whole: the next write sets an array
-	n     int
-	last  model.Message
+	whole   bool // a state set whole: the next write sets an array
+	n       int
+	last    model.Message
+	summary string
 }
 
 func baseOf(raw json.RawMessage, st *loop.State) stateBase {
@@ -72,6 +79,9 @@ func baseOf(raw json.RawMessage, st *loop.State) stateBase {
 	b := stateBase{whole: len(raw) > 0 && raw[0] == '{'}
 	if st != nil && len(st.Messages) > 0 {
 		b.n, b.last = len(st.Messages), st.Messages[len(st.Messages)-1]
+	}
+	if st != nil {
+		b.summary = st.Context.Summary
 	}
 	return b
 }
@@ -85,6 +95,9 @@ func (b stateBase) delta(st *loop.State) stateDelta {
 	}
 	d := stateDelta{From: from, Messages: st.Messages[from:], State: *st}
 	d.State.Messages = nil
+	if st.Context.Summary != "" && st.Context.Summary == b.summary {
+		d.SameSummary, d.State.Context.Summary = true, ""
+	}
 	return d
 }
 
@@ -93,6 +106,7 @@ func (b stateBase) write(t Task, st *loop.State) error {
 	if b.whole {
 		d := b.delta(st)
 		d.From, d.Messages = 0, st.Messages
+		d.SameSummary, d.State.Context.Summary = false, st.Context.Summary
 		return t.Checkpoint([]stateDelta{d})
 	}
 	return t.AppendCheckpoint(b.delta(st))

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/reins-run/reins/model"
@@ -47,7 +48,8 @@ type ContextPolicy struct {
 	// KeepLast is how many of the latest messages no strategy touches (0: DefaultKeepLast).
 	KeepLast int
 	// Summarizer writes the summaries of Summarize, and is only allowed with it. Its tokens
-	// and cost count against the run's budgets.
+	// and cost count against the run's budgets; its calls are not retried (a failure falls back
+	// to DropOldest), pass through no Hooks and stream no deltas.
 	Summarizer model.Model
 }
 
@@ -119,9 +121,9 @@ const summaryShare = 4
 
 // fitContext sets the messages of the next request: the whole conversation without a policy;
 // else the policy's view of it, which it first brings under the limit when it is over. It
-// reports false when the run stopped instead (context_exhausted, or the context ended while a
-// summarizer ran).
-func (r *Run) fitContext(ctx context.Context, iter int) bool {
+// reports false when the run stopped instead (context_exhausted, or the context or the wall
+// clock ended while a summarizer ran).
+func (r *Run) fitContext(ctx context.Context, iter int, deadline time.Time) bool {
 	if r.c.ctx.MaxTokens == 0 {
 		r.req.Messages = r.st.Messages
 		return true
@@ -129,7 +131,7 @@ func (r *Run) fitContext(ctx context.Context, iter int) bool {
 	w := &r.win
 	w.sync(r.st)
 	if before := r.counted(r.c.fixed + w.tokens); before > r.c.ctx.MaxTokens {
-		if !r.applyContext(ctx, iter, before) {
+		if !r.applyContext(ctx, iter, deadline, before) {
 			return false
 		}
 	}
@@ -166,7 +168,7 @@ type contextAct struct {
 // applyContext brings the next request under the limit with the policy's strategy, emits a
 // context event saying what it did, and stops the run with context_exhausted when even that is
 // not enough.
-func (r *Run) applyContext(ctx context.Context, iter int, before int64) bool {
+func (r *Run) applyContext(ctx context.Context, iter int, deadline time.Time, before int64) bool {
 	st, p, w := r.st, &r.c.ctx, &r.win
 	a := contextAct{before: before}
 	e := trace.Event{Type: trace.Context, Iteration: iter, Decision: string(p.Strategy)}
@@ -177,10 +179,6 @@ func (r *Run) applyContext(ctx context.Context, iter int, before int64) bool {
 		a.truncated = r.truncateOldest(&raw)
 	case Summarize:
 		called = r.summarizeOldest(ctx, &raw, &a, &e)
-		if called && ctx.Err() != nil {
-			r.emit(e)
-			return !r.stopOnContext(ctx, iter)
-		}
 	}
 	a.dropped += r.dropOldest(&raw, p.MaxTokens)
 	w.sync(st)
@@ -189,6 +187,9 @@ func (r *Run) applyContext(ctx context.Context, iter int, before int64) bool {
 		e.InputTokens, e.OutputTokens = a.spent.InputTokens, a.spent.OutputTokens
 		e.Reason = a.reason(p.MaxTokens)
 		r.emit(e)
+	}
+	if called && r.stopAfterSummarizer(ctx, iter, deadline) {
+		return false
 	}
 	if a.after <= p.MaxTokens {
 		return true
@@ -199,6 +200,19 @@ func (r *Run) applyContext(ctx context.Context, iter int, before int64) bool {
 	}
 	r.stop(iter, ContextExhausted, fmt.Sprintf("the next model call would carry about %d input tokens, over the context policy's max_tokens %d, with nothing left that the policy may leave out: the goal, the instructions, the tools%s and the last %d messages",
 		a.after, p.MaxTokens, kept, len(st.Messages)-st.Context.from()))
+	return false
+}
+
+// stopAfterSummarizer stops the run, as after a model call, when its context or its wall clock
+// ended while the summarizer ran: the model is not called then.
+func (r *Run) stopAfterSummarizer(ctx context.Context, iter int, deadline time.Time) bool {
+	if r.stopOnContext(ctx, iter) {
+		return true
+	}
+	if !r.c.clock.Now().Before(deadline) {
+		r.stop(iter, Timeout, fmt.Sprintf("the wall-clock budget of %s ran out while the summarizer ran", r.c.budget.MaxDuration))
+		return true
+	}
 	return false
 }
 

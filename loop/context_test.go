@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/loop"
@@ -350,6 +351,36 @@ func TestContextStrategies(t *testing.T) {
 			check: func(t *testing.T, run *ctxRun) {
 				if st := run.res.State; st.Usage.Total() != 2510 || st.Context.Summary != "short" {
 					t.Errorf("usage %+v, view %+v: want the budget reached by the summary", st.Usage, st.Context)
+				}
+			},
+		},
+		{
+			name: "the summarizer's cost counts against the cost budget",
+			cc: ctxCase{turns: 6, size: 2000, budget: loop.Budget{MaxCostUSD: 0.01},
+				policy:  loop.ContextPolicy{MaxTokens: 2400, Strategy: loop.Summarize, KeepLast: 2},
+				summary: []model.Turn{withCost(answerTurn("short"), 0.02)}},
+			want: loop.MaxCost,
+			check: func(t *testing.T, run *ctxRun) {
+				if st := run.res.State; st.CostUSD != 0.02 || st.Context.Summary != "short" {
+					t.Errorf("cost %v, view %+v: want the budget reached by the summary", st.CostUSD, st.Context)
+				}
+				if ev := contextEvents(run.res); len(ev) != 1 || ev[0].CostUSD != 0.02 {
+					t.Errorf("context events %+v, want the summarizer's cost on one", ev)
+				}
+			},
+		},
+		{
+			name: "a summarizer that outlasts the wall clock stops the run timeout",
+			cc: ctxCase{turns: 6, size: 2000, budget: loop.Budget{MaxDuration: time.Minute},
+				policy:  loop.ContextPolicy{MaxTokens: 2400, Strategy: loop.Summarize, KeepLast: 2},
+				summary: []model.Turn{withLatency(answerTurn("too late"), 2*time.Minute)}},
+			want: loop.Timeout,
+			check: func(t *testing.T, run *ctxRun) {
+				if ev := contextEvents(run.res); len(ev) != 1 || ev[0].Duration != 2*time.Minute {
+					t.Fatalf("context events %+v, want the summary of 2 minutes", ev)
+				}
+				if st := run.res.State; !strings.Contains(run.res.Detail, "ran out while the summarizer ran") || st.ModelCalls != 5 {
+					t.Errorf("detail %q after %d model calls: want the model not called after the summarizer", run.res.Detail, st.ModelCalls)
 				}
 			},
 		},

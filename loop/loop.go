@@ -292,7 +292,7 @@ func contextStop(ctx context.Context) (StopReason, string) {
 // callModel asks the model for a proposal, retrying retryable errors with backoff on the clock.
 func (r *Run) callModel(ctx context.Context, iter int, deadline time.Time) (*model.Response, bool) {
 	st, hooks := r.st, &r.c.cfg.Hooks
-	if !r.fitContext(ctx, iter) {
+	if !r.fitContext(ctx, iter, deadline) {
 		return nil, false
 	}
 	for {

@@ -113,8 +113,10 @@
 // The loop's State is checkpointed by what each iteration added: one AppendCheckpoint item per
 // iteration, the messages appended since the last write (from their index) and the rest of the
 // state, so the bytes written per iteration do not grow with the conversation and no write nears
-// the message limit (DecodeAgentState folds them). A state set whole, as earlier versions wrote
-// it, is read as it is, and the next write sets an array in its place.
+// the message limit (DecodeAgentState folds them). A context policy never changes the
+// conversation (its view is in State.Context), and its summary is written only by the iteration
+// that made it (same_summary after). A state set whole, as earlier versions wrote it, is read as
+// it is, and the next write sets an array in its place.
 //
 // # Side effects
 //

@@ -146,7 +146,8 @@ func (h *Handlers) resume(j *job, fx *effects) (*loop.Run, stateBase, error) {
 	return c.Start(agentRunID(j.task), joinParts(j.task.Goal, inputText(j.t.Input()))), base, nil
 }
 
-// controller builds the loop controller of the step: its model, tools, policy and budget. It
+// controller builds the loop controller of the step: its model, tools, policy, budget and
+// context policy (with its summarizer, a model of the workflow like the step's). It
 // has no Approver: every call that needs approval stops the iteration, which waits for humans.
 func (h *Handlers) controller(j *job, fx *effects) (*loop.Controller, error) {
 	m, err := h.model(j)
@@ -163,6 +164,15 @@ func (h *Handlers) controller(j *job, fx *effects) (*loop.Controller, error) {
 	}
 	if b := j.step.Budget; b != nil {
 		cfg.Budget = b.Budget()
+	}
+	if cs := j.step.Context; cs != nil {
+		var s model.Model
+		if cs.Summarizer != "" {
+			if s, err = h.modelNamed(j, cs.Summarizer); err != nil {
+				return nil, err
+			}
+		}
+		cfg.Context = cs.Policy(s)
 	}
 	c, err := loop.New(cfg)
 	if err != nil {

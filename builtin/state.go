@@ -24,18 +24,21 @@ import (
 // stateDelta is one iteration's write: the conversation from message From on, and the rest of
 // the loop's state.
 //
-// Two parts of the state grow with the history, and a write carries only what changed of them:
-// the messages, and State.CallProposed (a count per distinct call proposed), whose changed
+// Three parts of the state grow with the history, and a write carries only what changed of
+// them: the messages; State.CallProposed (a count per distinct call proposed), whose changed
 // entries are in Proposed (the State of a write has none; one of earlier versions carries the
-// whole map, which folding then starts from). A message whose text is longer than keepMin (a
-// tool's large result) is written as a reference to the text kept with the run's values
-// (Task.KeepText): the checkpoint holds what the next call needs to find it, and loading reads
-// the texts the model will be sent, not those the context policy left behind.
+// whole map, which folding then starts from); and a context policy's summary
+// (State.Context.Summary), written when it changes (SameSummary says it is the previous
+// write's). A message whose text is longer than keepMin (a tool's large result) is written as a
+// reference to the text kept with the run's values (Task.KeepText): the checkpoint holds what
+// the next call needs to find it, and loading reads the texts the model will be sent, not those
+// the context policy left behind.
 type stateDelta struct {
-	From     int             `json:"from"`
-	Messages []model.Message `json:"messages"`
-	Proposed map[uint64]int  `json:"proposed,omitempty"`
-	State    loop.State      `json:"state"` // its Messages empty
+	From        int             `json:"from"`
+	Messages    []model.Message `json:"messages"`
+	Proposed    map[uint64]int  `json:"proposed,omitempty"`
+	SameSummary bool            `json:"same_summary,omitempty"`
+	State       loop.State      `json:"state"` // its Messages empty
 }
 
 // keepMin is the size from which a message's text is kept by reference.
@@ -75,6 +78,7 @@ func decodeAgentState(raw json.RawMessage) (*loop.State, int, error) {
 	}
 	var msgs []model.Message
 	proposed := map[uint64]int{}
+	summary := ""
 	for i, d := range deltas {
 		if d.From < 0 || d.From > len(msgs) {
 			return nil, 0, fmt.Errorf("write %d continues the conversation at message %d, but it has %d", i, d.From, len(msgs))
@@ -84,10 +88,13 @@ func decodeAgentState(raw json.RawMessage) (*loop.State, int, error) {
 			proposed = maps.Clone(d.State.CallProposed)
 		}
 		maps.Copy(proposed, d.Proposed)
+		if !d.SameSummary {
+			summary = d.State.Context.Summary
+		}
 	}
 	last := deltas[len(deltas)-1]
 	st := last.State
-	st.Messages, st.CallProposed = msgs, proposed
+	st.Messages, st.CallProposed, st.Context.Summary = msgs, proposed, summary
 	return &st, last.From, nil
 }
 
@@ -103,7 +110,8 @@ type stateBase struct {
 	// proposed is State.CallProposed as loaded, to write only what changed.
 	proposed map[uint64]int
 	// refs are the messages resolve left as references (before the context's window).
-	refs map[int]bool
+	refs    map[int]bool
+	summary string
 }
 
 // baseOf is what st, loaded from raw, holds before the iteration (st's kept texts read back).
@@ -115,6 +123,7 @@ func baseOf(raw json.RawMessage, st *loop.State, from int) stateBase {
 	}
 	if st != nil {
 		b.proposed = maps.Clone(st.CallProposed)
+		b.summary = st.Context.Summary
 	}
 	return b
 }
@@ -136,6 +145,9 @@ func (b stateBase) delta(st *loop.State) stateDelta {
 			d.Proposed[k] = v
 		}
 	}
+	if st.Context.Summary != "" && st.Context.Summary == b.summary {
+		d.SameSummary, d.State.Context.Summary = true, ""
+	}
 	return d
 }
 
@@ -151,6 +163,7 @@ func (b stateBase) write(t Task, st *loop.State) error {
 	}
 	d.Messages = msgs
 	if b.whole {
+		d.SameSummary, d.State.Context.Summary = false, st.Context.Summary
 		return t.Checkpoint([]stateDelta{d})
 	}
 	return t.AppendCheckpoint(d)
@@ -249,4 +262,4 @@ func (c *textCache) put(ref, text string) {
 }
 
 // window is the first message after the goal that the context policy still sends.
-func window(st *loop.State) int { return 1 }
+func window(st *loop.State) int { return max(st.Context.From, 1) }

@@ -28,9 +28,18 @@ type agentFlags struct {
 	approval     []string
 	evidence     []string
 	budget       loop.Budget
+	context      contextFlags
 	stream       bool
 	asJSON       bool
 	record       string
+}
+
+// contextFlags are the flags of the loop's context policy.
+type contextFlags struct {
+	maxTokens  int64
+	strategy   string
+	keepLast   int
+	summarizer string
 }
 
 func newAgentCmd() *cobra.Command {
@@ -47,7 +56,8 @@ a streamable-HTTP server, and may be repeated. Exit status 0 when the loop compl
 answer, 1 for any other stop reason, 2 for a usage error.`,
 		Example: `  reins agent --model openai:gpt-4.1-mini --goal "Summarise README.md" --mcp "npx -y @modelcontextprotocol/server-filesystem ."
   reins agent --model openai:qwen2.5 --base-url http://127.0.0.1:8000/v1 --goal "What is 2+2?"
-  reins agent --model replay:testdata/cassettes/agent.json --goal "..." --json`,
+  reins agent --model replay:testdata/cassettes/agent.json --goal "..." --json
+  reins agent --model openai:gpt-4.1 --goal "..." --mcp "..." --context-max-tokens 60000 --context-strategy summarize --summarizer openai:gpt-4.1-mini`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd, &f) },
 	}
@@ -66,6 +76,10 @@ answer, 1 for any other stop reason, 2 for a usage error.`,
 	fl.DurationVar(&f.budget.MaxDuration, "max-duration", d.MaxDuration, "wall-clock budget of the whole loop")
 	fl.Int64Var(&f.budget.MaxTokens, "max-tokens", 0, "token budget, input plus output (0: unlimited)")
 	fl.Float64Var(&f.budget.MaxCostUSD, "max-cost", 0, "cost budget in USD (0: unlimited; needs a known price, see --price)")
+	fl.Int64Var(&f.context.maxTokens, "context-max-tokens", 0, "the most input tokens one model call may carry (0: no context policy, the whole conversation every time)")
+	fl.StringVar(&f.context.strategy, "context-strategy", "", "how a call over --context-max-tokens is brought under it: drop_oldest (default), truncate_tool_results or summarize")
+	fl.IntVar(&f.context.keepLast, "keep-last", 0, "how many of the latest messages the context strategy never touches (default 4)")
+	fl.StringVar(&f.context.summarizer, "summarizer", "", "the model that writes the summaries of --context-strategy summarize, `PROVIDER:NAME`, opened like --model")
 	fl.BoolVar(&f.stream, "stream", false, "stream the model's text as it arrives")
 	fl.BoolVar(&f.asJSON, "json", false, "print the result (stop reason, answer, usage, trace, iteration records) as JSON instead of live progress")
 	fl.StringVar(&f.record, "record-iterations", "", "append the record of each iteration to `FILE` (JSON Lines) as it ends: proposal, calls, validation, results, usage, stop")
@@ -83,6 +97,10 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
+	policy, err := f.contextPolicy()
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
 	ctx := cmd.Context()
 	var tools []tool.Tool
 	for _, target := range f.mcp {
@@ -95,7 +113,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	}
 	out := cmd.OutOrStdout()
 	cfg := loop.Config{
-		Model: m, Tools: tools, Instructions: f.instructions, Budget: f.budget,
+		Model: m, Tools: tools, Instructions: f.instructions, Budget: f.budget, Context: policy,
 		Policy: loop.Policy{Allow: f.allow, Forbid: f.forbid, RequireApproval: f.approval, RequiredEvidence: f.evidence},
 	}
 	if !f.asJSON {
@@ -123,6 +141,30 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 		return &exitError{code: exitFailed}
 	}
 	return nil
+}
+
+// contextPolicy is the loop's context policy from the flags: none without
+// --context-max-tokens, the summarizer opened with --model's options (a recording aside: the
+// cassette is the main model's).
+func (f *agentFlags) contextPolicy() (loop.ContextPolicy, error) {
+	c := f.context
+	if c.maxTokens == 0 {
+		if c.strategy != "" || c.keepLast != 0 || c.summarizer != "" {
+			return loop.ContextPolicy{}, fmt.Errorf("--context-strategy, --keep-last and --summarizer need --context-max-tokens")
+		}
+		return loop.ContextPolicy{}, nil
+	}
+	p := loop.ContextPolicy{MaxTokens: c.maxTokens, Strategy: loop.ContextStrategy(c.strategy), KeepLast: c.keepLast}
+	if c.summarizer != "" {
+		mf := f.model
+		mf.name, mf.record = c.summarizer, ""
+		s, err := mf.open()
+		if err != nil {
+			return p, fmt.Errorf("--summarizer: %w", err)
+		}
+		p.Summarizer = s
+	}
+	return p, nil
 }
 
 // progress prints each trace event of a live run as one short line.
@@ -164,6 +206,8 @@ func (p *progress) Emit(e trace.Event) {
 		default:
 			fmt.Fprintf(p.w, "   ← %s ok in %s\n", e.Tool, e.Duration.Round(time.Millisecond))
 		}
+	case trace.Context:
+		fmt.Fprintf(p.w, "   context (%s): %s\n", e.Decision, e.Reason)
 	case trace.Stop:
 		fmt.Fprintf(p.w, "stop: %s (%s)\n", e.StopReason, e.Reason)
 	}

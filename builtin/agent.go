@@ -60,12 +60,14 @@ func (h *Handlers) Agent(t Task) error {
 	if err := fx.failed(); err != nil {
 		return t.Fail(fmt.Errorf("step %s: iteration %d will run again: %w", j.name, j.task.Iteration, err))
 	}
-	if err := base.write(t, st); err != nil {
+	from, err := base.write(t, st)
+	if err != nil {
 		if errors.Is(err, worker.ErrCheckpointTooLarge) { // the conversation outgrew a message: for good
 			return t.FailPermanent(fmt.Errorf("step %s: the loop's state after iteration %d cannot be kept, its conversation is too long: %w", j.name, j.task.Iteration, err))
 		}
 		return t.Fail(fmt.Errorf("step %s: cannot checkpoint iteration %d: %w", j.name, j.task.Iteration, err))
 	}
+	h.keepState(j, st, base, from) // before the answer, which may start the next iteration here
 	return h.answerAgent(j, st)
 }
 
@@ -126,7 +128,7 @@ func (h *Handlers) resume(j *job, fx *effects) (*loop.Run, stateBase, error) {
 	if err != nil {
 		return nil, stateBase{}, err
 	}
-	st, base, err := loadState(j, h.texts)
+	st, base, err := h.loadState(j)
 	if err != nil {
 		return nil, stateBase{}, err
 	}
@@ -183,20 +185,24 @@ func (h *Handlers) controller(j *job, fx *effects) (*loop.Controller, error) {
 
 // loadState reads the checkpointed loop state (DecodeAgentState) and what the checkpoint held,
 // for the write after the iteration: nil on iteration 1, required after it.
-func loadState(j *job, texts *textCache) (*loop.State, stateBase, error) {
+func (h *Handlers) loadState(j *job) (*loop.State, stateBase, error) {
 	raw, err := j.t.LoadCheckpoint()
 	if err != nil {
 		return nil, stateBase{}, fmt.Errorf("step %s: cannot load the checkpoint before iteration %d: %w", j.name, j.task.Iteration, err)
 	}
-	st, from, err := decodeAgentState(raw)
-	if err != nil {
-		return nil, stateBase{}, j.failf("the checkpoint of the loop's state is not valid: %w", err)
+	st, base := h.cachedState(j, raw)
+	if st == nil {
+		var from int
+		if st, from, err = decodeAgentState(raw); err != nil {
+			return nil, stateBase{}, j.failf("the checkpoint of the loop's state is not valid: %w", err)
+		}
+		base = baseOf(raw, st, from)
 	}
-	var refs map[int]bool
 	if st != nil {
-		if refs, err = resolve(j.t, st, window(st), texts); err != nil {
+		if err := resolve(j.t, st, window(st), h.texts, &base); err != nil {
 			return nil, stateBase{}, fmt.Errorf("step %s: iteration %d: %w", j.name, j.task.Iteration, err)
 		}
+		base.last = st.Messages[len(st.Messages)-1] // with its text read back, as the iteration sees it
 	}
 	// The previous iteration's writes missing (another delivery of it discarded them, see
 	// docs/engine.md): the attempt fails, retryable, rather than go on from an older state.
@@ -206,9 +212,55 @@ func loadState(j *job, texts *textCache) (*loop.State, stateBase, error) {
 	if st != nil && j.task.Resume == 0 && len(j.task.HumanInput) == 0 && st.Iteration < j.task.Iteration-1 {
 		return nil, stateBase{}, fmt.Errorf("step %s: iteration %d found the checkpoint of iteration %d: the writes of iteration %d are missing", j.name, j.task.Iteration, st.Iteration, j.task.Iteration-1)
 	}
-	base := baseOf(raw, st, from)
-	base.refs = refs
 	return st, base, nil
+}
+
+// cachedState is the state this worker's last write of the step's loop left, with the writes
+// made since folded onto it, when raw (the checkpoint) begins with what it wrote; nil when it
+// does not (stateCache).
+func (h *Handlers) cachedState(j *job, raw []byte) (*loop.State, stateBase) {
+	e, tail := h.states.take(agentRunID(j.task), raw)
+	if e == nil {
+		return nil, stateBase{}
+	}
+	deltas, err := tailDeltas(tail)
+	if err != nil {
+		return nil, stateBase{}
+	}
+	f := foldedOf(e.st, e.from)
+	for _, d := range deltas {
+		if d.From != len(f.msgs) { // a write that changed earlier messages: fold it all again
+			return nil, stateBase{}
+		}
+		if err := f.add([]stateDelta{d}); err != nil {
+			return nil, stateBase{}
+		}
+	}
+	st := f.state()
+	base := baseOf(raw, st, f.from)
+	base.refs, base.kept = e.refs, e.kept
+	return st, base
+}
+
+// keepState keeps the state the iteration wrote for the step's next iteration (stateCache),
+// the texts of the messages the context policy left behind put back out as references.
+func (h *Handlers) keepState(j *job, st *loop.State, base stateBase, from int) {
+	if st.Stopped() { // its next iteration, if any, waits for a human: not worth the memory
+		return
+	}
+	raw, err := j.t.LoadCheckpoint()
+	if err != nil {
+		return
+	}
+	w := window(st)
+	for i, ref := range base.kept {
+		if i > 0 && i < w {
+			st.Messages[i].Content = ref
+			base.refs[i] = true
+			delete(base.kept, i)
+		}
+	}
+	h.states.put(agentRunID(j.task), raw, &cachedState{st: st, from: from, refs: base.refs, kept: base.kept})
 }
 
 // agentRunID names the loop run of a task: RUN/STEP, RUN/STEP#ITEM for a child, with

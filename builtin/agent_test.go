@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -545,4 +546,102 @@ func TestAgentKeepsLargeResultsOutOfItsCheckpoint(t *testing.T) {
 	if text, err := tasks[1].ReadText(kept); err != nil || text != `"`+big+`"` {
 		t.Errorf("the reference reads back %d bytes (%v), want the result", len(text), err)
 	}
+}
+
+// pagesWorkflow is an agent that fetches pages 1..n-1 (each result size bytes: over 8 KiB, kept
+// by reference), then answers, under a drop_oldest context policy of maxTokens and keepLast.
+func pagesWorkflow(n, size, maxTokens, keepLast int) string {
+	var b strings.Builder
+	b.WriteString("name = \"pages\"\n[models.m]\nprovider = \"scripted\"\nscript = [\n")
+	for i := 1; i < n; i++ {
+		fmt.Fprintf(&b, "  { tool_calls = [{ name = \"fetch\", arguments = { page = %d } }], usage = { input_tokens = 100, output_tokens = 5 } },\n", i)
+	}
+	b.WriteString("  { text = \"done\" },\n]\n[tools.fetch]\ninput_schema = { type = \"object\", properties = { page = { type = \"integer\" } } }\n")
+	fmt.Fprintf(&b, "mock = [{ output = %q }]\n", strings.Repeat("p", size))
+	fmt.Fprintf(&b, "[[steps]]\nid = \"investigate\"\ntype = \"agent\"\nmodel = \"m\"\ngoal = \"Read every page.\"\ntools = [\"fetch\"]\n")
+	fmt.Fprintf(&b, "budget = { max_iterations = %d, max_tool_calls = %d }\ncontext = { max_tokens = %d, strategy = \"drop_oldest\", keep_last = %d }\n", n, n, maxTokens, keepLast)
+	return b.String()
+}
+
+// The state a loop's last write left on this worker (the cache of Handlers) is an optimisation
+// only: an agent whose iterations all run on one Handlers writes, answers and records exactly
+// what it does when every iteration runs on new Handlers that fold the checkpoint whole.
+func TestAgentStateCacheIsEquivalent(t *testing.T) {
+	last := checkCacheEquivalent(t, 30, 10_000, 9000, 2)
+	st, err := builtin.DecodeAgentState(last)
+	if err != nil || st.Context.From < 2 {
+		t.Fatalf("the last state (%v): the context policy never left a message out (from %d)", err, st.Context.From)
+	}
+}
+
+// FuzzAgentStateCache: the cache is equivalent whatever the length of the run, the size of the
+// results (by reference or inline), and the window.
+func FuzzAgentStateCache(f *testing.F) {
+	f.Add(uint8(12), uint16(10_000), uint16(9000), uint8(2))
+	f.Add(uint8(5), uint16(100), uint16(500), uint8(1))
+	f.Add(uint8(20), uint16(30_000), uint16(20_000), uint8(4))
+	f.Fuzz(func(t *testing.T, n uint8, size, maxTokens uint16, keepLast uint8) {
+		if n < 2 || n > 40 || size > 40_000 || maxTokens < 200 || keepLast > 8 {
+			return
+		}
+		checkCacheEquivalent(t, int(n), int(size), int(maxTokens), int(keepLast))
+	})
+}
+
+// checkCacheEquivalent runs pagesWorkflow on one Handlers (each iteration taking the state the
+// previous one left) and on new Handlers each iteration (folding the checkpoint whole), and
+// requires the same writes, answers, usage and records; it returns the last checkpoint.
+func checkCacheEquivalent(t *testing.T, n, size, maxTokens, keepLast int) json.RawMessage {
+	t.Helper()
+	b, hash := bundleOf(t, pagesWorkflow(n, size, maxTokens, keepLast), "")
+	clk := clock.NewVirtual(epoch)
+	cached := newHandlers(t, builtin.Config{Clock: clk})
+	run := func(fresh bool) []*fakeTask {
+		var checkpoint json.RawMessage
+		var tasks []*fakeTask
+		for iter := 1; iter <= n+1; iter++ {
+			h := cached
+			if fresh {
+				h = newHandlers(t, builtin.Config{Clock: clk})
+			}
+			ft := newTask(b, hash, "investigate", iter, "null")
+			ft.checkpoint = checkpoint
+			if err := h.Agent(ft); err != nil {
+				t.Fatalf("iteration %d: %v", iter, err)
+			}
+			tasks = append(tasks, ft)
+			if ft.answer != "continue" {
+				return tasks
+			}
+			checkpoint = ft.saved
+		}
+		t.Fatal("the agent did not stop")
+		return nil
+	}
+	withCache, whole := run(false), run(true)
+	if len(withCache) != len(whole) {
+		t.Fatalf("%d and %d tasks", len(withCache), len(whole))
+	}
+	if hits, want := builtin.StateCacheHits(cached), int64(len(withCache)-1); hits != want && withCache[len(withCache)-1].answer == "complete" {
+		t.Errorf("%d iterations took the state the previous one left, want %d", hits, want)
+	}
+	for i := range withCache {
+		a, z := withCache[i], whole[i]
+		if !bytes.Equal(a.saved, z.saved) || a.answer != z.answer || !bytes.Equal(a.output, z.output) || a.usage != z.usage {
+			t.Fatalf("iteration %d differs: wrote %d and %d bytes, answered %s and %s", i+1, len(a.saved), len(z.saved), a.answer, z.answer)
+		}
+		if len(a.records) != len(z.records) {
+			t.Fatalf("iteration %d: %d and %d records", i+1, len(a.records), len(z.records))
+		}
+		for k := range a.records {
+			ra, rz := a.records[k], z.records[k]
+			if !reflect.DeepEqual(ra, rz) {
+				t.Fatalf("iteration %d's records differ:\n%+v\n%+v", i+1, ra, rz)
+			}
+		}
+		if i > 0 && size > 8<<10 && len(a.saved)-len(withCache[i-1].saved) > 4_000 {
+			t.Errorf("iteration %d wrote %d bytes, want its %d-byte result by reference", i+1, len(a.saved)-len(withCache[i-1].saved), size)
+		}
+	}
+	return withCache[len(withCache)-1].saved
 }

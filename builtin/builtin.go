@@ -113,8 +113,10 @@ type Handlers struct {
 	schemas map[schemaKey]*outputSchema
 	mcp     map[mcpKey]*mcptool.Toolset
 	closed  bool
-	// texts keeps the large texts of agent states read back last (textCache).
-	texts *textCache
+	// texts keeps the large texts of agent states read back last (textCache); states the
+	// state each loop's last write on this worker left (stateCache).
+	texts  *textCache
+	states *stateCache
 }
 
 // textCacheBytes bounds the texts Handlers keep read back (a worker's memory for them).
@@ -132,7 +134,7 @@ func New(cfg Config) (*Handlers, error) {
 			return nil, fmt.Errorf("builtin: the Go tool registered under handler %q is nil", name)
 		}
 	}
-	h := &Handlers{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, texts: newTextCache(textCacheBytes),
+	h := &Handlers{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, texts: newTextCache(textCacheBytes), states: newStateCache(),
 		models: map[modelKey]model.Model{}, schemas: map[schemaKey]*outputSchema{}, mcp: map[mcpKey]*mcptool.Toolset{}}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

@@ -52,7 +52,14 @@ func (f *fakeTask) Bundle() (*wire.Bundle, error) { return f.bundle, nil }
 func (f *fakeTask) AddUsage(u protocol.Usage)     { f.usage.Add(u) }
 func (f *fakeTask) Record(it trace.Iteration)     { f.records = append(f.records, it) }
 
-func (f *fakeTask) LoadCheckpoint() (json.RawMessage, error) { return f.checkpoint, nil }
+// LoadCheckpoint returns the checkpoint as of the earlier iterations and this task's writes, as
+// the worker does.
+func (f *fakeTask) LoadCheckpoint() (json.RawMessage, error) {
+	if f.saved != nil {
+		return f.saved, nil
+	}
+	return f.checkpoint, nil
+}
 
 // AppendCheckpoint appends items to the checkpoint the task loaded, as the worker does: saved
 // is then the whole array.

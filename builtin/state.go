@@ -76,26 +76,54 @@ func decodeAgentState(raw json.RawMessage) (*loop.State, int, error) {
 	if len(deltas) == 0 {
 		return nil, 0, nil
 	}
-	var msgs []model.Message
-	proposed := map[uint64]int{}
-	summary := ""
-	for i, d := range deltas {
-		if d.From < 0 || d.From > len(msgs) {
-			return nil, 0, fmt.Errorf("write %d continues the conversation at message %d, but it has %d", i, d.From, len(msgs))
-		}
-		msgs = append(msgs[:d.From], d.Messages...)
-		if d.State.CallProposed != nil { // a write of an earlier version: the whole map
-			proposed = maps.Clone(d.State.CallProposed)
-		}
-		maps.Copy(proposed, d.Proposed)
-		if !d.SameSummary {
-			summary = d.State.Context.Summary
-		}
+	f := folded{proposed: map[uint64]int{}}
+	if err := f.add(deltas); err != nil {
+		return nil, 0, err
 	}
-	last := deltas[len(deltas)-1]
-	st := last.State
-	st.Messages, st.CallProposed, st.Context.Summary = msgs, proposed, summary
-	return &st, last.From, nil
+	return f.state(), f.from, nil
+}
+
+// folded is the fold of an agent checkpoint's writes, as far as it went: the conversation, the
+// proposed calls, the summary, and the last write's state and first message.
+type folded struct {
+	msgs     []model.Message
+	proposed map[uint64]int
+	summary  string
+	last     loop.State
+	from     int
+	n        int // writes folded
+}
+
+// foldedOf is the fold a state is the end of, to fold later writes onto it.
+func foldedOf(st *loop.State, from int) folded {
+	return folded{msgs: st.Messages, proposed: st.CallProposed, summary: st.Context.Summary, last: *st, from: from}
+}
+
+// add folds deltas, the writes after those folded so far.
+func (f *folded) add(deltas []stateDelta) error {
+	for _, d := range deltas {
+		if d.From < 0 || d.From > len(f.msgs) {
+			return fmt.Errorf("write %d continues the conversation at message %d, but it has %d", f.n, d.From, len(f.msgs))
+		}
+		f.msgs = append(f.msgs[:d.From], d.Messages...)
+		if d.State.CallProposed != nil { // a write of an earlier version: the whole map
+			f.proposed = maps.Clone(d.State.CallProposed)
+		}
+		maps.Copy(f.proposed, d.Proposed)
+		if !d.SameSummary {
+			f.summary = d.State.Context.Summary
+		}
+		f.last, f.from = d.State, d.From
+		f.n++
+	}
+	return nil
+}
+
+// state is the loop's state the fold ends with.
+func (f *folded) state() *loop.State {
+	st := f.last
+	st.Messages, st.CallProposed, st.Context.Summary = f.msgs, f.proposed, f.summary
+	return &st
 }
 
 // stateBase is what the checkpoint held before an iteration: whether it was an array of deltas
@@ -109,15 +137,18 @@ type stateBase struct {
 	from int
 	// proposed is State.CallProposed as loaded, to write only what changed.
 	proposed map[uint64]int
-	// refs are the messages resolve left as references (before the context's window).
+	// refs are the messages left as references (before the context's window); kept the
+	// references of the messages whose texts the state holds whole (read back, or written by
+	// reference), by index. Neither is nil once baseOf made the base.
 	refs    map[int]bool
+	kept    map[int]string
 	summary string
 }
 
 // baseOf is what st, loaded from raw, holds before the iteration (st's kept texts read back).
 func baseOf(raw json.RawMessage, st *loop.State, from int) stateBase {
 	raw = bytes.TrimSpace(raw)
-	b := stateBase{whole: len(raw) > 0 && raw[0] == '{', from: from}
+	b := stateBase{whole: len(raw) > 0 && raw[0] == '{', from: from, refs: map[int]bool{}, kept: map[int]string{}}
 	if st != nil && len(st.Messages) > 0 {
 		b.n, b.last = len(st.Messages), st.Messages[len(st.Messages)-1]
 	}
@@ -151,22 +182,23 @@ func (b stateBase) delta(st *loop.State) stateDelta {
 	return d
 }
 
-// write checkpoints the iteration that led to st, its large texts kept by reference.
-func (b stateBase) write(t Task, st *loop.State) error {
+// write checkpoints the iteration that led to st, its large texts kept by reference, and
+// returns where the write's messages begin.
+func (b stateBase) write(t Task, st *loop.State) (int, error) {
 	d := b.delta(st)
 	if b.whole {
 		d.From, d.Messages, d.Proposed = 0, st.Messages, st.CallProposed
 	}
 	msgs, err := b.keep(t, d.Messages, d.From)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	d.Messages = msgs
 	if b.whole {
 		d.SameSummary, d.State.Context.Summary = false, st.Context.Summary
-		return t.Checkpoint([]stateDelta{d})
+		return 0, t.Checkpoint([]stateDelta{d})
 	}
-	return t.AppendCheckpoint(d)
+	return d.From, t.AppendCheckpoint(d)
 }
 
 // keep returns msgs (the conversation from message from on) with every text longer than
@@ -188,6 +220,7 @@ func (b stateBase) keep(t Task, msgs []model.Message, from int) ([]model.Message
 			out = slices.Clone(msgs)
 		}
 		out[i].Content = ref
+		b.kept[from+i] = ref
 	}
 	if out == nil {
 		return msgs, nil
@@ -196,33 +229,32 @@ func (b stateBase) keep(t Task, msgs []model.Message, from int) ([]model.Message
 }
 
 // resolve reads back the kept texts of the goal and of the messages from message from on (those
-// the model may be sent: the context policy's window), through cache, and returns the indices
-// of the messages it left as references.
-func resolve(t Task, st *loop.State, from int, cache *textCache) (map[int]bool, error) {
-	var refs map[int]bool
+// the model may be sent: the context policy's window), through cache; it notes in b the
+// messages it leaves as references (refs) and the references of those it read back (kept).
+func resolve(t Task, st *loop.State, from int, cache *textCache, b *stateBase) error {
 	for i := range st.Messages {
 		m := &st.Messages[i]
 		if !isKept(m.Content) {
 			continue
 		}
 		if i > 0 && i < from {
-			if refs == nil {
-				refs = map[int]bool{}
-			}
-			refs[i] = true
+			b.refs[i] = true
 			continue
 		}
-		text, ok := cache.get(m.Content)
+		ref := m.Content
+		text, ok := cache.get(ref)
 		if !ok {
 			var err error
-			if text, err = t.ReadText(m.Content); err != nil {
-				return nil, fmt.Errorf("read back the text of message %d: %w", i, err)
+			if text, err = t.ReadText(ref); err != nil {
+				return fmt.Errorf("read back the text of message %d: %w", i, err)
 			}
-			cache.put(m.Content, text)
+			cache.put(ref, text)
 		}
 		m.Content = text
+		b.kept[i] = ref
+		delete(b.refs, i)
 	}
-	return refs, nil
+	return nil
 }
 
 // textCache keeps the texts resolve read last, up to max bytes, the oldest out first: an agent

@@ -29,9 +29,9 @@ const (
 )
 
 // longWorkflow is the workflow of AgentLong: an agent step on a scripted model that calls
-// fetch with a new page each turn, then answers; fetch is mocked with 30 KB. context is the
+// fetch with a new page each turn, then answers; fetch is mocked with 30 KB. policy is the
 // step's context key (empty: none).
-func longWorkflow(context string) string {
+func longWorkflow(policy string) string {
 	var b strings.Builder
 	b.WriteString("name = \"agent-long\"\ndeadline = \"24h\"\n\n[models.long]\nprovider = \"scripted\"\nscript = [\n")
 	for i := 1; i < longIterations; i++ {
@@ -42,8 +42,8 @@ func longWorkflow(context string) string {
 	fmt.Fprintf(&b, "mock = [{ output = %q }]\n\n", strings.Repeat("r", longResult-2))
 	b.WriteString("[[steps]]\nid = \"long\"\ntype = \"agent\"\nmodel = \"long\"\ngoal = \"Read every page.\"\ntools = [\"fetch\"]\n")
 	fmt.Fprintf(&b, "budget = { max_iterations = %d, max_tool_calls = %d, max_duration = \"1h\" }\n", longIterations, longIterations)
-	if context != "" {
-		b.WriteString("context = " + context + "\n")
+	if policy != "" {
+		b.WriteString("context = " + policy + "\n")
 	}
 	return b.String()
 }
@@ -57,7 +57,7 @@ const longContext = `{ max_tokens = 100000, strategy = "drop_oldest" }`
 // the resident memory of this process (engine, worker and embedded server) at iterations 100 and
 // 1,000.
 func AgentLong(b B) {
-	def, problems := workflow.Parse("agent-long.toml", []byte(longWorkflow(longContextKey)))
+	def, problems := workflow.Parse("agent-long.toml", []byte(longWorkflow(longContext)))
 	if len(problems) > 0 {
 		b.Fatal(problems.Error())
 	}
@@ -171,6 +171,3 @@ func (m *longMeter) report(b B) {
 	b.ReportMetric(float64(s[0].rss)/(1<<20), "rss100-MB")
 	b.ReportMetric(float64(s[3].rss)/(1<<20), "rss1000-MB")
 }
-
-// longContextKey is what AgentLong runs with.
-var longContextKey = ""

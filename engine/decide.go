@@ -111,7 +111,7 @@ func InFlight(def *workflow.Definition, run *Run) []*protocol.Task {
 	d := &decider{def: def, g: newGraph(def), run: run}
 	var tasks []*protocol.Task
 	for key, sr := range run.Steps {
-		if sr == nil || sr.Status != protocol.StepRunning || sr.Workflow != "" {
+		if sr == nil || sr.Status != protocol.StepRunning || sr.Workflow != "" || sr.Wait != "" {
 			continue
 		}
 		if step := d.g.steps[sr.Step]; step != nil && dispatched(step.Type) {
@@ -372,7 +372,7 @@ func (d *decider) activate(id string, input json.RawMessage) {
 	sr.Prompt, sr.Instructions, sr.Goal = "", "", ""
 	clearWait(sr)
 	sr.Waited = 0
-	sr.Pending, sr.Decisions, sr.Resume, sr.HumanInput = nil, nil, 0, nil
+	sr.Pending, sr.Decisions, sr.ChildResults, sr.Resume, sr.HumanInput = nil, nil, nil, 0, nil
 	for _, i := range d.g.out[id] {
 		d.run.Edges[i].State = EdgePending
 	}
@@ -545,6 +545,7 @@ func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *protocol.T
 			t.Decisions = append(t.Decisions, dec)
 		}
 	}
+	t.ChildResults = childResults(sr)
 	return t
 }
 
@@ -612,9 +613,13 @@ func (d *decider) runsChild(sr *StepRun) bool {
 }
 
 // abandon stops what a running step has in flight before the engine gives up on it or starts
-// it again: its children are skipped and its sub-runs cancelled. A task in flight needs
+// it again: its children are skipped and its sub-runs cancelled (those of an agent step's
+// calls too, running or waiting). A task in flight needs
 // nothing: its events no longer match and change nothing.
 func (d *decider) abandon(key string, sr *StepRun) {
+	if sr.Status == protocol.StepRunning || sr.Status == protocol.StepWaiting {
+		d.cancelToolChildren(key, sr)
+	}
 	if sr.Status != protocol.StepRunning {
 		return
 	}

@@ -218,11 +218,36 @@ type Event struct {
 	Nonce string `json:"nonce,omitempty"`
 }
 
-// PendingCall is a tool call of an agent iteration waiting for a human decision.
+// PendingCall is a tool call of an agent iteration waiting for a human decision, or, with
+// Child, for the sub-run that runs it.
 type PendingCall struct {
 	CallID    string          `json:"call_id"`
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
+	// Child marks a call of a tool that runs as a sub-run (an agent or workflow tool): the
+	// engine starts it, with the arguments as its input, and no human decides it.
+	Child *ChildCall `json:"child,omitempty"`
+}
+
+// ChildCall is what runs a pending call as a sub-run: the workflow's tool says it, and the
+// engine checks the two agree.
+type ChildCall struct {
+	Agent    string `json:"agent,omitempty"`    // an agent step of the run's workflow
+	Workflow string `json:"workflow,omitempty"` // a sub-workflow file
+}
+
+// ChildResult is how the sub-run of a pending call ended, as the task of the iteration
+// dispatched again carries it: the sub-run's status, output and error, the stop reason and
+// detail of the step that ended it (an agent tool's agent), and what it spent.
+type ChildResult struct {
+	CallID     string          `json:"call_id"`
+	RunID      string          `json:"run_id"`
+	Status     RunStatus       `json:"status"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	StopReason string          `json:"stop_reason,omitempty"`
+	StopDetail string          `json:"stop_detail,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Usage      *Usage          `json:"usage,omitempty"`
 }
 
 // Decision is a human decision on one pending call, as the resumed task carries it.
@@ -243,6 +268,9 @@ const (
 	WaitInput    WaitKind = "input"    // an agent paused on needs_human: reins resume
 	WaitEvent    WaitKind = "event"    // a wait_event step: reins signal
 	WaitSleep    WaitKind = "sleep"    // a sleep step (the step is running, not waiting, meanwhile)
+	// WaitChildren: an agent step whose calls run as sub-runs (agent and workflow tools); the
+	// step is running, not waiting, meanwhile: nobody but the sub-runs can end the wait.
+	WaitChildren WaitKind = "children"
 )
 
 // Task is one unit of work for a worker: one attempt of one iteration of one activation of a
@@ -287,14 +315,20 @@ type Task struct {
 	// pause on needs_human: the human's answer (reins resume), to go on with. A resumed task of
 	// that iteration has Decisions instead: its checkpoint already holds the answer.
 	HumanInput json.RawMessage `json:"human_input,omitempty"`
+	// ChildResults is set on a resumed task whose iteration waited for the sub-runs of its
+	// calls (PendingCall.Child): how each ended, in the order of the pending calls.
+	ChildResults []ChildResult `json:"child_results,omitempty"`
 }
 
-// Parent addresses the step of a parent run that waits for a sub-run.
+// Parent addresses the step of a parent run that waits for a sub-run: with CallID, the call
+// of iteration Iteration of an agent step that the sub-run runs (an agent or workflow tool).
 type Parent struct {
 	RunID      string `json:"run_id"`
 	Step       string `json:"step"`
 	Item       int    `json:"item"`
 	Activation int    `json:"activation"`
+	Iteration  int    `json:"iteration,omitempty"`
+	CallID     string `json:"call_id,omitempty"`
 }
 
 // Result is the run result of the workflow file contract (shared/spec/workflow-file.md, "Run

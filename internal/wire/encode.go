@@ -137,6 +137,10 @@ func (e *encoder) task(t *protocol.Task) {
 		e.decisions(t.Decisions)
 	}
 	e.rawOmit("human_input", t.HumanInput)
+	if len(t.ChildResults) > 0 {
+		e.name("child_results")
+		e.childResults(t.ChildResults)
+	}
 	e.b = append(e.b, '}')
 }
 
@@ -199,6 +203,8 @@ func (e *encoder) parent(p *protocol.Parent) {
 	e.str("step", p.Step)
 	e.int("item", p.Item)
 	e.int("activation", p.Activation)
+	e.intOmit("iteration", p.Iteration)
+	e.strOmit("call_id", p.CallID)
 	e.b = append(e.b, '}')
 }
 
@@ -328,6 +334,10 @@ func (e *encoder) stepRun(s *engine.StepRun) {
 		e.name("decisions")
 		e.decisionMap(s.Decisions)
 	}
+	if len(s.ChildResults) > 0 {
+		e.name("child_results")
+		e.childResultMap(s.ChildResults)
+	}
 	e.intOmit("resume", s.Resume)
 	e.rawOmit("human_input", s.HumanInput)
 	e.b = append(e.b, '}')
@@ -360,6 +370,13 @@ func (e *encoder) pending(calls []protocol.PendingCall) {
 		e.str("call_id", c.CallID)
 		e.str("tool", c.Tool)
 		e.raw("arguments", c.Arguments)
+		if c.Child != nil {
+			e.name("child")
+			e.b = append(e.b, '{')
+			e.strOmit("agent", c.Child.Agent)
+			e.strOmit("workflow", c.Child.Workflow)
+			e.b = append(e.b, '}')
+		}
 		e.b = append(e.b, '}')
 		if ok && e.err != nil {
 			e.under("pending[" + strconv.Itoa(i) + "]")
@@ -397,6 +414,52 @@ func (e *encoder) decision(d *protocol.Decision) {
 	e.strOmit("message", d.Message)
 	e.strOmit("by", d.By)
 	e.strOmit("on_behalf_of", d.OnBehalfOf)
+	e.b = append(e.b, '}')
+}
+
+// childResults is never nil: Task.ChildResults omits an empty list.
+func (e *encoder) childResults(rs []protocol.ChildResult) {
+	e.b = append(e.b, '[')
+	for i := range rs {
+		e.sep()
+		ok := e.err == nil
+		e.childResult(&rs[i])
+		if ok && e.err != nil {
+			e.under("child_results[" + strconv.Itoa(i) + "]")
+		}
+	}
+	e.b = append(e.b, ']')
+}
+
+// childResultMap is never nil: StepRun.ChildResults omits an empty map.
+func (e *encoder) childResultMap(rs map[string]protocol.ChildResult) {
+	var buf [8]string
+	e.b = append(e.b, '{')
+	for _, k := range sortedKeys(rs, buf[:0]) {
+		e.key(k)
+		ok := e.err == nil
+		r := rs[k]
+		e.childResult(&r)
+		if ok && e.err != nil {
+			e.under("child_results[" + strconv.Quote(k) + "]")
+		}
+	}
+	e.b = append(e.b, '}')
+}
+
+func (e *encoder) childResult(r *protocol.ChildResult) {
+	e.b = append(e.b, '{')
+	e.str("call_id", r.CallID)
+	e.str("run_id", r.RunID)
+	e.str("status", string(r.Status))
+	e.rawOmit("output", r.Output)
+	e.strOmit("stop_reason", r.StopReason)
+	e.strOmit("stop_detail", r.StopDetail)
+	e.strOmit("error", r.Error)
+	if r.Usage != nil {
+		e.name("usage")
+		e.usage(r.Usage)
+	}
 	e.b = append(e.b, '}')
 }
 

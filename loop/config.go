@@ -166,4 +166,8 @@ type Config struct {
 	// MaxToolOutput caps the bytes of one tool result shown to the model (default 32 KiB); a
 	// longer result is cut with a visible marker saying how much was dropped.
 	MaxToolOutput int
+	// ChildTools names declared tools whose calls the loop does not execute: each runs as a
+	// child run elsewhere (an agent or workflow tool of a durable agent step), and the turn
+	// waits for their results (State.Children, Run.ActOnChildren).
+	ChildTools []string
 }

@@ -16,7 +16,8 @@ import (
 // counted once in State.Approvals and emitted as an approval event (approved or denied); the
 // calls of the turn decided before it stopped (State.Settled) keep their decision and are not
 // counted again. Then the turn goes through the tool-call budget, execution and results as in
-// Step, in the same iteration, and the run goes on (or stops on what the results say).
+// Step, in the same iteration, and the run goes on (or stops on what the results say); a turn
+// with calls that run as child runs waits for them instead (ActOnChildren).
 // Decisions for calls that do not wait are ignored.
 //
 // It returns an error, changing nothing, when the run has no turn waiting for approval or a
@@ -68,7 +69,7 @@ func (r *Run) ActOnDecisions(ctx context.Context, decisions map[string]Decision)
 			r.answer(iter, checks[i].call, false, "not executed: "+string(reason), "")
 		}
 		r.stop(iter, reason, detail)
-	} else {
+	} else if !r.awaitChildren(iter, turn, checks) {
 		r.execute(ctx, iter, checks)
 		r.record(iter, checks, ctx.Err() != nil)
 		if !r.stopOnContext(ctx, iter) && !r.c.clock.Now().Before(deadline) {

@@ -209,6 +209,8 @@ type setup struct {
 	retries    int
 	// onCall runs inside the named tool when it executes (after it is logged).
 	onCall map[string]func(ctx context.Context, args json.RawMessage)
+	// children names the tools whose calls run as child runs (Config.ChildTools).
+	children []string
 }
 
 // world is a controller with deterministic parts and the instruments to observe it.
@@ -256,6 +258,7 @@ func newWorld(t testing.TB, s setup, now time.Time) *world {
 		Hooks:              s.hooks,
 		MaxConcurrentTools: s.concurrent,
 		ModelRetries:       s.retries,
+		ChildTools:         s.children,
 	})
 	if err != nil {
 		t.Fatalf("loop.New: %v", err)

@@ -233,3 +233,19 @@ func TestChildToolsBuilderEqualsTOML(t *testing.T) {
 		t.Errorf("builder:\n%s\nTOML:\n%s", got, want)
 	}
 }
+
+// The graph draws what an agent's tools run as dashed edges from the agent, labelled with the
+// tool.
+func TestGraphOfChildTools(t *testing.T) {
+	d, ps := tLoad(t, map[string]string{"main.toml": tResearch, "summary.toml": tSummary})
+	vSame(t, ps)
+	m := workflow.Mermaid(d)
+	for _, want := range []string{`s0 -.->|"tool research"| s1`, `s0 -.->|"tool summarize"| f0`, `f0[["workflow: summary.toml"]]`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("mermaid has no %s:\n%s", want, m)
+		}
+	}
+	if dot := workflow.Dot(d); !strings.Contains(dot, `label="tool research"`) {
+		t.Errorf("dot has no tool edge:\n%s", dot)
+	}
+}

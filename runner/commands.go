@@ -130,10 +130,12 @@ func (e *Engine) deadLetterMsg(t *protocol.Task, reason string) *nats.Msg {
 // stop reason of the step that ended it, the output stored by reference when large (for the
 // parent's run). The error is that of the values' store.
 func (e *Engine) childFinishedMsg(ctx context.Context, run *engine.Run, p *protocol.Parent, at time.Time) (*nats.Msg, error) {
-	u := run.Usage()
 	ev := &protocol.Event{RunID: p.RunID, Type: protocol.EvChildFinished, At: at,
 		Step: p.Step, Item: p.Item, Activation: p.Activation, Iteration: p.Iteration, CallID: p.CallID,
-		Status: run.Status, Output: run.Output, Usage: &u}
+		Status: run.Status, Output: run.Output}
+	if u := run.Usage(); u != (protocol.Usage{}) {
+		ev.Usage = &u
+	}
 	ev.StopReason, ev.StopDetail = run.Ending()
 	if run.Error != nil {
 		ev.Error = run.Error.Message

@@ -225,7 +225,10 @@ func eventLine(ev protocol.Event) string {
 		if ev.Item >= 0 {
 			s += fmt.Sprintf("#%d", ev.Item)
 		}
-		if ev.Iteration > 0 {
+		switch {
+		case ev.Type == protocol.EvChildFinished && ev.CallID != "": // the sub-run of an agent tool's call
+			s += fmt.Sprintf(" iteration %d call %s %s", ev.Iteration, ev.CallID, ev.Status)
+		case ev.Iteration > 0:
 			s += fmt.Sprintf(" iteration %d attempt %d", ev.Iteration, ev.Attempt)
 		}
 	}

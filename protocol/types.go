@@ -123,12 +123,12 @@ const (
 	EvTimedOut      EventType = "timed_out"      // a task's attempt exceeded its Timeout
 	EvTick          EventType = "tick"           // a timer the engine scheduled fired
 	EvCancel        EventType = "cancel"         // cancel the run
-	EvChildFinished EventType = "child_finished" // a sub-run the engine started ended
+	EvChildFinished EventType = "child_finished" // a sub-run the engine started ended (with CallID: an agent step's call's)
 	// EvStateTooLarge: the shell cannot save the state an event led to (Error says why): the
 	// run fails with E_STATE_TOO_LARGE. Only the shell makes it; it never comes from a message.
 	EvStateTooLarge EventType = "state_too_large"
 	// EvWaiting: an agent iteration stopped on calls that need approval (Pending); the step
-	// waits for a decision on each, by call id.
+	// waits for a decision on each, by call id. Calls with Child run as sub-runs instead.
 	EvWaiting EventType = "waiting"
 	// EvDecision: a human decided (Step, Item; CallID for one pending call of an agent step, ""
 	// for an approval step or every pending call): Approve, and Message (a denied call's result,
@@ -169,7 +169,7 @@ type Event struct {
 	StopDetail string `json:"stop_detail,omitempty"`
 	Error      string `json:"error,omitempty"`
 	// Usage is what the attempt spent (model calls, tool calls, tokens, cost), added to the
-	// step's Usage when the event counts.
+	// step's Usage when the event counts; on child_finished, what the sub-run's steps spent.
 	Usage *Usage `json:"usage,omitempty"`
 	// Permanent marks a failure that retrying cannot fix (FailPermanent).
 	Permanent bool `json:"permanent,omitempty"`
@@ -182,7 +182,7 @@ type Event struct {
 	// Resume addresses a task dispatched again after a human decision or input (see
 	// Task.Resume); answers carry their task's Resume.
 	Resume int `json:"resume,omitempty"`
-	// Pending lists the calls waiting for approval (waiting).
+	// Pending lists the calls waiting for approval, or with Child for their sub-runs (waiting).
 	Pending []PendingCall `json:"pending,omitempty"`
 	// CallID, Approve and Message are a human decision (decision); By names who decided.
 	CallID  string `json:"call_id,omitempty"`

@@ -35,14 +35,22 @@ func (d *decider) checkChildren(step *workflow.Step, pending []protocol.PendingC
 	return nil
 }
 
+// openChildren lists the sub-runs of sr's pending calls that have not ended (no result yet).
+func (d *decider) openChildren(key string, sr *StepRun) []ChildRun {
+	var subs []ChildRun
+	for _, p := range sr.Pending {
+		if _, done := sr.ChildResults[p.CallID]; p.Child != nil && !done {
+			subs = append(subs, d.toolChild(key, sr, p))
+		}
+	}
+	return subs
+}
+
 // startToolChildren starts the sub-run of every pending call that runs as a child and has no
 // result yet.
 func (d *decider) startToolChildren(key string, sr *StepRun) {
-	for _, p := range sr.Pending {
-		if _, done := sr.ChildResults[p.CallID]; p.Child != nil && !done {
-			c := d.toolChild(key, sr, p)
-			d.emit(Command{Type: CmdStartChild, Child: &c})
-		}
+	for _, c := range d.openChildren(key, sr) {
+		d.emit(Command{Type: CmdStartChild, Child: &c})
 	}
 }
 
@@ -89,17 +97,6 @@ func undecided(sr *StepRun) int {
 	return n
 }
 
-// unfinished counts the pending calls of sr whose sub-run has not ended.
-func unfinished(sr *StepRun) int {
-	n := 0
-	for _, p := range sr.Pending {
-		if _, done := sr.ChildResults[p.CallID]; p.Child != nil && !done {
-			n++
-		}
-	}
-	return n
-}
-
 // awaitPending makes an agent step with pending calls wait for what they wait for: waiting for
 // humans while a call needs a decision (its sub-runs running meanwhile), else running with
 // Wait children while a sub-run has not ended, else the iteration is dispatched again.
@@ -109,7 +106,7 @@ func (d *decider) awaitPending(key string, sr *StepRun, step *workflow.Step) {
 		if sr.Status != protocol.StepWaiting {
 			d.wait(key, sr, protocol.WaitApproval, step.ApprovalTimeout.Std())
 		}
-	case unfinished(sr) > 0:
+	case len(d.openChildren(key, sr)) > 0:
 		if sr.Wait != protocol.WaitChildren {
 			d.unwait(sr)
 			// Like a human's, the sub-runs' time is not the step's own work: they have their
@@ -176,11 +173,8 @@ func (sr *StepRun) pendingCall(callID string) *protocol.PendingCall {
 // cancelToolChildren cancels the sub-runs of sr's pending calls that have not ended: the
 // engine gives up on the step.
 func (d *decider) cancelToolChildren(key string, sr *StepRun) {
-	for _, p := range sr.Pending {
-		if _, done := sr.ChildResults[p.CallID]; p.Child != nil && !done {
-			c := d.toolChild(key, sr, p)
-			d.emit(Command{Type: CmdCancelChild, Child: &c})
-		}
+	for _, c := range d.openChildren(key, sr) {
+		d.emit(Command{Type: CmdCancelChild, Child: &c})
 	}
 }
 
@@ -190,13 +184,7 @@ func (d *decider) toolSubRuns(key string, sr *StepRun) []ChildRun {
 	if sr.Status != protocol.StepRunning && sr.Status != protocol.StepWaiting && sr.Status != protocol.StepCancelled {
 		return nil
 	}
-	var subs []ChildRun
-	for _, p := range sr.Pending {
-		if _, done := sr.ChildResults[p.CallID]; p.Child != nil && !done {
-			subs = append(subs, d.toolChild(key, sr, p))
-		}
-	}
-	return subs
+	return d.openChildren(key, sr)
 }
 
 // childResults lists the results of sr's pending calls that ran as children, in the order of

@@ -316,34 +316,28 @@ func cloneRaws(q []json.RawMessage) []json.RawMessage {
 
 // clonePending deep-copies pending calls.
 func clonePending(calls []protocol.PendingCall) []protocol.PendingCall {
-	if calls == nil {
-		return nil
-	}
-	c := make([]protocol.PendingCall, len(calls))
-	for i, p := range calls {
-		p.Arguments = bytes.Clone(p.Arguments)
-		if p.Child != nil {
-			cc := *p.Child
-			p.Child = &cc
-		}
-		c[i] = p
+	c := slices.Clone(calls)
+	for i := range c {
+		c[i].Arguments, c[i].Child = bytes.Clone(c[i].Arguments), clonePtr(c[i].Child)
 	}
 	return c
 }
 
 // cloneResults deep-copies the results of sub-runs.
 func cloneResults(rs map[string]protocol.ChildResult) map[string]protocol.ChildResult {
-	if rs == nil {
-		return nil
-	}
-	c := make(map[string]protocol.ChildResult, len(rs))
-	for id, r := range rs {
-		r.Output = bytes.Clone(r.Output)
-		if r.Usage != nil {
-			u := *r.Usage
-			r.Usage = &u
-		}
+	c := maps.Clone(rs)
+	for id, r := range c {
+		r.Output, r.Usage = bytes.Clone(r.Output), clonePtr(r.Usage)
 		c[id] = r
 	}
 	return c
+}
+
+// clonePtr copies what p points to (nil stays nil).
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }

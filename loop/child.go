@@ -60,7 +60,7 @@ func (r *Run) awaitChildren(iter int, turn *model.Proposal, checks []callCheck) 
 			continue
 		}
 		n++
-		if ch.entry.child {
+		if ch.entry.child && ch.child == nil { // a child's result is in: it ran
 			children = append(children, PendingCall{Iteration: iter, Index: i, Call: ch.call})
 		}
 	}
@@ -90,13 +90,8 @@ func (r *Run) ActOnChildren(ctx context.Context, results map[string]ChildResult)
 	if turn == nil || len(st.Children) == 0 || st.Stopped() {
 		return fmt.Errorf("loop: run %s has no calls waiting for child runs", st.RunID)
 	}
-	for _, p := range st.Children {
-		if p.Index < 0 || p.Index >= len(turn.Calls) || turn.Calls[p.Index].ID != p.Call.ID {
-			return fmt.Errorf("loop: run %s: call %s (%s) waiting for its child run is not call %d of the turn", st.RunID, p.Call.ID, p.Call.Name, p.Index)
-		}
-		if _, ok := results[p.Call.ID]; !ok {
-			return fmt.Errorf("loop: run %s: call %s of %s waits for its child run and has no result", st.RunID, p.Call.ID, p.Call.Name)
-		}
+	if err := checkWaiting(st.RunID, turn, st.Children, "its child run", "result", func(id string) bool { _, ok := results[id]; return ok }); err != nil {
+		return err
 	}
 	iter := st.Children[0].Iteration
 	r.iter = iter
@@ -118,24 +113,7 @@ func (r *Run) ActOnChildren(ctx context.Context, results map[string]ChildResult)
 		st.CostUSD = model.AddCost(st.CostUSD, res.CostUSD)
 	}
 	st.Children, st.PendingTurn, st.Settled = nil, nil, nil
-
-	reason, detail := contextStop(ctx)
-	if reason == "" && !r.c.clock.Now().Before(deadline) {
-		reason, detail = Timeout, fmt.Sprintf("the wall-clock budget of %s ran out while the run waited for its child runs", r.c.budget.MaxDuration)
-	}
-	if reason != "" {
-		r.answerUnacted(iter, checks, "not executed: "+string(reason))
-		r.stop(iter, reason, detail)
-	} else {
-		r.execute(ctx, iter, checks)
-		r.record(iter, checks, ctx.Err() != nil)
-		if !r.stopOnContext(ctx, iter) && !r.c.clock.Now().Before(deadline) {
-			r.stop(iter, Timeout, fmt.Sprintf("the wall-clock budget of %s ran out during tool calls", r.c.budget.MaxDuration))
-		}
-	}
-	if h := r.c.cfg.Hooks.AfterIteration; h != nil {
-		h(ctx, st)
-	}
+	r.actOnTurn(ctx, iter, turn, checks, deadline, "its child runs")
 	return nil
 }
 
@@ -153,8 +131,6 @@ func (r *Run) answerUnacted(iter int, checks []callCheck, why string) {
 			r.answerOutcome(iter, ch.call, true, "error: "+ch.child.Err.Error(), ch.child.Err.Error(), true, 0)
 		case ch.child != nil:
 			r.answerOutcome(iter, ch.call, true, truncate(resultText(ch.child.Output), r.c.cfg.MaxToolOutput), "", false, 0)
-		case ch.verdict == rejected:
-			r.answer(iter, ch.call, false, "error: "+ch.reason, "")
 		default:
 			r.answer(iter, ch.call, false, why, "")
 		}

@@ -91,3 +91,32 @@ func ExampleBuilder_Build_problems() {
 	// E_DANGLING_EDGE edges[1].to
 	// E_MISSING_KEY steps[0].max_iterations
 }
+
+// An agent whose tool runs another agent of the workflow: each call of research runs the step
+// researcher as a sub-run, on the workflow AgentDefinition derives for it.
+func ExampleDefinition_AgentDefinition() {
+	wf := workflow.New("support")
+	wf.Model("m", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text": "done"}]`)})
+	wf.Tool("research", workflow.ToolDef{
+		Description: "Research a question and return a short report.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string"}},"required":["question"]}`),
+		Agent:       "researcher",
+	})
+	wf.Agent("lead", "m").WithGoal("Answer {{input.question}}").WithTools("research")
+	wf.Agent("researcher", "m").WithGoal("Research {{input.question}}")
+	def, err := wf.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("start:", def.Start, "agents run by tools:", def.ToolAgents(), "runs a child:", def.Tools["research"].RunsChild())
+	sub, err := def.AgentDefinition("researcher")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(sub.Name, "starts at", sub.Start, "with", len(sub.Steps), "step and", len(sub.Edges), "edges")
+	// Output:
+	// start: lead agents run by tools: [researcher] runs a child: true
+	// support-researcher starts at researcher with 1 step and 0 edges
+}

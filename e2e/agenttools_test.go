@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,6 +114,10 @@ func TestAgentToolChildNeedsHuman(t *testing.T) {
 		lead.Wait != protocol.WaitChildren || lead.StopReason != "" {
 		t.Fatalf("parent %s, lead %s waiting for %q with stop reason %q; want the parent running, lead waiting for its child, not escalated",
 			parent.Run.Status, lead.Status, lead.Wait, lead.StopReason)
+	}
+	// The parent shows the sub-run it waits for: sub-runs are not listed, and a person finds it so.
+	if shown := reins(t, "runs", "show", id, "--nats", c.url); !strings.Contains(shown, "sub-run: "+child+" (step lead, agent researcher, call r1 of iteration 1)") {
+		t.Errorf("reins runs show %s does not name the sub-run it waits for:\n%s", id, shown)
 	}
 	reins(t, "resume", child, "--input", `"The carrier confirmed the delay by phone."`, "--nats", c.url)
 	rec, err := cl.Wait(ctx, id)

@@ -193,6 +193,9 @@ func newRunsShowCmd(nf *natsFlags) *cobra.Command {
 				if err := printResult(out, res, false); err != nil {
 					return err
 				}
+				if !rec.Finished() {
+					printSubRuns(out, engine.SubRuns(def, rec.Run))
+				}
 				fmt.Fprintln(out, "trace:")
 				for _, ev := range events {
 					fmt.Fprintln(out, "  "+eventLine(ev))
@@ -204,6 +207,22 @@ func newRunsShowCmd(nf *natsFlags) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print the run result and its events as JSON (the run result plus "trace")`)
 	return cmd
+}
+
+// printSubRuns lists the sub-runs a run waits for, by id: a person deciding or resuming one
+// (an agent tool's child paused on needs_human) addresses it so, and reins runs list leaves
+// sub-runs out.
+func printSubRuns(out io.Writer, subs []engine.ChildRun) {
+	for _, c := range subs {
+		what := "workflow " + c.Workflow
+		if c.Agent != "" {
+			what = "agent " + c.Agent
+		}
+		if c.CallID != "" {
+			what += fmt.Sprintf(", call %s of iteration %d", c.CallID, c.Iteration)
+		}
+		fmt.Fprintf(out, "sub-run: %s (step %s, %s)\n", c.RunID, c.Step, what)
+	}
 }
 
 // printRefused lists the decisions the engine refused (a principal who is not an approver):

@@ -326,3 +326,26 @@ func TestCallToken(t *testing.T) {
 		}
 	}
 }
+
+// An agent that runs as a parallel branch: its calls' sub-runs are addressed by the parallel
+// step and the branch's index, and its iteration goes on with their results.
+func TestAgentToolChildrenOfABranch(t *testing.T) {
+	wf := workflow.New("branchtools").Deadline(time.Hour)
+	wf.Model("m", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text":"x"}]`)})
+	wf.Tool("ask", workflow.ToolDef{Agent: "helper"})
+	wf.Parallel("fan", "act", "other")
+	wf.Agent("act", "m").WithGoal("g").WithTools("ask")
+	wf.Task("other", "h")
+	wf.Agent("helper", "m").WithGoal("help with {{input.question}}")
+	def := build(t, wf)
+	d := drive(t, def, `{}`, script{"act": {reply{}.spawns("k1"), done(`"a"`)}, "other": {done(`"b"`)}, "agent:helper": {childDone("yes", 10)}})
+	d.expect(protocol.RunCompleted, "")
+	d.expectOutput(`["a","b"]`)
+	if len(d.started) != 1 || d.started[0].RunID != "run1/fan/1/0/1/k1" || d.started[0].Step != "fan" || d.started[0].Item != 0 {
+		t.Fatalf("started %+v; want k1's sub-run addressed by fan#0", d.started)
+	}
+	ts := d.tasksOf("act")
+	if len(ts) != 2 || len(ts[1].task.ChildResults) != 1 || ts[1].task.ChildResults[0].RunID != "run1/fan/1/0/1/k1" {
+		t.Fatalf("tasks of act: %s", mustJSON(t, ts))
+	}
+}

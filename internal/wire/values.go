@@ -285,8 +285,10 @@ func runSlots(r *engine.Run, visit func(*json.RawMessage)) {
 			visit(&s.Pending[i].Arguments)
 		}
 		for id, r := range s.ChildResults {
-			visit(&r.Output)
-			s.ChildResults[id] = r
+			before := r.Output
+			if visit(&r.Output); !bytes.Equal(before, r.Output) {
+				s.ChildResults[id] = r // only when it changed: a visit that reads writes nothing
+			}
 		}
 	}
 }

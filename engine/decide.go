@@ -103,7 +103,8 @@ func Decide(def *workflow.Definition, run *Run, ev protocol.Event) (*Run, []Comm
 // InFlight lists the tasks of run that are dispatched and not answered yet, ordered by MsgID,
 // exactly as they were dispatched (same MsgID, input, NotBefore, Resume, Decisions and
 // HumanInput): what a shell that lost track of them publishes again, relying on JetStream to
-// drop the ones it already stored. A waiting step has no task in flight.
+// drop the ones it already stored. A waiting step has no task in flight, nor has a running step
+// with a Wait (one whose calls' sub-runs run).
 func InFlight(def *workflow.Definition, run *Run) []*protocol.Task {
 	if def == nil || !active(run) {
 		return nil

@@ -305,8 +305,8 @@ type Task struct {
 	// Timeout bounds the attempt; past it, the shell sends timed_out.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Resume > 0 marks a task of an iteration dispatched again once every call it left pending
-	// was decided: Decisions lists them in the order of the pending calls (act on the pending
-	// turn without calling the model). MsgID then ends in "/r" + Resume, so that the resumed
+	// was decided (or, for a call with Child, its sub-run ended): Decisions lists them in the
+	// order of the pending calls (act on the pending turn without calling the model). MsgID then ends in "/r" + Resume, so that the resumed
 	// task is not taken for a redelivery of the one that paused; a retry of a resumed task
 	// keeps its Resume and Decisions.
 	Resume    int        `json:"resume,omitempty"`

@@ -10,6 +10,7 @@ import (
 	"github.com/reins-run/reins/agent"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/worker"
 )
 
@@ -43,7 +44,14 @@ func (f *fakeTask) Heartbeat() error       { return nil }
 func (f *fakeTask) Effect(string, func(context.Context, string) (any, error)) (json.RawMessage, error) {
 	return nil, errors.New("fakeTask: no side effects here")
 }
-func (f *fakeTask) AddUsage(protocol.Usage)       {}
+func (f *fakeTask) AddUsage(protocol.Usage) {}
+func (f *fakeTask) Record(trace.Iteration)  {}
+func (f *fakeTask) KeepText(string) (string, error) {
+	return "", errors.New("fakeTask: no values here")
+}
+func (f *fakeTask) ReadText(string) (string, error) {
+	return "", errors.New("fakeTask: no values here")
+}
 func (f *fakeTask) Bundle() (*wire.Bundle, error) { return nil, errors.New("no bundle") }
 func (f *fakeTask) Wait([]protocol.PendingCall) error {
 	return errors.New("a composition never waits")

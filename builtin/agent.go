@@ -40,14 +40,16 @@ func (h *Handlers) Agent(t Task) error {
 		return answerErr(t, err)
 	}
 	st := run.State()
-	before := tallyOf(st)
+	before, mark := tallyOf(st), run.Mark()
 	done, err := h.iterate(j, run)
 	if err != nil {
 		return answerErr(t, err)
 	}
-	if done {
-		return h.answerAgent(j, st) // an earlier attempt ran this iteration and checkpointed it
+	if done { // an earlier attempt ran this iteration and checkpointed it, but its answer was lost
+		t.Record(loop.Recorded(st, base.from))
+		return h.answerAgent(j, st)
 	}
+	t.Record(run.Record(mark))
 	if t.Err() == nil {
 		run.StopIfSpent(t)
 	}
@@ -88,7 +90,7 @@ func (h *Handlers) iterate(j *job, run *loop.Run) (done bool, err error) {
 		}
 		decisions := make(map[string]loop.Decision, len(task.Decisions))
 		for _, d := range task.Decisions {
-			decisions[d.CallID] = loop.Decision{Approve: d.Approve, Message: d.Message}
+			decisions[d.CallID] = loop.Decision{Approve: d.Approve, Message: d.Message, By: decidedBy(d)}
 		}
 		if err := run.ActOnDecisions(j.t, decisions); err != nil {
 			return false, j.failf("%w", err)
@@ -110,6 +112,15 @@ func (h *Handlers) iterate(j *job, run *loop.Run) (done bool, err error) {
 	return false, nil
 }
 
+// decidedBy names who took a decision, for the iteration's record: the principal, and whom an
+// admin decided for.
+func decidedBy(d protocol.Decision) string {
+	if d.OnBehalfOf != "" {
+		return d.By + " on behalf of " + d.OnBehalfOf
+	}
+	return d.By
+}
+
 // resume returns the step's loop run: resumed from the checkpoint, or started on iteration 1;
 // and what the checkpoint held, for the write after the iteration.
 func (h *Handlers) resume(j *job, fx *effects) (*loop.Run, stateBase, error) {
@@ -117,11 +128,10 @@ func (h *Handlers) resume(j *job, fx *effects) (*loop.Run, stateBase, error) {
 	if err != nil {
 		return nil, stateBase{}, err
 	}
-	raw, st, err := loadState(j)
+	st, base, err := loadState(j, h.texts)
 	if err != nil {
 		return nil, stateBase{}, err
 	}
-	base := baseOf(raw, st)
 	if st != nil {
 		if id := agentRunID(j.task); st.RunID != id {
 			// A state another run checkpointed: a fork (client.Fork copies checkpoints). The
@@ -138,7 +148,8 @@ func (h *Handlers) resume(j *job, fx *effects) (*loop.Run, stateBase, error) {
 	return c.Start(agentRunID(j.task), joinParts(j.task.Goal, inputText(j.t.Input()))), base, nil
 }
 
-// controller builds the loop controller of the step: its model, tools, policy and budget. It
+// controller builds the loop controller of the step: its model, tools, policy, budget and
+// context policy (with its summarizer, a model of the workflow like the step's). It
 // has no Approver: every call that needs approval stops the iteration, which waits for humans.
 func (h *Handlers) controller(j *job, fx *effects) (*loop.Controller, error) {
 	m, err := h.model(j)
@@ -156,6 +167,15 @@ func (h *Handlers) controller(j *job, fx *effects) (*loop.Controller, error) {
 	if b := j.step.Budget; b != nil {
 		cfg.Budget = b.Budget()
 	}
+	if cs := j.step.Context; cs != nil {
+		var s model.Model
+		if cs.Summarizer != "" {
+			if s, err = h.modelNamed(j, cs.Summarizer); err != nil {
+				return nil, err
+			}
+		}
+		cfg.Context = cs.Policy(s)
+	}
 	c, err := loop.New(cfg)
 	if err != nil {
 		return nil, j.failf("%w", err)
@@ -163,26 +183,34 @@ func (h *Handlers) controller(j *job, fx *effects) (*loop.Controller, error) {
 	return c, nil
 }
 
-// loadState reads the checkpointed loop state (DecodeAgentState) and the checkpoint it came
-// from: nil on iteration 1, required after it.
-func loadState(j *job) (json.RawMessage, *loop.State, error) {
+// loadState reads the checkpointed loop state (DecodeAgentState) and what the checkpoint held,
+// for the write after the iteration: nil on iteration 1, required after it.
+func loadState(j *job, texts *textCache) (*loop.State, stateBase, error) {
 	raw, err := j.t.LoadCheckpoint()
 	if err != nil {
-		return nil, nil, fmt.Errorf("step %s: cannot load the checkpoint before iteration %d: %w", j.name, j.task.Iteration, err)
+		return nil, stateBase{}, fmt.Errorf("step %s: cannot load the checkpoint before iteration %d: %w", j.name, j.task.Iteration, err)
 	}
-	st, err := DecodeAgentState(raw)
+	st, from, err := decodeAgentState(raw)
 	if err != nil {
-		return nil, nil, j.failf("the checkpoint of the loop's state is not valid: %w", err)
+		return nil, stateBase{}, j.failf("the checkpoint of the loop's state is not valid: %w", err)
+	}
+	var refs map[int]bool
+	if st != nil {
+		if refs, err = resolve(j.t, st, window(st), texts); err != nil {
+			return nil, stateBase{}, fmt.Errorf("step %s: iteration %d: %w", j.name, j.task.Iteration, err)
+		}
 	}
 	// The previous iteration's writes missing (another delivery of it discarded them, see
 	// docs/engine.md): the attempt fails, retryable, rather than go on from an older state.
 	if st == nil && j.task.Iteration > 1 {
-		return nil, nil, fmt.Errorf("step %s: iteration %d found no checkpoint of the loop's state", j.name, j.task.Iteration)
+		return nil, stateBase{}, fmt.Errorf("step %s: iteration %d found no checkpoint of the loop's state", j.name, j.task.Iteration)
 	}
 	if st != nil && j.task.Resume == 0 && len(j.task.HumanInput) == 0 && st.Iteration < j.task.Iteration-1 {
-		return nil, nil, fmt.Errorf("step %s: iteration %d found the checkpoint of iteration %d: the writes of iteration %d are missing", j.name, j.task.Iteration, st.Iteration, j.task.Iteration-1)
+		return nil, stateBase{}, fmt.Errorf("step %s: iteration %d found the checkpoint of iteration %d: the writes of iteration %d are missing", j.name, j.task.Iteration, st.Iteration, j.task.Iteration-1)
 	}
-	return raw, st, nil
+	base := baseOf(raw, st, from)
+	base.refs = refs
+	return st, base, nil
 }
 
 // agentRunID names the loop run of a task: RUN/STEP, RUN/STEP#ITEM for a child, with

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -103,6 +104,12 @@ func drive(t *testing.T, h *builtin.Handlers, b *wire.Bundle, hash, input string
 			t.Fatalf("iteration %d: Agent returned %v", iter, err)
 		}
 		tasks = append(tasks, ft)
+		// Every iteration that ran the loop recorded what it did.
+		if ft.answer == "continue" || ft.answer == "complete" {
+			if len(ft.records) != 1 || ft.records[0].Iteration != iter || ft.records[0].ModelCalls < 1 || ft.records[0].Proposal == nil {
+				t.Fatalf("iteration %d recorded %+v, want one record of its model call and proposal", iter, ft.records)
+			}
+		}
 		if ft.answer != "continue" {
 			return tasks
 		}
@@ -422,15 +429,20 @@ func TestDecodeAgentState(t *testing.T) {
 		msgs      []string // contents, in order
 		iteration int
 		err       string
+		proposed  map[uint64]int
 	}{
-		{"nothing", `null`, nil, 0, ""},
-		{"a state set whole", `{"run_id":"r","iteration":2,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}`, []string{"a", "b"}, 2, ""},
+		{"nothing", `null`, nil, 0, "", nil},
+		{"a state set whole", `{"run_id":"r","iteration":2,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}`, []string{"a", "b"}, 2, "", nil},
 		{"deltas", `[{"from":0,"messages":[{"role":"user","content":"a"}],"state":{"iteration":1}},` +
-			`{"from":1,"messages":[{"role":"assistant","content":"b"},{"role":"tool","content":"c"}],"state":{"iteration":2}}]`, []string{"a", "b", "c"}, 2, ""},
+			`{"from":1,"messages":[{"role":"assistant","content":"b"},{"role":"tool","content":"c"}],"state":{"iteration":2}}]`, []string{"a", "b", "c"}, 2, "", nil},
 		{"a delta that rewrites", `[{"from":0,"messages":[{"role":"user","content":"a"},{"role":"user","content":"x"}],"state":{"iteration":1}},` +
-			`{"from":1,"messages":[{"role":"user","content":"y"}],"state":{"iteration":2}}]`, []string{"a", "y"}, 2, ""},
-		{"a delta past the end", `[{"from":3,"messages":[],"state":{}}]`, nil, 0, "write 0 continues the conversation at message 3, but it has 0"},
-		{"not a state", `[1]`, nil, 0, "cannot unmarshal"},
+			`{"from":1,"messages":[{"role":"user","content":"y"}],"state":{"iteration":2}}]`, []string{"a", "y"}, 2, "", nil},
+		{"a delta past the end", `[{"from":3,"messages":[],"state":{}}]`, nil, 0, "write 0 continues the conversation at message 3, but it has 0", nil},
+		{"not a state", `[1]`, nil, 0, "cannot unmarshal", nil},
+		{"proposed calls written as they change", `[{"from":0,"messages":[{"role":"user","content":"a"}],"proposed":{"7":1},"state":{"iteration":1}},` +
+			`{"from":1,"messages":[],"proposed":{"7":2,"9":1},"state":{"iteration":2}}]`, []string{"a"}, 2, "", map[uint64]int{7: 2, 9: 1}},
+		{"proposed calls of an earlier version, whole in the state", `[{"from":0,"messages":[{"role":"user","content":"a"}],"state":{"iteration":1,"call_proposed":{"5":1}}},` +
+			`{"from":1,"messages":[],"proposed":{"6":1},"state":{"iteration":2}}]`, []string{"a"}, 2, "", map[uint64]int{5: 1, 6: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, err := builtin.DecodeAgentState(json.RawMessage(tc.raw))
@@ -456,6 +468,81 @@ func TestDecodeAgentState(t *testing.T) {
 			if !slices.Equal(got, tc.msgs) || st.Iteration != tc.iteration {
 				t.Errorf("messages %q iteration %d, want %q and %d", got, st.Iteration, tc.msgs, tc.iteration)
 			}
+			if tc.proposed != nil && !maps.Equal(st.CallProposed, tc.proposed) {
+				t.Errorf("proposed calls %v, want %v", st.CallProposed, tc.proposed)
+			}
 		})
+	}
+}
+
+// An iteration whose answer was lost after it checkpointed runs again and answers from the
+// checkpoint: its record is rebuilt from the conversation it left, marked recovered, so that the
+// run's history still says what the iteration did.
+func TestAgentLostAnswerKeepsItsRecord(t *testing.T) {
+	b, hash := bundleOf(t, refundWorkflow(script(readOrder, answer), allTools, noRefunds, noBudget), "")
+	h := newHandlers(t, builtin.Config{})
+	first := newTask(b, hash, "investigate", 1, "null")
+	if err := h.Agent(first); err != nil || first.answer != "continue" {
+		t.Fatalf("iteration 1 answered %s, %v", first.answer, err)
+	}
+	again := newTask(b, hash, "investigate", 1, "null")
+	again.checkpoint = first.saved // the redelivery finds the lost attempt's write
+	if err := h.Agent(again); err != nil || again.answer != "continue" {
+		t.Fatalf("iteration 1 again answered %s, %v", again.answer, err)
+	}
+	if len(again.records) != 1 {
+		t.Fatalf("the second delivery recorded %d records, want 1", len(again.records))
+	}
+	rec := again.records[0]
+	if !rec.Recovered || rec.Iteration != 1 || len(rec.Calls) != 1 || rec.Calls[0].Tool != "read_order" ||
+		!strings.Contains(rec.Calls[0].Output, "delivered") || rec.Calls[0].Arguments != `{"order_id":"O-104"}` {
+		t.Errorf("the recovered record: %+v", rec)
+	}
+	if again.usage != (protocol.Usage{}) {
+		t.Errorf("the second delivery reported usage %+v: the model was called again", again.usage)
+	}
+}
+
+// A tool result larger than a message's keepMin is kept out of the checkpoint by reference: the
+// writes stay small however large the results, and the next iteration reads it back whole. Each
+// write carries only the proposed calls it changed.
+func TestAgentKeepsLargeResultsOutOfItsCheckpoint(t *testing.T) {
+	big := strings.Repeat("p", 20_000)
+	wf := strings.Replace(refundWorkflow(script(readOrder, lookup, answer), `["read_order", "lookup_customer"]`, `{}`, noBudget),
+		`mock = [{ output = { order_id = "O-104", status = "delivered" } }]`, `mock = [{ output = "`+big+`" }]`, 1)
+	b, hash := bundleOf(t, wf, "")
+	rec := &recorder{}
+	h := newHandlers(t, builtin.Config{Tools: map[string]tool.Tool{"crm.lookup": rec.tool("lookup_customer")}})
+	tasks := drive(t, h, b, hash, "null")
+	if len(tasks) != 3 || tasks[2].answer != "complete" {
+		t.Fatalf("%d tasks ending %s (%v)", len(tasks), tasks[len(tasks)-1].answer, tasks[len(tasks)-1].err)
+	}
+	for i, ft := range tasks[:2] {
+		if len(ft.saved) > 8_000 {
+			t.Errorf("iteration %d wrote %d bytes, want the 20 KB result by reference", i+1, len(ft.saved))
+		}
+	}
+	if got := tasks[0].records[0].Calls[0].Output; got != `"`+big+`"` {
+		t.Errorf("iteration 1's record shows a result of %d bytes, want the whole %d", len(got), len(big)+2)
+	}
+	var writes []struct {
+		Proposed map[string]int `json:"proposed"`
+	}
+	if err := json.Unmarshal(tasks[1].saved, &writes); err != nil || len(writes) != 2 || len(writes[1].Proposed) != 1 {
+		t.Errorf("the writes %s: want the second to carry the one call it proposed", tasks[1].saved)
+	}
+	st, err := builtin.DecodeAgentState(tasks[1].saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.CallProposed) != 2 {
+		t.Errorf("the folded state has %d proposed calls, want 2", len(st.CallProposed))
+	}
+	kept := st.Messages[2].Content // the goal, read_order's call, its result
+	if !strings.HasPrefix(kept, "\x00reins-value:") {
+		t.Fatalf("the large result is checkpointed as %.40q, want a reference", kept)
+	}
+	if text, err := tasks[1].ReadText(kept); err != nil || text != `"`+big+`"` {
+		t.Errorf("the reference reads back %d bytes (%v), want the result", len(text), err)
 	}
 }

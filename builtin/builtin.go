@@ -20,6 +20,7 @@ import (
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/tool"
+	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
@@ -95,6 +96,11 @@ type Task interface {
 	AppendCheckpoint(items ...any) error
 	LoadCheckpoint() (json.RawMessage, error)
 	AddUsage(u protocol.Usage)
+	// Record keeps the iteration's record, sent with the answer (worker.TaskContext.Record).
+	Record(it trace.Iteration)
+	// KeepText and ReadText keep a large text out of the checkpoint (worker.TaskContext's).
+	KeepText(text string) (string, error)
+	ReadText(ref string) (string, error)
 }
 
 // Handlers serves llm and agent tasks. It is safe for concurrent use.
@@ -108,7 +114,12 @@ type Handlers struct {
 	schemas map[schemaKey]*outputSchema
 	mcp     map[mcpKey]*mcptool.Toolset
 	closed  bool
+	// texts keeps the large texts of agent states read back last (textCache).
+	texts *textCache
 }
+
+// textCacheBytes bounds the texts Handlers keep read back (a worker's memory for them).
+const textCacheBytes = 32 << 20
 
 // New checks cfg and returns the handlers.
 func New(cfg Config) (*Handlers, error) {
@@ -122,7 +133,7 @@ func New(cfg Config) (*Handlers, error) {
 			return nil, fmt.Errorf("builtin: the Go tool registered under handler %q is nil", name)
 		}
 	}
-	h := &Handlers{cfg: cfg, log: cfg.Logger, clock: cfg.Clock,
+	h := &Handlers{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, texts: newTextCache(textCacheBytes),
 		models: map[modelKey]model.Model{}, schemas: map[schemaKey]*outputSchema{}, mcp: map[mcpKey]*mcptool.Toolset{}}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

@@ -122,10 +122,16 @@
 // # The checkpoint
 //
 // The loop's State is checkpointed by what each iteration added: one AppendCheckpoint item per
-// iteration, the messages appended since the last write (from their index) and the rest of the
-// state, so the bytes written per iteration do not grow with the conversation and no write nears
-// the message limit (DecodeAgentState folds them). A state set whole, as earlier versions wrote
-// it, is read as it is, and the next write sets an array in its place.
+// iteration, the messages appended since the last write (from their index), the proposed-call
+// counts that changed, and the rest of the state, so the bytes written per iteration do not grow
+// with the conversation and no write nears the message limit (DecodeAgentState folds them). A
+// context policy never changes the conversation (its view is in State.Context), and its summary
+// is written only by the iteration that made it (same_summary after). A message text over 8 KiB
+// (a large tool result) is written as a reference to the text, kept with the run's values
+// (TaskContext.KeepText), and read back when the step loads its state: the goal and the messages
+// of the context policy's window only, through a cache of 32 MiB per worker, so that what an
+// iteration reads does not grow with the run either. A state set whole, as earlier versions
+// wrote it, is read as it is, and the next write sets an array in its place.
 //
 // # Side effects
 //

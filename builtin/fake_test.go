@@ -3,9 +3,13 @@ package builtin_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -34,6 +39,7 @@ type fakeTask struct {
 	answers    int
 	saved      json.RawMessage // the last Checkpoint written
 	usage      protocol.Usage
+	records    []trace.Iteration // what the handler recorded, in order
 	// onCheckpoint, when set, runs when the handler checkpoints, before the write.
 	onCheckpoint func()
 	// checkpointErr, when set, is what Checkpoint returns (nothing is written).
@@ -44,6 +50,7 @@ func (f *fakeTask) Task() *protocol.Task          { return f.task }
 func (f *fakeTask) Input() json.RawMessage        { return f.task.Input }
 func (f *fakeTask) Bundle() (*wire.Bundle, error) { return f.bundle, nil }
 func (f *fakeTask) AddUsage(u protocol.Usage)     { f.usage.Add(u) }
+func (f *fakeTask) Record(it trace.Iteration)     { f.records = append(f.records, it) }
 
 func (f *fakeTask) LoadCheckpoint() (json.RawMessage, error) { return f.checkpoint, nil }
 
@@ -166,4 +173,23 @@ func newHandlers(t *testing.T, cfg builtin.Config) *builtin.Handlers {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// keptTexts is the values' store of every fakeTask: refs name their text's digest, as the
+// worker's do, so that tasks of one run read what another kept.
+var keptTexts sync.Map
+
+func (f *fakeTask) KeepText(text string) (string, error) {
+	sum := sha256.Sum256([]byte(text))
+	ref := "\x00reins-value:" + strconv.Itoa(len(text)) + ":" + f.task.RunID + "/" + hex.EncodeToString(sum[:])
+	keptTexts.Store(ref, text)
+	return ref, nil
+}
+
+func (f *fakeTask) ReadText(ref string) (string, error) {
+	text, ok := keptTexts.Load(ref)
+	if !ok {
+		return "", fmt.Errorf("fakeTask: no text kept as %q", ref)
+	}
+	return text.(string), nil
 }

@@ -16,11 +16,15 @@ import (
 // Config.Model for the override).
 type modelKey struct{ workflow, name string }
 
-// model returns the model of the job's step: Config.Model when set, else the Go model of its
-// name (Config.Models), else the step's model of the workflow. Models that hold no per-run
-// state (scripted, real providers) are opened once and kept; replay models are opened anew, so
-// that each task replays its cassette from the start.
-func (h *Handlers) model(j *job) (model.Model, error) {
+// model returns the model of the job's step (see modelNamed).
+func (h *Handlers) model(j *job) (model.Model, error) { return h.modelNamed(j, j.step.Model) }
+
+// modelNamed returns a model of the job's step by its name in the workflow (the step's model,
+// an agent's summarizer): Config.Model when set, else the Go model of that name
+// (Config.Models), else the workflow's [models.NAME]. Models that hold no per-run state
+// (scripted, real providers) are opened once and kept; replay models are opened anew, so that
+// each task replays its cassette from the start.
+func (h *Handlers) modelNamed(j *job, name string) (model.Model, error) {
 	if h.cfg.Model != "" {
 		return h.kept(modelKey{name: h.cfg.Model}, isReplay(h.cfg.Model), func() (model.Model, error) {
 			if h.cfg.Operator != nil {
@@ -34,7 +38,6 @@ func (h *Handlers) model(j *job) (model.Model, error) {
 			return m, nil
 		})
 	}
-	name := j.step.Model
 	if m := h.cfg.Models[name]; m != nil {
 		return m, nil
 	}

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
@@ -19,43 +23,79 @@ import (
 
 // stateDelta is one iteration's write: the conversation from message From on, and the rest of
 // the loop's state.
+//
+// Three parts of the state grow with the history, and a write carries only what changed of
+// them: the messages; State.CallProposed (a count per distinct call proposed), whose changed
+// entries are in Proposed (the State of a write has none; one of earlier versions carries the
+// whole map, which folding then starts from); and a context policy's summary
+// (State.Context.Summary), written when it changes (SameSummary says it is the previous
+// write's). A message whose text is longer than keepMin (a tool's large result) is written as a
+// reference to the text kept with the run's values (Task.KeepText): the checkpoint holds what
+// the next call needs to find it, and loading reads the texts the model will be sent, not those
+// the context policy left behind.
 type stateDelta struct {
-	From     int             `json:"from"`
-	Messages []model.Message `json:"messages"`
-	State    loop.State      `json:"state"` // its Messages empty
+	From        int             `json:"from"`
+	Messages    []model.Message `json:"messages"`
+	Proposed    map[uint64]int  `json:"proposed,omitempty"`
+	SameSummary bool            `json:"same_summary,omitempty"`
+	State       loop.State      `json:"state"` // its Messages empty
 }
+
+// keepMin is the size from which a message's text is kept by reference.
+const keepMin = 8 << 10
+
+// isKept reports whether a message's text is a reference (Task.KeepText): a text that starts
+// with NUL, which every text written inline never does (see keep).
+func isKept(text string) bool { return strings.HasPrefix(text, "\x00") }
 
 // DecodeAgentState reads the checkpoint of an agent step (an array of deltas, or a state set
 // whole): the loop's state, nil when there is none.
 func DecodeAgentState(raw json.RawMessage) (*loop.State, error) {
+	st, _, err := decodeAgentState(raw)
+	return st, err
+}
+
+// decodeAgentState is DecodeAgentState that also says where the last write's messages begin
+// (0 for a state set whole): the messages of the iteration that wrote it.
+func decodeAgentState(raw json.RawMessage) (*loop.State, int, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if raw[0] != '[' {
 		st := new(loop.State)
 		if err := json.Unmarshal(raw, st); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		return st, nil
+		return st, 0, nil
 	}
 	var deltas []stateDelta
 	if err := json.Unmarshal(raw, &deltas); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if len(deltas) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	var msgs []model.Message
+	proposed := map[uint64]int{}
+	summary := ""
 	for i, d := range deltas {
 		if d.From < 0 || d.From > len(msgs) {
-			return nil, fmt.Errorf("write %d continues the conversation at message %d, but it has %d", i, d.From, len(msgs))
+			return nil, 0, fmt.Errorf("write %d continues the conversation at message %d, but it has %d", i, d.From, len(msgs))
 		}
 		msgs = append(msgs[:d.From], d.Messages...)
+		if d.State.CallProposed != nil { // a write of an earlier version: the whole map
+			proposed = maps.Clone(d.State.CallProposed)
+		}
+		maps.Copy(proposed, d.Proposed)
+		if !d.SameSummary {
+			summary = d.State.Context.Summary
+		}
 	}
-	st := deltas[len(deltas)-1].State
-	st.Messages = msgs
-	return &st, nil
+	last := deltas[len(deltas)-1]
+	st := last.State
+	st.Messages, st.CallProposed, st.Context.Summary = msgs, proposed, summary
+	return &st, last.From, nil
 }
 
 // stateBase is what the checkpoint held before an iteration: whether it was an array of deltas
@@ -65,35 +105,161 @@ type stateBase struct {
 	whole bool // a state set whole: the next write sets an array
 	n     int
 	last  model.Message
+	// from is where the last write's messages begin: those of the iteration that wrote it.
+	from int
+	// proposed is State.CallProposed as loaded, to write only what changed.
+	proposed map[uint64]int
+	// refs are the messages resolve left as references (before the context's window).
+	refs    map[int]bool
+	summary string
 }
 
-func baseOf(raw json.RawMessage, st *loop.State) stateBase {
+// baseOf is what st, loaded from raw, holds before the iteration (st's kept texts read back).
+func baseOf(raw json.RawMessage, st *loop.State, from int) stateBase {
 	raw = bytes.TrimSpace(raw)
-	b := stateBase{whole: len(raw) > 0 && raw[0] == '{'}
+	b := stateBase{whole: len(raw) > 0 && raw[0] == '{', from: from}
 	if st != nil && len(st.Messages) > 0 {
 		b.n, b.last = len(st.Messages), st.Messages[len(st.Messages)-1]
+	}
+	if st != nil {
+		b.proposed = maps.Clone(st.CallProposed)
+		b.summary = st.Context.Summary
 	}
 	return b
 }
 
 // delta is what to write after an iteration that led to st: the messages it appended, or the
-// whole conversation when it changed earlier ones.
+// whole conversation when it changed earlier ones; the entries of CallProposed it changed.
 func (b stateBase) delta(st *loop.State) stateDelta {
 	from := 0
 	if n := b.n; n > 0 && len(st.Messages) >= n && reflect.DeepEqual(st.Messages[n-1], b.last) {
 		from = n
 	}
 	d := stateDelta{From: from, Messages: st.Messages[from:], State: *st}
-	d.State.Messages = nil
+	d.State.Messages, d.State.CallProposed = nil, nil
+	for k, v := range st.CallProposed {
+		if b.proposed[k] != v {
+			if d.Proposed == nil {
+				d.Proposed = map[uint64]int{}
+			}
+			d.Proposed[k] = v
+		}
+	}
+	if st.Context.Summary != "" && st.Context.Summary == b.summary {
+		d.SameSummary, d.State.Context.Summary = true, ""
+	}
 	return d
 }
 
-// write checkpoints the iteration that led to st.
+// write checkpoints the iteration that led to st, its large texts kept by reference.
 func (b stateBase) write(t Task, st *loop.State) error {
+	d := b.delta(st)
 	if b.whole {
-		d := b.delta(st)
-		d.From, d.Messages = 0, st.Messages
+		d.From, d.Messages, d.Proposed = 0, st.Messages, st.CallProposed
+	}
+	msgs, err := b.keep(t, d.Messages, d.From)
+	if err != nil {
+		return err
+	}
+	d.Messages = msgs
+	if b.whole {
+		d.SameSummary, d.State.Context.Summary = false, st.Context.Summary
 		return t.Checkpoint([]stateDelta{d})
 	}
-	return t.AppendCheckpoint(b.delta(st))
+	return t.AppendCheckpoint(d)
 }
+
+// keep returns msgs (the conversation from message from on) with every text longer than
+// keepMin, or starting with NUL (which an inline text must not, see isKept), replaced by a
+// reference to it (Task.KeepText), but for the messages b left as references; msgs itself when
+// there is none.
+func (b stateBase) keep(t Task, msgs []model.Message, from int) ([]model.Message, error) {
+	var out []model.Message
+	for i := range msgs {
+		text := msgs[i].Content
+		if len(text) <= keepMin && !isKept(text) || b.refs[from+i] {
+			continue
+		}
+		ref, err := t.KeepText(text)
+		if err != nil {
+			return nil, fmt.Errorf("keep the text of message %d (%d bytes) out of the checkpoint: %w", from+i, len(text), err)
+		}
+		if out == nil {
+			out = slices.Clone(msgs)
+		}
+		out[i].Content = ref
+	}
+	if out == nil {
+		return msgs, nil
+	}
+	return out, nil
+}
+
+// resolve reads back the kept texts of the goal and of the messages from message from on (those
+// the model may be sent: the context policy's window), through cache, and returns the indices
+// of the messages it left as references.
+func resolve(t Task, st *loop.State, from int, cache *textCache) (map[int]bool, error) {
+	var refs map[int]bool
+	for i := range st.Messages {
+		m := &st.Messages[i]
+		if !isKept(m.Content) {
+			continue
+		}
+		if i > 0 && i < from {
+			if refs == nil {
+				refs = map[int]bool{}
+			}
+			refs[i] = true
+			continue
+		}
+		text, ok := cache.get(m.Content)
+		if !ok {
+			var err error
+			if text, err = t.ReadText(m.Content); err != nil {
+				return nil, fmt.Errorf("read back the text of message %d: %w", i, err)
+			}
+			cache.put(m.Content, text)
+		}
+		m.Content = text
+	}
+	return refs, nil
+}
+
+// textCache keeps the texts resolve read last, up to max bytes, the oldest out first: an agent
+// reads the same recent tool results back every iteration.
+type textCache struct {
+	mu    sync.Mutex
+	max   int
+	size  int
+	texts map[string]string
+	order []string
+}
+
+func newTextCache(max int) *textCache { return &textCache{max: max, texts: map[string]string{}} }
+
+func (c *textCache) get(ref string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	text, ok := c.texts[ref]
+	return text, ok
+}
+
+func (c *textCache) put(ref, text string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.texts[ref]; ok || len(text) > c.max {
+		return
+	}
+	for c.size+len(text) > c.max && len(c.order) > 0 {
+		old := c.order[0]
+		c.order = c.order[1:]
+		c.size -= len(c.texts[old])
+		delete(c.texts, old)
+	}
+	c.texts[ref] = text
+	c.order = append(c.order, ref)
+	c.size += len(text)
+}
+
+// window is the first message after the goal that the context policy still sends.
+func window(st *loop.State) int { return max(st.Context.From, 1) }

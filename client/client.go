@@ -541,72 +541,159 @@ func (c *Client) Events(ctx context.Context, runID string) ([]protocol.Event, er
 // takes none of them.
 func (c *Client) WatchEvents(ctx context.Context, runID string) iter.Seq2[protocol.Event, error] {
 	return func(yield func(protocol.Event, error) bool) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		records, err := c.OpenWatch(ctx, runID)
-		if err != nil {
-			yield(protocol.Event{}, err)
-			return
-		}
-		filters, err := natsbox.RunEventFilters(runID)
-		if err != nil {
-			yield(protocol.Event{}, fmt.Errorf("client: %w", err))
-			return
-		}
-		s, err := c.js.Stream(ctx, natsbox.EventsStream)
-		if err != nil {
-			yield(protocol.Event{}, fmt.Errorf("client: events of run %s: %w", runID, err))
-			return
-		}
-		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: filters, InactiveThreshold: 10 * time.Second})
-		if err != nil {
-			yield(protocol.Event{}, fmt.Errorf("client: events of run %s: %w", runID, err))
-			return
-		}
-		finished := make(chan error, 1)
-		go func() { finished <- awaitFinish(records) }()
-		msgs := make(chan seqEvent)
-		go pumpEvents(ctx, cons, runID, msgs)
-		var seen, last uint64 // the sequence of the last message read; of the run's last event once it finished
-		for finished != nil || seen < last {
-			select {
-			case err := <-finished:
-				if err == nil {
-					last, err = lastSequence(ctx, s, filters)
-				}
-				if err != nil {
-					yield(protocol.Event{}, err)
-					return
-				}
-				finished = nil
-			case m := <-msgs:
-				if m.err == nil && m.ev != nil {
-					m.err = c.values.InEvent(ctx, m.ev)
-				}
-				if m.err != nil {
-					yield(protocol.Event{}, fmt.Errorf("client: events of run %s: %w", runID, m.err))
-					return
-				}
-				if m.ev != nil && !yield(*m.ev, nil) {
-					return
-				}
-				seen = m.seq
+		for u, err := range c.Follow(ctx, runID) {
+			if err != nil {
+				yield(protocol.Event{}, err)
+				return
+			}
+			if u.Event != nil && !yield(*u.Event, nil) {
+				return
 			}
 		}
 	}
 }
 
-// awaitFinish returns once records yields a finished run, or the error that ends it.
-func awaitFinish(records iter.Seq2[*Record, error]) error {
-	for rec, err := range records {
+// Update is what Follow yields: an event of the run with its stream sequence, or a save of its
+// record.
+type Update struct {
+	Event  *protocol.Event
+	Seq    uint64
+	Record *Record
+}
+
+// LastEvent returns the stream sequence of the last event stored for run runID (0: none), for
+// a Follow that shows only what comes after it.
+func (c *Client) LastEvent(ctx context.Context, runID string) (uint64, error) {
+	filters, err := natsbox.RunEventFilters(runID)
+	if err != nil {
+		return 0, fmt.Errorf("client: %w", err)
+	}
+	s, err := c.js.Stream(ctx, natsbox.EventsStream)
+	if err != nil {
+		return 0, fmt.Errorf("client: events of run %s: %w", runID, err)
+	}
+	last, err := lastSequence(ctx, s, filters)
+	if err != nil {
+		return 0, fmt.Errorf("client: events of run %s: %w", runID, err)
+	}
+	return last, nil
+}
+
+// Follow yields the events of run runID in the order they were stored, from the first (the
+// start) on, none left out, each with its values whole; and the saves of its record as the
+// watch sees them (not every save: the runs bucket keeps the last), each one after every
+// event stored before it was seen, so that a record never runs ahead of the events it shows.
+// It ends with the record of the finished run, after the last event stored before then; with
+// ctx's error when ctx is done first. A run that does not exist yet is waited for.
+func (c *Client) Follow(ctx context.Context, runID string) iter.Seq2[Update, error] {
+	return func(yield func(Update, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		records, err := c.OpenWatch(ctx, runID)
 		if err != nil {
-			return err
+			yield(Update{}, err)
+			return
 		}
-		if rec.Finished() {
-			return nil
+		filters, err := natsbox.RunEventFilters(runID)
+		if err != nil {
+			yield(Update{}, fmt.Errorf("client: %w", err))
+			return
+		}
+		s, err := c.js.Stream(ctx, natsbox.EventsStream)
+		if err != nil {
+			yield(Update{}, fmt.Errorf("client: events of run %s: %w", runID, err))
+			return
+		}
+		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: filters, InactiveThreshold: 10 * time.Second})
+		if err != nil {
+			yield(Update{}, fmt.Errorf("client: events of run %s: %w", runID, err))
+			return
+		}
+		recs := make(chan recordOrErr)
+		go pumpRecords(ctx, records, recs)
+		msgs := make(chan seqEvent)
+		go pumpEvents(ctx, cons, runID, msgs)
+		f := follower{c: c, runID: runID, msgs: msgs, yield: yield}
+		for {
+			select {
+			case r := <-recs:
+				if r.err != nil {
+					yield(Update{}, r.err)
+					return
+				}
+				last, err := lastSequence(ctx, s, filters)
+				if err != nil {
+					yield(Update{}, fmt.Errorf("client: events of run %s: %w", runID, err))
+					return
+				}
+				if !f.upTo(ctx, last) || !yield(Update{Record: r.rec}, nil) || r.rec.Finished() {
+					return
+				}
+			case m := <-msgs:
+				if !f.take(ctx, m) {
+					return
+				}
+			}
 		}
 	}
-	return errors.New("client: the watch ended")
+}
+
+// recordOrErr is a record Follow's watch yielded, or the error that ended it.
+type recordOrErr struct {
+	rec *Record
+	err error
+}
+
+// pumpRecords sends what records yields to out until it ends or ctx is done.
+func pumpRecords(ctx context.Context, records iter.Seq2[*Record, error], out chan<- recordOrErr) {
+	for rec, err := range records {
+		select {
+		case out <- recordOrErr{rec, err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// follower is Follow's reading of the events: what it has seen, and where it yields.
+type follower struct {
+	c     *Client
+	runID string
+	msgs  <-chan seqEvent
+	yield func(Update, error) bool
+	seen  uint64 // the stream sequence of the last message read
+}
+
+// take yields the event m carries, if any; it reports whether to go on.
+func (f *follower) take(ctx context.Context, m seqEvent) bool {
+	if m.err == nil && m.ev != nil {
+		m.err = f.c.values.InEvent(ctx, m.ev)
+	}
+	if m.err != nil {
+		f.yield(Update{}, fmt.Errorf("client: events of run %s: %w", f.runID, m.err))
+		return false
+	}
+	f.seen = m.seq
+	return m.ev == nil || f.yield(Update{Event: m.ev, Seq: m.seq}, nil)
+}
+
+// upTo yields the events up to stream sequence last; it reports whether to go on.
+func (f *follower) upTo(ctx context.Context, last uint64) bool {
+	for f.seen < last {
+		select {
+		case m := <-f.msgs:
+			if !f.take(ctx, m) {
+				return false
+			}
+		case <-ctx.Done():
+			f.yield(Update{}, fmt.Errorf("client: events of run %s: %w", f.runID, ctx.Err()))
+			return false
+		}
+	}
+	return true
 }
 
 // seqEvent is a message of a run's events as pumpEvents reads it: its stream sequence, and the

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/reins-run/reins/engine"
@@ -44,6 +43,12 @@ type ReplayReport struct {
 	// Events counts the recorded events; Decided those that changed the replayed run.
 	Events  int `json:"events"`
 	Decided int `json:"decided"`
+	// Records counts the answers that carry the record of their iteration. RecordProblem says
+	// in one sentence where the records and the answers disagree (an agent step's answer
+	// without its record, a record of another iteration, another stop reason or other token
+	// counts than its answer's); empty when they agree.
+	Records       int    `json:"records"`
+	RecordProblem string `json:"record_problem,omitempty"`
 	// Original is the saved run's result, Replay the replayed run's.
 	Original protocol.Result `json:"original"`
 	Replay   protocol.Result `json:"replay"`
@@ -114,6 +119,7 @@ func ReplayRecord(rec *Record, own *workflow.Definition, evs []protocol.Event, d
 		Replay:   NewResult(def, &Record{Run: test.run}),
 	}
 	rep.Same = sameOutcome(rec.Run, test.run)
+	rep.Records, rep.RecordProblem = CheckRecords(own, evs)
 	if rep.Same {
 		return rep, nil
 	}
@@ -130,6 +136,38 @@ func ReplayRecord(rec *Record, own *workflow.Definition, evs []protocol.Event, d
 	}
 	rep.Difference, rep.Step, rep.Iteration = d.sentence, d.step, d.iteration
 	return rep, nil
+}
+
+// CheckRecords counts the answers in evs that carry their iteration's record, and returns the
+// first disagreement between an answer and its record: the built-in agent records every
+// iteration it runs, and its record's usage and stop are the answer's.
+func CheckRecords(def *workflow.Definition, evs []protocol.Event) (int, string) {
+	n := 0
+	for i := range evs {
+		ev := &evs[i]
+		if !IsAnswer(ev) {
+			continue
+		}
+		where := fmt.Sprintf("the %s answer to iteration %d of step %s (attempt %d)", ev.Type, ev.Iteration, protocol.StepKey(ev.Step, ev.Item), ev.Attempt)
+		r := ev.Record
+		if r == nil {
+			if st := def.StepByID(ev.Step); st != nil && st.Type == workflow.Agent && ev.Item < 0 &&
+				(ev.Type == protocol.EvContinued || ev.Type == protocol.EvCompleted || ev.Type == protocol.EvWaiting) {
+				return n, where + " has no record of what the iteration did"
+			}
+			continue
+		}
+		n++
+		switch {
+		case r.Iteration != ev.Iteration:
+			return n, fmt.Sprintf("%s carries the record of iteration %d", where, r.Iteration)
+		case ev.Type == protocol.EvCompleted && r.StopReason != "" && ev.StopReason != "" && r.StopReason != ev.StopReason:
+			return n, fmt.Sprintf("%s stops %s, its record %s", where, ev.StopReason, r.StopReason)
+		case ev.Usage != nil && !r.Recovered && r.InputTokens+r.OutputTokens != int64(ev.Usage.InputTokens+ev.Usage.OutputTokens):
+			return n, fmt.Sprintf("%s reports %d tokens, its record %d", where, ev.Usage.InputTokens+ev.Usage.OutputTokens, r.InputTokens+r.OutputTokens)
+		}
+	}
+	return n, ""
 }
 
 // normalized returns a normalized copy of def, leaving def untouched.
@@ -273,10 +311,7 @@ func (r *replayer) record(cmds []engine.Command, at time.Time) {
 			}
 		case c.Type == engine.CmdStartChild && c.Child != nil:
 			ch := c.Child
-			step := ch.Step
-			if ch.Item >= 0 {
-				step += "#" + strconv.Itoa(ch.Item)
-			}
+			step := protocol.StepKey(ch.Step, ch.Item)
 			d = dispatch{child: ch, step: step, key: fmt.Sprintf("sub-run %s/%d", step, ch.Activation)}
 			if ch.CallID != "" { // the sub-run of an agent step's call
 				d.key += fmt.Sprintf("/%d/%s", ch.Iteration, ch.CallID)

@@ -150,12 +150,16 @@ func TestExampleRefund(t *testing.T) {
 			"path: investigate → route → recommend",
 			`output: {"stop_reason":"completed","detail":"the model gave a final answer that passed validation","answer":"Recommend a refund: O-104 arrived 4 days late and the policy refunds deliveries more than 3 days late."}`,
 		)
-		// Live progress: each iteration with its tool calls, tokens and cost, then each step's end.
+		// Live progress, from the run's events (none missed): each iteration with what it spent and
+		// each call with what came of it, then each step's end.
 		hasLines(t, "progress", r.stderr,
-			"investigate          running   iteration 1",
-			"investigate          running   iteration 2 tools=1 tokens=138 cost=$0.0005",
-			"investigate          running   iteration 3 tools=2 tokens=338 cost=$0.0012",
-			"investigate          running   iteration 4 tools=3 tokens=600 cost=$0.0020",
+			"investigate          running",
+			"investigate          iteration 1 continued tools=1 tokens=138 cost=$0.0005",
+			`                       read_order {"order_id":"O-104"} → ok, 71 bytes`,
+			"investigate          iteration 2 continued tools=1 tokens=200 cost=$0.0007",
+			"investigate          iteration 3 continued tools=1 tokens=262 cost=$0.0008",
+			"investigate          iteration 4 completed tokens=360 cost=$0.0012",
+			"                       stop: completed: the model gave a final answer that passed validation",
 			"investigate          completed iteration 4 tools=3 tokens=960 cost=$0.0032 stop=completed label=completed",
 			"route                completed label=completed",
 			"recommend            completed",

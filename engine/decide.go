@@ -518,7 +518,7 @@ func handlerFor(step *workflow.Step) string {
 	return step.Handler
 }
 
-func childKey(parent string, i int) string { return parent + "#" + strconv.Itoa(i) }
+func childKey(parent string, i int) string { return protocol.StepKey(parent, i) }
 
 // task is the task of the current attempt of sr (and of its current resume, after decisions).
 func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *protocol.Task {

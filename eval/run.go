@@ -21,8 +21,9 @@ var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Options change how cases run.
 type Options struct {
-	// Model, when set, replaces every fixture's scripted model (reins eval --model). Runs then use
-	// the real clock, since a real model takes real time.
+	// Model, when set, replaces every fixture's scripted model (reins eval --model), a scripted
+	// summarizer of a context policy included. Runs then use the real clock, since a real model
+	// takes real time.
 	Model model.Model
 	// Sink, when set, receives every trace event of every run.
 	Sink trace.Sink
@@ -68,6 +69,10 @@ func Controller(f *fixture.Fixture, clk clock.Clock, opts Options) (*loop.Contro
 		}
 		m = s
 	}
+	policy, err := contextPolicy(f, clk, opts)
+	if err != nil {
+		return nil, err
+	}
 	c, err := loop.New(loop.Config{
 		Model:        m,
 		Tools:        tools,
@@ -77,11 +82,33 @@ func Controller(f *fixture.Fixture, clk clock.Clock, opts Options) (*loop.Contro
 		Approver:     newApprover(f.Approvals),
 		Clock:        clk,
 		Sink:         opts.Sink,
+		Context:      policy,
 	})
 	if err != nil {
 		return nil, &fixture.InvalidError{File: f.File, Msg: err.Error()}
 	}
 	return c, nil
+}
+
+// contextPolicy is the fixture's context policy: its summarizer scripted, on clk, unless
+// opts.Model replaces every scripted model.
+func contextPolicy(f *fixture.Fixture, clk clock.Clock, opts Options) (loop.ContextPolicy, error) {
+	c := f.Context
+	if c == nil {
+		return loop.ContextPolicy{}, nil
+	}
+	spec := loop.ContextSpec{MaxTokens: c.MaxTokens, Strategy: c.Strategy, KeepLast: c.KeepLast}
+	if c.Strategy != loop.Summarize {
+		return spec.Policy(nil), nil
+	}
+	if opts.Model != nil {
+		return spec.Policy(opts.Model), nil
+	}
+	s, err := model.NewScripted(c.Summarizer, clk)
+	if err != nil {
+		return loop.ContextPolicy{}, &fixture.InvalidError{File: f.File, Key: "context.summarizer", Msg: err.Error()}
+	}
+	return spec.Policy(s), nil
 }
 
 // RunCase runs a fixture once (run is 1-based) and checks its expectations.

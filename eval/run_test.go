@@ -272,8 +272,8 @@ func TestShippedEvalsCoverEveryStopReason(t *testing.T) {
 			t.Errorf("no shipped fixture expects stop reason %s", sr)
 		}
 	}
-	if len(loop.StopReasons) != 12 {
-		t.Errorf("loop.StopReasons has %d entries; the contract lists 12", len(loop.StopReasons))
+	if len(loop.StopReasons) != 13 {
+		t.Errorf("loop.StopReasons has %d entries; the contract lists 12, and reins adds context_exhausted", len(loop.StopReasons))
 	}
 }
 

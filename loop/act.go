@@ -181,11 +181,11 @@ func (r *Run) approve(ctx context.Context, iter int, p *model.Proposal, checks [
 		case d.Approve:
 			st.Approvals[ch.call.Name]++
 			ch.approved = true
-			r.emit(trace.Event{Type: trace.Approval, Iteration: iter, Tool: ch.call.Name, CallID: ch.call.ID, Decision: "approved", Reason: d.Message})
+			r.emit(trace.Event{Type: trace.Approval, Iteration: iter, Tool: ch.call.Name, CallID: ch.call.ID, Decision: "approved", Reason: d.Message, By: d.By})
 		default:
 			st.Approvals[ch.call.Name]++
 			ch.denied, ch.reason = true, d.Message
-			r.emit(trace.Event{Type: trace.Approval, Iteration: iter, Tool: ch.call.Name, CallID: ch.call.ID, Decision: "denied", Reason: d.Message})
+			r.emit(trace.Event{Type: trace.Approval, Iteration: iter, Tool: ch.call.Name, CallID: ch.call.ID, Decision: "denied", Reason: d.Message, By: d.By})
 		}
 	}
 	if len(pending) == 0 {

@@ -29,11 +29,15 @@ const (
 	MaxCost       StopReason = "max_cost"
 	Timeout       StopReason = "timeout"
 	Cancelled     StopReason = "cancelled"
+	// ContextExhausted is a reins extension of the contract: the context policy (Config.Context)
+	// cannot bring the next model call under its max_tokens, even with everything it may leave
+	// out left out.
+	ContextExhausted StopReason = "context_exhausted"
 )
 
-// StopReasons lists every stop reason, in the order of the contract.
+// StopReasons lists every stop reason: the contract's, in its order, then reins's extensions.
 var StopReasons = []StopReason{Completed, Refused, NeedsHuman, ToolFailure, Failed, NoProgress,
-	MaxIterations, MaxToolCalls, MaxTokens, MaxCost, Timeout, Cancelled}
+	MaxIterations, MaxToolCalls, MaxTokens, MaxCost, Timeout, Cancelled, ContextExhausted}
 
 // Budget holds the hard limits of a run. A zero field takes its default (see DefaultBudget);
 // MaxTokens and MaxCostUSD are unlimited when zero.
@@ -101,6 +105,7 @@ type Policy struct {
 type Decision struct {
 	Approve bool
 	Message string // shown to the model as the call's result when denied
+	By      string // who decided, for the record (the authenticated principal)
 }
 
 // ApprovalRequest describes a call waiting for a human decision.
@@ -166,6 +171,9 @@ type Config struct {
 	// MaxToolOutput caps the bytes of one tool result shown to the model (default 32 KiB); a
 	// longer result is cut with a visible marker saying how much was dropped.
 	MaxToolOutput int
+	// Context bounds the input tokens of each model call (see ContextPolicy); the zero value
+	// sends the whole conversation every time.
+	Context ContextPolicy
 	// ChildTools names declared tools whose calls the loop does not execute: each runs as a
 	// child run elsewhere (an agent or workflow tool of a durable agent step), and the turn
 	// waits for their results (State.Children, Run.ActOnChildren).

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/tool"
+	"github.com/reins-run/reins/trace"
 )
 
 // exampleController builds a controller with a scripted model (read an order, then answer) and
@@ -122,6 +124,44 @@ func ExampleDefaultBudget() {
 	fmt.Println(b.MaxIterations, b.MaxToolCalls, b.MaxDuration, b.MaxToolFailures, b.MaxRepeatedCalls, b.MaxInvalidActions)
 	// Output:
 	// 10 20 5m0s 3 3 3
+}
+
+// A context policy bounds what each model call carries: here drop_oldest leaves out the oldest
+// turns once the conversation passes 1,500 input tokens, and the trace says so. The conversation
+// itself (State.Messages) keeps every message.
+func ExampleContextPolicy() {
+	clk := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	done := "Read all five pages."
+	var turns []model.Turn
+	for i := range 5 {
+		turns = append(turns, model.Turn{ToolCalls: []model.ToolCall{{Name: "read_page", Arguments: json.RawMessage(fmt.Sprintf(`{"page":%d}`, i+1))}}})
+	}
+	m, _ := model.NewScripted(append(turns, model.Turn{Text: &done}), clk)
+	page := json.RawMessage(fmt.Sprintf(`{"text":%q}`, strings.Repeat("lorem ipsum ", 200)))
+	readPage, _ := tool.NewMock(tool.Spec{Name: "read_page"}, []tool.MockResult{{Output: page}}, clk)
+	c, err := loop.New(loop.Config{
+		Model:   m,
+		Tools:   []tool.Tool{readPage},
+		Clock:   clk,
+		Context: loop.ContextPolicy{MaxTokens: 1500, Strategy: loop.DropOldest, KeepLast: 2},
+	})
+	if err != nil {
+		panic(err)
+	}
+	res := c.Run(context.Background(), "run-1", "Read the five pages of the report.")
+	fmt.Println("stop reason:", res.StopReason)
+	for _, e := range res.Trace {
+		if e.Type == trace.Context {
+			fmt.Printf("iteration %d: %s\n", e.Iteration, e.Reason)
+		}
+	}
+	fmt.Println("messages kept:", len(res.State.Messages), "first sent after the goal:", res.State.Context.From)
+	// Output:
+	// stop reason: completed
+	// iteration 4: left out 2 message(s): 1908 → 1279 input tokens (max_tokens 1500)
+	// iteration 5: left out 2 message(s): 1908 → 1279 input tokens (max_tokens 1500)
+	// iteration 6: left out 2 message(s): 1908 → 1279 input tokens (max_tokens 1500)
+	// messages kept: 12 first sent after the goal: 7
 }
 
 // A child tool's call runs elsewhere (a durable engine runs it as a sub-run): the turn waits

@@ -105,7 +105,19 @@ type traj struct {
 	Ctx, CancelAfter                                                           int
 	Mocks                                                                      [4][]fuzzMock
 	Turns                                                                      []fuzzTurn
+	// The context policy: none when CtxMax is 0; Summaries script the summarizer (summaryKinds).
+	CtxMax, CtxStrategy, CtxKeep int
+	Summaries                    []int
 }
+
+// Summarizer replies.
+const (
+	summaryShort = iota
+	summaryLong  // longer than the room for it
+	summaryError
+	summaryEmpty
+	numSummaryKinds
+)
 
 // codec reads (decoder) or writes (encoder) one small int of k possible values.
 type codec interface{ val(p *int, k int) }
@@ -191,6 +203,18 @@ func (t *traj) walk(c codec) {
 		} else {
 			tu.Calls = nil
 		}
+	}
+	// Last, so that the corpus written before the context policy still decodes, without one.
+	c.val(&t.CtxMax, 6)
+	c.val(&t.CtxStrategy, len(loop.ContextStrategies))
+	c.val(&t.CtxKeep, 4)
+	m := len(t.Summaries)
+	c.val(&m, 5)
+	if len(t.Summaries) != m {
+		t.Summaries = make([]int, m)
+	}
+	for i := range t.Summaries {
+		c.val(&t.Summaries[i], numSummaryKinds)
 	}
 }
 
@@ -311,6 +335,44 @@ func (t *traj) turns() []model.Turn {
 	return out
 }
 
+// fuzzToolsTokens is the estimate of every fuzz tool's definition: a context policy's
+// max_tokens above it is always accepted by loop.New.
+var fuzzToolsTokens = func() int64 {
+	var defs []model.ToolDef
+	for _, d := range fuzzTools {
+		defs = append(defs, model.ToolDef{Name: d.name, InputSchema: json.RawMessage(d.schema)})
+	}
+	return model.EstimateInputTokens(&model.Request{Tools: defs})
+}()
+
+// contextPolicy is the trajectory's context policy: max_tokens a little over the tools'
+// definitions, so that a few of the fuzz's small messages fill it.
+func (t *traj) contextPolicy(clk clock.Clock) (loop.ContextPolicy, error) {
+	if t.CtxMax == 0 {
+		return loop.ContextPolicy{}, nil
+	}
+	p := loop.ContextPolicy{MaxTokens: fuzzToolsTokens + 10 + int64(t.CtxMax)*30, Strategy: loop.ContextStrategies[t.CtxStrategy], KeepLast: t.CtxKeep}
+	if p.Strategy != loop.Summarize {
+		return p, nil
+	}
+	turns := make([]model.Turn, len(t.Summaries))
+	for i, k := range t.Summaries {
+		switch k {
+		case summaryShort:
+			turns[i] = withUsage(answerTurn(fmt.Sprintf("summary %d", i)), 30, 10)
+		case summaryLong:
+			turns[i] = answerTurn(strings.Repeat("long summary ", 100))
+		case summaryError:
+			turns[i] = modelErrTurn("summarizer down", true)
+		case summaryEmpty:
+			turns[i] = answerTurn("")
+		}
+	}
+	s, err := model.NewScripted(turns, clk)
+	p.Summarizer = s
+	return p, err
+}
+
 func mockResult(m fuzzMock) tool.MockResult {
 	var r tool.MockResult
 	switch m.Kind {
@@ -397,8 +459,13 @@ func newFuzzWorld(t testing.TB, tr *traj, now time.Time, cancel context.CancelFu
 			return loop.Decision{}, loop.ErrNoDecision
 		})
 	}
+	policy, err := tr.contextPolicy(w.clk)
+	if err != nil {
+		t.Fatalf("summarizer: %v", err)
+	}
 	w.ctrl, err = loop.New(loop.Config{
-		Model: w.model, Tools: tools, Policy: tr.policy(), Budget: tr.budget(), Approver: approver, Clock: w.clk,
+		Context: policy,
+		Model:   w.model, Tools: tools, Policy: tr.policy(), Budget: tr.budget(), Approver: approver, Clock: w.clk,
 		Sink:               trace.SinkFunc(func(e trace.Event) { w.sunk = append(w.sunk, e) }),
 		MaxConcurrentTools: tr.Concurrent,
 		ModelRetries:       tr.Retries - 1,
@@ -572,6 +639,7 @@ func checkFuzzRun(t *testing.T, tr *traj, w *fuzzWorld, res loop.Result) {
 	if res.StopReason == loop.Cancelled && tr.Ctx != ctxCancel {
 		t.Errorf("cancelled, but nobody cancelled")
 	}
+	checkFuzzContext(t, tr, w, res)
 	props := w.model.proposals()
 	checkTerminalProposals(t, tr, props, res)
 	checkAnswered(t, st, props)
@@ -581,6 +649,43 @@ func checkFuzzRun(t *testing.T, tr *traj, w *fuzzWorld, res loop.Result) {
 	}
 	if t.Failed() {
 		t.Logf("trajectory: %+v\ntrace:\n%s", *tr, formatEvents(res.Trace))
+	}
+}
+
+// checkFuzzContext checks what a context policy promises: every request starts with the goal,
+// carries no tool result without its call, and is estimated within max_tokens; without a policy
+// every request is the whole conversation, and there are no context events nor
+// context_exhausted.
+func checkFuzzContext(t *testing.T, tr *traj, w *fuzzWorld, res loop.Result) {
+	t.Helper()
+	policy, _ := tr.contextPolicy(nil)
+	msgs := res.State.Messages
+	for k, r := range w.model.requests() {
+		req := r.Messages
+		if policy.MaxTokens == 0 {
+			if len(req) > len(msgs) || !reflect.DeepEqual(req, msgs[:len(req)]) {
+				t.Errorf("request %d is not the conversation, without a context policy", k)
+			}
+			continue
+		}
+		if len(req) == 0 || !reflect.DeepEqual(req[0], msgs[0]) {
+			t.Errorf("request %d does not start with the goal", k)
+		}
+		calls := map[string]bool{}
+		for i, m := range req {
+			for _, c := range m.Calls {
+				calls[c.ID] = true
+			}
+			if m.Role == model.RoleTool && !calls[m.CallID] {
+				t.Errorf("request %d message %d answers call %s, which it does not carry", k, i, m.CallID)
+			}
+		}
+		if est := model.EstimateInputTokens(&r); est > policy.MaxTokens {
+			t.Errorf("request %d is estimated at %d tokens, over max_tokens %d", k, est, policy.MaxTokens)
+		}
+	}
+	if policy.MaxTokens == 0 && (res.StopReason == loop.ContextExhausted || trace.Has(res.Trace, trace.Context)) {
+		t.Errorf("without a context policy: stop reason %s, context events %d", res.StopReason, len(eventsOf(res.Trace, trace.Context)))
 	}
 }
 
@@ -818,6 +923,17 @@ func fuzzSeeds() []fuzzSeed {
 		t := base(fCalls(fuzzCall{fa, argX}), fAnswer())
 		t.Ctx = ctxCancel
 		add("cancelled", loop.Cancelled, t)
+	}
+	{
+		// The last 4 messages alone are over max_tokens.
+		t := base(fCalls(fuzzCall{fa, argX}, fuzzCall{fb, argEmpty}), fCalls(fuzzCall{fa, argY}), fAnswer())
+		t.CtxMax = 1
+		add("context_exhausted", loop.ContextExhausted, t)
+	}
+	for strategy, summaries := range [][]int{nil, nil, {summaryShort, summaryError, summaryEmpty, summaryLong}} {
+		t := base(fCalls(fuzzCall{fa, argX}), fCalls(fuzzCall{fb, argEmpty}), fCalls(fuzzCall{fa, argY}), fCalls(fuzzCall{fd, argX}), fAnswer())
+		t.CtxMax, t.CtxStrategy, t.CtxKeep, t.Summaries = 2, strategy, 1, summaries
+		add("completed/context_"+string(loop.ContextStrategies[strategy]), loop.Completed, t)
 	}
 	{
 		// A bit of everything, ending well.

@@ -49,7 +49,7 @@ func (r *Run) ActOnDecisions(ctx context.Context, decisions map[string]Decision)
 			decision = "denied"
 			ch.denied, ch.reason = true, d.Message
 		}
-		r.emit(trace.Event{Type: trace.Approval, Iteration: iter, Tool: p.Call.Name, CallID: p.Call.ID, Decision: decision, Reason: d.Message})
+		r.emit(trace.Event{Type: trace.Approval, Iteration: iter, Tool: p.Call.Name, CallID: p.Call.ID, Decision: decision, Reason: d.Message, By: d.By})
 	}
 	st.Pending, st.PendingTurn, st.Settled = nil, nil, nil
 	r.actOnTurn(ctx, iter, turn, checks, deadline, "approval")

@@ -54,6 +54,8 @@ type Controller struct {
 	forbid   map[string]bool
 	evidence []string
 	defs     []model.ToolDef // what the model is offered: allowed, not forbidden
+	ctx      ContextPolicy   // with its defaults; MaxTokens 0: no policy
+	fixed    int64           // estimated input tokens of the instructions and defs, under a policy
 }
 
 // New checks cfg and returns a controller. Policy names that are not declared tools are errors
@@ -129,6 +131,13 @@ func New(cfg Config) (*Controller, error) {
 			c.defs = append(c.defs, model.ToolDef{Name: n, Description: e.spec.Description, InputSchema: e.spec.InputSchema})
 		}
 	}
+	if cfg.Context.set() {
+		c.fixed = model.EstimateInputTokens(&model.Request{Instructions: cfg.Instructions, Tools: c.defs})
+	}
+	var err error
+	if c.ctx, err = cfg.Context.check(c.fixed); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -144,7 +153,9 @@ type Run struct {
 	checks []callCheck // scratch, reused across iterations
 	// malformed marks the calls of the current turn whose arguments were not JSON (nil when none).
 	malformed []bool
-	iter      int // the iteration in progress, for OnDelta
+	iter      int    // the iteration in progress, for OnDelta
+	win       window // what a context policy sends (unused without one)
+	ctxRaw    int64  // the estimate of the request the policy prepared
 }
 
 // Start begins a new run with the given id and goal. The run's wall clock starts now.
@@ -286,7 +297,9 @@ func contextStop(ctx context.Context) (StopReason, string) {
 // callModel asks the model for a proposal, retrying retryable errors with backoff on the clock.
 func (r *Run) callModel(ctx context.Context, iter int, deadline time.Time) (*model.Response, bool) {
 	st, hooks := r.st, &r.c.cfg.Hooks
-	r.req.Messages = st.Messages
+	if !r.fitContext(ctx, iter, deadline) {
+		return nil, false
+	}
 	for {
 		if !r.capReply(iter) {
 			return nil, false
@@ -310,6 +323,9 @@ func (r *Run) callModel(ctx context.Context, iter int, deadline time.Time) (*mod
 			st.Usage.InputTokens += resp.Usage.InputTokens
 			st.Usage.OutputTokens += resp.Usage.OutputTokens
 			st.CostUSD = model.AddCost(st.CostUSD, resp.CostUSD)
+			if r.c.ctx.MaxTokens > 0 {
+				st.Context.Input, st.Context.Estimate = resp.Usage.InputTokens, r.ctxRaw
+			}
 			r.emit(trace.Event{Type: trace.ModelCall, Iteration: iter, Duration: elapsed,
 				InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, CostUSD: resp.CostUSD})
 			return resp, true
@@ -343,28 +359,39 @@ func (r *Run) callModel(ctx context.Context, iter int, deadline time.Time) (*mod
 // (model.Pricing); it stops the run instead when the estimated input alone would pass either.
 // A call then spends at most the budget plus the error of its input estimate.
 func (r *Run) capReply(iter int) bool {
-	st, b := r.st, &r.c.budget
+	b := &r.c.budget
 	r.req.MaxOutputTokens = 0
 	if b.MaxTokens <= 0 && b.MaxCostUSD <= 0 {
 		return true
 	}
-	in := model.EstimateInputTokens(&r.req)
+	limit, reason, detail := r.replyCap(r.c.cfg.Model, model.EstimateInputTokens(&r.req))
+	if reason != "" {
+		r.stop(iter, reason, detail)
+		return false
+	}
+	r.req.MaxOutputTokens = limit
+	return true
+}
+
+// replyCap is the reply cap of a call of m whose input is about in tokens, by the token and
+// cost budgets (0: no cap); or, when that input alone would pass either, the stop reason and
+// its detail. The main model's calls and a summarizer's share the budgets.
+func (r *Run) replyCap(m model.Model, in int64) (int64, StopReason, string) {
+	st, b := r.st, &r.c.budget
 	limit := int64(math.MaxInt64)
 	if b.MaxTokens > 0 {
 		left := b.MaxTokens - st.Usage.Total()
 		if left-in < 1 {
-			r.stop(iter, MaxTokens, fmt.Sprintf("%d tokens used, budget %d: the next model call's input alone (about %d tokens) would pass it", st.Usage.Total(), b.MaxTokens, in))
-			return false
+			return 0, MaxTokens, fmt.Sprintf("%d tokens used, budget %d: the next model call's input alone (about %d tokens) would pass it", st.Usage.Total(), b.MaxTokens, in)
 		}
 		limit = left - in
 	}
 	if b.MaxCostUSD > 0 {
-		if p, ok := r.c.cfg.Model.(model.Pricing); ok {
+		if p, ok := m.(model.Pricing); ok {
 			if pin, pout, priced := p.TokenPrices(); priced {
 				left := b.MaxCostUSD - st.CostUSD - float64(in)*pin
 				if left <= 0 || left < pout {
-					r.stop(iter, MaxCost, fmt.Sprintf("cost $%.4f, budget $%.4f: the next model call's input alone (about %d tokens) would pass it", st.CostUSD, b.MaxCostUSD, in))
-					return false
+					return 0, MaxCost, fmt.Sprintf("cost $%.4f, budget $%.4f: the next model call's input alone (about %d tokens) would pass it", st.CostUSD, b.MaxCostUSD, in)
 				}
 				if pout > 0 {
 					limit = min(limit, int64(left/pout))
@@ -372,10 +399,10 @@ func (r *Run) capReply(iter int) bool {
 			}
 		}
 	}
-	if limit < math.MaxInt64 {
-		r.req.MaxOutputTokens = limit
+	if limit == math.MaxInt64 {
+		return 0, "", ""
 	}
-	return true
+	return limit, "", ""
 }
 
 // propose records the proposal and acts on it, unless a budget spent by the model call itself

@@ -168,6 +168,7 @@ type recorder struct {
 	mu    sync.Mutex
 	calls int
 	props []model.Proposal
+	reqs  []model.Request // every request, its messages copied
 }
 
 func (r *recorder) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
@@ -175,6 +176,9 @@ func (r *recorder) Generate(ctx context.Context, req *model.Request) (*model.Res
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls++
+	c := *req
+	c.Messages = slices.Clone(req.Messages)
+	r.reqs = append(r.reqs, c)
 	if err == nil {
 		r.props = append(r.props, resp.Proposal)
 	}
@@ -185,6 +189,12 @@ func (r *recorder) proposals() []model.Proposal {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.props)
+}
+
+func (r *recorder) requests() []model.Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.reqs)
 }
 
 // ---- approvers ----
@@ -207,6 +217,7 @@ type setup struct {
 	hooks      loop.Hooks
 	concurrent int
 	retries    int
+	context    loop.ContextPolicy
 	// onCall runs inside the named tool when it executes (after it is logged).
 	onCall map[string]func(ctx context.Context, args json.RawMessage)
 	// children names the tools whose calls run as child runs (Config.ChildTools).
@@ -258,6 +269,7 @@ func newWorld(t testing.TB, s setup, now time.Time) *world {
 		Hooks:              s.hooks,
 		MaxConcurrentTools: s.concurrent,
 		ModelRetries:       s.retries,
+		Context:            s.context,
 		ChildTools:         s.children,
 	})
 	if err != nil {
@@ -1109,6 +1121,23 @@ func TestStopReasons(t *testing.T) {
 			},
 		},
 	}
+
+	tests = append(tests, scenario{
+		// The tool's result alone is more than the context policy allows, and the last
+		// keep_last messages may not be left out: the loop stops before the second call.
+		name: "context_exhausted",
+		setup: setup{
+			tools:   []toolDef{mockTool("read", "", output(bigResult(2000)))},
+			turns:   []model.Turn{callsTurn(tc("read", `{}`)), answerTurn("never reached")},
+			context: loop.ContextPolicy{MaxTokens: 300},
+		},
+		want: loop.ContextExhausted,
+		check: func(t *testing.T, w *world, res loop.Result) {
+			if res.State.ModelCalls != 1 || !strings.Contains(res.Detail, "over the context policy's max_tokens 300") {
+				t.Errorf("model calls %d, detail %q; want 1 and the limit named", res.State.ModelCalls, res.Detail)
+			}
+		},
+	})
 
 	tests = append(tests, scenario{
 		// The tool sees the caller's cancellation and returns ctx.Err(): that is the run

@@ -1,6 +1,9 @@
 package loop
 
-import "github.com/reins-run/reins/clock"
+import (
+	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/model"
+)
 
 // PolicySpec is a Policy as files write it: the `policy` of an eval fixture and of a workflow's
 // agent step (keys as in shared/spec/eval-fixtures.md).
@@ -40,4 +43,20 @@ func (b BudgetSpec) Budget() Budget {
 		MaxTokens: b.MaxTokens, MaxCostUSD: b.MaxCostUSD, MaxToolFailures: b.MaxToolFailures,
 		MaxRepeatedCalls: b.MaxRepeatedCalls, MaxInvalidActions: b.MaxInvalidActions,
 	}
+}
+
+// ContextSpec is a ContextPolicy as a workflow's agent step writes it (`context = { max_tokens,
+// strategy, keep_last, summarizer }`): the summarizer by the name of one of the workflow's
+// models, which the caller opens (an eval fixture scripts it instead, see package fixture).
+type ContextSpec struct {
+	MaxTokens  int64           `json:"max_tokens"`
+	Strategy   ContextStrategy `json:"strategy,omitempty"`
+	KeepLast   int             `json:"keep_last,omitempty"`
+	Summarizer string          `json:"summarizer,omitempty"`
+}
+
+// Policy is the spec as the controller takes it, with summarizer as its summarizer model (nil
+// unless the strategy is summarize).
+func (c ContextSpec) Policy(summarizer model.Model) ContextPolicy {
+	return ContextPolicy{MaxTokens: c.MaxTokens, Strategy: c.Strategy, KeepLast: c.KeepLast, Summarizer: summarizer}
 }

@@ -54,6 +54,10 @@ type State struct {
 	WaitingSince time.Time     `json:"waiting_since,omitzero"`
 	Waited       time.Duration `json:"waited,omitempty"`
 
+	// Context is what the context policy (Config.Context) sends of Messages, which it never
+	// changes: the conversation stays append-only, and only this view of it moves forward.
+	Context ContextView `json:"context,omitzero"`
+
 	StopReason StopReason `json:"stop_reason,omitempty"`
 	Detail     string     `json:"detail,omitempty"`
 	Answer     string     `json:"answer,omitempty"`

@@ -2,9 +2,11 @@ package protocol
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -173,6 +175,11 @@ type Event struct {
 	Usage *Usage `json:"usage,omitempty"`
 	// Permanent marks a failure that retrying cannot fix (FailPermanent).
 	Permanent bool `json:"permanent,omitempty"`
+	// Record is what the answered iteration did, when its handler recorded it (the built-in
+	// agent does: its proposal, validation decisions, tool results, usage and stop), texts
+	// clipped with the whole kept by reference. The engine does not read it: it is the run's
+	// history, which reins runs show --iteration and reins run's progress print.
+	Record *trace.Iteration `json:"record,omitempty"`
 	// Reason is why the run is cancelled.
 	Reason string `json:"reason,omitempty"`
 	// Status is the final status of a sub-run (child_finished); anything but completed, or an
@@ -374,4 +381,13 @@ type StepResult struct {
 	Attempts   int    `json:"attempts"`
 	Error      string `json:"error,omitempty"`
 	Usage      *Usage `json:"usage,omitempty"`
+}
+
+// StepKey names a step as a run's state keys it: STEP, or PARENT#ITEM for a child of a
+// parallel or map step (item ≥ 0; -1 is a step that is not a child).
+func StepKey(step string, item int) string {
+	if item >= 0 {
+		return step + "#" + strconv.Itoa(item)
+	}
+	return step
 }

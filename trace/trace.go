@@ -22,6 +22,9 @@ const (
 	ToolCall       Type = "tool_call"       // a validated call is about to execute
 	ToolResult     Type = "tool_result"     // the result message of a call, executed or not
 	Stop           Type = "stop"            // the loop stopped; StopReason says why
+	// Context is a reins extension of the contract: the context policy changed what the next
+	// model call is sent (messages left out, tool results truncated, a summary).
+	Context Type = "context"
 )
 
 // Validation decisions carried in Event.Decision for Validation events.
@@ -38,10 +41,17 @@ const (
 //   - model_call: Duration, InputTokens, OutputTokens, CostUSD; Error and Retryable when it failed.
 //   - proposal: Proposal (answer, tool_calls, escalate, refuse), Calls, Reason for escalate/refuse.
 //   - validation: Decision, Reason, and Tool/CallID for a tool call (empty for an answer).
-//   - approval: Tool, CallID, Decision (approved, denied, pending), Reason (the human's message).
+//   - approval: Tool, CallID, Decision (approved, denied, pending), Reason (the human's message),
+//     By (who decided, when known).
 //   - tool_call: Tool, CallID, Key (the idempotency key).
 //   - tool_result: Tool, CallID, Executed, Error and Retryable when the call failed, Duration.
 //   - stop: StopReason and Reason (the detail).
+//   - context: Decision (the strategy that acted: drop_oldest, truncate_tool_results or
+//     summarize; drop_oldest when the loop fell back to it after a summarizer failed), Reason
+//     (one sentence: what was left out or truncated, the request's input tokens before and
+//     after, the limit, a summarizer's failure). When a summarizer was called: its Duration,
+//     InputTokens, OutputTokens and CostUSD, as a model_call carries them (so that summing the
+//     events' tokens and cost still gives what the run spent), and Error when it failed.
 //
 // A flat struct rather than an interface payload keeps emitting an event free of allocations.
 type Event struct {
@@ -56,6 +66,7 @@ type Event struct {
 	CallID       string        `json:"call_id,omitempty"`
 	Key          string        `json:"key,omitempty"`
 	Decision     string        `json:"decision,omitempty"`
+	By           string        `json:"by,omitempty"`
 	Reason       string        `json:"reason,omitempty"`
 	Executed     bool          `json:"executed,omitempty"`
 	Error        string        `json:"error,omitempty"`

@@ -19,6 +19,7 @@ import (
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/trace"
 )
 
 // TaskContext is what a handler gets for one task: the task, the ways to answer it, checkpoints
@@ -83,6 +84,14 @@ type TaskContext interface {
 	AddUsage(u protocol.Usage)
 	// Bundle returns the workflow definition the run started with (task.Workflow).
 	Bundle() (*wire.Bundle, error)
+	// Record keeps what the iteration did (the last call wins), to be sent with the answer as
+	// its durable record (protocol.Event.Record), with the task's wall time: texts longer than
+	// 2 KiB are clipped there, their whole kept by reference in the run's values.
+	Record(it trace.Iteration)
+	// KeepText stores a text with the run's values and returns a reference to it (a string that
+	// starts with NUL); ReadText reads it back. For texts a handler keeps out of its checkpoint.
+	KeepText(text string) (string, error)
+	ReadText(ref string) (string, error)
 }
 
 // Outcome is what CompleteWith adds to the output: the label that picks the step's edges, and
@@ -130,6 +139,8 @@ type taskContext struct {
 	reason   error         // why later answers are refused
 	finished chan struct{} // closed when state becomes stateDone
 	usage    protocol.Usage
+	record   *trace.Iteration // what the handler recorded (Record)
+	started  time.Time        // when the handler started, for the record's Duration
 
 	ck checkpoints
 }
@@ -158,6 +169,7 @@ func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.M
 
 // startClock sets the task's deadline, when it has a timeout; it runs before the handler starts.
 func (tc *taskContext) startClock() {
+	tc.started = tc.w.now()
 	if tc.task.Timeout > 0 {
 		tc.Context, tc.stopDeadline = context.WithTimeoutCause(tc.Context, tc.task.Timeout, errTimedOut)
 	}
@@ -247,6 +259,10 @@ func (tc *taskContext) fail(err error, permanent bool) error {
 	ev := tc.event(protocol.EvFailed)
 	ev.Error = errorText(err)
 	ev.Permanent = permanent
+	if tc.withRecord(ev, true) != nil {
+		// The whole texts cannot be kept: a failure is answered all the same, its record clipped.
+		_ = tc.withRecord(ev, false)
+	}
 	return tc.deliver(ev)
 }
 
@@ -307,12 +323,7 @@ func (tc *taskContext) deliverProblem(problem error) error {
 }
 
 // stepName names the task's step for messages: STEP or STEP#ITEM.
-func (tc *taskContext) stepName() string {
-	if tc.task.Item >= 0 {
-		return tc.task.Step + "#" + strconv.Itoa(tc.task.Item)
-	}
-	return tc.task.Step
-}
+func (tc *taskContext) stepName() string { return protocol.StepKey(tc.task.Step, tc.task.Item) }
 
 // natsHeaderOverhead is the size of a message's headers besides the Nats-Msg-Id value.
 const natsHeaderOverhead = len("NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
@@ -320,6 +331,9 @@ const natsHeaderOverhead = len("NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
 // fits encodes an answer and reports one larger than the server's max payload; it returns the
 // encoded answer, which deliverData publishes as is.
 func (tc *taskContext) fits(ev *protocol.Event) ([]byte, error) {
+	if err := tc.withRecord(ev, true); err != nil {
+		return nil, err
+	}
 	ev, err := tc.w.values.OutEvent(tc, ev)
 	if err != nil {
 		return nil, &storeError{fmt.Errorf("the answer to step %s cannot be stored: %w", tc.stepName(), err)}

@@ -202,6 +202,11 @@ func (t *AgentStep) WithPolicy(p Policy) *AgentStep { t.s.Policy = &p; return t 
 // WithBudget sets the loop's budget; zero fields take the defaults of eval-fixtures.md.
 func (t *AgentStep) WithBudget(bu Budget) *AgentStep { t.s.Budget = &bu; return t }
 
+// WithContext sets the loop's context policy: the most input tokens one model call may carry,
+// the strategy that keeps it under them, how many of the latest messages it never touches, and
+// for strategy summarize the summarizer, a model of the workflow's [models].
+func (t *AgentStep) WithContext(c Context) *AgentStep { t.s.Context = &c; return t }
+
 // WithOnNeedsHuman sets what the step does when its loop stops with needs_human without calls
 // pending approval: "complete" (the default: the step completes with that stop reason) or
 // "pause" (the step waits for a human's answer, and the next iteration goes on with it).
@@ -455,6 +460,10 @@ func (b *Builder) definition() (*Definition, Problems) {
 		if s.Budget != nil {
 			bu := *s.Budget
 			s.Budget = &bu
+		}
+		if s.Context != nil {
+			c := *s.Context
+			s.Context = &c
 		}
 		s.Branches = slices.Clone(s.Branches)
 		s.Approvers = slices.Clone(s.Approvers)

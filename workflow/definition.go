@@ -143,6 +143,10 @@ type Policy = loop.PolicySpec
 // Budget is an agent step's budget, keys as in eval-fixtures.md; zero means the default.
 type Budget = loop.BudgetSpec
 
+// Context is an agent step's context policy (docs/loop.md): max_tokens, strategy, keep_last,
+// and the summarizer by the name of one of the workflow's [models].
+type Context = loop.ContextSpec
+
 // Step is one step. The common keys come first; each type uses only its own keys (see
 // KeysOf), and the validator reports any other key set on it.
 type Step struct {
@@ -166,6 +170,7 @@ type Step struct {
 	Tools         []string        `json:"tools,omitempty"`          // agent
 	Policy        *Policy         `json:"policy,omitempty"`         // agent
 	Budget        *Budget         `json:"budget,omitempty"`         // agent
+	Context       *Context        `json:"context,omitempty"`        // agent
 	Expr          string          `json:"expr,omitempty"`           // switch
 	Branches      []Branch        `json:"branches,omitempty"`       // parallel
 	MaxConcurrent int             `json:"max_concurrent,omitempty"` // parallel, map (default 4)
@@ -207,7 +212,7 @@ var KeysOf = map[StepType][]string{
 	Task:      {"handler"},
 	AgentLoop: {"handler", "max_iterations", "max_duration", "loop_delay"},
 	LLM:       {"model", "prompt", "instructions", "output_schema", "output_repairs"},
-	Agent:     {"model", "instructions", "goal", "tools", "policy", "budget", "on_needs_human", "approval_timeout", "on_timeout"},
+	Agent:     {"model", "instructions", "goal", "tools", "policy", "budget", "context", "on_needs_human", "approval_timeout", "on_timeout"},
 	Switch:    {"expr"},
 	Parallel:  {"branches", "max_concurrent"},
 	Map:       {"items", "step", "workflow", "max_items", "max_concurrent"},

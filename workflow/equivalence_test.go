@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -391,6 +392,7 @@ tools = ["read"]
 retry = { max_attempts = 2, backoff = "fixed", initial_delay = "1s" }
 policy = { allow = ["read"] }
 budget = { max_iterations = 4, max_duration = "1m" }
+context = { max_tokens = 60000, strategy = "summarize", keep_last = 6, summarizer = "m" }
 `,
 				"standard": `
 name = "tables"
@@ -428,6 +430,12 @@ allow = ["read"]
 [steps.budget]
 max_iterations = 4
 max_duration = "1m"
+
+[steps.context]
+max_tokens = 60000
+strategy = "summarize"
+keep_last = 6
+summarizer = "m"
 `,
 				"dotted keys": `
 name = "tables"
@@ -448,6 +456,10 @@ retry.initial_delay = "1s"
 policy.allow = ["read"]
 budget.max_iterations = 4
 budget.max_duration = "1m"
+context.summarizer = "m"
+context.keep_last = 6
+context.strategy = "summarize"
+context.max_tokens = 60000
 `,
 			},
 			builder: func() *workflow.Builder {
@@ -459,7 +471,8 @@ budget.max_duration = "1m"
 					WithTools("read").
 					WithRetry(workflow.Retry{MaxAttempts: 2, Backoff: "fixed", InitialDelay: clock.Duration(time.Second)}).
 					WithPolicy(workflow.Policy{Allow: []string{"read"}}).
-					WithBudget(workflow.Budget{MaxIterations: 4, MaxDuration: clock.Duration(time.Minute)})
+					WithBudget(workflow.Budget{MaxIterations: 4, MaxDuration: clock.Duration(time.Minute)}).
+					WithContext(workflow.Context{MaxTokens: 60000, Strategy: loop.Summarize, KeepLast: 6, Summarizer: "m"})
 				return wf
 			},
 		},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -90,6 +91,33 @@ func ExampleBuilder_Build_problems() {
 	// Output:
 	// E_DANGLING_EDGE edges[1].to
 	// E_MISSING_KEY steps[0].max_iterations
+}
+
+// An agent step whose conversation may grow long: each model call carries at most 60,000 input
+// tokens, the oldest turns summarized by the cheaper model once it would carry more. A
+// summarizer that is not declared in [models] is a problem of its own.
+func ExampleAgentStep_WithContext() {
+	wf := workflow.New("triage").
+		Model("main", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text": "done"}]`)}).
+		Model("cheap", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text": "a summary"}]`)})
+	wf.Agent("triage", "main").
+		WithGoal("Triage the tickets of {{input.queue}}.").
+		WithContext(workflow.Context{MaxTokens: 60000, Strategy: loop.Summarize, KeepLast: 6, Summarizer: "cheap"})
+	def, err := wf.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, _ := json.Marshal(def.StepByID("triage").Context)
+	fmt.Println(string(b))
+
+	wf.Agent("other", "main").WithGoal("g").WithContext(workflow.Context{MaxTokens: 8000, Strategy: loop.Summarize, Summarizer: "cheaper"})
+	wf.Edge("triage", "other")
+	_, err = wf.Build()
+	fmt.Println(err)
+	// Output:
+	// {"max_tokens":60000,"strategy":"summarize","keep_last":6,"summarizer":"cheap"}
+	// E_UNKNOWN_MODEL steps[1].context.summarizer: agent step "other" uses model "cheaper" as its summarizer, which is not declared in [models]
 }
 
 // An agent whose tool runs another agent of the workflow: each call of research runs the step

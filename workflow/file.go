@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/reins-run/reins/loop"
 )
 
 // Load reads the workflow file at path and parses it (see Parse). It does not apply Normalize
@@ -201,15 +203,32 @@ func namedTables[T any](d *decoder, key string, v any, kind string, known []stri
 			out[name] = *new(T)
 			continue
 		}
-		var val T
-		for _, k := range d.keys(nkey, t) {
-			if fkey := joinKey(nkey, k); !set(&val, fkey, k, t[k]) {
-				d.unknownKey(fkey, k, "in "+nkey, known)
-			}
-		}
-		out[name] = val
+		out[name] = fields(d, nkey, t, nkey, known, set)
 	}
 	return out
+}
+
+// subTable decodes a step's table (retry, policy, budget, context), named name in problems:
+// set decodes one key into the value, as for namedTables. A value that is not a table is nil.
+func subTable[T any](d *decoder, key string, v any, name string, known []string, set func(t *T, fkey, k string, fv any) bool) *T {
+	t, ok := d.table(key, v, "a table { "+strings.Join(known, ", ")+" }")
+	if !ok {
+		return nil
+	}
+	val := fields(d, key, t, name, known, set)
+	return &val
+}
+
+// fields decodes the keys of table t at key: set decodes one key and reports false for a key it
+// does not know, which is reported as unknown "in where" with the known keys.
+func fields[T any](d *decoder, key string, t map[string]any, where string, known []string, set func(t *T, fkey, k string, fv any) bool) T {
+	var val T
+	for _, k := range d.keys(key, t) {
+		if fkey := joinKey(key, k); !set(&val, fkey, k, t[k]) {
+			d.unknownKey(fkey, k, "in "+where, known)
+		}
+	}
+	return val
 }
 
 // edgeKeys are the keys of an [[edges]] table.
@@ -324,6 +343,7 @@ var stepFields = map[string]func(d *decoder, key string, v any, s *Step){
 	"tools":          func(d *decoder, key string, v any, s *Step) { s.Tools, _ = d.strs(key, v) },
 	"policy":         func(d *decoder, key string, v any, s *Step) { s.Policy = d.policy(key, v) },
 	"budget":         func(d *decoder, key string, v any, s *Step) { s.Budget = d.budget(key, v) },
+	"context":        func(d *decoder, key string, v any, s *Step) { s.Context = d.context(key, v) },
 	"expr":           func(d *decoder, key string, v any, s *Step) { s.Expr, _ = d.str(key, v) },
 	"branches":       func(d *decoder, key string, v any, s *Step) { s.Branches = d.branches(key, v) },
 	"max_concurrent": func(d *decoder, key string, v any, s *Step) { s.MaxConcurrent, _ = d.integer(key, v) },
@@ -375,13 +395,7 @@ func joinStepTypes() string {
 var retryKeys = []string{"max_attempts", "backoff", "initial_delay", "max_delay"}
 
 func (d *decoder) retry(key string, v any) *Retry {
-	t, ok := d.table(key, v, "a table { max_attempts, backoff, initial_delay, max_delay }")
-	if !ok {
-		return nil
-	}
-	r := &Retry{}
-	for _, k := range d.keys(key, t) {
-		fkey, fv := joinKey(key, k), t[k]
+	return subTable(d, key, v, "retry", retryKeys, func(r *Retry, fkey, k string, fv any) bool {
 		switch k {
 		case "max_attempts":
 			r.MaxAttempts, _ = d.integer(fkey, fv)
@@ -392,23 +406,17 @@ func (d *decoder) retry(key string, v any) *Retry {
 		case "max_delay":
 			r.MaxDelay, _ = d.duration(fkey, fv)
 		default:
-			d.unknownKey(fkey, k, "in retry", retryKeys)
+			return false
 		}
-	}
-	return r
+		return true
+	})
 }
 
 // policyKeys are the keys of an agent step's policy table.
 var policyKeys = []string{"allow", "forbid", "require_approval", "required_evidence", "approvers"}
 
 func (d *decoder) policy(key string, v any) *Policy {
-	t, ok := d.table(key, v, "a table { allow, forbid, require_approval, required_evidence, approvers }")
-	if !ok {
-		return nil
-	}
-	p := &Policy{}
-	for _, k := range d.keys(key, t) {
-		fkey, fv := joinKey(key, k), t[k]
+	return subTable(d, key, v, "policy", policyKeys, func(p *Policy, fkey, k string, fv any) bool {
 		switch k {
 		case "allow":
 			p.Allow, _ = d.strs(fkey, fv)
@@ -421,23 +429,17 @@ func (d *decoder) policy(key string, v any) *Policy {
 		case "approvers":
 			p.Approvers, _ = d.strs(fkey, fv)
 		default:
-			d.unknownKey(fkey, k, "in policy", policyKeys)
+			return false
 		}
-	}
-	return p
+		return true
+	})
 }
 
 // budgetKeys are the keys of an agent step's budget table.
 var budgetKeys = []string{"max_iterations", "max_tool_calls", "max_duration", "max_tokens", "max_cost_usd", "max_tool_failures", "max_repeated_calls", "max_invalid_actions"}
 
 func (d *decoder) budget(key string, v any) *Budget {
-	t, ok := d.table(key, v, "a table { "+strings.Join(budgetKeys, ", ")+" }")
-	if !ok {
-		return nil
-	}
-	b := &Budget{}
-	for _, k := range d.keys(key, t) {
-		fkey, fv := joinKey(key, k), t[k]
+	return subTable(d, key, v, "budget", budgetKeys, func(b *Budget, fkey, k string, fv any) bool {
 		switch k {
 		case "max_iterations":
 			b.MaxIterations, _ = d.integer(fkey, fv)
@@ -456,10 +458,32 @@ func (d *decoder) budget(key string, v any) *Budget {
 		case "max_invalid_actions":
 			b.MaxInvalidActions, _ = d.integer(fkey, fv)
 		default:
-			d.unknownKey(fkey, k, "in budget", budgetKeys)
+			return false
 		}
-	}
-	return b
+		return true
+	})
+}
+
+// contextKeys are the keys of an agent step's context table.
+var contextKeys = []string{"max_tokens", "strategy", "keep_last", "summarizer"}
+
+func (d *decoder) context(key string, v any) *Context {
+	return subTable(d, key, v, "context", contextKeys, func(c *Context, fkey, k string, fv any) bool {
+		switch k {
+		case "max_tokens":
+			c.MaxTokens, _ = d.int64(fkey, fv)
+		case "strategy":
+			s, _ := d.str(fkey, fv)
+			c.Strategy = loop.ContextStrategy(s)
+		case "keep_last":
+			c.KeepLast, _ = d.integer(fkey, fv)
+		case "summarizer":
+			c.Summarizer, _ = d.str(fkey, fv)
+		default:
+			return false
+		}
+		return true
+	})
 }
 
 // branchShape describes what a branches item may be.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -73,6 +74,7 @@ var fullWant = &workflow.Definition{
 			Goal: "Resolve {{input.ticket}}", Tools: []string{"read_order"},
 			Policy:       &workflow.Policy{Allow: []string{"read_order"}, Forbid: []string{"refund"}, RequireApproval: []string{"cancel"}, RequiredEvidence: []string{"read_order"}, Approvers: []string{"role:support"}},
 			OnNeedsHuman: "pause", ApprovalTimeout: dur("15m"), OnTimeout: "fail",
+			Context: &workflow.Context{MaxTokens: 60000, Strategy: loop.Summarize, KeepLast: 6, Summarizer: "writer"},
 			Budget: &workflow.Budget{
 				MaxIterations: 8, MaxToolCalls: 12, MaxDuration: dur("2m"), MaxTokens: 100000, MaxCostUSD: 0.5,
 				MaxToolFailures: 3, MaxRepeatedCalls: 2, MaxInvalidActions: 4,
@@ -387,6 +389,26 @@ label = "x"
 			{workflow.EUnknownKey, 13, "steps[0].policy.deny", "unknown key deny in policy (it takes: allow, forbid, require_approval, required_evidence, approvers)"},
 			{workflow.EUnknownKey, 14, "steps[0].budget.max_steps", "unknown key max_steps in budget (it takes: max_iterations, max_tool_calls"},
 			{workflow.EUnknownKey, 19, "edges[0].label", "unknown key label in an edge (it takes: from, to, when, max_iterations)"},
+		},
+	}, {
+		name: "context keys",
+		src: `[[steps]]
+id = "a"
+type = "agent"
+context = { max_tokens = "many", strategy = 3, keep_last = 1.5, summarizer = ["m"], keep = 2 }
+
+[[steps]]
+id = "b"
+type = "agent"
+context = 60000
+`,
+		want: []want{
+			{workflow.EType, 4, "steps[0].context.max_tokens", "expected an integer, got a string"},
+			{workflow.EType, 4, "steps[0].context.strategy", "expected a string, got an integer"},
+			{workflow.EType, 4, "steps[0].context.keep_last", "expected an integer, got a float"},
+			{workflow.EType, 4, "steps[0].context.summarizer", "expected a string, got an array"},
+			{workflow.EUnknownKey, 4, "steps[0].context.keep", "unknown key keep in context (it takes: max_tokens, strategy, keep_last, summarizer)"},
+			{workflow.EType, 9, "steps[1].context", "expected a table { max_tokens, strategy, keep_last, summarizer }, got an integer"},
 		},
 	}, {
 		name: "wrong shapes of tables and arrays",

@@ -35,6 +35,8 @@ func FuzzParse(f *testing.F) {
 		"[tools.t]\nmock = [ { output = nan } ]\ninput_schema = { d = 1979-05-27, t = 07:32:00 }\n",
 		"[[steps]]\ntype = \"agent\"\n[steps.budget]\nmax_cost_usd = inf\nmax_tokens = 1.5\n[steps.policy]\nallow = [1]\n",
 		"steps = [ \"x\", [ [] ] ]\nmodels = { m = 1 }\n",
+		"[models.m]\nprovider = \"scripted\"\nscript = [{ text = \"s\" }]\n[[steps]]\nid = \"a\"\ntype = \"agent\"\nmodel = \"m\"\ngoal = \"g\"\ninstructions = \"Be brief.\"\ncontext = { max_tokens = 3, strategy = \"summarize\", keep_last = -1, summarizer = \"ghost\" }\n",
+		"[[steps]]\ntype = \"agent\"\n[steps.context]\nmax_tokens = 1e3\nstrategy = \"forget\"\nsummarizer = 1\nkeep = 2\n",
 		"[[steps]]\nid = \"a\"\nid = \"b\"\n",
 		"name = \n",
 		"[models.a.b]\nprovider = \"x\"\n[[models.m.script]]\nreply = 1\n",

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/reins-run/reins/loop"
+	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/template"
 )
 
@@ -498,6 +500,7 @@ var valStepFields = []struct {
 	{"tools", func(s *Step) bool { return len(s.Tools) > 0 }},
 	{"policy", func(s *Step) bool { return s.Policy != nil }},
 	{"budget", func(s *Step) bool { return s.Budget != nil }},
+	{"context", func(s *Step) bool { return s.Context != nil }},
 	{"expr", func(s *Step) bool { return s.Expr != "" }},
 	{"branches", func(s *Step) bool { return len(s.Branches) > 0 }},
 	{"max_concurrent", func(s *Step) bool { return s.MaxConcurrent != 0 }},
@@ -759,6 +762,53 @@ func (v *validator) checkAgent(i int, missing func(k, what string)) {
 			}
 		}
 	}
+	if s.Context != nil {
+		v.checkContext(i)
+	}
+}
+
+// checkContext checks an agent step's context policy: a positive max_tokens, a known strategy,
+// a keep_last not negative, a summarizer declared in [models] exactly when the strategy is
+// summarize, and literal instructions that leave room in max_tokens (templated ones are only
+// known at run time, where the loop stops context_exhausted instead).
+func (v *validator) checkContext(i int) {
+	s := &v.d.Steps[i]
+	c, name := s.Context, v.stepName(i)
+	key := func(k string) string { return valStepKey(i, "context."+k) }
+	switch {
+	case c.MaxTokens == 0 && !v.has(key("max_tokens")):
+		v.add(EMissingKey, key("max_tokens"), "agent step %s has a context policy without max_tokens: set the most input tokens one model call may carry", name)
+	case c.MaxTokens <= 0:
+		v.add(EBadBound, key("max_tokens"), "agent step %s has context.max_tokens %d: it must be positive", name, c.MaxTokens)
+	case !inputIsTemplate(s.Instructions):
+		if n := model.EstimateInputTokens(&model.Request{Instructions: s.Instructions}); n >= c.MaxTokens {
+			v.add(EBadBound, key("max_tokens"), "agent step %s has context.max_tokens %d, but its instructions alone come to about %d input tokens", name, c.MaxTokens, n)
+		}
+	}
+	if c.Strategy != "" && !slices.Contains(loop.ContextStrategies, c.Strategy) {
+		v.add(EBadValue, key("strategy"), "agent step %s has context.strategy %q: it must be %s", name, c.Strategy, valOneOf(valStrategies()...))
+	}
+	if c.KeepLast < 0 {
+		v.add(EBadBound, key("keep_last"), "agent step %s has context.keep_last %d: it must not be negative", name, c.KeepLast)
+	}
+	switch {
+	case c.Strategy == loop.Summarize && c.Summarizer == "":
+		v.add(EMissingKey, key("summarizer"), "agent step %s summarizes its context but names no summarizer: set summarizer to a model of [models]", name)
+	case c.Strategy != loop.Summarize && c.Summarizer != "":
+		v.add(EBadValue, key("summarizer"), "agent step %s names a summarizer, which only strategy \"summarize\" uses (its strategy is %s)", name, cmp.Or(c.Strategy, loop.DropOldest))
+	case c.Summarizer != "":
+		if _, ok := v.d.Models[c.Summarizer]; !ok {
+			v.add(EUnknownModel, key("summarizer"), "agent step %s uses model %q as its summarizer, which is not declared in [models]", name, c.Summarizer)
+		}
+	}
+}
+
+func valStrategies() []string {
+	out := make([]string, len(loop.ContextStrategies))
+	for i, s := range loop.ContextStrategies {
+		out[i] = string(s)
+	}
+	return out
 }
 
 // valOnTimeouts and valOnNeedsHuman are the values of on_timeout (approval, agent) and

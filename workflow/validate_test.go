@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -69,6 +70,10 @@ func TestValidateEachCode(t *testing.T) {
 	// asDone replaces the terminate step "done" (steps[2], reached from check on "ok").
 	asDone := func(s workflow.Step) func(d *workflow.Definition) {
 		return func(d *workflow.Definition) { s.ID = "done"; d.Steps[2] = s }
+	}
+	// asContext makes done an agent step with context policy c.
+	asContext := func(c workflow.Context) func(d *workflow.Definition) {
+		return asDone(workflow.Step{Type: workflow.Agent, Model: "writer", Goal: "g", Context: &c})
 	}
 	addStep := func(s workflow.Step) func(d *workflow.Definition) {
 		return func(d *workflow.Definition) { d.Steps = append(d.Steps, s) }
@@ -142,6 +147,15 @@ func TestValidateEachCode(t *testing.T) {
 		{"retry max_attempts < 1", set(0, func(s *workflow.Step) { s.Retry = &workflow.Retry{Backoff: "fixed"} }), workflow.Options{}, workflow.EBadBound, "steps[0].retry.max_attempts", "gen"},
 		{"output_repairs < 0", set(0, func(s *workflow.Step) { n := -1; s.OutputRepairs = &n }), workflow.Options{}, workflow.EBadBound, "steps[0].output_repairs", "gen"},
 		{"budget < 0", asDone(workflow.Step{Type: workflow.Agent, Model: "writer", Goal: "g", Budget: &workflow.Budget{MaxToolCalls: -1}}), workflow.Options{}, workflow.EBadBound, "steps[2].budget.max_tool_calls", "max_tool_calls"},
+		{"context without max_tokens", asContext(workflow.Context{Strategy: loop.DropOldest}), workflow.Options{}, workflow.EMissingKey, "steps[2].context.max_tokens", "without max_tokens"},
+		{"context max_tokens < 0", asContext(workflow.Context{MaxTokens: -1}), workflow.Options{}, workflow.EBadBound, "steps[2].context.max_tokens", "context.max_tokens -1: it must be positive"},
+		{"context keep_last < 0", asContext(workflow.Context{MaxTokens: 100, KeepLast: -2}), workflow.Options{}, workflow.EBadBound, "steps[2].context.keep_last", "keep_last -2"},
+		{"context strategy", asContext(workflow.Context{MaxTokens: 100, Strategy: "forget"}), workflow.Options{}, workflow.EBadValue, "steps[2].context.strategy", `"drop_oldest", "truncate_tool_results" or "summarize"`},
+		{"summarize without a summarizer", asContext(workflow.Context{MaxTokens: 100, Strategy: loop.Summarize}), workflow.Options{}, workflow.EMissingKey, "steps[2].context.summarizer", "names no summarizer"},
+		{"a summarizer without summarize", asContext(workflow.Context{MaxTokens: 100, Summarizer: "writer"}), workflow.Options{}, workflow.EBadValue, "steps[2].context.summarizer", `only strategy "summarize" uses (its strategy is drop_oldest)`},
+		{"unknown summarizer", asContext(workflow.Context{MaxTokens: 100, Strategy: loop.Summarize, Summarizer: "ghost"}), workflow.Options{}, workflow.EUnknownModel, "steps[2].context.summarizer", `model "ghost" as its summarizer`},
+		{"instructions over context.max_tokens", asDone(workflow.Step{Type: workflow.Agent, Model: "writer", Goal: "g", Instructions: strings.Repeat("Be careful. ", 20), Context: &workflow.Context{MaxTokens: 50}}), workflow.Options{}, workflow.EBadBound, "steps[2].context.max_tokens", "its instructions alone come to about 60 input tokens"},
+		{"context on an llm step", set(0, func(s *workflow.Step) { s.Context = &workflow.Context{MaxTokens: 100} }), workflow.Options{}, workflow.EUnknownKey, "steps[0].context", "llm steps do not take"},
 		{"backoff", set(0, func(s *workflow.Step) { s.Retry = &workflow.Retry{MaxAttempts: 2, Backoff: "random"} }), workflow.Options{}, workflow.EBadValue, "steps[0].retry.backoff", "random"},
 		{"on_timeout", asDone(workflow.Step{Type: workflow.Approval, Prompt: "ok?", OnTimeout: "maybe"}), workflow.Options{}, workflow.EBadValue, "steps[2].on_timeout", "maybe"},
 		{"agent on_timeout", asDone(workflow.Step{Type: workflow.Agent, Model: "writer", Goal: "g", OnTimeout: "later"}), workflow.Options{}, workflow.EBadValue, "steps[2].on_timeout", `agent step "done" has on_timeout "later": it must be "deny" or "fail"`},
@@ -1013,5 +1027,20 @@ func TestValidateBoundPaths(t *testing.T) {
 				t.Errorf("message %q, want it to say %q", ps[0].Message, tc.says)
 			}
 		})
+	}
+}
+
+// A context policy that fits, and instructions that are a template, are only known at run time:
+// no problem (the loop stops context_exhausted then if they do not fit).
+func TestValidateContextAccepted(t *testing.T) {
+	for _, c := range []workflow.Step{
+		{Type: workflow.Agent, Model: "writer", Goal: "g", Context: &workflow.Context{MaxTokens: 60000}},
+		{Type: workflow.Agent, Model: "writer", Goal: "g", Context: &workflow.Context{MaxTokens: 60000, Strategy: loop.Summarize, KeepLast: 6, Summarizer: "writer"}},
+		{Type: workflow.Agent, Model: "writer", Goal: "g", Instructions: "{{input.rules}} " + strings.Repeat("Be careful. ", 20), Context: &workflow.Context{MaxTokens: 50, Strategy: loop.TruncateToolResults}},
+	} {
+		d := vBase()
+		c.ID = "done"
+		d.Steps[2] = c
+		vSame(t, workflow.Validate(d, workflow.Options{}))
 	}
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/reins-run/reins/loop"
@@ -25,8 +28,18 @@ type agentFlags struct {
 	approval     []string
 	evidence     []string
 	budget       loop.Budget
+	context      contextFlags
 	stream       bool
 	asJSON       bool
+	record       string
+}
+
+// contextFlags are the flags of the loop's context policy.
+type contextFlags struct {
+	maxTokens  int64
+	strategy   string
+	keepLast   int
+	summarizer string
 }
 
 func newAgentCmd() *cobra.Command {
@@ -43,7 +56,8 @@ a streamable-HTTP server, and may be repeated. Exit status 0 when the loop compl
 answer, 1 for any other stop reason, 2 for a usage error.`,
 		Example: `  reins agent --model openai:gpt-4.1-mini --goal "Summarise README.md" --mcp "npx -y @modelcontextprotocol/server-filesystem ."
   reins agent --model openai:qwen2.5 --base-url http://127.0.0.1:8000/v1 --goal "What is 2+2?"
-  reins agent --model replay:testdata/cassettes/agent.json --goal "..." --json`,
+  reins agent --model replay:testdata/cassettes/agent.json --goal "..." --json
+  reins agent --model openai:gpt-4.1 --goal "..." --mcp "..." --context-max-tokens 60000 --context-strategy summarize --summarizer openai:gpt-4.1-mini`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd, &f) },
 	}
@@ -62,8 +76,13 @@ answer, 1 for any other stop reason, 2 for a usage error.`,
 	fl.DurationVar(&f.budget.MaxDuration, "max-duration", d.MaxDuration, "wall-clock budget of the whole loop")
 	fl.Int64Var(&f.budget.MaxTokens, "max-tokens", 0, "token budget, input plus output (0: unlimited)")
 	fl.Float64Var(&f.budget.MaxCostUSD, "max-cost", 0, "cost budget in USD (0: unlimited; needs a known price, see --price)")
+	fl.Int64Var(&f.context.maxTokens, "context-max-tokens", 0, "the most input tokens one model call may carry (0: no context policy, the whole conversation every time)")
+	fl.StringVar(&f.context.strategy, "context-strategy", "", "how a call over --context-max-tokens is brought under it: drop_oldest (default), truncate_tool_results or summarize")
+	fl.IntVar(&f.context.keepLast, "keep-last", 0, "how many of the latest messages the context strategy never touches (default 4)")
+	fl.StringVar(&f.context.summarizer, "summarizer", "", "the model that writes the summaries of --context-strategy summarize, `PROVIDER:NAME`, opened like --model")
 	fl.BoolVar(&f.stream, "stream", false, "stream the model's text as it arrives")
-	fl.BoolVar(&f.asJSON, "json", false, "print the result (stop reason, answer, usage, trace) as JSON instead of live progress")
+	fl.BoolVar(&f.asJSON, "json", false, "print the result (stop reason, answer, usage, trace, iteration records) as JSON instead of live progress")
+	fl.StringVar(&f.record, "record-iterations", "", "append the record of each iteration to `FILE` (JSON Lines) as it ends: proposal, calls, validation, results, usage, stop")
 	return cmd
 }
 
@@ -75,6 +94,10 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 		return &exitError{code: exitUsage, err: fmt.Errorf("--goal is required")}
 	}
 	m, err := f.model.open()
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	policy, err := f.contextPolicy()
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
@@ -90,7 +113,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	}
 	out := cmd.OutOrStdout()
 	cfg := loop.Config{
-		Model: m, Tools: tools, Instructions: f.instructions, Budget: f.budget,
+		Model: m, Tools: tools, Instructions: f.instructions, Budget: f.budget, Context: policy,
 		Policy: loop.Policy{Allow: f.allow, Forbid: f.forbid, RequireApproval: f.approval, RequiredEvidence: f.evidence},
 	}
 	if !f.asJSON {
@@ -103,9 +126,12 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	res := c.Run(ctx, newRunID("agent"), f.goal)
+	res, records, err := runRecorded(ctx, c, newRunID("agent"), f.goal, f.record)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
 	if f.asJSON {
-		if err := writeAgentJSON(out, res); err != nil {
+		if err := writeAgentJSON(out, res, records); err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
 	} else if res.Answer != "" {
@@ -115,6 +141,30 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 		return &exitError{code: exitFailed}
 	}
 	return nil
+}
+
+// contextPolicy is the loop's context policy from the flags: none without
+// --context-max-tokens, the summarizer opened with --model's options (a recording aside: the
+// cassette is the main model's).
+func (f *agentFlags) contextPolicy() (loop.ContextPolicy, error) {
+	c := f.context
+	if c.maxTokens == 0 {
+		if c.strategy != "" || c.keepLast != 0 || c.summarizer != "" {
+			return loop.ContextPolicy{}, fmt.Errorf("--context-strategy, --keep-last and --summarizer need --context-max-tokens")
+		}
+		return loop.ContextPolicy{}, nil
+	}
+	p := loop.ContextPolicy{MaxTokens: c.maxTokens, Strategy: loop.ContextStrategy(c.strategy), KeepLast: c.keepLast}
+	if c.summarizer != "" {
+		mf := f.model
+		mf.name, mf.record = c.summarizer, ""
+		s, err := mf.open()
+		if err != nil {
+			return p, fmt.Errorf("--summarizer: %w", err)
+		}
+		p.Summarizer = s
+	}
+	return p, nil
 }
 
 // progress prints each trace event of a live run as one short line.
@@ -156,6 +206,8 @@ func (p *progress) Emit(e trace.Event) {
 		default:
 			fmt.Fprintf(p.w, "   ← %s ok in %s\n", e.Tool, e.Duration.Round(time.Millisecond))
 		}
+	case trace.Context:
+		fmt.Fprintf(p.w, "   context (%s): %s\n", e.Decision, e.Reason)
 	case trace.Stop:
 		fmt.Fprintf(p.w, "stop: %s (%s)\n", e.StopReason, e.Reason)
 	}
@@ -168,7 +220,7 @@ func orAnswer(toolName string) string {
 	return toolName + ":"
 }
 
-func writeAgentJSON(w io.Writer, res loop.Result) error {
+func writeAgentJSON(w io.Writer, res loop.Result, records []trace.Iteration) error {
 	st := res.State
 	return printJSON(w, struct {
 		RunID      string             `json:"run_id"`
@@ -181,7 +233,42 @@ func writeAgentJSON(w io.Writer, res loop.Result) error {
 		CostUSD    float64            `json:"cost_usd"`
 		Pending    []loop.PendingCall `json:"pending,omitempty"`
 		Trace      []trace.Event      `json:"trace"`
-	}{st.RunID, res.StopReason, res.Detail, res.Answer, st.Iteration, st.ToolCalls, st.Usage, st.CostUSD, st.Pending, res.Trace})
+		Records    []trace.Iteration  `json:"records"`
+	}{st.RunID, res.StopReason, res.Detail, res.Answer, st.Iteration, st.ToolCalls, st.Usage, st.CostUSD, st.Pending, res.Trace, records})
+}
+
+// runRecorded runs the loop to its end, keeping the record of each iteration; with a file,
+// each record is appended to it (a JSON line, synced) as its iteration ends, so that a run
+// that dies leaves the record of every iteration it finished.
+func runRecorded(ctx context.Context, c *loop.Controller, runID, goal, file string) (loop.Result, []trace.Iteration, error) {
+	var enc *json.Encoder
+	var f *os.File
+	if file != "" {
+		var err error
+		if f, err = os.OpenFile(file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+			return loop.Result{}, nil, fmt.Errorf("--record-iterations: %w", err)
+		}
+		defer f.Close()
+		enc = json.NewEncoder(f)
+	}
+	run := c.Start(runID, goal)
+	records := []trace.Iteration{}
+	for done := false; !done; {
+		m := run.Mark()
+		done = run.Step(ctx)
+		rec := run.Record(m)
+		records = append(records, rec)
+		if enc == nil {
+			continue
+		}
+		if err := enc.Encode(rec); err != nil {
+			return run.Result(), records, fmt.Errorf("--record-iterations %s: %w", file, err)
+		}
+		if err := f.Sync(); err != nil {
+			return run.Result(), records, fmt.Errorf("--record-iterations %s: %w", file, err)
+		}
+	}
+	return run.Result(), records, nil
 }
 
 // newRunID returns a unique, time-ordered run id such as agent-20261121-201503-a1b2c3.

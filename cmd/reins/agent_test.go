@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/reins-run/reins/trace"
 )
 
 var update = flag.Bool("update", false, "rewrite the example cassettes in examples/cassettes from the local protocol servers")
@@ -99,6 +101,7 @@ type agentJSON struct {
 		Type string `json:"type"`
 		Tool string `json:"tool"`
 	} `json:"trace"`
+	Records []trace.Iteration `json:"records"`
 }
 
 func runAgentJSON(t *testing.T, args ...string) agentJSON {
@@ -139,6 +142,17 @@ func checkRefundRun(t *testing.T, res agentJSON, wantTokens int64) {
 	}
 	if !executed["read_order"] || !executed["read_delivery_status"] {
 		t.Errorf("executed tools %v, want read_order and read_delivery_status", executed)
+	}
+	// One record per iteration: the first proposes both calls, executed; the second answers.
+	if len(res.Records) != 2 {
+		t.Fatalf("%d iteration records, want 2", len(res.Records))
+	}
+	first, last := res.Records[0], res.Records[1]
+	if len(first.Calls) != 2 || first.Calls[0].Tool != "read_order" || !first.Calls[0].Executed || first.Calls[0].Arguments != `{"order_id":"O-104"}` || first.Calls[0].Output == "" {
+		t.Errorf("iteration 1's record: %+v", first.Calls)
+	}
+	if last.Proposal == nil || last.Proposal.Text != exampleAnswer || last.StopReason != "completed" || last.InputTokens+last.OutputTokens == 0 {
+		t.Errorf("iteration 2's record: %+v", last)
 	}
 }
 
@@ -183,8 +197,25 @@ func TestExampleCassettes(t *testing.T) {
 				t.Fatalf("%s differs from a fresh recording: the requests reins sends have changed; if that is intended, run go test ./cmd/reins -run TestExampleCassettes -update", committed)
 			}
 			srv.Close()
-			replayed := runAgentJSON(t, "--model", "replay:"+committed, "--goal", exampleGoal, "--mcp", mcpOrders)
+			iterations := filepath.Join(t.TempDir(), "iterations.jsonl")
+			replayed := runAgentJSON(t, "--model", "replay:"+committed, "--goal", exampleGoal, "--mcp", mcpOrders, "--record-iterations", iterations)
 			checkRefundRun(t, replayed, tt.tokens)
+			// --record-iterations wrote the same records, a JSON line each.
+			data, err := os.ReadFile(iterations)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lines []trace.Iteration
+			for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				var it trace.Iteration
+				if err := json.Unmarshal([]byte(line), &it); err != nil {
+					t.Fatalf("--record-iterations line %q: %v", line, err)
+				}
+				lines = append(lines, it)
+			}
+			if len(lines) != 2 || lines[0].Iteration != 1 || lines[1].StopReason != "completed" {
+				t.Errorf("--record-iterations wrote %d records: %+v", len(lines), lines)
+			}
 		})
 	}
 }

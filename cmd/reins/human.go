@@ -191,6 +191,11 @@ func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.C
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
+	// Progress shows the events after the answer, not the run's whole history again.
+	shown, err := c.LastEvent(ctx, runID)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
 	sendAndSay := func() error {
 		line, err := send(ctx, c)
 		if err != nil {
@@ -209,8 +214,8 @@ func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.C
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	// The answer goes once the watch is open: its progress shows every save after it.
-	return followToResult(cmd, c, runID, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: true, after: before.Revision, start: sendAndSay, where: f.nats.where()})
+	return followToResult(cmd, c, runID, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: true,
+		after: before.Revision, afterEvent: shown, start: sendAndSay, where: f.nats.where()})
 }
 
 // printWaiting tells what a waiting run waits for and the command that answers each; where

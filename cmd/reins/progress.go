@@ -9,14 +9,19 @@ import (
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/workflow"
 )
 
 // builtinHandlers are the handlers of the built-in step types.
 var builtinHandlers = []string{protocol.HandlerLLM, protocol.HandlerAgent}
 
-// runProgress prints one line per change of a step: started, a new iteration or attempt, ended.
+// runProgress prints a run's progress: a line when a step starts or ends (from the saves of
+// its record), and for every iteration of an agent or agent_loop step what it did (from the
+// answers in the run's events, which progress reads in order, missing none); for other steps,
+// their failed attempts.
 type runProgress struct {
 	w     io.Writer
 	def   *workflow.Definition
@@ -28,6 +33,7 @@ func newProgress(w io.Writer, def *workflow.Definition, quiet bool) *runProgress
 	return &runProgress{w: w, def: def, quiet: quiet, seen: map[string]engine.StepRun{}}
 }
 
+// update prints the steps whose status or activation changed in rec.
 func (p *runProgress) update(rec *client.Record) {
 	if p.quiet || rec == nil || rec.Run == nil {
 		return
@@ -39,18 +45,111 @@ func (p *runProgress) update(rec *client.Record) {
 		if sr.Status == protocol.StepPending || sr.Status == protocol.StepSkipped {
 			continue
 		}
-		if had && old.Status == sr.Status && old.Activation == sr.Activation && old.Iteration == sr.Iteration && old.Attempt == sr.Attempt {
+		if had && old.Status == sr.Status && old.Activation == sr.Activation {
 			continue
 		}
 		fmt.Fprintln(p.w, stepLine(key, sr))
 	}
 }
 
+// progressClip bounds the texts of a progress line.
+const progressClip = 100
+
+// event prints what an answer says: an iteration of a looping step, or a failed attempt.
+func (p *runProgress) event(ev *protocol.Event) {
+	if p.quiet || !client.IsAnswer(ev) {
+		return
+	}
+	key := protocol.StepKey(ev.Step, ev.Item)
+	looping := false
+	if st := p.def.StepByID(stepBody(p.def, ev)); st != nil {
+		looping = st.Type == workflow.Agent || st.Type == workflow.AgentLoop
+	}
+	failed := ev.Type == protocol.EvFailed || ev.Type == protocol.EvTimedOut
+	if !looping && !failed {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-20s iteration %d", key, ev.Iteration)
+	if ev.Attempt > 1 {
+		fmt.Fprintf(&b, " attempt %d", ev.Attempt)
+	}
+	fmt.Fprintf(&b, " %s", ev.Type)
+	if ev.Usage != nil {
+		b.WriteString(usageText(*ev.Usage))
+	}
+	if ev.Error != "" {
+		fmt.Fprintf(&b, ": %s", trace.ClipText(ev.Error, progressClip))
+	}
+	fmt.Fprintln(p.w, b.String())
+	if ev.Record != nil {
+		for _, line := range progressLines(ev.Record) {
+			fmt.Fprintf(p.w, "%-20s   %s\n", "", line)
+		}
+	}
+}
+
+// stepBody is the step an answer's task ran: a child's branch or map body, else the step.
+func stepBody(def *workflow.Definition, ev *protocol.Event) string {
+	parent := def.StepByID(ev.Step)
+	switch {
+	case ev.Item < 0 || parent == nil:
+		return ev.Step
+	case parent.Step != "": // map
+		return parent.Step
+	case ev.Item < len(parent.Branches):
+		return parent.Branches[ev.Item].Step
+	}
+	return ev.Step
+}
+
+// progressLines says in a few short lines what a recorded iteration did: the proposal, each
+// call and what came of it, the stop.
+func progressLines(r *trace.Iteration) []string {
+	var out []string
+	for _, c := range r.Context {
+		out = append(out, "context: "+trace.ClipText(c, progressClip))
+	}
+	if p := r.Proposal; p != nil && p.Kind != string(model.KindToolCalls) {
+		line := p.Kind
+		if text := p.Reason + p.Text; text != "" {
+			line += ": " + trace.ClipText(strings.Join(strings.Fields(text), " "), progressClip)
+		}
+		if p.Decision == trace.DecisionInvalid {
+			line += " [rejected: " + p.Why + "]"
+		}
+		out = append(out, line)
+	}
+	for i := range r.Calls {
+		c := &r.Calls[i]
+		line := c.Tool + " " + trace.ClipText(c.Arguments, progressClip/2) + " → "
+		switch {
+		case c.Executed && c.Error == "":
+			line += fmt.Sprintf("ok, %d bytes", c.OutputBytes)
+		case c.Executed:
+			line += "failed: " + trace.ClipText(c.Error, progressClip)
+		case c.Approval == "pending":
+			line += "waits for a human decision"
+		case c.Approval == "denied":
+			line += "denied by " + c.By
+		case c.Decision != "" && c.Decision != trace.DecisionAccept && c.Decision != trace.DecisionApprove:
+			line += c.Decision + ": " + trace.ClipText(c.Reason, progressClip)
+		default:
+			line += "not executed: " + trace.ClipText(c.Output, progressClip)
+		}
+		out = append(out, line)
+	}
+	if r.StopReason != "" {
+		out = append(out, "stop: "+r.StopReason+": "+trace.ClipText(r.StopDetail, progressClip))
+	}
+	return out
+}
+
 // stepLine describes a step's state in one line.
 func stepLine(key string, sr *engine.StepRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-20s %-9s", key, sr.Status)
-	if sr.Iteration > 1 || sr.Status == protocol.StepRunning && sr.Iteration > 0 {
+	if sr.Iteration > 1 && sr.Status != protocol.StepRunning { // a running step's iterations print as they end
 		fmt.Fprintf(&b, " iteration %d", sr.Iteration)
 	}
 	if sr.Attempt > 1 {
@@ -68,7 +167,7 @@ func stepLine(key string, sr *engine.StepRun) string {
 			fmt.Fprintf(&b, " error: %s", sr.Error)
 		}
 	}
-	return b.String()
+	return strings.TrimRight(b.String(), " ")
 }
 
 func usageText(u protocol.Usage) string {

@@ -204,8 +204,10 @@ type followOptions struct {
 	// untilWaiting stops at a waiting state saved at a revision after after.
 	untilWaiting bool
 	after        uint64
-	// start, when set, starts the run (or sends what continues it) once the watch is open, so
-	// that progress shows every save, the first ones included.
+	// afterEvent: progress shows the events stored after this stream sequence.
+	afterEvent uint64
+	// start, when set, starts the run (or sends what continues it) before following: progress
+	// reads the run's events from the first, so it misses nothing.
 	start func() error
 	// where is what the commands suggested for a waiting run need to reach it (natsFlags.where).
 	where string
@@ -356,20 +358,23 @@ func follow(ctx context.Context, c *client.Client, id string, def *workflow.Defi
 		case <-watchCtx.Done():
 		}
 	}()
-	records, err := c.OpenWatch(watchCtx, id)
-	if err != nil {
-		return nil, err
-	}
 	if o.start != nil {
 		if err := o.start(); err != nil {
 			return nil, err
 		}
 	}
 	p := newProgress(w, def, o.quiet)
-	for rec, err := range records {
+	for u, err := range c.Follow(watchCtx, id) {
 		if err != nil {
 			return nil, err
 		}
+		if u.Event != nil {
+			if u.Seq > o.afterEvent {
+				p.event(u.Event)
+			}
+			continue
+		}
+		rec := u.Record
 		p.update(rec)
 		if rec.Run.Finished() || o.untilWaiting && rec.Run.Status == protocol.RunWaiting && rec.Revision > o.after {
 			return rec, c.ReadValues(watchCtx, rec)

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/wire"
 )
 
@@ -317,11 +318,18 @@ func TestRunRefundInvestigation(t *testing.T) {
 	if last := ls[len(ls)-1]; !strings.HasPrefix(last, `output: {"stop_reason":"completed",`) || !strings.Contains(last, "Recommend a refund: O-104 arrived 4 days late") {
 		t.Errorf("last line %q, want the output", last)
 	}
-	// Progress: every iteration of the agent step, with its tool calls and tokens, then its end.
+	// Progress: the step's start, every iteration of the agent step with what it spent and each
+	// call with what came of it, then its end.
 	for _, want := range []string{
-		"investigate          running   iteration 1",
-		"investigate          running   iteration 4 tools=3",
-		"investigate          completed iteration 4 tools=3 tokens=960 cost=$0.0032 stop=completed label=completed",
+		"investigate          running\n",
+		"investigate          iteration 1 continued tools=1 tokens=138 cost=$0.0005\n" +
+			`                       read_order {"order_id":"O-104"} → ok, 71 bytes`,
+		"investigate          iteration 3 continued tools=1 tokens=262 cost=$0.0008\n" +
+			`                       search_refund_policy {"query":"late delivery"} → ok, 81 bytes`,
+		"investigate          iteration 4 completed tokens=360 cost=$0.0012\n" +
+			"                       answer: Recommend a refund: O-104 arrived 4 days late",
+		"                       stop: completed: the model gave a final answer that passed validation\n" +
+			"investigate          completed iteration 4 tools=3 tokens=960 cost=$0.0032 stop=completed label=completed",
 		"recommend            completed",
 	} {
 		if !strings.Contains(errOut, want) {
@@ -331,6 +339,7 @@ func TestRunRefundInvestigation(t *testing.T) {
 	if strings.Contains(out, "running") {
 		t.Errorf("progress went to stdout:\n%s", out)
 	}
+	checkShowIteration(t, data, first[1])
 
 	code, out, errOut = cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--json", "--quiet")
 	if code != exitOK {
@@ -692,7 +701,7 @@ func TestRunInterrupt(t *testing.T) {
 	defer cancel()
 	var stdout, stderr syncBuffer
 	done := background(ctx, &stdout, &stderr, "run", wf, "--data", data, "--listen", "127.0.0.1:0")
-	awaitText(t, &stderr, "work                 running   iteration 1", done, "reins run")
+	awaitText(t, &stderr, "work                 running", done, "reins run")
 	if !strings.Contains(stderr.String(), "workers can connect to nats://127.0.0.1:") {
 		t.Errorf("stderr does not say where workers connect:\n%s", stderr.String())
 	}
@@ -954,5 +963,46 @@ handler = "nobody"
 	}
 	if strings.Contains(errOut, "reins-llm") || strings.Contains(errOut, "reins-agent") {
 		t.Errorf("the built-in handlers, which reins run serves, were warned about: %q", errOut)
+	}
+}
+
+// checkShowIteration reads back what iterations of the refund investigation did: reins runs
+// show --iteration prints the proposal, each call with its validation and result, the usage,
+// and as JSON every field of the record.
+func checkShowIteration(t *testing.T, data, id string) {
+	t.Helper()
+	code, out, errOut := cli(t, "runs", "show", id, "--data", data, "--iteration", "investigate:1")
+	if code != exitOK {
+		t.Fatalf("runs show --iteration: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"run " + id + " step investigate iteration 1: 1 answer(s)",
+		"continued: activation 1 attempt 1 at ",
+		"  model: 1 call(s), 120 in / 18 out tokens, $0.0005",
+		"  proposes tool_calls",
+		`  call call_0_0 read_order {"order_id":"O-104"}`,
+		"    validation: accept",
+		"ok, 71 bytes",
+		`    result: {"currency":"USD","order_id":"O-104","status":"delivered","total":42.5}`,
+		"  usage: tools=1 tokens=138 cost=$0.0005",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("runs show --iteration investigate:1 has no %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = cli(t, "runs", "show", id, "--data", data, "--iteration", "investigate:4", "--json", "--full")
+	var parts []client.IterationPart
+	if err := json.Unmarshal([]byte(out), &parts); code != exitOK || err != nil {
+		t.Fatalf("runs show --iteration --json: exit %d, %v\n%s", code, err, out)
+	}
+	if len(parts) != 1 || parts[0].Event.Record == nil || parts[0].Event.Record.StopReason != "completed" ||
+		!strings.Contains(parts[0].Event.Record.Proposal.Text, "Recommend a refund") || len(parts[0].Event.Record.Events) == 0 {
+		t.Errorf("iteration 4 as JSON: %s", out)
+	}
+	if code, _, errOut := cli(t, "runs", "show", id, "--data", data, "--iteration", "investigate:9"); code != exitFailed || !strings.Contains(errOut, "no answer to iteration 9 of step investigate") {
+		t.Errorf("an iteration the step did not reach: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := cli(t, "runs", "show", id, "--data", data, "--iteration", "investigate"); code != exitUsage || !strings.Contains(errOut, "is not STEP:N") {
+		t.Errorf("--iteration without a number: exit %d, %s", code, errOut)
 	}
 }

@@ -162,13 +162,33 @@ type showResult struct {
 }
 
 func newRunsShowCmd(nf *natsFlags) *cobra.Command {
-	var asJSON bool
+	var asJSON, full bool
+	var iteration string
 	cmd := &cobra.Command{
-		Use:   "show RUN",
-		Short: "Show a run's steps, iterations, stop reasons and trace",
-		Args:  cobra.ExactArgs(1),
+		Use:   "show RUN [--iteration STEP:N]",
+		Short: "Show a run's steps, iterations, stop reasons and trace, or what one iteration did",
+		Long: `Shows a run: its steps with their status, stop reason and its sentence, iterations, usage,
+the path it took, its output, and its trace of events.
+
+With --iteration STEP:N, shows what iteration N of step STEP did, from the record its answer
+carries: the model's proposal, each call with its arguments, the validation decision and why,
+the human's decision and who took it, the result, tokens, cost and time, and the stop. Texts
+longer than 2 KiB are clipped in the record; --full reads the whole ones.`,
+		Example: `  reins runs show refund-1
+  reins runs show refund-1 --iteration investigate:2
+  reins runs show refund-1 --iteration investigate:2 --full --json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if iteration != "" {
+				step, n, err := client.ParseIteration(iteration)
+				if err != nil {
+					return &exitError{code: exitUsage, err: fmt.Errorf("--iteration: %w", err)}
+				}
+				return withClient(ctx, nf, func(c *client.Client) error {
+					return showIteration(cmd, c, args[0], step, n, full, asJSON)
+				})
+			}
 			return withClient(ctx, nf, func(c *client.Client) error {
 				rec, err := c.Get(ctx, args[0])
 				if errors.Is(err, client.ErrCorrupt) {
@@ -205,8 +225,29 @@ func newRunsShowCmd(nf *natsFlags) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print the run result and its events as JSON (the run result plus "trace")`)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print the run result and its events as JSON (the run result plus "trace"); with --iteration, the iteration's answers`)
+	cmd.Flags().StringVar(&iteration, "iteration", "", "show what iteration N of step STEP did (`STEP:N`; a child is PARENT#ITEM:N)")
+	cmd.Flags().BoolVar(&full, "full", false, "with --iteration: the whole texts, not those clipped at 2 KiB")
 	return cmd
+}
+
+// showIteration prints the answers to one iteration of a run's step.
+func showIteration(cmd *cobra.Command, c *client.Client, runID, step string, n int, full, asJSON bool) error {
+	ctx := cmd.Context()
+	parts, err := c.Iteration(ctx, runID, step, n)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	if full {
+		if err := wholeTexts(ctx, c, runID, parts); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+	}
+	if asJSON {
+		return printJSON(cmd.OutOrStdout(), parts)
+	}
+	printIteration(cmd.OutOrStdout(), runID, step, n, parts)
+	return nil
 }
 
 // printSubRuns lists the sub-runs a run waits for, by id: a person deciding or resuming one
@@ -356,7 +397,7 @@ does not exist), 2 for a usage error.`,
 				if err := printReplay(cmd.OutOrStdout(), rep, file, asJSON); err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
-				if !rep.Same {
+				if !rep.Same || rep.RecordProblem != "" {
 					return &exitError{code: exitFailed}
 				}
 				return nil
@@ -383,11 +424,16 @@ func printReplay(w io.Writer, rep *client.ReplayReport, file string, asJSON bool
 	}
 	if rep.Same {
 		fmt.Fprintf(w, "run %s replays the same with %s: status %s, path %s\n", rep.RunID, what, rep.Original.Status, pathText(rep.Original.Path))
-		return nil
+	} else {
+		fmt.Fprintf(w, "run %s replays differently with %s: %s\n", rep.RunID, what, rep.Difference)
+		fmt.Fprintf(w, "  original: %s, path %s\n", rep.Original.Status, pathText(rep.Original.Path))
+		fmt.Fprintf(w, "  replay:   %s, path %s\n", rep.Replay.Status, pathText(rep.Replay.Path))
 	}
-	fmt.Fprintf(w, "run %s replays differently with %s: %s\n", rep.RunID, what, rep.Difference)
-	fmt.Fprintf(w, "  original: %s, path %s\n", rep.Original.Status, pathText(rep.Original.Path))
-	fmt.Fprintf(w, "  replay:   %s, path %s\n", rep.Replay.Status, pathText(rep.Replay.Path))
+	if rep.RecordProblem != "" {
+		fmt.Fprintf(w, "records: %s\n", rep.RecordProblem)
+	} else {
+		fmt.Fprintf(w, "records: %d iteration record(s) agree with their answers\n", rep.Records)
+	}
 	return nil
 }
 

@@ -296,7 +296,8 @@ func TestRunsReplayForkPrune(t *testing.T) {
 
 	t.Run("replay", func(t *testing.T) {
 		code, out, errOut := cli(t, "runs", "replay", done.RunID, "--data", data)
-		want := "run " + done.RunID + " replays the same with its own definition: status completed, path investigate → route → recommend\n"
+		want := "run " + done.RunID + " replays the same with its own definition: status completed, path investigate → route → recommend\n" +
+			"records: 4 iteration record(s) agree with their answers\n"
 		if code != exitOK || out != want {
 			t.Fatalf("exit %d, stdout %q, want 0 and %q\n%s", code, out, want, errOut)
 		}
@@ -309,13 +310,14 @@ func TestRunsReplayForkPrune(t *testing.T) {
 			Same     bool            `json:"same"`
 			Changed  bool            `json:"changed"`
 			Events   int             `json:"events"`
+			Records  int             `json:"records"`
 			Original json.RawMessage `json:"original"`
 			Replay   json.RawMessage `json:"replay"`
 		}
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatalf("--json: %v\n%s", err, out)
 		}
-		if rep.RunID != done.RunID || !rep.Same || rep.Changed || rep.Events < 5 || compactJSON(rep.Original) != compactJSON(rep.Replay) {
+		if rep.RunID != done.RunID || !rep.Same || rep.Changed || rep.Events < 5 || rep.Records != 4 || compactJSON(rep.Original) != compactJSON(rep.Replay) {
 			t.Errorf("report %+v", rep)
 		}
 		if r := decodeResult(t, string(rep.Replay)); r.Status != "completed" || r.step(t, "investigate").Iterations != 4 {
@@ -336,7 +338,7 @@ func TestRunsReplayForkPrune(t *testing.T) {
 		code, out, errOut := cli(t, "runs", "replay", done.RunID, "--data", data, "--workflow", file)
 		ls := lines(out)
 		want := `run ` + done.RunID + ` replays differently with the definition of ` + file + `, hash `
-		if code != exitFailed || len(ls) != 3 || !strings.HasPrefix(ls[0], want) ||
+		if code != exitFailed || len(ls) != 4 || !strings.HasPrefix(ls[0], want) ||
 			!strings.HasSuffix(ls[0], `: step "investigate" iteration 3: the original run dispatched a task the replay did not`) ||
 			ls[1] != "  original: completed, path investigate → route → recommend" || !strings.HasPrefix(ls[2], "  replay:   ") {
 			t.Errorf("exit %d, want 1 and the difference\nstdout:\n%s\nstderr:\n%s", code, out, errOut)

@@ -28,6 +28,7 @@ func Suite() []Benchmark {
 		{"agent_loop_64", "durable agent_loop iterations with 64 loops at once (ns/op per iteration; iterations/s)", AgentLoopThroughput(64)},
 		{"agent_loop_1000", "durable agent_loop iterations with 1,000 loops at once (ns/op per iteration; iterations/s)", AgentLoopThroughput(1000)},
 		{"checkpoint_growth", "one agent_loop of 1,000 iterations each appending 1 KB to its checkpoint (ns/op per run)", CheckpointGrowth},
+		{"agent_long", "one built-in agent of 1,000 iterations with 30 KB tool results: bytes written per iteration, time per iteration and RSS, early and late", AgentLong},
 		{"waiting_runs", "10,000 runs waiting in loop_delay: resident memory of engine, worker and embedded server", WaitingRuns},
 		{"workflow_load_1k", "parse and validate a generated 1,000-step workflow file", LoadValidate(1000)},
 		{"workflow_load_10k", "parse and validate a generated 10,000-step workflow file", LoadValidate(10000)},

@@ -177,6 +177,10 @@ func (e *encoder) engineEvent(ev *protocol.Event) {
 		e.usage(ev.Usage)
 	}
 	e.boolOmit("permanent", ev.Permanent)
+	if ev.Record != nil {
+		e.name("record")
+		e.reflected("record", ev.Record)
+	}
 	e.strOmit("reason", ev.Reason)
 	e.strOmit("status", string(ev.Status))
 	e.intOmit("resume", ev.Resume)
@@ -618,6 +622,17 @@ func (e *encoder) raw(name string, raw json.RawMessage) {
 	if e.b, err = appendRaw(e.b, raw); err != nil {
 		e.fail(name, err)
 	}
+}
+
+// reflected writes v as encoding/json does, with its reflective encoder: for a value off the
+// path of every iteration (an iteration record).
+func (e *encoder) reflected(name string, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		e.fail(name, err)
+		return
+	}
+	e.b = append(e.b, data...)
 }
 
 // rawOmit leaves out a raw of length 0, as omitempty does (a nil raw, or an empty one, which

@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/trace"
 )
 
 // The decoding of tasks and events, on the path of every durable iteration. A worker decodes a
@@ -206,6 +207,11 @@ func decodeEventFast(data []byte, ev *protocol.Event) bool {
 			return nested(v, ev.Usage)
 		case "permanent":
 			return boolean(v, &ev.Permanent)
+		case "record":
+			if ev.Record == nil {
+				ev.Record = new(trace.Iteration)
+			}
+			return nested(v, ev.Record)
 		case "reason":
 			return str(v, &ev.Reason)
 		case "status":

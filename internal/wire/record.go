@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -152,12 +151,7 @@ func cursorRun(cursor string) (string, bool) {
 }
 
 // TaskKey names the step of a task as the run state does: step, or step#item for a child.
-func TaskKey(t *protocol.Task) string {
-	if t.Item >= 0 {
-		return t.Step + "#" + strconv.Itoa(t.Item)
-	}
-	return t.Step
-}
+func TaskKey(t *protocol.Task) string { return protocol.StepKey(t.Step, t.Item) }
 
 // Nonce is a random id of 16 hex digits: a person's event carries one, so that the run
 // records it once however often it is delivered.

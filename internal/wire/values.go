@@ -155,6 +155,12 @@ func (v *Values) Out(ctx context.Context, runID string, raw json.RawMessage) (js
 	return v.put(ctx, runID, raw)
 }
 
+// Keep stores raw for run runID whatever its size and returns its reference: for a text that a
+// message carries clipped (an iteration record's), so that the whole stays readable.
+func (v *Values) Keep(ctx context.Context, runID string, raw json.RawMessage) (json.RawMessage, error) {
+	return v.put(ctx, runID, raw)
+}
+
 // put stores raw for run runID and returns its reference.
 func (v *Values) put(ctx context.Context, runID string, raw json.RawMessage) (json.RawMessage, error) {
 	name := valueName(runID, raw)

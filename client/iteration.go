@@ -1,0 +1,95 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/reins-run/reins/protocol"
+)
+
+// ErrNoIteration: the run's events hold no answer to the iteration asked for.
+var ErrNoIteration = errors.New("no such iteration")
+
+// IterationPart is one answer to a task of an iteration, as the run's events keep it: which
+// task (activation, attempt, resume), how it answered, and what it did (Record, when the
+// handler recorded it: the built-in agent does). An iteration that waited for humans has two
+// parts or more (the proposal, then the action on the decisions); a failed attempt and its
+// retry are parts too.
+type IterationPart struct {
+	Step       string             `json:"step"` // STEP, or PARENT#ITEM for a child
+	Activation int                `json:"activation"`
+	Iteration  int                `json:"iteration"`
+	Attempt    int                `json:"attempt"`
+	Resume     int                `json:"resume,omitempty"`
+	Answer     protocol.EventType `json:"answer"` // continued, completed, waiting, failed, timed_out
+	Event      protocol.Event     `json:"event"`
+}
+
+// IsAnswer reports whether ev is a worker's answer to a task.
+func IsAnswer(ev *protocol.Event) bool {
+	switch ev.Type {
+	case protocol.EvContinued, protocol.EvCompleted, protocol.EvWaiting, protocol.EvFailed, protocol.EvTimedOut:
+		return true
+	}
+	return false
+}
+
+// IterationParts returns the answers in evs to iteration n of step (a step key), in the
+// order they were stored, of every activation.
+func IterationParts(evs []protocol.Event, step string, n int) []IterationPart {
+	var parts []IterationPart
+	for i := range evs {
+		ev := &evs[i]
+		if !IsAnswer(ev) || ev.Iteration != n || protocol.StepKey(ev.Step, ev.Item) != step {
+			continue
+		}
+		parts = append(parts, IterationPart{Step: step, Activation: ev.Activation, Iteration: ev.Iteration,
+			Attempt: ev.Attempt, Resume: ev.Resume, Answer: ev.Type, Event: *ev})
+	}
+	return parts
+}
+
+// ParseIteration reads STEP:N (a step key and an iteration number from 1).
+func ParseIteration(s string) (string, int, error) {
+	i := strings.LastIndexByte(s, ':')
+	if i <= 0 {
+		return "", 0, fmt.Errorf("%q is not STEP:N (a step and an iteration number, e.g. investigate:3)", s)
+	}
+	n, err := strconv.Atoi(s[i+1:])
+	if err != nil || n < 1 {
+		return "", 0, fmt.Errorf("%q is not STEP:N: the iteration %q is not a number from 1", s, s[i+1:])
+	}
+	return s[:i], n, nil
+}
+
+// Iteration returns the parts of iteration n of step in run runID. ErrNoIteration when the
+// run's events hold none (the step did not reach it, or its events were pruned).
+func (c *Client) Iteration(ctx context.Context, runID, step string, n int) ([]IterationPart, error) {
+	evs, err := c.Events(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	parts := IterationParts(evs, step, n)
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("client: run %s has no answer to iteration %d of step %s: %w", runID, n, step, ErrNoIteration)
+	}
+	return parts, nil
+}
+
+// RecordText reads back the whole text a record keeps by reference (trace.CallRecord's
+// OutputRef, ArgumentsRef, ProposalRecord.TextRef) for run runID.
+func (c *Client) RecordText(ctx context.Context, runID, ref string) (string, error) {
+	raw, err := c.values.In(ctx, runID, json.RawMessage(ref))
+	if err != nil {
+		return "", fmt.Errorf("client: run %s: the text kept by reference: %w", runID, err)
+	}
+	var text string
+	if err := json.Unmarshal(raw, &text); err != nil {
+		return "", fmt.Errorf("client: run %s: the text kept by reference is not a JSON string: %w", runID, err)
+	}
+	return text, nil
+}

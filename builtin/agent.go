@@ -78,8 +78,10 @@ func (h *Handlers) Agent(t Task) error {
 func (h *Handlers) iterate(j *job, run *loop.Run) (done bool, err error) {
 	st, task := run.State(), j.task
 	switch {
+	case task.Resume > 0 && len(task.ChildResults) > 0:
+		return h.actOnChildren(j, run)
 	case task.Resume > 0:
-		if st.PendingTurn == nil {
+		if len(st.Pending) == 0 { // acted on: the turn ran, or waits for its sub-runs
 			if st.Iteration >= task.Iteration {
 				return true, nil // a delivery of this resumed task acted on the decisions and checkpointed
 			}
@@ -160,7 +162,7 @@ func (h *Handlers) controller(j *job, fx *effects) (*loop.Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := loop.Config{Model: m, Tools: tools, Instructions: j.task.Instructions, Clock: h.clock}
+	cfg := loop.Config{Model: m, Tools: tools, Instructions: j.task.Instructions, Clock: h.clock, ChildTools: childTools(j)}
 	if p := j.step.Policy; p != nil {
 		cfg.Policy = p.Policy()
 	}
@@ -273,9 +275,13 @@ func agentRunID(task *protocol.Task) string {
 	return id
 }
 
-// answerAgent answers from the state after the iteration: continue while the run goes on, wait
-// while calls wait for approval, complete with the stop reason once it stopped.
+// answerAgent answers from the state after the iteration: wait while calls wait for sub-runs,
+// continue while the run goes on, wait while calls wait for approval, complete with the stop
+// reason once it stopped.
 func (h *Handlers) answerAgent(j *job, st *loop.State) error {
+	if st.AwaitingChildren() {
+		return h.waitChildren(j, st)
+	}
 	if !st.Stopped() {
 		h.log.Debug("agent iteration", "run", j.task.RunID, "step", j.name, "iteration", j.task.Iteration)
 		return j.t.Continue(nil)

@@ -89,7 +89,8 @@ type Task interface {
 	CompleteWithStop(output any, stopReason, detail string) error
 	Fail(err error) error
 	FailPermanent(err error) error
-	// Wait answers that the iteration stopped on calls waiting for a human decision.
+	// Wait answers that the iteration stopped on calls waiting for a human decision, or for
+	// their sub-runs (PendingCall.Child).
 	Wait(pending []protocol.PendingCall) error
 	Checkpoint(v any) error
 	AppendCheckpoint(items ...any) error

@@ -87,6 +87,17 @@
 // approval flag. A missing handler fails the task for good, unless the step's policy forbids the
 // tool: a forbidden tool never runs, so it needs no handler.
 //
+// A tool with agent or workflow runs each call as a sub-run (loop.Config.ChildTools: the loop
+// never calls it): an iteration whose turn has such a call answers Wait with those calls marked
+// protocol.PendingCall.Child (the agent or workflow), the engine runs them, and the task of the
+// iteration dispatched again carries Task.ChildResults. It acts on the waiting turn with
+// loop.Run.ActOnChildren: a sub-run that completed (for an agent tool, whose agent stopped
+// completed) gives its output as its call's result; any other gives an error naming the agent or
+// workflow, the sub-run and its stop reason or failure. What the sub-runs spent (tokens, cost)
+// is added to the loop's usage, and so to the task's. A delivery of that task whose checkpoint
+// shows the results acted on answers again from it; a task dispatched again with decisions
+// whose turn then waits for sub-runs answers Wait again.
+//
 // A tool with mcp is the tool of the same name on that MCP server (its description and input
 // schema the server's unless the workflow gives them): Config.Operator's MCP server on a shared
 // server, else the workflow's own [mcp.NAME] (a command started in the bundle's BaseDir). One

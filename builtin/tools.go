@@ -40,10 +40,13 @@ func (h *Handlers) tools(j *job, fx *effects) ([]tool.Tool, error) {
 	return out, nil
 }
 
-// tool builds one workflow tool: mocked, or the Go tool registered under its handler.
+// tool builds one workflow tool: one that runs as a sub-run (never called), mocked, an MCP
+// server's, or the Go tool registered under its handler.
 func (h *Handlers) tool(j *job, name string, def workflow.ToolDef, forbidden bool) (tool.Tool, error) {
 	spec := tool.Spec{Name: name, Description: def.Description, InputSchema: def.InputSchema, SideEffect: def.SideEffect}
 	switch {
+	case def.RunsChild():
+		return childTool{spec: spec}, nil
 	case len(bytes.TrimSpace(def.Mock)) > 0:
 		m, err := fixture.MockedTool("tools."+name+".mock", spec, def.Mock, h.clock)
 		if err != nil {

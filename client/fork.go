@@ -136,7 +136,7 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	if err != nil {
 		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
 	}
-	fb := &wire.Bundle{Definition: fdef, Workflows: b.Workflows, BaseDir: b.BaseDir}
+	fb := &wire.Bundle{Definition: fdef, Workflows: b.Workflows, Agents: b.Agents, BaseDir: b.BaseDir}
 	if err := store.Put(ctx, &wire.Bundles{Root: hash, All: map[string]*wire.Bundle{hash: fb}}); err != nil {
 		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
 	}

@@ -41,7 +41,7 @@ func WaitingSteps(def *workflow.Definition, run *engine.Run) []Waiting {
 		}
 		w := Waiting{Key: key, Step: sr, Wait: sr.Wait, Prompt: sr.Prompt}
 		for _, p := range sr.Pending {
-			if _, done := sr.Decisions[p.CallID]; !done {
+			if _, done := sr.Decisions[p.CallID]; !done && p.Child == nil { // a sub-run's call is not a human's
 				w.Pending = append(w.Pending, p)
 			}
 		}

@@ -313,6 +313,9 @@ func (r *replayer) record(cmds []engine.Command, at time.Time) {
 			ch := c.Child
 			step := protocol.StepKey(ch.Step, ch.Item)
 			d = dispatch{child: ch, step: step, key: fmt.Sprintf("sub-run %s/%d", step, ch.Activation)}
+			if ch.CallID != "" { // the sub-run of an agent step's call
+				d.key += fmt.Sprintf("/%d/%s", ch.Iteration, ch.CallID)
+			}
 		default:
 			continue
 		}

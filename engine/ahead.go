@@ -7,7 +7,9 @@ import (
 
 // Ahead reports whether ev answers something run has not dispatched yet: a task event
 // (waiting included) or a child_finished event whose step (or child) has no state, or whose
-// activation, iteration, attempt and resume come after the ones the state holds. Decide ignores such an event like a stale one,
+// activation, iteration, attempt and resume come after the ones the state holds (for the
+// sub-run of an agent step's call: its activation and iteration, or the same ones while the
+// call is not pending yet). Decide ignores such an event like a stale one,
 // but a shell must not drop it: it arrives when the state that dispatched its task has not been
 // saved yet (a shell that crashed between publishing a task and saving the state), and it
 // counts once the redelivered event that dispatched the task has been decided again. Other
@@ -33,7 +35,16 @@ func Ahead(def *workflow.Definition, run *Run, ev protocol.Event) bool {
 	// a higher resume, never a lower one.
 	have := [4]int{sr.Activation, sr.Iteration, sr.Attempt, sr.Resume}
 	want := [4]int{ev.Activation, ev.Iteration, ev.Attempt, ev.Resume}
-	if ev.Type == protocol.EvChildFinished {
+	switch {
+	case ev.Type == protocol.EvChildFinished && ev.CallID != "":
+		// The sub-run of an agent step's call: ahead of a state that has not recorded the
+		// waiting answer that started it (same iteration, the call not pending yet).
+		have, want = [4]int{sr.Activation, sr.Iteration}, [4]int{ev.Activation, ev.Iteration}
+		if have == want {
+			p := sr.pendingCall(ev.CallID)
+			return (sr.Status == protocol.StepRunning || sr.Status == protocol.StepWaiting) && (p == nil || p.Child == nil)
+		}
+	case ev.Type == protocol.EvChildFinished:
 		have, want = [4]int{sr.Activation}, [4]int{ev.Activation}
 	}
 	for i := range have {

@@ -103,7 +103,8 @@ func Decide(def *workflow.Definition, run *Run, ev protocol.Event) (*Run, []Comm
 // InFlight lists the tasks of run that are dispatched and not answered yet, ordered by MsgID,
 // exactly as they were dispatched (same MsgID, input, NotBefore, Resume, Decisions and
 // HumanInput): what a shell that lost track of them publishes again, relying on JetStream to
-// drop the ones it already stored. A waiting step has no task in flight.
+// drop the ones it already stored. A waiting step has no task in flight, nor has a running step
+// with a Wait (one whose calls' sub-runs run).
 func InFlight(def *workflow.Definition, run *Run) []*protocol.Task {
 	if def == nil || !active(run) {
 		return nil
@@ -111,7 +112,7 @@ func InFlight(def *workflow.Definition, run *Run) []*protocol.Task {
 	d := &decider{def: def, g: newGraph(def), run: run}
 	var tasks []*protocol.Task
 	for key, sr := range run.Steps {
-		if sr == nil || sr.Status != protocol.StepRunning || sr.Workflow != "" {
+		if sr == nil || sr.Status != protocol.StepRunning || sr.Workflow != "" || sr.Wait != "" {
 			continue
 		}
 		if step := d.g.steps[sr.Step]; step != nil && dispatched(step.Type) {
@@ -372,7 +373,7 @@ func (d *decider) activate(id string, input json.RawMessage) {
 	sr.Prompt, sr.Instructions, sr.Goal = "", "", ""
 	clearWait(sr)
 	sr.Waited = 0
-	sr.Pending, sr.Decisions, sr.Resume, sr.HumanInput = nil, nil, 0, nil
+	sr.Pending, sr.Decisions, sr.ChildResults, sr.Resume, sr.HumanInput = nil, nil, nil, 0, nil
 	for _, i := range d.g.out[id] {
 		d.run.Edges[i].State = EdgePending
 	}
@@ -545,6 +546,7 @@ func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *protocol.T
 			t.Decisions = append(t.Decisions, dec)
 		}
 	}
+	t.ChildResults = childResults(sr)
 	return t
 }
 
@@ -612,9 +614,13 @@ func (d *decider) runsChild(sr *StepRun) bool {
 }
 
 // abandon stops what a running step has in flight before the engine gives up on it or starts
-// it again: its children are skipped and its sub-runs cancelled. A task in flight needs
+// it again: its children are skipped and its sub-runs cancelled (those of an agent step's
+// calls too, running or waiting). A task in flight needs
 // nothing: its events no longer match and change nothing.
 func (d *decider) abandon(key string, sr *StepRun) {
+	if sr.Status == protocol.StepRunning || sr.Status == protocol.StepWaiting {
+		d.cancelToolChildren(key, sr)
+	}
 	if sr.Status != protocol.StepRunning {
 		return
 	}

@@ -80,7 +80,8 @@
 //     other children are skipped (their sub-runs cancelled).
 //   - call, and workflow branches or a map over a workflow: a start_child command, with child
 //     run id run/step/activation (a child adds /index); the child_finished event ends the step
-//     (Error, or a Status other than completed, fails it).
+//     (Error, or a Status other than completed, fails it), and its Usage (what the sub-run's
+//     steps spent) is added to the step's.
 //   - approval: its prompt is rendered (once per activation, into StepRun.Prompt; a template
 //     that cannot be rendered fails the step) and the step waits for a decision (Wait
 //     approval), until at + timeout when it has one.
@@ -107,8 +108,8 @@
 // from the saved state: sleeps and waits are durable.
 //
 // Children report to their parent: their own outgoing edges are never followed, and a step
-// that only runs as a child (no edge leads to it) has no StepRun of its own and its outgoing
-// edges are dead from the start. A terminate child completes with its input; a fail child
+// that only runs as a child (no edge leads to it: a branch, a map body, or the agent step an
+// agent tool runs) has no StepRun of its own and its outgoing edges are dead from the start. A terminate child completes with its input; a fail child
 // fails; a parallel or map step cannot be a child yet. A child may wait like any step (a
 // decision or resume addresses it by its parent and Item); its parent counts it as running
 // meanwhile. Path lists the steps that are not
@@ -139,16 +140,49 @@
 // human's thinking. Else the next iteration is dispatched with attempt 1, resume 0 and
 // NotBefore = at + loop_delay.
 //
-// waiting (agent): the iteration stopped on calls that need approval (Pending: at least one,
-// each with its own call id, arguments that are JSON; anything else is a permanent failure of
-// the attempt). The step waits for a decision on each (Wait approval, Decisions empty), until
-// at + approval_timeout when the step has one.
+// waiting (agent): the iteration stopped on calls that need approval or that run as sub-runs
+// (Pending: at least one, each with its own call id and arguments that are JSON; a call of an
+// agent or workflow tool has Child, naming the agent step or workflow file the definition's
+// tool of that name runs; anything else is a permanent failure of the attempt). The step waits
+// for a decision on each call without Child (Wait approval, Decisions empty), until
+// at + approval_timeout when the step has one. See "Agent and workflow tools" for the others.
 //
 // failed, timed_out: when the failure is retryable (not Permanent; a timeout always is) and
 // the attempt is below retry.max_attempts (no policy: one attempt), the next attempt is
 // dispatched with NotBefore = at + Backoff(policy, attempt), with the same Resume and Decisions
 // (or HumanInput). Else the task is dead-lettered and the step fails with label "error"; a
 // permanent failure's StopReason (the shell's output_too_large) becomes the step's.
+//
+// # Agent and workflow tools
+//
+// Each pending call with Child starts a sub-run when the waiting answer counts: a start_child
+// command with Agent (the sub-run runs workflow.Definition.AgentDefinition of that step) or
+// Workflow (a file, as a call step's), the call's arguments as input, Iteration and CallID set,
+// and child run id run/step/activation[/index]/iteration/CallToken(call id). While a call needs
+// a decision the step waits for humans as above, its sub-runs running meanwhile; once none
+// does, the step runs with Wait children while a sub-run has not ended: no task is in flight
+// (InFlight has none, no TaskWatch, answers to the paused task change nothing) and the run is
+// not waiting for a human on its account; that time is added to Waited, as a human's is (the
+// sub-runs have their own bounds). Once every call is decided and every sub-run ended, the same
+// iteration is dispatched again: same attempt, Resume + 1, Task.Decisions and
+// Task.ChildResults in the order of the pending calls.
+//
+// child_finished with a CallID is the end of such a sub-run: it counts for a call pending with
+// Child in the step's current activation and iteration (running or waiting) that has no result
+// yet, and records its ChildResult (StepRun.ChildResults): the run id, Status (completed when
+// the event gives none), the Output when it completed without an Error (output that is not
+// JSON makes it failed), the StopReason and StopDetail of the step that ended it (an agent
+// tool's agent: the shell sends Run.Ending) and its Usage. The step's own Usage does not add
+// that usage: the resumed task reports it (its loop counts it against its budgets). Anything
+// else changes nothing. It is Ahead when its activation and iteration come after the step's,
+// or are the step's while the call is not pending yet (the waiting answer that starts it is
+// decided again after a crash).
+//
+// A decision never decides a call with Child; an approval timeout denies the other calls only,
+// and with on_timeout "fail" the step fails. Whenever the engine gives up on a step whose
+// sub-runs have not all ended (that failure, a loop edge that starts the step's region again,
+// a parent that fails) it cancels them (cancel_child, addressed like start_child); when the run
+// ends, SubRuns lists them for the shell to cancel.
 //
 // # Humans and signals
 //
@@ -173,11 +207,12 @@
 // Decisions under the call id "". A decision with a CallID changes nothing here. The step's
 // branch path is not read: its label is always approved or denied.
 //
-// decision, agent step: with a CallID, it decides that pending call (an unknown call id, or one
-// decided before, changes nothing: the first decision stands); with CallID "", every pending
-// call not decided yet. Once every pending call is decided, the step runs again and the same
-// iteration is dispatched again: same attempt, Resume + 1, Task.Decisions in the order of the
-// pending calls, MsgID ending in /r<Resume>. The paused task's late answers no longer count.
+// decision, agent step: with a CallID, it decides that pending call (an unknown call id, one
+// decided before, or one that runs as a sub-run, changes nothing: the first decision stands);
+// with CallID "", every pending call not decided yet. Once every pending call is decided (and
+// every sub-run of one ended), the step runs again and the same iteration is dispatched again:
+// same attempt, Resume + 1, Task.Decisions in the order of the pending calls, MsgID ending in
+// /r<Resume>. The paused task's late answers no longer count.
 //
 // resume (agent step paused on needs_human): the next iteration is dispatched (iteration + 1,
 // attempt 1, resume 0) with the paused output as its input and the event's Output (the human's

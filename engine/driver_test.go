@@ -31,6 +31,8 @@ type reply struct {
 	took   time.Duration
 	status protocol.RunStatus // sub-runs: the child's status when it failed
 	calls  []string           // wait: the ids of the calls pending approval
+	kids   []string           // wait: the ids of the calls that run agent tool "ask" (agent "helper")
+	usage  *protocol.Usage    // sub-runs: what the child spent
 }
 
 func done(out string) reply          { return reply{kind: "complete", out: out} }
@@ -47,10 +49,20 @@ func hangs() reply                  { return reply{kind: "hang"} }
 // waits answers that the iteration stopped on calls that need approval.
 func waits(callIDs ...string) reply { return reply{kind: "wait", calls: callIDs} }
 
+// spawns answers that the iteration stopped on calls of the agent tool "ask", which runs the
+// agent step "helper" as a sub-run (after the calls of waits r, if any).
+func (r reply) spawns(callIDs ...string) reply {
+	if r.kind == "" {
+		r.kind = "wait"
+	}
+	r.kids = callIDs
+	return r
+}
+
 func (r reply) after(d time.Duration) reply { r.took = d; return r }
 
-// script maps a step id (Task.Body) or a workflow file (ChildRun.Workflow) to its answers, in
-// order.
+// script maps a step id (Task.Body), a workflow file (ChildRun.Workflow) or "agent:" and an
+// agent tool's step (ChildRun.Agent) to its answers, in order.
 type script map[string][]reply
 
 // pending is something the simulated world will answer at due: a task, a sub-run or a timer.
@@ -151,10 +163,11 @@ func (d *driver) step() bool {
 	case p.timer != nil:
 		d.apply(protocol.Event{Type: protocol.EvTick, At: d.now, Step: p.timer.Step, Item: p.timer.Item, Activation: p.timer.Activation})
 	case p.child != nil:
-		ev := protocol.Event{Type: protocol.EvChildFinished, At: d.now, Step: p.child.Step, Item: p.child.Item, Activation: p.child.Activation}
+		ev := protocol.Event{Type: protocol.EvChildFinished, At: d.now, Step: p.child.Step, Item: p.child.Item, Activation: p.child.Activation,
+			Iteration: p.child.Iteration, CallID: p.child.CallID, Usage: p.reply.usage}
 		switch p.reply.kind {
 		case "complete":
-			ev.Output, ev.Label = json.RawMessage(p.reply.out), p.reply.label
+			ev.Output, ev.Label, ev.StopReason = json.RawMessage(p.reply.out), p.reply.label, p.reply.stop
 		default:
 			ev.Error, ev.Status = p.reply.err, p.reply.status
 			if ev.Status == "" {
@@ -180,6 +193,10 @@ func (d *driver) step() bool {
 			ev.Type = protocol.EvWaiting
 			for _, id := range p.reply.calls {
 				ev.Pending = append(ev.Pending, protocol.PendingCall{CallID: id, Tool: "pay", Arguments: json.RawMessage(`{"call":"` + id + `"}`)})
+			}
+			for _, id := range p.reply.kids {
+				ev.Pending = append(ev.Pending, protocol.PendingCall{CallID: id, Tool: "ask", Arguments: json.RawMessage(`{"question":"` + id + `"}`),
+					Child: &protocol.ChildCall{Agent: "helper"}})
 			}
 		default:
 			d.t.Fatalf("unknown reply kind %q", p.reply.kind)
@@ -263,7 +280,11 @@ func (d *driver) take(cmds []engine.Command) {
 			d.push(&pending{due: c.At, timer: &c})
 		case engine.CmdStartChild:
 			d.started = append(d.started, c.Child)
-			r := d.next(c.Child.Workflow)
+			name := c.Child.Workflow
+			if c.Child.Agent != "" {
+				name = "agent:" + c.Child.Agent
+			}
+			r := d.next(name)
 			if r.kind == "hang" {
 				continue
 			}

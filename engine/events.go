@@ -49,7 +49,7 @@ func keyOf(step *workflow.Step, item int) string {
 // type can give that answer (continued: agent and agent_loop; waiting: agent).
 func (d *decider) onTask(ev protocol.Event) {
 	key, sr, step := d.lookup(ev.Step, ev.Item)
-	if sr == nil || step == nil || sr.Workflow != "" || !dispatched(step.Type) || sr.Status != protocol.StepRunning ||
+	if sr == nil || step == nil || sr.Workflow != "" || !dispatched(step.Type) || sr.Status != protocol.StepRunning || sr.Wait != "" ||
 		ev.Activation != sr.Activation || ev.Iteration != sr.Iteration || ev.Attempt != sr.Attempt || ev.Resume != sr.Resume ||
 		ev.Type == protocol.EvContinued && !iterates(step.Type) || ev.Type == protocol.EvWaiting && step.Type != workflow.Agent {
 		return
@@ -153,7 +153,7 @@ func (d *decider) iterate(key string, sr *StepRun, step *workflow.Step, input, h
 	sr.Iteration++
 	sr.Attempt = 1
 	sr.StopReason, sr.StopDetail = "", ""
-	sr.Pending, sr.Decisions, sr.Resume, sr.HumanInput = nil, nil, 0, human
+	sr.Pending, sr.Decisions, sr.ChildResults, sr.Resume, sr.HumanInput = nil, nil, nil, 0, human
 	var notBefore time.Time
 	if step.LoopDelay > 0 {
 		notBefore = d.at.Add(step.LoopDelay.Std())
@@ -236,11 +236,18 @@ func Backoff(r *workflow.Retry, attempt int) time.Duration {
 }
 
 // onChildFinished ends a call step, or a child that runs a workflow file, with its sub-run's
-// result.
+// result; the sub-run of an agent step's call (CallID) is onToolChildFinished's.
 func (d *decider) onChildFinished(ev protocol.Event) {
+	if ev.CallID != "" {
+		d.onToolChildFinished(ev)
+		return
+	}
 	key, sr, step := d.lookup(ev.Step, ev.Item)
 	if sr == nil || sr.Status != protocol.StepRunning || ev.Activation != sr.Activation || !d.runsChild(sr) {
 		return
+	}
+	if ev.Usage != nil {
+		sr.Usage.Add(*ev.Usage) // what the sub-run's steps spent
 	}
 	if msg := clean(ev.Error); msg != "" || (ev.Status != "" && ev.Status != protocol.RunCompleted) {
 		if msg == "" {

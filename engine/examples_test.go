@@ -1,9 +1,11 @@
 package engine_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -181,4 +183,14 @@ func TestExamples(t *testing.T) {
 		}
 		d.expectPath("investigate", "route", "stopped")
 	})
+}
+
+// The call of an agent tool runs as a sub-run whose id ends with its call: the call id itself,
+// or a digest of one that cannot be part of a run id.
+func ExampleCallToken() {
+	fmt.Println(engine.CallToken("toolu_01A"))
+	fmt.Println(engine.CallToken("call.7 (retry)"))
+	// Output:
+	// toolu_01A
+	// he24f53b7b675512c
 }

@@ -19,8 +19,8 @@ import (
 // fuzzWorkflow uses every kind of step the engine supports: an agent_loop with retries and
 // bounds, a loop edge with its way out, an error edge to a call, a parallel (with a wait_event
 // branch) and a map with bounded concurrency, a switch and a join, then an agent that waits for
-// approvals and pauses on needs_human, an approval, a sleep and a wait_event; max_steps is
-// small enough to be reached.
+// approvals and for the sub-runs of its agent tool and pauses on needs_human, an approval, a
+// sleep and a wait_event; max_steps is small enough to be reached.
 const fuzzWorkflow = `
 name = "fuzzed"
 deadline = "1h"
@@ -30,6 +30,9 @@ start = "gen"
 [models.m]
 provider = "scripted"
 script = [{ text = "x" }]
+
+[tools.ask]
+agent = "helper"
 
 [[steps]]
 id = "gen"
@@ -108,6 +111,13 @@ on_needs_human = "pause"
 approval_timeout = "2m"
 budget = { max_iterations = 3, max_duration = "1m" }
 retry = { max_attempts = 2 }
+tools = ["ask"]
+
+[[steps]]
+id = "helper"
+type = "agent"
+model = "m"
+goal = "Help with {{input.q ?? \"x\"}}"
 
 [[steps]]
 id = "gate"
@@ -261,6 +271,9 @@ func FuzzDecide(f *testing.F) {
 	// answered; the gate denied, and the wait_event takes a signal sent before.
 	f.Add(seed(0, append(slices.Clone(mapPath), sendSignal(0, 1, 1), waitOn(0, 2), decide(0, 3, true, false), decide(0, 1, true, false), decide(0, 2, false, true),
 		needsHuman(0), answerHuman(0, 1), answer(0, completed, empty), decide(0, 0, false, false))...))
+	// The agent waits for the sub-run of its agent tool's call, which ends; it completes.
+	spawn := func(idx int) []byte { return []byte{1, 0, byte(idx), 4, 3, 0, 0, 1} }
+	f.Add(seed(0, append(slices.Clone(mapPath), spawn(0), child(0, true, empty), answer(0, completed, empty), decide(0, 0, true, false))...))
 	// The agent's approval timeout, then its retry, the gate's timeout.
 	f.Add(seed(0, append(slices.Clone(mapPath), waitOn(0, 1), timer(0), answer(0, 2, empty), answer(0, completed, empty), timer(0))...))
 	// The loop edge twice, its way out to the parallel (two tasks, a sub-run and a wait_event
@@ -362,12 +375,18 @@ func FuzzDecide(f *testing.F) {
 				}
 				if ev.Type == protocol.EvWaiting {
 					for i := range next() % 3 {
-						ev.Pending = append(ev.Pending, protocol.PendingCall{CallID: callIDs[1+i], Tool: "pay", Arguments: ev.Output})
+						pc := protocol.PendingCall{CallID: callIDs[1+i], Tool: "pay", Arguments: ev.Output}
+						// What a waiting answer does not read tells which calls run the agent tool.
+						if i == 0 && ev.Label == "retry" || i == 1 && ev.Permanent {
+							pc.Tool, pc.Child = "ask", &protocol.ChildCall{Agent: "helper"}
+						}
+						ev.Pending = append(ev.Pending, pc)
 					}
 				}
 			case op == 4 && len(children) > 0:
 				c := children[len(children)-1-next()%len(children)]
 				ev.Type, ev.Step, ev.Item, ev.Activation = protocol.EvChildFinished, c.Step, c.Item, c.Activation
+				ev.Iteration, ev.CallID = c.Iteration, c.CallID
 				if next()%3 == 0 {
 					ev.Error, ev.Status = "child failed", protocol.RunFailed
 				} else {
@@ -477,6 +496,11 @@ func FuzzDecide(f *testing.F) {
 			for _, c := range engine.Timers(def, nextRun) {
 				if !scheduled[string(mustJSON(t, c))] {
 					t.Fatalf("Timers has %+v, which Decide never scheduled", c)
+				}
+			}
+			for _, c := range engine.SubRuns(def, nextRun) {
+				if !slices.ContainsFunc(children, func(s *engine.ChildRun) bool { return s.RunID == c.RunID }) {
+					t.Fatalf("SubRuns has %s, which Decide never started", c.RunID)
 				}
 			}
 			run = nextRun

@@ -10,8 +10,8 @@ type graph struct {
 	// indexes in declaration order.
 	out map[string][]int
 	in  map[string][]int
-	// childOnly marks the steps that only ever run as a parallel branch or a map body: no edge
-	// leads to them and they are not the start step. They get no StepRun of their own, and
+	// childOnly marks the steps that only ever run as a parallel branch, a map body or the
+	// sub-run of an agent tool's call: no edge leads to them and they are not the start step. They get no StepRun of their own, and
 	// their outgoing edges are dead from the start (a child's edges are never followed).
 	childOnly map[string]bool
 }
@@ -38,11 +38,13 @@ func newGraph(def *workflow.Definition) *graph {
 			g.in[e.To] = append(g.in[e.To], i)
 		}
 	}
+	children := def.ToolAgents() // they run as the sub-runs of agent steps' calls
 	for i := range def.Steps {
-		for _, c := range def.Steps[i].Children() {
-			if !incoming[c] && c != def.Start {
-				g.childOnly[c] = true
-			}
+		children = append(children, def.Steps[i].Children()...)
+	}
+	for _, c := range children {
+		if !incoming[c] && c != def.Start {
+			g.childOnly[c] = true
 		}
 	}
 	return g

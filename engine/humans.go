@@ -94,8 +94,13 @@ func (d *decider) onWaiting(key string, sr *StepRun, step *workflow.Step, ev pro
 		d.attemptFailed(key, sr, step, err.Error(), true)
 		return
 	}
-	sr.Pending, sr.Decisions = pending, nil
-	d.wait(key, sr, protocol.WaitApproval, step.ApprovalTimeout.Std())
+	if err := d.checkChildren(step, pending); err != nil {
+		d.attemptFailed(key, sr, step, err.Error(), true)
+		return
+	}
+	sr.Pending, sr.Decisions, sr.ChildResults = pending, nil, nil
+	d.startToolChildren(key, sr)
+	d.awaitPending(key, sr, step)
 }
 
 // pendingCalls checks and copies the pending calls of a waiting answer: at least one, each with
@@ -118,6 +123,9 @@ func pendingCalls(calls []protocol.PendingCall) ([]protocol.PendingCall, error) 
 			return nil, fmt.Errorf("the arguments of pending call %q are %s", id, err)
 		}
 		out[i] = protocol.PendingCall{CallID: id, Tool: clean(c.Tool), Arguments: args}
+		if c.Child != nil {
+			out[i].Child = &protocol.ChildCall{Agent: clean(c.Child.Agent), Workflow: clean(c.Child.Workflow)}
+		}
 	}
 	return out, nil
 }
@@ -155,7 +163,7 @@ func (d *decider) onDecision(ev protocol.Event) {
 	case workflow.Agent:
 		decided := false
 		for _, p := range sr.Pending {
-			if _, done := sr.Decisions[p.CallID]; done || dec.CallID != "" && dec.CallID != p.CallID {
+			if _, done := sr.Decisions[p.CallID]; done || p.Child != nil || dec.CallID != "" && dec.CallID != p.CallID {
 				continue
 			}
 			if sr.Decisions == nil {
@@ -168,15 +176,14 @@ func (d *decider) onDecision(ev protocol.Event) {
 		}
 		if decided {
 			d.act(key, ev, "")
-		}
-		if decided && len(sr.Decisions) == len(sr.Pending) {
-			d.resumeIteration(key, sr, step)
+			d.awaitPending(key, sr, step)
 		}
 	}
 }
 
 // resumeIteration dispatches the current iteration of an agent step again once every pending
-// call is decided: same attempt, the next Resume, the decisions in the task.
+// call is decided and every sub-run of one ended: same attempt, the next Resume, the decisions
+// and the sub-runs' results in the task.
 func (d *decider) resumeIteration(key string, sr *StepRun, step *workflow.Step) {
 	d.unwait(sr)
 	sr.Resume++
@@ -294,6 +301,7 @@ func (d *decider) waitTimedOut(key string, sr *StepRun, step *workflow.Step) {
 	case step.Type == workflow.Agent && sr.Wait == protocol.WaitApproval:
 		msg := "no decision within " + step.ApprovalTimeout.String()
 		if step.OnTimeout == "fail" {
+			d.abandon(key, sr)
 			d.unwait(sr)
 			d.failStep(key, sr, msg)
 			return
@@ -302,11 +310,11 @@ func (d *decider) waitTimedOut(key string, sr *StepRun, step *workflow.Step) {
 			sr.Decisions = map[string]protocol.Decision{}
 		}
 		for _, p := range sr.Pending {
-			if _, done := sr.Decisions[p.CallID]; !done {
+			if _, done := sr.Decisions[p.CallID]; !done && p.Child == nil {
 				sr.Decisions[p.CallID] = protocol.Decision{CallID: p.CallID, Message: msg}
 			}
 		}
-		d.resumeIteration(key, sr, step)
+		d.awaitPending(key, sr, step)
 	}
 }
 

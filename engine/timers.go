@@ -54,9 +54,11 @@ func Timers(def *workflow.Definition, run *Run) []Command {
 	return cmds
 }
 
-// SubRuns returns the sub-runs run started and has not seen end: its running call steps and
-// its running children that run a workflow file, as the start_child commands named them (Step,
-// Item and Activation address the step; Input and Workflow are the ones it started with). It
+// SubRuns returns the sub-runs run started and has not seen end: its running call steps, its
+// running children that run a workflow file, and the sub-runs of the calls of its agent steps
+// (running or waiting) that have not ended, as the start_child commands named them (Step, Item
+// and Activation address the step, Iteration and CallID a call; Input, Workflow and Agent are
+// the ones it started with). It
 // reads the state whatever the run's status: when a run ends, the steps it had in flight become
 // cancelled, and the shell cancels these sub-runs. Ordered by run id.
 func SubRuns(def *workflow.Definition, run *Run) []ChildRun {
@@ -66,7 +68,11 @@ func SubRuns(def *workflow.Definition, run *Run) []ChildRun {
 	d := &decider{def: def, g: newGraph(def), run: run}
 	var subs []ChildRun
 	for key, sr := range run.Steps {
-		if sr == nil || !inFlight(sr.Status) || !d.runsChild(sr) {
+		if sr == nil {
+			continue
+		}
+		subs = append(subs, d.toolSubRuns(key, sr)...)
+		if !inFlight(sr.Status) || !d.runsChild(sr) {
 			continue
 		}
 		if sr.Parent != "" {

@@ -83,6 +83,30 @@ func (r *Run) Finished() bool {
 	return r != nil && r.Status != protocol.RunRunning && r.Status != protocol.RunWaiting && r.Status != ""
 }
 
+// Usage adds up what the run's steps spent (children of parallel and map steps included; a
+// call step's is its sub-run's).
+func (r *Run) Usage() protocol.Usage {
+	var u protocol.Usage
+	for _, k := range slices.Sorted(maps.Keys(r.Steps)) { // the same sum, float for float, every time
+		if sr := r.Steps[k]; sr != nil {
+			u.Add(sr.Usage)
+		}
+	}
+	return u
+}
+
+// Ending returns the stop reason of the step that ended last (the last of Path) and the
+// sentence that explains it: for the sub-run of an agent tool, its agent's.
+func (r *Run) Ending() (stopReason, detail string) {
+	if len(r.Path) == 0 {
+		return "", ""
+	}
+	if sr := r.Steps[r.Path[len(r.Path)-1]]; sr != nil {
+		return sr.StopReason, sr.StopDetail
+	}
+	return "", ""
+}
+
 // active reports whether the run has started and not finished: running or waiting.
 func active(r *Run) bool {
 	return r != nil && (r.Status == protocol.RunRunning || r.Status == protocol.RunWaiting)
@@ -175,7 +199,10 @@ type StepRun struct {
 	// dispatched again after every pending call was decided.
 	Pending   []protocol.PendingCall       `json:"pending,omitempty"`
 	Decisions map[string]protocol.Decision `json:"decisions,omitempty"`
-	Resume    int                          `json:"resume,omitempty"`
+	// ChildResults holds how the sub-runs of the pending calls that run as children ended
+	// (agent and workflow tools), by call id; it is kept and cleared with Pending.
+	ChildResults map[string]protocol.ChildResult `json:"child_results,omitempty"`
+	Resume       int                             `json:"resume,omitempty"`
 	// HumanInput is what a human answered to an agent step paused on needs_human, kept for the
 	// iteration after the pause: its tasks with Resume 0 (every attempt) carry it.
 	HumanInput json.RawMessage `json:"human_input,omitempty"`
@@ -216,15 +243,22 @@ type Command struct {
 	Error  *protocol.RunError `json:"error,omitempty"`
 }
 
-// ChildRun is a sub-run to start (call steps, parallel workflow branches, map over a workflow).
-// Its end comes back as a child_finished event with Step, Item and Activation.
+// ChildRun is a sub-run to start (call steps, parallel workflow branches, map over a workflow,
+// and the calls of agent and workflow tools). Its end comes back as a child_finished event with
+// Step, Item and Activation (and Iteration and CallID for a tool's call).
 type ChildRun struct {
-	RunID      string          `json:"run_id"` // run/step/activation, or run/step/activation/index for a child
-	Workflow   string          `json:"workflow"`
+	RunID    string `json:"run_id"` // run/step/activation, or run/step/activation/index for a child
+	Workflow string `json:"workflow"`
+	// Agent is the agent step an agent tool's call runs (Workflow is then empty): the sub-run
+	// runs the workflow workflow.Definition.AgentDefinition derives for it.
+	Agent      string          `json:"agent,omitempty"`
 	Input      json.RawMessage `json:"input"`
 	Step       string          `json:"step"`
 	Item       int             `json:"item"`
 	Activation int             `json:"activation"`
+	// Iteration and CallID address the call of an agent step a tool's sub-run runs.
+	Iteration int    `json:"iteration,omitempty"`
+	CallID    string `json:"call_id,omitempty"`
 }
 
 // Clone returns a deep copy of r.
@@ -259,14 +293,9 @@ func (r *Run) Clone() *Run {
 			sc.Input = bytes.Clone(s.Input)
 			sc.Output = bytes.Clone(s.Output)
 			sc.HumanInput = bytes.Clone(s.HumanInput)
-			if s.Pending != nil {
-				sc.Pending = make([]protocol.PendingCall, len(s.Pending))
-				for i, p := range s.Pending {
-					p.Arguments = bytes.Clone(p.Arguments)
-					sc.Pending[i] = p
-				}
-			}
+			sc.Pending = clonePending(s.Pending)
 			sc.Decisions = maps.Clone(s.Decisions)
+			sc.ChildResults = cloneResults(s.ChildResults)
 			c.Steps[k] = &sc
 		}
 	}
@@ -283,4 +312,32 @@ func cloneRaws(q []json.RawMessage) []json.RawMessage {
 		c[i] = bytes.Clone(v)
 	}
 	return c
+}
+
+// clonePending deep-copies pending calls.
+func clonePending(calls []protocol.PendingCall) []protocol.PendingCall {
+	c := slices.Clone(calls)
+	for i := range c {
+		c[i].Arguments, c[i].Child = bytes.Clone(c[i].Arguments), clonePtr(c[i].Child)
+	}
+	return c
+}
+
+// cloneResults deep-copies the results of sub-runs.
+func cloneResults(rs map[string]protocol.ChildResult) map[string]protocol.ChildResult {
+	c := maps.Clone(rs)
+	for id, r := range c {
+		r.Output, r.Usage = bytes.Clone(r.Output), clonePtr(r.Usage)
+		c[id] = r
+	}
+	return c
+}
+
+// clonePtr copies what p points to (nil stays nil).
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }

@@ -37,6 +37,9 @@ type callCheck struct {
 	sig      uint64 // hash of the tool name and canonical arguments
 	info     tool.Info
 	outcome  ToolOutcome
+
+	// child is the outcome of the call's child run (ActOnChildren): the tool is not called.
+	child *ToolOutcome
 }
 
 // act validates, approves and executes the calls of one turn, then records exactly one result
@@ -76,7 +79,7 @@ func (r *Run) act(ctx context.Context, iter int, deadline time.Time, p *model.Pr
 	if r.checkRepeats(iter, checks) {
 		return
 	}
-	if r.approve(ctx, iter, p, checks) {
+	if r.approve(ctx, iter, p, checks) || r.awaitChildren(iter, p, checks) {
 		return
 	}
 	r.execute(ctx, iter, checks)
@@ -278,8 +281,12 @@ func (r *Run) callTool(ctx context.Context, ch *callCheck) {
 		hooks.BeforeTool(ctx, &ch.info, ch.call)
 	}
 	start := r.c.clock.Now()
-	out, err := tool.SafeCall(ctx, ch.entry.tool, ch.call.Arguments, ch.info.Key)
-	ch.outcome = ToolOutcome{Output: out, Err: err, Duration: r.c.clock.Now().Sub(start)}
+	if ch.child != nil {
+		ch.outcome = *ch.child
+	} else {
+		out, err := tool.SafeCall(ctx, ch.entry.tool, ch.call.Arguments, ch.info.Key)
+		ch.outcome = ToolOutcome{Output: out, Err: err, Duration: r.c.clock.Now().Sub(start)}
+	}
 	if hooks.AfterTool != nil {
 		hooks.AfterTool(ctx, &ch.info, ch.call, ch.outcome)
 	}

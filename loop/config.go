@@ -174,4 +174,8 @@ type Config struct {
 	// Context bounds the input tokens of each model call (see ContextPolicy); the zero value
 	// sends the whole conversation every time.
 	Context ContextPolicy
+	// ChildTools names declared tools whose calls the loop does not execute: each runs as a
+	// child run elsewhere (an agent or workflow tool of a durable agent step), and the turn
+	// waits for their results (State.Children, Run.ActOnChildren).
+	ChildTools []string
 }

@@ -163,3 +163,44 @@ func ExampleContextPolicy() {
 	// iteration 6: left out 2 message(s): 1908 → 1279 input tokens (max_tokens 1500)
 	// messages kept: 12 first sent after the goal: 7
 }
+
+// A child tool's call runs elsewhere (a durable engine runs it as a sub-run): the turn waits
+// for it, and ActOnChildren goes on with its result and what it spent.
+func ExampleRun_ActOnChildren() {
+	clk := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	answer := "Paris."
+	m, err := model.NewScripted([]model.Turn{
+		{ToolCalls: []model.ToolCall{{ID: "c1", Name: "research", Arguments: json.RawMessage(`{"question":"capital of France?"}`)}}},
+		{Text: &answer},
+	}, clk)
+	if err != nil {
+		panic(err)
+	}
+	research := tool.New(tool.Spec{Name: "research", Description: "Ask the researcher agent."}, nil) // never called
+	c, err := loop.New(loop.Config{Model: m, Tools: []tool.Tool{research}, ChildTools: []string{"research"}, Clock: clk})
+	if err != nil {
+		panic(err)
+	}
+	r := c.Start("run-1", "What is the capital of France?")
+	r.Step(context.Background())
+	st := r.State()
+	fmt.Println("waits for children:", st.AwaitingChildren(), st.Children[0].Call.ID)
+
+	// The child run ended: its output is the call's result, its tokens count in this run's.
+	err = r.ActOnChildren(context.Background(), map[string]loop.ChildResult{
+		"c1": {Output: []byte(`{"answer":"Paris"}`), Usage: model.Usage{InputTokens: 300, OutputTokens: 20}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for !r.Step(context.Background()) {
+	}
+	fmt.Println("stop reason:", st.StopReason, "answer:", st.Answer)
+	fmt.Println("result of c1:", st.Messages[2].Content)
+	fmt.Println("tokens:", st.Usage.Total())
+	// Output:
+	// waits for children: true c1
+	// stop reason: completed answer: Paris.
+	// result of c1: {"answer":"Paris"}
+	// tokens: 320
+}

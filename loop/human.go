@@ -16,7 +16,8 @@ import (
 // counted once in State.Approvals and emitted as an approval event (approved or denied); the
 // calls of the turn decided before it stopped (State.Settled) keep their decision and are not
 // counted again. Then the turn goes through the tool-call budget, execution and results as in
-// Step, in the same iteration, and the run goes on (or stops on what the results say).
+// Step, in the same iteration, and the run goes on (or stops on what the results say); a turn
+// with calls that run as child runs waits for them instead (ActOnChildren).
 // Decisions for calls that do not wait are ignored.
 //
 // It returns an error, changing nothing, when the run has no turn waiting for approval or a
@@ -28,13 +29,8 @@ func (r *Run) ActOnDecisions(ctx context.Context, decisions map[string]Decision)
 	if turn == nil || st.StopReason != NeedsHuman || len(st.Pending) == 0 {
 		return fmt.Errorf("loop: run %s has no turn waiting for approval", st.RunID)
 	}
-	for _, p := range st.Pending {
-		if p.Index < 0 || p.Index >= len(turn.Calls) || turn.Calls[p.Index].ID != p.Call.ID {
-			return fmt.Errorf("loop: run %s: pending call %s (%s) is not call %d of the turn waiting for approval", st.RunID, p.Call.ID, p.Call.Name, p.Index)
-		}
-		if _, ok := decisions[p.Call.ID]; !ok {
-			return fmt.Errorf("loop: run %s: call %s of %s waits for approval and has no decision", st.RunID, p.Call.ID, p.Call.Name)
-		}
+	if err := checkWaiting(st.RunID, turn, st.Pending, "approval", "decision", func(id string) bool { _, ok := decisions[id]; return ok }); err != nil {
+		return err
 	}
 	iter := st.Pending[0].Iteration
 	r.iter = iter
@@ -56,19 +52,38 @@ func (r *Run) ActOnDecisions(ctx context.Context, decisions map[string]Decision)
 		r.emit(trace.Event{Type: trace.Approval, Iteration: iter, Tool: p.Call.Name, CallID: p.Call.ID, Decision: decision, Reason: d.Message, By: d.By})
 	}
 	st.Pending, st.PendingTurn, st.Settled = nil, nil, nil
+	r.actOnTurn(ctx, iter, turn, checks, deadline, "approval")
+	return nil
+}
 
-	// As after a model call (propose): a run whose context or wall clock ended meanwhile does
-	// not act, and answers each call as not executed.
+// checkWaiting checks the calls of turn that wait (for what: approval, their child runs): each
+// is the call of the turn it says, and has its answer (has; an answer names what it is).
+func checkWaiting(runID string, turn *model.Proposal, waiting []PendingCall, what, answer string, has func(callID string) bool) error {
+	for _, p := range waiting {
+		if p.Index < 0 || p.Index >= len(turn.Calls) || turn.Calls[p.Index].ID != p.Call.ID {
+			return fmt.Errorf("loop: run %s: pending call %s (%s) is not call %d of the turn waiting for %s", runID, p.Call.ID, p.Call.Name, p.Index, what)
+		}
+		if !has(p.Call.ID) {
+			return fmt.Errorf("loop: run %s: call %s of %s waits for %s and has no %s", runID, p.Call.ID, p.Call.Name, what, answer)
+		}
+	}
+	return nil
+}
+
+// actOnTurn acts on a turn that waited (for what: approval, its child runs) in its iteration
+// iter, as after a model call (propose): a run whose context or wall clock ended meanwhile
+// does not act, and answers each call as not executed (a child's with its result: it ran);
+// else the turn waits for child runs, or executes and records, and the run goes on or stops on
+// what the results say.
+func (r *Run) actOnTurn(ctx context.Context, iter int, turn *model.Proposal, checks []callCheck, deadline time.Time, what string) {
 	reason, detail := contextStop(ctx)
 	if reason == "" && !r.c.clock.Now().Before(deadline) {
-		reason, detail = Timeout, fmt.Sprintf("the wall-clock budget of %s ran out while the run waited for approval", r.c.budget.MaxDuration)
+		reason, detail = Timeout, fmt.Sprintf("the wall-clock budget of %s ran out while the run waited for %s", r.c.budget.MaxDuration, what)
 	}
 	if reason != "" {
-		for i := range checks {
-			r.answer(iter, checks[i].call, false, "not executed: "+string(reason), "")
-		}
+		r.answerUnacted(iter, checks, "not executed: "+string(reason))
 		r.stop(iter, reason, detail)
-	} else {
+	} else if !r.awaitChildren(iter, turn, checks) {
 		r.execute(ctx, iter, checks)
 		r.record(iter, checks, ctx.Err() != nil)
 		if !r.stopOnContext(ctx, iter) && !r.c.clock.Now().Before(deadline) {
@@ -76,9 +91,8 @@ func (r *Run) ActOnDecisions(ctx context.Context, decisions map[string]Decision)
 		}
 	}
 	if h := r.c.cfg.Hooks.AfterIteration; h != nil {
-		h(ctx, st)
+		h(ctx, r.st)
 	}
-	return nil
 }
 
 // turnChecks rebuilds the checks of the turn waiting for approval from the state: the verdicts

@@ -40,6 +40,7 @@ type entry struct {
 	validator *tool.Validator
 	allowed   bool
 	approval  bool
+	child     bool // its calls run as child runs (Config.ChildTools)
 }
 
 // Controller runs bounded loops with one configuration. It is safe for concurrent use: each run
@@ -122,6 +123,9 @@ func New(cfg Config) (*Controller, error) {
 		}
 	}
 	c.evidence = cfg.Policy.RequiredEvidence
+	if err := c.markChildren(cfg.ChildTools); err != nil {
+		return nil, err
+	}
 	for _, n := range c.names {
 		if e := c.tools[n]; e.allowed && !c.forbid[n] {
 			c.defs = append(c.defs, model.ToolDef{Name: n, Description: e.spec.Description, InputSchema: e.spec.InputSchema})
@@ -198,10 +202,11 @@ func (r *Run) Result() Result {
 }
 
 // Step runs one iteration: budgets, model call, validation, action, observation. It returns true
-// when the run has stopped (then or earlier).
+// when the run has stopped (then or earlier), or waits for child runs (State.AwaitingChildren:
+// it cannot go on by itself).
 func (r *Run) Step(ctx context.Context) bool {
 	st := r.st
-	if st.Stopped() {
+	if st.Stopped() || st.AwaitingChildren() {
 		return true
 	}
 	deadline := r.deadline()
@@ -222,7 +227,7 @@ func (r *Run) Step(ctx context.Context) bool {
 	if h := r.c.cfg.Hooks.AfterIteration; h != nil {
 		h(ctx, st)
 	}
-	return st.Stopped()
+	return st.Stopped() || st.AwaitingChildren()
 }
 
 // deadline is when the wall-clock budget runs out: MaxDuration after StartedAt, not counting the

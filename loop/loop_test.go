@@ -220,6 +220,8 @@ type setup struct {
 	context    loop.ContextPolicy
 	// onCall runs inside the named tool when it executes (after it is logged).
 	onCall map[string]func(ctx context.Context, args json.RawMessage)
+	// children names the tools whose calls run as child runs (Config.ChildTools).
+	children []string
 }
 
 // world is a controller with deterministic parts and the instruments to observe it.
@@ -268,6 +270,7 @@ func newWorld(t testing.TB, s setup, now time.Time) *world {
 		MaxConcurrentTools: s.concurrent,
 		ModelRetries:       s.retries,
 		Context:            s.context,
+		ChildTools:         s.children,
 	})
 	if err != nil {
 		t.Fatalf("loop.New: %v", err)

@@ -43,6 +43,9 @@ type State struct {
 	Pending     []PendingCall   `json:"pending,omitempty"`
 	PendingTurn *model.Proposal `json:"pending_turn,omitempty"`
 	Settled     []SettledCall   `json:"settled,omitempty"`
+	// Children holds the calls of PendingTurn that wait for their child runs (Config.ChildTools):
+	// the run has not stopped, and goes on with Run.ActOnChildren.
+	Children []PendingCall `json:"children,omitempty"`
 
 	// WaitingSince is when the run stopped with needs_human, on the loop's clock; Waited adds up
 	// the time it waited for humans before going on (ActOnDecisions, ResumeWithMessage). The

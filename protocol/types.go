@@ -125,12 +125,12 @@ const (
 	EvTimedOut      EventType = "timed_out"      // a task's attempt exceeded its Timeout
 	EvTick          EventType = "tick"           // a timer the engine scheduled fired
 	EvCancel        EventType = "cancel"         // cancel the run
-	EvChildFinished EventType = "child_finished" // a sub-run the engine started ended
+	EvChildFinished EventType = "child_finished" // a sub-run the engine started ended (with CallID: an agent step's call's)
 	// EvStateTooLarge: the shell cannot save the state an event led to (Error says why): the
 	// run fails with E_STATE_TOO_LARGE. Only the shell makes it; it never comes from a message.
 	EvStateTooLarge EventType = "state_too_large"
 	// EvWaiting: an agent iteration stopped on calls that need approval (Pending); the step
-	// waits for a decision on each, by call id.
+	// waits for a decision on each, by call id. Calls with Child run as sub-runs instead.
 	EvWaiting EventType = "waiting"
 	// EvDecision: a human decided (Step, Item; CallID for one pending call of an agent step, ""
 	// for an approval step or every pending call): Approve, and Message (a denied call's result,
@@ -171,7 +171,7 @@ type Event struct {
 	StopDetail string `json:"stop_detail,omitempty"`
 	Error      string `json:"error,omitempty"`
 	// Usage is what the attempt spent (model calls, tool calls, tokens, cost), added to the
-	// step's Usage when the event counts.
+	// step's Usage when the event counts; on child_finished, what the sub-run's steps spent.
 	Usage *Usage `json:"usage,omitempty"`
 	// Permanent marks a failure that retrying cannot fix (FailPermanent).
 	Permanent bool `json:"permanent,omitempty"`
@@ -189,7 +189,7 @@ type Event struct {
 	// Resume addresses a task dispatched again after a human decision or input (see
 	// Task.Resume); answers carry their task's Resume.
 	Resume int `json:"resume,omitempty"`
-	// Pending lists the calls waiting for approval (waiting).
+	// Pending lists the calls waiting for approval, or with Child for their sub-runs (waiting).
 	Pending []PendingCall `json:"pending,omitempty"`
 	// CallID, Approve and Message are a human decision (decision); By names who decided.
 	CallID  string `json:"call_id,omitempty"`
@@ -225,11 +225,36 @@ type Event struct {
 	Nonce string `json:"nonce,omitempty"`
 }
 
-// PendingCall is a tool call of an agent iteration waiting for a human decision.
+// PendingCall is a tool call of an agent iteration waiting for a human decision, or, with
+// Child, for the sub-run that runs it.
 type PendingCall struct {
 	CallID    string          `json:"call_id"`
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
+	// Child marks a call of a tool that runs as a sub-run (an agent or workflow tool): the
+	// engine starts it, with the arguments as its input, and no human decides it.
+	Child *ChildCall `json:"child,omitempty"`
+}
+
+// ChildCall is what runs a pending call as a sub-run: the workflow's tool says it, and the
+// engine checks the two agree.
+type ChildCall struct {
+	Agent    string `json:"agent,omitempty"`    // an agent step of the run's workflow
+	Workflow string `json:"workflow,omitempty"` // a sub-workflow file
+}
+
+// ChildResult is how the sub-run of a pending call ended, as the task of the iteration
+// dispatched again carries it: the sub-run's status, output and error, the stop reason and
+// detail of the step that ended it (an agent tool's agent), and what it spent.
+type ChildResult struct {
+	CallID     string          `json:"call_id"`
+	RunID      string          `json:"run_id"`
+	Status     RunStatus       `json:"status"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	StopReason string          `json:"stop_reason,omitempty"`
+	StopDetail string          `json:"stop_detail,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Usage      *Usage          `json:"usage,omitempty"`
 }
 
 // Decision is a human decision on one pending call, as the resumed task carries it.
@@ -250,6 +275,9 @@ const (
 	WaitInput    WaitKind = "input"    // an agent paused on needs_human: reins resume
 	WaitEvent    WaitKind = "event"    // a wait_event step: reins signal
 	WaitSleep    WaitKind = "sleep"    // a sleep step (the step is running, not waiting, meanwhile)
+	// WaitChildren: an agent step whose calls run as sub-runs (agent and workflow tools); the
+	// step is running, not waiting, meanwhile: nobody but the sub-runs can end the wait.
+	WaitChildren WaitKind = "children"
 )
 
 // Task is one unit of work for a worker: one attempt of one iteration of one activation of a
@@ -284,8 +312,8 @@ type Task struct {
 	// Timeout bounds the attempt; past it, the shell sends timed_out.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Resume > 0 marks a task of an iteration dispatched again once every call it left pending
-	// was decided: Decisions lists them in the order of the pending calls (act on the pending
-	// turn without calling the model). MsgID then ends in "/r" + Resume, so that the resumed
+	// was decided (or, for a call with Child, its sub-run ended): Decisions lists them in the
+	// order of the pending calls (act on the pending turn without calling the model). MsgID then ends in "/r" + Resume, so that the resumed
 	// task is not taken for a redelivery of the one that paused; a retry of a resumed task
 	// keeps its Resume and Decisions.
 	Resume    int        `json:"resume,omitempty"`
@@ -294,14 +322,20 @@ type Task struct {
 	// pause on needs_human: the human's answer (reins resume), to go on with. A resumed task of
 	// that iteration has Decisions instead: its checkpoint already holds the answer.
 	HumanInput json.RawMessage `json:"human_input,omitempty"`
+	// ChildResults is set on a resumed task whose iteration waited for the sub-runs of its
+	// calls (PendingCall.Child): how each ended, in the order of the pending calls.
+	ChildResults []ChildResult `json:"child_results,omitempty"`
 }
 
-// Parent addresses the step of a parent run that waits for a sub-run.
+// Parent addresses the step of a parent run that waits for a sub-run: with CallID, the call
+// of iteration Iteration of an agent step that the sub-run runs (an agent or workflow tool).
 type Parent struct {
 	RunID      string `json:"run_id"`
 	Step       string `json:"step"`
 	Item       int    `json:"item"`
 	Activation int    `json:"activation"`
+	Iteration  int    `json:"iteration,omitempty"`
+	CallID     string `json:"call_id,omitempty"`
 }
 
 // Result is the run result of the workflow file contract (shared/spec/workflow-file.md, "Run

@@ -126,11 +126,17 @@ func (e *Engine) deadLetterMsg(t *protocol.Task, reason string) *nats.Msg {
 	return m
 }
 
-// childFinishedMsg tells the parent of run that it ended, the output stored by reference when
-// large (for the parent's run). The error is that of the values' store.
+// childFinishedMsg tells the parent of run that it ended, with what its steps spent and the
+// stop reason of the step that ended it, the output stored by reference when large (for the
+// parent's run). The error is that of the values' store.
 func (e *Engine) childFinishedMsg(ctx context.Context, run *engine.Run, p *protocol.Parent, at time.Time) (*nats.Msg, error) {
 	ev := &protocol.Event{RunID: p.RunID, Type: protocol.EvChildFinished, At: at,
-		Step: p.Step, Item: p.Item, Activation: p.Activation, Status: run.Status, Output: run.Output}
+		Step: p.Step, Item: p.Item, Activation: p.Activation, Iteration: p.Iteration, CallID: p.CallID,
+		Status: run.Status, Output: run.Output}
+	if u := run.Usage(); u != (protocol.Usage{}) {
+		ev.Usage = &u
+	}
+	ev.StopReason, ev.StopDetail = run.Ending()
 	if run.Error != nil {
 		ev.Error = run.Error.Message
 	}

@@ -323,8 +323,8 @@ func (e *Engine) start(ctx context.Context, sh *shard, d decided) (outcome, erro
 	return e.save(ctx, sh, d, nil, &entry{rec: &wire.Record{Run: run, Parent: ev.Parent}, bundle: b}, cmds)
 }
 
-// workflowsOf returns the definition of b and of every sub-workflow it names, transitively,
-// each once: what a run of b may run.
+// workflowsOf returns the definition of b and of every sub-workflow it names (the workflows of
+// its agent tools included), transitively, each once: what a run of b may run.
 func (e *Engine) workflowsOf(ctx context.Context, b *wire.Bundle) ([]*workflow.Definition, error) {
 	defs := []*workflow.Definition{b.Definition}
 	seen := map[string]bool{}
@@ -332,15 +332,22 @@ func (e *Engine) workflowsOf(ctx context.Context, b *wire.Bundle) ([]*workflow.D
 	for len(queue) > 0 {
 		cur := queue[0]
 		queue = queue[1:]
-		for _, file := range slices.Sorted(maps.Keys(cur.Workflows)) {
-			h := cur.Workflows[file]
+		refs := map[string]string{}
+		for file, h := range cur.Workflows {
+			refs["sub-workflow "+file] = h
+		}
+		for step, h := range cur.Agents {
+			refs["the workflow of agent tool step "+step] = h
+		}
+		for _, what := range slices.Sorted(maps.Keys(refs)) {
+			h := refs[what]
 			if seen[h] {
 				continue
 			}
 			seen[h] = true
 			sub, err := e.store.Get(ctx, h)
 			if err != nil {
-				return nil, fmt.Errorf("sub-workflow %s: %w", file, err)
+				return nil, fmt.Errorf("%s: %w", what, err)
 			}
 			defs = append(defs, sub.Definition)
 			queue = append(queue, sub)

@@ -91,7 +91,8 @@ type ModelDef struct {
 	Cassette  string          `json:"cassette,omitempty" toml:"cassette"`
 }
 
-// ToolDef is a named tool ([tools.NAME]): served by a worker handler, or mocked.
+// ToolDef is a named tool ([tools.NAME]): served by a worker handler, mocked, served by an MCP
+// server, or run as a durable child of the agent step that calls it (Agent, Workflow).
 type ToolDef struct {
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema,omitempty"`
@@ -101,7 +102,18 @@ type ToolDef struct {
 	// MCP names the MCP server that serves the tool of the same name ([mcp.NAME] of the
 	// workflow with reins run; the operator's on a server, shared/spec/server.md).
 	MCP string `json:"mcp,omitempty"`
+	// Agent names an agent step of this workflow that only runs as a child: each call of the
+	// tool runs it as a sub-run of its own, the call's arguments its input, and its output is
+	// the call's result (docs/agents.md, "Agents and workflows as tools").
+	Agent string `json:"agent,omitempty"`
+	// Workflow names a sub-workflow file, resolved as a call step's is, that each call of the
+	// tool runs as a sub-run in the same way.
+	Workflow string `json:"workflow,omitempty"`
 }
+
+// RunsChild reports whether calls of the tool run as sub-runs (Agent or Workflow) rather than
+// on a worker.
+func (t ToolDef) RunsChild() bool { return t.Agent != "" || t.Workflow != "" }
 
 // MCPDef is an MCP server a workflow declares ([mcp.NAME]): a program started over stdio, or
 // a streamable HTTP endpoint. Only reins run honours it: on a server, MCP servers are the
@@ -295,11 +307,14 @@ func (s *Step) Children() []string {
 }
 
 // Roots lists the steps with no incoming edge, in declaration order, not counting steps that
-// are parallel branches or map bodies (their parent starts them).
+// are parallel branches or map bodies (their parent starts them) or that agent tools run.
 func (d *Definition) Roots() []string {
 	incoming := map[string]bool{}
 	for _, e := range d.Edges {
 		incoming[e.To] = true
+	}
+	for _, a := range d.ToolAgents() {
+		incoming[a] = true
 	}
 	for i := range d.Steps {
 		for _, c := range d.Steps[i].Children() {

@@ -119,3 +119,32 @@ func ExampleAgentStep_WithContext() {
 	// {"max_tokens":60000,"strategy":"summarize","keep_last":6,"summarizer":"cheap"}
 	// E_UNKNOWN_MODEL steps[1].context.summarizer: agent step "other" uses model "cheaper" as its summarizer, which is not declared in [models]
 }
+
+// An agent whose tool runs another agent of the workflow: each call of research runs the step
+// researcher as a sub-run, on the workflow AgentDefinition derives for it.
+func ExampleDefinition_AgentDefinition() {
+	wf := workflow.New("support")
+	wf.Model("m", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text": "done"}]`)})
+	wf.Tool("research", workflow.ToolDef{
+		Description: "Research a question and return a short report.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string"}},"required":["question"]}`),
+		Agent:       "researcher",
+	})
+	wf.Agent("lead", "m").WithGoal("Answer {{input.question}}").WithTools("research")
+	wf.Agent("researcher", "m").WithGoal("Research {{input.question}}")
+	def, err := wf.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("start:", def.Start, "agents run by tools:", def.ToolAgents(), "runs a child:", def.Tools["research"].RunsChild())
+	sub, err := def.AgentDefinition("researcher")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(sub.Name, "starts at", sub.Start, "with", len(sub.Steps), "step and", len(sub.Edges), "edges")
+	// Output:
+	// start: lead agents run by tools: [researcher] runs a child: true
+	// support-researcher starts at researcher with 1 step and 0 edges
+}

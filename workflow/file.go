@@ -142,7 +142,7 @@ func (d *decoder) models(key string, v any) map[string]ModelDef {
 }
 
 // toolKeys are the keys of a [tools.NAME] table.
-var toolKeys = []string{"description", "input_schema", "side_effect", "handler", "mock", "mcp"}
+var toolKeys = []string{"description", "input_schema", "side_effect", "handler", "mock", "mcp", "agent", "workflow"}
 
 // mcpKeys are the keys of an [mcp.NAME] table.
 var mcpKeys = []string{"command", "url"}
@@ -176,6 +176,10 @@ func (d *decoder) tools(key string, v any) map[string]ToolDef {
 			td.Mock, _ = d.tablesJSON(fkey, fv)
 		case "mcp":
 			td.MCP, _ = d.str(fkey, fv)
+		case "agent":
+			td.Agent, _ = d.str(fkey, fv)
+		case "workflow":
+			td.Workflow, _ = d.str(fkey, fv)
 		default:
 			return false
 		}

@@ -21,7 +21,7 @@ var parseCodes = map[workflow.Code]bool{
 // FuzzParse checks that any input gives a definition or problems, never a panic, and that every
 // problem is complete: a code Parse owns, a message, the file, a line. A definition is validated
 // too (the graph analyses of E_CYCLE and E_UNBOUND_REF included): no panic, every problem with
-// a code and a message.
+// a code and a message; a valid one derives the workflow of each of its agent tools.
 func FuzzParse(f *testing.F) {
 	if full, err := os.ReadFile(filepath.Join("testdata", "full.toml")); err == nil {
 		f.Add(string(full))
@@ -42,6 +42,8 @@ func FuzzParse(f *testing.F) {
 		"[models.a.b]\nprovider = \"x\"\n[[models.m.script]]\nreply = 1\n",
 		"\"\" = 1\n[models.\"a.b\"]\n\"x y\" = 2\n",
 		"start = \"s\"\n[[steps]]\nid = \"s\"\ntype = \"parallel\"\nbranches = [\"a\", \"b\"]\n[[steps]]\nid = \"a\"\ntype = \"task\"\nhandler = \"h\"\ninput = \"{{b.output ?? 1}} {{s.output}}\"\n[[steps]]\nid = \"b\"\ntype = \"task\"\nhandler = \"h\"\n[[steps]]\nid = \"j\"\ntype = \"switch\"\nexpr = \"{{a.output.x ?? \\\"y\\\"}}\"\n[[edges]]\nfrom = \"s\"\nto = \"j\"\n[[edges]]\nfrom = \"a\"\nto = \"j\"\nwhen = \"error\"\n[[edges]]\nfrom = \"j\"\nto = \"s\"\nmax_iterations = 2\n",
+		tResearch,
+		"name = \"r\"\n[tools.t]\nagent = \"a\"\nworkflow = \"w.toml\"\n[[steps]]\nid = \"a\"\ntype = \"agent\"\ntools = [\"t\"]\n",
 	} {
 		f.Add(seed)
 	}
@@ -66,9 +68,16 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("CanonicalJSON of a clean definition: %v", err)
 				}
 			}
-			for _, p := range workflow.Validate(def, workflow.Options{}) {
+			vps := workflow.Validate(def, workflow.Options{})
+			for _, p := range vps {
 				if p.Code == "" || p.Message == "" {
 					t.Fatalf("incomplete problem %+v from Validate", p)
+				}
+			}
+			for _, a := range def.ToolAgents() {
+				// A valid definition derives the workflow of each of its agent tools.
+				if _, err := def.AgentDefinition(a); len(problems)+len(vps) == 0 && err != nil {
+					t.Fatalf("AgentDefinition(%s) of a valid definition: %v", a, err)
 				}
 			}
 		}

@@ -7,8 +7,9 @@ import (
 
 // The graph export draws a definition as it is declared: every step a node labelled with its id
 // and type, every edge labelled with its branch label, loop edges drawn thick and labelled with
-// their bound, parallel branches and map bodies as dashed edges from their parent, sub-workflow
-// files as nodes of their own, and the start step marked by an entry node.
+// their bound, parallel branches, map bodies and the agents and workflows an agent's tools run
+// as dashed edges from their parent, sub-workflow files as nodes of their own, and the start
+// step marked by an entry node.
 //
 // Node names in the output are generated (s0, s1, ... in step order; f0, f1, ... for workflow
 // files; x0, x1, ... for references to steps that do not exist), so any step id renders: ids only
@@ -132,6 +133,15 @@ func buildGraph(d *Definition) *graph {
 			}
 			if s.Workflow != "" {
 				g.edges = append(g.edges, graphEdge{from: parent, to: file(s.Workflow), label: label, style: edgeChild})
+			}
+		case Agent:
+			for _, name := range s.Tools {
+				switch t := d.Tools[name]; {
+				case t.Agent != "":
+					g.edges = append(g.edges, graphEdge{from: parent, to: ref(t.Agent), label: "tool " + name, style: edgeChild})
+				case t.Workflow != "":
+					g.edges = append(g.edges, graphEdge{from: parent, to: file(t.Workflow), label: "tool " + name, style: edgeChild})
+				}
 			}
 		}
 	}

@@ -302,6 +302,7 @@ func (v *validator) checkLocal() {
 	v.checkEdges()
 	start := v.checkStart()
 	v.checkGraph(start)
+	v.checkToolAgents()
 }
 
 func (v *validator) checkTop() {
@@ -348,8 +349,10 @@ func (v *validator) checkTools() {
 		t := v.d.Tools[name]
 		key := "tools." + name
 		switch {
-		case t.Handler == "" && !valRawSet(t.Mock) && t.MCP == "":
-			v.add(EMissingKey, key, "tool %q has neither a handler, a mock nor an MCP server: set one of them", name)
+		case t.Handler == "" && !valRawSet(t.Mock) && t.MCP == "" && !t.RunsChild():
+			v.add(EMissingKey, key, "tool %q has neither a handler, a mock, an MCP server, an agent nor a workflow: set one of them", name)
+		case t.RunsChild():
+			v.checkChildTool(name, t)
 		case t.Handler != "" && t.MCP != "":
 			v.add(EBadValue, key+".mcp", "tool %q sets both handler and mcp: a tool is served by a worker handler or by an MCP server, not both", name)
 		case t.MCP != "" && !valNameOK(t.MCP):

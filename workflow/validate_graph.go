@@ -52,7 +52,7 @@ func (v *validator) checkGraph(start int) {
 	}
 	v.checkCycles(node, adj)
 	if start >= 0 {
-		v.checkReachable(start, node, adj)
+		v.checkReachable(start, node, adj, v.toolArcs())
 		v.checkBound(start, node, adj)
 	}
 }
@@ -194,19 +194,26 @@ func (v *validator) reportCycle(cyc []int, seen map[string]bool) bool {
 }
 
 // checkReachable reports the steps that no path from start reaches, following every edge (loop
-// edges included) and from parallel and map steps to their branch and body steps.
-func (v *validator) checkReachable(start int, node []bool, adj [][]valArc) {
+// edges included), from parallel and map steps to their branch and body steps, and from agent
+// steps to the steps their agent tools run (tools).
+func (v *validator) checkReachable(start int, node []bool, adj [][]valArc, tools [][]int) {
 	reached := make([]bool, len(node))
 	reached[start] = true
 	queue := []int{start}
+	visit := func(to int) {
+		if !reached[to] {
+			reached[to] = true
+			queue = append(queue, to)
+		}
+	}
 	for len(queue) > 0 {
 		u := queue[len(queue)-1]
 		queue = queue[:len(queue)-1]
 		for _, a := range adj[u] {
-			if !reached[a.to] {
-				reached[a.to] = true
-				queue = append(queue, a.to)
-			}
+			visit(a.to)
+		}
+		for _, to := range tools[u] {
+			visit(to)
 		}
 	}
 	startID := v.d.Steps[start].ID

@@ -115,7 +115,8 @@ func (v *validator) subRefs() []valRef {
 	return refs
 }
 
-// allSubRefs lists every sub-workflow file the definition references, in step order.
+// allSubRefs lists every sub-workflow file the definition references, in step order, then
+// those of its workflow tools, by tool name.
 func (v *validator) allSubRefs() []valRef {
 	var refs []valRef
 	for i := range v.d.Steps {
@@ -133,7 +134,7 @@ func (v *validator) allSubRefs() []valRef {
 			}
 		}
 	}
-	return refs
+	return append(refs, v.toolRefs()...)
 }
 
 // checkSubWorkflows checks the sub-workflow files of the definition under validation (the top

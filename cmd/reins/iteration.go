@@ -19,7 +19,7 @@ func printIteration(w io.Writer, runID, step string, n int, parts []client.Itera
 		ev := &p.Event
 		fmt.Fprintf(w, "%s: activation %d attempt %d", ev.Type, p.Activation, p.Attempt)
 		if p.Resume > 0 {
-			fmt.Fprintf(w, " resume %d (after the humans' decisions)", p.Resume)
+			fmt.Fprintf(w, " resume %d (after what its calls waited for)", p.Resume)
 		}
 		fmt.Fprintf(w, " at %s", ev.At.Local().Format("15:04:05.000"))
 		if r := ev.Record; r != nil && r.Duration > 0 {
@@ -30,6 +30,9 @@ func printIteration(w io.Writer, runID, step string, n int, parts []client.Itera
 			for _, line := range recordLines(ev.Record, 0) {
 				fmt.Fprintln(w, "  "+line)
 			}
+		}
+		for _, c := range ev.Pending {
+			fmt.Fprintf(w, "  waits: call %s %s for %s\n", c.CallID, c.Tool, pendingFor(c))
 		}
 		if ev.Usage != nil {
 			fmt.Fprintf(w, "  usage:%s\n", usageText(*ev.Usage))
@@ -44,6 +47,17 @@ func printIteration(w io.Writer, runID, step string, n int, parts []client.Itera
 			fmt.Fprintf(w, "  error: %s\n", ev.Error)
 		}
 	}
+}
+
+// pendingFor says what a pending call waits for: a human's decision, or its sub-run.
+func pendingFor(c protocol.PendingCall) string {
+	switch {
+	case c.Child == nil:
+		return "a human's decision"
+	case c.Child.Agent != "":
+		return "its sub-run (agent " + c.Child.Agent + ")"
+	}
+	return "its sub-run (workflow " + c.Child.Workflow + ")"
 }
 
 // recordLines describes a record, a line per fact; texts longer than clip bytes are cut (0:

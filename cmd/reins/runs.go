@@ -213,6 +213,9 @@ longer than 2 KiB are clipped in the record; --full reads the whole ones.`,
 				if err := printResult(out, res, false); err != nil {
 					return err
 				}
+				if !rec.Finished() {
+					printSubRuns(out, engine.SubRuns(def, rec.Run))
+				}
 				fmt.Fprintln(out, "trace:")
 				for _, ev := range events {
 					fmt.Fprintln(out, "  "+eventLine(ev))
@@ -247,6 +250,22 @@ func showIteration(cmd *cobra.Command, c *client.Client, runID, step string, n i
 	return nil
 }
 
+// printSubRuns lists the sub-runs a run waits for, by id: a person deciding or resuming one
+// (an agent tool's child paused on needs_human) addresses it so, and reins runs list leaves
+// sub-runs out.
+func printSubRuns(out io.Writer, subs []engine.ChildRun) {
+	for _, c := range subs {
+		what := "workflow " + c.Workflow
+		if c.Agent != "" {
+			what = "agent " + c.Agent
+		}
+		if c.CallID != "" {
+			what += fmt.Sprintf(", call %s of iteration %d", c.CallID, c.Iteration)
+		}
+		fmt.Fprintf(out, "sub-run: %s (step %s, %s)\n", c.RunID, c.Step, what)
+	}
+}
+
 // printRefused lists the decisions the engine refused (a principal who is not an approver):
 // the trace shows them as sent, this says they changed nothing.
 func printRefused(out io.Writer, acts []engine.Act) {
@@ -266,7 +285,10 @@ func eventLine(ev protocol.Event) string {
 		if ev.Item >= 0 {
 			s += fmt.Sprintf("#%d", ev.Item)
 		}
-		if ev.Iteration > 0 {
+		switch {
+		case ev.Type == protocol.EvChildFinished && ev.CallID != "": // the sub-run of an agent tool's call
+			s += fmt.Sprintf(" iteration %d call %s %s", ev.Iteration, ev.CallID, ev.Status)
+		case ev.Iteration > 0:
 			s += fmt.Sprintf(" iteration %d attempt %d", ev.Iteration, ev.Attempt)
 		}
 	}

@@ -77,8 +77,15 @@ func (o *Outbox) undeliverable(t *protocol.Task, at time.Time, why string) *nats
 // store.
 func (o *Outbox) StartChildMsg(ctx context.Context, runID string, b *wire.Bundle, c *engine.ChildRun, at time.Time) (*nats.Msg, error) {
 	hash, ok := b.Workflows[c.Workflow]
+	if c.Agent != "" {
+		hash, ok = b.Agents[c.Agent]
+	}
 	if !ok {
-		return o.childFailedMsg(runID, c, at, fmt.Sprintf("the workflow file %s is not in the stored bundle of workflow %s", c.Workflow, b.Definition.Name)), nil
+		what := "the workflow file " + c.Workflow
+		if c.Agent != "" {
+			what = "the workflow of agent tool step " + c.Agent
+		}
+		return o.childFailedMsg(runID, c, at, fmt.Sprintf("%s is not in the stored bundle of workflow %s", what, b.Definition.Name)), nil
 	}
 	ev := &protocol.Event{RunID: c.RunID, Type: protocol.EvStart, At: at, Input: c.Input, Item: -1,
 		Workflow: hash, Parent: ParentOf(runID, c)}
@@ -107,14 +114,14 @@ func (o *Outbox) childFailedMsg(runID string, c *engine.ChildRun, at time.Time, 
 
 // ParentOf is the parent of sub-run c, started by run runID.
 func ParentOf(runID string, c *engine.ChildRun) *protocol.Parent {
-	return &protocol.Parent{RunID: runID, Step: c.Step, Item: c.Item, Activation: c.Activation}
+	return &protocol.Parent{RunID: runID, Step: c.Step, Item: c.Item, Activation: c.Activation, Iteration: c.Iteration, CallID: c.CallID}
 }
 
 // CouldNotStart is the event that tells parent p that its sub-run failed before it started.
 func CouldNotStart(p *protocol.Parent, at time.Time, why string) *protocol.Event {
 	return &protocol.Event{RunID: p.RunID, Type: protocol.EvChildFinished, At: at,
-		Step: p.Step, Item: p.Item, Activation: p.Activation, Status: protocol.RunFailed,
-		Error: "the sub-run could not start: " + why}
+		Step: p.Step, Item: p.Item, Activation: p.Activation, Iteration: p.Iteration, CallID: p.CallID,
+		Status: protocol.RunFailed, Error: "the sub-run could not start: " + why}
 }
 
 // CancelEvent is the event that cancels run runID.

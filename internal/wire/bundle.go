@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,6 +23,9 @@ type Bundle struct {
 	// Workflows maps each sub-workflow file the definition names (as written in it) to the
 	// hash of that file's bundle.
 	Workflows map[string]string `json:"workflows,omitempty"`
+	// Agents maps each step the definition's agent tools run to the hash of the bundle of the
+	// workflow its sub-runs run (workflow.Definition.AgentDefinition).
+	Agents map[string]string `json:"agents,omitempty"`
 	// BaseDir is the absolute directory relative paths resolve against: that of the
 	// definition's file, or for a definition built in Go the base directory given to NewBundles
 	// (by default the working directory of the process that made the bundles). "" (a bundle
@@ -86,6 +91,9 @@ func (bs *Bundles) add(def *workflow.Definition, dir string, files map[string]st
 		}
 		b.Workflows[file] = h
 	}
+	if err := bs.addAgents(b, dir, files, depth); err != nil {
+		return "", err
+	}
 	h, err := def.Hash()
 	if err != nil {
 		return "", err
@@ -94,10 +102,40 @@ func (bs *Bundles) add(def *workflow.Definition, dir string, files map[string]st
 	return h, nil
 }
 
-// subWorkflows lists the files a definition names: call and map workflow keys and parallel
-// workflow branches.
+// addAgents adds to b the bundles of the workflows its definition's agent tools run, in the
+// same directory (their workflow tools' files resolve as the definition's do).
+func (bs *Bundles) addAgents(b *Bundle, dir string, files map[string]string, depth int) error {
+	for _, step := range b.Definition.ToolAgents() {
+		sub, err := b.Definition.AgentDefinition(step)
+		if err != nil {
+			return err
+		}
+		h, err := sub.Hash()
+		if err != nil {
+			return err
+		}
+		if _, ok := bs.All[h]; !ok {
+			if h, err = bs.add(sub, dir, files, depth+1); err != nil {
+				return err
+			}
+		}
+		if b.Agents == nil {
+			b.Agents = map[string]string{}
+		}
+		b.Agents[step] = h
+	}
+	return nil
+}
+
+// subWorkflows lists the files a definition names: call and map workflow keys, parallel
+// workflow branches and workflow tools.
 func subWorkflows(def *workflow.Definition) []string {
 	var files []string
+	for _, name := range slices.Sorted(maps.Keys(def.Tools)) {
+		if f := def.Tools[name].Workflow; f != "" {
+			files = append(files, f)
+		}
+	}
 	for _, s := range def.Steps {
 		if s.Workflow != "" {
 			files = append(files, s.Workflow)

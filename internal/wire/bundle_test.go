@@ -120,6 +120,41 @@ func TestNewBundles(t *testing.T) {
 	}
 }
 
+// TestNewBundlesAgentTools: an agent tool's step runs on the workflow AgentDefinition derives,
+// bundled under the parent's Agents; a workflow tool's file is a sub-workflow like a call's.
+func TestNewBundlesAgentTools(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"main.toml": "name = \"tools\"\n[models.m]\nprovider = \"scripted\"\nscript = [{ text = \"x\" }]\n" +
+			"[tools.research]\nagent = \"researcher\"\n[tools.summarize]\nworkflow = \"summary.toml\"\n" +
+			"[[steps]]\nid = \"lead\"\ntype = \"agent\"\nmodel = \"m\"\ngoal = \"g\"\ntools = [\"research\", \"summarize\"]\n" +
+			"[[steps]]\nid = \"researcher\"\ntype = \"agent\"\nmodel = \"m\"\ngoal = \"g\"\n",
+		"summary.toml": "name = \"summary\"\n[[steps]]\nid = \"end\"\ntype = \"terminate\"\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	def := load(t, filepath.Join(dir, "main.toml"))
+	bs, err := wire.NewBundles(def, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := bs.All[bs.Root]
+	sub, err := def.AgentDefinition("researcher")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, hsum := hashOf(t, sub), hashOf(t, load(t, filepath.Join(dir, "summary.toml")))
+	if !maps.Equal(root.Agents, map[string]string{"researcher": hs}) || !maps.Equal(root.Workflows, map[string]string{"summary.toml": hsum}) {
+		t.Fatalf("agents %v, workflows %v; want researcher's workflow %.12s and summary.toml %.12s", root.Agents, root.Workflows, hs, hsum)
+	}
+	b := bs.All[hs]
+	if b == nil || b.Definition.Name != "tools-researcher" || b.BaseDir != root.BaseDir || len(bs.All) != 3 {
+		t.Fatalf("bundles %v: want the researcher's in the parent's directory", slices.Collect(maps.Keys(bs.All)))
+	}
+}
+
 func TestNewBundlesGoDefinition(t *testing.T) {
 	b := workflow.New("built")
 	b.Task("only", "h")

@@ -137,6 +137,10 @@ func (e *encoder) task(t *protocol.Task) {
 		e.decisions(t.Decisions)
 	}
 	e.rawOmit("human_input", t.HumanInput)
+	if len(t.ChildResults) > 0 {
+		e.name("child_results")
+		e.childResults(t.ChildResults)
+	}
 	e.b = append(e.b, '}')
 }
 
@@ -203,6 +207,8 @@ func (e *encoder) parent(p *protocol.Parent) {
 	e.str("step", p.Step)
 	e.int("item", p.Item)
 	e.int("activation", p.Activation)
+	e.intOmit("iteration", p.Iteration)
+	e.strOmit("call_id", p.CallID)
 	e.b = append(e.b, '}')
 }
 
@@ -332,6 +338,10 @@ func (e *encoder) stepRun(s *engine.StepRun) {
 		e.name("decisions")
 		e.decisionMap(s.Decisions)
 	}
+	if len(s.ChildResults) > 0 {
+		e.name("child_results")
+		e.childResultMap(s.ChildResults)
+	}
 	e.intOmit("resume", s.Resume)
 	e.rawOmit("human_input", s.HumanInput)
 	e.b = append(e.b, '}')
@@ -353,46 +363,78 @@ func (e *encoder) usage(u *protocol.Usage) {
 	e.b = append(e.b, '}')
 }
 
-// pending is never nil: the members that hold pending calls omit an empty list.
-func (e *encoder) pending(calls []protocol.PendingCall) {
+// array writes the list xs (never nil: the members that hold lists omit an empty one), each
+// item with item; an item's error is placed under name[i].
+func array[T listed](e *encoder, name string, xs []T) {
 	e.b = append(e.b, '[')
-	for i := range calls {
-		c := &calls[i]
+	for i := range xs {
 		e.sep()
 		ok := e.err == nil
-		e.b = append(e.b, '{')
-		e.str("call_id", c.CallID)
-		e.str("tool", c.Tool)
-		e.raw("arguments", c.Arguments)
-		e.b = append(e.b, '}')
+		e.item(&xs[i])
 		if ok && e.err != nil {
-			e.under("pending[" + strconv.Itoa(i) + "]")
+			e.under(name + "[" + strconv.Itoa(i) + "]")
 		}
 	}
 	e.b = append(e.b, ']')
 }
 
-// decisions is never nil: Task.Decisions omits an empty list.
-func (e *encoder) decisions(ds []protocol.Decision) {
-	e.b = append(e.b, '[')
-	for i := range ds {
-		e.sep()
-		e.decision(&ds[i])
-	}
-	e.b = append(e.b, ']')
-}
-
-// decisionMap is never nil: StepRun.Decisions omits an empty map.
-func (e *encoder) decisionMap(ds map[string]protocol.Decision) {
+// members writes the map m (never nil: the members that hold maps omit an empty one) with its
+// keys sorted, each value with item; a value's error is placed under name["key"].
+func members[T listed](e *encoder, name string, m map[string]T) {
 	var buf [8]string
 	e.b = append(e.b, '{')
-	for _, k := range sortedKeys(ds, buf[:0]) {
+	for _, k := range sortedKeys(m, buf[:0]) {
 		e.key(k)
-		d := ds[k]
-		e.decision(&d)
+		ok := e.err == nil
+		v := m[k]
+		e.item(&v)
+		if ok && e.err != nil {
+			e.under(name + "[" + strconv.Quote(k) + "]")
+		}
 	}
 	e.b = append(e.b, '}')
 }
+
+// listed are the types of the items of the lists and maps array and members write.
+type listed interface {
+	protocol.PendingCall | protocol.Decision | protocol.ChildResult
+}
+
+// item writes one item of a list or map (a direct call, so that the encoder stays on the
+// stack, where a function value would move it to the heap).
+func (e *encoder) item(v any) {
+	switch v := v.(type) {
+	case *protocol.PendingCall:
+		e.pendingCall(v)
+	case *protocol.Decision:
+		e.decision(v)
+	case *protocol.ChildResult:
+		e.childResult(v)
+	}
+}
+
+// pending writes pending calls (Event.Pending, StepRun.Pending).
+func (e *encoder) pending(calls []protocol.PendingCall) { array(e, "pending", calls) }
+
+func (e *encoder) pendingCall(c *protocol.PendingCall) {
+	e.b = append(e.b, '{')
+	e.str("call_id", c.CallID)
+	e.str("tool", c.Tool)
+	e.raw("arguments", c.Arguments)
+	if c.Child != nil {
+		e.name("child")
+		e.b = append(e.b, '{')
+		e.strOmit("agent", c.Child.Agent)
+		e.strOmit("workflow", c.Child.Workflow)
+		e.b = append(e.b, '}')
+	}
+	e.b = append(e.b, '}')
+}
+
+// decisions writes Task.Decisions; decisionMap StepRun.Decisions.
+func (e *encoder) decisions(ds []protocol.Decision) { array(e, "decisions", ds) }
+
+func (e *encoder) decisionMap(ds map[string]protocol.Decision) { members(e, "decisions", ds) }
 
 func (e *encoder) decision(d *protocol.Decision) {
 	e.b = append(e.b, '{')
@@ -401,6 +443,29 @@ func (e *encoder) decision(d *protocol.Decision) {
 	e.strOmit("message", d.Message)
 	e.strOmit("by", d.By)
 	e.strOmit("on_behalf_of", d.OnBehalfOf)
+	e.b = append(e.b, '}')
+}
+
+// childResults writes Task.ChildResults; childResultMap StepRun.ChildResults.
+func (e *encoder) childResults(rs []protocol.ChildResult) { array(e, "child_results", rs) }
+
+func (e *encoder) childResultMap(rs map[string]protocol.ChildResult) {
+	members(e, "child_results", rs)
+}
+
+func (e *encoder) childResult(r *protocol.ChildResult) {
+	e.b = append(e.b, '{')
+	e.str("call_id", r.CallID)
+	e.str("run_id", r.RunID)
+	e.str("status", string(r.Status))
+	e.rawOmit("output", r.Output)
+	e.strOmit("stop_reason", r.StopReason)
+	e.strOmit("stop_detail", r.StopDetail)
+	e.strOmit("error", r.Error)
+	if r.Usage != nil {
+		e.name("usage")
+		e.usage(r.Usage)
+	}
 	e.b = append(e.b, '}')
 }
 

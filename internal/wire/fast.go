@@ -162,6 +162,8 @@ func decodeTaskFast(data []byte, t *protocol.Task) bool {
 			return nested(v, &t.Decisions)
 		case "human_input":
 			return raw(v, &t.HumanInput)
+		case "child_results":
+			return nested(v, &t.ChildResults)
 		}
 		return false
 	})

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -256,6 +257,9 @@ func (r *ring) add(name string) {
 func taskSlots(t *protocol.Task, visit func(*json.RawMessage)) {
 	visit(&t.Input)
 	visit(&t.HumanInput)
+	for i := range t.ChildResults {
+		visit(&t.ChildResults[i].Output)
+	}
 }
 
 // eventSlots calls visit with every raw value of an event.
@@ -285,6 +289,12 @@ func runSlots(r *engine.Run, visit func(*json.RawMessage)) {
 		visit(&s.HumanInput)
 		for i := range s.Pending {
 			visit(&s.Pending[i].Arguments)
+		}
+		for id, r := range s.ChildResults {
+			before := r.Output
+			if visit(&r.Output); !bytes.Equal(before, r.Output) {
+				s.ChildResults[id] = r // only when it changed: a visit that reads writes nothing
+			}
 		}
 	}
 }
@@ -350,6 +360,7 @@ func (v *Values) OutTask(ctx context.Context, t *protocol.Task) (*protocol.Task,
 		return t, nil
 	}
 	c := *t
+	c.ChildResults = append([]protocol.ChildResult(nil), t.ChildResults...)
 	return &c, v.outSlots(ctx, t.RunID, func(f func(*json.RawMessage)) { taskSlots(&c, f) }, v.inline)
 }
 
@@ -412,6 +423,7 @@ func shallowRun(r *engine.Run) *engine.Run {
 			}
 			sc := *s
 			sc.Pending = append([]protocol.PendingCall(nil), s.Pending...)
+			sc.ChildResults = maps.Clone(s.ChildResults)
 			c.Steps[k] = &sc
 		}
 	}

@@ -142,7 +142,8 @@ func TestValuesOfARun(t *testing.T) {
 	small := json.RawMessage(`1`)
 	run := &engine.Run{ID: "r", Input: big, Output: small,
 		Steps: map[string]*engine.StepRun{
-			"a": {Input: big, Output: mid, Pending: []protocol.PendingCall{{CallID: "c", Arguments: big}}},
+			"a": {Input: big, Output: mid, Pending: []protocol.PendingCall{{CallID: "c", Arguments: big}},
+				ChildResults: map[string]protocol.ChildResult{"c": {CallID: "c", Output: big}, "d": {CallID: "d", Output: small}}},
 			"b": {Input: small},
 		},
 		Signals: map[string][]json.RawMessage{"go": {small, big}}}
@@ -152,12 +153,13 @@ func TestValuesOfARun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for what, raw := range map[string]json.RawMessage{"input": out.Input, "a's input": out.Steps["a"].Input, "a's output": out.Steps["a"].Output,
-		"a's call": out.Steps["a"].Pending[0].Arguments, "a signal": out.Signals["go"][1]} {
+		"a's call": out.Steps["a"].Pending[0].Arguments, "a signal": out.Signals["go"][1], "a's child's output": out.Steps["a"].ChildResults["c"].Output} {
 		if !wire.IsRef(raw) {
 			t.Errorf("%s stayed inline", what)
 		}
 	}
-	if !bytes.Equal(out.Output, small) || !bytes.Equal(out.Steps["b"].Input, small) || !bytes.Equal(out.Signals["go"][0], small) {
+	if !bytes.Equal(out.Output, small) || !bytes.Equal(out.Steps["b"].Input, small) || !bytes.Equal(out.Signals["go"][0], small) ||
+		!bytes.Equal(out.Steps["a"].ChildResults["d"].Output, small) {
 		t.Error("a small value went out")
 	}
 	packed, err := v.OutRun(ctx, &engine.Run{ID: "r", Input: json.RawMessage(strconv.Quote(strings.Repeat("p", 1100))), Output: small}, true)
@@ -172,6 +174,21 @@ func TestValuesOfARun(t *testing.T) {
 	}
 	if !wire.DropValues(out) || out.Input != nil || out.Steps["a"].Output != nil || wire.DropValues(out) {
 		t.Error("DropValues did not drop every value once")
+	}
+}
+
+// The outputs of the sub-runs a resumed task carries go by reference too.
+func TestValuesOfATask(t *testing.T) {
+	ctx := context.Background()
+	v := wire.NewValues(newMemStore(), 100, 0)
+	big := json.RawMessage(strconv.Quote(strings.Repeat("x", 300)))
+	task := &protocol.Task{RunID: "r", Input: json.RawMessage(`1`), ChildResults: []protocol.ChildResult{{CallID: "c", Output: big}}}
+	out, err := v.OutTask(ctx, task)
+	if err != nil || !wire.IsRef(out.ChildResults[0].Output) || !bytes.Equal(task.ChildResults[0].Output, big) {
+		t.Fatalf("OutTask: %v, child output %.40s, the task's own %.40s; want a reference in a copy", err, out.ChildResults[0].Output, task.ChildResults[0].Output)
+	}
+	if err := v.InTask(ctx, out); err != nil || !bytes.Equal(out.ChildResults[0].Output, big) {
+		t.Errorf("InTask: %v, child output %.40s", err, out.ChildResults[0].Output)
 	}
 }
 

@@ -204,7 +204,9 @@ func (h *Handlers) loadState(j *job) (*loop.State, stateBase, error) {
 		if err := resolve(j.t, st, window(st), h.texts, &base); err != nil {
 			return nil, stateBase{}, fmt.Errorf("step %s: iteration %d: %w", j.name, j.task.Iteration, err)
 		}
-		base.last = st.Messages[len(st.Messages)-1] // with its text read back, as the iteration sees it
+		if n := len(st.Messages); n > 0 {
+			base.last = st.Messages[n-1] // with its text read back, as the iteration sees it
+		}
 	}
 	// The previous iteration's writes missing (another delivery of it discarded them, see
 	// docs/engine.md): the attempt fails, retryable, rather than go on from an older state.

@@ -58,7 +58,7 @@ func BenchmarkWorkflowLoad10k(b *testing.B) {
 func TestSuiteMeasures(t *testing.T) {
 	// The runs of thousands of loops take most of a minute; they are measured by reins bench
 	// and go test -bench, not here.
-	heavy := map[string]bool{"agent_loop_1000": true, "checkpoint_growth": true, "waiting_runs": true, "agent_long": true}
+	heavy := map[string]bool{"agent_loop_1000": true, "checkpoint_growth": true, "waiting_runs": true, "waiting_runs_100k": true, "agent_long": true}
 	// A short benchtime: this checks that each benchmark runs and reports, not its figures.
 	results, err := bench.Run(bench.RunConfig{Keep: func(name string) bool { return !heavy[name] }, Benchtime: 50 * time.Millisecond})
 	if err != nil {
@@ -93,3 +93,7 @@ func BenchmarkComposedFuncIteration(b *testing.B) {
 }
 
 func BenchmarkAgentLong(b *testing.B) { bench.AgentLong(bench.TB(b, func() int { return b.N })) }
+
+func BenchmarkWaitingRuns100k(b *testing.B) {
+	bench.WaitingRuns100k(bench.TB(b, func() int { return b.N }))
+}

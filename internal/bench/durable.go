@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -241,9 +242,13 @@ func CheckpointGrowth(b B) {
 
 // WaitingRuns starts 10,000 agent_loop runs that wait an hour in loop_delay after their first
 // iteration and reports the resident memory of this process (engine, worker and embedded NATS
-// server together) once all of them wait.
-func WaitingRuns(b B) {
-	const runs = 10000
+// server together) once all of them wait, and once the process is idle.
+func WaitingRuns(b B) { waitingRuns(b, 10_000) }
+
+// WaitingRuns100k is WaitingRuns with 100,000 runs.
+func WaitingRuns100k(b B) { waitingRuns(b, 100_000) }
+
+func waitingRuns(b B, runs int) {
 	firsts := make(chan struct{}, runs)
 	s := newStack(b, map[string]worker.Handler{"wait": func(t worker.TaskContext) error {
 		err := t.Continue(nil)
@@ -275,7 +280,21 @@ func WaitingRuns(b B) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MB")
+	// The runs wait an hour: what they cost is the memory of an idle process. The embedded
+	// server keeps a stream's block buffers (1–8 MB each) for 10 s after its last activity,
+	// then returns them to a sync.Pool, which the second GC after empties; Go's scavenger
+	// returns freed memory to the system over minutes, which FreeOSMemory does at once.
+	time.Sleep(idleAfter)
+	runtime.GC() // the buffers expired went back to sync.Pools: the first GC keeps them a cycle
+	debug.FreeOSMemory()
+	b.ReportMetric(float64(rssBytes(b))/(1<<20), "idle-rss-MB")
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "idle-heap-MB")
 }
+
+// idleAfter is how long WaitingRuns lets the process idle: past the file store's cache
+// expiration (nats-server's defaultCacheBufferExpiration, 10 s).
+const idleAfter = 12 * time.Second
 
 // waitAllDelayed waits until n runs are saved at iteration 2, reading each saved record once
 // from a watch of the runs bucket.

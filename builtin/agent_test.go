@@ -596,6 +596,7 @@ func checkCacheEquivalent(t *testing.T, n, size, maxTokens, keepLast int) json.R
 	b, hash := bundleOf(t, pagesWorkflow(n, size, maxTokens, keepLast), "")
 	clk := clock.NewVirtual(epoch)
 	cached := newHandlers(t, builtin.Config{Clock: clk})
+	var saves [][]byte
 	run := func(fresh bool) []*fakeTask {
 		var checkpoint json.RawMessage
 		var tasks []*fakeTask
@@ -605,11 +606,12 @@ func checkCacheEquivalent(t *testing.T, n, size, maxTokens, keepLast int) json.R
 				h = newHandlers(t, builtin.Config{Clock: clk})
 			}
 			ft := newTask(b, hash, "investigate", iter, "null")
-			ft.checkpoint = checkpoint
+			ft.checkpoint, ft.inPlace = checkpoint, !fresh
 			if err := h.Agent(ft); err != nil {
 				t.Fatalf("iteration %d: %v", iter, err)
 			}
 			tasks = append(tasks, ft)
+			saves = append(saves, bytes.Clone(ft.saved)) // in place, later writes change its last byte
 			if ft.answer != "continue" {
 				return tasks
 			}
@@ -618,17 +620,21 @@ func checkCacheEquivalent(t *testing.T, n, size, maxTokens, keepLast int) json.R
 		t.Fatal("the agent did not stop")
 		return nil
 	}
-	withCache, whole := run(false), run(true)
+	withCache := run(false)
+	cachedSaves := saves
+	saves = nil
+	whole := run(true)
 	if len(withCache) != len(whole) {
 		t.Fatalf("%d and %d tasks", len(withCache), len(whole))
 	}
-	if hits, want := builtin.StateCacheHits(cached), int64(len(withCache)-1); hits != want && withCache[len(withCache)-1].answer == "complete" {
-		t.Errorf("%d iterations took the state the previous one left, want %d", hits, want)
+	// An append that outgrows its array moves it, and the next iteration folds it whole.
+	if hits, most := builtin.StateCacheHits(cached), int64(len(withCache)-1); hits < most/2 || hits > most {
+		t.Errorf("%d of %d iterations took the state the previous one left", hits, most)
 	}
 	for i := range withCache {
 		a, z := withCache[i], whole[i]
-		if !bytes.Equal(a.saved, z.saved) || a.answer != z.answer || !bytes.Equal(a.output, z.output) || a.usage != z.usage {
-			t.Fatalf("iteration %d differs: wrote %d and %d bytes, answered %s and %s", i+1, len(a.saved), len(z.saved), a.answer, z.answer)
+		if !bytes.Equal(cachedSaves[i], saves[i]) || a.answer != z.answer || !bytes.Equal(a.output, z.output) || a.usage != z.usage {
+			t.Fatalf("iteration %d differs: wrote %d and %d bytes, answered %s and %s", i+1, len(cachedSaves[i]), len(saves[i]), a.answer, z.answer)
 		}
 		if len(a.records) != len(z.records) {
 			t.Fatalf("iteration %d: %d and %d records", i+1, len(a.records), len(z.records))
@@ -639,9 +645,9 @@ func checkCacheEquivalent(t *testing.T, n, size, maxTokens, keepLast int) json.R
 				t.Fatalf("iteration %d's records differ:\n%+v\n%+v", i+1, ra, rz)
 			}
 		}
-		if i > 0 && size > 8<<10 && len(a.saved)-len(withCache[i-1].saved) > 4_000 {
-			t.Errorf("iteration %d wrote %d bytes, want its %d-byte result by reference", i+1, len(a.saved)-len(withCache[i-1].saved), size)
+		if i > 0 && size > 8<<10 && len(cachedSaves[i])-len(cachedSaves[i-1]) > 4_000 {
+			t.Errorf("iteration %d wrote %d bytes, want its %d-byte result by reference", i+1, len(cachedSaves[i])-len(cachedSaves[i-1]), size)
 		}
 	}
-	return withCache[len(withCache)-1].saved
+	return cachedSaves[len(cachedSaves)-1]
 }

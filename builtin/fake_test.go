@@ -40,6 +40,8 @@ type fakeTask struct {
 	saved      json.RawMessage // the last Checkpoint written
 	usage      protocol.Usage
 	records    []trace.Iteration // what the handler recorded, in order
+	// inPlace makes AppendCheckpoint write in the loaded array, as the worker does.
+	inPlace bool
 	// onCheckpoint, when set, runs when the handler checkpoints, before the write.
 	onCheckpoint func()
 	// checkpointErr, when set, is what Checkpoint returns (nothing is written).
@@ -61,8 +63,10 @@ func (f *fakeTask) LoadCheckpoint() (json.RawMessage, error) {
 	return f.checkpoint, nil
 }
 
-// AppendCheckpoint appends items to the checkpoint the task loaded, as the worker does: saved
-// is then the whole array.
+// AppendCheckpoint appends items to the checkpoint the task loaded: saved is then the whole
+// array. With inPlace it writes as the worker does, in the loaded array while it has room (its
+// ']' becomes ',' and the items follow), which changes the bytes of earlier views of it;
+// otherwise in a new array.
 func (f *fakeTask) AppendCheckpoint(items ...any) error {
 	if f.onCheckpoint != nil {
 		f.onCheckpoint()
@@ -70,23 +74,29 @@ func (f *fakeTask) AppendCheckpoint(items ...any) error {
 	if f.checkpointErr != nil {
 		return f.checkpointErr
 	}
-	var all []json.RawMessage
-	base := bytes.TrimSpace(f.checkpoint)
-	if len(base) > 0 && !bytes.Equal(base, []byte("null")) {
-		if err := json.Unmarshal(base, &all); err != nil {
-			return fmt.Errorf("fakeTask: cannot append to %.40s: %w", base, err)
-		}
+	raw, _ := f.LoadCheckpoint()
+	if !f.inPlace {
+		raw = bytes.Clone(raw)
 	}
-	for _, it := range items {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" || string(t) == "[]" {
+		raw = []byte{'['}
+	} else if t[0] != '[' {
+		return fmt.Errorf("fakeTask: cannot append to %.40s", t)
+	} else {
+		raw = append(raw[:len(raw)-1], ',')
+	}
+	for i, it := range items {
 		data, err := json.Marshal(it)
 		if err != nil {
 			return err
 		}
-		all = append(all, data)
+		if i > 0 {
+			raw = append(raw, ',')
+		}
+		raw = append(raw, data...)
 	}
-	data, err := json.Marshal(all)
-	f.saved = data
-	return err
+	f.saved = append(raw, ']')
+	return nil
 }
 
 func (f *fakeTask) Checkpoint(v any) error {

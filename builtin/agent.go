@@ -60,7 +60,7 @@ func (h *Handlers) Agent(t Task) error {
 	if err := fx.failed(); err != nil {
 		return t.Fail(fmt.Errorf("step %s: iteration %d will run again: %w", j.name, j.task.Iteration, err))
 	}
-	from, err := base.write(t, st)
+	from, err := base.write(t, st, run.ProposedChanged())
 	if err != nil {
 		if errors.Is(err, worker.ErrCheckpointTooLarge) { // the conversation outgrew a message: for good
 			return t.FailPermanent(fmt.Errorf("step %s: the loop's state after iteration %d cannot be kept, its conversation is too long: %w", j.name, j.task.Iteration, err))

@@ -135,8 +135,6 @@ type stateBase struct {
 	last  model.Message
 	// from is where the last write's messages begin: those of the iteration that wrote it.
 	from int
-	// proposed is State.CallProposed as loaded, to write only what changed.
-	proposed map[uint64]int
 	// refs are the messages left as references (before the context's window); kept the
 	// references of the messages whose texts the state holds whole (read back, or written by
 	// reference), by index. Neither is nil once baseOf made the base.
@@ -153,39 +151,31 @@ func baseOf(raw json.RawMessage, st *loop.State, from int) stateBase {
 		b.n, b.last = len(st.Messages), st.Messages[len(st.Messages)-1]
 	}
 	if st != nil {
-		b.proposed = maps.Clone(st.CallProposed)
 		b.summary = st.Context.Summary
 	}
 	return b
 }
 
 // delta is what to write after an iteration that led to st: the messages it appended, or the
-// whole conversation when it changed earlier ones; the entries of CallProposed it changed.
-func (b stateBase) delta(st *loop.State) stateDelta {
+// whole conversation when it changed earlier ones; proposed, the entries of CallProposed it
+// changed (loop.Run.ProposedChanged); the summary when it changed.
+func (b stateBase) delta(st *loop.State, proposed map[uint64]int) stateDelta {
 	from := 0
 	if n := b.n; n > 0 && len(st.Messages) >= n && reflect.DeepEqual(st.Messages[n-1], b.last) {
 		from = n
 	}
-	d := stateDelta{From: from, Messages: st.Messages[from:], State: *st}
+	d := stateDelta{From: from, Messages: st.Messages[from:], Proposed: proposed, State: *st}
 	d.State.Messages, d.State.CallProposed = nil, nil
-	for k, v := range st.CallProposed {
-		if b.proposed[k] != v {
-			if d.Proposed == nil {
-				d.Proposed = map[uint64]int{}
-			}
-			d.Proposed[k] = v
-		}
-	}
 	if st.Context.Summary != "" && st.Context.Summary == b.summary {
 		d.SameSummary, d.State.Context.Summary = true, ""
 	}
 	return d
 }
 
-// write checkpoints the iteration that led to st, its large texts kept by reference, and
-// returns where the write's messages begin.
-func (b stateBase) write(t Task, st *loop.State) (int, error) {
-	d := b.delta(st)
+// write checkpoints the iteration that led to st (proposed as delta takes it), its large texts
+// kept by reference, and returns where the write's messages begin.
+func (b stateBase) write(t Task, st *loop.State, proposed map[uint64]int) (int, error) {
+	d := b.delta(st, proposed)
 	if b.whole {
 		d.From, d.Messages, d.Proposed = 0, st.Messages, st.CallProposed
 	}

@@ -142,6 +142,7 @@ func (r *Run) checkRepeats(iter int, checks []callCheck) bool {
 			continue
 		}
 		st.CallProposed[ch.sig]++
+		r.proposed = append(r.proposed, ch.sig)
 		n := st.CallProposed[ch.sig]
 		if n > 1 {
 			st.RepeatedProposals++

@@ -156,6 +156,8 @@ type Run struct {
 	iter      int    // the iteration in progress, for OnDelta
 	win       window // what a context policy sends (unused without one)
 	ctxRaw    int64  // the estimate of the request the policy prepared
+	// proposed lists the keys of State.CallProposed this Run counted (ProposedChanged).
+	proposed []uint64
 }
 
 // Start begins a new run with the given id and goal. The run's wall clock starts now.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -2182,6 +2183,48 @@ func TestResumeKeepsBudgets(t *testing.T) {
 	r3 := w3.ctrl.Resume(&st3)
 	if !r3.Step(context.Background()) || r3.State().StopReason != loop.Timeout || w3.model.calls != 0 {
 		t.Errorf("resumed after the wall-clock budget: %s with %d model calls, want timeout before any call", r3.State().StopReason, w3.model.calls)
+	}
+}
+
+// TestProposedChanged: a resumed run reports exactly the entries of CallProposed its steps
+// changed, with their counts now, so a caller can checkpoint them instead of the whole map.
+func TestProposedChanged(t *testing.T) {
+	turns := []model.Turn{
+		callsTurn(tc("s", `{"q":1}`)), callsTurn(tc("s", `{"q":2}`)),
+		callsTurn(tc("s", `{"q":1}`), tc("s", `{"q":3}`)), answerTurn("done"),
+	}
+	s := setup{tools: []toolDef{mockTool("s", "", output(`1`))}, turns: turns}
+	w := newWorld(t, s, t0)
+	r := w.ctrl.Start("run-1", "goal")
+	for range 2 {
+		if r.Step(context.Background()) {
+			t.Fatalf("stopped early: %s", r.State().StopReason)
+		}
+	}
+	if got := len(r.ProposedChanged()); got != 2 {
+		t.Fatalf("after two distinct calls ProposedChanged has %d entries, want 2", got)
+	}
+	var st loop.State
+	if err := json.Unmarshal([]byte(mustJSON(t, r.State())), &st); err != nil {
+		t.Fatal(err)
+	}
+	before := maps.Clone(st.CallProposed)
+	r2 := w.ctrl.Resume(&st)
+	if r2.ProposedChanged() != nil {
+		t.Fatalf("a resumed run that has not stepped reports changes %v", r2.ProposedChanged())
+	}
+	if r2.Step(context.Background()) {
+		t.Fatalf("stopped early: %s", r2.State().StopReason)
+	}
+	changed := r2.ProposedChanged()
+	want := map[uint64]int{}
+	for k, v := range r2.State().CallProposed {
+		if before[k] != v {
+			want[k] = v
+		}
+	}
+	if len(want) != 2 || !maps.Equal(changed, want) {
+		t.Errorf("ProposedChanged() = %v, want the repeated call counted twice and the new one once: %v", changed, want)
 	}
 }
 

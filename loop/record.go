@@ -146,3 +146,17 @@ func (b *recorder) arguments(before []model.Message) {
 		return
 	}
 }
+
+// ProposedChanged returns the entries of State.CallProposed this Run changed, with their counts
+// now (nil when none): for a caller that checkpoints the state by what an iteration changed,
+// without copying a map that grows with every distinct call the run proposed.
+func (r *Run) ProposedChanged() map[uint64]int {
+	if len(r.proposed) == 0 {
+		return nil
+	}
+	out := make(map[uint64]int, len(r.proposed))
+	for _, k := range r.proposed {
+		out[k] = r.st.CallProposed[k]
+	}
+	return out
+}

@@ -107,6 +107,13 @@ func TestAgentToolCallsRunAsSubRuns(t *testing.T) {
 			if st := state(t, paused.saved); st.ToolCalls != 0 || !st.AwaitingChildren() || st.Stopped() {
 				t.Fatalf("checkpoint: %d tool calls, children %v, stop %q; want the turn waiting whole", st.ToolCalls, st.Children, st.StopReason)
 			}
+			subRuns := map[string]bool{}
+			for _, c := range paused.records[0].Calls {
+				subRuns[c.ID] = c.SubRun
+			}
+			if !subRuns["r1"] || !subRuns["s1"] || subRuns["o1"] {
+				t.Errorf("the waiting iteration's record marks sub-runs %v; want r1 and s1, not o1", subRuns)
+			}
 
 			ft := childResumed(paused, tc.results...)
 			if err := h.Agent(ft); err != nil {

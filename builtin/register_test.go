@@ -61,6 +61,28 @@ func TestRegisterRunsExamples(t *testing.T) {
 				}
 			}
 		}},
+		{dir: "delegate", input: `{"order_id": "O-104"}`, check: func(t *testing.T, ctx context.Context, c *client.Client, id string) {
+			run := waitCompleted(t, ctx, c, id)
+			var out builtin.AgentOutput
+			if err := json.Unmarshal(run.Output, &out); err != nil || out.StopReason != "completed" || out.Answer == nil ||
+				!strings.Contains(*out.Answer, "carrier lost it for 4 days") {
+				t.Fatalf("output %s, want the lead's completed answer", run.Output)
+			}
+			// The lead's usage is its own (426 tokens, $0.005) and its two sub-runs' (224, $0.0016).
+			s := run.Steps["lead"]
+			cost := s.Usage.CostUSD
+			s.Usage.CostUSD = 0
+			want := protocol.Usage{ModelCalls: 2, ToolCalls: 2, InputTokens: 570, OutputTokens: 80}
+			if s.Iteration != 2 || s.Usage != want || math.Abs(cost-0.0066) > 1e-9 {
+				t.Errorf("lead: iteration %d, usage %+v, cost %v; want 2, %+v, 0.0066", s.Iteration, s.Usage, cost, want)
+			}
+			for _, child := range []string{id + "/lead/1/1/r1", id + "/lead/1/1/s1"} {
+				sub, err := c.Get(ctx, child)
+				if err != nil || sub.Run.Status != protocol.RunCompleted {
+					t.Fatalf("sub-run %s: %v %+v, want completed", child, err, sub)
+				}
+			}
+		}},
 		{dir: "evaluator", input: `{"product": "Reins 1.0"}`, check: func(t *testing.T, ctx context.Context, c *client.Client, id string) {
 			var rec *client.Record
 			for r, err := range c.Watch(ctx, id) {

@@ -33,6 +33,7 @@ func (r *Run) Record(m Mark) trace.Iteration {
 		b.event(&b.it.Events[i])
 	}
 	b.arguments(msgs[:m.messages])
+	b.subRuns(r.st)
 	return b.it
 }
 
@@ -47,8 +48,18 @@ func Recorded(st *State, from int) trace.Iteration {
 		b.message(&st.Messages[i])
 	}
 	b.arguments(st.Messages[:from])
+	b.subRuns(st)
 	b.it.StopReason, b.it.StopDetail = string(st.StopReason), st.Detail
 	return b.it
+}
+
+// subRuns marks the calls that wait for their child runs (State.Children).
+func (b *recorder) subRuns(st *State) {
+	for _, ch := range st.Children {
+		if i, ok := b.byID[ch.Call.ID]; ok {
+			b.it.Calls[i].SubRun = true
+		}
+	}
 }
 
 // recorder builds an Iteration from messages and events.

@@ -73,6 +73,10 @@ type CallRecord struct {
 	By       string `json:"by,omitempty"`
 	Message  string `json:"message,omitempty"`
 
+	// SubRun is set for a call that waits for its sub-run (an agent or workflow tool): its
+	// result comes in the record of the iteration's resume.
+	SubRun bool `json:"sub_run,omitempty"`
+
 	// Key is the call's idempotency key, set when it was about to execute.
 	Key      string `json:"key,omitempty"`
 	Executed bool   `json:"executed"`

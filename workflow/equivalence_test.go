@@ -24,6 +24,7 @@ var eqExamples = map[string]func() *workflow.Builder{
 	"research_fanout":      eqResearchFanout,
 	"refund_investigation": eqRefundInvestigation,
 	"code_review":          eqCodeReview,
+	"delegate":             eqDelegate,
 }
 
 func eqDraftRefiner() *workflow.Builder {
@@ -249,6 +250,49 @@ func eqCodeReview() *workflow.Builder {
 	return wf
 }
 
+func eqDelegate() *workflow.Builder {
+	wf := workflow.New("delegate").
+		Description("A lead agent that delegates research to another agent and summarising to a sub-workflow.").
+		Deadline(10*time.Minute).
+		Model("lead", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[
+			{"tool_calls": [
+				{"id": "r1", "name": "research", "arguments": {"question": "Why was order O-104 late?"}},
+				{"id": "s1", "name": "summarize", "arguments": {"text": "Customer reports order O-104 arrived 4 days late and asks for a refund."}}
+			], "usage": {"input_tokens": 120, "output_tokens": 24}, "cost_usd": 0.002},
+			{"text": "Order O-104 was late because the carrier lost it for 4 days; refund the shipping fee.", "usage": {"input_tokens": 260, "output_tokens": 22}, "cost_usd": 0.003}
+		]`)}).
+		Model("researcher", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[
+			{"tool_calls": [{"name": "read_delivery", "arguments": {"order_id": "O-104"}}], "usage": {"input_tokens": 60, "output_tokens": 8}, "cost_usd": 0.0005},
+			{"text": "The carrier lost the parcel for 4 days before delivering it.", "usage": {"input_tokens": 90, "output_tokens": 12}, "cost_usd": 0.0007}
+		]`)}).
+		Tool("research", workflow.ToolDef{
+			Description: "Research a question about an order and return a short report.",
+			InputSchema: json.RawMessage(`{"type": "object", "properties": {"question": {"type": "string", "minLength": 1}}, "required": ["question"], "additionalProperties": false}`),
+			Agent:       "researcher",
+		}).
+		Tool("summarize", workflow.ToolDef{
+			Description: "Summarize a customer's message in one sentence.",
+			InputSchema: json.RawMessage(`{"type": "object", "properties": {"text": {"type": "string", "minLength": 1}}, "required": ["text"], "additionalProperties": false}`),
+			Workflow:    "summary.toml",
+		}).
+		Tool("read_delivery", workflow.ToolDef{
+			Description: "Read the carrier's delivery record of an order.",
+			InputSchema: json.RawMessage(`{"type": "object", "properties": {"order_id": {"type": "string", "pattern": "^O-[0-9]+$"}}, "required": ["order_id"], "additionalProperties": false}`),
+			Mock:        json.RawMessage(`[{"output": {"order_id": "O-104", "late_days": 4, "carrier_note": "parcel lost in transit, found and delivered"}}]`),
+		})
+
+	wf.Agent("lead", "lead").
+		WithGoal("Find out why order {{input.order_id}} was late and recommend what to do.").
+		WithTools("research", "summarize").
+		WithBudget(workflow.Budget{MaxIterations: 4, MaxToolCalls: 6, MaxCostUSD: 0.05}).
+		WithContext(workflow.Context{MaxTokens: 8000, Strategy: "drop_oldest", KeepLast: 4})
+	wf.Agent("researcher", "researcher").
+		WithGoal("Answer: {{input.question}}").
+		WithTools("read_delivery").
+		WithBudget(workflow.Budget{MaxIterations: 3, MaxToolCalls: 2})
+	return wf
+}
+
 func TestBuilderEqualsExampleFiles(t *testing.T) {
 	if len(eqExamples) != len(exNames) {
 		t.Fatalf("%d builder programs for %d example files", len(eqExamples), len(exNames))
@@ -259,7 +303,8 @@ func TestBuilderEqualsExampleFiles(t *testing.T) {
 			if !ok {
 				t.Fatalf("no builder program for %s.toml", name)
 			}
-			built, err := program().Build()
+			// BaseDir: the example's sub-workflow files are beside it, as for the loaded file.
+			built, err := program().BuildWith(workflow.Options{BaseDir: exDir(t, name)})
 			if err != nil {
 				t.Fatalf("Build: %v", err)
 			}

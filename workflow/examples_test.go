@@ -24,6 +24,7 @@ const exRoot = "../examples"
 // order of name. A test checks that it lists them all.
 var exExamples = []struct{ name, dir string }{
 	{"code_review", "codereview"},
+	{"delegate", "delegate"},
 	{"draft_refiner", "evaluator"},
 	{"refund_investigation", "refund"},
 	{"research_fanout", "research"},

@@ -133,6 +133,8 @@ func callLines(c *trace.CallRecord, cut func(string) string) []string {
 		out = append(out, fmt.Sprintf("  executed in %s: ok, %d bytes", c.Duration.Round(time.Millisecond), c.OutputBytes))
 	case c.Executed:
 		out = append(out, fmt.Sprintf("  executed in %s: failed (retryable=%v): %s", c.Duration.Round(time.Millisecond), c.Retryable, c.Error))
+	case c.SubRun:
+		out = append(out, "  runs as a sub-run: its result is in the record of the iteration's resume")
 	case c.Output != "" || c.Decision != "":
 		out = append(out, "  not executed")
 	}

@@ -130,6 +130,8 @@ func progressLines(r *trace.Iteration) []string {
 			line += "failed: " + trace.ClipText(c.Error, progressClip)
 		case c.Approval == "pending":
 			line += "waits for a human decision"
+		case c.SubRun:
+			line += "runs as a sub-run"
 		case c.Approval == "denied":
 			line += "denied by " + c.By
 		case c.Decision != "" && c.Decision != trace.DecisionAccept && c.Decision != trace.DecisionApprove:

@@ -18,7 +18,7 @@ const examplesDir = "../../examples"
 
 // exampleDirs are the examples that have a workflow file, sorted (the workflow tests check
 // that the list is complete).
-var exampleDirs = []string{"codereview", "evaluator", "refund", "research"}
+var exampleDirs = []string{"codereview", "delegate", "evaluator", "refund", "research"}
 
 // exampleFile is the workflow file of example dir.
 func exampleFile(dir string) string { return filepath.Join(examplesDir, dir, "workflow.toml") }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"time"
@@ -87,6 +88,7 @@ type longSample struct {
 	iteration       int
 	checkpoint, evs uint64
 	rss             int64
+	live            uint64 // the heap the last collection kept
 	at              time.Time
 }
 
@@ -147,7 +149,9 @@ func sample(b B, js jetstream.JetStream, iteration int) longSample {
 		b.Fatal(err)
 	}
 	runtime.GC()
-	return longSample{iteration: iteration, checkpoint: st.Bytes(), evs: info.State.Bytes, rss: rssBytes(b), at: time.Now()}
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	return longSample{iteration: iteration, checkpoint: st.Bytes(), evs: info.State.Bytes, rss: rssBytes(b), live: live[0].Value.Uint64(), at: time.Now()}
 }
 
 func (m *longMeter) report(b B) {
@@ -170,4 +174,6 @@ func (m *longMeter) report(b B) {
 	b.ReportMetric(float64(s[3].at.Sub(s[2].at).Nanoseconds())/100, "last100-iter-ns")
 	b.ReportMetric(float64(s[0].rss)/(1<<20), "rss100-MB")
 	b.ReportMetric(float64(s[3].rss)/(1<<20), "rss1000-MB")
+	b.ReportMetric(float64(s[0].live)/(1<<20), "live100-MB")
+	b.ReportMetric(float64(s[3].live)/(1<<20), "live1000-MB")
 }

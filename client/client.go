@@ -59,11 +59,12 @@ type Client struct {
 	wfs     jetstream.KeyValue
 	values  *wire.Values
 	objects *natsbox.ObjectValues
+	layout  natsbox.Layout // of Box: what a client that finds no layout creates
 }
 
 // NewClient returns a client over cfg.Box. It does no I/O until used.
 func NewClient(cfg ClientConfig) *Client {
-	c := &Client{js: cfg.Box.JetStream(), now: cfg.Now, principal: cfg.Principal, may: cfg.May, maxInput: cfg.MaxInputBytes}
+	c := &Client{js: cfg.Box.JetStream(), layout: cfg.Box.Layout(), now: cfg.Now, principal: cfg.Principal, may: cfg.May, maxInput: cfg.MaxInputBytes}
 	if c.maxInput <= 0 {
 		c.maxInput = wire.DefaultMaxValue
 	}
@@ -86,7 +87,7 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 	}
 	var values *natsbox.ObjectValues
 	var index jetstream.KeyValue
-	open := func() (err error) {
+	open := func(ctx context.Context) (err error) {
 		if runs, err = c.js.KeyValue(ctx, natsbox.RunsBucket); err != nil {
 			return err
 		}
@@ -99,10 +100,10 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 		values, err = natsbox.OpenValues(ctx, c.js)
 		return err
 	}
-	err = open()
+	err = natsbox.Retry(ctx, open)
 	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		if err = natsbox.EnsureLayout(ctx, c.js, natsbox.Layout{}); err == nil {
-			err = open()
+		if err = natsbox.EnsureLayout(ctx, c.js, c.layout); err == nil {
+			err = natsbox.Retry(ctx, open)
 		}
 	}
 	if err != nil {
@@ -417,12 +418,11 @@ func (c *Client) OpenWatch(ctx context.Context, runID string) (iter.Seq2[*Record
 	if err != nil {
 		return nil, err
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	w, err := runs.Watch(wctx, runID)
+	w, cancel, err := natsbox.StartWatch(ctx, func(ctx context.Context) (jetstream.KeyWatcher, error) { return runs.Watch(ctx, runID) })
 	if err != nil {
-		cancel()
 		return nil, fmt.Errorf("client: watch run %s: %w", runID, err)
 	}
+	wctx := ctx
 	return func(yield func(*Record, error) bool) {
 		defer cancel()
 		defer func() { _ = w.Stop() }()

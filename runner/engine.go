@@ -249,7 +249,7 @@ func (e *Engine) run(ctx context.Context) error {
 
 // open ensures the layout and returns the engine's consumer.
 func (e *Engine) open(ctx context.Context) (jetstream.Consumer, error) {
-	if err := natsbox.EnsureLayout(ctx, e.js, natsbox.Layout{}); err != nil {
+	if err := natsbox.EnsureLayout(ctx, e.js, e.box.Layout()); err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	runs, err := e.js.KeyValue(ctx, natsbox.RunsBucket)

@@ -269,7 +269,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer w.stopped()
-	if err := natsbox.EnsureLayout(ctx, w.js, natsbox.Layout{}); err != nil {
+	if err := natsbox.EnsureLayout(ctx, w.js, w.box.Layout()); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	if w.ckv, err = w.js.KeyValue(ctx, natsbox.CheckpointsBucket); err != nil {

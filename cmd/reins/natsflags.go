@@ -30,6 +30,8 @@ type natsFlags struct {
 	tlsCert, tlsKey, ca string
 	data                string
 	token               string
+	// replicas is --replicas (serve and worker): the layout's replicas (natsbox.Options).
+	replicas int
 	// auth judges the tokens of other processes when this command runs the embedded server
 	// and listens (serve, run --listen); nil lets none in.
 	auth natsbox.Authenticator
@@ -55,6 +57,11 @@ func (f *natsFlags) addNamed(fl *pflag.FlagSet, dataFlag string) {
 	fl.StringVar(&f.token, "token", "", "the `TOKEN` that identifies you to the server (default $"+tokenEnv+"; on the server's machine, --"+dataFlag+" finds the admin's)")
 }
 
+// addReplicas adds --replicas, for the commands that create the layout on a cluster.
+func (f *natsFlags) addReplicas(cmd *cobra.Command) {
+	cmd.Flags().IntVar(&f.replicas, "replicas", 0, "copies of every stream and bucket on a NATS cluster (`N`); default: what exists, 1 when new; never lowers what exists")
+}
+
 // clientToken is --token, else $REINS_TOKEN.
 func (f *natsFlags) clientToken() string {
 	if f.token != "" {
@@ -69,6 +76,7 @@ func (f *natsFlags) clientToken() string {
 func (f *natsFlags) open(ctx context.Context, listen string, log *slog.Logger) (*natsbox.Box, error) {
 	opts := natsbox.Options{
 		URL: f.url, CredsFile: f.creds, NKeyFile: f.nkey, TLSCert: f.tlsCert, TLSKey: f.tlsKey, TLSCA: f.ca, Logger: log,
+		Replicas: f.replicas,
 	}
 	if f.url != "" {
 		opts.Token = f.clientToken()

@@ -58,7 +58,7 @@ func withClient(ctx context.Context, nf *natsFlags, f func(*client.Client) error
 	}
 	defer box.Close()
 	if box.Embedded() {
-		if err := natsbox.EnsureLayout(ctx, box.JetStream(), natsbox.Layout{}); err != nil {
+		if err := natsbox.EnsureLayout(ctx, box.JetStream(), box.Layout()); err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
 	}

@@ -147,6 +147,7 @@ after every decision, as reins run does.`,
 		},
 	}
 	nf.add(cmd)
+	nf.addReplicas(cmd)
 	mf.add(cmd, "serve every llm and agent step on this model, `PROVIDER:NAME`, instead of the workflow's")
 	fl := cmd.Flags()
 	fl.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "where the embedded NATS server accepts clients (loopback only)")

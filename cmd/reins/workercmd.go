@@ -71,6 +71,7 @@ worker dies is redelivered to another after --ack-wait.`,
 		},
 	}
 	nf.add(cmd)
+	nf.addReplicas(cmd)
 	mf.add(cmd, "serve every llm and agent step on this model, `PROVIDER:NAME`, instead of the workflow's")
 	cmd.Flags().StringSliceVar(&handlers, "handlers", builtinHandlers, "the built-in `HANDLERS` to serve (comma-separated)")
 	cmd.Flags().DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task may stay unacknowledged before it is redelivered to another worker")

@@ -72,6 +72,10 @@ type Options struct {
 	// Logger receives connection events (disconnected, reconnected, closed, async errors) and the
 	// embedded server's log (its notices at debug level). Nil means no logging.
 	Logger *slog.Logger
+	// Replicas is how many copies of every stream, KV bucket and object store the layout asks
+	// for (Box.Layout, EnsureLayout): 0 takes what exists, and 1 for what it creates. More than 1
+	// needs a clustered external server; the embedded server refuses it.
+	Replicas int
 }
 
 // String shows the options with the token and the user information of URLs hidden, so that
@@ -118,6 +122,7 @@ type Box struct {
 	ownToken  string // the token of this Box's connections to its embedded server
 	log       *slog.Logger
 	external  Options // the options of an external connection, for Connect
+	replicas  int     // Options.Replicas
 
 	closed    chan struct{} // closed by the connection's closed handler
 	closeOnce sync.Once
@@ -142,11 +147,29 @@ func Open(ctx context.Context, opts Options) (*Box, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if opts.URL == "" {
-		return openEmbedded(ctx, opts, log)
+	if opts.Replicas < 0 {
+		return nil, fmt.Errorf("natsbox: Replicas is %d: want 0 (what exists, 1 when new) or more", opts.Replicas)
 	}
-	return openExternal(ctx, opts, log)
+	var b *Box
+	var err error
+	if opts.URL == "" {
+		if opts.Replicas > 1 {
+			return nil, fmt.Errorf("natsbox: %d replicas need a NATS cluster of at least %d servers; the embedded server is one: pass --nats with the cluster's URLs, or 1 replica", opts.Replicas, opts.Replicas)
+		}
+		b, err = openEmbedded(ctx, opts, log)
+	} else {
+		b, err = openExternal(ctx, opts, log)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.replicas = opts.Replicas
+	return b, nil
 }
+
+// Layout is the layout this Box's processes ensure (EnsureLayout): Options.Replicas, and
+// mismatches reported to the Box's logger.
+func (b *Box) Layout() Layout { return Layout{Replicas: b.replicas, Logger: b.log} }
 
 func openEmbedded(ctx context.Context, opts Options, log *slog.Logger) (*Box, error) {
 	switch {
@@ -271,7 +294,7 @@ func openExternal(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 	if err := b.setConn(nc); err != nil {
 		return nil, err
 	}
-	if _, err := b.js.AccountInfo(ctx); err != nil {
+	if err := accountInfo(ctx, b.js); err != nil {
 		b.closeConn()
 		return nil, fmt.Errorf("natsbox: JetStream is not available at %s: %w", shown, err)
 	}
@@ -333,9 +356,14 @@ func (b *Box) Connect(ctx context.Context, name string) (*Box, error) {
 	if b.srv == nil {
 		opts := b.external
 		opts.Name = name
-		return openExternal(ctx, opts, b.log)
+		c, err := openExternal(ctx, opts, b.log)
+		if err != nil {
+			return nil, err
+		}
+		c.replicas = b.replicas
+		return c, nil
 	}
-	c := &Box{log: b.log, clientURL: b.clientURL, closed: make(chan struct{})}
+	c := &Box{log: b.log, clientURL: b.clientURL, closed: make(chan struct{}), replicas: b.replicas}
 	nc, err := nats.Connect("", append(c.connOptions(name), nats.InProcessServer(b.srv), nats.Token(b.ownToken))...)
 	if err != nil {
 		return nil, fmt.Errorf("natsbox: connect to the embedded server: %w", err)
@@ -466,4 +494,74 @@ func authHint(opts Options) string {
 		return "check the credentials file"
 	}
 	return "it requires credentials: pass --token (or set $REINS_TOKEN), or --data DIR on the server's machine"
+}
+
+// apiAttempt bounds one JetStream API request whose answer may be lost: a cluster electing a
+// new meta leader (its last one died) drops the requests it gets meanwhile, and a request
+// waited for with a long context would wait for nothing until it ends.
+var apiAttempt = 3 * time.Second // a variable for the tests
+
+// accountInfo asks for the account's JetStream information (Retry), within
+// DefaultReadyTimeout when ctx has no deadline.
+func accountInfo(ctx context.Context, js jetstream.JetStream) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultReadyTimeout)
+		defer cancel()
+	}
+	return Retry(ctx, func(ctx context.Context) error {
+		_, err := js.AccountInfo(ctx)
+		return err
+	})
+}
+
+// Retry runs request, JetStream API requests that are safe to repeat, each time within
+// apiAttempt, again after each attempt that got no answer in time, until ctx ends; it returns
+// the first other outcome, or the last attempt's error once ctx ended.
+func Retry(ctx context.Context, request func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, apiAttempt)
+		err := request(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+			return err
+		}
+	}
+}
+
+// StartWatch starts a KV watch with start, whose context is the watch's lifetime: a watch not
+// started within apiAttempt (its consumer's request lost with a NATS node, or a stream between
+// leaders) is abandoned and started again, until ctx ends. It returns the watcher and the
+// function that ends it, which the caller must call.
+func StartWatch(ctx context.Context, start func(context.Context) (jetstream.KeyWatcher, error)) (jetstream.KeyWatcher, context.CancelFunc, error) {
+	type started struct {
+		w   jetstream.KeyWatcher
+		err error
+	}
+	for {
+		wctx, cancel := context.WithCancel(ctx)
+		ch := make(chan started, 1)
+		go func() {
+			w, err := start(wctx)
+			ch <- started{w, err}
+		}()
+		timer := time.NewTimer(apiAttempt)
+		select {
+		case s := <-ch:
+			timer.Stop()
+			if s.err != nil {
+				cancel()
+				return nil, nil, s.err
+			}
+			return s.w, cancel, nil
+		case <-timer.C:
+			cancel()
+			if s := <-ch; s.err == nil {
+				_ = s.w.Stop()
+			}
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+		}
+	}
 }

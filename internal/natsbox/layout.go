@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -86,9 +87,14 @@ const (
 
 // Layout tunes the streams and buckets EnsureLayout creates. The zero value is the default layout.
 type Layout struct {
-	// Replicas of every stream and bucket; 0 means 1. Only a clustered external server can have
-	// more than 1.
+	// Replicas of every stream, KV bucket and object store. 0 keeps what exists and creates
+	// with 1. N raises what has fewer to N and never lowers what has more: an operator who
+	// scaled a stream up keeps it, and EnsureLayout reports it (Logger). Only a clustered
+	// external server can have more than 1.
 	Replicas int
+	// Logger receives the report of streams and buckets whose replicas differ from Replicas
+	// (kept or raised), with their names. Nil reports nothing.
+	Logger *slog.Logger
 	// MaxMsgSize bounds one message of TASKS, EVENTS and DLQ, headers included; 0 means the
 	// server's max payload (1 MiB by default), so that an oversized message fails at publish.
 	MaxMsgSize int32
@@ -209,21 +215,81 @@ func EnsureLayout(ctx context.Context, js jetstream.JetStream, l Layout) error {
 	if maxMsg == 0 {
 		maxMsg = int32(min(js.Conn().MaxPayload(), int64(1<<31-1)))
 	}
+	r := &replicaReport{asked: l.Replicas}
 	for _, cfg := range l.streams(maxMsg) {
-		if err := retryTimeouts(ctx, func() error { return ensureStream(ctx, js, cfg) }); err != nil {
+		if err := retryTimeouts(ctx, func() error { return ensureStream(ctx, js, cfg, r) }); err != nil {
 			return err
 		}
 	}
 	for _, cfg := range l.buckets() {
-		if err := retryTimeouts(ctx, func() error { return ensureBucket(ctx, js, cfg) }); err != nil {
+		if err := retryTimeouts(ctx, func() error { return ensureBucket(ctx, js, cfg, r) }); err != nil {
 			return err
 		}
 	}
-	if err := retryTimeouts(ctx, func() error { return ensureObjectStore(ctx, js, l.objectStore()) }); err != nil {
+	if err := retryTimeouts(ctx, func() error { return ensureObjectStore(ctx, js, l.objectStore(), r) }); err != nil {
 		return err
 	}
+	r.log(l.Logger)
 	return retryTimeouts(ctx, func() error { return ensureKeeper(ctx, js) })
 }
+
+// replicaReport decides the replicas of each stream and bucket (Layout.Replicas) and notes
+// those that differ from what was asked.
+type replicaReport struct {
+	asked        int
+	kept, raised []string // "NAME (R3)"
+}
+
+// replicas is what a stream or bucket named name, which has have replicas (0: it does not
+// exist), gets: asked, never fewer than it has; 1 for a new one when nothing is asked.
+func (r *replicaReport) replicas(name string, have int) int {
+	switch {
+	case have == 0:
+		return max(r.asked, 1)
+	case r.asked == 0 || have == r.asked:
+		return have
+	case have > r.asked:
+		r.kept = append(r.kept, fmt.Sprintf("%s (R%d)", name, have))
+		return have
+	default:
+		r.raised = append(r.raised, fmt.Sprintf("%s (R%d)", name, have))
+		return r.asked
+	}
+}
+
+// log reports the streams and buckets that keep more replicas than asked, and those raised.
+func (r *replicaReport) log(l *slog.Logger) {
+	if l == nil {
+		return
+	}
+	if len(r.kept) > 0 {
+		l.Warn(fmt.Sprintf("these streams and buckets have more replicas than the %d asked, and keep them (reins never lowers replicas): %s", r.asked, strings.Join(r.kept, ", ")))
+	}
+	if len(r.raised) > 0 {
+		l.Info(fmt.Sprintf("raised to %d replicas: %s", r.asked, strings.Join(r.raised, ", ")))
+	}
+}
+
+// replicaErr explains the error of creating or updating a stream or bucket to n replicas when
+// the server has no room for them: it is not clustered, or has fewer servers with JetStream.
+func replicaErr(what string, n int, err error) error {
+	var api *jetstream.APIError
+	if n > 1 && errors.As(err, &api) {
+		switch api.ErrorCode {
+		case codeReplicasNotSupported, codeInsufficientResources, codeNoPeers:
+			return fmt.Errorf("natsbox: %s needs %d replicas, and the NATS server cannot place them: it is not clustered, or its cluster has fewer than %d servers with JetStream (ask for fewer with --replicas, or add servers): %w", what, n, n, err)
+		}
+	}
+	return err
+}
+
+// The JetStream API's error codes (nats-server's jetstream_errors_generated.go) of a stream
+// whose replicas cannot be placed.
+const (
+	codeNoPeers               jetstream.ErrorCode = 10005
+	codeInsufficientResources jetstream.ErrorCode = 10023
+	codeReplicasNotSupported  jetstream.ErrorCode = 10074
+)
 
 // layoutAttempts bounds the tries of one step of EnsureLayout whose JetStream API request went
 // unanswered within the API timeout (5 s by default). A server busy starting several processes
@@ -413,19 +479,23 @@ func (l Layout) objectStore() jetstream.ObjectStoreConfig {
 
 // ensureObjectStore creates the object store want, or updates it when its storage, replicas,
 // description or marker differ.
-func ensureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstream.ObjectStoreConfig) error {
+func ensureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstream.ObjectStoreConfig, r *replicaReport) error {
 	obs, err := js.ObjectStore(ctx, want.Bucket)
+	have := 0
 	switch {
 	case err == nil:
 		st, err := obs.Status(ctx)
 		if err != nil {
 			return fmt.Errorf("natsbox: object store %s: %w", want.Bucket, err)
 		}
-		if st.Storage() == want.Storage && st.Replicas() == want.Replicas && st.Description() == want.Description &&
+		have = st.Replicas()
+		want.Replicas = r.replicas("object store "+want.Bucket, have)
+		if st.Storage() == want.Storage && have == want.Replicas && st.Description() == want.Description &&
 			st.Metadata()[MetadataKey] == want.Metadata[MetadataKey] {
 			return nil
 		}
 	case errors.Is(err, jetstream.ErrBucketNotFound):
+		want.Replicas = r.replicas(want.Bucket, 0)
 	default:
 		return fmt.Errorf("natsbox: object store %s: %w", want.Bucket, err)
 	}
@@ -434,7 +504,8 @@ func ensureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstre
 		_, err = js.CreateOrUpdateObjectStore(ctx, want) // created meanwhile by another process
 	}
 	if err != nil {
-		return fmt.Errorf("natsbox: object store %s cannot be created or updated to the reins layout (%s storage): %w", want.Bucket, want.Storage, err)
+		err = replicaErr("object store "+want.Bucket, want.Replicas, err)
+		return fmt.Errorf("natsbox: object store %s cannot be created or updated to the reins layout (%s storage, %d replicas): %w", want.Bucket, want.Storage, want.Replicas, err)
 	}
 	return nil
 }
@@ -448,7 +519,7 @@ func describe(cfg jetstream.StreamConfig) string {
 // size, description, the MetadataKey marker) are changed; other settings an operator made (max
 // bytes, compression, placement, other metadata...) are kept. A stream that already matches is
 // not touched, so that an account without the right to update streams can still start.
-func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, r *replicaReport) error {
 	for attempt := 0; ; attempt++ {
 		s, err := js.Stream(ctx, want.Name)
 		switch {
@@ -457,20 +528,26 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 			if have.Metadata[MetadataKey] == "" && !slices.Equal(have.Subjects, want.Subjects) {
 				return fmt.Errorf("natsbox: stream %s exists with subjects %v and was not created by reins: refusing to change it (remove or rename it, or use another server)", want.Name, have.Subjects)
 			}
+			want := want
+			want.Replicas = r.replicas("stream "+want.Name, have.Replicas)
 			merged := overlay(have, want)
 			if ownedEqual(have, merged) {
 				return nil
 			}
 			if _, err := js.UpdateStream(ctx, merged); err != nil {
+				err = replicaErr("stream "+want.Name, want.Replicas, err)
 				return fmt.Errorf("natsbox: stream %s cannot be updated to the reins layout (%s): %w", want.Name, describe(want), err)
 			}
 			return nil
 		case errors.Is(err, jetstream.ErrStreamNotFound):
+			want := want
+			want.Replicas = max(r.asked, 1)
 			_, err := js.CreateStream(ctx, want)
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && attempt == 0 {
 				continue // another process created it meanwhile, with another config: update it
 			}
 			if err != nil {
+				err = replicaErr("stream "+want.Name, want.Replicas, err)
 				return fmt.Errorf("natsbox: stream %s cannot be created (%s): %w", want.Name, describe(want), err)
 			}
 			return nil
@@ -510,7 +587,7 @@ func ownedEqual(a, b jetstream.StreamConfig) bool {
 // ensureBucket creates the bucket want, or updates it when its history, storage, replicas, max
 // age or marker differ (a KV update rewrites the whole bucket configuration). A bucket that already
 // matches is not touched.
-func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) error {
+func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, r *replicaReport) error {
 	kv, err := js.KeyValue(ctx, want.Bucket)
 	switch {
 	case err == nil:
@@ -519,11 +596,13 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 			return fmt.Errorf("natsbox: KV bucket %s: %w", want.Bucket, err)
 		}
 		have := st.Config()
+		want.Replicas = r.replicas("KV bucket "+want.Bucket, have.Replicas)
 		if have.History == want.History && have.Storage == want.Storage && have.Replicas == want.Replicas &&
 			have.TTL == want.TTL && have.Description == want.Description && have.Metadata[MetadataKey] == want.Metadata[MetadataKey] {
 			return nil
 		}
 	case errors.Is(err, jetstream.ErrBucketNotFound):
+		want.Replicas = r.replicas(want.Bucket, 0)
 	default:
 		return fmt.Errorf("natsbox: KV bucket %s: %w", want.Bucket, err)
 	}
@@ -532,7 +611,8 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 		_, err = js.CreateOrUpdateKeyValue(ctx, want) // created meanwhile by another process
 	}
 	if err != nil {
-		return fmt.Errorf("natsbox: KV bucket %s cannot be created or updated to the reins layout (history %d, %s storage): %w", want.Bucket, want.History, want.Storage, err)
+		err = replicaErr("KV bucket "+want.Bucket, want.Replicas, err)
+		return fmt.Errorf("natsbox: KV bucket %s cannot be created or updated to the reins layout (history %d, %s storage, %d replicas): %w", want.Bucket, want.History, want.Storage, want.Replicas, err)
 	}
 	return nil
 }

@@ -19,10 +19,12 @@ import (
 // put at 5% of everything an iteration costs. Publish is the same request with the
 // acknowledgement read by ParsePubAck; anything it does not recognise goes to encoding/json.
 
-// Retries of a publish nobody answered (a stream between leaders, a server starting), as
-// nats.go's jetstream.DefaultPubRetryAttempts and DefaultPubRetryWait.
+// A publish nobody answered (a stream between leaders, a server starting) is tried again every
+// publishRetryWait for publishNoStream, within ctx: a replicated stream whose leader died
+// elects another in about two seconds (nats.go's own two retries, 0.5 s, fall short of that),
+// and a subject no stream takes still fails in a few seconds.
 const (
-	publishRetries   = 2
+	publishNoStream  = 4 * time.Second
 	publishRetryWait = 250 * time.Millisecond
 )
 
@@ -31,7 +33,7 @@ const (
 // expectations in m.Header. An error reply of the stream is returned as a *jetstream.APIError.
 func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*jetstream.PubAck, error) {
 	resp, err := nc.RequestMsgWithContext(ctx, m)
-	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < publishRetries; r++ {
+	for giveUp := time.Now().Add(publishNoStream); errors.Is(err, nats.ErrNoResponders) && time.Now().Before(giveUp); {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()

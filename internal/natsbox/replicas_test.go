@@ -1,0 +1,233 @@
+package natsbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// startCluster starts n real nats-servers with JetStream in this process, clustered by routes
+// to the first, and returns their client URLs joined by commas, once the cluster has a
+// JetStream meta leader.
+func startCluster(t *testing.T, n int) string {
+	t.Helper()
+	// A clustered JetStream server needs its routes from the start: the cluster ports are
+	// chosen first, and every server routes to all of them.
+	ports := make([]int, n)
+	var routes []string
+	for i := range ports {
+		ports[i] = freePort(t)
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
+	}
+	var servers []*server.Server
+	for i := range n {
+		ns, err := server.NewServer(&server.Options{
+			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: server.RANDOM_PORT,
+			JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
+			Cluster: server.ClusterOpts{Name: "reins-test", Host: "127.0.0.1", Port: ports[i]},
+			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Start()
+		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+		servers = append(servers, ns)
+	}
+	var urls []string
+	for i, ns := range servers {
+		if !ns.ReadyForConnections(failsafe) {
+			t.Fatalf("server n%d not ready", i+1)
+		}
+		urls = append(urls, ns.ClientURL())
+	}
+	url := strings.Join(urls, ",")
+	waitMetaLeader(t, url)
+	return url
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// waitMetaLeader waits until the cluster answers JetStream requests: its servers elect a
+// meta leader on their own, and no event tells a client when, so it asks until one answers.
+func waitMetaLeader(t *testing.T, url string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := js.AccountInfo(actx)
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the cluster elected no JetStream meta leader within the test's deadline: %v", err)
+		case <-tick.C:
+		}
+	}
+}
+
+// syncBuffer is a log sink shared by the Box's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// layoutReplicas returns the replicas of every stream, bucket and object store of the layout,
+// by stream name.
+func layoutReplicas(t *testing.T, js jetstream.JetStream) map[string]int {
+	t.Helper()
+	ctx := testCtx(t)
+	got := map[string]int{}
+	for _, name := range []string{TasksStream, EventsStream, DLQStream} {
+		got[name] = streamInfo(t, js, name).Config.Replicas
+	}
+	for _, b := range []string{RunsBucket, StatusBucket, ServedBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket} {
+		kv, err := js.KeyValue(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got["KV_"+b] = st.Config().Replicas
+	}
+	obs, err := js.ObjectStore(ctx, ValuesBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := obs.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got["OBJ_"+ValuesBucket] = st.Replicas()
+	return got
+}
+
+func allReplicas(t *testing.T, got map[string]int, want int) {
+	t.Helper()
+	if len(got) != 10 {
+		t.Fatalf("the layout has %d streams and buckets, want 10: %v", len(got), got)
+	}
+	for name, n := range got {
+		if n != want {
+			t.Errorf("%s has %d replicas, want %d (all: %v)", name, n, want, got)
+		}
+	}
+}
+
+// On a real three-server cluster: the layout is created with what Replicas asks, raised when
+// asked for more, and never lowered: not by a process that asks nothing (the default), nor by
+// one that asks for fewer, which reports the names it keeps.
+func TestReplicasOnACluster(t *testing.T) {
+	url := startCluster(t, 3)
+	ctx := testCtx(t)
+	ensureWith := func(replicas int) (map[string]int, string) {
+		var logs syncBuffer
+		b := open(t, Options{URL: url, Replicas: replicas, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err := EnsureLayout(ctx, b.JetStream(), b.Layout()); err != nil {
+			t.Fatalf("EnsureLayout with %d replicas: %v", replicas, err)
+		}
+		return layoutReplicas(t, b.JetStream()), logs.String()
+	}
+
+	got, _ := ensureWith(0)
+	allReplicas(t, got, 1)
+	got, logs := ensureWith(3)
+	allReplicas(t, got, 3)
+	if !strings.Contains(logs, "raised to 3 replicas") || !strings.Contains(logs, "stream "+TasksStream+" (R1)") {
+		t.Errorf("raising to 3 replicas logged %q, want the names raised", logs)
+	}
+	got, logs = ensureWith(0) // a process started without --replicas: what exists stays
+	allReplicas(t, got, 3)
+	if strings.Contains(logs, "replicas") {
+		t.Errorf("a process that asks nothing logged %q", logs)
+	}
+	got, logs = ensureWith(1)
+	allReplicas(t, got, 3)
+	for _, want := range []string{"have more replicas than the 1 asked", "stream " + EventsStream + " (R3)", "KV bucket " + RunsBucket + " (R3)", "object store " + ValuesBucket + " (R3)"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("asking for 1 replica of an R3 layout logged %q, want it to name %q", logs, want)
+		}
+	}
+
+	// More replicas than servers: an error that says so, naming the stream.
+	b := open(t, Options{URL: url, Replicas: 5})
+	err := EnsureLayout(ctx, b.JetStream(), b.Layout())
+	if err == nil || !strings.Contains(err.Error(), "needs 5 replicas") || !strings.Contains(err.Error(), "fewer than 5 servers") {
+		t.Fatalf("EnsureLayout with 5 replicas on 3 servers: %v, want an error that names the cause", err)
+	}
+}
+
+// The embedded server is one server: more than one replica is refused before it starts, and a
+// single server that is not clustered explains why a layout of 3 cannot be made.
+func TestReplicasRefused(t *testing.T) {
+	for _, tc := range []struct {
+		replicas int
+		want     string
+	}{
+		{2, "2 replicas need a NATS cluster of at least 2 servers; the embedded server is one"},
+		{-1, "Replicas is -1"},
+	} {
+		b, err := Open(testCtx(t), Options{DataDir: t.TempDir(), Replicas: tc.replicas})
+		if err == nil {
+			b.Close()
+			t.Fatalf("Open with %d replicas succeeded", tc.replicas)
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open with %d replicas: %q, want %q", tc.replicas, err, tc.want)
+		}
+	}
+	ext := open(t, Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Authenticate: testAuth})
+	b := open(t, Options{URL: ext.ClientURL(), Token: testToken, Replicas: 3})
+	err := EnsureLayout(testCtx(t), b.JetStream(), b.Layout())
+	var api *jetstream.APIError
+	if err == nil || !strings.Contains(err.Error(), "needs 3 replicas") || !errors.As(err, &api) {
+		t.Errorf("EnsureLayout with 3 replicas on one server: %v, want an error that names the cause and wraps the server's", err)
+	}
+}

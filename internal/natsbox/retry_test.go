@@ -1,0 +1,96 @@
+package natsbox
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// shortAttempts makes apiAttempt short for one test: what is tested is what happens after an
+// attempt gets no answer, not how long one waits.
+func shortAttempts(t *testing.T) {
+	old := apiAttempt
+	apiAttempt = 20 * time.Millisecond
+	t.Cleanup(func() { apiAttempt = old })
+}
+
+// A request that gets no answer within its attempt is asked again; one that fails otherwise,
+// or succeeds, is not; once ctx ends, the last error is returned.
+func TestRetry(t *testing.T) {
+	shortAttempts(t)
+	lost := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	for _, tc := range []struct {
+		name     string
+		outcomes []func(context.Context) error
+		want     error
+		calls    int
+	}{
+		{"answered at once", []func(context.Context) error{func(context.Context) error { return nil }}, nil, 1},
+		{"lost twice, then answered", []func(context.Context) error{lost, lost, func(context.Context) error { return nil }}, nil, 3},
+		{"a timeout of nats.go is lost too", []func(context.Context) error{func(context.Context) error { return nats.ErrTimeout }, func(context.Context) error { return nil }}, nil, 2},
+		{"another error is the answer", []func(context.Context) error{func(context.Context) error { return jetstream.ErrBucketNotFound }}, jetstream.ErrBucketNotFound, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			err := Retry(testCtx(t), func(ctx context.Context) error {
+				f := tc.outcomes[min(calls, len(tc.outcomes)-1)]
+				calls++
+				return f(ctx)
+			})
+			if !errors.Is(err, tc.want) && err != tc.want || calls != tc.calls {
+				t.Errorf("Retry: %v after %d calls, want %v after %d", err, calls, tc.want, tc.calls)
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(testCtx(t))
+	calls := 0
+	err := Retry(ctx, func(ctx context.Context) error {
+		if calls++; calls == 3 {
+			cancel()
+		}
+		return lost(ctx)
+	})
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) || calls != 3 {
+		t.Errorf("Retry with its context ended: %v after %d calls, want the last attempt's error after 3", err, calls)
+	}
+}
+
+// A watch whose start gets no answer is abandoned (its context cancelled, so that the library
+// stops it) and started again; the watch returned lives on the caller's context.
+func TestStartWatch(t *testing.T) {
+	shortAttempts(t)
+	ctx := testCtx(t)
+	var abandoned []context.Context
+	starts := 0
+	w, stop, err := StartWatch(ctx, func(wctx context.Context) (jetstream.KeyWatcher, error) {
+		if starts++; starts < 3 {
+			abandoned = append(abandoned, wctx)
+			<-wctx.Done()
+			return nil, wctx.Err()
+		}
+		return fakeWatcher{}, nil
+	})
+	if err != nil || w == nil || starts != 3 {
+		t.Fatalf("StartWatch: %v, %d starts; want a watcher after 3", err, starts)
+	}
+	for i, c := range abandoned {
+		if c.Err() == nil {
+			t.Errorf("start %d was abandoned without cancelling its context", i+1)
+		}
+	}
+	stop()
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := StartWatch(gone, func(wctx context.Context) (jetstream.KeyWatcher, error) {
+		<-wctx.Done()
+		return nil, wctx.Err()
+	}); !errors.Is(err, context.Canceled) {
+		t.Errorf("StartWatch with its context ended: %v, want context.Canceled", err)
+	}
+}
+
+type fakeWatcher struct{ jetstream.KeyWatcher }

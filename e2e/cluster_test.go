@@ -11,9 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/protocol"
 )
 
 // natsCluster is three nats-server processes clustered with JetStream, each started with
@@ -154,43 +152,12 @@ func TestClusterLosesANode(t *testing.T) {
 	nc.procs[lost].kill()
 	reran := 0
 	for _, id := range ids {
-		reran += checkRunAtLeastOnce(t, ctx, cl, id, until, w1, w2)
+		for _, n := range checkCompleted(t, ctx, cl, id, until, w1, w2) {
+			reran += n - 1
+		}
 	}
 	// An acknowledgement lost with the node leaves its task to be delivered again; the handler
 	// runs again (side effects are kept once by effect leases, e2e/effects_test.go), and the
 	// engine still counts the iteration once.
 	t.Logf("%d of %d iterations ran again after an acknowledgement lost with the node", reran, runs*until)
-}
-
-// checkRunAtLeastOnce waits for the run and checks that it completed with until iterations,
-// each dispatched once (attempts) and answered at least once (the workers' done lines); it
-// returns how many answers were repeated.
-func checkRunAtLeastOnce(t *testing.T, ctx context.Context, c *client.Client, id string, until int, workers ...*proc) int {
-	t.Helper()
-	rec, err := c.Wait(ctx, id)
-	if err != nil {
-		t.Fatalf("wait for %s: %v", id, err)
-	}
-	if rec.Run.Status != protocol.RunCompleted {
-		t.Fatalf("run %s: status %s (error %v), want completed", id, rec.Run.Status, rec.Run.Error)
-	}
-	if sr := rec.Run.Steps["loop"]; sr.Iteration != until || sr.Attempts != until {
-		t.Errorf("run %s: step loop at iteration %d after %d tasks, want %d and %d", id, sr.Iteration, sr.Attempts, until, until)
-	}
-	for i := 1; i <= until; i++ {
-		if line := fmt.Sprintf("done %s %d", id, i); !awaitAny(workers, line, 10*time.Second) {
-			t.Errorf("no worker printed %q", line)
-		}
-	}
-	repeated := 0
-	for _, w := range workers {
-		for _, line := range w.output() {
-			var run string
-			var iter int
-			if n, _ := fmt.Sscanf(line, "done %s %d", &run, &iter); n == 2 && run == id {
-				repeated++
-			}
-		}
-	}
-	return repeated - until
 }

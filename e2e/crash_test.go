@@ -53,6 +53,19 @@ func (c *cluster) startRun(id string, until int) string {
 // dispatched once (attempts) and answered once (the workers' done lines).
 func checkRun(t *testing.T, ctx context.Context, c *client.Client, id string, until int, workers ...*proc) {
 	t.Helper()
+	done := checkCompleted(t, ctx, c, id, until, workers...)
+	for i := 1; i <= until; i++ {
+		if done[i] != 1 {
+			t.Errorf("run %s: iteration %d ran to completion %d times, want once", id, i, done[i])
+		}
+	}
+}
+
+// checkCompleted waits for the run and checks that it completed with until iterations, each
+// dispatched once (attempts) and answered (a worker's done line); it returns how many times
+// each iteration was answered.
+func checkCompleted(t *testing.T, ctx context.Context, c *client.Client, id string, until int, workers ...*proc) map[int]int {
+	t.Helper()
 	rec, err := c.Wait(ctx, id)
 	if err != nil {
 		t.Fatalf("wait for %s: %v", id, err)
@@ -85,11 +98,7 @@ func checkRun(t *testing.T, ctx context.Context, c *client.Client, id string, un
 			}
 		}
 	}
-	for i := 1; i <= until; i++ {
-		if done[i] != 1 {
-			t.Errorf("run %s: iteration %d ran to completion %d times, want once", id, i, done[i])
-		}
-	}
+	return done
 }
 
 // A worker killed in the middle of an iteration: the iteration is redelivered after the

@@ -337,6 +337,15 @@ func TestServeUsage(t *testing.T) {
 	if code != exitFailed || !strings.Contains(errOut, `Listen "0.0.0.0:0" is not a loopback address`) {
 		t.Errorf("exit %d, want 1 refusing a non-loopback address\n%s%s", code, out, errOut)
 	}
+	// The embedded server is one server: three replicas are refused before it starts.
+	data := t.TempDir()
+	code, out, errOut = cli(t, "serve", "--data", data, "--replicas", "3")
+	if code != exitFailed || !strings.Contains(errOut, "3 replicas need a NATS cluster of at least 3 servers; the embedded server is one") {
+		t.Errorf("serve --replicas 3 on the embedded server: exit %d, want 1 with the reason\n%s%s", code, out, errOut)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(data, "jetstream")); len(entries) != 0 {
+		t.Errorf("the refused serve started a server: %v", entries)
+	}
 }
 
 func TestWorkerUsage(t *testing.T) {

@@ -361,9 +361,6 @@ func (l Layout) check() error {
 }
 
 func (l Layout) withDefaults() Layout {
-	if l.Replicas == 0 {
-		l.Replicas = 1
-	}
 	if l.Duplicates == 0 {
 		l.Duplicates = DefaultDuplicates
 	}
@@ -378,7 +375,8 @@ func (l Layout) withDefaults() Layout {
 
 func metadata() map[string]string { return map[string]string{MetadataKey: LayoutVersion} }
 
-// streams returns the stream configurations of l, with maxMsg as the message size bound.
+// streams returns the stream configurations of l, with maxMsg as the message size bound; their
+// replicas are decided against what exists (replicaReport).
 func (l Layout) streams(maxMsg int32) []jetstream.StreamConfig {
 	l = l.withDefaults()
 	return []jetstream.StreamConfig{{
@@ -387,7 +385,6 @@ func (l Layout) streams(maxMsg int32) []jetstream.StreamConfig {
 		Subjects:    []string{TaskSubjects},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
-		Replicas:    l.Replicas,
 		Duplicates:  l.Duplicates,
 		MaxMsgSize:  maxMsg,
 		Metadata:    metadata(),
@@ -397,7 +394,6 @@ func (l Layout) streams(maxMsg int32) []jetstream.StreamConfig {
 		Subjects:    []string{EventSubjects},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
-		Replicas:    l.Replicas,
 		Duplicates:  l.Duplicates,
 		MaxMsgSize:  maxMsg,
 		Metadata:    metadata(),
@@ -407,7 +403,6 @@ func (l Layout) streams(maxMsg int32) []jetstream.StreamConfig {
 		Subjects:    []string{DLQSubjects},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
-		Replicas:    l.Replicas,
 		Duplicates:  l.Duplicates,
 		MaxAge:      l.DLQMaxAge,
 		MaxMsgSize:  maxMsg,
@@ -423,14 +418,12 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 		Description: "reins run state, written with compare-and-set on the revision",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    l.Replicas,
 		Metadata:    metadata(),
 	}, {
 		Bucket:      StatusBucket,
 		Description: "reins run ids by status",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    l.Replicas,
 		Metadata:    metadata(),
 	}, {
 		Bucket:      ServedBucket,
@@ -438,21 +431,18 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 		History:     1,
 		TTL:         ServedTTL,
 		Storage:     jetstream.FileStorage,
-		Replicas:    l.Replicas,
 		Metadata:    metadata(),
 	}, {
 		Bucket:      CheckpointsBucket,
 		Description: "reins worker checkpoints",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    l.Replicas,
 		Metadata:    metadata(),
 	}, {
 		Bucket:      WorkflowsBucket,
 		Description: "reins workflow definitions by hash",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    l.Replicas,
 		Metadata:    metadata(),
 	}, {
 		Bucket:      EffectsBucket,
@@ -460,7 +450,6 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 		History:     1,
 		TTL:         l.EffectsMaxAge,
 		Storage:     jetstream.FileStorage,
-		Replicas:    l.Replicas,
 		Metadata:    metadata(),
 	}}
 }
@@ -472,7 +461,6 @@ func (l Layout) objectStore() jetstream.ObjectStoreConfig {
 		Bucket:      ValuesBucket,
 		Description: "reins values too large to travel inline, by run and digest",
 		Storage:     jetstream.FileStorage,
-		Replicas:    l.Replicas,
 		Metadata:    metadata(),
 	}
 }

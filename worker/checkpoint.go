@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 )
 
@@ -267,13 +269,45 @@ type entry struct {
 // resume, write number), reading back those stored by reference. It also returns the number
 // that follows the writes of own's iteration and resume (0 when there are none), where a task
 // that goes on from them writes next.
+//
+// What it read is checked against the leader of the bucket's stream: on a cluster, the listing
+// may come from a replica that has not caught up (natsbox.MissingFromLeader), and folding less
+// than was written would go on from an older state. It reads again, staleReads times at most,
+// then fails, retryably.
 func (c *checkpoints) fold(ctx context.Context, kv jetstream.KeyValue, include func(wire.CheckpointWrite) bool, own wire.CheckpointWrite) ([]byte, int, error) {
-	var es []entry
-	next := 0
-	for ke, err := range wire.Entries(ctx, kv, c.scope+".>") {
+	for attempt := 1; ; attempt++ {
+		es, next, seen, err := c.read(ctx, kv, include, own)
 		if err != nil {
 			return nil, 0, err
 		}
+		missing, err := natsbox.MissingFromLeader(ctx, c.tc.w.js, natsbox.CheckpointsBucket, c.scope+".>", seen)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(missing) == 0 {
+			raw, err := c.apply(ctx, es)
+			return raw, next, err
+		}
+		if attempt == staleReads {
+			return nil, 0, fmt.Errorf("the checkpoint was read %d times from a replica behind its leader, which holds %d more writes (%s)", attempt, len(missing), strings.Join(missing, ", "))
+		}
+		c.tc.logger().Warn("worker: the checkpoint was read from a replica behind its leader: reading it again", "missing", len(missing))
+	}
+}
+
+// staleReads bounds the reads of a checkpoint that find less than the leader holds.
+const staleReads = 3
+
+// read lists the writes of c's scope that include selects (fold), with the keys it saw.
+func (c *checkpoints) read(ctx context.Context, kv jetstream.KeyValue, include func(wire.CheckpointWrite) bool, own wire.CheckpointWrite) ([]entry, int, map[string]bool, error) {
+	var es []entry
+	next := 0
+	seen := map[string]bool{}
+	for ke, err := range wire.Entries(ctx, kv, c.scope+".>") {
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		seen[ke.Key()] = true
 		w, err := wire.ParseCheckpointWrite(ke.Key())
 		if err != nil || !include(w) {
 			continue
@@ -283,6 +317,11 @@ func (c *checkpoints) fold(ctx context.Context, kv jetstream.KeyValue, include f
 		}
 		es = append(es, entry{w: w, value: ke.Value()})
 	}
+	return es, next, seen, nil
+}
+
+// apply folds the writes es in order (iteration, resume, write number).
+func (c *checkpoints) apply(ctx context.Context, es []entry) ([]byte, error) {
 	slices.SortFunc(es, func(a, b entry) int {
 		return cmp.Or(cmp.Compare(a.w.Iteration, b.w.Iteration), cmp.Compare(a.w.Resume, b.w.Resume), cmp.Compare(a.w.N, b.w.N))
 	})
@@ -290,13 +329,13 @@ func (c *checkpoints) fold(ctx context.Context, kv jetstream.KeyValue, include f
 	for _, e := range es {
 		value, err := c.tc.w.values.In(ctx, c.tc.task.RunID, e.value)
 		if err != nil {
-			return nil, 0, fmt.Errorf("%s: %w", e.w.Key(), err)
+			return nil, fmt.Errorf("%s: %w", e.w.Key(), err)
 		}
 		if raw, err = applyWrite(raw, value); err != nil {
-			return nil, 0, fmt.Errorf("%s: %w", e.w.Key(), err)
+			return nil, fmt.Errorf("%s: %w", e.w.Key(), err)
 		}
 	}
-	return raw, next, nil
+	return raw, nil
 }
 
 // applyWrite applies one stored write to raw.

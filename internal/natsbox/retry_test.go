@@ -3,6 +3,7 @@ package natsbox
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -94,3 +95,34 @@ func TestStartWatch(t *testing.T) {
 }
 
 type fakeWatcher struct{ jetstream.KeyWatcher }
+
+// MissingFromLeader names the keys the leader holds as values that a listing did not see; a
+// purged or deleted key is not missing.
+func TestMissingFromLeader(t *testing.T) {
+	b, kv := runsBucket(t)
+	ctx := testCtx(t)
+	for _, k := range []string{"s.1.0", "s.2.0", "s.3.0", "s.4.0", "other.1.0"} {
+		if _, err := kv.Put(ctx, k, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := kv.Purge(ctx, "s.3.0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "s.4.0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		seen map[string]bool
+		want []string
+	}{
+		{map[string]bool{"s.1.0": true, "s.2.0": true}, nil},
+		{map[string]bool{"s.1.0": true}, []string{"s.2.0"}},
+		{map[string]bool{}, []string{"s.1.0", "s.2.0"}},
+	} {
+		got, err := MissingFromLeader(ctx, b.JetStream(), RunsBucket, "s.>", tc.seen)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("MissingFromLeader(seen %v) = %v, %v; want %v", tc.seen, got, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package natsbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A KV watch is an R1 consumer that the cluster may place on any replica of the bucket's
+// stream, including one that has not caught up yet (a node back from a crash): a listing read
+// there misses what its leader holds. MissingFromLeader asks the leader, which answers stream
+// information and message gets that are not direct, what a listing should have seen.
+
+// MissingFromLeader returns the keys of bucket matching filter (a key filter, "A.>") that the
+// stream's leader holds as values, not as deletes or purges, and that seen lacks: none when
+// the listing that saw them read everything.
+func MissingFromLeader(ctx context.Context, js jetstream.JetStream, bucket, filter string, seen map[string]bool) ([]string, error) {
+	stream := "KV_" + bucket
+	prefix := "$KV." + bucket + "."
+	var info *jetstream.StreamInfo
+	err := Retry(ctx, func(ctx context.Context) error {
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return err
+		}
+		info, err = s.Info(ctx, jetstream.WithSubjectFilter(prefix+filter))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsbox: stream %s: %w", stream, err)
+	}
+	var missing []string
+	for subject := range info.State.Subjects {
+		key := strings.TrimPrefix(subject, prefix)
+		if seen[key] {
+			continue
+		}
+		live, err := leaderHasValue(ctx, js.Conn(), stream, subject)
+		if err != nil {
+			return nil, err
+		}
+		if live {
+			missing = append(missing, key)
+		}
+	}
+	slices.Sort(missing)
+	return missing, nil
+}
+
+// leaderHasValue reports whether the last message of subject in stream, as its leader answers
+// (STREAM.MSG.GET, never a direct get, which any replica may answer), is a value rather than a
+// delete or purge marker.
+func leaderHasValue(ctx context.Context, nc *nats.Conn, stream, subject string) (bool, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
+	if err != nil {
+		return false, err
+	}
+	var resp *nats.Msg
+	err = Retry(ctx, func(ctx context.Context) error {
+		resp, err = nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("natsbox: read the last message of %s from the leader of %s: %w", subject, stream, err)
+	}
+	var reply struct {
+		Message *struct {
+			Header []byte `json:"hdrs"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &reply); err != nil {
+		return false, fmt.Errorf("natsbox: the leader of %s answered a message get with %.60q: %w", stream, resp.Data, err)
+	}
+	switch {
+	case reply.Error != nil && reply.Error.Code == 404: // gone since the stream information
+		return false, nil
+	case reply.Error != nil:
+		return false, fmt.Errorf("natsbox: read the last message of %s from the leader of %s: %w", subject, stream, reply.Error)
+	case reply.Message == nil:
+		return false, fmt.Errorf("natsbox: the leader of %s answered a message get without a message", stream)
+	}
+	return kvOperation(reply.Message.Header) == "", nil
+}
+
+// kvOperation is the KV-Operation header of a message's headers ("NATS/1.0\r\nKEY: VALUE..."):
+// "DEL" or "PURGE" for the markers of a delete or purge, "" for a value.
+func kvOperation(hdrs []byte) string {
+	for _, line := range strings.Split(string(hdrs), "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(strings.TrimSpace(k), "KV-Operation") {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

@@ -515,10 +515,25 @@ func accountInfo(ctx context.Context, js jetstream.JetStream) error {
 	})
 }
 
+// unboundedAttempts bounds the attempts of Retry and StartWatch when ctx has no deadline, so
+// that a cluster that never answers is an error, not a wait without end.
+const unboundedAttempts = 10
+
+// bounded returns ctx, or when it has no deadline, ctx bounded to unboundedAttempts attempts.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, unboundedAttempts*apiAttempt)
+}
+
 // Retry runs request, JetStream API requests that are safe to repeat, each time within
-// apiAttempt, again after each attempt that got no answer in time, until ctx ends; it returns
-// the first other outcome, or the last attempt's error once ctx ended.
+// apiAttempt, again after each attempt that got no answer in time, until ctx ends (or
+// unboundedAttempts attempts, when it has no deadline); it returns the first other outcome, or
+// the last attempt's error.
 func Retry(ctx context.Context, request func(context.Context) error) error {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	for {
 		actx, cancel := context.WithTimeout(ctx, apiAttempt)
 		err := request(actx)
@@ -531,13 +546,16 @@ func Retry(ctx context.Context, request func(context.Context) error) error {
 
 // StartWatch starts a KV watch with start, whose context is the watch's lifetime: a watch not
 // started within apiAttempt (its consumer's request lost with a NATS node, or a stream between
-// leaders) is abandoned and started again, until ctx ends. It returns the watcher and the
+// leaders) is abandoned and started again, until ctx ends (or unboundedAttempts attempts, when
+// it has no deadline). It returns the watcher and the
 // function that ends it, which the caller must call.
 func StartWatch(ctx context.Context, start func(context.Context) (jetstream.KeyWatcher, error)) (jetstream.KeyWatcher, context.CancelFunc, error) {
 	type started struct {
 		w   jetstream.KeyWatcher
 		err error
 	}
+	limit, stopLimit := bounded(ctx)
+	defer stopLimit()
 	for {
 		wctx, cancel := context.WithCancel(ctx)
 		ch := make(chan started, 1)
@@ -559,8 +577,8 @@ func StartWatch(ctx context.Context, start func(context.Context) (jetstream.KeyW
 			if s := <-ch; s.err == nil {
 				_ = s.w.Stop()
 			}
-			if ctx.Err() != nil {
-				return nil, nil, ctx.Err()
+			if limit.Err() != nil {
+				return nil, nil, fmt.Errorf("natsbox: no watch started in %d attempts of %s: %w", unboundedAttempts, apiAttempt, limit.Err())
 			}
 		}
 	}

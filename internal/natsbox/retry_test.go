@@ -58,6 +58,12 @@ func TestRetry(t *testing.T) {
 	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) || calls != 3 {
 		t.Errorf("Retry with its context ended: %v after %d calls, want the last attempt's error after 3", err, calls)
 	}
+	// Without a deadline, a server that never answers is an error after unboundedAttempts.
+	calls = 0
+	err = Retry(context.Background(), func(ctx context.Context) error { calls++; return lost(ctx) })
+	if !errors.Is(err, context.DeadlineExceeded) || calls < 2 || calls > unboundedAttempts+1 {
+		t.Errorf("Retry without a deadline, never answered: %v after %d calls, want an error after at most %d", err, calls, unboundedAttempts+1)
+	}
 }
 
 // A watch whose start gets no answer is abandoned (its context cancelled, so that the library

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -272,31 +271,31 @@ type entry struct {
 //
 // What it read is checked against the leader of the bucket's stream: on a cluster, the listing
 // may come from a replica that has not caught up (natsbox.MissingFromLeader), and folding less
-// than was written would go on from an older state. It reads again, staleReads times at most,
-// then fails, retryably.
+// than was written would go on from an older state. The writes the listing missed are read
+// from the leader and folded too.
 func (c *checkpoints) fold(ctx context.Context, kv jetstream.KeyValue, include func(wire.CheckpointWrite) bool, own wire.CheckpointWrite) ([]byte, int, error) {
-	for attempt := 1; ; attempt++ {
-		es, next, seen, err := c.read(ctx, kv, include, own)
-		if err != nil {
-			return nil, 0, err
-		}
-		missing, err := natsbox.MissingFromLeader(ctx, c.tc.w.js, natsbox.CheckpointsBucket, c.scope+".>", seen)
-		if err != nil {
-			return nil, 0, err
-		}
-		if len(missing) == 0 {
-			raw, err := c.apply(ctx, es)
-			return raw, next, err
-		}
-		if attempt == staleReads {
-			return nil, 0, fmt.Errorf("the checkpoint was read %d times from a replica behind its leader, which holds %d more writes (%s)", attempt, len(missing), strings.Join(missing, ", "))
-		}
-		c.tc.logger().Warn("worker: the checkpoint was read from a replica behind its leader: reading it again", "missing", len(missing))
+	es, next, seen, err := c.read(ctx, kv, include, own)
+	if err != nil {
+		return nil, 0, err
 	}
+	missing, err := natsbox.MissingFromLeader(ctx, c.tc.w.js, natsbox.CheckpointsBucket, c.scope+".>", seen)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(missing) > 0 {
+		c.tc.logger().Warn("worker: the checkpoint was read from a replica behind its leader: the leader's writes are folded in", "missing", len(missing))
+	}
+	for key, value := range missing {
+		if w, err := wire.ParseCheckpointWrite(key); err == nil && include(w) {
+			if w.Iteration == own.Iteration && w.Resume == own.Resume {
+				next = max(next, w.N+1)
+			}
+			es = append(es, entry{w: w, value: value})
+		}
+	}
+	raw, err := c.apply(ctx, es)
+	return raw, next, err
 }
-
-// staleReads bounds the reads of a checkpoint that find less than the leader holds.
-const staleReads = 3
 
 // read lists the writes of c's scope that include selects (fold), with the keys it saw.
 func (c *checkpoints) read(ctx context.Context, kv jetstream.KeyValue, include func(wire.CheckpointWrite) bool, own wire.CheckpointWrite) ([]entry, int, map[string]bool, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -16,10 +15,10 @@ import (
 // there misses what its leader holds. MissingFromLeader asks the leader, which answers stream
 // information and message gets that are not direct, what a listing should have seen.
 
-// MissingFromLeader returns the keys of bucket matching filter (a key filter, "A.>") that the
-// stream's leader holds as values, not as deletes or purges, and that seen lacks: none when
-// the listing that saw them read everything.
-func MissingFromLeader(ctx context.Context, js jetstream.JetStream, bucket, filter string, seen map[string]bool) ([]string, error) {
+// MissingFromLeader returns, by key, the values of the keys of bucket matching filter (a key
+// filter, "A.>") that the stream's leader holds as values, not as deletes or purges, and that
+// seen lacks, read from the leader: none when the listing that saw them read everything.
+func MissingFromLeader(ctx context.Context, js jetstream.JetStream, bucket, filter string, seen map[string]bool) (map[string][]byte, error) {
 	stream := "KV_" + bucket
 	prefix := "$KV." + bucket + "."
 	var info *jetstream.StreamInfo
@@ -34,31 +33,33 @@ func MissingFromLeader(ctx context.Context, js jetstream.JetStream, bucket, filt
 	if err != nil {
 		return nil, fmt.Errorf("natsbox: stream %s: %w", stream, err)
 	}
-	var missing []string
+	var missing map[string][]byte
 	for subject := range info.State.Subjects {
 		key := strings.TrimPrefix(subject, prefix)
 		if seen[key] {
 			continue
 		}
-		live, err := leaderHasValue(ctx, js.Conn(), stream, subject)
+		value, live, err := leaderValue(ctx, js.Conn(), stream, subject)
 		if err != nil {
 			return nil, err
 		}
 		if live {
-			missing = append(missing, key)
+			if missing == nil {
+				missing = map[string][]byte{}
+			}
+			missing[key] = value
 		}
 	}
-	slices.Sort(missing)
 	return missing, nil
 }
 
-// leaderHasValue reports whether the last message of subject in stream, as its leader answers
-// (STREAM.MSG.GET, never a direct get, which any replica may answer), is a value rather than a
-// delete or purge marker.
-func leaderHasValue(ctx context.Context, nc *nats.Conn, stream, subject string) (bool, error) {
+// leaderValue returns the last message of subject in stream as its leader answers
+// (STREAM.MSG.GET, never a direct get, which any replica may answer), and whether it is a
+// value rather than a delete or purge marker.
+func leaderValue(ctx context.Context, nc *nats.Conn, stream, subject string) ([]byte, bool, error) {
 	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	var resp *nats.Msg
 	err = Retry(ctx, func(ctx context.Context) error {
@@ -66,26 +67,27 @@ func leaderHasValue(ctx context.Context, nc *nats.Conn, stream, subject string) 
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("natsbox: read the last message of %s from the leader of %s: %w", subject, stream, err)
+		return nil, false, fmt.Errorf("natsbox: read the last message of %s from the leader of %s: %w", subject, stream, err)
 	}
 	var reply struct {
 		Message *struct {
 			Header []byte `json:"hdrs"`
+			Data   []byte `json:"data"`
 		} `json:"message"`
 		Error *jetstream.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(resp.Data, &reply); err != nil {
-		return false, fmt.Errorf("natsbox: the leader of %s answered a message get with %.60q: %w", stream, resp.Data, err)
+		return nil, false, fmt.Errorf("natsbox: the leader of %s answered a message get with %.60q: %w", stream, resp.Data, err)
 	}
 	switch {
 	case reply.Error != nil && reply.Error.Code == 404: // gone since the stream information
-		return false, nil
+		return nil, false, nil
 	case reply.Error != nil:
-		return false, fmt.Errorf("natsbox: read the last message of %s from the leader of %s: %w", subject, stream, reply.Error)
+		return nil, false, fmt.Errorf("natsbox: read the last message of %s from the leader of %s: %w", subject, stream, reply.Error)
 	case reply.Message == nil:
-		return false, fmt.Errorf("natsbox: the leader of %s answered a message get without a message", stream)
+		return nil, false, fmt.Errorf("natsbox: the leader of %s answered a message get without a message", stream)
 	}
-	return kvOperation(reply.Message.Header) == "", nil
+	return reply.Message.Data, kvOperation(reply.Message.Header) == "", nil
 }
 
 // kvOperation is the KV-Operation header of a message's headers ("NATS/1.0\r\nKEY: VALUE..."):

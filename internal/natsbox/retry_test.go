@@ -3,6 +3,7 @@ package natsbox
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -127,8 +128,14 @@ func TestMissingFromLeader(t *testing.T) {
 		{map[string]bool{}, []string{"s.1.0", "s.2.0"}},
 	} {
 		got, err := MissingFromLeader(ctx, b.JetStream(), RunsBucket, "s.>", tc.seen)
-		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("MissingFromLeader(seen %v) = %v, %v; want %v", tc.seen, got, err, tc.want)
+		keys := slices.Sorted(maps.Keys(got))
+		if err != nil || !slices.Equal(keys, tc.want) {
+			t.Errorf("MissingFromLeader(seen %v) = %v, %v; want %v", tc.seen, keys, err, tc.want)
+		}
+		for k, v := range got {
+			if string(v) != "v" {
+				t.Errorf("the leader's value of %s is %q, want %q", k, v, "v")
+			}
 		}
 	}
 }

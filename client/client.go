@@ -422,7 +422,6 @@ func (c *Client) OpenWatch(ctx context.Context, runID string) (iter.Seq2[*Record
 	if err != nil {
 		return nil, fmt.Errorf("client: watch run %s: %w", runID, err)
 	}
-	wctx := ctx
 	return func(yield func(*Record, error) bool) {
 		defer cancel()
 		defer func() { _ = w.Stop() }()
@@ -430,8 +429,8 @@ func (c *Client) OpenWatch(ctx context.Context, runID string) (iter.Seq2[*Record
 			var e jetstream.KeyValueEntry
 			var ok bool
 			select {
-			case <-wctx.Done():
-				yield(nil, fmt.Errorf("client: watch run %s: %w", runID, wctx.Err()))
+			case <-ctx.Done():
+				yield(nil, fmt.Errorf("client: watch run %s: %w", runID, ctx.Err()))
 				return
 			case e, ok = <-w.Updates():
 			}

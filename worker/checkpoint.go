@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -274,49 +275,47 @@ type entry struct {
 // than was written would go on from an older state. The writes the listing missed are read
 // from the leader and folded too.
 func (c *checkpoints) fold(ctx context.Context, kv jetstream.KeyValue, include func(wire.CheckpointWrite) bool, own wire.CheckpointWrite) ([]byte, int, error) {
-	es, next, seen, err := c.read(ctx, kv, include, own)
+	writes, err := c.read(ctx, kv)
 	if err != nil {
 		return nil, 0, err
 	}
-	missing, err := natsbox.MissingFromLeader(ctx, c.tc.w.js, natsbox.CheckpointsBucket, c.scope+".>", seen)
+	missing, err := natsbox.MissingFromLeader(ctx, c.tc.w.js, natsbox.CheckpointsBucket, c.scope+".>", func(key string) bool {
+		_, ok := writes[key]
+		return ok
+	})
 	if err != nil {
 		return nil, 0, err
 	}
 	if len(missing) > 0 {
 		c.tc.logger().Warn("worker: the checkpoint was read from a replica behind its leader: the leader's writes are folded in", "missing", len(missing))
+		maps.Copy(writes, missing)
 	}
-	for key, value := range missing {
-		if w, err := wire.ParseCheckpointWrite(key); err == nil && include(w) {
-			if w.Iteration == own.Iteration && w.Resume == own.Resume {
-				next = max(next, w.N+1)
-			}
-			es = append(es, entry{w: w, value: value})
-		}
-	}
-	raw, err := c.apply(ctx, es)
-	return raw, next, err
-}
-
-// read lists the writes of c's scope that include selects (fold), with the keys it saw.
-func (c *checkpoints) read(ctx context.Context, kv jetstream.KeyValue, include func(wire.CheckpointWrite) bool, own wire.CheckpointWrite) ([]entry, int, map[string]bool, error) {
 	var es []entry
 	next := 0
-	seen := map[string]bool{}
-	for ke, err := range wire.Entries(ctx, kv, c.scope+".>") {
-		if err != nil {
-			return nil, 0, nil, err
-		}
-		seen[ke.Key()] = true
-		w, err := wire.ParseCheckpointWrite(ke.Key())
+	for key, value := range writes {
+		w, err := wire.ParseCheckpointWrite(key)
 		if err != nil || !include(w) {
 			continue
 		}
 		if w.Iteration == own.Iteration && w.Resume == own.Resume {
 			next = max(next, w.N+1)
 		}
-		es = append(es, entry{w: w, value: ke.Value()})
+		es = append(es, entry{w: w, value: value})
 	}
-	return es, next, seen, nil
+	raw, err := c.apply(ctx, es)
+	return raw, next, err
+}
+
+// read returns the values of the keys of c's scope, by key.
+func (c *checkpoints) read(ctx context.Context, kv jetstream.KeyValue) (map[string][]byte, error) {
+	writes := map[string][]byte{}
+	for ke, err := range wire.Entries(ctx, kv, c.scope+".>") {
+		if err != nil {
+			return nil, err
+		}
+		writes[ke.Key()] = ke.Value()
+	}
+	return writes, nil
 }
 
 // apply folds the writes es in order (iteration, resume, write number).

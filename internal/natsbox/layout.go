@@ -257,11 +257,15 @@ func (r *replicaReport) replicas(name string, have int) int {
 	}
 }
 
-// log reports the streams and buckets that keep more replicas than asked, and those raised.
+// log reports the streams and buckets that keep more replicas than asked, and those raised,
+// each once (a step of EnsureLayout that timed out is run again, and notes its name again).
 func (r *replicaReport) log(l *slog.Logger) {
 	if l == nil {
 		return
 	}
+	slices.Sort(r.kept)
+	slices.Sort(r.raised)
+	r.kept, r.raised = slices.Compact(r.kept), slices.Compact(r.raised)
 	if len(r.kept) > 0 {
 		l.Warn(fmt.Sprintf("these streams and buckets have more replicas than the %d asked, and keep them (reins never lowers replicas): %s", r.asked, strings.Join(r.kept, ", ")))
 	}
@@ -469,14 +473,13 @@ func (l Layout) objectStore() jetstream.ObjectStoreConfig {
 // description or marker differ.
 func ensureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstream.ObjectStoreConfig, r *replicaReport) error {
 	obs, err := js.ObjectStore(ctx, want.Bucket)
-	have := 0
 	switch {
 	case err == nil:
 		st, err := obs.Status(ctx)
 		if err != nil {
 			return fmt.Errorf("natsbox: object store %s: %w", want.Bucket, err)
 		}
-		have = st.Replicas()
+		have := st.Replicas()
 		want.Replicas = r.replicas("object store "+want.Bucket, have)
 		if st.Storage() == want.Storage && have == want.Replicas && st.Description() == want.Description &&
 			st.Metadata()[MetadataKey] == want.Metadata[MetadataKey] {
@@ -529,7 +532,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 			return nil
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			want := want
-			want.Replicas = max(r.asked, 1)
+			want.Replicas = r.replicas(want.Name, 0)
 			_, err := js.CreateStream(ctx, want)
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && attempt == 0 {
 				continue // another process created it meanwhile, with another config: update it

@@ -17,8 +17,9 @@ import (
 
 // MissingFromLeader returns, by key, the values of the keys of bucket matching filter (a key
 // filter, "A.>") that the stream's leader holds as values, not as deletes or purges, and that
-// seen lacks, read from the leader: none when the listing that saw them read everything.
-func MissingFromLeader(ctx context.Context, js jetstream.JetStream, bucket, filter string, seen map[string]bool) (map[string][]byte, error) {
+// the listing did not see (seen reports false), read from the leader: none when the listing
+// read everything.
+func MissingFromLeader(ctx context.Context, js jetstream.JetStream, bucket, filter string, seen func(key string) bool) (map[string][]byte, error) {
 	stream := "KV_" + bucket
 	prefix := "$KV." + bucket + "."
 	var info *jetstream.StreamInfo
@@ -36,7 +37,7 @@ func MissingFromLeader(ctx context.Context, js jetstream.JetStream, bucket, filt
 	var missing map[string][]byte
 	for subject := range info.State.Subjects {
 		key := strings.TrimPrefix(subject, prefix)
-		if seen[key] {
+		if seen(key) {
 			continue
 		}
 		value, live, err := leaderValue(ctx, js.Conn(), stream, subject)

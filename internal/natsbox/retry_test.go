@@ -127,7 +127,7 @@ func TestMissingFromLeader(t *testing.T) {
 		{map[string]bool{"s.1.0": true}, []string{"s.2.0"}},
 		{map[string]bool{}, []string{"s.1.0", "s.2.0"}},
 	} {
-		got, err := MissingFromLeader(ctx, b.JetStream(), RunsBucket, "s.>", tc.seen)
+		got, err := MissingFromLeader(ctx, b.JetStream(), RunsBucket, "s.>", func(k string) bool { return tc.seen[k] })
 		keys := slices.Sorted(maps.Keys(got))
 		if err != nil || !slices.Equal(keys, tc.want) {
 			t.Errorf("MissingFromLeader(seen %v) = %v, %v; want %v", tc.seen, keys, err, tc.want)

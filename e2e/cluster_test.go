@@ -112,7 +112,9 @@ func (c *natsCluster) leaderOf(ctx context.Context, js jetstream.JetStream, name
 // On a three-node cluster, reins serve --replicas 3 makes every stream and bucket R3, and the
 // workers (started without --replicas) keep it. SIGKILL of the node that leads the task stream
 // in the middle of eight runs loses nothing: every run completes, every iteration dispatched
-// once and answered (at least once: a task whose acknowledgement died with the node runs again).
+// once and counted once by the engine. The handlers' done lines are only counted: a task whose
+// acknowledgement died with the node runs again, and an answer stored while its publish timed
+// out is not seen as stored by its handler.
 // The node restarted on its stale store changes nothing: runs started then complete too.
 func TestClusterLosesANode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -153,8 +155,9 @@ func TestClusterLosesANode(t *testing.T) {
 	nc.procs[lost].kill()
 	reran := 0
 	for _, id := range ids {
-		for _, n := range checkCompleted(t, ctx, cl, id, until, w1, w2) {
-			reran += n - 1
+		checkCompleted(t, ctx, cl, id, until)
+		for _, n := range doneLines(id, w1, w2) {
+			reran += max(n-1, 0)
 		}
 	}
 	// An acknowledgement lost with the node leaves its task to be delivered again; the handler
@@ -171,6 +174,6 @@ func TestClusterLosesANode(t *testing.T) {
 		after = append(after, c.startRun(fmt.Sprintf("cluster-after-%d", i), 5))
 	}
 	for _, id := range after {
-		checkCompleted(t, ctx, cl, id, 5, w1, w2)
+		checkCompleted(t, ctx, cl, id, 5)
 	}
 }

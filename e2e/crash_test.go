@@ -53,7 +53,15 @@ func (c *cluster) startRun(id string, until int) string {
 // dispatched once (attempts) and answered once (the workers' done lines).
 func checkRun(t *testing.T, ctx context.Context, c *client.Client, id string, until int, workers ...*proc) {
 	t.Helper()
-	done := checkCompleted(t, ctx, c, id, until, workers...)
+	checkCompleted(t, ctx, c, id, until)
+	// A worker prints "done" after its answer is stored, so the run may end before those lines
+	// are printed (any of them: the handlers of later iterations may print theirs first).
+	for i := 1; i <= until; i++ {
+		if line := fmt.Sprintf("done %s %d", id, i); !awaitAny(workers, line, 10*time.Second) {
+			t.Errorf("no worker printed %q", line)
+		}
+	}
+	done := doneLines(id, workers...)
 	for i := 1; i <= until; i++ {
 		if done[i] != 1 {
 			t.Errorf("run %s: iteration %d ran to completion %d times, want once", id, i, done[i])
@@ -62,9 +70,8 @@ func checkRun(t *testing.T, ctx context.Context, c *client.Client, id string, un
 }
 
 // checkCompleted waits for the run and checks that it completed with until iterations, each
-// dispatched once (attempts) and answered (a worker's done line); it returns how many times
-// each iteration was answered.
-func checkCompleted(t *testing.T, ctx context.Context, c *client.Client, id string, until int, workers ...*proc) map[int]int {
+// dispatched once (attempts) and counted once by the engine.
+func checkCompleted(t *testing.T, ctx context.Context, c *client.Client, id string, until int) {
 	t.Helper()
 	rec, err := c.Wait(ctx, id)
 	if err != nil {
@@ -81,13 +88,11 @@ func checkCompleted(t *testing.T, ctx context.Context, c *client.Client, id stri
 	if sr.Iteration != until || sr.Attempts != until {
 		t.Errorf("run %s: step loop at iteration %d after %d tasks, want %d and %d", id, sr.Iteration, sr.Attempts, until, until)
 	}
-	// A worker prints "done" after its answer is stored, so the run may end before those lines
-	// are printed (any of them: the handlers of later iterations may print theirs first).
-	for i := 1; i <= until; i++ {
-		if line := fmt.Sprintf("done %s %d", id, i); !awaitAny(workers, line, 10*time.Second) {
-			t.Errorf("no worker printed %q", line)
-		}
-	}
+}
+
+// doneLines counts, by iteration, the done lines the workers printed for run id: the answers
+// their handlers saw stored.
+func doneLines(id string, workers ...*proc) map[int]int {
 	done := map[int]int{}
 	for _, w := range workers {
 		for _, line := range w.output() {

@@ -15,7 +15,7 @@ import (
 
 // cluster is one NATS server process with the engine and worker processes around it.
 type cluster struct {
-	t     testing.TB
+	t     *testing.T
 	dir   string
 	port  int
 	url   string
@@ -23,7 +23,7 @@ type cluster struct {
 	state string // the workers' hang markers
 }
 
-func newCluster(t testing.TB) *cluster {
+func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), port: freePort(t), state: t.TempDir()}
 	c.url = fmt.Sprintf("nats://127.0.0.1:%d", c.port)

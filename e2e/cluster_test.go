@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/natstest"
 )
 
 // natsCluster is three nats-server processes clustered with JetStream, each started with
@@ -30,7 +30,7 @@ func newNATSCluster(t *testing.T) *natsCluster {
 	c := &natsCluster{t: t}
 	var urls []string
 	for i := range 3 {
-		c.dirs[i], c.ports[i], c.cluster[i] = t.TempDir(), freePort(t), freePort(t)
+		c.dirs[i], c.ports[i], c.cluster[i] = t.TempDir(), natstest.FreePort(t), natstest.FreePort(t)
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", c.ports[i]))
 	}
 	c.url = strings.Join(urls, ",")
@@ -40,7 +40,9 @@ func newNATSCluster(t *testing.T) *natsCluster {
 	for i := range 3 {
 		c.procs[i].waitFor("Server is ready", 30*time.Second)
 	}
-	waitJetStream(t, c.url)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	natstest.WaitJetStream(t, ctx, c.url)
 	return c
 }
 
@@ -57,38 +59,6 @@ func (c *natsCluster) start(i int) {
 		env = append(env, fmt.Sprintf("NATS_ROUTE_%d=nats://127.0.0.1:%d", j+1, c.cluster[j]))
 	}
 	c.procs[i] = start(c.t, fmt.Sprintf("nats-server n%d", i+1), env, bins.natsServer, "-c", filepath.Join("..", "deploy", "nats", "node.conf"))
-}
-
-// waitJetStream waits until the cluster answers JetStream requests: its nodes elect a meta
-// leader among themselves, and nothing tells a client when, so it asks until one answers.
-func waitJetStream(t *testing.T, url string) {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		actx, acancel := context.WithTimeout(ctx, time.Second)
-		_, err := js.AccountInfo(actx)
-		acancel()
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the cluster at %s elected no JetStream meta leader in 30 s: %v", url, err)
-		case <-tick.C:
-		}
-	}
 }
 
 // leaderOf returns the index of the node that leads stream name.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/natstest"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -25,7 +26,7 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dir: t.TempDir(), port: freePort(t), state: t.TempDir()}
+	c := &cluster{t: t, dir: t.TempDir(), port: natstest.FreePort(t), state: t.TempDir()}
 	c.url = fmt.Sprintf("nats://127.0.0.1:%d", c.port)
 	c.nats = natsServer(t, c.dir, c.port)
 	return c

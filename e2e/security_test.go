@@ -20,6 +20,7 @@ import (
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/natstest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -120,7 +121,7 @@ roles = ["worker"]
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := natstest.FreePort(t)
 	s.url = fmt.Sprintf("nats://127.0.0.1:%d", port)
 	env := []string{"OPENAI_API_KEY=" + openAIKey, "BADAI_API_KEY=" + badAIKey, "DATABASE_PASSWORD=" + dbPassword,
 		"REINS_TOKEN_ALICE=" + aliceToken, "REINS_TOKEN_BOB=" + bobToken, "REINS_TOKEN_SAM=" + samToken, "REINS_TOKEN_WORKER=" + workerToken}

@@ -2,19 +2,17 @@ package natsbox
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/internal/natstest"
 )
 
 // startCluster starts n real nats-servers with JetStream in this process, clustered by routes
@@ -27,7 +25,7 @@ func startCluster(t *testing.T, n int) string {
 	ports := make([]int, n)
 	var routes []string
 	for i := range ports {
-		ports[i] = freePort(t)
+		ports[i] = natstest.FreePort(t)
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
 	}
 	var servers []*server.Server
@@ -53,50 +51,8 @@ func startCluster(t *testing.T, n int) string {
 		urls = append(urls, ns.ClientURL())
 	}
 	url := strings.Join(urls, ",")
-	waitMetaLeader(t, url)
+	natstest.WaitJetStream(t, testCtx(t), url)
 	return url
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// waitMetaLeader waits until the cluster answers JetStream requests: its servers elect a
-// meta leader on their own, and no event tells a client when, so it asks until one answers.
-func waitMetaLeader(t *testing.T, url string) {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := testCtx(t)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		actx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := js.AccountInfo(actx)
-		cancel()
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the cluster elected no JetStream meta leader within the test's deadline: %v", err)
-		case <-tick.C:
-		}
-	}
 }
 
 // syncBuffer is a log sink shared by the Box's goroutines.

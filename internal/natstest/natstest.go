@@ -1,0 +1,57 @@
+// Package natstest holds what the tests that run NATS server processes or clusters share, for
+// test packages that cannot import internal/runtest (natsbox's own, whose package runtest
+// imports): a free loopback port, and the wait for a cluster's JetStream. It imports no reins
+// package, and nothing but tests imports it.
+package natstest
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// WaitJetStream waits, until ctx ends, for the servers at url to answer JetStream requests: a
+// cluster's servers elect a meta leader on their own, and nothing tells a client when, so it
+// asks until one answers.
+func WaitJetStream(t testing.TB, ctx context.Context, url string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := js.AccountInfo(actx)
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the servers at %s elected no JetStream meta leader before the deadline: %v", url, err)
+		case <-tick.C:
+		}
+	}
+}

@@ -32,15 +32,11 @@ const (
 // acknowledgement, like jetstream.JetStream.PublishMsg without options: set the message id and
 // expectations in m.Header. An error reply of the stream is returned as a *jetstream.APIError.
 func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*jetstream.PubAck, error) {
-	resp, err := nc.RequestMsgWithContext(ctx, m)
-	for giveUp := time.Now().Add(publishNoStream); errors.Is(err, nats.ErrNoResponders) && time.Now().Before(giveUp); {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(publishRetryWait):
-		}
+	var resp *nats.Msg
+	err := RetryNoStream(ctx, func() (err error) {
 		resp, err = nc.RequestMsgWithContext(ctx, m)
-	}
+		return err
+	})
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, fmt.Errorf("publish on %s: %w", m.Subject, jetstream.ErrNoStreamResponse)
@@ -52,6 +48,27 @@ func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*jetstream.PubAck
 		return nil, fmt.Errorf("publish on %s: %w", m.Subject, err)
 	}
 	return ack, nil
+}
+
+// RetryNoStream runs write, a write to a stream (a publish, a KV write through the library),
+// and runs it again every publishRetryWait while no stream answers it (nats.ErrNoResponders,
+// jetstream.ErrNoStreamResponse), for up to publishNoStream; it returns write's last error, or
+// ctx's when ctx ends first.
+func RetryNoStream(ctx context.Context, write func() error) error {
+	err := write()
+	for giveUp := time.Now().Add(publishNoStream); noStream(err) && time.Now().Before(giveUp); {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(publishRetryWait):
+		}
+		err = write()
+	}
+	return err
+}
+
+func noStream(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 // UpdateKV writes value under key in bucket if the key's last revision is rev, and returns the

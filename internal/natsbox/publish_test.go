@@ -1,6 +1,7 @@
 package natsbox
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -151,5 +152,43 @@ func TestUpdateKV(t *testing.T) {
 	}
 	if e.Revision() != rev2 || string(e.Value()) != `{"iteration":1}` {
 		t.Errorf("run/1 = %s at revision %d, want the value of revision %d", e.Value(), e.Revision(), rev2)
+	}
+}
+
+// RetryNoStream writes again while no stream answers (either form of the error), and returns
+// any other outcome at once, or ctx's error when ctx ends.
+func TestRetryNoStream(t *testing.T) {
+	other := errors.New("stream full")
+	for _, tc := range []struct {
+		name  string
+		errs  []error // what the writes return, in order
+		want  error
+		calls int
+	}{
+		{"no responders, then stored", []error{nats.ErrNoResponders, nil}, nil, 2},
+		{"no stream response (KV), then stored", []error{jetstream.ErrNoStreamResponse, jetstream.ErrNoStreamResponse, nil}, nil, 3},
+		{"another error: at once", []error{other}, other, 1},
+		{"no responders, then another error", []error{nats.ErrNoResponders, other}, other, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			err := RetryNoStream(testCtx(t), func() error {
+				calls++
+				return tc.errs[calls-1]
+			})
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) || calls != tc.calls {
+				t.Errorf("error %v after %d writes, want %v after %d", err, calls, tc.want, tc.calls)
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(testCtx(t))
+	calls := 0
+	err := RetryNoStream(ctx, func() error {
+		calls++
+		cancel()
+		return nats.ErrNoResponders
+	})
+	if !errors.Is(err, context.Canceled) || calls != 1 {
+		t.Errorf("error %v after %d writes, want context.Canceled after 1", err, calls)
 	}
 }

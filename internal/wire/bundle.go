@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -157,7 +158,12 @@ func (bs *Bundles) Put(ctx context.Context, kv jetstream.KeyValue) error {
 		if err != nil {
 			return fmt.Errorf("workflow %s: %w", b.Definition.Name, err)
 		}
-		_, err = kv.Create(ctx, h, data)
+		// Through natsbox.RetryNoStream, as every publish: right after a node of a cluster
+		// comes back, the bucket may answer nobody until its stream has a leader again.
+		err = natsbox.RetryNoStream(ctx, func() error {
+			_, err := kv.Create(ctx, h, data)
+			return err
+		})
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			err = replaceSquatter(ctx, kv, h, data)
 		}

@@ -538,10 +538,16 @@ func Retry(ctx context.Context, request func(context.Context) error) error {
 		actx, cancel := context.WithTimeout(ctx, apiAttempt)
 		err := request(actx)
 		cancel()
-		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+		if err == nil || ctx.Err() != nil || !timedOut(err) {
 			return err
 		}
 	}
+}
+
+// timedOut reports whether err is a request that got no answer in time, worth asking again:
+// the rule of Retry and of the layout's steps (retryTimeouts).
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
 // StartWatch starts a KV watch with start, whose context is the watch's lifetime: a watch not

@@ -12,7 +12,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -306,8 +305,7 @@ const layoutAttempts = 3
 func retryTimeouts(ctx context.Context, step func() error) error {
 	var err error
 	for range layoutAttempts {
-		if err = step(); err == nil || ctx.Err() != nil ||
-			!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+		if err = step(); err == nil || ctx.Err() != nil || !timedOut(err) {
 			return err
 		}
 	}

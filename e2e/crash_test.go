@@ -16,7 +16,7 @@ import (
 
 // cluster is one NATS server process with the engine and worker processes around it.
 type cluster struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	port  int
 	url   string
@@ -24,7 +24,7 @@ type cluster struct {
 	state string // the workers' hang markers
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), port: natstest.FreePort(t), state: t.TempDir()}
 	c.url = fmt.Sprintf("nats://127.0.0.1:%d", c.port)

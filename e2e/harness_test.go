@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 
 // proc is a child process whose output lines are delivered on a channel.
 type proc struct {
-	t      *testing.T
+	t      testing.TB
 	name   string
 	cmd    *exec.Cmd
 	lines  chan string
@@ -68,7 +68,7 @@ type proc struct {
 
 // start starts a process; its stdout and stderr lines both go to lines (and to the test log
 // when the test fails).
-func start(t *testing.T, name string, env []string, argv ...string) *proc {
+func start(t testing.TB, name string, env []string, argv ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
@@ -222,7 +222,7 @@ func (p *proc) output() []string {
 }
 
 // natsServer starts nats-server with JetStream storing in dir on port.
-func natsServer(t *testing.T, dir string, port int) *proc {
+func natsServer(t testing.TB, dir string, port int) *proc {
 	t.Helper()
 	p := start(t, "nats-server", nil, bins.natsServer, "-js", "-sd", dir, "-a", "127.0.0.1", "-p", fmt.Sprint(port))
 	p.waitFor("Server is ready", 30*time.Second)
@@ -230,7 +230,7 @@ func natsServer(t *testing.T, dir string, port int) *proc {
 }
 
 // serve starts the engine (reins serve --no-workers) against url.
-func serve(t *testing.T, url string, env ...string) *proc {
+func serve(t testing.TB, url string, env ...string) *proc {
 	t.Helper()
 	p := start(t, "reins serve", env, bins.reins, "serve", "--nats", url, "--no-workers", "--ack-wait", "1s")
 	p.waitFor("reins serving", 30*time.Second)
@@ -238,7 +238,7 @@ func serve(t *testing.T, url string, env ...string) *proc {
 }
 
 // loopWorker starts a worker process serving "count".
-func loopWorker(t *testing.T, url, state string, hang int) *proc {
+func loopWorker(t testing.TB, url, state string, hang int) *proc {
 	t.Helper()
 	p := start(t, "loopworker", nil, bins.loopworker, "-nats", url, "-ack-wait", "1s", "-state", state, "-hang", fmt.Sprint(hang))
 	p.waitFor("ready", 30*time.Second)
@@ -246,7 +246,7 @@ func loopWorker(t *testing.T, url, state string, hang int) *proc {
 }
 
 // reins runs the reins binary to its end and returns its stdout.
-func reins(t *testing.T, args ...string) string {
+func reins(t testing.TB, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

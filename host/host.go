@@ -34,7 +34,8 @@ type Config struct {
 	// (BENCHMARKS.md, durable iterations).
 	Handlers map[string]worker.Handler
 	Register func(*worker.Worker) error
-	// AckWait and Concurrency configure the engine and the worker (zero: their defaults).
+	// AckWait and Concurrency configure the worker (zero: its defaults). The engine keeps
+	// runner.DefaultAckWait: an engine that dies is replaced by its partitions' leases.
 	AckWait     time.Duration
 	Concurrency int
 	// SaveWindow is the engine's runner.Config.SaveWindow (zero: its default).
@@ -91,7 +92,7 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	h := &Host{cancel: cancel, done: make(chan error, 2), log: log, box: cfg.Box}
 	var ready []<-chan struct{}
 	if cfg.Engine {
-		eng, err := runner.New(runner.Config{Box: cfg.Box, Logger: cfg.Logger, AckWait: cfg.AckWait, SaveWindow: cfg.SaveWindow,
+		eng, err := runner.New(runner.Config{Box: cfg.Box, Logger: cfg.Logger, SaveWindow: cfg.SaveWindow,
 			Roles: cfg.Roles, Admit: cfg.Admit, MaxOutputBytes: cfg.MaxOutputBytes, MaxValueBytes: cfg.MaxValueBytes})
 		if err != nil {
 			cancel()

@@ -147,10 +147,10 @@ func TestKillWithSavesWaiting(t *testing.T) {
 	}
 }
 
-// Run stops with an error wrapping jetstream.ErrConsumerDeleted when its consumer is deleted:
-// "at once", most likely before the server registered the engine's first pull request (which
-// then reaches no one: the library does not report the deletion), and "while pulling", through
-// a pull request the server holds (which the server answers "409 Consumer Deleted").
+// A partition's consumer deleted under the engine, "at once" (most likely before the server
+// registered the engine's first pull request, which then reaches no one and the library does
+// not report) or "while pulling" (through a pull request the server holds, answered "409
+// Consumer Deleted"), is made again: the engine keeps the partition and decides its events.
 func TestConsumerDeleted(t *testing.T) {
 	for _, pulling := range []bool{false, true} {
 		name := "at once"
@@ -159,44 +159,30 @@ func TestConsumerDeleted(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			v := newEnv(t)
-			v.stop()
-			eng, err := New(Config{Box: v.Box, AckWait: runtest.AckWait, Logger: runtest.Logger(t)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- eng.Run(context.Background()) }()
-			select {
-			case <-eng.Ready():
-			case err := <-done:
-				t.Fatalf("Run: %v", err)
+			v.ServeThink(2)
+			id := "r-deleted"
+			p := natsbox.Partition(id)
+			if pulling {
+				waitPulling(t, v, p)
 			}
 			js := v.Box.JetStream()
-			if pulling {
-				waitPulling(t, v)
-			}
-			if err := js.DeleteConsumer(v.Ctx, natsbox.EventsStream, ConsumerName); err != nil {
+			if err := js.DeleteConsumer(v.Ctx, natsbox.EventsStream, consumerName(p)); err != nil {
 				t.Fatal(err)
 			}
-			// A few pull expiries (1s here) are enough; the failsafe is far beyond.
-			ctx, cancel := context.WithTimeout(v.Ctx, 20*time.Second)
-			defer cancel()
-			select {
-			case err := <-done:
-				if !errors.Is(err, jetstream.ErrConsumerDeleted) {
-					t.Fatalf("Run: %v, want it to stop on the deleted consumer", err)
-				}
-			case <-ctx.Done():
-				t.Fatal("Run did not stop when its consumer was deleted")
+			if rec := v.Wait(v.Start(runtest.LoopWorkflow(t, 5), "", id)); rec.Run.Status != protocol.RunCompleted {
+				t.Fatalf("run %s", rec.Run.Status)
+			}
+			if _, err := js.Consumer(v.Ctx, natsbox.EventsStream, consumerName(p)); err != nil {
+				t.Fatalf("the consumer of partition %d was not made again: %v", p, err)
 			}
 		})
 	}
 }
 
 // waitPulling waits until the server holds a pull request of the engine's consumer.
-func waitPulling(t *testing.T, v *env) {
+func waitPulling(t *testing.T, v *env, p int) {
 	t.Helper()
-	c, err := v.Box.JetStream().Consumer(v.Ctx, natsbox.EventsStream, ConsumerName)
+	c, err := v.Box.JetStream().Consumer(v.Ctx, natsbox.EventsStream, consumerName(p))
 	if err != nil {
 		t.Fatal(err)
 	}

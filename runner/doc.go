@@ -14,13 +14,17 @@
 //
 // # Consuming
 //
-// One durable pull consumer, "reins-engine", reads every event of REINS_EVENTS with explicit
-// acks. It has the priority policy "pinned" with the group "engine": the server delivers to one
-// engine process at a time, and any other engine running against the same server waits as a hot
-// standby. The pinned engine pulls at least every PinnedTTL/2, so it keeps the pin while it lives,
-// busy or idle. When it stops it unpins itself, so a standby takes over at once; when it dies,
-// the server moves the pin after PinnedTTL (the consumer's AckWait, at least 2s) without a pull
-// request from it, and the events it had not acknowledged are delivered again after AckWait.
+// The events of a run travel in its partition (natsbox.Partition: a hash of the run id, one of
+// natsbox.Partitions), and each partition has a durable pull consumer, "reins-engine-NN", read
+// with explicit acks by one engine at a time: its owner. Engines share the partitions through
+// natsbox.EnginesBucket (partitions.go has the rules, leases.go carries them out): each writes a
+// heartbeat every LeaseTTL/6; the live engine with the highest rendezvous hash of (engine,
+// partition) should own each one; an owner hands over what it should not own (it stops pulling,
+// settles and saves what it pulled, then deletes the partition's key) and the engine that
+// should own it creates the key; an engine not heard for LeaseTTL (1.2s by default) loses its
+// partitions to the others, who make their consumers again from the acknowledged floor, so that
+// what the dead engine had not acknowledged comes at once (not after AckWait) and its pulls
+// reach nobody. One engine alone owns them all. An engine that stops hands everything over.
 //
 // Events are dispatched by a hash of their run id to a fixed set of shard goroutines: the events
 // of one run are decided one at a time and in order, while runs proceed in parallel. A shard keeps
@@ -28,14 +32,16 @@
 // and so does the least recently decided one beyond the shard's share of Config.CachedRuns
 // (DefaultCachedRuns, 1024), its waiting save made first: thousands of runs waiting for a human
 // or a timer cost the bucket, not the engine's memory, and the next event of a run let go reads
-// it back as after a restart.
+// it back as after a restart. A cached run of a partition that moved to another engine and back
+// is stale, which the next save's compare-and-set finds (below).
 //
 // # One event
 //
 // The order of the steps below is what makes a crash at any point safe.
 //
 //  1. Decode the event (wire.DecodeEvent). A malformed body, or a body whose run id is not its
-//     subject's, is terminated (Term) with one log line: it can never be decided.
+//     subject's (or a subject in another partition than its run's), is terminated (Term) with
+//     one log line: it can never be decided.
 //  2. start: a run that already has a record was started before (a duplicate): ack. Else read
 //     the bundle of the start event's Workflow, engine.Start, carry out the commands, create the
 //     record (KeyValue.Create), then ack.
@@ -76,8 +82,9 @@
 //     sub-run that cannot start (its workflow is not stored, its start event is too large) is
 //     reported to the run that waits for it as a failed child_finished event.
 //   - schedule: an in-memory timer publishing a tick event (wire.EventMsgID) at the command's At.
-//     Timers are not stored: Run arms them again from the state of every running run
-//     (engine.Timers), and so does a shard that loads a run another engine decided.
+//     Timers are not stored: an engine that takes a partition arms them again from the state of
+//     its running runs (engine.Timers), and stops them when it lets the partition go; so does a
+//     shard that loads a run another engine decided.
 //   - finish: after the save, cancel events to the sub-runs still in flight (engine.SubRuns), a
 //     child_finished event to the parent run when there is one, and the run id on
 //     natsbox.CancelSubject (core NATS) so that workers stop handlers still running for it. An

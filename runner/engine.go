@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/fault"
@@ -26,15 +27,8 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// The engine's consumer of REINS_EVENTS.
-const (
-	// ConsumerName is the durable pull consumer every engine process shares.
-	ConsumerName = "reins-engine"
-	// PriorityGroup is the consumer's priority group: the server pins it to one engine process.
-	PriorityGroup = "engine"
-	// DefaultAckWait is the consumer's AckWait when Config.AckWait is 0.
-	DefaultAckWait = 30 * time.Second
-)
+// DefaultAckWait is the AckWait of the engine's consumers when Config.AckWait is 0.
+const DefaultAckWait = 30 * time.Second
 
 // Headers of the messages the engine publishes.
 const (
@@ -47,7 +41,6 @@ const (
 const (
 	defaultShards = 64
 	shardQueue    = 64
-	pullBuffer    = 1024
 	maxAckPending = 1 << 20
 	// holdDelay is how long an event that cannot be decided yet is held back (no record yet, or
 	// ahead of the state); retryDelay, after an error.
@@ -59,10 +52,7 @@ const (
 	// it is dropped.
 	missingDeliveries = 20
 	// maxReloads bounds the decisions of one event on reloaded state (compare-and-set conflicts).
-	maxReloads  = 10
-	eventPrefix = "reins.event."
-	// minPinnedTTL bounds the PinnedTTL below: pull requests expire after at least a second.
-	minPinnedTTL = 2 * time.Second
+	maxReloads = 10
 )
 
 // Config configures an Engine.
@@ -71,9 +61,16 @@ type Config struct {
 	Box *natsbox.Box
 	// Logger receives what the engine could not do; nil discards.
 	Logger *slog.Logger
-	// AckWait is the AckWait of the engine's consumer, and the PinnedTTL (at least 2s) after
-	// which a standby engine takes over from one that died; 0 means DefaultAckWait.
+	// AckWait is the AckWait of the engine's consumers; 0 means DefaultAckWait. An engine that
+	// dies is replaced after LeaseTTL, not AckWait: the events it had not acknowledged come at
+	// once to the engine that takes its partitions.
 	AckWait time.Duration
+	// LeaseTTL is how long an engine's heartbeat counts: another engine takes the partitions of
+	// one not heard for this long (partitions.go); 0 means DefaultLeaseTTL. Engines sharing a
+	// server should use the same.
+	LeaseTTL time.Duration
+	// ID names the engine in natsbox.EnginesBucket; "" means a new unique id.
+	ID string
 	// Now is the engine's clock: a timer fires when Now reaches the time of its schedule
 	// command (the tick carries that time, as every event the engine makes carries the time of
 	// the decision that made it); nil means time.Now.
@@ -121,9 +118,12 @@ type Engine struct {
 	maxOutput  int64
 	maxValue   int64
 
+	id       string
+	leaseTTL time.Duration
+	flight   flight
+
 	ready   chan struct{}
 	started atomic.Bool
-	pinID   atomic.Pointer[string]
 
 	// Set by Run before any event is handled.
 	runs       jetstream.KeyValue
@@ -165,8 +165,17 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.AckWait < 0 {
 		return nil, fmt.Errorf("runner: Config.AckWait is %s: want 0 (meaning %s) or more", cfg.AckWait, DefaultAckWait)
 	}
+	if cfg.LeaseTTL < 0 {
+		return nil, fmt.Errorf("runner: Config.LeaseTTL is %s: want 0 (meaning %s) or more", cfg.LeaseTTL, DefaultLeaseTTL)
+	}
+	if cfg.ID == "" {
+		cfg.ID = nuid.Next()
+	} else if err := natsbox.CheckToken(cfg.ID); err != nil {
+		return nil, fmt.Errorf("runner: Config.ID: %w", err)
+	}
 	e := &Engine{
 		box: cfg.Box, js: cfg.Box.JetStream(), log: cfg.Logger, ackWait: cfg.AckWait, now: cfg.Now,
+		id: cfg.ID, leaseTTL: cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
 		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
 		roles: cfg.Roles, admit: cfg.Admit, maxOutput: cfg.MaxOutputBytes, maxValue: cfg.MaxValueBytes,
 	}
@@ -220,9 +229,9 @@ func (e *Engine) fault(runID string) {
 // Ready is closed once the engine consumes events (never, when Run fails before).
 func (e *Engine) Ready() <-chan struct{} { return e.ready }
 
-// Run ensures the JetStream layout, arms again the timers of the running runs, and consumes
-// events until ctx is done, when it returns nil; or it returns the error that stopped it (one
-// wrapping jetstream.ErrConsumerDeleted when the engine's consumer was deleted).
+// Run ensures the JetStream layout, takes part in the leases of the partitions, and consumes
+// the events of those it owns (arming again the timers of their running runs) until ctx is
+// done, when it hands them over and returns nil; or it returns the error that stopped it.
 func (e *Engine) Run(ctx context.Context) error {
 	if !e.started.CompareAndSwap(false, true) {
 		return errors.New("runner: Engine.Run was called twice: use a new Engine")
@@ -235,20 +244,17 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 func (e *Engine) run(ctx context.Context) error {
-	cons, err := e.open(ctx)
+	kv, err := e.open(ctx)
 	if err != nil {
 		return err
 	}
 	e.timers = newTimers(e.now, e.publishTick, e.log)
 	defer e.timers.close()
-	if err := e.rearm(ctx); err != nil {
-		return err
-	}
-	return e.consume(ctx, cons)
+	return e.consume(ctx, kv)
 }
 
-// open ensures the layout and returns the engine's consumer.
-func (e *Engine) open(ctx context.Context) (jetstream.Consumer, error) {
+// open ensures the layout and returns the bucket of the engines.
+func (e *Engine) open(ctx context.Context) (jetstream.KeyValue, error) {
 	if err := natsbox.EnsureLayout(ctx, e.js, e.box.Layout()); err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
@@ -277,37 +283,33 @@ func (e *Engine) open(ctx context.Context) (jetstream.Consumer, error) {
 		e.maxPayload = int(e.box.MaxPayload())
 	}
 	e.out = &outbox.Outbox{JS: e.js, Values: e.values, MaxPayload: e.maxPayload, Log: e.log}
-	cons, err := e.js.CreateOrUpdateConsumer(ctx, natsbox.EventsStream, e.consumerConfig())
+	kv, err := e.js.KeyValue(ctx, natsbox.EnginesBucket)
 	if err != nil {
-		return nil, fmt.Errorf("runner: consumer %s on %s: %w", ConsumerName, natsbox.EventsStream, err)
+		return nil, fmt.Errorf("runner: bucket %s: %w", natsbox.EnginesBucket, err)
 	}
-	return cons, nil
+	e.legacyEvents(ctx)
+	return kv, nil
 }
 
-func (e *Engine) consumerConfig() jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
-		Durable:        ConsumerName,
-		Description:    "reins engine: decides the events of every run",
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        e.ackWait,
-		MaxDeliver:     -1,
-		MaxAckPending:  maxAckPending,
-		FilterSubject:  natsbox.EventSubjects,
-		PriorityPolicy: jetstream.PriorityPolicyPinned,
-		PriorityGroups: []string{PriorityGroup},
-		PinnedTTL:      e.pinnedTTL(),
+// legacyConsumer is the consumer of the events of every run before partitions (layout 1).
+const legacyConsumer = "reins-engine"
+
+// legacyEvents reports the events that wait on the consumer of layout 1, whose subjects no
+// partition holds: the version that sent them must decide them.
+func (e *Engine) legacyEvents(ctx context.Context) {
+	c, err := e.js.Consumer(ctx, natsbox.EventsStream, legacyConsumer)
+	if err != nil {
+		return
+	}
+	if info := c.CachedInfo(); info.NumPending+uint64(info.NumAckPending) > 0 {
+		e.log.Error("runner: events of an earlier layout wait on a consumer no engine of this version reads: let the earlier version finish them",
+			"consumer", legacyConsumer, "pending", info.NumPending, "unacknowledged", info.NumAckPending)
 	}
 }
 
-// pinnedTTL is how long the server keeps the consumer pinned to an engine that sends no pull
-// request: the AckWait, at least minPinnedTTL. The engine pulls twice as often, so it keeps
-// the pin while it is alive, idle or not.
-func (e *Engine) pinnedTTL() time.Duration { return max(e.ackWait, minPinnedTTL) }
-
-// rearm arms the timers of every running run, from its saved state, and tidies the status
-// index on the way (reindex).
-func (e *Engine) rearm(ctx context.Context) error {
+// rearm arms the timers of every running run of the partitions of mine, from its saved state,
+// and with tidy, tidies the status index on the way (reindex).
+func (e *Engine) rearm(ctx context.Context, mine map[int]bool, tidy bool) error {
 	n := 0
 	keys := map[string]bool{} // the index keys of the saved records
 	for ent, err := range wire.Entries(ctx, e.runs, ">") {
@@ -320,7 +322,7 @@ func (e *Engine) rearm(ctx context.Context) error {
 			continue
 		}
 		keys[wire.StatusKey(rec.Run)] = true
-		if rec.Run.Finished() {
+		if rec.Run.Finished() || !mine[natsbox.Partition(rec.Run.ID)] {
 			continue
 		}
 		b, err := e.store.Get(ctx, rec.Run.Hash)
@@ -334,56 +336,18 @@ func (e *Engine) rearm(ctx context.Context) error {
 		n++
 	}
 	e.log.Debug("runner: timers armed", "running_runs", n)
+	if !tidy {
+		return nil
+	}
 	if err := e.reindex(ctx, keys); err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}
 	return nil
 }
 
-// consume feeds the events to the shards until ctx is done or the consumption stops.
-func (e *Engine) consume(ctx context.Context, cons jetstream.Consumer) error {
-	p := e.startShards(context.WithoutCancel(ctx)) // an event being decided is finished, not abandoned
-	why := make(chan error, 1)                     // what stopped the consumption, if the library said
-	look := make(chan struct{}, 1)                 // the pulls go unanswered: is the consumer there?
-	cc, err := cons.Consume(func(m jetstream.Msg) { e.route(p, m) },
-		jetstream.PullPriorityGroup(PriorityGroup),
-		jetstream.PullMaxMessages(pullBuffer),
-		jetstream.PullExpiry(e.pinnedTTL()/2),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { e.consumeError(err, why, look) }))
-	if err != nil {
-		p.close()
-		return fmt.Errorf("runner: consume %s: %w", natsbox.EventsStream, err)
-	}
-	lost := make(chan error, 1) // the consumer is gone, as watchConsumer found
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	var watching sync.WaitGroup
-	watching.Go(func() { e.watchConsumer(watchCtx, cons, look, lost) })
-	close(e.ready)
-	select {
-	case <-ctx.Done():
-	case <-cc.Closed(): // the consumer was deleted or the connection closed
-		err = errors.New("runner: the consumption of events stopped")
-		select {
-		case cause := <-why:
-			err = fmt.Errorf("runner: the consumption of events stopped: %w", cause)
-		default:
-		}
-	case cause := <-lost:
-		err = fmt.Errorf("runner: the consumption of events stopped: %w", cause)
-	}
-	stopWatch()
-	watching.Wait()
-	close(p.stopping) // from now on, what arrives goes back to the server
-	cc.Stop()
-	<-cc.Closed()
-	p.close()
-	e.unpin(context.WithoutCancel(ctx))
-	return err
-}
-
-// watchConsumer looks the consumer up each time look says the pulls go unanswered (at most
-// once per pull expiry), and reports in lost, wrapping jetstream.ErrConsumerDeleted, that it
-// was deleted. The library reports the deletion itself (a terminal error, then Closed) only
+// watchConsumer looks a partition's consumer up each time look says the pulls go unanswered
+// (at most once per half pull expiry), and reports in lost, wrapping
+// jetstream.ErrConsumerDeleted, that it was deleted. The library reports the deletion itself (a terminal error, then Closed) only
 // through a pull request the server held when it deleted the consumer: a pull request it had
 // not registered yet (the consumer is deleted right after the engine started consuming, or
 // while a request is on its way) reaches no one, and every later one too, which the library
@@ -395,22 +359,23 @@ func (e *Engine) watchConsumer(ctx context.Context, cons jetstream.Consumer, loo
 			return
 		case <-look:
 		}
-		ictx, cancel := context.WithTimeout(ctx, e.pinnedTTL())
+		ictx, cancel := context.WithTimeout(ctx, pullExpiry)
 		_, err := cons.Info(ictx)
 		cancel()
+		name := cons.CachedInfo().Name
 		switch {
 		case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
-			err = fmt.Errorf("the consumer %s of %s is gone (%w): %w", ConsumerName, natsbox.EventsStream, jetstream.ErrConsumerDeleted, err)
-			e.log.Error("runner: the engine stops consuming events", "consumer", ConsumerName, "err", err)
+			err = fmt.Errorf("the consumer %s of %s is gone (%w): %w", name, natsbox.EventsStream, jetstream.ErrConsumerDeleted, err)
+			e.log.Warn("runner: the consumption of a partition stopped", "consumer", name, "err", err)
 			lost <- err
 			return
 		case err != nil && ctx.Err() == nil:
-			e.log.Debug("runner: look the consumer up", "consumer", ConsumerName, "err", err)
+			e.log.Debug("runner: look the consumer up", "consumer", name, "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(e.pinnedTTL() / 2):
+		case <-time.After(pullExpiry / 2):
 		}
 	}
 }
@@ -451,68 +416,50 @@ func (e *Engine) consumeError(err error, why chan<- error, look chan<- struct{})
 	}
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrBadRequest), errors.Is(err, jetstream.ErrConnectionClosed):
-		e.log.Error("runner: the engine stops consuming events", "consumer", ConsumerName, "err", err)
+		e.log.Warn("runner: the consumption of a partition stopped", "err", err)
 		select {
 		case why <- err:
 		default:
 		}
-	case errors.Is(err, jetstream.ErrPinIDMismatch):
-		e.log.Debug("runner: another engine holds the pin of the consumer", "err", err)
 	default:
 		e.log.Debug("runner: consuming events", "err", err)
 	}
 }
 
-// unpin releases the consumer's pin when this engine holds it, so that a standby engine takes
-// over at once.
-func (e *Engine) unpin(ctx context.Context) {
-	pin := e.pinID.Load()
-	if pin == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	s, err := e.js.Stream(ctx, natsbox.EventsStream)
-	if err != nil {
-		return
-	}
-	c, err := s.Consumer(ctx, ConsumerName)
-	if err != nil {
-		return
-	}
-	for _, g := range c.CachedInfo().PriorityGroups {
-		if g.Group == PriorityGroup && g.PinnedClientID == *pin {
-			if err := s.UnpinConsumer(ctx, ConsumerName, PriorityGroup); err != nil {
-				e.log.Debug("runner: unpin the consumer", "err", err)
-			}
-		}
-	}
-}
-
 // route hands a message to the shard of its run.
 func (e *Engine) route(p *shards, m jetstream.Msg) {
-	if pin := m.Headers().Get("Nats-Pin-Id"); pin != "" {
-		if old := e.pinID.Load(); old == nil || *old != pin {
-			e.pinID.Store(&pin)
-		}
-	}
+	part, _ := natsbox.SubjectPartition(m.Subject()) // the consumer's filter: always one
+	e.flight.add(part)
 	select {
 	case <-p.stopping:
-		_ = m.Nak()
+		e.giveBack(m)
 		return
 	default:
 	}
 	// By run: the events people send for a run come on subjects of their own, and must be
-	// decided in order with the run's others.
-	run, _, _ := strings.Cut(strings.TrimPrefix(m.Subject(), eventPrefix), ".")
+	// decided in order with the run's others. The runs of a partition hash to its share of
+	// the shards: the partition's number is left out of the hash.
+	run, _, _ := strings.Cut(m.Subject()[len("reins.event.NN."):], ".")
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(run))
-	sh := p.all[h.Sum32()%uint32(len(p.all))]
+	sh := p.all[h.Sum32()/natsbox.Partitions%uint32(len(p.all))]
 	select {
 	case sh.in <- m:
 	case <-p.stopping:
-		_ = m.Nak()
+		e.giveBack(m)
 	}
+}
+
+// giveBack returns an event to the server undecided, for the next engine.
+func (e *Engine) giveBack(m jetstream.Msg) {
+	_ = m.Nak()
+	e.done(m)
+}
+
+// done counts an event of m's partition as settled.
+func (e *Engine) done(m jetstream.Msg) {
+	part, _ := natsbox.SubjectPartition(m.Subject())
+	e.flight.done(part)
 }
 
 // serve decides the events of one shard in order, and saves the runs whose decisions wait when
@@ -528,7 +475,7 @@ func (e *Engine) serve(ctx context.Context, sh *shard, stopping <-chan struct{})
 			}
 			select {
 			case <-stopping:
-				_ = m.Nak()
+				e.giveBack(m)
 				continue
 			default:
 			}

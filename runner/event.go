@@ -223,6 +223,7 @@ func (e *Engine) settle(m jetstream.Msg, out outcome, ev *protocol.Event) {
 	if err != nil {
 		e.log.Debug("runner: settle an event", "subject", m.Subject(), "err", err)
 	}
+	e.done(m)
 	if e.observe != nil {
 		e.observe(out, ev)
 	}

@@ -100,6 +100,20 @@ func (t *timers) cancelRun(runID string) {
 	delete(t.runs, runID)
 }
 
+// cancelWhere stops the timers of the runs mine accepts (those of a partition let go).
+func (t *timers) cancelWhere(mine func(runID string) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, m := range t.runs {
+		if mine(id) {
+			for _, tm := range m {
+				tm.t.Stop()
+			}
+			delete(t.runs, id)
+		}
+	}
+}
+
 // close stops every timer; arm does nothing afterwards.
 func (t *timers) close() {
 	t.mu.Lock()

@@ -20,7 +20,9 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultAckWait     = 30 * time.Second
+	// DefaultAckWait is short so that the iteration of a worker that died runs again within
+	// seconds, well within a step's timeout; a running handler renews it every AckWait/3.
+	DefaultAckWait     = 5 * time.Second
 	DefaultConcurrency = 64
 )
 

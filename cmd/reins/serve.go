@@ -13,6 +13,7 @@ import (
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/runner"
+	"github.com/reins-run/reins/worker"
 )
 
 // retentionClock is the clock of serve's retention (now, and the wait between two prunes):
@@ -152,7 +153,7 @@ after every decision, as reins run does.`,
 	fl := cmd.Flags()
 	fl.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "where the embedded NATS server accepts clients (loopback only)")
 	fl.BoolVar(&noWorker, "no-workers", false, "run only the engine: serve no built-in step")
-	fl.DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task or event may stay unacknowledged before it is redelivered (a crashed worker's iteration is retried after it)")
+	fl.DurationVar(&ackWait, "ack-wait", worker.DefaultAckWait, "how long a task may stay unacknowledged before another worker gets it (a crashed worker's iteration runs again after it; a running handler renews it)")
 	fl.DurationVar(&saveWindow, "save-window", runner.DefaultSaveWindow, "how long the engine may hold a decision that only dispatches a run's next task before it saves the run, so that a fast loop's iterations are saved together (0: save after every decision)")
 	fl.DurationVar(&retention, "retention", client.DefaultRetention, "remove finished runs that ended longer ago than this `DURATION` (0: keep them forever)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log at debug level")

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/reins-run/reins/worker"
 )
 
 func newWorkerCmd() *cobra.Command {
@@ -74,7 +76,7 @@ worker dies is redelivered to another after --ack-wait.`,
 	nf.addReplicas(cmd)
 	mf.add(cmd, "serve every llm and agent step on this model, `PROVIDER:NAME`, instead of the workflow's")
 	cmd.Flags().StringSliceVar(&handlers, "handlers", builtinHandlers, "the built-in `HANDLERS` to serve (comma-separated)")
-	cmd.Flags().DurationVar(&ackWait, "ack-wait", 30*time.Second, "how long a task may stay unacknowledged before it is redelivered to another worker")
+	cmd.Flags().DurationVar(&ackWait, "ack-wait", worker.DefaultAckWait, "how long a task may stay unacknowledged before another worker gets it (a crashed worker's iteration runs again after it; a running handler renews it)")
 	cmd.Flags().StringVar(&config, "config", "", "the operator's configuration `FILE`, for its providers and MCP servers (as reins serve --config; its principals are the server's)")
 	return cmd
 }

@@ -50,7 +50,7 @@ const (
 )
 
 // PrincipalSubject returns the subject on which principal publishes an event of kind
-// (SubmitKind or HumanKind) for run runID: "reins.event.RUN.KIND.PRINCIPAL".
+// (SubmitKind or HumanKind) for run runID: "reins.event.NN.RUN.KIND.PRINCIPAL".
 func PrincipalSubject(runID, kind, principal string) (string, error) {
 	subj, err := EventSubject(runID)
 	if err != nil {
@@ -66,15 +66,20 @@ func PrincipalSubject(runID, kind, principal string) (string, error) {
 }
 
 // ParseEventSubject splits the subject of an event of REINS_EVENTS: the run id, and for an
-// event a principal published, its kind and the principal. ok is false for any other shape.
+// event a principal published, its kind and the principal. ok is false for any other shape,
+// and for a run id in another partition than its own (a forged subject).
 func ParseEventSubject(subject string) (runID, kind, principal string, ok bool) {
 	// Without strings.Split: the engine parses the subject of every event it decides.
-	rest, found := strings.CutPrefix(subject, "reins.event.")
+	rest, found := strings.CutPrefix(subject, eventPrefix)
+	if !found {
+		return "", "", "", false
+	}
+	part, rest, found := strings.Cut(rest, ".")
 	if !found {
 		return "", "", "", false
 	}
 	run, rest, more := strings.Cut(rest, ".")
-	if run == "" {
+	if run == "" || part != PartitionToken(Partition(run)) {
 		return "", "", "", false
 	}
 	if !more {
@@ -85,6 +90,17 @@ func ParseEventSubject(subject string) (runID, kind, principal string, ok bool) 
 		return "", "", "", false
 	}
 	return run, kind, who, true
+}
+
+// SubjectPartition returns the partition of an event's subject ("reins.event.NN. …"), and
+// false for a subject of another shape.
+func SubjectPartition(subject string) (int, bool) {
+	rest, found := strings.CutPrefix(subject, eventPrefix)
+	if !found || len(rest) < 3 || rest[2] != '.' || rest[0] < '0' || rest[0] > '9' || rest[1] < '0' || rest[1] > '9' {
+		return 0, false
+	}
+	p := int(rest[0]-'0')*10 + int(rest[1]-'0')
+	return p, p < Partitions
 }
 
 // RunEventFilters are the subject filters of every event of run runID: the engine's and
@@ -133,14 +149,14 @@ func Permissions(id Identity) *Perms {
 			"$JS.API.DIRECT.GET."+EventsStream+".>", "$JS.API.STREAM.MSG.GET."+EventsStream)
 	}
 	if id.Has(RoleSubmitter) {
-		add(&pub, "$KV."+WorkflowsBucket+".>", "reins.event.*."+SubmitKind+"."+id.Name)
+		add(&pub, "$KV."+WorkflowsBucket+".>", "reins.event.*.*."+SubmitKind+"."+id.Name)
 		add(&pub, objWrite(ValuesBucket)...) // run inputs too large for a message
 	}
 	if id.Has(RoleApprover) {
-		add(&pub, "reins.event.*."+HumanKind+"."+id.Name)
+		add(&pub, "reins.event.*.*."+HumanKind+"."+id.Name)
 	}
 	if id.Has(RoleWorker) {
-		add(&pub, "reins.event.*",
+		add(&pub, "reins.event.*.*",
 			"$JS.API.CONSUMER.CREATE."+TasksStream+".>", "$JS.API.CONSUMER.INFO."+TasksStream+".*",
 			"$JS.API.CONSUMER.MSG.NEXT."+TasksStream+".*", "$JS.ACK."+TasksStream+".>",
 			"$JS.API.DIRECT.GET."+TasksStream+".>", "$JS.API.STREAM.MSG.GET."+TasksStream,
@@ -152,19 +168,21 @@ func Permissions(id Identity) *Perms {
 		add(&pub, kvWatch(EffectsBucket)...)
 		add(&sub, CancelSubjects)
 	}
-	// The engine's consumer of REINS_EVENTS is the engine's alone: whoever may create ordered
-	// consumers on the stream may not create, change or remove one of that name.
-	deny := []string{
-		"$JS.API.CONSUMER.CREATE." + EventsStream + "." + engineConsumer,
-		"$JS.API.CONSUMER.CREATE." + EventsStream + "." + engineConsumer + ".>",
-		"$JS.API.CONSUMER.DELETE." + EventsStream + "." + engineConsumer,
+	// The engine's consumers of REINS_EVENTS are the engine's alone: whoever may create ordered
+	// consumers on the stream may not create, change or remove one of their names.
+	var deny []string
+	for p := range Partitions {
+		name := EngineConsumerPrefix + PartitionToken(p)
+		deny = append(deny, "$JS.API.CONSUMER.CREATE."+EventsStream+"."+name,
+			"$JS.API.CONSUMER.CREATE."+EventsStream+"."+name+".>",
+			"$JS.API.CONSUMER.DELETE."+EventsStream+"."+name)
 	}
 	return &Perms{PublishAllow: pub, PublishDeny: deny, SubscribeAllow: sub}
 }
 
-// engineConsumer is runner.ConsumerName (natsbox imports no reins package; a runner test
-// checks that the two agree).
-const engineConsumer = "reins-engine"
+// EngineConsumerPrefix begins the name of the engine's consumer of each partition:
+// "reins-engine-NN".
+const EngineConsumerPrefix = "reins-engine-"
 
 // kvRead are the JetStream API subjects that read a bucket's keys one by one.
 func kvRead(bucket string) []string {

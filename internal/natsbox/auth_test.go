@@ -80,21 +80,21 @@ func TestPermissionsByRole(t *testing.T) {
 		want           bool
 	}{
 		// Only engines and workers answer tasks; nobody else may forge a result.
-		{"tok-submitter", "reins.event.r-1", false},
-		{"tok-approver", "reins.event.r-1", false},
-		{"tok-viewer", "reins.event.r-1", false},
-		{"tok-nothing", "reins.event.r-1", false},
-		{"tok-worker", "reins.event.r-1", true},
-		{"tok-admin", "reins.event.r-1", true},
+		{"tok-submitter", "reins.event.11.r-1", false},
+		{"tok-approver", "reins.event.11.r-1", false},
+		{"tok-viewer", "reins.event.11.r-1", false},
+		{"tok-nothing", "reins.event.11.r-1", false},
+		{"tok-worker", "reins.event.11.r-1", true},
+		{"tok-admin", "reins.event.11.r-1", true},
 		// A person's events only under its own name, and only those its roles allow.
-		{"tok-submitter", "reins.event.r-1.submit.sam", true},
-		{"tok-submitter", "reins.event.r-1.submit.alice", false},
-		{"tok-submitter", "reins.event.r-1.human.sam", false},
-		{"tok-approver", "reins.event.r-1.human.alice", true},
-		{"tok-approver", "reins.event.r-1.human.sam", false},
-		{"tok-approver", "reins.event.r-1.submit.alice", false},
-		{"tok-worker", "reins.event.r-1.human.wanda", false},
-		{"tok-viewer", "reins.event.r-1.human.val", false},
+		{"tok-submitter", "reins.event.11.r-1.submit.sam", true},
+		{"tok-submitter", "reins.event.11.r-1.submit.alice", false},
+		{"tok-submitter", "reins.event.11.r-1.human.sam", false},
+		{"tok-approver", "reins.event.11.r-1.human.alice", true},
+		{"tok-approver", "reins.event.11.r-1.human.sam", false},
+		{"tok-approver", "reins.event.11.r-1.submit.alice", false},
+		{"tok-worker", "reins.event.11.r-1.human.wanda", false},
+		{"tok-viewer", "reins.event.11.r-1.human.val", false},
 		// Nobody but the engine (and the operator) writes run records or publishes tasks.
 		{"tok-worker", "$KV." + RunsBucket + ".r-1", false},
 		{"tok-submitter", "$KV." + RunsBucket + ".r-1", false},
@@ -156,7 +156,7 @@ func TestReadersRead(t *testing.T) {
 	if _, err := runs.Put(ctx, "r-1", []byte(`{"run":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.JetStream().Publish(ctx, "reins.event.r-1", []byte(`{}`)); err != nil {
+	if _, err := b.JetStream().Publish(ctx, "reins.event.11.r-1", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	for tok, want := range map[string]bool{"tok-viewer": true, "tok-submitter": true, "tok-approver": true, "tok-worker": false, "tok-nothing": false} {
@@ -172,7 +172,7 @@ func TestReadersRead(t *testing.T) {
 		if err == nil { // the last event of a run, as runs show reads it
 			var st jetstream.Stream
 			if st, err = c.JetStream().Stream(rctx, EventsStream); err == nil {
-				_, err = st.GetLastMsgForSubject(rctx, "reins.event.r-1")
+				_, err = st.GetLastMsgForSubject(rctx, "reins.event.11.r-1")
 			}
 		}
 		if err == nil {
@@ -217,8 +217,33 @@ func TestWhoAmI(t *testing.T) {
 		}
 		return false
 	}
-	if !may("reins.event.r-1.human.alice") || may("reins.event.r-1.submit.alice") || may("reins.event.r-1") {
+	if !may("reins.event.11.r-1.human.alice") || may("reins.event.11.r-1.submit.alice") || may("reins.event.11.r-1") {
 		t.Errorf("approver may publish %v", pub)
+	}
+}
+
+func TestSubjectPartition(t *testing.T) {
+	for subject, want := range map[string]int{
+		"reins.event.11.r-1": 11, "reins.event.00.x.human.a": 0, "reins.event.15.y": 15,
+		"reins.event.16.y": -1, "reins.event.1.y": -1, "reins.event.ab.y": -1, "reins.task.11.y": -1, "reins.event.11": -1,
+	} {
+		p, ok := SubjectPartition(subject)
+		if !ok {
+			p = -1
+		}
+		if p != want {
+			t.Errorf("SubjectPartition(%q) = %d, want %d", subject, p, want)
+		}
+	}
+	// Every run id's subject is in its partition's filter.
+	for _, id := range []string{"r-1", "a", "run/with/children", strings.Repeat("z", 200)} {
+		subj, err := EventSubject(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, ok := SubjectPartition(subj); !ok || p != Partition(id) || !SubjectMatches(PartitionSubjects(p), subj) {
+			t.Errorf("run %s: subject %s, partition %d %t, want %d", id, subj, p, ok, Partition(id))
+		}
 	}
 }
 
@@ -233,9 +258,9 @@ func TestSubjectMatches(t *testing.T) {
 		{"a.*", "a.b.c", false},
 		{"a.>", "a.b.c", true},
 		{"a.>", "a", false},
-		{"reins.event.*.human.alice", "reins.event.r-1.human.alice", true},
-		{"reins.event.*.human.alice", "reins.event.r-1.human.bob", false},
-		{"reins.event.*", "reins.event.r-1.human.alice", false},
+		{"reins.event.*.*.human.alice", "reins.event.11.r-1.human.alice", true},
+		{"reins.event.*.*.human.alice", "reins.event.11.r-1.human.bob", false},
+		{"reins.event.*.*", "reins.event.11.r-1.human.alice", false},
 		{">", "x", true},
 	} {
 		if got := SubjectMatches(tc.pattern, tc.subject); got != tc.want {
@@ -249,14 +274,17 @@ func TestParseEventSubject(t *testing.T) {
 		subject, run, kind, who string
 		ok                      bool
 	}{
-		{"reins.event.r-1", "r-1", "", "", true},
-		{"reins.event.r-1.human.alice", "r-1", HumanKind, "alice", true},
-		{"reins.event.r-1.submit.sam", "r-1", SubmitKind, "sam", true},
-		{"reins.event.r-1.other.sam", "", "", "", false},
-		{"reins.event.r-1.human", "", "", "", false},
-		{"reins.event.r-1.human.alice.x", "", "", "", false},
+		{"reins.event.11.r-1", "r-1", "", "", true},
+		{"reins.event.11.r-1.human.alice", "r-1", HumanKind, "alice", true},
+		{"reins.event.11.r-1.submit.sam", "r-1", SubmitKind, "sam", true},
+		{"reins.event.11.r-1.other.sam", "", "", "", false},
+		{"reins.event.11.r-1.human", "", "", "", false},
+		{"reins.event.11.r-1.human.alice.x", "", "", "", false},
 		{"reins.task.r-1", "", "", "", false},
 		{"reins.event.", "", "", "", false},
+		{"reins.event.r-1", "", "", "", false},                // no partition
+		{"reins.event.03.r-1", "", "", "", false},             // another partition than the run's
+		{"reins.event.03.r-1.human.alice", "", "", "", false}, // forged, with a principal
 	} {
 		run, kind, who, ok := ParseEventSubject(tc.subject)
 		if run != tc.run || kind != tc.kind || who != tc.who || ok != tc.ok {

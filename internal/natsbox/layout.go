@@ -20,7 +20,8 @@ const (
 	// TasksStream holds one message per unit of work (a task step, an agent_loop iteration), on
 	// TaskSubject(handler). Work-queue retention: a message is removed once a worker acks it.
 	TasksStream = "REINS_TASKS"
-	// EventsStream holds the events of runs, on EventSubject(runID). Limits retention.
+	// EventsStream holds the events of runs, on EventSubject(runID): the run's partition, then
+	// its id. Limits retention.
 	EventsStream = "REINS_EVENTS"
 	// DLQStream holds the tasks that exhausted their attempts, on DLQSubject(handler), for 30 days.
 	DLQStream = "REINS_DLQ"
@@ -58,6 +59,10 @@ const (
 	// WorkflowsBucket is the KV bucket of workflow definitions: key = definition hash, so that
 	// every engine and worker reads the definition a run was started with (history 1).
 	WorkflowsBucket = "reins_workflows"
+	// EnginesBucket holds who decides which runs (history 1, the engines' alone): key
+	// "member.ID" for each running engine, written every lease heartbeat, and "partition.NN"
+	// naming the engine that consumes the events of partition NN (package runner).
+	EnginesBucket = "reins_engines"
 	// EffectsBucket is the KV bucket of the recorded results of side-effecting tool calls, by
 	// wire.EffectKey of the call's idempotency key (history 1): an iteration that runs again
 	// after a crash gets the recorded result instead of doing the side effect twice.
@@ -77,8 +82,9 @@ const (
 	// A stream of the same name without it and with other subjects is someone else's, and
 	// EnsureLayout refuses to change it.
 	MetadataKey = "reins.layout"
-	// LayoutVersion is the version of the layout this package creates.
-	LayoutVersion = "1"
+	// LayoutVersion is the version of the layout this package creates. 2: the events of runs
+	// travel in partitions ("reins.event.NN.RUN"), and the engines share them (EnginesBucket).
+	LayoutVersion = "2"
 
 	// MaxTokenLen is the longest subject token CheckToken accepts, in bytes.
 	MaxTokenLen = 256
@@ -191,8 +197,39 @@ func handlerSubject(prefix, handler string) (string, error) {
 	return prefix + handler, nil
 }
 
-// EventSubject returns the subject of the events of run runID: "reins.event.RUNID".
-func EventSubject(runID string) (string, error) { return subject("reins.event.", "run id", runID) }
+// Partitions is how many partitions the events of runs are spread over: a run's events all
+// travel in the partition Partition(runID), which one engine at a time consumes (package
+// runner). It is part of the protocol, fixed for a deployment: every publisher computes it.
+const Partitions = 16
+
+// Partition returns the partition of run runID: the FNV-1a 32-bit hash of its id, modulo
+// Partitions.
+func Partition(runID string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(runID); i++ {
+		h ^= uint32(runID[i])
+		h *= 16777619
+	}
+	return int(h % Partitions)
+}
+
+// PartitionToken returns the subject token of partition p: two decimal digits.
+func PartitionToken(p int) string { return string([]byte{'0' + byte(p/10), '0' + byte(p%10)}) }
+
+// PartitionSubjects returns the subject filter of the events of partition p:
+// "reins.event.NN.>".
+func PartitionSubjects(p int) string { return eventPrefix + PartitionToken(p) + ".>" }
+
+const eventPrefix = "reins.event."
+
+// EventSubject returns the subject of the events of run runID: "reins.event.NN.RUNID", NN its
+// partition.
+func EventSubject(runID string) (string, error) {
+	if err := checkToken(runID); err != nil {
+		return "", fmt.Errorf("natsbox: run id %w", err)
+	}
+	return eventPrefix + PartitionToken(Partition(runID)) + "." + runID, nil
+}
 
 // DLQSubject returns the subject of the dead tasks of handler: "reins.dlq.HANDLER".
 func DLQSubject(handler string) (string, error) { return handlerSubject("reins.dlq.", handler) }
@@ -443,6 +480,12 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 	}, {
 		Bucket:      WorkflowsBucket,
 		Description: "reins workflow definitions by hash",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Metadata:    metadata(),
+	}, {
+		Bucket:      EnginesBucket,
+		Description: "reins: the engines running and the partitions each consumes",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Metadata:    metadata(),

@@ -814,7 +814,7 @@ func TestSubjects(t *testing.T) {
 		label string
 	}{
 		{TaskSubject, "charge", "reins.task.charge", ""},
-		{EventSubject, "run-1", "reins.event.run-1", ""},
+		{EventSubject, "run-1", "reins.event.12.run-1", ""},
 		{DLQSubject, "charge", "reins.dlq.charge", ""},
 		{TaskSubject, "payments.charge", "reins.task.payments.charge", ""},
 		{TaskSubject, "a..b", "", "handler"},

@@ -129,7 +129,7 @@ func TestEventRoundTrip(t *testing.T) {
 				t.Errorf("decoded %+v\nwant %+v", got, want)
 			}
 			subj, err := wire.EventSubject(want)
-			if err != nil || subj != "reins.event.r-1" {
+			if err != nil || subj != "reins.event.11.r-1" {
 				t.Errorf("EventSubject = %q, %v", subj, err)
 			}
 		})

@@ -8,7 +8,9 @@
 //	stopped RUN ITERATION: CAUSE   the hanging handler's context ended (the run was cancelled)
 //
 // With -hang N it never answers iteration N the first time any worker reaches it (a marker
-// file in -state records that), so that the test can kill it mid-iteration.
+// file in -state records that), so that the test can kill it mid-iteration. With -effects FILE
+// each iteration has a side effect, through the worker's effect leases: the line "RUN
+// ITERATION" appended to FILE, which the tests count.
 package main
 
 import (
@@ -33,6 +35,8 @@ func main() {
 	ackWait := flag.Duration("ack-wait", time.Second, "consumer AckWait")
 	hang := flag.Int("hang", 0, "never answer this iteration the first time it runs")
 	state := flag.String("state", "", "directory for the hang marker")
+	flag.StringVar(&effects, "effects", "", "file each iteration appends a line to, once (an effect)")
+	flag.DurationVar(&pace, "pace", 0, "how long each iteration works before it answers")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -42,7 +46,31 @@ func main() {
 	}
 }
 
-var out sync.Mutex
+var (
+	out     sync.Mutex
+	effects string
+	pace    time.Duration
+)
+
+// effect appends "RUN ITERATION" to the effects file, once per iteration whatever crashes.
+func effect(t worker.TaskContext) error {
+	if effects == "" {
+		return nil
+	}
+	_, err := t.Effect("append", func(context.Context, string) (any, error) {
+		f, err := os.OpenFile(effects, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		line := fmt.Sprintf("%s %d\n", t.RunID(), t.Iteration())
+		if _, err := f.WriteString(line); err != nil {
+			return nil, err
+		}
+		return line, f.Sync()
+	})
+	return err
+}
 
 func say(format string, v ...any) {
 	out.Lock()
@@ -90,6 +118,16 @@ func run(ctx context.Context, url string, ackWait time.Duration, hang int, state
 			<-t.Done()                                  // killed here by the test, or the run is cancelled
 			say("stopped %s %d: %v", t.RunID(), t.Iteration(), context.Cause(t))
 			return t.Err()
+		}
+		if pace > 0 {
+			select {
+			case <-time.After(pace):
+			case <-t.Done():
+				return t.Err()
+			}
+		}
+		if err := effect(t); err != nil {
+			return t.Fail(err)
 		}
 		var err error
 		if t.Iteration() >= in.Until {

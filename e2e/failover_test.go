@@ -1,0 +1,380 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
+)
+
+// failover is a NATS server, engine processes (reins serve --no-workers, the default AckWait of
+// 30s, so that nothing waits for it) and a worker, with the test watching every save of the
+// runs and every key of the engines' bucket.
+type failover struct {
+	t       testing.TB
+	ctx     context.Context
+	c       *cluster
+	engines []*proc
+	worker  *proc
+	extra   []string // more arguments of reins serve
+	file    string   // the workflow of the runs
+
+	mu    sync.Mutex
+	grew  chan struct{}   // closed and replaced at every change below
+	iters map[string]int  // run → iteration of its last save
+	ended map[string]bool // run → finished
+	owner [natsbox.Partitions]string
+	pids  map[string]int // engine id → process id (its member key says)
+}
+
+func newFailover(t testing.TB, ctx context.Context, engines int) *failover {
+	t.Helper()
+	f := watchFailover(t, ctx, newCluster(t), engines)
+	f.worker = loopWorker(t, f.c.url, f.c.state, 0)
+	return f
+}
+
+// watchFailover starts engines on c (with the extra arguments of reins serve) and watches
+// them and the runs.
+func watchFailover(t testing.TB, ctx context.Context, c *cluster, engines int, extra ...string) *failover {
+	t.Helper()
+	f := &failover{t: t, ctx: ctx, c: c, extra: extra, file: "testdata/failover.toml", grew: make(chan struct{}),
+		iters: map[string]int{}, ended: map[string]bool{}, pids: map[string]int{}}
+	for range engines {
+		f.engines = append(f.engines, f.startEngine())
+	}
+	box, err := natsbox.Open(ctx, natsbox.Options{URL: f.c.url, Name: "e2e-failover"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { box.Close() })
+	js := box.JetStream()
+	for bucket, apply := range map[string]func(jetstream.KeyValueEntry){natsbox.RunsBucket: f.run, natsbox.EnginesBucket: f.engine} {
+		kv, err := js.KeyValue(ctx, bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := kv.WatchAll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.Stop() })
+		go func() {
+			for ent := range w.Updates() {
+				if ent != nil {
+					apply(ent)
+				}
+			}
+		}()
+	}
+	return f
+}
+
+func (f *failover) startEngine() *proc {
+	p := start(f.t, "reins serve", nil, append([]string{bins.reins, "serve", "--nats", f.c.url, "--no-workers"}, f.extra...)...)
+	p.waitFor("reins serving", 30*time.Second)
+	return p
+}
+
+// changed wakes the waiters; f.mu is held.
+func (f *failover) changed() {
+	close(f.grew)
+	f.grew = make(chan struct{})
+}
+
+func (f *failover) run(ent jetstream.KeyValueEntry) {
+	if ent.Operation() != jetstream.KeyValuePut {
+		return
+	}
+	rec, err := wire.DecodeRecord(ent)
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.iters[rec.Run.ID] = rec.Run.Steps["loop"].Iteration
+	f.ended[rec.Run.ID] = rec.Run.Finished()
+	f.changed()
+}
+
+func (f *failover) engine(ent jetstream.KeyValueEntry) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	defer f.changed()
+	key, put := ent.Key(), ent.Operation() == jetstream.KeyValuePut
+	if id, ok := strings.CutPrefix(key, "member."); ok && put {
+		// "HOST pid N"
+		if _, pid, ok := strings.Cut(string(ent.Value()), " pid "); ok {
+			f.pids[id], _ = strconv.Atoi(pid)
+		}
+		return
+	}
+	if tok, ok := strings.CutPrefix(key, "partition."); ok {
+		p, _ := strconv.Atoi(tok)
+		f.owner[p] = ""
+		if put {
+			f.owner[p] = string(ent.Value())
+		}
+	}
+}
+
+// await waits until ok, called with f.mu held, holds.
+func (f *failover) await(what string, ok func() bool) {
+	f.t.Helper()
+	for {
+		f.mu.Lock()
+		done, grew := ok(), f.grew
+		f.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-grew:
+		case <-f.ctx.Done():
+			f.t.Fatalf("never: %s", what)
+		}
+	}
+}
+
+// partitionsOf returns the partitions the engine process p owns; f.mu is held.
+func (f *failover) partitionsOf(p *proc) []int {
+	var ps []int
+	for n, id := range f.owner {
+		if id != "" && f.pids[id] == p.cmd.Process.Pid {
+			ps = append(ps, n)
+		}
+	}
+	return ps
+}
+
+// balanced waits until every partition has an owner and every engine process owns some.
+func (f *failover) balanced() {
+	f.await("every engine owns partitions", func() bool {
+		for _, id := range f.owner {
+			if id == "" {
+				return false
+			}
+		}
+		for _, e := range f.engines {
+			if len(f.partitionsOf(e)) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// startRuns starts one run per partition, counting to until.
+func (f *failover) startRuns(prefix string, until int) []string {
+	return f.startMore(prefix, natsbox.Partitions, until)
+}
+
+// startMore starts n runs counting to until, spread over every partition.
+func (f *failover) startMore(prefix string, n, until int) []string {
+	ids := make([]string, 0, n)
+	var per [natsbox.Partitions]int
+	for i := 0; len(ids) < n; i++ {
+		id := prefix + strconv.Itoa(i)
+		if p := natsbox.Partition(id); per[p] <= len(ids)/natsbox.Partitions {
+			per[p]++
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b string) int { return natsbox.Partition(a) - natsbox.Partition(b) })
+	for _, id := range ids {
+		reins(f.t, "run", f.file, "--nats", f.c.url, "--detach", "--run-id", id, "--input", fmt.Sprintf(`{"until":%d}`, until))
+	}
+	return ids
+}
+
+// kill kills engine i with SIGKILL and returns how long it took until every run of the
+// partitions it owned was saved again further on: the failover.
+func (f *failover) kill(i int, ids []string) time.Duration {
+	f.t.Helper()
+	e := f.engines[i]
+	f.mu.Lock()
+	mine := f.partitionsOf(e)
+	var theirs []string
+	for _, p := range mine {
+		if f.ended[ids[p]] {
+			f.t.Fatalf("run %s ended before the kill: the runs are too short for the test", ids[p])
+		}
+		theirs = append(theirs, ids[p])
+	}
+	f.mu.Unlock()
+	if len(mine) == 0 {
+		f.t.Fatalf("engine %d owns no partition", i)
+	}
+	since := f.at(theirs)
+	t0 := time.Now()
+	e.kill()
+	f.past(fmt.Sprintf("the runs of partitions %v go on", mine), since)
+	return time.Since(t0)
+}
+
+// at returns the iteration each run of ids was last saved at.
+func (f *failover) at(ids []string) map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	since := map[string]int{}
+	for _, id := range ids {
+		since[id] = f.iters[id]
+	}
+	return since
+}
+
+// past waits until every run of since was saved at a later iteration, or finished.
+func (f *failover) past(what string, since map[string]int) {
+	f.t.Helper()
+	f.await(what, func() bool {
+		for id, it := range since {
+			if f.iters[id] <= it && !f.ended[id] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// progressed waits until every run saved an iteration past the one it had.
+func (f *failover) progressed(ids []string) {
+	f.t.Helper()
+	f.past("every run goes on", f.at(ids))
+}
+
+// cycle kills each engine in turn, kills times, restarting it after each kill and waiting
+// until the partitions are shared again; it returns each failover.
+func (f *failover) cycle(kills int, ids []string) []time.Duration {
+	var took []time.Duration
+	for k := range kills {
+		i := k % len(f.engines)
+		f.progressed(ids)
+		took = append(took, f.kill(i, ids))
+		f.engines[i] = f.startEngine()
+		f.balanced()
+	}
+	return took
+}
+
+// Engines SIGKILLed one after another while 16 runs (one per partition) count: after each
+// kill the runs of the killed engine's partitions go on (another engine took them), and when
+// the runs are cancelled at the end, every iteration they reached was dispatched once, counted
+// once and answered once.
+func TestEngineFailover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f := newFailover(t, ctx, 2)
+	f.balanced()
+	ids := f.startRuns("fo-", 900000)
+	took := f.cycle(3, ids)
+	t.Logf("failovers: %v", took)
+	f.progressed(ids)
+	f.cancelAndCheck(ids)
+}
+
+// cancelAndCheck cancels the runs of ids and checks each (checkCancelled).
+func (f *failover) cancelAndCheck(ids []string) {
+	f.t.Helper()
+	cl := f.c.client(f.ctx)
+	for _, id := range ids {
+		if err := cl.Cancel(f.ctx, id, "the test is over"); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		checkCancelled(f.t, f.ctx, cl, id, f.worker)
+	}
+}
+
+// checkCancelled waits for the cancelled run and checks that each iteration it reached was
+// dispatched once (attempts), and answered once (the workers' done lines) but for the last,
+// which the cancel may have caught before or after its answer.
+func checkCancelled(t testing.TB, ctx context.Context, c *client.Client, id string, workers ...*proc) {
+	t.Helper()
+	rec, err := c.Wait(ctx, id)
+	if err != nil {
+		t.Fatalf("wait for %s: %v", id, err)
+	}
+	if rec.Run.Status != protocol.RunCancelled {
+		t.Fatalf("run %s: status %s (error %v), want cancelled", id, rec.Run.Status, rec.Run.Error)
+	}
+	sr := rec.Run.Steps["loop"]
+	if sr.Iteration < 2 || sr.Attempts != sr.Iteration {
+		t.Errorf("run %s: step loop at iteration %d after %d tasks, want one task per iteration", id, sr.Iteration, sr.Attempts)
+	}
+	done := doneLines(id, workers...)
+	for i := 1; i < sr.Iteration; i++ {
+		if done[i] != 1 {
+			t.Errorf("run %s: iteration %d ran to completion %d times, want once", id, i, done[i])
+		}
+	}
+	for i, n := range done {
+		if i > sr.Iteration || n > 1 {
+			t.Errorf("run %s at iteration %d: iteration %d ran to completion %d times", id, sr.Iteration, i, n)
+		}
+	}
+}
+
+// The sole engine SIGKILLed and started again at once: its runs go on, and no iteration is
+// lost or done twice.
+func TestSoleEngineRestarts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f := newFailover(t, ctx, 1)
+	f.balanced()
+	ids := f.startRuns("sole-", 900000)
+	f.progressed(ids)
+	f.engines[0].kill()
+	f.engines[0] = f.startEngine()
+	f.progressed(ids)
+	f.cancelAndCheck(ids)
+}
+
+// BenchmarkEngineFailover reports, over 20 SIGKILLs of one of two engines, how long the runs
+// of the killed engine's partitions waited before they went on (p50 and max), and the same
+// for a sole engine killed and started again at once (10 times). Run it with -benchtime 1x.
+func BenchmarkEngineFailover(b *testing.B) {
+	for range b.N {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		f := newFailover(b, ctx, 2)
+		f.balanced()
+		ids := f.startRuns("bench-", 900000)
+		took := f.cycle(20, ids)
+		report(b, "failover", took)
+
+		g := newFailover(b, ctx, 1)
+		g.balanced()
+		solo := g.startRuns("solo-", 900000)
+		var restarts []time.Duration
+		for range 10 {
+			g.progressed(solo)
+			since := g.at(solo)
+			t0 := time.Now()
+			g.engines[0].kill()
+			g.engines[0] = g.startEngine()
+			g.past("the runs go on after a restart", since)
+			restarts = append(restarts, time.Since(t0))
+		}
+		report(b, "restart", restarts)
+		cancel()
+	}
+}
+
+// report reports the p50 and max of ds, in milliseconds, as name-p50-ms and name-max-ms.
+func report(b *testing.B, name string, ds []time.Duration) {
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, name+"-p50-ms")
+	b.ReportMetric(float64(ds[len(ds)-1].Microseconds())/1000, name+"-max-ms")
+	b.Logf("%s: %v", name, ds)
+}

@@ -1,0 +1,469 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/internal/natsbox"
+)
+
+// pullBuffer is how many events one partition's consumption holds pulled ahead; pullExpiry is
+// how long a pull request of it waits at the server.
+const (
+	partitionPull = 256
+	pullExpiry    = 5 * time.Second
+)
+
+// leases is the engine's part in natsbox.EnginesBucket (partitions.go has the rules): its
+// heartbeats, what it saw, and the partitions it consumes. Only its loop goroutine touches it.
+type leases struct {
+	e    *Engine
+	kv   jetstream.KeyValue
+	sh   *shards
+	id   string
+	ttl  time.Duration
+	view *leaseView
+
+	watch     jetstream.KeyWatcher
+	stopWatch context.CancelFunc
+	// beatAt is when the last heartbeat was acknowledged, at revision beatRev; checkRev and
+	// checkAt tell a watch that stopped showing them (watchStale).
+	beatAt            time.Time
+	beatRev, checkRev uint64
+	checkAt           time.Time
+
+	parts [natsbox.Partitions]*partition // consumed partitions, nil for the others
+	lost  chan *partition                // consumptions that ended on their own
+}
+
+// partition is the consumption of one partition's consumer.
+type partition struct {
+	n         int
+	cc        jetstream.ConsumeContext
+	stopWatch context.CancelFunc
+}
+
+// consumerName is the durable consumer of partition p.
+func consumerName(p int) string { return natsbox.EngineConsumerPrefix + natsbox.PartitionToken(p) }
+
+// consume takes part in the leases and consumes the partitions it gets until ctx is done, then
+// hands them over: it stops pulling, settles and saves what it had, and deletes its keys.
+func (e *Engine) consume(ctx context.Context, kv jetstream.KeyValue) error {
+	sh := e.startShards(context.WithoutCancel(ctx)) // an event being decided is finished, not abandoned
+	l := &leases{e: e, kv: kv, sh: sh, id: e.id, ttl: e.leaseTTL, view: newLeaseView(),
+		lost: make(chan *partition, natsbox.Partitions)}
+	err := l.loop(ctx)
+	close(sh.stopping) // from now on, what arrives goes back to the server
+	for p := range l.parts {
+		l.stop(p, false)
+	}
+	sh.close()
+	if l.stopWatch != nil {
+		l.stopWatch()
+	}
+	l.leave(context.WithoutCancel(ctx))
+	return err
+}
+
+// loop runs the rounds of the leases until ctx is done.
+func (l *leases) loop(ctx context.Context) error {
+	if err := l.startWatch(ctx); err != nil {
+		return err
+	}
+	l.round(ctx, true)
+	close(l.e.ready)
+	tick := time.NewTicker(heartbeatEvery(l.ttl))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ent, ok := <-l.watch.Updates():
+			if !ok {
+				if err := l.startWatch(ctx); err != nil {
+					return err
+				}
+				continue
+			}
+			l.apply(ent, time.Now())
+		case part := <-l.lost:
+			if l.parts[part.n] == part {
+				l.e.log.Warn("runner: the consumption of a partition stopped; it is taken again", "partition", part.n)
+				l.stop(part.n, false)
+			}
+		case <-tick.C:
+			l.round(ctx, false)
+		}
+	}
+}
+
+// startWatch (re)starts the watch of the bucket and reads what it holds now: keys that are not
+// there any more leave the view.
+func (l *leases) startWatch(ctx context.Context) error {
+	if l.stopWatch != nil {
+		l.stopWatch()
+	}
+	w, stop, err := natsbox.StartWatch(ctx, func(ctx context.Context) (jetstream.KeyWatcher, error) {
+		return l.kv.WatchAll(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("runner: watch %s: %w", natsbox.EnginesBucket, err)
+	}
+	l.watch, l.stopWatch = w, stop
+	now := time.Now()
+	present := map[string]bool{}
+	for ent := range w.Updates() {
+		if ent == nil {
+			break // the current values are all in
+		}
+		present[ent.Key()] = true
+		l.apply(ent, now)
+	}
+	for id := range l.view.members {
+		if !present[memberKey(id)] {
+			delete(l.view.members, id)
+		}
+	}
+	for p := range l.view.owners {
+		if !present[partitionKey(p)] {
+			l.view.owners[p] = owner{}
+		}
+	}
+	l.checkRev, l.checkAt = l.beatRev, now
+	return nil
+}
+
+// apply records one entry of the watch.
+func (l *leases) apply(ent jetstream.KeyValueEntry, now time.Time) {
+	gone := ent.Operation() != jetstream.KeyValuePut
+	switch key := ent.Key(); {
+	case len(key) > len(memberKeyPrefix) && key[:len(memberKeyPrefix)] == memberKeyPrefix:
+		id := key[len(memberKeyPrefix):]
+		if gone {
+			delete(l.view.members, id)
+			return
+		}
+		l.view.member(id, ent.Revision(), now)
+	case len(key) == len(partitionKeyPrefix)+2 && key[:len(partitionKeyPrefix)] == partitionKeyPrefix:
+		p, err := strconv.Atoi(key[len(partitionKeyPrefix):])
+		if err != nil || p < 0 || p >= natsbox.Partitions {
+			return
+		}
+		if gone {
+			l.view.owners[p] = owner{rev: ent.Revision()}
+			return
+		}
+		l.view.owners[p] = owner{id: string(ent.Value()), rev: ent.Revision()}
+	}
+}
+
+// round beats, and does what planLeases says; first also tidies the status index.
+func (l *leases) round(ctx context.Context, first bool) {
+	now := time.Now()
+	l.beat(ctx, now)
+	if now.Sub(l.beatAt) >= l.ttl {
+		// Not heard by the others for a TTL: they may have taken our partitions already.
+		for p, part := range l.parts {
+			if part != nil {
+				l.e.log.Warn("runner: no heartbeat acknowledged for a lease TTL: the engine stops consuming", "partition", p, "ttl", l.ttl)
+				l.stop(p, false)
+			}
+		}
+		return
+	}
+	if l.watchStale(now) {
+		l.e.log.Warn("runner: the watch of the engines shows no heartbeat of this engine: it starts again", "bucket", natsbox.EnginesBucket)
+		if err := l.startWatch(ctx); err != nil {
+			l.e.log.Warn("runner: watch the engines", "err", err)
+		}
+		return
+	}
+	var consuming [natsbox.Partitions]bool
+	for p, part := range l.parts {
+		consuming[p] = part != nil
+	}
+	plan := planLeases(l.view, l.id, &consuming, now, l.ttl)
+	for _, p := range plan.drop {
+		l.e.log.Info("runner: another engine owns a partition now", "partition", p, "owner", l.view.owners[p].id)
+		l.stop(p, false)
+	}
+	l.release(ctx, plan.release)
+	l.acquire(ctx, plan.acquire, first)
+	for _, id := range plan.forget {
+		if err := l.kv.Delete(ctx, memberKey(id), jetstream.LastRevision(l.view.members[id].rev)); err == nil {
+			delete(l.view.members, id)
+		}
+	}
+}
+
+// beat writes the engine's member key.
+func (l *leases) beat(ctx context.Context, now time.Time) {
+	bctx, cancel := context.WithTimeout(ctx, l.ttl)
+	defer cancel()
+	host, _ := os.Hostname()
+	rev, err := l.kv.Put(bctx, memberKey(l.id), []byte(host+" pid "+strconv.Itoa(os.Getpid())))
+	if err != nil {
+		l.e.log.Debug("runner: heartbeat", "err", err)
+		return
+	}
+	l.beatAt, l.beatRev = now, rev
+}
+
+// watchStale reports whether the watch has not shown a heartbeat of this engine for a TTL.
+func (l *leases) watchStale(now time.Time) bool {
+	if l.view.members[l.id].rev >= l.checkRev {
+		l.checkRev, l.checkAt = l.beatRev, now
+		return false
+	}
+	return now.Sub(l.checkAt) >= l.ttl
+}
+
+// release hands partitions over: stop pulling, settle what was pulled (within a TTL), then
+// delete the keys.
+func (l *leases) release(ctx context.Context, ps []int) {
+	if len(ps) == 0 {
+		return
+	}
+	for _, p := range ps {
+		l.stop(p, true)
+	}
+	wctx, cancel := context.WithTimeout(ctx, l.ttl)
+	defer cancel()
+	for _, p := range ps {
+		l.e.flight.wait(wctx, p)
+	}
+	for _, p := range ps {
+		o := l.view.owners[p]
+		if o.id != l.id {
+			continue
+		}
+		if err := l.kv.Delete(ctx, partitionKey(p), jetstream.LastRevision(o.rev)); err != nil {
+			l.e.log.Debug("runner: hand a partition over", "partition", p, "err", err)
+			continue
+		}
+		l.e.log.Info("runner: a partition was handed over", "partition", p)
+	}
+}
+
+// acquire takes the partitions ps: the keys first, then their consumers, the timers of their
+// runs (with the status index tidied, on the first round), then their consumption.
+func (l *leases) acquire(ctx context.Context, ps []int, first bool) {
+	var took []int
+	from := map[int]string{} // the engine a key named before this one took it ("": no key)
+	for _, p := range ps {
+		o := l.view.owners[p]
+		if o.id != "" && o.id != l.id && l.stillBeating(ctx, o.id) {
+			continue
+		}
+		var rev uint64
+		var err error
+		if o.id == "" {
+			rev, err = l.kv.Create(ctx, partitionKey(p), []byte(l.id))
+		} else {
+			rev, err = l.kv.Update(ctx, partitionKey(p), []byte(l.id), o.rev)
+		}
+		if err != nil {
+			l.e.log.Debug("runner: take a partition", "partition", p, "err", err)
+			continue
+		}
+		l.view.owners[p] = owner{id: l.id, rev: rev}
+		// A key that was there, another engine's or ours (this engine stopped consuming after
+		// a fence or a lost consumption), may leave events pulled and never acknowledged: the
+		// consumer is made again so that they come at once, not after AckWait.
+		from[p] = o.id
+		took = append(took, p)
+	}
+	if len(took) == 0 && !first {
+		return
+	}
+	mine := map[int]bool{}
+	for _, p := range took {
+		mine[p] = true
+	}
+	if err := l.e.rearm(ctx, mine, first); err != nil {
+		l.e.log.Warn("runner: arm the timers of the partitions taken", "err", err)
+	}
+	for _, p := range took {
+		cons, err := l.e.partitionConsumer(ctx, p, from[p] != "")
+		if err == nil {
+			err = l.start(ctx, p, cons)
+		}
+		if err != nil {
+			// The key stays ours: the next round takes the partition again.
+			l.e.log.Warn("runner: consume a partition", "partition", p, "err", err)
+			continue
+		}
+		if from[p] != "" && from[p] != l.id {
+			l.e.log.Info("runner: a partition was taken over from an engine that stopped beating", "partition", p)
+		}
+	}
+}
+
+// stillBeating reads the member key of engine id, whose heartbeats this engine stopped seeing:
+// true when it changed since (the watch lags behind, the engine lives).
+func (l *leases) stillBeating(ctx context.Context, id string) bool {
+	ent, err := l.kv.Get(ctx, memberKey(id))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false
+	case err != nil:
+		return true // no answer: take nothing on a guess
+	case ent.Revision() > l.view.members[id].rev:
+		l.view.member(id, ent.Revision(), time.Now())
+		return true
+	}
+	return false
+}
+
+// start consumes partition p from cons.
+func (l *leases) start(ctx context.Context, p int, cons jetstream.Consumer) error {
+	e := l.e
+	why := make(chan error, 1)
+	look := make(chan struct{}, 1)
+	cc, err := cons.Consume(func(m jetstream.Msg) { e.route(l.sh, m) },
+		jetstream.PullMaxMessages(partitionPull),
+		jetstream.PullExpiry(pullExpiry),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { e.consumeError(err, why, look) }))
+	if err != nil {
+		return err
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	part := &partition{n: p, cc: cc, stopWatch: stopWatch}
+	l.parts[p] = part
+	gone := make(chan error, 1)
+	go e.watchConsumer(wctx, cons, look, gone)
+	go func() {
+		select {
+		case <-cc.Closed():
+		case <-gone:
+		case <-wctx.Done():
+			return
+		}
+		select {
+		case l.lost <- part:
+		case <-wctx.Done():
+		}
+	}()
+	return nil
+}
+
+// stop ends the consumption of partition p, if any: drain lets what was pulled reach the
+// shards, else it goes back to the server unacknowledged. The timers of its runs stop.
+func (l *leases) stop(p int, drain bool) {
+	part := l.parts[p]
+	if part == nil {
+		return
+	}
+	l.parts[p] = nil
+	part.stopWatch()
+	if drain {
+		part.cc.Drain()
+	} else {
+		part.cc.Stop()
+	}
+	<-part.cc.Closed()
+	l.e.timers.cancelWhere(func(runID string) bool { return natsbox.Partition(runID) == p })
+}
+
+// leave deletes the keys of the partitions this engine holds and its member key, so that
+// another engine takes them at once.
+func (l *leases) leave(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for p, o := range l.view.owners {
+		if o.id == l.id {
+			_ = l.kv.Delete(ctx, partitionKey(p), jetstream.LastRevision(o.rev))
+		}
+	}
+	_ = l.kv.Delete(ctx, memberKey(l.id))
+}
+
+// partitionConsumer returns the consumer of partition p, made when missing. After a takeover (or
+// when this engine takes again a key of its own it had stopped consuming) it
+// is made again from its acknowledged floor: the engine that held it loses its pulls, and what
+// it had not acknowledged comes at once (what it acknowledged beyond the floor comes again, and
+// changes nothing).
+func (e *Engine) partitionConsumer(ctx context.Context, p int, takeover bool) (jetstream.Consumer, error) {
+	name := consumerName(p)
+	cfg := jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   "reins engine: decides the events of partition " + natsbox.PartitionToken(p),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       e.ackWait,
+		MaxDeliver:    -1,
+		MaxAckPending: maxAckPending,
+		FilterSubject: natsbox.PartitionSubjects(p),
+	}
+	cons, err := e.js.Consumer(ctx, natsbox.EventsStream, name)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		return e.js.CreateConsumer(ctx, natsbox.EventsStream, cfg)
+	case err != nil:
+		return nil, fmt.Errorf("consumer %s: %w", name, err)
+	case takeover:
+		if floor := cons.CachedInfo().AckFloor.Stream; floor > 0 {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, floor+1
+		}
+		if err := e.js.DeleteConsumer(ctx, natsbox.EventsStream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("consumer %s: %w", name, err)
+		}
+		return e.js.CreateConsumer(ctx, natsbox.EventsStream, cfg)
+	case cons.CachedInfo().Config.AckWait != e.ackWait:
+		have := cons.CachedInfo().Config
+		have.AckWait = e.ackWait
+		return e.js.UpdateConsumer(ctx, natsbox.EventsStream, have)
+	}
+	return cons, nil
+}
+
+// flight counts the events of each partition routed and not settled yet, so that a partition
+// handed over first settles what it pulled.
+type flight struct {
+	mu   sync.Mutex
+	n    [natsbox.Partitions]int
+	idle [natsbox.Partitions]chan struct{} // closed when n drops to 0 while someone waits
+}
+
+func (f *flight) add(p int) {
+	f.mu.Lock()
+	f.n[p]++
+	f.mu.Unlock()
+}
+
+func (f *flight) done(p int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n[p] > 0 {
+		f.n[p]--
+	}
+	if f.n[p] == 0 && f.idle[p] != nil {
+		close(f.idle[p])
+		f.idle[p] = nil
+	}
+}
+
+// wait returns once nothing of partition p is in flight, or ctx is done.
+func (f *flight) wait(ctx context.Context, p int) {
+	f.mu.Lock()
+	if f.n[p] == 0 {
+		f.mu.Unlock()
+		return
+	}
+	if f.idle[p] == nil {
+		f.idle[p] = make(chan struct{})
+	}
+	ch := f.idle[p]
+	f.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+}

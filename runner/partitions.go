@@ -1,0 +1,158 @@
+package runner
+
+import (
+	"hash/fnv"
+	"slices"
+	"time"
+
+	"github.com/reins-run/reins/internal/natsbox"
+)
+
+// Partitions. The events of a run travel in its partition (natsbox.Partition), and each
+// partition is consumed by one engine at a time, its owner, named by the key "partition.NN" of
+// natsbox.EnginesBucket. Every engine writes its key "member.ID" every heartbeat and watches
+// the bucket; the choice of what to do is planLeases's, a pure function of what the engine saw,
+// so that the rules below are tested without a server:
+//
+//   - An engine is alive for an observer while its member key changed within the lease TTL of
+//     the observer's clock (no clocks are compared between machines); an engine counts itself
+//     alive while its own last heartbeat was acknowledged within the TTL, and else stops
+//     consuming everything at once (it may have been paused, or cut off) and takes nothing.
+//   - The owner a partition should have is the live engine with the highest rendezvous hash of
+//     (engine, partition): adding or removing an engine moves only the partitions it gains or
+//     loses.
+//   - A partition whose key is absent is created by the engine that should own it. A key held by
+//     an engine that is not alive is taken over by compare-and-set on its revision, and the
+//     partition's consumer is made again from its acknowledged floor, which cuts the old owner
+//     off from the server (its pulls and acknowledgements go nowhere) and delivers at once what
+//     it had not acknowledged. A live owner that should not own a partition any more hands it
+//     over: it stops pulling, settles what it had (saves included), then deletes its key.
+//   - An engine that consumes a partition whose key names another engine (or none) stops at once.
+//
+// Nothing here decides a run. Two engines deciding the same run at once (a paused owner that
+// wakes up before it notices) is safe as before: every save is a compare-and-set, and the
+// commands of the same decision carry the same message ids.
+
+// DefaultLeaseTTL is how long an engine's heartbeat counts when Config.LeaseTTL is 0: an engine
+// that died is replaced after about this long.
+const DefaultLeaseTTL = 1200 * time.Millisecond
+
+// Keys of natsbox.EnginesBucket.
+const (
+	memberKeyPrefix    = "member."
+	partitionKeyPrefix = "partition."
+)
+
+func memberKey(id string) string                     { return memberKeyPrefix + id }
+func partitionKey(p int) string                      { return partitionKeyPrefix + natsbox.PartitionToken(p) }
+func heartbeatEvery(ttl time.Duration) time.Duration { return ttl / 6 }
+
+// leaseView is what an engine saw of natsbox.EnginesBucket.
+type leaseView struct {
+	members map[string]seen // by engine id
+	owners  [natsbox.Partitions]owner
+}
+
+// seen is the revision of a member key and when this engine saw it change.
+type seen struct {
+	rev uint64
+	at  time.Time
+}
+
+// owner is the engine a partition key names ("": no key) and the key's revision.
+type owner struct {
+	id  string
+	rev uint64
+}
+
+func newLeaseView() *leaseView { return &leaseView{members: map[string]seen{}} }
+
+// member records the member key of id at revision rev, seen at now.
+func (v *leaseView) member(id string, rev uint64, now time.Time) {
+	if s, ok := v.members[id]; ok && s.rev >= rev {
+		return
+	}
+	v.members[id] = seen{rev: rev, at: now}
+}
+
+// leasePlan is what an engine does in one round.
+type leasePlan struct {
+	// acquire lists the partitions to take: create the key, or update it at its revision.
+	acquire []int
+	// release lists the partitions to hand over (stop, settle, delete the key), or whose stale
+	// key of ours to delete.
+	release []int
+	// drop lists the partitions consumed that the bucket gives to another engine: stop at once.
+	drop []int
+	// forget lists the engines gone for twice the TTL, whose member keys are deleted.
+	forget []string
+}
+
+// alive reports whether engine id counts as alive at now for an engine that is me.
+func (v *leaseView) alive(id, me string, now time.Time, ttl time.Duration) bool {
+	if id == me {
+		return true
+	}
+	s, ok := v.members[id]
+	return ok && now.Sub(s.at) < ttl
+}
+
+// planLeases returns what engine me, consuming the partitions of consuming, does at now.
+func planLeases(v *leaseView, me string, consuming *[natsbox.Partitions]bool, now time.Time, ttl time.Duration) leasePlan {
+	live := []string{me}
+	for id := range v.members {
+		if id != me && v.alive(id, me, now, ttl) {
+			live = append(live, id)
+		}
+	}
+	slices.Sort(live)
+	var plan leasePlan
+	for p := range natsbox.Partitions {
+		want := rendezvous(p, live)
+		holder := v.owners[p].id
+		switch {
+		case consuming[p] && holder != me:
+			plan.drop = append(plan.drop, p)
+		case consuming[p] && want != me:
+			plan.release = append(plan.release, p)
+		case consuming[p]:
+		case want != me:
+			if holder == me {
+				plan.release = append(plan.release, p)
+			}
+		case holder == "" || holder == me || !v.alive(holder, me, now, ttl):
+			plan.acquire = append(plan.acquire, p)
+		}
+	}
+	for id, s := range v.members {
+		if id != me && now.Sub(s.at) >= 2*ttl {
+			plan.forget = append(plan.forget, id)
+		}
+	}
+	slices.Sort(plan.forget)
+	return plan
+}
+
+// rendezvous returns the engine of live (sorted, not empty) that should own partition p: the
+// highest hash of (engine, partition), ties to the first.
+func rendezvous(p int, live []string) string {
+	best, bestScore := "", uint64(0)
+	for _, id := range live {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(id))
+		_, _ = h.Write([]byte{'/', byte(p)})
+		if s := mix(h.Sum64()); best == "" || s > bestScore {
+			best, bestScore = id, s
+		}
+	}
+	return best
+}
+
+// mix is the finalizer of SplitMix64: FNV alone barely spreads the last bytes it hashed.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}

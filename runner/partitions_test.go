@@ -1,0 +1,317 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/protocol"
+)
+
+const ttl = time.Second
+
+// view builds a leaseView: members seen at the given times, partitions owned as given (the
+// rest free).
+func view(members map[string]time.Time, owners map[int]string) *leaseView {
+	v := newLeaseView()
+	for id, at := range members {
+		v.members[id] = seen{rev: 1, at: at}
+	}
+	for p, id := range owners {
+		v.owners[p] = owner{id: id, rev: 7}
+	}
+	return v
+}
+
+// all returns every partition wanted by engine me among live.
+func wanted(me string, live ...string) []int {
+	slices.Sort(live)
+	var ps []int
+	for p := range natsbox.Partitions {
+		if rendezvous(p, live) == me {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+func ownersOf(id string, ps []int) map[int]string {
+	m := map[int]string{}
+	for _, p := range ps {
+		m[p] = id
+	}
+	return m
+}
+
+func merge(a, b map[int]string) map[int]string {
+	for p, id := range b {
+		a[p] = id
+	}
+	return a
+}
+
+func consumingOf(ps []int) *[natsbox.Partitions]bool {
+	var c [natsbox.Partitions]bool
+	for _, p := range ps {
+		c[p] = true
+	}
+	return &c
+}
+
+func TestPlanLeases(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	fresh, stale, gone := now.Add(-ttl/2), now.Add(-ttl), now.Add(-2*ttl)
+	every := wanted("a", "a") // all of them
+	aOfAB, bOfAB := wanted("a", "a", "b"), wanted("b", "a", "b")
+	for _, tc := range []struct {
+		name      string
+		v         *leaseView
+		consuming []int
+		want      leasePlan
+	}{{
+		name: "alone on an empty bucket: it takes everything",
+		v:    view(nil, nil),
+		want: leasePlan{acquire: every},
+	}, {
+		name:      "alone and consuming everything: nothing to do",
+		v:         view(nil, ownersOf("a", every)),
+		consuming: every,
+	}, {
+		name:      "an engine joins: what it should own is handed over",
+		v:         view(map[string]time.Time{"b": fresh}, ownersOf("a", every)),
+		consuming: every,
+		want:      leasePlan{release: bOfAB},
+	}, {
+		name: "joining while the owner lives: it waits for the handover",
+		v:    view(map[string]time.Time{"b": fresh}, ownersOf("b", every)),
+	}, {
+		name: "joining after the handover: it takes the freed keys",
+		v:    view(map[string]time.Time{"b": fresh}, ownersOf("b", bOfAB)),
+		want: leasePlan{acquire: aOfAB},
+	}, {
+		name:      "the other engine stopped beating a TTL ago: its partitions are taken over",
+		v:         view(map[string]time.Time{"b": stale}, merge(ownersOf("a", aOfAB), ownersOf("b", bOfAB))),
+		consuming: aOfAB,
+		want:      leasePlan{acquire: bOfAB},
+	}, {
+		name:      "gone for two TTLs: its member key is forgotten too",
+		v:         view(map[string]time.Time{"b": gone}, ownersOf("a", every)),
+		consuming: every,
+		want:      leasePlan{forget: []string{"b"}},
+	}, {
+		name:      "the bucket gives a consumed partition to another: it stops at once",
+		v:         view(nil, merge(ownersOf("a", every), ownersOf("x", []int{3}))),
+		consuming: every,
+		want:      leasePlan{drop: []int{3}},
+	}, {
+		name: "a stale key of its own for a partition it should not own: deleted",
+		v:    view(map[string]time.Time{"b": fresh}, ownersOf("a", bOfAB[:1])),
+		want: leasePlan{release: bOfAB[:1], acquire: aOfAB},
+	}, {
+		name: "its own key for a partition it should own and does not consume: taken again",
+		v:    view(nil, ownersOf("a", []int{5})),
+		want: leasePlan{acquire: every},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := planLeases(tc.v, "a", consumingOf(tc.consuming), now, ttl)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("plan = %+v\nwant   %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Rendezvous ownership spreads the partitions and moves only what an engine gains or loses.
+func TestRendezvous(t *testing.T) {
+	engines := []string{"e1", "e2", "e3", "e4"}
+	for n := 2; n <= len(engines); n++ {
+		before, after := engines[:n-1], engines[:n]
+		for p := range natsbox.Partitions {
+			was, is := rendezvous(p, before), rendezvous(p, after)
+			if was != is && is != engines[n-1] {
+				t.Errorf("partition %d moved from %s to %s when %s joined", p, was, is, engines[n-1])
+			}
+		}
+		counts := map[string]int{}
+		for p := range natsbox.Partitions {
+			counts[rendezvous(p, after)]++
+		}
+		for _, id := range after {
+			if counts[id] == 0 {
+				t.Errorf("with %d engines, %s owns nothing: %v", n, id, counts)
+			}
+		}
+	}
+}
+
+// runIDs returns one run id per partition.
+func runIDs(prefix string) []string {
+	ids := make([]string, natsbox.Partitions)
+	left := natsbox.Partitions
+	for i := 0; left > 0; i++ {
+		id := prefix + strconv.Itoa(i)
+		if p := natsbox.Partition(id); ids[p] == "" {
+			ids[p] = id
+			left--
+		}
+	}
+	return ids
+}
+
+// awaitOwners waits until the partition keys name the owners want returns for them.
+func awaitOwners(t *testing.T, v *env, want func(p int) string) {
+	t.Helper()
+	w, err := v.KV(natsbox.EnginesBucket).WatchAll(v.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	have := map[int]string{}
+	for {
+		match := true
+		for p := range natsbox.Partitions {
+			match = match && have[p] == want(p)
+		}
+		if match {
+			return
+		}
+		select {
+		case ent := <-w.Updates():
+			if ent == nil {
+				continue
+			}
+			var p int
+			if _, err := fmt.Sscanf(ent.Key(), partitionKeyPrefix+"%d", &p); err != nil {
+				continue
+			}
+			have[p] = ""
+			if ent.Operation() == jetstream.KeyValuePut {
+				have[p] = string(ent.Value())
+			}
+		case <-v.Ctx.Done():
+			t.Fatalf("the partitions never reached their owners: %v", have)
+		}
+	}
+}
+
+// decidedBy records which engine decided the events of which run.
+type decidedBy struct {
+	mu   sync.Mutex
+	runs map[string]map[string]bool // run → engine ids
+}
+
+func (d *decidedBy) attach(e *Engine) {
+	e.observe = func(out outcome, ev *protocol.Event) {
+		if ev == nil || out == drop {
+			return
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.runs[ev.RunID] == nil {
+			d.runs[ev.RunID] = map[string]bool{}
+		}
+		d.runs[ev.RunID][e.id] = true
+	}
+}
+
+func (d *decidedBy) engines(runID string) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var ids []string
+	for id := range d.runs[runID] {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Two engines share the partitions as rendezvous hashing says, each deciding the runs of its
+// own; when one stops, the other takes its partitions at once and the runs go on.
+func TestEnginesShareThePartitions(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	d := &decidedBy{runs: map[string]map[string]bool{}}
+	start := func(id string) (*Engine, func()) {
+		return v.startEngine(func(e *Engine) { e.id = id; d.attach(e) })
+	}
+	_, stopA := start("engine-a")
+	_, _ = start("engine-b")
+	live := []string{"engine-a", "engine-b"}
+	awaitOwners(t, v, func(p int) string { return rendezvous(p, live) })
+	v.ServeThink(3)
+	ids := runIDs("shared-")
+	for _, id := range ids {
+		v.Start(runtest.LoopWorkflow(t, 5), "", id)
+	}
+	for p, id := range ids {
+		if rec := v.Wait(id); rec.Run.Status != protocol.RunCompleted {
+			t.Fatalf("run %s: %s", id, rec.Run.Status)
+		}
+		if got, want := d.engines(id), []string{rendezvous(p, live)}; !slices.Equal(got, want) {
+			t.Errorf("run %s (partition %d) decided by %v, want %v", id, p, got, want)
+		}
+	}
+	stopA()
+	awaitOwners(t, v, func(int) string { return "engine-b" })
+	for _, id := range runIDs("after-") {
+		if rec := v.Wait(v.Start(runtest.LoopWorkflow(t, 5), "", id)); rec.Run.Status != protocol.RunCompleted {
+			t.Fatalf("run %s: %s", id, rec.Run.Status)
+		}
+		if got := d.engines(id); !slices.Equal(got, []string{"engine-b"}) {
+			t.Errorf("run %s decided by %v after engine-a stopped, want engine-b", id, got)
+		}
+	}
+}
+
+// An engine that dies (its connection cut: no handover) with events decided and not
+// acknowledged (their saves wait, for an hour) loses none of them: another engine takes its
+// partitions after the lease TTL, and gets those events at once, not after the dead one's
+// AckWait (an hour too).
+func TestTakeoverFromAnEngineThatDied(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	conn, err := v.Box.Connect(v.Ctx, "doomed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doomed, err := New(Config{Box: conn, ID: "doomed", AckWait: time.Hour, SaveWindow: time.Hour, LeaseTTL: ttl, Logger: runtest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := newObserver()
+	obs.attach(doomed)
+	dctx, cancel := context.WithCancel(v.Ctx)
+	defer cancel()
+	go func() { _ = doomed.Run(dctx) }()
+	<-doomed.Ready()
+	awaitOwners(t, v, func(int) string { return "doomed" })
+
+	w := v.Worker("think")
+	id := v.Start(runtest.LoopWorkflow(t, 5), "", "r-takeover")
+	t1 := w.Next()
+	v.Publish(runtest.Continued(t1, `1`), "")
+	t2 := w.Next() // the continued event was decided: its save waits, unacknowledged
+	if t2.Iteration != 2 {
+		t.Fatalf("task of iteration %d", t2.Iteration)
+	}
+	conn.JetStream().Conn().Close() // dies: no drain, no handover
+
+	heir, _ := v.startEngine(func(e *Engine) { e.id, e.leaseTTL, e.ackWait = "heir", ttl, time.Hour })
+	awaitOwners(t, v, func(int) string { return "heir" })
+	// The heir decides the continued event again: the same task, which JetStream stores once.
+	v.Publish(runtest.Completed(t2, `2`), "")
+	if rec := v.Wait(id); rec.Run.Status != protocol.RunCompleted || rec.Run.Steps["think"].Iteration != 2 {
+		t.Fatalf("run %s at iteration %d", rec.Run.Status, rec.Run.Steps["think"].Iteration)
+	}
+	if heir.stats.decided.Load() == 0 {
+		t.Fatal("the heir decided nothing")
+	}
+}

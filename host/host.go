@@ -38,8 +38,9 @@ type Config struct {
 	// runner.DefaultAckWait: an engine that dies is replaced by its partitions' leases.
 	AckWait     time.Duration
 	Concurrency int
-	// SaveWindow is the engine's runner.Config.SaveWindow (zero: its default).
+	// SaveWindow and LeaseTTL are the engine's runner.Config ones (zero: their defaults).
 	SaveWindow time.Duration
+	LeaseTTL   time.Duration
 	// Roles, Admit, MaxOutputBytes and MaxValueBytes are the engine's (runner.Config): what a
 	// shared server's operator configured.
 	Roles          func(principal string) []string
@@ -92,7 +93,7 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	h := &Host{cancel: cancel, done: make(chan error, 2), log: log, box: cfg.Box}
 	var ready []<-chan struct{}
 	if cfg.Engine {
-		eng, err := runner.New(runner.Config{Box: cfg.Box, Logger: cfg.Logger, SaveWindow: cfg.SaveWindow,
+		eng, err := runner.New(runner.Config{Box: cfg.Box, Logger: cfg.Logger, SaveWindow: cfg.SaveWindow, LeaseTTL: cfg.LeaseTTL,
 			Roles: cfg.Roles, Admit: cfg.Admit, MaxOutputBytes: cfg.MaxOutputBytes, MaxValueBytes: cfg.MaxValueBytes})
 		if err != nil {
 			cancel()

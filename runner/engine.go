@@ -138,6 +138,9 @@ type Engine struct {
 	out            *outbox.Outbox // set by open, with values and maxPayload
 
 	stats stats
+	// beatsPaused, set by tests, stops the heartbeats as a pause or a cut link would, while
+	// the engine goes on deciding what it pulled.
+	beatsPaused atomic.Bool
 	// killBeforeSave, when positive, kills the process before its n-th save (REINS_FAULT).
 	killBeforeSave int64
 	saves          atomic.Int64
@@ -244,38 +247,48 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 func (e *Engine) run(ctx context.Context) error {
-	kv, err := e.open(ctx)
-	if err != nil {
+	if err := e.open(ctx); err != nil {
 		return err
+	}
+	// The leases have a connection of their own: a heartbeat's answer must not wait behind the
+	// megabytes of a large value the engine reads on its main connection.
+	lb, err := e.box.Connect(ctx, "reins-engine-leases")
+	if err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
+	defer lb.Close()
+	kv, err := lb.JetStream().KeyValue(ctx, natsbox.EnginesBucket)
+	if err != nil {
+		return fmt.Errorf("runner: bucket %s: %w", natsbox.EnginesBucket, err)
 	}
 	e.timers = newTimers(e.now, e.publishTick, e.log)
 	defer e.timers.close()
 	return e.consume(ctx, kv)
 }
 
-// open ensures the layout and returns the bucket of the engines.
-func (e *Engine) open(ctx context.Context) (jetstream.KeyValue, error) {
+// open ensures the layout and binds the streams and buckets the engine decides with.
+func (e *Engine) open(ctx context.Context) error {
 	if err := natsbox.EnsureLayout(ctx, e.js, e.box.Layout()); err != nil {
-		return nil, fmt.Errorf("runner: %w", err)
+		return fmt.Errorf("runner: %w", err)
 	}
 	runs, err := e.js.KeyValue(ctx, natsbox.RunsBucket)
 	if err != nil {
-		return nil, fmt.Errorf("runner: bucket %s: %w", natsbox.RunsBucket, err)
+		return fmt.Errorf("runner: bucket %s: %w", natsbox.RunsBucket, err)
 	}
 	if e.index, err = e.js.KeyValue(ctx, natsbox.StatusBucket); err != nil {
-		return nil, fmt.Errorf("runner: bucket %s: %w", natsbox.StatusBucket, err)
+		return fmt.Errorf("runner: bucket %s: %w", natsbox.StatusBucket, err)
 	}
 	wfs, err := e.js.KeyValue(ctx, natsbox.WorkflowsBucket)
 	if err != nil {
-		return nil, fmt.Errorf("runner: bucket %s: %w", natsbox.WorkflowsBucket, err)
+		return fmt.Errorf("runner: bucket %s: %w", natsbox.WorkflowsBucket, err)
 	}
 	tasks, err := e.js.Stream(ctx, natsbox.TasksStream)
 	if err != nil {
-		return nil, fmt.Errorf("runner: stream %s: %w", natsbox.TasksStream, err)
+		return fmt.Errorf("runner: stream %s: %w", natsbox.TasksStream, err)
 	}
 	values, err := natsbox.OpenValues(ctx, e.js)
 	if err != nil {
-		return nil, fmt.Errorf("runner: %w", err)
+		return fmt.Errorf("runner: %w", err)
 	}
 	e.runs, e.store, e.keeper = runs, wire.NewStore(wfs), natsbox.NewKeeper(e.js.Conn(), tasks)
 	e.values = wire.NewValues(values, 0, e.maxValue)
@@ -283,12 +296,8 @@ func (e *Engine) open(ctx context.Context) (jetstream.KeyValue, error) {
 		e.maxPayload = int(e.box.MaxPayload())
 	}
 	e.out = &outbox.Outbox{JS: e.js, Values: e.values, MaxPayload: e.maxPayload, Log: e.log}
-	kv, err := e.js.KeyValue(ctx, natsbox.EnginesBucket)
-	if err != nil {
-		return nil, fmt.Errorf("runner: bucket %s: %w", natsbox.EnginesBucket, err)
-	}
 	e.legacyEvents(ctx)
-	return kv, nil
+	return nil
 }
 
 // legacyConsumer is the consumer of the events of every run before partitions (layout 1).

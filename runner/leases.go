@@ -168,8 +168,7 @@ func (l *leases) apply(ent jetstream.KeyValueEntry, now time.Time) {
 func (l *leases) round(ctx context.Context, first bool) {
 	now := time.Now()
 	l.beat(ctx, now)
-	if now.Sub(l.beatAt) >= l.ttl {
-		// Not heard by the others for a TTL: they may have taken our partitions already.
+	if fenced(l.view, l.id, l.beatAt, now, l.ttl) {
 		for p, part := range l.parts {
 			if part != nil {
 				l.e.log.Warn("runner: no heartbeat acknowledged for a lease TTL: the engine stops consuming", "partition", p, "ttl", l.ttl)
@@ -203,8 +202,12 @@ func (l *leases) round(ctx context.Context, first bool) {
 	}
 }
 
-// beat writes the engine's member key.
+// beat writes the engine's member key, while the connection the engine consumes on is up: a
+// heartbeat says that the engine can decide, which it cannot without that connection.
 func (l *leases) beat(ctx context.Context, now time.Time) {
+	if l.e.beatsPaused.Load() || !l.e.js.Conn().IsConnected() {
+		return
+	}
 	bctx, cancel := context.WithTimeout(ctx, l.ttl)
 	defer cancel()
 	host, _ := os.Hostname()

@@ -10,14 +10,16 @@ import (
 
 // Partitions. The events of a run travel in its partition (natsbox.Partition), and each
 // partition is consumed by one engine at a time, its owner, named by the key "partition.NN" of
-// natsbox.EnginesBucket. Every engine writes its key "member.ID" every heartbeat and watches
-// the bucket; the choice of what to do is planLeases's, a pure function of what the engine saw,
+// natsbox.EnginesBucket. Every engine writes its key "member.ID" every heartbeat (on a
+// connection of its own, and only while the connection it decides on is up) and watches the
+// bucket; the choice of what to do is planLeases's, a pure function of what the engine saw,
 // so that the rules below are tested without a server:
 //
 //   - An engine is alive for an observer while its member key changed within the lease TTL of
 //     the observer's clock (no clocks are compared between machines); an engine counts itself
-//     alive while its own last heartbeat was acknowledged within the TTL, and else stops
-//     consuming everything at once (it may have been paused, or cut off) and takes nothing.
+//     alive while its own last heartbeat was acknowledged within the TTL, and else, when it
+//     knows of another engine, stops consuming everything at once (it may have been paused, or
+//     cut off) and takes nothing (fenced).
 //   - The owner a partition should have is the live engine with the highest rendezvous hash of
 //     (engine, partition): adding or removing an engine moves only the partitions it gains or
 //     loses.
@@ -73,6 +75,24 @@ func (v *leaseView) member(id string, rev uint64, now time.Time) {
 		return
 	}
 	v.members[id] = seen{rev: rev, at: now}
+}
+
+// fenced reports whether engine me, whose last heartbeat acknowledged was sent at beatAt, stops
+// consuming at now: when that is a TTL ago and another engine has a member key, the others may
+// have taken its partitions already. A sole engine goes on: nobody takes over from it, and a
+// slow server (a busy machine) must not stop all work; an engine that starts later waits a TTL
+// without a heartbeat before it takes anything, and takes over by making the consumers again,
+// which cuts this one off.
+func fenced(v *leaseView, me string, beatAt, now time.Time, ttl time.Duration) bool {
+	if now.Sub(beatAt) < ttl {
+		return false
+	}
+	for id := range v.members {
+		if id != me {
+			return true
+		}
+	}
+	return false
 }
 
 // leasePlan is what an engine does in one round.

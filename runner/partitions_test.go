@@ -11,8 +11,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -124,6 +126,33 @@ func TestPlanLeases(t *testing.T) {
 			got := planLeases(tc.v, "a", consumingOf(tc.consuming), now, ttl)
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("plan = %+v\nwant   %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// An engine whose heartbeats go unacknowledged for a TTL stops consuming only when another
+// engine could have taken over.
+func TestFenced(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		members map[string]time.Time
+		beatAt  time.Time
+		want    bool
+	}{
+		{"heard within the TTL", map[string]time.Time{"b": now}, now.Add(-ttl / 2), false},
+		{"unheard for a TTL beside another engine", map[string]time.Time{"b": now}, now.Add(-ttl), true},
+		{"unheard beside an engine that looks dead", map[string]time.Time{"b": now.Add(-3 * ttl)}, now.Add(-ttl), true},
+		{"never heard beside another engine", map[string]time.Time{"b": now}, time.Time{}, true},
+		{"unheard for a TTL, alone", nil, now.Add(-ttl), false},
+		{"never heard, alone (a slow first heartbeat)", nil, time.Time{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := view(tc.members, nil)
+			v.member("a", 1, now)
+			if got := fenced(v, "a", tc.beatAt, now, ttl); got != tc.want {
+				t.Errorf("fenced = %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -313,5 +342,58 @@ func TestTakeoverFromAnEngineThatDied(t *testing.T) {
 	}
 	if heir.stats.decided.Load() == 0 {
 		t.Fatal("the heir decided nothing")
+	}
+}
+
+// A lease lost while a save waits is never a double advance: an engine whose heartbeats stop
+// (paused, cut off) while the save of a decision waits loses its partitions to another engine,
+// which decides the event again and saves it; the first engine's save, when it comes, fails its
+// compare-and-set, and the run advanced once.
+func TestLeaseLostDuringASave(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	doomed, stopDoomed := v.startEngine(func(e *Engine) {
+		e.id, e.leaseTTL, e.ackWait, e.saveWindow = "doomed", ttl, time.Hour, time.Hour
+	})
+	awaitOwners(t, v, func(int) string { return "doomed" })
+	w := v.Worker("think")
+	id := v.Start(runtest.LoopWorkflow(t, 5), "", "r-lost")
+	t1 := w.Next()
+	v.Publish(runtest.Continued(t1, `1`), "")
+	t2 := w.Next() // the continued event was decided: its save waits (an hour)
+	doomed.beatsPaused.Store(true)
+
+	heir, _ := v.startEngine(func(e *Engine) { e.id, e.leaseTTL = "heir", ttl })
+	awaitOwners(t, v, func(int) string { return "heir" })
+	// The heir decides the continued event again on the saved state (the same task, stored
+	// once), and the run goes on under it.
+	v.Publish(runtest.Continued(t2, `2`), "")
+	t3 := w.Next()
+	v.WaitFor(id, func(rec *client.Record) bool { return rec.Run.Steps["think"].Iteration == 3 })
+	stopDoomed() // the save that waited, of iteration 2, comes now
+	if n := doomed.stats.conflicts.Load(); n == 0 {
+		t.Error("the save of the engine that lost its lease did not meet a compare-and-set conflict")
+	}
+	ent, err := v.KV(natsbox.RunsBucket).Get(v.Ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := wire.DecodeRecord(ent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := saved.Run.Steps["think"].Iteration; n != 3 {
+		t.Fatalf("the saved record is at iteration %d after the late save, want still 3", n)
+	}
+	v.Publish(runtest.Completed(t3, `3`), "")
+	rec := v.Wait(id)
+	if rec.Run.Status != protocol.RunCompleted || rec.Run.Steps["think"].Iteration != 3 {
+		t.Fatalf("run %s at iteration %d, want completed at 3", rec.Run.Status, rec.Run.Steps["think"].Iteration)
+	}
+	if heir.stats.decided.Load() == 0 {
+		t.Fatal("the heir decided nothing")
+	}
+	if n := v.StreamMsgs(natsbox.TasksStream); n != 1 {
+		t.Errorf("%d messages in %s, want the keeper's only: a task was dispatched twice", n, natsbox.TasksStream)
 	}
 }

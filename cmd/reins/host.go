@@ -24,8 +24,9 @@ type hostConfig struct {
 	builtins []string       // built-in handlers to serve (nil: none)
 	builtin  builtin.Config // their configuration
 	ackWait  time.Duration
-	// saveWindow is the engine's runner.Config.SaveWindow.
+	// saveWindow and leaseTTL are the engine's runner.Config ones.
 	saveWindow time.Duration
+	leaseTTL   time.Duration
 	log        *slog.Logger
 	// roles, admit, maxOutput and maxValue are a shared server's (runner.Config): what its
 	// operator configured.
@@ -37,7 +38,7 @@ type hostConfig struct {
 
 // startHost starts the engine and the built-in workers cfg asks for on box (package host).
 func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host.Host, error) {
-	hc := host.Config{Box: box, Engine: cfg.engine, AckWait: cfg.ackWait, SaveWindow: cfg.saveWindow, Logger: cfg.log,
+	hc := host.Config{Box: box, Engine: cfg.engine, AckWait: cfg.ackWait, SaveWindow: cfg.saveWindow, LeaseTTL: cfg.leaseTTL, Logger: cfg.log,
 		Roles: cfg.roles, Admit: cfg.admit, MaxOutputBytes: cfg.maxOutput, MaxValueBytes: cfg.maxValue}
 	if len(cfg.builtins) > 0 {
 		hc.Register = func(w *worker.Worker) error { return builtin.Register(w, cfg.builtin, cfg.builtins...) }

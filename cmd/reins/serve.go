@@ -31,6 +31,7 @@ func newServeCmd() *cobra.Command {
 		noWorker   bool
 		ackWait    time.Duration
 		saveWindow time.Duration
+		leaseTTL   time.Duration
 		retention  time.Duration
 		verbose    bool
 		configFile string
@@ -75,6 +76,9 @@ after every decision, as reins run does.`,
 			if retention < 0 {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--retention %s: want a duration of 0 (keep forever) or more", retention)}
 			}
+			if leaseTTL <= 0 {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--lease-ttl %s: want a duration of more than 0", leaseTTL)}
+			}
 			if saveWindow < 0 {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--save-window %s: want a duration of 0 (save after every decision) or more", saveWindow)}
 			}
@@ -114,7 +118,7 @@ after every decision, as reins run does.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			defer remove()
-			cfg := hostConfig{engine: true, ackWait: ackWait, saveWindow: engineSaveWindow(saveWindow), log: log,
+			cfg := hostConfig{engine: true, ackWait: ackWait, saveWindow: engineSaveWindow(saveWindow), leaseTTL: leaseTTL, log: log,
 				roles: rolesOf(res), admit: admit(cfgOp), maxOutput: cfgOp.Limits.MaxOutputBytes,
 				maxValue: max(cfgOp.Limits.MaxInputBytes, cfgOp.Limits.MaxOutputBytes)}
 			if !noWorker {
@@ -155,6 +159,7 @@ after every decision, as reins run does.`,
 	fl.BoolVar(&noWorker, "no-workers", false, "run only the engine: serve no built-in step")
 	fl.DurationVar(&ackWait, "ack-wait", worker.DefaultAckWait, "how long a task may stay unacknowledged before another worker gets it (a crashed worker's iteration runs again after it; a running handler renews it)")
 	fl.DurationVar(&saveWindow, "save-window", runner.DefaultSaveWindow, "how long the engine may hold a decision that only dispatches a run's next task before it saves the run, so that a fast loop's iterations are saved together (0: save after every decision)")
+	fl.DurationVar(&leaseTTL, "lease-ttl", runner.DefaultLeaseTTL, "how long the other engines wait without a heartbeat of this one before they take its partitions over (the same on every engine; longer on machines too busy to answer within it)")
 	fl.DurationVar(&retention, "retention", client.DefaultRetention, "remove finished runs that ended longer ago than this `DURATION` (0: keep them forever)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
 	fl.StringVar(&configFile, "config", "", "the operator's configuration `FILE`: providers, MCP servers, principals, limits (docs/security.md); default: providers openai and anthropic with the keys of OPENAI_API_KEY and ANTHROPIC_API_KEY, and the data directory's admin")

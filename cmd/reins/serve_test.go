@@ -328,6 +328,10 @@ func TestServeUsage(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, "--save-window -1s: want a duration of 0 (save after every decision) or more") {
 		t.Errorf("exit %d, want 2\n%s%s", code, out, errOut)
 	}
+	code, out, errOut = cli(t, "serve", "--data", t.TempDir(), "--lease-ttl", "0s")
+	if code != exitUsage || !strings.Contains(errOut, "--lease-ttl 0s: want a duration of more than 0") {
+		t.Errorf("exit %d, want 2\n%s%s", code, out, errOut)
+	}
 	for flag, want := range map[time.Duration]time.Duration{0: -1, time.Millisecond: time.Millisecond, runner.DefaultSaveWindow: runner.DefaultSaveWindow} {
 		if got := engineSaveWindow(flag); got != want {
 			t.Errorf("--save-window %s: the engine's window is %s, want %s", flag, got, want)

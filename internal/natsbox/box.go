@@ -116,7 +116,8 @@ var ErrDataDirLocked = errors.New("natsbox: data directory in use")
 type Box struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
-	srv       Server   // the embedded server; nil when external
+	srv       Server   // the embedded server this Box runs; nil when external or made by Connect
+	inproc    Server   // the embedded server its connections go to (this Box's or its parent's)
 	lock      *dirLock // nil when external
 	clientURL string
 	ownToken  string // the token of this Box's connections to its embedded server
@@ -220,7 +221,7 @@ func openEmbedded(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 		return nil, fmt.Errorf("natsbox: embedded server: %w", err)
 	}
 
-	b := &Box{srv: srv, lock: lock, log: log, closed: make(chan struct{}), ownToken: own}
+	b := &Box{srv: srv, inproc: srv, lock: lock, log: log, closed: make(chan struct{}), ownToken: own}
 	copts := append(b.connOptions(opts.Name), nats.Token(own))
 	url := ""
 	if opts.Listen == "" {
@@ -353,7 +354,7 @@ func (b *Box) setConn(nc *nats.Conn) error {
 // connection. The new Box runs no server (Embedded is false) and its Close closes only its
 // connection; close it before the Box that runs the server.
 func (b *Box) Connect(ctx context.Context, name string) (*Box, error) {
-	if b.srv == nil {
+	if b.inproc == nil {
 		opts := b.external
 		opts.Name = name
 		c, err := openExternal(ctx, opts, b.log)
@@ -363,8 +364,8 @@ func (b *Box) Connect(ctx context.Context, name string) (*Box, error) {
 		c.replicas = b.replicas
 		return c, nil
 	}
-	c := &Box{log: b.log, clientURL: b.clientURL, closed: make(chan struct{}), replicas: b.replicas}
-	nc, err := nats.Connect("", append(c.connOptions(name), nats.InProcessServer(b.srv), nats.Token(b.ownToken))...)
+	c := &Box{log: b.log, clientURL: b.clientURL, closed: make(chan struct{}), replicas: b.replicas, inproc: b.inproc, ownToken: b.ownToken}
+	nc, err := nats.Connect("", append(c.connOptions(name), nats.InProcessServer(b.inproc), nats.Token(b.ownToken))...)
 	if err != nil {
 		return nil, fmt.Errorf("natsbox: connect to the embedded server: %w", err)
 	}

@@ -883,8 +883,21 @@ func TestConnect(t *testing.T) {
 	if n := tasks(t, b.JetStream()); n != 1 {
 		t.Fatalf("the first connection sees %d tasks, want the one the second published", n)
 	}
-	if err := c.Close(); err != nil {
+	// A connection made by Connect connects again (an engine given one opens its leases' own).
+	cc, err := c.Connect(ctx, "third")
+	if err != nil {
+		t.Fatalf("Connect of a connected Box: %v", err)
+	}
+	if _, err := cc.JetStream().Publish(ctx, "reins.task.h", []byte("z")); err != nil {
 		t.Fatal(err)
+	}
+	if n := tasks(t, b.JetStream()); n != 2 {
+		t.Fatalf("the first connection sees %d tasks, want the 2 published", n)
+	}
+	for _, x := range []*Box{cc, c} {
+		if err := x.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := b.JetStream().Publish(ctx, "reins.task.h", []byte("y")); err != nil {
 		t.Fatalf("the first connection after the second closed: %v", err)

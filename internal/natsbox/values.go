@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -66,6 +67,13 @@ func (o *ObjectValues) GetValue(ctx context.Context, name string, max int64) ([]
 	case info.Size > uint64(max):
 		return nil, fmt.Errorf("natsbox: object store %s: %s is %d bytes, more than %d: %w", ValuesBucket, name, info.Size, max, ErrValueChanged)
 	}
+	if _, ok := ctx.Deadline(); !ok {
+		// Without a deadline the library gives the whole read its API timeout (5 s): a large
+		// value on a slow or busy link would fail every time it is read.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, readTimeout(info.Size))
+		defer cancel()
+	}
 	data, err := o.obs.GetBytes(ctx, name)
 	if errors.Is(err, jetstream.ErrDigestMismatch) {
 		err = fmt.Errorf("%w: %w", ErrValueChanged, err)
@@ -74,6 +82,17 @@ func (o *ObjectValues) GetValue(ctx context.Context, name string, max int64) ([]
 		return nil, fmt.Errorf("natsbox: object store %s: read %s: %w", ValuesBucket, name, err)
 	}
 	return data, nil
+}
+
+// Reads of values without a deadline of their own are bounded by readTimeout: a fixed part for
+// the requests, and the time the value takes at the slowest link the store is meant for.
+const (
+	readBase = 30 * time.Second
+	readRate = 1 << 20 // bytes per second
+)
+
+func readTimeout(size uint64) time.Duration {
+	return readBase + time.Duration(size)*time.Second/readRate
 }
 
 // DeleteValues removes every value of the runs for which of returns true (given each object's

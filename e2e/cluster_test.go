@@ -17,7 +17,7 @@ import (
 // natsCluster is three nats-server processes clustered with JetStream, each started with
 // deploy/nats/node.conf (the file docs/deploy.md gives operators) and its own store.
 type natsCluster struct {
-	t       *testing.T
+	t       testing.TB
 	dirs    [3]string
 	ports   [3]int // client ports
 	cluster [3]int // route ports
@@ -25,7 +25,7 @@ type natsCluster struct {
 	url     string // the three client URLs, comma-separated
 }
 
-func newNATSCluster(t *testing.T) *natsCluster {
+func newNATSCluster(t testing.TB) *natsCluster {
 	t.Helper()
 	c := &natsCluster{t: t}
 	var urls []string
@@ -43,6 +43,7 @@ func newNATSCluster(t *testing.T) *natsCluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	natstest.WaitJetStream(t, ctx, c.url)
+	natstest.WaitPlacement(t, ctx, c.url, 3)
 	return c
 }
 

@@ -253,20 +253,20 @@ func EnsureLayout(ctx context.Context, js jetstream.JetStream, l Layout) error {
 	}
 	r := &replicaReport{asked: l.Replicas}
 	for _, cfg := range l.streams(maxMsg) {
-		if err := retryTimeouts(ctx, func() error { return ensureStream(ctx, js, cfg, r) }); err != nil {
+		if err := retryTimeouts(ctx, placementGrace, func() error { return ensureStream(ctx, js, cfg, r) }); err != nil {
 			return err
 		}
 	}
 	for _, cfg := range l.buckets() {
-		if err := retryTimeouts(ctx, func() error { return ensureBucket(ctx, js, cfg, r) }); err != nil {
+		if err := retryTimeouts(ctx, placementGrace, func() error { return ensureBucket(ctx, js, cfg, r) }); err != nil {
 			return err
 		}
 	}
-	if err := retryTimeouts(ctx, func() error { return ensureObjectStore(ctx, js, l.objectStore(), r) }); err != nil {
+	if err := retryTimeouts(ctx, placementGrace, func() error { return ensureObjectStore(ctx, js, l.objectStore(), r) }); err != nil {
 		return err
 	}
 	r.log(l.Logger)
-	return retryTimeouts(ctx, func() error { return ensureKeeper(ctx, js) })
+	return retryTimeouts(ctx, placementGrace, func() error { return ensureKeeper(ctx, js) })
 }
 
 // replicaReport decides the replicas of each stream and bucket (Layout.Replicas) and notes
@@ -337,16 +337,45 @@ const (
 // idempotent, so it is asked again rather than failing the process's start.
 const layoutAttempts = 3
 
-// retryTimeouts runs step until it succeeds, fails with anything but a timeout, or has had
-// layoutAttempts tries; it gives up at once when ctx is done.
-func retryTimeouts(ctx context.Context, step func() error) error {
+// placementGrace bounds how long a step of EnsureLayout is tried again while the cluster has
+// no peer online to place a replica on: a cluster that is forming (its nodes started with
+// reins, as a compose file does) or whose node restarts places them within seconds; one with
+// too few servers is reported after it. placementPause is the wait between those tries.
+const (
+	placementGrace = 15 * time.Second
+	placementPause = 250 * time.Millisecond
+)
+
+// retryTimeouts runs step until it succeeds or fails with an error not worth trying again: a
+// timeout is tried again up to layoutAttempts times, a replica that cannot be placed yet
+// (codeNoPeers) during grace. It gives up at once when ctx is done.
+func retryTimeouts(ctx context.Context, grace time.Duration, step func() error) error {
+	deadline := time.Now().Add(grace)
 	var err error
-	for range layoutAttempts {
-		if err = step(); err == nil || ctx.Err() != nil || !timedOut(err) {
+	for attempts := 0; attempts < layoutAttempts; {
+		err = step()
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return err
+		case timedOut(err):
+			attempts++
+		case noPeers(err) && time.Now().Before(deadline):
+			select {
+			case <-time.After(placementPause):
+			case <-ctx.Done():
+				return err
+			}
+		default:
 			return err
 		}
 	}
 	return err
+}
+
+// noPeers reports whether err is the server's "no suitable peers for placement".
+func noPeers(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == codeNoPeers
 }
 
 // KeeperSubject holds one message of REINS_TASKS that no worker consumes ("reins-" names are

@@ -908,23 +908,30 @@ func TestConnect(t *testing.T) {
 // other error, or a done context, ends it at once.
 func TestRetryTimeouts(t *testing.T) {
 	refused := errors.New("refused")
+	offline := &jetstream.APIError{Code: 503, ErrorCode: codeNoPeers, Description: "no suitable peers for placement, peer offline"}
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
+	bg := context.Background()
 	for _, tc := range []struct {
 		name  string
 		ctx   context.Context
+		grace time.Duration
 		errs  []error // what the step returns, call by call (then nil)
 		calls int
 		want  error
 	}{
-		{"succeeds after two timeouts", context.Background(), []error{context.DeadlineExceeded, nats.ErrTimeout}, 3, nil},
-		{"times out every time", context.Background(), []error{nats.ErrTimeout, nats.ErrTimeout, nats.ErrTimeout, nats.ErrTimeout}, layoutAttempts, nats.ErrTimeout},
-		{"another error", context.Background(), []error{refused}, 1, refused},
-		{"context done", cancelled, []error{context.DeadlineExceeded}, 1, context.DeadlineExceeded},
+		{"succeeds after two timeouts", bg, placementGrace, []error{context.DeadlineExceeded, nats.ErrTimeout}, 3, nil},
+		{"times out every time", bg, placementGrace, []error{nats.ErrTimeout, nats.ErrTimeout, nats.ErrTimeout, nats.ErrTimeout}, layoutAttempts, nats.ErrTimeout},
+		{"another error", bg, placementGrace, []error{refused}, 1, refused},
+		{"context done", cancelled, placementGrace, []error{context.DeadlineExceeded}, 1, context.DeadlineExceeded},
+		{"placed once the peers are online", bg, placementGrace, []error{offline, offline}, 3, nil},
+		// The second try comes a pause later, past the grace of one pause: the error is the answer.
+		{"no peers past the grace", bg, placementPause, []error{offline, offline, offline}, 2, offline},
+		{"no peers, context done", cancelled, placementGrace, []error{offline}, 1, offline},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := 0
-			err := retryTimeouts(tc.ctx, func() error {
+			err := retryTimeouts(tc.ctx, tc.grace, func() error {
 				calls++
 				if calls <= len(tc.errs) {
 					return fmt.Errorf("step: %w", tc.errs[calls-1])

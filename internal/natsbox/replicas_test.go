@@ -17,7 +17,7 @@ import (
 
 // startCluster starts n real nats-servers with JetStream in this process, clustered by routes
 // to the first, and returns their client URLs joined by commas, once the cluster has a
-// JetStream meta leader.
+// JetStream meta leader and places streams of n replicas.
 func startCluster(t *testing.T, n int) string {
 	t.Helper()
 	// A clustered JetStream server needs its routes from the start: the cluster ports are
@@ -52,6 +52,7 @@ func startCluster(t *testing.T, n int) string {
 	}
 	url := strings.Join(urls, ",")
 	natstest.WaitJetStream(t, testCtx(t), url)
+	natstest.WaitPlacement(t, testCtx(t), url, n)
 	return url
 }
 

@@ -55,3 +55,37 @@ func WaitJetStream(t testing.TB, ctx context.Context, url string) {
 		}
 	}
 }
+
+// WaitPlacement waits, until ctx ends, for the cluster at url to place a stream of replicas
+// replicas: a node whose routes are not up yet is a peer offline, and a stream asked of the
+// cluster then fails.
+func WaitPlacement(t testing.TB, ctx context.Context, url string, replicas int) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := js.CreateStream(actx, jetstream.StreamConfig{Name: "NATSTEST_PROBE", Subjects: []string{"natstest.probe"}, Replicas: replicas, Storage: jetstream.MemoryStorage})
+		if err == nil {
+			err = js.DeleteStream(actx, "NATSTEST_PROBE")
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the cluster at %s placed no stream of %d replicas before the deadline: %v", url, replicas, err)
+		case <-tick.C:
+		}
+	}
+}

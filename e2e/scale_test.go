@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +49,7 @@ func BenchmarkEnginesScale(b *testing.B) {
 					before += it
 				}
 				cpu0 := [3]time.Duration{cpuOf(b, f.engines...), cpuOf(b, workers...), cpuOf(b, nodes...)}
+				moves0 := leaseMoves(f.engines)
 				t0 := time.Now()
 				f.await("every run ends", func() bool {
 					for _, id := range ids {
@@ -67,9 +69,25 @@ func BenchmarkEnginesScale(b *testing.B) {
 				b.ReportMetric(us(cpu[1]-cpu0[1])/n, "worker-cpu-µs/iteration")
 				b.ReportMetric(us(cpu[2]-cpu0[2])/n, "nats-cpu-µs/iteration")
 				b.ReportMetric(us(cpu[2]-cpu0[2])/n/us(floorCPU), "nats-cpu-ratio-to-floor")
+				// Partitions that changed hands while the runs went on: none, with engines that keep
+				// their leases.
+				b.ReportMetric(float64(leaseMoves(f.engines)-moves0), "lease-moves")
 			}
 		})
 	}
+}
+
+// leaseMoves counts the lines of the engines that say a partition changed hands.
+func leaseMoves(engines []*proc) int {
+	n := 0
+	for _, e := range engines {
+		for _, line := range e.output() {
+			if strings.Contains(line, "taken over") || strings.Contains(line, "stops consuming") || strings.Contains(line, "another engine owns") {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }

@@ -3,14 +3,21 @@ package host_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/natsbox/natsserver"
+	"github.com/reins-run/reins/internal/natsbox/serverspec"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 )
@@ -126,5 +133,76 @@ func TestNamespacesIsolate(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("the server's streams:\n%v\nwant both namespaces' and no others:\n%v", got, want)
+	}
+}
+
+// TestTenantPermissions: a user with only the TenantPermissions of its namespace (what
+// docs/deploy.md tells an operator to grant) runs an engine, a worker and a client there, and
+// may not publish on another namespace's subjects.
+func TestTenantPermissions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names := map[string]natsbox.Names{}
+	for _, ns := range []string{"a", "b"} {
+		n, err := natsbox.NewNames(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names["tok-"+ns] = n
+	}
+	srv, err := natsserver.Start(ctx, serverspec.Config{Name: "tenants", StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1,
+		Ready: 10 * time.Second, Logger: slog.New(slog.DiscardHandler),
+		Auth: func(token string) (string, *serverspec.Perms, bool) {
+			n, ok := names[token]
+			if !ok {
+				return "", nil, false
+			}
+			return "tenant-" + n.Namespace(), n.TenantPermissions(), true
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	tenants := map[string]*tenant{}
+	for _, ns := range []string{"a", "b"} {
+		box, err := natsbox.Open(ctx, natsbox.Options{URL: srv.ClientURL(), Token: "tok-" + ns, Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { box.Close() })
+		tenants[ns] = startTenant(ctx, t, box)
+	}
+	for ns, input := range map[string]string{"a": `1`, "b": `2`} {
+		tn := tenants[ns]
+		id, err := tn.c.Start(ctx, oneTask(t, "tag"), json.RawMessage(input), "")
+		if err != nil {
+			t.Fatalf("start in %s: %v", ns, err)
+		}
+		rec, err := tn.c.Wait(ctx, id)
+		if err != nil {
+			t.Fatalf("wait in %s: %v", ns, err)
+		}
+		if want := `{"in":` + input + `,"ns":"` + ns + `"}`; rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != want {
+			t.Errorf("namespace %s: run %s with output %s, want completed with %s", ns, rec.Run.Status, rec.Run.Output, want)
+		}
+	}
+	// Tenant a may not reach b's events, b's runs, nor the default namespace's: each publish
+	// on a connection of its own, whose last error is that publish's.
+	for _, subject := range []string{"b.reins.event.11.r-1", "reins.event.11.r-1", "$KV.b_reins_runs.r-1", "$JS.API.STREAM.INFO.b_REINS_EVENTS", "a.reins.event.11.r-1"} {
+		nc, err := nats.Connect(srv.ClientURL(), nats.Token("tok-a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Publish(subject, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		refused := errors.Is(nc.LastError(), nats.ErrPermissionViolation)
+		nc.Close()
+		if want := !strings.HasPrefix(subject, "a."); refused != want {
+			t.Errorf("tenant a publishing on %s: refused %t, want %t", subject, refused, want)
+		}
 	}
 }

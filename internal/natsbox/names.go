@@ -230,3 +230,32 @@ func (n Names) SubjectPartition(subject string) (int, bool) {
 
 // KVSubject is the subject of key in the KV bucket named bucket (a name of these Names).
 func (n Names) KVSubject(bucket, key string) string { return KVSubject(bucket, key) }
+
+// TenantPermissions are the NATS permissions of a user that runs everything of namespace n
+// (engines, workers and clients) and reaches nothing of another namespace: its subjects, the
+// JetStream API of its streams, buckets and object store, their KV and object subjects, and the
+// replies. An operator who shares one account among tenants gives each tenant's user these
+// (docs/deploy.md, Namespaces); in the default namespace they cover "reins.>".
+func (n Names) TenantPermissions() *Perms {
+	own := n.subject
+	if own == "" {
+		own = "reins."
+	}
+	pub := []string{own + ">", "$JS.API.INFO", "$SYS.REQ.USER.INFO", "$JS.FC.>"}
+	streams := n.Streams()
+	for _, b := range n.Buckets() {
+		streams = append(streams, KVStream(b))
+		pub = append(pub, KVSubject(b, ">"))
+	}
+	for _, o := range n.ObjectStores() {
+		streams = append(streams, "OBJ_"+o)
+		pub = append(pub, "$O."+o+".>")
+	}
+	for _, s := range streams {
+		// $JS.API.STREAM.CREATE.S, $JS.API.CONSUMER.CREATE.S.C, $JS.API.DIRECT.GET.S.…,
+		// $JS.API.STREAM.MSG.GET.S, $JS.API.CONSUMER.MSG.NEXT.S.C: the stream's name is the
+		// fifth or the sixth token.
+		pub = append(pub, "$JS.API.*.*."+s, "$JS.API.*.*."+s+".>", "$JS.API.*.*.*."+s, "$JS.API.*.*.*."+s+".>", "$JS.ACK."+s+".>")
+	}
+	return &Perms{PublishAllow: pub, SubscribeAllow: []string{"_INBOX.>", own + ">"}}
+}

@@ -8,8 +8,9 @@
 // cluster (credentials, TLS, reconnection), the layout: the names, subjects and configurations
 // of the TASKS, EVENTS and DLQ streams and of the reins_runs, reins_checkpoints, reins_workflows
 // and reins_effects buckets, created idempotently by EnsureLayout, with the keeper message of the
-// task stream that Keeper renews as tasks are published, and the mechanics of a publish on the
-// hot path (Publish, UpdateKV).
+// task stream that Keeper renews as tasks are published, the names of all of them in a namespace
+// (Names: Options.Namespace prefixes them, so that deployments share a server), and the
+// mechanics of a publish on the hot path (Publish, UpdateKV).
 //
 // It must not hold engine logic: it never decides what to publish, consumes messages, creates
 // consumers or reads run state. It imports no other reins package.

@@ -149,6 +149,10 @@ type Config struct {
 	// 0 keeps what exists (1 when new); more raises what has fewer and never lowers what has
 	// more (docs/deploy.md).
 	Replicas int
+	// Namespace prefixes every subject, stream and bucket (docs/deploy.md, Namespaces), so
+	// that deployments sharing a NATS server do not see each other's runs: "" is the default
+	// namespace. Letters a-z, digits, '-' and '_', at most 32.
+	Namespace string
 	// Model, when set (PROVIDER:NAME, such as "openai:gpt-4o-mini"), replaces the model of
 	// every llm and agent step; the provider's key comes from its environment variable, or
 	// from Registry with its base URL.
@@ -187,7 +191,7 @@ type Reins struct {
 // New opens NATS (embedded or at cfg.NATSURL) and starts the engine. Close stops them.
 func New(ctx context.Context, cfg Config) (*Reins, error) {
 	r := &Reins{cfg: cfg, models: map[string]model.Model{}, tools: map[string]tool.Tool{}, handlers: map[string]worker.Handler{}}
-	opts := natsbox.Options{URL: cfg.NATSURL, Token: cfg.Token, DataDir: cfg.DataDir, Listen: cfg.Listen, Logger: cfg.Logger, Replicas: cfg.Replicas}
+	opts := natsbox.Options{URL: cfg.NATSURL, Token: cfg.Token, DataDir: cfg.DataDir, Listen: cfg.Listen, Logger: cfg.Logger, Replicas: cfg.Replicas, Namespace: cfg.Namespace}
 	if cfg.NATSURL == "" && cfg.DataDir == "" {
 		dir, err := os.MkdirTemp("", "reins-")
 		if err != nil {

@@ -48,6 +48,7 @@ type ClientConfig struct {
 // events it publishes and the records they save. It is safe for concurrent use.
 type Client struct {
 	js        jetstream.JetStream
+	names     natsbox.Names // of Box: every stream, bucket and subject the client uses
 	now       func() time.Time
 	principal string
 	may       func(subject string) bool
@@ -64,7 +65,7 @@ type Client struct {
 
 // NewClient returns a client over cfg.Box. It does no I/O until used.
 func NewClient(cfg ClientConfig) *Client {
-	c := &Client{js: cfg.Box.JetStream(), layout: cfg.Box.Layout(), now: cfg.Now, principal: cfg.Principal, may: cfg.May, maxInput: cfg.MaxInputBytes}
+	c := &Client{js: cfg.Box.JetStream(), names: cfg.Box.Names(), layout: cfg.Box.Layout(), now: cfg.Now, principal: cfg.Principal, may: cfg.May, maxInput: cfg.MaxInputBytes}
 	if c.maxInput <= 0 {
 		c.maxInput = wire.DefaultMaxValue
 	}
@@ -88,16 +89,16 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 	var values *natsbox.ObjectValues
 	var index jetstream.KeyValue
 	open := func(ctx context.Context) (err error) {
-		if runs, err = c.js.KeyValue(ctx, natsbox.RunsBucket); err != nil {
+		if runs, err = c.js.KeyValue(ctx, c.names.RunsBucket()); err != nil {
 			return err
 		}
-		if wfs, err = c.js.KeyValue(ctx, natsbox.WorkflowsBucket); err != nil {
+		if wfs, err = c.js.KeyValue(ctx, c.names.WorkflowsBucket()); err != nil {
 			return err
 		}
-		if index, err = c.js.KeyValue(ctx, natsbox.StatusBucket); err != nil {
+		if index, err = c.js.KeyValue(ctx, c.names.StatusBucket()); err != nil {
 			return err
 		}
-		values, err = natsbox.OpenValues(ctx, c.js)
+		values, err = natsbox.OpenValues(ctx, c.js, c.names)
 		return err
 	}
 	err = natsbox.Retry(ctx, open)
@@ -169,7 +170,7 @@ func (c *Client) publish(ctx context.Context, ev *protocol.Event) error {
 	if _, _, err := c.buckets(ctx); err != nil {
 		return err
 	}
-	m, err := outbox.ValuesEventMsg(ctx, c.values, ev, "")
+	m, err := outbox.ValuesEventMsg(ctx, c.names, c.values, ev, "")
 	if err != nil {
 		return err
 	}
@@ -186,12 +187,12 @@ func (c *Client) publish(ctx context.Context, ev *protocol.Event) error {
 // approver's when the principal may not submit. A principal whose roles do not allow it gets
 // ErrForbidden.
 func (c *Client) personSubject(ev *protocol.Event, kind string) (string, error) {
-	subj, err := natsbox.PrincipalSubject(ev.RunID, kind, c.principal)
+	subj, err := c.names.PrincipalSubject(ev.RunID, kind, c.principal)
 	if err != nil || c.may == nil || c.may(subj) {
 		return subj, err
 	}
 	if ev.Type == protocol.EvCancel {
-		if alt, err := natsbox.PrincipalSubject(ev.RunID, natsbox.HumanKind, c.principal); err == nil && c.may(alt) {
+		if alt, err := c.names.PrincipalSubject(ev.RunID, natsbox.HumanKind, c.principal); err == nil && c.may(alt) {
 			return alt, nil
 		}
 	}
@@ -318,7 +319,7 @@ func (c *Client) Query(ctx context.Context, q Query) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	set, err := natsbox.StoredKeys(ctx, c.js, natsbox.StatusBucket, wire.StatusFilter(q.Status, q.Workflow))
+	set, err := natsbox.StoredKeys(ctx, c.js, c.names.StatusBucket(), wire.StatusFilter(q.Status, q.Workflow))
 	if err != nil {
 		return Page{}, fmt.Errorf("client: list runs: %w", err)
 	}
@@ -497,11 +498,11 @@ func (c *Client) Events(ctx context.Context, runID string) ([]protocol.Event, er
 	if _, _, err := c.buckets(ctx); err != nil {
 		return nil, err
 	}
-	filters, err := natsbox.RunEventFilters(runID)
+	filters, err := c.names.RunEventFilters(runID)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	s, err := c.js.Stream(ctx, natsbox.EventsStream)
+	s, err := c.js.Stream(ctx, c.names.EventsStream())
 	if err != nil {
 		return nil, fmt.Errorf("client: events of run %s: %w", runID, err)
 	}
@@ -521,7 +522,7 @@ func (c *Client) Events(ctx context.Context, runID string) ([]protocol.Event, er
 	if err != nil {
 		return nil, fmt.Errorf("client: events of run %s: %w", runID, err)
 	}
-	evs, err := readEvents(ctx, cons, runID, last)
+	evs, err := c.readEvents(ctx, cons, runID, last)
 	if err != nil {
 		return nil, err
 	}
@@ -563,11 +564,11 @@ type Update struct {
 // LastEvent returns the stream sequence of the last event stored for run runID (0: none), for
 // a Follow that shows only what comes after it.
 func (c *Client) LastEvent(ctx context.Context, runID string) (uint64, error) {
-	filters, err := natsbox.RunEventFilters(runID)
+	filters, err := c.names.RunEventFilters(runID)
 	if err != nil {
 		return 0, fmt.Errorf("client: %w", err)
 	}
-	s, err := c.js.Stream(ctx, natsbox.EventsStream)
+	s, err := c.js.Stream(ctx, c.names.EventsStream())
 	if err != nil {
 		return 0, fmt.Errorf("client: events of run %s: %w", runID, err)
 	}
@@ -593,12 +594,12 @@ func (c *Client) Follow(ctx context.Context, runID string) iter.Seq2[Update, err
 			yield(Update{}, err)
 			return
 		}
-		filters, err := natsbox.RunEventFilters(runID)
+		filters, err := c.names.RunEventFilters(runID)
 		if err != nil {
 			yield(Update{}, fmt.Errorf("client: %w", err))
 			return
 		}
-		s, err := c.js.Stream(ctx, natsbox.EventsStream)
+		s, err := c.js.Stream(ctx, c.names.EventsStream())
 		if err != nil {
 			yield(Update{}, fmt.Errorf("client: events of run %s: %w", runID, err))
 			return
@@ -611,7 +612,7 @@ func (c *Client) Follow(ctx context.Context, runID string) iter.Seq2[Update, err
 		recs := make(chan recordOrErr)
 		go pumpRecords(ctx, records, recs)
 		msgs := make(chan seqEvent)
-		go pumpEvents(ctx, cons, runID, msgs)
+		go c.pumpEvents(ctx, cons, runID, msgs)
 		f := follower{c: c, runID: runID, msgs: msgs, yield: yield}
 		for {
 			select {
@@ -704,7 +705,7 @@ type seqEvent struct {
 }
 
 // pumpEvents sends the messages of cons to out until an error, or until ctx is done.
-func pumpEvents(ctx context.Context, cons jetstream.Consumer, runID string, out chan<- seqEvent) {
+func (c *Client) pumpEvents(ctx context.Context, cons jetstream.Consumer, runID string, out chan<- seqEvent) {
 	send := func(m seqEvent) bool {
 		select {
 		case out <- m:
@@ -731,7 +732,7 @@ func pumpEvents(ctx context.Context, cons jetstream.Consumer, runID string, out 
 			return
 		}
 		var ev *protocol.Event
-		if e, err := wire.DecodeEvent(m.Data()); err == nil && e.RunID == runID && senderOK(m.Subject(), e) {
+		if e, err := wire.DecodeEvent(m.Data()); err == nil && e.RunID == runID && c.senderOK(m.Subject(), e) {
 			ev = e
 		}
 		if !send(seqEvent{seq: md.Sequence.Stream, ev: ev}) {
@@ -757,17 +758,17 @@ func lastSequence(ctx context.Context, s jetstream.Stream, filters []string) (ui
 }
 
 // senderOK is sender's ok.
-func senderOK(subject string, ev *protocol.Event) bool {
-	_, _, ok := wire.Sender(subject, ev)
+func (c *Client) senderOK(subject string, ev *protocol.Event) bool {
+	_, _, ok := wire.Sender(c.names, subject, ev)
 	return ok
 }
 
 // readEvents reads the events of run runID from an ordered consumer, up to stream sequence last.
-func readEvents(ctx context.Context, cons jetstream.Consumer, runID string, last uint64) ([]protocol.Event, error) {
+func (c *Client) readEvents(ctx context.Context, cons jetstream.Consumer, runID string, last uint64) ([]protocol.Event, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	msgs := make(chan seqEvent)
-	go pumpEvents(ctx, cons, runID, msgs)
+	go c.pumpEvents(ctx, cons, runID, msgs)
 	evs := []protocol.Event{}
 	for {
 		m := <-msgs

@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/outbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
@@ -321,9 +320,9 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 	if len(tasks) == 0 {
 		return 0, nil
 	}
-	kv, err := c.js.KeyValue(ctx, natsbox.CheckpointsBucket)
+	kv, err := c.js.KeyValue(ctx, c.names.CheckpointsBucket())
 	if err != nil {
-		return 0, fmt.Errorf("client: bucket %s: %w", natsbox.CheckpointsBucket, err)
+		return 0, fmt.Errorf("client: bucket %s: %w", c.names.CheckpointsBucket(), err)
 	}
 	n := 0
 	for _, t := range tasks {
@@ -358,7 +357,7 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 // state has in flight, exactly as the engine does when it decides them (package outbox): same subjects, bodies and
 // message ids.
 func (c *Client) dispatchState(ctx context.Context, runID string, b *wire.Bundle, tasks []*protocol.Task, subs []engine.ChildRun, at time.Time) error {
-	o := &outbox.Outbox{JS: c.js, MaxPayload: int(c.js.Conn().MaxPayload()), Values: c.values}
+	o := &outbox.Outbox{JS: c.js, Names: c.names, MaxPayload: int(c.js.Conn().MaxPayload()), Values: c.values}
 	var msgs []*nats.Msg
 	for _, t := range tasks {
 		m, err := o.TaskMsg(ctx, t, at)

@@ -173,7 +173,9 @@ func mayBe(approvers []string, principal string) bool {
 
 // isAdmin reports whether the client's connection has an admin's permissions: to write run
 // records, which nobody else may.
-func (c *Client) isAdmin() bool { return c.may == nil || c.may("$KV."+natsbox.RunsBucket+".x") }
+func (c *Client) isAdmin() bool {
+	return c.may == nil || c.may(natsbox.KVSubject(c.names.RunsBucket(), "x"))
+}
 
 // awaitVerdicts waits until the run records the engine's verdict on each decision of ids
 // (event id → step) and returns ErrForbidden naming the principal when one was refused. A run

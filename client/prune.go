@@ -113,11 +113,11 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, now time.Ti
 // removeRun removes what is stored of run p: its events, then its record, if it is still at
 // p.rev (false when it changed since it was read), with no purge marker left.
 func (c *Client) removeRun(ctx context.Context, runs jetstream.KeyValue, p pruned) (bool, error) {
-	stream, err := c.js.Stream(ctx, natsbox.EventsStream)
+	stream, err := c.js.Stream(ctx, c.names.EventsStream())
 	if err != nil {
 		return false, err
 	}
-	if filters, err := natsbox.RunEventFilters(p.id); err == nil { // else: no subject, no events
+	if filters, err := c.names.RunEventFilters(p.id); err == nil { // else: no subject, no events
 		for _, f := range filters {
 			if err := stream.Purge(ctx, jetstream.WithPurgeSubject(f)); err != nil {
 				return false, fmt.Errorf("purge its events: %w", err)
@@ -131,7 +131,7 @@ func (c *Client) removeRun(ctx context.Context, runs jetstream.KeyValue, p prune
 	case err != nil:
 		return false, fmt.Errorf("remove its record: %w", err)
 	}
-	return true, c.dropMarker(ctx, natsbox.RunsBucket, p.id)
+	return true, c.dropMarker(ctx, c.names.RunsBucket(), p.id)
 }
 
 // Delete removes run runID for good: its record, events, checkpoints and values, and those of its
@@ -183,9 +183,9 @@ func (c *Client) Delete(ctx context.Context, runID string) error {
 
 // pruneCheckpoints removes the checkpoint keys of the runs gone and returns how many.
 func (c *Client) pruneCheckpoints(ctx context.Context, gone []pruned) (int, error) {
-	kv, err := c.js.KeyValue(ctx, natsbox.CheckpointsBucket)
+	kv, err := c.js.KeyValue(ctx, c.names.CheckpointsBucket())
 	if err != nil {
-		return 0, fmt.Errorf("client: prune: bucket %s: %w", natsbox.CheckpointsBucket, err)
+		return 0, fmt.Errorf("client: prune: bucket %s: %w", c.names.CheckpointsBucket(), err)
 	}
 	ids := map[string]bool{}
 	for _, p := range gone {
@@ -207,7 +207,7 @@ func (c *Client) pruneCheckpoints(ctx context.Context, gone []pruned) (int, erro
 	}
 	// A stream purge of each key's subject, not a KV purge: it leaves no purge marker behind (a
 	// finished run writes no checkpoint again).
-	if err := natsbox.PurgeKeys(ctx, c.js, natsbox.CheckpointsBucket, keys...); err != nil {
+	if err := natsbox.PurgeKeys(ctx, c.js, c.names.CheckpointsBucket(), keys...); err != nil {
 		return 0, fmt.Errorf("client: prune: the checkpoints: %w", err)
 	}
 	return len(keys), nil
@@ -232,7 +232,7 @@ func (c *Client) pruneIndex(ctx context.Context, gone []pruned) error {
 	for _, p := range gone {
 		ids[p.id] = true
 	}
-	keys, err := natsbox.StoredKeys(ctx, c.js, natsbox.StatusBucket, ">")
+	keys, err := natsbox.StoredKeys(ctx, c.js, c.names.StatusBucket(), ">")
 	if err != nil {
 		return fmt.Errorf("client: prune: %w", err)
 	}
@@ -242,7 +242,7 @@ func (c *Client) pruneIndex(ctx context.Context, gone []pruned) error {
 			drop = append(drop, k)
 		}
 	}
-	if err := natsbox.PurgeKeys(ctx, c.js, natsbox.StatusBucket, drop...); err != nil {
+	if err := natsbox.PurgeKeys(ctx, c.js, c.names.StatusBucket(), drop...); err != nil {
 		return fmt.Errorf("client: prune: the status index: %w", err)
 	}
 	return nil

@@ -36,9 +36,9 @@ func (c *Client) Unserved(ctx context.Context, bs *wire.Bundles) ([]string, erro
 
 // served returns KIND.NAME of what the running workers serve.
 func (c *Client) served(ctx context.Context) (map[string]bool, error) {
-	kv, err := c.js.KeyValue(ctx, natsbox.ServedBucket)
+	kv, err := c.js.KeyValue(ctx, c.names.ServedBucket())
 	if err != nil {
-		return nil, fmt.Errorf("client: bucket %s: %w", natsbox.ServedBucket, err)
+		return nil, fmt.Errorf("client: bucket %s: %w", c.names.ServedBucket(), err)
 	}
 	lister, err := kv.ListKeys(ctx)
 	if err != nil {

@@ -37,7 +37,7 @@ func TestStrayMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subj, err := wire.EventSubject(forged)
+	subj, err := wire.EventSubject(natsbox.Names{}, forged)
 	if err != nil {
 		t.Fatal(err)
 	}

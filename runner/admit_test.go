@@ -158,7 +158,7 @@ func (v *env) waitingGate() string {
 // publishOn publishes ev on subject with message id msgID.
 func publishOn(t *testing.T, v *env, subject string, ev *protocol.Event, msgID string) {
 	t.Helper()
-	m, err := outbox.EventMsg(ev, "")
+	m, err := outbox.EventMsg(natsbox.Names{}, ev, "")
 	if err != nil {
 		t.Fatal(err)
 	}

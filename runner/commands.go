@@ -61,7 +61,7 @@ func (e *Engine) carryOut(ctx context.Context, at time.Time, next *entry, cmds [
 // cannot be renewed slows iterations down but loses nothing: it is logged, and tried again.
 func (e *Engine) keep(ctx context.Context, msgs []*nats.Msg) {
 	for _, m := range msgs {
-		if !strings.HasPrefix(m.Subject, natsbox.TaskSubjectPrefix) {
+		if !strings.HasPrefix(m.Subject, e.names.TaskSubjectPrefix()) {
 			continue
 		}
 		if err := e.keeper.Stored(ctx, outbox.MsgSize(m)); err != nil {
@@ -92,7 +92,7 @@ func (e *Engine) finished(ctx context.Context, at time.Time, ent *entry) error {
 	if err := e.out.Publish(ctx, msgs); err != nil {
 		return err
 	}
-	subj, err := natsbox.CancelSubject(run.ID)
+	subj, err := e.names.CancelSubject(run.ID)
 	if err != nil {
 		return permanent(err)
 	}
@@ -105,7 +105,7 @@ func (e *Engine) finished(ctx context.Context, at time.Time, ent *entry) error {
 // deadLetterMsg is the message of a dead task on REINS_DLQ. A task too large to store whole
 // loses its input and texts, as the OmittedHeader says.
 func (e *Engine) deadLetterMsg(t *protocol.Task, reason string) *nats.Msg {
-	subj, err := natsbox.DLQSubject(t.Handler)
+	subj, err := e.names.DLQSubject(t.Handler)
 	if err != nil {
 		e.log.Error("runner: a dead task cannot be stored in the dead-letter queue", "task", t.MsgID, "err", err)
 		return nil
@@ -140,7 +140,7 @@ func (e *Engine) childFinishedMsg(ctx context.Context, run *engine.Run, p *proto
 	if run.Error != nil {
 		ev.Error = run.Error.Message
 	}
-	m, err := outbox.ValuesEventMsg(ctx, e.values, ev, run.ID)
+	m, err := outbox.ValuesEventMsg(ctx, e.names, e.values, ev, run.ID)
 	switch {
 	case errors.Is(err, outbox.ErrStore):
 		return nil, err
@@ -153,7 +153,7 @@ func (e *Engine) childFinishedMsg(ctx context.Context, run *engine.Run, p *proto
 
 // cancelMsg is a cancel event for run runID.
 func (e *Engine) cancelMsg(runID string, at time.Time, reason string) *nats.Msg {
-	m, err := outbox.EventMsg(outbox.CancelEvent(runID, at, reason), "")
+	m, err := outbox.EventMsg(e.names, outbox.CancelEvent(runID, at, reason), "")
 	if err != nil {
 		e.log.Error("runner: a sub-run cannot be cancelled", "run", runID, "err", err)
 		return nil
@@ -163,7 +163,7 @@ func (e *Engine) cancelMsg(runID string, at time.Time, reason string) *nats.Msg 
 
 // publishTick publishes the tick of a schedule command of run runID.
 func (e *Engine) publishTick(runID string, c engine.Command) error {
-	m, err := outbox.EventMsg(outbox.TickEvent(runID, c), "")
+	m, err := outbox.EventMsg(e.names, outbox.TickEvent(runID, c), "")
 	if err != nil {
 		return permanent(err)
 	}

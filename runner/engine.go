@@ -107,6 +107,7 @@ const StopOutputTooLarge = "output_too_large"
 // Engine consumes run events and decides them with package engine. Run it once.
 type Engine struct {
 	box        *natsbox.Box
+	names      natsbox.Names // box.Names(): every stream, bucket and subject of the engine
 	js         jetstream.JetStream
 	log        *slog.Logger
 	ackWait    time.Duration
@@ -177,7 +178,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("runner: Config.ID: %w", err)
 	}
 	e := &Engine{
-		box: cfg.Box, js: cfg.Box.JetStream(), log: cfg.Logger, ackWait: cfg.AckWait, now: cfg.Now,
+		box: cfg.Box, names: cfg.Box.Names(), js: cfg.Box.JetStream(), log: cfg.Logger, ackWait: cfg.AckWait, now: cfg.Now,
 		id: cfg.ID, leaseTTL: cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
 		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
 		roles: cfg.Roles, admit: cfg.Admit, maxOutput: cfg.MaxOutputBytes, maxValue: cfg.MaxValueBytes,
@@ -257,9 +258,9 @@ func (e *Engine) run(ctx context.Context) error {
 		return fmt.Errorf("runner: %w", err)
 	}
 	defer lb.Close()
-	kv, err := lb.JetStream().KeyValue(ctx, natsbox.EnginesBucket)
+	kv, err := lb.JetStream().KeyValue(ctx, e.names.EnginesBucket())
 	if err != nil {
-		return fmt.Errorf("runner: bucket %s: %w", natsbox.EnginesBucket, err)
+		return fmt.Errorf("runner: bucket %s: %w", e.names.EnginesBucket(), err)
 	}
 	e.timers = newTimers(e.now, e.publishTick, e.log)
 	defer e.timers.close()
@@ -271,31 +272,31 @@ func (e *Engine) open(ctx context.Context) error {
 	if err := natsbox.EnsureLayout(ctx, e.js, e.box.Layout()); err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}
-	runs, err := e.js.KeyValue(ctx, natsbox.RunsBucket)
+	runs, err := e.js.KeyValue(ctx, e.names.RunsBucket())
 	if err != nil {
-		return fmt.Errorf("runner: bucket %s: %w", natsbox.RunsBucket, err)
+		return fmt.Errorf("runner: bucket %s: %w", e.names.RunsBucket(), err)
 	}
-	if e.index, err = e.js.KeyValue(ctx, natsbox.StatusBucket); err != nil {
-		return fmt.Errorf("runner: bucket %s: %w", natsbox.StatusBucket, err)
+	if e.index, err = e.js.KeyValue(ctx, e.names.StatusBucket()); err != nil {
+		return fmt.Errorf("runner: bucket %s: %w", e.names.StatusBucket(), err)
 	}
-	wfs, err := e.js.KeyValue(ctx, natsbox.WorkflowsBucket)
+	wfs, err := e.js.KeyValue(ctx, e.names.WorkflowsBucket())
 	if err != nil {
-		return fmt.Errorf("runner: bucket %s: %w", natsbox.WorkflowsBucket, err)
+		return fmt.Errorf("runner: bucket %s: %w", e.names.WorkflowsBucket(), err)
 	}
-	tasks, err := e.js.Stream(ctx, natsbox.TasksStream)
+	tasks, err := e.js.Stream(ctx, e.names.TasksStream())
 	if err != nil {
-		return fmt.Errorf("runner: stream %s: %w", natsbox.TasksStream, err)
+		return fmt.Errorf("runner: stream %s: %w", e.names.TasksStream(), err)
 	}
-	values, err := natsbox.OpenValues(ctx, e.js)
+	values, err := natsbox.OpenValues(ctx, e.js, e.names)
 	if err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}
-	e.runs, e.store, e.keeper = runs, wire.NewStore(wfs), natsbox.NewKeeper(e.js.Conn(), tasks)
+	e.runs, e.store, e.keeper = runs, wire.NewStore(wfs), natsbox.NewKeeper(e.js.Conn(), e.names, tasks)
 	e.values = wire.NewValues(values, 0, e.maxValue)
 	if e.maxPayload == 0 { // set by a test that wants a smaller bound
 		e.maxPayload = int(e.box.MaxPayload())
 	}
-	e.out = &outbox.Outbox{JS: e.js, Values: e.values, MaxPayload: e.maxPayload, Log: e.log}
+	e.out = &outbox.Outbox{JS: e.js, Names: e.names, Values: e.values, MaxPayload: e.maxPayload, Log: e.log}
 	e.legacyEvents(ctx)
 	return nil
 }
@@ -306,7 +307,7 @@ const legacyConsumer = "reins-engine"
 // legacyEvents reports the events that wait on the consumer of layout 1, whose subjects no
 // partition holds: the version that sent them must decide them.
 func (e *Engine) legacyEvents(ctx context.Context) {
-	c, err := e.js.Consumer(ctx, natsbox.EventsStream, legacyConsumer)
+	c, err := e.js.Consumer(ctx, e.names.EventsStream(), legacyConsumer)
 	if err != nil {
 		return
 	}
@@ -374,7 +375,7 @@ func (e *Engine) watchConsumer(ctx context.Context, cons jetstream.Consumer, loo
 		name := cons.CachedInfo().Name
 		switch {
 		case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
-			err = fmt.Errorf("the consumer %s of %s is gone (%w): %w", name, natsbox.EventsStream, jetstream.ErrConsumerDeleted, err)
+			err = fmt.Errorf("the consumer %s of %s is gone (%w): %w", name, e.names.EventsStream(), jetstream.ErrConsumerDeleted, err)
 			e.log.Warn("runner: the consumption of a partition stopped", "consumer", name, "err", err)
 			lost <- err
 			return
@@ -437,7 +438,7 @@ func (e *Engine) consumeError(err error, why chan<- error, look chan<- struct{})
 
 // route hands a message to the shard of its run.
 func (e *Engine) route(p *shards, m jetstream.Msg) {
-	part, _ := natsbox.SubjectPartition(m.Subject()) // the consumer's filter: always one
+	part, _ := e.names.SubjectPartition(m.Subject()) // the consumer's filter: always one
 	e.flight.add(part)
 	select {
 	case <-p.stopping:
@@ -448,7 +449,7 @@ func (e *Engine) route(p *shards, m jetstream.Msg) {
 	// By run: the events people send for a run come on subjects of their own, and must be
 	// decided in order with the run's others. The runs of a partition hash to its share of
 	// the shards: the partition's number is left out of the hash.
-	run, _, _ := strings.Cut(m.Subject()[len("reins.event.NN."):], ".")
+	run, _, _ := strings.Cut(m.Subject()[e.names.EventPrefixLen():], ".")
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(run))
 	sh := p.all[h.Sum32()/natsbox.Partitions%uint32(len(p.all))]
@@ -467,7 +468,7 @@ func (e *Engine) giveBack(m jetstream.Msg) {
 
 // done counts an event of m's partition as settled.
 func (e *Engine) done(m jetstream.Msg) {
-	part, _ := natsbox.SubjectPartition(m.Subject())
+	part, _ := e.names.SubjectPartition(m.Subject())
 	e.flight.done(part)
 }
 

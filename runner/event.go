@@ -113,7 +113,7 @@ func (e *Engine) admitSubject(subject string, ev *protocol.Event) error {
 	if ev.Type == protocol.EvStateTooLarge {
 		return fmt.Errorf("a %s event for run %s came in a message: only the engine makes it", ev.Type, ev.RunID)
 	}
-	kind, principal, ok := wire.Sender(subject, ev)
+	kind, principal, ok := wire.Sender(e.names, subject, ev)
 	if !ok {
 		return fmt.Errorf("the event of run %s came on subject %s", ev.RunID, subject)
 	}
@@ -361,7 +361,7 @@ func (e *Engine) workflowsOf(ctx context.Context, b *wire.Bundle) ([]*workflow.D
 // sub-run failed.
 func (e *Engine) startFailed(ctx context.Context, ev *protocol.Event, why string, err error) (outcome, error) {
 	if p := ev.Parent; p != nil {
-		m, merr := outbox.EventMsg(outbox.CouldNotStart(p, ev.At, why), ev.RunID)
+		m, merr := outbox.EventMsg(e.names, outbox.CouldNotStart(p, ev.At, why), ev.RunID)
 		if merr == nil {
 			if perr := e.out.Publish(ctx, []*nats.Msg{m}); perr != nil {
 				return retry, perr
@@ -498,7 +498,7 @@ func (e *Engine) put(ctx context.Context, id string, data []byte, create bool, r
 	if create {
 		rev, err = e.runs.Create(ctx, id, data)
 	} else {
-		rev, err = natsbox.UpdateKV(ctx, e.js.Conn(), natsbox.RunsBucket, id, data, rev)
+		rev, err = natsbox.UpdateKV(ctx, e.js.Conn(), e.names.RunsBucket(), id, data, rev)
 	}
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):

@@ -58,7 +58,7 @@ func ExampleClient_Start() {
 		ev := wire.Answer(task, protocol.EvCompleted, time.Now())
 		ev.Output, _ = json.Marshal(map[string]string{"greeting": "hello, " + in.Name})
 		data, _ := wire.EncodeEvent(ev)
-		subj, _ := wire.EventSubject(ev)
+		subj, _ := wire.EventSubject(natsbox.Names{}, ev)
 		_, _ = box.JetStream().Publish(ctx, subj, data, jetstream.WithMsgID(wire.EventMsgID(ev, "")))
 		_ = m.Ack()
 	})

@@ -41,7 +41,7 @@ func (e *Engine) indexAfter(ctx context.Context, old, next *entry) {
 		return
 	}
 	run := old.rec.Run
-	if err := natsbox.PurgeKeys(ctx, e.js, natsbox.StatusBucket, wire.StatusKey(run)); err != nil {
+	if err := natsbox.PurgeKeys(ctx, e.js, e.names.StatusBucket(), wire.StatusKey(run)); err != nil {
 		e.log.Warn("runner: a run's old status stays in the index", "run", run.ID, "status", run.Status, "err", err)
 	}
 }
@@ -52,7 +52,7 @@ func (e *Engine) indexAfter(ctx context.Context, old, next *entry) {
 // may be between its index write and its save, and a key that is only stale costs a listing
 // one read.
 func (e *Engine) reindex(ctx context.Context, want map[string]bool) error {
-	have, err := natsbox.StoredKeys(ctx, e.js, natsbox.StatusBucket, ">")
+	have, err := natsbox.StoredKeys(ctx, e.js, e.names.StatusBucket(), ">")
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func (e *Engine) reindex(ctx context.Context, want map[string]bool) error {
 			old = append(old, k)
 		}
 	}
-	if err := natsbox.PurgeKeys(ctx, e.js, natsbox.StatusBucket, old...); err != nil {
+	if err := natsbox.PurgeKeys(ctx, e.js, e.names.StatusBucket(), old...); err != nil {
 		return fmt.Errorf("remove the index keys of an older version: %w", err)
 	}
 	for k := range want {

@@ -114,7 +114,7 @@ func (l *leases) startWatch(ctx context.Context) error {
 		return l.kv.WatchAll(ctx)
 	})
 	if err != nil {
-		return fmt.Errorf("runner: watch %s: %w", natsbox.EnginesBucket, err)
+		return fmt.Errorf("runner: watch %s: %w", l.e.names.EnginesBucket(), err)
 	}
 	l.watch, l.stopWatch = w, stop
 	now := time.Now()
@@ -178,7 +178,7 @@ func (l *leases) round(ctx context.Context, first bool) {
 		return
 	}
 	if l.watchStale(now) {
-		l.e.log.Warn("runner: the watch of the engines shows no heartbeat of this engine: it starts again", "bucket", natsbox.EnginesBucket)
+		l.e.log.Warn("runner: the watch of the engines shows no heartbeat of this engine: it starts again", "bucket", l.e.names.EnginesBucket())
 		if err := l.startWatch(ctx); err != nil {
 			l.e.log.Warn("runner: watch the engines", "err", err)
 		}
@@ -403,26 +403,26 @@ func (e *Engine) partitionConsumer(ctx context.Context, p int, takeover bool) (j
 		AckWait:       e.ackWait,
 		MaxDeliver:    -1,
 		MaxAckPending: maxAckPending,
-		FilterSubject: natsbox.PartitionSubjects(p),
+		FilterSubject: e.names.PartitionSubjects(p),
 	}
-	cons, err := e.js.Consumer(ctx, natsbox.EventsStream, name)
+	cons, err := e.js.Consumer(ctx, e.names.EventsStream(), name)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		return e.js.CreateConsumer(ctx, natsbox.EventsStream, cfg)
+		return e.js.CreateConsumer(ctx, e.names.EventsStream(), cfg)
 	case err != nil:
 		return nil, fmt.Errorf("consumer %s: %w", name, err)
 	case takeover:
 		if floor := cons.CachedInfo().AckFloor.Stream; floor > 0 {
 			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, floor+1
 		}
-		if err := e.js.DeleteConsumer(ctx, natsbox.EventsStream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if err := e.js.DeleteConsumer(ctx, e.names.EventsStream(), name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return nil, fmt.Errorf("consumer %s: %w", name, err)
 		}
-		return e.js.CreateConsumer(ctx, natsbox.EventsStream, cfg)
+		return e.js.CreateConsumer(ctx, e.names.EventsStream(), cfg)
 	case cons.CachedInfo().Config.AckWait != e.ackWait:
 		have := cons.CachedInfo().Config
 		have.AckWait = e.ackWait
-		return e.js.UpdateConsumer(ctx, natsbox.EventsStream, have)
+		return e.js.UpdateConsumer(ctx, e.names.EventsStream(), have)
 	}
 	return cons, nil
 }

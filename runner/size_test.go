@@ -24,7 +24,7 @@ func bigString(n int) string { return strconv.Quote(strings.Repeat("x", n-2)) }
 // testValues is the values' store as a worker of another language would use it.
 func testValues(t testing.TB, v *env) *wire.Values {
 	t.Helper()
-	ov, err := natsbox.OpenValues(v.Ctx, v.Box.JetStream())
+	ov, err := natsbox.OpenValues(v.Ctx, v.Box.JetStream(), v.Box.Names())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,6 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/reins-run/reins/internal/natsbox"
 )
 
 // workflowsKV is natsbox.WorkflowsBucket, opened on first use, so that Bundles works before Run
@@ -16,9 +14,10 @@ import (
 type workflowsKV struct {
 	jetstream.KeyValue
 
-	js jetstream.JetStream
-	mu sync.Mutex
-	kv jetstream.KeyValue
+	js   jetstream.JetStream
+	name string // the namespace's natsbox.WorkflowsBucket
+	mu   sync.Mutex
+	kv   jetstream.KeyValue
 }
 
 func (l *workflowsKV) bucket(ctx context.Context) (jetstream.KeyValue, error) {
@@ -27,9 +26,9 @@ func (l *workflowsKV) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if l.kv != nil {
 		return l.kv, nil
 	}
-	kv, err := l.js.KeyValue(ctx, natsbox.WorkflowsBucket)
+	kv, err := l.js.KeyValue(ctx, l.name)
 	if err != nil {
-		return nil, fmt.Errorf("bucket %s: %w", natsbox.WorkflowsBucket, err)
+		return nil, fmt.Errorf("bucket %s: %w", l.name, err)
 	}
 	l.kv = kv
 	return kv, nil

@@ -279,7 +279,7 @@ func (c *checkpoints) fold(ctx context.Context, kv jetstream.KeyValue, include f
 	if err != nil {
 		return nil, 0, err
 	}
-	missing, err := natsbox.MissingFromLeader(ctx, c.tc.w.js, natsbox.CheckpointsBucket, c.scope+".>", func(key string) bool {
+	missing, err := natsbox.MissingFromLeader(ctx, c.tc.w.js, c.tc.w.names.CheckpointsBucket(), c.scope+".>", func(key string) bool {
 		_, ok := writes[key]
 		return ok
 	})

@@ -475,7 +475,7 @@ func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
 
 // publish stores ev, encoded as data (nil: encode it here), in REINS_EVENTS.
 func (w *Worker) publish(ctx context.Context, ev *protocol.Event, data []byte) error {
-	subject, err := wire.EventSubject(ev)
+	subject, err := wire.EventSubject(w.names, ev)
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,8 @@ const recordTimeout = 10 * time.Second
 // implements the protocol; docs/engine.md says what it guarantees. It is safe for concurrent
 // use, and opens the bucket on first use.
 type Effects struct {
-	js jetstream.JetStream
+	js    jetstream.JetStream
+	names natsbox.Names
 	// ackWait is the worker's AckWait: the default lease is the attempt's timeout plus it.
 	ackWait time.Duration
 	// id names the worker process in the claims it holds.
@@ -56,10 +57,10 @@ type Effects struct {
 func (w *Worker) Effects() *Effects { return w.effects }
 
 // newEffects returns the record of side effects of a worker with AckWait ackWait.
-func newEffects(js jetstream.JetStream, ackWait time.Duration) *Effects {
+func newEffects(js jetstream.JetStream, names natsbox.Names, ackWait time.Duration) *Effects {
 	nonce := make([]byte, 8)
 	_, _ = rand.Read(nonce)
-	return &Effects{js: js, ackWait: ackWait, id: hex.EncodeToString(nonce)}
+	return &Effects{js: js, names: names, ackWait: ackWait, id: hex.EncodeToString(nonce)}
 }
 
 // LeaseFor is the lease of the side effects of an attempt of task t in this worker: held by the
@@ -82,11 +83,11 @@ func (e *Effects) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if e.kv != nil {
 		return e.kv, nil
 	}
-	kv, err := e.js.KeyValue(ctx, natsbox.EffectsBucket)
+	kv, err := e.js.KeyValue(ctx, e.names.EffectsBucket())
 	if err != nil {
-		return nil, fmt.Errorf("bucket %s: %w", natsbox.EffectsBucket, err)
+		return nil, fmt.Errorf("bucket %s: %w", e.names.EffectsBucket(), err)
 	}
-	values, err := natsbox.OpenValues(ctx, e.js)
+	values, err := natsbox.OpenValues(ctx, e.js, e.names)
 	if err != nil {
 		return nil, err
 	}

@@ -49,7 +49,7 @@ type settledTask struct {
 // values is the values' store, to read back what goes by reference.
 func (e *env) values(t testing.TB) *wire.Values {
 	t.Helper()
-	ov, err := natsbox.OpenValues(testCtx(t), e.js)
+	ov, err := natsbox.OpenValues(testCtx(t), e.js, natsbox.Names{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func (e *env) publish(t *protocol.Task) {
 // publishAs dispatches t with the message id msgID ("" for none).
 func (e *env) publishAs(t *protocol.Task, msgID string) {
 	e.t.Helper()
-	subject, err := wire.TaskSubject(t)
+	subject, err := wire.TaskSubject(natsbox.Names{}, t)
 	if err != nil {
 		e.t.Fatal(err)
 	}

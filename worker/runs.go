@@ -9,16 +9,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/reins-run/reins/internal/natsbox"
 )
 
 // errRunEnded is the cause of the cancellation of a handler's context when its run ends.
 var errRunEnded = fmt.Errorf("the run ended: %w", context.Canceled)
 
 const (
-	// cancelPrefix is natsbox.CancelSubject without the run id.
-	cancelPrefix = "reins.cancel."
 	// flushTimeout bounds the wait for the server to confirm the cancel subscription.
 	flushTimeout = 10 * time.Second
 )
@@ -120,20 +116,21 @@ func (r *runTable) remember(run string) { r.ended.put(run, time.Now()) }
 // listenCancels subscribes to the ends of runs; the returned function unsubscribes.
 func (w *Worker) listenCancels(ctx context.Context) (func(), error) {
 	nc := w.box.Conn()
-	sub, err := nc.Subscribe(natsbox.CancelSubjects, func(m *nats.Msg) {
-		run := strings.TrimPrefix(m.Subject, cancelPrefix)
+	prefix := w.names.CancelSubjectPrefix()
+	sub, err := nc.Subscribe(w.names.CancelSubjects(), func(m *nats.Msg) {
+		run := strings.TrimPrefix(m.Subject, prefix)
 		if n := w.runs.end(run); n > 0 {
 			w.log.Info("worker: run ended; its running tasks are cancelled", "run", run, "tasks", n)
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("worker: subscribe to %s: %w", natsbox.CancelSubjects, err)
+		return nil, fmt.Errorf("worker: subscribe to %s: %w", w.names.CancelSubjects(), err)
 	}
 	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
 	defer cancel()
 	if err := nc.FlushWithContext(fctx); err != nil { // the server has the subscription before Ready
 		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("worker: subscribe to %s: %w", natsbox.CancelSubjects, err)
+		return nil, fmt.Errorf("worker: subscribe to %s: %w", w.names.CancelSubjects(), err)
 	}
 	return func() { _ = sub.Unsubscribe() }, nil
 }

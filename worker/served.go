@@ -66,9 +66,9 @@ func (w *Worker) servedKeys(handlers map[string]Handler) []string {
 // announce writes keys now and every natsbox.ServedEvery until stop is closed, then removes
 // them. A failed write is logged: it costs a client's warning, nothing of a run.
 func (w *Worker) announce(ctx context.Context, keys []string) (func(), error) {
-	kv, err := w.js.KeyValue(ctx, natsbox.ServedBucket)
+	kv, err := w.js.KeyValue(ctx, w.names.ServedBucket())
 	if err != nil {
-		return nil, fmt.Errorf("worker: bucket %s: %w", natsbox.ServedBucket, err)
+		return nil, fmt.Errorf("worker: bucket %s: %w", w.names.ServedBucket(), err)
 	}
 	put := func(ctx context.Context) error {
 		for _, k := range keys {

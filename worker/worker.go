@@ -69,10 +69,11 @@ type Handler func(tc TaskContext) error
 
 // Worker serves the tasks of the handlers registered with Handle. Create it with New.
 type Worker struct {
-	box *natsbox.Box
-	js  jetstream.JetStream
-	log *slog.Logger
-	now func() time.Time
+	box   *natsbox.Box
+	names natsbox.Names // box.Names(): every stream, bucket and subject of the worker
+	js    jetstream.JetStream
+	log   *slog.Logger
+	now   func() time.Time
 	// answered holds the tasks this worker answered lately (answeredSet).
 	answered    *answeredSet
 	ackWait     time.Duration
@@ -114,6 +115,9 @@ type NATS struct {
 	TLSCert, TLSKey, TLSCA string
 	// Name is the connection's name as the server shows it; "" means "reins-worker".
 	Name string
+	// Namespace is the deployment's namespace (natsbox.NewNames): the worker takes the tasks
+	// of the engines in the same namespace only. "" is the default namespace.
+	Namespace string
 }
 
 // Connect connects to the server cfg.NATS names and returns a Worker on that connection, which
@@ -131,7 +135,7 @@ func Connect(ctx context.Context, cfg Config) (*Worker, error) {
 		n.Name = "reins-worker"
 	}
 	box, err := natsbox.Open(ctx, natsbox.Options{URL: n.URL, Token: n.Token, CredsFile: n.CredsFile, NKeyFile: n.NKeyFile,
-		TLSCert: n.TLSCert, TLSKey: n.TLSKey, TLSCA: n.TLSCA, Name: n.Name, Logger: cfg.Logger})
+		TLSCert: n.TLSCert, TLSKey: n.TLSKey, TLSCA: n.TLSCA, Name: n.Name, Namespace: n.Namespace, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
@@ -158,6 +162,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w := &Worker{
 		box:         cfg.Box,
+		names:       cfg.Box.Names(),
 		js:          cfg.Box.JetStream(),
 		log:         cfg.Logger,
 		now:         cfg.Now,
@@ -175,8 +180,8 @@ func New(cfg Config) (*Worker, error) {
 	if w.now == nil {
 		w.now = time.Now
 	}
-	w.bundles = wire.NewStore(&workflowsKV{js: w.js})
-	w.effects = newEffects(w.js, w.ackWait)
+	w.bundles = wire.NewStore(&workflowsKV{js: w.js, name: w.names.WorkflowsBucket()})
+	w.effects = newEffects(w.js, w.names, w.ackWait)
 	return w, nil
 }
 
@@ -241,7 +246,7 @@ func checkName(name string) error {
 	if err := natsbox.CheckHandler(name); err != nil {
 		return fmt.Errorf("worker: Handle: handler name: %w", err)
 	}
-	if s, _ := natsbox.TaskSubject(name); s == natsbox.KeeperSubject {
+	if name == natsbox.KeeperHandler {
 		return fmt.Errorf("worker: Handle: handler name %q is reserved: it holds the task stream's keeper message", name)
 	}
 	if strings.ContainsAny(name, `/\`) {
@@ -274,10 +279,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := natsbox.EnsureLayout(ctx, w.js, w.box.Layout()); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	if w.ckv, err = w.js.KeyValue(ctx, natsbox.CheckpointsBucket); err != nil {
-		return fmt.Errorf("worker: checkpoints bucket %s: %w", natsbox.CheckpointsBucket, err)
+	if w.ckv, err = w.js.KeyValue(ctx, w.names.CheckpointsBucket()); err != nil {
+		return fmt.Errorf("worker: checkpoints bucket %s: %w", w.names.CheckpointsBucket(), err)
 	}
-	values, err := natsbox.OpenValues(ctx, w.js)
+	values, err := natsbox.OpenValues(ctx, w.js, w.names)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -365,11 +370,11 @@ func (w *Worker) consumers(ctx context.Context, handlers map[string]Handler) (ma
 }
 
 func (w *Worker) consumer(ctx context.Context, name string) (jetstream.Consumer, error) {
-	subject, err := natsbox.TaskSubject(name)
+	subject, err := w.names.TaskSubject(name)
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	c, err := w.js.CreateOrUpdateConsumer(ctx, natsbox.TasksStream, jetstream.ConsumerConfig{
+	c, err := w.js.CreateOrUpdateConsumer(ctx, w.names.TasksStream(), jetstream.ConsumerConfig{
 		Durable:       consumerName(name),
 		Description:   "reins worker of handler " + name,
 		FilterSubject: subject,
@@ -379,7 +384,7 @@ func (w *Worker) consumer(ctx context.Context, name string) (jetstream.Consumer,
 		MaxDeliver:    -1,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("worker: consumer %s on %s: %w", consumerName(name), natsbox.TasksStream, err)
+		return nil, fmt.Errorf("worker: consumer %s on %s: %w", consumerName(name), w.names.TasksStream(), err)
 	}
 	return c, nil
 }

@@ -63,13 +63,17 @@ type reached struct {
 // the run, which needs the engine). When reins serve runs on the data directory, or with
 // --nats, it connects to that server (natsFlags.open) instead.
 func reach(ctx context.Context, nf *natsFlags, listen string, bc func() (builtin.Config, error), log *slog.Logger) (*reached, error) {
+	names, err := nf.names()
+	if err != nil {
+		return nil, err
+	}
 	if nf.url == "" {
 		cfg, err := bc()
 		if err != nil {
 			return nil, err
 		}
 		r, err := reins.New(context.WithoutCancel(ctx), reins.Config{DataDir: nf.data, Listen: listen,
-			Model: cfg.Model, Registry: cfg.Registry, Logger: log, SaveWindow: -1})
+			Model: cfg.Model, Registry: cfg.Registry, Logger: log, SaveWindow: -1, Namespace: names.Namespace()})
 		if err == nil {
 			if err = r.StartWorkers(ctx); err != nil {
 				r.Close()
@@ -83,7 +87,7 @@ func reach(ctx context.Context, nf *natsFlags, listen string, bc func() (builtin
 	}
 	box, err := nf.open(ctx, listen, log)
 	if err != nil {
-		return nil, &exitError{code: exitFailed, err: err}
+		return nil, asExit(err, exitFailed)
 	}
 	if box.Embedded() { // reins serve stopped meanwhile: nothing would run the engine here
 		box.Close()

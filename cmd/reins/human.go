@@ -240,15 +240,20 @@ func printWaiting(w io.Writer, res protocol.Result, where string) {
 }
 
 // where is what a suggested command needs to reach the server of nf: --nats URL, or --data DIR
-// when it is not the default.
+// when it is not the default, and --namespace NAME when given as a flag (one from the
+// environment is there for the next command too).
 func (nf *natsFlags) where() string {
+	ns := ""
+	if nf.namespace != "" {
+		ns = " --namespace " + shellWord(nf.namespace)
+	}
 	switch {
 	case nf.url != "":
-		return " --nats " + shellWord(natsbox.RedactURL(nf.url))
+		return " --nats " + shellWord(natsbox.RedactURL(nf.url)) + ns
 	case nf.data != "" && nf.data != ".reins":
-		return " --data " + shellWord(nf.data)
+		return " --data " + shellWord(nf.data) + ns
 	}
-	return ""
+	return ns
 }
 
 // shellWord is s as one word of a POSIX shell: as it is when it has only safe characters, else

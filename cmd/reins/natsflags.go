@@ -30,6 +30,9 @@ type natsFlags struct {
 	tlsCert, tlsKey, ca string
 	data                string
 	token               string
+	// namespace is --namespace (default $REINS_NAMESPACE): the prefix of every subject,
+	// stream and bucket (natsbox.NewNames).
+	namespace string
 	// replicas is --replicas (serve and worker): the layout's replicas (natsbox.Options).
 	replicas int
 	// auth judges the tokens of other processes when this command runs the embedded server
@@ -39,6 +42,10 @@ type natsFlags struct {
 
 // tokenEnv is the environment variable of a client's token (shared/spec/server.md).
 const tokenEnv = "REINS_TOKEN"
+
+// namespaceEnv is the environment variable of --namespace's default, so that a tenant's shell
+// names its namespace once.
+const namespaceEnv = "REINS_NAMESPACE"
 
 func (f *natsFlags) add(cmd *cobra.Command) { f.addTo(cmd.Flags()) }
 
@@ -54,6 +61,7 @@ func (f *natsFlags) addNamed(fl *pflag.FlagSet, dataFlag string) {
 	fl.StringVar(&f.tlsCert, "nats-tls-cert", "", "a client certificate `FILE` (external server)")
 	fl.StringVar(&f.tlsKey, "nats-tls-key", "", "the client certificate's key `FILE` (external server)")
 	fl.StringVar(&f.ca, "nats-tls-ca", "", "a `FILE` of CA certificates the external server's certificate must chain to")
+	fl.StringVar(&f.namespace, "namespace", "", "the `NAME` prefixing every subject, stream and bucket, so that deployments share a NATS server without seeing each other (default $"+namespaceEnv+"; none: the default namespace)")
 	fl.StringVar(&f.token, "token", "", "the `TOKEN` that identifies you to the server (default $"+tokenEnv+"; on the server's machine, --"+dataFlag+" finds the admin's)")
 }
 
@@ -70,13 +78,50 @@ func (f *natsFlags) clientToken() string {
 	return strings.TrimSpace(os.Getenv(tokenEnv))
 }
 
+// names returns the namespace's names: --namespace, else $REINS_NAMESPACE. A bad name is a
+// usage error.
+func (f *natsFlags) names() (natsbox.Names, error) {
+	ns := f.namespace
+	if ns == "" {
+		ns = strings.TrimSpace(os.Getenv(namespaceEnv))
+	}
+	n, err := natsbox.NewNames(ns)
+	if err != nil {
+		return natsbox.Names{}, &exitError{code: exitUsage, err: fmt.Errorf("--namespace: %w", err)}
+	}
+	return n, nil
+}
+
+// asExit is err as the exit error it carries, else as one with status code: a usage error
+// found while opening NATS stays one.
+func asExit(err error, code int) *exitError {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee
+	}
+	return &exitError{code: code, err: err}
+}
+
+// namespaceAttr is the namespace of box as log attributes: none for the default namespace, so
+// that a default deployment logs what it always did.
+func namespaceAttr(box *natsbox.Box) []any {
+	if ns := box.Names().Namespace(); ns != "" {
+		return []any{"namespace", ns}
+	}
+	return nil
+}
+
 // open opens the server the flags name. Embedded, with listen "" (in-process) unless given; when
 // the data directory is in use by `reins serve`, it connects to that server instead, using the
 // URL serve wrote; Box.Embedded says which of the two happened.
 func (f *natsFlags) open(ctx context.Context, listen string, log *slog.Logger) (*natsbox.Box, error) {
+	names, err := f.names()
+	if err != nil {
+		return nil, err
+	}
 	opts := natsbox.Options{
 		URL: f.url, CredsFile: f.creds, NKeyFile: f.nkey, TLSCert: f.tlsCert, TLSKey: f.tlsKey, TLSCA: f.ca, Logger: log,
-		Replicas: f.replicas,
+		Replicas: f.replicas, Namespace: names.Namespace(),
 	}
 	if f.url != "" {
 		opts.Token = f.clientToken()

@@ -54,7 +54,7 @@ func withClient(ctx context.Context, nf *natsFlags, f func(*client.Client) error
 	}
 	box, err := nf.open(ctx, "", slog.New(slog.DiscardHandler))
 	if err != nil {
-		return &exitError{code: exitFailed, err: err}
+		return asExit(err, exitFailed)
 	}
 	defer box.Close()
 	if box.Embedded() {

@@ -103,7 +103,7 @@ after every decision, as reins run does.`,
 			}
 			box, err := nf.open(ctx, l, log)
 			if err != nil {
-				return &exitError{code: exitFailed, err: err}
+				return asExit(err, exitFailed)
 			}
 			defer box.Close()
 			if !box.Embedded() && nf.url == "" {
@@ -142,7 +142,7 @@ after every decision, as reins run does.`,
 				where = "in-process"
 			}
 			stopRetention := retain(ctx, box, retention, log)
-			log.Info("reins serving", "nats", where, "builtin_workers", !noWorker)
+			log.Info("reins serving", append([]any{"nats", where, "builtin_workers", !noWorker}, namespaceAttr(box)...)...)
 			err = h.Wait(ctx)
 			stopRetention()
 			if err != nil {

@@ -49,7 +49,7 @@ worker dies is redelivered to another after --ack-wait.`,
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			box, err := nf.open(ctx, "", log)
 			if err != nil {
-				return &exitError{code: exitFailed, err: err}
+				return asExit(err, exitFailed)
 			}
 			defer box.Close()
 			if box.Embedded() {
@@ -65,7 +65,7 @@ worker dies is redelivered to another after --ack-wait.`,
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			log.Info("reins worker serving", "nats", box.Conn().ConnectedUrlRedacted(), "handlers", handlers)
+			log.Info("reins worker serving", append([]any{"nats", box.Conn().ConnectedUrlRedacted(), "handlers", handlers}, namespaceAttr(box)...)...)
 			if err := h.Wait(ctx); err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}

@@ -207,7 +207,7 @@ func CheckpointGrowth(b B) {
 	var gapFirst, gapLast, appFirst, appLast time.Duration
 	b.ResetTimer()
 	for range b.Loops() {
-		kv, err := s.box.JetStream().KeyValue(ctx, natsbox.CheckpointsBucket)
+		kv, err := s.box.JetStream().KeyValue(ctx, s.box.Names().CheckpointsBucket())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -313,7 +313,7 @@ func watchRuns(b B, s *stack, n int, ok func(*client.Record) bool) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	kv, err := s.box.JetStream().KeyValue(ctx, natsbox.RunsBucket)
+	kv, err := s.box.JetStream().KeyValue(ctx, s.box.Names().RunsBucket())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/host"
@@ -76,7 +74,7 @@ func AgentLong(b B) {
 	var m longMeter
 	b.ResetTimer()
 	for range b.Loops() {
-		m.run(b, h.Box().JetStream(), c, bs)
+		m.run(b, h.Box(), c, bs)
 	}
 	b.StopTimer()
 	m.report(b)
@@ -99,7 +97,7 @@ type longMeter struct {
 }
 
 // run runs the agent once and samples it at iterations 100, 200, 900 and its end.
-func (m *longMeter) run(b B, js jetstream.JetStream, c *client.Client, bs *wire.Bundles) {
+func (m *longMeter) run(b B, box *natsbox.Box, c *client.Client, bs *wire.Bundles) {
 	ctx := context.Background()
 	id, err := c.Start(ctx, bs, json.RawMessage(`null`), "")
 	if err != nil {
@@ -119,7 +117,7 @@ func (m *longMeter) run(b B, js jetstream.JetStream, c *client.Client, bs *wire.
 			continue
 		}
 		if want[ev.Iteration] || ev.Type == protocol.EvCompleted {
-			samples = append(samples, sample(b, js, ev.Iteration))
+			samples = append(samples, sample(b, box, ev.Iteration))
 		}
 	}
 	if len(samples) != 4 || samples[3].iteration != longIterations {
@@ -130,9 +128,10 @@ func (m *longMeter) run(b B, js jetstream.JetStream, c *client.Client, bs *wire.
 	m.mu.Unlock()
 }
 
-func sample(b B, js jetstream.JetStream, iteration int) longSample {
+func sample(b B, box *natsbox.Box, iteration int) longSample {
 	ctx := context.Background()
-	kv, err := js.KeyValue(ctx, natsbox.CheckpointsBucket)
+	js := box.JetStream()
+	kv, err := js.KeyValue(ctx, box.Names().CheckpointsBucket())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -140,7 +139,7 @@ func sample(b B, js jetstream.JetStream, iteration int) longSample {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := js.Stream(ctx, natsbox.EventsStream)
+	s, err := js.Stream(ctx, box.Names().EventsStream())
 	if err != nil {
 		b.Fatal(err)
 	}

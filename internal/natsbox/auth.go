@@ -50,73 +50,30 @@ const (
 )
 
 // PrincipalSubject returns the subject on which principal publishes an event of kind
-// (SubmitKind or HumanKind) for run runID: "reins.event.NN.RUN.KIND.PRINCIPAL".
+// (SubmitKind or HumanKind) for run runID in the default namespace:
+// "reins.event.NN.RUN.KIND.PRINCIPAL".
 func PrincipalSubject(runID, kind, principal string) (string, error) {
-	subj, err := EventSubject(runID)
-	if err != nil {
-		return "", err
-	}
-	if kind != SubmitKind && kind != HumanKind {
-		return "", fmt.Errorf("natsbox: %q is not a kind of principal subject (%s, %s)", kind, SubmitKind, HumanKind)
-	}
-	if err := CheckToken(principal); err != nil {
-		return "", fmt.Errorf("natsbox: principal %q: %w", principal, err)
-	}
-	return subj + "." + kind + "." + principal, nil
+	return Names{}.PrincipalSubject(runID, kind, principal)
 }
 
-// ParseEventSubject splits the subject of an event of REINS_EVENTS: the run id, and for an
-// event a principal published, its kind and the principal. ok is false for any other shape,
-// and for a run id in another partition than its own (a forged subject).
+// ParseEventSubject is Names.ParseEventSubject in the default namespace.
 func ParseEventSubject(subject string) (runID, kind, principal string, ok bool) {
-	// Without strings.Split: the engine parses the subject of every event it decides.
-	rest, found := strings.CutPrefix(subject, eventPrefix)
-	if !found {
-		return "", "", "", false
-	}
-	part, rest, found := strings.Cut(rest, ".")
-	if !found {
-		return "", "", "", false
-	}
-	run, rest, more := strings.Cut(rest, ".")
-	if run == "" || part != PartitionToken(Partition(run)) {
-		return "", "", "", false
-	}
-	if !more {
-		return run, "", "", true
-	}
-	kind, who, ok := strings.Cut(rest, ".")
-	if !ok || who == "" || strings.Contains(who, ".") || kind != SubmitKind && kind != HumanKind {
-		return "", "", "", false
-	}
-	return run, kind, who, true
+	return Names{}.ParseEventSubject(subject)
 }
 
-// SubjectPartition returns the partition of an event's subject ("reins.event.NN. …"), and
-// false for a subject of another shape.
-func SubjectPartition(subject string) (int, bool) {
-	rest, found := strings.CutPrefix(subject, eventPrefix)
-	if !found || len(rest) < 3 || rest[2] != '.' || rest[0] < '0' || rest[0] > '9' || rest[1] < '0' || rest[1] > '9' {
-		return 0, false
-	}
-	p := int(rest[0]-'0')*10 + int(rest[1]-'0')
-	return p, p < Partitions
-}
+// SubjectPartition is Names.SubjectPartition in the default namespace.
+func SubjectPartition(subject string) (int, bool) { return Names{}.SubjectPartition(subject) }
 
-// RunEventFilters are the subject filters of every event of run runID: the engine's and
-// workers', and those principals published.
-func RunEventFilters(runID string) ([]string, error) {
-	subj, err := EventSubject(runID)
-	if err != nil {
-		return nil, err
-	}
-	return []string{subj, subj + ".>"}, nil
-}
+// RunEventFilters is Names.RunEventFilters in the default namespace.
+func RunEventFilters(runID string) ([]string, error) { return Names{}.RunEventFilters(runID) }
 
-// Permissions returns the NATS permissions of id: the union of its roles' (nil, everything,
-// for the engine and admin). A role it does not know grants nothing beyond what every
-// connection may: ask who it is, and reach its replies.
-func Permissions(id Identity) *Perms {
+// Permissions is Names.Permissions in the default namespace.
+func Permissions(id Identity) *Perms { return Names{}.Permissions(id) }
+
+// Permissions returns the NATS permissions of id in namespace n: the union of its roles' (nil,
+// everything, for the engine and admin). A role it does not know grants nothing beyond what
+// every connection may: ask who it is, and reach its replies.
+func (n Names) Permissions(id Identity) *Perms {
 	if id.Has(RoleEngine) || id.Has(RoleAdmin) {
 		return nil
 	}
@@ -135,47 +92,47 @@ func Permissions(id Identity) *Perms {
 	reader := id.Has(RoleViewer) || id.Has(RoleSubmitter) || id.Has(RoleApprover)
 	if reader || id.Has(RoleWorker) {
 		add(&pub, "$JS.API.STREAM.INFO.*", "$JS.FC.>")
-		add(&pub, kvRead(WorkflowsBucket)...)
-		add(&pub, objRead(ValuesBucket)...)
+		add(&pub, kvRead(n.WorkflowsBucket())...)
+		add(&pub, objRead(n.ValuesBucket())...)
 	}
 	if reader {
-		add(&pub, kvRead(RunsBucket)...)
-		add(&pub, kvWatch(RunsBucket)...)
-		add(&pub, kvRead(StatusBucket)...)
-		add(&pub, kvWatch(StatusBucket)...)
-		add(&pub, kvWatch(ServedBucket)...)
-		add(&pub, "$JS.API.CONSUMER.CREATE."+EventsStream+".>", "$JS.API.CONSUMER.DELETE."+EventsStream+".*",
-			"$JS.API.CONSUMER.INFO."+EventsStream+".*", "$JS.API.CONSUMER.MSG.NEXT."+EventsStream+".*",
-			"$JS.API.DIRECT.GET."+EventsStream+".>", "$JS.API.STREAM.MSG.GET."+EventsStream)
+		add(&pub, kvRead(n.RunsBucket())...)
+		add(&pub, kvWatch(n.RunsBucket())...)
+		add(&pub, kvRead(n.StatusBucket())...)
+		add(&pub, kvWatch(n.StatusBucket())...)
+		add(&pub, kvWatch(n.ServedBucket())...)
+		add(&pub, "$JS.API.CONSUMER.CREATE."+n.EventsStream()+".>", "$JS.API.CONSUMER.DELETE."+n.EventsStream()+".*",
+			"$JS.API.CONSUMER.INFO."+n.EventsStream()+".*", "$JS.API.CONSUMER.MSG.NEXT."+n.EventsStream()+".*",
+			"$JS.API.DIRECT.GET."+n.EventsStream()+".>", "$JS.API.STREAM.MSG.GET."+n.EventsStream())
 	}
 	if id.Has(RoleSubmitter) {
-		add(&pub, "$KV."+WorkflowsBucket+".>", "reins.event.*.*."+SubmitKind+"."+id.Name)
-		add(&pub, objWrite(ValuesBucket)...) // run inputs too large for a message
+		add(&pub, "$KV."+n.WorkflowsBucket()+".>", n.subject+"reins.event.*.*."+SubmitKind+"."+id.Name)
+		add(&pub, objWrite(n.ValuesBucket())...) // run inputs too large for a message
 	}
 	if id.Has(RoleApprover) {
-		add(&pub, "reins.event.*.*."+HumanKind+"."+id.Name)
+		add(&pub, n.subject+"reins.event.*.*."+HumanKind+"."+id.Name)
 	}
 	if id.Has(RoleWorker) {
-		add(&pub, "reins.event.*.*",
-			"$JS.API.CONSUMER.CREATE."+TasksStream+".>", "$JS.API.CONSUMER.INFO."+TasksStream+".*",
-			"$JS.API.CONSUMER.MSG.NEXT."+TasksStream+".*", "$JS.ACK."+TasksStream+".>",
-			"$JS.API.DIRECT.GET."+TasksStream+".>", "$JS.API.STREAM.MSG.GET."+TasksStream,
-			"$KV."+CheckpointsBucket+".>", "$KV."+EffectsBucket+".>", "$KV."+ServedBucket+".>")
-		add(&pub, objWrite(ValuesBucket)...)
-		add(&pub, kvRead(CheckpointsBucket)...)
-		add(&pub, kvWatch(CheckpointsBucket)...)
-		add(&pub, kvRead(EffectsBucket)...)
-		add(&pub, kvWatch(EffectsBucket)...)
-		add(&sub, CancelSubjects)
+		add(&pub, n.subject+"reins.event.*.*",
+			"$JS.API.CONSUMER.CREATE."+n.TasksStream()+".>", "$JS.API.CONSUMER.INFO."+n.TasksStream()+".*",
+			"$JS.API.CONSUMER.MSG.NEXT."+n.TasksStream()+".*", "$JS.ACK."+n.TasksStream()+".>",
+			"$JS.API.DIRECT.GET."+n.TasksStream()+".>", "$JS.API.STREAM.MSG.GET."+n.TasksStream(),
+			"$KV."+n.CheckpointsBucket()+".>", "$KV."+n.EffectsBucket()+".>", "$KV."+n.ServedBucket()+".>")
+		add(&pub, objWrite(n.ValuesBucket())...)
+		add(&pub, kvRead(n.CheckpointsBucket())...)
+		add(&pub, kvWatch(n.CheckpointsBucket())...)
+		add(&pub, kvRead(n.EffectsBucket())...)
+		add(&pub, kvWatch(n.EffectsBucket())...)
+		add(&sub, n.CancelSubjects())
 	}
 	// The engine's consumers of REINS_EVENTS are the engine's alone: whoever may create ordered
 	// consumers on the stream may not create, change or remove one of their names.
 	var deny []string
 	for p := range Partitions {
 		name := EngineConsumerPrefix + PartitionToken(p)
-		deny = append(deny, "$JS.API.CONSUMER.CREATE."+EventsStream+"."+name,
-			"$JS.API.CONSUMER.CREATE."+EventsStream+"."+name+".>",
-			"$JS.API.CONSUMER.DELETE."+EventsStream+"."+name)
+		deny = append(deny, "$JS.API.CONSUMER.CREATE."+n.EventsStream()+"."+name,
+			"$JS.API.CONSUMER.CREATE."+n.EventsStream()+"."+name+".>",
+			"$JS.API.CONSUMER.DELETE."+n.EventsStream()+"."+name)
 	}
 	return &Perms{PublishAllow: pub, PublishDeny: deny, SubscribeAllow: sub}
 }
@@ -211,8 +168,8 @@ func objWrite(bucket string) []string {
 }
 
 // authenticate is the embedded server's verdict on a client's token: a Box's own token is the
-// engine's; any other is auth's to judge, with the permissions of its roles.
-func authenticate(own string, auth Authenticator) func(token string) (string, *Perms, bool) {
+// engine's; any other is auth's to judge, with the permissions of its roles in namespace names.
+func authenticate(own string, auth Authenticator, names Names) func(token string) (string, *Perms, bool) {
 	return func(token string) (string, *Perms, bool) {
 		var id Identity
 		switch {
@@ -226,7 +183,7 @@ func authenticate(own string, auth Authenticator) func(token string) (string, *P
 		default:
 			return "", nil, false
 		}
-		return id.Name, Permissions(id), true
+		return id.Name, names.Permissions(id), true
 	}
 }
 

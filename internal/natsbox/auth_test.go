@@ -299,7 +299,7 @@ func TestParseEventSubject(t *testing.T) {
 func TestValuesByRole(t *testing.T) {
 	b := served(t)
 	ctx := testCtx(t)
-	own, err := OpenValues(ctx, b.JetStream())
+	own, err := OpenValues(ctx, b.JetStream(), Names{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestValuesByRole(t *testing.T) {
 	} {
 		c := open(t, Options{URL: b.ClientURL(), Token: tok})
 		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		vals, err := OpenValues(rctx, c.JetStream())
+		vals, err := OpenValues(rctx, c.JetStream(), Names{})
 		var getErr, putErr error = err, err
 		if err == nil {
 			var data []byte

@@ -8,8 +8,9 @@
 // cluster (credentials, TLS, reconnection), the layout: the names, subjects and configurations
 // of the TASKS, EVENTS and DLQ streams and of the reins_runs, reins_checkpoints, reins_workflows
 // and reins_effects buckets, created idempotently by EnsureLayout, with the keeper message of the
-// task stream that Keeper renews as tasks are published, and the mechanics of a publish on the
-// hot path (Publish, UpdateKV).
+// task stream that Keeper renews as tasks are published, the names of all of them in a namespace
+// (Names: Options.Namespace prefixes them, so that deployments share a server), and the
+// mechanics of a publish on the hot path (Publish, UpdateKV).
 //
 // It must not hold engine logic: it never decides what to publish, consumes messages, creates
 // consumers or reads run state. It imports no other reins package.
@@ -76,6 +77,10 @@ type Options struct {
 	// for (Box.Layout, EnsureLayout): 0 takes what exists, and 1 for what it creates. More than 1
 	// needs a clustered external server; the embedded server refuses it.
 	Replicas int
+	// Namespace prefixes every subject, stream and bucket of the Box's layout (NewNames), so
+	// that deployments and tenants share a server without seeing each other: "" is the default
+	// namespace, today's names. The embedded server grants its clients' roles in this namespace.
+	Namespace string
 }
 
 // String shows the options with the token and the user information of URLs hidden, so that
@@ -85,8 +90,8 @@ func (o Options) String() string {
 	if o.Token != "" {
 		token = "xxxxx"
 	}
-	return fmt.Sprintf("{DataDir:%s Listen:%s Authenticate:%t Token:%s URL:%s CredsFile:%s NKeyFile:%s TLSCert:%s TLSKey:%s TLSCA:%s Name:%s}",
-		o.DataDir, o.Listen, o.Authenticate != nil, token, RedactURL(o.URL), o.CredsFile, o.NKeyFile, o.TLSCert, o.TLSKey, o.TLSCA, o.Name)
+	return fmt.Sprintf("{DataDir:%s Listen:%s Authenticate:%t Token:%s URL:%s CredsFile:%s NKeyFile:%s TLSCert:%s TLSKey:%s TLSCA:%s Name:%s Namespace:%s}",
+		o.DataDir, o.Listen, o.Authenticate != nil, token, RedactURL(o.URL), o.CredsFile, o.NKeyFile, o.TLSCert, o.TLSKey, o.TLSCA, o.Name, o.Namespace)
 }
 
 // GoString is String, for %#v.
@@ -124,6 +129,7 @@ type Box struct {
 	log       *slog.Logger
 	external  Options // the options of an external connection, for Connect
 	replicas  int     // Options.Replicas
+	names     Names   // Options.Namespace
 
 	closed    chan struct{} // closed by the connection's closed handler
 	closeOnce sync.Once
@@ -151,28 +157,35 @@ func Open(ctx context.Context, opts Options) (*Box, error) {
 	if opts.Replicas < 0 {
 		return nil, fmt.Errorf("natsbox: Replicas is %d: want 0 (what exists, 1 when new) or more", opts.Replicas)
 	}
+	names, err := NewNames(opts.Namespace)
+	if err != nil {
+		return nil, err
+	}
 	var b *Box
-	var err error
 	if opts.URL == "" {
 		if opts.Replicas > 1 {
 			return nil, fmt.Errorf("natsbox: %d replicas need a NATS cluster of at least %d servers; the embedded server is one: pass --nats with the cluster's URLs, or 1 replica", opts.Replicas, opts.Replicas)
 		}
-		b, err = openEmbedded(ctx, opts, log)
+		b, err = openEmbedded(ctx, opts, names, log)
 	} else {
 		b, err = openExternal(ctx, opts, log)
 	}
 	if err != nil {
 		return nil, err
 	}
-	b.replicas = opts.Replicas
+	b.replicas, b.names = opts.Replicas, names
 	return b, nil
 }
 
+// Names returns the names of the Box's namespace (Options.Namespace): every stream, bucket and
+// subject its processes use.
+func (b *Box) Names() Names { return b.names }
+
 // Layout is the layout this Box's processes ensure (EnsureLayout): Options.Replicas, and
 // mismatches reported to the Box's logger.
-func (b *Box) Layout() Layout { return Layout{Replicas: b.replicas, Logger: b.log} }
+func (b *Box) Layout() Layout { return Layout{Names: b.names, Replicas: b.replicas, Logger: b.log} }
 
-func openEmbedded(ctx context.Context, opts Options, log *slog.Logger) (*Box, error) {
+func openEmbedded(ctx context.Context, opts Options, names Names, log *slog.Logger) (*Box, error) {
 	switch {
 	case opts.CredsFile != "" || opts.NKeyFile != "" || opts.TLSCert != "" || opts.TLSKey != "" || opts.TLSCA != "":
 		return nil, errors.New("natsbox: credentials and TLS options apply to an external server only: set URL, or leave them empty for the embedded server")
@@ -210,7 +223,7 @@ func openEmbedded(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 	srv, err := startServer(ctx, ServerConfig{
 		Name: EmbeddedServerName, StoreDir: opts.DataDir, // the server stores under StoreDir/jetstream
 		Host: host, Port: port, DontListen: opts.Listen == "",
-		Auth:   authenticate(own, opts.Authenticate),
+		Auth:   authenticate(own, opts.Authenticate, names),
 		Logger: log.With("component", "nats-server"), Debug: log.Enabled(ctx, slog.LevelDebug),
 		Ready: wait,
 	})
@@ -361,10 +374,10 @@ func (b *Box) Connect(ctx context.Context, name string) (*Box, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.replicas = b.replicas
+		c.replicas, c.names = b.replicas, b.names
 		return c, nil
 	}
-	c := &Box{log: b.log, clientURL: b.clientURL, closed: make(chan struct{}), replicas: b.replicas, inproc: b.inproc, ownToken: b.ownToken}
+	c := &Box{log: b.log, clientURL: b.clientURL, closed: make(chan struct{}), replicas: b.replicas, names: b.names, inproc: b.inproc, ownToken: b.ownToken}
 	nc, err := nats.Connect("", append(c.connOptions(name), nats.InProcessServer(b.inproc), nats.Token(b.ownToken))...)
 	if err != nil {
 		return nil, fmt.Errorf("natsbox: connect to the embedded server: %w", err)

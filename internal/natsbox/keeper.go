@@ -26,6 +26,7 @@ const (
 // stream holds one keeper, in a recent block. Safe for concurrent use.
 type Keeper struct {
 	nc    *nats.Conn
+	names Names
 	tasks jetstream.Stream
 
 	count    atomic.Int64 // tasks since the last renewal
@@ -33,9 +34,9 @@ type Keeper struct {
 	renewing atomic.Bool  // one renewal at a time: the others skip theirs
 }
 
-// NewKeeper returns the Keeper of tasks (the REINS_TASKS stream) publishing on nc.
-func NewKeeper(nc *nats.Conn, tasks jetstream.Stream) *Keeper {
-	return &Keeper{nc: nc, tasks: tasks}
+// NewKeeper returns the Keeper of tasks (the task stream of names) publishing on nc.
+func NewKeeper(nc *nats.Conn, names Names, tasks jetstream.Stream) *Keeper {
+	return &Keeper{nc: nc, names: names, tasks: tasks}
 }
 
 // Stored records a task of size bytes stored in REINS_TASKS and renews the keeper message when
@@ -60,12 +61,12 @@ func (k *Keeper) Stored(ctx context.Context, size int) error {
 // Renew publishes a new keeper message, which the file store writes into its current block,
 // then purges the keeper messages before it.
 func (k *Keeper) Renew(ctx context.Context) error {
-	m := &nats.Msg{Subject: KeeperSubject, Data: []byte(keeperText)}
+	m := &nats.Msg{Subject: k.names.KeeperSubject(), Data: []byte(keeperText)}
 	if _, err := Publish(ctx, k.nc, m); err != nil {
-		return fmt.Errorf("natsbox: stream %s: renew the keeper message: %w", TasksStream, err)
+		return fmt.Errorf("natsbox: stream %s: renew the keeper message: %w", k.names.TasksStream(), err)
 	}
-	if err := k.tasks.Purge(ctx, jetstream.WithPurgeSubject(KeeperSubject), jetstream.WithPurgeKeep(1)); err != nil {
-		return fmt.Errorf("natsbox: stream %s: purge the older keeper messages: %w", TasksStream, err)
+	if err := k.tasks.Purge(ctx, jetstream.WithPurgeSubject(k.names.KeeperSubject()), jetstream.WithPurgeKeep(1)); err != nil {
+		return fmt.Errorf("natsbox: stream %s: purge the older keeper messages: %w", k.names.TasksStream(), err)
 	}
 	return nil
 }

@@ -34,7 +34,7 @@ func TestKeeperRenewal(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			keeper := NewKeeper(box.Conn(), stream)
+			keeper := NewKeeper(box.Conn(), Names{}, stream)
 			subject := taskSubject(t, "loop")
 			cons, err := js.CreateOrUpdateConsumer(ctx, TasksStream, jetstream.ConsumerConfig{
 				Durable: "loop", FilterSubject: subject, AckPolicy: jetstream.AckExplicitPolicy,

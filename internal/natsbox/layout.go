@@ -92,6 +92,9 @@ const (
 
 // Layout tunes the streams and buckets EnsureLayout creates. The zero value is the default layout.
 type Layout struct {
+	// Names are the names of the namespace whose streams and buckets are made; the zero value
+	// is the default namespace's.
+	Names Names
 	// Replicas of every stream, KV bucket and object store. 0 keeps what exists and creates
 	// with 1. N raises what has fewer to N and never lowers what has more: an operator who
 	// scaled a stream up keeps it, and EnsureLayout reports it (Logger). Only a clustered
@@ -172,9 +175,10 @@ func subject(prefix, kind, token string) (string, error) {
 // TaskSubjectPrefix begins the subject of every message of REINS_TASKS.
 const TaskSubjectPrefix = "reins.task."
 
-// TaskSubject returns the subject of the tasks of handler: "reins.task.HANDLER". A handler name
-// may have dots ("payments.charge"): each part between them must be a token (CheckToken).
-func TaskSubject(handler string) (string, error) { return handlerSubject(TaskSubjectPrefix, handler) }
+// TaskSubject returns the subject of the tasks of handler in the default namespace:
+// "reins.task.HANDLER". A handler name may have dots ("payments.charge"): each part between them
+// must be a token (CheckToken).
+func TaskSubject(handler string) (string, error) { return Names{}.TaskSubject(handler) }
 
 // CheckHandler reports whether handler can name a handler: one or more tokens (CheckToken)
 // separated by dots.
@@ -216,27 +220,27 @@ func Partition(runID string) int {
 // PartitionToken returns the subject token of partition p: two decimal digits.
 func PartitionToken(p int) string { return string([]byte{'0' + byte(p/10), '0' + byte(p%10)}) }
 
-// PartitionSubjects returns the subject filter of the events of partition p:
-// "reins.event.NN.>".
-func PartitionSubjects(p int) string { return eventPrefix + PartitionToken(p) + ".>" }
+// PartitionSubjects returns the subject filter of the events of partition p in the default
+// namespace: "reins.event.NN.>".
+func PartitionSubjects(p int) string { return Names{}.PartitionSubjects(p) }
 
-const eventPrefix = "reins.event."
+const (
+	eventPrefix  = "reins.event."
+	dlqPrefix    = "reins.dlq."
+	cancelPrefix = "reins.cancel."
+)
 
-// EventSubject returns the subject of the events of run runID: "reins.event.NN.RUNID", NN its
-// partition.
-func EventSubject(runID string) (string, error) {
-	if err := checkToken(runID); err != nil {
-		return "", fmt.Errorf("natsbox: run id %w", err)
-	}
-	return eventPrefix + PartitionToken(Partition(runID)) + "." + runID, nil
-}
+// EventSubject returns the subject of the events of run runID in the default namespace:
+// "reins.event.NN.RUNID", NN its partition.
+func EventSubject(runID string) (string, error) { return Names{}.EventSubject(runID) }
 
-// DLQSubject returns the subject of the dead tasks of handler: "reins.dlq.HANDLER".
-func DLQSubject(handler string) (string, error) { return handlerSubject("reins.dlq.", handler) }
+// DLQSubject returns the subject of the dead tasks of handler in the default namespace:
+// "reins.dlq.HANDLER".
+func DLQSubject(handler string) (string, error) { return Names{}.DLQSubject(handler) }
 
-// CancelSubject returns the subject on which the end of run runID is announced:
-// "reins.cancel.RUNID".
-func CancelSubject(runID string) (string, error) { return subject("reins.cancel.", "run id", runID) }
+// CancelSubject returns the subject on which the end of run runID is announced in the default
+// namespace: "reins.cancel.RUNID".
+func CancelSubject(runID string) (string, error) { return Names{}.CancelSubject(runID) }
 
 // EnsureLayout creates the streams and buckets of the layout, or updates them to l. It is
 // idempotent and safe to run from several processes at once. An existing stream of the same name
@@ -266,7 +270,7 @@ func EnsureLayout(ctx context.Context, js jetstream.JetStream, l Layout) error {
 		return err
 	}
 	r.log(l.Logger)
-	return retryTimeouts(ctx, placementGrace, func() error { return ensureKeeper(ctx, js) })
+	return retryTimeouts(ctx, placementGrace, func() error { return ensureKeeper(ctx, js, l.Names) })
 }
 
 // replicaReport decides the replicas of each stream and bucket (Layout.Replicas) and notes
@@ -385,26 +389,29 @@ func noPeers(err error) bool {
 // loop that wait was most of an iteration (BENCHMARKS.md, the keeper message). EnsureLayout
 // publishes the first keeper message; the engine renews it as the stream moves on to new
 // blocks (Keeper).
-const KeeperSubject = TaskSubjectPrefix + "reins-keep"
+const KeeperSubject = TaskSubjectPrefix + KeeperHandler
+
+// KeeperHandler is the handler name of KeeperSubject, which no handler may take.
+const KeeperHandler = "reins-keep"
 
 const keeperText = "keeps the task stream's last block from ever being empty"
 
 // ensureKeeper publishes the keeper message unless the stream has one. Two processes starting
 // at once may both publish one; that is harmless.
-func ensureKeeper(ctx context.Context, js jetstream.JetStream) error {
-	s, err := js.Stream(ctx, TasksStream)
+func ensureKeeper(ctx context.Context, js jetstream.JetStream, n Names) error {
+	s, err := js.Stream(ctx, n.TasksStream())
 	if err != nil {
-		return fmt.Errorf("natsbox: stream %s: %w", TasksStream, err)
+		return fmt.Errorf("natsbox: stream %s: %w", n.TasksStream(), err)
 	}
-	_, err = s.GetLastMsgForSubject(ctx, KeeperSubject)
+	_, err = s.GetLastMsgForSubject(ctx, n.KeeperSubject())
 	switch {
 	case err == nil:
 		return nil
 	case !errors.Is(err, jetstream.ErrMsgNotFound):
-		return fmt.Errorf("natsbox: stream %s: read the keeper message: %w", TasksStream, err)
+		return fmt.Errorf("natsbox: stream %s: read the keeper message: %w", n.TasksStream(), err)
 	}
-	if _, err := js.Publish(ctx, KeeperSubject, []byte(keeperText)); err != nil {
-		return fmt.Errorf("natsbox: stream %s: publish the keeper message: %w", TasksStream, err)
+	if _, err := js.Publish(ctx, n.KeeperSubject(), []byte(keeperText)); err != nil {
+		return fmt.Errorf("natsbox: stream %s: publish the keeper message: %w", n.TasksStream(), err)
 	}
 	return nil
 }
@@ -448,27 +455,27 @@ func metadata() map[string]string { return map[string]string{MetadataKey: Layout
 func (l Layout) streams(maxMsg int32) []jetstream.StreamConfig {
 	l = l.withDefaults()
 	return []jetstream.StreamConfig{{
-		Name:        TasksStream,
+		Name:        l.Names.TasksStream(),
 		Description: "reins tasks: one message per unit of work, removed when a worker acks it",
-		Subjects:    []string{TaskSubjects},
+		Subjects:    []string{l.Names.TaskSubjects()},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Duplicates:  l.Duplicates,
 		MaxMsgSize:  maxMsg,
 		Metadata:    metadata(),
 	}, {
-		Name:        EventsStream,
+		Name:        l.Names.EventsStream(),
 		Description: "reins run events",
-		Subjects:    []string{EventSubjects},
+		Subjects:    []string{l.Names.EventSubjects()},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		Duplicates:  l.Duplicates,
 		MaxMsgSize:  maxMsg,
 		Metadata:    metadata(),
 	}, {
-		Name:        DLQStream,
+		Name:        l.Names.DLQStream(),
 		Description: "reins dead tasks: attempts exhausted",
-		Subjects:    []string{DLQSubjects},
+		Subjects:    []string{l.Names.DLQSubjects()},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		Duplicates:  l.Duplicates,
@@ -482,44 +489,44 @@ func (l Layout) streams(maxMsg int32) []jetstream.StreamConfig {
 func (l Layout) buckets() []jetstream.KeyValueConfig {
 	l = l.withDefaults()
 	return []jetstream.KeyValueConfig{{
-		Bucket:      RunsBucket,
+		Bucket:      l.Names.RunsBucket(),
 		Description: "reins run state, written with compare-and-set on the revision",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Metadata:    metadata(),
 	}, {
-		Bucket:      StatusBucket,
+		Bucket:      l.Names.StatusBucket(),
 		Description: "reins run ids by status",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Metadata:    metadata(),
 	}, {
-		Bucket:      ServedBucket,
+		Bucket:      l.Names.ServedBucket(),
 		Description: "reins: what the running workers serve",
 		History:     1,
 		TTL:         ServedTTL,
 		Storage:     jetstream.FileStorage,
 		Metadata:    metadata(),
 	}, {
-		Bucket:      CheckpointsBucket,
+		Bucket:      l.Names.CheckpointsBucket(),
 		Description: "reins worker checkpoints",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Metadata:    metadata(),
 	}, {
-		Bucket:      WorkflowsBucket,
+		Bucket:      l.Names.WorkflowsBucket(),
 		Description: "reins workflow definitions by hash",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Metadata:    metadata(),
 	}, {
-		Bucket:      EnginesBucket,
+		Bucket:      l.Names.EnginesBucket(),
 		Description: "reins: the engines running and the partitions each consumes",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Metadata:    metadata(),
 	}, {
-		Bucket:      EffectsBucket,
+		Bucket:      l.Names.EffectsBucket(),
 		Description: "reins recorded results of side-effecting tool calls",
 		History:     1,
 		TTL:         l.EffectsMaxAge,
@@ -532,7 +539,7 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 func (l Layout) objectStore() jetstream.ObjectStoreConfig {
 	l = l.withDefaults()
 	return jetstream.ObjectStoreConfig{
-		Bucket:      ValuesBucket,
+		Bucket:      l.Names.ValuesBucket(),
 		Description: "reins values too large to travel inline, by run and digest",
 		Storage:     jetstream.FileStorage,
 		Metadata:    metadata(),

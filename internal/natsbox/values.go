@@ -26,17 +26,19 @@ var (
 
 // ObjectValues keeps values in ValuesBucket (it implements wire.ValueStore).
 type ObjectValues struct {
-	js  jetstream.JetStream
-	obs jetstream.ObjectStore
+	js     jetstream.JetStream
+	obs    jetstream.ObjectStore
+	bucket string // names.ValuesBucket()
 }
 
-// OpenValues binds to ValuesBucket (EnsureLayout created it).
-func OpenValues(ctx context.Context, js jetstream.JetStream) (*ObjectValues, error) {
-	obs, err := js.ObjectStore(ctx, ValuesBucket)
+// OpenValues binds to the object store of values of names (EnsureLayout created it).
+func OpenValues(ctx context.Context, js jetstream.JetStream, names Names) (*ObjectValues, error) {
+	bucket := names.ValuesBucket()
+	obs, err := js.ObjectStore(ctx, bucket)
 	if err != nil {
-		return nil, fmt.Errorf("natsbox: object store %s: %w", ValuesBucket, err)
+		return nil, fmt.Errorf("natsbox: object store %s: %w", bucket, err)
 	}
-	return &ObjectValues{js: js, obs: obs}, nil
+	return &ObjectValues{js: js, obs: obs, bucket: bucket}, nil
 }
 
 // PutValue stores data under name unless an object of that name exists: names are digests of
@@ -47,10 +49,10 @@ func (o *ObjectValues) PutValue(ctx context.Context, name string, data []byte) e
 	case err == nil && info.Size == uint64(len(data)):
 		return nil
 	case err != nil && !errors.Is(err, jetstream.ErrObjectNotFound):
-		return fmt.Errorf("natsbox: object store %s: %s: %w", ValuesBucket, name, err)
+		return fmt.Errorf("natsbox: object store %s: %s: %w", o.bucket, name, err)
 	}
 	if _, err := o.obs.PutBytes(ctx, name, data); err != nil {
-		return fmt.Errorf("natsbox: object store %s: store %s (%d bytes): %w", ValuesBucket, name, len(data), err)
+		return fmt.Errorf("natsbox: object store %s: store %s (%d bytes): %w", o.bucket, name, len(data), err)
 	}
 	return nil
 }
@@ -61,11 +63,11 @@ func (o *ObjectValues) GetValue(ctx context.Context, name string, max int64) ([]
 	info, err := o.obs.GetInfo(ctx, name)
 	switch {
 	case errors.Is(err, jetstream.ErrObjectNotFound):
-		return nil, fmt.Errorf("natsbox: object store %s: %s: %w", ValuesBucket, name, ErrNoValue)
+		return nil, fmt.Errorf("natsbox: object store %s: %s: %w", o.bucket, name, ErrNoValue)
 	case err != nil:
-		return nil, fmt.Errorf("natsbox: object store %s: %s: %w", ValuesBucket, name, err)
+		return nil, fmt.Errorf("natsbox: object store %s: %s: %w", o.bucket, name, err)
 	case info.Size > uint64(max):
-		return nil, fmt.Errorf("natsbox: object store %s: %s is %d bytes, more than %d: %w", ValuesBucket, name, info.Size, max, ErrValueChanged)
+		return nil, fmt.Errorf("natsbox: object store %s: %s is %d bytes, more than %d: %w", o.bucket, name, info.Size, max, ErrValueChanged)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		// Without a deadline the library gives the whole read its API timeout (5 s): a large
@@ -79,7 +81,7 @@ func (o *ObjectValues) GetValue(ctx context.Context, name string, max int64) ([]
 		err = fmt.Errorf("%w: %w", ErrValueChanged, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("natsbox: object store %s: read %s: %w", ValuesBucket, name, err)
+		return nil, fmt.Errorf("natsbox: object store %s: read %s: %w", o.bucket, name, err)
 	}
 	return data, nil
 }
@@ -104,11 +106,11 @@ func (o *ObjectValues) DeleteValues(ctx context.Context, of func(runID string) b
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("natsbox: object store %s: list: %w", ValuesBucket, err)
+		return 0, fmt.Errorf("natsbox: object store %s: list: %w", o.bucket, err)
 	}
-	s, err := o.js.Stream(ctx, "OBJ_"+ValuesBucket)
+	s, err := o.js.Stream(ctx, "OBJ_"+o.bucket)
 	if err != nil {
-		return 0, fmt.Errorf("natsbox: object store %s: %w", ValuesBucket, err)
+		return 0, fmt.Errorf("natsbox: object store %s: %w", o.bucket, err)
 	}
 	n := 0
 	for _, info := range infos {
@@ -116,9 +118,9 @@ func (o *ObjectValues) DeleteValues(ctx context.Context, of func(runID string) b
 		if i < 0 || !of(info.Name[:i]) {
 			continue
 		}
-		for _, subj := range []string{"$O." + ValuesBucket + ".C." + info.NUID, "$O." + ValuesBucket + ".M." + base64.URLEncoding.EncodeToString([]byte(info.Name))} {
+		for _, subj := range []string{"$O." + o.bucket + ".C." + info.NUID, "$O." + o.bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(info.Name))} {
 			if err := s.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
-				return n, fmt.Errorf("natsbox: object store %s: remove %s: %w", ValuesBucket, info.Name, err)
+				return n, fmt.Errorf("natsbox: object store %s: remove %s: %w", o.bucket, info.Name, err)
 			}
 		}
 		n++

@@ -61,7 +61,7 @@ func TestGetValueSlowerThanTheAPITimeout(t *testing.T) {
 	ctx := testCtx(t)
 	b := open(t, Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Authenticate: testAuth})
 	ensure(t, b.JetStream())
-	own, err := OpenValues(ctx, b.JetStream())
+	own, err := OpenValues(ctx, b.JetStream(), Names{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestGetValueSlowerThanTheAPITimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	far, err := OpenValues(ctx, js)
+	far, err := OpenValues(ctx, js, Names{})
 	if err != nil {
 		t.Fatal(err)
 	}

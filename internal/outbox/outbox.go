@@ -29,6 +29,8 @@ const PublishTimeout = 10 * time.Second
 // Outbox builds and publishes messages on one connection.
 type Outbox struct {
 	JS jetstream.JetStream
+	// Names are the namespace's subjects the messages go on.
+	Names natsbox.Names
 	// Values stores the large values of tasks and events by reference.
 	Values *wire.Values
 	// MaxPayload is the server's message limit: a task or a start past it is answered by a
@@ -42,7 +44,7 @@ type Outbox struct {
 // be sent is answered by a permanent failure instead, on the run's own subject. The error is
 // that of the values' store, worth trying again.
 func (o *Outbox) TaskMsg(ctx context.Context, t *protocol.Task, at time.Time) (*nats.Msg, error) {
-	subj, err := wire.TaskSubject(t)
+	subj, err := wire.TaskSubject(o.Names, t)
 	if err != nil {
 		return o.undeliverable(t, at, fmt.Sprintf("the task for step %s cannot be sent: %v", wire.TaskKey(t), err)), nil
 	}
@@ -64,7 +66,7 @@ func (o *Outbox) TaskMsg(ctx context.Context, t *protocol.Task, at time.Time) (*
 func (o *Outbox) undeliverable(t *protocol.Task, at time.Time, why string) *nats.Msg {
 	ev := wire.Answer(t, protocol.EvFailed, at)
 	ev.Permanent, ev.Error = true, why
-	m, err := EventMsg(ev, "")
+	m, err := EventMsg(o.Names, ev, "")
 	if err != nil {
 		o.log().Error("outbox: a task cannot be sent nor answered", "task", t.MsgID, "why", why, "err", err)
 		return nil
@@ -89,7 +91,7 @@ func (o *Outbox) StartChildMsg(ctx context.Context, runID string, b *wire.Bundle
 	}
 	ev := &protocol.Event{RunID: c.RunID, Type: protocol.EvStart, At: at, Input: c.Input, Item: -1,
 		Workflow: hash, Parent: ParentOf(runID, c)}
-	m, err := ValuesEventMsg(ctx, o.Values, ev, "")
+	m, err := ValuesEventMsg(ctx, o.Names, o.Values, ev, "")
 	switch {
 	case errors.Is(err, ErrStore):
 		return nil, err
@@ -104,7 +106,7 @@ func (o *Outbox) StartChildMsg(ctx context.Context, runID string, b *wire.Bundle
 
 // childFailedMsg tells run runID that its sub-run c failed before it started.
 func (o *Outbox) childFailedMsg(runID string, c *engine.ChildRun, at time.Time, why string) *nats.Msg {
-	m, err := EventMsg(CouldNotStart(ParentOf(runID, c), at, why), c.RunID)
+	m, err := EventMsg(o.Names, CouldNotStart(ParentOf(runID, c), at, why), c.RunID)
 	if err != nil {
 		o.log().Error("outbox: a sub-run cannot start and its parent cannot be told", "run", c.RunID, "why", why, "err", err)
 		return nil
@@ -177,17 +179,18 @@ var ErrStore = errors.New("the values' store failed")
 
 // ValuesEventMsg is EventMsg for an event that may carry large values (an input, an output):
 // they are stored by reference.
-func ValuesEventMsg(ctx context.Context, values *wire.Values, ev *protocol.Event, child string) (*nats.Msg, error) {
+func ValuesEventMsg(ctx context.Context, n natsbox.Names, values *wire.Values, ev *protocol.Event, child string) (*nats.Msg, error) {
 	out, err := values.OutEvent(ctx, ev)
 	if err != nil {
 		return nil, fmt.Errorf("event for run %s: %w: %w", ev.RunID, ErrStore, err)
 	}
-	return EventMsg(out, child)
+	return EventMsg(n, out, child)
 }
 
-// EventMsg is the message of ev (child: the sub-run a child_finished event is about).
-func EventMsg(ev *protocol.Event, child string) (*nats.Msg, error) {
-	subj, err := wire.EventSubject(ev)
+// EventMsg is the message of ev in namespace n (child: the sub-run a child_finished event is
+// about).
+func EventMsg(n natsbox.Names, ev *protocol.Event, child string) (*nats.Msg, error) {
+	subj, err := wire.EventSubject(n, ev)
 	if err != nil {
 		return nil, err
 	}

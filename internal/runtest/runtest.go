@@ -170,7 +170,7 @@ func (v *Env) StreamMsgs(name string) uint64 {
 // PublishEvent publishes ev on js with msgID ("" for its own id), as a worker or the engine
 // would.
 func PublishEvent(ctx context.Context, t testing.TB, js jetstream.JetStream, ev *protocol.Event, msgID string) {
-	subj, err := wire.EventSubject(ev)
+	subj, err := wire.EventSubject(natsbox.Names{}, ev)
 	if err != nil {
 		t.Error(err)
 		return
@@ -225,11 +225,11 @@ type Worker struct {
 // Worker returns the stand-in worker of handler.
 func (v *Env) Worker(handler string) *Worker {
 	v.T.Helper()
-	subj, err := natsbox.TaskSubject(handler)
+	subj, err := v.Box.Names().TaskSubject(handler)
 	if err != nil {
 		v.T.Fatal(err)
 	}
-	cons, err := v.Box.JetStream().CreateOrUpdateConsumer(v.Ctx, natsbox.TasksStream, jetstream.ConsumerConfig{
+	cons, err := v.Box.JetStream().CreateOrUpdateConsumer(v.Ctx, v.Box.Names().TasksStream(), jetstream.ConsumerConfig{
 		Durable: "test-" + strings.NewReplacer(".", "_").Replace(handler), FilterSubject: subj,
 		AckPolicy: jetstream.AckExplicitPolicy,
 	})

@@ -161,12 +161,12 @@ func Nonce() string {
 	return hex.EncodeToString(b)
 }
 
-// Sender sets what the subject of ev's message says of its sender, as the engine reads it: a
+// Sender sets what the subject of ev's message (in namespace n) says of its sender, as the engine reads it: a
 // person's event is by the principal whose subject it came on. It returns the subject's kind
 // ("" for engines and workers) and principal; ok false for a subject no event of the run can
 // come on.
-func Sender(subject string, ev *protocol.Event) (kind, principal string, ok bool) {
-	runID, kind, principal, ok := natsbox.ParseEventSubject(subject)
+func Sender(n natsbox.Names, subject string, ev *protocol.Event) (kind, principal string, ok bool) {
+	runID, kind, principal, ok := n.ParseEventSubject(subject)
 	if !ok || runID != ev.RunID {
 		return "", "", false
 	}

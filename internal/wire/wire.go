@@ -53,8 +53,8 @@ func CheckRunID(id string) error {
 	return nil
 }
 
-// TaskSubject is the subject of a task: natsbox.TaskSubject(t.Handler).
-func TaskSubject(t *protocol.Task) (string, error) { return natsbox.TaskSubject(t.Handler) }
+// TaskSubject is the subject of a task in namespace n: n.TaskSubject(t.Handler).
+func TaskSubject(n natsbox.Names, t *protocol.Task) (string, error) { return n.TaskSubject(t.Handler) }
 
 // Tasks and events are decoded by decodeTaskFast and decodeEventFast (fast.go), and what they do
 // not take by go-json-experiment's v1 package: encoding/json's semantics (what the engine and
@@ -107,8 +107,10 @@ func DecodeEvent(data []byte) (*protocol.Event, error) {
 	return &ev, nil
 }
 
-// EventSubject is the subject of an event: natsbox.EventSubject(ev.RunID).
-func EventSubject(ev *protocol.Event) (string, error) { return natsbox.EventSubject(ev.RunID) }
+// EventSubject is the subject of an event in namespace n: n.EventSubject(ev.RunID).
+func EventSubject(n natsbox.Names, ev *protocol.Event) (string, error) {
+	return n.EventSubject(ev.RunID)
+}
 
 // Answer returns the event a worker publishes to answer task t: typ completed, continued,
 // waiting, failed or timed_out, addressed like the task (its Resume included: the engine takes

@@ -44,15 +44,15 @@ func TestTaskRoundTrip(t *testing.T) {
 		}
 	}
 	want := sampleTask()
-	subj, err := wire.TaskSubject(want)
+	subj, err := wire.TaskSubject(natsbox.Names{}, want)
 	if err != nil || subj != "reins.task."+protocol.HandlerAgent {
 		t.Errorf("TaskSubject = %q, %v", subj, err)
 	}
-	if subj, err := wire.TaskSubject(&protocol.Task{Handler: "payments.charge"}); err != nil || subj != "reins.task.payments.charge" {
+	if subj, err := wire.TaskSubject(natsbox.Names{}, &protocol.Task{Handler: "payments.charge"}); err != nil || subj != "reins.task.payments.charge" {
 		t.Errorf("TaskSubject(payments.charge) = %q, %v: a dotted handler names a subject of several tokens", subj, err)
 	}
 	for _, h := range []string{"a..b", "a.", "a b", "a*"} {
-		if _, err := wire.TaskSubject(&protocol.Task{Handler: h}); err == nil {
+		if _, err := wire.TaskSubject(natsbox.Names{}, &protocol.Task{Handler: h}); err == nil {
 			t.Errorf("TaskSubject accepted handler %q, which cannot name a subject", h)
 		}
 	}
@@ -128,13 +128,13 @@ func TestEventRoundTrip(t *testing.T) {
 			if !eventEqual(got, want) {
 				t.Errorf("decoded %+v\nwant %+v", got, want)
 			}
-			subj, err := wire.EventSubject(want)
+			subj, err := wire.EventSubject(natsbox.Names{}, want)
 			if err != nil || subj != "reins.event.11.r-1" {
 				t.Errorf("EventSubject = %q, %v", subj, err)
 			}
 		})
 	}
-	if _, err := wire.EventSubject(&protocol.Event{RunID: "a b"}); err == nil {
+	if _, err := wire.EventSubject(natsbox.Names{}, &protocol.Event{RunID: "a b"}); err == nil {
 		t.Error("EventSubject accepted run id \"a b\"")
 	}
 }

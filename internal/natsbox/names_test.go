@@ -1,0 +1,236 @@
+package natsbox
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// names lists what a Names says, by what it is, so that the table of TestNewNames compares all
+// of it at once.
+func names(t *testing.T, n Names) map[string]string {
+	t.Helper()
+	must := func(s string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	return map[string]string{
+		"tasks": n.TasksStream(), "events": n.EventsStream(), "dlq": n.DLQStream(),
+		"runs": n.RunsBucket(), "status": n.StatusBucket(), "served": n.ServedBucket(),
+		"checkpoints": n.CheckpointsBucket(), "workflows": n.WorkflowsBucket(), "engines": n.EnginesBucket(),
+		"effects": n.EffectsBucket(), "values": n.ValuesBucket(),
+		"task subjects": n.TaskSubjects(), "event subjects": n.EventSubjects(), "dlq subjects": n.DLQSubjects(),
+		"cancel subjects": n.CancelSubjects(), "keeper": n.KeeperSubject(),
+		"task":      must(n.TaskSubject("pay.charge")),
+		"event":     must(n.EventSubject("r-1")),
+		"dead":      must(n.DLQSubject("pay.charge")),
+		"cancel":    must(n.CancelSubject("r-1")),
+		"principal": must(n.PrincipalSubject("r-1", HumanKind, "alice")),
+		"partition": n.PartitionSubjects(7),
+	}
+}
+
+// TestNewNames: the default namespace keeps the names of the package's constants; another
+// prefixes every subject with "NS." and every stream and bucket with "NS_"; a bad namespace
+// is refused with a sentence naming it.
+func TestNewNames(t *testing.T) {
+	defaults := map[string]string{
+		"tasks": "REINS_TASKS", "events": "REINS_EVENTS", "dlq": "REINS_DLQ",
+		"runs": "reins_runs", "status": "reins_status", "served": "reins_served",
+		"checkpoints": "reins_checkpoints", "workflows": "reins_workflows", "engines": "reins_engines",
+		"effects": "reins_effects", "values": "reins_values",
+		"task subjects": "reins.task.>", "event subjects": "reins.event.>", "dlq subjects": "reins.dlq.>",
+		"cancel subjects": "reins.cancel.>", "keeper": "reins.task.reins-keep",
+		"task": "reins.task.pay.charge", "event": "reins.event.11.r-1", "dead": "reins.dlq.pay.charge",
+		"cancel": "reins.cancel.r-1", "principal": "reins.event.11.r-1.human.alice",
+		"partition": "reins.event.07.>",
+	}
+	prefixed := func(ns string) map[string]string {
+		m := map[string]string{}
+		for k, v := range defaults {
+			if strings.Contains(v, ".") {
+				m[k] = ns + "." + v
+			} else {
+				m[k] = ns + "_" + v
+			}
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		namespace string
+		want      map[string]string
+		err       string
+	}{
+		{namespace: "", want: defaults},
+		{namespace: "acme", want: prefixed("acme")},
+		{namespace: "t-1_prod", want: prefixed("t-1_prod")},
+		{namespace: "9lives", want: prefixed("9lives")},
+		{namespace: strings.Repeat("a", 32), want: prefixed(strings.Repeat("a", 32))},
+		{namespace: strings.Repeat("a", 33), err: `namespace "` + strings.Repeat("a", 33) + `" is not a valid namespace: it is 33 characters long, more than 32`},
+		{namespace: "Acme", err: `namespace "Acme" is not a valid namespace: want only lowercase letters, digits, '-' and '_', and byte 0 is 'A'`},
+		{namespace: "a.b", err: `namespace "a.b" is not a valid namespace: want only lowercase letters, digits, '-' and '_', and byte 1 is '.'`},
+		{namespace: "a b", err: `byte 1 is ' '`},
+		{namespace: "a*", err: `byte 1 is '*'`},
+		{namespace: "a>", err: `byte 1 is '>'`},
+		{namespace: "-a", err: `namespace "-a" is not a valid namespace: it must begin with a lowercase letter or a digit`},
+		{namespace: "_a", err: `it must begin with a lowercase letter or a digit`},
+		{namespace: "é", err: `byte 0 is 'é'`},
+	} {
+		n, err := NewNames(tc.namespace)
+		if tc.err != "" {
+			if err == nil || !errors.Is(err, ErrBadNamespace) || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("NewNames(%q): error %v, want one line with %q", tc.namespace, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("NewNames(%q): %v", tc.namespace, err)
+			continue
+		}
+		if n.Namespace() != tc.namespace {
+			t.Errorf("NewNames(%q).Namespace() = %q", tc.namespace, n.Namespace())
+		}
+		got := names(t, n)
+		for k, want := range tc.want {
+			if got[k] != want {
+				t.Errorf("NewNames(%q): %s is %q, want %q", tc.namespace, k, got[k], want)
+			}
+		}
+	}
+}
+
+// TestNamesParse: each namespace parses the subjects of its own events and no other's.
+func TestNamesParse(t *testing.T) {
+	a, _ := NewNames("a")
+	for _, tc := range []struct {
+		n       Names
+		subject string
+		run     string
+		ok      bool
+	}{
+		{Names{}, "reins.event.11.r-1", "r-1", true},
+		{Names{}, "a.reins.event.11.r-1", "", false},
+		{a, "a.reins.event.11.r-1", "r-1", true},
+		{a, "a.reins.event.11.r-1.human.alice", "r-1", true},
+		{a, "reins.event.11.r-1", "", false},
+		{a, "b.reins.event.11.r-1", "", false},
+		{a, "a.reins.event.12.r-1", "", false}, // another partition than the run's
+	} {
+		run, _, _, ok := tc.n.ParseEventSubject(tc.subject)
+		if run != tc.run || ok != tc.ok {
+			t.Errorf("%s: ParseEventSubject(%q) = %q, %t; want %q, %t", tc.n, tc.subject, run, ok, tc.run, tc.ok)
+		}
+		p, ok := tc.n.SubjectPartition(tc.subject)
+		if wantOK := strings.HasPrefix(tc.subject, tc.n.subject+"reins.event."); ok != wantOK || ok && p != 11 && p != 12 {
+			t.Errorf("%s: SubjectPartition(%q) = %d, %t", tc.n, tc.subject, p, ok)
+		}
+		if tc.ok && tc.subject[tc.n.EventPrefixLen():][:len(tc.run)] != tc.run {
+			t.Errorf("%s: EventPrefixLen %d does not end before the run id of %q", tc.n, tc.n.EventPrefixLen(), tc.subject)
+		}
+	}
+}
+
+// FuzzNewNames: a namespace NewNames accepts makes subjects whose tokens are valid and stream
+// names the server accepts; one it refuses says why in one line.
+func FuzzNewNames(f *testing.F) {
+	for _, s := range []string{"", "a", "acme-prod", "A", "a.b", "-x", strings.Repeat("z", 40), "a\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ns string) {
+		n, err := NewNames(ns)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") || !errors.Is(err, ErrBadNamespace) {
+				t.Fatalf("NewNames(%q): %v", ns, err)
+			}
+			return
+		}
+		if ns != "" {
+			if err := CheckToken(ns); err != nil {
+				t.Fatalf("namespace %q accepted but not a subject token: %v", ns, err)
+			}
+		}
+		for _, s := range append(n.Streams(), n.Buckets()...) {
+			if strings.ContainsAny(s, ".*> \t\r\n/\\") {
+				t.Fatalf("namespace %q: stream or bucket name %q", ns, s)
+			}
+		}
+	})
+}
+
+// TestNamespacedLayout: EnsureLayout with a namespace's names makes that namespace's streams
+// and buckets beside the default's, and the embedded server grants a principal's roles in the
+// Box's namespace only.
+func TestNamespacedLayout(t *testing.T) {
+	b := open(t, Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Authenticate: principalAuth, Namespace: "acme"})
+	if b.Names().Namespace() != "acme" {
+		t.Fatalf("Box.Names is %s, want acme", b.Names())
+	}
+	c, err := b.Connect(testCtx(t), "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Names() != b.Names() {
+		t.Errorf("Connect's Box is in namespace %s, want acme", c.Names())
+	}
+	ensure(t, b.JetStream())
+	if err := EnsureLayout(testCtx(t), b.JetStream(), b.Layout()); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for name := range b.JetStream().StreamNames(testCtx(t)).Name() {
+		got = append(got, name)
+	}
+	var want []string
+	for _, n := range []Names{{}, b.Names()} {
+		want = append(want, n.Streams()...)
+		for _, bucket := range n.Buckets() {
+			want = append(want, "KV_"+bucket)
+		}
+		want = append(want, "OBJ_"+n.ValuesBucket())
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("streams:\n%v\nwant:\n%v", got, want)
+	}
+	s, err := b.JetStream().Stream(testCtx(t), "acme_REINS_TASKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetLastMsgForSubject(testCtx(t), "acme.reins.task.reins-keep"); err != nil {
+		t.Errorf("the namespace's keeper message: %v", err)
+	}
+	if info := s.CachedInfo(); !slices.Equal(info.Config.Subjects, []string{"acme.reins.task.>"}) {
+		t.Errorf("acme_REINS_TASKS has subjects %v", info.Config.Subjects)
+	}
+	for _, tc := range []struct {
+		token, subject string
+		want           bool
+	}{
+		{"tok-worker", "acme.reins.event.11.r-1", true},
+		{"tok-worker", "reins.event.11.r-1", false},
+		{"tok-worker", "$KV.acme_reins_checkpoints.k", true},
+		{"tok-worker", "$KV.reins_checkpoints.k", false},
+		{"tok-submitter", "acme.reins.event.11.r-1.submit.sam", true},
+		{"tok-submitter", "reins.event.11.r-1.submit.sam", false},
+		{"tok-approver", "acme.reins.event.11.r-1.human.alice", true},
+		{"tok-approver", "reins.event.11.r-1.human.alice", false},
+	} {
+		if got := canPublish(t, b, tc.token, tc.subject); got != tc.want {
+			t.Errorf("%s publishing on %s: stored %t, want %t", tc.token, tc.subject, got, tc.want)
+		}
+	}
+}
+
+// TestOpenRefusesBadNamespace: Open refuses a bad namespace before it starts anything.
+func TestOpenRefusesBadNamespace(t *testing.T) {
+	_, err := Open(testCtx(t), Options{DataDir: t.TempDir(), Namespace: "Bad"})
+	if !errors.Is(err, ErrBadNamespace) {
+		t.Fatalf("Open: %v, want ErrBadNamespace", err)
+	}
+}

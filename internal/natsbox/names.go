@@ -14,7 +14,8 @@ import (
 // subjects follow from the bucket names ("$KV.NS_reins_runs.>").
 //
 // Production code outside this package names things through the Names of its Box, never through
-// the package's constants, which are the default namespace's (TestNamesOnly in namespace_test.go checks it).
+// the package's constants, which are the default namespace's (TestNamesOnly in
+// namespace_test.go checks it).
 type Names struct {
 	ns      string // the namespace, "" for the default
 	subject string // "" or "NS.": prefixes every subject

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/internal/natstest"
 )
 
 // Sizes of BenchmarkEnginesScale: scaleRuns runs at once, each counting to scaleUntil.
@@ -98,15 +99,7 @@ func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 // CPU of the nodes per round trip.
 func clusterFloor(b *testing.B, ctx context.Context, url string, nodes []*proc) (float64, time.Duration) {
 	b.Helper()
-	conn, err := nats.Connect(url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	js, err := jetstream.New(conn)
-	if err != nil {
-		b.Fatal(err)
-	}
+	js := natstest.JetStream(b, url)
 	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "FLOOR", Subjects: []string{"floor.>"}, Storage: jetstream.FileStorage, Replicas: 3})
 	if err != nil {
 		b.Fatal(err)

@@ -25,20 +25,27 @@ func FreePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// WaitJetStream waits, until ctx ends, for the servers at url to answer JetStream requests: a
-// cluster's servers elect a meta leader on their own, and nothing tells a client when, so it
-// asks until one answers.
-func WaitJetStream(t testing.TB, ctx context.Context, url string) {
+// JetStream connects to the servers at url for the length of the test.
+func JetStream(t testing.TB, url string) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js
+}
+
+// WaitJetStream waits, until ctx ends, for the servers at url to answer JetStream requests: a
+// cluster's servers elect a meta leader on their own, and nothing tells a client when, so it
+// asks until one answers.
+func WaitJetStream(t testing.TB, ctx context.Context, url string) {
+	t.Helper()
+	js := JetStream(t, url)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -61,15 +68,7 @@ func WaitJetStream(t testing.TB, ctx context.Context, url string) {
 // cluster then fails.
 func WaitPlacement(t testing.TB, ctx context.Context, url string, replicas int) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := JetStream(t, url)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/natstest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 )
@@ -377,4 +378,35 @@ func report(b *testing.B, name string, ds []time.Duration) {
 	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, name+"-p50-ms")
 	b.ReportMetric(float64(ds[len(ds)-1].Microseconds())/1000, name+"-max-ms")
 	b.Logf("%s: %v", name, ds)
+}
+
+// BenchmarkNodeFailover reports, over 9 SIGKILLs of a NATS node of a three-node cluster at R3
+// (each node in turn, started again after each kill), how long the 16 runs (one per partition,
+// two engines, one worker) went before every one of them was saved further on (p50 and max):
+// the streams and buckets whose leader died elect another among the two nodes left. Run it
+// with -benchtime 1x.
+func BenchmarkNodeFailover(b *testing.B) {
+	for range b.N {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		nc := newNATSCluster(b)
+		c := &cluster{t: b, url: nc.url, state: b.TempDir()}
+		f := watchFailover(b, ctx, c, 2, "--replicas", "3")
+		f.worker = loopWorker(b, nc.url, c.state, 0)
+		f.balanced()
+		ids := f.startRuns("node-", 900000)
+		var took []time.Duration
+		for k := range 9 {
+			f.progressed(ids)
+			since := f.at(ids)
+			t0 := time.Now()
+			nc.procs[k%3].kill()
+			f.past("every run goes on after a NATS node died", since)
+			took = append(took, time.Since(t0))
+			nc.start(k % 3)
+			nc.procs[k%3].waitFor("Server is ready", 30*time.Second)
+			natstest.WaitPlacement(b, ctx, nc.url, 3)
+		}
+		report(b, "node-failover", took)
+		cancel()
+	}
 }

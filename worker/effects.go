@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -251,9 +252,7 @@ func (e *Effects) run(ctx context.Context, kv jetstream.KeyValue, key string, re
 		data, err = json.Marshal(effectRecord{Done: true, Value: stored})
 	}
 	if err == nil {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		defer cancel()
-		_, err = kv.Update(wctx, key, data, rev)
+		err = record(ctx, kv, key, data, rev)
 	}
 	if isWrongRevision(err) {
 		return nil, fmt.Errorf("worker: side effect %s ran, but %w before its result was recorded: the attempt fails and the result of the attempt that took it over counts", key, ErrLeaseLost)
@@ -262,6 +261,30 @@ func (e *Effects) run(ctx context.Context, kv jetstream.KeyValue, key string, re
 		return nil, fmt.Errorf("worker: side effect %s ran, but %w: %v", key, ErrNotRecorded, err)
 	}
 	return value, nil
+}
+
+// record writes data, the record of an effect that ran, on the claim's revision rev. It asks
+// again while the bucket has no leader to answer (a NATS node lost: its streams elect another
+// within seconds), within recordTimeout: failing there would run the effect again. A write
+// asked again may find the revision moved by its own earlier try, which landed while its
+// answer was lost: the record read back says so.
+func record(ctx context.Context, kv jetstream.KeyValue, key string, data []byte, rev uint64) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	tries := 0
+	err := natsbox.Retry(ctx, func(actx context.Context) error {
+		return natsbox.RetryNoStream(actx, func() error {
+			tries++
+			_, err := kv.Update(actx, key, data, rev)
+			return err
+		})
+	})
+	if isWrongRevision(err) && tries > 1 {
+		if entry, gerr := kv.Get(ctx, key); gerr == nil && bytes.Equal(entry.Value(), data) {
+			return nil
+		}
+	}
+	return err
 }
 
 // renewal renews a claim every lease.For/3 until end is called or a renewal finds the claim

@@ -127,6 +127,7 @@ func run(ctx context.Context, url string, ackWait time.Duration, hang int, state
 			}
 		}
 		if err := effect(t); err != nil {
+			say("effect failed %s %d: %v", t.RunID(), t.Iteration(), err)
 			return t.Fail(err)
 		}
 		var err error

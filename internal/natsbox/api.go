@@ -63,8 +63,8 @@ func APIOf(js jetstream.JetStream) API {
 	return API{}
 }
 
-// Default reports whether a is the account's own JetStream API, "$JS.API.".
-func (a API) Default() bool { return a.prefix == "" }
+// Domain is the JetStream domain of the API, "" for none.
+func (a API) Domain() string { return a.domain }
 
 // Prefix is the prefix of the API's requests: "$JS.API." for the default.
 func (a API) Prefix() string {
@@ -104,9 +104,6 @@ func checkAPIPrefix(prefix string) error {
 	}
 	return nil
 }
-
-// Domain is the JetStream domain of the API, "" for none.
-func (a API) Domain() string { return a.domain }
 
 // jetStream returns a JetStream context on nc that reaches a's API.
 func (a API) jetStream(nc *nats.Conn) (jetstream.JetStream, error) {

@@ -132,7 +132,6 @@ func TestJSDomain(t *testing.T) {
 // (with A's KV subjects under "fromA.$KV" and A's reins subjects, as an operator sets up a
 // shared JetStream), makes its layout in A's JetStream, and its hand-built subjects reach it.
 func TestJSAPIPrefix(t *testing.T) {
-	ctx := testCtx(t)
 	conf := filepath.Join(t.TempDir(), "accounts.conf")
 	if err := os.WriteFile(conf, []byte(`
 accounts: {

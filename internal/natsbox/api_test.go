@@ -126,6 +126,14 @@ func TestJSDomain(t *testing.T) {
 	if _, err := c.JetStream().Stream(ctx, TasksStream); err != nil || c.API() != b.API() {
 		t.Errorf("Connect: the hub's %s: %v, API %+v; want it, API %+v", TasksStream, err, c.API(), b.API())
 	}
+
+	// A domain nobody serves fails Open, naming it.
+	if nb, err := Open(ctx, Options{URL: leaf.ClientURL(), JSDomain: "nowhere"}); err == nil {
+		nb.Close()
+		t.Error("Open in domain nowhere succeeded")
+	} else if !strings.Contains(err.Error(), "JetStream is not available at "+leaf.ClientURL()+" (JetStream domain nowhere)") {
+		t.Errorf("Open in domain nowhere: %v, want the URL and the domain named", err)
+	}
 }
 
 // TestJSAPIPrefix: a Box in account I, which imports account A's JetStream API under "fromA"

@@ -33,6 +33,11 @@ var defaultLiterals = []string{
 	"reins_workflows", "reins_engines", "reins_effects", "reins_values", "$KV.", "$O.",
 }
 
+// apiLiterals begin the subjects of the JetStream API: one written by hand outside natsbox
+// misses a JetStream domain or API prefix (--js-domain, --js-api-prefix), which natsbox.API
+// applies.
+var apiLiterals = []string{"$JS."}
+
 // TestNamesOnly: production code outside internal/natsbox names streams, buckets and subjects
 // through natsbox.Names, never through the default namespace's constants and functions or
 // literals, so that nothing bypasses --namespace. Test files, examples and e2e are not held
@@ -77,6 +82,7 @@ func f(n natsbox.Names) {
 	_ = natsbox.RunsBucket
 	_, _ = natsbox.EventSubject("r")
 	_ = "$KV.reins_runs.x"
+	_ = "$JS.API.STREAM.INFO.S"
 	_ = n.RunsBucket()
 	_ = natsbox.CheckToken("x")
 }
@@ -89,6 +95,7 @@ func f(n natsbox.Names) {
 		"p.go:7: natsbox.RunsBucket is the default namespace's: use the Names of the Box (Box.Names)",
 		"p.go:8: natsbox.EventSubject is the default namespace's: use the Names of the Box (Box.Names)",
 		`p.go:9: the literal "$KV.reins_runs.x" names a stream, bucket or subject by hand: use natsbox.Names`,
+		`p.go:10: the literal "$JS.API.STREAM.INFO.S" builds a JetStream API subject by hand: use natsbox.API (Box.API), which honours a JetStream domain or API prefix`,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -129,6 +136,13 @@ func bypassesIn(path string, src any) ([]string, error) {
 			for _, l := range defaultLiterals {
 				if strings.Contains(n.Value, l) {
 					found = append(found, fmt.Sprintf("%s:%d: the literal %s names a stream, bucket or subject by hand: use natsbox.Names",
+						path, fset.Position(n.Pos()).Line, n.Value))
+					break
+				}
+			}
+			for _, l := range apiLiterals {
+				if strings.Contains(n.Value, l) {
+					found = append(found, fmt.Sprintf("%s:%d: the literal %s builds a JetStream API subject by hand: use natsbox.API (Box.API), which honours a JetStream domain or API prefix",
 						path, fset.Position(n.Pos()).Line, n.Value))
 					break
 				}

@@ -153,6 +153,11 @@ type Config struct {
 	// that deployments sharing a NATS server do not see each other's runs: "" is the default
 	// namespace. Letters a-z, digits, '-' and '_', at most 32.
 	Namespace string
+	// JSDomain (a JetStream domain: a leaf node's client reaching its hub's JetStream) or
+	// JSAPIPrefix (the prefix under which the account imports another account's JetStream
+	// API) says where the JetStream of NATSURL is (docs/deploy.md, JetStream domains and API
+	// prefixes). Exclusive, and for NATSURL only.
+	JSDomain, JSAPIPrefix string
 	// Model, when set (PROVIDER:NAME, such as "openai:gpt-4o-mini"), replaces the model of
 	// every llm and agent step; the provider's key comes from its environment variable, or
 	// from Registry with its base URL.
@@ -191,7 +196,8 @@ type Reins struct {
 // New opens NATS (embedded or at cfg.NATSURL) and starts the engine. Close stops them.
 func New(ctx context.Context, cfg Config) (*Reins, error) {
 	r := &Reins{cfg: cfg, models: map[string]model.Model{}, tools: map[string]tool.Tool{}, handlers: map[string]worker.Handler{}}
-	opts := natsbox.Options{URL: cfg.NATSURL, Token: cfg.Token, DataDir: cfg.DataDir, Listen: cfg.Listen, Logger: cfg.Logger, Replicas: cfg.Replicas, Namespace: cfg.Namespace}
+	opts := natsbox.Options{URL: cfg.NATSURL, Token: cfg.Token, DataDir: cfg.DataDir, Listen: cfg.Listen, Logger: cfg.Logger, Replicas: cfg.Replicas, Namespace: cfg.Namespace,
+		JSDomain: cfg.JSDomain, JSAPIPrefix: cfg.JSAPIPrefix}
 	if cfg.NATSURL == "" && cfg.DataDir == "" {
 		dir, err := os.MkdirTemp("", "reins-")
 		if err != nil {

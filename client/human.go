@@ -174,7 +174,7 @@ func mayBe(approvers []string, principal string) bool {
 // isAdmin reports whether the client's connection has an admin's permissions: to write run
 // records, which nobody else may.
 func (c *Client) isAdmin() bool {
-	return c.may == nil || c.may(natsbox.KVSubject(c.names.RunsBucket(), "x"))
+	return c.may == nil || c.may(natsbox.APIOf(c.js).KVPut(c.names.RunsBucket(), "x"))
 }
 
 // awaitVerdicts waits until the run records the engine's verdict on each decision of ids

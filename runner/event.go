@@ -498,7 +498,7 @@ func (e *Engine) put(ctx context.Context, id string, data []byte, create bool, r
 	if create {
 		rev, err = e.runs.Create(ctx, id, data)
 	} else {
-		rev, err = natsbox.UpdateKV(ctx, e.js.Conn(), e.names.RunsBucket(), id, data, rev)
+		rev, err = natsbox.UpdateKV(ctx, e.js, e.names.RunsBucket(), id, data, rev)
 	}
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):

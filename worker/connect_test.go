@@ -46,6 +46,8 @@ func TestConnect(t *testing.T) {
 		{Config{}, "Config.NATS.URL is empty"},
 		{Config{Box: e.box, NATS: NATS{URL: e.box.ClientURL()}}, "give Config.Box to New"},
 		{Config{NATS: NATS{URL: e.box.ClientURL(), Token: "not-the-token-4711"}}, "refused the credentials"},
+		{Config{NATS: NATS{URL: e.box.ClientURL(), Token: token, JSDomain: "hub.east"}}, `JetStream domain "hub.east" is not one subject token`},
+		{Config{NATS: NATS{URL: e.box.ClientURL(), Token: token, JSAPIPrefix: "JS.>"}}, `API prefix "JS.>" is not a subject without wildcards`},
 	} {
 		_, err := Connect(testCtx(t), c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -118,6 +118,10 @@ type NATS struct {
 	// Namespace is the deployment's namespace (natsbox.NewNames): the worker takes the tasks
 	// of the engines in the same namespace only. "" is the default namespace.
 	Namespace string
+	// JSDomain or JSAPIPrefix (exclusive) says where the server's JetStream is: in another
+	// JetStream domain (a leaf node reaching its hub's), or another account's API imported
+	// under a prefix (natsbox.Options).
+	JSDomain, JSAPIPrefix string
 }
 
 // Connect connects to the server cfg.NATS names and returns a Worker on that connection, which
@@ -135,7 +139,8 @@ func Connect(ctx context.Context, cfg Config) (*Worker, error) {
 		n.Name = "reins-worker"
 	}
 	box, err := natsbox.Open(ctx, natsbox.Options{URL: n.URL, Token: n.Token, CredsFile: n.CredsFile, NKeyFile: n.NKeyFile,
-		TLSCert: n.TLSCert, TLSKey: n.TLSKey, TLSCA: n.TLSCA, Name: n.Name, Namespace: n.Namespace, Logger: cfg.Logger})
+		TLSCert: n.TLSCert, TLSKey: n.TLSKey, TLSCA: n.TLSCA, Name: n.Name, Namespace: n.Namespace,
+		JSDomain: n.JSDomain, JSAPIPrefix: n.JSAPIPrefix, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}

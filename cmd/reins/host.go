@@ -67,6 +67,9 @@ func reach(ctx context.Context, nf *natsFlags, listen string, bc func() (builtin
 	if err != nil {
 		return nil, err
 	}
+	if err := nf.checkJS(); err != nil {
+		return nil, err
+	}
 	if nf.url == "" {
 		cfg, err := bc()
 		if err != nil {

@@ -239,9 +239,10 @@ func printWaiting(w io.Writer, res protocol.Result, where string) {
 	}
 }
 
-// where is what a suggested command needs to reach the server of nf: --nats URL, or --data DIR
-// when it is not the default, and --namespace NAME when given as a flag (one from the
-// environment is there for the next command too).
+// where is what a suggested command needs to reach the server of nf: --nats URL (with
+// --js-domain or --js-api-prefix when given), or --data DIR when it is not the default, and
+// --namespace NAME when given as a flag (one from the environment is there for the next
+// command too).
 func (nf *natsFlags) where() string {
 	ns := ""
 	if nf.namespace != "" {
@@ -249,7 +250,14 @@ func (nf *natsFlags) where() string {
 	}
 	switch {
 	case nf.url != "":
-		return " --nats " + shellWord(natsbox.RedactURL(nf.url)) + ns
+		js := ""
+		if nf.jsDomain != "" {
+			js = " --js-domain " + shellWord(nf.jsDomain)
+		}
+		if nf.jsAPIPrefix != "" {
+			js += " --js-api-prefix " + shellWord(nf.jsAPIPrefix)
+		}
+		return " --nats " + shellWord(natsbox.RedactURL(nf.url)) + js + ns
 	case nf.data != "" && nf.data != ".reins":
 		return " --data " + shellWord(nf.data) + ns
 	}

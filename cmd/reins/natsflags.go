@@ -33,6 +33,9 @@ type natsFlags struct {
 	// namespace is --namespace (default $REINS_NAMESPACE): the prefix of every subject,
 	// stream and bucket (natsbox.NewNames).
 	namespace string
+	// jsDomain and jsAPIPrefix are --js-domain and --js-api-prefix: where the JetStream of
+	// --nats is (natsbox.Options.JSDomain, JSAPIPrefix).
+	jsDomain, jsAPIPrefix string
 	// replicas is --replicas (serve and worker): the layout's replicas (natsbox.Options).
 	replicas int
 	// auth judges the tokens of other processes when this command runs the embedded server
@@ -62,6 +65,8 @@ func (f *natsFlags) addNamed(fl *pflag.FlagSet, dataFlag string) {
 	fl.StringVar(&f.tlsKey, "nats-tls-key", "", "the client certificate's key `FILE` (external server)")
 	fl.StringVar(&f.ca, "nats-tls-ca", "", "a `FILE` of CA certificates the external server's certificate must chain to")
 	fl.StringVar(&f.namespace, "namespace", "", "the `NAME` prefixing every subject, stream and bucket, so that deployments share a NATS server without seeing each other (default $"+namespaceEnv+"; none: the default namespace)")
+	fl.StringVar(&f.jsDomain, "js-domain", "", "the JetStream domain `NAME` whose JetStream to use, e.g. a hub's from a leaf node with its own (with --nats)")
+	fl.StringVar(&f.jsAPIPrefix, "js-api-prefix", "", "the `PREFIX` under which the account imports another account's JetStream API (with --nats)")
 	fl.StringVar(&f.token, "token", "", "the `TOKEN` that identifies you to the server (default $"+tokenEnv+"; on the server's machine, --"+dataFlag+" finds the admin's)")
 }
 
@@ -92,6 +97,27 @@ func (f *natsFlags) names() (natsbox.Names, error) {
 	return n, nil
 }
 
+// checkJS checks --js-domain and --js-api-prefix: for --nats only, exclusive and well formed;
+// anything else is a usage error.
+func (f *natsFlags) checkJS() error {
+	flag := "--js-domain"
+	if f.jsDomain == "" {
+		flag = "--js-api-prefix"
+	}
+	switch {
+	case f.jsDomain == "" && f.jsAPIPrefix == "":
+		return nil
+	case f.url == "":
+		return &exitError{code: exitUsage, err: fmt.Errorf("%s applies to an external server: pass --nats URL too", flag)}
+	case f.jsDomain != "" && f.jsAPIPrefix != "":
+		return &exitError{code: exitUsage, err: errors.New("--js-domain and --js-api-prefix are exclusive: pass one of them")}
+	}
+	if _, err := natsbox.NewAPI(f.jsDomain, f.jsAPIPrefix); err != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("%s: %w", flag, err)}
+	}
+	return nil
+}
+
 // asExit is err as the exit error it carries, else as one with status code: a usage error
 // found while opening NATS stays one.
 func asExit(err error, code int) *exitError {
@@ -119,9 +145,12 @@ func (f *natsFlags) open(ctx context.Context, listen string, log *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
+	if err := f.checkJS(); err != nil {
+		return nil, err
+	}
 	opts := natsbox.Options{
 		URL: f.url, CredsFile: f.creds, NKeyFile: f.nkey, TLSCert: f.tlsCert, TLSKey: f.tlsKey, TLSCA: f.ca, Logger: log,
-		Replicas: f.replicas, Namespace: names.Namespace(),
+		Replicas: f.replicas, Namespace: names.Namespace(), JSDomain: f.jsDomain, JSAPIPrefix: f.jsAPIPrefix,
 	}
 	if f.url != "" {
 		opts.Token = f.clientToken()

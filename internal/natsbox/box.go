@@ -9,8 +9,9 @@
 // of the TASKS, EVENTS and DLQ streams and of the reins_runs, reins_checkpoints, reins_workflows
 // and reins_effects buckets, created idempotently by EnsureLayout, with the keeper message of the
 // task stream that Keeper renews as tasks are published, the names of all of them in a namespace
-// (Names: Options.Namespace prefixes them, so that deployments share a server), and the
-// mechanics of a publish on the hot path (Publish, UpdateKV).
+// (Names: Options.Namespace prefixes them, so that deployments share a server), the JetStream
+// API they are reached through (API: another JetStream domain's, or another account's imported
+// under a prefix), and the mechanics of a publish on the hot path (Publish, UpdateKV).
 //
 // It must not hold engine logic: it never decides what to publish, consumes messages, creates
 // consumers or reads run state. It imports no other reins package.
@@ -81,6 +82,12 @@ type Options struct {
 	// that deployments and tenants share a server without seeing each other: "" is the default
 	// namespace, today's names. The embedded server grants its clients' roles in this namespace.
 	Namespace string
+	// JSDomain is the JetStream domain whose JetStream the Box uses, for a client of a leaf
+	// node that runs a JetStream domain of its own and reaches its hub's ("hub": the API
+	// "$JS.hub.API."); one subject token. JSAPIPrefix is the prefix under which the account
+	// imports another account's JetStream API ("JS.acme.API"): a subject without wildcards.
+	// They are exclusive, and apply to an external server only (NewAPI, Box.API).
+	JSDomain, JSAPIPrefix string
 }
 
 // String shows the options with the token and the user information of URLs hidden, so that
@@ -90,8 +97,8 @@ func (o Options) String() string {
 	if o.Token != "" {
 		token = "xxxxx"
 	}
-	return fmt.Sprintf("{DataDir:%s Listen:%s Authenticate:%t Token:%s URL:%s CredsFile:%s NKeyFile:%s TLSCert:%s TLSKey:%s TLSCA:%s Name:%s Namespace:%s}",
-		o.DataDir, o.Listen, o.Authenticate != nil, token, RedactURL(o.URL), o.CredsFile, o.NKeyFile, o.TLSCert, o.TLSKey, o.TLSCA, o.Name, o.Namespace)
+	return fmt.Sprintf("{DataDir:%s Listen:%s Authenticate:%t Token:%s URL:%s CredsFile:%s NKeyFile:%s TLSCert:%s TLSKey:%s TLSCA:%s Name:%s Namespace:%s JSDomain:%s JSAPIPrefix:%s}",
+		o.DataDir, o.Listen, o.Authenticate != nil, token, RedactURL(o.URL), o.CredsFile, o.NKeyFile, o.TLSCert, o.TLSKey, o.TLSCA, o.Name, o.Namespace, o.JSDomain, o.JSAPIPrefix)
 }
 
 // GoString is String, for %#v.
@@ -130,6 +137,7 @@ type Box struct {
 	external  Options // the options of an external connection, for Connect
 	replicas  int     // Options.Replicas
 	names     Names   // Options.Namespace
+	api       API     // Options.JSDomain or JSAPIPrefix
 
 	closed    chan struct{} // closed by the connection's closed handler
 	closeOnce sync.Once
@@ -161,6 +169,9 @@ func Open(ctx context.Context, opts Options) (*Box, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := NewAPI(opts.JSDomain, opts.JSAPIPrefix); err != nil {
+		return nil, err
+	}
 	var b *Box
 	if opts.URL == "" {
 		if opts.Replicas > 1 {
@@ -189,6 +200,8 @@ func openEmbedded(ctx context.Context, opts Options, names Names, log *slog.Logg
 	switch {
 	case opts.CredsFile != "" || opts.NKeyFile != "" || opts.TLSCert != "" || opts.TLSKey != "" || opts.TLSCA != "":
 		return nil, errors.New("natsbox: credentials and TLS options apply to an external server only: set URL, or leave them empty for the embedded server")
+	case opts.JSDomain != "" || opts.JSAPIPrefix != "":
+		return nil, errors.New("natsbox: JSDomain and JSAPIPrefix apply to an external server only (the embedded server's JetStream is its own): set URL, or leave them empty")
 	case opts.DataDir == "":
 		return nil, errors.New("natsbox: the embedded server needs a data directory: set DataDir")
 	case opts.Token != "":
@@ -270,8 +283,12 @@ func openExternal(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 	case (opts.TLSCert == "") != (opts.TLSKey == ""):
 		return nil, errors.New("natsbox: TLSCert and TLSKey go together: set both or neither")
 	}
+	api, err := NewAPI(opts.JSDomain, opts.JSAPIPrefix)
+	if err != nil {
+		return nil, err
+	}
 	shown := RedactURL(opts.URL)
-	b := &Box{log: log, closed: make(chan struct{}), external: opts}
+	b := &Box{log: log, closed: make(chan struct{}), external: opts, api: api}
 	copts := b.connOptions(opts.Name)
 	copts = append(copts, nats.RetryOnFailedConnect(false))
 	if dl, ok := ctx.Deadline(); ok {
@@ -310,7 +327,7 @@ func openExternal(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 	}
 	if err := accountInfo(ctx, b.js); err != nil {
 		b.closeConn()
-		return nil, fmt.Errorf("natsbox: JetStream is not available at %s: %w", shown, err)
+		return nil, fmt.Errorf("natsbox: JetStream is not available at %s%s: %w", shown, b.api.where(), err)
 	}
 	log.Debug("connected to NATS", "url", nc.ConnectedUrlRedacted())
 	return b, nil
@@ -353,7 +370,7 @@ func (b *Box) connOptions(name string) []nats.Option {
 
 func (b *Box) setConn(nc *nats.Conn) error {
 	b.nc = nc
-	js, err := jetstream.New(nc)
+	js, err := b.api.jetStream(nc)
 	if err != nil {
 		b.closeConn()
 		return fmt.Errorf("natsbox: JetStream context: %w", err)
@@ -391,8 +408,13 @@ func (b *Box) Connect(ctx context.Context, name string) (*Box, error) {
 // Conn returns the NATS connection.
 func (b *Box) Conn() *nats.Conn { return b.nc }
 
-// JetStream returns the JetStream context of the connection.
+// JetStream returns the JetStream context of the connection, in the JetStream domain or
+// behind the API prefix of the Box's options.
 func (b *Box) JetStream() jetstream.JetStream { return b.js }
+
+// API returns where the Box reaches JetStream (Options.JSDomain, Options.JSAPIPrefix): the rule
+// of the JetStream API and KV write subjects built by hand.
+func (b *Box) API() API { return b.api }
 
 // ClientURL returns the URL other processes use to reach the embedded server on loopback, or ""
 // when the server is in-process only or external (the caller already knows that URL).

@@ -40,7 +40,7 @@ func MissingFromLeader(ctx context.Context, js jetstream.JetStream, bucket, filt
 		if seen(key) {
 			continue
 		}
-		value, live, err := leaderValue(ctx, js.Conn(), stream, subject)
+		value, live, err := leaderValue(ctx, js.Conn(), APIOf(js), stream, subject)
 		if err != nil {
 			return nil, err
 		}
@@ -56,15 +56,16 @@ func MissingFromLeader(ctx context.Context, js jetstream.JetStream, bucket, filt
 
 // leaderValue returns the last message of subject in stream as its leader answers
 // (STREAM.MSG.GET, never a direct get, which any replica may answer), and whether it is a
-// value rather than a delete or purge marker.
-func leaderValue(ctx context.Context, nc *nats.Conn, stream, subject string) ([]byte, bool, error) {
+// value rather than a delete or purge marker. The request goes to api, the JetStream of the
+// caller's context.
+func leaderValue(ctx context.Context, nc *nats.Conn, api API, stream, subject string) ([]byte, bool, error) {
 	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
 	if err != nil {
 		return nil, false, err
 	}
 	var resp *nats.Msg
 	err = Retry(ctx, func(ctx context.Context) error {
-		resp, err = nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+		resp, err = nc.RequestWithContext(ctx, api.Subject("STREAM.MSG.GET."+stream), req)
 		return err
 	})
 	if err != nil {

@@ -74,16 +74,16 @@ func noStream(err error) bool {
 // UpdateKV writes value under key in bucket if the key's last revision is rev, and returns the
 // new revision: jetstream.KeyValue.Update through Publish. A key written since rev (or never
 // written) gives an error that matches jetstream.ErrKeyRevisionMismatch and
-// jetstream.ErrKeyExists, as Update's does. The bucket must be one of this
-// layout's, addressed without a JetStream domain or API prefix (Box makes no other).
-func UpdateKV(ctx context.Context, nc *nats.Conn, bucket, key string, value []byte, rev uint64) (uint64, error) {
+// jetstream.ErrKeyExists, as Update's does. The write goes to the JetStream js reaches, in its
+// domain or behind its API prefix (API.KVPut), as the library's would.
+func UpdateKV(ctx context.Context, js jetstream.JetStream, bucket, key string, value []byte, rev uint64) (uint64, error) {
 	if err := CheckKey(key); err != nil {
 		return 0, err
 	}
-	m := &nats.Msg{Subject: "$KV." + bucket + "." + key, Data: value, Header: nats.Header{
+	m := &nats.Msg{Subject: APIOf(js).KVPut(bucket, key), Data: value, Header: nats.Header{
 		jetstream.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(rev, 10)},
 	}}
-	ack, err := Publish(ctx, nc, m)
+	ack, err := Publish(ctx, js.Conn(), m)
 	var api *jetstream.APIError
 	switch {
 	case errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||

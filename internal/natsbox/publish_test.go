@@ -131,19 +131,19 @@ func TestUpdateKV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev2, err := UpdateKV(ctx, b.Conn(), RunsBucket, "run/1", []byte(`{"iteration":1}`), rev1)
+	rev2, err := UpdateKV(ctx, b.JetStream(), RunsBucket, "run/1", []byte(`{"iteration":1}`), rev1)
 	if err != nil || rev2 <= rev1 {
 		t.Fatalf("UpdateKV at the current revision = %d, %v; want a revision after %d", rev2, err, rev1)
 	}
 	// A writer still holding rev1 loses, with the errors kv.Update gives.
-	_, err = UpdateKV(ctx, b.Conn(), RunsBucket, "run/1", []byte(`{"stale":true}`), rev1)
+	_, err = UpdateKV(ctx, b.JetStream(), RunsBucket, "run/1", []byte(`{"stale":true}`), rev1)
 	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || !errors.Is(err, jetstream.ErrKeyExists) {
 		t.Fatalf("UpdateKV at a stale revision = %v, want ErrKeyRevisionMismatch and ErrKeyExists", err)
 	}
-	if _, err := UpdateKV(ctx, b.Conn(), RunsBucket, "never", []byte(`{}`), 1); !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	if _, err := UpdateKV(ctx, b.JetStream(), RunsBucket, "never", []byte(`{}`), 1); !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		t.Errorf("UpdateKV of a key never written = %v, want ErrKeyRevisionMismatch", err)
 	}
-	if _, err := UpdateKV(ctx, b.Conn(), RunsBucket, "a b", []byte(`{}`), 1); !errors.Is(err, jetstream.ErrInvalidKey) {
+	if _, err := UpdateKV(ctx, b.JetStream(), RunsBucket, "a b", []byte(`{}`), 1); !errors.Is(err, jetstream.ErrInvalidKey) {
 		t.Errorf("UpdateKV of an invalid key = %v, want ErrInvalidKey", err)
 	}
 	e, err := kv.Get(ctx, "run/1")

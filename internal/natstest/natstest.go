@@ -1,15 +1,19 @@
 // Package natstest holds what the tests that run NATS server processes or clusters share, for
 // test packages that cannot import internal/runtest (natsbox's own, whose package runtest
-// imports): a free loopback port, and the wait for a cluster's JetStream. It imports no reins
-// package, and nothing but tests imports it.
+// imports): a free loopback port, the wait for a cluster's JetStream, and nats-servers in this
+// process (a hub and its leaf node, each with a JetStream domain). It imports no reins package,
+// and nothing but tests imports it.
 package natstest
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"net/url"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -28,12 +32,23 @@ func FreePort(t testing.TB) int {
 // JetStream connects to the servers at url for the length of the test.
 func JetStream(t testing.TB, url string) jetstream.JetStream {
 	t.Helper()
+	WaitJetStreamDomain(t, ctx, url, "")
+}
+
+// WaitJetStreamDomain is WaitJetStream for the JetStream of domain as a client at url reaches
+// it ("": the server's own): a leaf node reaches its hub's once its leaf connection is up,
+// which nothing tells a client either.
+func WaitJetStreamDomain(t testing.TB, ctx context.Context, url, domain string) {
+	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
+	if domain != "" {
+		js, err = jetstream.NewWithDomain(nc, domain)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +72,7 @@ func WaitJetStream(t testing.TB, ctx context.Context, url string) {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the servers at %s elected no JetStream meta leader before the deadline: %v", url, err)
+			t.Fatalf("the servers at %s answered no JetStream request (domain %q) before the deadline: %v", url, domain, err)
 		case <-tick.C:
 		}
 	}
@@ -87,4 +102,43 @@ func WaitPlacement(t testing.TB, ctx context.Context, url string, replicas int) 
 		case <-tick.C:
 		}
 	}
+}
+
+// HubAndLeaf starts two nats-servers with JetStream in this process: a hub whose JetStream
+// domain is hubDomain, and a leaf node connected to it whose own JetStream is in domain
+// leafDomain, both in their global account, without authentication. It returns them once the
+// leaf's clients reach the hub's JetStream through hubDomain.
+func HubAndLeaf(t testing.TB, ctx context.Context, hubDomain, leafDomain string) (hub, leaf *server.Server) {
+	t.Helper()
+	leafPort := FreePort(t)
+	hub = StartServer(t, &server.Options{ServerName: "hub", JetStreamDomain: hubDomain,
+		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
+	remote, err := url.Parse(fmt.Sprintf("nats://127.0.0.1:%d", leafPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf = StartServer(t, &server.Options{ServerName: "leaf", JetStreamDomain: leafDomain,
+		LeafNode: server.LeafNodeOpts{Remotes: []*server.RemoteLeafOpts{{URLs: []*url.URL{remote}}}}})
+	WaitJetStreamDomain(t, ctx, leaf.ClientURL(), hubDomain)
+	return hub, leaf
+}
+
+// StartServer starts a nats-server with JetStream in this process on a free loopback port, with
+// opts (server name, domain, leaf nodes, accounts: what the caller sets), and stops it when
+// the test ends.
+func StartServer(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
+	opts.JetStream, opts.StoreDir = true, t.TempDir()
+	opts.NoSigs, opts.NoLog = true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatalf("nats-server %s not ready", opts.ServerName)
+	}
+	return ns
 }

@@ -1,0 +1,46 @@
+package reins_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins"
+	"github.com/reins-run/reins/internal/natstest"
+)
+
+// TestConfigJSDomain: Config.JSDomain reaches the Box: on a leaf node with a JetStream domain
+// of its own, New with JSDomain "hub" makes the layout in the hub's JetStream; without NATSURL
+// it is refused, as the embedded server's JetStream is its own.
+func TestConfigJSDomain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if r, err := reins.New(ctx, reins.Config{JSDomain: "hub"}); err == nil || !strings.Contains(err.Error(), "external server only") {
+		if r != nil {
+			r.Close()
+		}
+		t.Errorf("New with JSDomain and no NATSURL = %v, want a refusal", err)
+	}
+	hub, leaf := natstest.HubAndLeaf(t, ctx, "hub", "leaf")
+	r, err := reins.New(ctx, reins.Config{NATSURL: leaf.ClientURL(), JSDomain: "hub", Namespace: "front"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	nc, err := nats.Connect(hub.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Stream(ctx, "front_REINS_TASKS"); err != nil {
+		t.Errorf("the hub's front_REINS_TASKS: %v", err)
+	}
+}

@@ -32,13 +32,11 @@ func FreePort(t testing.TB) int {
 // JetStream connects to the servers at url for the length of the test.
 func JetStream(t testing.TB, url string) jetstream.JetStream {
 	t.Helper()
-	WaitJetStreamDomain(t, ctx, url, "")
+	return JetStreamDomain(t, url, "")
 }
 
-// WaitJetStreamDomain is WaitJetStream for the JetStream of domain as a client at url reaches
-// it ("": the server's own): a leaf node reaches its hub's once its leaf connection is up,
-// which nothing tells a client either.
-func WaitJetStreamDomain(t testing.TB, ctx context.Context, url, domain string) {
+// JetStreamDomain is JetStream for the JetStream of domain ("": the server's own).
+func JetStreamDomain(t testing.TB, url, domain string) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -60,7 +58,15 @@ func WaitJetStreamDomain(t testing.TB, ctx context.Context, url, domain string) 
 // asks until one answers.
 func WaitJetStream(t testing.TB, ctx context.Context, url string) {
 	t.Helper()
-	js := JetStream(t, url)
+	WaitJetStreamDomain(t, ctx, url, "")
+}
+
+// WaitJetStreamDomain is WaitJetStream for the JetStream of domain as a client at url reaches
+// it ("": the server's own): a leaf node reaches its hub's once its leaf connection is up,
+// which nothing tells a client either.
+func WaitJetStreamDomain(t testing.TB, ctx context.Context, url, domain string) {
+	t.Helper()
+	js := JetStreamDomain(t, url, domain)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {

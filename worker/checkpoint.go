@@ -185,7 +185,12 @@ func (c *checkpoints) put(ctx context.Context, value []byte) error {
 	if err != nil {
 		return fmt.Errorf("worker: checkpoint of task %s: write %s: %w", c.tc.task.MsgID, key, err)
 	}
-	if _, err := c.tc.w.ckv.Put(ctx, key, value); err != nil {
+	// A put of the same key and value is safe to repeat, and asked again while the bucket
+	// elects a leader, instead of holding the task until its deadline.
+	if err := natsbox.RetryWrite(ctx, func(actx context.Context) error {
+		_, err := c.tc.w.ckv.Put(actx, key, value)
+		return err
+	}); err != nil {
 		return fmt.Errorf("worker: checkpoint of task %s: write %s: %w", c.tc.task.MsgID, key, err)
 	}
 	c.n++

@@ -272,12 +272,10 @@ func record(ctx context.Context, kv jetstream.KeyValue, key string, data []byte,
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	tries := 0
-	err := natsbox.Retry(ctx, func(actx context.Context) error {
-		return natsbox.RetryNoStream(actx, func() error {
-			tries++
-			_, err := kv.Update(actx, key, data, rev)
-			return err
-		})
+	err := natsbox.RetryWrite(ctx, func(actx context.Context) error {
+		tries++
+		_, err := kv.Update(actx, key, data, rev)
+		return err
 	})
 	if isWrongRevision(err) && tries > 1 {
 		if entry, gerr := kv.Get(ctx, key); gerr == nil && bytes.Equal(entry.Value(), data) {

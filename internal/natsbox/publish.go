@@ -67,6 +67,17 @@ func RetryNoStream(ctx context.Context, write func() error) error {
 	return err
 }
 
+// RetryWrite runs write, a write to a stream that is safe to repeat (a KV put of the same
+// value, a compare-and-set whose caller checks what landed), each time within apiAttempt, and
+// again after an attempt that got no answer in time or found no stream (Retry and
+// RetryNoStream): while a stream elects a leader after a NATS node died, a request sent to it
+// is never answered, and one write must not wait for the whole of its caller's deadline.
+func RetryWrite(ctx context.Context, write func(context.Context) error) error {
+	return Retry(ctx, func(actx context.Context) error {
+		return RetryNoStream(actx, func() error { return write(actx) })
+	})
+}
+
 func noStream(err error) bool {
 	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }

@@ -139,3 +139,34 @@ func TestMissingFromLeader(t *testing.T) {
 		}
 	}
 }
+
+// A write is asked again both when its request goes unanswered (a stream between leaders) and
+// when no stream answers at all; any other error, or success, is the answer.
+func TestRetryWrite(t *testing.T) {
+	shortAttempts(t)
+	lost := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	noStream := func(context.Context) error { return jetstream.ErrNoStreamResponse }
+	ok := func(context.Context) error { return nil }
+	for _, tc := range []struct {
+		name     string
+		outcomes []func(context.Context) error
+		want     error
+		calls    int
+	}{
+		{"written at once", []func(context.Context) error{ok}, nil, 1},
+		{"unanswered, then no stream, then written", []func(context.Context) error{lost, noStream, ok}, nil, 3},
+		{"refused", []func(context.Context) error{func(context.Context) error { return jetstream.ErrKeyExists }}, jetstream.ErrKeyExists, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			err := RetryWrite(testCtx(t), func(ctx context.Context) error {
+				f := tc.outcomes[min(calls, len(tc.outcomes)-1)]
+				calls++
+				return f(ctx)
+			})
+			if !errors.Is(err, tc.want) && err != tc.want || calls != tc.calls {
+				t.Errorf("RetryWrite: %v after %d calls, want %v after %d", err, calls, tc.want, tc.calls)
+			}
+		})
+	}
+}

@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/reins-run/reins"
 	"github.com/reins-run/reins/internal/natstest"
 )
@@ -31,16 +28,7 @@ func TestConfigJSDomain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	nc, err := nats.Connect(hub.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.Stream(ctx, "front_REINS_TASKS"); err != nil {
+	if _, err := natstest.JetStream(t, hub.ClientURL()).Stream(ctx, "front_REINS_TASKS"); err != nil {
 		t.Errorf("the hub's front_REINS_TASKS: %v", err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/natsbox"
@@ -41,7 +40,7 @@ func TestJSDomain(t *testing.T) {
 		t.Errorf("run %s with output %s, want completed with %s", rec.Run.Status, rec.Run.Output, want)
 	}
 
-	hubJS, leafJS := jetStreamAt(t, hub.ClientURL()), jetStreamAt(t, leaf.ClientURL())
+	hubJS, leafJS := natstest.JetStream(t, hub.ClientURL()), natstest.JetStream(t, leaf.ClientURL())
 	names := box.Names()
 	events, err := hubJS.Stream(ctx, names.EventsStream())
 	if err != nil {
@@ -63,19 +62,4 @@ func TestJSDomain(t *testing.T) {
 	if _, err := leafJS.Stream(ctx, names.EventsStream()); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("the leaf's %s: %v, want ErrStreamNotFound", names.EventsStream(), err)
 	}
-}
-
-// jetStreamAt is the server's own JetStream, through a connection to url closed with the test.
-func jetStreamAt(t *testing.T, url string) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
 }

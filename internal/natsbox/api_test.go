@@ -112,10 +112,10 @@ func TestJSDomain(t *testing.T) {
 	if got := b.API().Domain(); got != "hub" {
 		t.Fatalf("Box.API().Domain() = %q, want hub", got)
 	}
-	exerciseAPI(t, b, ownJetStream(t, hub.ClientURL()))
+	exerciseAPI(t, b, natstest.JetStream(t, hub.ClientURL()))
 
 	// The leaf's own JetStream holds none of it.
-	if _, err := ownJetStream(t, leaf.ClientURL()).Stream(ctx, TasksStream); !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if _, err := natstest.JetStream(t, leaf.ClientURL()).Stream(ctx, TasksStream); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("the leaf's own JetStream has %s: %v, want ErrStreamNotFound", TasksStream, err)
 	}
 	c, err := b.Connect(ctx, "second")
@@ -168,22 +168,7 @@ accounts: {
 	srv := natstest.StartServer(t, opts)
 	as := func(user string) string { return strings.Replace(srv.ClientURL(), "nats://", "nats://"+user+"@", 1) }
 	b := open(t, Options{URL: as("i:i"), JSAPIPrefix: "fromA"})
-	exerciseAPI(t, b, ownJetStream(t, as("a:a")))
-}
-
-// ownJetStream is the default JetStream context of a connection to url, closed with the test.
-func ownJetStream(t *testing.T, url string) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
+	exerciseAPI(t, b, natstest.JetStream(t, as("a:a")))
 }
 
 // exerciseAPI makes the layout through b, checks that owner (the JetStream b reaches, through

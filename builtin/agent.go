@@ -60,7 +60,10 @@ func (h *Handlers) Agent(t Task) error {
 	if err := fx.failed(); err != nil {
 		return t.Fail(fmt.Errorf("step %s: iteration %d will run again: %w", j.name, j.task.Iteration, err))
 	}
-	from, err := base.write(t, st, run.ProposedChanged())
+	// A human's resume acts on decisions and must find what an interrupted delivery wrote:
+	// it only appends.
+	compact := j.step.Context != nil && j.task.Resume == 0
+	from, err := base.write(t, st, run.ProposedChanged(), compact)
 	if err != nil {
 		if errors.Is(err, worker.ErrCheckpointTooLarge) { // the conversation outgrew a message: for good
 			return t.FailPermanent(fmt.Errorf("step %s: the loop's state after iteration %d cannot be kept, its conversation is too long: %w", j.name, j.task.Iteration, err))
@@ -233,7 +236,7 @@ func (h *Handlers) cachedState(j *job, raw []byte) (*loop.State, stateBase) {
 	}
 	f := foldedOf(e.st, e.from)
 	for _, d := range deltas {
-		if d.From != len(f.msgs) { // a write that changed earlier messages: fold it all again
+		if d.From != len(f.msgs) || d.Window > 0 { // a write that changed earlier messages, or a compaction: fold it all again
 			return nil, stateBase{}
 		}
 		if err := f.add([]stateDelta{d}); err != nil {

@@ -551,15 +551,25 @@ func TestAgentKeepsLargeResultsOutOfItsCheckpoint(t *testing.T) {
 // pagesWorkflow is an agent that fetches pages 1..n-1 (each result size bytes: over 8 KiB, kept
 // by reference), then answers, under a drop_oldest context policy of maxTokens and keepLast.
 func pagesWorkflow(n, size, maxTokens, keepLast int) string {
+	return pagesWorkflowWith(n, size, fmt.Sprintf(`{ max_tokens = %d, strategy = "drop_oldest", keep_last = %d }`, maxTokens, keepLast))
+}
+
+// pagesWorkflowWith is pagesWorkflow under the context policy context, with a summarizer
+// model "cheap" that has a summary for each of the n turns.
+func pagesWorkflowWith(n, size int, context string) string {
 	var b strings.Builder
 	b.WriteString("name = \"pages\"\n[models.m]\nprovider = \"scripted\"\nscript = [\n")
 	for i := 1; i < n; i++ {
 		fmt.Fprintf(&b, "  { tool_calls = [{ name = \"fetch\", arguments = { page = %d } }], usage = { input_tokens = 100, output_tokens = 5 } },\n", i)
 	}
-	b.WriteString("  { text = \"done\" },\n]\n[tools.fetch]\ninput_schema = { type = \"object\", properties = { page = { type = \"integer\" } } }\n")
+	b.WriteString("  { text = \"done\" },\n]\n[models.cheap]\nprovider = \"scripted\"\nscript = [\n")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "  { text = \"Summary %d: the pages read so far.\", usage = { input_tokens = 50, output_tokens = 10 } },\n", i)
+	}
+	b.WriteString("]\n[tools.fetch]\ninput_schema = { type = \"object\", properties = { page = { type = \"integer\" } } }\n")
 	fmt.Fprintf(&b, "mock = [{ output = %q }]\n", strings.Repeat("p", size))
 	fmt.Fprintf(&b, "[[steps]]\nid = \"investigate\"\ntype = \"agent\"\nmodel = \"m\"\ngoal = \"Read every page.\"\ntools = [\"fetch\"]\n")
-	fmt.Fprintf(&b, "budget = { max_iterations = %d, max_tool_calls = %d }\ncontext = { max_tokens = %d, strategy = \"drop_oldest\", keep_last = %d }\n", n, n, maxTokens, keepLast)
+	fmt.Fprintf(&b, "budget = { max_iterations = %d, max_tool_calls = %d }\ncontext = %s\n", n, n, context)
 	return b.String()
 }
 
@@ -588,6 +598,32 @@ func FuzzAgentStateCache(f *testing.F) {
 	})
 }
 
+// runPages runs pagesWorkflow's agent step iteration after iteration until it stops, each
+// iteration on the Handlers handlers returns, the checkpoint written in place when inPlace (as
+// the worker writes it while a loop stays on it); it returns the tasks and the checkpoint after
+// each.
+func runPages(t testing.TB, b *wire.Bundle, hash string, n int, handlers func() *builtin.Handlers, inPlace bool) ([]*fakeTask, [][]byte) {
+	t.Helper()
+	var checkpoint json.RawMessage
+	var tasks []*fakeTask
+	var saves [][]byte
+	for iter := 1; iter <= n+1; iter++ {
+		ft := newTask(b, hash, "investigate", iter, "null")
+		ft.checkpoint, ft.inPlace = checkpoint, inPlace
+		if err := handlers().Agent(ft); err != nil {
+			t.Fatalf("iteration %d: %v", iter, err)
+		}
+		tasks = append(tasks, ft)
+		saves = append(saves, bytes.Clone(ft.saved)) // in place, later writes change its last byte
+		if ft.answer != "continue" {
+			return tasks, saves
+		}
+		checkpoint = ft.saved
+	}
+	t.Fatal("the agent did not stop")
+	return nil, nil
+}
+
 // checkCacheEquivalent runs pagesWorkflow on one Handlers (each iteration taking the state the
 // previous one left) and on new Handlers each iteration (folding the checkpoint whole), and
 // requires the same writes, answers, usage and records; it returns the last checkpoint.
@@ -596,34 +632,8 @@ func checkCacheEquivalent(t *testing.T, n, size, maxTokens, keepLast int) json.R
 	b, hash := bundleOf(t, pagesWorkflow(n, size, maxTokens, keepLast), "")
 	clk := clock.NewVirtual(epoch)
 	cached := newHandlers(t, builtin.Config{Clock: clk})
-	var saves [][]byte
-	run := func(fresh bool) []*fakeTask {
-		var checkpoint json.RawMessage
-		var tasks []*fakeTask
-		for iter := 1; iter <= n+1; iter++ {
-			h := cached
-			if fresh {
-				h = newHandlers(t, builtin.Config{Clock: clk})
-			}
-			ft := newTask(b, hash, "investigate", iter, "null")
-			ft.checkpoint, ft.inPlace = checkpoint, !fresh
-			if err := h.Agent(ft); err != nil {
-				t.Fatalf("iteration %d: %v", iter, err)
-			}
-			tasks = append(tasks, ft)
-			saves = append(saves, bytes.Clone(ft.saved)) // in place, later writes change its last byte
-			if ft.answer != "continue" {
-				return tasks
-			}
-			checkpoint = ft.saved
-		}
-		t.Fatal("the agent did not stop")
-		return nil
-	}
-	withCache := run(false)
-	cachedSaves := saves
-	saves = nil
-	whole := run(true)
+	withCache, cachedSaves := runPages(t, b, hash, n, func() *builtin.Handlers { return cached }, true)
+	whole, saves := runPages(t, b, hash, n, func() *builtin.Handlers { return newHandlers(t, builtin.Config{Clock: clk}) }, false)
 	if len(withCache) != len(whole) {
 		t.Fatalf("%d and %d tasks", len(withCache), len(whole))
 	}

@@ -133,6 +133,18 @@
 // iteration reads does not grow with the run either. A state set whole, as earlier versions
 // wrote it, is read as it is, and the next write sets an array in its place.
 //
+// A step with a context policy compacts its checkpoint now and then: instead of its delta, an
+// iteration sets the checkpoint to one compaction (the goal, the messages of the policy's
+// window, every proposed-call count, the summary) when that is at most a sixth of what was
+// written since the previous one. Compactions add at most a fifth to the bytes written, and a
+// worker that did not run the previous iteration reads back only the last compaction and what
+// followed it (the worker's fold starts at the last set), however long the run. The folded
+// state holds the messages before the window as empty placeholders: no model call is sent them
+// again. Under truncate_tool_results the window keeps the whole conversation (the shortened
+// results too), so no compaction is ever small enough to be written. Nothing is purged: the
+// earlier writes stay under their keys, and a fork from an earlier iteration folds those. A
+// human's resume (Resume > 0) only appends.
+//
 // # Side effects
 //
 // A tool with side effects (side_effect = true in the workflow, or a Go tool made with

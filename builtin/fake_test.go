@@ -145,7 +145,7 @@ func (f *fakeTask) CompleteWithStop(output any, stopReason, detail string) error
 }
 
 // bundleOf parses a workflow file's text into a bundle whose relative paths resolve in baseDir.
-func bundleOf(t *testing.T, toml, baseDir string) (*wire.Bundle, string) {
+func bundleOf(t testing.TB, toml, baseDir string) (*wire.Bundle, string) {
 	t.Helper()
 	def, ps := workflow.Parse("test.toml", []byte(toml))
 	if len(ps) > 0 {
@@ -180,7 +180,7 @@ func newTask(b *wire.Bundle, hash, step string, iter int, input string) *fakeTas
 // epoch is where the virtual clock of the tests starts, so that checkpoints are reproducible.
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func newHandlers(t *testing.T, cfg builtin.Config) *builtin.Handlers {
+func newHandlers(t testing.TB, cfg builtin.Config) *builtin.Handlers {
 	t.Helper()
 	if cfg.Clock == nil {
 		cfg.Clock = clock.NewVirtual(epoch)

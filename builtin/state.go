@@ -33,8 +33,17 @@ import (
 // reference to the text kept with the run's values (Task.KeepText): the checkpoint holds what
 // the next call needs to find it, and loading reads the texts the model will be sent, not those
 // the context policy left behind.
+//
+// A compaction (Window > 0) is a write that replaces the checkpoint (Task.Checkpoint) instead of
+// extending it: the goal and the messages from Window on (what the context policy still sends),
+// the whole of CallProposed (in State), the summary, and From as a delta's (where the writing
+// iteration's messages begin). Folding it gives the conversation with the messages between the
+// goal and Window as empty placeholders: no call reads them again (the window only moves
+// forward), and they stay in the bucket's earlier keys, which nothing purges (a fork from an
+// earlier iteration folds those). See compaction.
 type stateDelta struct {
 	From        int             `json:"from"`
+	Window      int             `json:"window,omitempty"`
 	Messages    []model.Message `json:"messages"`
 	Proposed    map[uint64]int  `json:"proposed,omitempty"`
 	SameSummary bool            `json:"same_summary,omitempty"`
@@ -102,6 +111,12 @@ func foldedOf(st *loop.State, from int) folded {
 // add folds deltas, the writes after those folded so far.
 func (f *folded) add(deltas []stateDelta) error {
 	for _, d := range deltas {
+		if d.Window > 0 {
+			if err := f.compacted(d); err != nil {
+				return err
+			}
+			continue
+		}
 		if d.From < 0 || d.From > len(f.msgs) {
 			return fmt.Errorf("write %d continues the conversation at message %d, but it has %d", f.n, d.From, len(f.msgs))
 		}
@@ -116,6 +131,28 @@ func (f *folded) add(deltas []stateDelta) error {
 		f.last, f.from = d.State, d.From
 		f.n++
 	}
+	return nil
+}
+
+// compacted starts the fold again from compaction d.
+func (f *folded) compacted(d stateDelta) error {
+	if len(d.Messages) == 0 || d.From < d.Window {
+		return fmt.Errorf("write %d is a compaction from message %d with %d messages, and says its iteration began at message %d", f.n, d.Window, len(d.Messages), d.From)
+	}
+	f.msgs = make([]model.Message, d.Window, d.Window+len(d.Messages)-1)
+	f.msgs[0] = d.Messages[0]
+	f.msgs = append(f.msgs, d.Messages[1:]...)
+	if d.From > len(f.msgs) {
+		return fmt.Errorf("write %d is a compaction of %d messages, and says its iteration began at message %d", f.n, len(f.msgs), d.From)
+	}
+	f.proposed = maps.Clone(d.State.CallProposed)
+	if f.proposed == nil {
+		f.proposed = map[uint64]int{}
+	}
+	f.summary = d.State.Context.Summary
+	f.last, f.from = d.State, d.From
+	f.last.CallProposed = nil
+	f.n++
 	return nil
 }
 
@@ -141,12 +178,15 @@ type stateBase struct {
 	refs    map[int]bool
 	kept    map[int]string
 	summary string
+	// size is the checkpoint's length in bytes before the iteration: what was written since
+	// the last compaction (see compaction).
+	size int
 }
 
 // baseOf is what st, loaded from raw, holds before the iteration (st's kept texts read back).
 func baseOf(raw json.RawMessage, st *loop.State, from int) stateBase {
 	raw = bytes.TrimSpace(raw)
-	b := stateBase{whole: len(raw) > 0 && raw[0] == '{', from: from, refs: map[int]bool{}, kept: map[int]string{}}
+	b := stateBase{whole: len(raw) > 0 && raw[0] == '{', from: from, refs: map[int]bool{}, kept: map[int]string{}, size: len(raw)}
 	if st != nil && len(st.Messages) > 0 {
 		b.n, b.last = len(st.Messages), st.Messages[len(st.Messages)-1]
 	}
@@ -173,8 +213,9 @@ func (b stateBase) delta(st *loop.State, proposed map[uint64]int) stateDelta {
 }
 
 // write checkpoints the iteration that led to st (proposed as delta takes it), its large texts
-// kept by reference, and returns where the write's messages begin.
-func (b stateBase) write(t Task, st *loop.State, proposed map[uint64]int) (int, error) {
+// kept by reference, and returns where the write's messages begin. With compact (a step with a
+// context policy, on a task that is not a human's resume) the write may be a compaction.
+func (b stateBase) write(t Task, st *loop.State, proposed map[uint64]int, compact bool) (int, error) {
 	d := b.delta(st, proposed)
 	if b.whole {
 		d.From, d.Messages, d.Proposed = 0, st.Messages, st.CallProposed
@@ -188,7 +229,65 @@ func (b stateBase) write(t Task, st *loop.State, proposed map[uint64]int) (int, 
 		d.SameSummary, d.State.Context.Summary = false, st.Context.Summary
 		return 0, t.Checkpoint([]stateDelta{d})
 	}
+	if compact {
+		if c, ok := b.compaction(st, d); ok {
+			return d.From, t.Checkpoint([]stateDelta{c})
+		}
+	}
 	return d.From, t.AppendCheckpoint(d)
+}
+
+// compactEvery bounds what compactions cost: one is written when it is at most 1/compactEvery of
+// what was written since the previous one (the checkpoint's length), so that they add at most
+// 1/(compactEvery-1) to the bytes the deltas write (20% for 6), and loading the checkpoint
+// after the worker changed decodes at most about compactEvery times a compaction's size
+// however long the run. A variable for the tests.
+var compactEvery = 6
+
+// compaction returns the compaction to write instead of d, the delta of the iteration that led
+// to st, when it is due (compactEvery): the goal and the window's messages, with the texts kept
+// by reference that the iteration read back (b.kept) or wrote (d) put back as references.
+func (b stateBase) compaction(st *loop.State, d stateDelta) (stateDelta, bool) {
+	w := window(st)
+	if w < 2 || d.From < w || b.size == 0 || b.size < compactEvery*b.estimate(st, w) {
+		return stateDelta{}, false
+	}
+	c := stateDelta{From: d.From, Window: w, State: *st}
+	c.Messages = make([]model.Message, 0, 1+len(st.Messages)-w)
+	c.Messages = append(c.Messages, b.message(st, 0))
+	for i := w; i < d.From; i++ {
+		c.Messages = append(c.Messages, b.message(st, i))
+	}
+	c.Messages = append(c.Messages, d.Messages...)
+	c.State.Messages = nil
+	data, err := json.Marshal(c)
+	if err != nil || b.size < compactEvery*len(data) {
+		return stateDelta{}, false
+	}
+	return c, true
+}
+
+// message is st's message i as the checkpoint holds it: its text by reference when it was kept.
+func (b stateBase) message(st *loop.State, i int) model.Message {
+	m := st.Messages[i]
+	if ref, ok := b.kept[i]; ok {
+		m.Content = ref
+	}
+	return m
+}
+
+// estimate is a lower bound of a compaction's size, to encode one only when it may be due: its
+// messages' texts (references for those kept) and the calls counted in CallProposed.
+func (b stateBase) estimate(st *loop.State, w int) int {
+	n := len(st.Goal) + 16*len(st.CallProposed)
+	for i := w; i < len(st.Messages); i++ {
+		if ref, ok := b.kept[i]; ok {
+			n += len(ref)
+		} else if len(st.Messages[i].Content) <= keepMin {
+			n += len(st.Messages[i].Content)
+		}
+	}
+	return n
 }
 
 // keep returns msgs (the conversation from message from on) with every text longer than

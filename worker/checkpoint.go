@@ -323,23 +323,40 @@ func (c *checkpoints) read(ctx context.Context, kv jetstream.KeyValue) (map[stri
 	return writes, nil
 }
 
-// apply folds the writes es in order (iteration, resume, write number).
+// apply folds the writes es in order (iteration, resume, write number). A set replaces all
+// that comes before it, so the fold starts at the last one: the writes before it are neither
+// read back (those stored by reference) nor decoded. A handler that compacts its checkpoint
+// with a set now and then (the built-in agent does) keeps this read in proportion to what
+// it wrote since, not to its history.
 func (c *checkpoints) apply(ctx context.Context, es []entry) ([]byte, error) {
 	slices.SortFunc(es, func(a, b entry) int {
 		return cmp.Or(cmp.Compare(a.w.Iteration, b.w.Iteration), cmp.Compare(a.w.Resume, b.w.Resume), cmp.Compare(a.w.N, b.w.N))
 	})
-	var raw []byte
-	for _, e := range es {
-		value, err := c.tc.w.values.In(ctx, c.tc.task.RunID, e.value)
+	values := make([][]byte, len(es))
+	start := 0
+	for i := len(es) - 1; i >= 0; i-- {
+		value, err := c.tc.w.values.In(ctx, c.tc.task.RunID, es[i].value)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", e.w.Key(), err)
+			return nil, fmt.Errorf("%s: %w", es[i].w.Key(), err)
 		}
-		if raw, err = applyWrite(raw, value); err != nil {
-			return nil, fmt.Errorf("%s: %w", e.w.Key(), err)
+		values[i] = value
+		if isSet(value) {
+			start = i
+			break
+		}
+	}
+	var raw []byte
+	for i := start; i < len(es); i++ {
+		var err error
+		if raw, err = applyWrite(raw, values[i]); err != nil {
+			return nil, fmt.Errorf("%s: %w", es[i].w.Key(), err)
 		}
 	}
 	return raw, nil
 }
+
+// isSet reports whether a stored write is a set, as setValue writes it.
+func isSet(value []byte) bool { return bytes.HasPrefix(value, []byte(`{"set":`)) }
 
 // applyWrite applies one stored write to raw.
 func applyWrite(raw, value []byte) ([]byte, error) {

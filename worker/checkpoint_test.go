@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 )
@@ -163,6 +164,55 @@ func TestAppendAcrossIterationsAndWorkers(t *testing.T) {
 	a.stop()
 	b := e.start(Config{}, map[string]Handler{"app": appender(5)})
 	ev = e.iterate("r2", "loop", "app", 3)
+	jsonEq(t, ev.Output, `[1,2,3,4,5]`)
+	if n := b.reloads.load(); n != 1 {
+		t.Errorf("worker b read the checkpoint back %d times, want once", n)
+	}
+}
+
+// A set replaces what came before it, so a worker that reads a checkpoint back starts from the
+// last set: it decodes nothing written before (here a write made unreadable on purpose).
+func TestReloadStartsAtTheLastSet(t *testing.T) {
+	e := newEnv(t)
+	h := func(tc TaskContext) error {
+		var err error
+		switch it := tc.Iteration(); {
+		case it == 3: // a compaction: the same value, written whole
+			err = tc.Checkpoint([]int{1, 2, 3})
+		case it < 6:
+			err = tc.AppendCheckpoint(it)
+		default:
+			cp, err := tc.LoadCheckpoint()
+			if err != nil {
+				return tc.FailPermanent(err)
+			}
+			return tc.Complete(cp)
+		}
+		if err != nil {
+			return tc.FailPermanent(err)
+		}
+		return tc.Continue(nil)
+	}
+	a := e.start(Config{}, map[string]Handler{"h": h})
+	for it := 1; it <= 5; it++ {
+		tk := task("r", "loop", "h", it, 1)
+		e.publish(tk)
+		wantEvent(t, e.event(), protocol.EvContinued, tk)
+	}
+	a.stop()
+	scope := wire.CheckpointScope("r", "loop", -1, 1)
+	kv, err := e.js.KeyValue(testCtx(t), natsbox.CheckpointsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(testCtx(t), wire.CheckpointWrite{Scope: scope, Iteration: 1}.Key(), []byte("not JSON")); err != nil {
+		t.Fatal(err)
+	}
+	b := e.start(Config{}, map[string]Handler{"h": h})
+	tk := task("r", "loop", "h", 6, 1)
+	e.publish(tk)
+	ev := e.event()
+	wantEvent(t, ev, protocol.EvCompleted, tk)
 	jsonEq(t, ev.Output, `[1,2,3,4,5]`)
 	if n := b.reloads.load(); n != 1 {
 		t.Errorf("worker b read the checkpoint back %d times, want once", n)

@@ -84,7 +84,9 @@
 // LoadCheckpoint folds, in order, the writes of the earlier iterations and those this attempt
 // has made: a set replaces the value, an append extends the array (nothing, or null, counts as
 // an empty array; appending to another value is an error). It returns nil when nothing was
-// written. The writes of an attempt that failed, timed out or crashed do not count: before the
+// written. Since a set replaces all before it, a fold read back from the bucket starts at the
+// last set: the writes before it are neither read back (those by reference) nor decoded, so a
+// handler that sets a compact value now and then bounds what a new worker reads. The writes of an attempt that failed, timed out or crashed do not count: before the
 // first checkpoint call of an attempt that may follow another attempt of the same iteration
 // (Attempt > 1, or a task delivered more than once), the keys of the current iteration are
 // purged.

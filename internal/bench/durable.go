@@ -342,10 +342,13 @@ func watchRuns(b B, s *stack, n int, ok func(*client.Record) bool) {
 }
 
 // rssBytes reads this process's resident set size from /proc.
-func rssBytes(b B) int64 {
-	data, err := os.ReadFile("/proc/self/status")
+func rssBytes(b B) int64 { return rssOf(b, "/proc/self/status") }
+
+// rssOf reads VmRSS from a process's status file.
+func rssOf(b B, status string) int64 {
+	data, err := os.ReadFile(status)
 	if err != nil {
-		b.Skipf("no /proc/self/status: %v", err)
+		b.Skipf("no %s: %v", status, err)
 	}
 	for line := range bytes.Lines(data) {
 		if rest, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
@@ -357,7 +360,7 @@ func rssBytes(b B) int64 {
 			return kb << 10
 		}
 	}
-	b.Fatal("no VmRSS in /proc/self/status")
+	b.Fatalf("no VmRSS in %s", status)
 	return 0
 }
 

@@ -4,8 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -55,6 +60,10 @@ const longContext = `{ max_tokens = 100000, strategy = "drop_oldest" }`
 // events) and the mean time between iterations, over the first and the last 100 iterations, and
 // the resident memory of this process (engine, worker and embedded server) at iterations 100 and
 // 1,000.
+//
+// With $REINS_BENCH_NATS=process the server is a nats-server process of its own (built from
+// the module's nats-server): this process's resident set is then the engine's and the
+// worker's alone, and the server's is reported beside it.
 func AgentLong(b B) {
 	def, problems := workflow.Parse("agent-long.toml", []byte(longWorkflow(longContext)))
 	if len(problems) > 0 {
@@ -64,14 +73,26 @@ func AgentLong(b B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := host.StartEmbedded(context.Background(), b.TempDir(), host.Config{Engine: true, Concurrency: 16,
-		Register: func(w *worker.Worker) error { return builtin.Register(w, builtin.Config{}) }})
+	cfg := host.Config{Engine: true, Concurrency: 16,
+		Register: func(w *worker.Worker) error { return builtin.Register(w, builtin.Config{}) }}
+	var m longMeter
+	var h *host.Host
+	if os.Getenv("REINS_BENCH_NATS") == "process" {
+		var server *os.Process
+		if cfg.Box, server = serverProcess(b); server != nil {
+			defer server.Kill()
+			defer cfg.Box.Close()
+			m.server = server.Pid
+		}
+		h, err = host.Start(context.Background(), cfg)
+	} else {
+		h, err = host.StartEmbedded(context.Background(), b.TempDir(), cfg)
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer h.Stop()
 	c := client.NewClient(client.ClientConfig{Box: h.Box()})
-	var m longMeter
 	b.ResetTimer()
 	for range b.Loops() {
 		m.run(b, h.Box(), c, bs)
@@ -86,6 +107,7 @@ type longSample struct {
 	iteration       int
 	checkpoint, evs uint64
 	rss             int64
+	serverRSS       int64  // of the nats-server process, when there is one
 	live            uint64 // the heap the last collection kept
 	at              time.Time
 }
@@ -94,6 +116,7 @@ type longMeter struct {
 	mu      sync.Mutex
 	samples []longSample // of the last run: at iterations 100, 200, 900 and 1,000
 	runs    int
+	server  int // the pid of the nats-server process, 0 when embedded
 }
 
 // run runs the agent once and samples it at iterations 100, 200, 900 and its end.
@@ -117,7 +140,11 @@ func (m *longMeter) run(b B, box *natsbox.Box, c *client.Client, bs *wire.Bundle
 			continue
 		}
 		if want[ev.Iteration] || ev.Type == protocol.EvCompleted {
-			samples = append(samples, sample(b, box, ev.Iteration))
+			s := sample(b, box, ev.Iteration)
+			if m.server != 0 {
+				s.serverRSS = rssOf(b, fmt.Sprintf("/proc/%d/status", m.server))
+			}
+			samples = append(samples, s)
 		}
 	}
 	if len(samples) != 4 || samples[3].iteration != longIterations {
@@ -167,12 +194,54 @@ func (m *longMeter) report(b B) {
 	ev := func(x longSample) uint64 { return x.evs }
 	b.ReportMetric(per(s[0], s[1], cp), "first100-checkpoint-B/iter")
 	b.ReportMetric(per(s[2], s[3], cp), "last100-checkpoint-B/iter")
+	b.ReportMetric(float64(s[3].checkpoint)/float64(s[3].iteration), "checkpoint-B/iter")
 	b.ReportMetric(per(s[0], s[1], ev), "first100-events-B/iter")
 	b.ReportMetric(per(s[2], s[3], ev), "last100-events-B/iter")
 	b.ReportMetric(float64(s[1].at.Sub(s[0].at).Nanoseconds())/100, "first100-iter-ns")
 	b.ReportMetric(float64(s[3].at.Sub(s[2].at).Nanoseconds())/100, "last100-iter-ns")
 	b.ReportMetric(float64(s[0].rss)/(1<<20), "rss100-MB")
 	b.ReportMetric(float64(s[3].rss)/(1<<20), "rss1000-MB")
+	if m.server != 0 {
+		b.ReportMetric(float64(s[0].serverRSS)/(1<<20), "server-rss100-MB")
+		b.ReportMetric(float64(s[3].serverRSS)/(1<<20), "server-rss1000-MB")
+	}
 	b.ReportMetric(float64(s[0].live)/(1<<20), "live100-MB")
 	b.ReportMetric(float64(s[3].live)/(1<<20), "live1000-MB")
+}
+
+// serverProcess builds nats-server from the module, starts it with JetStream on a free
+// loopback port and a temporary store, and connects to it.
+func serverProcess(b B) (*natsbox.Box, *os.Process) {
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "nats-server")
+	build := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build nats-server: %v\n%s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, "-js", "-sd", filepath.Join(dir, "store"), "-a", "127.0.0.1", "-p", strconv.Itoa(port))
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	go cmd.Wait() // reaps it once killed
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	for {
+		box, err := natsbox.Open(ctx, natsbox.Options{URL: url})
+		if err == nil {
+			return box, cmd.Process
+		}
+		select {
+		case <-ctx.Done():
+			cmd.Process.Kill()
+			b.Fatalf("nats-server on %s did not take connections: %v", url, err)
+		case <-time.After(50 * time.Millisecond): // polling a process that is starting
+		}
+	}
 }

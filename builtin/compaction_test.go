@@ -2,12 +2,23 @@ package builtin_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"reflect"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/runner"
+	"github.com/reins-run/reins/worker"
+	"github.com/reins-run/reins/workflow"
 )
 
 // A compaction changes what the checkpoint holds, never what the agent does: a run whose
@@ -162,4 +173,108 @@ func BenchmarkAgentStateLoad(b *testing.B) {
 			b.ReportMetric(float64(len(raw)), "checkpoint-B")
 		})
 	}
+}
+
+// A durable agent whose worker changes after its checkpoint was compacted: the new worker reads
+// the checkpoint back from the bucket (from the last compaction on) and the run completes with
+// every iteration counted once.
+func TestCompactedAgentMovesToAnotherWorker(t *testing.T) {
+	const n, switchAt = 60, 40
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = box.Close() })
+	eng, err := runner.New(runner.Config{Box: box})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = eng.Run(ctx) }()
+	a := startBuiltinWorker(t, ctx, box)
+	def, ps := workflow.Parse("pages.toml", []byte(pagesWorkflowWith(n, 10_000, `{ max_tokens = 9000, keep_last = 2 }`)))
+	if len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	bundles, err := wire.NewBundles(def, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(client.ClientConfig{Box: box})
+	id, err := c.Start(ctx, bundles, json.RawMessage(`null`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u, err := range c.Follow(ctx, id) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev := u.Event; ev != nil && ev.Type == protocol.EvContinued && ev.Iteration >= switchAt {
+			break
+		}
+	}
+	a.stop() // its task in hand goes back to the queue
+	if sets := compactions(t, ctx, box, id); len(sets) == 0 || slices.Min(sets) >= switchAt {
+		t.Fatalf("compactions at iterations %v: none before the worker changed at %d", sets, switchAt)
+	}
+	startBuiltinWorker(t, ctx, box)
+	run := waitCompleted(t, ctx, c, id)
+	s := run.Steps["investigate"]
+	if s.Iteration != n || s.StopReason != "completed" || s.Usage.ModelCalls != n || s.Usage.ToolCalls != n-1 || s.Usage.InputTokens != 100*(n-1) {
+		t.Errorf("investigate: iteration %d, stop %q, usage %+v; want %d iterations, %d model calls, %d tool calls, once each", s.Iteration, s.StopReason, s.Usage, n, n, n-1)
+	}
+}
+
+// builtinWorker is a worker with the built-in handlers, running until stop or the test's end.
+type builtinWorker struct{ stop func() }
+
+func startBuiltinWorker(t *testing.T, ctx context.Context, box *natsbox.Box) builtinWorker {
+	t.Helper()
+	w, err := worker.New(worker.Config{Box: box})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := builtin.Register(w, builtin.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	stop := sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+	t.Cleanup(stop)
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		t.Fatalf("the worker stopped before it was ready: %v", err)
+	}
+	return builtinWorker{stop: stop}
+}
+
+// compactions lists the iterations of run id that set the agent's checkpoint whole.
+func compactions(t *testing.T, ctx context.Context, box *natsbox.Box, id string) []int {
+	t.Helper()
+	kv, err := box.JetStream().KeyValue(ctx, box.Names().CheckpointsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sets []int
+	for ke, err := range wire.Entries(ctx, kv, wire.CheckpointScope(id, "investigate", -1, 1)+".>") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := wire.ParseCheckpointWrite(ke.Key())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.HasPrefix(ke.Value(), []byte(`{"set":`)) {
+			sets = append(sets, w.Iteration)
+		}
+	}
+	return sets
 }

@@ -154,7 +154,11 @@ func (c *checkpoints) resolve(ctx context.Context) error {
 		return nil
 	}
 	if c.mayFollowAttempt {
-		if err := purgeIteration(ctx, kv, c.scope, c.iter); err != nil {
+		// Asked again while the bucket elects a leader (a purge is safe to repeat), instead
+		// of failing the attempt: a task delivered again after a NATS node died lands here.
+		if err := natsbox.RetryWrite(ctx, func(actx context.Context) error {
+			return purgeIteration(actx, kv, c.scope, c.iter)
+		}); err != nil {
 			return err
 		}
 	}
@@ -280,13 +284,22 @@ type entry struct {
 // than was written would go on from an older state. The writes the listing missed are read
 // from the leader and folded too.
 func (c *checkpoints) fold(ctx context.Context, kv jetstream.KeyValue, include func(wire.CheckpointWrite) bool, own wire.CheckpointWrite) ([]byte, int, error) {
-	writes, err := c.read(ctx, kv)
+	// Both reads are asked again while the bucket has no leader (a node died), instead of
+	// failing the attempt.
+	var writes, missing map[string][]byte
+	err := natsbox.RetryNoStream(ctx, func() (err error) {
+		writes, err = c.read(ctx, kv)
+		return err
+	})
 	if err != nil {
 		return nil, 0, err
 	}
-	missing, err := natsbox.MissingFromLeader(ctx, c.tc.w.js, c.tc.w.names.CheckpointsBucket(), c.scope+".>", func(key string) bool {
-		_, ok := writes[key]
-		return ok
+	err = natsbox.RetryNoStream(ctx, func() (err error) {
+		missing, err = natsbox.MissingFromLeader(ctx, c.tc.w.js, c.tc.w.names.CheckpointsBucket(), c.scope+".>", func(key string) bool {
+			_, ok := writes[key]
+			return ok
+		})
+		return err
 	})
 	if err != nil {
 		return nil, 0, err

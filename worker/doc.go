@@ -114,5 +114,8 @@
 // record on the claim's revision, so that a holder that lost its claim cannot record), and
 // TaskContext.Effect the way for a handler; package builtin runs every side-effecting tool
 // through it. docs/engine.md says what is exactly-once and what is at-least-once with a key.
+// A claim, a takeover or a renewal is asked again while the bucket has no leader (a NATS node
+// died), and one that then finds the key taken reads it back: the value it wrote, landed by a
+// try whose answer was lost, is its own claim; any other is another attempt's.
 // Records are not tied to a task and may be written after its answer.
 package worker

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,6 +48,9 @@ type Effects struct {
 	id string
 	// waiting, when set (tests), is called as an attempt starts waiting for a live claim.
 	waiting func(key string)
+	// wrapKV, when set (tests), wraps the bucket as it opens: a test loses the answers of
+	// writes that landed.
+	wrapKV func(jetstream.KeyValue) jetstream.KeyValue
 
 	mu     sync.Mutex
 	kv     jetstream.KeyValue
@@ -91,6 +95,9 @@ func (e *Effects) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	values, err := natsbox.OpenValues(ctx, e.js, e.names)
 	if err != nil {
 		return nil, err
+	}
+	if e.wrapKV != nil {
+		kv = e.wrapKV(kv)
 	}
 	e.kv, e.values = kv, wire.NewValues(values, 0, 0)
 	return kv, nil
@@ -153,7 +160,11 @@ func (e *Effects) Once(ctx context.Context, id string, lease Lease, do func(cont
 // claim claims key for lease. It returns the revision of the claim; or the recorded result;
 // or neither once a live claim of another attempt changed or ran out.
 func (e *Effects) claim(ctx context.Context, kv jetstream.KeyValue, key string, lease Lease) (uint64, []byte, error) {
-	rev, err := e.put(ctx, kv, key, e.claimRecord(lease), 0)
+	data, err := e.claimData(lease)
+	if err != nil {
+		return 0, nil, err
+	}
+	rev, err := put(ctx, kv, key, data, 0, nil)
 	if err == nil {
 		return rev, nil, nil
 	}
@@ -181,7 +192,11 @@ func (e *Effects) claim(ctx context.Context, kv jetstream.KeyValue, key string, 
 		// The holder is gone (or paused past its lease; one of this process that still ran
 		// would have renewed it): take the claim over, on the revision read, so that of two
 		// attempts taking it over one wins.
-		rev, err := e.put(ctx, kv, key, e.claimRecord(lease), entry.Revision())
+		data, err := e.claimData(lease)
+		if err != nil {
+			return 0, nil, err
+		}
+		rev, err := put(ctx, kv, key, data, entry.Revision(), nil)
 		if isWrongRevision(err) {
 			return 0, nil, nil
 		}
@@ -294,9 +309,17 @@ type renewal struct {
 	lease Lease
 
 	stop, done chan struct{}
-	rev        uint64 // owned by loop until done is closed
-	lost       bool
+	// Owned by loop until done is closed.
+	rev  uint64
+	lost bool
+	// unsure holds the renewals written on rev that failed without an answer (the latest
+	// maxUnsure): one of them may have landed, and made the next revision.
+	unsure [][]byte
 }
+
+// maxUnsure bounds renewal.unsure while the bucket does not answer. Forgetting an older write
+// is safe: a claim not recognised as the holder's own is taken as lost (ErrLeaseLost).
+const maxUnsure = 8
 
 func (r *renewal) loop() {
 	defer close(r.done)
@@ -308,44 +331,102 @@ func (r *renewal) loop() {
 			return
 		case <-t.C:
 		}
+		data, err := r.e.claimData(r.lease)
+		if err != nil {
+			continue // as another failure: the next tick tries again
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), min(recordTimeout, r.lease.For))
-		rev, err := r.e.put(ctx, r.kv, r.key, r.e.claimRecord(r.lease), r.rev)
+		rev, err := put(ctx, r.kv, r.key, data, r.rev, r.unsure)
 		cancel()
 		switch {
 		case err == nil:
-			r.rev = rev
+			r.rev, r.unsure = rev, nil
 		case isWrongRevision(err):
 			r.lost = true
 			return
+		default:
+			// Another failure (the server unreachable for a moment): the next tick tries
+			// again; the write may have landed all the same, which the next one would find.
+			r.unsure = append(r.unsure, data)
+			if len(r.unsure) > maxUnsure {
+				r.unsure = r.unsure[1:]
+			}
 		}
-		// Another failure (the server unreachable for a moment): the next tick tries again;
-		// the record on the claim's revision will tell whether it was lost meanwhile.
 	}
 }
 
-// end stops the renewals and returns the claim's revision and whether it was lost.
+// end stops the renewals and returns the claim's revision and whether it was lost. A last
+// renewal that failed without an answer may have landed: the claim read back says so, so that
+// the record is not refused for a revision the holder itself moved.
 func (r *renewal) end() (uint64, bool) {
 	close(r.stop)
 	<-r.done
+	if !r.lost && len(r.unsure) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+		defer cancel()
+		if rev, ok := ownClaim(ctx, r.kv, r.key, r.unsure); ok {
+			r.rev = rev
+		}
+	}
 	return r.rev, r.lost
 }
 
-func (e *Effects) claimRecord(l Lease) effectRecord {
-	return effectRecord{Holder: l.Holder, Until: time.Now().Add(l.For)}
+// claimData is the value of a claim for lease from now. It names the holder and the instant
+// its lease ends, to the nanosecond: no other write of a claim has the same bytes, which is
+// how a holder knows its own write when the answer to it was lost.
+func (e *Effects) claimData(l Lease) ([]byte, error) {
+	data, err := json.Marshal(effectRecord{Holder: l.Holder, Until: time.Now().Add(l.For)})
+	if err != nil {
+		return nil, fmt.Errorf("encode a claim: %w", err)
+	}
+	return data, nil
 }
 
-// put creates key (rev 0) or updates it on revision rev with rec.
-func (e *Effects) put(ctx context.Context, kv jetstream.KeyValue, key string, rec effectRecord, rev uint64) (uint64, error) {
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return 0, err
-	}
+// put writes data, a claim on key: a create (rev 0: of two attempts one wins), or a
+// compare-and-set on revision rev. It asks again while the bucket has no leader to answer (a
+// NATS node lost: its streams elect another within seconds), within recordTimeout, as record
+// does. A write asked again may find the key moved by its own earlier try, which landed while
+// its answer was lost: when the value read back is data (or one of unsure, the caller's
+// earlier writes on rev that got no answer), the claim is the caller's, at the revision read.
+// Any other value is another attempt's: ErrKeyExists, as without asking again.
+func put(ctx context.Context, kv jetstream.KeyValue, key string, data []byte, rev uint64, unsure [][]byte) (uint64, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	if rev == 0 {
-		return kv.Create(ctx, key, data)
+	tries := 0
+	var landed uint64
+	err := natsbox.RetryWrite(ctx, func(actx context.Context) (err error) {
+		tries++
+		if rev == 0 {
+			landed, err = kv.Create(actx, key, data)
+		} else {
+			landed, err = kv.Update(actx, key, data, rev)
+		}
+		return err
+	})
+	if isWrongRevision(err) && (tries > 1 || len(unsure) > 0) {
+		if tries > 1 {
+			unsure = append(slices.Clip(unsure), data)
+		}
+		if own, ok := ownClaim(ctx, kv, key, unsure); ok {
+			return own, nil
+		}
 	}
-	return kv.Update(ctx, key, data, rev)
+	return landed, err
+}
+
+// ownClaim reads key back (asked again while the bucket has no leader, as the write was) and
+// returns its revision when its value is one of writes, the caller's claims whose answers were
+// lost. A read that fails says no: the claim is then taken as another's, as without it.
+func ownClaim(ctx context.Context, kv jetstream.KeyValue, key string, writes [][]byte) (uint64, bool) {
+	var entry jetstream.KeyValueEntry
+	err := natsbox.RetryWrite(ctx, func(actx context.Context) (err error) {
+		entry, err = kv.Get(actx, key)
+		return err
+	})
+	if err != nil || !slices.ContainsFunc(writes, func(w []byte) bool { return bytes.Equal(entry.Value(), w) }) {
+		return 0, false
+	}
+	return entry.Revision(), true
 }
 
 // decodeEffect reads a record. A value that is not a record is the result stored by a worker of

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/natsbox"
@@ -332,5 +334,208 @@ func TestCheckpointByReference(t *testing.T) {
 	}
 	if n := r.reloads.load(); n != 1 {
 		t.Errorf("the checkpoint was read back %d times, want 1", n)
+	}
+}
+
+// lossyKV is the bucket of a cluster electing a leader: claim, when set, decides the outcome of
+// the n-th write of a claim (a create, or a compare-and-set of a value that is not a result),
+// and may do the real write (write) before answering as a lost answer would.
+type lossyKV struct {
+	jetstream.KeyValue
+	n     atomic.Int64
+	claim func(n int64, write func() (uint64, error)) (uint64, error)
+}
+
+func (k *lossyKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	return k.claim(k.n.Add(1), func() (uint64, error) { return k.KeyValue.Create(ctx, key, value, opts...) })
+}
+
+func (k *lossyKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	write := func() (uint64, error) { return k.KeyValue.Update(ctx, key, value, rev) }
+	if rec, err := decodeEffect(value); err != nil || rec.Done {
+		return write()
+	}
+	return k.claim(k.n.Add(1), write)
+}
+
+// lossyEffects is effectsEnv with the bucket's claims going through claim (lossyKV), and a
+// test failed if an attempt waits for a live claim: here every claim there is is its own.
+func lossyEffects(t *testing.T, claim func(n int64, write func() (uint64, error)) (uint64, error)) (*Effects, jetstream.KeyValue) {
+	t.Helper()
+	fx, kv := effectsEnv(t)
+	fx.wrapKV = func(kv jetstream.KeyValue) jetstream.KeyValue { return &lossyKV{KeyValue: kv, claim: claim} }
+	fx.waiting = func(key string) { t.Errorf("the attempt waits for the live claim on %s, its own", key) }
+	return fx, kv
+}
+
+// landedAnswerLost does the write, then answers as a stream between leaders does.
+func landedAnswerLost(write func() (uint64, error)) (uint64, error) {
+	if _, err := write(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("kv: %w", jetstream.ErrNoStreamResponse)
+}
+
+// A claim that landed though its answer was lost (the bucket between leaders) is the
+// attempt's own once asked again: the effect runs once, and its result is recorded.
+func TestEffectsClaimAnswerLost(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		setup func(t *testing.T, kv jetstream.KeyValue)
+		lose  int64 // the claim write whose answer is lost
+	}{
+		{"create", func(*testing.T, jetstream.KeyValue) {}, 1},
+		{"take over", func(t *testing.T, kv jetstream.KeyValue) { // after a create that finds it
+			putClaim(t, kv, "id", effectRecord{Holder: "crashed@x", Until: time.Now().Add(-time.Second)})
+		}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var lost atomic.Bool
+			fx, kv := lossyEffects(t, func(n int64, write func() (uint64, error)) (uint64, error) {
+				if n == c.lose {
+					rev, err := landedAnswerLost(write)
+					lost.Store(err != nil && !isWrongRevision(err))
+					return rev, err
+				}
+				return write()
+			})
+			c.setup(t, kv)
+			ctx, cancel := context.WithCancel(testCtx(t))
+			defer cancel()
+			fx.waiting = func(key string) {
+				t.Errorf("the attempt waits for the live claim on %s, its own", key)
+				cancel()
+			}
+			f := &effect{value: `"once"`}
+			if v, err := fx.Once(ctx, "id", leaseA, f.do); err != nil || string(v) != `"once"` || f.runs.Load() != 1 {
+				t.Fatalf("%q, %v, %d runs; want the effect run once", v, err, f.runs.Load())
+			}
+			if !lost.Load() {
+				t.Fatalf("claim write %d did not land with its answer lost", c.lose)
+			}
+			if rec := readRecord(t, kv, "id"); !rec.Done || string(rec.Value) != `"once"` {
+				t.Errorf("record %+v, want the result", rec)
+			}
+		})
+	}
+}
+
+// A claim asked again that finds another claim there, written while its own first try got no
+// answer, is not its own even when it names the same holder (a redelivery of the same
+// attempt): the attempt waits for that claim's result and does not run the effect.
+func TestEffectsClaimAnswerLostToAnother(t *testing.T) {
+	for _, other := range []string{leaseB.Holder, leaseA.Holder} {
+		t.Run(other, func(t *testing.T) {
+			fx, kv := effectsEnv(t)
+			ctx := testCtx(t)
+			var lost atomic.Bool
+			fx.wrapKV = func(b jetstream.KeyValue) jetstream.KeyValue {
+				return &lossyKV{KeyValue: b, claim: func(_ int64, write func() (uint64, error)) (uint64, error) {
+					if !lost.CompareAndSwap(false, true) {
+						return write()
+					}
+					// Another attempt claims first; this try's answer is lost.
+					putClaim(t, kv, "id", effectRecord{Holder: other, Until: time.Now().Add(time.Hour)})
+					return 0, fmt.Errorf("kv: %w", jetstream.ErrNoStreamResponse)
+				}}
+			}
+			fx.waiting = func(string) { // the other attempt records its result
+				e, err := kv.Get(ctx, wire.EffectKey("id"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				data, _ := json.Marshal(effectRecord{Done: true, Value: json.RawMessage(`"theirs"`)})
+				if _, err := kv.Update(ctx, wire.EffectKey("id"), data, e.Revision()); err != nil {
+					t.Error(err)
+				}
+			}
+			f := &effect{value: `"mine"`}
+			if v, err := fx.Once(ctx, "id", leaseA, f.do); err != nil || string(v) != `"theirs"` || f.runs.Load() != 0 {
+				t.Errorf("%q, %v, %d runs; want the other attempt's result, no run", v, err, f.runs.Load())
+			}
+		})
+	}
+}
+
+// A claim that found no stream and did not land is asked again: the effect runs once.
+func TestEffectsClaimNoResponders(t *testing.T) {
+	var refused atomic.Bool
+	fx, kv := lossyEffects(t, func(_ int64, write func() (uint64, error)) (uint64, error) {
+		if refused.CompareAndSwap(false, true) {
+			return 0, nats.ErrNoResponders
+		}
+		return write()
+	})
+	f := &effect{value: `"once"`}
+	if v, err := fx.Once(testCtx(t), "id", leaseA, f.do); err != nil || string(v) != `"once"` || f.runs.Load() != 1 {
+		t.Fatalf("%q, %v, %d runs; want the effect run once", v, err, f.runs.Load())
+	}
+	if rec := readRecord(t, kv, "id"); !rec.Done || string(rec.Value) != `"once"` || !refused.Load() {
+		t.Errorf("record %+v (a claim refused: %v), want the result after a refused claim", rec, refused.Load())
+	}
+}
+
+// A renewal that landed though its answer was lost does not lose the claim: whether the
+// answer is asked again at once (no response from the stream), or the loss is found by the
+// next renewal or by the record after the last one (the connection closed under it), the
+// holder's result is recorded.
+func TestEffectsRenewalAnswerLost(t *testing.T) {
+	closed := func(write func() (uint64, error)) (uint64, error) {
+		if _, err := write(); err != nil {
+			return 0, err
+		}
+		return 0, nats.ErrConnectionClosed
+	}
+	for _, c := range []struct {
+		name string
+		// lose answers the first renewal; after answers the ones after it.
+		lose, after func(write func() (uint64, error)) (uint64, error)
+		// next: the effect returns after a renewal after the lost one landed.
+		next bool
+	}{
+		{"asked again", landedAnswerLost, nil, false},
+		{"next renewal", closed, nil, true},
+		{"last renewal", closed, func(func() (uint64, error)) (uint64, error) { return 0, nats.ErrConnectionClosed }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lostAnswer, renewed := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			fx, kv := lossyEffects(t, func(n int64, write func() (uint64, error)) (uint64, error) {
+				switch {
+				case n == 1: // the claim
+					return write()
+				case n == 2:
+					defer close(lostAnswer)
+					return c.lose(write)
+				case c.after != nil:
+					return c.after(write)
+				}
+				rev, err := write()
+				if err == nil {
+					once.Do(func() { close(renewed) })
+				}
+				return rev, err
+			})
+			ctx := testCtx(t)
+			short := Lease{Holder: "slow@a", For: 30 * time.Millisecond}
+			v, err := fx.Once(ctx, "id", short, func(ctx context.Context) ([]byte, error) {
+				<-lostAnswer
+				if c.next {
+					select {
+					case <-renewed:
+					case <-ctx.Done():
+						return nil, fmt.Errorf("no renewal landed after the lost answer: %w", ctx.Err())
+					}
+				}
+				return []byte(`"done"`), nil
+			})
+			if err != nil || string(v) != `"done"` {
+				t.Fatalf("%q, %v; want the result recorded", v, err)
+			}
+			if rec := readRecord(t, kv, "id"); !rec.Done || string(rec.Value) != `"done"` {
+				t.Errorf("record %+v, want the result", rec)
+			}
+		})
 	}
 }

@@ -125,15 +125,26 @@ func TestOnlyTheFirstAnswerCounts(t *testing.T) {
 
 // A handler that runs an iteration again (its worker crashed after continuing, before
 // acknowledging the task) must not be swallowed by the duplicate window: the nonce differs.
+// The iteration runs again on another worker, as after a crash: the worker that answered does
+// not run a copy that comes while the first delivery's handler has not returned
+// (TestACopyOfATaskRunningHereIsNotRunAgain). The first handler is held past its answer until
+// the end, so that the copy comes in that window every time.
 func TestContinueTwiceIsStoredTwice(t *testing.T) {
 	e := newEnv(t)
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) // a frozen clock: the nonce is not only the time
-	e.start(Config{Now: func() time.Time { return at }}, map[string]Handler{
-		"h": func(tc TaskContext) error { return tc.Continue("next") },
-	})
+	cfg := Config{Now: func() time.Time { return at }}
+	hold := make(chan struct{})
+	defer close(hold)
+	crashed := e.start(cfg, map[string]Handler{"h": func(tc TaskContext) error {
+		err := tc.Continue("next")
+		<-hold
+		return err
+	}})
 	tk := task("r", "s", "h", 3, 1)
 	e.publishAs(tk, "")
 	first := e.event()
+	crashed.stop()
+	e.start(cfg, map[string]Handler{"h": func(tc TaskContext) error { return tc.Continue("next") }})
 	e.publishAs(tk, "") // the same task again, as a redelivery would bring it
 	second := e.event()
 	wantEvent(t, first, protocol.EvContinued, tk)
@@ -146,6 +157,45 @@ func TestContinueTwiceIsStoredTwice(t *testing.T) {
 	}
 	if n := e.streamMsgs(natsbox.EventsStream); n != 2 {
 		t.Fatalf("%s holds %d events, want 2", natsbox.EventsStream, n)
+	}
+}
+
+// A copy of a task that comes while the handler of a delivery of it still runs in this worker,
+// even after that one answered, is handed back until the handler returned, then acknowledged
+// without running: the first answer is the task's, and running the copy could discard the
+// checkpoint writes the next iteration reads.
+func TestACopyOfATaskRunningHereIsNotRunAgain(t *testing.T) {
+	e := newEnv(t)
+	hold := make(chan struct{})
+	runs := make(chan struct{}, 2)
+	e.start(Config{AckWait: 300 * time.Millisecond}, map[string]Handler{"h": func(tc TaskContext) error {
+		runs <- struct{}{}
+		err := tc.Continue("next")
+		<-hold
+		return err
+	}})
+	tk := task("r", "s", "h", 3, 1)
+	e.publishAs(tk, "")
+	wantEvent(t, e.event(), protocol.EvContinued, tk)
+	e.publishAs(tk, "") // while the first handler, answered, has not returned
+	// How the first delivery and the copy were settled; the first's may be reported last.
+	seen := map[string]int{}
+	for seen["running_here"] == 0 || seen[string(protocol.EvContinued)] == 0 {
+		seen[e.waitSettled(tk.MsgID)]++
+	}
+	close(hold)
+	how := e.waitSettled(tk.MsgID)
+	for how == "running_here" { // handed back again: the first handler had not returned yet
+		how = e.waitSettled(tk.MsgID)
+	}
+	if how != "answered_before" || len(runs) != 1 {
+		t.Fatalf("the copy was settled as %s and the handler ran %d times: want answered_before, once", how, len(runs))
+	}
+	if n, ok := e.drained(natsbox.TasksStream); !ok {
+		t.Errorf("%d tasks left in %s", n, natsbox.TasksStream)
+	}
+	if n := e.streamMsgs(natsbox.EventsStream); n != 1 {
+		t.Fatalf("%s holds %d events, want 1", natsbox.EventsStream, n)
 	}
 }
 

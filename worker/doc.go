@@ -21,7 +21,13 @@
 // handed back with a delay until then (loop_delay and retry backoff travel with the task). A
 // task of a run the worker knows has ended (its id, or the id of a parent run, was announced
 // on natsbox.CancelSubject; the worker remembers the last 10,000) is acknowledged without
-// running. Every other task runs its handler in a goroutine of its own, at most
+// running. So is a task delivered again (its acknowledgement was lost) that this worker answered
+// (it remembers the last 10,000 it answered): its answer is stored. A task that comes while a
+// delivery of the same task runs here (its handler has not returned, even if it has answered)
+// is handed back for AckWait, and so comes back as delivered again: acknowledged without running
+// if the first answered. Only a copy of a task published again, not delivered again, that comes
+// once the first delivery's handler returned runs again here; a worker that did not answer
+// the task runs any copy. Every other task runs its handler in a goroutine of its own, at most
 // Config.Concurrency at once per handler, with a context that is cancelled when the task's
 // Timeout passes (counted from the handler's start), when its run ends, or when the worker
 // stops. While the handler has not

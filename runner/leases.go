@@ -15,10 +15,13 @@ import (
 )
 
 // pullBuffer is how many events one partition's consumption holds pulled ahead; pullExpiry is
-// how long a pull request of it waits at the server.
+// how long a pull request of it waits at the server. The server sends heartbeats every half of
+// it, and the library pulls again after two missed ones: a pull request left with a consumer
+// leader that died (a NATS node lost) is replaced after pullExpiry, not after the library's
+// default of 30 s.
 const (
 	partitionPull = 256
-	pullExpiry    = 5 * time.Second
+	pullExpiry    = 2 * time.Second
 )
 
 // leases is the engine's part in natsbox.EnginesBucket (partitions.go has the rules): its

@@ -18,10 +18,11 @@ import (
 // how long a pull request of it waits at the server. The server sends heartbeats every half of
 // it, and the library pulls again after two missed ones: a pull request left with a consumer
 // leader that died (a NATS node lost) is replaced after pullExpiry, not after the library's
-// default of 30 s.
+// default of 30 s. (2 s was tried: under a node-failover benchmark on two busy cores, 10 of 16
+// partitions then crawled at about two events a second; see issue 19's note.)
 const (
 	partitionPull = 256
-	pullExpiry    = 2 * time.Second
+	pullExpiry    = 5 * time.Second
 )
 
 // leases is the engine's part in natsbox.EnginesBucket (partitions.go has the rules): its

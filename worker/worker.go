@@ -40,8 +40,9 @@ const (
 	// pullExpiry is how long a pull request for tasks waits at the server. The server sends
 	// heartbeats every half of it, and the library pulls again after two missed ones: a pull
 	// left with a consumer leader that died (a NATS node lost) is replaced after pullExpiry,
-	// not after the library's default of 30 s, during which the worker took no task.
-	pullExpiry = 2 * time.Second
+	// not after the library's default of 30 s, during which the worker took no task. As the
+	// engine's (runner's pullExpiry).
+	pullExpiry = 5 * time.Second
 )
 
 // Config configures a Worker.

@@ -4,13 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
@@ -77,17 +73,7 @@ func TestJSDomain(t *testing.T) {
 func TestJSAPIPrefixRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	conf := filepath.Join(t.TempDir(), "accounts.conf")
-	if err := os.WriteFile(conf, []byte(apiPrefixAccounts), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.ServerName = "accounts"
-	srv := natstest.StartServer(t, opts)
-	as := func(user string) string { return strings.Replace(srv.ClientURL(), "nats://", "nats://"+user+"@", 1) }
+	as := natstest.StartAccounts(t, apiPrefixAccounts)
 	box, err := natsbox.Open(ctx, natsbox.Options{URL: as("i:i"), JSAPIPrefix: "fromA"})
 	if err != nil {
 		t.Fatal(err)

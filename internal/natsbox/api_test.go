@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -140,8 +139,7 @@ func TestJSDomain(t *testing.T) {
 // (with A's KV subjects under "fromA.$KV" and A's reins subjects, as an operator sets up a
 // shared JetStream), makes its layout in A's JetStream, and its hand-built subjects reach it.
 func TestJSAPIPrefix(t *testing.T) {
-	conf := filepath.Join(t.TempDir(), "accounts.conf")
-	if err := os.WriteFile(conf, []byte(`
+	as := natstest.StartAccounts(t, `
 accounts: {
   A: {
     users: [{user: a, password: a}]
@@ -157,16 +155,7 @@ accounts: {
     ]
   }
 }
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.ServerName = "accounts"
-	srv := natstest.StartServer(t, opts)
-	as := func(user string) string { return strings.Replace(srv.ClientURL(), "nats://", "nats://"+user+"@", 1) }
+`)
 	b := open(t, Options{URL: as("i:i"), JSAPIPrefix: "fromA"})
 	exerciseAPI(t, b, natstest.JetStream(t, as("a:a")))
 }

@@ -1,7 +1,7 @@
 // Package natstest holds what the tests that run NATS server processes or clusters share, for
 // test packages that cannot import internal/runtest (natsbox's own, whose package runtest
 // imports): a free loopback port, the wait for a cluster's JetStream, and nats-servers in this
-// process (a hub and its leaf node, each with a JetStream domain). It imports no reins package,
+// process (a hub and its leaf node, each with a JetStream domain; a server with accounts). It imports no reins package,
 // and nothing but tests imports it.
 package natstest
 
@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,4 +150,22 @@ func StartServer(t testing.TB, opts *server.Options) *server.Server {
 		t.Fatalf("nats-server %s not ready", opts.ServerName)
 	}
 	return ns
+}
+
+// StartAccounts starts a nats-server in this process (StartServer) with the accounts and
+// users of conf, a server configuration's text, and returns a function giving its client
+// URL for a "user:password".
+func StartAccounts(t testing.TB, conf string) func(user string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "accounts.conf")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.ServerName = "accounts"
+	srv := StartServer(t, opts)
+	return func(user string) string { return strings.Replace(srv.ClientURL(), "nats://", "nats://"+user+"@", 1) }
 }

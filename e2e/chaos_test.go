@@ -52,7 +52,7 @@ func chaosWorker(t *testing.T, url, effects string, pace time.Duration) *proc {
 //	REINS_CHAOS_RUNS=200 REINS_CHAOS_ITERATIONS=1400 REINS_CHAOS_FAULTS=12 go test ./e2e -run TestChaos -v -timeout 30m
 //
 // (the runs must last past the last fault: 1,000 iterations ended before the 12th on two
-// quiet cores, as faults come slower on a quiet machine; docs/deploy.md).
+// quiet cores; docs/deploy.md).
 func TestChaos(t *testing.T) {
 	runs := envInt(t, "REINS_CHAOS_RUNS", 24)
 	until := envInt(t, "REINS_CHAOS_ITERATIONS", 400)

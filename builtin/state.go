@@ -231,7 +231,7 @@ func (b stateBase) write(t Task, st *loop.State, proposed map[uint64]int, compac
 	}
 	if compact {
 		if c, ok := b.compaction(st, d); ok {
-			return d.From, t.Checkpoint([]stateDelta{c})
+			return d.From, t.Checkpoint(c)
 		}
 	}
 	return d.From, t.AppendCheckpoint(d)
@@ -244,13 +244,14 @@ func (b stateBase) write(t Task, st *loop.State, proposed map[uint64]int, compac
 // however long the run. A variable for the tests.
 var compactEvery = 6
 
-// compaction returns the compaction to write instead of d, the delta of the iteration that led
-// to st, when it is due (compactEvery): the goal and the window's messages, with the texts kept
-// by reference that the iteration read back (b.kept) or wrote (d) put back as references.
-func (b stateBase) compaction(st *loop.State, d stateDelta) (stateDelta, bool) {
+// compaction returns the checkpoint to set instead of appending d, the delta of the iteration
+// that led to st, when a compaction is due (compactEvery): an array of the one compaction,
+// encoded (its size decides), with the goal and the window's messages, the texts kept by
+// reference that the iteration read back (b.kept) or wrote (d) put back as references.
+func (b stateBase) compaction(st *loop.State, d stateDelta) (json.RawMessage, bool) {
 	w := window(st)
 	if w < 2 || d.From < w || b.size == 0 || b.size < compactEvery*b.estimate(st, w) {
-		return stateDelta{}, false
+		return nil, false
 	}
 	c := stateDelta{From: d.From, Window: w, State: *st}
 	c.Messages = make([]model.Message, 0, 1+len(st.Messages)-w)
@@ -260,11 +261,11 @@ func (b stateBase) compaction(st *loop.State, d stateDelta) (stateDelta, bool) {
 	}
 	c.Messages = append(c.Messages, d.Messages...)
 	c.State.Messages = nil
-	data, err := json.Marshal(c)
+	data, err := json.Marshal([]stateDelta{c})
 	if err != nil || b.size < compactEvery*len(data) {
-		return stateDelta{}, false
+		return nil, false
 	}
-	return c, true
+	return data, true
 }
 
 // message is st's message i as the checkpoint holds it: its text by reference when it was kept.

@@ -37,14 +37,10 @@ func TestRetry(t *testing.T) {
 		{"another error is the answer", []func(context.Context) error{func(context.Context) error { return jetstream.ErrBucketNotFound }}, jetstream.ErrBucketNotFound, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			calls := 0
-			err := Retry(testCtx(t), func(ctx context.Context) error {
-				f := tc.outcomes[min(calls, len(tc.outcomes)-1)]
-				calls++
-				return f(ctx)
-			})
-			if !errors.Is(err, tc.want) && err != tc.want || calls != tc.calls {
-				t.Errorf("Retry: %v after %d calls, want %v after %d", err, calls, tc.want, tc.calls)
+			call, calls := script(tc.outcomes)
+			err := Retry(testCtx(t), call)
+			if !errors.Is(err, tc.want) && err != tc.want || *calls != tc.calls {
+				t.Errorf("Retry: %v after %d calls, want %v after %d", err, *calls, tc.want, tc.calls)
 			}
 		})
 	}
@@ -158,15 +154,22 @@ func TestRetryWrite(t *testing.T) {
 		{"refused", []func(context.Context) error{func(context.Context) error { return jetstream.ErrKeyExists }}, jetstream.ErrKeyExists, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			calls := 0
-			err := RetryWrite(testCtx(t), func(ctx context.Context) error {
-				f := tc.outcomes[min(calls, len(tc.outcomes)-1)]
-				calls++
-				return f(ctx)
-			})
-			if !errors.Is(err, tc.want) && err != tc.want || calls != tc.calls {
-				t.Errorf("RetryWrite: %v after %d calls, want %v after %d", err, calls, tc.want, tc.calls)
+			call, calls := script(tc.outcomes)
+			err := RetryWrite(testCtx(t), call)
+			if !errors.Is(err, tc.want) && err != tc.want || *calls != tc.calls {
+				t.Errorf("RetryWrite: %v after %d calls, want %v after %d", err, *calls, tc.want, tc.calls)
 			}
 		})
 	}
+}
+
+// script returns a call that answers with outcomes in turn (the last one again once they are
+// used up), and the number of calls made.
+func script(outcomes []func(context.Context) error) (func(context.Context) error, *int) {
+	calls := new(int)
+	return func(ctx context.Context) error {
+		f := outcomes[min(*calls, len(outcomes)-1)]
+		*calls++
+		return f(ctx)
+	}, calls
 }

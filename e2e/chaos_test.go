@@ -31,41 +31,39 @@ func envInt(t *testing.T, name string, def int) int {
 }
 
 // chaosWorker starts a loopworker that appends each iteration's effect to effects, through
-// effect leases, and works pace per iteration.
-func chaosWorker(t *testing.T, url, effects string, pace time.Duration) *proc {
+// effect leases, works pace per iteration, and completes a run once the file stop exists.
+func chaosWorker(t *testing.T, url, effects, stop string, pace time.Duration) *proc {
 	t.Helper()
 	p := start(t, "loopworker", nil, bins.loopworker, "-nats", url, "-ack-wait", "1s",
-		"-effects", effects, "-pace", pace.String())
+		"-effects", effects, "-stop", stop, "-pace", pace.String())
 	p.waitFor("ready", 30*time.Second)
 	return p
 }
 
 // Chaos on a real cluster: three nats-server processes at R3, two engines and two workers whose
 // every iteration has a side effect. While the runs count, a NATS node, an engine and a worker
-// are SIGKILLed and started again in turn. Every run completes exactly as the same workflow
-// does without faults (run first, on the same cluster); every iteration is dispatched once and
-// counted once, and its effect happened once: 0 lost iterations, 0 duplicated effects, 0 failed
-// or stuck runs.
+// are SIGKILLed and started again in turn; once the last is back, the runs are told to finish
+// (the workers complete each at its next iteration). Every run completes as the same workflow
+// does without faults (run first, on the same cluster); every iteration up to its last is
+// dispatched once and counted once, and its effect happened once: 0 lost iterations, 0
+// duplicated effects, 0 failed or stuck runs.
 //
 // CI runs a small size; the longer one for a note:
 //
-//	REINS_CHAOS_RUNS=200 REINS_CHAOS_ITERATIONS=1400 REINS_CHAOS_FAULTS=12 go test ./e2e -run TestChaos -v -timeout 30m
-//
-// (the runs must last past the last fault: 1,000 iterations ended before the 12th on two
-// quiet cores; docs/deploy.md).
+//	REINS_CHAOS_RUNS=200 REINS_CHAOS_FAULTS=12 go test ./e2e -run TestChaos -v -timeout 40m
 func TestChaos(t *testing.T) {
 	runs := envInt(t, "REINS_CHAOS_RUNS", 24)
-	until := envInt(t, "REINS_CHAOS_ITERATIONS", 400)
 	faults := envInt(t, "REINS_CHAOS_FAULTS", 3)
-	const pace = 100 * time.Millisecond // the runs last until×pace, whatever the machine's speed
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	const until = 1_000_000 // never reached: the runs end when told
+	const pace = 100 * time.Millisecond
+	ctx, cancel := untilDeadline(t, 25*time.Minute)
 	defer cancel()
 	nc := newNATSCluster(t)
 	c := &cluster{t: t, url: nc.url, state: t.TempDir()}
 	f := watchFailover(t, ctx, c, 2, "--replicas", "3")
 	f.file = "testdata/chaos.toml"
-	effects := filepath.Join(t.TempDir(), "effects.txt")
-	workers := []*proc{chaosWorker(t, nc.url, effects, 0), chaosWorker(t, nc.url, effects, 0)}
+	effects, stop := filepath.Join(t.TempDir(), "effects.txt"), filepath.Join(t.TempDir(), "stop")
+	workers := []*proc{chaosWorker(t, nc.url, effects, stop, 0), chaosWorker(t, nc.url, effects, stop, 0)}
 	f.balanced()
 	cl := c.client(ctx)
 
@@ -81,7 +79,7 @@ func TestChaos(t *testing.T) {
 	all := []*proc{}
 	all = append(all, workers...)
 	for i := range workers {
-		workers[i] = chaosWorker(t, nc.url, effects, pace)
+		workers[i] = chaosWorker(t, nc.url, effects, stop, pace)
 		all = append(all, workers[i])
 	}
 
@@ -94,7 +92,7 @@ func TestChaos(t *testing.T) {
 			if f.ended[id] {
 				f.mu.Unlock()
 				rec := waitRecord(t, ctx, cl, id)
-				t.Fatalf("run %s ended %s (%v) before fault %d, at iteration %d", id, rec.Run.Status, rec.Run.Error, k+1, rec.Run.Steps["loop"].Iteration)
+				t.Fatalf("run %s ended %s (%v) before fault %d, at iteration %d: only the stop ends a run", id, rec.Run.Status, rec.Run.Error, k+1, rec.Run.Steps["loop"].Iteration)
 			}
 		}
 		f.mu.Unlock()
@@ -113,17 +111,26 @@ func TestChaos(t *testing.T) {
 		case 2:
 			n := i % len(workers)
 			workers[n].kill()
-			workers[n] = chaosWorker(t, nc.url, effects, pace)
+			workers[n] = chaosWorker(t, nc.url, effects, stop, pace)
 			all = append(all, workers[n])
 			did = append(did, fmt.Sprintf("worker %d", n))
 		}
 	}
 	t.Logf("SIGKILLed and started again: %s", strings.Join(did, ", "))
+	f.progressed(ids) // the last fault's part is back and the runs go on
+	if err := os.WriteFile(stop, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	retried := 0
+	last := map[string]int{} // the iteration each run completed at
+	for _, id := range calm {
+		last[id] = 20
+	}
 	for _, id := range ids {
 		got := waitRecord(t, ctx, cl, id)
-		retried += checkRetried(t, got, until)
+		last[id] = got.Run.Steps["loop"].Iteration
+		retried += checkRetried(t, got, last[id])
 		// As without faults, but for the count the input asks.
 		w := want[0].Run
 		if got.Run.Status != w.Status || got.Run.Steps["loop"].Status != w.Steps["loop"].Status ||
@@ -135,14 +142,18 @@ func TestChaos(t *testing.T) {
 	for _, r := range want {
 		checkCompleted(t, ctx, cl, r.Run.ID, 20)
 	}
-	twice := checkEffects(t, effects, append(ids, calm...), until, 20)
+	twice := checkEffects(t, effects, last)
 	reran := 0
 	for _, id := range ids {
 		for _, n := range doneLines(id, all...) {
 			reran += max(n-1, 0)
 		}
 	}
-	t.Logf("%d runs of %d iterations under %d faults: %d effects more than once; %d attempts retried by the step's policy, %d handlers ran again", runs, until, faults, twice, retried, reran)
+	iterations := 0
+	for _, id := range ids {
+		iterations += last[id]
+	}
+	t.Logf("%d runs, %d iterations in all, under %d faults: %d effects more than once; %d attempts retried by the step's policy, %d handlers ran again", runs, iterations, faults, twice, retried, reran)
 }
 
 // checkRetried checks that run rec completed with until iterations, each counted once, and
@@ -166,6 +177,15 @@ func checkRetried(t *testing.T, rec *client.Record, until int) int {
 	return sr.Attempts - until
 }
 
+// untilDeadline is a context that ends a minute before the test's deadline (-timeout), or after
+// d when the test has none: a stuck run fails the test with what it waited for, not a panic.
+func untilDeadline(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {
+	if deadline, ok := t.Deadline(); ok {
+		return context.WithDeadline(context.Background(), deadline.Add(-time.Minute))
+	}
+	return context.WithTimeout(context.Background(), d)
+}
+
 // waitRecord waits for run id to end and returns its record.
 func waitRecord(t *testing.T, ctx context.Context, c *client.Client, id string) *client.Record {
 	t.Helper()
@@ -177,9 +197,9 @@ func waitRecord(t *testing.T, ctx context.Context, c *client.Client, id string) 
 }
 
 // checkEffects checks that the effects file holds exactly one line "RUN ITERATION" for every
-// iteration of every run: those of calm- runs up to calmUntil, the others up to until. It
-// returns how many effects happened more than once.
-func checkEffects(t *testing.T, file string, ids []string, until, calmUntil int) (twice int) {
+// iteration of every run of last, up to the one it completed at, and none other. It returns
+// how many effects happened more than once.
+func checkEffects(t *testing.T, file string, last map[string]int) (twice int) {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -190,11 +210,7 @@ func checkEffects(t *testing.T, file string, ids []string, until, calmUntil int)
 		count[string(line)]++
 	}
 	want := 0
-	for _, id := range ids {
-		n := until
-		if strings.HasPrefix(id, "calm-") {
-			n = calmUntil
-		}
+	for id, n := range last {
 		for i := 1; i <= n; i++ {
 			want++
 			if k := count[fmt.Sprintf("%s %d", id, i)]; k != 1 {

@@ -1,9 +1,12 @@
 package host_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +32,33 @@ func openBoxAt(t *testing.T, dir string) *natsbox.Box {
 	}
 	t.Cleanup(func() { box.Close() })
 	return box
+}
+
+// failureLog is a logger whose lines the test prints only when it fails: a run that does not
+// complete in time shows what the engine and the worker did.
+func failureLog(t *testing.T) *slog.Logger {
+	t.Helper()
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("the parts logged:\n%s", buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type lockedWriter struct {
+	mu  *sync.Mutex
+	buf *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
 }
 
 // oneTask is a workflow of one task step served by handler.
@@ -118,7 +148,7 @@ func TestStartEmbedded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	h, err := host.StartEmbedded(ctx, dir, host.Config{Engine: true, Handlers: map[string]worker.Handler{
+	h, err := host.StartEmbedded(ctx, dir, host.Config{Engine: true, Logger: failureLog(t), Handlers: map[string]worker.Handler{
 		"hello": func(t worker.TaskContext) error { return t.Complete("hello") },
 	}})
 	if err != nil {
@@ -130,7 +160,8 @@ func TestStartEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rec, err := c.Wait(ctx, id); err != nil || rec.Run.Status != protocol.RunCompleted {
-		t.Fatalf("Wait: %v, %v", rec, err)
+		now, gerr := c.Get(context.Background(), id)
+		t.Fatalf("Wait: %v, %v; the run now: %+v (%v)", rec, err, now, gerr)
 	}
 	h.Stop()
 	if !h.Box().Conn().IsClosed() {

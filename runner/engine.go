@@ -147,6 +147,11 @@ type Engine struct {
 	saves          atomic.Int64
 	// observe, when set (tests), sees every event settled (ev is nil for a malformed one).
 	observe func(out outcome, ev *protocol.Event)
+	// trimmed, when set (tests), sees each shard after an event and the trim of its cache.
+	trimmed func(sh *shard)
+	// beaten, when set (tests), sees each round of the leases after its heartbeat: whether the
+	// heartbeat was acknowledged, and whether the engine was fenced.
+	beaten func(acked, fenced bool)
 }
 
 // stats counts what the engine did, for tests and logs.
@@ -491,6 +496,9 @@ func (e *Engine) serve(ctx context.Context, sh *shard, stopping <-chan struct{})
 			}
 			e.handle(ctx, sh, m)
 			e.trim(ctx, sh)
+			if e.trimmed != nil {
+				e.trimmed(sh)
+			}
 		case <-sh.saves.fired():
 			e.saveDue(ctx, sh)
 		}

@@ -172,7 +172,11 @@ func (l *leases) apply(ent jetstream.KeyValueEntry, now time.Time) {
 func (l *leases) round(ctx context.Context, first bool) {
 	now := time.Now()
 	l.beat(ctx, now)
-	if fenced(l.view, l.id, l.beatAt, now, l.ttl) {
+	fence := fenced(l.view, l.id, l.beatAt, now, l.ttl)
+	if l.e.beaten != nil {
+		l.e.beaten(l.beatAt.Equal(now), fence)
+	}
+	if fence {
 		for p, part := range l.parts {
 			if part != nil {
 				l.e.log.Warn("runner: no heartbeat acknowledged for a lease TTL: the engine stops consuming", "partition", p, "ttl", l.ttl)
@@ -210,6 +214,7 @@ func (l *leases) round(ctx context.Context, first bool) {
 // heartbeat says that the engine can decide, which it cannot without that connection.
 func (l *leases) beat(ctx context.Context, now time.Time) {
 	if l.e.beatsPaused.Load() || !l.e.js.Conn().IsConnected() {
+		l.missed(now)
 		return
 	}
 	bctx, cancel := context.WithTimeout(ctx, l.ttl)
@@ -217,10 +222,21 @@ func (l *leases) beat(ctx context.Context, now time.Time) {
 	host, _ := os.Hostname()
 	rev, err := l.kv.Put(bctx, memberKey(l.id), []byte(host+" pid "+strconv.Itoa(os.Getpid())))
 	if err != nil {
+		l.missed(now)
 		l.e.log.Debug("runner: heartbeat", "err", err)
 		return
 	}
+	if !l.view.missed.IsZero() || l.beatAt.IsZero() {
+		l.view.trusted, l.view.missed = time.Now(), time.Time{}
+	}
 	l.beatAt, l.beatRev = now, rev
+}
+
+// missed records a heartbeat sent at now and not acknowledged (or not sent).
+func (l *leases) missed(now time.Time) {
+	if l.view.missed.IsZero() {
+		l.view.missed = now
+	}
 }
 
 // watchStale reports whether the watch has not shown a heartbeat of this engine for a TTL.

@@ -16,10 +16,19 @@ import (
 // so that the rules below are tested without a server:
 //
 //   - An engine is alive for an observer while its member key changed within the lease TTL of
-//     the observer's clock (no clocks are compared between machines); an engine counts itself
-//     alive while its own last heartbeat was acknowledged within the TTL, and else, when it
-//     knows of another engine, stops consuming everything at once (it may have been paused, or
-//     cut off) and takes nothing (fenced).
+//     the observer's clock (no clocks are compared between machines), counted from no earlier
+//     than when the observer's own heartbeats were acknowledged again after a gap, and not at
+//     all while they are not: while the bucket takes no writes (its leader lost, an election
+//     of several seconds), nobody's key changes, and that is no sign that the others died.
+//     Judged otherwise, every engine would take over every other's partitions the moment the
+//     bucket came back.
+//   - An engine counts itself alive while its own last heartbeat was acknowledged within the
+//     TTL. Else, when the watch showed another engine's key changing well after this engine's
+//     first heartbeat missed (half a TTL after: a write made just before the bucket stopped
+//     may be seen a little after), the bucket takes their writes and not this engine's (it was
+//     paused, or cut off): it stops consuming everything at once and takes nothing (fenced).
+//     A bucket that takes nobody's writes fences nobody: nobody can take a partition over
+//     either.
 //   - The owner a partition should have is the live engine with the highest rendezvous hash of
 //     (engine, partition): adding or removing an engine moves only the partitions it gains or
 //     loses.
@@ -53,6 +62,10 @@ func heartbeatEvery(ttl time.Duration) time.Duration { return ttl / 6 }
 type leaseView struct {
 	members map[string]seen // by engine id
 	owners  [natsbox.Partitions]owner
+	// trusted is when this engine's heartbeats were acknowledged again after a gap: the
+	// others' silence counts from then. missed is when the first heartbeat after the last one
+	// acknowledged was missed (zero while they are acknowledged).
+	trusted, missed time.Time
 }
 
 // seen is the revision of a member key and when this engine saw it change.
@@ -78,17 +91,22 @@ func (v *leaseView) member(id string, rev uint64, now time.Time) {
 }
 
 // fenced reports whether engine me, whose last heartbeat acknowledged was sent at beatAt, stops
-// consuming at now: when that is a TTL ago and another engine has a member key, the others may
-// have taken its partitions already. A sole engine goes on: nobody takes over from it, and a
-// slow server (a busy machine) must not stop all work; an engine that starts later waits a TTL
-// without a heartbeat before it takes anything, and takes over by making the consumers again,
-// which cuts this one off.
+// consuming at now: when that is a TTL ago and another engine's key changed well after the
+// first heartbeat missed (v.missed), the others may have taken its partitions already. A sole engine goes on: nobody takes over from it, and
+// a slow server (a busy machine) must not stop all work; an engine that starts later waits a
+// TTL without a heartbeat before it takes anything, and takes over by making the consumers
+// again, which cuts this one off. Engines that all go unheard (the bucket is electing a leader)
+// go on too: they resume at once when it is back, with nothing handed around.
 func fenced(v *leaseView, me string, beatAt, now time.Time, ttl time.Duration) bool {
 	if now.Sub(beatAt) < ttl {
 		return false
 	}
-	for id := range v.members {
-		if id != me {
+	since := v.missed.Add(ttl / 2)
+	if v.missed.IsZero() || v.missed.Before(beatAt) {
+		since = beatAt // never acknowledged, or no round missed yet
+	}
+	for id, s := range v.members {
+		if id != me && s.at.After(since) {
 			return true
 		}
 	}
@@ -113,8 +131,21 @@ func (v *leaseView) alive(id, me string, now time.Time, ttl time.Duration) bool 
 	if id == me {
 		return true
 	}
-	s, ok := v.members[id]
-	return ok && now.Sub(s.at) < ttl
+	_, ok := v.members[id]
+	return ok && v.silence(id, now) < ttl
+}
+
+// silence is how long engine id's key has not changed at now, as far as this engine could tell:
+// no longer than its own heartbeats have been acknowledged, and none while they are not.
+func (v *leaseView) silence(id string, now time.Time) time.Duration {
+	if !v.missed.IsZero() {
+		return 0
+	}
+	from := v.members[id].at
+	if v.trusted.After(from) {
+		from = v.trusted
+	}
+	return now.Sub(from)
 }
 
 // planLeases returns what engine me, consuming the partitions of consuming, does at now.
@@ -144,8 +175,8 @@ func planLeases(v *leaseView, me string, consuming *[natsbox.Partitions]bool, no
 			plan.acquire = append(plan.acquire, p)
 		}
 	}
-	for id, s := range v.members {
-		if id != me && now.Sub(s.at) >= 2*ttl {
+	for id := range v.members {
+		if id != me && v.silence(id, now) >= 2*ttl {
 			plan.forget = append(plan.forget, id)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,18 @@ func view(members map[string]time.Time, owners map[int]string) *leaseView {
 	for p, id := range owners {
 		v.owners[p] = owner{id: id, rev: 7}
 	}
+	return v
+}
+
+// trusting sets when the engine's own heartbeats were acknowledged again.
+func trusting(v *leaseView, at time.Time) *leaseView {
+	v.trusted = at
+	return v
+}
+
+// missing sets when the engine's first heartbeat not acknowledged was sent.
+func missing(v *leaseView, at time.Time) *leaseView {
+	v.missed = at
 	return v
 }
 
@@ -104,6 +117,23 @@ func TestPlanLeases(t *testing.T) {
 		consuming: aOfAB,
 		want:      leasePlan{acquire: bOfAB},
 	}, {
+		name:      "the other engine silent a TTL, but so was the bucket for this one until now: it waits",
+		v:         trusting(view(map[string]time.Time{"b": stale}, merge(ownersOf("a", aOfAB), ownersOf("b", bOfAB))), fresh),
+		consuming: aOfAB,
+	}, {
+		name:      "the other engine silent a TTL since this one's heartbeats came back: taken over",
+		v:         trusting(view(map[string]time.Time{"b": gone}, merge(ownersOf("a", aOfAB), ownersOf("b", bOfAB))), stale),
+		consuming: aOfAB,
+		want:      leasePlan{acquire: bOfAB},
+	}, {
+		name:      "the other engine silent two TTLs, but this one's heartbeat is not acknowledged: it waits",
+		v:         missing(view(map[string]time.Time{"b": gone}, merge(ownersOf("a", aOfAB), ownersOf("b", bOfAB))), stale),
+		consuming: aOfAB,
+	}, {
+		name:      "gone for two TTLs, but not since this one's heartbeats came back: not forgotten",
+		v:         trusting(view(map[string]time.Time{"b": gone}, ownersOf("a", every)), stale),
+		consuming: every,
+	}, {
 		name:      "gone for two TTLs: its member key is forgotten too",
 		v:         view(map[string]time.Time{"b": gone}, ownersOf("a", every)),
 		consuming: every,
@@ -132,24 +162,30 @@ func TestPlanLeases(t *testing.T) {
 }
 
 // An engine whose heartbeats go unacknowledged for a TTL stops consuming only when another
-// engine could have taken over.
+// engine could have taken over: one whose heartbeats the bucket took well after this one's
+// were first missed.
 func TestFenced(t *testing.T) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	beat := now.Add(-ttl)     // the last heartbeat acknowledged
+	miss := beat.Add(ttl / 6) // the next one, missed
 	for _, tc := range []struct {
-		name    string
-		members map[string]time.Time
-		beatAt  time.Time
-		want    bool
+		name         string
+		members      map[string]time.Time
+		beatAt, miss time.Time
+		want         bool
 	}{
-		{"heard within the TTL", map[string]time.Time{"b": now}, now.Add(-ttl / 2), false},
-		{"unheard for a TTL beside another engine", map[string]time.Time{"b": now}, now.Add(-ttl), true},
-		{"unheard beside an engine that looks dead", map[string]time.Time{"b": now.Add(-3 * ttl)}, now.Add(-ttl), true},
-		{"never heard beside another engine", map[string]time.Time{"b": now}, time.Time{}, true},
-		{"unheard for a TTL, alone", nil, now.Add(-ttl), false},
-		{"never heard, alone (a slow first heartbeat)", nil, time.Time{}, false},
+		{"heard within the TTL", map[string]time.Time{"b": now}, now.Add(-ttl / 2), time.Time{}, false},
+		{"unheard for a TTL while another engine was heard", map[string]time.Time{"b": now}, beat, miss, true},
+		{"unheard, the other heard half a TTL after the miss", map[string]time.Time{"b": miss.Add(ttl/2 + time.Millisecond)}, beat, miss, true},
+		{"unheard, the other's write before the outage seen late", map[string]time.Time{"b": miss.Add(ttl / 4)}, beat, miss, false},
+		{"unheard, and the other unheard since (the bucket takes no writes)", map[string]time.Time{"b": beat}, beat, miss, false},
+		{"unheard beside an engine that looks dead", map[string]time.Time{"b": now.Add(-3 * ttl)}, beat, miss, false},
+		{"never heard beside another engine", map[string]time.Time{"b": now}, time.Time{}, now.Add(-ttl), true},
+		{"unheard for a TTL, alone", nil, beat, miss, false},
+		{"never heard, alone (a slow first heartbeat)", nil, time.Time{}, now.Add(-ttl), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := view(tc.members, nil)
+			v := missing(view(tc.members, nil), tc.miss)
 			v.member("a", 1, now)
 			if got := fenced(v, "a", tc.beatAt, now, ttl); got != tc.want {
 				t.Errorf("fenced = %v, want %v", got, tc.want)
@@ -395,5 +431,90 @@ func TestLeaseLostDuringASave(t *testing.T) {
 	}
 	if n := v.StreamMsgs(natsbox.TasksStream); n != 1 {
 		t.Errorf("%d messages in %s, want the keeper's only: a task was dispatched twice", n, natsbox.TasksStream)
+	}
+}
+
+// A bucket that takes nobody's heartbeats (its leader lost: an election takes seconds) moves
+// nothing: the engines are not fenced and go on deciding while it is silent, and once it takes
+// writes again every partition stays with its owner, on the same consumer.
+func TestSilentBucketMovesNothing(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	ids := []string{"engine-a", "engine-b"}
+	rounds := map[string]chan bool{} // acked, per round
+	var fences atomic.Int64
+	var engines []*Engine
+	for _, id := range ids {
+		ch := make(chan bool, 4096)
+		rounds[id] = ch
+		e, _ := v.startEngine(func(e *Engine) {
+			e.id, e.leaseTTL = id, ttl
+			e.beaten = func(acked, fenced bool) {
+				if fenced {
+					fences.Add(1)
+				}
+				ch <- acked
+			}
+		})
+		engines = append(engines, e)
+	}
+	// awaitRounds waits until every engine had n rounds whose heartbeat was acked as given.
+	awaitRounds := func(n int, acked bool) {
+		t.Helper()
+		for _, id := range ids {
+			for seen := 0; seen < n; {
+				select {
+				case a := <-rounds[id]:
+					if a == acked {
+						seen++
+					}
+				case <-v.Ctx.Done():
+					t.Fatalf("%s: %d rounds with acked=%v, want %d", id, seen, acked, n)
+				}
+			}
+		}
+	}
+	awaitOwners(t, v, func(p int) string { return rendezvous(p, ids) })
+	created := func() map[int]time.Time {
+		at := map[int]time.Time{}
+		for p := range natsbox.Partitions {
+			c, err := v.Box.JetStream().Consumer(v.Ctx, natsbox.EventsStream, consumerName(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			at[p] = c.CachedInfo().Created
+		}
+		return at
+	}
+	before := created()
+	v.ServeThink(3)
+
+	rounds2TTL := int(2 * ttl / heartbeatEvery(ttl))
+	for _, e := range engines {
+		e.beatsPaused.Store(true)
+	}
+	awaitRounds(rounds2TTL, false)
+	for _, id := range runIDs("silent-") { // one run per partition, decided while nobody beats
+		if rec := v.Wait(v.Start(runtest.LoopWorkflow(t, 5), "", id)); rec.Run.Status != protocol.RunCompleted {
+			t.Fatalf("run %s: %s", id, rec.Run.Status)
+		}
+	}
+	for _, e := range engines {
+		e.beatsPaused.Store(false)
+	}
+	awaitRounds(rounds2TTL, true) // long enough for a takeover, had the silence counted
+	if n := fences.Load(); n != 0 {
+		t.Errorf("%d rounds fenced an engine while nobody's heartbeat was taken", n)
+	}
+	awaitOwners(t, v, func(p int) string { return rendezvous(p, ids) })
+	for p, at := range created() {
+		if !at.Equal(before[p]) {
+			t.Errorf("the consumer of partition %d was made again (%v, was %v)", p, at, before[p])
+		}
+	}
+	for _, id := range runIDs("after-") {
+		if rec := v.Wait(v.Start(runtest.LoopWorkflow(t, 5), "", id)); rec.Run.Status != protocol.RunCompleted {
+			t.Fatalf("run %s: %s", id, rec.Run.Status)
+		}
 	}
 }

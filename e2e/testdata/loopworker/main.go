@@ -10,7 +10,8 @@
 // With -hang N it never answers iteration N the first time any worker reaches it (a marker
 // file in -state records that), so that the test can kill it mid-iteration. With -effects FILE
 // each iteration has a side effect, through the worker's effect leases: the line "RUN
-// ITERATION" appended to FILE, which the tests count.
+// ITERATION" appended to FILE, which the tests count. With -stop FILE an iteration that finds
+// FILE there completes the run, whatever its "until": runs that last as long as the test needs.
 package main
 
 import (
@@ -37,6 +38,7 @@ func main() {
 	state := flag.String("state", "", "directory for the hang marker")
 	flag.StringVar(&effects, "effects", "", "file each iteration appends a line to, once (an effect)")
 	flag.DurationVar(&pace, "pace", 0, "how long each iteration works before it answers")
+	flag.StringVar(&stop, "stop", "", "a file whose presence makes the next iteration complete the run")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -50,7 +52,17 @@ var (
 	out     sync.Mutex
 	effects string
 	pace    time.Duration
+	stop    string
 )
+
+// stopped reports whether the -stop file is there.
+func stopped() bool {
+	if stop == "" {
+		return false
+	}
+	_, err := os.Stat(stop)
+	return err == nil
+}
 
 // effect appends "RUN ITERATION" to the effects file, once per iteration whatever crashes.
 func effect(t worker.TaskContext) error {
@@ -131,7 +143,7 @@ func run(ctx context.Context, url string, ackWait time.Duration, hang int, state
 			return t.Fail(err)
 		}
 		var err error
-		if t.Iteration() >= in.Until {
+		if t.Iteration() >= in.Until || stopped() {
 			err = t.Complete(map[string]int{"iterations": t.Iteration()})
 		} else {
 			err = t.Continue(map[string]int{"iteration": t.Iteration()})

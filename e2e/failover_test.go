@@ -392,20 +392,28 @@ func BenchmarkNodeFailover(b *testing.B) {
 		ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
 		nc := newNATSCluster(b)
 		c := &cluster{t: b, url: nc.url, state: b.TempDir()}
-		f := watchFailover(b, ctx, c, 2, "--replicas", "3")
+		f := watchFailover(b, ctx, c, 2, "--replicas", "3", "-v")
 		f.worker = loopWorker(b, nc.url, c.state, 0)
 		f.balanced()
 		ids := f.startRuns("node-", 900000)
 		done := &doneTracker{p: f.worker, last: map[string]int{}}
 		js := natstest.JetStream(b, nc.url)
+		b.Cleanup(func() {
+			if b.Failed() {
+				dumpConsumers(b, js)
+			}
+		})
 		var took, leaders []time.Duration
 		for k := range 20 {
-			done.past(ctx, done.at(ids))
+			// A run stuck for minutes fails at once, with the consumers' state dumped.
+			kctx, kcancel := context.WithTimeout(ctx, 6*time.Minute)
+			defer kcancel()
+			done.past(kctx, done.at(ids))
 			since := done.at(ids)
 			led := ledBy(ctx, js, fmt.Sprintf("n%d", k%3+1))
 			t0 := time.Now()
 			nc.procs[k%3].kill()
-			done.past(ctx, since)
+			done.past(kctx, since)
 			took = append(took, time.Since(t0))
 			b.Logf("kill %d of n%d: %v; it led %d streams and consumers: %v", k+1, k%3+1, took[k], len(led), led)
 			if len(led) > 0 {
@@ -420,6 +428,51 @@ func BenchmarkNodeFailover(b *testing.B) {
 			report(b, "leader-failover", leaders)
 		}
 		cancel()
+	}
+}
+
+// dumpConsumers logs the state of every consumer and the keys of the engines' bucket: what a
+// stuck run waits for.
+func dumpConsumers(t testing.TB, js jetstream.JetStream) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, stream := range []string{natsbox.EventsStream, natsbox.TasksStream} {
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Logf("stream %s: %v", stream, err)
+			continue
+		}
+		info, err := s.Info(ctx)
+		if err == nil {
+			t.Logf("stream %s: %d messages, last %d, leader %v", stream, info.State.Msgs, info.State.LastSeq, info.Cluster)
+		}
+		consumers := s.ListConsumers(ctx)
+		for ci := range consumers.Info() {
+			leader := ""
+			if ci.Cluster != nil {
+				leader = ci.Cluster.Leader
+			}
+			t.Logf("consumer %s/%s: leader %s, pending %d, ack pending %d, waiting %d, redelivered %d, delivered %d, ack floor %d",
+				stream, ci.Name, leader, ci.NumPending, ci.NumAckPending, ci.NumWaiting, ci.NumRedelivered, ci.Delivered.Stream, ci.AckFloor.Stream)
+		}
+		if err := consumers.Err(); err != nil {
+			t.Logf("consumers of %s: %v", stream, err)
+		}
+	}
+	kv, err := js.KeyValue(ctx, natsbox.EnginesBucket)
+	if err != nil {
+		t.Logf("bucket %s: %v", natsbox.EnginesBucket, err)
+		return
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		t.Logf("keys of %s: %v", natsbox.EnginesBucket, err)
+		return
+	}
+	for k := range keys.Keys() {
+		if ent, err := kv.Get(ctx, k); err == nil {
+			t.Logf("%s = %s (revision %d)", k, ent.Value(), ent.Revision())
+		}
 	}
 }
 

@@ -149,9 +149,10 @@ type Engine struct {
 	observe func(out outcome, ev *protocol.Event)
 	// trimmed, when set (tests), sees each shard after an event and the trim of its cache.
 	trimmed func(sh *shard)
-	// beaten, when set (tests), sees each round of the leases after its heartbeat: whether the
-	// heartbeat was acknowledged, and whether the engine was fenced.
-	beaten func(acked, fenced bool)
+	// beaten, when set (tests), sees each heartbeat: whether it was acknowledged.
+	beaten func(acked bool)
+	// rounding, when set (tests), is called at the start of each round of the leases.
+	rounding func()
 }
 
 // stats counts what the engine did, for tests and logs.
@@ -164,6 +165,7 @@ type stats struct {
 	conflicts atomic.Int64 // compare-and-set conflicts among the reloads
 	cached    atomic.Int64 // runs decoded in the shards' caches
 	evicted   atomic.Int64 // runs the caches let go to stay within CachedRuns
+	fences    atomic.Int64 // rounds of the leases that stopped the engine's consumption (fenced)
 }
 
 // New returns an engine over cfg.Box. It does no I/O: Run does.

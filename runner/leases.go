@@ -37,8 +37,10 @@ type leases struct {
 
 	watch     jetstream.KeyWatcher
 	stopWatch context.CancelFunc
-	// beatAt is when the last heartbeat was acknowledged, at revision beatRev; checkRev and
-	// checkAt tell a watch that stopped showing them (watchStale).
+	beats     *beats
+	stopBeats func() // stops the beater and waits for it
+	// beatAt and beatRev are the last heartbeat acknowledged as the round read it; checkRev
+	// and checkAt tell a watch that stopped showing them (watchStale).
 	beatAt            time.Time
 	beatRev, checkRev uint64
 	checkAt           time.Time
@@ -64,6 +66,9 @@ func (e *Engine) consume(ctx context.Context, kv jetstream.KeyValue) error {
 	l := &leases{e: e, kv: kv, sh: sh, id: e.id, ttl: e.leaseTTL, view: newLeaseView(),
 		lost: make(chan *partition, natsbox.Partitions)}
 	err := l.loop(ctx)
+	if l.stopBeats != nil {
+		l.stopBeats() // before leave deletes the member key: no heartbeat makes it again
+	}
 	close(sh.stopping) // from now on, what arrives goes back to the server
 	for p := range l.parts {
 		l.stop(p, false)
@@ -81,6 +86,12 @@ func (l *leases) loop(ctx context.Context) error {
 	if err := l.startWatch(ctx); err != nil {
 		return err
 	}
+	l.beats = &beats{}
+	l.beat(ctx) // the first round has one
+	bctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { l.beating(bctx) })
+	l.stopBeats = func() { cancel(); wg.Wait() }
 	l.round(ctx, true)
 	close(l.e.ready)
 	tick := time.NewTicker(heartbeatEvery(l.ttl))
@@ -168,15 +179,17 @@ func (l *leases) apply(ent jetstream.KeyValueEntry, now time.Time) {
 	}
 }
 
-// round beats, and does what planLeases says; first also tidies the status index.
+// round reads what the heartbeats found, and does what planLeases says; first also tidies the
+// status index.
 func (l *leases) round(ctx context.Context, first bool) {
-	now := time.Now()
-	l.beat(ctx, now)
-	fence := fenced(l.view, l.id, l.beatAt, now, l.ttl)
-	if l.e.beaten != nil {
-		l.e.beaten(l.beatAt.Equal(now), fence)
+	if l.e.rounding != nil {
+		l.e.rounding()
 	}
-	if fence {
+	now := time.Now()
+	b := l.beats.read()
+	l.beatAt, l.beatRev, l.view.trusted, l.view.missed = b.at, b.rev, b.trusted, b.missed
+	if fenced(l.view, l.id, l.beatAt, now, l.ttl) {
+		l.e.stats.fences.Add(1)
 		for p, part := range l.parts {
 			if part != nil {
 				l.e.log.Warn("runner: no heartbeat acknowledged for a lease TTL: the engine stops consuming", "partition", p, "ttl", l.ttl)
@@ -210,11 +223,57 @@ func (l *leases) round(ctx context.Context, first bool) {
 	}
 }
 
+// beats is what an engine's heartbeats found. They are sent by a goroutine of their own, the
+// beater, and not by the rounds of the leases: a round that takes many partitions over (each
+// consumer made again, a few hundred milliseconds apiece on a busy cluster) lasts longer than
+// a TTL, and the other engines would see the engine dead meanwhile, take its partitions, and
+// stop beating in turn while they take them: back and forth, as measured on a cluster losing
+// nodes before the beater.
+type beats struct {
+	mu    sync.Mutex
+	state beatState
+}
+
+// beatState: at and rev are the last heartbeat acknowledged (sent at at); missed is when the
+// first heartbeat after it was missed (zero: none); trusted, when heartbeats were acknowledged
+// again after a gap (leaseView).
+type beatState struct {
+	at, missed, trusted time.Time
+	rev                 uint64
+}
+
+func (b *beats) read() beatState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state
+}
+
+// beating beats every heartbeatEvery(ttl) until ctx is done.
+func (l *leases) beating(ctx context.Context) {
+	tick := time.NewTicker(heartbeatEvery(l.ttl))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			l.beat(ctx)
+		}
+	}
+}
+
 // beat writes the engine's member key, while the connection the engine consumes on is up: a
 // heartbeat says that the engine can decide, which it cannot without that connection.
-func (l *leases) beat(ctx context.Context, now time.Time) {
+func (l *leases) beat(ctx context.Context) {
+	now := time.Now()
+	acked := false
+	defer func() {
+		if l.e.beaten != nil {
+			l.e.beaten(acked)
+		}
+	}()
 	if l.e.beatsPaused.Load() || !l.e.js.Conn().IsConnected() {
-		l.missed(now)
+		l.beats.miss(now)
 		return
 	}
 	bctx, cancel := context.WithTimeout(ctx, l.ttl)
@@ -222,20 +281,30 @@ func (l *leases) beat(ctx context.Context, now time.Time) {
 	host, _ := os.Hostname()
 	rev, err := l.kv.Put(bctx, memberKey(l.id), []byte(host+" pid "+strconv.Itoa(os.Getpid())))
 	if err != nil {
-		l.missed(now)
+		l.beats.miss(now)
 		l.e.log.Debug("runner: heartbeat", "err", err)
 		return
 	}
-	if !l.view.missed.IsZero() || l.beatAt.IsZero() {
-		l.view.trusted, l.view.missed = time.Now(), time.Time{}
-	}
-	l.beatAt, l.beatRev = now, rev
+	acked = true
+	l.beats.ack(now, rev)
 }
 
-// missed records a heartbeat sent at now and not acknowledged (or not sent).
-func (l *leases) missed(now time.Time) {
-	if l.view.missed.IsZero() {
-		l.view.missed = now
+// ack records a heartbeat sent at now and acknowledged at revision rev.
+func (b *beats) ack(now time.Time, rev uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.state.missed.IsZero() || b.state.at.IsZero() {
+		b.state.trusted, b.state.missed = time.Now(), time.Time{}
+	}
+	b.state.at, b.state.rev = now, rev
+}
+
+// miss records a heartbeat sent at now and not acknowledged (or not sent).
+func (b *beats) miss(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state.missed.IsZero() {
+		b.state.missed = now
 	}
 }
 

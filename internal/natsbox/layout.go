@@ -560,7 +560,7 @@ func ensureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstre
 		want.Replicas = r.replicas("object store "+want.Bucket, have)
 		if st.Storage() == want.Storage && have == want.Replicas && st.Description() == want.Description &&
 			st.Metadata()[MetadataKey] == want.Metadata[MetadataKey] {
-			return nil
+			return leaderReads(ctx, js, "OBJ_"+want.Bucket)
 		}
 	case errors.Is(err, jetstream.ErrBucketNotFound):
 		want.Replicas = r.replicas(want.Bucket, 0)
@@ -575,7 +575,7 @@ func ensureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstre
 		err = replicaErr("object store "+want.Bucket, want.Replicas, err)
 		return fmt.Errorf("natsbox: object store %s cannot be created or updated to the reins layout (%s storage, %d replicas): %w", want.Bucket, want.Storage, want.Replicas, err)
 	}
-	return nil
+	return leaderReads(ctx, js, "OBJ_"+want.Bucket)
 }
 
 func describe(cfg jetstream.StreamConfig) string {
@@ -667,7 +667,7 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 		want.Replicas = r.replicas("KV bucket "+want.Bucket, have.Replicas)
 		if have.History == want.History && have.Storage == want.Storage && have.Replicas == want.Replicas &&
 			have.TTL == want.TTL && have.Description == want.Description && have.Metadata[MetadataKey] == want.Metadata[MetadataKey] {
-			return nil
+			return leaderReads(ctx, js, "KV_"+want.Bucket)
 		}
 	case errors.Is(err, jetstream.ErrBucketNotFound):
 		want.Replicas = r.replicas(want.Bucket, 0)
@@ -681,6 +681,29 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 	if err != nil {
 		err = replicaErr("KV bucket "+want.Bucket, want.Replicas, err)
 		return fmt.Errorf("natsbox: KV bucket %s cannot be created or updated to the reins layout (history %d, %s storage, %d replicas): %w", want.Bucket, want.History, want.Storage, want.Replicas, err)
+	}
+	return leaderReads(ctx, js, "KV_"+want.Bucket) // an update turns direct gets on again
+}
+
+// leaderReads turns direct gets off on stream name when it has more than one replica. A direct
+// get may be answered by any replica, and a follower answers while it is behind its leader:
+// always by the last writes in flight, and by much more once a node that died comes back and
+// catches up (it answers from 90% in sync). reins reads back what it wrote: a run's record
+// before deciding its next event (a stale one has the event judged stale and dropped), an
+// engine's heartbeat before taking its partitions, an effect's claim, a checkpoint. Gets then
+// go to the leader. With one replica, the replica is the leader, and direct gets stay.
+func leaderReads(ctx context.Context, js jetstream.JetStream, name string) error {
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return fmt.Errorf("natsbox: stream %s: %w", name, err)
+	}
+	cfg := s.CachedInfo().Config
+	if cfg.Replicas <= 1 || !cfg.AllowDirect {
+		return nil
+	}
+	cfg.AllowDirect = false
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("natsbox: stream %s has %d replicas and answers reads from any of them; turning that off (allow_direct false): %w", name, cfg.Replicas, err)
 	}
 	return nil
 }

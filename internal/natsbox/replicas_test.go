@@ -106,6 +106,22 @@ func layoutReplicas(t *testing.T, js jetstream.JetStream) map[string]int {
 	return got
 }
 
+// directGets returns the streams of the layout's buckets and object store whose gets any
+// replica may answer (allow_direct).
+func directGets(t *testing.T, js jetstream.JetStream) []string {
+	t.Helper()
+	var direct []string
+	for _, b := range []string{RunsBucket, StatusBucket, ServedBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, EnginesBucket} {
+		if streamInfo(t, js, "KV_"+b).Config.AllowDirect {
+			direct = append(direct, "KV_"+b)
+		}
+	}
+	if streamInfo(t, js, "OBJ_"+ValuesBucket).Config.AllowDirect {
+		direct = append(direct, "OBJ_"+ValuesBucket)
+	}
+	return direct
+}
+
 func allReplicas(t *testing.T, got map[string]int, want int) {
 	t.Helper()
 	if len(got) != 10 {
@@ -135,8 +151,32 @@ func TestReplicasOnACluster(t *testing.T) {
 
 	got, _ := ensureWith(0)
 	allReplicas(t, got, 1)
+	js := natstest.JetStream(t, url)
+	if direct := directGets(t, js); len(direct) != 8 {
+		t.Errorf("with one replica, direct gets on %v, want on every bucket (the replica is the leader)", direct)
+	}
 	got, logs := ensureWith(3)
 	allReplicas(t, got, 3)
+	// A follower answers a direct get from behind its leader: reads go to the leader.
+	if direct := directGets(t, js); len(direct) != 0 {
+		t.Errorf("with 3 replicas, direct gets on %v, want none", direct)
+	}
+	// Turned on by hand, or by the library's update of a bucket (here, of its description): off
+	// again at the next start.
+	for _, change := range []func(*jetstream.StreamConfig){
+		func(c *jetstream.StreamConfig) { c.AllowDirect = true },
+		func(c *jetstream.StreamConfig) { c.AllowDirect, c.Description = true, "changed" },
+	} {
+		cfg := streamInfo(t, js, "KV_"+RunsBucket).Config
+		change(&cfg)
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		ensureWith(3)
+		if direct := directGets(t, js); len(direct) != 0 {
+			t.Errorf("ensured again, direct gets on %v, want none", direct)
+		}
+	}
 	if !strings.Contains(logs, "raised to 3 replicas") || !strings.Contains(logs, "stream "+TasksStream+" (R1)") {
 		t.Errorf("raising to 3 replicas logged %q, want the names raised", logs)
 	}

@@ -147,7 +147,7 @@ func TestAgentToolsCrashMidChild(t *testing.T) {
 	e1.waitFor("reins serving", 30*time.Second)
 	id := reins(t, "run", "testdata/agenttools.toml", "--nats", c.url, "--detach", "--run-id", "agt-crash", "--input", `{"order_id":"O-9"}`)
 	<-e1.exited
-	if !hasLine(e1, "killed before a save") || !hasLine(e1, "run=agt-crash save=2") {
+	if !hasLine(e1, "killed before a save") || !hasLine(e1, "run_id=agt-crash save=2") {
 		t.Fatalf("the engine did not die before saving lead's waiting answer: %q", e1.output())
 	}
 	serveAll(t, c.url)

@@ -155,7 +155,9 @@ func TestInstruments(t *testing.T) {
 // fails, and stops once removed.
 func TestSources(t *testing.T) {
 	m := metrics.New()
-	removeA := m.AddEngine(func() metrics.EngineStats { return metrics.EngineStats{Decided: 3, Saves: 2, Partitions: 10, Cached: 4} })
+	removeA := m.AddEngine(func() metrics.EngineStats {
+		return metrics.EngineStats{Decided: 3, Saves: 2, Partitions: 10, Cached: 4}
+	})
 	removeB := m.AddEngine(func() metrics.EngineStats { return metrics.EngineStats{Decided: 1, Dropped: 1, Partitions: 6} })
 	m.AddWaitingRuns(func(context.Context) (map[string]int, error) { return map[string]int{"a": 2, "b": 1}, nil })
 	m.AddWaitingRuns(func(context.Context) (map[string]int, error) { return map[string]int{"a": 1}, nil })

@@ -47,19 +47,22 @@ func (e *Engine) countStep(def *workflow.Definition, wf string, old, sr *engine.
 	if ended {
 		e.metrics.StepEnded(wf, string(sr.Status), sr.StopReason, since(sr.StartedAt, at))
 	}
-	if old == nil || old.Activation != sr.Activation || !iterates(def, sr.Step) {
+	if old == nil || old.Activation != sr.Activation {
+		return
+	}
+	went := sr.Iteration - old.Iteration                                         // iterations after which the loop went on
+	stopped := ended && !over(old.Status) && sr.Status != protocol.StepCancelled // the last one
+	if (went <= 0 && !stopped) || !iterates(def, sr.Step) {
 		return
 	}
 	due := old.Dispatched
 	if old.NotBefore.After(due) {
 		due = old.NotBefore
 	}
-	switch {
-	case sr.Iteration > old.Iteration:
-		for range sr.Iteration - old.Iteration {
-			e.metrics.IterationEnded(wf, metrics.NoStop, since(due, at))
-		}
-	case ended && !over(old.Status) && sr.Status != protocol.StepCancelled:
+	for range went {
+		e.metrics.IterationEnded(wf, metrics.NoStop, since(due, at))
+	}
+	if went <= 0 && stopped {
 		e.metrics.IterationEnded(wf, sr.StopReason, since(due, at))
 	}
 }

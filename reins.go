@@ -37,9 +37,9 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/metrics"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"

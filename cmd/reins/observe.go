@@ -156,20 +156,22 @@ func serveHTTP(ln net.Listener, mux http.Handler, log *slog.Logger) (stop func()
 // observed is the HTTP side of a long-running process: its metrics, and its listener when it
 // has one.
 type observed struct {
-	metrics *metrics.Metrics
+	metrics *metrics.Metrics // nil when it listens nowhere
 	ready   *readiness
 	addr    string // where it listens ("" for nowhere)
 	stop    func()
 }
 
-// observe listens on addr (flag names it; "" listens nowhere) and serves the process's
-// metrics, liveness and readiness there, not ready until the caller says so.
+// observe listens on addr (flag names it; "" listens nowhere, and nothing is counted) and
+// serves the process's metrics, liveness and readiness there, not ready until the caller says
+// so.
 func observe(flag, addr string, box *natsbox.Box, log *slog.Logger) (*observed, error) {
-	o := &observed{metrics: metrics.New(), ready: newReadiness(), stop: func() {}}
+	o := &observed{ready: newReadiness(), stop: func() {}}
 	o.ready.box.Store(box)
 	if addr == "" {
 		return o, nil
 	}
+	o.metrics = metrics.New()
 	ln, err := listen(flag, addr)
 	if err != nil {
 		return nil, err

@@ -22,7 +22,8 @@ import (
 
 // Label values of the closed sets.
 const (
-	// NoStop is the stop_reason of an iteration after which its loop went on.
+	// NoStop is the stop_reason of an iteration after which its loop went on, and of a step
+	// that ended without one (a step that does not iterate).
 	NoStop = "none"
 	// TokensInput and TokensOutput are the values of the type label of the token counter.
 	TokensInput  = "input"

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/bits"
@@ -45,7 +46,7 @@ func (e *Engine) count(def *workflow.Definition, before, after *engine.Run, at t
 func (e *Engine) countStep(def *workflow.Definition, wf string, old, sr *engine.StepRun, at time.Time) {
 	ended := over(sr.Status) && (old == nil || !over(old.Status) || old.Activation != sr.Activation)
 	if ended {
-		e.metrics.StepEnded(wf, string(sr.Status), sr.StopReason, since(sr.StartedAt, at))
+		e.metrics.StepEnded(wf, string(sr.Status), cmp.Or(sr.StopReason, metrics.NoStop), since(sr.StartedAt, at))
 	}
 	if old == nil || old.Activation != sr.Activation {
 		return

@@ -42,6 +42,9 @@ type hostConfig struct {
 func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host.Host, error) {
 	hc := host.Config{Box: box, Engine: cfg.engine, AckWait: cfg.ackWait, SaveWindow: cfg.saveWindow, LeaseTTL: cfg.leaseTTL, Logger: cfg.log,
 		Roles: cfg.roles, Admit: cfg.admit, MaxOutputBytes: cfg.maxOutput, MaxValueBytes: cfg.maxValue, Metrics: cfg.metrics}
+	if cfg.builtin.Logger == nil {
+		cfg.builtin.Logger = cfg.log // their debug lines about each task
+	}
 	if len(cfg.builtins) > 0 {
 		hc.Register = func(w *worker.Worker) error { return builtin.Register(w, cfg.builtin, cfg.builtins...) }
 	}

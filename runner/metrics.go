@@ -34,7 +34,7 @@ func (e *Engine) count(def *workflow.Definition, before, after *engine.Run, at t
 		if before != nil {
 			old = before.Steps[key]
 		}
-		if old == sr || sr == nil {
+		if sr == nil {
 			continue
 		}
 		e.countStep(def, after.Workflow, old, sr, at)
@@ -64,7 +64,7 @@ func (e *Engine) countStep(def *workflow.Definition, wf string, old, sr *engine.
 		e.metrics.IterationEnded(wf, metrics.NoStop, since(due, at))
 	}
 	if went <= 0 && stopped {
-		e.metrics.IterationEnded(wf, sr.StopReason, since(due, at))
+		e.metrics.IterationEnded(wf, cmp.Or(sr.StopReason, string(sr.Status)), since(due, at))
 	}
 }
 

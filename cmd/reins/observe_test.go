@@ -22,6 +22,7 @@ import (
 
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/metrics"
+	"github.com/reins-run/reins/protocol"
 )
 
 // meteredWorkflow runs an agent for three iterations (two turns of tool calls, three calls in
@@ -111,6 +112,20 @@ func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
 	return fams
 }
 
+// scrapeUntil scrapes addr until done says the metrics are what the test waits for (at most
+// 10 s), and returns the last scrape.
+func scrapeUntil(t *testing.T, addr string, done func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fams := scrape(t, addr)
+		if done(fams) || time.Now().After(deadline) {
+			return fams
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // value is the value of the sample of family name with exactly the labels given (name=value
 // pairs); for a histogram, its count. ok is false when there is no such sample.
 func value(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
@@ -160,18 +175,12 @@ func TestServeMetrics(t *testing.T) {
 	}
 
 	// The worker counts a task once it acknowledged it, after the answer that may end the run:
-	// wait until the four tasks are counted.
-	var fams map[string]*dto.MetricFamily
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fams = scrape(t, addr)
+	// wait until the last tasks are counted.
+	fams := scrapeUntil(t, addr, func(fams map[string]*dto.MetricFamily) bool {
 		a, _ := value(fams, "reins_worker_tasks_total", "handler", "reins-agent", "outcome", "completed")
 		l, _ := value(fams, "reins_worker_tasks_total", "handler", "reins-llm", "outcome", "completed")
-		if a+l == 2 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return a+l == 2
+	})
 	wf := "metered"
 	for _, c := range []struct {
 		name   string
@@ -378,5 +387,47 @@ func TestWorkerMetricsListen(t *testing.T) {
 	}
 	if slices.ContainsFunc(lines(stderr.String()), func(l string) bool { return !json.Valid([]byte(l)) }) {
 		t.Errorf("a line of the worker's log is not JSON:\n%s", stderr.String())
+	}
+}
+
+// TestServeWaitingRuns: a run waiting for a person counts in reins_runs_waiting of its
+// workflow, and leaves it once approved.
+func TestServeWaitingRuns(t *testing.T) {
+	srv := startServe(t, t.TempDir())
+	addr := httpAddr(t, srv.stderr.String())
+	code, out, errOut := cli(t, "run", writeTestFile(t, "ask.toml", approvalWorkflow), "--nats", srv.url, "--detach")
+	if code != exitOK {
+		t.Fatalf("run --detach: exit %d\n%s%s", code, out, errOut)
+	}
+	id := strings.TrimSpace(out)
+	c := srv.client(t)
+	for rec, err := range c.Watch(t.Context(), id) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Run.Status == protocol.RunWaiting {
+			break
+		}
+	}
+	// The status index holds the waiting key before the record says waiting.
+	if n, ok := value(scrape(t, addr), "reins_runs_waiting", "workflow", "ask"); !ok || n != 1 {
+		t.Errorf("reins_runs_waiting{workflow=ask} = %v (present %v), want 1", n, ok)
+	}
+	if code, out, errOut := cli(t, "approve", id, "--nats", srv.url); code != exitOK {
+		t.Fatalf("approve: exit %d\n%s%s", code, out, errOut)
+	}
+	if rec := wait(t, c, id); rec.Run.Status != protocol.RunCompleted {
+		t.Fatalf("run %s ended %s", id, rec.Run.Status)
+	}
+	// The engine removes the old status key right after it saved the record.
+	fams := scrapeUntil(t, addr, func(fams map[string]*dto.MetricFamily) bool {
+		_, ok := value(fams, "reins_runs_waiting", "workflow", "ask")
+		return !ok
+	})
+	if n, ok := value(fams, "reins_runs_waiting", "workflow", "ask"); ok {
+		t.Errorf("reins_runs_waiting{workflow=ask} = %v after the run ended, want none", n)
+	}
+	if n, _ := value(fams, "reins_runs_ended_total", "workflow", "ask", "status", "completed"); n != 1 {
+		t.Errorf("reins_runs_ended_total{workflow=ask,status=completed} = %v, want 1", n)
 	}
 }

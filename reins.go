@@ -39,6 +39,7 @@ import (
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
@@ -175,6 +176,9 @@ type Config struct {
 	// Logger receives what the engine and workers could not do, and the warnings of Start;
 	// nil discards.
 	Logger *slog.Logger
+	// Metrics receives the engine's, the workers' and the built-in steps' metrics
+	// (metrics.New; serve Metrics.Handler on /metrics); nil: none.
+	Metrics *metrics.Metrics
 }
 
 // Reins runs workflows: an engine and a worker in this process, on NATS.
@@ -219,7 +223,7 @@ func New(ctx context.Context, cfg Config) (*Reins, error) {
 		return nil, fmt.Errorf("reins: %w", err)
 	}
 	r.box = box
-	if r.eng, err = host.Start(context.WithoutCancel(ctx), host.Config{Box: box, Engine: true, SaveWindow: cfg.SaveWindow, Logger: cfg.Logger}); err != nil {
+	if r.eng, err = host.Start(context.WithoutCancel(ctx), host.Config{Box: box, Engine: true, SaveWindow: cfg.SaveWindow, Logger: cfg.Logger, Metrics: cfg.Metrics}); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("reins: %w", err)
 	}
@@ -287,7 +291,7 @@ func (r *Reins) StartWorkers(ctx context.Context) error {
 		return nil
 	}
 	bc := builtin.Config{Tools: r.tools, Models: r.models, Model: r.cfg.Model, Registry: r.cfg.Registry, Logger: r.cfg.Logger}
-	h, err := host.Start(context.WithoutCancel(ctx), host.Config{Box: r.box, Handlers: r.handlers, Logger: r.cfg.Logger,
+	h, err := host.Start(context.WithoutCancel(ctx), host.Config{Box: r.box, Handlers: r.handlers, Logger: r.cfg.Logger, Metrics: r.cfg.Metrics,
 		Register: func(w *worker.Worker) error { return builtin.Register(w, bc) }})
 	if err != nil {
 		return fmt.Errorf("reins: start the worker: %w", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
@@ -49,7 +50,9 @@ func (h *Handlers) Agent(t Task) error {
 		t.Record(loop.Recorded(st, base.from))
 		return h.answerAgent(j, st)
 	}
-	t.Record(run.Record(mark))
+	rec := run.Record(mark)
+	t.Record(rec)
+	h.countTools(rec.Calls)
 	if t.Err() == nil {
 		run.StopIfSpent(t)
 	}
@@ -100,7 +103,7 @@ func (h *Handlers) iterate(j *job, run *loop.Run) (done bool, err error) {
 		if err := run.ActOnDecisions(j.t, decisions); err != nil {
 			return false, j.failf("%w", err)
 		}
-		h.log.Debug("agent acted on decisions", "run", task.RunID, "step", j.name, "iteration", task.Iteration, "resume", task.Resume)
+		h.log.DebugContext(j.t, "agent acted on decisions", "run_id", task.RunID, "step", j.name, "iteration", task.Iteration, "resume", task.Resume)
 		return false, nil
 	case len(task.HumanInput) > 0 && st.StopReason == loop.NeedsHuman && st.PendingTurn == nil && st.Iteration < task.Iteration:
 		msg, err := humanMessage(task.HumanInput)
@@ -288,7 +291,7 @@ func (h *Handlers) answerAgent(j *job, st *loop.State) error {
 		return h.waitChildren(j, st)
 	}
 	if !st.Stopped() {
-		h.log.Debug("agent iteration", "run", j.task.RunID, "step", j.name, "iteration", j.task.Iteration)
+		h.log.DebugContext(j.t, "agent iteration", "run_id", j.task.RunID, "step", j.name, "iteration", j.task.Iteration)
 		return j.t.Continue(nil)
 	}
 	if st.StopReason == loop.NeedsHuman && len(st.Pending) > 0 {
@@ -296,14 +299,14 @@ func (h *Handlers) answerAgent(j *job, st *loop.State) error {
 		for i, p := range st.Pending {
 			pending[i] = protocol.PendingCall{CallID: p.Call.ID, Tool: p.Call.Name, Arguments: p.Call.Arguments}
 		}
-		h.log.Debug("agent waits for decisions", "run", j.task.RunID, "step", j.name, "iteration", j.task.Iteration, "calls", len(pending))
+		h.log.DebugContext(j.t, "agent waits for decisions", "run_id", j.task.RunID, "step", j.name, "iteration", j.task.Iteration, "calls", len(pending))
 		return j.t.Wait(pending)
 	}
 	out := AgentOutput{StopReason: string(st.StopReason), Detail: st.Detail}
 	if st.Answer != "" {
 		out.Answer = &st.Answer
 	}
-	h.log.Debug("agent stopped", "run", j.task.RunID, "step", j.name, "iteration", j.task.Iteration, "stop_reason", st.StopReason)
+	h.log.DebugContext(j.t, "agent stopped", "run_id", j.task.RunID, "step", j.name, "iteration", j.task.Iteration, "stop_reason", st.StopReason)
 	return j.t.CompleteWithStop(out, string(st.StopReason), st.Detail)
 }
 
@@ -359,4 +362,37 @@ func (a tally) since(b tally) protocol.Usage {
 	}, a.cost-b.cost)
 	u.ToolCalls = a.toolCalls - b.toolCalls
 	return u
+}
+
+// countTools counts the tool calls an iteration dealt with by outcome: those that wait (for a
+// human's decision, or as sub-runs) are counted by the part that ends them.
+func (h *Handlers) countTools(calls []trace.CallRecord) {
+	if h.cfg.Metrics == nil {
+		return
+	}
+	for _, c := range calls {
+		if o := toolOutcome(c); o != "" {
+			h.cfg.Metrics.ToolCall(c.Tool, o)
+		}
+	}
+}
+
+// toolOutcome is the outcome label of a call: ok, error, denied, invalid, forbidden, not_run
+// (accepted, but the iteration stopped first), or "" for a call that waits.
+func toolOutcome(c trace.CallRecord) string {
+	switch {
+	case c.Approval == "pending" || c.SubRun:
+		return ""
+	case c.Executed && c.Error == "":
+		return "ok"
+	case c.Executed:
+		return "error"
+	case c.Approval == "denied":
+		return "denied"
+	case c.Decision == trace.DecisionInvalid:
+		return "invalid"
+	case c.Decision == trace.DecisionForbid:
+		return "forbidden"
+	}
+	return "not_run"
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/mcptool"
+	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
@@ -56,6 +57,9 @@ type Config struct {
 	// again after a crash reuses them instead of doing the side effect twice (Register passes
 	// the worker's, over natsbox.EffectsBucket). Nil records nothing: every call runs.
 	Effects EffectStore
+	// Metrics counts the model calls (tokens, cost) and the agents' tool calls; nil: no metrics
+	// (Register passes the worker's).
+	Metrics *metrics.Metrics
 }
 
 // Operator is what the handlers need of a server's operator configuration

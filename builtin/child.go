@@ -46,7 +46,7 @@ func (h *Handlers) waitChildren(j *job, st *loop.State) error {
 		pending[i] = protocol.PendingCall{CallID: p.Call.ID, Tool: p.Call.Name, Arguments: p.Call.Arguments,
 			Child: &protocol.ChildCall{Agent: def.Agent, Workflow: def.Workflow}}
 	}
-	h.log.Debug("agent waits for sub-runs", "run", j.task.RunID, "step", j.name, "iteration", j.task.Iteration, "calls", len(pending))
+	h.log.DebugContext(j.t, "agent waits for sub-runs", "run_id", j.task.RunID, "step", j.name, "iteration", j.task.Iteration, "calls", len(pending))
 	return j.t.Wait(pending)
 }
 
@@ -74,7 +74,7 @@ func (h *Handlers) actOnChildren(j *job, run *loop.Run) (done bool, err error) {
 	if err := run.ActOnChildren(j.t, results); err != nil {
 		return false, j.failf("%w", err)
 	}
-	h.log.Debug("agent acted on sub-runs", "run", task.RunID, "step", j.name, "iteration", task.Iteration, "resume", task.Resume)
+	h.log.DebugContext(j.t, "agent acted on sub-runs", "run_id", task.RunID, "step", j.name, "iteration", task.Iteration, "resume", task.Resume)
 	return false, nil
 }
 

@@ -20,10 +20,10 @@ func (h *Handlers) LLM(t Task) error {
 	out, usage, err := h.runLLM(j)
 	t.AddUsage(usage)
 	if err != nil {
-		h.log.Debug("llm step failed", "run", j.task.RunID, "step", j.name, "err", err)
+		h.log.DebugContext(j.t, "llm step failed", "run_id", j.task.RunID, "step", j.name, "iteration", j.task.Iteration, "err", err)
 		return answerErr(t, err)
 	}
-	h.log.Debug("llm step completed", "run", j.task.RunID, "step", j.name, "model_calls", usage.ModelCalls)
+	h.log.DebugContext(j.t, "llm step completed", "run_id", j.task.RunID, "step", j.name, "iteration", j.task.Iteration, "model_calls", usage.ModelCalls)
 	return t.Complete(out)
 }
 

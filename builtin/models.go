@@ -1,12 +1,16 @@
 package builtin
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/reins-run/reins/fixture"
+	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/workflow"
@@ -26,7 +30,8 @@ func (h *Handlers) model(j *job) (model.Model, error) { return h.modelNamed(j, j
 // each task replays its cassette from the start.
 func (h *Handlers) modelNamed(j *job, name string) (model.Model, error) {
 	if h.cfg.Model != "" {
-		return h.kept(modelKey{name: h.cfg.Model}, isReplay(h.cfg.Model), func() (model.Model, error) {
+		provider, name, _ := strings.Cut(h.cfg.Model, ":")
+		return h.kept(modelKey{name: h.cfg.Model}, isReplay(h.cfg.Model), provider, name, func() (model.Model, error) {
 			if h.cfg.Operator != nil {
 				p, m, _ := strings.Cut(h.cfg.Model, ":")
 				return h.operatorModel(j, "--model", p, m)
@@ -39,22 +44,33 @@ func (h *Handlers) modelNamed(j *job, name string) (model.Model, error) {
 		})
 	}
 	if m := h.cfg.Models[name]; m != nil {
-		return m, nil
+		if h.cfg.Metrics == nil {
+			return m, nil
+		}
+		return h.kept(modelKey{goModel, name}, false, goModel, name, func() (model.Model, error) { return m, nil })
 	}
 	def, ok := j.bundle.Definition.Models[name]
 	if !ok {
 		return nil, j.failf("model %q is not declared in the workflow's models", name)
 	}
-	return h.kept(modelKey{j.task.Workflow, name}, def.Provider == "replay", func() (model.Model, error) {
+	return h.kept(modelKey{j.task.Workflow, name}, def.Provider == "replay", def.Provider, cmp.Or(def.Model, name), func() (model.Model, error) {
 		return h.open(j, name, def)
 	})
 }
 
-// kept returns the model under key, opening it with open the first time; a model that must
-// not be kept (fresh) is opened every time.
-func (h *Handlers) kept(key modelKey, fresh bool, open func() (model.Model, error)) (model.Model, error) {
+// goModel is the provider of the Go models of Config.Models in the metrics, and the workflow
+// of their key in Handlers.models (no workflow hash is "go").
+const goModel = "go"
+
+// kept returns the model under key, opening it with open the first time (counted in the
+// metrics as model of provider); a model that must not be kept (fresh) is opened every time.
+func (h *Handlers) kept(key modelKey, fresh bool, provider, name string, open func() (model.Model, error)) (model.Model, error) {
 	if fresh {
-		return open()
+		m, err := open()
+		if err != nil {
+			return nil, err
+		}
+		return counted(m, h.cfg.Metrics.ForModel(provider, name)), nil
 	}
 	h.mu.Lock()
 	m := h.models[key]
@@ -66,6 +82,7 @@ func (h *Handlers) kept(key modelKey, fresh bool, open func() (model.Model, erro
 	if err != nil {
 		return nil, err
 	}
+	m = counted(m, h.cfg.Metrics.ForModel(provider, name))
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if prev := h.models[key]; prev != nil {
@@ -174,4 +191,38 @@ func (h *Handlers) operatorModel(j *job, what, p, m string) (model.Model, error)
 		return nil, j.failf("%s: %w", what, err)
 	}
 	return mdl, nil
+}
+
+// counted returns m counting its calls, tokens and cost in mm (m itself when mm is nil). A
+// model with prices keeps them, so that the loop still holds a call within a cost budget.
+func counted(m model.Model, mm *metrics.Model) model.Model {
+	if mm == nil {
+		return m
+	}
+	c := &countedModel{Model: m, m: mm}
+	if p, ok := m.(model.Pricing); ok {
+		return &pricedModel{countedModel: c, Pricing: p}
+	}
+	return c
+}
+
+type countedModel struct {
+	model.Model
+	m *metrics.Model
+}
+
+func (c *countedModel) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
+	start := time.Now()
+	resp, err := c.Model.Generate(ctx, req)
+	if err != nil || resp == nil {
+		c.m.Failed(time.Since(start))
+		return resp, err
+	}
+	c.m.Called(time.Since(start), resp.Usage.InputTokens, resp.Usage.OutputTokens, resp.CostUSD)
+	return resp, nil
+}
+
+type pricedModel struct {
+	*countedModel
+	model.Pricing
 }

@@ -143,11 +143,11 @@ func TestAgentToolsCrashMidChild(t *testing.T) {
 	// Save 1 creates the run; save 2 would record lead's waiting answer, whose sub-runs'
 	// start events are already published.
 	e1 := start(t, "reins serve (faulty)", []string{"REINS_FAULT=kill-before-save:2"},
-		bins.reins, "serve", "--nats", c.url, "--ack-wait", "1s")
+		bins.reins, "serve", "--nats", c.url, "--listen", "127.0.0.1:0", "--ack-wait", "1s")
 	e1.waitFor("reins serving", 30*time.Second)
 	id := reins(t, "run", "testdata/agenttools.toml", "--nats", c.url, "--detach", "--run-id", "agt-crash", "--input", `{"order_id":"O-9"}`)
 	<-e1.exited
-	if !hasLine(e1, "killed before a save") || !hasLine(e1, "run=agt-crash save=2") {
+	if !hasLine(e1, "killed before a save") || !hasLine(e1, "run_id=agt-crash save=2") {
 		t.Fatalf("the engine did not die before saving lead's waiting answer: %q", e1.output())
 	}
 	serveAll(t, c.url)

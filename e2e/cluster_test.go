@@ -92,7 +92,7 @@ func TestClusterLosesANode(t *testing.T) {
 	defer cancel()
 	nc := newNATSCluster(t)
 	c := &cluster{t: t, url: nc.url, state: t.TempDir()}
-	e := start(t, "reins serve", nil, bins.reins, "serve", "--nats", nc.url, "--no-workers", "--ack-wait", "1s", "--replicas", "3")
+	e := start(t, "reins serve", nil, bins.reins, "serve", "--nats", nc.url, "--listen", "127.0.0.1:0", "--no-workers", "--ack-wait", "1s", "--replicas", "3")
 	e.waitFor("reins serving", 30*time.Second)
 	w1 := loopWorker(t, nc.url, c.state, 0)
 	w2 := loopWorker(t, nc.url, c.state, 0)

@@ -59,7 +59,8 @@ func TestComposeCommands(t *testing.T) {
 	defer cancel()
 	nc := newNATSCluster(t)
 	urls := strings.Split(nc.url, ",")
-	local := strings.NewReplacer("nats://n1:4222", urls[0], "nats://n2:4222", urls[1], "nats://n3:4222", urls[2])
+	// Each container has its own 7400; processes on one machine take a port each.
+	local := strings.NewReplacer("nats://n1:4222", urls[0], "nats://n2:4222", urls[1], "nats://n3:4222", urls[2], "0.0.0.0:7400", "127.0.0.1:0")
 	started := 0
 	for _, name := range []string{"engine-1", "engine-2", "worker"} {
 		svc, ok := cf.Services[name]

@@ -135,7 +135,7 @@ func TestCrashEngineBeforeSave(t *testing.T) {
 	c := newCluster(t)
 	w := loopWorker(t, c.url, c.state, 0)
 	e1 := start(t, "reins serve (faulty)", []string{"REINS_FAULT=kill-before-save:6"},
-		bins.reins, "serve", "--nats", c.url, "--no-workers", "--ack-wait", "1s")
+		bins.reins, "serve", "--nats", c.url, "--listen", "127.0.0.1:0", "--no-workers", "--ack-wait", "1s")
 	e1.waitFor("reins serving", 30*time.Second)
 	ids := []string{c.startRun("engine-crash-a", 4), c.startRun("engine-crash-b", 4), c.startRun("engine-crash-c", 4)}
 	<-e1.exited // it killed itself before its sixth save

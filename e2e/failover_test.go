@@ -83,7 +83,7 @@ func watchFailover(t testing.TB, ctx context.Context, c *cluster, engines int, e
 }
 
 func (f *failover) startEngine() *proc {
-	p := start(f.t, "reins serve", nil, append([]string{bins.reins, "serve", "--nats", f.c.url, "--no-workers"}, f.extra...)...)
+	p := start(f.t, "reins serve", nil, append([]string{bins.reins, "serve", "--nats", f.c.url, "--listen", "127.0.0.1:0", "--no-workers"}, f.extra...)...)
 	p.waitFor("reins serving", 30*time.Second)
 	return p
 }

@@ -232,7 +232,7 @@ func natsServer(t testing.TB, dir string, port int) *proc {
 // serve starts the engine (reins serve --no-workers) against url.
 func serve(t testing.TB, url string, env ...string) *proc {
 	t.Helper()
-	p := start(t, "reins serve", env, bins.reins, "serve", "--nats", url, "--no-workers", "--ack-wait", "1s")
+	p := start(t, "reins serve", env, bins.reins, "serve", "--nats", url, "--listen", "127.0.0.1:0", "--no-workers", "--ack-wait", "1s")
 	p.waitFor("reins serving", 30*time.Second)
 	return p
 }

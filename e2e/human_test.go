@@ -17,7 +17,7 @@ import (
 // serveAll starts the engine and the built-in workers (reins serve) against url.
 func serveAll(t *testing.T, url string) *proc {
 	t.Helper()
-	p := start(t, "reins serve", nil, bins.reins, "serve", "--nats", url, "--ack-wait", "1s")
+	p := start(t, "reins serve", nil, bins.reins, "serve", "--nats", url, "--listen", "127.0.0.1:0", "--ack-wait", "1s")
 	p.waitFor("reins serving", 30*time.Second)
 	return p
 }

@@ -125,7 +125,7 @@ roles = ["worker"]
 	s.url = fmt.Sprintf("nats://127.0.0.1:%d", port)
 	env := []string{"OPENAI_API_KEY=" + openAIKey, "BADAI_API_KEY=" + badAIKey, "DATABASE_PASSWORD=" + dbPassword,
 		"REINS_TOKEN_ALICE=" + aliceToken, "REINS_TOKEN_BOB=" + bobToken, "REINS_TOKEN_SAM=" + samToken, "REINS_TOKEN_WORKER=" + workerToken}
-	s.proc = start(t, "reins serve", env, bins.reins, "serve", "--data", s.data, "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), "--config", file, "--retention", "0")
+	s.proc = start(t, "reins serve", env, bins.reins, "serve", "--data", s.data, "--listen", "127.0.0.1:0", "--nats-listen", fmt.Sprintf("127.0.0.1:%d", port), "--config", file, "--retention", "0")
 	s.proc.waitFor("reins serving", 30*time.Second)
 	return s
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
+	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"
@@ -48,6 +49,8 @@ type Config struct {
 	MaxOutputBytes int64
 	MaxValueBytes  int64
 	Logger         *slog.Logger
+	// Metrics is given to the engine and the worker (nil: no metrics).
+	Metrics *metrics.Metrics
 }
 
 // Host is the engine and a worker running in this process.
@@ -94,7 +97,7 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	var ready []<-chan struct{}
 	if cfg.Engine {
 		eng, err := runner.New(runner.Config{Box: cfg.Box, Logger: cfg.Logger, SaveWindow: cfg.SaveWindow, LeaseTTL: cfg.LeaseTTL,
-			Roles: cfg.Roles, Admit: cfg.Admit, MaxOutputBytes: cfg.MaxOutputBytes, MaxValueBytes: cfg.MaxValueBytes})
+			Roles: cfg.Roles, Admit: cfg.Admit, MaxOutputBytes: cfg.MaxOutputBytes, MaxValueBytes: cfg.MaxValueBytes, Metrics: cfg.Metrics})
 		if err != nil {
 			cancel()
 			return nil, err
@@ -139,7 +142,7 @@ func (h *Host) worker(ctx context.Context, cfg Config) (*worker.Worker, error) {
 		}
 		h.conn, box = c, c
 	}
-	w, err := worker.New(worker.Config{Box: box, Logger: cfg.Logger, AckWait: cfg.AckWait, Concurrency: cfg.Concurrency})
+	w, err := worker.New(worker.Config{Box: box, Logger: cfg.Logger, AckWait: cfg.AckWait, Concurrency: cfg.Concurrency, Metrics: cfg.Metrics})
 	if err != nil {
 		return nil, err
 	}

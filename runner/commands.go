@@ -145,7 +145,7 @@ func (e *Engine) childFinishedMsg(ctx context.Context, run *engine.Run, p *proto
 	case errors.Is(err, outbox.ErrStore):
 		return nil, err
 	case err != nil:
-		e.log.Error("runner: the parent of a run cannot be told it ended", "run", run.ID, "parent", p.RunID, "err", err)
+		e.log.Error("runner: the parent of a run cannot be told it ended", "run_id", run.ID, "parent", p.RunID, "err", err)
 		return nil, nil
 	}
 	return m, nil
@@ -155,7 +155,7 @@ func (e *Engine) childFinishedMsg(ctx context.Context, run *engine.Run, p *proto
 func (e *Engine) cancelMsg(runID string, at time.Time, reason string) *nats.Msg {
 	m, err := outbox.EventMsg(e.names, outbox.CancelEvent(runID, at, reason), "")
 	if err != nil {
-		e.log.Error("runner: a sub-run cannot be cancelled", "run", runID, "err", err)
+		e.log.Error("runner: a sub-run cannot be cancelled", "run_id", runID, "err", err)
 		return nil
 	}
 	return m

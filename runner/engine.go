@@ -23,6 +23,7 @@ import (
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/outbox"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
@@ -99,6 +100,9 @@ type Config struct {
 	// CachedRuns is how many running or waiting runs the engine keeps decoded in memory (0:
 	// DefaultCachedRuns); a run the cache let go is read from the bucket when an event comes.
 	CachedRuns int
+	// Metrics receives what the engine decided (runs, steps, iterations) and reports its
+	// counters, partitions and waiting runs at each scrape; nil: no metrics.
+	Metrics *metrics.Metrics
 }
 
 // StopOutputTooLarge is the stop reason of a step whose output passed Config.MaxOutputBytes.
@@ -118,6 +122,7 @@ type Engine struct {
 	admit      func(context.Context, []*workflow.Definition, json.RawMessage) *protocol.RunError
 	maxOutput  int64
 	maxValue   int64
+	metrics    *metrics.Metrics
 
 	id       string
 	leaseTTL time.Duration
@@ -166,6 +171,9 @@ type stats struct {
 	cached    atomic.Int64 // runs decoded in the shards' caches
 	evicted   atomic.Int64 // runs the caches let go to stay within CachedRuns
 	fences    atomic.Int64 // rounds of the leases that stopped the engine's consumption (fenced)
+	saves     atomic.Int64 // run records saved
+	// partitions has bit p set while the engine consumes partition p.
+	partitions atomic.Uint32
 }
 
 // New returns an engine over cfg.Box. It does no I/O: Run does.
@@ -189,6 +197,7 @@ func New(cfg Config) (*Engine, error) {
 		id: cfg.ID, leaseTTL: cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
 		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
 		roles: cfg.Roles, admit: cfg.Admit, maxOutput: cfg.MaxOutputBytes, maxValue: cfg.MaxValueBytes,
+		metrics: cfg.Metrics,
 	}
 	if cfg.CachedRuns < 0 {
 		return nil, fmt.Errorf("runner: Config.CachedRuns is %d: want 0 (meaning %d) or more", cfg.CachedRuns, DefaultCachedRuns)
@@ -232,7 +241,7 @@ const killBeforeSave = "kill-before-save"
 // fault kills the process when the fault injection says so.
 func (e *Engine) fault(runID string) {
 	if e.killBeforeSave > 0 && e.saves.Add(1) == e.killBeforeSave {
-		e.log.Error("runner: killed before a save, as "+fault.Env+" asks", "run", runID, "save", e.killBeforeSave)
+		e.log.Error("runner: killed before a save, as "+fault.Env+" asks", "run_id", runID, "save", e.killBeforeSave)
 		os.Exit(86)
 	}
 }
@@ -265,6 +274,8 @@ func (e *Engine) run(ctx context.Context) error {
 		return fmt.Errorf("runner: %w", err)
 	}
 	defer lb.Close()
+	defer e.metrics.AddEngine(e.engineStats)()
+	defer e.metrics.AddWaitingRuns(e.waitingRuns)()
 	kv, err := lb.JetStream().KeyValue(ctx, e.names.EnginesBucket())
 	if err != nil {
 		return fmt.Errorf("runner: bucket %s: %w", e.names.EnginesBucket(), err)
@@ -335,7 +346,7 @@ func (e *Engine) rearm(ctx context.Context, mine map[int]bool, tidy bool) error 
 		}
 		rec, err := wire.DecodeRecord(ent)
 		if err != nil {
-			e.log.Warn("runner: a run record cannot be read, so its timers are not armed", "run", ent.Key(), "err", err)
+			e.log.Warn("runner: a run record cannot be read, so its timers are not armed", "run_id", ent.Key(), "err", err)
 			continue
 		}
 		keys[wire.StatusKey(rec.Run)] = true
@@ -344,7 +355,7 @@ func (e *Engine) rearm(ctx context.Context, mine map[int]bool, tidy bool) error 
 		}
 		b, err := e.store.Get(ctx, rec.Run.Hash)
 		if err != nil {
-			e.log.Warn("runner: the workflow of a run cannot be read, so its timers are not armed", "run", rec.Run.ID, "err", err)
+			e.log.Warn("runner: the workflow of a run cannot be read, so its timers are not armed", "run_id", rec.Run.ID, "err", err)
 			continue
 		}
 		for _, c := range engine.Timers(b.Definition, rec.Run) {

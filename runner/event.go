@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"reflect"
 	"slices"
@@ -84,6 +85,9 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 	if err == nil {
 		out, err = e.process(ctx, sh, ev, m, delivered(m))
 	}
+	if err == nil && (out == ack || out == later) && e.log.Enabled(ctx, slog.LevelDebug) {
+		e.log.DebugContext(ctx, "runner: event decided", eventAttrs(ev)...)
+	}
 	if out == later {
 		return
 	}
@@ -91,13 +95,24 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 		var d *dropError
 		if errors.As(err, &d) {
 			out = drop
-			e.log.Error("runner: an event that cannot be decided was dropped", "run", ev.RunID, "type", ev.Type, "err", err)
+			e.log.ErrorContext(ctx, "runner: an event that cannot be decided was dropped", eventAttrs(ev, "err", err)...)
 		} else {
 			out = retry
-			e.log.Warn("runner: an event will be decided again", "run", ev.RunID, "type", ev.Type, "err", err)
+			e.log.WarnContext(ctx, "runner: an event will be decided again", eventAttrs(ev, "err", err)...)
 		}
 	}
 	e.settle(m, out, ev)
+}
+
+// eventAttrs are the log attributes of ev, the run's id, the event's type and, for an event
+// about a step, the step and iteration, followed by more.
+func eventAttrs(ev *protocol.Event, more ...any) []any {
+	as := make([]any, 0, 8+len(more))
+	as = append(as, "run_id", ev.RunID, "type", ev.Type)
+	if ev.Step != "" {
+		as = append(as, "step", protocol.StepKey(ev.Step, ev.Item), "iteration", ev.Iteration)
+	}
+	return append(as, more...)
 }
 
 // admitSubject checks that ev came on a subject its sender may send it on, and takes who sent
@@ -182,7 +197,7 @@ func (e *Engine) takeValues(ctx context.Context, ev *protocol.Event) (outcome, e
 	default:
 		return drop, permanent(fmt.Errorf("a %s event: %w", ev.Type, err))
 	}
-	e.log.Warn("runner: a value of an event cannot be read", "run", ev.RunID, "type", ev.Type, "err", err)
+	e.log.WarnContext(ctx, "runner: a value of an event cannot be read", eventAttrs(ev, "err", err)...)
 	return ack, e.values.InEvent(ctx, ev) // what is left of the event
 }
 
@@ -405,6 +420,7 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 	}
 	if deferred {
 		e.stats.decided.Add(1)
+		e.count(next.bundle.Definition, runOf(old), next.rec.Run, d.ev.At)
 		next.rev, next.pending, old.pending = old.rev, append(old.pending, d), nil
 		sh.cache.put(id, next)
 		if len(next.pending) == 1 {
@@ -434,6 +450,7 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 		old.pending = nil
 	}
 	e.stats.decided.Add(1)
+	e.count(next.bundle.Definition, runOf(old), next.rec.Run, d.ev.At)
 	e.settleAll(pending, ack)
 	e.indexAfter(ctx, old, next)
 	if next.rec.Run.Finished() {
@@ -448,6 +465,14 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 	sh.cache.put(id, next)
 	e.armSchedules(id, cmds)
 	return ack, nil
+}
+
+// runOf is the run of ent, nil for none.
+func runOf(ent *entry) *engine.Run {
+	if ent == nil {
+		return nil
+	}
+	return ent.rec.Run
 }
 
 // unsaved gives back to JetStream the events whose decisions wait in old for a save that did
@@ -507,6 +532,7 @@ func (e *Engine) put(ctx context.Context, id string, data []byte, create bool, r
 	case err != nil:
 		return 0, fmt.Errorf("%d bytes: %w", len(data), err)
 	}
+	e.stats.saves.Add(1)
 	return rev, nil
 }
 
@@ -576,7 +602,7 @@ func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *
 	switch {
 	case ev.Type == protocol.EvStateTooLarge || ev.Refused != nil:
 		if run := next.rec.Run; run.Finished() && wire.DropValues(run) {
-			e.log.Warn("runner: a run ended with a state too large to save: saved without its values", "run", ev.RunID, "err", big)
+			e.log.WarnContext(ctx, "runner: a run ended with a state too large to save: saved without its values", eventAttrs(&ev, "err", big)...)
 			if run.Error != nil {
 				run.Error.Message += " (the run's inputs and outputs are not kept)"
 			}
@@ -591,7 +617,7 @@ func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *
 	default:
 		ev = protocol.Event{RunID: ev.RunID, Type: protocol.EvStateTooLarge, At: ev.At, Error: fmt.Sprintf("a %s event cannot be taken: %v", d.ev.Type, big)}
 	}
-	e.log.Warn("runner: a run's state would be too large to save: decided again", "run", ev.RunID, "event", d.ev.Type, "as", ev.Type, "err", big)
+	e.log.WarnContext(ctx, "runner: a run's state would be too large to save: decided again", eventAttrs(d.ev, "as", ev.Type, "err", big)...)
 	base := &engine.Run{ID: ev.RunID}
 	var parent *protocol.Parent
 	if old != nil {

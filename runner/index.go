@@ -42,7 +42,7 @@ func (e *Engine) indexAfter(ctx context.Context, old, next *entry) {
 	}
 	run := old.rec.Run
 	if err := natsbox.PurgeKeys(ctx, e.js, e.names.StatusBucket(), wire.StatusKey(run)); err != nil {
-		e.log.Warn("runner: a run's old status stays in the index", "run", run.ID, "status", run.Status, "err", err)
+		e.log.Warn("runner: a run's old status stays in the index", "run_id", run.ID, "status", run.Status, "err", err)
 	}
 }
 

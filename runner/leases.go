@@ -429,6 +429,7 @@ func (l *leases) start(ctx context.Context, p int, cons jetstream.Consumer) erro
 	wctx, stopWatch := context.WithCancel(ctx)
 	part := &partition{n: p, cc: cc, stopWatch: stopWatch}
 	l.parts[p] = part
+	e.stats.consuming(p, true)
 	gone := make(chan error, 1)
 	go e.watchConsumer(wctx, cons, look, gone)
 	go func() {
@@ -454,6 +455,7 @@ func (l *leases) stop(p int, drain bool) {
 		return
 	}
 	l.parts[p] = nil
+	l.e.stats.consuming(p, false)
 	part.stopWatch()
 	if drain {
 		part.cc.Drain()

@@ -129,7 +129,7 @@ func (e *Engine) flush(ctx context.Context, sh *shard, ent *entry) {
 			return
 		}
 	}
-	e.log.Warn("runner: a run was not saved: its last events will be decided again", "run", id, "events", len(ent.pending), "err", err)
+	e.log.Warn("runner: a run was not saved: its last events will be decided again", "run_id", id, "events", len(ent.pending), "err", err)
 	e.unsaved(sh, id, ent, errors.As(err, new(*tooLargeError)))
 }
 

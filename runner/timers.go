@@ -77,12 +77,12 @@ func (t *timers) fired(runID, key string, tm *timer, c engine.Command) {
 	}
 	var d *dropError
 	if err != nil && !errors.As(err, &d) {
-		t.log.Warn("runner: a tick could not be published and is tried again", "run", runID, "tick", key, "err", err)
+		t.log.Warn("runner: a tick could not be published and is tried again", "run_id", runID, "tick", key, "err", err)
 		t.set(runID, key, c, retryDelay)
 		return
 	}
 	if err != nil {
-		t.log.Error("runner: a tick cannot be published", "run", runID, "tick", key, "err", err)
+		t.log.Error("runner: a tick cannot be published", "run_id", runID, "tick", key, "err", err)
 	}
 	delete(t.runs[runID], key)
 	if len(t.runs[runID]) == 0 {

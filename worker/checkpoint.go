@@ -305,7 +305,7 @@ func (c *checkpoints) fold(ctx context.Context, kv jetstream.KeyValue, include f
 		return nil, 0, err
 	}
 	if len(missing) > 0 {
-		c.tc.logger().Warn("worker: the checkpoint was read from a replica behind its leader: the leader's writes are folded in", "missing", len(missing))
+		c.tc.logger().WarnContext(c.tc, "worker: the checkpoint was read from a replica behind its leader: the leader's writes are folded in", "missing", len(missing))
 		maps.Copy(writes, missing)
 	}
 	var es []entry

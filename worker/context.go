@@ -18,6 +18,7 @@ import (
 
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/trace"
 )
@@ -124,6 +125,7 @@ type taskContext struct {
 	w       *Worker
 	handler string
 	h       Handler
+	m       *metrics.Handler
 	msg     jetstream.Msg
 	task    *protocol.Task
 	// published is when JetStream stored the task (the server's clock).
@@ -141,6 +143,8 @@ type taskContext struct {
 	usage    protocol.Usage
 	record   *trace.Iteration // what the handler recorded (Record)
 	started  time.Time        // when the handler started, for the record's Duration
+	// ranFrom is started on the real clock, for the metrics (Config.Now may be a test's).
+	ranFrom time.Time
 
 	ck checkpoints
 }
@@ -156,6 +160,7 @@ func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.M
 		w:            w,
 		handler:      s.name,
 		h:            s.h,
+		m:            s.m,
 		msg:          msg,
 		task:         t,
 		cancelBase:   cancel,
@@ -169,7 +174,7 @@ func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.M
 
 // startClock sets the task's deadline, when it has a timeout; it runs before the handler starts.
 func (tc *taskContext) startClock() {
-	tc.started = tc.w.now()
+	tc.started, tc.ranFrom = tc.w.now(), time.Now()
 	if tc.task.Timeout > 0 {
 		tc.Context, tc.stopDeadline = context.WithTimeoutCause(tc.Context, tc.task.Timeout, errTimedOut)
 	}
@@ -178,7 +183,7 @@ func (tc *taskContext) startClock() {
 // logger is the worker's logger with the task's handler and message id; it is made only when
 // something is logged, off the path of a task that goes well.
 func (tc *taskContext) logger() *slog.Logger {
-	return tc.w.log.With("handler", tc.handler, "task", tc.task.MsgID)
+	return tc.w.log.With(taskAttrs(tc.handler, tc.task)...)
 }
 
 func (tc *taskContext) cancel(cause error) { tc.cancelBase(cause) }
@@ -312,7 +317,7 @@ func (e *storeError) Unwrap() error { return e.err }
 // deliverProblem fails the attempt with problem, which the answering call returns: for good,
 // unless the values' store caused it.
 func (tc *taskContext) deliverProblem(problem error) error {
-	tc.logger().Warn("worker: the answer fails the attempt", "err", problem)
+	tc.logger().WarnContext(tc, "worker: the answer fails the attempt", "err", problem)
 	ev := tc.event(protocol.EvFailed)
 	ev.Error = problem.Error()
 	ev.Permanent = !errors.As(problem, new(*storeError))
@@ -428,12 +433,23 @@ func (tc *taskContext) finish(reason error, how string) {
 		tc.reason = reason
 	}
 	close(tc.finished)
+	ranFrom := tc.ranFrom
 	tc.mu.Unlock()
-	tc.w.settled(tc.task, how)
+	var ran time.Duration
+	if !ranFrom.IsZero() {
+		ran = time.Since(ranFrom)
+	}
+	tc.w.settled(tc.m, tc.task, how, ran)
 }
 
-// settled reports to tests how a task was settled.
-func (w *Worker) settled(t *protocol.Task, how string) {
+// settled counts a task of the handler of m settled (how: the answer's type, or how it was
+// settled without one), its handler having run for ran (0: it did not run), and reports it to
+// tests.
+func (w *Worker) settled(m *metrics.Handler, t *protocol.Task, how string, ran time.Duration) {
+	m.Settled(how, ran)
+	if w.log.Enabled(context.Background(), slog.LevelDebug) {
+		w.log.Debug("worker: task settled", taskAttrs(t.Handler, t, "outcome", how)...)
+	}
 	if w.testSettled != nil {
 		w.testSettled(t, how)
 	}
@@ -456,7 +472,7 @@ func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
 	if err := tc.w.publish(ctx, ev, data); err != nil {
 		tc.ck.forget()
 		err = fmt.Errorf("worker: publish the %s answer to task %s: %w", ev.Type, tc.task.MsgID, err)
-		tc.logger().Warn("worker: an answer could not be published: the task goes back to JetStream", "err", err)
+		tc.logger().WarnContext(tc, "worker: an answer could not be published: the task goes back to JetStream", "err", err)
 		_ = tc.msg.Nak()
 		tc.finish(err, "lost")
 		return err
@@ -467,7 +483,7 @@ func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
 	// without running (answered) and another finds stale.
 	// Confirming it cost a round trip per task (BENCHMARKS.md).
 	if err := tc.msg.Ack(); err != nil {
-		tc.logger().Warn("worker: answered but cannot acknowledge the task", "err", err)
+		tc.logger().WarnContext(tc, "worker: answered but cannot acknowledge the task", "err", err)
 	}
 	tc.finish(nil, string(ev.Type))
 	return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -52,6 +53,9 @@ type Effects struct {
 	// writes that landed.
 	wrapKV func(jetstream.KeyValue) jetstream.KeyValue
 
+	// metrics counts the claims (nil: not counted).
+	metrics *metrics.Metrics
+
 	mu     sync.Mutex
 	kv     jetstream.KeyValue
 	values *wire.Values
@@ -62,10 +66,10 @@ type Effects struct {
 func (w *Worker) Effects() *Effects { return w.effects }
 
 // newEffects returns the record of side effects of a worker with AckWait ackWait.
-func newEffects(js jetstream.JetStream, names natsbox.Names, ackWait time.Duration) *Effects {
+func newEffects(js jetstream.JetStream, names natsbox.Names, ackWait time.Duration, m *metrics.Metrics) *Effects {
 	nonce := make([]byte, 8)
 	_, _ = rand.Read(nonce)
-	return &Effects{js: js, names: names, ackWait: ackWait, id: hex.EncodeToString(nonce)}
+	return &Effects{js: js, names: names, ackWait: ackWait, id: hex.EncodeToString(nonce), metrics: m}
 }
 
 // LeaseFor is the lease of the side effects of an attempt of task t in this worker: held by the
@@ -166,6 +170,7 @@ func (e *Effects) claim(ctx context.Context, kv jetstream.KeyValue, key string, 
 	}
 	rev, err := put(ctx, kv, key, data, 0, nil)
 	if err == nil {
+		e.metrics.EffectClaim(metrics.EffectClaimed)
 		return rev, nil, nil
 	}
 	if !isWrongRevision(err) {
@@ -187,6 +192,7 @@ func (e *Effects) claim(ctx context.Context, kv jetstream.KeyValue, key string, 
 		if err != nil {
 			return 0, nil, fmt.Errorf("read the recorded result: %w", err)
 		}
+		e.metrics.EffectClaim(metrics.EffectRecorded)
 		return 0, value, nil
 	case !time.Now().Before(rec.Until):
 		// The holder is gone (or paused past its lease; one of this process that still ran
@@ -203,6 +209,7 @@ func (e *Effects) claim(ctx context.Context, kv jetstream.KeyValue, key string, 
 		if err != nil {
 			return 0, nil, fmt.Errorf("take over an abandoned claim: %w", err)
 		}
+		e.metrics.EffectClaim(metrics.EffectTakenOver)
 		return rev, nil, nil
 	}
 	return 0, nil, e.await(ctx, kv, key, entry.Revision(), rec.Until)
@@ -227,6 +234,7 @@ func (e *Effects) await(ctx context.Context, kv jetstream.KeyValue, key string, 
 	if e.waiting != nil {
 		e.waiting(key)
 	}
+	e.metrics.EffectClaim(metrics.EffectWaited)
 	select {
 	case <-w.Updates():
 		return nil

@@ -120,7 +120,7 @@ func (w *Worker) listenCancels(ctx context.Context) (func(), error) {
 	sub, err := nc.Subscribe(w.names.CancelSubjects(), func(m *nats.Msg) {
 		run := strings.TrimPrefix(m.Subject, prefix)
 		if n := w.runs.end(run); n > 0 {
-			w.log.Info("worker: run ended; its running tasks are cancelled", "run", run, "tasks", n)
+			w.log.Info("worker: run ended; its running tasks are cancelled", "run_id", run, "tasks", n)
 		}
 	})
 	if err != nil {

@@ -13,6 +13,12 @@ import (
 	"github.com/reins-run/reins/protocol"
 )
 
+// taskAttrs are the log attributes of task t of handler: the handler, the task, its run, step
+// and iteration, followed by more.
+func taskAttrs(handler string, t *protocol.Task, more ...any) []any {
+	return append([]any{"handler", handler, "task", t.MsgID, "run_id", t.RunID, "step", protocol.StepKey(t.Step, t.Item), "iteration", t.Iteration}, more...)
+}
+
 // errTimedOut is the cause of the cancellation of a handler's context at its task's timeout.
 var errTimedOut = fmt.Errorf("the task's timeout passed: %w", context.DeadlineExceeded)
 
@@ -29,25 +35,28 @@ func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Ms
 	if md, err := msg.Metadata(); err == nil {
 		published, redelivered = md.Timestamp, md.NumDelivered > 1
 	}
+	if redelivered {
+		s.m.Redelivered()
+	}
 	if redelivered && w.answered.has(t.MsgID) {
-		w.log.Debug("worker: a task it answered came again: acknowledged without running", "handler", s.name, "task", t.MsgID)
+		w.log.Debug("worker: a task it answered came again: acknowledged without running", taskAttrs(s.name, t)...)
 		if err := w.ack(msg); err != nil {
-			w.log.Warn("worker: cannot acknowledge a task", "task", t.MsgID, "err", err)
+			w.log.Warn("worker: cannot acknowledge a task", taskAttrs(s.name, t, "err", err)...)
 		}
-		w.settled(t, "answered_before")
+		w.settled(s.m, t, "answered_before", 0)
 		return
 	}
 	if w.runs.isEnded(t.RunID, published) {
-		w.log.Debug("worker: task of a run that ended: acknowledged without running", "handler", s.name, "task", t.MsgID)
+		w.log.Debug("worker: task of a run that ended: acknowledged without running", taskAttrs(s.name, t)...)
 		if err := w.ack(msg); err != nil {
-			w.log.Warn("worker: cannot acknowledge a task", "task", t.MsgID, "err", err)
+			w.log.Warn("worker: cannot acknowledge a task", taskAttrs(s.name, t, "err", err)...)
 		}
-		w.settled(t, "run_ended")
+		w.settled(s.m, t, "run_ended", 0)
 		return
 	}
 	if wait := t.NotBefore.Sub(w.now()); wait > 0 {
 		if err := msg.NakWithDelay(wait); err != nil {
-			w.log.Warn("worker: cannot hand back a task that is not due", "task", t.MsgID, "err", err)
+			w.log.Warn("worker: cannot hand back a task that is not due", taskAttrs(s.name, t, "err", err)...)
 		}
 		return
 	}
@@ -56,7 +65,7 @@ func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Ms
 	switch ended, dup := w.runs.admit(tc); {
 	case ended:
 		tc.stopContext()
-		tc.logger().Debug("worker: task of a run that ended: acknowledged without running")
+		tc.logger().DebugContext(tc, "worker: task of a run that ended: acknowledged without running")
 		tc.settleAck("run_ended")
 		return
 	case dup:
@@ -66,9 +75,9 @@ func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Ms
 		// and is then acknowledged without running (answered).
 		tc.stopContext()
 		if err := msg.NakWithDelay(w.ackWait); err != nil {
-			w.log.Warn("worker: cannot hand back a task delivered twice", "task", t.MsgID, "err", err)
+			w.log.Warn("worker: cannot hand back a task delivered twice", taskAttrs(s.name, t, "err", err)...)
 		}
-		w.settled(t, "running_here")
+		w.settled(s.m, t, "running_here", 0)
 		return
 	}
 	select {
@@ -138,7 +147,7 @@ func (w *Worker) heartbeats(stop <-chan struct{}) {
 func (tc *taskContext) call() (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			tc.logger().Error("worker: handler panicked", "panic", v, "stack", string(debug.Stack()))
+			tc.logger().ErrorContext(tc, "worker: handler panicked", "panic", v, "stack", string(debug.Stack()))
 			err = &panicError{msg: fmt.Sprintf("handler %s panicked: %v", tc.handler, v)}
 		}
 	}()
@@ -170,7 +179,7 @@ func (tc *taskContext) returned(err error) {
 		aerr = tc.Complete(nil)
 	}
 	if aerr != nil && !errors.Is(aerr, ErrAnswered) {
-		tc.logger().Warn("worker: cannot answer for a handler that returned", "err", aerr)
+		tc.logger().WarnContext(tc, "worker: cannot answer for a handler that returned", "err", aerr)
 	}
 }
 
@@ -185,11 +194,11 @@ func (tc *taskContext) settle() {
 	case errors.Is(cause, errTimedOut):
 		tc.timeOut()
 	case errors.Is(cause, errRunEnded):
-		tc.logger().Info("worker: the run ended: the task's answer is discarded")
+		tc.logger().InfoContext(tc, "worker: the run ended: the task's answer is discarded")
 		tc.w.cache.drop(tc.ck.scope)
 		tc.settleAck("run_ended")
 	default:
-		tc.logger().Info("worker: the worker stops: the task goes back to JetStream")
+		tc.logger().InfoContext(tc, "worker: the worker stops: the task goes back to JetStream")
 		tc.w.cache.drop(tc.ck.scope)
 		tc.settleNak("stopped")
 	}
@@ -199,16 +208,16 @@ func (tc *taskContext) settle() {
 func (tc *taskContext) timeOut() {
 	ev := tc.event(protocol.EvTimedOut)
 	ev.Error = fmt.Sprintf("the handler did not answer within %s", tc.task.Timeout)
-	tc.logger().Warn("worker: task timed out", "timeout", tc.task.Timeout)
+	tc.logger().WarnContext(tc, "worker: task timed out", "timeout", tc.task.Timeout)
 	if err := tc.deliver(ev); err != nil {
-		tc.logger().Warn("worker: cannot publish timed_out", "err", err)
+		tc.logger().WarnContext(tc, "worker: cannot publish timed_out", "err", err)
 	}
 }
 
 // settleAck acknowledges the task without answering it.
 func (tc *taskContext) settleAck(how string) {
 	if err := tc.w.ack(tc.msg); err != nil {
-		tc.logger().Warn("worker: cannot acknowledge a task", "err", err)
+		tc.logger().WarnContext(tc, "worker: cannot acknowledge a task", "err", err)
 	}
 	tc.finish(nil, how)
 }
@@ -216,7 +225,7 @@ func (tc *taskContext) settleAck(how string) {
 // settleNak hands the task back to JetStream, to run again at once (same attempt).
 func (tc *taskContext) settleNak(how string) {
 	if err := tc.msg.Nak(); err != nil {
-		tc.logger().Warn("worker: cannot hand a task back", "err", err)
+		tc.logger().WarnContext(tc, "worker: cannot hand a task back", "err", err)
 	}
 	tc.finish(nil, how)
 }
@@ -227,7 +236,7 @@ func (tc *taskContext) beat() {
 		return
 	}
 	if err := tc.msg.InProgress(); err != nil {
-		tc.logger().Warn("worker: heartbeat failed", "err", err)
+		tc.logger().WarnContext(tc, "worker: heartbeat failed", "err", err)
 	}
 }
 

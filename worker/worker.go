@@ -15,6 +15,7 @@ import (
 
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -66,6 +67,10 @@ type Config struct {
 	// Now is the clock of the answers' times and of NotBefore; nil means time.Now. Timeouts
 	// and heartbeats run on the real clock.
 	Now func() time.Time
+	// Metrics counts the tasks settled (by handler and outcome, with the handlers' run time)
+	// and the side-effect claims, and reports the handlers' task consumers at each scrape;
+	// nil: no metrics.
+	Metrics *metrics.Metrics
 }
 
 // Handler serves the tasks of one name: it answers through tc (Continue, Complete, Fail...).
@@ -86,6 +91,7 @@ type Worker struct {
 	concurrency int
 	bundles     *wire.Store
 	effects     *Effects
+	metrics     *metrics.Metrics
 
 	mu         sync.Mutex
 	handlers   map[string]Handler
@@ -184,6 +190,7 @@ func New(cfg Config) (*Worker, error) {
 		runs:        newRunTable(maxEndedRuns),
 		answered:    newAnsweredSet(maxEndedRuns),
 		cache:       newCkCache(maxCacheEntries, maxCacheBytes),
+		metrics:     cfg.Metrics,
 	}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
@@ -192,7 +199,7 @@ func New(cfg Config) (*Worker, error) {
 		w.now = time.Now
 	}
 	w.bundles = wire.NewStore(&workflowsKV{js: w.js, name: w.names.WorkflowsBucket()})
-	w.effects = newEffects(w.js, w.names, w.ackWait)
+	w.effects = newEffects(w.js, w.names, w.ackWait, cfg.Metrics)
 	return w, nil
 }
 
@@ -270,6 +277,9 @@ func checkName(name string) error {
 // the ends of runs.
 func (w *Worker) Ready() <-chan struct{} { return w.ready }
 
+// Metrics returns Config.Metrics, for the handlers registered on the worker to count in.
+func (w *Worker) Metrics() *metrics.Metrics { return w.metrics }
+
 // Bundles returns the workflow definitions (natsbox.WorkflowsBucket), for built-in handlers.
 // The bucket is opened on first use.
 func (w *Worker) Bundles() *wire.Store { return w.bundles }
@@ -307,6 +317,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer w.metrics.AddTaskQueues(func(ctx context.Context) ([]metrics.TaskQueue, error) { return w.taskQueues(ctx, handlers) })()
 
 	// The handlers' contexts outlive ctx: when it ends, the subscriptions are drained first, so
 	// that the tasks handed back go to other workers and not to this worker's last pull request.
@@ -315,7 +326,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	servings := make([]*serving, 0, len(handlers))
 	var loops sync.WaitGroup
 	for _, name := range slices.Sorted(maps.Keys(handlers)) {
-		s := &serving{name: name, h: handlers[name], cons: consumers[name], sem: make(chan struct{}, w.concurrency)}
+		s := &serving{name: name, h: handlers[name], cons: consumers[name], sem: make(chan struct{}, w.concurrency), m: w.metrics.ForHandler(name)}
 		servings = append(servings, s)
 		loops.Go(func() { w.consume(ctx, base, s) })
 	}
@@ -406,9 +417,25 @@ type serving struct {
 	h    Handler
 	cons jetstream.Consumer
 	sem  chan struct{} // one token per running task
+	m    *metrics.Handler
 	// handBack holds the messages received but not started when the worker stopped; only the
 	// consume loop touches it until it returns.
 	handBack []jetstream.Msg
+}
+
+// taskQueues reads the consumer of each handler, for the metrics.
+func (w *Worker) taskQueues(ctx context.Context, handlers map[string]Handler) ([]metrics.TaskQueue, error) {
+	qs := make([]metrics.TaskQueue, 0, len(handlers))
+	for name := range handlers {
+		c, err := w.js.Consumer(ctx, w.names.TasksStream(), consumerName(name))
+		if err != nil {
+			return nil, fmt.Errorf("worker: consumer %s: %w", consumerName(name), err)
+		}
+		info := c.CachedInfo()
+		qs = append(qs, metrics.TaskQueue{Handler: name, Pending: info.NumPending,
+			Unacknowledged: uint64(max(info.NumAckPending, 0)), Redelivered: uint64(max(info.NumRedelivered, 0))})
+	}
+	return qs, nil
 }
 
 // consume receives the tasks of s until ctx is done, subscribing again after an error. The

@@ -13,6 +13,7 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -34,12 +35,16 @@ type hostConfig struct {
 	admit     func(context.Context, []*workflow.Definition, json.RawMessage) *protocol.RunError
 	maxOutput int64
 	maxValue  int64
+	metrics   *metrics.Metrics // nil: none
 }
 
 // startHost starts the engine and the built-in workers cfg asks for on box (package host).
 func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host.Host, error) {
 	hc := host.Config{Box: box, Engine: cfg.engine, AckWait: cfg.ackWait, SaveWindow: cfg.saveWindow, LeaseTTL: cfg.leaseTTL, Logger: cfg.log,
-		Roles: cfg.roles, Admit: cfg.admit, MaxOutputBytes: cfg.maxOutput, MaxValueBytes: cfg.maxValue}
+		Roles: cfg.roles, Admit: cfg.admit, MaxOutputBytes: cfg.maxOutput, MaxValueBytes: cfg.maxValue, Metrics: cfg.metrics}
+	if cfg.builtin.Logger == nil {
+		cfg.builtin.Logger = cfg.log // their debug lines about each task
+	}
 	if len(cfg.builtins) > 0 {
 		hc.Register = func(w *worker.Worker) error { return builtin.Register(w, cfg.builtin, cfg.builtins...) }
 	}

@@ -22,7 +22,7 @@ func TestJSDomainFlag(t *testing.T) {
 	t.Setenv(tokenEnv, "")
 	t.Setenv(namespaceEnv, "")
 	stderr := &syncBuffer{}
-	done := background(ctx, &syncBuffer{}, stderr, "serve", "--nats", leaf.ClientURL(), "--js-domain", "hub")
+	done := background(ctx, &syncBuffer{}, stderr, "serve", "--nats", leaf.ClientURL(), "--js-domain", "hub", "--listen", "127.0.0.1:0")
 	defer func() {
 		cancel()
 		if code := awaitExit(t, done, "reins serve"); code != exitOK {

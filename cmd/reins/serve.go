@@ -28,12 +28,13 @@ func newServeCmd() *cobra.Command {
 		nf         natsFlags
 		mf         modelFlags
 		listen     string
+		httpListen string
+		lf         logFlags
 		noWorker   bool
 		ackWait    time.Duration
 		saveWindow time.Duration
 		leaseTTL   time.Duration
 		retention  time.Duration
-		verbose    bool
 		configFile string
 	)
 	cmd := &cobra.Command{
@@ -63,16 +64,25 @@ longer ago (as reins runs prune does) at start and then every tenth of it, at mo
 A loop whose iterations come faster than --save-window (default 100ms) has them saved together:
 the engine dispatches each next iteration at once and saves the run once per window, then
 acknowledges the events the save covers (a crash has them decided again). --save-window 0 saves
-after every decision, as reins run does.`,
-		Example: "  reins serve\n  reins serve --data /var/lib/reins --nats-listen 127.0.0.1:4333\n  reins serve --nats nats://nats-1:4222,nats://nats-2:4222 --nats-creds reins.creds",
+after every decision, as reins run does.
+
+HTTP on --listen (default 127.0.0.1:7400, loopback only; --listen "" serves none): /metrics
+(Prometheus: runs, steps, iterations, model calls, tokens, cost, tool calls, tasks, partitions),
+/healthz (the process lives) and /readyz (NATS connected, the engine and workers consuming; 503
+with the reason otherwise). docs/observability.md lists the metrics. The log goes to stderr in
+--log-format text or json, at --log-level and above; every line about a run carries run_id
+(and step and iteration where they apply).`,
+		Example: "  reins serve\n  reins serve --listen 0.0.0.0:7400 --log-format json\n  reins serve --data /var/lib/reins --nats-listen 127.0.0.1:4333\n  reins serve --nats nats://nats-1:4222,nats://nats-2:4222 --nats-creds reins.creds",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			level := slog.LevelInfo
-			if verbose {
-				level = slog.LevelDebug
+			log, err := lf.logger(cmd, cmd.ErrOrStderr())
+			if err != nil {
+				return err
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			if err := checkAddr("--listen", httpListen); err != nil {
+				return err
+			}
 			if retention < 0 {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--retention %s: want a duration of 0 (keep forever) or more", retention)}
 			}
@@ -109,6 +119,11 @@ after every decision, as reins run does.`,
 			if !box.Embedded() && nf.url == "" {
 				return &exitError{code: exitFailed, err: fmt.Errorf("the data directory %s is in use by another reins serve", nf.data)}
 			}
+			obs, err := observe("--listen", httpListen, box, log)
+			if err != nil {
+				return err
+			}
+			defer obs.stop()
 			url := "" // an external server is found by its own URL
 			if box.Embedded() {
 				url = box.ClientURL()
@@ -120,7 +135,7 @@ after every decision, as reins run does.`,
 			defer remove()
 			cfg := hostConfig{engine: true, ackWait: ackWait, saveWindow: engineSaveWindow(saveWindow), leaseTTL: leaseTTL, log: log,
 				roles: rolesOf(res), admit: admit(cfgOp), maxOutput: cfgOp.Limits.MaxOutputBytes,
-				maxValue: max(cfgOp.Limits.MaxInputBytes, cfgOp.Limits.MaxOutputBytes)}
+				maxValue: max(cfgOp.Limits.MaxInputBytes, cfgOp.Limits.MaxOutputBytes), metrics: obs.metrics}
 			if !noWorker {
 				rf := runFlags{model: mf}
 				bc, err := rf.builtinConfig()
@@ -141,9 +156,11 @@ after every decision, as reins run does.`,
 			case where == "":
 				where = "in-process"
 			}
+			obs.ready.ready()
 			stopRetention := retain(ctx, box, retention, log)
-			log.Info("reins serving", append([]any{"nats", where, "builtin_workers", !noWorker}, namespaceAttr(box)...)...)
+			log.Info("reins serving", append(append([]any{"nats", where, "builtin_workers", !noWorker}, obs.attr()...), namespaceAttr(box)...)...)
 			err = h.Wait(ctx)
+			obs.ready.notReady("the engine and workers stopped")
 			stopRetention()
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
@@ -161,7 +178,8 @@ after every decision, as reins run does.`,
 	fl.DurationVar(&saveWindow, "save-window", runner.DefaultSaveWindow, "how long the engine may hold a decision that only dispatches a run's next task before it saves the run, so that a fast loop's iterations are saved together (0: save after every decision)")
 	fl.DurationVar(&leaseTTL, "lease-ttl", runner.DefaultLeaseTTL, "how long the other engines wait without a heartbeat of this one before they take its partitions over (the same on every engine; longer on machines too busy to answer within it)")
 	fl.DurationVar(&retention, "retention", client.DefaultRetention, "remove finished runs that ended longer ago than this `DURATION` (0: keep them forever)")
-	fl.BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
+	fl.StringVar(&httpListen, "listen", DefaultListen, "where to serve HTTP, `ADDR` (HOST:PORT): /metrics (Prometheus), /healthz and /readyz; loopback by default, \"\" serves no HTTP")
+	lf.add(cmd)
 	fl.StringVar(&configFile, "config", "", "the operator's configuration `FILE`: providers, MCP servers, principals, limits (docs/security.md); default: providers openai and anthropic with the keys of OPENAI_API_KEY and ANTHROPIC_API_KEY, and the data directory's admin")
 	return cmd
 }

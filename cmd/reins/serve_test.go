@@ -39,7 +39,7 @@ func startServe(t *testing.T, data string, extra ...string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{data: data, stderr: &syncBuffer{}, cancel: cancel}
-	s.done = background(ctx, &syncBuffer{}, s.stderr, append([]string{"serve", "--data", data, "--nats-listen", "127.0.0.1:0"}, extra...)...)
+	s.done = background(ctx, &syncBuffer{}, s.stderr, append([]string{"serve", "--data", data, "--nats-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0"}, extra...)...)
 	t.Cleanup(func() {
 		cancel()
 		if s.exited {
@@ -65,7 +65,7 @@ func startServe(t *testing.T, data string, extra ...string) *server {
 		t.Fatal(err)
 	}
 	t.Setenv(tokenEnv, s.token)
-	if !strings.Contains(s.stderr.String(), "nats="+s.url) {
+	if log := s.stderr.String(); !strings.Contains(log, "nats="+s.url) && !strings.Contains(log, `"nats":"`+s.url+`"`) {
 		t.Errorf("the log does not name the URL %s:\n%s", s.url, s.stderr.String())
 	}
 	return s
@@ -215,7 +215,7 @@ func TestServe(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		var stderr syncBuffer
-		done := background(ctx, &syncBuffer{}, &stderr, "serve", "--nats", srv.url, "--no-workers")
+		done := background(ctx, &syncBuffer{}, &stderr, "serve", "--nats", srv.url, "--no-workers", "--listen", "127.0.0.1:0")
 		awaitText(t, &stderr, "reins serving", done, "reins serve --nats")
 		if !strings.Contains(stderr.String(), "nats="+srv.url+" builtin_workers=false") {
 			t.Errorf("the log does not name the server:\n%s", stderr.String())
@@ -227,7 +227,7 @@ func TestServe(t *testing.T) {
 	})
 
 	t.Run("second serve", func(t *testing.T) {
-		code, out, errOut := cli(t, "serve", "--data", data, "--nats-listen", "127.0.0.1:0")
+		code, out, errOut := cli(t, "serve", "--data", data, "--nats-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0")
 		if code != exitFailed || !strings.Contains(errOut, "the data directory "+data+" is in use by another reins serve") {
 			t.Errorf("exit %d, want 1 naming the data directory\n%s%s", code, out, errOut)
 		}
@@ -390,7 +390,7 @@ func TestHostFailsBeforeReady(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"worker", "--nats", box.ClientURL(), "--token", "ops-token"},
-		{"serve", "--nats", box.ClientURL(), "--token", "ops-token"},
+		{"serve", "--nats", box.ClientURL(), "--token", "ops-token", "--listen", "127.0.0.1:0"},
 	} {
 		t.Run(args[0], func(t *testing.T) {
 			var stdout, stderr syncBuffer

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
@@ -18,6 +17,8 @@ func newWorkerCmd() *cobra.Command {
 		handlers []string
 		ackWait  time.Duration
 		config   string
+		lf       logFlags
+		mlisten  string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker",
@@ -29,11 +30,23 @@ agent_loop steps are Go functions: programs serve them with package worker
 (worker.New(...).Handle(name, fn)), against the same server.
 
 Several workers may serve the same handlers: each task goes to one of them, and a task whose
-worker dies is redelivered to another after --ack-wait.`,
+worker dies is redelivered to another after --ack-wait.
+
+With --metrics-listen ADDR the worker serves HTTP there: /metrics (its tasks, model calls,
+tokens, cost, tool calls and task queues), /healthz and /readyz (NATS connected and the
+handlers consuming; 503 with the reason otherwise). The log goes to stderr in --log-format text
+or json, at --log-level and above.`,
 		Example: "  reins worker --nats nats://127.0.0.1:4222\n  reins worker --handlers reins-agent --model openai:gpt-4.1-mini",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			log, err := lf.logger(cmd, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if err := checkAddr("--metrics-listen", mlisten); err != nil {
+				return err
+			}
 			if len(handlers) == 0 {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--handlers is empty: name at least one of %v", builtinHandlers)}
 			}
@@ -46,7 +59,6 @@ worker dies is redelivered to another after --ack-wait.`,
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			box, err := nf.open(ctx, "", log)
 			if err != nil {
 				return asExit(err, exitFailed)
@@ -55,18 +67,26 @@ worker dies is redelivered to another after --ack-wait.`,
 			if box.Embedded() {
 				return &exitError{code: exitFailed, err: fmt.Errorf("no server runs on the data directory %s: start reins serve, or pass --nats URL", nf.data)}
 			}
+			obs, err := observe("--metrics-listen", mlisten, box, log)
+			if err != nil {
+				return err
+			}
+			defer obs.stop()
 			rf := runFlags{model: mf}
 			bc, err := rf.builtinConfig()
 			if err != nil {
 				return err
 			}
 			bc.Operator = res // a worker of a server calls only the operator's providers and MCP servers
-			h, err := startHost(ctx, box, hostConfig{builtins: handlers, builtin: bc, ackWait: ackWait, log: log})
+			h, err := startHost(ctx, box, hostConfig{builtins: handlers, builtin: bc, ackWait: ackWait, log: log, metrics: obs.metrics})
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			log.Info("reins worker serving", append([]any{"nats", box.Conn().ConnectedUrlRedacted(), "handlers", handlers}, namespaceAttr(box)...)...)
-			if err := h.Wait(ctx); err != nil {
+			obs.ready.ready()
+			log.Info("reins worker serving", append(append([]any{"nats", box.Conn().ConnectedUrlRedacted(), "handlers", handlers}, obs.attr()...), namespaceAttr(box)...)...)
+			err = h.Wait(ctx)
+			obs.ready.notReady("the workers stopped")
+			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
 			return nil
@@ -77,6 +97,8 @@ worker dies is redelivered to another after --ack-wait.`,
 	mf.add(cmd, "serve every llm and agent step on this model, `PROVIDER:NAME`, instead of the workflow's")
 	cmd.Flags().StringSliceVar(&handlers, "handlers", builtinHandlers, "the built-in `HANDLERS` to serve (comma-separated)")
 	cmd.Flags().DurationVar(&ackWait, "ack-wait", worker.DefaultAckWait, "how long a task may stay unacknowledged before another worker gets it (a crashed worker's iteration runs again after it; a running handler renews it)")
+	cmd.Flags().StringVar(&mlisten, "metrics-listen", "", "where to serve HTTP, `ADDR` (HOST:PORT): /metrics, /healthz and /readyz (default: nowhere)")
+	lf.add(cmd)
 	cmd.Flags().StringVar(&config, "config", "", "the operator's configuration `FILE`, for its providers and MCP servers (as reins serve --config; its principals are the server's)")
 	return cmd
 }

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/reins-run/reins/internal/logs"
+	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/metrics"
+)
+
+// DefaultListen is where reins serve serves HTTP unless --listen says otherwise: loopback, so
+// that nothing is exposed unless the operator asks.
+const DefaultListen = "127.0.0.1:7400"
+
+// logFlags are the log flags of the long-running commands (serve, worker).
+type logFlags struct {
+	format, level string
+	verbose       bool
+}
+
+func (f *logFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.format, "log-format", logs.Text, "the log's `FORMAT`: text (key=value lines) or json (one object a line)")
+	fl.StringVar(&f.level, "log-level", "info", "log at this `LEVEL` and above: debug, info, warn or error")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log at debug level (as --log-level debug)")
+}
+
+// logger returns the command's logger on w, or a usage error naming the bad flag.
+func (f *logFlags) logger(cmd *cobra.Command, w io.Writer) (*slog.Logger, error) {
+	if err := logs.CheckFormat(f.format); err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	level, err := logs.ParseLevel(f.level)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	if f.verbose {
+		if cmd.Flags().Changed("log-level") && level != slog.LevelDebug {
+			return nil, &exitError{code: exitUsage, err: fmt.Errorf("-v logs at debug level: it cannot be used with --log-level %s", f.level)}
+		}
+		level = slog.LevelDebug
+	}
+	return logs.New(w, f.format, level), nil
+}
+
+// readiness is what /readyz answers: ready once the process's parts consume and while its NATS
+// connection is up.
+type readiness struct {
+	box   atomic.Pointer[natsbox.Box]
+	state atomic.Pointer[string] // why the parts are not ready; nil when they are
+}
+
+func newReadiness() *readiness {
+	r := &readiness{}
+	r.notReady("the engine and workers are starting")
+	return r
+}
+
+func (r *readiness) notReady(why string) { r.state.Store(&why) }
+func (r *readiness) ready()              { r.state.Store(nil) }
+
+// check returns nil when ready, else why not, in one sentence.
+func (r *readiness) check() error {
+	box := r.box.Load()
+	if box == nil {
+		return errors.New("NATS is not connected yet")
+	}
+	if st := box.Conn().Status(); st != nats.CONNECTED {
+		return fmt.Errorf("NATS is not connected (%s)", st)
+	}
+	if why := r.state.Load(); why != nil {
+		return errors.New(*why)
+	}
+	return nil
+}
+
+// newMux returns the routes every process serves without a token: /metrics, /healthz (the
+// process lives) and /readyz (it does its work). The HTTP API adds its routes to the same mux.
+func newMux(m *metrics.Metrics, ready func() error) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "not ready: %v\n", err)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	return mux
+}
+
+// checkAddr checks the value of flag, an address to listen on: "" or HOST:PORT.
+func checkAddr(flag, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return &exitError{code: exitUsage, err: fmt.Errorf("%s %q: want HOST:PORT, such as %s (\"\" serves no HTTP)", flag, addr, DefaultListen)}
+	}
+	return nil
+}
+
+// listen listens on addr for flag (its name, for errors): a usage error when addr is not
+// HOST:PORT, a failure when it cannot be listened on (taken, not an address of this machine).
+func listen(flag, addr string) (net.Listener, error) {
+	if err := checkAddr(flag, addr); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("%s %s: the address is in use by another process: pass another %s ADDR, or %s \"\" to serve no HTTP", flag, addr, flag, flag)}
+	case err != nil:
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("%s %s: cannot listen there: %w", flag, addr, err)}
+	}
+	return ln, nil
+}
+
+// serveHTTP serves mux on ln until stop is called, which lets the requests under way finish
+// (at most 5 s).
+func serveHTTP(ln net.Listener, mux http.Handler, log *slog.Logger) (stop func()) {
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("reins: the HTTP listener stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}
+}
+
+// observed is the HTTP side of a long-running process: its metrics, and its listener when it
+// has one.
+type observed struct {
+	metrics *metrics.Metrics // nil when it listens nowhere
+	ready   *readiness
+	addr    string // where it listens ("" for nowhere)
+	stop    func()
+}
+
+// observe listens on addr (flag names it; "" listens nowhere, and nothing is counted) and
+// serves the process's metrics, liveness and readiness there, not ready until the caller says
+// so.
+func observe(flag, addr string, box *natsbox.Box, log *slog.Logger) (*observed, error) {
+	o := &observed{ready: newReadiness(), stop: func() {}}
+	o.ready.box.Store(box)
+	if addr == "" {
+		return o, nil
+	}
+	o.metrics = metrics.New()
+	ln, err := listen(flag, addr)
+	if err != nil {
+		return nil, err
+	}
+	o.addr = ln.Addr().String()
+	o.stop = serveHTTP(ln, newMux(o.metrics, o.ready.check), log)
+	return o, nil
+}
+
+// attr is the listener's address as log attributes: none when it listens nowhere.
+func (o *observed) attr() []any {
+	if o.addr == "" {
+		return nil
+	}
+	return []any{"http", o.addr}
+}

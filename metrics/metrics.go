@@ -1,0 +1,250 @@
+// Package metrics owns reins's Prometheus instruments: their names, types, labels and buckets
+// (docs/observability.md lists them), on a registry of this process's own rather than the
+// global default, so that two engines in one test count apart, and the handler that exposes
+// them on /metrics.
+//
+// It decides nothing about what happened: the engine's shell (package runner), the worker
+// (package worker) and the built-in handlers (package builtin) report the facts where they
+// happen. It must not import any other reins package, and its labels must never carry a
+// secret, an input or an output: only names an operator chose (workflows, handlers, tools,
+// providers, models) and the closed sets of statuses, stop reasons and outcomes. Every method
+// of a nil *Metrics does nothing, so that a part configured without metrics pays one nil check.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Label values of the closed sets.
+const (
+	// NoStop is the stop_reason of an iteration after which its loop went on, and of a step
+	// that ended without one (a step that does not iterate).
+	NoStop = "none"
+	// TokensInput and TokensOutput are the values of the type label of the token counter.
+	TokensInput  = "input"
+	TokensOutput = "output"
+	// OK and Error are the outcomes of a model call.
+	OK    = "ok"
+	Error = "error"
+)
+
+// durationBuckets are the buckets of every latency histogram, in seconds: from a scripted
+// model's iteration (milliseconds) to a human-paced or long tool-calling step (tens of minutes).
+var durationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}
+
+// Metrics is the set of instruments of one process. Create it with New; a nil *Metrics records
+// nothing.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	runsStarted      *prometheus.CounterVec
+	runsEnded        *prometheus.CounterVec
+	stepsEnded       *prometheus.CounterVec
+	stepSeconds      *prometheus.HistogramVec
+	iterations       *prometheus.CounterVec
+	iterationSeconds *prometheus.HistogramVec
+
+	tasks            *prometheus.CounterVec
+	taskSeconds      *prometheus.HistogramVec
+	taskRedeliveries *prometheus.CounterVec
+	effectClaims     *prometheus.CounterVec
+
+	modelCalls   *prometheus.CounterVec
+	modelTokens  *prometheus.CounterVec
+	modelCost    *prometheus.CounterVec
+	modelSeconds *prometheus.HistogramVec
+	toolCalls    *prometheus.CounterVec
+
+	sources *sources
+}
+
+// New returns the instruments of a process on a registry of their own, with the Go runtime's
+// and the process's collectors beside them.
+func New() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), sources: newSources()}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+		m.reg.MustRegister(c)
+		return c
+	}
+	histogram := func(name, help string, labels ...string) *prometheus.HistogramVec {
+		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: durationBuckets}, labels)
+		m.reg.MustRegister(h)
+		return h
+	}
+	m.runsStarted = counter("reins_runs_started_total", "Runs started, by workflow.", "workflow")
+	m.runsEnded = counter("reins_runs_ended_total", "Runs ended, by workflow and final status.", "workflow", "status")
+	m.stepsEnded = counter("reins_steps_ended_total", "Step activations ended, by workflow, status and stop reason.", "workflow", "status", "stop_reason")
+	m.stepSeconds = histogram("reins_step_duration_seconds", "Time from a step activation's start to its end, by workflow (waits for humans included).", "workflow")
+	m.iterations = counter("reins_iterations_total", "Iterations of agent and agent_loop steps ended, by workflow and the stop reason of the step they ended (none: the loop went on).", "workflow", "stop_reason")
+	m.iterationSeconds = histogram("reins_iteration_duration_seconds", "Time from an iteration's task being due (dispatched, or its loop_delay over) to its answer, by workflow.", "workflow")
+	m.tasks = counter("reins_worker_tasks_total", "Tasks settled by this worker, by handler and outcome (the answer's type, or how it was settled without one).", "handler", "outcome")
+	m.taskSeconds = histogram("reins_worker_task_duration_seconds", "Time a handler ran for a task until it was settled, by handler.", "handler")
+	m.taskRedeliveries = counter("reins_worker_task_redeliveries_total", "Tasks this worker received delivered more than once, by handler.", "handler")
+	m.effectClaims = counter("reins_effect_claims_total", "Side-effect claims, by outcome: claimed (the call ran here), recorded (a recorded result was reused), waited (another attempt's call was waited for), taken_over (a claim whose lease ran out was taken).", "outcome")
+	m.modelCalls = counter("reins_model_calls_total", "Model calls of the built-in handlers, by provider, model and outcome (ok, error).", "provider", "model", "outcome")
+	m.modelTokens = counter("reins_model_tokens_total", "Tokens of model calls, by provider, model and type (input, output).", "provider", "model", "type")
+	m.modelCost = counter("reins_model_cost_usd_total", "Cost of model calls in US dollars, by provider and model (0 for models without a price).", "provider", "model")
+	m.modelSeconds = histogram("reins_model_call_duration_seconds", "Duration of model calls, by provider and model.", "provider", "model")
+	m.toolCalls = counter("reins_tool_calls_total", "Tool calls proposed by agents, by tool and outcome (ok, error, denied, invalid, forbidden, ...).", "tool", "outcome")
+	m.reg.MustRegister(m.sources, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry returns the registry the instruments are on, for a program that adds its own.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the metrics in the Prometheus text (or OpenMetrics) format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: true})
+}
+
+// RunStarted counts a run of workflow started.
+func (m *Metrics) RunStarted(workflow string) {
+	if m == nil {
+		return
+	}
+	m.runsStarted.WithLabelValues(workflow).Inc()
+}
+
+// RunEnded counts a run of workflow ended with status.
+func (m *Metrics) RunEnded(workflow, status string) {
+	if m == nil {
+		return
+	}
+	m.runsEnded.WithLabelValues(workflow, status).Inc()
+}
+
+// StepEnded counts a step activation ended with status and stopReason after d.
+func (m *Metrics) StepEnded(workflow, status, stopReason string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.stepsEnded.WithLabelValues(workflow, status, stopReason).Inc()
+	if d >= 0 {
+		m.stepSeconds.WithLabelValues(workflow).Observe(d.Seconds())
+	}
+}
+
+// IterationEnded counts an iteration of workflow that ended with stopReason (NoStop: its loop
+// went on), d after it was due; a negative d is not observed (the time is unknown).
+func (m *Metrics) IterationEnded(workflow, stopReason string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.iterations.WithLabelValues(workflow, stopReason).Inc()
+	if d >= 0 {
+		m.iterationSeconds.WithLabelValues(workflow).Observe(d.Seconds())
+	}
+}
+
+// Handler is the instruments of one worker handler, resolved once when the handler is
+// registered: a task's settlement then costs no label lookup but its outcome's.
+type Handler struct {
+	m           *Metrics
+	name        string
+	seconds     prometheus.Observer
+	redelivered prometheus.Counter
+}
+
+// ForHandler returns the instruments of the worker handler name (nil for a nil *Metrics).
+func (m *Metrics) ForHandler(name string) *Handler {
+	if m == nil {
+		return nil
+	}
+	return &Handler{m: m, name: name, seconds: m.taskSeconds.WithLabelValues(name), redelivered: m.taskRedeliveries.WithLabelValues(name)}
+}
+
+// Settled counts a task settled with outcome; ran is how long its handler ran (0: it did not
+// run).
+func (h *Handler) Settled(outcome string, ran time.Duration) {
+	if h == nil {
+		return
+	}
+	h.m.tasks.WithLabelValues(h.name, outcome).Inc()
+	if ran > 0 {
+		h.seconds.Observe(ran.Seconds())
+	}
+}
+
+// Redelivered counts a task received delivered more than once.
+func (h *Handler) Redelivered() {
+	if h == nil {
+		return
+	}
+	h.redelivered.Inc()
+}
+
+// Effect outcomes (reins_effect_claims_total).
+const (
+	EffectClaimed   = "claimed"
+	EffectRecorded  = "recorded"
+	EffectWaited    = "waited"
+	EffectTakenOver = "taken_over"
+)
+
+// EffectClaim counts a side-effect claim with outcome (Effect...).
+func (m *Metrics) EffectClaim(outcome string) {
+	if m == nil {
+		return
+	}
+	m.effectClaims.WithLabelValues(outcome).Inc()
+}
+
+// Model is the instruments of one model of the built-in handlers, resolved once when the
+// model is opened.
+type Model struct {
+	calls, errors, input, output, cost prometheus.Counter
+	seconds                            prometheus.Observer
+}
+
+// ForModel returns the instruments of model of provider (nil for a nil *Metrics).
+func (m *Metrics) ForModel(provider, model string) *Model {
+	if m == nil {
+		return nil
+	}
+	return &Model{
+		calls:   m.modelCalls.WithLabelValues(provider, model, OK),
+		errors:  m.modelCalls.WithLabelValues(provider, model, Error),
+		input:   m.modelTokens.WithLabelValues(provider, model, TokensInput),
+		output:  m.modelTokens.WithLabelValues(provider, model, TokensOutput),
+		cost:    m.modelCost.WithLabelValues(provider, model),
+		seconds: m.modelSeconds.WithLabelValues(provider, model),
+	}
+}
+
+// Called counts a successful model call with its tokens and cost.
+func (mm *Model) Called(d time.Duration, inputTokens, outputTokens int64, costUSD float64) {
+	if mm == nil {
+		return
+	}
+	mm.calls.Inc()
+	mm.input.Add(float64(inputTokens))
+	mm.output.Add(float64(outputTokens))
+	if costUSD > 0 {
+		mm.cost.Add(costUSD)
+	}
+	mm.seconds.Observe(d.Seconds())
+}
+
+// Failed counts a model call that failed.
+func (mm *Model) Failed(d time.Duration) {
+	if mm == nil {
+		return
+	}
+	mm.errors.Inc()
+	mm.seconds.Observe(d.Seconds())
+}
+
+// ToolCall counts a proposed tool call with its outcome.
+func (m *Metrics) ToolCall(tool, outcome string) {
+	if m == nil {
+		return
+	}
+	m.toolCalls.WithLabelValues(tool, outcome).Inc()
+}

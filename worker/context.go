@@ -15,10 +15,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/trace"
 )
 
@@ -141,6 +143,7 @@ type taskContext struct {
 	usage    protocol.Usage
 	record   *trace.Iteration // what the handler recorded (Record)
 	started  time.Time        // when the handler started, for the record's Duration
+	span     oteltrace.Span   // the iteration's span, nil when tracing is off
 
 	ck checkpoints
 }
@@ -170,6 +173,7 @@ func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.M
 // startClock sets the task's deadline, when it has a timeout; it runs before the handler starts.
 func (tc *taskContext) startClock() {
 	tc.started = tc.w.now()
+	tc.startSpan()
 	if tc.task.Timeout > 0 {
 		tc.Context, tc.stopDeadline = context.WithTimeoutCause(tc.Context, tc.task.Timeout, errTimedOut)
 	}
@@ -343,7 +347,7 @@ func (tc *taskContext) fits(ev *protocol.Event) ([]byte, error) {
 		return nil, fmt.Errorf("the answer to step %s cannot be encoded: %w", tc.stepName(), err)
 	}
 	limit := tc.w.box.MaxPayload()
-	size := int64(len(data) + natsHeaderOverhead + len(wire.EventMsgID(ev, "")))
+	size := int64(len(data) + natsHeaderOverhead + len(wire.EventMsgID(ev, "")) + telemetry.HeaderSize())
 	switch {
 	case size <= limit:
 		return data, nil
@@ -428,7 +432,9 @@ func (tc *taskContext) finish(reason error, how string) {
 		tc.reason = reason
 	}
 	close(tc.finished)
+	u := tc.usage
 	tc.mu.Unlock()
+	tc.endSpan(how, u)
 	tc.w.settled(tc.task, how)
 }
 
@@ -453,7 +459,8 @@ func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), tc.w.ackWait)
 	defer cancel()
-	if err := tc.w.publish(ctx, ev, data); err != nil {
+	tc.spanAnswer(ev)
+	if err := tc.w.publish(ctx, ev, data, tc.spanContext()); err != nil {
 		tc.ck.forget()
 		err = fmt.Errorf("worker: publish the %s answer to task %s: %w", ev.Type, tc.task.MsgID, err)
 		tc.logger().Warn("worker: an answer could not be published: the task goes back to JetStream", "err", err)
@@ -473,8 +480,9 @@ func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
 	return nil
 }
 
-// publish stores ev, encoded as data (nil: encode it here), in REINS_EVENTS.
-func (w *Worker) publish(ctx context.Context, ev *protocol.Event, data []byte) error {
+// publish stores ev, encoded as data (nil: encode it here), in REINS_EVENTS, with the trace
+// context of sc (the task's span) when valid.
+func (w *Worker) publish(ctx context.Context, ev *protocol.Event, data []byte, sc oteltrace.SpanContext) error {
 	subject, err := wire.EventSubject(w.names, ev)
 	if err != nil {
 		return err
@@ -485,6 +493,7 @@ func (w *Worker) publish(ctx context.Context, ev *protocol.Event, data []byte) e
 		}
 	}
 	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{wire.EventMsgID(ev, "")}}}
+	telemetry.Inject(m.Header, sc)
 	_, err = natsbox.Publish(ctx, w.js.Conn(), m)
 	return err
 }

@@ -89,6 +89,11 @@ after every decision, as reins run does.`,
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
+			flush, err := startTracing(ctx, "reins-serve", cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer flush()
 			l := listen
 			if nf.url != "" {
 				l = ""

@@ -47,6 +47,11 @@ worker dies is redelivered to another after --ack-wait.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			flush, err := startTracing(ctx, "reins-worker", cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer flush()
 			box, err := nf.open(ctx, "", log)
 			if err != nil {
 				return asExit(err, exitFailed)

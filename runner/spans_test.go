@@ -37,12 +37,12 @@ func TestEndedSpans(t *testing.T) {
 	}
 	old := &engine.Run{ID: "r", Workflow: "wf", Status: protocol.RunRunning, StartedAt: t0, Steps: map[string]*engine.StepRun{
 		"a": running(1), "b": ended(1, protocol.StepCompleted), "loop": running(1), "m": running(1),
-		"m#0": {Status: protocol.StepRunning, Activation: 1, StartedAt: t0, Parent: "m", Item: 0},
+		"m#0":   {Status: protocol.StepRunning, Activation: 1, StartedAt: t0, Parent: "m", Item: 0},
 		"never": {Status: protocol.StepPending},
 	}}
 	next := &engine.Run{ID: "r", Workflow: "wf", Status: protocol.RunRunning, StartedAt: t0, Steps: map[string]*engine.StepRun{
 		"a": ended(1, protocol.StepFailed), "b": ended(1, protocol.StepCompleted), "loop": running(2), "m": running(1),
-		"m#0": {Status: protocol.StepCompleted, Activation: 1, StartedAt: t0, Parent: "m", Item: 0},
+		"m#0":   {Status: protocol.StepCompleted, Activation: 1, StartedAt: t0, Parent: "m", Item: 0},
 		"never": {Status: protocol.StepSkipped},
 	}}
 	answer := trace.NewSpanContext(trace.SpanContextConfig{TraceID: telemetry.TraceID("r"), SpanID: trace.SpanID{1}, Remote: true})

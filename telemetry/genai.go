@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reins-run/reins/model"
@@ -36,8 +37,7 @@ func (t *tracedModel) Generate(ctx context.Context, req *model.Request) (*model.
 	}
 	resp, err := t.m.Generate(ctx, req)
 	if err != nil {
-		span.SetAttributes(AttrErrorType.String(modelErrorType(err)))
-		Fail(span, err)
+		failed(span, modelErrorType(err))
 		return resp, err
 	}
 	span.SetAttributes(AttrResponseModel.String(t.name),
@@ -94,14 +94,20 @@ func (t *tracedTool) Call(ctx context.Context, args json.RawMessage, key string)
 	}
 	out, err := t.Tool.Call(ctx, args, key)
 	if err != nil {
-		span.SetAttributes(AttrErrorType.String("tool_error"))
-		Fail(span, err)
+		failed(span, "tool_error")
 		return out, err
 	}
 	if content {
 		span.SetAttributes(AttrToolResult.String(string(out)))
 	}
 	return out, nil
+}
+
+// failed marks span failed with the type of its error, never the message: a provider's or a
+// tool's message may quote the call's contents.
+func failed(span trace.Span, errType string) {
+	span.SetAttributes(AttrErrorType.String(errType))
+	span.SetStatus(codes.Error, errType)
 }
 
 func jsonText(v any) string {

@@ -86,8 +86,3 @@ func Start(ctx context.Context, parent trace.SpanContext, name string, kind trac
 	}
 	return t.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 }
-
-// Fail marks span failed with err's message.
-func Fail(span trace.Span, err error) {
-	span.SetStatus(codes.Error, err.Error())
-}

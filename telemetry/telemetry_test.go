@@ -247,7 +247,7 @@ func emitRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	failing := telemetry.WrapTool(tool.New(tool.Spec{Name: "broken"}, func(context.Context, json.RawMessage, string) (json.RawMessage, error) {
-		return nil, errors.New("down")
+		return nil, errors.New("down " + secret)
 	}))
 	if _, err := failing.Call(ctx, json.RawMessage(`{}`), "k2"); err == nil {
 		t.Fatal("the failing tool did not fail")
@@ -304,7 +304,7 @@ func TestExport(t *testing.T) {
 			if call.Str("gen_ai.operation.name") != "execute_tool" || call.Str("gen_ai.tool.name") != "lookup" || call.Str("gen_ai.tool.call.id") != "call-1" {
 				t.Errorf("tool span: %+v", call)
 			}
-			if !broken.Failed || broken.Str("error.type") != "tool_error" {
+			if !broken.Failed || broken.Str("error.type") != "tool_error" || broken.Error != "tool_error" {
 				t.Errorf("failing tool span: %+v", broken)
 			}
 			if got := r.Contains(secret); got != capture {

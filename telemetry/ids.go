@@ -62,7 +62,7 @@ func spanID(sum [sha256.Size]byte) trace.SpanID {
 // decides for trace tid: the same in every process.
 func spanContext(tid trace.TraceID, sid trace.SpanID) trace.SpanContext {
 	var flags trace.TraceFlags
-	if t := active.Load(); t != nil && t.sampler.ShouldSample(sdktrace.SamplingParameters{TraceID: tid}).Decision == sdktrace.RecordAndSample {
+	if t := active.Load(); t != nil && t.sampler.ShouldSample(sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: tid}).Decision == sdktrace.RecordAndSample {
 		flags = trace.FlagsSampled
 	}
 	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: flags, Remote: true})

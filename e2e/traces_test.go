@@ -15,6 +15,9 @@ import (
 // workerSecret is an API key the worker process has in its environment: no span may carry it.
 const workerSecret = "sk-e2e-WORKER-SECRET-0c41"
 
+// spansWithin bounds the wait for the spans once the run ended: they are batched for 50 ms.
+const spansWithin = 30 * time.Second
+
 // receiver starts an OTLP receiver and returns it with the environment that points a process
 // at it (spans batched for 50 ms, so that the test does not wait the default 5 s).
 func receiver(t *testing.T) (*otlptest.Receiver, []string) {
@@ -90,7 +93,9 @@ func TestTracesAcrossProcesses(t *testing.T) {
 		t.Fatalf("run %s: %v %+v", id, err, rec)
 	}
 	tid := telemetry.TraceID(id).String()
-	spans, err := r.Wait(ctx, func(spans []otlptest.Span) bool {
+	wctx, wcancel := context.WithTimeout(ctx, spansWithin)
+	defer wcancel()
+	spans, err := r.Wait(wctx, func(spans []otlptest.Span) bool {
 		tr := treeOf(spans, tid)
 		return len(tr.byName["run traced"]) > 0 && len(tr.byName["iteration reply"]) > 0 && len(tr.byName["chat writer"]) > 0
 	})
@@ -183,7 +188,9 @@ func TestTracesSurviveWorkerKill(t *testing.T) {
 	w2 := worker("loopworker 2")
 	checkRun(t, ctx, c.client(ctx), id, 5, w1, w2)
 	tid := telemetry.TraceID(id).String()
-	spans, err := r.Wait(ctx, func(spans []otlptest.Span) bool {
+	wctx, wcancel := context.WithTimeout(ctx, spansWithin)
+	defer wcancel()
+	spans, err := r.Wait(wctx, func(spans []otlptest.Span) bool {
 		tr := treeOf(spans, tid)
 		iters := map[int64]bool{}
 		for _, it := range tr.byName["iteration loop"] {

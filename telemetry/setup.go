@@ -90,6 +90,7 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	}
 	res, err := serviceResource(ctx, cfg.ServiceName)
 	if err != nil {
+		_ = exp.Shutdown(ctx)
 		return nil, err
 	}
 	// Every span of a run's trace is sampled on the trace id alone (derived from the run id),
@@ -114,6 +115,18 @@ func wanted(getenv func(string) string) (bool, error) {
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return false, nil
 	}
+	switch exp := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); exp {
+	case "none":
+		return false, nil
+	case "":
+		if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+			return false, nil
+		}
+	case "otlp":
+	default:
+		return false, fmt.Errorf("telemetry: OTEL_TRACES_EXPORTER=%s: reins exports traces with otlp (or none)", exp)
+	}
+	// The traces' own protocol first, as the exporter reads them.
 	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
 		if p := strings.TrimSpace(getenv(k)); p != "" {
 			if p != "http/protobuf" {
@@ -122,16 +135,7 @@ func wanted(getenv func(string) string) (bool, error) {
 			break
 		}
 	}
-	switch exp := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); exp {
-	case "none":
-		return false, nil
-	case "otlp":
-		return true, nil
-	case "":
-		return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "", nil
-	default:
-		return false, fmt.Errorf("telemetry: OTEL_TRACES_EXPORTER=%s: reins exports traces with otlp (or none)", exp)
-	}
+	return true, nil
 }
 
 // serviceResource describes the process: serviceName, unless the environment names another.

@@ -46,6 +46,7 @@ func TestOffByDefault(t *testing.T) {
 	for _, vars := range []map[string]string{
 		{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_SDK_DISABLED": "true"},
 		{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_TRACES_EXPORTER": "none"},
+		{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, // for another signal: traces are off anyway
 	} {
 		if p, err := setupWith(t, vars); err != nil || p != nil {
 			t.Errorf("Setup(%v) = %v, %v; want off", vars, p, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/provider/registry"
+	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -23,12 +25,44 @@ type modelKey struct{ workflow, name string }
 // model returns the model of the job's step (see modelNamed).
 func (h *Handlers) model(j *job) (model.Model, error) { return h.modelNamed(j, j.step.Model) }
 
-// modelNamed returns a model of the job's step by its name in the workflow (the step's model,
+// modelNamed returns a model of the job's step by its name in the workflow (see openModel),
+// with a chat span around each call when tracing is on.
+func (h *Handlers) modelNamed(j *job, name string) (model.Model, error) {
+	m, err := h.openModel(j, name)
+	if err != nil || !telemetry.Enabled() {
+		return m, err
+	}
+	provider, modelName := h.modelIdentity(j, name)
+	return telemetry.WrapModel(m, provider, modelName), nil
+}
+
+// modelIdentity names the provider and the model that model name of the job's workflow
+// resolves to, as spans show them: what the workflow or the --model flag says, never a key
+// or an endpoint.
+func (h *Handlers) modelIdentity(j *job, name string) (provider, modelName string) {
+	if h.cfg.Model != "" {
+		p, m, _ := strings.Cut(h.cfg.Model, ":")
+		if p == "replay" {
+			m = filepath.Base(m)
+		}
+		return p, m
+	}
+	if h.cfg.Models[name] != nil {
+		return "go", name
+	}
+	def := j.bundle.Definition.Models[name]
+	if def.Model == "" || def.Provider == "replay" {
+		return def.Provider, name
+	}
+	return def.Provider, def.Model
+}
+
+// openModel returns a model of the job's step by its name in the workflow (the step's model,
 // an agent's summarizer): Config.Model when set, else the Go model of that name
 // (Config.Models), else the workflow's [models.NAME]. Models that hold no per-run state
 // (scripted, real providers) are opened once and kept; replay models are opened anew, so that
 // each task replays its cassette from the start.
-func (h *Handlers) modelNamed(j *job, name string) (model.Model, error) {
+func (h *Handlers) openModel(j *job, name string) (model.Model, error) {
 	if h.cfg.Model != "" {
 		provider, name, _ := strings.Cut(h.cfg.Model, ":")
 		return h.kept(modelKey{name: h.cfg.Model}, isReplay(h.cfg.Model), provider, name, func() (model.Model, error) {

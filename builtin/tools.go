@@ -14,6 +14,7 @@ import (
 
 	"github.com/reins-run/reins/fixture"
 	"github.com/reins-run/reins/mcptool"
+	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/workflow"
 )
@@ -35,7 +36,7 @@ func (h *Handlers) tools(j *job, fx *effects) ([]tool.Tool, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, fx.wrap(t))
+		out = append(out, telemetry.WrapTool(fx.wrap(t)))
 	}
 	return out, nil
 }

@@ -240,7 +240,7 @@ func (r *Run) execute(ctx context.Context, iter int, checks []callCheck) {
 		}
 		name := ch.call.Name
 		ch.info = tool.Info{RunID: st.RunID, Iteration: iter, Index: i, Seq: st.Executed[name],
-			Key: idempotencyKey(st.RunID, iter, i)}
+			Key: idempotencyKey(st.RunID, iter, i), CallID: ch.call.ID}
 		st.Executed[name]++
 		run = append(run, ch)
 	}

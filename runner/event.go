@@ -19,6 +19,7 @@ import (
 	"github.com/reins-run/reins/internal/outbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -45,6 +46,8 @@ type entry struct {
 type decided struct {
 	m  jetstream.Msg
 	ev *protocol.Event
+	// spans are the spans of what the decision ended, emitted once it is saved (tracing on).
+	spans []telemetry.Ended
 }
 
 // outcome is what becomes of an event message.
@@ -279,7 +282,7 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m je
 			e.stats.acked.Add(1)
 			return ack, nil // started before: a duplicate
 		}
-		return e.start(ctx, sh, decided{m, ev})
+		return e.start(ctx, sh, decided{m: m, ev: ev})
 	}
 	if ent == nil {
 		if n >= missingDeliveries {
@@ -311,7 +314,7 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m je
 		}
 		return ack, nil
 	}
-	return e.save(ctx, sh, decided{m, ev}, ent, &entry{rec: &wire.Record{Run: next, Parent: ent.rec.Parent}, bundle: ent.bundle}, cmds)
+	return e.save(ctx, sh, decided{m: m, ev: ev}, ent, &entry{rec: &wire.Record{Run: next, Parent: ent.rec.Parent}, bundle: ent.bundle}, cmds)
 }
 
 // start begins the run of a start event.
@@ -392,6 +395,7 @@ func (e *Engine) startFailed(ctx context.Context, ev *protocol.Event, why string
 // save (deferSave): it returns later, and the save that covers it acknowledges its event.
 func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entry, cmds []engine.Command) (outcome, error) {
 	id := next.rec.Run.ID
+	d.spans = spansOf(d, old, next)
 	deferred := e.deferSave(sh, d.ev, old, next, cmds)
 	var data []byte
 	if !deferred {
@@ -452,6 +456,7 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 	e.stats.decided.Add(1)
 	e.count(next.bundle.Definition, runOf(old), next.rec.Run, d.ev.At)
 	e.settleAll(pending, ack)
+	emitSpans(d)
 	e.indexAfter(ctx, old, next)
 	if next.rec.Run.Finished() {
 		sh.cache.remove(id)
@@ -629,7 +634,7 @@ func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *
 	if err != nil {
 		return drop, permanent(err)
 	}
-	return e.save(ctx, sh, decided{d.m, &ev}, old, &entry{rec: &wire.Record{Run: run, Parent: parent}, bundle: next.bundle}, cmds)
+	return e.save(ctx, sh, decided{m: d.m, ev: &ev}, old, &entry{rec: &wire.Record{Run: run, Parent: parent}, bundle: next.bundle}, cmds)
 }
 
 // armSchedules arms the timers of the schedule commands of run id.

@@ -141,8 +141,12 @@ func (e *Engine) evict(ctx context.Context, sh *shard, runID string) {
 	sh.cache.remove(runID)
 }
 
-// settleAll settles the events of ds as out.
+// settleAll settles the events of ds as out; acknowledged, their decisions are saved, and
+// the spans of what they ended are emitted.
 func (e *Engine) settleAll(ds []decided, out outcome) {
+	if out == ack {
+		emitSpans(ds...)
+	}
 	for _, d := range ds {
 		e.settle(d.m, out, d.ev)
 	}

@@ -72,6 +72,7 @@ type Info struct {
 	Index     int // position of the call in the model's turn
 	Seq       int // how many calls of this tool executed earlier in the run
 	Key       string
+	CallID    string // the model's id of the call
 }
 
 type infoKey struct{}

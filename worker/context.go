@@ -15,11 +15,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/trace"
 )
 
@@ -145,6 +147,7 @@ type taskContext struct {
 	started  time.Time        // when the handler started, for the record's Duration
 	// ranFrom is started on the real clock, for the metrics (Config.Now may be a test's).
 	ranFrom time.Time
+	span    oteltrace.Span // the iteration's span, nil when tracing is off
 
 	ck checkpoints
 }
@@ -175,6 +178,7 @@ func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.M
 // startClock sets the task's deadline, when it has a timeout; it runs before the handler starts.
 func (tc *taskContext) startClock() {
 	tc.started, tc.ranFrom = tc.w.now(), time.Now()
+	tc.startSpan()
 	if tc.task.Timeout > 0 {
 		tc.Context, tc.stopDeadline = context.WithTimeoutCause(tc.Context, tc.task.Timeout, errTimedOut)
 	}
@@ -348,7 +352,7 @@ func (tc *taskContext) fits(ev *protocol.Event) ([]byte, error) {
 		return nil, fmt.Errorf("the answer to step %s cannot be encoded: %w", tc.stepName(), err)
 	}
 	limit := tc.w.box.MaxPayload()
-	size := int64(len(data) + natsHeaderOverhead + len(wire.EventMsgID(ev, "")))
+	size := int64(len(data) + natsHeaderOverhead + len(wire.EventMsgID(ev, "")) + telemetry.HeaderSize())
 	switch {
 	case size <= limit:
 		return data, nil
@@ -433,12 +437,13 @@ func (tc *taskContext) finish(reason error, how string) {
 		tc.reason = reason
 	}
 	close(tc.finished)
-	ranFrom := tc.ranFrom
+	ranFrom, u := tc.ranFrom, tc.usage
 	tc.mu.Unlock()
 	var ran time.Duration
 	if !ranFrom.IsZero() {
 		ran = time.Since(ranFrom)
 	}
+	tc.endSpan(how, u)
 	tc.w.settled(tc.m, tc.task, how, ran)
 }
 
@@ -469,7 +474,8 @@ func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), tc.w.ackWait)
 	defer cancel()
-	if err := tc.w.publish(ctx, ev, data); err != nil {
+	tc.spanAnswer(ev)
+	if err := tc.w.publish(ctx, ev, data, tc.spanContext()); err != nil {
 		tc.ck.forget()
 		err = fmt.Errorf("worker: publish the %s answer to task %s: %w", ev.Type, tc.task.MsgID, err)
 		tc.logger().WarnContext(tc, "worker: an answer could not be published: the task goes back to JetStream", "err", err)
@@ -489,8 +495,9 @@ func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
 	return nil
 }
 
-// publish stores ev, encoded as data (nil: encode it here), in REINS_EVENTS.
-func (w *Worker) publish(ctx context.Context, ev *protocol.Event, data []byte) error {
+// publish stores ev, encoded as data (nil: encode it here), in REINS_EVENTS, with the trace
+// context of sc (the task's span) when valid.
+func (w *Worker) publish(ctx context.Context, ev *protocol.Event, data []byte, sc oteltrace.SpanContext) error {
 	subject, err := wire.EventSubject(w.names, ev)
 	if err != nil {
 		return err
@@ -501,6 +508,7 @@ func (w *Worker) publish(ctx context.Context, ev *protocol.Event, data []byte) e
 		}
 	}
 	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{wire.EventMsgID(ev, "")}}}
+	telemetry.Inject(m.Header, sc)
 	_, err = natsbox.Publish(ctx, w.js.Conn(), m)
 	return err
 }

@@ -120,6 +120,11 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		return &exitError{code: exitFailed, err: err}
 	}
 	log := commandLogger(cmd.ErrOrStderr(), slog.LevelWarn)
+	flush, err := startTracing(ctx, "reins", cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer flush()
 	at, err := reach(ctx, &f.nats, f.listen, f.builtinConfig, log)
 	if err != nil {
 		return err

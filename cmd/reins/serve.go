@@ -99,6 +99,11 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
+			flush, err := startTracing(ctx, "reins-serve", cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer flush()
 			l := listen
 			if nf.url != "" {
 				l = ""

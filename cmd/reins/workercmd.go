@@ -59,6 +59,11 @@ or json, at --log-level and above.`,
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
+			flush, err := startTracing(ctx, "reins-worker", cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer flush()
 			box, err := nf.open(ctx, "", log)
 			if err != nil {
 				return asExit(err, exitFailed)

@@ -31,6 +31,10 @@ func BenchmarkAgentLoopIteration(b *testing.B) {
 	bench.AgentLoopIteration(bench.TB(b, func() int { return b.N }))
 }
 
+func BenchmarkAgentLoopIterationTraced(b *testing.B) {
+	bench.AgentLoopIterationTraced(bench.TB(b, func() int { return b.N }))
+}
+
 func BenchmarkAgentLoopThroughput64(b *testing.B) {
 	bench.AgentLoopThroughput(64)(bench.TB(b, func() int { return b.N }))
 }

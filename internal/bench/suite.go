@@ -25,6 +25,7 @@ func Suite() []Benchmark {
 		{"anthropic_call", "one model call through the Anthropic provider to a local server: build, SDK, HTTP, parse", AnthropicCall},
 		{"engine_iteration", "one engine decision of an agent_loop iteration: Decide on continued, next dispatch", EngineIteration},
 		{"agent_loop_iteration", "one durable agent_loop iteration, no-op handler, one loop: worker answer → engine decision → next task, through JetStream", AgentLoopIteration},
+		{"agent_loop_iteration_traced", "agent_loop_iteration with tracing on: an iteration span per task, trace context in tasks and answers, exported over OTLP/HTTP to a local receiver", AgentLoopIterationTraced},
 		{"agent_loop_64", "durable agent_loop iterations with 64 loops at once (ns/op per iteration; iterations/s)", AgentLoopThroughput(64)},
 		{"agent_loop_1000", "durable agent_loop iterations with 1,000 loops at once (ns/op per iteration; iterations/s)", AgentLoopThroughput(1000)},
 		{"checkpoint_growth", "one agent_loop of 1,000 iterations each appending 1 KB to its checkpoint (ns/op per run)", CheckpointGrowth},

@@ -21,6 +21,7 @@ import (
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/telemetry"
 )
 
 // PublishTimeout bounds the wait for the acknowledgements of one decision's messages.
@@ -57,6 +58,11 @@ func (o *Outbox) TaskMsg(ctx context.Context, t *protocol.Task, at time.Time) (*
 		return o.undeliverable(t, at, fmt.Sprintf("the task for step %s cannot be encoded: %v", wire.TaskKey(t), err)), nil
 	}
 	m := NewMsg(subj, data, t.MsgID)
+	if telemetry.Enabled() {
+		// The worker's span of the task is a child of the step's: the same for every attempt,
+		// iteration and redelivery of one activation.
+		telemetry.Inject(m.Header, telemetry.StepSpan(t.RunID, protocol.StepKey(t.Step, t.Item), t.Activation))
+	}
 	if n := MsgSize(m); n > o.MaxPayload {
 		return o.undeliverable(t, at, fmt.Sprintf("the task for step %s is %d bytes, more than the message limit of %d bytes", wire.TaskKey(t), n, o.MaxPayload)), nil
 	}

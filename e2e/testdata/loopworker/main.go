@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/worker"
 )
 
@@ -92,6 +93,12 @@ func say(format string, v ...any) {
 
 func run(ctx context.Context, url string, ackWait time.Duration, hang int, state string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Traces when the OTEL_* environment asks for them, as a worker program would set them up.
+	tp, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "loopworker"})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tp.Shutdown(context.WithoutCancel(ctx)) }()
 	w, err := worker.Connect(ctx, worker.Config{NATS: worker.NATS{URL: url, Name: "loopworker"}, AckWait: ackWait, Logger: log})
 	if err != nil {
 		return err

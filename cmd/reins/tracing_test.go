@@ -1,0 +1,66 @@
+package main
+
+import (
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/reins-run/reins/internal/otlptest"
+)
+
+// TestRunTraced: reins run, with the engine and the built-in workers in its process, exports
+// the run's trace when OTEL_EXPORTER_OTLP_ENDPOINT names a receiver, and flushes it before it
+// exits: the run span, a span per step under it, the iterations under their steps and the
+// model calls under their iterations, in one trace.
+func TestRunTraced(t *testing.T) {
+	r, err := otlptest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", r.Endpoint())
+	code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", t.TempDir(), "--run-id", "traced-run")
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	spans := r.Spans() // flushed before run returned: no wait
+	byID := map[string]otlptest.Span{}
+	var run otlptest.Span
+	for _, s := range spans {
+		byID[s.SpanID] = s
+		if s.Name == "run "+strings.TrimSpace(s.Str("reins.workflow")) && s.Str("reins.run_id") == "traced-run" {
+			run = s
+		}
+	}
+	if run.SpanID == "" || run.Service != "reins" {
+		t.Fatalf("no run span of service reins among %d spans", len(spans))
+	}
+	kinds := map[string]int{}
+	for _, s := range spans {
+		if s.TraceID != run.TraceID {
+			t.Errorf("span %s is in trace %s, not the run's %s", s.Name, s.TraceID, run.TraceID)
+		}
+		parent := byID[s.ParentID]
+		kind, _, _ := strings.Cut(s.Name, " ")
+		kinds[kind]++
+		want := map[string]string{"step": "run", "iteration": "step", "chat": "iteration", "execute_tool": "iteration"}[kind]
+		if got, _, _ := strings.Cut(parent.Name, " "); want != "" && got != want {
+			t.Errorf("span %q is under %q, want a %s span", s.Name, parent.Name, want)
+		}
+	}
+	// The agent step investigate: 4 iterations, 4 model calls, 3 tool calls; then the switch
+	// route and the terminate step recommend, which the engine runs itself (no task).
+	if want := map[string]int{"run": 1, "step": 3, "iteration": 4, "chat": 4, "execute_tool": 3}; !maps.Equal(kinds, want) {
+		t.Errorf("spans by kind: %v", kinds)
+	}
+}
+
+// TestTracingRefused: a protocol reins cannot export with is a usage error, before anything runs.
+func TestTracingRefused(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	code, _, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", t.TempDir())
+	if code != exitUsage || !strings.Contains(errOut, "OTLP over HTTP only") {
+		t.Errorf("exit %d, stderr %q; want %d and the protocol refused", code, errOut, exitUsage)
+	}
+}

@@ -1,0 +1,18 @@
+// Package telemetry owns reins's OpenTelemetry traces: the process's tracer provider, set up
+// from the standard OTEL_* environment variables with the OTLP/HTTP exporter and off unless an
+// endpoint is configured (Setup); the deterministic ids that let the processes of a durable run
+// add to one trace without holding a span open across them (TraceID, RunSpan, StepSpan); the
+// W3C trace context carried in NATS message headers (Header, Inject, Extract); the spans of
+// runs and steps emitted once they ended (EmitEnded); and the GenAI spans of model and tool
+// calls (WrapModel, WrapTool), with prompts, completions and tool payloads recorded only when
+// OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true.
+//
+// When tracing is off, Enabled reports false and callers skip everything: no span, no header,
+// no allocation. It must not touch NATS, run state or decisions: the engine's shell (runner)
+// and the worker decide what a span says and when it is emitted; this package only shapes and
+// exports it. It never records credentials: it is given no configuration but the environment's
+// OTEL_* variables, and only the attributes its callers pass.
+//
+// The provider is process-wide, like otel's own global: a process has one exporter, and the
+// packages that emit spans (outbox, runner, worker, builtin) reach it without plumbing.
+package telemetry

@@ -1,0 +1,69 @@
+package worker
+
+import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/telemetry"
+)
+
+// startSpan starts the span of the task's iteration, when tracing is on, as a child of the
+// step span whose context the task's message carries (the engine wrote it; JetStream keeps
+// it, so a redelivery runs under the same step span), and makes it the handler's context's:
+// the model and tool calls of the handler nest under it.
+func (tc *taskContext) startSpan() {
+	if !telemetry.Enabled() {
+		return
+	}
+	t := tc.task
+	attrs := []attribute.KeyValue{
+		telemetry.AttrRunID.String(t.RunID), telemetry.AttrStep.String(t.Step),
+		telemetry.AttrActivation.Int(t.Activation), telemetry.AttrIteration.Int(t.Iteration),
+		telemetry.AttrAttempt.Int(t.Attempt), telemetry.AttrHandler.String(tc.handler),
+	}
+	if t.Item >= 0 {
+		attrs = append(attrs, telemetry.AttrItem.Int(t.Item))
+	}
+	if md, err := tc.msg.Metadata(); err == nil && md.NumDelivered > 1 {
+		attrs = append(attrs, telemetry.AttrRedelivered.Bool(true))
+	}
+	tc.Context, tc.span = telemetry.Start(tc.Context, telemetry.Extract(tc.msg.Headers()),
+		"iteration "+protocol.StepKey(t.Step, t.Item), trace.SpanKindConsumer, attrs...)
+}
+
+// spanAnswer records the task's answer on its span: its stop reason, and a failure as the
+// answer's type only (its message may quote the step's data).
+func (tc *taskContext) spanAnswer(ev *protocol.Event) {
+	if tc.span == nil {
+		return
+	}
+	if ev.StopReason != "" {
+		tc.span.SetAttributes(telemetry.AttrStopReason.String(ev.StopReason))
+	}
+	if ev.Type == protocol.EvFailed || ev.Type == protocol.EvTimedOut {
+		tc.span.SetStatus(codes.Error, string(ev.Type))
+	}
+}
+
+// endSpan ends the task's span with how the task was settled and what it spent.
+func (tc *taskContext) endSpan(how string, u protocol.Usage) {
+	if tc.span == nil {
+		return
+	}
+	tc.span.SetAttributes(telemetry.AttrAnswer.String(how),
+		telemetry.AttrModelCalls.Int(u.ModelCalls), telemetry.AttrToolCalls.Int(u.ToolCalls),
+		telemetry.AttrInputTokens.Int(u.InputTokens), telemetry.AttrOutputTokens.Int(u.OutputTokens),
+		telemetry.AttrCostUSD.Float64(u.CostUSD))
+	tc.span.End()
+}
+
+// spanContext is the context of the task's span, which its answer carries back to the engine
+// (invalid when tracing is off).
+func (tc *taskContext) spanContext() trace.SpanContext {
+	if tc.span == nil {
+		return trace.SpanContext{}
+	}
+	return tc.span.SpanContext()
+}

@@ -374,21 +374,31 @@ func (e *Engine) rearm(ctx context.Context, mine map[int]bool, tidy bool) error 
 }
 
 // watchConsumer looks a partition's consumer up each time look says the pulls go unanswered
-// (at most once per half pull expiry), and reports in lost, wrapping
-// jetstream.ErrConsumerDeleted, that it was deleted. The library reports the deletion itself (a terminal error, then Closed) only
-// through a pull request the server held when it deleted the consumer: a pull request it had
-// not registered yet (the consumer is deleted right after the engine started consuming, or
-// while a request is on its way) reaches no one, and every later one too, which the library
-// reports as missing heartbeats and "no responders", again and again, without ever stopping.
-func (e *Engine) watchConsumer(ctx context.Context, cons jetstream.Consumer, look <-chan struct{}, lost chan<- error) {
+// (at most once per half pull expiry), and on its own every lookEvery, and reports in lost that
+// the consumption must be made again: the consumer was deleted (wrapping
+// jetstream.ErrConsumerDeleted), or it stalled. The library reports the deletion itself (a
+// terminal error, then Closed) only through a pull request the server held when it deleted the
+// consumer: a pull request it had not registered yet (the consumer is deleted right after the
+// engine started consuming, or while a request is on its way) reaches no one, and every later
+// one too, which the library reports as missing heartbeats and "no responders", again and
+// again, without ever stopping. And after a NATS node that led the consumer died, the library
+// was seen pulling without an error and without a message for minutes while events waited:
+// the looks on its own find that (stalled).
+func (e *Engine) watchConsumer(ctx context.Context, p int, cons jetstream.Consumer, look <-chan struct{}, lost chan<- error) {
+	tick := time.NewTicker(lookEvery)
+	defer tick.Stop()
+	var prev *jetstream.ConsumerInfo // of the last look on the tick
 	for {
+		periodic := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-look:
+		case <-tick.C:
+			periodic = true
 		}
 		ictx, cancel := context.WithTimeout(ctx, pullExpiry)
-		_, err := cons.Info(ictx)
+		info, err := cons.Info(ictx)
 		cancel()
 		name := cons.CachedInfo().Name
 		switch {
@@ -399,6 +409,13 @@ func (e *Engine) watchConsumer(ctx context.Context, cons jetstream.Consumer, loo
 			return
 		case err != nil && ctx.Err() == nil:
 			e.log.Debug("runner: look the consumer up", "consumer", name, "err", err)
+		case err == nil && periodic && e.flight.settled(p) && stalled(prev, info):
+			err = fmt.Errorf("the consumer %s of %s delivered nothing for %s with %d events waiting", name, e.names.EventsStream(), lookEvery, info.NumPending)
+			e.log.Warn("runner: the consumption of a partition stalled", "consumer", name, "err", err)
+			lost <- err
+			return
+		case err == nil && periodic:
+			prev = info
 		}
 		select {
 		case <-ctx.Done():
@@ -406,6 +423,20 @@ func (e *Engine) watchConsumer(ctx context.Context, cons jetstream.Consumer, loo
 		case <-time.After(pullExpiry / 2):
 		}
 	}
+}
+
+// lookEvery is how often a partition's consumer is looked up when nothing asks for it.
+const lookEvery = 2 * pullExpiry
+
+// stalled reports whether a consumer looked up as prev and then as cur, lookEvery later,
+// delivered nothing meanwhile while events waited for it at both looks and the engine had room
+// for them (fewer unacknowledged than MaxAckPending): no pull reached it, since a consumption
+// that is going delivers what waits within a pull, and the library pulls again every pull
+// expiry at most.
+func stalled(prev, cur *jetstream.ConsumerInfo) bool {
+	return prev != nil && cur != nil && prev.NumPending > 0 && cur.NumPending > 0 &&
+		cur.Delivered.Stream == prev.Delivered.Stream && cur.Created.Equal(prev.Created) &&
+		cur.NumAckPending < cur.Config.MaxAckPending
 }
 
 // shards is the set of shard goroutines of a consumption.

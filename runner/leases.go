@@ -431,7 +431,7 @@ func (l *leases) start(ctx context.Context, p int, cons jetstream.Consumer) erro
 	l.parts[p] = part
 	e.stats.consuming(p, true)
 	gone := make(chan error, 1)
-	go e.watchConsumer(wctx, cons, look, gone)
+	go e.watchConsumer(wctx, p, cons, look, gone)
 	go func() {
 		select {
 		case <-cc.Closed():
@@ -542,6 +542,13 @@ func (f *flight) done(p int) {
 		close(f.idle[p])
 		f.idle[p] = nil
 	}
+}
+
+// settled reports whether nothing of partition p is in flight: what the engine pulled is decided.
+func (f *flight) settled(p int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n[p] == 0
 }
 
 // wait returns once nothing of partition p is in flight, or ctx is done.

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reins-run/reins/internal/logs"
+	"github.com/reins-run/reins/telemetry"
 )
 
 // TestTraceIDs: a record logged with a context holding a valid span carries its trace and span
@@ -90,5 +91,40 @@ func TestFlags(t *testing.T) {
 	}
 	if err := logs.CheckFormat("xml"); err == nil || err.Error() != `--log-format "xml": want one of text, json` {
 		t.Errorf("CheckFormat(xml): %v", err)
+	}
+}
+
+// With tracing on, a line about a run logged with no span at hand (the engine's) carries the
+// run's trace id, derived from its run id as the run's spans are; with tracing off, none.
+func TestRunTraceIDs(t *testing.T) {
+	var buf bytes.Buffer
+	log := logs.New(&buf, logs.JSON, slog.LevelInfo)
+	log.Info("off", "run_id", "r-1")
+
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1") // nothing is exported here
+	p, err := telemetry.Setup(context.Background(), telemetry.Config{ServiceName: "logs-test"})
+	if err != nil || p == nil {
+		t.Fatalf("Setup: %v, %v", p, err)
+	}
+	defer func() { _ = p.Shutdown(context.Background()) }()
+	log.Info("in the record", "run_id", "r-1")
+	log.With("run_id", "r-2").Info("in the logger")
+	log.With("run_id", "r-2").Info("the record's own wins", "run_id", "r-1")
+	log.Info("no run")
+
+	want := []string{"", telemetry.TraceID("r-1").String(), telemetry.TraceID("r-2").String(), telemetry.TraceID("r-1").String(), ""}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), buf.String())
+	}
+	for i, line := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not JSON: %v: %s", err, line)
+		}
+		got, _ := m["trace_id"].(string)
+		if got != want[i] {
+			t.Errorf("line %d (%s): trace_id %q, want %q", i, m["msg"], got, want[i])
+		}
 	}
 }

@@ -404,6 +404,7 @@ func BenchmarkNodeFailover(b *testing.B) {
 			}
 		})
 		var took, leaders []time.Duration
+		var kills []string // what each kill took and what the node led, logged after the figures
 		for k := range 20 {
 			// A run stuck for minutes fails at once, with the consumers' state dumped.
 			kctx, kcancel := context.WithTimeout(ctx, 6*time.Minute)
@@ -415,7 +416,7 @@ func BenchmarkNodeFailover(b *testing.B) {
 			nc.procs[k%3].kill()
 			done.past(kctx, since)
 			took = append(took, time.Since(t0))
-			b.Logf("kill %d of n%d: %v; it led %d streams and consumers: %v", k+1, k%3+1, took[k], len(led), led)
+			kills = append(kills, fmt.Sprintf("kill %d of n%d: %v; it led %d streams and consumers: %v", k+1, k%3+1, took[k], len(led), led))
 			if len(led) > 0 {
 				leaders = append(leaders, took[k])
 			}
@@ -427,6 +428,7 @@ func BenchmarkNodeFailover(b *testing.B) {
 		if len(leaders) > 0 {
 			report(b, "leader-failover", leaders)
 		}
+		b.Log(strings.Join(kills, "\n")) // one entry: go test keeps the first lines of a benchmark's log
 		cancel()
 	}
 }

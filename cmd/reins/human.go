@@ -177,6 +177,12 @@ func decide(cmd *cobra.Command, f *humanFlags, runID, target string, approve boo
 func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.Context, *client.Client) (string, error)) error {
 	ctx := cmd.Context()
 	log := commandLogger(cmd.ErrOrStderr(), slog.LevelWarn)
+	// The engine and workers it may run export the spans of what they decide, as reins run's.
+	flush, err := startTracing(ctx, "reins", cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer flush()
 	// With the data directory's embedded server, nothing else runs the engine: this command
 	// does, until the run ends or waits again. It starts before the answer is sent, so that the
 	// engine has the layout and its timers armed when the answer arrives.

@@ -529,6 +529,12 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 		}
 	}
 	log := commandLogger(cmd.ErrOrStderr(), slog.LevelWarn)
+	// The engine and workers it may run export the spans of what they decide, as reins run's.
+	flush, err := startTracing(ctx, "reins", cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer flush()
 	// With the data directory's embedded server, nothing else runs the engine: this command
 	// does, as reins run does, until the new run ends or waits.
 	at, err := reach(ctx, nf, "", (&runFlags{}).builtinConfig, log)

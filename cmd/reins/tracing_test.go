@@ -64,3 +64,42 @@ func TestTracingRefused(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want %d and the protocol refused", code, errOut, exitUsage)
 	}
 }
+
+// TestApproveTraced: reins approve on a data directory nobody serves runs the engine itself,
+// and the steps and the run it ends are exported in the run's trace, as reins run's are.
+func TestApproveTraced(t *testing.T) {
+	data := t.TempDir()
+	code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--model", "drafter", "--run-id", "drafted")
+	if code != exitOK {
+		t.Fatalf("run: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	r, err := otlptest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", r.Endpoint())
+	code, out, errOut = cli(t, "approve", "drafted", "call_2_0", "--data", data, "--quiet")
+	if code != exitOK {
+		t.Fatalf("approve: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	spans := r.Spans() // flushed before approve returned: no wait
+	var run []otlptest.Span
+	steps := map[string]bool{}
+	for _, s := range spans {
+		switch kind, _, _ := strings.Cut(s.Name, " "); kind {
+		case "run":
+			run = append(run, s)
+		case "step":
+			steps[s.Str("reins.step")] = true
+		}
+	}
+	if len(run) != 1 || run[0].Str("reins.run_id") != "drafted" || !steps["investigate"] {
+		t.Fatalf("approve exported %d run spans and the step spans of %v, want the run's and investigate's among them", len(run), steps)
+	}
+	for _, s := range spans {
+		if s.TraceID != run[0].TraceID || s.Service != "reins" {
+			t.Errorf("span %q in trace %s of service %q, want the run's trace %s", s.Name, s.TraceID, s.Service, run[0].TraceID)
+		}
+	}
+}

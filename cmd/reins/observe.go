@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/reins-run/reins/internal/logs"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/metrics"
+	"github.com/reins-run/reins/operator"
 )
 
 // DefaultListen is where reins serve serves HTTP unless --listen says otherwise: loopback, so
@@ -86,11 +89,13 @@ func (r *readiness) check() error {
 	return nil
 }
 
-// newMux returns the routes every process serves without a token: /metrics, /healthz (the
-// process lives) and /readyz (it does its work). The HTTP API adds its routes to the same mux.
-func newMux(m *metrics.Metrics, ready func() error) *http.ServeMux {
+// newMux returns the routes every process serves: /metrics, for a bearer token that
+// authenticate knows (shared/spec/server.md: every route but /healthz and /readyz needs one),
+// /healthz (the process lives) and /readyz (it does its work), without one. The HTTP API adds
+// its routes to the same mux.
+func newMux(m *metrics.Metrics, ready func() error, authenticate func(token string) bool) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m.Handler())
+	mux.Handle("GET /metrics", bearer(authenticate, m.Handler()))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
@@ -105,6 +110,23 @@ func newMux(m *metrics.Metrics, ready func() error) *http.ServeMux {
 		_, _ = io.WriteString(w, "ready\n")
 	})
 	return mux
+}
+
+// bearer serves h to requests with "Authorization: Bearer TOKEN" of a token authenticate knows,
+// and answers the others 401 with an RFC 9457 problem document. The token is never logged.
+func bearer(authenticate func(token string) bool, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || token == "" || !authenticate(token) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="reins"`)
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_ = json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": "Unauthorized", "status": http.StatusUnauthorized,
+				"detail": r.URL.Path + " needs the header Authorization: Bearer TOKEN, the token of a principal of the operator's configuration"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // checkAddr checks the value of flag, an address to listen on: "" or HOST:PORT.
@@ -163,9 +185,9 @@ type observed struct {
 }
 
 // observe listens on addr (flag names it; "" listens nowhere, and nothing is counted) and
-// serves the process's metrics, liveness and readiness there, not ready until the caller says
-// so.
-func observe(flag, addr string, box *natsbox.Box, log *slog.Logger) (*observed, error) {
+// serves the process's metrics (to the principals of res), liveness and readiness there, not
+// ready until the caller says so.
+func observe(flag, addr string, box *natsbox.Box, res *operator.Resolved, log *slog.Logger) (*observed, error) {
 	o := &observed{ready: newReadiness(), stop: func() {}}
 	o.ready.box.Store(box)
 	if addr == "" {
@@ -177,7 +199,8 @@ func observe(flag, addr string, box *natsbox.Box, log *slog.Logger) (*observed, 
 		return nil, err
 	}
 	o.addr = ln.Addr().String()
-	o.stop = serveHTTP(ln, newMux(o.metrics, o.ready.check), log)
+	authenticate := func(token string) bool { _, ok := res.Authenticate(token); return ok }
+	o.stop = serveHTTP(ln, newMux(o.metrics, o.ready.check, authenticate), log)
 	return o, nil
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/metrics"
+	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -85,7 +86,20 @@ func httpAddr(t *testing.T, log string) string {
 // get returns the status and body of GET url.
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	return getAs(t, url, "")
+}
+
+// getAs returns the status and body of GET url with the bearer token (none when "").
+func getAs(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
@@ -97,10 +111,10 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// scrape reads /metrics at addr with the Prometheus text parser.
-func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
+// scrape reads /metrics at addr, as the principal of token, with the Prometheus text parser.
+func scrape(t *testing.T, addr, token string) map[string]*dto.MetricFamily {
 	t.Helper()
-	code, body := get(t, "http://"+addr+"/metrics")
+	code, body := getAs(t, "http://"+addr+"/metrics", token)
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d\n%s", code, body)
 	}
@@ -114,11 +128,11 @@ func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
 
 // scrapeUntil scrapes addr until done says the metrics are what the test waits for (at most
 // 10 s), and returns the last scrape.
-func scrapeUntil(t *testing.T, addr string, done func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
+func scrapeUntil(t *testing.T, addr, token string, done func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		fams := scrape(t, addr)
+		fams := scrape(t, addr, token)
 		if done(fams) || time.Now().After(deadline) {
 			return fams
 		}
@@ -176,7 +190,7 @@ func TestServeMetrics(t *testing.T) {
 
 	// The worker counts a task once it acknowledged it, after the answer that may end the run:
 	// wait until the last tasks are counted.
-	fams := scrapeUntil(t, addr, func(fams map[string]*dto.MetricFamily) bool {
+	fams := scrapeUntil(t, addr, srv.token, func(fams map[string]*dto.MetricFamily) bool {
 		a, _ := value(fams, "reins_worker_tasks_total", "handler", "reins-agent", "outcome", "completed")
 		l, _ := value(fams, "reins_worker_tasks_total", "handler", "reins-llm", "outcome", "completed")
 		return a+l == 2
@@ -229,6 +243,18 @@ func TestServeMetrics(t *testing.T) {
 		}
 	}
 
+	// /metrics needs a principal's token (shared/spec/server.md); the other two need none.
+	for _, token := range []string{"", "not-a-token"} {
+		code, body := getAs(t, "http://"+addr+"/metrics", token)
+		var problem struct {
+			Status int    `json:"status"`
+			Detail string `json:"detail"`
+		}
+		if err := json.Unmarshal([]byte(body), &problem); code != http.StatusUnauthorized || err != nil || problem.Status != 401 ||
+			!strings.Contains(problem.Detail, "Authorization: Bearer") || strings.Contains(body, "reins_") {
+			t.Errorf("GET /metrics with token %q: %d %s, want 401 and a problem document", token, code, body)
+		}
+	}
 	if code, body := get(t, "http://"+addr+"/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
 	}
@@ -299,7 +325,7 @@ func TestReadyz(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer box.Close()
-	o, err := observe("--listen", "127.0.0.1:0", box, slog.New(slog.DiscardHandler))
+	o, err := observe("--listen", "127.0.0.1:0", box, &operator.Resolved{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,13 +394,20 @@ func TestWorkerMetricsListen(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stderr := &syncBuffer{}
-	done := background(ctx, &syncBuffer{}, stderr, "worker", "--nats", srv.url, "--metrics-listen", "127.0.0.1:0", "--handlers", "reins-llm", "--log-format", "json")
+	// The worker's scraper is a principal of the operator's configuration it is given.
+	const scraper = "scraper-token-of-the-test"
+	t.Setenv("REINS_TEST_SCRAPER", scraper)
+	config := writeTestFile(t, "operator.toml", "[principals.prometheus]\ntoken_env = \"REINS_TEST_SCRAPER\"\nroles = [\"viewer\"]\n")
+	done := background(ctx, &syncBuffer{}, stderr, "worker", "--nats", srv.url, "--config", config, "--metrics-listen", "127.0.0.1:0", "--handlers", "reins-llm", "--log-format", "json")
 	awaitText(t, stderr, "reins worker serving", done, "reins worker")
 	addr := httpAddr(t, stderr.String())
 	if code, body := get(t, "http://"+addr+"/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz: %d %q", code, body)
 	}
-	fams := scrape(t, addr)
+	if code, _ := get(t, "http://"+addr+"/metrics"); code != http.StatusUnauthorized {
+		t.Errorf("the worker's /metrics without a token: %d, want 401", code)
+	}
+	fams := scrape(t, addr, scraper)
 	if _, ok := value(fams, "reins_tasks_pending", "handler", "reins-llm"); !ok {
 		t.Errorf("the worker's /metrics has no reins_tasks_pending of its handler")
 	}
@@ -410,7 +443,7 @@ func TestServeWaitingRuns(t *testing.T) {
 		}
 	}
 	// The status index holds the waiting key before the record says waiting.
-	if n, ok := value(scrape(t, addr), "reins_runs_waiting", "workflow", "ask"); !ok || n != 1 {
+	if n, ok := value(scrape(t, addr, srv.token), "reins_runs_waiting", "workflow", "ask"); !ok || n != 1 {
 		t.Errorf("reins_runs_waiting{workflow=ask} = %v (present %v), want 1", n, ok)
 	}
 	if code, out, errOut := cli(t, "approve", id, "--nats", srv.url); code != exitOK {
@@ -420,7 +453,7 @@ func TestServeWaitingRuns(t *testing.T) {
 		t.Fatalf("run %s ended %s", id, rec.Run.Status)
 	}
 	// The engine removes the old status key right after it saved the record.
-	fams := scrapeUntil(t, addr, func(fams map[string]*dto.MetricFamily) bool {
+	fams := scrapeUntil(t, addr, srv.token, func(fams map[string]*dto.MetricFamily) bool {
 		_, ok := value(fams, "reins_runs_waiting", "workflow", "ask")
 		return !ok
 	})

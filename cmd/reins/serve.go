@@ -124,7 +124,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			if !box.Embedded() && nf.url == "" {
 				return &exitError{code: exitFailed, err: fmt.Errorf("the data directory %s is in use by another reins serve", nf.data)}
 			}
-			obs, err := observe("--listen", httpListen, box, log)
+			obs, err := observe("--listen", httpListen, box, res, log)
 			if err != nil {
 				return err
 			}

@@ -275,7 +275,7 @@ func (e *Effects) run(ctx context.Context, kv jetstream.KeyValue, key string, re
 		data, err = json.Marshal(effectRecord{Done: true, Value: stored})
 	}
 	if err == nil {
-		err = record(ctx, kv, key, data, rev)
+		err = record(ctx, kv, key, data, rev, lease.For)
 	}
 	if isWrongRevision(err) {
 		return nil, fmt.Errorf("worker: side effect %s ran, but %w before its result was recorded: the attempt fails and the result of the attempt that took it over counts", key, ErrLeaseLost)
@@ -288,11 +288,13 @@ func (e *Effects) run(ctx context.Context, kv jetstream.KeyValue, key string, re
 
 // record writes data, the record of an effect that ran, on the claim's revision rev. It asks
 // again while the bucket has no leader to answer (a NATS node lost: its streams elect another
-// within seconds), within recordTimeout: failing there would run the effect again. A write
-// asked again may find the revision moved by its own earlier try, which landed while its
-// answer was lost: the record read back says so.
-func record(ctx context.Context, kv jetstream.KeyValue, key string, data []byte, rev uint64) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+// within seconds), for up to the claim's lease (at least recordTimeout): failing there would
+// run the effect again, and asking longer is never worse, since another attempt waits for a
+// live claim, and one that took an expired claim over makes this write's compare-and-set fail.
+// A write asked again may find the revision moved by its own earlier try, which landed while
+// its answer was lost: the record read back says so.
+func record(ctx context.Context, kv jetstream.KeyValue, key string, data []byte, rev uint64, lease time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(recordTimeout, lease))
 	defer cancel()
 	tries := 0
 	err := natsbox.RetryWrite(ctx, func(actx context.Context) error {

@@ -16,10 +16,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -65,24 +68,60 @@ func stopped() bool {
 	return err == nil
 }
 
-// effect appends "RUN ITERATION" to the effects file, once per iteration whatever crashes.
+// effect applies the effect "RUN ITERATION" once per iteration, whatever crashes: through the
+// worker's effect leases, and, in the system it changes, by its idempotency key, as
+// docs/engine.md asks of an effect that must never repeat: a holder killed after the effect and
+// before its result was recorded has the call made again with the same key. The system here is
+// the directory FILE.keys, one file per key (named by its SHA-256) holding "RUN ITERATION", linked into place
+// atomically (a link fails when the key is there). Every call is also appended to FILE.calls,
+// for the tests to count the calls made again.
 func effect(t worker.TaskContext) error {
 	if effects == "" {
 		return nil
 	}
-	_, err := t.Effect("append", func(context.Context, string) (any, error) {
-		f, err := os.OpenFile(effects, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	_, err := t.Effect("append", func(_ context.Context, key string) (any, error) {
+		line := fmt.Sprintf("%s %d", t.RunID(), t.Iteration())
+		if err := appendSync(effects+".calls", line+"\n"); err != nil {
+			return nil, err
+		}
+		dir := effects + ".keys"
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		tmp, err := os.CreateTemp(dir, ".tmp-*")
 		if err != nil {
 			return nil, err
 		}
-		defer f.Close()
-		line := fmt.Sprintf("%s %d\n", t.RunID(), t.Iteration())
-		if _, err := f.WriteString(line); err != nil {
+		defer os.Remove(tmp.Name())
+		if _, err := tmp.WriteString(line); err != nil {
+			tmp.Close()
 			return nil, err
 		}
-		return line, f.Sync()
+		if err := tmp.Sync(); err != nil {
+			tmp.Close()
+			return nil, err
+		}
+		tmp.Close()
+		name := sha256.Sum256([]byte(key)) // a key holds slashes
+		if err := os.Link(tmp.Name(), filepath.Join(dir, hex.EncodeToString(name[:]))); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		return line, nil
 	})
 	return err
+}
+
+// appendSync appends s to file and syncs it.
+func appendSync(file, s string) error {
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.WriteString(s); err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 func say(format string, v ...any) {

@@ -184,10 +184,13 @@ type observed struct {
 	stop    func()
 }
 
+// serveMux makes the handler a process serves on its listener from its metrics and readiness.
+type serveMux func(m *metrics.Metrics, ready func() error) http.Handler
+
 // observe listens on addr (flag names it; "" listens nowhere, and nothing is counted) and
-// serves the process's metrics (to the principals of res), liveness and readiness there, not
-// ready until the caller says so.
-func observe(flag, addr string, box *natsbox.Box, res *operator.Resolved, log *slog.Logger) (*observed, error) {
+// serves there what mux makes (nil: the process's metrics, to the principals of res, liveness
+// and readiness), not ready until the caller says so.
+func observe(flag, addr string, box *natsbox.Box, res *operator.Resolved, log *slog.Logger, mux serveMux) (*observed, error) {
 	o := &observed{ready: newReadiness(), stop: func() {}}
 	o.ready.box.Store(box)
 	if addr == "" {
@@ -199,8 +202,11 @@ func observe(flag, addr string, box *natsbox.Box, res *operator.Resolved, log *s
 		return nil, err
 	}
 	o.addr = ln.Addr().String()
-	authenticate := func(token string) bool { _, ok := res.Authenticate(token); return ok }
-	o.stop = serveHTTP(ln, newMux(o.metrics, o.ready.check, authenticate), log)
+	if mux == nil {
+		authenticate := func(token string) bool { _, ok := res.Authenticate(token); return ok }
+		mux = func(m *metrics.Metrics, ready func() error) http.Handler { return newMux(m, ready, authenticate) }
+	}
+	o.stop = serveHTTP(ln, mux(o.metrics, o.ready.check), log)
 	return o, nil
 }
 

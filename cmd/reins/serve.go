@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/console"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"
@@ -124,7 +128,10 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			if !box.Embedded() && nf.url == "" {
 				return &exitError{code: exitFailed, err: fmt.Errorf("the data directory %s is in use by another reins serve", nf.data)}
 			}
-			obs, err := observe("--listen", httpListen, box, res, log)
+			obs, err := observe("--listen", httpListen, box, res, log, func(m *metrics.Metrics, ready func() error) http.Handler {
+				return api.New(api.Config{Box: box, Principals: res, Operator: cfgOp, Metrics: m.Handler(), Ready: ready, Console: console.Handler(),
+					Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes})
+			})
 			if err != nil {
 				return err
 			}

@@ -72,7 +72,7 @@ or json, at --log-level and above.`,
 			if box.Embedded() {
 				return &exitError{code: exitFailed, err: fmt.Errorf("no server runs on the data directory %s: start reins serve, or pass --nats URL", nf.data)}
 			}
-			obs, err := observe("--metrics-listen", mlisten, box, res, log)
+			obs, err := observe("--metrics-listen", mlisten, box, res, log, nil)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,203 @@
+package api
+
+import (
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/operator"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Box is the NATS connection the API acts on (required). Its connection must be allowed
+	// to publish every principal's events: the embedded server's own connection is, and an
+	// external server's operator grants it (docs/api.md).
+	Box *natsbox.Box
+	// Principals authenticates bearer tokens (required): the operator's principals, and the
+	// data directory's admin where there is one.
+	Principals *operator.Resolved
+	// Operator is the configuration whose submission check (operator.CheckWorkflow) a
+	// registered workflow passes; nil means the defaults of a server without --config.
+	Operator *operator.Config
+	// Metrics serves GET /metrics (to any principal); nil serves none.
+	Metrics http.Handler
+	// Ready answers GET /readyz: nil when the process does its work, else why not. Nil means
+	// always ready.
+	Ready func() error
+	// Console serves GET / and the console's assets; nil serves none.
+	Console http.Handler
+	// Log receives what a client must not see (the causes of 500s); nil discards.
+	Log *slog.Logger
+	// Now is the clock of registrations; nil means time.Now.
+	Now func() time.Time
+	// MaxInputBytes bounds a run's input and a request's body; 0 means 64 MiB.
+	MaxInputBytes int64
+}
+
+// Server is the HTTP API. It is an http.Handler and safe for concurrent use.
+type Server struct {
+	cfg    Config
+	mux    *http.ServeMux
+	routes []route
+}
+
+// access is who may call a route.
+type access int
+
+const (
+	public access = iota // anyone: /healthz, /readyz, the console's files, the OpenAPI document
+	read                 // any principal but a worker: viewer, submitter, approver, admin
+	submit               // submitter, admin: start and cancel runs, register workflows
+	decide               // approver, admin: approvals, signals, resume
+)
+
+// route is one route of the API: the table the mux, the OpenAPI test and the docs agree on.
+type route struct {
+	method, path string // path as http.ServeMux patterns write it: /v1/runs/{id}
+	access       access
+	handle       func(w http.ResponseWriter, r *http.Request, p operator.Principal) error
+}
+
+// New returns the API of cfg.
+func New(cfg Config) *Server {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxInputBytes <= 0 {
+		cfg.MaxInputBytes = 64 << 20
+	}
+	if cfg.Ready == nil {
+		cfg.Ready = func() error { return nil }
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s.routes = s.table()
+	for _, rt := range s.routes {
+		s.mux.Handle(rt.method+" "+rt.path, s.guard(rt))
+	}
+	if cfg.Console != nil {
+		s.mux.Handle("GET /", cfg.Console)
+	}
+	return s
+}
+
+// table lists every route of the API.
+func (s *Server) table() []route {
+	rs := []route{
+		{"GET", "/healthz", public, s.healthz},
+		{"GET", "/readyz", public, s.readyz},
+		{"GET", "/v1/openapi.json", public, s.openAPI},
+		{"POST", "/v1/runs", submit, s.startRun},
+		{"GET", "/v1/runs", read, s.listRuns},
+		{"GET", "/v1/runs/{id}", read, s.getRun},
+		{"GET", "/v1/runs/{id}/iterations/{step}/{n}", read, s.getIteration},
+		{"GET", "/v1/runs/{id}/events", read, s.runEvents},
+		{"POST", "/v1/runs/{id}/cancel", submit, s.cancelRun},
+		{"POST", "/v1/runs/{id}/approvals/{call}", decide, s.decide},
+		{"POST", "/v1/runs/{id}/signals/{event}", decide, s.signal},
+		{"POST", "/v1/runs/{id}/resume", decide, s.resume},
+		{"PUT", "/v1/workflows/{name}", submit, s.putWorkflow},
+		{"GET", "/v1/workflows", read, s.listWorkflows},
+		{"GET", "/v1/workflows/{name}", read, s.getWorkflow},
+	}
+	if s.cfg.Metrics != nil {
+		rs = append(rs, route{"GET", "/metrics", read, func(w http.ResponseWriter, r *http.Request, _ operator.Principal) error {
+			s.cfg.Metrics.ServeHTTP(w, r)
+			return nil
+		}})
+	}
+	return rs
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// guard authenticates a request to rt and checks the principal's roles, then runs rt; an error
+// it returns is answered as a problem document.
+func (s *Server) guard(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p operator.Principal
+		if rt.access != public {
+			token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || token == "" {
+				writeProblem(w, r, problemf(http.StatusUnauthorized, "%s needs the header Authorization: Bearer TOKEN, the token of a principal of the operator's configuration", r.URL.Path))
+				return
+			}
+			if p, ok = s.cfg.Principals.Authenticate(token); !ok {
+				writeProblem(w, r, problemf(http.StatusUnauthorized, "the bearer token is not the token of any principal of the operator's configuration"))
+				return
+			}
+			if !allowed(p, rt.access) {
+				writeProblem(w, r, problemf(http.StatusForbidden, "principal %s (roles %s) may not %s %s: it needs the role %s", p.Name, strings.Join(p.Roles, ", "), r.Method, rt.path, needs(rt.access)))
+				return
+			}
+		}
+		if err := rt.handle(w, r, p); err != nil {
+			if _, ok := err.(*Problem); !ok {
+				s.cfg.Log.Error("api: a request failed", "method", r.Method, "path", r.URL.Path, "principal", p.Name, "err", err)
+			}
+			writeProblem(w, r, err)
+		}
+	})
+}
+
+// allowed reports whether p may call a route of access a.
+func allowed(p operator.Principal, a access) bool {
+	if p.Has(operator.RoleAdmin) {
+		return true
+	}
+	switch a {
+	case read:
+		return p.Has(operator.RoleViewer) || p.Has(operator.RoleSubmitter) || p.Has(operator.RoleApprover)
+	case submit:
+		return p.Has(operator.RoleSubmitter)
+	case decide:
+		return p.Has(operator.RoleApprover)
+	}
+	return a == public
+}
+
+// needs names the roles that allow a.
+func needs(a access) string {
+	switch a {
+	case read:
+		return "viewer, submitter, approver or admin"
+	case submit:
+		return "submitter or admin"
+	case decide:
+		return "approver or admin"
+	}
+	return "none"
+}
+
+// client returns the client of runs acting as p.
+func (s *Server) client(p operator.Principal) *client.Client {
+	return client.NewClient(client.ClientConfig{Box: s.cfg.Box, Principal: p.Name, Now: s.cfg.Now, MaxInputBytes: s.cfg.MaxInputBytes})
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ operator.Principal) error {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+	return nil
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ operator.Principal) error {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if err := s.cfg.Ready(); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("not ready: " + err.Error() + "\n"))
+		return nil
+	}
+	_, _ = w.Write([]byte("ready\n"))
+	return nil
+}
+
+// notYet answers a route whose handler is still to come.
+func notYet(w http.ResponseWriter, r *http.Request, _ operator.Principal) error {
+	return problemf(http.StatusNotImplemented, "%s %s is not implemented yet", r.Method, r.URL.Path)
+}

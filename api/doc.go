@@ -1,0 +1,13 @@
+// Package api is reins's HTTP API (shared/spec/server.md, docs/api.md): the routes under /v1,
+// who may call each (the bearer token of a principal of the operator's configuration, and the
+// roles a route needs: 401 without a known token, 403 for a role that may not), RFC 9457
+// problem documents for every error, pagination, the workflows registered by name, the OpenAPI
+// 3.1 document of every route, and a run's events live as Server-Sent Events.
+//
+// Every act goes through package client as the authenticated principal, on the principal's
+// own subjects, so the engine records who acted exactly as it does for the reins command.
+//
+// It must not decide anything about runs (the engine does), name a NATS subject, stream or
+// bucket of its own (natsbox.Names does), or hold the console's files (package console does;
+// the caller mounts it with Config.Console). A token is never logged, echoed or put in a URL.
+package api

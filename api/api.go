@@ -129,7 +129,7 @@ func (s *Server) guard(rt route) http.Handler {
 				return
 			}
 			if p, ok = s.cfg.Principals.Authenticate(token); !ok {
-				writeProblem(w, r, problemf(http.StatusUnauthorized, "the bearer token is not the token of any principal of the operator's configuration"))
+				writeProblem(w, r, problemf(http.StatusUnauthorized, "the token of the header Authorization: Bearer TOKEN is not the token of any principal of the operator's configuration"))
 				return
 			}
 			if !allowed(p, rt.access) {

@@ -8,9 +8,6 @@ import (
 
 // The routes of runs (docs/api.md, "Runs").
 
-func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p operator.Principal) error {
-	return notYet(w, r, p)
-}
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, p operator.Principal) error {
 	return notYet(w, r, p)
 }

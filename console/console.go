@@ -16,7 +16,9 @@ import (
 //go:embed assets
 var assets embed.FS
 
-// Handler serves the console: / and the files under /assets/.
+// Handler serves the console: the page at / and its files (style.css, js/...), each with a
+// Content-Security-Policy that allows scripts, styles and connections of the same origin only
+// and no framing.
 func Handler() http.Handler {
 	sub, err := fs.Sub(assets, "assets")
 	if err != nil {

@@ -1,0 +1,498 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// The console's browser test (docs/console.md): headless Chromium drives the console that
+// `reins serve` serves, against the refund example with an approval.
+
+// chromiumPath is Debian's Chromium.
+const chromiumPath = "/usr/bin/chromium"
+
+// shotsEnv, set to 1, makes TestConsole write its screenshots into docs/console.
+const shotsEnv = "REINS_CONSOLE_SHOTS"
+
+// ensureChromium returns the path of Chromium, installing Debian's package when it is missing
+// and the test runs as root (as CI does; .ci/run installs it first). Elsewhere the test skips,
+// naming the command that installs it.
+func ensureChromium(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err == nil {
+		return chromiumPath
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	if os.Geteuid() != 0 {
+		t.Skipf("Chromium is not installed and the test is not root: apt-get install -y chromium")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	install := func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		return cmd.CombinedOutput()
+	}
+	if _, err := install("install", "-y", "chromium"); err != nil {
+		// A fresh machine may have no package lists yet.
+		if out, err := install("update"); err != nil {
+			t.Fatalf("apt-get update: %v\n%s", err, out)
+		}
+		if out, err := install("install", "-y", "chromium"); err != nil {
+			t.Fatalf("apt-get install -y chromium: %v\n%s", err, out)
+		}
+	}
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("apt-get installed chromium, but %s is not there: %v", chromiumPath, err)
+	}
+	return chromiumPath
+}
+
+// consoleServer is `reins serve` with an operator configuration of three principals.
+type consoleServer struct {
+	t    *testing.T
+	base string // http://127.0.0.1:PORT
+	proc *proc
+	// tokens of the approver (alice), the viewer (val) and the submitter (sam)
+	alice, val, sam string
+}
+
+func randomToken(t *testing.T, who string) string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return "tok-" + who + "-" + hex.EncodeToString(b)
+}
+
+var httpAddrLine = regexp.MustCompile(`"?http"?[=:]"?(127\.0\.0\.1:\d+)`)
+
+func startConsoleServer(t *testing.T) *consoleServer {
+	t.Helper()
+	s := &consoleServer{t: t, alice: randomToken(t, "alice"), val: randomToken(t, "val"), sam: randomToken(t, "sam")}
+	cfg := `
+[principals.alice]
+token_env = "REINS_TOKEN_ALICE"
+roles = ["approver", "viewer"]
+
+[principals.val]
+token_env = "REINS_TOKEN_VAL"
+roles = ["viewer"]
+
+[principals.sam]
+token_env = "REINS_TOKEN_SAM"
+roles = ["submitter"]
+`
+	file := filepath.Join(t.TempDir(), "ops.toml")
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"REINS_TOKEN_ALICE=" + s.alice, "REINS_TOKEN_VAL=" + s.val, "REINS_TOKEN_SAM=" + s.sam}
+	s.proc = start(t, "reins serve", env, bins.reins, "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0",
+		"--nats-listen", "127.0.0.1:0", "--config", file, "--retention", "0")
+	line := s.proc.waitFor("reins serving", 60*time.Second)
+	m := httpAddrLine.FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("reins serve names no HTTP address: %s", line)
+	}
+	s.base = "http://" + m[1]
+	return s
+}
+
+// call calls the API as the principal of token and returns the status and the body.
+func (s *consoleServer) call(method, path, token, ctype string, body []byte) (int, []byte) {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.base+path, bytes.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+func (s *consoleServer) callJSON(method, path, token string, body any) (int, []byte) {
+	s.t.Helper()
+	raw, err := json.Marshal(body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return s.call(method, path, token, "application/json", raw)
+}
+
+// refundWithApproval is the refund example as a registered workflow that waits for an
+// approval: the investigation runs on the drafter's script, whose model calls take a while
+// (latency), so that a browser sees its iterations come one by one, and streams its replies.
+func refundWithApproval(t *testing.T) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "examples", "refund", "workflow.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(raw)
+	from, to := strings.Index(src, "[models.drafter]"), strings.Index(src, "[models.eager]")
+	if from < 0 || to < from {
+		t.Fatal("examples/refund/workflow.toml has no [models.drafter] before [models.eager]")
+	}
+	drafter := strings.ReplaceAll(src[from:to], "usage = {", `latency = "1500ms", usage = {`)
+	src = src[:from] + drafter + src[to:]
+	if !strings.Contains(src, "model = \"investigator\"\n") {
+		t.Fatal("the investigate step of examples/refund/workflow.toml does not use the investigator")
+	}
+	src = strings.Replace(src, "model = \"investigator\"\n", "model = \"drafter\"\nstream = true\n", 1)
+	return []byte(src)
+}
+
+// browser starts headless Chromium with a new profile; it is closed when the test ends.
+func browser(t *testing.T, path string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	return ctx
+}
+
+// page is a tab of the console, with what it reported: script exceptions and violations of the
+// Content-Security-Policy.
+type consolePage struct {
+	t    *testing.T
+	ctx  context.Context
+	base string
+	shot string // the directory of the screenshots, "" for none
+}
+
+func (p *consolePage) do(what string, timeout time.Duration, acts ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, timeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, acts...); err != nil {
+		text, _ := chromedp.Run(p.ctx, chromedp.Evaluate[string](`location.hash + "\n" + (document.querySelector('main') || document.body).innerText`))
+		p.t.Fatalf("%s: %v\nthe page shows:\n%s", what, err, text)
+	}
+}
+
+func eval[T any](p *consolePage, expr string) T {
+	p.t.Helper()
+	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		p.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitFor polls a JavaScript condition in the page until it holds.
+func (p *consolePage) waitFor(what, cond string, timeout time.Duration) {
+	p.t.Helper()
+	p.do(what, timeout+5*time.Second, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(100*time.Millisecond))(ctx, t)
+		return err
+	}))
+}
+
+func (p *consolePage) screenshot(name string) {
+	p.t.Helper()
+	if p.shot == "" {
+		return
+	}
+	p.do("screenshot "+name, 30*time.Second, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		buf, err := chromedp.FullScreenshot(100)(ctx, t)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(p.shot, name), buf, 0o644)
+	}))
+}
+
+func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+
+// signIn enters token in the console's prompt and waits for the principal's name.
+func (p *consolePage) signIn(token, name string) {
+	p.t.Helper()
+	p.do("sign in as "+name, 30*time.Second,
+		chromedp.WaitVisible(css("#token")),
+		chromedp.SendKeys(css("#token"), token),
+		chromedp.Click(css("#token-form button[type=submit]")),
+		chromedp.WaitVisible(css(fmt.Sprintf(`#principal[data-name=%q]`, name))))
+}
+
+// TestConsole: headless Chromium opens the console of a served instance, signs in as an
+// approver, sees a run of the refund example appear in the runs list and its iterations fill
+// in on the run page, with the graph and its current step; approves the pending call in the
+// approvals inbox's run and watches the run complete, live; then, as a viewer, sees no approve
+// button anywhere, and the API answers the viewer's approval with 403. No script error and no
+// violation of the Content-Security-Policy happens on the way. REINS_CONSOLE_SHOTS=1 writes the
+// screenshots of docs/console.md.
+func TestConsole(t *testing.T) {
+	chromium := ensureChromium(t)
+	s := startConsoleServer(t)
+
+	// Register the workflow as the submitter.
+	if code, body := s.call("PUT", "/v1/workflows/refund", s.sam, "application/toml", refundWithApproval(t)); code != http.StatusCreated && code != http.StatusOK {
+		t.Fatalf("PUT /v1/workflows/refund: %d %s", code, body)
+	}
+
+	ctx := browser(t, chromium)
+	p := &consolePage{t: t, ctx: ctx, base: s.base}
+	if os.Getenv(shotsEnv) == "1" {
+		p.shot = filepath.Join("..", "docs", "console")
+		if err := os.MkdirAll(p.shot, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Script exceptions, and violations of the Content-Security-Policy (reported through a
+	// binding by a listener that is set before any script of a page runs), in every page.
+	var mu sync.Mutex
+	var problems []string
+	exceptions := chromedp.Events(ctx, runtime.ExceptionThrown)
+	bindings := chromedp.Events(ctx, runtime.BindingCalled)
+	go func() {
+		for ev, err := range exceptions {
+			if err != nil {
+				return
+			}
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			mu.Lock()
+			problems = append(problems, fmt.Sprintf("exception: %s (%s:%d)", msg, d.URL, d.LineNumber))
+			mu.Unlock()
+		}
+	}()
+	go func() {
+		for ev, err := range bindings {
+			if err != nil {
+				return
+			}
+			if ev.Name == "reinsViolation" {
+				mu.Lock()
+				problems = append(problems, "Content-Security-Policy violation: "+ev.Payload)
+				mu.Unlock()
+			}
+		}
+	}()
+	p.do("watch for exceptions and policy violations", 10*time.Second, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		if _, err := chromedp.Call(ctx, runtime.AddBinding, runtime.AddBindingParams{Name: "reinsViolation"}); err != nil {
+			return err
+		}
+		_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+			Source: `document.addEventListener('securitypolicyviolation', (e) => reinsViolation(e.violatedDirective + ' ' + e.blockedURI + ' ' + e.sourceFile + ':' + e.lineNumber));`,
+		})
+		return err
+	}))
+
+	p.do("open the console", 30*time.Second, chromedp.Navigate(s.base+"/"))
+	p.screenshot("sign-in.png")
+	p.signIn(s.alice, "alice")
+	p.do("the runs list", 30*time.Second, chromedp.WaitVisible(css("#runs-body")))
+	if tok := eval[string](p, `sessionStorage.getItem('reins.token')`); tok != s.alice {
+		t.Errorf("sessionStorage holds %q, want the token typed in", tok)
+	}
+	if c := eval[string](p, `document.cookie`); c != "" {
+		t.Errorf("the console set cookies: %q", c)
+	}
+
+	// The run appears in the list, which is open before it starts.
+	const run1 = "console-refund-1"
+	start := func(id string) {
+		t.Helper()
+		code, body := s.callJSON("POST", "/v1/runs", s.sam, map[string]any{"workflow": "refund", "input": map[string]string{"order_id": "O-104"}, "run_id": id})
+		if code != http.StatusCreated {
+			t.Fatalf("POST /v1/runs %s: %d %s", id, code, body)
+		}
+	}
+	start(run1)
+	p.do("the run appears in the list", 30*time.Second, chromedp.WaitVisible(css(`tr[data-run="`+run1+`"]`)))
+
+	// The run page: its graph with the current step, and the iterations as they come.
+	p.do("open the run", 30*time.Second,
+		chromedp.Click(css(`tr[data-run="`+run1+`"] a`)),
+		chromedp.WaitVisible(css(`svg.graph g.node[data-step="investigate"]`)),
+		chromedp.WaitVisible(css(`#steps-body tr[data-step="investigate"]`)))
+	answered := func() int {
+		return eval[int](p, `document.querySelectorAll('article.iteration[data-step="investigate"]:not([data-answer="pending"])').length`)
+	}
+	atOpen := answered()
+	for n, answer := range map[int]string{1: "continued", 2: "continued", 3: "waiting"} {
+		p.waitFor(fmt.Sprintf("iteration %d answers %s", n, answer),
+			fmt.Sprintf(`document.querySelector('article.iteration[data-step="investigate"][data-n="%d"][data-answer="%s"]') !== null`, n, answer), 60*time.Second)
+	}
+	t.Logf("the run page showed %d answered iterations when it opened, 3 before the approval", atOpen)
+	p.do("the graph highlights the waiting step", 30*time.Second,
+		chromedp.WaitVisible(css(`svg.graph g.node.current.st-waiting[data-step="investigate"]`)),
+		chromedp.WaitVisible(css(`#run-status[data-status="waiting"]`)))
+	// Iteration 1 shows its calls: the tools, their arguments, validation and results.
+	text := eval[string](p, `document.querySelector('article.iteration[data-step="investigate"][data-n="1"]').innerText`)
+	for _, want := range []string{"read_order", "read_delivery_status", "O-104", "accept", "Validation", "tokens"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("iteration 1 does not show %q:\n%s", want, text)
+		}
+	}
+	text = eval[string](p, `document.querySelector('article.iteration[data-step="investigate"][data-n="3"]').innerText`)
+	for _, want := range []string{"draft_refund_recommendation", "approval required", "pending"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("iteration 3 does not show %q:\n%s", want, text)
+		}
+	}
+	p.do("the pending call with its approve button", 30*time.Second,
+		chromedp.WaitVisible(css(`#waits li.wait[data-tool="draft_refund_recommendation"] button[data-action="approve"]`)))
+	if args := eval[string](p, `document.querySelector('#waits li.wait[data-tool="draft_refund_recommendation"] pre.args').textContent`); !strings.Contains(args, "42.5") || !strings.Contains(args, "O-104") {
+		t.Errorf("the pending call's arguments read %q", args)
+	}
+	p.screenshot("run-waiting.png")
+
+	// The approvals inbox shows the pending call and what it would do.
+	inboxCall := `#approvals section[data-run="` + run1 + `"] li.wait[data-tool="draft_refund_recommendation"]`
+	p.do("the approvals inbox", 30*time.Second,
+		chromedp.Click(css(`nav.main a[href="#/approvals"]`)),
+		chromedp.WaitVisible(css(inboxCall+` button[data-action="approve"]`)))
+	p.screenshot("approvals.png")
+
+	// Back on the run page, approve it with a message and watch the run complete, live: the
+	// page is not loaded again.
+	p.do("back to the run", 30*time.Second,
+		chromedp.Click(css(`#approvals section[data-run="`+run1+`"] h2 a`)),
+		chromedp.WaitVisible(css(`#waits li.wait[data-tool="draft_refund_recommendation"] button[data-action="approve"]`)))
+	p.do("mark the page", 5*time.Second, chromedp.Evaluate[chromedp.Void](`window.__samePage = 'run1'`))
+	waitsCall := `#waits li.wait[data-tool="draft_refund_recommendation"]`
+	p.do("approve", 30*time.Second,
+		chromedp.SendKeys(css(waitsCall+` textarea.message`), "Late delivery confirmed; approved from the console."),
+		chromedp.Click(css(waitsCall+` button[data-action="approve"]`)))
+	p.waitFor("the run completes", `document.querySelector('#run-status[data-status="completed"]') !== null`, 60*time.Second)
+	p.waitFor("iteration 4 answers", `document.querySelector('article.iteration[data-step="investigate"][data-n="4"][data-answer="completed"]') !== null`, 30*time.Second)
+	p.waitFor("iteration 3 records the approval",
+		`[...document.querySelectorAll('article.iteration[data-step="investigate"][data-n="3"] li.call[data-tool="draft_refund_recommendation"]')].some((c) => c.dataset.approval === 'approved' && c.dataset.executed === 'true' && c.innerText.includes('by alice'))`, 30*time.Second)
+	text = eval[string](p, `document.querySelector('article.iteration[data-step="investigate"][data-n="4"]').innerText`)
+	if !strings.Contains(text, "Recommend a full refund") {
+		t.Errorf("iteration 4 does not show the answer:\n%s", text)
+	}
+	p.waitFor("the steps show their stop reasons", `(() => {
+		const row = document.querySelector('#steps-body tr[data-step="investigate"]');
+		return row && row.dataset.status === 'completed' && row.querySelector('.stop').innerText.includes('completed');
+	})()`, 30*time.Second)
+	p.waitFor("the output", `!document.querySelector('#output').hidden`, 30*time.Second)
+	p.waitFor("the stream ends", `document.querySelector('#stream-state').dataset.state === 'ended'`, 30*time.Second)
+	if v := eval[string](p, `String(window.__samePage)`); v != "run1" {
+		t.Errorf("the run page was loaded again while the run went on (marker %q): it should update in place", v)
+	}
+	if live := eval[string](p, `document.querySelector('#live-log').innerText`); !strings.Contains(live, "Recommend a full refund") {
+		t.Errorf("the live token stream does not show the streamed answer of iteration 4:\n%s", live)
+	}
+	p.do("scroll to the top", 5*time.Second, chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+	p.screenshot("run-completed.png")
+
+	// A second run waits for the viewer's eyes; its page opens before it starts waiting and
+	// fills in without a reload.
+	const run2 = "console-refund-2"
+	start(run2)
+	p.do("open run 2", 30*time.Second, chromedp.Navigate(s.base+"/#/runs/"+run2),
+		chromedp.WaitVisible(css(`svg.graph g.node[data-step="investigate"]`)))
+	p.do("mark the page", 5*time.Second, chromedp.Evaluate[chromedp.Void](`window.__samePage = 'run2'`))
+	p.waitFor("run 2 waits", `document.querySelector('#run-status[data-status="waiting"]') !== null && document.querySelector('article.iteration[data-step="investigate"][data-n="3"][data-answer="waiting"]') !== null`, 60*time.Second)
+	if v := eval[string](p, `String(window.__samePage)`); v != "run2" {
+		t.Errorf("the run page was loaded again while the run went on (marker %q): it should update in place", v)
+	}
+	if p.shot != "" {
+		p.do("runs list", 30*time.Second, chromedp.Navigate(s.base+"/#/runs"), chromedp.WaitVisible(css(`tr[data-run="`+run2+`"][data-status="waiting"]`)),
+			chromedp.WaitVisible(css(`tr[data-run="`+run1+`"][data-status="completed"]`)))
+		p.screenshot("runs.png")
+		p.do("workflow", 30*time.Second, chromedp.Navigate(s.base+"/#/workflows/refund"), chromedp.WaitVisible(css(`#problems`)))
+		p.screenshot("workflow.png")
+		p.do("phone", 30*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), chromedp.Navigate(s.base+"/#/runs/"+run2),
+			chromedp.WaitVisible(css(`article.iteration[data-step="investigate"][data-n="3"]`)))
+		p.screenshot("phone-run.png")
+		p.do("desktop", 10*time.Second, chromedp.EmulateViewport(1280, 900))
+	}
+
+	// The viewer: no approve button anywhere, and the API refuses the viewer's approval.
+	p.do("sign out", 30*time.Second, chromedp.Navigate(s.base+"/#/runs"), chromedp.WaitVisible(css("#sign-out")), chromedp.Click(css("#sign-out")), chromedp.WaitVisible(css("#token")))
+	if tok := eval[string](p, `String(sessionStorage.getItem('reins.token'))`); tok != "null" {
+		t.Errorf("after signing out, sessionStorage holds %q", tok)
+	}
+	p.signIn(s.val, "val")
+	p.do("the viewer opens run 2", 30*time.Second, chromedp.Navigate(s.base+"/#/runs/"+run2),
+		chromedp.WaitVisible(css(`#waits li.wait[data-tool="draft_refund_recommendation"] .no-decide`)))
+	if n := eval[int](p, `document.querySelectorAll('button[data-action]').length`); n != 0 {
+		t.Errorf("the viewer sees %d approve or deny buttons on the run page", n)
+	}
+	if n := eval[int](p, `document.querySelectorAll('#cancel-run, .signal-box').length`); n != 0 {
+		t.Errorf("the viewer sees %d cancel or signal controls", n)
+	}
+	p.do("the viewer's inbox", 30*time.Second, chromedp.Click(css(`nav.main a[href="#/approvals"]`)),
+		chromedp.WaitVisible(css(`#approvals section[data-run="`+run2+`"] li.wait .no-decide`)))
+	if n := eval[int](p, `document.querySelectorAll('button[data-action]').length`); n != 0 {
+		t.Errorf("the viewer sees %d approve or deny buttons in the inbox", n)
+	}
+	code, body := s.call("GET", "/v1/runs/"+run2, s.val, "", nil)
+	var r2 struct {
+		Status  string `json:"status"`
+		Waiting []struct {
+			Pending []struct {
+				CallID string `json:"call_id"`
+			} `json:"pending"`
+		} `json:"waiting"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &r2) != nil || len(r2.Waiting) == 0 || len(r2.Waiting[0].Pending) == 0 {
+		t.Fatalf("GET /v1/runs/%s as the viewer: %d %s", run2, code, body)
+	}
+	call := r2.Waiting[0].Pending[0].CallID
+	code, body = s.callJSON("POST", "/v1/runs/"+run2+"/approvals/"+call, s.val, map[string]string{"decision": "approve"})
+	if code != http.StatusForbidden || !strings.Contains(string(body), "val") {
+		t.Errorf("the viewer's approval: %d %s, want 403 naming the principal", code, body)
+	}
+	if code, body := s.call("GET", "/v1/runs/"+run2, s.val, "", nil); code != http.StatusOK || !strings.Contains(string(body), `"status": "waiting"`) && !strings.Contains(string(body), `"status":"waiting"`) {
+		t.Errorf("after the viewer's refused approval, run 2: %d %s; want it still waiting", code, body)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, pr := range problems {
+		t.Errorf("the console's page: %s", pr)
+	}
+}

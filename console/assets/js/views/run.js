@@ -186,6 +186,9 @@ export function runView(main, ctx, id) {
   function setRun(next) {
     const was = run && run.status;
     run = {...(run || {}), ...next};
+    // A result leaves out `waiting` when nothing waits; a status message may leave out the
+    // graph and the trace, which stay.
+    if (!next.waiting) delete run.waiting;
     if (next.graph) graph = next.graph;
     renderSummary();
     renderActions();

@@ -250,13 +250,20 @@ func (p *consolePage) screenshot(name string) {
 
 func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 
-// signIn enters token in the console's prompt and waits for the principal's name.
+// signIn types token in the console's prompt, which has the focus, and presses Enter, as a
+// person with a keyboard would; then it waits for the principal's name.
 func (p *consolePage) signIn(token, name string) {
 	p.t.Helper()
 	p.do("sign in as "+name, 30*time.Second,
 		chromedp.WaitVisible(css("#token")),
-		chromedp.SendKeys(css("#token"), token),
-		chromedp.Click(css("#token-form button[type=submit]")),
+		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			id, err := chromedp.Evaluate[string](`document.activeElement && document.activeElement.id`)(ctx, t)
+			if err == nil && id != "token" {
+				err = fmt.Errorf("the focus is on %q, not on the token's field", id)
+			}
+			return err
+		}),
+		chromedp.KeyEvent(token+"\r"),
 		chromedp.WaitVisible(css(fmt.Sprintf(`#principal[data-name=%q]`, name))))
 }
 
@@ -331,6 +338,12 @@ func TestConsole(t *testing.T) {
 	p.screenshot("sign-in.png")
 	p.signIn(s.alice, "alice")
 	p.do("the runs list", 30*time.Second, chromedp.WaitVisible(css("#runs-body")))
+	// The keyboard's focus is visible: Tab from the page's heading reaches the first filter,
+	// outlined.
+	p.do("tab to the first filter", 10*time.Second, chromedp.KeyEvent("\t"))
+	if f := eval[string](p, `(() => { const e = document.activeElement; const st = getComputedStyle(e); return e.id + ' ' + st.outlineStyle + ' ' + st.outlineWidth; })()`); f != "f-status solid 3px" {
+		t.Errorf("after Tab, the focus is %q; want the status filter with a visible outline (f-status solid 3px)", f)
+	}
 	if tok := eval[string](p, `sessionStorage.getItem('reins.token')`); tok != s.alice {
 		t.Errorf("sessionStorage holds %q, want the token typed in", tok)
 	}

@@ -123,15 +123,22 @@ export function layout(graph) {
     const dx = (width - rowW) / 2;
     for (const n of row) { const p = pos.get(n.id); p.x += dx; p.cx += dx; }
   }
-  const loops = edges.filter((e) => e.kind === 'loop').length;
-  return {pos, width: width + 2 * PAD + loops * 22 + 40, height: Math.max(y - GAP_Y + PAD, 40), offset: PAD};
+  // Room on the left for the edges that skip layers, on the right for loop edges and their
+  // labels.
+  const loopEdges = edges.filter((e) => e.kind === 'loop' || (pos.has(e.from) && pos.has(e.to) && pos.get(e.to).y <= pos.get(e.from).y));
+  const skipEdges = forward.filter((e) => layer.get(e.to) - layer.get(e.from) > 1);
+  const skipW = Math.max(0, ...skipEdges.map((e) => Math.min((e.label || '').length, LABEL_CHARS) * 6.7 + 8));
+  const left = PAD + (skipEdges.length ? 24 + 14 * skipEdges.length + skipW : 0);
+  const labelW = Math.max(0, ...loopEdges.map((e) => Math.min((e.label || 'loop').length, LABEL_CHARS) * 6.7));
+  const right = PAD + Math.max(loopEdges.length ? 30 + 22 * loopEdges.length + labelW : 0, skipEdges.length ? 24 + 14 * skipEdges.length + skipW : 0);
+  return {pos, width: width + left + right, height: Math.max(y - GAP_Y + PAD, 40), offset: left, inner: width};
 }
 
 // drawGraph returns the SVG of graph with a title; statusOf(step) gives a step's status (its
 // node's class), current(step) whether it is the step that runs or waits now.
 export function drawGraph(graph, {title, statusOf = () => '', isCurrent = () => false} = {}) {
   const n = ++drawings;
-  const {pos, width, height, offset} = layout(graph);
+  const {pos, width, height, offset, inner} = layout(graph);
   const titleId = `graph-title-${n}`;
   const descId = `graph-desc-${n}`;
   const arrow = `arrow-${n}`;
@@ -154,8 +161,18 @@ export function drawGraph(graph, {title, statusOf = () => '', isCurrent = () => 
   const at = (id) => { const p = pos.get(id); return p && {...p, x: p.x + offset, cx: p.cx + offset}; };
 
   let loopN = 0;
+  let skipN = 0;
   const placed = []; // the boxes of the labels drawn so far
-  const rightmost = width - 40;
+  const free = (box) => !placed.some((o) => o.x < box.x + box.w && box.x < o.x + o.w && o.y < box.y + box.h && box.y < o.y + o.h);
+  const labelWidth = (e) => Math.min((e.label || '').length, LABEL_CHARS) * 6.7 + 6;
+  // crosses reports whether the straight way from a down to b runs through a node in between.
+  const crosses = (a, b) => [...pos.keys()].some((id) => {
+    const m = at(id);
+    if (m.layer <= a.layer || m.layer >= b.layer) return false;
+    const y = m.y + m.h / 2;
+    const x = a.cx + (b.cx - a.cx) * (y - (a.y + a.h)) / (b.y - (a.y + a.h));
+    return x > m.x - 8 && x < m.x + m.w + 8;
+  });
   for (const e of mergeEdges(graph.edges)) {
     const a = at(e.from);
     const b = at(e.to);
@@ -163,22 +180,35 @@ export function drawGraph(graph, {title, statusOf = () => '', isCurrent = () => 
     let d;
     let lx;
     let ly;
+    let anchor = 'middle';
     if (e.from === e.to) {
       const x = a.x + a.w;
       const y1 = a.y + a.h / 2;
       d = `M${x},${y1 - 8} C${x + 44},${y1 - 34} ${x + 44},${y1 + 34} ${x},${y1 + 8}`;
-      lx = x + 40;
+      lx = x + 38;
       ly = y1;
+      anchor = 'start';
       loopN++;
     } else if (e.kind === 'loop' || b.y <= a.y) {
-      // Back to an earlier step: out of a's right side, along the right margin, into b's right side.
-      const x = Math.max(a.x + a.w, b.x + b.w) + 24 + 22 * loopN++;
-      const xm = Math.min(x, rightmost + 22 * loopN);
+      // Back to an earlier step: out of a's right side, along the right, into b's right side.
+      const x0 = Math.max(a.x + a.w, b.x + b.w);
+      const x = offset + inner + 26 + 22 * loopN++;
       const y1 = a.y + a.h / 2;
       const y2 = b.y + b.h / 2;
-      d = `M${a.x + a.w},${y1} C${xm},${y1} ${xm},${y2} ${b.x + b.w},${y2}`;
-      lx = xm - 6;
+      d = `M${a.x + a.w},${y1} C${x},${y1} ${x},${y2} ${b.x + b.w},${y2}`;
+      lx = x0 + 0.75 * (x - x0) + 6;
       ly = (y1 + y2) / 2;
+      anchor = 'start';
+    } else if (b.layer - a.layer > 1 && crosses(a, b)) {
+      // Down past the steps in between: along the side nearer to the target.
+      const onLeft = b.cx <= offset + inner / 2;
+      const x = onLeft ? offset - 16 - 14 * skipN++ : offset + inner + 16 + 14 * skipN++;
+      const y1 = a.y + a.h;
+      const y2 = b.y;
+      d = `M${a.cx},${y1} C${a.cx},${y1 + 30} ${x},${y1 + 10} ${x},${y1 + 40} L${x},${y2 - 40} C${x},${y2 - 10} ${b.cx},${y2 - 30} ${b.cx},${y2 - 1}`;
+      lx = onLeft ? x - 4 : x + 4;
+      ly = (y1 + y2) / 2;
+      anchor = onLeft ? 'end' : 'start';
     } else {
       const y1 = a.y + a.h;
       const y2 = b.y;
@@ -186,23 +216,23 @@ export function drawGraph(graph, {title, statusOf = () => '', isCurrent = () => 
       d = `M${a.cx},${y1} C${a.cx},${my} ${b.cx},${my} ${b.cx},${y2 - 1}`;
       // The label sits near the target, where edges fanning out of one step are apart; where
       // another label is there already, further up the edge.
-      const label = (e.label || '').length;
-      const w = Math.min(label, LABEL_CHARS) * 6.7 + 6;
+      const w = labelWidth(e);
       for (const t of [0.8, 0.62, 0.46, 0.3, 0.88]) {
         const bez = (p0, p1, p2, p3) => (1 - t) ** 3 * p0 + 3 * (1 - t) ** 2 * t * p1 + 3 * (1 - t) * t * t * p2 + t ** 3 * p3;
         lx = bez(a.cx, a.cx, b.cx, b.cx);
         ly = bez(y1, my, my, y2);
-        const box = {x: lx - w / 2, y: ly - 8, w, h: 16};
-        if (!label || !placed.some((o) => o.x < box.x + box.w && box.x < o.x + o.w && o.y < box.y + box.h && box.y < o.y + o.h)) break;
+        if (!e.label || free({x: lx - w / 2, y: ly - 8, w, h: 16})) break;
       }
-      if (label) placed.push({x: lx - w / 2, y: ly - 8, w, h: 16});
+    }
+    if (e.label) {
+      const w = labelWidth(e);
+      placed.push({x: anchor === 'middle' ? lx - w / 2 : anchor === 'end' ? lx - w : lx, y: ly - 8, w, h: 16});
     }
     const loop = e.kind === 'loop';
     const g = s('g', {class: ['edge', 'k-' + e.kind], dataset: {from: e.from, to: e.to}},
       s('path', {d, 'marker-end': `url(#${loop ? arrowLoop : arrow})`}));
-    const label = loop ? (e.label ? `loop ${e.label}` : 'loop') : e.label;
+    const label = loop ? e.label || 'loop' : e.label;
     if (label) {
-      const anchor = e.from === e.to ? 'start' : loop ? 'end' : 'middle';
       const text = s('text', {x: lx, y: ly, class: 'edge-label', 'text-anchor': anchor, 'dominant-baseline': 'middle'}, label.length > LABEL_CHARS ? label.slice(0, LABEL_CHARS - 1) + '…' : label);
       g.append(s('title', {}, `${e.from} → ${e.to}: ${label}`), text);
     }

@@ -451,6 +451,18 @@ func TestConsole(t *testing.T) {
 	if v := eval[string](p, `String(window.__samePage)`); v != "run2" {
 		t.Errorf("the run page was loaded again while the run went on (marker %q): it should update in place", v)
 	}
+	// The list's filters and pages.
+	p.do("filter by status", 30*time.Second, chromedp.Navigate(s.base+"/#/runs?status=completed"),
+		chromedp.WaitVisible(css(`tr[data-run="`+run1+`"][data-status="completed"]`)))
+	if n := eval[int](p, `document.querySelectorAll('tr[data-run="`+run2+`"]').length`); n != 0 {
+		t.Errorf("the runs completed list shows the waiting run %s", run2)
+	}
+	p.do("a page of one", 30*time.Second, chromedp.Navigate(s.base+"/#/runs?limit=1"),
+		chromedp.WaitVisible(css(`tr[data-run="`+run2+`"]`)),
+		chromedp.Click(css(`#next-page`)),
+		chromedp.WaitVisible(css(`tr[data-run="`+run1+`"]`)),
+		chromedp.Click(css(`#prev-page`)),
+		chromedp.WaitVisible(css(`tr[data-run="`+run2+`"]`)))
 	if p.shot != "" {
 		p.do("runs list", 30*time.Second, chromedp.Navigate(s.base+"/#/runs"), chromedp.WaitVisible(css(`tr[data-run="`+run2+`"][data-status="waiting"]`)),
 			chromedp.WaitVisible(css(`tr[data-run="`+run1+`"][data-status="completed"]`)))

@@ -26,7 +26,7 @@ export function runView(main, ctx, id) {
   let lastWaits = null;
   let lastGraphKey = null;
   const iters = new Map(); // iterKey → {step, n, data, state, stale, loading}
-  const deltas = new Map(); // iterKey → text
+  const deltas = new Map(); // iterKey → turn → {text, calls: index → {name, args}}
   const liveBlocks = new Map(); // iterKey → its block in the live log
   const seenEvents = new Set();
   let eventCount = 0;
@@ -98,7 +98,7 @@ export function runView(main, ctx, id) {
       return u;
     }, {tokens: 0, cost: 0, calls: 0});
     const rows = [
-      ['Workflow', run.workflow ? h('a', {href: '#/workflows/' + enc(run.workflow)}, run.workflow) : '—'],
+      ['Workflow', run.workflow ? [run.workflow, ' ', h('a', {href: '#/runs?workflow=' + enc(run.workflow), class: 'small'}, '(its runs)')] : '—'],
       ['Status', badge(run.status)],
       ['Path', (run.path || []).length ? (run.path || []).join(' → ') : '—'],
       ['Spent', `${fmtInt(usage.calls)} model calls, ${fmtInt(usage.tokens)} tokens, ${fmtCost(usage.cost)}`],
@@ -285,7 +285,7 @@ export function runView(main, ctx, id) {
 
   function renderIteration(it) {
     const k = iterKey(it.step, it.n);
-    const live = deltas.get(k);
+    const live = liveText(k);
     if (it.state === 'none' && !live && !activeStatus(stepOf(it.step))) {
       // A step without iteration records (a switch, an approval step): nothing to show.
       const group = timeline.querySelector(`section.step-iters[data-step="${CSS.escape(it.step)}"]`);
@@ -311,7 +311,8 @@ export function runView(main, ctx, id) {
     h('h4', {id: headId}, `Iteration ${it.n} `, badge(answer.replace(' ', '_')),
       parts.length ? h('span', {class: 'muted costs'}, ` ${fmtInt(tokens)} tokens · ${fmtCost(cost)}`) : null),
     parts.map(partView),
-    live ? h('div', {class: 'streamed'}, h('p', {class: 'muted'}, last && last.answer !== 'waiting' ? 'Streamed reply:' : 'Streaming now:'), h('pre', {class: 'live-text'}, live)) : null,
+    // The reply as it streams, until the iteration's record (which has all of it) comes.
+    live && !parts.length ? h('div', {class: 'streamed'}, h('p', {class: 'muted'}, 'Streaming now:'), h('pre', {class: 'live-text'}, live)) : null,
     it.state === 'error' ? alert(`This iteration could not be read: ${problemText(it.error)}`) : null,
     !parts.length && it.state !== 'error' ? h('p', {class: 'muted'}, 'No answer yet: the iteration is running.') : null,
     parts.some((p) => hasRefs(p.event.record)) ? fullButton(it) : null);
@@ -378,10 +379,38 @@ export function runView(main, ctx, id) {
 
   // --- live deltas
 
+  // A delta is a piece of a turn's reply: text, or a piece of a proposed call (its name and
+  // id first, then fragments of its arguments' JSON). liveText puts an iteration's together.
+  function liveText(k) {
+    const turns = deltas.get(k);
+    if (!turns) return '';
+    const out = [];
+    for (const [turn, t] of [...turns].sort((a, b) => a[0] - b[0])) {
+      let s = turns.size > 1 ? `[turn ${turn}] ` : '';
+      s += t.text;
+      for (const [, c] of [...t.calls].sort((a, b) => a[0] - b[0])) s += `${s ? '\n' : ''}→ ${c.name || 'call'} ${c.args}`;
+      out.push(s);
+    }
+    return out.join('\n');
+  }
+
   function addDelta(d) {
-    if (!d || !d.step) return;
+    if (!d || !d.step || (!d.text && !d.call_name && !d.arguments && !d.call_id)) return;
     const k = iterKey(d.step, d.iteration || 0);
-    deltas.set(k, (deltas.get(k) || '') + (d.text || ''));
+    if (!deltas.has(k)) deltas.set(k, new Map());
+    const turns = deltas.get(k);
+    const turn = d.turn || 0;
+    if (!turns.has(turn)) turns.set(turn, {text: '', calls: new Map()});
+    const t = turns.get(turn);
+    t.text += d.text || '';
+    if (d.call_name || d.call_id || d.arguments) {
+      const idx = d.call_index || 0;
+      const c = t.calls.get(idx) || {name: '', args: ''};
+      if (d.call_name) c.name = d.call_name;
+      c.args += d.arguments || '';
+      t.calls.set(idx, c);
+    }
+    const text = liveText(k);
     let block = liveBlocks.get(k);
     if (!block) {
       block = h('div', {class: 'live-block', dataset: {step: d.step, n: d.iteration || 0}},
@@ -389,13 +418,13 @@ export function runView(main, ctx, id) {
       liveBlocks.set(k, block);
       liveLog.append(block);
     }
-    block.querySelector('pre').textContent = deltas.get(k);
+    block.querySelector('pre').textContent = text;
     if (d.iteration) {
       want(d.step, d.iteration, false);
       const it = iters.get(k);
       if (it) {
         const pre = timeline.querySelector(`li[data-n="${d.iteration}"] article[data-step="${CSS.escape(d.step)}"] pre.live-text`);
-        if (pre) pre.textContent = deltas.get(k); else renderIteration(it);
+        if (pre) pre.textContent = text; else renderIteration(it);
       }
     }
   }

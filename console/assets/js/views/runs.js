@@ -11,7 +11,7 @@ export function runsView(main, ctx, q) {
   document.title = 'Runs · reins';
   const status = q.get('status') || '';
   const workflow = q.get('workflow') || '';
-  const limit = q.get('limit') || '20';
+  const limit = /^[1-9][0-9]{0,2}$/.test(q.get('limit') || '') && Number(q.get('limit')) <= 500 ? q.get('limit') : '20';
   let cursors = ['']; // the cursor of each page seen, to go back
   let page = 0;
   let timer = null;
@@ -24,7 +24,9 @@ export function runsView(main, ctx, q) {
     STATUSES.map((s) => h('option', {value: s, selected: s === status}, s.replace('_', ' '))));
   const wfInput = h('input', {id: 'f-workflow', name: 'workflow', type: 'text', value: workflow, list: 'wf-names', autocomplete: 'off', spellcheck: 'false'});
   const wfList = h('datalist', {id: 'wf-names'});
-  const limitSel = h('select', {id: 'f-limit', name: 'limit'}, ['10', '20', '50', '100'].map((n) => h('option', {value: n, selected: n === limit}, n)));
+  const sizes = ['10', '20', '50', '100'];
+  if (!sizes.includes(limit)) sizes.unshift(limit); // a size the address asks for
+  const limitSel = h('select', {id: 'f-limit', name: 'limit'}, sizes.map((n) => h('option', {value: n, selected: n === limit}, n)));
   const form = h('form', {class: 'filters', role: 'search', 'aria-label': 'Filter runs'},
     h('div', {class: 'field'}, h('label', {for: 'f-status'}, 'Status'), statusSel),
     h('div', {class: 'field'}, h('label', {for: 'f-workflow'}, 'Workflow'), wfInput, wfList),
@@ -64,9 +66,13 @@ export function runsView(main, ctx, q) {
     h('div', {class: 'table-wrap', role: 'region', 'aria-label': 'Runs', tabindex: '0'}, table),
     h('nav', {class: 'pager', 'aria-label': 'Pages of runs'}, prev, pageLabel, next));
 
-  api.workflows().then((res) => {
-    replace(wfList, (res.workflows || []).map((w) => h('option', {value: w.name})));
-  }).catch(() => { /* the filter still takes any name */ });
+  // The filter takes a definition's name (a run's `workflow`): the names of the runs seen.
+  const names = new Set();
+  const addNames = (runs) => {
+    const before = names.size;
+    for (const r of runs) if (r.workflow) names.add(r.workflow);
+    if (names.size !== before) replace(wfList, [...names].sort().map((n) => h('option', {value: n})));
+  };
 
   function row(r) {
     const err = r.error ? `${r.error.code}: ${r.error.message}` : '';
@@ -86,6 +92,7 @@ export function runsView(main, ctx, q) {
       const res = await api.runs({status, workflow, limit, cursor: cursors[page]}, {signal: ctrl.signal});
       if (stopped) return;
       const runs = res.runs || [];
+      addNames(runs);
       const changes = [];
       for (const r of runs) {
         const before = known.get(r.run_id);

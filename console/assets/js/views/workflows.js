@@ -52,7 +52,7 @@ export function workflowView(main, ctx, name, q) {
         h('dt', {}, 'Version'), h('dd', {}, h('label', {for: 'wf-version', class: 'visually-hidden'}, 'Version'), verSel),
         h('dt', {}, 'Hash'), h('dd', {}, h('code', {}, wf.hash || '')),
         h('dt', {}, 'Registered'), h('dd', {}, fmtTime(wf.registered_at), wf.registered_by ? ` by ${wf.registered_by}` : ''),
-        h('dt', {}, 'Runs'), h('dd', {}, h('a', {href: '#/runs?workflow=' + enc(name)}, 'Runs of this workflow'))),
+        h('dt', {}, 'Runs'), h('dd', {}, h('a', {href: '#/runs?workflow=' + enc(definitionName(wf.source) || name)}, 'Runs of this workflow'))),
       h('section', {id: 'problems', 'aria-labelledby': 'problems-h'},
         h('h2', {id: 'problems-h'}, 'Validation'),
         problems.length
@@ -69,6 +69,17 @@ export function workflowView(main, ctx, name, q) {
     if (!stopped) replace(content, alert(err.status === 404 ? `No workflow ${name} is registered.` : problemText(err)));
   });
   return () => { stopped = true; };
+}
+
+// definitionName is the workflow's own name (its top-level `name = "..."`), which runs are
+// listed by; the registered name may differ.
+function definitionName(source) {
+  for (const line of String(source || '').split('\n')) {
+    if (/^\s*\[/.test(line)) return '';
+    const m = line.match(/^\s*name\s*=\s*"([^"\\]*)"/);
+    if (m) return m[1];
+  }
+  return '';
 }
 
 function startForm(ctx, name, version) {

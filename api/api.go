@@ -50,7 +50,6 @@ type access int
 
 const (
 	public access = iota // anyone: /healthz, /readyz, the console's files, the OpenAPI document
-	anyone               // any principal, a worker too: GET /v1/me
 	read                 // any principal but a worker: viewer, submitter, approver, admin
 	submit               // submitter, admin: start and cancel runs, register workflows
 	decide               // approver, admin: approvals, signals, resume
@@ -106,7 +105,7 @@ func (s *Server) table() []route {
 		{"PUT", "/v1/workflows/{name}", submit, s.putWorkflow},
 		{"GET", "/v1/workflows", read, s.listWorkflows},
 		{"GET", "/v1/workflows/{name}", read, s.getWorkflow},
-		{"GET", "/v1/me", anyone, s.getMe},
+		{"GET", "/v1/me", read, s.getMe},
 	}
 	if s.cfg.Metrics != nil {
 		rs = append(rs, route{"GET", "/metrics", read, func(w http.ResponseWriter, r *http.Request, _ operator.Principal) error {
@@ -154,8 +153,6 @@ func allowed(p operator.Principal, a access) bool {
 		return true
 	}
 	switch a {
-	case anyone:
-		return true
 	case read:
 		return p.Has(operator.RoleViewer) || p.Has(operator.RoleSubmitter) || p.Has(operator.RoleApprover)
 	case submit:
@@ -169,8 +166,6 @@ func allowed(p operator.Principal, a access) bool {
 // needs names the roles that allow a.
 func needs(a access) string {
 	switch a {
-	case anyone:
-		return "any"
 	case read:
 		return "viewer, submitter, approver or admin"
 	case submit:

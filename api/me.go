@@ -13,8 +13,8 @@ type me struct {
 	Roles []string `json:"roles"`
 }
 
-// getMe serves GET /v1/me (docs/api.md, "Who am I"): the authenticated principal's name and
-// roles, to any principal.
+// getMe serves GET /v1/me (docs/api.md): the authenticated principal's name and roles, to any
+// principal that may read (all but a worker, which calls nothing).
 func (s *Server) getMe(w http.ResponseWriter, _ *http.Request, p operator.Principal) error {
 	roles := p.Roles
 	if roles == nil {

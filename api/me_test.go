@@ -10,8 +10,8 @@ import (
 	"github.com/reins-run/reins/operator"
 )
 
-// TestMe: GET /v1/me names the principal of the token and its roles, to every principal (a
-// worker too), and answers 401 without a known token.
+// TestMe: GET /v1/me names the principal of the token and its roles, to every principal that
+// may read; a worker gets 403, and a request without a known token 401.
 func TestMe(t *testing.T) {
 	res, err := (&operator.Config{}).Resolve(func(string) string { return "" }, nil)
 	if err != nil {
@@ -44,7 +44,6 @@ func TestMe(t *testing.T) {
 		roles       []string
 	}{
 		{"alice-token", "alice", []string{"approver", "viewer"}},
-		{"wanda-token", "wanda", []string{"worker"}},
 	} {
 		resp, body := get(c.token)
 		if resp.StatusCode != http.StatusOK || body["name"] != c.name {
@@ -57,6 +56,9 @@ func TestMe(t *testing.T) {
 		if !slices.Equal(roles, c.roles) {
 			t.Errorf("GET /v1/me as %s: roles %v, want %v", c.name, roles, c.roles)
 		}
+	}
+	if resp, body := get("wanda-token"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("GET /v1/me as a worker: %d %v, want 403", resp.StatusCode, body)
 	}
 	for _, token := range []string{"", "nobody's"} {
 		if resp, body := get(token); resp.StatusCode != http.StatusUnauthorized || body["status"] != float64(401) {

@@ -16,8 +16,31 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// ErrNotWaiting: the run has no step waiting for what was asked (a decision, input).
-var ErrNotWaiting = errors.New("nothing in the run waits for it")
+// Errors of the answers to a waiting run (Decide, Resume), to match with errors.Is.
+var (
+	// ErrNotWaiting: the run has no step waiting for what was asked (a decision, input).
+	ErrNotWaiting = errors.New("nothing in the run waits for it")
+	// ErrRunNotWaiting: no step of the run waits for anything (it is running). It is an
+	// ErrNotWaiting too: errors.Is(err, ErrNotWaiting) holds for both, and ErrRunNotWaiting
+	// tells a run that waits for nothing from one that waits for something else.
+	ErrRunNotWaiting error = runNotWaiting{}
+	// ErrAmbiguous: several steps wait for what was asked; the caller must name one.
+	ErrAmbiguous = errors.New("several steps match")
+)
+
+type runNotWaiting struct{}
+
+func (runNotWaiting) Error() string        { return "no step of the run waits" }
+func (runNotWaiting) Is(target error) bool { return target == ErrNotWaiting }
+
+// notWaiting is the error of an answer to run that nothing in it waits for: ErrRunNotWaiting
+// when no step waits at all, else ErrNotWaiting.
+func notWaiting(run *engine.Run) error {
+	if len(WaitingSteps(nil, run)) == 0 {
+		return ErrRunNotWaiting
+	}
+	return ErrNotWaiting
+}
 
 // Waiting is one step of a run that waits for a human or a signal, as commands list it.
 type Waiting struct {
@@ -68,7 +91,8 @@ type Decided struct {
 // engine refuses it from anyone else). target is a pending call's id, or the key of a step
 // waiting for approval (every call it has pending, or the approval step), or "" for everything
 // in the run that waits for approval. It returns what it decided. ErrNotWaiting when nothing
-// matches target.
+// matches target (ErrRunNotWaiting when no step of the run waits at all), ErrFinished when the
+// run has finished, ErrNotFound when there is no such run.
 //
 // A step with approvers (shared/spec/server.md) is decided only by one of them: a principal
 // the client can tell is not one is refused at once (ErrForbidden, naming the principal, and
@@ -135,7 +159,7 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 				what += " (pending calls: " + strings.Join(calls, ", ") + ")"
 			}
 		}
-		return nil, fmt.Errorf("client: run %s: %s: %w", runID, what, ErrNotWaiting)
+		return nil, fmt.Errorf("client: run %s: %s: %w", runID, what, notWaiting(rec.Run))
 	}
 	if onBehalfOf != "" && !c.isAdmin() {
 		return nil, fmt.Errorf("client: run %s: principal %s may not decide on behalf of %s: only an admin may: %w", runID, c.principal, onBehalfOf, ErrForbidden)
@@ -203,7 +227,9 @@ func (c *Client) awaitVerdicts(ctx context.Context, runID string, ids map[string
 }
 
 // Resume sends a human's input to the step of run runID paused on needs_human: step names it,
-// or "" when only one step is paused. It returns the step's key.
+// or "" when only one step is paused. It returns the step's key. ErrNotWaiting when no step
+// (or not step) waits for input (ErrRunNotWaiting when no step waits at all), ErrAmbiguous
+// when several do and step is "".
 func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawMessage) (string, error) {
 	if err := wire.CheckJSON(input, int(c.maxInput)); err != nil {
 		return "", fmt.Errorf("client: resume run %s: the input %w", runID, err)
@@ -220,15 +246,15 @@ func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawM
 	}
 	switch {
 	case len(paused) == 0 && step != "":
-		return "", fmt.Errorf("client: run %s: step %q does not wait for input: %w", runID, step, ErrNotWaiting)
+		return "", fmt.Errorf("client: run %s: step %q does not wait for input: %w", runID, step, notWaiting(rec.Run))
 	case len(paused) == 0:
-		return "", fmt.Errorf("client: run %s: no step waits for input: %w", runID, ErrNotWaiting)
+		return "", fmt.Errorf("client: run %s: no step waits for input: %w", runID, notWaiting(rec.Run))
 	case len(paused) > 1:
 		keys := make([]string, len(paused))
 		for i, w := range paused {
 			keys[i] = w.Key
 		}
-		return "", fmt.Errorf("client: run %s: steps %s wait for input: name one with --step", runID, strings.Join(keys, ", "))
+		return "", fmt.Errorf("client: run %s: steps %s wait for input: name one with --step: %w", runID, strings.Join(keys, ", "), ErrAmbiguous)
 	}
 	w := paused[0]
 	if err := c.publish(ctx, c.humanEvent(runID, w, protocol.Event{Type: protocol.EvResume, Output: input})); err != nil {

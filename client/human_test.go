@@ -42,8 +42,8 @@ func TestDecideEachPendingCall(t *testing.T) {
 	id := v.Start(bs, "", "")
 	v.WaitFor(id, func(rec *client.Record) bool { return rec.Run.Status == protocol.RunWaiting })
 
-	if _, err := v.Client.Decide(v.Ctx, id, "c9", true, "", "ana"); !errors.Is(err, client.ErrNotWaiting) {
-		t.Fatalf("Decide on an unknown call: %v, want ErrNotWaiting", err)
+	if _, err := v.Client.Decide(v.Ctx, id, "c9", true, "", "ana"); !errors.Is(err, client.ErrNotWaiting) || errors.Is(err, client.ErrRunNotWaiting) {
+		t.Fatalf("Decide on an unknown call: %v, want ErrNotWaiting (the run waits for something else, not ErrRunNotWaiting)", err)
 	}
 	done, err := v.Client.Decide(v.Ctx, id, "c2", false, "no emails today", "ana")
 	if err != nil || len(done) != 1 || done[0].CallID != "c2" || done[0].Tool != "email" {
@@ -100,7 +100,11 @@ func TestSignalBeforeTheWait(t *testing.T) {
 	if err := v.Client.Signal(v.Ctx, id, "go", json.RawMessage(`{`)); err == nil {
 		t.Error("Signal with data that is not JSON: no error")
 	}
-	if _, err := v.Client.Resume(v.Ctx, id, "", json.RawMessage(`"hi"`)); !errors.Is(err, client.ErrNotWaiting) {
-		t.Errorf("Resume with nothing paused: %v, want ErrNotWaiting", err)
+	// Nothing waits at all (the step sleeps): ErrRunNotWaiting, which is an ErrNotWaiting.
+	if _, err := v.Client.Resume(v.Ctx, id, "", json.RawMessage(`"hi"`)); !errors.Is(err, client.ErrRunNotWaiting) || !errors.Is(err, client.ErrNotWaiting) {
+		t.Errorf("Resume with nothing paused: %v, want ErrRunNotWaiting and ErrNotWaiting", err)
+	}
+	if _, err := v.Client.Decide(v.Ctx, id, "", true, "", ""); !errors.Is(err, client.ErrRunNotWaiting) {
+		t.Errorf("Decide with nothing waiting: %v, want ErrRunNotWaiting", err)
 	}
 }

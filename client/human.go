@@ -83,6 +83,11 @@ type Decided struct {
 	Step   string // the step's key
 	CallID string // "" for an approval step
 	Tool   string // the pending call's tool
+	// Event is the id of the decision's event: the run's acts (engine.Run.Acts) record it
+	// once the engine took it (AwaitDecided).
+	Event string
+	// wait is the waiting the decision addresses: activation, iteration, attempt, resume.
+	wait [4]int
 }
 
 // Decide sends a human decision to run runID: approve or deny, with message (the result a
@@ -111,6 +116,10 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 	var out []Decided
 	var calls []string
 	verdicts := map[string]string{} // event id → the step it decides, for steps with approvers
+	sent := func(w Waiting, callID, tool string) Decided {
+		return Decided{Step: w.Key, CallID: callID, Tool: tool, Event: evs[len(evs)-1].ID,
+			wait: [4]int{w.Step.Activation, w.Step.Iteration, w.Step.Attempt, w.Step.Resume}}
+	}
 	decide := func(w Waiting, callID string) error {
 		if def == nil {
 			if def, err = c.Definition(ctx, rec); err != nil {
@@ -137,7 +146,7 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 				if err := decide(w, ""); err != nil {
 					return nil, err
 				}
-				out = append(out, Decided{Step: w.Key})
+				out = append(out, sent(w, "", ""))
 			}
 			continue
 		}
@@ -147,7 +156,7 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 				if err := decide(w, p.CallID); err != nil {
 					return nil, err
 				}
-				out = append(out, Decided{Step: w.Key, CallID: p.CallID, Tool: p.Tool})
+				out = append(out, sent(w, p.CallID, p.Tool))
 			}
 		}
 	}
@@ -224,6 +233,56 @@ func (c *Client) awaitVerdicts(ctx context.Context, runID string, ids map[string
 		}
 	}
 	return nil
+}
+
+// AwaitDecided waits until the engine has taken each decision of ds (what Decide returned
+// for run runID): nil once the run's acts record each one, or once the run has finished;
+// ErrForbidden, naming the principal, when the engine refused one (the run keeps waiting);
+// ErrNotWaiting when one no longer fits what its step waits for (another decision came first,
+// or the step stopped waiting), so that the engine took it without effect and recorded nothing.
+// It ends with ctx's error when ctx is done first (no engine runs).
+func (c *Client) AwaitDecided(ctx context.Context, runID string, ds []Decided) error {
+	for rec, err := range c.Watch(ctx, runID) {
+		if err != nil {
+			return fmt.Errorf("client: run %s: the decision was sent, but the engine did not take it: %w", runID, err)
+		}
+		if rec.Finished() {
+			return nil
+		}
+		taken := 0
+		for _, d := range ds {
+			i := slices.IndexFunc(rec.Run.Acts, func(a engine.Act) bool { return a.ID == d.Event })
+			switch {
+			case i >= 0 && rec.Run.Acts[i].Refused != "":
+				a := rec.Run.Acts[i]
+				return fmt.Errorf("client: run %s: step %s: the decision was refused: %s; the run keeps waiting: %w", runID, a.Step, a.Refused, ErrForbidden)
+			case i >= 0:
+				taken++
+			case moot(rec.Run, d):
+				what := "step " + d.Step
+				if d.CallID != "" {
+					what = "call " + d.CallID + " of step " + d.Step
+				}
+				return fmt.Errorf("client: run %s: %s no longer waits for this decision (another came first): %w", runID, what, ErrNotWaiting)
+			}
+		}
+		if taken == len(ds) {
+			return nil
+		}
+	}
+	return fmt.Errorf("client: run %s: the decision was sent, but the watch ended", runID)
+}
+
+// moot reports whether decision d no longer fits run: its step does not wait for approval in
+// the waiting d addressed, or its call was decided by another decision.
+func moot(run *engine.Run, d Decided) bool {
+	sr := run.Steps[d.Step]
+	if sr == nil || sr.Status != protocol.StepWaiting || sr.Wait != protocol.WaitApproval ||
+		[4]int{sr.Activation, sr.Iteration, sr.Attempt, sr.Resume} != d.wait {
+		return true
+	}
+	_, decided := sr.Decisions[d.CallID]
+	return d.CallID != "" && decided
 }
 
 // Resume sends a human's input to the step of run runID paused on needs_human: step names it,

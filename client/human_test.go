@@ -49,7 +49,22 @@ func TestDecideEachPendingCall(t *testing.T) {
 	if err != nil || len(done) != 1 || done[0].CallID != "c2" || done[0].Tool != "email" {
 		t.Fatalf("Decide c2: %+v, %v", done, err)
 	}
-	rec := v.WaitFor(id, func(rec *client.Record) bool { return len(rec.Run.Steps["act"].Decisions) == 1 })
+	if err := v.Client.AwaitDecided(v.Ctx, id, done); err != nil {
+		t.Fatalf("AwaitDecided c2: %v", err)
+	}
+	rec, err := v.Client.Get(v.Ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := rec.Run.Steps["act"].Decisions; len(d) != 1 || d["c2"].By != "admin" {
+		t.Fatalf("decisions %+v once AwaitDecided returned; want c2's, by admin", d)
+	}
+	// A decision the engine did not record, for a call decided since: it no longer fits.
+	stale := slices.Clone(done)
+	stale[0].Event = "not-sent"
+	if err := v.Client.AwaitDecided(v.Ctx, id, stale); !errors.Is(err, client.ErrNotWaiting) {
+		t.Fatalf("AwaitDecided on a call decided by another decision: %v, want ErrNotWaiting", err)
+	}
 	if rec.Run.Status != protocol.RunWaiting {
 		t.Fatalf("after one of two decisions the run is %s; want still waiting", rec.Run.Status)
 	}

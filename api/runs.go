@@ -61,8 +61,8 @@ type IterationView struct {
 // DecidedCall is one decision of POST /v1/runs/{id}/approvals/{call}.
 type DecidedCall struct {
 	Step   string `json:"step"`
-	CallID string `json:"call_id,omitempty"`
-	Tool   string `json:"tool,omitempty"`
+	CallID string `json:"call_id"` // "" for an approval step
+	Tool   string `json:"tool"`
 }
 
 // listStatuses are the statuses GET /v1/runs selects by.
@@ -202,8 +202,8 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, p operator.Pr
 }
 
 // decide serves POST /v1/runs/{id}/approvals/{call}: {"decision": "approve"|"deny", "message"}.
-// It answers once the engine accepted the decision (a step with approvers) or once it was
-// sent (any other).
+// It answers once the engine took the decision: 403 when it refused it, 409 when another
+// decision came first.
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, p operator.Principal) error {
 	id, err := runID(r)
 	if err != nil {
@@ -219,8 +219,14 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, p operator.Princ
 	if body.Decision != "approve" && body.Decision != "deny" {
 		return problemf(http.StatusBadRequest, "the member \"decision\" of the body is %q: want \"approve\" or \"deny\"", body.Decision)
 	}
-	done, err := s.client(p).Decide(r.Context(), id, r.PathValue("call"), body.Decision == "approve", body.Message, "")
+	c := s.client(p)
+	done, err := c.Decide(r.Context(), id, r.PathValue("call"), body.Decision == "approve", body.Message, "")
 	if err != nil {
+		return runProblem(id, err)
+	}
+	if err := c.AwaitDecided(r.Context(), id, done); errors.Is(err, client.ErrNotWaiting) {
+		return problemf(http.StatusConflict, "%s", detail(err))
+	} else if err != nil {
 		return runProblem(id, err)
 	}
 	out := make([]DecidedCall, len(done))

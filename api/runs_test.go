@@ -395,6 +395,12 @@ func TestDecide(t *testing.T) {
 		if a.JSON(t, &got); a.Status != http.StatusOK || len(got.Decided) != 1 || got.Decided[0].Step != "ask" {
 			t.Fatalf("approve: %d %s, want 200 deciding step ask", a.Status, a.Body)
 		}
+		// The answer came once the engine took the decision: the run no longer waits for it.
+		if rec, err := s.Admin.Get(s.Ctx, id); err != nil {
+			t.Fatal(err)
+		} else if sr := rec.Run.Steps["ask"]; sr.Status == protocol.StepWaiting {
+			t.Fatalf("after the 200, step ask is %+v; want the decision taken", sr)
+		}
 		rec := s.wait(id)
 		if rec.Run.Status != protocol.RunCompleted || rec.Run.Steps["ask"].Label != "approved" {
 			t.Fatalf("run %s, step ask labelled %q; want completed, approved", rec.Run.Status, rec.Run.Steps["ask"].Label)

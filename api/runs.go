@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,7 +73,7 @@ var listStatuses = []protocol.RunStatus{protocol.RunRunning, protocol.RunWaiting
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, p operator.Principal) error {
 	qs := r.URL.Query()
 	q := client.Query{Status: protocol.RunStatus(qs.Get("status")), Workflow: qs.Get("workflow"), Limit: defaultLimit, Newest: true}
-	if q.Status != "" && !contains(listStatuses, q.Status) {
+	if q.Status != "" && !slices.Contains(listStatuses, q.Status) {
 		return problemf(http.StatusBadRequest, "status %q is not a status of runs: want running, waiting, completed, failed, cancelled or timed_out", q.Status)
 	}
 	if strings.ContainsAny(q.Workflow, ".*> \t") {
@@ -273,9 +274,10 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, p operator.Princ
 	if len(body.Input) == 0 {
 		return problemf(http.StatusBadRequest, "the body of %s %s has no member \"input\": the person's answer, a JSON value", r.Method, r.URL.Path)
 	}
-	step, err := s.client(p).Resume(r.Context(), id, body.Step, body.Input)
+	c := s.client(p)
+	step, err := c.Resume(r.Context(), id, body.Step, body.Input)
 	if errors.Is(err, client.ErrAmbiguous) {
-		return problemf(http.StatusBadRequest, "several steps of run %s wait for input: the member \"step\" of the body names one (%s)", id, detail(err))
+		return s.whichStep(r, c, id)
 	}
 	if err != nil {
 		return runProblem(id, err)
@@ -284,10 +286,28 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, p operator.Princ
 	return nil
 }
 
+// whichStep is the 400 of a resume that names no step while several of run id wait for input.
+func (s *Server) whichStep(r *http.Request, c *client.Client, id string) error {
+	rec, err := c.Get(r.Context(), id)
+	if err != nil {
+		return runProblem(id, err)
+	}
+	var keys []string
+	for _, w := range client.WaitingSteps(nil, rec.Run) {
+		if w.Wait == protocol.WaitInput {
+			keys = append(keys, w.Key)
+		}
+	}
+	return problemf(http.StatusBadRequest, "steps %s of run %s wait for input: the member \"step\" of the body names the one to resume", strings.Join(keys, ", "), id)
+}
+
 // runID returns the run id of r's path: 404 for one no run can have.
 func runID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
-	if id == "" || len(id) > 512 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-/") != "" {
+	bad := func(c rune) bool {
+		return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '/')
+	}
+	if id == "" || len(id) > 512 || strings.ContainsFunc(id, bad) {
 		return "", problemf(http.StatusNotFound, "there is no run %q", id)
 	}
 	return id, nil
@@ -334,13 +354,4 @@ func boolParam(r *http.Request, name string) (bool, error) {
 	default:
 		return false, problemf(http.StatusBadRequest, "%s=%q: want true or false", name, v)
 	}
-}
-
-func contains[T comparable](list []T, v T) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

@@ -558,6 +558,61 @@ func TestSignal(t *testing.T) {
 	}
 }
 
+// twoPausesTOML's two agents, in parallel, both wait for a person's answer.
+const twoPausesTOML = `name = "two_pauses"
+
+[models.m1]
+provider = "scripted"
+script = [{ escalate = "first question" }, { text = "first done" }]
+
+[models.m2]
+provider = "scripted"
+script = [{ escalate = "second question" }, { text = "second done" }]
+
+[[steps]]
+id = "both"
+type = "parallel"
+branches = ["one", "two"]
+
+[[steps]]
+id = "one"
+type = "agent"
+model = "m1"
+goal = "Ask."
+on_needs_human = "pause"
+
+[[steps]]
+id = "two"
+type = "agent"
+model = "m2"
+goal = "Ask."
+on_needs_human = "pause"
+`
+
+// TestResumeWhichStep: with two steps waiting for input, a resume that names none is 400
+// naming both; naming one answers that one.
+func TestResumeWhichStep(t *testing.T) {
+	s := newStack(t)
+	id := s.start(twoPausesTOML, "")
+	rec := s.waitFor(id, func(r *client.Record) bool { return len(client.WaitingSteps(nil, r.Run)) == 2 })
+	ws := client.WaitingSteps(nil, rec.Run)
+	a := s.as("alice", "POST", "/v1/runs/"+id+"/resume", `{"input":"yes"}`)
+	if p := a.problem(t); a.Status != http.StatusBadRequest || !strings.Contains(p.Detail, ws[0].Key) || !strings.Contains(p.Detail, ws[1].Key) || !strings.Contains(p.Detail, `"step"`) {
+		t.Errorf("resume naming no step: %d %q, want 400 naming %s, %s and the member \"step\"", a.Status, p.Detail, ws[0].Key, ws[1].Key)
+	}
+	for _, w := range ws {
+		a := s.as("alice", "POST", "/v1/runs/"+id+"/resume", fmt.Sprintf(`{"input":"yes","step":%q}`, w.Key))
+		var got map[string]string
+		if a.JSON(t, &got); a.Status != http.StatusOK || got["step"] != w.Key {
+			t.Fatalf("resume %s: %d %s", w.Key, a.Status, a.Body)
+		}
+		s.waitFor(id, func(r *client.Record) bool { return r.Finished() || r.Run.Steps[w.Key].Status != protocol.StepWaiting })
+	}
+	if rec := s.wait(id); rec.Run.Status != protocol.RunCompleted {
+		t.Fatalf("run %s, want completed", rec.Run.Status)
+	}
+}
+
 // TestResume: POST /v1/runs/{id}/resume answers the agent waiting for a person (200 naming
 // the step), and the run goes on to its end; a run waiting for something else is 404, one
 // waiting for nothing 409; the input is required.

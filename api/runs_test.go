@@ -444,6 +444,23 @@ func TestDecide(t *testing.T) {
 		}
 	})
 
+	t.Run("approvers by role", func(t *testing.T) {
+		// The client cannot tell bob's roles: it sends, the engine refuses, the API says so.
+		id := s.start(strings.Replace(gateTOML, `approvers = ["alice"]`, `approvers = ["role:admin"]`, 1), "")
+		s.waiting(id)
+		a := s.as("bob", "POST", "/v1/runs/"+id+"/approvals/ask", `{"decision":"approve"}`)
+		if p := a.problem(t); a.Status != http.StatusForbidden || !strings.Contains(p.Detail, "principal bob") {
+			t.Errorf("bob approves a step of role:admin: %d %q, want 403 naming bob", a.Status, p.Detail)
+		}
+		assertWaiting(t, s, id)
+		if a := s.as("admin", "POST", "/v1/runs/"+id+"/approvals/ask", `{"decision":"approve"}`); a.Status != http.StatusOK {
+			t.Fatalf("admin approves: %d %s", a.Status, a.Body)
+		}
+		if rec := s.wait(id); rec.Run.Steps["ask"].Label != "approved" {
+			t.Errorf("step ask labelled %q, want approved", rec.Run.Steps["ask"].Label)
+		}
+	})
+
 	t.Run("a call by its id", func(t *testing.T) {
 		id := s.start(draftTOML, "")
 		rec := s.waiting(id)

@@ -26,8 +26,8 @@ const (
 	maxLimit     = 500
 )
 
-// RunEntry is one run of GET /v1/runs.
-type RunEntry struct {
+// runEntry is one run of GET /v1/runs.
+type runEntry struct {
 	RunID     string             `json:"run_id"`
 	Workflow  string             `json:"workflow"`
 	Status    protocol.RunStatus `json:"status"`
@@ -35,32 +35,32 @@ type RunEntry struct {
 	Error     *protocol.RunError `json:"error"`
 }
 
-// RunList is the answer of GET /v1/runs.
-type RunList struct {
-	Runs []RunEntry `json:"runs"`
+// runList is the answer of GET /v1/runs.
+type runList struct {
+	Runs []runEntry `json:"runs"`
 	// NextCursor is the cursor of the next page; "" (absent) on the last.
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
-// RunView is the answer of GET /v1/runs/{id}: the run result, its events, and the definition's
+// runView is the answer of GET /v1/runs/{id}: the run result, its events, and the definition's
 // name and graph.
-type RunView struct {
+type runView struct {
 	protocol.Result
 	Trace    []protocol.Event `json:"trace"`
 	Workflow string           `json:"workflow"`
 	Graph    workflow.Drawing `json:"graph"`
 }
 
-// IterationView is the answer of GET /v1/runs/{id}/iterations/{step}/{n}.
-type IterationView struct {
+// iterationView is the answer of GET /v1/runs/{id}/iterations/{step}/{n}.
+type iterationView struct {
 	RunID     string                 `json:"run_id"`
 	Step      string                 `json:"step"`
 	Iteration int                    `json:"iteration"`
 	Parts     []client.IterationPart `json:"parts"`
 }
 
-// DecidedCall is one decision of POST /v1/runs/{id}/approvals/{call}.
-type DecidedCall struct {
+// decidedCall is one decision of POST /v1/runs/{id}/approvals/{call}.
+type decidedCall struct {
 	Step   string `json:"step"`
 	CallID string `json:"call_id"` // "" for an approval step
 	Tool   string `json:"tool"`
@@ -97,9 +97,9 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, p operator.Pri
 	if err != nil {
 		return err
 	}
-	out := RunList{Runs: make([]RunEntry, 0, len(page.Records)), NextCursor: encodeCursor(page.Next)}
+	out := runList{Runs: make([]runEntry, 0, len(page.Records)), NextCursor: encodeCursor(page.Next)}
 	for _, rec := range page.Records {
-		out.Runs = append(out.Runs, RunEntry{rec.Run.ID, rec.Run.Workflow, rec.Run.Status, rec.Run.StartedAt, rec.Run.Error})
+		out.Runs = append(out.Runs, runEntry{rec.Run.ID, rec.Run.Workflow, rec.Run.Status, rec.Run.StartedAt, rec.Run.Error})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -146,7 +146,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, p operator.Princ
 	if err != nil {
 		return runProblem(id, err)
 	}
-	writeJSON(w, http.StatusOK, RunView{Result: client.NewResult(def, rec), Trace: events, Workflow: def.Name, Graph: workflow.Draw(def)})
+	writeJSON(w, http.StatusOK, runView{Result: client.NewResult(def, rec), Trace: events, Workflow: def.Name, Graph: workflow.Draw(def)})
 	return nil
 }
 
@@ -179,7 +179,7 @@ func (s *Server) getIteration(w http.ResponseWriter, r *http.Request, p operator
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, IterationView{RunID: id, Step: step, Iteration: n, Parts: parts})
+	writeJSON(w, http.StatusOK, iterationView{RunID: id, Step: step, Iteration: n, Parts: parts})
 	return nil
 }
 
@@ -230,9 +230,9 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, p operator.Princ
 	} else if err != nil {
 		return runProblem(id, err)
 	}
-	out := make([]DecidedCall, len(done))
+	out := make([]decidedCall, len(done))
 	for i, d := range done {
-		out[i] = DecidedCall{Step: d.Step, CallID: d.CallID, Tool: d.Tool}
+		out[i] = decidedCall{Step: d.Step, CallID: d.CallID, Tool: d.Tool}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"decided": out})
 	return nil

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/protocol"
 )
@@ -299,7 +298,12 @@ func TestGetIteration(t *testing.T) {
 		if a.Status != http.StatusOK {
 			t.Fatalf("iteration 1%s: %d %s", full, a.Status, a.Body)
 		}
-		var got api.IterationView
+		var got struct {
+			RunID     string                 `json:"run_id"`
+			Step      string                 `json:"step"`
+			Iteration int                    `json:"iteration"`
+			Parts     []client.IterationPart `json:"parts"`
+		}
 		a.JSON(t, &got)
 		if got.RunID != id || got.Step != "think" || got.Iteration != 1 || len(got.Parts) == 0 {
 			t.Fatalf("iteration 1%s: %s", full, a.Body)
@@ -375,9 +379,16 @@ func TestCancelRun(t *testing.T) {
 	}
 }
 
+// decidedCall is one decision of the answer of POST …/approvals/{call}.
+type decidedCall struct {
+	Step   string `json:"step"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+}
+
 // decided is the answer of POST …/approvals/{call}.
 type decided struct {
-	Decided []api.DecidedCall `json:"decided"`
+	Decided []decidedCall `json:"decided"`
 }
 
 // TestDecide: POST /v1/runs/{id}/approvals/{call} approves or denies as the authenticated
@@ -474,7 +485,7 @@ func TestDecide(t *testing.T) {
 		}
 		a := s.as("alice", "POST", "/v1/runs/"+id+"/approvals/"+call, `{"decision":"approve"}`)
 		var got decided
-		if a.JSON(t, &got); a.Status != http.StatusOK || len(got.Decided) != 1 || got.Decided[0] != (api.DecidedCall{Step: "act", CallID: call, Tool: "send"}) {
+		if a.JSON(t, &got); a.Status != http.StatusOK || len(got.Decided) != 1 || got.Decided[0] != (decidedCall{Step: "act", CallID: call, Tool: "send"}) {
 			t.Fatalf("approve call %s: %d %s", call, a.Status, a.Body)
 		}
 		if rec := s.wait(id); rec.Run.Status != protocol.RunCompleted {

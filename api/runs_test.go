@@ -230,7 +230,7 @@ func TestListRuns(t *testing.T) {
 		})
 	}
 	forged := base64.RawURLEncoding.EncodeToString([]byte("runs-newest:not-a-cursor"))
-	for _, q := range []string{"limit=0", "limit=501", "limit=ten", "status=corrupt", "status=done", "cursor=" + forged, "cursor=%21%21", "cursor=" + base64.RawURLEncoding.EncodeToString([]byte("00000000000000000001.r-x"))} {
+	for _, q := range []string{"limit=0", "limit=501", "limit=ten", "status=corrupt", "status=done", "workflow=a.b", "workflow=%3E", "cursor=" + forged, "cursor=%21%21", "cursor=" + base64.RawURLEncoding.EncodeToString([]byte("00000000000000000001.r-x"))} {
 		a := s.as("vera", "GET", "/v1/runs?"+q, "")
 		if a.Status != http.StatusBadRequest {
 			t.Errorf("GET /v1/runs?%s: %d %s, want 400", q, a.Status, a.Body)

@@ -322,7 +322,7 @@ func runProblem(id string, err error) error {
 	case errors.Is(err, client.ErrFinished):
 		return problemf(http.StatusConflict, "run %s has already finished", id)
 	case errors.Is(err, client.ErrRunNotWaiting):
-		return problemf(http.StatusConflict, "run %s waits for nothing now: %s", id, detail(err))
+		return problemf(http.StatusConflict, "run %s waits for nothing now: no step of it waits for a decision, an answer or an event", id)
 	case errors.Is(err, client.ErrNotWaiting):
 		return problemf(http.StatusNotFound, "%s", detail(err))
 	case errors.Is(err, client.ErrForbidden):

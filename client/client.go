@@ -290,18 +290,24 @@ type Query struct {
 	Workflow string
 	// Limit bounds the runs of a page (0: no bound).
 	Limit int
-	// After is the Next of the page before: the page starts after it.
+	// After is the Next of the page before: the page starts after it, in the page's order.
 	After string
+	// Newest lists the newest runs first (the HTTP API's order): a page then holds the runs
+	// started before its After, and its Next is where the runs started earlier still begin. A
+	// run started while a caller pages is on no page after the first, and none is missed or
+	// repeated.
+	Newest bool
 }
 
-// Page is one page of a Query's runs, oldest first.
+// Page is one page of a Query's runs, oldest first (newest first for Query.Newest).
 type Page struct {
 	Records []*Record
 	// Next is the After of the next page; "" when no run follows.
 	Next string
 }
 
-// Query returns the runs q selects (sub-runs left out), oldest first, reading the index keys
+// Query returns the runs q selects (sub-runs left out), oldest first (newest first when
+// q.Newest), reading the index keys
 // of the selection and the records of the page only: its cost grows with the runs selected,
 // not with every run kept. A key left stale by a crash (its run has another status now, or was
 // removed) is checked against the record and skipped. A record that cannot be decoded is in no
@@ -325,11 +331,20 @@ func (c *Client) Query(ctx context.Context, q Query) (Page, error) {
 	}
 	var keys []wire.IndexKey
 	for k := range set {
-		if ik, ok := wire.ParseStatusKey(k); ok && !strings.Contains(ik.RunID, "/") && ik.Cursor > q.After {
+		ik, ok := wire.ParseStatusKey(k)
+		if !ok || strings.Contains(ik.RunID, "/") {
+			continue
+		}
+		if q.After == "" || !q.Newest && ik.Cursor > q.After || q.Newest && ik.Cursor < q.After {
 			keys = append(keys, ik)
 		}
 	}
-	slices.SortFunc(keys, func(a, b wire.IndexKey) int { return strings.Compare(a.Cursor, b.Cursor) })
+	slices.SortFunc(keys, func(a, b wire.IndexKey) int {
+		if q.Newest {
+			return strings.Compare(b.Cursor, a.Cursor)
+		}
+		return strings.Compare(a.Cursor, b.Cursor)
+	})
 	var p Page
 	for i, k := range keys {
 		if n := len(p.Records); n > 0 && p.Records[n-1].Run.ID == k.RunID {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/natsbox"
@@ -142,14 +143,20 @@ func (c *Client) Register(ctx context.Context, name string, source []byte, def *
 	if latest != nil && latest.Hash == bs.Root {
 		return *latest, false, nil
 	}
-	// The definition is stored before any version names it.
-	if err := bs.Put(ctx, wfs); err != nil {
-		return Registered{}, false, fmt.Errorf("client: register %s: %w", name, err)
-	}
 	v := Registered{Name: name, Hash: bs.Root, RegisteredAt: c.now().UTC(), RegisteredBy: c.principal, Source: string(source)}
 	v.Version = 1
 	if latest != nil {
 		v.Version = latest.Version + 1
+	}
+	if err := c.fits(v); err != nil {
+		return Registered{}, false, err
+	}
+	// The definition is stored before any version names it.
+	if err := bs.Put(ctx, wfs); err != nil {
+		if errors.Is(err, nats.ErrMaxPayload) {
+			err = fmt.Errorf("its definition is %w for one NATS message: %w", ErrTooLarge, err)
+		}
+		return Registered{}, false, fmt.Errorf("client: register %s: %w", name, err)
 	}
 	created, err := c.claimVersion(ctx, reg, &v)
 	if err != nil {
@@ -162,14 +169,10 @@ func (c *Client) Register(ctx context.Context, name string, source []byte, def *
 // the same definition is taken as it is (a registration of the same file at the same time, or
 // one that stopped before it moved the latest key): created false, and v becomes it.
 func (c *Client) claimVersion(ctx context.Context, reg jetstream.KeyValue, v *Registered) (bool, error) {
-	max := c.js.Conn().MaxPayload() - 4096 // room for the headers of a KV write
 	for {
 		data, err := json.Marshal(v)
 		if err != nil {
 			return false, err
-		}
-		if int64(len(data)) > max {
-			return false, fmt.Errorf("client: register %s: the workflow is %w: stored with its source it takes %d bytes, and the NATS server takes messages of at most %d", v.Name, ErrTooLarge, len(data), max)
 		}
 		err = natsbox.RetryNoStream(ctx, func() error {
 			_, err := reg.Create(ctx, versionKey(v.Name, v.Version), data)
@@ -191,6 +194,20 @@ func (c *Client) claimVersion(ctx context.Context, reg jetstream.KeyValue, v *Re
 		}
 		v.Version++
 	}
+}
+
+// fits tells whether version v fits one message of the NATS server: ErrTooLarge otherwise.
+func (c *Client) fits(v Registered) error {
+	max := c.js.Conn().MaxPayload() - 4096 // room for the headers of a KV write
+	v.Version += 1000                      // room for the versions that may be taken meanwhile
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if int64(len(data)) > max {
+		return fmt.Errorf("client: register %s: the workflow is %w: stored with its source it takes %d bytes, and the NATS server takes messages of at most %d", v.Name, ErrTooLarge, len(data), max)
+	}
+	return nil
 }
 
 // moveLatest makes v the latest version of its name, unless a later one already is: a

@@ -49,6 +49,7 @@ type regStack struct {
 	ctx    context.Context
 	url    string
 	client *client.Client
+	cfg    api.Config // the API's
 }
 
 // newRegStack starts the stack; maxInput is the API's MaxInputBytes (0: its default).
@@ -86,9 +87,10 @@ func newRegStack(t *testing.T, maxInput int64) *regStack {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Stop)
-	srv := httptest.NewServer(api.New(api.Config{Box: h.Box(), Principals: res, Log: log, MaxInputBytes: maxInput}))
+	cfg := api.Config{Box: h.Box(), Principals: res, Log: log, MaxInputBytes: maxInput}
+	srv := httptest.NewServer(api.New(cfg))
 	t.Cleanup(srv.Close)
-	return &regStack{t: t, ctx: ctx, url: srv.URL, client: client.NewClient(client.ClientConfig{Box: h.Box()})}
+	return &regStack{t: t, ctx: ctx, url: srv.URL, client: client.NewClient(client.ClientConfig{Box: h.Box()}), cfg: cfg}
 }
 
 // regLog writes the server's log to the test's.
@@ -469,4 +471,41 @@ func TestRegisterLargeBody(t *testing.T) {
 		t.Errorf("a file of 1 MiB: %d %s", a.status, a.raw)
 	}
 	s.call("sam", "PUT", "/v1/workflows/big", string(body)+"x").want(t, 413, "a file larger than 1 MiB")
+}
+
+// TestWorkflowProblemsOfNow: a registered workflow is validated again when read, against the
+// operator's configuration of now: one naming a provider the operator has since removed shows
+// the problem, and registers no more.
+func TestWorkflowProblemsOfNow(t *testing.T) {
+	s := newRegStack(t, 0)
+	file := `name = "ask"
+
+[models.m]
+provider = "openai"
+model = "gpt-4.1-mini"
+
+[[steps]]
+id = "a"
+type = "llm"
+model = "m"
+prompt = "hi"
+`
+	s.call("sam", "PUT", "/v1/workflows/ask", file).want(t, 201, "a workflow of the default providers")
+	a := s.call("val", "GET", "/v1/workflows/ask", "").want(t, 200, "read")
+	if ps := a.problems(); len(ps) != 0 {
+		t.Errorf("problems %v, want none", ps)
+	}
+	op := operator.Default()
+	delete(op.Providers, "openai")
+	cfg := s.cfg
+	cfg.Operator = op
+	srv := httptest.NewServer(api.New(cfg))
+	defer srv.Close()
+	now := *s
+	now.url = srv.URL
+	a = now.call("val", "GET", "/v1/workflows/ask", "").want(t, 200, "read under the new configuration")
+	if ps := a.problems(); !slices.Equal(ps, []string{"E_UNKNOWN_PROVIDER@4 models.m.provider"}) {
+		t.Errorf("problems %v, want E_UNKNOWN_PROVIDER at line 4", ps)
+	}
+	now.call("sam", "PUT", "/v1/workflows/ask", file).want(t, 422, "a registration under the new configuration")
 }

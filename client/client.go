@@ -58,6 +58,7 @@ type Client struct {
 	runs    jetstream.KeyValue
 	index   jetstream.KeyValue // natsbox.StatusBucket
 	wfs     jetstream.KeyValue
+	reg     jetstream.KeyValue // natsbox.RegistryBucket, opened by registry
 	values  *wire.Values
 	objects *natsbox.ObjectValues
 	layout  natsbox.Layout // of Box: what a client that finds no layout creates
@@ -115,7 +116,10 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 }
 
 // Start stores the bundles and publishes the start event of a run of bs.Root with input (nil
-// means null), and returns the run id: runID, or a new one when runID is "".
+// means null), and returns the run id: runID, or a new one when runID is "". A run that
+// exists is ErrExists, and so is one whose start another Start published first (the stream
+// took this start for a duplicate of it), even before the engine saved its record: a start
+// retried with its id starts one run.
 func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMessage, runID string) (string, error) {
 	if bs == nil || bs.All[bs.Root] == nil {
 		return "", errors.New("client: start: the bundles hold no root workflow")
@@ -148,8 +152,12 @@ func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMess
 	if err := bs.Put(ctx, wfs); err != nil {
 		return "", fmt.Errorf("client: start run %s: %w", runID, err)
 	}
-	if err := c.publish(ctx, ev); err != nil {
+	ack, err := c.publishAck(ctx, ev)
+	if err != nil {
 		return "", fmt.Errorf("client: start run %s: %w", runID, err)
+	}
+	if ack.Duplicate {
+		return "", fmt.Errorf("client: start run %s: %w", runID, ErrExists)
 	}
 	return runID, nil
 }
@@ -167,20 +175,25 @@ var ErrForbidden = errors.New("not allowed")
 // publish publishes ev: what a person does (start, cancel, decide, resume, signal) on the
 // subject of the client's principal, anything else on the run's.
 func (c *Client) publish(ctx context.Context, ev *protocol.Event) error {
+	_, err := c.publishAck(ctx, ev)
+	return err
+}
+
+// publishAck is publish, returning the stream's acknowledgement.
+func (c *Client) publishAck(ctx context.Context, ev *protocol.Event) (*jetstream.PubAck, error) {
 	if _, _, err := c.buckets(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	m, err := outbox.ValuesEventMsg(ctx, c.names, c.values, ev, "")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if kind := wire.PersonKind(ev.Type); kind != "" {
 		if m.Subject, err = c.personSubject(ev, kind); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	_, err = c.js.PublishMsg(ctx, m)
-	return err
+	return c.js.PublishMsg(ctx, m)
 }
 
 // personSubject is the subject of ev from the client's principal; a cancel goes as an

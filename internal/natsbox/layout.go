@@ -67,6 +67,11 @@ const (
 	// wire.EffectKey of the call's idempotency key (history 1): an iteration that runs again
 	// after a crash gets the recorded result instead of doing the side effect twice.
 	EffectsBucket = "reins_effects"
+	// RegistryBucket holds the workflows registered by name through the HTTP API (history 1):
+	// key NAME for the latest version of each name, NAME.vN for version N, each kept for as long
+	// as the bucket (package client, Register). Only the engine's process and admins write it:
+	// a submitter registers through the API, which validates what it stores.
+	RegistryBucket = "reins_registry"
 
 	// CancelSubjects is the core NATS (not stored) subject filter on which the engine announces
 	// runs that ended, so that workers cancel their handlers at once: CancelSubject(runID).
@@ -522,6 +527,12 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 	}, {
 		Bucket:      l.Names.EnginesBucket(),
 		Description: "reins: the engines running and the partitions each consumes",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Metadata:    metadata(),
+	}, {
+		Bucket:      l.Names.RegistryBucket(),
+		Description: "reins workflows registered by name, in versions",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Metadata:    metadata(),

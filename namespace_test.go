@@ -18,7 +18,7 @@ import (
 // Box instead (Box.Names), or a process in a namespace would reach the default one's.
 var defaultNames = []string{
 	"TasksStream", "EventsStream", "DLQStream", "TaskSubjects", "EventSubjects", "DLQSubjects",
-	"CancelSubjects", "TaskSubjectPrefix", "KeeperSubject",
+	"CancelSubjects", "DeltaSubjects", "TaskSubjectPrefix", "KeeperSubject",
 	"RunsBucket", "StatusBucket", "ServedBucket", "CheckpointsBucket", "WorkflowsBucket",
 	"EnginesBucket", "EffectsBucket", "ValuesBucket",
 	"TaskSubject", "EventSubject", "DLQSubject", "CancelSubject", "PartitionSubjects",
@@ -29,7 +29,7 @@ var defaultNames = []string{
 // natsbox must not hold: a name written by hand bypasses Names just as a constant does.
 var defaultLiterals = []string{
 	"REINS_TASKS", "REINS_EVENTS", "REINS_DLQ", "reins.task.", "reins.event.", "reins.dlq.",
-	"reins.cancel.", "reins_runs", "reins_status", "reins_served", "reins_checkpoints",
+	"reins.cancel.", "reins.delta.", "reins_runs", "reins_status", "reins_served", "reins_checkpoints",
 	"reins_workflows", "reins_engines", "reins_effects", "reins_values", "$KV.", "$O.",
 }
 

@@ -47,7 +47,7 @@ func twoSteps(wait, stream bool) *workflow.Builder {
 	return b
 }
 
-func waiting(rec *client.Record) bool { return rec.Run.Status == protocol.RunWaiting }
+func waiting(rec *client.Record) bool  { return rec.Run.Status == protocol.RunWaiting }
 func finished(rec *client.Record) bool { return rec.Finished() }
 
 // events are the messages of kind event among msgs.

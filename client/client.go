@@ -646,6 +646,9 @@ func (c *Client) FollowFrom(ctx context.Context, runID string, after uint64) ite
 				if !f.take(ctx, m) {
 					return
 				}
+			case <-ctx.Done(): // the pumps may stop without a word once ctx is done
+				yield(Update{}, fmt.Errorf("client: events of run %s: %w", runID, ctx.Err()))
+				return
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"testing"
@@ -131,5 +132,36 @@ func TestFollowFromResumesALiveRun(t *testing.T) {
 	all, _, _ := follow(t, v.Ctx, v.Client, "live", 0)
 	if got := append(slices.Clone(seen), rest...); !slices.Equal(got, all) || !finished {
 		t.Errorf("read %v then %v (finished %t), want %v", seen, rest, finished, all)
+	}
+}
+
+// FollowFrom of a run that goes on ends with ctx's error once ctx is done, every time.
+func TestFollowFromEndsWithCtx(t *testing.T) {
+	v := newEnv(t)
+	v.Start(runtest.LoopWorkflow(t, 3), "", "idle") // no worker: the run stays running
+	for i := range 20 {
+		ctx, cancel := context.WithCancel(v.Ctx)
+		ended := make(chan error, 1)
+		go func() {
+			var last error
+			for u, err := range v.Client.FollowFrom(ctx, "idle", 0) {
+				if err != nil {
+					last = err
+				}
+				if u.Record != nil {
+					cancel() // after the first record: the pumps are running
+				}
+			}
+			ended <- last
+		}()
+		select {
+		case err := <-ended:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("try %d: FollowFrom ended with %v, want context.Canceled", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("try %d: FollowFrom did not end after its context was cancelled", i)
+		}
+		cancel()
 	}
 }

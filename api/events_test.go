@@ -325,3 +325,29 @@ func TestEventsKeepAliveAndDisconnect(t *testing.T) {
 		t.Fatal("the stream's handler did not return after the client went away")
 	}
 }
+
+// A client of a live run that disconnects and reconnects with the id of the last event it read,
+// before the run goes on, gets the rest of the run: every event once, then end.
+func TestEventsResumeLive(t *testing.T) {
+	v := newSSEEnv(t)
+	v.start(twoSteps(true, true), "again")
+	v.wait("again", waiting)
+	s := v.open("again", "")
+	first := s.until(func(m msg) bool { return m.Event == "status" })
+	s.close()
+	evs := events(first)
+	if len(evs) == 0 {
+		t.Fatal("no event before the status of a waiting run")
+	}
+	s = v.open("again", evs[len(evs)-1].ID)
+	second := s.until(func(m msg) bool { return m.Event == "status" })
+	if len(events(second)) != 0 {
+		t.Errorf("reconnected after the last event, got %d events again", len(events(second)))
+	}
+	if err := v.client.Signal(v.ctx, "again", "go", nil); err != nil {
+		t.Fatal(err)
+	}
+	rest := append(second, s.rest()...)
+	checkEnd(t, rest, protocol.RunCompleted)
+	v.checkTrace("again", append(evs, events(rest)...))
+}

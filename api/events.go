@@ -41,17 +41,10 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p operator.Pr
 	ctx, cancel := context.WithCancel(r.Context())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }() // no goroutine of the stream outlives the request
-	rec, err := c.Get(ctx, runID)
-	switch {
-	case errors.Is(err, client.ErrNotFound) || err != nil && checkRunID(runID) != nil:
-		return problemf(http.StatusNotFound, "there is no run %s", runID)
-	case err != nil:
+	if err := s.runExists(ctx, c, runID); err != nil {
 		return err
 	}
-	def, err := c.Definition(ctx, rec)
-	if err != nil {
-		return err
-	}
+	var def *workflow.Definition // read with the first record
 	// Deltas first, then the history: a delta published while the events are read back is
 	// held, not missed. The flush makes sure the server has the subscription.
 	deltas := make(chan []byte, deltaBuffer)
@@ -132,7 +125,11 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p operator.Pr
 				out.message(strconv.FormatUint(f.u.Seq, 10), "event", f.u.Event)
 			}
 			if rec := f.u.Record; rec != nil {
-				if err := c.ReadValues(ctx, rec); err != nil {
+				err := c.ReadValues(ctx, rec)
+				if err == nil && def == nil {
+					def, err = c.Definition(ctx, rec)
+				}
+				if err != nil {
 					s.cfg.Log.Error("api: the record of a run could not be read", "run_id", runID, "err", err)
 					return nil
 				}
@@ -145,6 +142,25 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p operator.Pr
 		}
 	}
 	return nil // the client went away: a write failed
+}
+
+// runExists answers nil when run runID exists: it has a record, or events only (a run just
+// started, before the engine saved it); else a 404 problem.
+func (s *Server) runExists(ctx context.Context, c *client.Client, runID string) error {
+	if checkRunID(runID) != nil {
+		return problemf(http.StatusNotFound, "there is no run %s", runID)
+	}
+	_, err := c.Get(ctx, runID)
+	if !errors.Is(err, client.ErrNotFound) {
+		return err
+	}
+	switch last, err := c.LastEvent(ctx, runID); {
+	case err != nil:
+		return err
+	case last == 0:
+		return problemf(http.StatusNotFound, "there is no run %s", runID)
+	}
+	return nil
 }
 
 // followed is what FollowFrom yielded, through a channel.

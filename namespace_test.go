@@ -28,8 +28,8 @@ var defaultNames = []string{
 // defaultLiterals are pieces of the default namespace's names that a string literal outside
 // natsbox must not hold: a name written by hand bypasses Names just as a constant does.
 var defaultLiterals = []string{
-	"REINS_TASKS", "REINS_EVENTS", "REINS_DLQ", "reins.task.", "reins.event.", "reins.dlq.",
-	"reins.cancel.", "reins.delta.", "reins_runs", "reins_status", "reins_served", "reins_checkpoints",
+	"REINS_TASKS", "REINS_EVENTS", "REINS_DLQ", "reins.task.", "reins.event.", "reins.dlq.", "reins.delta.",
+	"reins.cancel.", "reins_runs", "reins_status", "reins_served", "reins_checkpoints",
 	"reins_workflows", "reins_engines", "reins_effects", "reins_values", "$KV.", "$O.",
 }
 

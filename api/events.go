@@ -28,7 +28,7 @@ const KeepAliveEvery = 15 * time.Second
 // (deltas are not kept, and a client that misses some still gets the durable record).
 const deltaBuffer = 1024
 
-// runEvents serves GET /v1/runs/{id}/events (docs/api.md, "Live events"): the run's durable
+// runEvents serves GET /v1/runs/{id}/events (docs/api.md, that section): the run's durable
 // events after Last-Event-ID, its status at connection and at each save of its record, the
 // token deltas of its streaming steps, and `end` once it finished.
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p operator.Principal) error {
@@ -112,7 +112,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p operator.Pr
 				}
 				return nil // the headers are sent: the stream just ends, and the client reconnects
 			}
-			// The deltas received before this update go first: they were published before it.
+			// The deltas received before this update go first: they reached the server before it.
 			for drained := false; !drained; {
 				select {
 				case d := <-deltas:

@@ -36,6 +36,9 @@ type Config struct {
 	Now func() time.Time
 	// MaxInputBytes bounds a run's input and a request's body; 0 means 64 MiB.
 	MaxInputBytes int64
+	// KeepAlive returns the ticks on which a stream of a run's events sends a keep-alive
+	// comment, and what stops them; nil means every KeepAliveEvery (tests pass their own).
+	KeepAlive func() (ticks <-chan time.Time, stop func())
 }
 
 // Server is the HTTP API. It is an http.Handler and safe for concurrent use.

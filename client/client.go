@@ -614,6 +614,15 @@ func (c *Client) LastEvent(ctx context.Context, runID string) (uint64, error) {
 // It ends with the record of the finished run, after the last event stored before then; with
 // ctx's error when ctx is done first. A run that does not exist yet is waited for.
 func (c *Client) Follow(ctx context.Context, runID string) iter.Seq2[Update, error] {
+	return c.FollowFrom(ctx, runID, 0)
+}
+
+// FollowFrom is Follow resumed after stream sequence after (an Update.Seq it yielded, or
+// LastEvent's): it yields the events stored after it, none missed and none twice, and the saves
+// of the record from now on, the first as soon as the events up to the current record are
+// yielded. After 0 is Follow. A sequence that is not one of the run's events works all the
+// same: the events after it are yielded.
+func (c *Client) FollowFrom(ctx context.Context, runID string, after uint64) iter.Seq2[Update, error] {
 	return func(yield func(Update, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -632,7 +641,11 @@ func (c *Client) Follow(ctx context.Context, runID string) iter.Seq2[Update, err
 			yield(Update{}, fmt.Errorf("client: events of run %s: %w", runID, err))
 			return
 		}
-		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: filters, InactiveThreshold: 10 * time.Second})
+		cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, InactiveThreshold: 10 * time.Second}
+		if after > 0 {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
+		}
+		cons, err := s.OrderedConsumer(ctx, cfg)
 		if err != nil {
 			yield(Update{}, fmt.Errorf("client: events of run %s: %w", runID, err))
 			return
@@ -641,7 +654,7 @@ func (c *Client) Follow(ctx context.Context, runID string) iter.Seq2[Update, err
 		go pumpRecords(ctx, records, recs)
 		msgs := make(chan seqEvent)
 		go c.pumpEvents(ctx, cons, runID, msgs)
-		f := follower{c: c, runID: runID, msgs: msgs, yield: yield}
+		f := follower{c: c, runID: runID, msgs: msgs, yield: yield, seen: after}
 		for {
 			select {
 			case r := <-recs:
@@ -661,6 +674,9 @@ func (c *Client) Follow(ctx context.Context, runID string) iter.Seq2[Update, err
 				if !f.take(ctx, m) {
 					return
 				}
+			case <-ctx.Done(): // the pumps may stop without a word once ctx is done
+				yield(Update{}, fmt.Errorf("client: events of run %s: %w", runID, ctx.Err()))
+				return
 			}
 		}
 	}

@@ -529,6 +529,7 @@ var valStepFields = []struct {
 	{"duration", func(s *Step) bool { return s.Duration != 0 }},
 	{"message", func(s *Step) bool { return s.Message != "" }},
 	{"approvers", func(s *Step) bool { return len(s.Approvers) > 0 }},
+	{"stream", func(s *Step) bool { return s.Stream }},
 }
 
 // valKeysOf is KeysOf as sets.

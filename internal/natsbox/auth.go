@@ -127,6 +127,7 @@ func (n Names) Permissions(id Identity) *Perms {
 		add(&pub, kvWatch(n.CheckpointsBucket())...)
 		add(&pub, kvRead(n.EffectsBucket())...)
 		add(&pub, kvWatch(n.EffectsBucket())...)
+		add(&pub, n.DeltaSubjects()) // token deltas of streaming steps, core NATS
 		add(&sub, n.CancelSubjects())
 	}
 	// The engine's consumers of REINS_EVENTS are the engine's alone: whoever may create ordered

@@ -393,3 +393,31 @@ func TestValuesByRole(t *testing.T) {
 		t.Errorf("a removed value reads %v, want ErrNoValue", err)
 	}
 }
+
+// TestDeltasByRole: workers publish the token deltas of streaming steps on core NATS and the
+// engine's connection (the API's) receives them; nobody else publishes one.
+func TestDeltasByRole(t *testing.T) {
+	b := served(t)
+	got := make(chan string, 8)
+	sub, err := b.Conn().Subscribe(DeltaSubjects, func(m *nats.Msg) { got <- string(m.Data) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	subj, err := Names{}.DeltaSubject("r-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{"tok-submitter", "tok-approver", "tok-viewer", "tok-worker"} {
+		c := open(t, Options{URL: b.ClientURL(), Token: tok})
+		if err := c.Conn().Publish(subj, []byte(tok)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Conn().Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := <-got; s != "tok-worker" {
+		t.Errorf("a delta from %s reached the subscriber, want only the worker's", s)
+	}
+}

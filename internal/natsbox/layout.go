@@ -76,6 +76,10 @@ const (
 	// CancelSubjects is the core NATS (not stored) subject filter on which the engine announces
 	// runs that ended, so that workers cancel their handlers at once: CancelSubject(runID).
 	CancelSubjects = "reins.cancel.>"
+	// DeltaSubjects is the core NATS (not stored) subject filter of the token deltas of llm and
+	// agent steps with stream = true: DeltaSubject(runID). Workers publish them, fire and forget;
+	// the API relays them to the run's watchers (GET /v1/runs/{id}/events).
+	DeltaSubjects = "reins.delta.>"
 
 	// DefaultDuplicates is the duplicate window of the streams: a message published again with
 	// the same Nats-Msg-Id within it is stored once.
@@ -233,6 +237,7 @@ const (
 	eventPrefix  = "reins.event."
 	dlqPrefix    = "reins.dlq."
 	cancelPrefix = "reins.cancel."
+	deltaPrefix  = "reins.delta."
 )
 
 // EventSubject returns the subject of the events of run runID in the default namespace:

@@ -113,6 +113,7 @@ func (n Names) TaskSubjects() string   { return n.subject + TaskSubjects }
 func (n Names) EventSubjects() string  { return n.subject + EventSubjects }
 func (n Names) DLQSubjects() string    { return n.subject + DLQSubjects }
 func (n Names) CancelSubjects() string { return n.subject + CancelSubjects }
+func (n Names) DeltaSubjects() string  { return n.subject + DeltaSubjects }
 
 // TaskSubjectPrefix begins the subject of every task; CancelSubjectPrefix that of every
 // announcement of an ended run.
@@ -136,6 +137,12 @@ func (n Names) DLQSubject(handler string) (string, error) {
 // "[NS.]reins.cancel.RUNID".
 func (n Names) CancelSubject(runID string) (string, error) {
 	return subject(n.CancelSubjectPrefix(), "run id", runID)
+}
+
+// DeltaSubject returns the core NATS subject of the token deltas of run runID (a sub-run's too):
+// "[NS.]reins.delta.RUNID".
+func (n Names) DeltaSubject(runID string) (string, error) {
+	return subject(n.subject+deltaPrefix, "run id", runID)
 }
 
 // EventSubject returns the subject of the events of run runID: "[NS.]reins.event.NN.RUNID", NN

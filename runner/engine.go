@@ -160,9 +160,9 @@ type Engine struct {
 	// elected says to the watcher of each partition's consumption that its consumer, or the
 	// events stream, elected a leader (watchLeaders).
 	elected [natsbox.Partitions]chan struct{}
-	// looked, when set (tests), sees each look at a partition's consumer that was answered or
-	// not: why, and whether it found the consumption stalled.
-	looked func(p int, why lookCause, stall bool)
+	// looked, when set (tests), sees each look at a partition's consumer: why, what it
+	// found (nil: no answer), and whether it found the consumption stalled.
+	looked func(p int, why lookCause, info *jetstream.ConsumerInfo, stall bool)
 }
 
 // stats counts what the engine did, for tests and logs.

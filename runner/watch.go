@@ -173,7 +173,7 @@ func (e *Engine) watchConsumer(ctx context.Context, p int, cons jetstream.Consum
 		var stall bool
 		stall, again = w.look(why, cur, e.flight.settled(p))
 		if e.looked != nil {
-			e.looked(p, why, stall)
+			e.looked(p, why, info, stall)
 		}
 		if stall {
 			err = fmt.Errorf("the consumer %s of %s delivered nothing for %s with %d events waiting (%s)",

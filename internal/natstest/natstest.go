@@ -169,3 +169,44 @@ func StartAccounts(t testing.TB, conf string) func(user string) string {
 	srv := StartServer(t, opts)
 	return func(user string) string { return strings.Replace(srv.ClientURL(), "nats://", "nats://"+user+"@", 1) }
 }
+
+// Cluster starts n nats-servers with JetStream in this process (n1, n2, ...), clustered by
+// routes to all of them, and returns them with their client URLs joined by commas, once the
+// cluster places streams of n replicas. Each is shut down when the test ends, if a test did
+// not before.
+func Cluster(t testing.TB, ctx context.Context, n int) (servers []*server.Server, urls string) {
+	t.Helper()
+	// A clustered JetStream server needs its routes from the start: the cluster ports are
+	// chosen first, and every server routes to all of them.
+	ports := make([]int, n)
+	var routes []string
+	for i := range ports {
+		ports[i] = FreePort(t)
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
+	}
+	for i := range n {
+		ns, err := server.NewServer(&server.Options{
+			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: server.RANDOM_PORT,
+			JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
+			Cluster: server.ClusterOpts{Name: "natstest", Host: "127.0.0.1", Port: ports[i]},
+			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Start()
+		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+		servers = append(servers, ns)
+	}
+	var list []string
+	for i, ns := range servers {
+		if !ns.ReadyForConnections(30 * time.Second) {
+			t.Fatalf("server n%d not ready", i+1)
+		}
+		list = append(list, ns.ClientURL())
+	}
+	urls = strings.Join(list, ",")
+	WaitJetStream(t, ctx, urls)
+	WaitPlacement(t, ctx, urls, n)
+	return servers, urls
+}

@@ -28,8 +28,9 @@ import (
 // pulls go unanswered (missing heartbeats, no responders), or the server says that the
 // consumer, or the events stream, elected a leader (an advisory: the node that led it died or
 // stepped down, and the pull requests it held are lost). A sign makes the consumer suspect for
-// suspectFor: it is looked up again every stallAfter until it delivers, so that a stall is
-// judged stallAfter after the new leader answers, not over two looks lookEvery apart.
+// suspectFor: it is looked up again every stallAfter until it delivers (or nothing waits for
+// it), so that a stall is judged stallAfter after the new leader answers, not over two looks
+// lookEvery apart.
 
 // lookEvery is how often a partition's consumer is looked up when nothing asks for it.
 const lookEvery = 2 * pullExpiry
@@ -106,8 +107,13 @@ func (w *consumerWatch) look(why lookCause, cur lookAt, settled bool) (stall, ag
 		return false, true
 	}
 	w.prev = cur
-	if prev.info != nil && cur.info.Delivered.Stream != prev.info.Delivered.Stream && !prev.at.Before(w.suspect) {
+	switch {
+	case prev.info != nil && cur.info.Delivered.Stream != prev.info.Delivered.Stream && !prev.at.Before(w.suspect):
 		w.suspect = time.Time{} // it delivered since the sign of trouble: it goes
+	case cur.info.NumPending == 0:
+		// Nothing waits, so there is nothing to judge: the looks every lookEvery will (a
+		// stream's election prompts every partition, most of which may be idle).
+		w.suspect = time.Time{}
 	}
 	return false, w.suspicious(cur.at)
 }

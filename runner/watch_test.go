@@ -43,7 +43,8 @@ func TestStalled(t *testing.T) {
 
 // The looks of one consumption, in turn: a stall is judged over two looks at least stallAfter
 // apart, whatever made them; a sign of trouble (pulls unanswered, a leader elected) makes the
-// watcher look again every stallAfter until the consumer delivers or suspectFor passed.
+// watcher look again every stallAfter until the consumer delivers, nothing waits, or suspectFor
+// passed.
 func TestConsumerWatch(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
@@ -96,9 +97,12 @@ func TestConsumerWatch(t *testing.T) {
 			{lookAgain, 1*s + suspectFor - time.Millisecond, nil, true, false, true},
 			{lookAgain, 1*s + suspectFor, nil, true, false, false},
 		}},
-		{"nothing waits: suspect, no stall", []step{
-			{lookLeader, 5 * s, info(0, 40, 0, t0), true, false, true},
-			{lookAgain, 6 * s, info(0, 40, 0, t0), true, false, true},
+		{"nothing waits: nothing to judge, no more looks", []step{
+			{lookLeader, 5 * s, info(0, 40, 0, t0), true, false, false},
+		}},
+		{"nothing waits any more: no more looks", []step{
+			{lookLeader, 5 * s, info(3, 40, 0, t0), true, false, true},
+			{lookAgain, 6 * s, info(0, 43, 3, t0), true, false, false},
 		}},
 		{"events in flight in the engine: no stall", []step{
 			{lookLeader, 5 * s, info(3, 40, 0, t0), true, false, true},

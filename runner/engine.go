@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
@@ -157,12 +158,6 @@ type Engine struct {
 	beaten func(acked bool)
 	// rounding, when set (tests), is called at the start of each round of the leases.
 	rounding func()
-	// elected says to the watcher of each partition's consumption that its consumer, or the
-	// events stream, elected a leader (watchLeaders).
-	elected [natsbox.Partitions]chan struct{}
-	// looked, when set (tests), sees each look at a partition's consumer: why, what it
-	// found (nil: no answer), and whether it found the consumption stalled.
-	looked func(p int, why lookCause, info *jetstream.ConsumerInfo, stall bool)
 }
 
 // stats counts what the engine did, for tests and logs.
@@ -203,9 +198,6 @@ func New(cfg Config) (*Engine, error) {
 		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
 		roles: cfg.Roles, admit: cfg.Admit, maxOutput: cfg.MaxOutputBytes, maxValue: cfg.MaxValueBytes,
 		metrics: cfg.Metrics,
-	}
-	for p := range e.elected {
-		e.elected[p] = make(chan struct{}, 1)
 	}
 	if cfg.CachedRuns < 0 {
 		return nil, fmt.Errorf("runner: Config.CachedRuns is %d: want 0 (meaning %d) or more", cfg.CachedRuns, DefaultCachedRuns)
@@ -381,6 +373,72 @@ func (e *Engine) rearm(ctx context.Context, mine map[int]bool, tidy bool) error 
 	return nil
 }
 
+// watchConsumer looks a partition's consumer up each time look says the pulls go unanswered
+// (at most once per half pull expiry), and on its own every lookEvery, and reports in lost that
+// the consumption must be made again: the consumer was deleted (wrapping
+// jetstream.ErrConsumerDeleted), or it stalled. The library reports the deletion itself (a
+// terminal error, then Closed) only through a pull request the server held when it deleted the
+// consumer: a pull request it had not registered yet (the consumer is deleted right after the
+// engine started consuming, or while a request is on its way) reaches no one, and every later
+// one too, which the library reports as missing heartbeats and "no responders", again and
+// again, without ever stopping. And after a NATS node that led the consumer died, the library
+// was seen pulling without an error and without a message for minutes while events waited:
+// the looks on its own find that (stalled).
+func (e *Engine) watchConsumer(ctx context.Context, p int, cons jetstream.Consumer, look <-chan struct{}, lost chan<- error) {
+	tick := time.NewTicker(lookEvery)
+	defer tick.Stop()
+	var prev *jetstream.ConsumerInfo // of the last look on the tick
+	for {
+		periodic := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-look:
+		case <-tick.C:
+			periodic = true
+		}
+		ictx, cancel := context.WithTimeout(ctx, pullExpiry)
+		info, err := cons.Info(ictx)
+		cancel()
+		name := cons.CachedInfo().Name
+		switch {
+		case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+			err = fmt.Errorf("the consumer %s of %s is gone (%w): %w", name, e.names.EventsStream(), jetstream.ErrConsumerDeleted, err)
+			e.log.Warn("runner: the consumption of a partition stopped", "consumer", name, "err", err)
+			lost <- err
+			return
+		case err != nil && ctx.Err() == nil:
+			e.log.Debug("runner: look the consumer up", "consumer", name, "err", err)
+		case err == nil && periodic && e.flight.settled(p) && stalled(prev, info):
+			err = fmt.Errorf("the consumer %s of %s delivered nothing for %s with %d events waiting", name, e.names.EventsStream(), lookEvery, info.NumPending)
+			e.log.Warn("runner: the consumption of a partition stalled", "consumer", name, "err", err)
+			lost <- err
+			return
+		case err == nil && periodic:
+			prev = info
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pullExpiry / 2):
+		}
+	}
+}
+
+// lookEvery is how often a partition's consumer is looked up when nothing asks for it.
+const lookEvery = 2 * pullExpiry
+
+// stalled reports whether a consumer looked up as prev and then as cur, lookEvery later,
+// delivered nothing meanwhile while events waited for it at both looks and the engine had room
+// for them (fewer unacknowledged than MaxAckPending): no pull reached it, since a consumption
+// that is going delivers what waits within a pull, and the library pulls again every pull
+// expiry at most.
+func stalled(prev, cur *jetstream.ConsumerInfo) bool {
+	return prev != nil && cur != nil && prev.NumPending > 0 && cur.NumPending > 0 &&
+		cur.Delivered.Stream == prev.Delivered.Stream && cur.Created.Equal(prev.Created) &&
+		cur.NumAckPending < cur.Config.MaxAckPending
+}
+
 // shards is the set of shard goroutines of a consumption.
 type shards struct {
 	all      []*shard
@@ -404,6 +462,27 @@ func (p *shards) close() {
 		close(sh.in)
 	}
 	p.wg.Wait()
+}
+
+// consumeError logs an error of the consumption; one that ends it is kept in why. One that
+// says the pull requests go unanswered asks watchConsumer (look) whether the consumer is there.
+func (e *Engine) consumeError(err error, why chan<- error, look chan<- struct{}) {
+	if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders) {
+		select {
+		case look <- struct{}{}:
+		default:
+		}
+	}
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrBadRequest), errors.Is(err, jetstream.ErrConnectionClosed):
+		e.log.Warn("runner: the consumption of a partition stopped", "err", err)
+		select {
+		case why <- err:
+		default:
+		}
+	default:
+		e.log.Debug("runner: consuming events", "err", err)
+	}
 }
 
 // route hands a message to the shard of its run.

@@ -86,11 +86,6 @@ func (l *leases) loop(ctx context.Context) error {
 	if err := l.startWatch(ctx); err != nil {
 		return err
 	}
-	stopLeaders, err := l.e.watchLeaders()
-	defer stopLeaders()
-	if err != nil {
-		l.e.log.Warn("runner: subscribe to the leader elections of the events' consumers: a stalled consumption is found by the looks every "+lookEvery.String()+" only", "err", err)
-	}
 	l.beats = &beats{}
 	l.beat(ctx) // the first round has one
 	bctx, cancel := context.WithCancel(ctx)
@@ -423,11 +418,11 @@ func (l *leases) stillBeating(ctx context.Context, id string) bool {
 func (l *leases) start(ctx context.Context, p int, cons jetstream.Consumer) error {
 	e := l.e
 	why := make(chan error, 1)
-	pulls := make(chan struct{}, 1)
+	look := make(chan struct{}, 1)
 	cc, err := cons.Consume(func(m jetstream.Msg) { e.route(l.sh, m) },
 		jetstream.PullMaxMessages(partitionPull),
 		jetstream.PullExpiry(pullExpiry),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { e.consumeError(err, why, pulls) }))
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { e.consumeError(err, why, look) }))
 	if err != nil {
 		return err
 	}
@@ -436,7 +431,7 @@ func (l *leases) start(ctx context.Context, p int, cons jetstream.Consumer) erro
 	l.parts[p] = part
 	e.stats.consuming(p, true)
 	gone := make(chan error, 1)
-	go e.watchConsumer(wctx, p, cons, pulls, gone)
+	go e.watchConsumer(wctx, p, cons, look, gone)
 	go func() {
 		select {
 		case <-cc.Closed():

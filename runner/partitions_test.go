@@ -572,3 +572,32 @@ func TestLongRoundKeepsBeating(t *testing.T) {
 		}
 	}
 }
+
+// A consumption is stalled when two looks a lookEvery apart find events waiting, nothing
+// delivered between them, the same consumer, and room for more unacknowledged events.
+func TestStalled(t *testing.T) {
+	at := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	info := func(pending uint64, delivered uint64, ackPending int, created time.Time) *jetstream.ConsumerInfo {
+		return &jetstream.ConsumerInfo{NumPending: pending, Delivered: jetstream.SequenceInfo{Stream: delivered},
+			NumAckPending: ackPending, Created: created, Config: jetstream.ConsumerConfig{MaxAckPending: 100}}
+	}
+	for _, tc := range []struct {
+		name      string
+		prev, cur *jetstream.ConsumerInfo
+		want      bool
+	}{
+		{"waiting, nothing delivered", info(3, 40, 0, at), info(5, 40, 0, at), true},
+		{"first look", nil, info(5, 40, 0, at), false},
+		{"delivered meanwhile", info(3, 40, 0, at), info(5, 41, 1, at), false},
+		{"nothing waited at the first look", info(0, 40, 0, at), info(5, 40, 0, at), false},
+		{"nothing waits now", info(3, 40, 0, at), info(0, 40, 0, at), false},
+		{"the consumer was made again", info(3, 40, 0, at), info(5, 40, 0, at.Add(time.Second)), false},
+		{"no room: the engine has not acknowledged", info(3, 40, 100, at), info(5, 40, 100, at), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := stalled(tc.prev, tc.cur); got != tc.want {
+				t.Errorf("stalled = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

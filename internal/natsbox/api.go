@@ -84,30 +84,6 @@ func (a API) Subject(op string) string { return a.Prefix() + op }
 // The bucket's stream stores the message under KVSubject(bucket, key) either way.
 func (a API) KVPut(bucket, key string) string { return a.prefix + KVSubject(bucket, key) }
 
-// advisoryPrefix begins the subjects of JetStream's advisories, which the server publishes in
-// the account of the stream they are about, outside the API prefix.
-const advisoryPrefix = "$JS.EVENT.ADVISORY."
-
-// ConsumerLeaderElected is the subject of the advisories that a consumer of stream elected a
-// leader, any consumer of it ("$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.S.*"; the last
-// token names the consumer), and ok: false for the API of another domain or account, whose
-// advisories are published in an account this connection does not see.
-func (a API) ConsumerLeaderElected(stream string) (subject string, ok bool) {
-	if a.prefix != "" {
-		return "", false
-	}
-	return advisoryPrefix + "CONSUMER.LEADER_ELECTED." + stream + ".*", true
-}
-
-// StreamLeaderElected is the subject of the advisories that stream elected a leader
-// ("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.S"), and ok as for ConsumerLeaderElected.
-func (a API) StreamLeaderElected(stream string) (subject string, ok bool) {
-	if a.prefix != "" {
-		return "", false
-	}
-	return advisoryPrefix + "STREAM.LEADER_ELECTED." + stream, true
-}
-
 // checkDomain reports whether domain can name a JetStream domain: one subject token.
 func checkDomain(domain string) error {
 	if i := strings.IndexAny(domain, ".*> \t\r\n"); i >= 0 {

@@ -20,16 +20,12 @@ func TestNewAPI(t *testing.T) {
 		name, domain, prefix string
 		wantErr              string // "" for none
 		subject, kvPut       string // of STREAM.MSG.GET.S, and of key k of bucket b
-		consumerLeader       string // of stream S's consumers' leader elections; "": none
-		streamLeader         string // of stream S's leader elections; "": none
 	}{
-		{name: "default", subject: "$JS.API.STREAM.MSG.GET.S", kvPut: "$KV.b.k",
-			consumerLeader: "$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.S.*", streamLeader: "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.S"},
+		{name: "default", subject: "$JS.API.STREAM.MSG.GET.S", kvPut: "$KV.b.k"},
 		{name: "domain", domain: "hub", subject: "$JS.hub.API.STREAM.MSG.GET.S", kvPut: "$JS.hub.API.$KV.b.k"},
 		{name: "prefix", prefix: "JS.acme.API", subject: "JS.acme.API.STREAM.MSG.GET.S", kvPut: "JS.acme.API.$KV.b.k"},
 		{name: "prefix with a final dot", prefix: "fromA.", subject: "fromA.STREAM.MSG.GET.S", kvPut: "fromA.$KV.b.k"},
-		{name: "the default prefix written out", prefix: "$JS.API", subject: "$JS.API.STREAM.MSG.GET.S", kvPut: "$KV.b.k",
-			consumerLeader: "$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.S.*", streamLeader: "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.S"},
+		{name: "the default prefix written out", prefix: "$JS.API", subject: "$JS.API.STREAM.MSG.GET.S", kvPut: "$KV.b.k"},
 		{name: "both", domain: "hub", prefix: "JS.acme.API", wantErr: "are exclusive"},
 		{name: "domain of two tokens", domain: "hub.east", wantErr: `JetStream domain "hub.east" is not one subject token`},
 		{name: "domain wildcard", domain: "*", wantErr: "is not one subject token"},
@@ -55,14 +51,6 @@ func TestNewAPI(t *testing.T) {
 			}
 			if got := a.KVPut("b", "k"); got != tc.kvPut {
 				t.Errorf("KVPut = %q, want %q", got, tc.kvPut)
-			}
-			// Advisories are published in the account of the stream: one that another domain
-			// or account holds has none this connection sees.
-			if got, ok := a.ConsumerLeaderElected("S"); got != tc.consumerLeader || ok != (tc.consumerLeader != "") {
-				t.Errorf("ConsumerLeaderElected = %q, %v; want %q", got, ok, tc.consumerLeader)
-			}
-			if got, ok := a.StreamLeaderElected("S"); got != tc.streamLeader || ok != (tc.streamLeader != "") {
-				t.Errorf("StreamLeaderElected = %q, %v; want %q", got, ok, tc.streamLeader)
 			}
 			if a.Domain() != tc.domain {
 				t.Errorf("Domain = %q, want %q", a.Domain(), tc.domain)

@@ -52,6 +52,9 @@ type stack struct {
 	// Admin is a client acting as the data directory's admin (principal "admin").
 	Admin *client.Client
 	Box   *natsbox.Box
+	// Host is the engine and workers; startHost starts them again after Host.Stop.
+	Host      *host.Host
+	startHost func() *host.Host
 }
 
 // startAPI starts the server stack (newStack) and returns the API's URL, the tokens by role
@@ -64,7 +67,10 @@ func startAPI(t testing.TB) (string, map[string]string, *client.Client) {
 // newStack starts an embedded NATS server that authenticates testPrincipals, the engine (which
 // knows their roles) and the built-in workers (llm, agent) on it, and the API over HTTP; all
 // stop when the test ends.
-func newStack(t testing.TB) *stack {
+func newStack(t testing.TB) *stack { return newStackWith(t, nil) }
+
+// newStackWith is newStack with the API's configuration changed by with (nil: as it is).
+func newStackWith(t testing.TB, with func(*api.Config)) *stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -84,17 +90,25 @@ func newStack(t testing.TB) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Box.Close() })
-	h, err := host.Start(ctx, host.Config{Box: s.Box, Engine: true, Logger: log,
-		Register: func(w *worker.Worker) error { return builtin.Register(w, builtin.Config{}) },
-		Roles: func(name string) []string {
-			p, _ := res.Principal(name)
-			return p.Roles
-		}})
-	if err != nil {
-		t.Fatal(err)
+	s.startHost = func() *host.Host {
+		h, err := host.Start(ctx, host.Config{Box: s.Box, Engine: true, Logger: log,
+			Register: func(w *worker.Worker) error { return builtin.Register(w, builtin.Config{}) },
+			Roles: func(name string) []string {
+				p, _ := res.Principal(name)
+				return p.Roles
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Stop)
+		return h
 	}
-	t.Cleanup(h.Stop)
-	srv := httptest.NewServer(api.New(api.Config{Box: s.Box, Principals: res, Log: log, MaxInputBytes: testMaxInput}))
+	s.Host = s.startHost()
+	cfg := api.Config{Box: s.Box, Principals: res, Log: log, MaxInputBytes: testMaxInput}
+	if with != nil {
+		with(&cfg)
+	}
+	srv := httptest.NewServer(api.New(cfg))
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
 	s.Admin = client.NewClient(client.ClientConfig{Box: s.Box})

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -225,14 +226,23 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, p operator.Princ
 	if err != nil {
 		return runProblem(id, err)
 	}
-	if err := c.AwaitDecided(r.Context(), id, done); errors.Is(err, client.ErrNotWaiting) {
-		return problemf(http.StatusConflict, "%s", detail(err))
-	} else if err != nil {
-		return runProblem(id, err)
-	}
 	out := make([]decidedCall, len(done))
 	for i, d := range done {
 		out[i] = decidedCall{Step: d.Step, CallID: d.CallID, Tool: d.Tool}
+	}
+	// The decision is stored; how long the answer waits for the engine to take it is bounded,
+	// so that a request never hangs on an engine that is down: 202 says it is sent, not taken.
+	wctx, cancel := context.WithTimeout(r.Context(), s.cfg.DecisionWait)
+	defer cancel()
+	err = c.AwaitDecided(wctx, id, done)
+	switch {
+	case errors.Is(err, client.ErrNotWaiting):
+		return problemf(http.StatusConflict, "%s", detail(err))
+	case err != nil && wctx.Err() != nil && r.Context().Err() == nil:
+		writeJSON(w, http.StatusAccepted, map[string]any{"decided": out})
+		return nil
+	case err != nil:
+		return runProblem(id, err)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"decided": out})
 	return nil

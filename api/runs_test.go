@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/protocol"
 )
@@ -682,5 +684,27 @@ func TestResume(t *testing.T) {
 	}
 	if !strings.Contains(string(rec.Run.Steps["think"].Output), "all clear") {
 		t.Errorf("step think's output %s, want the model's answer after the resume", rec.Run.Steps["think"].Output)
+	}
+}
+
+// TestDecideWhileTheEngineIsDown: a decision's answer waits for the engine at most
+// DecisionWait; with the engine stopped it answers 202 (sent, not taken) instead of hanging,
+// and the engine takes the decision once it is back.
+func TestDecideWhileTheEngineIsDown(t *testing.T) {
+	s := newStackWith(t, func(c *api.Config) { c.DecisionWait = 200 * time.Millisecond })
+	id := s.start(reviewTOML, "")
+	s.waiting(id)
+	s.Host.Stop()
+	a := s.as("bob", "POST", "/v1/runs/"+id+"/approvals/ask", `{"decision":"approve"}`)
+	var got decided
+	if a.JSON(t, &got); a.Status != http.StatusAccepted || len(got.Decided) != 1 || got.Decided[0].Step != "ask" {
+		t.Fatalf("approve with the engine down: %d %s, want 202 naming step ask", a.Status, a.Body)
+	}
+	s.Host = s.startHost()
+	if rec := s.wait(id); rec.Run.Status != protocol.RunCompleted || rec.Run.Steps["ask"].Label != "approved" {
+		t.Fatalf("run %s, step ask labelled %q; want completed, approved", rec.Run.Status, rec.Run.Steps["ask"].Label)
+	}
+	if by := decisionBy(t, s, id); by != "bob" {
+		t.Errorf("the decision's event is by %q, want bob", by)
 	}
 }

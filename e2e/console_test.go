@@ -234,13 +234,19 @@ func (p *consolePage) waitFor(what, cond string, timeout time.Duration) {
 	}))
 }
 
-func (p *consolePage) screenshot(name string) {
+// screenshot writes the whole page into the directory of the screenshots, if any.
+func (p *consolePage) screenshot(name string) { p.capture(name, chromedp.FullScreenshot(100)) }
+
+// screenshotView writes what the window shows.
+func (p *consolePage) screenshotView(name string) { p.capture(name, chromedp.CaptureScreenshot()) }
+
+func (p *consolePage) capture(name string, shot chromedp.Action[[]byte]) {
 	p.t.Helper()
 	if p.shot == "" {
 		return
 	}
 	p.do("screenshot "+name, 30*time.Second, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		buf, err := chromedp.FullScreenshot(100)(ctx, t)
+		buf, err := shot(ctx, t)
 		if err != nil {
 			return err
 		}
@@ -471,7 +477,7 @@ func TestConsole(t *testing.T) {
 		p.screenshot("workflow.png")
 		p.do("phone", 30*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), chromedp.Navigate(s.base+"/#/runs/"+run2),
 			chromedp.WaitVisible(css(`article.iteration[data-step="investigate"][data-n="3"]`)))
-		p.screenshot("phone-run.png")
+		p.screenshotView("phone-run.png")
 		p.do("desktop", 10*time.Second, chromedp.EmulateViewport(1280, 900))
 	}
 

@@ -45,6 +45,11 @@ export async function readProblem(resp) {
 
 // request calls the API and returns the JSON answer, or throws an ApiError.
 export async function request(method, path, body, opts = {}) {
+  return (await exchange(method, path, body, opts)).data;
+}
+
+// exchange is request with the answer's status: {status, data}.
+export async function exchange(method, path, body, opts = {}) {
   const init = {method, headers: headers(), credentials: 'omit', cache: 'no-store', referrerPolicy: 'no-referrer', signal: opts.signal};
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';
@@ -57,7 +62,7 @@ export async function request(method, path, body, opts = {}) {
     throw new ApiError(resp.status, problem);
   }
   const text = await resp.text();
-  return text ? JSON.parse(text) : null;
+  return {status: resp.status, data: text ? JSON.parse(text) : null};
 }
 
 export const enc = encodeURIComponent;
@@ -73,7 +78,9 @@ export const api = {
   run: (id, opts) => request('GET', `/v1/runs/${enc(id)}`, undefined, opts),
   iteration: (id, step, n, full, opts) => request('GET', `/v1/runs/${enc(id)}/iterations/${enc(step)}/${n}${full ? '?full=true' : ''}`, undefined, opts),
   cancel: (id, reason) => request('POST', `/v1/runs/${enc(id)}/cancel`, reason ? {reason} : {}),
-  decide: (id, call, decision, message) => request('POST', `/v1/runs/${enc(id)}/approvals/${enc(call)}`, {decision, message}),
+  // decide answers {status, data}: 200 once the engine took the decision, 202 when it was
+  // sent but not taken yet.
+  decide: (id, call, decision, message) => exchange('POST', `/v1/runs/${enc(id)}/approvals/${enc(call)}`, {decision, message}),
   signal: (id, event, data) => request('POST', `/v1/runs/${enc(id)}/signals/${enc(event)}`, {data}),
   resume: (id, input, step) => request('POST', `/v1/runs/${enc(id)}/resume`, step ? {input, step} : {input}),
   start: (body) => request('POST', '/v1/runs', body),

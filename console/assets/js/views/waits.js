@@ -20,9 +20,10 @@ function decisionForm(ctx, runId, call, what, onDone) {
     approve.disabled = deny.disabled = true;
     replace(out, h('p', {role: 'status'}, decision === 'approve' ? 'Approving…' : 'Denying…'));
     try {
-      const res = await api.decide(runId, call, decision, msg.value.trim());
+      const {status, data: res} = await api.decide(runId, call, decision, msg.value.trim());
       const names = ((res && res.decided) || []).map((d) => d.tool || d.step).filter(Boolean).join(', ');
-      const done = `${decision === 'approve' ? 'Approved' : 'Denied'}${names ? ': ' + names : ''}.`;
+      let done = `${decision === 'approve' ? 'Approved' : 'Denied'}${names ? ': ' + names : ''}.`;
+      if (status === 202) done += ' The engine has not taken it yet; the run shows it when it does.';
       replace(out, h('p', {role: 'status', class: 'ok', dataset: {decided: decision}}, done));
       ctx.announce(`${done} Run ${runId}.`);
       onDone && onDone();

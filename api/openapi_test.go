@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -111,7 +110,7 @@ func (d *openAPIDocument) pointer(ptr string) (any, bool) {
 }
 
 // escape is a JSON pointer token of s.
-func escape(s string) string {
+func ptrEscape(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
@@ -163,7 +162,7 @@ func (d *openAPIDocument) operation(method, path string) (string, error) {
 	}
 	// The most literal template wins: /v1/runs/{id}/cancel over /v1/runs/{id}/{x}.
 	slices.SortFunc(found, func(a, b string) int { return strings.Count(a, "{") - strings.Count(b, "{") })
-	ptr := "/paths/" + escape(found[0]) + "/" + strings.ToLower(method)
+	ptr := "/paths/" + ptrEscape(found[0]) + "/" + strings.ToLower(method)
 	if _, ok := d.pointer(ptr); !ok {
 		return "", fmt.Errorf("the OpenAPI document has no %s %s", method, found[0])
 	}
@@ -190,7 +189,7 @@ func (d *openAPIDocument) response(op string, status int) (string, map[string]an
 func checkResponse(t testing.TB, doc *openAPIDocument, method, path string, status int, body []byte) {
 	t.Helper()
 	if err := doc.checkResponse(method, path, status, "", body); err != nil {
-		t.Errorf("%s %s → %d: %v\nbody: %s", method, path, status, err, clip(body))
+		t.Errorf("%s %s → %d: %v\nbody: %s", method, path, status, err, oaClip(body))
 	}
 }
 
@@ -204,12 +203,12 @@ func checkHTTPResponse(t testing.TB, doc *openAPIDocument, resp *http.Response) 
 		t.Fatalf("%s %s: %v", resp.Request.Method, resp.Request.URL.Path, err)
 	}
 	if err := doc.checkResponse(resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, resp.Header.Get("Content-Type"), body); err != nil {
-		t.Errorf("%s %s → %d: %v\nbody: %s", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, err, clip(body))
+		t.Errorf("%s %s → %d: %v\nbody: %s", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, err, oaClip(body))
 	}
 	return body
 }
 
-func clip(b []byte) string {
+func oaClip(b []byte) string {
 	if len(b) > 2000 {
 		return string(b[:2000]) + "…"
 	}
@@ -248,7 +247,7 @@ func (d *openAPIDocument) checkResponse(method, path string, status int, content
 			}
 		}
 	}
-	mptr := rptr + "/content/" + escape(mt)
+	mptr := rptr + "/content/" + ptrEscape(mt)
 	switch {
 	case strings.HasSuffix(mt, "json"):
 		return d.validate(mptr+"/schema", body)
@@ -274,16 +273,16 @@ func (d *openAPIDocument) validate(ptr string, body []byte) error {
 	return nil
 }
 
-// sseMessage is one message of a text/event-stream.
-type sseMessage struct {
+// oaSSEMessage is one message of a text/event-stream.
+type oaSSEMessage struct {
 	id, event string
 	data      []byte
 }
 
-// parseSSE splits a text/event-stream into its messages (comments left out).
-func parseSSE(body []byte) []sseMessage {
-	var out []sseMessage
-	var m sseMessage
+// oaParseSSE splits a text/event-stream into its messages (comments left out).
+func oaParseSSE(body []byte) []oaSSEMessage {
+	var out []oaSSEMessage
+	var m oaSSEMessage
 	var data []string
 	flush := func() {
 		if len(data) > 0 || m.event != "" {
@@ -293,7 +292,7 @@ func parseSSE(body []byte) []sseMessage {
 			}
 			out = append(out, m)
 		}
-		m, data = sseMessage{}, nil
+		m, data = oaSSEMessage{}, nil
 	}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -324,8 +323,8 @@ func parseSSE(body []byte) []sseMessage {
 // checkSSE validates every message of an event stream against the schema x-sse-messages
 // gives its event name.
 func (d *openAPIDocument) checkSSE(mptr string, body []byte) error {
-	for i, m := range parseSSE(body) {
-		ptr := mptr + "/x-sse-messages/" + escape(m.event)
+	for i, m := range oaParseSSE(body) {
+		ptr := mptr + "/x-sse-messages/" + ptrEscape(m.event)
 		if _, ok := d.pointer(ptr); !ok {
 			return fmt.Errorf("message %d: event %q is not one of x-sse-messages of #%s", i, m.event, mptr)
 		}
@@ -336,10 +335,10 @@ func (d *openAPIDocument) checkSSE(mptr string, body []byte) error {
 	return nil
 }
 
-var methods = []string{"get", "put", "post", "delete", "patch", "head", "options", "trace"}
+var oaMethods = []string{"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 
-// testServer is a Server whose every route the table has (metrics too).
-func tableOf() []route {
+// oaTable is the table of a Server with every route (metrics too).
+func oaTable() []route {
 	s := New(Config{Principals: &operator.Resolved{}, Metrics: http.NotFoundHandler()})
 	return s.routes
 }
@@ -350,14 +349,14 @@ func tableOf() []route {
 func TestOpenAPIRoutes(t *testing.T) {
 	doc := loadOpenAPI(t)
 	routes := map[string]bool{}
-	for _, rt := range tableOf() {
+	for _, rt := range oaTable() {
 		routes[rt.method+" "+rt.path] = true
 	}
 	documented := map[string]bool{}
 	paths, _ := doc.raw["paths"].(map[string]any)
 	for p, item := range paths {
 		for m := range item.(map[string]any) {
-			if slices.Contains(methods, m) {
+			if slices.Contains(oaMethods, m) {
 				documented[strings.ToUpper(m)+" "+p] = true
 			}
 		}
@@ -413,7 +412,7 @@ func TestOpenAPIDocument(t *testing.T) {
 				}
 			}
 			for k, e := range x {
-				p := ptr + "/" + escape(k)
+				p := ptr + "/" + ptrEscape(k)
 				if k == "schema" || strings.HasPrefix(ptr, "/components/schemas") && strings.Count(ptr, "/") == 2 ||
 					strings.HasSuffix(ptr, "/x-sse-messages") {
 					schemaPtrs = append(schemaPtrs, p)
@@ -448,7 +447,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			t.Errorf("path %q does not start with /", p)
 		}
 		for m, o := range item.(map[string]any) {
-			if !slices.Contains(methods, m) {
+			if !slices.Contains(oaMethods, m) {
 				t.Errorf("%s: %q is not an HTTP method", p, m)
 				continue
 			}
@@ -471,7 +470,7 @@ func TestOpenAPIDocument(t *testing.T) {
 					t.Errorf("%s: response %q is not a status", where, code)
 				}
 				hasOK = hasOK || strings.HasPrefix(code, "2")
-				_, r, err := doc.deref("/paths/" + escape(p) + "/" + m + "/responses/" + escape(code))
+				_, r, err := doc.deref("/paths/" + ptrEscape(p) + "/" + m + "/responses/" + ptrEscape(code))
 				if err != nil {
 					t.Errorf("%s response %s: %v", where, code, err)
 				} else if _, ok := r["description"].(string); !ok {
@@ -492,7 +491,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			}
 			params, _ := op["parameters"].([]any)
 			for i := range params {
-				_, pm, err := doc.deref(fmt.Sprintf("/paths/%s/%s/parameters/%d", escape(p), m, i))
+				_, pm, err := doc.deref(fmt.Sprintf("/paths/%s/%s/parameters/%d", ptrEscape(p), m, i))
 				if err != nil {
 					t.Errorf("%s parameter %d: %v", where, i, err)
 					continue
@@ -530,8 +529,8 @@ func TestOpenAPIDocument(t *testing.T) {
 		}
 	}
 	// Public routes need nothing, the others the bearer token: the document and the table agree.
-	for _, rt := range tableOf() {
-		ptr := "/paths/" + escape(rt.path) + "/" + strings.ToLower(rt.method) + "/security"
+	for _, rt := range oaTable() {
+		ptr := "/paths/" + ptrEscape(rt.path) + "/" + strings.ToLower(rt.method) + "/security"
 		sec, _ := doc.pointer(ptr)
 		arr, _ := sec.([]any)
 		if public := rt.access == public; public != (len(arr) == 0) {
@@ -573,24 +572,24 @@ func TestCheckResponseCatches(t *testing.T) {
 }
 
 // principals of the tests: a token per role, and one with none.
-var testTokens = map[string]string{
+var oaTokens = map[string]string{
 	"admin": "tok-admin", "viewer": "tok-viewer", "submitter": "tok-submitter",
 	"approver": "tok-approver", "worker": "tok-worker",
 }
 
-func testPrincipals() *operator.Resolved {
+func oaPrincipals() *operator.Resolved {
 	res, err := (&operator.Config{}).Resolve(func(string) string { return "" }, nil)
 	if err != nil {
 		panic(err)
 	}
-	for role, tok := range testTokens {
+	for role, tok := range oaTokens {
 		res.AddPrincipal(role, tok, role)
 	}
 	return res
 }
 
-// call sends method path with body as the principal of token ("": none) and returns the answer.
-func call(t testing.TB, base, method, path, token, body string) *http.Response {
+// oaCall sends method path with body as the principal of token ("": none) and returns the answer.
+func oaCall(t testing.TB, base, method, path, token, body string) *http.Response {
 	t.Helper()
 	var r io.Reader
 	if body != "" {
@@ -613,8 +612,8 @@ func call(t testing.TB, base, method, path, token, body string) *http.Response {
 	return resp
 }
 
-// concrete is the route's path with its parameters filled in.
-func concrete(path string) string {
+// oaPath is the route's path with its parameters filled in.
+func oaPath(path string) string {
 	r := strings.NewReplacer("{id}", "r-none", "{step}", "work", "{n}", "1", "{call}", "c-1", "{event}", "go", "{name}", "refund")
 	return r.Replace(path)
 }
@@ -625,15 +624,15 @@ func concrete(path string) string {
 // TestOpenAPIAnswers'.
 func TestOpenAPIAnswersAuth(t *testing.T) {
 	doc := loadOpenAPI(t)
-	srv := httptest.NewServer(New(Config{Principals: testPrincipals(), Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := httptest.NewServer(New(Config{Principals: oaPrincipals(), Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		_, _ = io.WriteString(w, "# no metrics\n")
 	})}))
 	defer srv.Close()
-	for _, rt := range tableOf() {
-		path := concrete(rt.path)
+	for _, rt := range oaTable() {
+		path := oaPath(rt.path)
 		if rt.access == public {
-			resp := call(t, srv.URL, rt.method, path, "", "")
+			resp := oaCall(t, srv.URL, rt.method, path, "", "")
 			if resp.StatusCode != http.StatusOK {
 				t.Errorf("%s %s: %d, want 200", rt.method, path, resp.StatusCode)
 			}
@@ -646,8 +645,8 @@ func TestOpenAPIAnswersAuth(t *testing.T) {
 		for _, c := range []struct {
 			token  string
 			status int
-		}{{"", 401}, {"nobody's", 401}, {testTokens["worker"], 403}} {
-			resp := call(t, srv.URL, rt.method, path, c.token, "")
+		}{{"", 401}, {"nobody's", 401}, {oaTokens["worker"], 403}} {
+			resp := oaCall(t, srv.URL, rt.method, path, c.token, "")
 			if resp.StatusCode != c.status {
 				t.Errorf("%s %s with token %q: %d, want %d", rt.method, path, c.token, resp.StatusCode, c.status)
 			}
@@ -661,7 +660,7 @@ func TestOpenAPIAnswersAuth(t *testing.T) {
 		}
 		// A role the route does not allow: a viewer may only read.
 		if rt.access != read {
-			resp := call(t, srv.URL, rt.method, path, testTokens["viewer"], "")
+			resp := oaCall(t, srv.URL, rt.method, path, oaTokens["viewer"], "")
 			if resp.StatusCode != http.StatusForbidden {
 				t.Errorf("%s %s as a viewer: %d, want 403", rt.method, path, resp.StatusCode)
 			}
@@ -670,8 +669,8 @@ func TestOpenAPIAnswersAuth(t *testing.T) {
 	}
 }
 
-// problemOf decodes a problem document.
-func problemOf(t testing.TB, body []byte) Problem {
+// oaProblem decodes a problem document.
+func oaProblem(t testing.TB, body []byte) Problem {
 	t.Helper()
 	var p Problem
 	if err := json.Unmarshal(body, &p); err != nil {
@@ -680,4 +679,3 @@ func problemOf(t testing.TB, body []byte) Problem {
 	return p
 }
 
-var _ = url.PathEscape // used by the tests of the routes

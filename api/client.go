@@ -206,7 +206,7 @@ type RunSummary struct {
 	RunID     string             `json:"run_id"`
 	Workflow  string             `json:"workflow"`
 	Status    protocol.RunStatus `json:"status"`
-	StartedAt time.Time           `json:"started_at"`
+	StartedAt time.Time          `json:"started_at"`
 	Error     *protocol.RunError `json:"error"`
 }
 
@@ -332,11 +332,11 @@ func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawM
 
 // WorkflowVersion is one version of a registered workflow.
 type WorkflowVersion struct {
-	Name         string   `json:"name"`
-	Version      int      `json:"version"`
-	Hash         string   `json:"hash"`
+	Name         string    `json:"name"`
+	Version      int       `json:"version"`
+	Hash         string    `json:"hash"`
 	RegisteredAt time.Time `json:"registered_at"`
-	RegisteredBy string   `json:"registered_by"`
+	RegisteredBy string    `json:"registered_by"`
 }
 
 // WorkflowSource is GET /v1/workflows/{name}: a version with its source, graph and the

@@ -678,4 +678,3 @@ func oaProblem(t testing.TB, body []byte) Problem {
 	}
 	return p
 }
-

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
@@ -252,13 +253,12 @@ func (c *Client) GetRun(ctx context.Context, runID string) (RunDetail, error) {
 	return out, err
 }
 
-// IterationParts is GET /v1/runs/{id}/iterations/{step}/{n}. Its parts are
-// client.IterationPart's JSON, kept as it came so that a caller prints it unchanged.
+// IterationParts is GET /v1/runs/{id}/iterations/{step}/{n}: the answers to one iteration.
 type IterationParts struct {
-	RunID     string            `json:"run_id"`
-	Step      string            `json:"step"`
-	Iteration int               `json:"iteration"`
-	Parts     []json.RawMessage `json:"parts"`
+	RunID     string                 `json:"run_id"`
+	Step      string                 `json:"step"`
+	Iteration int                    `json:"iteration"`
+	Parts     []client.IterationPart `json:"parts"`
 }
 
 // Iteration returns what iteration n of step did; full reads the clipped texts in whole.

@@ -75,6 +75,7 @@ as an input that is not JSON).`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runWorkflow(cmd, args[0], f) },
 	}
 	f.nats.add(cmd)
+	f.nats.addServer(cmd.Flags())
 	f.model.add(cmd, "run every llm and agent step on this model instead of the workflow's: a `NAME` of the workflow's [models], or PROVIDER:NAME (openai:NAME, anthropic:NAME, replay:FILE)")
 	fl := cmd.Flags()
 	fl.StringVar(&f.input, "input", "", "the run input, a JSON value")
@@ -89,8 +90,12 @@ as an input that is not JSON).`,
 
 func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	ctx := cmd.Context()
-	if f.detach && f.nats.url == "" {
-		return &exitError{code: exitUsage, err: errors.New("--detach needs --nats URL: an embedded server stops with the command")}
+	remote, err := f.nats.apiClient(cmd, "data", "listen", "model", "base-url", "api-key", "timeout", "record", "price")
+	if err != nil {
+		return err
+	}
+	if f.detach && f.nats.url == "" && remote == nil {
+		return &exitError{code: exitUsage, err: errors.New("--detach needs a server, --nats URL or --server URL: an embedded server stops with the command")}
 	}
 	if f.listen != "" && f.nats.url != "" {
 		return &exitError{code: exitUsage, err: errors.New("--listen applies to the embedded server; it cannot be used with --nats")}
@@ -111,6 +116,13 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	}
 	if err := checkInput(def, input); err != nil {
 		return &exitError{code: exitUsage, err: err}
+	}
+	if remote != nil {
+		bundles, err := wire.NewBundles(def, "")
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		return runRemote(cmd, remote, file, def, bundles, input, f)
 	}
 	if def, err = f.useModel(def); err != nil {
 		return &exitError{code: exitUsage, err: err}

@@ -22,10 +22,10 @@ import (
 type humanFlags struct {
 	nats     natsFlags
 	dataFlag string // the data directory's flag: --data, or --data-dir for reins signal
-	model  modelFlags
-	follow bool
-	asJSON bool
-	quiet  bool
+	model    modelFlags
+	follow   bool
+	asJSON   bool
+	quiet    bool
 }
 
 func (f *humanFlags) add(cmd *cobra.Command) { f.addNamed(cmd, "data") }

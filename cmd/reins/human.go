@@ -47,6 +47,10 @@ embedded server that no process runs (reins run stopped at the pause; reins sign
 engine and the built-in workers there and continues the run until it ends or waits again,
 printing its progress and result as reins run does.
 
+With --server URL (default $REINS_SERVER) the answer goes through the server's HTTP API as the
+principal of --token, needing no NATS (--follow follows the run's event stream); --by and
+--model cannot be used with it.
+
 Exit status: 0 when the answer was sent (and, when following, the run completed or waits
 again), 1 when nothing waits for it, the run has ended, or the followed run failed, 2 for a
 usage error.`

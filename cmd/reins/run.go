@@ -49,6 +49,12 @@ process. Task and agent_loop steps need workers that register their handlers: gi
 so that they can connect, or start the run on a server (reins serve) with --nats. With --nats
 the run goes to that server's engine and workers; --detach prints the run id and returns.
 
+With --server URL (default $REINS_SERVER), the command goes through the HTTP API of a server
+(reins serve --listen) as the principal of --token, and needs no NATS: it registers FILE under
+its workflow's name, starts a run of that version, and follows the run's event stream to its
+end (--detach prints the run id). --listen and --model act in this process and cannot be used
+with it. docs/api.md, "The reins command over the API".
+
 --model runs every llm and agent step on one model instead of the workflow's: a NAME of the
 workflow's [models] (the run starts with a copy of the definition whose steps name it), or
 PROVIDER:NAME (openai:NAME, with --base-url for any OpenAI-compatible server, anthropic:NAME,
@@ -70,7 +76,8 @@ as an input that is not JSON).`,
   reins run examples/refund/workflow.toml --input '{"order_id":"O-104"}' --model drafter
   reins run examples/refund/workflow.toml --input '{"order_id":"O-104"}' --model openai:gpt-4o-mini
   reins run review.toml --input-file pr.json --json
-  reins run review.toml --nats nats://127.0.0.1:4222 --detach`,
+  reins run review.toml --nats nats://127.0.0.1:4222 --detach
+  reins run review.toml --server http://127.0.0.1:7400 --token "$REINS_TOKEN" --detach`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runWorkflow(cmd, args[0], f) },
 	}
@@ -81,7 +88,7 @@ as an input that is not JSON).`,
 	fl.StringVar(&f.input, "input", "", "the run input, a JSON value")
 	fl.StringVar(&f.inputFile, "input-file", "", "read the run input from this JSON `FILE`")
 	fl.BoolVar(&f.asJSON, "json", false, "print the run result as JSON")
-	fl.BoolVar(&f.detach, "detach", false, "start the run and print its id without waiting (needs --nats)")
+	fl.BoolVar(&f.detach, "detach", false, "start the run and print its id without waiting (needs --nats or --server)")
 	fl.StringVar(&f.listen, "listen", "", "let workers connect to the embedded server at this `ADDR` (127.0.0.1:PORT)")
 	fl.StringVar(&f.runID, "run-id", "", "the run `ID` (default: generated)")
 	fl.BoolVar(&f.quiet, "quiet", false, "print no progress")

@@ -32,7 +32,10 @@ func newRunsCmd() *cobra.Command {
 		Short: "List, show, cancel, delete, replay, fork and prune runs",
 		Long: `Reads and changes runs on a server: --nats URL, or the server running on --data (reins
 serve), or, when none runs there, the data directory itself (reins run without --nats keeps its
-runs in --data, default .reins/).`,
+runs in --data, default .reins/).
+
+list, show and cancel also go through a server's HTTP API with --server URL (default
+$REINS_SERVER) and --token, needing no NATS (docs/api.md).`,
 	}
 	nf.addTo(cmd.PersistentFlags())
 	cmd.AddCommand(newRunsListCmd(nf), newRunsShowCmd(nf), newRunsCancelCmd(nf), newRunsDeleteCmd(nf),

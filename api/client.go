@@ -169,16 +169,16 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 	return resp.StatusCode, nil
 }
 
-// StartRequest is the body of POST /v1/runs.
-type StartRequest struct {
+// RunStart is the body of POST /v1/runs.
+type RunStart struct {
 	Workflow string          `json:"workflow"`
 	Input    json.RawMessage `json:"input,omitempty"`
 	Version  int             `json:"version,omitempty"`
 	RunID    string          `json:"run_id,omitempty"`
 }
 
-// Started is the answer of POST /v1/runs.
-type Started struct {
+// RunStarted is the answer of POST /v1/runs.
+type RunStarted struct {
 	RunID    string `json:"run_id"`
 	Workflow string `json:"workflow"`
 	Version  int    `json:"version"`
@@ -187,8 +187,8 @@ type Started struct {
 }
 
 // StartRun starts a run of a registered workflow.
-func (c *Client) StartRun(ctx context.Context, req StartRequest) (Started, error) {
-	var out Started
+func (c *Client) StartRun(ctx context.Context, req RunStart) (RunStarted, error) {
+	var out RunStarted
 	status, err := c.call(ctx, http.MethodPost, "/v1/runs", nil, req, &out)
 	out.Existed = status == http.StatusOK
 	return out, err
@@ -319,8 +319,11 @@ func (c *Client) Signal(ctx context.Context, runID, name string, data json.RawMe
 // Resume answers a run waiting for a person (step "": the one that waits) and returns the
 // step resumed.
 func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawMessage) (string, error) {
+	if len(input) == 0 {
+		input = json.RawMessage("null")
+	}
 	in := struct {
-		Input json.RawMessage `json:"input,omitempty"`
+		Input json.RawMessage `json:"input"`
 		Step  string          `json:"step,omitempty"`
 	}{input, step}
 	var out struct {
@@ -383,40 +386,40 @@ func (c *Client) Workflow(ctx context.Context, name string, version int) (Workfl
 	return out, err
 }
 
-// RunStatus is the data of a status message of a run's event stream: the run result, with
+// StreamStatus is the data of a status message of a run's event stream: the run result, with
 // its workflow's name.
-type RunStatus struct {
+type StreamStatus struct {
 	protocol.Result
 	Workflow string `json:"workflow,omitempty"`
 }
 
-// Delta is the data of a delta message: a piece of a streaming model's reply.
-type Delta struct {
+// StreamDelta is the data of a delta message: a piece of a streaming model's reply.
+type StreamDelta struct {
 	Step      string `json:"step"`
 	Iteration int    `json:"iteration"`
 	Text      string `json:"text"`
 }
 
-// Message is one message of a run's event stream: exactly one of Event, Status, Delta or End
+// StreamMessage is one message of a run's event stream: exactly one of Event, Status, Delta or End
 // is set, as Kind says.
-type Message struct {
+type StreamMessage struct {
 	Kind   string // event, status, delta or end
 	ID     string // an event's position in the run's event stream (Last-Event-ID)
 	Event  *protocol.Event
-	Status *RunStatus
-	Delta  *Delta
+	Status *StreamStatus
+	Delta  *StreamDelta
 	End    protocol.RunStatus // the run's final status
 }
 
 // Events reads the run's event stream (GET /v1/runs/{id}/events) after the event lastID
 // ("": from the first), until the end message, the server closes it, or ctx is done. Messages
 // of a kind this client does not know are skipped.
-func (c *Client) Events(ctx context.Context, runID, lastID string) iter.Seq2[Message, error] {
-	return func(yield func(Message, error) bool) {
+func (c *Client) Events(ctx context.Context, runID, lastID string) iter.Seq2[StreamMessage, error] {
+	return func(yield func(StreamMessage, error) bool) {
 		path := "/v1/runs/" + pathEscape(runID) + "/events"
 		resp, err := c.stream(ctx, path, lastID)
 		if err != nil {
-			yield(Message{}, err)
+			yield(StreamMessage{}, err)
 			return
 		}
 		defer resp.Body.Close()
@@ -425,10 +428,10 @@ func (c *Client) Events(ctx context.Context, runID, lastID string) iter.Seq2[Mes
 				if ctx.Err() != nil {
 					err = ctx.Err()
 				}
-				yield(Message{}, fmt.Errorf("the event stream of run %s from %s broke: %w", runID, c.URL(), err))
+				yield(StreamMessage{}, fmt.Errorf("the event stream of run %s from %s broke: %w", runID, c.URL(), err))
 				return
 			}
-			m := Message{Kind: raw.event, ID: raw.id}
+			m := StreamMessage{Kind: raw.event, ID: raw.id}
 			var derr error
 			switch raw.event {
 			case "event":
@@ -447,7 +450,7 @@ func (c *Client) Events(ctx context.Context, runID, lastID string) iter.Seq2[Mes
 				continue
 			}
 			if derr != nil {
-				yield(Message{}, fmt.Errorf("the event stream of run %s from %s has a %s message that is not its JSON: %w", runID, c.URL(), raw.event, derr))
+				yield(StreamMessage{}, fmt.Errorf("the event stream of run %s from %s has a %s message that is not its JSON: %w", runID, c.URL(), raw.event, derr))
 				return
 			}
 			if !yield(m, nil) || m.Kind == "end" {

@@ -117,7 +117,7 @@ func runRemote(cmd *cobra.Command, c *api.Client, file string, def *workflow.Def
 	if err != nil {
 		return apiFailed(err)
 	}
-	started, err := c.StartRun(ctx, api.StartRequest{Workflow: v.Name, Version: v.Version, Input: input, RunID: f.runID})
+	started, err := c.StartRun(ctx, api.RunStart{Workflow: v.Name, Version: v.Version, Input: input, RunID: f.runID})
 	if err != nil {
 		return apiFailed(err)
 	}
@@ -164,7 +164,7 @@ func followRemote(cmd *cobra.Command, c *api.Client, id string, def *workflow.De
 		}
 	}()
 	p := newProgress(w, def, o.quiet)
-	var last *api.RunStatus
+	var last *api.StreamStatus
 	seen, lastID, sent := 0, "", o.start == nil
 	var streamErr error
 	for tries := 0; tries < 5; tries++ {
@@ -201,7 +201,7 @@ func followRemote(cmd *cobra.Command, c *api.Client, id string, def *workflow.De
 					if err != nil {
 						return apiFailed(err)
 					}
-					last = &api.RunStatus{Result: d.Result}
+					last = &api.StreamStatus{Result: d.Result}
 				}
 				return printRemoteResult(cmd, last.Result, o)
 			}

@@ -167,6 +167,9 @@ func followRemote(cmd *cobra.Command, c *api.Client, id string, def *workflow.De
 	var last *api.StreamStatus
 	seen, lastID, sent := 0, "", o.start == nil
 	var streamErr error
+	// A run just started may have no record yet: its stream is 404 until the engine saved it.
+	born := time.Now().Add(15 * time.Second)
+	everProgressed := false
 	for tries := 0; tries < 5; tries++ {
 		progressed := false
 		for m, err := range c.Events(watchCtx, id, lastID) {
@@ -174,7 +177,7 @@ func followRemote(cmd *cobra.Command, c *api.Client, id string, def *workflow.De
 				streamErr = err
 				break
 			}
-			progressed = true
+			progressed, everProgressed = true, true
 			switch m.Kind {
 			case "event":
 				lastID = m.ID
@@ -210,6 +213,10 @@ func followRemote(cmd *cobra.Command, c *api.Client, id string, def *workflow.De
 		switch {
 		case watchCtx.Err() != nil:
 			return &exitError{code: exitFailed, err: fmt.Errorf("run %s: stopped following before it ended", id)}
+		case errors.As(streamErr, &prob) && prob.Status == http.StatusNotFound && !everProgressed && time.Now().Before(born):
+			tries--
+			time.Sleep(100 * time.Millisecond)
+			continue
 		case errors.As(streamErr, &prob):
 			return apiFailed(streamErr)
 		case progressed:

@@ -181,6 +181,29 @@ func TestRemoteWaitAndCancel(t *testing.T) {
 		t.Errorf("the followed run: exit %d, want 1 and the failed result\n%s%s", code, out, errOut)
 	}
 
+	// signal --follow: the answer, then the run followed through its stream to its end.
+	hold := writeTestFile(t, "hold.toml", holdWorkflow)
+	code, out, errOut = cli(t, "run", hold, "--server", url, "--token", samToken, "--detach")
+	if code != exitOK {
+		t.Fatalf("run --detach: exit %d\n%s%s", code, out, errOut)
+	}
+	holdID := strings.TrimSpace(out)
+	for rec, err := range c.Watch(t.Context(), holdID) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Run.Status == protocol.RunWaiting {
+			break
+		}
+	}
+	code, out, errOut = cli(t, "signal", holdID, "go", "--data", `{"n": 7}`, "--server", url, "--token", adaToken, "--follow", "--json")
+	if code != exitOK || !strings.Contains(errOut, "run "+holdID+": event go sent") {
+		t.Fatalf("signal --follow: exit %d\n%s%s", code, out, errOut)
+	}
+	if r := decodeResult(t, out); r.Status != "completed" || string(r.Output) != `{"n":7}` && !strings.Contains(string(r.Output), `"n": 7`) {
+		t.Errorf("signal --follow: %+v %s", r, r.Output)
+	}
+
 	wf := writeWorkflow(t, "task.toml", taskWorkflow)
 	code, out, errOut = cli(t, "run", wf, "--server", url, "--token", samToken, "--detach")
 	if code != exitOK {

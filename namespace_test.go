@@ -18,9 +18,9 @@ import (
 // Box instead (Box.Names), or a process in a namespace would reach the default one's.
 var defaultNames = []string{
 	"TasksStream", "EventsStream", "DLQStream", "TaskSubjects", "EventSubjects", "DLQSubjects",
-	"CancelSubjects", "TaskSubjectPrefix", "KeeperSubject",
+	"CancelSubjects", "DeltaSubjects", "TaskSubjectPrefix", "KeeperSubject",
 	"RunsBucket", "StatusBucket", "ServedBucket", "CheckpointsBucket", "WorkflowsBucket",
-	"EnginesBucket", "EffectsBucket", "ValuesBucket",
+	"EnginesBucket", "EffectsBucket", "ValuesBucket", "RegistryBucket",
 	"TaskSubject", "EventSubject", "DLQSubject", "CancelSubject", "PartitionSubjects",
 	"PrincipalSubject", "ParseEventSubject", "SubjectPartition", "RunEventFilters", "Permissions",
 }
@@ -28,9 +28,9 @@ var defaultNames = []string{
 // defaultLiterals are pieces of the default namespace's names that a string literal outside
 // natsbox must not hold: a name written by hand bypasses Names just as a constant does.
 var defaultLiterals = []string{
-	"REINS_TASKS", "REINS_EVENTS", "REINS_DLQ", "reins.task.", "reins.event.", "reins.dlq.",
+	"REINS_TASKS", "REINS_EVENTS", "REINS_DLQ", "reins.task.", "reins.event.", "reins.dlq.", "reins.delta.",
 	"reins.cancel.", "reins_runs", "reins_status", "reins_served", "reins_checkpoints",
-	"reins_workflows", "reins_engines", "reins_effects", "reins_values", "$KV.", "$O.",
+	"reins_workflows", "reins_engines", "reins_effects", "reins_values", "reins_registry", "$KV.", "$O.",
 }
 
 // apiLiterals begin the subjects of the JetStream API: one written by hand outside natsbox

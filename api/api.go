@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/reins-run/reins/client"
@@ -36,13 +37,20 @@ type Config struct {
 	Now func() time.Time
 	// MaxInputBytes bounds a run's input and a request's body; 0 means 64 MiB.
 	MaxInputBytes int64
+	// DecisionWait bounds how long a decision's answer waits for the engine to take it; past
+	// it the answer is 202 (sent, not yet taken). 0 means 30 s.
+	DecisionWait time.Duration
+	// KeepAlive returns the ticks on which a stream of a run's events sends a keep-alive
+	// comment, and what stops them; nil means every KeepAliveEvery (tests pass their own).
+	KeepAlive func() (ticks <-chan time.Time, stop func())
 }
 
 // Server is the HTTP API. It is an http.Handler and safe for concurrent use.
 type Server struct {
-	cfg    Config
-	mux    *http.ServeMux
-	routes []route
+	cfg     Config
+	mux     *http.ServeMux
+	routes  []route
+	clients sync.Map // principal name → *client.Client: a client opens its buckets once
 }
 
 // access is who may call a route.
@@ -72,6 +80,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxInputBytes <= 0 {
 		cfg.MaxInputBytes = 64 << 20
+	}
+	if cfg.DecisionWait <= 0 {
+		cfg.DecisionWait = 30 * time.Second
 	}
 	if cfg.Ready == nil {
 		cfg.Ready = func() error { return nil }
@@ -177,7 +188,11 @@ func needs(a access) string {
 
 // client returns the client of runs acting as p.
 func (s *Server) client(p operator.Principal) *client.Client {
-	return client.NewClient(client.ClientConfig{Box: s.cfg.Box, Principal: p.Name, Now: s.cfg.Now, MaxInputBytes: s.cfg.MaxInputBytes})
+	if c, ok := s.clients.Load(p.Name); ok {
+		return c.(*client.Client)
+	}
+	c, _ := s.clients.LoadOrStore(p.Name, client.NewClient(client.ClientConfig{Box: s.cfg.Box, Principal: p.Name, Now: s.cfg.Now, MaxInputBytes: s.cfg.MaxInputBytes}))
+	return c.(*client.Client)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ operator.Principal) error {

@@ -1,12 +1,127 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
+	"strings"
 
+	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/operator"
 )
 
+// startRequest is the body of POST /v1/runs.
+type startRequest struct {
+	Workflow string          `json:"workflow"`
+	Input    json.RawMessage `json:"input"`
+	Version  int             `json:"version"`
+	RunID    string          `json:"run_id"`
+}
+
+// started is the answer of POST /v1/runs.
+type started struct {
+	RunID    string `json:"run_id"`
+	Workflow string `json:"workflow"`
+	Version  int    `json:"version"`
+}
+
+// startBodySlack is what a start's body may hold besides its input: the other members.
+const startBodySlack = 64 << 10
+
 // startRun serves POST /v1/runs (docs/api.md): a run of a registered workflow.
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p operator.Principal) error {
-	return notYet(w, r, p)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxInputBytes+startBodySlack))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return problemf(http.StatusRequestEntityTooLarge, "the body is larger than the server's max_input_bytes (%d bytes) allows a run's input to be", s.cfg.MaxInputBytes)
+		}
+		return problemf(http.StatusBadRequest, "the body could not be read: %v", err)
+	}
+	var req startRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return err
+	}
+	switch {
+	case req.Workflow == "":
+		return problemf(http.StatusBadRequest, `the member "workflow" is required: the name of a registered workflow`)
+	case req.Version < 0:
+		return problemf(http.StatusBadRequest, `the member "version" is %d: want a version, a whole number from 1 (or none for the latest)`, req.Version)
+	}
+	if req.RunID != "" {
+		if err := wire.CheckRunID(req.RunID); err != nil {
+			return problemf(http.StatusBadRequest, `the member "run_id": %v`, err)
+		}
+	}
+	input := req.Input
+	if len(input) == 0 {
+		input = json.RawMessage("null")
+	}
+	if int64(len(input)) > s.cfg.MaxInputBytes {
+		return problemf(http.StatusRequestEntityTooLarge, "the input is %d bytes, more than the server's max_input_bytes of %d", len(input), s.cfg.MaxInputBytes)
+	}
+	if err := wire.CheckJSON(input, 0); err != nil {
+		return problemf(http.StatusUnprocessableEntity, `the member "input" %v`, err)
+	}
+	c := s.client(p)
+	reg, err := s.registered(r, c, req.Workflow, req.Version)
+	if err != nil {
+		return err
+	}
+	bs, err := c.Bundles(r.Context(), reg)
+	if err != nil {
+		return err
+	}
+	def := bs.All[bs.Root].Definition
+	if string(input) == "null" {
+		if step, key, path, ok := def.ReadsInput(); ok {
+			return problemf(http.StatusUnprocessableEntity, `workflow %s reads the run input (%s of step %s uses %s), and the member "input" is missing or null`, reg.Name, key, step, path)
+		}
+	}
+	id, err := c.Start(r.Context(), bs, input, req.RunID)
+	switch {
+	case errors.Is(err, client.ErrExists):
+		// A start retried with its run id: the run exists, and nothing new starts.
+		version, err := c.StartedAs(r.Context(), req.RunID, reg.Name)
+		if err != nil {
+			return err
+		}
+		if version == 0 {
+			return problemf(http.StatusConflict, "run %s exists and runs another workflow than %s: choose another run_id", req.RunID, reg.Name)
+		}
+		w.Header().Set("Location", "/v1/runs/"+req.RunID)
+		writeJSON(w, http.StatusOK, started{RunID: req.RunID, Workflow: reg.Name, Version: version})
+		return nil
+	case errors.Is(err, client.ErrForbidden):
+		return problemf(http.StatusForbidden, "%s", strings.TrimPrefix(err.Error(), "client: "))
+	case err != nil:
+		return err
+	}
+	w.Header().Set("Location", "/v1/runs/"+id)
+	writeJSON(w, http.StatusCreated, started{RunID: id, Workflow: reg.Name, Version: reg.Version})
+	return nil
+}
+
+// decodeStrict decodes body, one JSON object, into v: 400 naming the member that is unknown
+// or of the wrong type, or saying why the body is not JSON.
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		if _, terr := dec.Token(); terr != io.EOF {
+			return problemf(http.StatusBadRequest, "the body holds something after its JSON object")
+		}
+		return nil
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return problemf(http.StatusBadRequest, "the member %q is a JSON %s: want a %s", typeErr.Field, typeErr.Value, typeErr.Type)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return problemf(http.StatusBadRequest, "the member %s is not one this route takes", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return problemf(http.StatusBadRequest, "the body is not a JSON object: %v", err)
 }

@@ -1,19 +1,228 @@
 package api
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/operator"
+	"github.com/reins-run/reins/workflow"
 )
 
 // The routes of registered workflows (docs/api.md, "Workflows").
 
+// MaxWorkflowBytes bounds the body of PUT /v1/workflows/{name}: one workflow file.
+const MaxWorkflowBytes = 1 << 20
+
+// workflowVersion is a registered version as the API answers it.
+type workflowVersion struct {
+	Name         string    `json:"name"`
+	Version      int       `json:"version"`
+	Hash         string    `json:"hash"`
+	RegisteredAt time.Time `json:"registered_at"`
+	RegisteredBy string    `json:"registered_by"`
+}
+
+func versionOf(r client.Registered) workflowVersion {
+	return workflowVersion{Name: r.Name, Version: r.Version, Hash: r.Hash, RegisteredAt: r.RegisteredAt, RegisteredBy: r.RegisteredBy}
+}
+
+// workflowDetail is GET /v1/workflows/{name}: a version with its source, its graph and its
+// problems against the server's configuration of now.
+type workflowDetail struct {
+	workflowVersion
+	Source   string           `json:"source"`
+	Graph    workflow.Drawing `json:"graph"`
+	Problems []FileProblem    `json:"problems"`
+}
+
+// operatorConfig is the configuration whose submission check registered workflows pass.
+func (s *Server) operatorConfig() *operator.Config {
+	if s.cfg.Operator != nil {
+		return s.cfg.Operator
+	}
+	return operator.Default()
+}
+
+// checkName answers a name no workflow can be registered under: 400 naming the rule.
+func checkName(name string) error {
+	if err := client.CheckName(name); err != nil {
+		return problemf(http.StatusBadRequest, "%s", strings.TrimPrefix(err.Error(), "client: ")+" (a workflow name is [a-z0-9][a-z0-9_-]*, at most 64 characters)")
+	}
+	return nil
+}
+
+// checkFile parses and validates the workflow file source registered as name, as reins
+// validate does, as one file (OneFile: E_PATH_OUTSIDE for every key naming another), and
+// checks it as a submitted workflow (operator.CheckWorkflow against cfg). It returns the
+// definition, normalized, when there is no problem.
+func checkFile(name string, source []byte, cfg *operator.Config) (*workflow.Definition, workflow.Problems) {
+	file := name + ".toml"
+	def, ps := workflow.Parse(file, source)
+	if def == nil {
+		if len(ps) == 0 {
+			ps = workflow.Problems{{Code: workflow.EParse, File: file, Message: "the file holds no workflow"}}
+		}
+		return nil, ps
+	}
+	// As workflow.LoadAndValidate: a key the parser reported is not reported again.
+	parsed := map[string]bool{}
+	for _, p := range ps {
+		if p.Key != "" {
+			parsed[p.Key] = true
+		}
+	}
+	for _, p := range workflow.Validate(def, workflow.Options{OneFile: true}) {
+		if !under(p.Key, parsed) {
+			ps = append(ps, p)
+		}
+	}
+	ps = append(ps, operator.CheckWorkflow(cfg, def)...)
+	if len(ps) > 0 {
+		slices.SortStableFunc(ps, func(a, b workflow.Problem) int { return a.Line - b.Line })
+		return nil, ps
+	}
+	def.Normalize()
+	return def, nil
+}
+
+// under reports whether key, or a key enclosing it, is in keys.
+func under(key string, keys map[string]bool) bool {
+	for k := key; k != ""; {
+		if keys[k] {
+			return true
+		}
+		i := strings.LastIndexAny(k, ".[")
+		if i < 0 {
+			return false
+		}
+		k = k[:i]
+	}
+	return false
+}
+
+func fileProblems(ps workflow.Problems) []FileProblem {
+	out := make([]FileProblem, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, FileProblem{Code: string(p.Code), Line: p.Line, Key: p.Key, Message: p.Message})
+	}
+	return out
+}
+
+// putWorkflow serves PUT /v1/workflows/{name}.
 func (s *Server) putWorkflow(w http.ResponseWriter, r *http.Request, p operator.Principal) error {
-	return notYet(w, r, p)
+	name := r.PathValue("name")
+	if err := checkName(name); err != nil {
+		return err
+	}
+	source, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWorkflowBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return problemf(http.StatusRequestEntityTooLarge, "the workflow file is larger than %d bytes (1 MiB), the most a registered workflow may be", MaxWorkflowBytes)
+		}
+		return problemf(http.StatusBadRequest, "the body could not be read: %v", err)
+	}
+	def, ps := checkFile(name, source, s.operatorConfig())
+	if len(ps) > 0 {
+		pr := problemf(http.StatusUnprocessableEntity, "workflow %s.toml cannot be registered: %s", name, count(len(ps)))
+		pr.Problems = fileProblems(ps)
+		return pr
+	}
+	reg, created, err := s.client(p).Register(r.Context(), name, source, def)
+	switch {
+	case errors.Is(err, client.ErrTooLarge):
+		return problemf(http.StatusRequestEntityTooLarge, "%s", strings.TrimPrefix(err.Error(), "client: "))
+	case err != nil:
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/v1/workflows/"+name+"?version="+strconv.Itoa(reg.Version))
+	}
+	writeJSON(w, status, versionOf(reg))
+	return nil
 }
+
+// count says how many problems there are, and where they are listed.
+func count(n int) string {
+	if n == 1 {
+		return "it has 1 problem, listed in problems"
+	}
+	return fmt.Sprintf("it has %d problems, listed in problems", n)
+}
+
+// listWorkflows serves GET /v1/workflows.
 func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request, p operator.Principal) error {
-	return notYet(w, r, p)
+	all, err := s.client(p).Workflows(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]workflowVersion, 0, len(all))
+	for _, reg := range all {
+		out = append(out, versionOf(reg))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workflows": out})
+	return nil
 }
+
+// getWorkflow serves GET /v1/workflows/{name}[?version=N].
 func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request, p operator.Principal) error {
-	return notYet(w, r, p)
+	name := r.PathValue("name")
+	version, err := versionParam(r)
+	if err != nil {
+		return err
+	}
+	c := s.client(p)
+	reg, err := s.registered(r, c, name, version)
+	if err != nil {
+		return err
+	}
+	d := workflowDetail{workflowVersion: versionOf(reg), Source: reg.Source, Problems: []FileProblem{}}
+	if _, ps := checkFile(name, []byte(reg.Source), s.operatorConfig()); len(ps) > 0 {
+		d.Problems = fileProblems(ps)
+	}
+	bs, err := c.Bundles(r.Context(), reg)
+	if err != nil {
+		return err
+	}
+	d.Graph = workflow.Draw(bs.All[bs.Root].Definition)
+	writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
+// versionParam reads ?version=N: 0 when absent, 400 when not a version.
+func versionParam(r *http.Request) (int, error) {
+	q := r.URL.Query()
+	if !q.Has("version") {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(q.Get("version"))
+	if err != nil || n < 1 {
+		return 0, problemf(http.StatusBadRequest, "the parameter version is %q: want a version, a whole number from 1", q.Get("version"))
+	}
+	return n, nil
+}
+
+// registered reads version (0: the latest) of the workflow registered as name: 404 when there
+// is none.
+func (s *Server) registered(r *http.Request, c *client.Client, name string, version int) (client.Registered, error) {
+	if client.CheckName(name) != nil {
+		return client.Registered{}, problemf(http.StatusNotFound, "there is no workflow %q: nothing can be registered under that name", name)
+	}
+	reg, err := c.Workflow(r.Context(), name, version)
+	switch {
+	case errors.Is(err, client.ErrNoWorkflow):
+		return reg, problemf(http.StatusNotFound, "there is no workflow %s: register it with PUT /v1/workflows/%s", name, name)
+	case errors.Is(err, client.ErrNoVersion):
+		return reg, problemf(http.StatusNotFound, "workflow %s has no version %d", name, version)
+	}
+	return reg, err
 }

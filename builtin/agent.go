@@ -172,6 +172,10 @@ func (h *Handlers) controller(j *job, fx *effects) (*loop.Controller, error) {
 	if p := j.step.Policy; p != nil {
 		cfg.Policy = p.Policy()
 	}
+	var turn int
+	if on := h.onDelta(j, func() int { return turn }); on != nil {
+		cfg.OnDelta = func(iter int, d model.Delta) { turn = iter; on(d) }
+	}
 	if b := j.step.Budget; b != nil {
 		cfg.Budget = b.Budget()
 	}

@@ -60,6 +60,10 @@ type Config struct {
 	// Metrics counts the model calls (tokens, cost) and the agents' tool calls; nil: no metrics
 	// (Register passes the worker's).
 	Metrics *metrics.Metrics
+	// Deltas receives the pieces of the model replies of llm and agent steps with stream = true,
+	// as they arrive (Register passes the worker's PublishDelta: core NATS, fire and forget). It
+	// must not block. Nil: steps do not stream.
+	Deltas func(protocol.Delta)
 }
 
 // Operator is what the handlers need of a server's operator configuration
@@ -157,6 +161,20 @@ type job struct {
 	bundle *wire.Bundle
 	step   *workflow.Step
 	name   string // the step as errors name it: STEP, or STEP#ITEM for a child
+}
+
+// onDelta is the model.Request.OnDelta of j's model call turn (from 1) when j's step streams:
+// each piece goes to Config.Deltas, never blocking the call nor failing it. Nil otherwise.
+func (h *Handlers) onDelta(j *job, turn func() int) func(model.Delta) {
+	if !j.step.Stream || h.cfg.Deltas == nil {
+		return nil
+	}
+	base := protocol.Delta{RunID: j.task.RunID, Step: j.name, Iteration: j.task.Iteration}
+	return func(d model.Delta) {
+		out := base
+		out.Turn, out.Text, out.CallIndex, out.CallID, out.CallName, out.Arguments = turn(), d.Text, d.CallIndex, d.CallID, d.CallName, d.Arguments
+		h.cfg.Deltas(out)
+	}
 }
 
 // permanent marks an error that retrying cannot fix.

@@ -159,5 +159,12 @@
 // written, and a claim lost while the tool ran all fail the attempt (the iteration runs again)
 // without checkpointing.
 //
+// A step with stream = true sets model.Request.OnDelta (the loop's OnDelta for an agent) and
+// hands each piece of the reply to Config.Deltas as a protocol.Delta (its run, STEP or
+// STEP#ITEM, iteration, turn: the model call of the iteration from 1, text and call pieces);
+// Register passes the worker's PublishDelta, which publishes on the run's core NATS subject
+// (natsbox.Names.DeltaSubject) without waiting. Nothing of it is checkpointed or recorded: the
+// iteration's answer, checkpoint and record are those of the same step without stream.
+//
 // Every failure is one sentence that names the step.
 package builtin

@@ -47,7 +47,9 @@ func (h *Handlers) runLLM(j *job) (any, protocol.Usage, error) {
 	// A scripted model reads its turn from Seq: one turn per activation and per retried attempt,
 	// the repairs of an attempt after its first call (see the package documentation).
 	first := max(j.task.Activation-1, 0) + max(j.task.Attempt-1, 0)
-	for i := 0; ; i++ {
+	var i int
+	req.OnDelta = h.onDelta(j, func() int { return i + 1 })
+	for i = 0; ; i++ {
 		req.Seq = first + i
 		text, err := h.ask(j, m, req, &u)
 		if err != nil || sch == nil {

@@ -21,6 +21,9 @@ func Register(w *worker.Worker, cfg Config, handlers ...string) error {
 	if cfg.Metrics == nil {
 		cfg.Metrics = w.Metrics()
 	}
+	if cfg.Deltas == nil {
+		cfg.Deltas = w.PublishDelta
+	}
 	h, err := New(cfg)
 	if err != nil {
 		return err

@@ -58,6 +58,7 @@ type Client struct {
 	runs    jetstream.KeyValue
 	index   jetstream.KeyValue // natsbox.StatusBucket
 	wfs     jetstream.KeyValue
+	reg     jetstream.KeyValue // natsbox.RegistryBucket, opened by registry
 	values  *wire.Values
 	objects *natsbox.ObjectValues
 	layout  natsbox.Layout // of Box: what a client that finds no layout creates
@@ -115,7 +116,10 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 }
 
 // Start stores the bundles and publishes the start event of a run of bs.Root with input (nil
-// means null), and returns the run id: runID, or a new one when runID is "".
+// means null), and returns the run id: runID, or a new one when runID is "". A run that
+// exists is ErrExists, and so is one whose start another Start published first (the stream
+// took this start for a duplicate of it), even before the engine saved its record: a start
+// retried with its id starts one run.
 func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMessage, runID string) (string, error) {
 	if bs == nil || bs.All[bs.Root] == nil {
 		return "", errors.New("client: start: the bundles hold no root workflow")
@@ -148,8 +152,12 @@ func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMess
 	if err := bs.Put(ctx, wfs); err != nil {
 		return "", fmt.Errorf("client: start run %s: %w", runID, err)
 	}
-	if err := c.publish(ctx, ev); err != nil {
+	ack, err := c.publishAck(ctx, ev)
+	if err != nil {
 		return "", fmt.Errorf("client: start run %s: %w", runID, err)
+	}
+	if ack.Duplicate {
+		return "", fmt.Errorf("client: start run %s: %w", runID, ErrExists)
 	}
 	return runID, nil
 }
@@ -167,20 +175,25 @@ var ErrForbidden = errors.New("not allowed")
 // publish publishes ev: what a person does (start, cancel, decide, resume, signal) on the
 // subject of the client's principal, anything else on the run's.
 func (c *Client) publish(ctx context.Context, ev *protocol.Event) error {
+	_, err := c.publishAck(ctx, ev)
+	return err
+}
+
+// publishAck is publish, returning the stream's acknowledgement.
+func (c *Client) publishAck(ctx context.Context, ev *protocol.Event) (*jetstream.PubAck, error) {
 	if _, _, err := c.buckets(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	m, err := outbox.ValuesEventMsg(ctx, c.names, c.values, ev, "")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if kind := wire.PersonKind(ev.Type); kind != "" {
 		if m.Subject, err = c.personSubject(ev, kind); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	_, err = c.js.PublishMsg(ctx, m)
-	return err
+	return c.js.PublishMsg(ctx, m)
 }
 
 // personSubject is the subject of ev from the client's principal; a cancel goes as an
@@ -290,18 +303,24 @@ type Query struct {
 	Workflow string
 	// Limit bounds the runs of a page (0: no bound).
 	Limit int
-	// After is the Next of the page before: the page starts after it.
+	// After is the Next of the page before: the page starts after it, in the page's order.
 	After string
+	// Newest lists the newest runs first (the HTTP API's order): a page then holds the runs
+	// started before its After, and its Next is where the runs started earlier still begin. A
+	// run started while a caller pages is on no page after the first, and none is missed or
+	// repeated.
+	Newest bool
 }
 
-// Page is one page of a Query's runs, oldest first.
+// Page is one page of a Query's runs, oldest first (newest first for Query.Newest).
 type Page struct {
 	Records []*Record
 	// Next is the After of the next page; "" when no run follows.
 	Next string
 }
 
-// Query returns the runs q selects (sub-runs left out), oldest first, reading the index keys
+// Query returns the runs q selects (sub-runs left out), oldest first (newest first when
+// q.Newest), reading the index keys
 // of the selection and the records of the page only: its cost grows with the runs selected,
 // not with every run kept. A key left stale by a crash (its run has another status now, or was
 // removed) is checked against the record and skipped. A record that cannot be decoded is in no
@@ -325,11 +344,20 @@ func (c *Client) Query(ctx context.Context, q Query) (Page, error) {
 	}
 	var keys []wire.IndexKey
 	for k := range set {
-		if ik, ok := wire.ParseStatusKey(k); ok && !strings.Contains(ik.RunID, "/") && ik.Cursor > q.After {
+		ik, ok := wire.ParseStatusKey(k)
+		if !ok || strings.Contains(ik.RunID, "/") {
+			continue
+		}
+		if q.After == "" || !q.Newest && ik.Cursor > q.After || q.Newest && ik.Cursor < q.After {
 			keys = append(keys, ik)
 		}
 	}
-	slices.SortFunc(keys, func(a, b wire.IndexKey) int { return strings.Compare(a.Cursor, b.Cursor) })
+	slices.SortFunc(keys, func(a, b wire.IndexKey) int {
+		if q.Newest {
+			return strings.Compare(b.Cursor, a.Cursor)
+		}
+		return strings.Compare(a.Cursor, b.Cursor)
+	})
 	var p Page
 	for i, k := range keys {
 		if n := len(p.Records); n > 0 && p.Records[n-1].Run.ID == k.RunID {
@@ -586,6 +614,15 @@ func (c *Client) LastEvent(ctx context.Context, runID string) (uint64, error) {
 // It ends with the record of the finished run, after the last event stored before then; with
 // ctx's error when ctx is done first. A run that does not exist yet is waited for.
 func (c *Client) Follow(ctx context.Context, runID string) iter.Seq2[Update, error] {
+	return c.FollowFrom(ctx, runID, 0)
+}
+
+// FollowFrom is Follow resumed after stream sequence after (an Update.Seq it yielded, or
+// LastEvent's): it yields the events stored after it, none missed and none twice, and the saves
+// of the record from now on, the first as soon as the events up to the current record are
+// yielded. After 0 is Follow. A sequence that is not one of the run's events works all the
+// same: the events after it are yielded.
+func (c *Client) FollowFrom(ctx context.Context, runID string, after uint64) iter.Seq2[Update, error] {
 	return func(yield func(Update, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -604,7 +641,11 @@ func (c *Client) Follow(ctx context.Context, runID string) iter.Seq2[Update, err
 			yield(Update{}, fmt.Errorf("client: events of run %s: %w", runID, err))
 			return
 		}
-		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: filters, InactiveThreshold: 10 * time.Second})
+		cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, InactiveThreshold: 10 * time.Second}
+		if after > 0 {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
+		}
+		cons, err := s.OrderedConsumer(ctx, cfg)
 		if err != nil {
 			yield(Update{}, fmt.Errorf("client: events of run %s: %w", runID, err))
 			return
@@ -613,7 +654,7 @@ func (c *Client) Follow(ctx context.Context, runID string) iter.Seq2[Update, err
 		go pumpRecords(ctx, records, recs)
 		msgs := make(chan seqEvent)
 		go c.pumpEvents(ctx, cons, runID, msgs)
-		f := follower{c: c, runID: runID, msgs: msgs, yield: yield}
+		f := follower{c: c, runID: runID, msgs: msgs, yield: yield, seen: after}
 		for {
 			select {
 			case r := <-recs:
@@ -633,6 +674,9 @@ func (c *Client) Follow(ctx context.Context, runID string) iter.Seq2[Update, err
 				if !f.take(ctx, m) {
 					return
 				}
+			case <-ctx.Done(): // the pumps may stop without a word once ctx is done
+				yield(Update{}, fmt.Errorf("client: events of run %s: %w", runID, ctx.Err()))
+				return
 			}
 		}
 	}

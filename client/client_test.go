@@ -198,23 +198,39 @@ func TestQuery(t *testing.T) {
 		{client.Query{Status: protocol.RunWaiting}, "[b1 b2]"},
 		{client.Query{Status: protocol.RunCompleted, Workflow: "b"}, "[]"},
 		{client.Query{}, "[a1 a2 a3 a4 a5 b1 b2]"},
+		{client.Query{Newest: true}, "[b2 b1 a5 a4 a3 a2 a1]"},
+		{client.Query{Workflow: "a", Newest: true}, "[a5 a4 a3 a2 a1]"},
+		{client.Query{Status: protocol.RunWaiting, Newest: true}, "[b2 b1]"},
+		{client.Query{Status: protocol.RunCompleted, Workflow: "b", Newest: true}, "[]"},
 	} {
 		if got, next := ids(c.q); got != c.want || next != "" {
 			t.Errorf("%+v: %s (next %q), want %s", c.q, got, next, c.want)
 		}
 	}
-	var pages []string
-	q := client.Query{Limit: 2}
-	for {
-		got, next := ids(q)
-		pages = append(pages, got)
-		if next == "" {
-			break
+	for _, c := range []struct {
+		q    client.Query
+		want string
+	}{
+		{client.Query{Limit: 2}, "[[a1 a2] [a3 a4] [a5 b1] [b2]]"},
+		{client.Query{Limit: 2, Newest: true}, "[[b2 b1] [a5 a4] [a3 a2] [a1]]"},
+		{client.Query{Limit: 3, Newest: true, Workflow: "a"}, "[[a5 a4 a3] [a2 a1]]"},
+		{client.Query{Limit: 2, Newest: true, Workflow: "a"}, "[[a5 a4] [a3 a2] [a1]]"},
+		{client.Query{Limit: 1, Newest: true, Status: protocol.RunWaiting}, "[[b2] [b1]]"},
+		{client.Query{Limit: 7, Newest: true}, "[[b2 b1 a5 a4 a3 a2 a1]]"},
+	} {
+		var pages []string
+		q := c.q
+		for {
+			got, next := ids(q)
+			pages = append(pages, got)
+			if next == "" {
+				break
+			}
+			q.After = next
 		}
-		q.After = next
-	}
-	if got := fmt.Sprint(pages); got != "[[a1 a2] [a3 a4] [a5 b1] [b2]]" {
-		t.Errorf("pages of 2: %s", got)
+		if got := fmt.Sprint(pages); got != c.want {
+			t.Errorf("pages of %+v: %s, want %s", c.q, got, c.want)
+		}
 	}
 	for _, q := range []client.Query{{After: "junk"}, {Limit: -1}} {
 		if _, err := v.Client.Query(v.Ctx, q); err == nil {

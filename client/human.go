@@ -16,8 +16,31 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// ErrNotWaiting: the run has no step waiting for what was asked (a decision, input).
-var ErrNotWaiting = errors.New("nothing in the run waits for it")
+// Errors of the answers to a waiting run (Decide, Resume), to match with errors.Is.
+var (
+	// ErrNotWaiting: the run has no step waiting for what was asked (a decision, input).
+	ErrNotWaiting = errors.New("nothing in the run waits for it")
+	// ErrRunNotWaiting: no step of the run waits for anything (it is running). It is an
+	// ErrNotWaiting too: errors.Is(err, ErrNotWaiting) holds for both, and ErrRunNotWaiting
+	// tells a run that waits for nothing from one that waits for something else.
+	ErrRunNotWaiting error = runNotWaiting{}
+	// ErrAmbiguous: several steps wait for what was asked; the caller must name one.
+	ErrAmbiguous = errors.New("several steps match")
+)
+
+type runNotWaiting struct{}
+
+func (runNotWaiting) Error() string        { return "no step of the run waits" }
+func (runNotWaiting) Is(target error) bool { return target == ErrNotWaiting }
+
+// notWaiting is the error of an answer to run that nothing in it waits for: ErrRunNotWaiting
+// when no step waits at all, else ErrNotWaiting.
+func notWaiting(run *engine.Run) error {
+	if len(WaitingSteps(nil, run)) == 0 {
+		return ErrRunNotWaiting
+	}
+	return ErrNotWaiting
+}
 
 // Waiting is one step of a run that waits for a human or a signal, as commands list it.
 type Waiting struct {
@@ -60,6 +83,11 @@ type Decided struct {
 	Step   string // the step's key
 	CallID string // "" for an approval step
 	Tool   string // the pending call's tool
+	// Event is the id of the decision's event: the run's acts (engine.Run.Acts) record it
+	// once the engine took it (AwaitDecided).
+	Event string
+	// wait is the waiting the decision addresses: activation, iteration, attempt, resume.
+	wait [4]int
 }
 
 // Decide sends a human decision to run runID: approve or deny, with message (the result a
@@ -68,7 +96,8 @@ type Decided struct {
 // engine refuses it from anyone else). target is a pending call's id, or the key of a step
 // waiting for approval (every call it has pending, or the approval step), or "" for everything
 // in the run that waits for approval. It returns what it decided. ErrNotWaiting when nothing
-// matches target.
+// matches target (ErrRunNotWaiting when no step of the run waits at all), ErrFinished when the
+// run has finished, ErrNotFound when there is no such run.
 //
 // A step with approvers (shared/spec/server.md) is decided only by one of them: a principal
 // the client can tell is not one is refused at once (ErrForbidden, naming the principal, and
@@ -87,6 +116,10 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 	var out []Decided
 	var calls []string
 	verdicts := map[string]string{} // event id → the step it decides, for steps with approvers
+	sent := func(w Waiting, callID, tool string) Decided {
+		return Decided{Step: w.Key, CallID: callID, Tool: tool, Event: evs[len(evs)-1].ID,
+			wait: [4]int{w.Step.Activation, w.Step.Iteration, w.Step.Attempt, w.Step.Resume}}
+	}
 	decide := func(w Waiting, callID string) error {
 		if def == nil {
 			if def, err = c.Definition(ctx, rec); err != nil {
@@ -113,7 +146,7 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 				if err := decide(w, ""); err != nil {
 					return nil, err
 				}
-				out = append(out, Decided{Step: w.Key})
+				out = append(out, sent(w, "", ""))
 			}
 			continue
 		}
@@ -123,7 +156,7 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 				if err := decide(w, p.CallID); err != nil {
 					return nil, err
 				}
-				out = append(out, Decided{Step: w.Key, CallID: p.CallID, Tool: p.Tool})
+				out = append(out, sent(w, p.CallID, p.Tool))
 			}
 		}
 	}
@@ -135,7 +168,7 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 				what += " (pending calls: " + strings.Join(calls, ", ") + ")"
 			}
 		}
-		return nil, fmt.Errorf("client: run %s: %s: %w", runID, what, ErrNotWaiting)
+		return nil, fmt.Errorf("client: run %s: %s: %w", runID, what, notWaiting(rec.Run))
 	}
 	if onBehalfOf != "" && !c.isAdmin() {
 		return nil, fmt.Errorf("client: run %s: principal %s may not decide on behalf of %s: only an admin may: %w", runID, c.principal, onBehalfOf, ErrForbidden)
@@ -202,8 +235,60 @@ func (c *Client) awaitVerdicts(ctx context.Context, runID string, ids map[string
 	return nil
 }
 
+// AwaitDecided waits until the engine has taken each decision of ds (what Decide returned
+// for run runID): nil once the run's acts record each one, or once the run has finished;
+// ErrForbidden, naming the principal, when the engine refused one (the run keeps waiting);
+// ErrNotWaiting when one no longer fits what its step waits for (another decision came first,
+// or the step stopped waiting), so that the engine took it without effect and recorded nothing.
+// It ends with ctx's error when ctx is done first (no engine runs).
+func (c *Client) AwaitDecided(ctx context.Context, runID string, ds []Decided) error {
+	for rec, err := range c.Watch(ctx, runID) {
+		if err != nil {
+			return fmt.Errorf("client: run %s: the decision was sent, but the engine did not take it: %w", runID, err)
+		}
+		if rec.Finished() {
+			return nil
+		}
+		taken := 0
+		for _, d := range ds {
+			i := slices.IndexFunc(rec.Run.Acts, func(a engine.Act) bool { return a.ID == d.Event })
+			switch {
+			case i >= 0 && rec.Run.Acts[i].Refused != "":
+				a := rec.Run.Acts[i]
+				return fmt.Errorf("client: run %s: step %s: the decision was refused: %s; the run keeps waiting: %w", runID, a.Step, a.Refused, ErrForbidden)
+			case i >= 0:
+				taken++
+			case moot(rec.Run, d):
+				what := "step " + d.Step
+				if d.CallID != "" {
+					what = "call " + d.CallID + " of step " + d.Step
+				}
+				return fmt.Errorf("client: run %s: %s no longer waits for this decision (another came first): %w", runID, what, ErrNotWaiting)
+			}
+		}
+		if taken == len(ds) {
+			return nil
+		}
+	}
+	return fmt.Errorf("client: run %s: the decision was sent, but the watch ended", runID)
+}
+
+// moot reports whether decision d no longer fits run: its step does not wait for approval in
+// the waiting d addressed, or its call was decided by another decision.
+func moot(run *engine.Run, d Decided) bool {
+	sr := run.Steps[d.Step]
+	if sr == nil || sr.Status != protocol.StepWaiting || sr.Wait != protocol.WaitApproval ||
+		[4]int{sr.Activation, sr.Iteration, sr.Attempt, sr.Resume} != d.wait {
+		return true
+	}
+	_, decided := sr.Decisions[d.CallID]
+	return d.CallID != "" && decided
+}
+
 // Resume sends a human's input to the step of run runID paused on needs_human: step names it,
-// or "" when only one step is paused. It returns the step's key.
+// or "" when only one step is paused. It returns the step's key. ErrNotWaiting when no step
+// (or not step) waits for input (ErrRunNotWaiting when no step waits at all), ErrAmbiguous
+// when several do and step is "".
 func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawMessage) (string, error) {
 	if err := wire.CheckJSON(input, int(c.maxInput)); err != nil {
 		return "", fmt.Errorf("client: resume run %s: the input %w", runID, err)
@@ -220,15 +305,15 @@ func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawM
 	}
 	switch {
 	case len(paused) == 0 && step != "":
-		return "", fmt.Errorf("client: run %s: step %q does not wait for input: %w", runID, step, ErrNotWaiting)
+		return "", fmt.Errorf("client: run %s: step %q does not wait for input: %w", runID, step, notWaiting(rec.Run))
 	case len(paused) == 0:
-		return "", fmt.Errorf("client: run %s: no step waits for input: %w", runID, ErrNotWaiting)
+		return "", fmt.Errorf("client: run %s: no step waits for input: %w", runID, notWaiting(rec.Run))
 	case len(paused) > 1:
 		keys := make([]string, len(paused))
 		for i, w := range paused {
 			keys[i] = w.Key
 		}
-		return "", fmt.Errorf("client: run %s: steps %s wait for input: name one with --step", runID, strings.Join(keys, ", "))
+		return "", fmt.Errorf("client: run %s: steps %s wait for input: name one with --step: %w", runID, strings.Join(keys, ", "), ErrAmbiguous)
 	}
 	w := paused[0]
 	if err := c.publish(ctx, c.humanEvent(runID, w, protocol.Event{Type: protocol.EvResume, Output: input})); err != nil {

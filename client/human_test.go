@@ -42,14 +42,29 @@ func TestDecideEachPendingCall(t *testing.T) {
 	id := v.Start(bs, "", "")
 	v.WaitFor(id, func(rec *client.Record) bool { return rec.Run.Status == protocol.RunWaiting })
 
-	if _, err := v.Client.Decide(v.Ctx, id, "c9", true, "", "ana"); !errors.Is(err, client.ErrNotWaiting) {
-		t.Fatalf("Decide on an unknown call: %v, want ErrNotWaiting", err)
+	if _, err := v.Client.Decide(v.Ctx, id, "c9", true, "", "ana"); !errors.Is(err, client.ErrNotWaiting) || errors.Is(err, client.ErrRunNotWaiting) {
+		t.Fatalf("Decide on an unknown call: %v, want ErrNotWaiting (the run waits for something else, not ErrRunNotWaiting)", err)
 	}
 	done, err := v.Client.Decide(v.Ctx, id, "c2", false, "no emails today", "ana")
 	if err != nil || len(done) != 1 || done[0].CallID != "c2" || done[0].Tool != "email" {
 		t.Fatalf("Decide c2: %+v, %v", done, err)
 	}
-	rec := v.WaitFor(id, func(rec *client.Record) bool { return len(rec.Run.Steps["act"].Decisions) == 1 })
+	if err := v.Client.AwaitDecided(v.Ctx, id, done); err != nil {
+		t.Fatalf("AwaitDecided c2: %v", err)
+	}
+	rec, err := v.Client.Get(v.Ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := rec.Run.Steps["act"].Decisions; len(d) != 1 || d["c2"].By != "admin" {
+		t.Fatalf("decisions %+v once AwaitDecided returned; want c2's, by admin", d)
+	}
+	// A decision the engine did not record, for a call decided since: it no longer fits.
+	stale := slices.Clone(done)
+	stale[0].Event = "not-sent"
+	if err := v.Client.AwaitDecided(v.Ctx, id, stale); !errors.Is(err, client.ErrNotWaiting) {
+		t.Fatalf("AwaitDecided on a call decided by another decision: %v, want ErrNotWaiting", err)
+	}
 	if rec.Run.Status != protocol.RunWaiting {
 		t.Fatalf("after one of two decisions the run is %s; want still waiting", rec.Run.Status)
 	}
@@ -100,7 +115,11 @@ func TestSignalBeforeTheWait(t *testing.T) {
 	if err := v.Client.Signal(v.Ctx, id, "go", json.RawMessage(`{`)); err == nil {
 		t.Error("Signal with data that is not JSON: no error")
 	}
-	if _, err := v.Client.Resume(v.Ctx, id, "", json.RawMessage(`"hi"`)); !errors.Is(err, client.ErrNotWaiting) {
-		t.Errorf("Resume with nothing paused: %v, want ErrNotWaiting", err)
+	// Nothing waits at all (the step sleeps): ErrRunNotWaiting, which is an ErrNotWaiting.
+	if _, err := v.Client.Resume(v.Ctx, id, "", json.RawMessage(`"hi"`)); !errors.Is(err, client.ErrRunNotWaiting) || !errors.Is(err, client.ErrNotWaiting) {
+		t.Errorf("Resume with nothing paused: %v, want ErrRunNotWaiting and ErrNotWaiting", err)
+	}
+	if _, err := v.Client.Decide(v.Ctx, id, "", true, "", ""); !errors.Is(err, client.ErrRunNotWaiting) {
+		t.Errorf("Decide with nothing waiting: %v, want ErrRunNotWaiting", err)
 	}
 }

@@ -93,3 +93,40 @@ func (c *Client) RecordText(ctx context.Context, runID, ref string) (string, err
 	}
 	return text, nil
 }
+
+// WholeTexts replaces, in place, the texts the records of parts (of run runID) clip at 2 KiB
+// with the whole ones their references keep: a proposal's text, a call's arguments and result.
+func (c *Client) WholeTexts(ctx context.Context, runID string, parts []IterationPart) error {
+	read := func(s, ref *string) error {
+		if *ref == "" {
+			return nil
+		}
+		text, err := c.RecordText(ctx, runID, *ref)
+		if err != nil {
+			return err
+		}
+		*s = text
+		return nil
+	}
+	for i := range parts {
+		r := parts[i].Event.Record
+		if r == nil {
+			continue
+		}
+		if r.Proposal != nil {
+			if err := read(&r.Proposal.Text, &r.Proposal.TextRef); err != nil {
+				return err
+			}
+		}
+		for j := range r.Calls {
+			call := &r.Calls[j]
+			if err := read(&call.Arguments, &call.ArgumentsRef); err != nil {
+				return err
+			}
+			if err := read(&call.Output, &call.OutputRef); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -104,6 +105,16 @@ func start(t testing.TB, name string, env []string, argv ...string) *proc {
 			p.dumpStacks()
 		}
 		p.kill()
+		if dir := os.Getenv("REINS_E2E_LOGS"); dir != "" {
+			// The output of every process, kept for a reader: a benchmark passes without it.
+			p.mu.Lock()
+			out := strings.Join(p.all, "\n") + "\n"
+			p.mu.Unlock()
+			file := filepath.Join(dir, strings.NewReplacer(" ", "-", "/", "-").Replace(name)+"-"+strconv.Itoa(cmd.Process.Pid)+".log")
+			if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
+				t.Logf("keep the output of %s: %v", name, err)
+			}
+		}
 		if t.Failed() {
 			p.mu.Lock()
 			t.Logf("%s output:\n%s", name, strings.Join(p.all, "\n"))

@@ -14,9 +14,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
+	"github.com/reins-run/reins/internal/promtest"
 	"github.com/reins-run/reins/metrics"
 )
 
@@ -34,41 +33,11 @@ func scrape(t *testing.T, m *metrics.Metrics) map[string]*dto.MetricFamily {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
+	fams, err := promtest.Parse(string(body))
 	if err != nil {
-		t.Fatalf("not the text format: %v\n%s", err, body)
+		t.Fatalf("%v\n%s", err, body)
 	}
 	return fams
-}
-
-// sample returns the value of the sample of name whose labels are labels (name, value pairs),
-// a histogram's count, and whether there is one.
-func sample(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
-	f := fams[name]
-	if f == nil {
-		return 0, false
-	}
-next:
-	for _, m := range f.GetMetric() {
-		if len(m.GetLabel())*2 != len(labels) {
-			continue
-		}
-		for i, l := range m.GetLabel() {
-			if l.GetName() != labels[2*i] || l.GetValue() != labels[2*i+1] {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount()), true
-		}
-	}
-	return 0, false
 }
 
 // TestNil: every method of a nil *Metrics does nothing, so that parts without metrics need no
@@ -141,11 +110,11 @@ func TestInstruments(t *testing.T) {
 		{"reins_tool_calls_total", []string{"outcome", "denied", "tool", "read"}, 1},
 		{"reins_effect_claims_total", []string{"outcome", "recorded"}, 1},
 	} {
-		if got, ok := sample(fams, c.name, c.labels...); !ok || got != c.want {
+		if got, ok := promtest.Value(fams, c.name, c.labels...); !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
-	if got, _ := sample(scrape(t, other), "reins_runs_started_total", "workflow", "w"); got != 1 {
+	if got, _ := promtest.Value(scrape(t, other), "reins_runs_started_total", "workflow", "w"); got != 1 {
 		t.Errorf("the other registry counts %v runs, want its own 1", got)
 	}
 }
@@ -185,7 +154,7 @@ func TestSources(t *testing.T) {
 		{"reins_tasks_unacknowledged", []string{"handler", "h"}, 2},
 		{"reins_tasks_redelivered", []string{"handler", "h"}, 1},
 	} {
-		if got, ok := sample(fams, c.name, c.labels...); !ok || got != c.want {
+		if got, ok := promtest.Value(fams, c.name, c.labels...); !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/model"
@@ -388,5 +390,43 @@ func TestAddCost(t *testing.T) {
 	}
 	if got, _ := json.Marshal(sum); string(got) != "0.3461" {
 		t.Errorf("the sum prints %s, want 0.3461", got)
+	}
+}
+
+// TestScriptedStreams: with OnDelta, a scripted reply's text arrives in a few pieces that
+// concatenate to it, and each tool call in one; the response is the same as without.
+func TestScriptedStreams(t *testing.T) {
+	text := "Héllo, wörld: a reply in pieces"
+	turns := []model.Turn{{Text: &text}, {ToolCalls: []model.ToolCall{{Name: "read", Arguments: json.RawMessage(`{"a": 1}`)}}}, {Text: new(string)}}
+	s, err := model.NewScripted(turns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq, tc := range []struct{ pieces int }{{3}, {1}, {0}} {
+		var got []model.Delta
+		resp, err := s.Generate(context.Background(), &model.Request{Seq: seq, OnDelta: func(d model.Delta) { got = append(got, d) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, _ := s.Generate(context.Background(), &model.Request{Seq: seq})
+		if !reflect.DeepEqual(resp, plain) {
+			t.Errorf("turn %d: the response differs when streamed: %+v, %+v", seq, resp, plain)
+		}
+		if len(got) != tc.pieces {
+			t.Errorf("turn %d: %d deltas, want %d: %+v", seq, len(got), tc.pieces, got)
+		}
+		var b strings.Builder
+		for _, d := range got {
+			if !utf8.ValidString(d.Text) {
+				t.Errorf("turn %d: delta %q cuts a character", seq, d.Text)
+			}
+			b.WriteString(d.Text)
+		}
+		if b.String() != resp.Proposal.Text {
+			t.Errorf("turn %d: deltas make %q, want %q", seq, b.String(), resp.Proposal.Text)
+		}
+		if seq == 1 && (got[0].CallName != "read" || got[0].CallID != "call_1_0" || got[0].Arguments != `{"a":1}`) {
+			t.Errorf("the call's delta is %+v", got[0])
+		}
 	}
 }

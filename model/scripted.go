@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/reins-run/reins/clock"
 )
@@ -105,7 +106,9 @@ func (t *Turn) response(i int) Response {
 	return r
 }
 
-// Generate returns the turn for req.Seq after its latency has passed on the clock. Its output
+// Generate returns the turn for req.Seq after its latency has passed on the clock. With
+// req.OnDelta set, it first reports the reply in pieces, as a streaming provider would: its
+// text in up to three deltas, each tool call in one. Its output
 // tokens are at most req.MaxOutputTokens, as a provider's would be.
 func (s *Scripted) Generate(ctx context.Context, req *Request) (*Response, error) {
 	if req.Seq >= len(s.Turns) {
@@ -121,6 +124,9 @@ func (s *Scripted) Generate(ctx context.Context, req *Request) (*Response, error
 		return nil, &Error{Message: *t.Error, Retryable: t.Retryable == nil || *t.Retryable}
 	}
 	r := &s.resp[req.Seq]
+	if req.OnDelta != nil {
+		streamScripted(r, req.OnDelta)
+	}
 	if req.MaxOutputTokens > 0 && r.Usage.OutputTokens > req.MaxOutputTokens {
 		// As a provider would: the reply stops at the cap (its text is kept as scripted).
 		capped := *r
@@ -128,6 +134,27 @@ func (s *Scripted) Generate(ctx context.Context, req *Request) (*Response, error
 		return &capped, nil
 	}
 	return r, nil
+}
+
+// scriptedPieces is how many deltas a scripted reply's text is streamed in, at most.
+const scriptedPieces = 3
+
+// streamScripted reports reply r to on as a provider that streams would: its text in a few
+// pieces (cut between characters), then each tool call in one piece.
+func streamScripted(r *Response, on func(Delta)) {
+	text := r.Proposal.Text
+	size := max((len(text)+scriptedPieces-1)/scriptedPieces, 1)
+	for len(text) > 0 {
+		n := min(size, len(text))
+		for n < len(text) && !utf8.RuneStart(text[n]) {
+			n++
+		}
+		on(Delta{Text: text[:n]})
+		text = text[n:]
+	}
+	for i, c := range r.Proposal.Calls {
+		on(Delta{CallIndex: i, CallID: c.ID, CallName: c.Name, Arguments: string(c.Arguments)})
+	}
 }
 
 // compactArgs writes scripted arguments the way a provider sends them: compact JSON, with `{}`

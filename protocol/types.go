@@ -391,3 +391,23 @@ func StepKey(step string, item int) string {
 	}
 	return step
 }
+
+// Delta is a piece of a model's reply, live: what a built-in handler publishes for an llm or
+// agent step with stream = true, on the run's delta subject (core NATS, not stored), and what
+// GET /v1/runs/{id}/events relays as `event: delta`. It is never recorded: the run's record is
+// the same with and without streaming.
+type Delta struct {
+	RunID string `json:"run_id"`
+	// Step is the step: STEP, or STEP#ITEM for a child of a parallel or map step.
+	Step      string `json:"step"`
+	Iteration int    `json:"iteration"`
+	// Turn numbers the model calls whose replies the step streams, from 1: an llm step's
+	// repairs, an agent loop's iterations. A new turn begins a new reply.
+	Turn int    `json:"turn,omitempty"`
+	Text string `json:"text,omitempty"`
+	// CallIndex, CallID, CallName and Arguments are a piece of a proposed tool call (model.Delta).
+	CallIndex int    `json:"call_index,omitempty"`
+	CallID    string `json:"call_id,omitempty"`
+	CallName  string `json:"call_name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+}

@@ -174,6 +174,10 @@ func (t *LLMStep) WithOutputSchema(schema json.RawMessage) *LLMStep {
 // WithOutputRepairs sets how many times an invalid reply is re-asked (default 2; 0 = never).
 func (t *LLMStep) WithOutputRepairs(n int) *LLMStep { t.s.OutputRepairs = &n; return t }
 
+// WithStream asks the model to stream its reply: each piece is published live to the run's
+// watchers (GET /v1/runs/{id}/events), and the record is the same as without it.
+func (t *LLMStep) WithStream() *LLMStep { t.s.Stream = true; return t }
+
 // AgentStep builds an agent step: the built-in bounded tool-calling loop.
 type AgentStep struct{ common[*AgentStep] }
 
@@ -206,6 +210,10 @@ func (t *AgentStep) WithBudget(bu Budget) *AgentStep { t.s.Budget = &bu; return 
 // the strategy that keeps it under them, how many of the latest messages it never touches, and
 // for strategy summarize the summarizer, a model of the workflow's [models].
 func (t *AgentStep) WithContext(c Context) *AgentStep { t.s.Context = &c; return t }
+
+// WithStream asks the model to stream its replies: each piece is published live to the run's
+// watchers (GET /v1/runs/{id}/events), and the record is the same as without it.
+func (t *AgentStep) WithStream() *AgentStep { t.s.Stream = true; return t }
 
 // WithOnNeedsHuman sets what the step does when its loop stops with needs_human without calls
 // pending approval: "complete" (the default: the step completes with that stop reason) or

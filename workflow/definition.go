@@ -192,6 +192,9 @@ type Step struct {
 	// Approvers names who may decide an approval step: principals ("alice") or roles
 	// ("role:finance"); empty means any principal who may approve (shared/spec/server.md).
 	Approvers []string `json:"approvers,omitempty"` // approval
+	// Stream asks the model to stream its reply: the built-in handlers publish each piece live
+	// (natsbox.Names.DeltaSubject), not kept; the record is the same as without it.
+	Stream bool `json:"stream,omitempty"` // llm, agent
 }
 
 // Edge connects two steps. With When, it is taken only for that label; with MaxIterations, it
@@ -211,8 +214,8 @@ func (e Edge) IsLoop() bool { return e.MaxIterations != 0 }
 var KeysOf = map[StepType][]string{
 	Task:      {"handler"},
 	AgentLoop: {"handler", "max_iterations", "max_duration", "loop_delay"},
-	LLM:       {"model", "prompt", "instructions", "output_schema", "output_repairs"},
-	Agent:     {"model", "instructions", "goal", "tools", "policy", "budget", "context", "on_needs_human", "approval_timeout", "on_timeout"},
+	LLM:       {"model", "prompt", "instructions", "output_schema", "output_repairs", "stream"},
+	Agent:     {"model", "instructions", "goal", "tools", "policy", "budget", "context", "on_needs_human", "approval_timeout", "on_timeout", "stream"},
 	Switch:    {"expr"},
 	Parallel:  {"branches", "max_concurrent"},
 	Map:       {"items", "step", "workflow", "max_items", "max_concurrent"},

@@ -353,6 +353,7 @@ var stepFields = map[string]func(d *decoder, key string, v any, s *Step){
 	"max_items":      func(d *decoder, key string, v any, s *Step) { s.MaxItems, _ = d.integer(key, v) },
 	"on_timeout":     func(d *decoder, key string, v any, s *Step) { s.OnTimeout, _ = d.str(key, v) },
 	"on_needs_human": func(d *decoder, key string, v any, s *Step) { s.OnNeedsHuman, _ = d.str(key, v) },
+	"stream":         func(d *decoder, key string, v any, s *Step) { s.Stream, _ = d.boolean(key, v) },
 	"approval_timeout": func(d *decoder, key string, v any, s *Step) {
 		s.ApprovalTimeout, _ = d.duration(key, v)
 	},

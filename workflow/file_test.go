@@ -67,13 +67,13 @@ var fullWant = &workflow.Definition{
 		{ID: "poll", Type: workflow.AgentLoop, Handler: "orders.poll", MaxIterations: 20, MaxDuration: dur("5m"), LoopDelay: dur("2s")},
 		{
 			ID: "draft", Type: workflow.LLM, Model: "writer", Prompt: "Write about {{fetch.output.title}}.",
-			Instructions: "Be brief.", OutputSchema: json.RawMessage(`{"required":["text"],"type":"object"}`), OutputRepairs: ptr(0),
+			Instructions: "Be brief.", OutputSchema: json.RawMessage(`{"required":["text"],"type":"object"}`), OutputRepairs: ptr(0), Stream: true,
 		},
 		{
 			ID: "resolve", Type: workflow.Agent, Model: "fake", Instructions: "Resolve the ticket.",
 			Goal: "Resolve {{input.ticket}}", Tools: []string{"read_order"},
 			Policy:       &workflow.Policy{Allow: []string{"read_order"}, Forbid: []string{"refund"}, RequireApproval: []string{"cancel"}, RequiredEvidence: []string{"read_order"}, Approvers: []string{"role:support"}},
-			OnNeedsHuman: "pause", ApprovalTimeout: dur("15m"), OnTimeout: "fail",
+			OnNeedsHuman: "pause", ApprovalTimeout: dur("15m"), OnTimeout: "fail", Stream: true,
 			Context: &workflow.Context{MaxTokens: 60000, Strategy: loop.Summarize, KeepLast: 6, Summarizer: "writer"},
 			Budget: &workflow.Budget{
 				MaxIterations: 8, MaxToolCalls: 12, MaxDuration: dur("2m"), MaxTokens: 100000, MaxCostUSD: 0.5,
@@ -204,21 +204,21 @@ func TestParseSourceLines(t *testing.T) {
 		"steps[3].policy.forbid[0]":              62,
 		"steps[3].on_needs_human":                63,
 		"steps[3].approval_timeout":              64,
-		"steps[3].budget":                        67, // [steps.budget] belongs to the last [[steps]]
-		"steps[3].budget.max_cost_usd":           72,
-		"steps[5].branches[1].workflow":          85,
-		"steps[13]":                              130,
-		"steps[13].handler":                      133,
-		"edges":                                  135,
-		"edges[0]":                               135,
-		"edges[0].to":                            137,
-		"edges[1]":                               139,
-		"edges[1].from":                          140,
-		"edges[1].max_iterations":                143,
-		"steps[8].approvers":                     107,
-		"mcp.orders.command":                     146,
-		"mcp.search.url":                         149,
-		"tools.refund_order.mcp":                 152,
+		"steps[3].budget":                        68, // [steps.budget] belongs to the last [[steps]]
+		"steps[3].budget.max_cost_usd":           73,
+		"steps[5].branches[1].workflow":          86,
+		"steps[13]":                              131,
+		"steps[13].handler":                      134,
+		"edges":                                  136,
+		"edges[0]":                               136,
+		"edges[0].to":                            138,
+		"edges[1]":                               140,
+		"edges[1].from":                          141,
+		"edges[1].max_iterations":                144,
+		"steps[8].approvers":                     108,
+		"mcp.orders.command":                     147,
+		"mcp.search.url":                         150,
+		"tools.refund_order.mcp":                 153,
 	} {
 		if got := def.Source.Lines[key]; got != want {
 			t.Errorf("Lines[%q] = %d, want %d", key, got, want)
@@ -267,7 +267,7 @@ func TestParseProblems(t *testing.T) {
 	}, {
 		name: "key of another step type",
 		src:  "[[steps]]\nid = \"a\"\ntype = \"llm\"\nhandler = \"x\"\n",
-		want: []want{{workflow.EUnknownKey, 4, "steps[0].handler", "key handler is not a key of llm steps (it takes: model, prompt, instructions, output_schema, output_repairs, id, type, timeout, retry, input, branch)"}},
+		want: []want{{workflow.EUnknownKey, 4, "steps[0].handler", "key handler is not a key of llm steps (it takes: model, prompt, instructions, output_schema, output_repairs, stream, id, type, timeout, retry, input, branch)"}},
 	}, {
 		name: "key of no step type",
 		src:  "[[steps]]\nid = \"a\"\ntype = \"task\"\nhandlr = \"x\"\n",

@@ -206,3 +206,54 @@ to = "check"
 		t.Fatalf("the file and the builder differ:\nfile:    %s\nbuilder: %s", a, b)
 	}
 }
+
+// TestValidateOneFile: a definition that must stand alone names no other file: every
+// sub-workflow reference is E_PATH_OUTSIDE, and no file is read, not even one next to it in
+// the working directory.
+func TestValidateOneFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "sub.toml"), []byte("name = \"sub-content-xyz\"\n[[steps]]\nid = \"s\"\ntype = \"bogus\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	def, ps := workflow.Parse("wf.toml", []byte(`name = "wf"
+[tools.w]
+description = "a workflow tool"
+workflow = "sub.toml"
+[[steps]]
+id = "a"
+type = "call"
+workflow = "sub.toml"
+[[steps]]
+id = "b"
+type = "parallel"
+branches = [{ workflow = "./sub.toml" }, { workflow = "../up.toml" }]
+[[edges]]
+from = "a"
+to = "b"
+`))
+	if len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	ps = workflow.Validate(def, workflow.Options{OneFile: true})
+	want := map[string]int{"tools.w.workflow": 4, "steps[0].workflow": 8, "steps[1].branches[0].workflow": 12, "steps[1].branches[1].workflow": 12}
+	got := map[string]int{}
+	for _, p := range ps {
+		if strings.Contains(p.Message, "sub-content") || strings.Contains(p.Message, "bogus") {
+			t.Errorf("a problem shows the file it names was read: %s", p)
+		}
+		if p.Code != workflow.EPathOutside {
+			t.Errorf("unexpected problem %s", p)
+			continue
+		}
+		got[p.Key] = p.Line
+	}
+	for k, line := range want {
+		if l, ok := got[k]; !ok || l != line {
+			t.Errorf("%s: E_PATH_OUTSIDE at line %d (found %t), want line %d; problems:\n%s", k, l, ok, line, ps)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("problems at %v, want %v", got, want)
+	}
+}

@@ -27,6 +27,11 @@ type Options struct {
 	Handlers []string
 	// Parse reads a sub-workflow file. Nil means the package's Parse.
 	Parse func(file string, data []byte) (*Definition, Problems)
+	// OneFile validates a definition that must stand alone, as a workflow registered with a
+	// server is (one file, with no directory): no file is read or looked at, and every key
+	// that names a sub-workflow file is E_PATH_OUTSIDE. Other paths (a cassette) are checked
+	// lexically only.
+	OneFile bool
 }
 
 // Validate checks d against the contract (shared/spec/workflow-file.md) and returns every
@@ -400,7 +405,13 @@ func (v *validator) checkPaths() {
 			paths = append(paths, valRef{"models." + name + ".cassette", c})
 		}
 	}
-	paths = append(paths, v.allSubRefs()...)
+	if v.opts.OneFile {
+		for _, r := range v.allSubRefs() {
+			v.add(EPathOutside, r.key, "%q names another file, and a registered workflow is one file: put the steps in this file, or run them as an agent tool of it", r.path)
+		}
+	} else {
+		paths = append(paths, v.allSubRefs()...)
+	}
 	for _, p := range paths {
 		if why := v.outside(p.path); why != "" {
 			v.add(EPathOutside, p.key, "%s", why)
@@ -422,6 +433,9 @@ func (v *validator) dir() string {
 // outside says why path leaves the workflow's directory (the top workflow's, for a
 // sub-workflow file), or "".
 func (v *validator) outside(path string) string {
+	if v.opts.OneFile {
+		return PathOutside(path)
+	}
 	if v.root == "" {
 		if why := PathOutside(path); why != "" {
 			return why
@@ -515,6 +529,7 @@ var valStepFields = []struct {
 	{"duration", func(s *Step) bool { return s.Duration != 0 }},
 	{"message", func(s *Step) bool { return s.Message != "" }},
 	{"approvers", func(s *Step) bool { return len(s.Approvers) > 0 }},
+	{"stream", func(s *Step) bool { return s.Stream }},
 }
 
 // valKeysOf is KeysOf as sets.

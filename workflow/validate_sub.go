@@ -140,6 +140,9 @@ func (v *validator) allSubRefs() []valRef {
 // checkSubWorkflows checks the sub-workflow files of the definition under validation (the top
 // of the tree of files).
 func (v *validator) checkSubWorkflows(r *valResolver) {
+	if v.opts.OneFile {
+		return // checkPaths refuses every reference: nothing is read
+	}
 	refs := v.subRefs()
 	if len(refs) == 0 {
 		return

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"time"
@@ -142,41 +141,4 @@ func callLines(c *trace.CallRecord, cut func(string) string) []string {
 		out = append(out, "  result: "+cut(c.Output))
 	}
 	return out
-}
-
-// wholeTexts replaces the clipped texts of the parts' records with the whole ones their
-// references keep (reins runs show --iteration --full).
-func wholeTexts(ctx context.Context, c *client.Client, runID string, parts []client.IterationPart) error {
-	read := func(s, ref *string) error {
-		if *ref == "" {
-			return nil
-		}
-		text, err := c.RecordText(ctx, runID, *ref)
-		if err != nil {
-			return err
-		}
-		*s = text
-		return nil
-	}
-	for i := range parts {
-		r := parts[i].Event.Record
-		if r == nil {
-			continue
-		}
-		if r.Proposal != nil {
-			if err := read(&r.Proposal.Text, &r.Proposal.TextRef); err != nil {
-				return err
-			}
-		}
-		for j := range r.Calls {
-			c := &r.Calls[j]
-			if err := read(&c.Arguments, &c.ArgumentsRef); err != nil {
-				return err
-			}
-			if err := read(&c.Output, &c.OutputRef); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -17,10 +16,9 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/promtest"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
@@ -118,10 +116,9 @@ func scrape(t *testing.T, addr, token string) map[string]*dto.MetricFamily {
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d\n%s", code, body)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	fams, err := promtest.Parse(body)
 	if err != nil {
-		t.Fatalf("/metrics is not the Prometheus text format: %v\n%s", err, body)
+		t.Fatalf("/metrics: %v\n%s", err, body)
 	}
 	return fams
 }
@@ -138,37 +135,6 @@ func scrapeUntil(t *testing.T, addr, token string, done func(map[string]*dto.Met
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// value is the value of the sample of family name with exactly the labels given (name=value
-// pairs); for a histogram, its count. ok is false when there is no such sample.
-func value(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
-	f := fams[name]
-	if f == nil {
-		return 0, false
-	}
-	want := map[string]string{}
-	for i := 0; i+1 < len(labels); i += 2 {
-		want[labels[i]] = labels[i+1]
-	}
-	for _, m := range f.GetMetric() {
-		got := map[string]string{}
-		for _, l := range m.GetLabel() {
-			got[l.GetName()] = l.GetValue()
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount()), true
-		}
-	}
-	return 0, false
 }
 
 // TestServeMetrics runs a workflow of known iterations, tokens and tool calls on `reins serve
@@ -191,8 +157,8 @@ func TestServeMetrics(t *testing.T) {
 	// The worker counts a task once it acknowledged it, after the answer that may end the run:
 	// wait until the last tasks are counted.
 	fams := scrapeUntil(t, addr, srv.token, func(fams map[string]*dto.MetricFamily) bool {
-		a, _ := value(fams, "reins_worker_tasks_total", "handler", "reins-agent", "outcome", "completed")
-		l, _ := value(fams, "reins_worker_tasks_total", "handler", "reins-llm", "outcome", "completed")
+		a, _ := promtest.Value(fams, "reins_worker_tasks_total", "handler", "reins-agent", "outcome", "completed")
+		l, _ := promtest.Value(fams, "reins_worker_tasks_total", "handler", "reins-llm", "outcome", "completed")
 		return a+l == 2
 	})
 	wf := "metered"
@@ -228,13 +194,13 @@ func TestServeMetrics(t *testing.T) {
 		{"reins_engine_events_total", []string{"outcome", "dropped"}, 0},
 		{"reins_tasks_pending", []string{"handler", "reins-agent"}, 0},
 	} {
-		got, ok := value(fams, c.name, c.labels...)
+		got, ok := promtest.Value(fams, c.name, c.labels...)
 		if !ok || math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("%s%v = %v (present: %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
 	// The events that changed the run: at least its start and the four answers.
-	if n, _ := value(fams, "reins_engine_events_total", "outcome", "decided"); n < 5 {
+	if n, _ := promtest.Value(fams, "reins_engine_events_total", "outcome", "decided"); n < 5 {
 		t.Errorf("reins_engine_events_total{outcome=decided} = %v, want 5 or more", n)
 	}
 	for _, name := range []string{"reins_engine_saves_total", "go_goroutines", "process_cpu_seconds_total"} {
@@ -408,7 +374,7 @@ func TestWorkerMetricsListen(t *testing.T) {
 		t.Errorf("the worker's /metrics without a token: %d, want 401", code)
 	}
 	fams := scrape(t, addr, scraper)
-	if _, ok := value(fams, "reins_tasks_pending", "handler", "reins-llm"); !ok {
+	if _, ok := promtest.Value(fams, "reins_tasks_pending", "handler", "reins-llm"); !ok {
 		t.Errorf("the worker's /metrics has no reins_tasks_pending of its handler")
 	}
 	if _, ok := fams["reins_engine_partitions_owned"]; ok {
@@ -443,7 +409,7 @@ func TestServeWaitingRuns(t *testing.T) {
 		}
 	}
 	// The status index holds the waiting key before the record says waiting.
-	if n, ok := value(scrape(t, addr, srv.token), "reins_runs_waiting", "workflow", "ask"); !ok || n != 1 {
+	if n, ok := promtest.Value(scrape(t, addr, srv.token), "reins_runs_waiting", "workflow", "ask"); !ok || n != 1 {
 		t.Errorf("reins_runs_waiting{workflow=ask} = %v (present %v), want 1", n, ok)
 	}
 	if code, out, errOut := cli(t, "approve", id, "--nats", srv.url); code != exitOK {
@@ -454,13 +420,13 @@ func TestServeWaitingRuns(t *testing.T) {
 	}
 	// The engine removes the old status key right after it saved the record.
 	fams := scrapeUntil(t, addr, srv.token, func(fams map[string]*dto.MetricFamily) bool {
-		_, ok := value(fams, "reins_runs_waiting", "workflow", "ask")
+		_, ok := promtest.Value(fams, "reins_runs_waiting", "workflow", "ask")
 		return !ok
 	})
-	if n, ok := value(fams, "reins_runs_waiting", "workflow", "ask"); ok {
+	if n, ok := promtest.Value(fams, "reins_runs_waiting", "workflow", "ask"); ok {
 		t.Errorf("reins_runs_waiting{workflow=ask} = %v after the run ended, want none", n)
 	}
-	if n, _ := value(fams, "reins_runs_ended_total", "workflow", "ask", "status", "completed"); n != 1 {
+	if n, _ := promtest.Value(fams, "reins_runs_ended_total", "workflow", "ask", "status", "completed"); n != 1 {
 		t.Errorf("reins_runs_ended_total{workflow=ask,status=completed} = %v, want 1", n)
 	}
 }

@@ -260,7 +260,7 @@ func showIteration(cmd *cobra.Command, c *client.Client, runID, step string, n i
 		return &exitError{code: exitFailed, err: err}
 	}
 	if full {
-		if err := wholeTexts(ctx, c, runID, parts); err != nil {
+		if err := c.WholeTexts(ctx, runID, parts); err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
 	}

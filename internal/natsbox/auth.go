@@ -101,6 +101,10 @@ func (n Names) Permissions(id Identity) *Perms {
 		add(&pub, kvRead(n.StatusBucket())...)
 		add(&pub, kvWatch(n.StatusBucket())...)
 		add(&pub, kvWatch(n.ServedBucket())...)
+		// The registered workflows: read, never written (the API writes them, on its own
+		// connection, once it validated what it stores).
+		add(&pub, kvRead(n.RegistryBucket())...)
+		add(&pub, kvWatch(n.RegistryBucket())...)
 		add(&pub, "$JS.API.CONSUMER.CREATE."+n.EventsStream()+".>", "$JS.API.CONSUMER.DELETE."+n.EventsStream()+".*",
 			"$JS.API.CONSUMER.INFO."+n.EventsStream()+".*", "$JS.API.CONSUMER.MSG.NEXT."+n.EventsStream()+".*",
 			"$JS.API.DIRECT.GET."+n.EventsStream()+".>", "$JS.API.STREAM.MSG.GET."+n.EventsStream())
@@ -123,6 +127,7 @@ func (n Names) Permissions(id Identity) *Perms {
 		add(&pub, kvWatch(n.CheckpointsBucket())...)
 		add(&pub, kvRead(n.EffectsBucket())...)
 		add(&pub, kvWatch(n.EffectsBucket())...)
+		add(&pub, n.DeltaSubjects()) // token deltas of streaming steps, core NATS
 		add(&sub, n.CancelSubjects())
 	}
 	// The engine's consumers of REINS_EVENTS are the engine's alone: whoever may create ordered

@@ -109,6 +109,14 @@ func TestPermissionsByRole(t *testing.T) {
 		{"tok-submitter", "$KV." + WorkflowsBucket + ".k", true},
 		{"tok-approver", "$KV." + WorkflowsBucket + ".k", false},
 		{"tok-worker", "$KV." + WorkflowsBucket + ".k", false},
+		// Registered workflows are written by the API (the process's own connection) alone,
+		// once validated: a submitter registers through it, never directly.
+		{"tok-submitter", "$KV." + RegistryBucket + ".refund", false},
+		{"tok-submitter", "$KV." + RegistryBucket + ".refund.v1", false},
+		{"tok-approver", "$KV." + RegistryBucket + ".refund", false},
+		{"tok-viewer", "$KV." + RegistryBucket + ".refund", false},
+		{"tok-worker", "$KV." + RegistryBucket + ".refund", false},
+		{"tok-admin", "$KV." + RegistryBucket + ".refund", true},
 	} {
 		if got := canPublish(t, b, tc.token, tc.subject); got != tc.want {
 			t.Errorf("%s (%s) publishing on %s: stored %t, want %t", testPrincipals[tc.token].Name, tc.token, tc.subject, got, tc.want)
@@ -192,6 +200,49 @@ func TestReadersRead(t *testing.T) {
 		cancel()
 		if (err == nil) != want {
 			t.Errorf("%s reading and watching run records: %v, want allowed %t", testPrincipals[tok].Name, err, want)
+		}
+	}
+}
+
+// TestReadersReadRegistry: viewers, submitters and approvers read and list the registered
+// workflows; a worker and a principal without roles do not.
+func TestReadersReadRegistry(t *testing.T) {
+	b := served(t)
+	ctx := testCtx(t)
+	reg, err := b.JetStream().KeyValue(ctx, RegistryBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Put(ctx, "refund", []byte(`{"version":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	for tok, want := range map[string]bool{"tok-viewer": true, "tok-submitter": true, "tok-approver": true, "tok-worker": false, "tok-nothing": false} {
+		c := open(t, Options{URL: b.ClientURL(), Token: tok})
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		kv, err := c.JetStream().KeyValue(rctx, RegistryBucket)
+		if err == nil {
+			var e jetstream.KeyValueEntry
+			if e, err = kv.Get(rctx, "refund"); err == nil && string(e.Value()) != `{"version":1}` {
+				t.Errorf("%s read %q", tok, e.Value())
+			}
+		}
+		if err == nil {
+			var w jetstream.KeyWatcher
+			if w, err = kv.WatchFiltered(rctx, []string{"*"}); err == nil {
+				select {
+				case e := <-w.Updates():
+					if e == nil {
+						err = errors.New("no current value")
+					}
+				case <-rctx.Done():
+					err = rctx.Err()
+				}
+				_ = w.Stop()
+			}
+		}
+		cancel()
+		if (err == nil) != want {
+			t.Errorf("%s reading and listing registered workflows: %v, want allowed %t", testPrincipals[tok].Name, err, want)
 		}
 	}
 }
@@ -340,5 +391,33 @@ func TestValuesByRole(t *testing.T) {
 	}
 	if _, err := own.GetValue(ctx, "r-1/stored", int64(len(big))); !errors.Is(err, ErrNoValue) {
 		t.Errorf("a removed value reads %v, want ErrNoValue", err)
+	}
+}
+
+// TestDeltasByRole: workers publish the token deltas of streaming steps on core NATS and the
+// engine's connection (the API's) receives them; nobody else publishes one.
+func TestDeltasByRole(t *testing.T) {
+	b := served(t)
+	got := make(chan string, 8)
+	sub, err := b.Conn().Subscribe(DeltaSubjects, func(m *nats.Msg) { got <- string(m.Data) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	subj, err := Names{}.DeltaSubject("r-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{"tok-submitter", "tok-approver", "tok-viewer", "tok-worker"} {
+		c := open(t, Options{URL: b.ClientURL(), Token: tok})
+		if err := c.Conn().Publish(subj, []byte(tok)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Conn().Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := <-got; s != "tok-worker" {
+		t.Errorf("a delta from %s reached the subscriber, want only the worker's", s)
 	}
 }

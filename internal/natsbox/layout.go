@@ -67,10 +67,19 @@ const (
 	// wire.EffectKey of the call's idempotency key (history 1): an iteration that runs again
 	// after a crash gets the recorded result instead of doing the side effect twice.
 	EffectsBucket = "reins_effects"
+	// RegistryBucket holds the workflows registered by name through the HTTP API (history 1):
+	// key NAME for the latest version of each name, NAME.vN for version N, each kept for as long
+	// as the bucket (package client, Register). Only the engine's process and admins write it:
+	// a submitter registers through the API, which validates what it stores.
+	RegistryBucket = "reins_registry"
 
 	// CancelSubjects is the core NATS (not stored) subject filter on which the engine announces
 	// runs that ended, so that workers cancel their handlers at once: CancelSubject(runID).
 	CancelSubjects = "reins.cancel.>"
+	// DeltaSubjects is the core NATS (not stored) subject filter of the token deltas of llm and
+	// agent steps with stream = true: DeltaSubject(runID). Workers publish them, fire and forget;
+	// the API relays them to the run's watchers (GET /v1/runs/{id}/events).
+	DeltaSubjects = "reins.delta.>"
 
 	// DefaultDuplicates is the duplicate window of the streams: a message published again with
 	// the same Nats-Msg-Id within it is stored once.
@@ -228,6 +237,7 @@ const (
 	eventPrefix  = "reins.event."
 	dlqPrefix    = "reins.dlq."
 	cancelPrefix = "reins.cancel."
+	deltaPrefix  = "reins.delta."
 )
 
 // EventSubject returns the subject of the events of run runID in the default namespace:
@@ -522,6 +532,12 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 	}, {
 		Bucket:      l.Names.EnginesBucket(),
 		Description: "reins: the engines running and the partitions each consumes",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Metadata:    metadata(),
+	}, {
+		Bucket:      l.Names.RegistryBucket(),
+		Description: "reins workflows registered by name, in versions",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Metadata:    metadata(),

@@ -92,6 +92,7 @@ func (n Names) WorkflowsBucket() string   { return n.name + WorkflowsBucket }
 func (n Names) EnginesBucket() string     { return n.name + EnginesBucket }
 func (n Names) EffectsBucket() string     { return n.name + EffectsBucket }
 func (n Names) ValuesBucket() string      { return n.name + ValuesBucket }
+func (n Names) RegistryBucket() string    { return n.name + RegistryBucket }
 
 // Streams returns the names of the three streams; Buckets those of the KV buckets, and
 // ObjectStores that of the object store: what EnsureLayout creates.
@@ -101,7 +102,7 @@ func (n Names) Streams() []string {
 
 func (n Names) Buckets() []string {
 	return []string{n.RunsBucket(), n.StatusBucket(), n.ServedBucket(), n.CheckpointsBucket(),
-		n.WorkflowsBucket(), n.EnginesBucket(), n.EffectsBucket()}
+		n.WorkflowsBucket(), n.EnginesBucket(), n.EffectsBucket(), n.RegistryBucket()}
 }
 
 func (n Names) ObjectStores() []string { return []string{n.ValuesBucket()} }
@@ -112,6 +113,7 @@ func (n Names) TaskSubjects() string   { return n.subject + TaskSubjects }
 func (n Names) EventSubjects() string  { return n.subject + EventSubjects }
 func (n Names) DLQSubjects() string    { return n.subject + DLQSubjects }
 func (n Names) CancelSubjects() string { return n.subject + CancelSubjects }
+func (n Names) DeltaSubjects() string  { return n.subject + DeltaSubjects }
 
 // TaskSubjectPrefix begins the subject of every task; CancelSubjectPrefix that of every
 // announcement of an ended run.
@@ -135,6 +137,12 @@ func (n Names) DLQSubject(handler string) (string, error) {
 // "[NS.]reins.cancel.RUNID".
 func (n Names) CancelSubject(runID string) (string, error) {
 	return subject(n.CancelSubjectPrefix(), "run id", runID)
+}
+
+// DeltaSubject returns the core NATS subject of the token deltas of run runID (a sub-run's too):
+// "[NS.]reins.delta.RUNID".
+func (n Names) DeltaSubject(runID string) (string, error) {
+	return subject(n.subject+deltaPrefix, "run id", runID)
 }
 
 // EventSubject returns the subject of the events of run runID: "[NS.]reins.event.NN.RUNID", NN

@@ -22,13 +22,15 @@ func names(t *testing.T, n Names) map[string]string {
 		"tasks": n.TasksStream(), "events": n.EventsStream(), "dlq": n.DLQStream(),
 		"runs": n.RunsBucket(), "status": n.StatusBucket(), "served": n.ServedBucket(),
 		"checkpoints": n.CheckpointsBucket(), "workflows": n.WorkflowsBucket(), "engines": n.EnginesBucket(),
-		"effects": n.EffectsBucket(), "values": n.ValuesBucket(),
+		"effects": n.EffectsBucket(), "values": n.ValuesBucket(), "registry": n.RegistryBucket(),
 		"task subjects": n.TaskSubjects(), "event subjects": n.EventSubjects(), "dlq subjects": n.DLQSubjects(),
 		"cancel subjects": n.CancelSubjects(), "keeper": n.KeeperSubject(),
 		"task":      must(n.TaskSubject("pay.charge")),
 		"event":     must(n.EventSubject("r-1")),
 		"dead":      must(n.DLQSubject("pay.charge")),
 		"cancel":    must(n.CancelSubject("r-1")),
+		"delta":     must(n.DeltaSubject("r-1")),
+		"deltas":    n.DeltaSubjects(),
 		"principal": must(n.PrincipalSubject("r-1", HumanKind, "alice")),
 		"partition": n.PartitionSubjects(7),
 	}
@@ -46,7 +48,7 @@ func TestNewNames(t *testing.T) {
 		"task subjects": "reins.task.>", "event subjects": "reins.event.>", "dlq subjects": "reins.dlq.>",
 		"cancel subjects": "reins.cancel.>", "keeper": "reins.task.reins-keep",
 		"task": "reins.task.pay.charge", "event": "reins.event.11.r-1", "dead": "reins.dlq.pay.charge",
-		"cancel": "reins.cancel.r-1", "principal": "reins.event.11.r-1.human.alice",
+		"cancel": "reins.cancel.r-1", "delta": "reins.delta.r-1", "deltas": "reins.delta.>", "principal": "reins.event.11.r-1.human.alice",
 		"partition": "reins.event.07.>",
 	}
 	prefixed := func(ns string) map[string]string {

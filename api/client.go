@@ -290,8 +290,10 @@ type Decided struct {
 	Tool   string `json:"tool,omitempty"`
 }
 
-// Decide approves or denies what waits under call: a pending call's id or a step's id.
-func (c *Client) Decide(ctx context.Context, runID, call string, approve bool, message string) ([]Decided, error) {
+// Decide approves or denies what waits under call: a pending call's id or a step's id. taken
+// is false when the server answered 202: the decision is stored, but the engine had not taken
+// it within the server's wait (it takes it when it can).
+func (c *Client) Decide(ctx context.Context, runID, call string, approve bool, message string) (decided []Decided, taken bool, err error) {
 	in := struct {
 		Decision string `json:"decision"`
 		Message  string `json:"message,omitempty"`
@@ -302,8 +304,8 @@ func (c *Client) Decide(ctx context.Context, runID, call string, approve bool, m
 	var out struct {
 		Decided []Decided `json:"decided"`
 	}
-	_, err := c.call(ctx, http.MethodPost, "/v1/runs/"+pathEscape(runID)+"/approvals/"+pathEscape(call), nil, in, &out)
-	return out.Decided, err
+	status, err := c.call(ctx, http.MethodPost, "/v1/runs/"+pathEscape(runID)+"/approvals/"+pathEscape(call), nil, in, &out)
+	return out.Decided, status == http.StatusOK, err
 }
 
 // Signal sends event name with data to a run.

@@ -23,7 +23,7 @@ func TestClientProblems(t *testing.T) {
 	if !errors.As(err, &p) || p.Status != http.StatusUnauthorized || strings.Contains(err.Error(), "wrong-token") {
 		t.Errorf("unknown token: %v", err)
 	}
-	_, err = NewClient(ClientConfig{URL: srv.URL + "/", Token: oaTokens["viewer"]}).Decide(ctx, "r-1", "c-1", true, "")
+	_, _, err = NewClient(ClientConfig{URL: srv.URL + "/", Token: oaTokens["viewer"]}).Decide(ctx, "r-1", "c-1", true, "")
 	if !errors.As(err, &p) || p.Status != http.StatusForbidden || !strings.Contains(p.Detail, "principal viewer") {
 		t.Errorf("a viewer's decision: %v", err)
 	}

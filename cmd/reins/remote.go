@@ -413,15 +413,19 @@ func decideRemote(cmd *cobra.Command, f *humanFlags, c *api.Client, runID, targe
 		}
 		var lines []string
 		for _, t := range targets {
-			done, err := c.Decide(ctx, runID, t, approve, message)
+			done, taken, err := c.Decide(ctx, runID, t, approve, message)
 			if err != nil {
 				return strings.Join(lines, "\n"), err
 			}
+			later := ""
+			if !taken {
+				later = " (sent: the engine has not taken it yet, and will when it can)"
+			}
 			for _, d := range done {
 				if d.CallID == "" {
-					lines = append(lines, fmt.Sprintf("run %s: step %s %s", runID, d.Step, verb))
+					lines = append(lines, fmt.Sprintf("run %s: step %s %s%s", runID, d.Step, verb, later))
 				} else {
-					lines = append(lines, fmt.Sprintf("run %s: call %s (%s) of step %s %s", runID, d.CallID, d.Tool, d.Step, verb))
+					lines = append(lines, fmt.Sprintf("run %s: call %s (%s) of step %s %s%s", runID, d.CallID, d.Tool, d.Step, verb, later))
 				}
 			}
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -271,5 +272,91 @@ func TestRemoteUsage(t *testing.T) {
 	code, out, errOut := cli(t, "runs", "list", "--data", filepath.Join(t.TempDir(), "none"))
 	if code != exitOK || slices.Contains(lines(errOut), "cannot be reached") {
 		t.Errorf("runs list --data with $REINS_SERVER set: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// remotePause's agent escalates, waits for a person's answer, then ends.
+const remotePause = `name = "pause"
+
+[models.m]
+provider = "scripted"
+script = [
+  { escalate = "the invoice differs from the order" },
+  { text = "Thanks, all clear." },
+]
+
+[[steps]]
+id = "think"
+type = "agent"
+model = "m"
+goal = "Check the order."
+on_needs_human = "pause"
+`
+
+// TestRemoteResumeAndPages: resume --follow through the API continues an agent paused on
+// needs_human to its end; runs list --limit prints one page of the API's and the next page's
+// --after on stderr, and the pages cover the runs once.
+func TestRemoteResumeAndPages(t *testing.T) {
+	srv, url := remoteServe(t)
+	c := srv.client(t)
+	file := writeTestFile(t, "pause.toml", remotePause)
+	var ids []string
+	for range 3 {
+		code, out, errOut := cli(t, "run", file, "--server", url, "--token", samToken, "--detach")
+		if code != exitOK {
+			t.Fatalf("run --detach: exit %d\n%s%s", code, out, errOut)
+		}
+		ids = append(ids, strings.TrimSpace(out))
+	}
+	for _, id := range ids {
+		for rec, err := range c.Watch(t.Context(), id) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Run.Status == protocol.RunWaiting {
+				break
+			}
+		}
+	}
+	// The waiting run says how to answer it through the same server.
+	code, out, errOut := cli(t, "runs", "show", ids[0], "--server", url, "--token", valToken)
+	if code != exitOK || !strings.Contains(out, "run "+ids[0]+" waiting") {
+		t.Errorf("runs show: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, "resume", ids[0], "--input", `"the invoice is right"`, "--server", url, "--token", adaToken, "--follow")
+	if code != exitOK || !strings.Contains(errOut, "run "+ids[0]+": step think resumed") || !strings.Contains(out, "run "+ids[0]+" completed") {
+		t.Fatalf("resume --follow: exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "Thanks, all clear.") {
+		t.Errorf("resume --follow: the output is not the agent's answer:\n%s", out)
+	}
+
+	// Pages of two, newest first, then the rest.
+	code, out, errOut = cli(t, "runs", "list", "--limit", "2", "--json", "--server", url, "--token", valToken)
+	if code != exitOK {
+		t.Fatalf("runs list --limit: exit %d\n%s%s", code, out, errOut)
+	}
+	var page []listEntry
+	if err := json.Unmarshal([]byte(out), &page); err != nil || len(page) != 2 {
+		t.Fatalf("runs list --limit 2: %v\n%s", err, out)
+	}
+	next, ok := strings.CutPrefix(strings.TrimSpace(errOut), "reins: more runs follow: the next page is --after ")
+	if !ok || next == "" {
+		t.Fatalf("runs list --limit 2 names no next page: %q", errOut)
+	}
+	code, out, errOut = cli(t, "runs", "list", "--limit", "2", "--after", next, "--json", "--server", url, "--token", valToken)
+	var rest []listEntry
+	if code != exitOK || json.Unmarshal([]byte(out), &rest) != nil || len(rest) != 1 || errOut != "" {
+		t.Fatalf("the second page: exit %d\n%s%s", code, out, errOut)
+	}
+	got := []string{page[0].RunID, page[1].RunID, rest[0].RunID}
+	if want := []string{ids[2], ids[1], ids[0]}; !slices.Equal(got, want) {
+		t.Errorf("pages %v, want %v (newest first)", got, want)
+	}
+	// Without --limit: every run, oldest first, as over NATS.
+	all := listRuns(t, "--server", url, "--token", valToken)
+	natsAll := listRuns(t, "--nats", srv.url)
+	if len(all) != 3 || all[0].RunID != ids[0] || len(natsAll) != 3 || natsAll[0].RunID != all[0].RunID || natsAll[2].RunID != all[2].RunID {
+		t.Errorf("runs list over the API %+v, over NATS %+v", all, natsAll)
 	}
 }

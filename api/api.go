@@ -37,9 +37,10 @@ type Config struct {
 	Now func() time.Time
 	// MaxInputBytes bounds a run's input and a request's body; 0 means 64 MiB.
 	MaxInputBytes int64
-	// DecisionWait bounds how long a decision's answer waits for the engine to take it; past
-	// it the answer is 202 (sent, not yet taken). 0 means 30 s.
-	DecisionWait time.Duration
+	// EngineWait bounds how long an answer that needs the engine (a run's start, a decision)
+	// waits for it to take what was sent; past it the answer is 202 (stored, not yet taken).
+	// 0 means 30 s.
+	EngineWait time.Duration
 	// KeepAlive returns the ticks on which a stream of a run's events sends a keep-alive
 	// comment, and what stops them; nil means every KeepAliveEvery (tests pass their own).
 	KeepAlive func() (ticks <-chan time.Time, stop func())
@@ -81,8 +82,8 @@ func New(cfg Config) *Server {
 	if cfg.MaxInputBytes <= 0 {
 		cfg.MaxInputBytes = 64 << 20
 	}
-	if cfg.DecisionWait <= 0 {
-		cfg.DecisionWait = 30 * time.Second
+	if cfg.EngineWait <= 0 {
+		cfg.EngineWait = 30 * time.Second
 	}
 	if cfg.Ready == nil {
 		cfg.Ready = func() error { return nil }

@@ -2,7 +2,8 @@
 // who may call each (the bearer token of a principal of the operator's configuration, and the
 // roles a route needs: 401 without a known token, 403 for a role that may not), RFC 9457
 // problem documents for every error, pagination, the workflows registered by name, the OpenAPI
-// 3.1 document of every route, and a run's events live as Server-Sent Events.
+// 3.1 document of every route, and a run's events live as Server-Sent Events. Client is the
+// Go client of the same routes (the reins command's --server).
 //
 // Every act goes through package client as the authenticated principal, on the principal's
 // own subjects, so the engine records who acted exactly as it does for the reins command.

@@ -229,6 +229,8 @@ func (s *stack) do(method, path, token, body string) answer {
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}
+	// Every answer a test reads is what the OpenAPI document says (api/openapi.json).
+	api.CheckAnswer(s.t, method, req.URL.Path, resp.StatusCode, resp.Header.Get("Content-Type"), data)
 	return answer{Status: resp.StatusCode, Header: resp.Header, Body: bytes.TrimSpace(data)}
 }
 

@@ -232,7 +232,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, p operator.Princ
 	}
 	// The decision is stored; how long the answer waits for the engine to take it is bounded,
 	// so that a request never hangs on an engine that is down: 202 says it is sent, not taken.
-	wctx, cancel := context.WithTimeout(r.Context(), s.cfg.DecisionWait)
+	wctx, cancel := context.WithTimeout(r.Context(), s.cfg.EngineWait)
 	defer cancel()
 	err = c.AwaitDecided(wctx, id, done)
 	switch {

@@ -688,10 +688,10 @@ func TestResume(t *testing.T) {
 }
 
 // TestDecideWhileTheEngineIsDown: a decision's answer waits for the engine at most
-// DecisionWait; with the engine stopped it answers 202 (sent, not taken) instead of hanging,
+// EngineWait; with the engine stopped it answers 202 (sent, not taken) instead of hanging,
 // and the engine takes the decision once it is back.
 func TestDecideWhileTheEngineIsDown(t *testing.T) {
-	s := newStackWith(t, func(c *api.Config) { c.DecisionWait = 200 * time.Millisecond })
+	s := newStackWith(t, func(c *api.Config) { c.EngineWait = 200 * time.Millisecond })
 	id := s.start(reviewTOML, "")
 	s.waiting(id)
 	s.Host.Stop()
@@ -706,5 +706,34 @@ func TestDecideWhileTheEngineIsDown(t *testing.T) {
 	}
 	if by := decisionBy(t, s, id); by != "bob" {
 		t.Errorf("the decision's event is by %q, want bob", by)
+	}
+}
+
+// TestStartWhileTheEngineIsDown: a start's answer waits for the run's first record at most
+// EngineWait: 201 once the engine saved it (the run's routes find it at once), 202 with the
+// engine stopped, and the engine starts the run once it is back.
+func TestStartWhileTheEngineIsDown(t *testing.T) {
+	s := newStackWith(t, func(c *api.Config) { c.EngineWait = 200 * time.Millisecond })
+	if a := s.as("sam", "PUT", "/v1/workflows/quick", quickTOML); a.Status != http.StatusCreated {
+		t.Fatalf("register: %d %s", a.Status, a.Body)
+	}
+	var got struct {
+		RunID string `json:"run_id"`
+	}
+	a := s.as("sam", "POST", "/v1/runs", `{"workflow":"quick"}`)
+	if a.JSON(t, &got); a.Status != http.StatusCreated {
+		t.Fatalf("start: %d %s, want 201", a.Status, a.Body)
+	}
+	if a := s.as("vera", "GET", "/v1/runs/"+got.RunID, ""); a.Status != http.StatusOK {
+		t.Errorf("GET the run right after its 201: %d %s", a.Status, a.Body)
+	}
+	s.Host.Stop()
+	a = s.as("sam", "POST", "/v1/runs", `{"workflow":"quick"}`)
+	if a.JSON(t, &got); a.Status != http.StatusAccepted || got.RunID == "" {
+		t.Fatalf("start with the engine down: %d %s, want 202", a.Status, a.Body)
+	}
+	s.Host = s.startHost()
+	if rec := s.wait(got.RunID); rec.Run.Status != protocol.RunCompleted {
+		t.Fatalf("run %s, want completed", rec.Run.Status)
 	}
 }

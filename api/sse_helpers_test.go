@@ -191,6 +191,9 @@ func (s *stream) next() (msg, bool) {
 	s.t.Helper()
 	select {
 	case m, ok := <-s.msgs:
+		if ok && m.Event != "" { // every message is what the OpenAPI document says
+			api.CheckSSEMessage(s.t, m.Event, []byte(m.Data))
+		}
 		return m, ok
 	case <-time.After(30 * time.Second):
 		s.t.Fatal("no message of the event stream within 30 s")

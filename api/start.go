@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -101,8 +102,23 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p operator.Pri
 		return err
 	}
 	w.Header().Set("Location", "/v1/runs/"+id)
-	writeJSON(w, http.StatusCreated, started{RunID: id, Workflow: reg.Name, Version: reg.Version})
+	status := http.StatusCreated
+	if !s.recorded(r.Context(), c, id) {
+		status = http.StatusAccepted
+	}
+	writeJSON(w, status, started{RunID: id, Workflow: reg.Name, Version: reg.Version})
 	return nil
+}
+
+// recorded waits, at most EngineWait, until the engine saved the first record of run id, so
+// that the run's routes find it as soon as the start is answered; false when it did not.
+func (s *Server) recorded(ctx context.Context, c *client.Client, id string) bool {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.EngineWait)
+	defer cancel()
+	for rec, err := range c.Watch(ctx, id) {
+		return err == nil && rec != nil
+	}
+	return false
 }
 
 // decodeStrict decodes body, one JSON object, into v: 400 naming the member that is unknown

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
@@ -18,17 +20,20 @@ import (
 
 // humanFlags are the flags of the commands that answer a waiting run.
 type humanFlags struct {
-	nats   natsFlags
-	model  modelFlags
-	follow bool
-	asJSON bool
-	quiet  bool
+	nats     natsFlags
+	dataFlag string // the data directory's flag: --data, or --data-dir for reins signal
+	model    modelFlags
+	follow   bool
+	asJSON   bool
+	quiet    bool
 }
 
 func (f *humanFlags) add(cmd *cobra.Command) { f.addNamed(cmd, "data") }
 
 func (f *humanFlags) addNamed(cmd *cobra.Command, dataFlag string) {
 	f.nats.addNamed(cmd.Flags(), dataFlag)
+	f.nats.addServer(cmd.Flags())
+	f.dataFlag = dataFlag
 	f.model.add(cmd, "when this command continues the run itself (embedded server), run its llm and agent steps on this model, `PROVIDER:NAME`, as reins run --model does")
 	fl := cmd.Flags()
 	fl.BoolVar(&f.follow, "follow", false, "on a server, follow the run until it ends or waits again (on the embedded server of --data it always does)")
@@ -41,6 +46,10 @@ answer and returns (--follow to follow the run). When the run lives in the data 
 embedded server that no process runs (reins run stopped at the pause; reins signal names it --data-dir), the command starts the
 engine and the built-in workers there and continues the run until it ends or waits again,
 printing its progress and result as reins run does.
+
+With --server URL (default $REINS_SERVER) the answer goes through the server's HTTP API as the
+principal of --token, needing no NATS (--follow follows the run's event stream); --by and
+--model cannot be used with it.
 
 Exit status: 0 when the answer was sent (and, when following, the run completed or waits
 again), 1 when nothing waits for it, the run has ended, or the followed run failed, 2 for a
@@ -113,6 +122,15 @@ conversation.
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
+			if remote, err := f.remote(cmd); err != nil || remote != nil {
+				if err != nil {
+					return err
+				}
+				return answerRemote(cmd, f, remote, args[0], func(ctx context.Context) (string, error) {
+					key, err := remote.Resume(ctx, args[0], step, raw)
+					return fmt.Sprintf("run %s: step %s resumed", args[0], key), err
+				})
+			}
 			return answer(cmd, f, args[0], func(ctx context.Context, c *client.Client) (string, error) {
 				key, err := c.Resume(ctx, args[0], step, raw)
 				return fmt.Sprintf("run %s: step %s resumed", args[0], key), err
@@ -141,6 +159,14 @@ the data as its output; when none waits, the run keeps the event for the first o
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
+			if remote, err := f.remote(cmd); err != nil || remote != nil {
+				if err != nil {
+					return err
+				}
+				return answerRemote(cmd, f, remote, args[0], func(ctx context.Context) (string, error) {
+					return fmt.Sprintf("run %s: event %s sent", args[0], args[1]), remote.Signal(ctx, args[0], args[1], raw)
+				})
+			}
 			return answer(cmd, f, args[0], func(ctx context.Context, c *client.Client) (string, error) {
 				return fmt.Sprintf("run %s: event %s sent", args[0], args[1]), c.Signal(ctx, args[0], args[1], raw)
 			})
@@ -154,6 +180,15 @@ the data as its output; when none waits, the run keeps the event for the first o
 // decide sends an approve or deny decision, as the authenticated principal (on behalf of by,
 // for an admin).
 func decide(cmd *cobra.Command, f *humanFlags, runID, target string, approve bool, message, by string) error {
+	if remote, err := f.remote(cmd); err != nil || remote != nil {
+		if err != nil {
+			return err
+		}
+		if by != "" {
+			return &exitError{code: exitUsage, err: errors.New("--by decides on behalf of another principal, which the HTTP API does not take: use --nats or --data to decide with --by, or the principal's own token with --server")}
+		}
+		return decideRemote(cmd, f, remote, runID, target, approve, message)
+	}
 	return answer(cmd, f, runID, func(ctx context.Context, c *client.Client) (string, error) {
 		done, err := c.Decide(ctx, runID, target, approve, message, by)
 		verb := "approved"
@@ -170,6 +205,11 @@ func decide(cmd *cobra.Command, f *humanFlags, runID, target string, approve boo
 		}
 		return strings.Join(lines, "\n"), err
 	})
+}
+
+// remote returns the client of the HTTP API when the command goes through it (--server).
+func (f *humanFlags) remote(cmd *cobra.Command) (*api.Client, error) {
+	return f.nats.apiClient(cmd, f.dataFlag, "model", "base-url", "api-key", "timeout", "record", "price")
 }
 
 // answer opens the server, sends what send sends, and follows the run when asked to or when

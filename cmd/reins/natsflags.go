@@ -30,6 +30,9 @@ type natsFlags struct {
 	tlsCert, tlsKey, ca string
 	data                string
 	token               string
+	// server is --server (default $REINS_SERVER): the command goes through that server's
+	// HTTP API instead of NATS (remote.go).
+	server string
 	// namespace is --namespace (default $REINS_NAMESPACE): the prefix of every subject,
 	// stream and bucket (natsbox.NewNames).
 	namespace string

@@ -49,6 +49,12 @@ process. Task and agent_loop steps need workers that register their handlers: gi
 so that they can connect, or start the run on a server (reins serve) with --nats. With --nats
 the run goes to that server's engine and workers; --detach prints the run id and returns.
 
+With --server URL (default $REINS_SERVER), the command goes through the HTTP API of a server
+(reins serve --listen) as the principal of --token, and needs no NATS: it registers FILE under
+its workflow's name, starts a run of that version, and follows the run's event stream to its
+end (--detach prints the run id). --listen and --model act in this process and cannot be used
+with it. docs/api.md, "The reins command over the API".
+
 --model runs every llm and agent step on one model instead of the workflow's: a NAME of the
 workflow's [models] (the run starts with a copy of the definition whose steps name it), or
 PROVIDER:NAME (openai:NAME, with --base-url for any OpenAI-compatible server, anthropic:NAME,
@@ -70,17 +76,19 @@ as an input that is not JSON).`,
   reins run examples/refund/workflow.toml --input '{"order_id":"O-104"}' --model drafter
   reins run examples/refund/workflow.toml --input '{"order_id":"O-104"}' --model openai:gpt-4o-mini
   reins run review.toml --input-file pr.json --json
-  reins run review.toml --nats nats://127.0.0.1:4222 --detach`,
+  reins run review.toml --nats nats://127.0.0.1:4222 --detach
+  reins run review.toml --server http://127.0.0.1:7400 --token "$REINS_TOKEN" --detach`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runWorkflow(cmd, args[0], f) },
 	}
 	f.nats.add(cmd)
+	f.nats.addServer(cmd.Flags())
 	f.model.add(cmd, "run every llm and agent step on this model instead of the workflow's: a `NAME` of the workflow's [models], or PROVIDER:NAME (openai:NAME, anthropic:NAME, replay:FILE)")
 	fl := cmd.Flags()
 	fl.StringVar(&f.input, "input", "", "the run input, a JSON value")
 	fl.StringVar(&f.inputFile, "input-file", "", "read the run input from this JSON `FILE`")
 	fl.BoolVar(&f.asJSON, "json", false, "print the run result as JSON")
-	fl.BoolVar(&f.detach, "detach", false, "start the run and print its id without waiting (needs --nats)")
+	fl.BoolVar(&f.detach, "detach", false, "start the run and print its id without waiting (needs --nats or --server)")
 	fl.StringVar(&f.listen, "listen", "", "let workers connect to the embedded server at this `ADDR` (127.0.0.1:PORT)")
 	fl.StringVar(&f.runID, "run-id", "", "the run `ID` (default: generated)")
 	fl.BoolVar(&f.quiet, "quiet", false, "print no progress")
@@ -89,8 +97,12 @@ as an input that is not JSON).`,
 
 func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	ctx := cmd.Context()
-	if f.detach && f.nats.url == "" {
-		return &exitError{code: exitUsage, err: errors.New("--detach needs --nats URL: an embedded server stops with the command")}
+	remote, err := f.nats.apiClient(cmd, "data", "listen", "model", "base-url", "api-key", "timeout", "record", "price")
+	if err != nil {
+		return err
+	}
+	if f.detach && f.nats.url == "" && remote == nil {
+		return &exitError{code: exitUsage, err: errors.New("--detach needs a server, --nats URL or --server URL: an embedded server stops with the command")}
 	}
 	if f.listen != "" && f.nats.url != "" {
 		return &exitError{code: exitUsage, err: errors.New("--listen applies to the embedded server; it cannot be used with --nats")}
@@ -111,6 +123,13 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	}
 	if err := checkInput(def, input); err != nil {
 		return &exitError{code: exitUsage, err: err}
+	}
+	if remote != nil {
+		bundles, err := wire.NewBundles(def, "")
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		return runRemote(cmd, remote, file, def, bundles, input, f)
 	}
 	if def, err = f.useModel(def); err != nil {
 		return &exitError{code: exitUsage, err: err}

@@ -32,7 +32,10 @@ func newRunsCmd() *cobra.Command {
 		Short: "List, show, cancel, delete, replay, fork and prune runs",
 		Long: `Reads and changes runs on a server: --nats URL, or the server running on --data (reins
 serve), or, when none runs there, the data directory itself (reins run without --nats keeps its
-runs in --data, default .reins/).`,
+runs in --data, default .reins/).
+
+list, show and cancel also go through a server's HTTP API with --server URL (default
+$REINS_SERVER) and --token, needing no NATS (docs/api.md).`,
 	}
 	nf.addTo(cmd.PersistentFlags())
 	cmd.AddCommand(newRunsListCmd(nf), newRunsShowCmd(nf), newRunsCancelCmd(nf), newRunsDeleteCmd(nf),
@@ -101,6 +104,12 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 			case st == client.StatusCorrupt && paged:
 				return &exitError{code: exitUsage, err: errors.New("--status corrupt reads every record, since one that cannot be read is in no index: it takes no --workflow, --limit or --after")}
 			}
+			if remote, err := nf.apiClient(cmd, "data"); err != nil || remote != nil {
+				if err != nil {
+					return err
+				}
+				return listRemote(cmd, remote, q, paged, asJSON)
+			}
 			if nf.url == "" {
 				if _, err := os.Stat(nf.data); errors.Is(err, fs.ErrNotExist) {
 					return printList(cmd.OutOrStdout(), []listEntry{}, asJSON) // nothing ever ran there
@@ -136,6 +145,7 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most `N` runs; the next page's --after is printed on stderr")
 	cmd.Flags().StringVar(&after, "after", "", "the runs after this `CURSOR`, which the page before printed")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs as JSON")
+	nf.addServer(cmd.Flags())
 	return cmd
 }
 
@@ -180,14 +190,24 @@ longer than 2 KiB are clipped in the record; --full reads the whole ones.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			remote, err := nf.apiClient(cmd, "data")
+			if err != nil {
+				return err
+			}
 			if iteration != "" {
 				step, n, err := client.ParseIteration(iteration)
 				if err != nil {
 					return &exitError{code: exitUsage, err: fmt.Errorf("--iteration: %w", err)}
 				}
+				if remote != nil {
+					return showIterationRemote(cmd, remote, args[0], step, n, full, asJSON)
+				}
 				return withClient(ctx, nf, func(c *client.Client) error {
 					return showIteration(cmd, c, args[0], step, n, full, asJSON)
 				})
+			}
+			if remote != nil {
+				return showRemote(cmd, remote, args[0], asJSON)
 			}
 			return withClient(ctx, nf, func(c *client.Client) error {
 				rec, err := c.Get(ctx, args[0])
@@ -228,6 +248,7 @@ longer than 2 KiB are clipped in the record; --full reads the whole ones.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print the run result and its events as JSON (the run result plus "trace"); with --iteration, the iteration's answers`)
 	cmd.Flags().StringVar(&iteration, "iteration", "", "show what iteration N of step STEP did (`STEP:N`; a child is PARENT#ITEM:N)")
 	cmd.Flags().BoolVar(&full, "full", false, "with --iteration: the whole texts, not those clipped at 2 KiB")
+	nf.addServer(cmd.Flags())
 	return cmd
 }
 
@@ -324,6 +345,16 @@ func newRunsCancelCmd(nf *natsFlags) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if remote, err := nf.apiClient(cmd, "data"); err != nil || remote != nil {
+				if err != nil {
+					return err
+				}
+				if err := remote.Cancel(ctx, args[0], reason); err != nil {
+					return apiFailed(err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "run %s: cancel requested\n", args[0])
+				return nil
+			}
 			return withClient(ctx, nf, func(c *client.Client) error {
 				if err := c.Cancel(ctx, args[0], reason); err != nil {
 					return &exitError{code: exitFailed, err: err}
@@ -334,6 +365,7 @@ func newRunsCancelCmd(nf *natsFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "cancelled with reins runs cancel", "why the run is cancelled (recorded in its error)")
+	nf.addServer(cmd.Flags())
 	return cmd
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // The console's browser test (docs/console.md): headless Chromium drives the console that
@@ -458,7 +459,13 @@ func TestConsole(t *testing.T) {
 	if v := eval[string](p, `String(window.__samePage)`); v != "run2" {
 		t.Errorf("the run page was loaded again while the run went on (marker %q): it should update in place", v)
 	}
-	// The list's filters and pages.
+	// The list's filters and pages. A filter changed with the keyboard applies at once and
+	// keeps the focus.
+	p.do("filter with the keyboard", 30*time.Second, chromedp.Navigate(s.base+"/#/runs"),
+		chromedp.WaitVisible(css(`tr[data-run="`+run1+`"]`)),
+		chromedp.Focus(css(`#f-status`)),
+		chromedp.KeyEvent(kb.ArrowDown))
+	p.waitFor("the filter applies", `location.hash === '#/runs?status=running' && document.activeElement.id === 'f-status' && document.querySelector('#runs-body td.empty') !== null`, 30*time.Second)
 	p.do("filter by status", 30*time.Second, chromedp.Navigate(s.base+"/#/runs?status=completed"),
 		chromedp.WaitVisible(css(`tr[data-run="`+run1+`"][data-status="completed"]`)))
 	if n := eval[int](p, `document.querySelectorAll('tr[data-run="`+run2+`"]').length`); n != 0 {

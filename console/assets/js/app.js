@@ -113,7 +113,10 @@ function markNav(hash) {
   }
 }
 
+let lastPath = '';
+
 async function route() {
+  const focusedId = document.activeElement && main.contains(document.activeElement) ? document.activeElement.id : '';
   stopView();
   if (!getToken()) { markNav(''); tokenView(); return; }
   if (!ctx.me) {
@@ -136,7 +139,13 @@ async function route() {
     const m = path.match(re);
     if (m) {
       cleanup = view(m, q) || null;
-      // Move focus to the new page's heading, so that a screen reader reads where it is.
+      const again = path === lastPath;
+      lastPath = path;
+      // The same page with other filters keeps the focus where it was (a filter changed with
+      // the keyboard); a new page moves it to its heading, so that a screen reader says where
+      // it is.
+      const keep = again && focusedId && document.getElementById(focusedId);
+      if (keep) { keep.focus({preventScroll: true}); return; }
       const h1 = main.querySelector('h1');
       if (h1) { h1.setAttribute('tabindex', '-1'); h1.focus({preventScroll: true}); }
       window.scrollTo(0, 0);

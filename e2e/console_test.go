@@ -529,6 +529,50 @@ func TestConsole(t *testing.T) {
 		t.Errorf("after the viewer's refused approval, run 2: %d %s; want it still waiting", code, body)
 	}
 
+	// The submitter starts a run from the workflow's page and cancels it from the run's page
+	// (accepting the confirmation); a submitter has no approve, deny or signal control.
+	p.do("sign out", 30*time.Second, chromedp.Click(css("#sign-out")), chromedp.WaitVisible(css("#token")))
+	p.signIn(s.sam, "sam")
+	p.do("the workflow's page", 30*time.Second, chromedp.Click(css(`nav.main a[href="#/workflows"]`)),
+		chromedp.WaitVisible(css(`tr[data-workflow="refund"] a`)),
+		chromedp.Click(css(`tr[data-workflow="refund"] a`)),
+		chromedp.WaitVisible(css(`#start-input`)),
+		chromedp.SetValue(css(`#start-input`), `{"order_id": "O-105"}`),
+		chromedp.Click(css(`form.start button[type=submit]`)),
+		chromedp.WaitVisible(css(`#cancel-run`)),
+		chromedp.WaitVisible(css(`svg.graph g.node[data-step="investigate"]`)))
+	run3 := strings.TrimPrefix(eval[string](p, `decodeURIComponent(location.hash)`), "#/runs/")
+	if n := eval[int](p, `document.querySelectorAll('button[data-action], .signal-box').length`); n != 0 {
+		t.Errorf("the submitter sees %d approve, deny or signal controls", n)
+	}
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	accepted := make(chan string, 1)
+	go func() {
+		for ev, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, err := chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+			if err == nil {
+				accepted <- ev.Message
+			}
+			return
+		}
+	}()
+	p.do("cancel", 30*time.Second, chromedp.Click(css(`#cancel-run`)))
+	select {
+	case msg := <-accepted:
+		if !strings.Contains(msg, run3) {
+			t.Errorf("the confirmation of the cancel says %q, not naming run %s", msg, run3)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("cancelling asked no confirmation")
+	}
+	p.waitFor("the run is cancelled", `document.querySelector('#run-status[data-status="cancelled"]') !== null`, 60*time.Second)
+	if code, body := s.call("GET", "/v1/runs/"+run3, s.sam, "", nil); code != http.StatusOK || !strings.Contains(string(body), "cancelled") {
+		t.Errorf("run %s after the cancel: %d %s", run3, code, body)
+	}
+
 	mu.Lock()
 	defer mu.Unlock()
 	for _, pr := range problems {

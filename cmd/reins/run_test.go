@@ -642,7 +642,7 @@ func TestRunUsageErrors(t *testing.T) {
 			"reins: workflow draft_refiner reads the run input (prompt of step generate uses input.product) but no --input was given",
 		}},
 		{"input and input file", []string{refundFile, "--input", refundInput, "--input-file", missing}, exitUsage, []string{"reins: give --input or --input-file, not both"}},
-		{"detach without nats", []string{refundFile, "--input", refundInput, "--detach"}, exitUsage, []string{"reins: --detach needs --nats URL"}},
+		{"detach without nats", []string{refundFile, "--input", refundInput, "--detach"}, exitUsage, []string{"reins: --detach needs a server, --nats URL or --server URL"}},
 		{"listen with nats", []string{refundFile, "--input", refundInput, "--nats", "nats://127.0.0.1:1", "--listen", "127.0.0.1:0"}, exitUsage, []string{"reins: --listen applies to the embedded server"}},
 		{"bad run id", []string{refundFile, "--input", refundInput, "--run-id", "a.b"}, exitUsage, []string{`reins: --run-id: run id "a.b": the character '.'`}},
 		{"task step without listen", []string{task}, exitFailed, []string{

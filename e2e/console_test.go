@@ -45,7 +45,7 @@ func ensureChromium(t *testing.T) string {
 		return p
 	}
 	if os.Geteuid() != 0 {
-		t.Skipf("Chromium is not installed and the test is not root: apt-get install -y chromium")
+		t.Fatalf("Chromium is not installed (/usr/bin/chromium) and the test cannot install it without root: apt-get install -y chromium, or run the tests as root (.ci/run installs it)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -242,7 +242,7 @@ func (c *Client) ListRuns(ctx context.Context, q RunQuery) (RunPage, error) {
 type RunDetail struct {
 	protocol.Result
 	Trace    []protocol.Event  `json:"trace"`
-	Workflow string            `json:"workflow,omitempty"`
+	Workflow string            `json:"workflow"`
 	Graph    *workflow.Drawing `json:"graph,omitempty"`
 }
 
@@ -286,8 +286,13 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
 // (CallID "").
 type Decided struct {
 	Step   string `json:"step"`
-	CallID string `json:"call_id,omitempty"`
-	Tool   string `json:"tool,omitempty"`
+	CallID string `json:"call_id"` // "" for an approval step
+	Tool   string `json:"tool"`
+}
+
+// decisionAnswer is the answer of POST /v1/runs/{id}/approvals/{call}.
+type decisionAnswer struct {
+	Decided []Decided `json:"decided"`
 }
 
 // Decide approves or denies what waits under call: a pending call's id or a step's id. taken
@@ -301,9 +306,7 @@ func (c *Client) Decide(ctx context.Context, runID, call string, approve bool, m
 	if approve {
 		in.Decision = "approve"
 	}
-	var out struct {
-		Decided []Decided `json:"decided"`
-	}
+	var out decisionAnswer
 	status, err := c.call(ctx, http.MethodPost, "/v1/runs/"+pathEscape(runID)+"/approvals/"+pathEscape(call), nil, in, &out)
 	return out.Decided, status == http.StatusOK, err
 }
@@ -368,11 +371,14 @@ func (c *Client) PutWorkflow(ctx context.Context, name string, toml []byte) (v W
 	return v, resp.StatusCode == http.StatusCreated, nil
 }
 
+// workflowList is the answer of GET /v1/workflows.
+type workflowList struct {
+	Workflows []WorkflowVersion `json:"workflows"`
+}
+
 // Workflows lists the registered workflows, by name.
 func (c *Client) Workflows(ctx context.Context) ([]WorkflowVersion, error) {
-	var out struct {
-		Workflows []WorkflowVersion `json:"workflows"`
-	}
+	var out workflowList
 	_, err := c.call(ctx, http.MethodGet, "/v1/workflows", nil, nil, &out)
 	return out.Workflows, err
 }
@@ -392,14 +398,25 @@ func (c *Client) Workflow(ctx context.Context, name string, version int) (Workfl
 // its workflow's name.
 type StreamStatus struct {
 	protocol.Result
-	Workflow string `json:"workflow,omitempty"`
+	Workflow string `json:"workflow"`
 }
 
-// StreamDelta is the data of a delta message: a piece of a streaming model's reply.
+// StreamDelta is the data of a delta message: a piece of a streaming model's reply (its
+// text, or a piece of a call it makes).
 type StreamDelta struct {
 	Step      string `json:"step"`
 	Iteration int    `json:"iteration"`
+	Turn      int    `json:"turn,omitempty"`
 	Text      string `json:"text"`
+	CallIndex int    `json:"call_index,omitempty"`
+	CallID    string `json:"call_id,omitempty"`
+	CallName  string `json:"call_name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+}
+
+// streamEnd is the data of an end message.
+type streamEnd struct {
+	Status protocol.RunStatus `json:"status"`
 }
 
 // StreamMessage is one message of a run's event stream: exactly one of Event, Status, Delta or End
@@ -443,9 +460,7 @@ func (c *Client) Events(ctx context.Context, runID, lastID string) iter.Seq2[Str
 			case "delta":
 				derr = json.Unmarshal(raw.data, &m.Delta)
 			case "end":
-				var end struct {
-					Status protocol.RunStatus `json:"status"`
-				}
+				var end streamEnd
 				derr = json.Unmarshal(raw.data, &end)
 				m.End = end.Status
 			default:

@@ -135,7 +135,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p operator.Pr
 				}
 				out.message("", "status", statusOf(def, rec))
 				if rec.Finished() {
-					out.message("", "end", map[string]protocol.RunStatus{"status": rec.Run.Status})
+					out.message("", "end", streamEnd{Status: rec.Run.Status})
 					return nil
 				}
 			}
@@ -169,15 +169,8 @@ type followed struct {
 	err error
 }
 
-// status is the data of `event: status`: the run result, as GET /v1/runs/{id} answers it
-// without "trace" and "graph".
-type status struct {
-	protocol.Result
-	Workflow string `json:"workflow"`
-}
-
-func statusOf(def *workflow.Definition, rec *client.Record) status {
-	return status{Result: client.NewResult(def, rec), Workflow: rec.Run.Workflow}
+func statusOf(def *workflow.Definition, rec *client.Record) StreamStatus {
+	return StreamStatus{Result: client.NewResult(def, rec), Workflow: rec.Run.Workflow}
 }
 
 // lastEventID is the Last-Event-ID header: the stream sequence of the last event the client
@@ -268,18 +261,6 @@ func (o *sse) delta(runID string, data []byte) {
 	if json.Unmarshal(data, &d) != nil || d.RunID != runID {
 		return
 	}
-	o.message("", "delta", deltaData{Step: d.Step, Iteration: d.Iteration, Turn: d.Turn, Text: d.Text,
+	o.message("", "delta", StreamDelta{Step: d.Step, Iteration: d.Iteration, Turn: d.Turn, Text: d.Text,
 		CallIndex: d.CallIndex, CallID: d.CallID, CallName: d.CallName, Arguments: d.Arguments})
-}
-
-// deltaData is the data of `event: delta`.
-type deltaData struct {
-	Step      string `json:"step"`
-	Iteration int    `json:"iteration"`
-	Turn      int    `json:"turn,omitempty"`
-	Text      string `json:"text"`
-	CallIndex int    `json:"call_index,omitempty"`
-	CallID    string `json:"call_id,omitempty"`
-	CallName  string `json:"call_name,omitempty"`
-	Arguments string `json:"arguments,omitempty"`
 }

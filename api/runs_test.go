@@ -381,16 +381,9 @@ func TestCancelRun(t *testing.T) {
 	}
 }
 
-// decidedCall is one decision of the answer of POST …/approvals/{call}.
-type decidedCall struct {
-	Step   string `json:"step"`
-	CallID string `json:"call_id"`
-	Tool   string `json:"tool"`
-}
-
 // decided is the answer of POST …/approvals/{call}.
 type decided struct {
-	Decided []decidedCall `json:"decided"`
+	Decided []api.Decided `json:"decided"`
 }
 
 // TestDecide: POST /v1/runs/{id}/approvals/{call} approves or denies as the authenticated
@@ -487,7 +480,7 @@ func TestDecide(t *testing.T) {
 		}
 		a := s.as("alice", "POST", "/v1/runs/"+id+"/approvals/"+call, `{"decision":"approve"}`)
 		var got decided
-		if a.JSON(t, &got); a.Status != http.StatusOK || len(got.Decided) != 1 || got.Decided[0] != (decidedCall{Step: "act", CallID: call, Tool: "send"}) {
+		if a.JSON(t, &got); a.Status != http.StatusOK || len(got.Decided) != 1 || got.Decided[0] != (api.Decided{Step: "act", CallID: call, Tool: "send"}) {
 			t.Fatalf("approve call %s: %d %s", call, a.Status, a.Body)
 		}
 		if rec := s.wait(id); rec.Run.Status != protocol.RunCompleted {

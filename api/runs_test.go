@@ -684,7 +684,7 @@ func TestResume(t *testing.T) {
 // EngineWait; with the engine stopped it answers 202 (sent, not taken) instead of hanging,
 // and the engine takes the decision once it is back.
 func TestDecideWhileTheEngineIsDown(t *testing.T) {
-	s := newStackWith(t, func(c *api.Config) { c.EngineWait = 200 * time.Millisecond })
+	s := newStackWith(t, stackOptions{EngineWait: 200 * time.Millisecond})
 	id := s.start(reviewTOML, "")
 	s.waiting(id)
 	s.Host.Stop()
@@ -706,7 +706,7 @@ func TestDecideWhileTheEngineIsDown(t *testing.T) {
 // EngineWait: 201 once the engine saved it (the run's routes find it at once), 202 with the
 // engine stopped, and the engine starts the run once it is back.
 func TestStartWhileTheEngineIsDown(t *testing.T) {
-	s := newStackWith(t, func(c *api.Config) { c.EngineWait = 200 * time.Millisecond })
+	s := newStackWith(t, stackOptions{EngineWait: 200 * time.Millisecond})
 	if a := s.as("sam", "PUT", "/v1/workflows/quick", quickTOML); a.Status != http.StatusCreated {
 		t.Fatalf("register: %d %s", a.Status, a.Body)
 	}

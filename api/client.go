@@ -106,16 +106,22 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
 	if body != nil {
 		req.Header.Set("Content-Type", ctype)
+	}
+	return c.send(req, path, accept)
+}
+
+// send sends req (to path) with the token, accepting accept or a problem, and returns the
+// answer of a success status, else the problem.
+func (c *Client) send(req *http.Request, path, accept string) (*http.Response, error) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	req.Header.Set("Accept", accept+", application/problem+json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx := req.Context(); ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		var ue *url.Error
@@ -126,7 +132,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
-		return nil, c.problem(resp, method, path)
+		return nil, c.problem(resp, req.Method, path)
 	}
 	return resp, nil
 }
@@ -486,27 +492,12 @@ func (c *Client) stream(ctx context.Context, path, lastID string) (*http.Respons
 	if err != nil {
 		return nil, err
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	req.Header.Set("Accept", "text/event-stream, application/problem+json")
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	resp, err := c.http.Do(req)
+	resp, err := c.send(req, path, "text/event-stream")
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("the reins server at %s cannot be reached: %v", c.URL(), err)
-	}
-	if resp.StatusCode >= 300 {
-		defer resp.Body.Close()
-		return nil, c.problem(resp, http.MethodGet, path)
+		return nil, err
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		resp.Body.Close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -147,7 +146,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p operator.Pr
 // runExists answers nil when run runID exists: it has a record, or events only (a run just
 // started, before the engine saved it); else a 404 problem.
 func (s *Server) runExists(ctx context.Context, c *client.Client, runID string) error {
-	if checkRunID(runID) != nil {
+	if !possibleRunID(runID) {
 		return problemf(http.StatusNotFound, "there is no run %s", runID)
 	}
 	_, err := c.Get(ctx, runID)
@@ -185,20 +184,6 @@ func lastEventID(r *http.Request) (uint64, error) {
 		return 0, problemf(http.StatusBadRequest, "the header Last-Event-ID is %q: want the id of an event this stream sent, a number", v)
 	}
 	return n, nil
-}
-
-// checkRunID reports whether id could name a run at all.
-func checkRunID(id string) error {
-	if id == "" {
-		return errors.New("empty")
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '/') {
-			return fmt.Errorf("byte %d", i)
-		}
-	}
-	return nil
 }
 
 // keepAlive returns the ticks of the keep-alive comments (Config.KeepAlive, default every

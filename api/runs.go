@@ -274,13 +274,18 @@ func (s *Server) whichStep(r *http.Request, c *client.Client, id string) error {
 // runID returns the run id of r's path: 404 for one no run can have.
 func runID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
-	bad := func(c rune) bool {
-		return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '/')
-	}
-	if id == "" || len(id) > 512 || strings.ContainsFunc(id, bad) {
+	if len(id) > 512 || !possibleRunID(id) {
 		return "", problemf(http.StatusNotFound, "there is no run %q", id)
 	}
 	return id, nil
+}
+
+// possibleRunID reports whether id could name a run at all: not empty, of A-Z a-z 0-9 _ - /.
+func possibleRunID(id string) bool {
+	bad := func(c rune) bool {
+		return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '/')
+	}
+	return id != "" && !strings.ContainsFunc(id, bad)
 }
 
 // runProblem answers the error of the client about run id: the problem of what the client

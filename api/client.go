@@ -106,16 +106,22 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
 	if body != nil {
 		req.Header.Set("Content-Type", ctype)
+	}
+	return c.send(req, path, accept)
+}
+
+// send sends req (to path) with the token, accepting accept or a problem, and returns the
+// answer of a success status, else the problem.
+func (c *Client) send(req *http.Request, path, accept string) (*http.Response, error) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	req.Header.Set("Accept", accept+", application/problem+json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx := req.Context(); ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		var ue *url.Error
@@ -126,7 +132,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
-		return nil, c.problem(resp, method, path)
+		return nil, c.problem(resp, req.Method, path)
 	}
 	return resp, nil
 }
@@ -242,7 +248,7 @@ func (c *Client) ListRuns(ctx context.Context, q RunQuery) (RunPage, error) {
 type RunDetail struct {
 	protocol.Result
 	Trace    []protocol.Event  `json:"trace"`
-	Workflow string            `json:"workflow,omitempty"`
+	Workflow string            `json:"workflow"`
 	Graph    *workflow.Drawing `json:"graph,omitempty"`
 }
 
@@ -286,8 +292,13 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
 // (CallID "").
 type Decided struct {
 	Step   string `json:"step"`
-	CallID string `json:"call_id,omitempty"`
-	Tool   string `json:"tool,omitempty"`
+	CallID string `json:"call_id"` // "" for an approval step
+	Tool   string `json:"tool"`
+}
+
+// decisionAnswer is the answer of POST /v1/runs/{id}/approvals/{call}.
+type decisionAnswer struct {
+	Decided []Decided `json:"decided"`
 }
 
 // Decide approves or denies what waits under call: a pending call's id or a step's id. taken
@@ -301,9 +312,7 @@ func (c *Client) Decide(ctx context.Context, runID, call string, approve bool, m
 	if approve {
 		in.Decision = "approve"
 	}
-	var out struct {
-		Decided []Decided `json:"decided"`
-	}
+	var out decisionAnswer
 	status, err := c.call(ctx, http.MethodPost, "/v1/runs/"+pathEscape(runID)+"/approvals/"+pathEscape(call), nil, in, &out)
 	return out.Decided, status == http.StatusOK, err
 }
@@ -368,11 +377,14 @@ func (c *Client) PutWorkflow(ctx context.Context, name string, toml []byte) (v W
 	return v, resp.StatusCode == http.StatusCreated, nil
 }
 
+// workflowList is the answer of GET /v1/workflows.
+type workflowList struct {
+	Workflows []WorkflowVersion `json:"workflows"`
+}
+
 // Workflows lists the registered workflows, by name.
 func (c *Client) Workflows(ctx context.Context) ([]WorkflowVersion, error) {
-	var out struct {
-		Workflows []WorkflowVersion `json:"workflows"`
-	}
+	var out workflowList
 	_, err := c.call(ctx, http.MethodGet, "/v1/workflows", nil, nil, &out)
 	return out.Workflows, err
 }
@@ -392,14 +404,25 @@ func (c *Client) Workflow(ctx context.Context, name string, version int) (Workfl
 // its workflow's name.
 type StreamStatus struct {
 	protocol.Result
-	Workflow string `json:"workflow,omitempty"`
+	Workflow string `json:"workflow"`
 }
 
-// StreamDelta is the data of a delta message: a piece of a streaming model's reply.
+// StreamDelta is the data of a delta message: a piece of a streaming model's reply (its
+// text, or a piece of a call it makes).
 type StreamDelta struct {
 	Step      string `json:"step"`
 	Iteration int    `json:"iteration"`
+	Turn      int    `json:"turn,omitempty"`
 	Text      string `json:"text"`
+	CallIndex int    `json:"call_index,omitempty"`
+	CallID    string `json:"call_id,omitempty"`
+	CallName  string `json:"call_name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+}
+
+// streamEnd is the data of an end message.
+type streamEnd struct {
+	Status protocol.RunStatus `json:"status"`
 }
 
 // StreamMessage is one message of a run's event stream: exactly one of Event, Status, Delta or End
@@ -443,9 +466,7 @@ func (c *Client) Events(ctx context.Context, runID, lastID string) iter.Seq2[Str
 			case "delta":
 				derr = json.Unmarshal(raw.data, &m.Delta)
 			case "end":
-				var end struct {
-					Status protocol.RunStatus `json:"status"`
-				}
+				var end streamEnd
 				derr = json.Unmarshal(raw.data, &end)
 				m.End = end.Status
 			default:
@@ -471,27 +492,12 @@ func (c *Client) stream(ctx context.Context, path, lastID string) (*http.Respons
 	if err != nil {
 		return nil, err
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	req.Header.Set("Accept", "text/event-stream, application/problem+json")
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	resp, err := c.http.Do(req)
+	resp, err := c.send(req, path, "text/event-stream")
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("the reins server at %s cannot be reached: %v", c.URL(), err)
-	}
-	if resp.StatusCode >= 300 {
-		defer resp.Body.Close()
-		return nil, c.problem(resp, http.MethodGet, path)
+		return nil, err
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		resp.Body.Close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -135,7 +134,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p operator.Pr
 				}
 				out.message("", "status", statusOf(def, rec))
 				if rec.Finished() {
-					out.message("", "end", map[string]protocol.RunStatus{"status": rec.Run.Status})
+					out.message("", "end", streamEnd{Status: rec.Run.Status})
 					return nil
 				}
 			}
@@ -147,7 +146,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p operator.Pr
 // runExists answers nil when run runID exists: it has a record, or events only (a run just
 // started, before the engine saved it); else a 404 problem.
 func (s *Server) runExists(ctx context.Context, c *client.Client, runID string) error {
-	if checkRunID(runID) != nil {
+	if !possibleRunID(runID) {
 		return problemf(http.StatusNotFound, "there is no run %s", runID)
 	}
 	_, err := c.Get(ctx, runID)
@@ -169,15 +168,8 @@ type followed struct {
 	err error
 }
 
-// status is the data of `event: status`: the run result, as GET /v1/runs/{id} answers it
-// without "trace" and "graph".
-type status struct {
-	protocol.Result
-	Workflow string `json:"workflow"`
-}
-
-func statusOf(def *workflow.Definition, rec *client.Record) status {
-	return status{Result: client.NewResult(def, rec), Workflow: rec.Run.Workflow}
+func statusOf(def *workflow.Definition, rec *client.Record) StreamStatus {
+	return StreamStatus{Result: client.NewResult(def, rec), Workflow: rec.Run.Workflow}
 }
 
 // lastEventID is the Last-Event-ID header: the stream sequence of the last event the client
@@ -192,20 +184,6 @@ func lastEventID(r *http.Request) (uint64, error) {
 		return 0, problemf(http.StatusBadRequest, "the header Last-Event-ID is %q: want the id of an event this stream sent, a number", v)
 	}
 	return n, nil
-}
-
-// checkRunID reports whether id could name a run at all.
-func checkRunID(id string) error {
-	if id == "" {
-		return errors.New("empty")
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '/') {
-			return fmt.Errorf("byte %d", i)
-		}
-	}
-	return nil
 }
 
 // keepAlive returns the ticks of the keep-alive comments (Config.KeepAlive, default every
@@ -268,18 +246,6 @@ func (o *sse) delta(runID string, data []byte) {
 	if json.Unmarshal(data, &d) != nil || d.RunID != runID {
 		return
 	}
-	o.message("", "delta", deltaData{Step: d.Step, Iteration: d.Iteration, Turn: d.Turn, Text: d.Text,
+	o.message("", "delta", StreamDelta{Step: d.Step, Iteration: d.Iteration, Turn: d.Turn, Text: d.Text,
 		CallIndex: d.CallIndex, CallID: d.CallID, CallName: d.CallName, Arguments: d.Arguments})
-}
-
-// deltaData is the data of `event: delta`.
-type deltaData struct {
-	Step      string `json:"step"`
-	Iteration int    `json:"iteration"`
-	Turn      int    `json:"turn,omitempty"`
-	Text      string `json:"text"`
-	CallIndex int    `json:"call_index,omitempty"`
-	CallID    string `json:"call_id,omitempty"`
-	CallName  string `json:"call_name,omitempty"`
-	Arguments string `json:"arguments,omitempty"`
 }

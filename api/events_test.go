@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -62,9 +61,9 @@ func events(msgs []msg) []msg {
 }
 
 // checkTrace checks that evs are the run's durable events, in order, with increasing ids.
-func (v *sseEnv) checkTrace(runID string, evs []msg) {
+func (v *stack) checkTrace(runID string, evs []msg) {
 	v.t.Helper()
-	want, err := v.client.Events(v.ctx, runID)
+	want, err := v.Admin.Events(v.Ctx, runID)
 	if err != nil {
 		v.t.Fatal(err)
 	}
@@ -113,9 +112,9 @@ func checkEnd(t *testing.T, msgs []msg, want protocol.RunStatus) {
 // A client connected to a run sees the deltas of its streaming llm and agent steps, whose
 // concatenation is each reply; then the durable events, the status at each change, and end.
 func TestEventsStreamDeltas(t *testing.T) {
-	v := newSSEEnv(t)
-	v.start(twoSteps(true, true), "live")
-	v.wait("live", waiting)
+	v := newStackWith(t, stackOptions{Ticks: make(chan time.Time)}) // no keep-alive comment
+	v.startBuilt(twoSteps(true, true), "live")
+	v.waitFor("live", waiting)
 	s := v.open("live", "")
 	msgs := s.until(func(m msg) bool { return m.Event == "status" }) // connected: the status of now
 	var st protocol.Result
@@ -123,7 +122,7 @@ func TestEventsStreamDeltas(t *testing.T) {
 	if st.Status != protocol.RunWaiting {
 		t.Fatalf("status at connection %s, want waiting", st.Status)
 	}
-	if err := v.client.Signal(v.ctx, "live", "go", nil); err != nil {
+	if err := v.Admin.Signal(v.Ctx, "live", "go", nil); err != nil {
 		t.Fatal(err)
 	}
 	msgs = append(msgs, s.rest()...)
@@ -163,9 +162,9 @@ func TestEventsStreamDeltas(t *testing.T) {
 // A client that reconnects with the id of the last event it read gets the events after it,
 // none missed and none twice; with the last id of a finished run, only its status and end.
 func TestEventsResume(t *testing.T) {
-	v := newSSEEnv(t)
-	v.start(twoSteps(false, false), "done")
-	v.wait("done", finished)
+	v := newStackWith(t, stackOptions{Ticks: make(chan time.Time)}) // no keep-alive comment
+	v.startBuilt(twoSteps(false, false), "done")
+	v.waitFor("done", finished)
 	full := v.open("done", "").rest()
 	checkEnd(t, full, protocol.RunCompleted)
 	all := events(full)
@@ -198,17 +197,17 @@ func TestEventsResume(t *testing.T) {
 // A run's events and records are the same with and without streaming, but for times, ids and
 // the definition's hash.
 func TestEventsSameRecordWithoutStream(t *testing.T) {
-	v := newSSEEnv(t)
+	v := newStackWith(t, stackOptions{Ticks: make(chan time.Time)}) // no keep-alive comment
 	trace := func(runID string, stream bool) ([]string, string) {
-		v.start(twoSteps(true, stream), runID)
-		v.wait(runID, waiting)
+		v.startBuilt(twoSteps(true, stream), runID)
+		v.waitFor(runID, waiting)
 		s := v.open(runID, "") // a client watches: the deltas are published and relayed
 		s.until(func(m msg) bool { return m.Event == "status" })
-		if err := v.client.Signal(v.ctx, runID, "go", nil); err != nil {
+		if err := v.Admin.Signal(v.Ctx, runID, "go", nil); err != nil {
 			t.Fatal(err)
 		}
 		s.rest()
-		evs, err := v.client.Events(v.ctx, runID)
+		evs, err := v.Admin.Events(v.Ctx, runID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,8 +215,8 @@ func TestEventsSameRecordWithoutStream(t *testing.T) {
 		for _, ev := range evs {
 			out = append(out, normalized(t, ev, runID))
 		}
-		rec := v.wait(runID, finished)
-		res, err := v.client.Result(v.ctx, rec)
+		rec := v.waitFor(runID, finished)
+		res, err := v.Admin.Result(v.Ctx, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -275,8 +274,8 @@ func normalized(t *testing.T, v any, runID string) string {
 // Without a token the stream is refused (401); an unknown run is a 404 problem document, and
 // a Last-Event-ID that is not a number a 400, before any stream begins.
 func TestEventsErrors(t *testing.T) {
-	v := newSSEEnv(t)
-	v.start(twoSteps(false, false), "known")
+	v := newStackWith(t, stackOptions{Ticks: make(chan time.Time)}) // no keep-alive comment
+	v.startBuilt(twoSteps(false, false), "known")
 	for _, tc := range []struct {
 		name, path, token, lastID string
 		status                    int
@@ -284,18 +283,16 @@ func TestEventsErrors(t *testing.T) {
 	}{
 		{"no token", "/v1/runs/known/events", "", "", http.StatusUnauthorized, "Authorization: Bearer"},
 		{"an unknown token", "/v1/runs/known/events", "nobody", "", http.StatusUnauthorized, "not the token"},
-		{"an unknown run", "/v1/runs/nope/events", viewerToken, "", http.StatusNotFound, "there is no run nope"},
-		{"a run id that cannot be one", "/v1/runs/a.b/events", viewerToken, "", http.StatusNotFound, "there is no run a.b"},
-		{"a bad Last-Event-ID", "/v1/runs/known/events", viewerToken, "x", http.StatusBadRequest, "Last-Event-ID"},
+		{"an unknown run", "/v1/runs/nope/events", v.Tokens["vera"], "", http.StatusNotFound, "there is no run nope"},
+		{"a run id that cannot be one", "/v1/runs/a.b/events", v.Tokens["vera"], "", http.StatusNotFound, "there is no run a.b"},
+		{"a bad Last-Event-ID", "/v1/runs/known/events", v.Tokens["vera"], "x", http.StatusBadRequest, "Last-Event-ID"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := v.get(tc.path, tc.token, tc.lastID)
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(body), tc.detail) {
-				t.Errorf("%s %s: %s\n%s", resp.Status, resp.Header.Get("Content-Type"), body, tc.detail)
+			a := v.doWith("GET", tc.path, tc.token, "", map[string]string{"Last-Event-ID": tc.lastID})
+			if a.Status != tc.status || a.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(a.Body), tc.detail) {
+				t.Errorf("%d %s: %s\n%s", a.Status, a.Header.Get("Content-Type"), a.Body, tc.detail)
 			}
-			if tc.status == http.StatusUnauthorized && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+			if tc.status == http.StatusUnauthorized && !strings.HasPrefix(a.Header.Get("WWW-Authenticate"), "Bearer") {
 				t.Errorf("401 without WWW-Authenticate: Bearer")
 			}
 		})
@@ -305,13 +302,14 @@ func TestEventsErrors(t *testing.T) {
 // A stream sends a keep-alive comment on each tick of its clock, and stops (its handler
 // returns, with every goroutine it started) when the client goes away.
 func TestEventsKeepAliveAndDisconnect(t *testing.T) {
-	v := newSSEEnv(t)
-	v.start(twoSteps(true, true), "held")
-	v.wait("held", waiting)
+	ticks := make(chan time.Time)
+	v := newStackWith(t, stackOptions{Ticks: ticks})
+	v.startBuilt(twoSteps(true, true), "held")
+	v.waitFor("held", waiting)
 	s := v.open("held", "")
 	s.until(func(m msg) bool { return m.Event == "status" })
 	for range 2 {
-		v.ticks <- time.Now()
+		ticks <- time.Now()
 		if m, ok := s.next(); !ok || m.Comment != "keep-alive" || m.Event != "" {
 			t.Fatalf("after a tick: %+v, want the comment keep-alive", m)
 		}
@@ -329,9 +327,9 @@ func TestEventsKeepAliveAndDisconnect(t *testing.T) {
 // A client of a live run that disconnects and reconnects with the id of the last event it read,
 // before the run goes on, gets the rest of the run: every event once, then end.
 func TestEventsResumeLive(t *testing.T) {
-	v := newSSEEnv(t)
-	v.start(twoSteps(true, true), "again")
-	v.wait("again", waiting)
+	v := newStackWith(t, stackOptions{Ticks: make(chan time.Time)}) // no keep-alive comment
+	v.startBuilt(twoSteps(true, true), "again")
+	v.waitFor("again", waiting)
 	s := v.open("again", "")
 	first := s.until(func(m msg) bool { return m.Event == "status" })
 	s.close()
@@ -344,7 +342,7 @@ func TestEventsResumeLive(t *testing.T) {
 	if len(events(second)) != 0 {
 		t.Errorf("reconnected after the last event, got %d events again", len(events(second)))
 	}
-	if err := v.client.Signal(v.ctx, "again", "go", nil); err != nil {
+	if err := v.Admin.Signal(v.Ctx, "again", "go", nil); err != nil {
 		t.Fatal(err)
 	}
 	rest := append(second, s.rest()...)

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,9 +54,27 @@ type stack struct {
 	// Admin is a client acting as the data directory's admin (principal "admin").
 	Admin *client.Client
 	Box   *natsbox.Box
+	// Config is the API's configuration.
+	Config api.Config
 	// Host is the engine and workers; startHost starts them again after Host.Stop.
 	Host      *host.Host
 	startHost func() *host.Host
+	// served counts the requests of URL being served (a stream that returned is not).
+	served sync.WaitGroup
+}
+
+// stackOptions changes a stack from what newStack starts.
+type stackOptions struct {
+	// Served hosts the engine and the built-in workers as reins serve does: the workers serve
+	// a shared server (builtin.Config.Operator), and the engine admits only the runs of
+	// workflows that pass the submission check of the default operator configuration.
+	Served bool
+	// MaxInputBytes is the API's (0: testMaxInput).
+	MaxInputBytes int64
+	// EngineWait is the API's (0: its default).
+	EngineWait time.Duration
+	// Ticks, when set, are the keep-alive ticks of every event stream (api.Config.KeepAlive).
+	Ticks chan time.Time
 }
 
 // startAPI starts the server stack (newStack) and returns the API's URL, the tokens by role
@@ -67,10 +87,10 @@ func startAPI(t testing.TB) (string, map[string]string, *client.Client) {
 // newStack starts an embedded NATS server that authenticates testPrincipals, the engine (which
 // knows their roles) and the built-in workers (llm, agent) on it, and the API over HTTP; all
 // stop when the test ends.
-func newStack(t testing.TB) *stack { return newStackWith(t, nil) }
+func newStack(t testing.TB) *stack { return newStackWith(t, stackOptions{}) }
 
-// newStackWith is newStack with the API's configuration changed by with (nil: as it is).
-func newStackWith(t testing.TB, with func(*api.Config)) *stack {
+// newStackWith is newStack changed by opts.
+func newStackWith(t testing.TB, opts stackOptions) *stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -90,13 +110,24 @@ func newStackWith(t testing.TB, with func(*api.Config)) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Box.Close() })
+	hc := host.Config{Box: s.Box, Engine: true, Logger: log,
+		Register: func(w *worker.Worker) error { return builtin.Register(w, builtin.Config{}) },
+		Roles: func(name string) []string {
+			p, _ := res.Principal(name)
+			return p.Roles
+		}}
+	if opts.Served {
+		op := operator.Default() // the configuration of a server without --config
+		hc.Register = func(w *worker.Worker) error { return builtin.Register(w, builtin.Config{Operator: res}) }
+		hc.Admit = func(_ context.Context, defs []*workflow.Definition, _ json.RawMessage) *protocol.RunError {
+			if ps := operator.CheckWorkflow(op, defs...); len(ps) > 0 {
+				return &protocol.RunError{Code: string(ps[0].Code), Message: ps.Error()}
+			}
+			return nil
+		}
+	}
 	s.startHost = func() *host.Host {
-		h, err := host.Start(ctx, host.Config{Box: s.Box, Engine: true, Logger: log,
-			Register: func(w *worker.Worker) error { return builtin.Register(w, builtin.Config{}) },
-			Roles: func(name string) []string {
-				p, _ := res.Principal(name)
-				return p.Roles
-			}})
+		h, err := host.Start(ctx, hc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,11 +135,19 @@ func newStackWith(t testing.TB, with func(*api.Config)) *stack {
 		return h
 	}
 	s.Host = s.startHost()
-	cfg := api.Config{Box: s.Box, Principals: res, Log: log, MaxInputBytes: testMaxInput}
-	if with != nil {
-		with(&cfg)
+	s.Config = api.Config{Box: s.Box, Principals: res, Log: log, MaxInputBytes: testMaxInput, EngineWait: opts.EngineWait}
+	if opts.MaxInputBytes != 0 {
+		s.Config.MaxInputBytes = opts.MaxInputBytes
 	}
-	srv := httptest.NewServer(api.New(cfg))
+	if opts.Ticks != nil {
+		s.Config.KeepAlive = func() (<-chan time.Time, func()) { return opts.Ticks, func() {} }
+	}
+	h := api.New(s.Config)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.served.Add(1)
+		defer s.served.Done()
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
 	s.Admin = client.NewClient(client.ClientConfig{Box: s.Box})
@@ -173,11 +212,36 @@ func (s *stack) wait(id string) *client.Record {
 	return rec
 }
 
-// answer is an HTTP answer of the API: its status, headers and body.
+// answer is an HTTP answer of the API: its status, headers and body, and the body's members
+// when it is a JSON object.
 type answer struct {
 	Status int
 	Header http.Header
 	Body   []byte
+	Obj    map[string]any
+}
+
+// want fails the test when a's status is not status.
+func (a answer) want(t testing.TB, status int, what string) answer {
+	t.Helper()
+	if a.Status != status {
+		t.Fatalf("%s: status %d, want %d; body %s", what, a.Status, status, a.Body)
+	}
+	return a
+}
+
+// problems returns the code, line and key of each problem of a 422 (or of a workflow's
+// problems), as "CODE@LINE key".
+func (a answer) problems() []string {
+	var out []string
+	ps, _ := a.Obj["problems"].([]any)
+	for _, p := range ps {
+		m := p.(map[string]any)
+		line, _ := m["line"].(float64)
+		key, _ := m["key"].(string)
+		out = append(out, fmt.Sprintf("%s@%d %s", m["code"], int(line), key))
+	}
+	return out
 }
 
 // JSON decodes the body into v, failing the test when it cannot.
@@ -206,6 +270,12 @@ func (a answer) problem(t testing.TB) api.Problem {
 // header) and body ("" for none) and returns the answer.
 func (s *stack) do(method, path, token, body string) answer {
 	s.t.Helper()
+	return s.doWith(method, path, token, body, nil)
+}
+
+// doWith is do with the headers of header besides (those not "").
+func (s *stack) doWith(method, path, token, body string, header map[string]string) answer {
+	s.t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -218,7 +288,16 @@ func (s *stack) do(method, path, token, body string) answer {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		ctype := "application/json"
+		if method == http.MethodPut { // PUT /v1/workflows/{name}: a workflow file
+			ctype = "application/toml"
+		}
+		req.Header.Set("Content-Type", ctype)
+	}
+	for k, v := range header {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -231,7 +310,9 @@ func (s *stack) do(method, path, token, body string) answer {
 	}
 	// Every answer a test reads is what the OpenAPI document says (api/openapi.json).
 	api.CheckAnswer(s.t, method, req.URL.Path, resp.StatusCode, resp.Header.Get("Content-Type"), data)
-	return answer{Status: resp.StatusCode, Header: resp.Header, Body: bytes.TrimSpace(data)}
+	a := answer{Status: resp.StatusCode, Header: resp.Header, Body: bytes.TrimSpace(data)}
+	_ = json.Unmarshal(data, &a.Obj) // nil when the body is not a JSON object
+	return a
 }
 
 // as sends method path as the principal (or role) name, with body ("" for none).

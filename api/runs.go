@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/wire"
@@ -26,46 +25,6 @@ const (
 	defaultLimit = 50
 	maxLimit     = 500
 )
-
-// runEntry is one run of GET /v1/runs.
-type runEntry struct {
-	RunID     string             `json:"run_id"`
-	Workflow  string             `json:"workflow"`
-	Status    protocol.RunStatus `json:"status"`
-	StartedAt time.Time          `json:"started_at"`
-	Error     *protocol.RunError `json:"error"`
-}
-
-// runList is the answer of GET /v1/runs.
-type runList struct {
-	Runs []runEntry `json:"runs"`
-	// NextCursor is the cursor of the next page; "" (absent) on the last.
-	NextCursor string `json:"next_cursor,omitempty"`
-}
-
-// runView is the answer of GET /v1/runs/{id}: the run result, its events, and the definition's
-// name and graph.
-type runView struct {
-	protocol.Result
-	Trace    []protocol.Event `json:"trace"`
-	Workflow string           `json:"workflow"`
-	Graph    workflow.Drawing `json:"graph"`
-}
-
-// iterationView is the answer of GET /v1/runs/{id}/iterations/{step}/{n}.
-type iterationView struct {
-	RunID     string                 `json:"run_id"`
-	Step      string                 `json:"step"`
-	Iteration int                    `json:"iteration"`
-	Parts     []client.IterationPart `json:"parts"`
-}
-
-// decidedCall is one decision of POST /v1/runs/{id}/approvals/{call}.
-type decidedCall struct {
-	Step   string `json:"step"`
-	CallID string `json:"call_id"` // "" for an approval step
-	Tool   string `json:"tool"`
-}
 
 // listStatuses are the statuses GET /v1/runs selects by.
 var listStatuses = []protocol.RunStatus{protocol.RunRunning, protocol.RunWaiting, protocol.RunCompleted, protocol.RunFailed, protocol.RunCancelled, protocol.RunTimedOut}
@@ -98,9 +57,9 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, p operator.Pri
 	if err != nil {
 		return err
 	}
-	out := runList{Runs: make([]runEntry, 0, len(page.Records)), NextCursor: encodeCursor(page.Next)}
+	out := RunPage{Runs: make([]RunSummary, 0, len(page.Records)), NextCursor: encodeCursor(page.Next)}
 	for _, rec := range page.Records {
-		out.Runs = append(out.Runs, runEntry{rec.Run.ID, rec.Run.Workflow, rec.Run.Status, rec.Run.StartedAt, rec.Run.Error})
+		out.Runs = append(out.Runs, RunSummary{rec.Run.ID, rec.Run.Workflow, rec.Run.Status, rec.Run.StartedAt, rec.Run.Error})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -147,7 +106,8 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, p operator.Princ
 	if err != nil {
 		return runProblem(id, err)
 	}
-	writeJSON(w, http.StatusOK, runView{Result: client.NewResult(def, rec), Trace: events, Workflow: def.Name, Graph: workflow.Draw(def)})
+	graph := workflow.Draw(def)
+	writeJSON(w, http.StatusOK, RunDetail{Result: client.NewResult(def, rec), Trace: events, Workflow: def.Name, Graph: &graph})
 	return nil
 }
 
@@ -180,7 +140,7 @@ func (s *Server) getIteration(w http.ResponseWriter, r *http.Request, p operator
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, iterationView{RunID: id, Step: step, Iteration: n, Parts: parts})
+	writeJSON(w, http.StatusOK, IterationParts{RunID: id, Step: step, Iteration: n, Parts: parts})
 	return nil
 }
 
@@ -226,9 +186,9 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, p operator.Princ
 	if err != nil {
 		return runProblem(id, err)
 	}
-	out := make([]decidedCall, len(done))
+	out := decisionAnswer{Decided: make([]Decided, len(done))}
 	for i, d := range done {
-		out[i] = decidedCall{Step: d.Step, CallID: d.CallID, Tool: d.Tool}
+		out.Decided[i] = Decided{Step: d.Step, CallID: d.CallID, Tool: d.Tool}
 	}
 	// The decision is stored; how long the answer waits for the engine to take it is bounded,
 	// so that a request never hangs on an engine that is down: 202 says it is sent, not taken.
@@ -239,12 +199,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, p operator.Princ
 	case errors.Is(err, client.ErrNotWaiting):
 		return problemf(http.StatusConflict, "%s", detail(err))
 	case err != nil && wctx.Err() != nil && r.Context().Err() == nil:
-		writeJSON(w, http.StatusAccepted, map[string]any{"decided": out})
+		writeJSON(w, http.StatusAccepted, out)
 		return nil
 	case err != nil:
 		return runProblem(id, err)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"decided": out})
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -314,13 +274,18 @@ func (s *Server) whichStep(r *http.Request, c *client.Client, id string) error {
 // runID returns the run id of r's path: 404 for one no run can have.
 func runID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
-	bad := func(c rune) bool {
-		return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '/')
-	}
-	if id == "" || len(id) > 512 || strings.ContainsFunc(id, bad) {
+	if len(id) > 512 || !possibleRunID(id) {
 		return "", problemf(http.StatusNotFound, "there is no run %q", id)
 	}
 	return id, nil
+}
+
+// possibleRunID reports whether id could name a run at all: not empty, of A-Z a-z 0-9 _ - /.
+func possibleRunID(id string) bool {
+	bad := func(c rune) bool {
+		return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '/')
+	}
+	return id != "" && !strings.ContainsFunc(id, bad)
 }
 
 // runProblem answers the error of the client about run id: the problem of what the client

@@ -381,16 +381,9 @@ func TestCancelRun(t *testing.T) {
 	}
 }
 
-// decidedCall is one decision of the answer of POST …/approvals/{call}.
-type decidedCall struct {
-	Step   string `json:"step"`
-	CallID string `json:"call_id"`
-	Tool   string `json:"tool"`
-}
-
 // decided is the answer of POST …/approvals/{call}.
 type decided struct {
-	Decided []decidedCall `json:"decided"`
+	Decided []api.Decided `json:"decided"`
 }
 
 // TestDecide: POST /v1/runs/{id}/approvals/{call} approves or denies as the authenticated
@@ -487,7 +480,7 @@ func TestDecide(t *testing.T) {
 		}
 		a := s.as("alice", "POST", "/v1/runs/"+id+"/approvals/"+call, `{"decision":"approve"}`)
 		var got decided
-		if a.JSON(t, &got); a.Status != http.StatusOK || len(got.Decided) != 1 || got.Decided[0] != (decidedCall{Step: "act", CallID: call, Tool: "send"}) {
+		if a.JSON(t, &got); a.Status != http.StatusOK || len(got.Decided) != 1 || got.Decided[0] != (api.Decided{Step: "act", CallID: call, Tool: "send"}) {
 			t.Fatalf("approve call %s: %d %s", call, a.Status, a.Body)
 		}
 		if rec := s.wait(id); rec.Run.Status != protocol.RunCompleted {
@@ -691,7 +684,7 @@ func TestResume(t *testing.T) {
 // EngineWait; with the engine stopped it answers 202 (sent, not taken) instead of hanging,
 // and the engine takes the decision once it is back.
 func TestDecideWhileTheEngineIsDown(t *testing.T) {
-	s := newStackWith(t, func(c *api.Config) { c.EngineWait = 200 * time.Millisecond })
+	s := newStackWith(t, stackOptions{EngineWait: 200 * time.Millisecond})
 	id := s.start(reviewTOML, "")
 	s.waiting(id)
 	s.Host.Stop()
@@ -713,7 +706,7 @@ func TestDecideWhileTheEngineIsDown(t *testing.T) {
 // EngineWait: 201 once the engine saved it (the run's routes find it at once), 202 with the
 // engine stopped, and the engine starts the run once it is back.
 func TestStartWhileTheEngineIsDown(t *testing.T) {
-	s := newStackWith(t, func(c *api.Config) { c.EngineWait = 200 * time.Millisecond })
+	s := newStackWith(t, stackOptions{EngineWait: 200 * time.Millisecond})
 	if a := s.as("sam", "PUT", "/v1/workflows/quick", quickTOML); a.Status != http.StatusCreated {
 		t.Fatalf("register: %d %s", a.Status, a.Body)
 	}

@@ -6,88 +6,25 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/reins-run/reins/api"
-	"github.com/reins-run/reins/builtin"
-	"github.com/reins-run/reins/client"
-	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/runtest"
-	"github.com/reins-run/reins/operator"
-	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
 
-// viewerToken is the token of the viewer principal "val" of the SSE tests.
-const viewerToken = "tok-viewer-val"
+// The event streams of the tests of GET /v1/runs/{id}/events, on a stack (newStackWith with
+// Ticks: the keep-alive comments come when the test sends a tick).
 
-// sseEnv is a real embedded NATS server with an engine and the built-in workers, the API over
-// it (with a viewer principal) behind an httptest server, and a client of runs as admin.
-type sseEnv struct {
-	t      *testing.T
-	ctx    context.Context
-	client *client.Client
-	url    string
-	// ticks are the keep-alive ticks of every stream (api.Config.KeepAlive).
-	ticks chan time.Time
-	// served counts the requests being served (a stream that returned is not).
-	served sync.WaitGroup
-}
-
-func newSSEEnv(t *testing.T) *sseEnv {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	h, err := host.StartEmbedded(ctx, t.TempDir(), host.Config{Engine: true, Logger: runtest.Logger(t),
-		Register: func(w *worker.Worker) error { return builtin.Register(w, builtin.Config{}) }})
-	if err != nil {
-		t.Fatal(err)
+// startBuilt starts a run of the workflow b builds, with id runID, as the admin.
+func (s *stack) startBuilt(b *workflow.Builder, runID string) {
+	s.t.Helper()
+	_, bs := runtest.Bundles(s.t, b)
+	if _, err := s.Admin.Start(s.Ctx, bs, nil, runID); err != nil {
+		s.t.Fatal(err)
 	}
-	t.Cleanup(h.Stop)
-	principals, err := operator.Default().Resolve(func(string) string { return "" }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	principals.AddPrincipal("val", viewerToken, operator.RoleViewer)
-	v := &sseEnv{t: t, ctx: ctx, client: client.NewClient(client.ClientConfig{Box: h.Box()}), ticks: make(chan time.Time)}
-	srv := api.New(api.Config{Box: h.Box(), Principals: principals, Log: runtest.Logger(t),
-		KeepAlive: func() (<-chan time.Time, func()) { return v.ticks, func() {} }})
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v.served.Add(1)
-		defer v.served.Done()
-		srv.ServeHTTP(w, r)
-	}))
-	t.Cleanup(hs.Close)
-	v.url = hs.URL
-	return v
-}
-
-// start starts a run of the workflow b builds, with id runID.
-func (v *sseEnv) start(b *workflow.Builder, runID string) {
-	v.t.Helper()
-	_, bs := runtest.Bundles(v.t, b)
-	if _, err := v.client.Start(v.ctx, bs, nil, runID); err != nil {
-		v.t.Fatal(err)
-	}
-}
-
-// wait waits for run runID to satisfy ok.
-func (v *sseEnv) wait(runID string, ok func(*client.Record) bool) *client.Record {
-	v.t.Helper()
-	for rec, err := range v.client.Watch(v.ctx, runID) {
-		if err != nil {
-			v.t.Fatal(err)
-		}
-		if ok(rec) {
-			return rec
-		}
-	}
-	v.t.Fatalf("run %s ended before the wait", runID)
-	return nil
 }
 
 // msg is one message of an event stream: an event (with its id and data) or a comment.
@@ -97,42 +34,21 @@ type msg struct {
 
 // stream is an open GET /v1/runs/{id}/events.
 type stream struct {
-	t      *testing.T
+	t      testing.TB
 	resp   *http.Response
 	cancel context.CancelFunc
 	msgs   chan msg
 }
 
-// get sends GET path with the viewer's token (none when token is "") and header lastID
-// as Last-Event-ID when not "".
-func (v *sseEnv) get(path, token, lastID string) *http.Response {
+// open opens the events of runID as the viewer vera, after lastID when not "".
+func (v *stack) open(runID, lastID string) *stream {
 	v.t.Helper()
-	req, err := http.NewRequestWithContext(v.ctx, http.MethodGet, v.url+path, nil)
+	ctx, cancel := context.WithCancel(v.Ctx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.URL+"/v1/runs/"+runID+"/events", nil)
 	if err != nil {
 		v.t.Fatal(err)
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		v.t.Fatal(err)
-	}
-	return resp
-}
-
-// open opens the events of runID, after lastID when not "".
-func (v *sseEnv) open(runID, lastID string) *stream {
-	v.t.Helper()
-	ctx, cancel := context.WithCancel(v.ctx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.url+"/v1/runs/"+runID+"/events", nil)
-	if err != nil {
-		v.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+viewerToken)
+	req.Header.Set("Authorization", "Bearer "+v.Tokens["vera"])
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
@@ -237,7 +153,7 @@ func (s *stream) close() {
 }
 
 // decode decodes m's data into v.
-func decode(t *testing.T, m msg, v any) {
+func decode(t testing.TB, m msg, v any) {
 	t.Helper()
 	if err := json.Unmarshal([]byte(m.Data), v); err != nil {
 		t.Fatalf("message %+v: %v", m, err)

@@ -14,21 +14,6 @@ import (
 	"github.com/reins-run/reins/operator"
 )
 
-// startRequest is the body of POST /v1/runs.
-type startRequest struct {
-	Workflow string          `json:"workflow"`
-	Input    json.RawMessage `json:"input"`
-	Version  int             `json:"version"`
-	RunID    string          `json:"run_id"`
-}
-
-// started is the answer of POST /v1/runs.
-type started struct {
-	RunID    string `json:"run_id"`
-	Workflow string `json:"workflow"`
-	Version  int    `json:"version"`
-}
-
 // startBodySlack is what a start's body may hold besides its input: the other members.
 const startBodySlack = 64 << 10
 
@@ -42,7 +27,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p operator.Pri
 		}
 		return problemf(http.StatusBadRequest, "the body could not be read: %v", err)
 	}
-	var req startRequest
+	var req RunStart
 	if err := decodeStrict(body, &req); err != nil {
 		return err
 	}
@@ -94,7 +79,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p operator.Pri
 			return problemf(http.StatusConflict, "run %s exists and runs another workflow than %s: choose another run_id", req.RunID, reg.Name)
 		}
 		w.Header().Set("Location", "/v1/runs/"+req.RunID)
-		writeJSON(w, http.StatusOK, started{RunID: req.RunID, Workflow: reg.Name, Version: version})
+		writeJSON(w, http.StatusOK, RunStarted{RunID: req.RunID, Workflow: reg.Name, Version: version})
 		return nil
 	case errors.Is(err, client.ErrForbidden):
 		return problemf(http.StatusForbidden, "%s", strings.TrimPrefix(err.Error(), "client: "))
@@ -106,7 +91,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p operator.Pri
 	if !s.recorded(r.Context(), c, id) {
 		status = http.StatusAccepted
 	}
-	writeJSON(w, status, started{RunID: id, Workflow: reg.Name, Version: reg.Version})
+	writeJSON(w, status, RunStarted{RunID: id, Workflow: reg.Name, Version: reg.Version})
 	return nil
 }
 

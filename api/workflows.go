@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/operator"
@@ -20,26 +19,8 @@ import (
 // MaxWorkflowBytes bounds the body of PUT /v1/workflows/{name}: one workflow file.
 const MaxWorkflowBytes = 1 << 20
 
-// workflowVersion is a registered version as the API answers it.
-type workflowVersion struct {
-	Name         string    `json:"name"`
-	Version      int       `json:"version"`
-	Hash         string    `json:"hash"`
-	RegisteredAt time.Time `json:"registered_at"`
-	RegisteredBy string    `json:"registered_by"`
-}
-
-func versionOf(r client.Registered) workflowVersion {
-	return workflowVersion{Name: r.Name, Version: r.Version, Hash: r.Hash, RegisteredAt: r.RegisteredAt, RegisteredBy: r.RegisteredBy}
-}
-
-// workflowDetail is GET /v1/workflows/{name}: a version with its source, its graph and its
-// problems against the server's configuration of now.
-type workflowDetail struct {
-	workflowVersion
-	Source   string           `json:"source"`
-	Graph    workflow.Drawing `json:"graph"`
-	Problems []FileProblem    `json:"problems"`
+func versionOf(r client.Registered) WorkflowVersion {
+	return WorkflowVersion{Name: r.Name, Version: r.Version, Hash: r.Hash, RegisteredAt: r.RegisteredAt, RegisteredBy: r.RegisteredBy}
 }
 
 // operatorConfig is the configuration whose submission check registered workflows pass.
@@ -165,11 +146,11 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request, p operato
 	if err != nil {
 		return err
 	}
-	out := make([]workflowVersion, 0, len(all))
+	out := workflowList{Workflows: make([]WorkflowVersion, 0, len(all))}
 	for _, reg := range all {
-		out = append(out, versionOf(reg))
+		out.Workflows = append(out.Workflows, versionOf(reg))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"workflows": out})
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -185,7 +166,7 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request, p operator.
 	if err != nil {
 		return err
 	}
-	d := workflowDetail{workflowVersion: versionOf(reg), Source: reg.Source, Problems: []FileProblem{}}
+	d := WorkflowSource{WorkflowVersion: versionOf(reg), Source: reg.Source, Problems: []FileProblem{}}
 	if _, ps := checkFile(name, []byte(reg.Source), s.operatorConfig()); len(ps) > 0 {
 		d.Problems = fileProblems(ps)
 	}

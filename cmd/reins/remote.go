@@ -147,22 +147,13 @@ type remoteFollow struct {
 func followRemote(cmd *cobra.Command, c *api.Client, id string, def *workflow.Definition, o remoteFollow) error {
 	ctx := cmd.Context()
 	w := cmd.ErrOrStderr()
-	watchCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
-	go func() {
-		select {
-		case <-ctx.Done():
-			fmt.Fprintf(w, "interrupted: cancelling run %s\n", id)
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
+	watchCtx, stop := cancelOnInterrupt(ctx, w, id,
+		func(cctx context.Context) error { return c.Cancel(cctx, id, "interrupted") },
+		func(err error) bool { // 409: the run has already finished
 			var p *api.Problem
-			if err := c.Cancel(cctx, id, "interrupted"); err != nil && !(errors.As(err, &p) && p.Status == http.StatusConflict) {
-				fmt.Fprintln(w, "reins:", err)
-				stop()
-			}
-		case <-watchCtx.Done():
-		}
-	}()
+			return errors.As(err, &p) && p.Status == http.StatusConflict
+		})
+	defer stop()
 	p := newProgress(w, def, o.quiet)
 	var last *api.StreamStatus
 	seen, lastID, sent := 0, "", o.start == nil

@@ -212,14 +212,7 @@ func TestRemoteWaitAndCancel(t *testing.T) {
 	}
 	id := strings.TrimSpace(out)
 	// The run waits for a worker of handler nobody; wait until the engine dispatched.
-	for rec, err := range c.Watch(t.Context(), id) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sr := rec.Run.Steps["work"]; sr != nil && sr.Status == protocol.StepRunning {
-			break
-		}
-	}
+	dispatched(t, c, id)
 	code, out, errOut = cli(t, "runs", "cancel", id, "--server", url, "--token", samToken, "--reason", "no worker today")
 	if code != exitOK || out != "run "+id+": cancel requested\n" {
 		t.Fatalf("runs cancel: exit %d\n%s%s", code, out, errOut)

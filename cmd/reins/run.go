@@ -364,24 +364,35 @@ func warnUnserved(ctx context.Context, w io.Writer, c *client.Client, bs *wire.B
 	}
 }
 
-// follow prints progress until the run ends and returns its final record. An interrupt
-// cancels the run and waits for it to end.
-func follow(ctx context.Context, c *client.Client, id string, def *workflow.Definition, w io.Writer, o followOptions) (*client.Record, error) {
+// cancelOnInterrupt returns the context to follow run id with, and what stops it. When ctx
+// ends first (an interrupt), it says so on w and cancels the run with cancel, given 10 s; a
+// cancel that fails but for the run having finished already (finished) is printed, and ends
+// the following.
+func cancelOnInterrupt(ctx context.Context, w io.Writer, id string, cancel func(context.Context) error, finished func(error) bool) (context.Context, context.CancelFunc) {
 	watchCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
 	go func() {
 		select {
 		case <-ctx.Done():
 			fmt.Fprintf(w, "interrupted: cancelling run %s\n", id)
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			if err := c.Cancel(cctx, id, "interrupted"); err != nil && !errors.Is(err, client.ErrFinished) {
+			cctx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer done()
+			if err := cancel(cctx); err != nil && !finished(err) {
 				fmt.Fprintln(w, "reins:", err)
 				stop()
 			}
 		case <-watchCtx.Done():
 		}
 	}()
+	return watchCtx, stop
+}
+
+// follow prints progress until the run ends and returns its final record. An interrupt
+// cancels the run and waits for it to end.
+func follow(ctx context.Context, c *client.Client, id string, def *workflow.Definition, w io.Writer, o followOptions) (*client.Record, error) {
+	watchCtx, stop := cancelOnInterrupt(ctx, w, id,
+		func(cctx context.Context) error { return c.Cancel(cctx, id, "interrupted") },
+		func(err error) bool { return errors.Is(err, client.ErrFinished) })
+	defer stop()
 	if o.start != nil {
 		if err := o.start(); err != nil {
 			return nil, err

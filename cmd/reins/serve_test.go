@@ -103,6 +103,20 @@ func wait(t *testing.T, c *client.Client, id string) *client.Record {
 	return rec
 }
 
+// dispatched waits until the engine dispatched step work of run id (taskWorkflow's, which waits
+// for a worker of handler nobody).
+func dispatched(t *testing.T, c *client.Client, id string) {
+	t.Helper()
+	for rec, err := range c.Watch(t.Context(), id) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sr := rec.Run.Steps["work"]; sr != nil && sr.Status == protocol.StepRunning {
+			return
+		}
+	}
+}
+
 func TestServe(t *testing.T) {
 	data := t.TempDir()
 	srv := startServe(t, data)
@@ -173,14 +187,7 @@ func TestServe(t *testing.T) {
 		}
 		id := strings.TrimSpace(out)
 		// The run waits for a worker of handler nobody; wait until the engine dispatched.
-		for rec, err := range c.Watch(t.Context(), id) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if sr := rec.Run.Steps["work"]; sr != nil && sr.Status == protocol.StepRunning {
-				break
-			}
-		}
+		dispatched(t, c, id)
 		code, out, errOut = cli(t, "runs", "cancel", id, "--data", data, "--reason", "no worker today")
 		if code != exitOK || out != "run "+id+": cancel requested\n" {
 			t.Fatalf("runs cancel: exit %d\n%s%s", code, out, errOut)
@@ -283,14 +290,7 @@ func TestServeRetention(t *testing.T) {
 	}
 	running := strings.TrimSpace(out)
 	c := srv.client(t)
-	for rec, err := range c.Watch(t.Context(), running) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sr := rec.Run.Steps["work"]; sr != nil && sr.Status == protocol.StepRunning {
-			break
-		}
-	}
+	dispatched(t, c, running)
 	code, _, errOut = cli(t, "runs", "replay", running, "--nats", srv.url)
 	if code != exitFailed || !strings.Contains(errOut, "run "+running+" is running: only a run that has ended can be replayed") {
 		t.Errorf("replay of a running run: exit %d\n%s", code, errOut)

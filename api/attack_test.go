@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -19,9 +18,7 @@ import (
 // echoed in an answer or written to the API's log.
 func TestAttacks(t *testing.T) {
 	var logged bytes.Buffer
-	s := newStackWith(t, func(c *api.Config) {
-		c.Log = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	})
+	s := newStackWith(t, stackOptions{Log: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	id := s.start(reviewTOML, "")
 	s.waiting(id)
 	raw := func(method, path string, header http.Header) (*http.Response, string) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -75,6 +76,8 @@ type stackOptions struct {
 	EngineWait time.Duration
 	// Ticks, when set, are the keep-alive ticks of every event stream (api.Config.KeepAlive).
 	Ticks chan time.Time
+	// Log, when set, is the API's log (the rest log to the test's).
+	Log *slog.Logger
 }
 
 // startAPI starts the server stack (newStack) and returns the API's URL, the tokens by role
@@ -136,6 +139,9 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 	}
 	s.Host = s.startHost()
 	s.Config = api.Config{Box: s.Box, Principals: res, Log: log, MaxInputBytes: testMaxInput, EngineWait: opts.EngineWait}
+	if opts.Log != nil {
+		s.Config.Log = opts.Log
+	}
 	if opts.MaxInputBytes != 0 {
 		s.Config.MaxInputBytes = opts.MaxInputBytes
 	}

@@ -240,6 +240,9 @@ func (e *Engine) settle(m jetstream.Msg, out outcome, ev *protocol.Event) {
 	}
 	if err != nil {
 		e.log.Debug("runner: settle an event", "subject", m.Subject(), "err", err)
+		if part, ok := e.names.SubjectPartition(m.Subject()); ok {
+			e.flight.failed(part)
+		}
 	}
 	e.done(m)
 	if e.observe != nil {

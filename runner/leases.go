@@ -318,7 +318,12 @@ func (l *leases) watchStale(now time.Time) bool {
 }
 
 // release hands partitions over: stop pulling, settle what was pulled (within a TTL), then
-// delete the keys.
+// delete the keys. The engine that takes a key deleted in a handover consumes from the
+// consumer as it is, trusting that nothing waits unacknowledged; so a partition keeps its key
+// when what it pulled is not settled yet, or when an acknowledgement of it may not have
+// reached the server (one failed, or the connection is down). The key is handed over at a
+// later round, or taken over once this engine stops beating, and a takeover makes the
+// consumer again from its acknowledged floor, so that nothing waits out AckWait.
 func (l *leases) release(ctx context.Context, ps []int) {
 	if len(ps) == 0 {
 		return
@@ -328,12 +333,17 @@ func (l *leases) release(ctx context.Context, ps []int) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, l.ttl)
 	defer cancel()
+	settled := map[int]bool{}
 	for _, p := range ps {
-		l.e.flight.wait(wctx, p)
+		settled[p] = l.e.flight.wait(wctx, p) && !l.e.flight.unsure(p) && l.e.js.Conn().IsConnected()
 	}
 	for _, p := range ps {
 		o := l.view.owners[p]
 		if o.id != l.id {
+			continue
+		}
+		if !settled[p] {
+			l.e.log.Warn("runner: a partition is not handed over: what it pulled may not be acknowledged", "partition", p)
 			continue
 		}
 		if err := l.kv.Delete(ctx, partitionKey(p), jetstream.LastRevision(o.rev)); err != nil {
@@ -429,6 +439,7 @@ func (l *leases) start(ctx context.Context, p int, cons jetstream.Consumer) erro
 	wctx, stopWatch := context.WithCancel(ctx)
 	part := &partition{n: p, cc: cc, stopWatch: stopWatch}
 	l.parts[p] = part
+	e.flight.consumed(p)
 	e.stats.consuming(p, true)
 	gone := make(chan error, 1)
 	go e.watchConsumer(wctx, p, cons, look, gone)
@@ -524,6 +535,7 @@ type flight struct {
 	mu   sync.Mutex
 	n    [natsbox.Partitions]int
 	idle [natsbox.Partitions]chan struct{} // closed when n drops to 0 while someone waits
+	lost [natsbox.Partitions]bool          // an acknowledgement failed (failed, unsure)
 }
 
 func (f *flight) add(p int) {
@@ -551,12 +563,12 @@ func (f *flight) settled(p int) bool {
 	return f.n[p] == 0
 }
 
-// wait returns once nothing of partition p is in flight, or ctx is done.
-func (f *flight) wait(ctx context.Context, p int) {
+// wait returns once nothing of partition p is in flight (true), or ctx is done first (false).
+func (f *flight) wait(ctx context.Context, p int) bool {
 	f.mu.Lock()
 	if f.n[p] == 0 {
 		f.mu.Unlock()
-		return
+		return true
 	}
 	if f.idle[p] == nil {
 		f.idle[p] = make(chan struct{})
@@ -565,6 +577,31 @@ func (f *flight) wait(ctx context.Context, p int) {
 	f.mu.Unlock()
 	select {
 	case <-ch:
+		return true
 	case <-ctx.Done():
+		return false
 	}
+}
+
+// failed records that an acknowledgement (or nak) of an event of partition p could not be
+// sent: the event may wait unacknowledged on the server.
+func (f *flight) failed(p int) {
+	f.mu.Lock()
+	f.lost[p] = true
+	f.mu.Unlock()
+}
+
+// unsure reports whether an acknowledgement of partition p failed since it was consumed anew.
+func (f *flight) unsure(p int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lost[p]
+}
+
+// consumed starts partition p's record of failed acknowledgements anew: its consumer was made
+// again from the acknowledged floor, or is consumed as it is by an engine that trusts it.
+func (f *flight) consumed(p int) {
+	f.mu.Lock()
+	f.lost[p] = false
+	f.mu.Unlock()
 }

@@ -441,11 +441,12 @@ func TestSilentBucketMovesNothing(t *testing.T) {
 	v := newEnv(t)
 	v.stop()
 	ids := []string{"engine-a", "engine-b"}
-	rounds := map[string]chan bool{} // acked, per heartbeat
+	rounds := map[string]chan bool{}     // acked, per heartbeat
+	leased := map[string]chan struct{}{} // per round of the leases begun
 	var engines []*Engine
 	for _, id := range ids {
-		ch := make(chan bool, 4096)
-		rounds[id] = ch
+		ch, lc := make(chan bool, 4096), make(chan struct{}, 4096)
+		rounds[id], leased[id] = ch, lc
 		e, _ := v.startEngine(func(e *Engine) {
 			e.id, e.leaseTTL = id, ttl
 			e.beaten = func(acked bool) {
@@ -454,8 +455,31 @@ func TestSilentBucketMovesNothing(t *testing.T) {
 				default: // never reached within the test; the beater must not block after it
 				}
 			}
+			e.rounding = func() {
+				select {
+				case lc <- struct{}{}:
+				default:
+				}
+			}
 		})
 		engines = append(engines, e)
+	}
+	// settle waits until every engine began two rounds of the leases from now: the round that
+	// took a partition's key (and made its consumer) has ended.
+	settle := func() {
+		t.Helper()
+		for _, id := range ids {
+			for len(leased[id]) > 0 {
+				<-leased[id]
+			}
+			for range 2 {
+				select {
+				case <-leased[id]:
+				case <-v.Ctx.Done():
+					t.Fatalf("%s began no round of the leases", id)
+				}
+			}
+		}
 	}
 	// awaitRounds waits until every engine had n heartbeats acked as given.
 	awaitRounds := func(n int, acked bool) {
@@ -474,6 +498,7 @@ func TestSilentBucketMovesNothing(t *testing.T) {
 		}
 	}
 	awaitOwners(t, v, func(p int) string { return rendezvous(p, ids) })
+	settle()
 	created := func() map[int]time.Time {
 		at := map[int]time.Time{}
 		for p := range natsbox.Partitions {
@@ -508,6 +533,7 @@ func TestSilentBucketMovesNothing(t *testing.T) {
 		}
 	}
 	awaitOwners(t, v, func(p int) string { return rendezvous(p, ids) })
+	settle()
 	for p, at := range created() {
 		if !at.Equal(before[p]) {
 			t.Errorf("the consumer of partition %d was made again (%v, was %v)", p, at, before[p])

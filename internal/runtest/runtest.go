@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -317,7 +318,11 @@ func Failed(t *protocol.Task, msg string, permanent bool) *protocol.Event {
 func Logger(t testing.TB) *slog.Logger {
 	w := &testWriter{t: t}
 	t.Cleanup(w.close)
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	level := slog.LevelWarn
+	if os.Getenv("REINS_TEST_LOG") == "debug" { // to see what a failing test's engines did
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 type testWriter struct {

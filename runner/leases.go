@@ -63,7 +63,7 @@ func consumerName(p int) string { return natsbox.EngineConsumerPrefix + natsbox.
 // hands them over: it stops pulling, settles and saves what it had, and deletes its keys.
 func (e *Engine) consume(ctx context.Context, kv jetstream.KeyValue) error {
 	sh := e.startShards(context.WithoutCancel(ctx)) // an event being decided is finished, not abandoned
-	l := &leases{e: e, kv: kv, sh: sh, id: e.id, ttl: e.leaseTTL, view: newLeaseView(),
+	l := &leases{e: e, kv: kv, sh: sh, id: e.id, ttl: e.leaseTTL, view: newLeaseView(e.leaseTTL / 2),
 		lost: make(chan *partition, natsbox.Partitions)}
 	err := l.loop(ctx)
 	if l.stopBeats != nil {

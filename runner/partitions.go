@@ -66,12 +66,17 @@ type leaseView struct {
 	// others' silence counts from then. missed is when the first heartbeat after the last one
 	// acknowledged was missed (zero while they are acknowledged).
 	trusted, missed time.Time
+	// gap is how long a member key may go unchanged and still be heard without a break
+	// (seen.heard); 0 counts every change as part of one run.
+	gap time.Duration
 }
 
-// seen is the revision of a member key and when this engine saw it change.
+// seen is the revision of a member key, when this engine saw it change, and since when it has
+// heard it change without a break longer than the view's gap (its heartbeats came back then).
 type seen struct {
-	rev uint64
-	at  time.Time
+	rev   uint64
+	at    time.Time
+	heard time.Time
 }
 
 // owner is the engine a partition key names ("": no key) and the key's revision.
@@ -80,19 +85,29 @@ type owner struct {
 	rev uint64
 }
 
-func newLeaseView() *leaseView { return &leaseView{members: map[string]seen{}} }
+// newLeaseView returns an empty view whose members are heard without a break while their keys
+// change at least every gap.
+func newLeaseView(gap time.Duration) *leaseView {
+	return &leaseView{members: map[string]seen{}, gap: gap}
+}
 
 // member records the member key of id at revision rev, seen at now.
 func (v *leaseView) member(id string, rev uint64, now time.Time) {
-	if s, ok := v.members[id]; ok && s.rev >= rev {
+	s, ok := v.members[id]
+	if ok && s.rev >= rev {
 		return
 	}
-	v.members[id] = seen{rev: rev, at: now}
+	heard := s.heard
+	if !ok || (v.gap > 0 && now.Sub(s.at) > v.gap) {
+		heard = now
+	}
+	v.members[id] = seen{rev: rev, at: now, heard: heard}
 }
 
 // fenced reports whether engine me, whose last heartbeat acknowledged was sent at beatAt, stops
 // consuming at now: when that is a TTL ago and another engine's key changed well after the
-// first heartbeat missed (v.missed), the others may have taken its partitions already. A sole engine goes on: nobody takes over from it, and
+// first heartbeat missed (v.missed), having been heard without a break for half a TTL, the
+// others may have taken its partitions already. A sole engine goes on: nobody takes over from it, and
 // a slow server (a busy machine) must not stop all work; an engine that starts later waits a
 // TTL without a heartbeat before it takes anything, and takes over by making the consumers
 // again, which cuts this one off. Engines that all go unheard (the bucket is electing a leader)
@@ -106,7 +121,10 @@ func fenced(v *leaseView, me string, beatAt, now time.Time, ttl time.Duration) b
 		since = beatAt // never acknowledged, or no round missed yet
 	}
 	for id, s := range v.members {
-		if id != me && s.at.After(since) {
+		// One that has been heard again for less than half a TTL after a silence of its own
+		// (the bucket was electing a leader, and everyone's heartbeats came back) cannot have
+		// judged this one silent yet: it counts the silence of others from its own return.
+		if id != me && s.at.After(since) && now.Sub(s.heard) >= ttl/2 {
 			return true
 		}
 	}

@@ -24,7 +24,7 @@ const ttl = time.Second
 // view builds a leaseView: members seen at the given times, partitions owned as given (the
 // rest free).
 func view(members map[string]time.Time, owners map[int]string) *leaseView {
-	v := newLeaseView()
+	v := newLeaseView(0)
 	for id, at := range members {
 		v.members[id] = seen{rev: 1, at: at}
 	}
@@ -625,5 +625,27 @@ func TestStalled(t *testing.T) {
 				t.Errorf("stalled = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestFencedAfterASharedSilence: when everyone's heartbeats stop (the bucket elects a leader)
+// and come back, another engine's heartbeat that lands before this one's does not fence it: the
+// other counts this one's silence from its own return, so it cannot take anything for a TTL.
+// Once the other has been heard for half a TTL and this one still is not, it is fenced.
+func TestFencedAfterASharedSilence(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	beat := now.Add(-2 * ttl) // the last heartbeat of engine a acknowledged, before the silence
+	v := missing(newLeaseView(ttl/2), beat.Add(ttl/6))
+	v.member("b", 1, beat)
+	back := now.Add(-ttl / 6) // b's first heartbeat after the silence
+	v.member("b", 2, back)
+	if fenced(v, "a", beat, now, ttl) {
+		t.Error("fenced by a heartbeat of b that came back a moment before a's")
+	}
+	later := back.Add(ttl / 2)
+	v.member("b", 3, back.Add(ttl/4))
+	v.member("b", 4, later)
+	if !fenced(v, "a", beat, later, ttl) {
+		t.Error("not fenced with b heard for half a TTL and a still unheard")
 	}
 }

@@ -533,6 +533,7 @@ func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *protocol.T
 		NotBefore: sr.NotBefore,
 		Timeout:   step.Timeout.Std(),
 		Resume:    sr.Resume,
+		Protocol:  protocol.Version,
 	}
 	if sr.Resume == 0 {
 		// A resumed task acts on a pending turn its checkpoint holds, which came after the

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -9,6 +10,38 @@ import (
 	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/workflow"
 )
+
+// Version is the version of the task and result protocol (docs/protocol.md, its JSON Schemas in
+// docs/protocol) that this module speaks: the engine puts it on every task, and a worker on
+// every answer. It changes only when a task or an answer changes in a way a process of the
+// previous version would misread; members added that older processes may ignore do not change
+// it. A message without the member (0) is of version 1.
+const Version = 1
+
+// VersionOf returns the protocol version a task or an answer carries in its member "protocol":
+// v itself, or 1 for 0 (a message without the member).
+func VersionOf(v int) int {
+	if v == 0 {
+		return 1
+	}
+	return v
+}
+
+// CheckVersion refuses the task t when its protocol version is not one this module speaks
+// (only Version), with one sentence naming both versions.
+func CheckVersion(t *Task) error {
+	if v := VersionOf(t.Protocol); v != Version {
+		return fmt.Errorf("task %s speaks reins protocol version %d, and this worker speaks version %d: %s", t.MsgID, v, Version, upgrade(v))
+	}
+	return nil
+}
+
+func upgrade(v int) string {
+	if v > Version {
+		return "upgrade the worker (workers are upgraded before engines)"
+	}
+	return "the engine is older than any version this worker speaks: upgrade the engine"
+}
 
 // RunStatus is the status of a run. The strings are the contract's run results.
 type RunStatus string
@@ -223,6 +256,10 @@ type Event struct {
 	// after a crash (it continued, then died before acknowledging its task) is not swallowed by
 	// JetStream's duplicate window.
 	Nonce string `json:"nonce,omitempty"`
+	// Protocol is the version of the task and result protocol (docs/protocol.md) an answer
+	// speaks: a worker answers in its task's version, and sets it (Version). 0, absent, is
+	// version 1, which answers written before the member existed speak.
+	Protocol int `json:"protocol,omitempty"`
 }
 
 // PendingCall is a tool call of an agent iteration waiting for a human decision, or, with
@@ -325,6 +362,10 @@ type Task struct {
 	// ChildResults is set on a resumed task whose iteration waited for the sub-runs of its
 	// calls (PendingCall.Child): how each ended, in the order of the pending calls.
 	ChildResults []ChildResult `json:"child_results,omitempty"`
+	// Protocol is the version of the task and result protocol (docs/protocol.md) the task
+	// speaks: the engine sets Version. 0, absent, is version 1, which tasks written before the
+	// member existed speak. A worker that does not speak it refuses the task (CheckVersion).
+	Protocol int `json:"protocol,omitempty"`
 }
 
 // Parent addresses the step of a parent run that waits for a sub-run: with CallID, the call

@@ -17,7 +17,10 @@
 // # Receiving a task
 //
 // A message that is not a task (wire.DecodeTask fails) is terminated (it would never decode)
-// and logged in one line; the worker carries on. A task whose NotBefore is in the future is
+// and logged in one line; the worker carries on. A task of a protocol version the worker does not
+// speak (protocol.CheckVersion: only protocol.Version, a task without one being version 1) is
+// failed permanently without running, with one sentence naming both versions
+// (docs/protocol.md). A task whose NotBefore is in the future is
 // handed back with a delay until then (loop_delay and retry backoff travel with the task). A
 // task of a run the worker knows has ended (its id, or the id of a parent run, was announced
 // on natsbox.CancelSubject; the worker remembers the last 10,000) is acknowledged without

@@ -151,6 +151,11 @@ func (tc *taskContext) call() (err error) {
 			err = &panicError{msg: fmt.Sprintf("handler %s panicked: %v", tc.handler, v)}
 		}
 	}()
+	if err := protocol.CheckVersion(tc.task); err != nil {
+		// A task of a protocol version this worker does not speak would be misread: refused
+		// for good, with both versions named (docs/protocol.md, "Versions").
+		return tc.FailPermanent(fmt.Errorf("worker: %w", err))
+	}
 	if err := tc.w.values.InTask(tc, tc.task); err != nil {
 		err = fmt.Errorf("worker: the input of task %s cannot be read: %w", tc.task.MsgID, err)
 		if errors.Is(err, wire.ErrValue) {

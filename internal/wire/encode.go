@@ -141,6 +141,7 @@ func (e *encoder) task(t *protocol.Task) {
 		e.name("child_results")
 		e.childResults(t.ChildResults)
 	}
+	e.intOmit("protocol", t.Protocol)
 	e.b = append(e.b, '}')
 }
 
@@ -154,6 +155,7 @@ func (e *encoder) event(ev *protocol.Event) {
 		e.parent(ev.Parent)
 	}
 	e.strOmit("nonce", ev.Nonce)
+	e.intOmit("protocol", ev.Protocol)
 	e.b = append(e.b, '}')
 }
 

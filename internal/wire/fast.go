@@ -164,6 +164,8 @@ func decodeTaskFast(data []byte, t *protocol.Task) bool {
 			return raw(v, &t.HumanInput)
 		case "child_results":
 			return nested(v, &t.ChildResults)
+		case "protocol":
+			return integer(v, &t.Protocol)
 		}
 		return false
 	})
@@ -241,6 +243,8 @@ func decodeEventFast(data []byte, ev *protocol.Event) bool {
 			return nested(v, ev.Parent)
 		case "nonce":
 			return str(v, &ev.Nonce)
+		case "protocol":
+			return integer(v, &ev.Protocol)
 		}
 		return false
 	})

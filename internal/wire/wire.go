@@ -114,11 +114,12 @@ func EventSubject(n natsbox.Names, ev *protocol.Event) (string, error) {
 
 // Answer returns the event a worker publishes to answer task t: typ completed, continued,
 // waiting, failed or timed_out, addressed like the task (its Resume included: the engine takes
-// only the answer of the task it dispatched last).
+// only the answer of the task it dispatched last), in protocol.Version.
 func Answer(t *protocol.Task, typ protocol.EventType, at time.Time) *protocol.Event {
 	return &protocol.Event{RunID: t.RunID,
 		Type: typ, At: at.UTC(), Step: t.Step, Item: t.Item,
 		Activation: t.Activation, Iteration: t.Iteration, Attempt: t.Attempt, Resume: t.Resume,
+		Protocol: protocol.Version,
 	}
 }
 

@@ -171,6 +171,7 @@ func TestAnswer(t *testing.T) {
 	ev := wire.Answer(task, protocol.EvFailed, at)
 	want := &protocol.Event{RunID: "r-1",
 		Type: protocol.EvFailed, At: at.UTC(), Step: "fan", Item: 3, Activation: 1, Iteration: 2, Attempt: 1,
+		Protocol: protocol.Version, // the worker declares the version it answers in
 	}
 	if !eventEqual(ev, want) || ev.At.Location() != time.UTC {
 		t.Errorf("Answer = %+v, want %+v in UTC", ev, want)

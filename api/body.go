@@ -24,6 +24,12 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, optio
 		}
 		return problemf(http.StatusBadRequest, "the body of %s %s could not be read: %v", r.Method, r.URL.Path, err)
 	}
+	return decodeJSON(r, data, v, optional)
+}
+
+// decodeJSON decodes data, the body of r already read, into v (a pointer to a struct) as
+// decodeBody does: one JSON object, no member v does not have.
+func decodeJSON(r *http.Request, data []byte, v any, optional bool) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		if optional {
 			return nil

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,7 +27,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p operator.Pri
 		return problemf(http.StatusBadRequest, "the body could not be read: %v", err)
 	}
 	var req RunStart
-	if err := decodeStrict(body, &req); err != nil {
+	if err := decodeJSON(r, body, &req, false); err != nil {
 		return err
 	}
 	switch {
@@ -104,25 +103,4 @@ func (s *Server) recorded(ctx context.Context, c *client.Client, id string) bool
 		return err == nil && rec != nil
 	}
 	return false
-}
-
-// decodeStrict decodes body, one JSON object, into v: 400 naming the member that is unknown
-// or of the wrong type, or saying why the body is not JSON.
-func decodeStrict(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	var typeErr *json.UnmarshalTypeError
-	switch {
-	case err == nil:
-		if _, terr := dec.Token(); terr != io.EOF {
-			return problemf(http.StatusBadRequest, "the body holds something after its JSON object")
-		}
-		return nil
-	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return problemf(http.StatusBadRequest, "the member %q is a JSON %s: want a %s", typeErr.Field, typeErr.Value, typeErr.Type)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return problemf(http.StatusBadRequest, "the member %s is not one this route takes", strings.TrimPrefix(err.Error(), "json: unknown field "))
-	}
-	return problemf(http.StatusBadRequest, "the body is not a JSON object: %v", err)
 }

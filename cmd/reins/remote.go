@@ -187,7 +187,7 @@ func followRemote(cmd *cobra.Command, c *api.Client, id string, def *workflow.De
 					continue
 				}
 				if o.untilWaiting && seen > o.skip && last.Status == protocol.RunWaiting {
-					return printRemoteResult(cmd, last.Result, o)
+					return printOutcome(cmd, last.Result, o.asJSON, o.where)
 				}
 			case "end":
 				if last == nil || last.Status == protocol.RunRunning || last.Status == protocol.RunWaiting {
@@ -197,7 +197,7 @@ func followRemote(cmd *cobra.Command, c *api.Client, id string, def *workflow.De
 					}
 					last = &api.StreamStatus{Result: d.Result}
 				}
-				return printRemoteResult(cmd, last.Result, o)
+				return printOutcome(cmd, last.Result, o.asJSON, o.where)
 			}
 		}
 		var prob *api.Problem
@@ -222,21 +222,6 @@ func followRemote(cmd *cobra.Command, c *api.Client, id string, def *workflow.De
 		streamErr = fmt.Errorf("run %s: the server at %s closed its event stream before the run ended", id, c.URL())
 	}
 	return apiFailed(streamErr)
-}
-
-// printRemoteResult prints a run result and says how the command exits, as followToResult.
-func printRemoteResult(cmd *cobra.Command, res protocol.Result, o remoteFollow) error {
-	if err := printResult(cmd.OutOrStdout(), res, o.asJSON); err != nil {
-		return &exitError{code: exitFailed, err: err}
-	}
-	if res.Status == protocol.RunWaiting {
-		printWaiting(cmd.ErrOrStderr(), res, o.where)
-		return nil
-	}
-	if res.Status != protocol.RunCompleted {
-		return &exitError{code: exitFailed}
-	}
-	return nil
 }
 
 // updateResult prints the steps of a run result whose status changed, or that started again

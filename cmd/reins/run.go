@@ -244,15 +244,21 @@ func followToResult(cmd *cobra.Command, c *client.Client, id string, def *workfl
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	res := client.NewResult(def, rec)
-	if err := printResult(cmd.OutOrStdout(), res, o.asJSON); err != nil {
+	return printOutcome(cmd, client.NewResult(def, rec), o.asJSON, o.where)
+}
+
+// printOutcome prints a followed run's result and says how the command exits: 0 when it
+// completed (or waits: where is what the commands that continue it need to reach it), 1
+// otherwise. The NATS path (followToResult) and the API's (followRemote) end with it.
+func printOutcome(cmd *cobra.Command, res protocol.Result, asJSON bool, where string) error {
+	if err := printResult(cmd.OutOrStdout(), res, asJSON); err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	if rec.Run.Status == protocol.RunWaiting {
-		printWaiting(cmd.ErrOrStderr(), res, o.where)
+	if res.Status == protocol.RunWaiting {
+		printWaiting(cmd.ErrOrStderr(), res, where)
 		return nil
 	}
-	if rec.Run.Status != protocol.RunCompleted {
+	if res.Status != protocol.RunCompleted {
 		return &exitError{code: exitFailed}
 	}
 	return nil

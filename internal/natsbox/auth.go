@@ -121,12 +121,16 @@ func (n Names) Permissions(id Identity) *Perms {
 			"$JS.API.CONSUMER.CREATE."+n.TasksStream()+".>", "$JS.API.CONSUMER.INFO."+n.TasksStream()+".*",
 			"$JS.API.CONSUMER.MSG.NEXT."+n.TasksStream()+".*", "$JS.ACK."+n.TasksStream()+".>",
 			"$JS.API.DIRECT.GET."+n.TasksStream()+".>", "$JS.API.STREAM.MSG.GET."+n.TasksStream(),
-			"$KV."+n.CheckpointsBucket()+".>", "$KV."+n.EffectsBucket()+".>", "$KV."+n.ServedBucket()+".>")
+			"$KV."+n.CheckpointsBucket()+".>", "$KV."+n.EffectsBucket()+".>", "$KV."+n.ServedBucket()+".>",
+			"$KV."+n.LimitsBucket()+".>")
 		add(&pub, objWrite(n.ValuesBucket())...)
 		add(&pub, kvRead(n.CheckpointsBucket())...)
 		add(&pub, kvWatch(n.CheckpointsBucket())...)
 		add(&pub, kvRead(n.EffectsBucket())...)
 		add(&pub, kvWatch(n.EffectsBucket())...)
+		// The shared rate limits of model providers: every worker reads, watches and writes them.
+		add(&pub, kvRead(n.LimitsBucket())...)
+		add(&pub, kvWatch(n.LimitsBucket())...)
 		add(&pub, n.DeltaSubjects()) // token deltas of streaming steps, core NATS
 		add(&sub, n.CancelSubjects())
 	}

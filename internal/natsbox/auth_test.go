@@ -117,6 +117,13 @@ func TestPermissionsByRole(t *testing.T) {
 		{"tok-viewer", "$KV." + RegistryBucket + ".refund", false},
 		{"tok-worker", "$KV." + RegistryBucket + ".refund", false},
 		{"tok-admin", "$KV." + RegistryBucket + ".refund", true},
+		// The shared rate limits of providers: every worker writes them, nobody else but the
+		// operator (a submitter could otherwise pause a provider for everyone).
+		{"tok-worker", "$KV." + LimitsBucket + ".model.openai.gpt-4o", true},
+		{"tok-submitter", "$KV." + LimitsBucket + ".model.openai.gpt-4o", false},
+		{"tok-approver", "$KV." + LimitsBucket + ".model.openai.gpt-4o", false},
+		{"tok-viewer", "$KV." + LimitsBucket + ".provider.openai", false},
+		{"tok-admin", "$KV." + LimitsBucket + ".provider.openai", true},
 	} {
 		if got := canPublish(t, b, tc.token, tc.subject); got != tc.want {
 			t.Errorf("%s (%s) publishing on %s: stored %t, want %t", testPrincipals[tc.token].Name, tc.token, tc.subject, got, tc.want)

@@ -72,6 +72,14 @@ const (
 	// as the bucket (package client, Register). Only the engine's process and admins write it:
 	// a submitter registers through the API, which validates what it stores.
 	RegistryBucket = "reins_registry"
+	// LimitsBucket holds the shared rate limits of model providers (package ratelimit): key
+	// "provider.PROVIDER" or "model.PROVIDER.MODEL" (the model's name escaped: ratelimit.Key), one
+	// record per scope (its buckets, pause, slots and queue) written with compare-and-set on the
+	// revision by every worker. A key unused for LimitsMaxAge goes: its state then is a fresh
+	// scope's, which it would be anyway by then.
+	LimitsBucket = "reins_limits"
+	// LimitsMaxAge is how long LimitsBucket keeps a record not written since.
+	LimitsMaxAge = time.Hour
 
 	// CancelSubjects is the core NATS (not stored) subject filter on which the engine announces
 	// runs that ended, so that workers cancel their handlers at once: CancelSubject(runID).
@@ -539,6 +547,13 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 		Bucket:      l.Names.RegistryBucket(),
 		Description: "reins workflows registered by name, in versions",
 		History:     1,
+		Storage:     jetstream.FileStorage,
+		Metadata:    metadata(),
+	}, {
+		Bucket:      l.Names.LimitsBucket(),
+		Description: "reins shared rate limits of model providers, written with compare-and-set on the revision",
+		History:     1,
+		TTL:         LimitsMaxAge,
 		Storage:     jetstream.FileStorage,
 		Metadata:    metadata(),
 	}, {

@@ -73,6 +73,23 @@ func (m *Manual) WithDeadline(ctx context.Context, deadline time.Time) (context.
 	return ctx, cancel
 }
 
+// Next returns the time of the earliest wait not yet due, and false when nothing waits: a test
+// that lets time run as fast as its waits allow advances to it.
+func (m *Manual) Next() (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.waiters) == 0 {
+		return time.Time{}, false
+	}
+	next := m.waiters[0].at
+	for _, w := range m.waiters[1:] {
+		if w.at.Before(next) {
+			next = w.at
+		}
+	}
+	return next, true
+}
+
 // Advance moves the clock forward by d (negative durations are ignored) and wakes the waits
 // that are due.
 func (m *Manual) Advance(d time.Duration) {

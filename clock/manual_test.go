@@ -16,6 +16,9 @@ func TestManual(t *testing.T) {
 	short, long := m.After(time.Second), m.After(time.Minute)
 	ctx, cancel := m.WithDeadline(context.Background(), start.Add(30*time.Second))
 	defer cancel()
+	if next, ok := m.Next(); !ok || !next.Equal(start.Add(time.Second)) {
+		t.Errorf("Next = %v, %t: want the 1s wait", next, ok)
+	}
 	m.Advance(999 * time.Millisecond)
 	select {
 	case <-short:

@@ -57,7 +57,9 @@ func ProviderKey(provider string) string { return "provider." + escape(provider)
 // ModelKey is the key of the scope of model of provider: "model.PROVIDER.MODEL", each name
 // escaped (a byte other than a letter, a digit, '-' and '_' written "=XX" in hexadecimal:
 // "gpt-4.1" is "gpt-4=2E1"), so that any name makes one valid key.
-func ModelKey(provider, model string) string { return "model." + escape(provider) + "." + escape(model) }
+func ModelKey(provider, model string) string {
+	return "model." + escape(provider) + "." + escape(model)
+}
 
 func escape(name string) string {
 	if name == "" {
@@ -104,6 +106,7 @@ type Limiter struct {
 // scopeState is the last record of a scope this process saw (its own writes and its watch),
 // and a channel closed when it changes.
 type scopeState struct {
+	load    sync.Mutex // held while the scope is first read and its watch started
 	mu      sync.Mutex
 	loaded  bool
 	rev     uint64
@@ -155,7 +158,8 @@ type Grant struct {
 	id      string
 	charged int64
 	slot    bool
-	// Waited is how long the call waited for it.
+	// At is when it was granted, and Waited how long the call waited for it.
+	At     time.Time
 	Waited time.Duration
 }
 
@@ -186,7 +190,7 @@ func (l *Limiter) Acquire(ctx context.Context, scope Scope, tokens int64) (*Gran
 			queued = !d.Granted && slices.ContainsFunc(st.Queue, func(e Entry) bool { return e.ID == r.ID })
 		}
 		if d.Granted {
-			g := &Grant{l: l, scope: scope, id: r.ID, charged: d.Charged, slot: scope.Limits.MaxConcurrent > 0, Waited: l.clk.Now().Sub(start)}
+			g := &Grant{l: l, scope: scope, id: r.ID, charged: d.Charged, slot: scope.Limits.MaxConcurrent > 0, At: now, Waited: now.Sub(start)}
 			if g.slot {
 				l.hold(scope.Key, r.ID)
 			}
@@ -196,8 +200,8 @@ func (l *Limiter) Acquire(ctx context.Context, scope Scope, tokens int64) (*Gran
 		if !d.Wake.IsZero() {
 			timer = l.after(ctx, d.Wake.Sub(now))
 		}
-		if l.waiting != nil {
-			l.waiting(scope.Key)
+		if waiting, _ := l.hooks(); waiting != nil {
+			waiting(scope.Key)
 		}
 		select {
 		case <-changed:
@@ -286,6 +290,8 @@ func (l *Limiter) scope(ctx context.Context, key string) (*scopeState, error) {
 		l.scopes[key] = ss
 	}
 	l.mu.Unlock()
+	ss.load.Lock() // one load and one watch per scope, whoever asks first
+	defer ss.load.Unlock()
 	ss.mu.Lock()
 	loaded := ss.loaded
 	ss.mu.Unlock()
@@ -391,6 +397,12 @@ func (ss *scopeState) keep(rev uint64, st State) {
 	ss.changed = make(chan struct{})
 }
 
+func (l *Limiter) hooks() (waiting func(string), renewed func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.waiting, l.renewed
+}
+
 func (l *Limiter) hold(key, id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -412,12 +424,14 @@ func (l *Limiter) unhold(key, id string) {
 // renewals renews the leases of the slots held every third of a lease, until Close.
 func (l *Limiter) renewals() {
 	defer close(l.done)
+	timer := l.after(l.ctx, l.lease/3)
 	for {
 		select {
-		case <-l.after(l.ctx, l.lease/3):
+		case <-timer:
 		case <-l.ctx.Done():
 			return
 		}
+		timer = l.after(l.ctx, l.lease/3) // the next round's, counted from this one's time
 		l.mu.Lock()
 		held := map[string][]string{}
 		for key, ids := range l.held {
@@ -440,8 +454,8 @@ func (l *Limiter) renewals() {
 				l.log.Warn("ratelimit: running calls lost their slots (their leases ran out)", "scope", key, "calls", len(lost))
 			}
 		}
-		if l.renewed != nil {
-			l.renewed()
+		if _, renewed := l.hooks(); renewed != nil {
+			renewed()
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
+	"github.com/reins-run/reins/ratelimit"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/worker"
@@ -60,6 +61,11 @@ type Config struct {
 	// Metrics counts the model calls (tokens, cost) and the agents' tool calls; nil: no metrics
 	// (Register passes the worker's).
 	Metrics *metrics.Metrics
+	// Limiter, when set with Operator, makes the calls of the operator's providers share the
+	// operator's rate limits (rpm, tpm, max_concurrent of each provider and model) and the
+	// pauses providers ask for (a 429, a Retry-After) with every worker of the server: a call
+	// waits for capacity (package ratelimit, docs/providers.md). Nil: calls do not wait.
+	Limiter *ratelimit.Limiter
 	// Deltas receives the pieces of the model replies of llm and agent steps with stream = true,
 	// as they arrive (Register passes the worker's PublishDelta: core NATS, fire and forget). It
 	// must not block. Nil: steps do not stream.

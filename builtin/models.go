@@ -13,7 +13,9 @@ import (
 	"github.com/reins-run/reins/fixture"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/provider/registry"
+	"github.com/reins-run/reins/ratelimit"
 	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/workflow"
 )
@@ -104,7 +106,7 @@ func (h *Handlers) kept(key modelKey, fresh bool, provider, name string, open fu
 		if err != nil {
 			return nil, err
 		}
-		return counted(m, h.cfg.Metrics.ForModel(provider, name)), nil
+		return h.limited(counted(m, h.cfg.Metrics.ForModel(provider, name)), provider, name), nil
 	}
 	h.mu.Lock()
 	m := h.models[key]
@@ -116,7 +118,7 @@ func (h *Handlers) kept(key modelKey, fresh bool, provider, name string, open fu
 	if err != nil {
 		return nil, err
 	}
-	m = counted(m, h.cfg.Metrics.ForModel(provider, name))
+	m = h.limited(counted(m, h.cfg.Metrics.ForModel(provider, name)), provider, name)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if prev := h.models[key]; prev != nil {
@@ -124,6 +126,35 @@ func (h *Handlers) kept(key modelKey, fresh bool, provider, name string, open fu
 	}
 	h.models[key] = m
 	return m, nil
+}
+
+// limited returns m sharing the operator's rate limits of model name of provider with every
+// worker (Config.Limiter): the provider's scope when it has limits, then the model's, which a
+// 429 pauses. Only the operator's providers have them: m itself otherwise. The limiter goes
+// around the counted model, so that a call's duration in the metrics leaves out its wait, which
+// reins_model_wait_seconds shows.
+func (h *Handlers) limited(m model.Model, provider, name string) model.Model {
+	if h.cfg.Limiter == nil || h.cfg.Operator == nil || provider == goModel {
+		return m
+	}
+	prov, ok := h.cfg.Operator.Provider(provider)
+	if !ok {
+		return m
+	}
+	var scopes []ratelimit.Scope
+	if !prov.Limits.Zero() {
+		scopes = append(scopes, ratelimit.Scope{Key: ratelimit.ProviderKey(provider), Limits: rateLimits(prov.Limits)})
+	}
+	scopes = append(scopes, ratelimit.Scope{Key: ratelimit.ModelKey(provider, name), Limits: rateLimits(prov.ModelLimits[name])})
+	var waited func(time.Duration)
+	if mm := h.cfg.Metrics.ForModel(provider, name); mm != nil {
+		waited = mm.Waited
+	}
+	return h.cfg.Limiter.Wrap(m, waited, scopes...)
+}
+
+func rateLimits(r operator.RateLimits) ratelimit.Limits {
+	return ratelimit.Limits{RPM: r.RPM, TPM: r.TPM, MaxConcurrent: r.MaxConcurrent}
 }
 
 func isReplay(name string) bool {

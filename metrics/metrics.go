@@ -58,6 +58,7 @@ type Metrics struct {
 	modelTokens  *prometheus.CounterVec
 	modelCost    *prometheus.CounterVec
 	modelSeconds *prometheus.HistogramVec
+	modelWait    *prometheus.HistogramVec
 	toolCalls    *prometheus.CounterVec
 
 	sources *sources
@@ -91,6 +92,7 @@ func New() *Metrics {
 	m.modelTokens = counter("reins_model_tokens_total", "Tokens of model calls, by provider, model and type (input, output).", "provider", "model", "type")
 	m.modelCost = counter("reins_model_cost_usd_total", "Cost of model calls in US dollars, by provider and model (0 for models without a price).", "provider", "model")
 	m.modelSeconds = histogram("reins_model_call_duration_seconds", "Duration of model calls, by provider and model.", "provider", "model")
+	m.modelWait = histogram("reins_model_wait_seconds", "Time model calls waited for capacity under the operator's shared rate limits (rpm, tpm, max_concurrent) and providers' pauses, by provider and model; 0 for a call that did not wait.", "provider", "model")
 	m.toolCalls = counter("reins_tool_calls_total", "Tool calls proposed by agents, by tool and outcome (ok, error, denied, invalid, forbidden, ...).", "tool", "outcome")
 	m.reg.MustRegister(m.sources, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -200,7 +202,7 @@ func (m *Metrics) EffectClaim(outcome string) {
 // model is opened.
 type Model struct {
 	calls, errors, input, output, cost prometheus.Counter
-	seconds                            prometheus.Observer
+	seconds, wait                      prometheus.Observer
 }
 
 // ForModel returns the instruments of model of provider (nil for a nil *Metrics).
@@ -215,6 +217,7 @@ func (m *Metrics) ForModel(provider, model string) *Model {
 		output:  m.modelTokens.WithLabelValues(provider, model, TokensOutput),
 		cost:    m.modelCost.WithLabelValues(provider, model),
 		seconds: m.modelSeconds.WithLabelValues(provider, model),
+		wait:    m.modelWait.WithLabelValues(provider, model),
 	}
 }
 
@@ -239,6 +242,14 @@ func (mm *Model) Failed(d time.Duration) {
 	}
 	mm.errors.Inc()
 	mm.seconds.Observe(d.Seconds())
+}
+
+// Waited records how long a model call waited for capacity under shared rate limits.
+func (mm *Model) Waited(d time.Duration) {
+	if mm == nil {
+		return
+	}
+	mm.wait.Observe(d.Seconds())
 }
 
 // ToolCall counts a proposed tool call with its outcome.

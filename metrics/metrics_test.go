@@ -77,6 +77,8 @@ func TestInstruments(t *testing.T) {
 	mm.Called(time.Second, 10, 3, 0.5)
 	mm.Called(time.Second, 5, 1, 0)
 	mm.Failed(time.Second)
+	mm.Waited(0)
+	mm.Waited(2 * time.Second)
 	m.ToolCall("read", "ok")
 	m.ToolCall("read", "ok")
 	m.ToolCall("read", "denied")
@@ -106,6 +108,7 @@ func TestInstruments(t *testing.T) {
 		{"reins_model_tokens_total", []string{"model", "gpt-x", "provider", "openai", "type", "output"}, 4},
 		{"reins_model_cost_usd_total", []string{"model", "gpt-x", "provider", "openai"}, 0.5},
 		{"reins_model_call_duration_seconds", []string{"model", "gpt-x", "provider", "openai"}, 3},
+		{"reins_model_wait_seconds", []string{"model", "gpt-x", "provider", "openai"}, 2},
 		{"reins_tool_calls_total", []string{"outcome", "ok", "tool", "read"}, 2},
 		{"reins_tool_calls_total", []string{"outcome", "denied", "tool", "read"}, 1},
 		{"reins_effect_claims_total", []string{"outcome", "recorded"}, 1},

@@ -24,6 +24,7 @@ func FuzzLoad(f *testing.F) {
 		"[limits]\nmax_input_bytes = \"9999999999999GiB\"\n", "custom_roles = [\"admin\"]\n",
 		"[mcp.m]\ncommand = []\n", "[providers.p]\nkind = \"openai\"\nbase_url = \"ftp://secret-host-name/v1\"\n",
 		"[principals.bo]\ntoken_env = \"1BAD\"\nroles = [\"viewer\"]\n", "a = \"hunter2-hunter2\"\n[[b]]\n", "[providers.p]\nkind = \"sk-live-12345abc\"\n",
+		"[providers.p]\nkind = \"openai\"\nbase_url = \"http://h/v1\"\nrpm = -1\ntpm = \"sk-live-12345abc\"\n[providers.p.model_limits.\"gpt-4.1\"]\nmax_concurrent = 2\n",
 	} {
 		f.Add([]byte(s))
 	}

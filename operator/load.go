@@ -241,13 +241,14 @@ func (l *loader) strings(key string, v any) []string {
 }
 
 func (l *loader) provider(key string, t map[string]any) (Provider, bool) {
-	l.keys(key, t, "kind", "base_url", "api_key_env", "api_key_file", "models")
+	l.keys(key, t, "kind", "base_url", "api_key_env", "api_key_file", "models", "rpm", "tpm", "max_concurrent", "model_limits")
 	n := len(l.problems)
 	p := Provider{
 		Kind: l.str(key+".kind", t["kind"]), BaseURL: l.str(key+".base_url", t["base_url"]),
 		APIKeyEnv: l.str(key+".api_key_env", t["api_key_env"]), APIKeyFile: l.str(key+".api_key_file", t["api_key_file"]),
-		Models: l.strings(key+".models", t["models"]),
+		Models: l.strings(key+".models", t["models"]), Limits: l.rateLimits(key, t),
 	}
+	p.ModelLimits = l.modelLimits(key+".model_limits", t["model_limits"], p.Models)
 	switch {
 	case t["kind"] == nil:
 		l.add(key+".kind", "missing: want openai or anthropic")
@@ -274,6 +275,57 @@ func (l *loader) provider(key string, t map[string]any) (Provider, bool) {
 		}
 	}
 	return p, len(l.problems) == n
+}
+
+// rateLimits reads the keys rpm, tpm and max_concurrent of table t at key.
+func (l *loader) rateLimits(key string, t map[string]any) RateLimits {
+	var r RateLimits
+	for k, dst := range map[string]*int64{"rpm": &r.RPM, "tpm": &r.TPM, "max_concurrent": &r.MaxConcurrent} {
+		switch x := t[k].(type) {
+		case nil:
+		case int64:
+			if x <= 0 {
+				l.add(key+"."+k, "want a whole number of more than 0 (leave the key out for no limit)")
+			} else {
+				*dst = x
+			}
+		default:
+			l.add(key+"."+k, "want a whole number of more than 0")
+		}
+	}
+	return r
+}
+
+// modelLimits reads [PROVIDER.model_limits."MODEL"]: the limits of each model, by name; a
+// provider that lists its models may limit only those.
+func (l *loader) modelLimits(key string, v any, models []string) map[string]RateLimits {
+	if v == nil {
+		return nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		l.add(key, `want a table of models' limits ([%s."MODEL"])`, key)
+		return nil
+	}
+	out := map[string]RateLimits{}
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		mk := key + "." + name
+		t, ok := m[name].(map[string]any)
+		switch {
+		case strings.TrimSpace(name) == "":
+			l.add(mk, "a model name is not empty")
+			continue
+		case !ok:
+			l.add(mk, "want a table with rpm, tpm or max_concurrent")
+			continue
+		case len(models) > 0 && !slices.Contains(models, name):
+			l.add(mk, "the provider's models do not include this model: limit one of %s", strings.Join(models, ", "))
+			continue
+		}
+		l.keys(mk, t, "rpm", "tpm", "max_concurrent")
+		out[name] = l.rateLimits(mk, t)
+	}
+	return out
 }
 
 func (l *loader) mcp(key string, t map[string]any) (MCPServer, bool) {

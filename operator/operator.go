@@ -47,9 +47,25 @@ type Provider struct {
 	APIKeyEnv  string   // the environment variable holding the key, or
 	APIKeyFile string   // the file holding it
 	Models     []string // the only models workflows may ask for (empty: any)
+	// Limits are the provider's shared rate limits, every model's calls together; ModelLimits
+	// those of one model, by its name, on top (a call takes capacity from both). Every worker
+	// of the server shares them (package ratelimit, docs/providers.md).
+	Limits      RateLimits
+	ModelLimits map[string]RateLimits
 	// optional: the defaults' providers start without their key (a call then fails).
 	optional bool
 }
+
+// RateLimits are the keys rpm, tpm and max_concurrent of a provider or of one of its models
+// (0: not limited).
+type RateLimits struct {
+	RPM           int64 // requests that may start per minute
+	TPM           int64 // tokens (input and output) calls may use per minute
+	MaxConcurrent int64 // calls at once
+}
+
+// Zero reports whether r limits nothing.
+func (r RateLimits) Zero() bool { return r.RPM == 0 && r.TPM == 0 && r.MaxConcurrent == 0 }
 
 // MCPServer is an MCP server the operator runs for workflow tools: a program over stdio, or a
 // streamable HTTP endpoint.

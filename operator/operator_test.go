@@ -31,6 +31,16 @@ func TestLoad(t *testing.T) {
 	if p := cfg.Providers["claude"]; p.BaseURL != "https://api.anthropic.com" || p.APIKeyFile != "testdata/anthropic.key" {
 		t.Errorf("claude: %+v (the official endpoint by default)", p)
 	}
+	if p := cfg.Providers["openai"]; p.Limits != (operator.RateLimits{RPM: 3000, MaxConcurrent: 32}) ||
+		len(p.ModelLimits) != 1 || p.ModelLimits["gpt-4.1-mini"] != (operator.RateLimits{RPM: 500, TPM: 200000, MaxConcurrent: 8}) {
+		t.Errorf("openai's limits: %+v, %+v", p.Limits, p.ModelLimits)
+	}
+	if p := cfg.Providers["claude"]; p.Limits != (operator.RateLimits{TPM: 80000}) || p.ModelLimits != nil {
+		t.Errorf("claude's limits: %+v, %+v", p.Limits, p.ModelLimits)
+	}
+	if p := cfg.Providers["local"]; !p.Limits.Zero() {
+		t.Errorf("local's limits: %+v, want none", p.Limits)
+	}
 	if m := cfg.MCP["orders"]; !slices.Equal(m.Command, []string{"orders-mcp", "--db", "/var/lib/orders.db"}) {
 		t.Errorf("mcp orders: %+v", m)
 	}
@@ -54,7 +64,17 @@ func TestLoadProblems(t *testing.T) {
 		want       []string // each problem, FILE:LINE: key KEY: ...
 	}{
 		{"unknown key", "[providers.openai]\nkind = \"openai\"\napi_key_env = \"K\"\nkynd = \"x\"\n",
-			[]string{"bad.toml:4: key providers.openai.kynd: unknown key (known: kind, base_url, api_key_env, api_key_file, models)"}},
+			[]string{"bad.toml:4: key providers.openai.kynd: unknown key (known: kind, base_url, api_key_env, api_key_file, models, rpm, tpm, max_concurrent, model_limits)"}},
+		{"a limit of 0", "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nrpm = 0\n",
+			[]string{"bad.toml:4: key providers.p.rpm: want a whole number of more than 0 (leave the key out for no limit)"}},
+		{"a limit as a string", "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\ntpm = \"lots\"\n",
+			[]string{"bad.toml:4: key providers.p.tpm: want a whole number of more than 0"}},
+		{"a model's unknown limit", "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n[providers.p.model_limits.m]\nrqm = 5\n",
+			[]string{"bad.toml:5: key providers.p.model_limits.m.rqm: unknown key (known: rpm, tpm, max_concurrent)"}},
+		{"limits of a model the provider does not allow", "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodels = [\"a\"]\n[providers.p.model_limits.b]\nrpm = 5\n",
+			[]string{"bad.toml:5: key providers.p.model_limits.b: the provider's models do not include this model: limit one of a"}},
+		{"model limits not a table", "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel_limits = 5\n",
+			[]string{`bad.toml:4: key providers.p.model_limits: want a table of models' limits`}},
 		{"unknown role", "[principals.alice]\ntoken_env = \"T\"\nroles = [\"approver\", \"aprover\"]\n",
 			[]string{`bad.toml:3: key principals.alice.roles[1]: unknown role "aprover" (known: admin, submitter, approver, viewer, worker; custom_roles declares others)`}},
 		{"unknown top-level key", "secret = \"hunter2hunter2\"\n",

@@ -15,6 +15,7 @@ import (
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/ratelimit"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
@@ -46,7 +47,18 @@ func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host.Hos
 		cfg.builtin.Logger = cfg.log // their debug lines about each task
 	}
 	if len(cfg.builtins) > 0 {
-		hc.Register = func(w *worker.Worker) error { return builtin.Register(w, cfg.builtin, cfg.builtins...) }
+		hc.Register = func(w *worker.Worker) error {
+			if cfg.builtin.Operator != nil && cfg.builtin.Limiter == nil {
+				// A server's workers share its operator's rate limits (docs/providers.md).
+				lim, err := ratelimit.New(ratelimit.Config{JS: box.JetStream(), Bucket: box.Names().LimitsBucket(), Logger: cfg.log})
+				if err != nil {
+					return err
+				}
+				w.OnStop(lim.Close)
+				cfg.builtin.Limiter = lim
+			}
+			return builtin.Register(w, cfg.builtin, cfg.builtins...)
+		}
 	}
 	return host.Start(ctx, hc)
 }

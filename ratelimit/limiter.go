@@ -107,6 +107,7 @@ type Limiter struct {
 // and a channel closed when it changes.
 type scopeState struct {
 	load    sync.Mutex // held while the scope is first read and its watch started
+	write   sync.Mutex // held by the process's writer of the scope's record
 	mu      sync.Mutex
 	loaded  bool
 	rev     uint64
@@ -175,19 +176,17 @@ func (l *Limiter) Acquire(ctx context.Context, scope Scope, tokens int64) (*Gran
 	r := Request{ID: l.id + "-" + strconv.FormatUint(l.seq.Add(1), 36), Tokens: tokens, Lease: l.lease, QueueLease: l.lease / 3}
 	queued := false
 	for {
-		st, rev, changed := ss.snapshot()
-		now := l.clk.Now()
-		d := Acquire(&st, scope.Limits, now, r)
-		if d.Write {
-			if err := l.write(ctx, ss, scope.Key, st, rev); errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-				if err := l.reload(ctx, ss, scope.Key); err != nil {
-					return nil, l.abandon(scope.Key, r.ID, queued, err)
-				}
-				continue
-			} else if err != nil {
+		d, now, changed, err := l.decide(ctx, ss, scope, r)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			if err := l.catchUp(ctx, ss, scope.Key, changed); err != nil {
 				return nil, l.abandon(scope.Key, r.ID, queued, err)
 			}
-			queued = !d.Granted && slices.ContainsFunc(st.Queue, func(e Entry) bool { return e.ID == r.ID })
+			continue
+		} else if err != nil {
+			return nil, l.abandon(scope.Key, r.ID, queued, err)
+		}
+		if d.Write {
+			queued = !d.Granted
 		}
 		if d.Granted {
 			g := &Grant{l: l, scope: scope, id: r.ID, charged: d.Charged, slot: scope.Limits.MaxConcurrent > 0, At: now, Waited: now.Sub(start)}
@@ -210,6 +209,23 @@ func (l *Limiter) Acquire(ctx context.Context, scope Scope, tokens int64) (*Gran
 			return nil, l.abandon(scope.Key, r.ID, queued, fmt.Errorf("waiting for capacity: %w", context.Cause(ctx)))
 		}
 	}
+}
+
+// decide applies Acquire to the scope's last record and writes the result when it changed.
+// The writes of one process to one scope take turns (ss.write): its callers would otherwise
+// race each other's compare-and-set, all but one failing each round.
+func (l *Limiter) decide(ctx context.Context, ss *scopeState, scope Scope, r Request) (Decision, time.Time, <-chan struct{}, error) {
+	ss.write.Lock()
+	defer ss.write.Unlock()
+	st, rev, changed := ss.snapshot()
+	now := l.clk.Now()
+	d := Acquire(&st, scope.Limits, now, r)
+	if d.Write {
+		if err := l.write(ctx, ss, scope.Key, st, rev); err != nil {
+			return d, now, changed, err
+		}
+	}
+	return d, now, changed, nil
 }
 
 // abandon takes a caller that stops waiting out of the queue (best effort: its place would
@@ -253,18 +269,21 @@ func (l *Limiter) update(ctx context.Context, key string, change func(*State) bo
 		return err
 	}
 	for {
-		st, rev, _ := ss.snapshot()
+		ss.write.Lock()
+		st, rev, changed := ss.snapshot()
 		if !change(&st) {
+			ss.write.Unlock()
 			return nil
 		}
 		err := l.write(ctx, ss, key, st, rev)
+		ss.write.Unlock()
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			if err != nil {
 				return fmt.Errorf("ratelimit: %s: %w", key, err)
 			}
 			return nil
 		}
-		if err := l.reload(ctx, ss, key); err != nil {
+		if err := l.catchUp(ctx, ss, key, changed); err != nil {
 			return fmt.Errorf("ratelimit: %s: %w", key, err)
 		}
 	}
@@ -327,6 +346,27 @@ func follow(w jetstream.KeyWatcher, ss *scopeState) {
 			}
 		}
 		ss.set(e.Revision(), st)
+	}
+}
+
+// catchUpWait is how long a writer whose compare-and-set found a newer record waits for the
+// watch to bring it before it reads it itself.
+const catchUpWait = 100 * time.Millisecond
+
+// catchUp waits until ss holds a record newer than the one a write was refused on (changed
+// is closed when one arrives): the watch brings it to every waiter of the process at once,
+// where a read of each would ask the server as many times. It reads the record itself when
+// the watch is late.
+func (l *Limiter) catchUp(ctx context.Context, ss *scopeState, key string, changed <-chan struct{}) error {
+	t := time.NewTimer(catchUpWait)
+	defer t.Stop()
+	select {
+	case <-changed:
+		return nil
+	case <-t.C:
+		return l.reload(ctx, ss, key)
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -52,6 +52,9 @@ type State struct {
 type Entry struct {
 	ID    string `json:"id"`
 	Until int64  `json:"until"`
+	// Tokens are what a caller in the queue will be charged (capped at TPM): kept for it, so
+	// that callers behind it do not take them.
+	Tokens int64 `json:"tokens,omitempty"`
 }
 
 // MaxEntries bounds the slots and the queue of a State: a record that would hold more is
@@ -123,13 +126,14 @@ type Decision struct {
 //
 //  1. Slots and places in the queue whose lease ended are removed.
 //  2. While the scope is paused (now < PausedUntil), nobody starts: wake at the pause's end.
-//  3. First come, first served: a caller behind a live place in the queue waits (it takes a
-//     place at the end if it has none). Only the head of the queue, or a caller when the queue
-//     is empty, may start.
-//  4. It starts when a request is left in the RPM bucket, its tokens (capped at TPM) in the
-//     TPM bucket, and a slot free under MaxConcurrent; else it waits in the queue, waking when
-//     the buckets will hold enough or the first slot's lease ends, and in any case in time to
-//     refresh its place (a third of QueueLease before it ends).
+//  3. First come, first served: what the live places ahead of the caller in the queue need (a
+//     request each, their tokens, a slot each) is kept for them. A caller without a place is
+//     behind every place.
+//  4. It starts when, besides what is kept, a request is left in the RPM bucket, its tokens
+//     (capped at TPM) in the TPM bucket, and a slot free under MaxConcurrent; else it takes a
+//     place at the end of the queue (or keeps its own) and waits, waking when the buckets will
+//     hold enough or the first slot's lease ends, and in any case in time to refresh its place
+//     (a third of QueueLease before it ends).
 //
 // A scope without limits only honours pauses: it never writes.
 func Acquire(s *State, l Limits, now time.Time, r Request) Decision {
@@ -149,19 +153,23 @@ func Acquire(s *State, l Limits, now time.Time, r Request) Decision {
 	if l.Zero() {
 		return Decision{Granted: true, Write: write}
 	}
-	pos := slices.IndexFunc(s.Queue, func(e Entry) bool { return e.ID == r.ID })
-	if pos > 0 || pos < 0 && len(s.Queue) > 0 {
-		d.Write = enqueue(s, r, t) || write
-		d.Wake = refreshAt(s, r, t)
-		return d
-	}
 	charge := min(r.Tokens, l.TPM)
 	if l.TPM <= 0 {
 		charge = 0
 	}
-	reqTAT, reqOK := admit(s.Requests, t, 1, l.RPM)
-	tokTAT, tokOK := admit(s.Tokens, t, charge, l.TPM)
-	slotOK := l.MaxConcurrent <= 0 || int64(len(s.Slots)) < l.MaxConcurrent
+	// What the callers ahead of r in the queue need is kept for them: r starts only if the
+	// scope has room for them and for r.
+	pos := slices.IndexFunc(s.Queue, func(e Entry) bool { return e.ID == r.ID })
+	if pos < 0 {
+		pos = len(s.Queue)
+	}
+	var aheadTokens int64
+	for _, e := range s.Queue[:pos] {
+		aheadTokens += e.Tokens
+	}
+	reqTAT, reqOK := admit(s.Requests, t, int64(pos)+1, 1, l.RPM)
+	tokTAT, tokOK := admit(s.Tokens, t, aheadTokens+charge, charge, l.TPM)
+	slotOK := l.MaxConcurrent <= 0 || int64(len(s.Slots)+pos) < l.MaxConcurrent
 	if reqOK.ok && tokOK.ok && slotOK && (l.MaxConcurrent <= 0 || len(s.Slots) < MaxEntries) {
 		if l.RPM > 0 {
 			s.Requests = reqTAT
@@ -172,11 +180,12 @@ func Acquire(s *State, l Limits, now time.Time, r Request) Decision {
 		if l.MaxConcurrent > 0 {
 			s.Slots = append(s.Slots, Entry{ID: r.ID, Until: t + int64(r.Lease)})
 		}
-		if pos == 0 {
-			s.Queue = slices.Delete(s.Queue, 0, 1)
+		if pos < len(s.Queue) {
+			s.Queue = slices.Delete(s.Queue, pos, pos+1)
 		}
 		return Decision{Granted: true, Charged: charge, Write: true}
 	}
+	r.Tokens = charge
 	d.Write = enqueue(s, r, t) || write
 	wake := time.Time{}
 	for _, a := range []admission{reqOK, tokOK} {
@@ -184,7 +193,7 @@ func Acquire(s *State, l Limits, now time.Time, r Request) Decision {
 			wake = later(wake, time.Unix(0, a.at))
 		}
 	}
-	if !slotOK {
+	if !slotOK && len(s.Slots) > 0 {
 		first := slices.MinFunc(s.Slots, func(a, b Entry) int { return cmpInt(a.Until, b.Until) })
 		wake = later(wake, time.Unix(0, first.Until))
 	}
@@ -271,7 +280,7 @@ func enqueue(s *State, r Request, t int64) bool {
 	if len(s.Queue) >= MaxEntries {
 		return false
 	}
-	s.Queue = append(s.Queue, Entry{ID: r.ID, Until: until})
+	s.Queue = append(s.Queue, Entry{ID: r.ID, Until: until, Tokens: r.Tokens})
 	return true
 }
 
@@ -292,17 +301,18 @@ type admission struct {
 }
 
 // admit applies the generic cell rate algorithm to a bucket of rate per window with
-// theoretical arrival time tat: the cost is admitted at t when the new arrival time is at most
-// a window ahead of t. It returns the new arrival time.
-func admit(tat, t, n, rate int64) (int64, admission) {
+// theoretical arrival time tat: room for need units at t (what the callers ahead keep, and the
+// caller's own) when the arrival time after them is at most a window ahead of t. It returns the
+// arrival time after charging n (the caller's own units).
+func admit(tat, t, need, n, rate int64) (int64, admission) {
 	if rate <= 0 {
 		return tat, admission{ok: true}
 	}
-	next := max(tat, t) + cost(n, rate)
-	if next-t <= int64(window) {
-		return next, admission{ok: true}
+	base := max(tat, t)
+	if after := base + cost(need, rate); after-t > int64(window) {
+		return tat, admission{at: after - int64(window)}
 	}
-	return tat, admission{at: next - int64(window)}
+	return base + cost(n, rate), admission{ok: true}
 }
 
 // cost is the time n units take to refill at rate per window (negative for a refund).

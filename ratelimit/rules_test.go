@@ -90,15 +90,37 @@ func TestAcquire(t *testing.T) {
 					t.Errorf("slots = %+v", s.Slots)
 				}
 			}},
-		{name: "first come first served: capacity left, but someone waits ahead",
-			state:  ratelimit.State{Queue: []ratelimit.Entry{{ID: "first", Until: ns(9 * time.Second)}}},
+		{name: "first come first served: room for the caller ahead only",
+			state:  ratelimit.State{Requests: ns(59 * time.Second), Queue: []ratelimit.Entry{{ID: "first", Until: ns(9 * time.Second)}}},
 			limits: ratelimit.Limits{RPM: 60}, req: req("b", 1),
-			want: ratelimit.Decision{Write: true, Wake: at(6 * time.Second)},
+			want: ratelimit.Decision{Write: true, Wake: at(time.Second)}, // room for two requests at 1s
 			after: func(t *testing.T, s ratelimit.State) {
 				if len(s.Queue) != 2 || s.Queue[1].ID != "b" {
 					t.Errorf("queue = %+v", s.Queue)
 				}
 			}},
+		{name: "first come first served: the tokens the caller ahead needs are kept for it",
+			state:  ratelimit.State{Queue: []ratelimit.Entry{{ID: "first", Until: ns(9 * time.Second), Tokens: 900}}},
+			limits: ratelimit.Limits{TPM: 1000}, req: req("b", 200),
+			want: ratelimit.Decision{Write: true, Wake: at(6 * time.Second)},
+			after: func(t *testing.T, s ratelimit.State) {
+				if len(s.Queue) != 2 || s.Queue[1] != (ratelimit.Entry{ID: "b", Until: ns(9 * time.Second), Tokens: 200}) {
+					t.Errorf("queue = %+v", s.Queue)
+				}
+			}},
+		{name: "room for the caller ahead and the caller: both may start",
+			state:  ratelimit.State{Queue: []ratelimit.Entry{{ID: "first", Until: ns(9 * time.Second)}}},
+			limits: ratelimit.Limits{MaxConcurrent: 2}, req: req("b", 1),
+			want: ratelimit.Decision{Granted: true, Write: true},
+			after: func(t *testing.T, s ratelimit.State) {
+				if len(s.Queue) != 1 || len(s.Slots) != 1 {
+					t.Errorf("queue = %+v, slots = %+v", s.Queue, s.Slots)
+				}
+			}},
+		{name: "no room beside the slot kept for the caller ahead",
+			state:  ratelimit.State{Slots: []ratelimit.Entry{{ID: "x", Until: ns(20 * time.Second)}}, Queue: []ratelimit.Entry{{ID: "first", Until: ns(9 * time.Second)}}},
+			limits: ratelimit.Limits{MaxConcurrent: 2}, req: req("b", 1),
+			want: ratelimit.Decision{Write: true, Wake: at(6 * time.Second)}},
 		{name: "the head of the queue starts and leaves it",
 			state:  ratelimit.State{Queue: []ratelimit.Entry{{ID: "first", Until: ns(9 * time.Second)}, {ID: "b", Until: ns(9 * time.Second)}}},
 			limits: ratelimit.Limits{RPM: 60}, req: req("first", 1),

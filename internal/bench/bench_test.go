@@ -49,6 +49,14 @@ func BenchmarkCheckpointGrowth(b *testing.B) {
 
 func BenchmarkWaitingRuns(b *testing.B) { bench.WaitingRuns(bench.TB(b, func() int { return b.N })) }
 
+func BenchmarkLimiterOverhead(b *testing.B) {
+	bench.LimiterOverhead(bench.TB(b, func() int { return b.N }))
+}
+
+func BenchmarkLimiterFairness64(b *testing.B) {
+	bench.LimiterFairness64(bench.TB(b, func() int { return b.N }))
+}
+
 func BenchmarkWorkflowLoad1k(b *testing.B) {
 	bench.LoadValidate(1000)(bench.TB(b, func() int { return b.N }))
 }

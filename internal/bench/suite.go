@@ -32,6 +32,8 @@ func Suite() []Benchmark {
 		{"agent_long", "one built-in agent of 1,000 iterations with 30 KB tool results: bytes written per iteration, time per iteration and RSS, early and late", AgentLong},
 		{"waiting_runs", "10,000 runs waiting in loop_delay: resident memory of engine, worker and embedded server, at once and idle", WaitingRuns},
 		{"waiting_runs_100k", "100,000 runs waiting in loop_delay: the same", WaitingRuns100k},
+		{"limiter_call", "the shared rate limits around one model call that does not wait: acquire (rpm, tpm, a slot) and release, two compare-and-set writes of a KV record", LimiterOverhead},
+		{"limiter_fairness_64", "64 loops in two processes sharing max_concurrent = 8: ns/op per call; calls/s, max/min calls per loop, Jain's index", LimiterFairness64},
 		{"workflow_load_1k", "parse and validate a generated 1,000-step workflow file", LoadValidate(1000)},
 		{"workflow_load_10k", "parse and validate a generated 10,000-step workflow file", LoadValidate(10000)},
 		{"composed_loop_iteration", "one iteration of a Loop agent in process: an LLM agent's turn (scripted answer), events and state write", ComposedLoopIterations},

@@ -23,7 +23,7 @@ func names(t *testing.T, n Names) map[string]string {
 		"runs": n.RunsBucket(), "status": n.StatusBucket(), "served": n.ServedBucket(),
 		"checkpoints": n.CheckpointsBucket(), "workflows": n.WorkflowsBucket(), "engines": n.EnginesBucket(),
 		"effects": n.EffectsBucket(), "values": n.ValuesBucket(), "registry": n.RegistryBucket(),
-		"limits": n.LimitsBucket(),
+		"limits":        n.LimitsBucket(),
 		"task subjects": n.TaskSubjects(), "event subjects": n.EventSubjects(), "dlq subjects": n.DLQSubjects(),
 		"cancel subjects": n.CancelSubjects(), "keeper": n.KeeperSubject(),
 		"task":      must(n.TaskSubject("pay.charge")),

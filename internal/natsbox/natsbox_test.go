@@ -349,8 +349,11 @@ func TestEnsureLayoutConfigs(t *testing.T) {
 			t.Errorf("%s metadata = %v, want %s=%s", bucket, st.Metadata(), MetadataKey, LayoutVersion)
 		}
 		wantTTL := time.Duration(0) // runs, checkpoints and workflows live until pruned
-		if bucket == EffectsBucket {
+		switch bucket {
+		case EffectsBucket:
 			wantTTL = DefaultEffectsMaxAge
+		case LimitsBucket:
+			wantTTL = LimitsMaxAge // a scope unused for an hour is a fresh one's
 		}
 		if st.TTL() != wantTTL {
 			t.Errorf("%s max age = %s, want %s", bucket, st.TTL(), wantTTL)

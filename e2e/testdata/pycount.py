@@ -15,7 +15,8 @@ With --hang N it never answers iteration N the first time any worker reaches it 
 in --state records that): after its checkpoint write and its effect, so that a worker killed
 there leaves both behind. With --hang-in-effect the hang is inside the effect instead (its
 claim held and renewed until the worker dies). The effect appends "RUN ITERATION KEY" to
---effects, one line per call.
+--effects, one line per call. An input with "pad" (a long string) keeps it in the checkpoint
+and in every iteration's output, so that both travel by reference through the object store.
 """
 
 import argparse
@@ -81,9 +82,9 @@ def main() -> None:
             if not isinstance(until, int) or until < 1:
                 await tc.fail_permanent(f"input {tc.input!r}: want {{\"until\": N > 0}}")
                 return
-            await tc.checkpoint([{"until": until}])
+            await tc.checkpoint([{"until": until, "pad": tc.input.get("pad", "")}])
         ck = await tc.load_checkpoint()
-        until = ck[0]["until"]
+        until, pad = ck[0]["until"], ck[0]["pad"]
         say(f"start {tc.run_id} {tc.iteration} {tc.attempt}")
         await tc.append_checkpoint(tc.iteration)
         tc.add_usage(tool_calls=1)
@@ -97,9 +98,12 @@ def main() -> None:
             await asyncio.Event().wait()  # killed here by the test
         if tc.iteration >= until:
             ck = await tc.load_checkpoint()
-            await tc.complete({"iterations": tc.iteration, "seen": ck[1:]}, stop_reason="done")
+            out = {"iterations": tc.iteration, "seen": ck[1:]}
+            if pad:
+                out["pad"] = len(pad) if tc.input.get("pad") == pad else -1
+            await tc.complete(out, stop_reason="done")
         else:
-            await tc.continue_({"iteration": tc.iteration})
+            await tc.continue_({"iteration": tc.iteration, "pad": pad} if pad else {"iteration": tc.iteration})
         say(f"done {tc.run_id} {tc.iteration}")
 
     async def run() -> None:

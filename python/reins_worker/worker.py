@@ -591,7 +591,8 @@ class Worker:
                 continue
             self._ended.add(run, self.now_ns())
             for tc in list(self._running.values()):
-                if (tc.run_id == run or tc.run_id.startswith(run + "/")) and tc._handler_task:
+                # Only handlers that have not answered: one that answered finishes its work.
+                if (tc.run_id == run or tc.run_id.startswith(run + "/")) and tc._handler_task and tc._state == "open":
                     tc.cause = tc.cause or "run ended"
                     tc._handler_task.cancel()
 

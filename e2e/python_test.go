@@ -82,19 +82,25 @@ func installPython(t *testing.T) string {
 // pyEnv keeps the checkout free of bytecode and the output of the processes unbuffered.
 var pyEnv = []string{"PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"}
 
-// TestPythonUnitTests runs the unit tests of the package (python/tests).
+// TestPythonUnitTests runs the tests of the package (python/tests): the protocol's functions,
+// and the NATS client, JetStream, KV, object store and effect leases against a real nats-server
+// (REINS_TEST_NATS_URL, with a token: a wrong one is refused). None may be skipped.
 func TestPythonUnitTests(t *testing.T) {
 	py := ensurePython(t)
+	token := randomToken(t, "unit")
+	port := natstest.FreePort(t)
+	ns := start(t, "nats-server", nil, bins.natsServer, "-js", "-sd", t.TempDir(), "-a", "127.0.0.1", "-p", fmt.Sprint(port), "--auth", token)
+	ns.waitFor("Server is ready", 30*time.Second)
 	cmd := exec.Command(py, "-m", "unittest", "discover", "-s", "tests")
 	cmd.Dir = filepath.Join("..", "python")
-	cmd.Env = append(os.Environ(), pyEnv...)
+	cmd.Env = append(os.Environ(), append(pyEnv, fmt.Sprintf("REINS_TEST_NATS_URL=nats://%s@127.0.0.1:%d", token, port))...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("python3 -m unittest: %v\n%s", err, out)
 	}
 	m := regexp.MustCompile(`Ran (\d+) tests?`).FindSubmatch(out)
-	if m == nil || string(m[1]) == "0" {
-		t.Fatalf("python3 -m unittest ran no test:\n%s", out)
+	if m == nil || string(m[1]) == "0" || strings.Contains(string(out), "skipped") {
+		t.Fatalf("python3 -m unittest ran no test, or skipped some:\n%s", out)
 	}
 }
 

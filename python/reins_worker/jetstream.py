@@ -215,7 +215,7 @@ class KV:
         sub, name, info = await self._consumer(self.prefix + key_filter, "last_per_subject", headers_only)
         out: dict[str, Entry] = {}
         try:
-            if info.get("num_pending", 0) == 0 and info.get("delivered", {}).get("stream_seq", 0) == 0:
+            if info.get("num_pending", 0) == 0 and info.get("delivered", {}).get("consumer_seq", 0) == 0:
                 return out
             while True:
                 m = await sub.next(timeout=self.js.timeout)

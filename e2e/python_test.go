@@ -444,7 +444,8 @@ func TestPythonWorkerCrash(t *testing.T) {
 
 // TestPythonWorkerRefusesNewerProtocol: a task of protocol version 2 is refused by the Python
 // worker without running its handler, for good, in one sentence naming both versions, as the Go
-// worker does (worker TestProtocolVersions); a task without the member (version 1) runs. The
+// worker does (worker TestProtocolVersions); a task without the member (version 1) runs; a task
+// whose handler does not answer within its timeout is answered timed_out by the worker. The
 // worker connects to an external NATS server with a user and password.
 func TestPythonWorkerRefusesNewerProtocol(t *testing.T) {
 	py := ensurePython(t)
@@ -457,7 +458,15 @@ func TestPythonWorkerRefusesNewerProtocol(t *testing.T) {
 	ns.waitFor("Server is ready", 30*time.Second)
 	url := fmt.Sprintf("nats://reins:%s@127.0.0.1:%d", pass, port)
 	serve(t, url)
-	w := pyWorker(t, py, "--nats", fmt.Sprintf("nats://127.0.0.1:%d", port), "--user", "reins", "--password", pass, "--ack-wait", "1")
+	// Every run's iteration 1 hangs (--hang 1) but those whose marker is there already.
+	state := t.TempDir()
+	for _, run := range []string{"py-v1", "py-newer"} {
+		if err := os.WriteFile(filepath.Join(state, "hang-"+run), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := pyWorker(t, py, "--nats", fmt.Sprintf("nats://127.0.0.1:%d", port), "--user", "reins", "--password", pass, "--ack-wait", "1",
+		"--hang", "1", "--state", state)
 	box, err := natsbox.Open(ctx, natsbox.Options{URL: url, Name: "e2e-test"})
 	if err != nil {
 		t.Fatal(err)
@@ -468,14 +477,18 @@ func TestPythonWorkerRefusesNewerProtocol(t *testing.T) {
 	for _, tc := range []struct {
 		run      string
 		version  int
+		timeout  time.Duration
 		wantType string
 		wantErr  string
 	}{
-		{"py-v1", 0, "completed", ""},
-		{"py-newer", 2, "failed", "worker: task py-newer/loop/1/1/1 speaks reins protocol version 2, and this worker speaks version 1: upgrade the worker (workers are upgraded before engines)"},
+		{"py-v1", 0, 0, "completed", ""},
+		{"py-newer", 2, 0, "failed", "worker: task py-newer/loop/1/1/1 speaks reins protocol version 2, and this worker speaks version 1: upgrade the worker (workers are upgraded before engines)"},
+		// The handler hangs: the worker answers timed_out itself at the task's timeout.
+		{"py-slow", 1, 300 * time.Millisecond, "timed_out", "the handler did not answer within 300ms"},
 	} {
 		task := &protocol.Task{RunID: tc.run, Step: "loop", Item: -1, Body: "loop", Type: "agent_loop", Handler: "count",
-			Activation: 1, Iteration: 1, Attempt: 1, Input: json.RawMessage(`{"until":1}`), MsgID: tc.run + "/loop/1/1/1", Protocol: tc.version}
+			Activation: 1, Iteration: 1, Attempt: 1, Input: json.RawMessage(`{"until":1}`), MsgID: tc.run + "/loop/1/1/1",
+			Protocol: tc.version, Timeout: tc.timeout}
 		data, err := wire.EncodeTask(task)
 		if err != nil {
 			t.Fatal(err)
@@ -494,16 +507,16 @@ func TestPythonWorkerRefusesNewerProtocol(t *testing.T) {
 			t.Fatalf("answer %s not decoded", m.Data)
 		}
 		a := got[0]
-		if a.Type != tc.wantType || a.Error != tc.wantErr || a.Permanent != (tc.wantErr != "") || a.Protocol != protocol.Version {
-			t.Errorf("answer to a task of version %d: %s, want type %s, error %q, permanent %v, protocol %d",
-				tc.version, m.Data, tc.wantType, tc.wantErr, tc.wantErr != "", protocol.Version)
+		permanent := tc.wantType == "failed"
+		if a.Type != tc.wantType || a.Error != tc.wantErr || a.Permanent != permanent || a.Protocol != protocol.Version {
+			t.Errorf("answer to task %s: %s, want type %s, error %q, permanent %v, protocol %d",
+				task.MsgID, m.Data, tc.wantType, tc.wantErr, permanent, protocol.Version)
 		}
 		// The handler prints its start line before it answers; a refused task's never runs.
-		if tc.wantErr == "" && !w.awaitLine("start "+tc.run+" 1 1", 10*time.Second) {
-			t.Errorf("the handler did not run the task of version %d", tc.version)
-		}
-		if tc.wantErr != "" && hasLine(w, "start "+tc.run+" ") {
-			t.Errorf("the handler ran the task of version %d", tc.version)
+		if ran := tc.version != 2; ran && !w.awaitLine("start "+tc.run+" 1 1", 10*time.Second) {
+			t.Errorf("the handler did not run task %s", task.MsgID)
+		} else if !ran && hasLine(w, "start "+tc.run+" ") {
+			t.Errorf("the handler ran task %s, of version %d", task.MsgID, tc.version)
 		}
 	}
 }

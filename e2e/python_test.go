@@ -316,8 +316,8 @@ func TestPythonWorkerCrash(t *testing.T) {
 	if got, want := string(rec.Run.Output), `{"iterations":5,"seen":[1,2,3,4,5]}`; got != want {
 		t.Errorf("run %s: output %s, want %s: every iteration in the checkpoint once", id, got, want)
 	}
-	if sr := rec.Run.Steps["loop"]; sr.Iteration != 5 || sr.Attempts != 5 {
-		t.Errorf("run %s: step loop at iteration %d after %d tasks, want 5 and 5", id, sr.Iteration, sr.Attempts)
+	if sr := rec.Run.Steps["loop"]; sr.Iteration != 5 || sr.Attempts != 5 || sr.Usage.ToolCalls != 5 {
+		t.Errorf("run %s: step loop at iteration %d after %d tasks, %d tool calls reported; want 5, 5 and 5 (one per answer)", id, sr.Iteration, sr.Attempts, sr.Usage.ToolCalls)
 	}
 	for i := 1; i <= 5; i++ {
 		if line := fmt.Sprintf("done %s %d", id, i); !awaitAny([]*proc{w1, w2}, line, 10*time.Second) {

@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from reins_worker import protocol as p  # noqa: E402
 from reins_worker.natsclient import encode_headers, parse_headers  # noqa: E402
-from reins_worker.jetstream import api_prefix  # noqa: E402
+from reins_worker.jetstream import JetStream, api_prefix  # noqa: E402
 
 
 def task(**kw):
@@ -61,6 +61,9 @@ class Names(unittest.TestCase):
         self.assertEqual(api_prefix(prefix="JS.acc.API."), "JS.acc.API")
         with self.assertRaises(ValueError):
             api_prefix("hub", "JS.x")
+        # KV writes go through a prefix other than the default, as the NATS clients send them.
+        self.assertEqual(JetStream(None, "$JS.hub.API").write_subject("$KV.b.k"), "$JS.hub.API.$KV.b.k")
+        self.assertEqual(JetStream(None).write_subject("$KV.b.k"), "$KV.b.k")
 
 
 class Tasks(unittest.TestCase):

@@ -34,7 +34,7 @@ import (
 // debianPython is Debian's python3, what a fresh CI machine installs.
 const debianPython = "/usr/bin/python3"
 
-// ensurePython returns a python3 (3.9 or later), installing Debian's package when there is none
+// ensurePython returns a python3 (3.10 or later), installing Debian's package when there is none
 // and the test runs as root (as CI does; .ci/run installs it first). Elsewhere the test fails,
 // naming the command that installs it.
 func ensurePython(t *testing.T) string {
@@ -45,9 +45,9 @@ func ensurePython(t *testing.T) string {
 			py = installPython(t)
 		}
 	}
-	out, err := exec.Command(py, "-c", "import sys; print(sys.version_info >= (3, 9))").CombinedOutput()
+	out, err := exec.Command(py, "-c", "import sys; print(sys.version_info >= (3, 10))").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "True" {
-		t.Fatalf("%s is not a Python 3.9 or later (%v: %s): install one (apt-get install -y python3)", py, err, out)
+		t.Fatalf("%s is not a Python 3.10 or later (%v: %s): install one (apt-get install -y python3)", py, err, out)
 	}
 	return py
 }

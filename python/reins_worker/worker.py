@@ -11,6 +11,7 @@ the attempt (retryable).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import random
@@ -363,7 +364,7 @@ class Worker:
             raise RuntimeError(f"handle({name!r}) after run started: register every handler first")
 
         def register(f: Handler) -> Handler:
-            if not asyncio.iscoroutinefunction(f):
+            if not inspect.iscoroutinefunction(f):
                 raise TypeError(f"handle({name!r}): the handler must be an async function (async def)")
             self._handlers[name] = f
             return f

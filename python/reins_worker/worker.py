@@ -58,6 +58,9 @@ class _Bounded:
     def get(self, k: str) -> Any:
         return self.d.get(k)
 
+    def pop(self, k: str) -> Any:
+        return self.d.pop(k, None)
+
 
 def _nonce() -> str:
     def b36(n: int) -> str:
@@ -186,12 +189,14 @@ class TaskContext:
             if not p.appendable(self._ck_value):
                 raise TypeError(f"checkpoint of task {self.task.msg_id}: cannot append to a value that is not a JSON array")
             await self._ck_put(b'{"append":[' + b",".join(raws) + b"]}")
-            base = self._ck_value if isinstance(self._ck_value, list) else []
-            self._ck_value = base + [json.loads(r) for r in raws]
+            if not isinstance(self._ck_value, list):
+                self._ck_value = []
+            self._ck_value.extend(json.loads(r) for r in raws)  # in place: cost ∝ the items
 
     async def load_checkpoint(self) -> Any:
         """The checkpoint as of the earlier iterations and this attempt's writes; None when
-        there is none."""
+        there is none. The value is the worker's own copy, handed out without copying (as the
+        Go SDK's): read it, copy it before changing it, and load it again after a write."""
         async with self._ck_lock:
             await self._ck_ready()
             return None if self._ck_value is p.NOTHING else self._ck_value
@@ -251,6 +256,25 @@ class TaskContext:
         Not cancelled with the handler: an answer once begun is finished."""
         await asyncio.shield(self._w._deliver(self, ev, data))
 
+    def _ck_keep(self, continued: bool) -> None:
+        """Keeps the value as of the end of this iteration for the next one, when it continued
+        (the worker may run it too); any other answer drops it. As the Go SDK's cache."""
+        cache, t = self._w._ck_cache, self.task
+        if not continued:
+            cache.pop(self._scope)
+        elif self._ck_resolved:
+            cache.add(self._scope, (t.iteration, self._ck_value))
+        elif t.resume > 0 or self._may_follow:  # this iteration has writes the cache lacks
+            cache.pop(self._scope)
+        elif t.iteration == 1:
+            cache.add(self._scope, (1, p.NOTHING))
+        else:  # nothing written in this iteration: the previous value holds
+            kept = cache.get(self._scope)
+            if kept is not None and kept[0] == t.iteration - 1:
+                cache.add(self._scope, (t.iteration, kept[1]))
+            else:
+                cache.pop(self._scope)
+
     def _finish(self) -> None:
         self._state = "done"
         self._finished.set()
@@ -275,6 +299,8 @@ class TaskContext:
     async def _ck_resolve(self) -> None:
         t, kv = self.task, self._w.checkpoints
         if t.resume > 0:
+            self._w._ck_cache.pop(self._scope)
+            self._w.ck_reloads += 1
             self._ck_value, self._ck_n = await self._fold(
                 lambda w: w.iteration < t.iteration or (w.iteration == t.iteration and w.resume <= t.resume),
                 (t.iteration, t.resume))
@@ -283,8 +309,17 @@ class TaskContext:
             # The writes of another attempt of this iteration do not count.
             for key in await kv.entries(f"{self._scope}.{t.iteration}.*", headers_only=True):
                 await kv.purge(key)
-        if t.iteration > 1:
-            self._ck_value, _ = await self._fold(lambda w: w.iteration < t.iteration, None)
+        cache = self._w._ck_cache
+        if t.iteration <= 1:
+            cache.pop(self._scope)
+            return
+        kept = cache.pop(self._scope)
+        if kept is not None and kept[0] == t.iteration - 1:
+            # This worker continued the previous iteration: its value as of then.
+            self._ck_value = kept[1]
+            return
+        self._w.ck_reloads += 1
+        self._ck_value, _ = await self._fold(lambda w: w.iteration < t.iteration, None)
 
     async def _fold(self, include: Callable[[p.CheckpointWrite], bool], own: Optional[tuple]) -> tuple[Any, int]:
         entries = await self._w.checkpoints.entries(self._scope + ".>")
@@ -350,6 +385,9 @@ class Worker:
         self._slot_freed = asyncio.Event()
         self._answered = _Bounded()
         self._ended = _Bounded()  # run id -> when its end was announced (ns)
+        self._ck_cache = _Bounded(1024)  # checkpoint scope -> (iteration, value): _ck_keep
+        #: How many times a checkpoint was folded from the bucket (the cache missed).
+        self.ck_reloads = 0
         self._started = False
         self._stopping = False
         #: Set once run consumes the tasks of every handler and listens for the ends of runs.
@@ -558,6 +596,7 @@ class Worker:
         cause = tc.cause or ("worker stopping" if self._stopping else "run ended")
         if not await tc._claim(cause):
             return
+        tc._ck_keep(False)
         if cause == "run ended":
             await self.nc.publish(tc._msg.reply, b"+ACK")
         else:
@@ -568,9 +607,11 @@ class Worker:
         t = tc.task
         subject = self.names.event_subject(t.run_id)
         mid = p.answer_msg_id(t, ev["type"], ev.get("nonce", ""))
+        tc._ck_keep(ev["type"] == "continued")
         try:
             await self.js.publish(subject, data if data is not None else p.encode(ev), {"Nats-Msg-Id": mid}, timeout=self.ack_wait)
         except (JetStreamError, TransportError) as e:
+            tc._ck_keep(False)
             log.warning("an answer could not be published: the task goes back to JetStream: %s", e)
             try:
                 await self.nc.publish(tc._msg.reply, b"-NAK")

@@ -129,6 +129,25 @@ class WorkerLive(unittest.IsolatedAsyncioTestCase):
                 self.assertEqual(await self.ack(), b"+ACK")
         self.assertIn("refused", self.seen)
 
+    async def test_checkpoint_kept_between_iterations(self):
+        @self.worker.handle("h")
+        async def h(tc):
+            await tc.append_checkpoint(tc.iteration)
+            self.seen.append(list(await tc.load_checkpoint()))
+            await tc.continue_(None)
+
+        await self.start()
+        # Iterations 1 to 4 on this worker: each goes on from the value the previous one left
+        # in memory (iteration 4's second attempt purges what its first may have written, and
+        # goes on from iteration 3's value all the same). Iteration 6 follows an iteration this
+        # worker did not run (5): folded from the bucket.
+        for it, attempt in [(1, 1), (2, 1), (3, 1), (4, 2), (6, 1)]:
+            await self.publish("ck", iteration=it, attempt=attempt, type="agent_loop", msg_id=f"ck/s/1/{it}/{attempt}")
+            self.assertEqual((await self.answer())["type"], "continued")
+            self.assertEqual(await self.ack(), b"+ACK")
+        self.assertEqual(self.seen, [[1], [1, 2], [1, 2, 3], [1, 2, 3, 4], [1, 2, 3, 4, 6]])
+        self.assertEqual(self.worker.ck_reloads, 1)
+
     async def test_not_a_task_and_not_due(self):
         @self.worker.handle("h")
         async def h(tc):

@@ -37,7 +37,7 @@ const debianPython = "/usr/bin/python3"
 // ensurePython returns a python3 (3.10 or later), installing Debian's package when there is none
 // and the test runs as root (as CI does; .ci/run installs it first). Elsewhere the test fails,
 // naming the command that installs it.
-func ensurePython(t *testing.T) string {
+func ensurePython(t testing.TB) string {
 	t.Helper()
 	py := debianPython
 	if _, err := os.Stat(py); err != nil {
@@ -52,7 +52,7 @@ func ensurePython(t *testing.T) string {
 	return py
 }
 
-func installPython(t *testing.T) string {
+func installPython(t testing.TB) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatalf("python3 is not installed and the test cannot install it without root: apt-get install -y python3, or run the tests as root (.ci/run installs it)")
@@ -105,7 +105,7 @@ func TestPythonUnitTests(t *testing.T) {
 }
 
 // pyWorker starts testdata/pycount.py with args and waits until it consumes tasks.
-func pyWorker(t *testing.T, py string, args ...string) *proc {
+func pyWorker(t testing.TB, py string, args ...string) *proc {
 	t.Helper()
 	p := start(t, "pycount", pyEnv, append([]string{py, filepath.Join("testdata", "pycount.py")}, args...)...)
 	p.waitFor("ready", time.Minute)
@@ -518,5 +518,50 @@ func TestPythonWorkerRefusesNewerProtocol(t *testing.T) {
 		} else if !ran && hasLine(w, "start "+tc.run+" ") {
 			t.Errorf("the handler ran task %s, of version %d", task.MsgID, tc.version)
 		}
+	}
+}
+
+// BenchmarkPythonWorker reports the time per iteration of the count workflow's agent_loop step
+// (each iteration a checkpoint append and a side effect through the effect leases), from the
+// run's start to its end as the engine saw them, served by the Python worker and, for
+// comparison, by the Go worker; and the worker process's CPU per iteration. Each b.N is one
+// run of 50 iterations (the step's max_iterations).
+//
+//	go test ./e2e -run '^$' -bench PythonWorker -benchtime 5x
+func BenchmarkPythonWorker(b *testing.B) {
+	py := ensurePython(b)
+	const until = 50
+	for _, kind := range []string{"python", "go"} {
+		b.Run("worker="+kind, func(b *testing.B) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			c := newCluster(b)
+			serve(b, c.url)
+			effects := filepath.Join(b.TempDir(), "effects")
+			var w *proc
+			if kind == "python" {
+				w = pyWorker(b, py, "--nats", c.url, "--ack-wait", "1", "--effects", effects)
+			} else {
+				w = start(b, "loopworker", nil, bins.loopworker, "-nats", c.url, "-ack-wait", "1s", "-effects", effects)
+				w.waitFor("ready", 30*time.Second)
+			}
+			cl := c.client(ctx)
+			var took time.Duration
+			cpu0 := cpuOf(b, w)
+			for i := range b.N {
+				id := c.startRun(fmt.Sprintf("bench-%s-%d", kind, i), until)
+				rec, err := cl.Wait(ctx, id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				took += time.Since(rec.Run.StartedAt)
+				if rec.Run.Status != protocol.RunCompleted {
+					b.Fatalf("run %s: %s (error %v)", id, rec.Run.Status, rec.Run.Error)
+				}
+			}
+			n := float64(b.N * until)
+			b.ReportMetric(us(took)/n, "µs/iteration")
+			b.ReportMetric(us(cpuOf(b, w)-cpu0)/n, "worker-cpu-µs/iteration")
+		})
 	}
 }

@@ -129,7 +129,7 @@ class JetStream:
         try:
             resp = await self.request(f"STREAM.MSG.GET.{stream}", req)
         except JetStreamError as e:
-            if e.err_code == ERR_NO_MESSAGE or e.code == 404:
+            if e.err_code == ERR_NO_MESSAGE:
                 return None
             raise
         m = resp["message"]

@@ -140,23 +140,24 @@ class TaskContext:
         task.resume and task.decisions, once every call is decided."""
         if not pending:
             raise ValueError(f"wait of task {self.task.msg_id}: no pending call: a task waits for decisions on one call or more")
-        self._begin()
-        calls = []
-        for c in pending:
-            c = dict(c)
-            c["arguments"] = await self._w.values.out(self.run_id, c.get("arguments"))
-            calls.append(c)
-        await self._deliver_checked("waiting", pending=calls)
+
+        async def answer() -> None:
+            calls = []
+            for c in pending:
+                c = dict(c)
+                c["arguments"] = await self._w.values.out(self.run_id, c.get("arguments"))
+                calls.append(c)
+            await self._deliver_checked("waiting", pending=calls)
+
+        await self._answering(answer)
 
     async def fail(self, error: Any) -> None:
         """Fails the attempt; the step's retry policy applies."""
-        self._begin()
-        await self._deliver(self._event("failed", error=_error_text(error)))
+        await self._answering(lambda: self._deliver(self._event("failed", error=_error_text(error))))
 
     async def fail_permanent(self, error: Any) -> None:
         """Fails the attempt and the step: retrying cannot help."""
-        self._begin()
-        await self._deliver(self._event("failed", error=_error_text(error), permanent=True))
+        await self._answering(lambda: self._deliver(self._event("failed", error=_error_text(error), permanent=True)))
 
     def add_usage(self, usage: Optional[dict] = None, **kw: float) -> None:
         """Adds to what the answer reports: model_calls, tool_calls, input_tokens,
@@ -221,20 +222,43 @@ class TaskContext:
             raise AnsweredError(f"the task {self.task.msg_id} is already answered" + (f" ({self.cause})" if self.cause else ""))
         self._state = "answering"
 
-    async def _answer(self, typ: str, output: Any, **kw: Any) -> None:
+    async def _answering(self, answer: Callable[[], Awaitable[None]]) -> None:
+        """Claims the right to answer, then answers in a task of its own that the handler's
+        cancellation does not interrupt: an answer once begun is finished. An answer that
+        fails without being published hands the task back to JetStream (it runs again)."""
         self._begin()
-        try:
-            p.encode(output)
-        except (TypeError, ValueError) as e:
-            await self._deliver_problem(f"the output of step {p.step_key(self.step, self.item)} cannot be encoded as JSON: {e}", True)
-            raise
-        nonce = _nonce() if typ == "continued" else ""
-        try:
-            out = await self._w.values.out(self.run_id, output)
-        except (JetStreamError, TransportError, OSError) as e:
-            await self._deliver_problem(f"the answer to step {p.step_key(self.step, self.item)} cannot be stored: {e}", False)
-            raise
-        await self._deliver_checked(typ, output=out, nonce=nonce, **kw)
+
+        async def guarded() -> None:
+            try:
+                await answer()
+            except BaseException:
+                if self._state != "done":
+                    self._ck_keep(False)
+                    try:
+                        await self._w.nc.publish(self._msg.reply, b"-NAK")
+                    except Exception:
+                        pass
+                    self._finish()
+                raise
+
+        await asyncio.shield(asyncio.ensure_future(guarded()))
+
+    async def _answer(self, typ: str, output: Any, **kw: Any) -> None:
+        async def answer() -> None:
+            try:
+                p.encode(output)
+            except (TypeError, ValueError) as e:
+                await self._deliver_problem(f"the output of step {p.step_key(self.step, self.item)} cannot be encoded as JSON: {e}", True)
+                raise
+            nonce = _nonce() if typ == "continued" else ""
+            try:
+                out = await self._w.values.out(self.run_id, output)
+            except (JetStreamError, TransportError, OSError) as e:
+                await self._deliver_problem(f"the answer to step {p.step_key(self.step, self.item)} cannot be stored: {e}", False)
+                raise
+            await self._deliver_checked(typ, output=out, nonce=nonce, **kw)
+
+        await self._answering(answer)
 
     async def _deliver_checked(self, typ: str, **kw: Any) -> None:
         ev = self._event(typ, **kw)
@@ -252,9 +276,8 @@ class TaskContext:
         await self._deliver(self._event("failed", error=problem, permanent=permanent))
 
     async def _deliver(self, ev: dict, data: Optional[bytes] = None) -> None:
-        """Publishes the answer, waits for JetStream to store it, then acknowledges the task.
-        Not cancelled with the handler: an answer once begun is finished."""
-        await asyncio.shield(self._w._deliver(self, ev, data))
+        """Publishes the answer, waits for JetStream to store it, then acknowledges the task."""
+        await self._w._deliver(self, ev, data)
 
     def _ck_keep(self, continued: bool) -> None:
         """Keeps the value as of the end of this iteration for the next one, when it continued
@@ -649,11 +672,13 @@ class Worker:
                         pass
 
     async def _hand_back(self) -> None:
+        """Cancels the handlers that have not answered (their tasks go back to JetStream) and
+        waits for every task, answers in flight included, to settle."""
         tasks = [tc._handler_task for tc in self._running.values() if tc._handler_task]
         for tc in list(self._running.values()):
-            tc.cause = tc.cause or "worker stopping"
-        for f in tasks:
-            f.cancel()
+            if tc._state == "open" and tc._handler_task:
+                tc.cause = tc.cause or "worker stopping"
+                tc._handler_task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         try:
             await self.nc.flush(1.0)

@@ -148,6 +148,32 @@ class WorkerLive(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(self.seen, [[1], [1, 2], [1, 2, 3], [1, 2, 3, 4], [1, 2, 3, 4, 6]])
         self.assertEqual(self.worker.ck_reloads, 1)
 
+    async def test_answers_that_cannot_be_sent(self):
+        raised = []
+
+        @self.worker.handle("h")
+        async def h(tc):
+            try:
+                if tc.run_id == "unencodable":
+                    await tc.complete({"at": object()})
+                else:
+                    await tc.complete("x" * 70000)  # by reference, to a store that is gone
+            except Exception as e:
+                raised.append(type(e).__name__)
+                raise
+
+        await self.start()
+        await self.js.request(f"STREAM.DELETE.OBJ_{self.names.values_bucket()}")
+        for run, error, permanent in [("unencodable", "cannot be encoded as JSON", True), ("unstored", "cannot be stored", None)]:
+            with self.subTest(run=run):
+                await self.publish(run)
+                a = await self.answer()
+                self.assertEqual(a["type"], "failed")
+                self.assertIn(error, a["error"])
+                self.assertEqual(a.get("permanent"), permanent)
+                self.assertEqual(await self.ack(), b"+ACK")
+        self.assertEqual(len(raised), 2)
+
     async def test_not_a_task_and_not_due(self):
         @self.worker.handle("h")
         async def h(tc):

@@ -275,3 +275,47 @@ func publishRefused(t *testing.T, url, subject string) bool {
 	}
 	return errors.Is(nc.LastError(), nats.ErrPermissionViolation)
 }
+
+// TestLeafTenantPermissions: a tenant's user on a leaf node with exactly the TenantPermissions
+// of its namespace through the hub's domain (docs/deploy.md) runs an engine, a worker and a
+// client there: a run completes in the hub's JetStream. The same list without the domain
+// (the one of an account's own JetStream) reaches nothing of the hub.
+func TestLeafTenantPermissions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names, err := natsbox.NewNames("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := natsbox.NewAPI("hub", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := func(name string, p *natsbox.Perms) *server.User {
+		return &server.User{Username: name, Password: "pw-" + name, Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: p.PublishAllow, Deny: p.PublishDeny},
+			Subscribe: &server.SubjectPermission{Allow: p.SubscribeAllow},
+		}}
+	}
+	_, leaf := natstest.HubAndLeafUsers(t, ctx, "hub", "leaf", []*server.User{
+		{Username: "admin", Password: "pw-admin"},
+		user("tenant", api.Permissions(names.TenantPermissions())),
+		user("unmapped", names.TenantPermissions()),
+	})
+	box := openLeafBox(ctx, t, natsbox.Options{URL: natstest.UserURL(leaf.ClientURL(), "tenant", "pw-tenant"), JSDomain: "hub", Namespace: "acme"})
+	tn := startTenant(ctx, t, box)
+	id, err := tn.c.Start(ctx, oneTask(t, "tag"), json.RawMessage(`7`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := tn.c.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"in":7,"ns":"acme"}`; rec.Run.Status != protocol.RunCompleted || string(rec.Run.Output) != want {
+		t.Errorf("run %s with output %s, want completed with %s", rec.Run.Status, rec.Run.Output, want)
+	}
+	if !publishRefused(t, natstest.UserURL(leaf.ClientURL(), "unmapped", "pw-unmapped"), api.Subject("INFO")) {
+		t.Errorf("a tenant with the list of its own account's JetStream reached the hub's (%s)", api.Subject("INFO"))
+	}
+}

@@ -26,10 +26,12 @@
 //   - A slot of MaxConcurrent is held with a lease (Config.Lease, 30 s by default), renewed
 //     every third of it while the call runs and freed when it ends. A slot whose lease ran out
 //     goes to the next caller.
-//   - Callers that cannot start take a place in the scope's queue; only its head may start, so
-//     that a small call does not overtake a large one forever. A place is kept for a third of
-//     the lease and refreshed while its caller waits: a caller that died loses it then. A
-//     caller whose context ends leaves the queue.
+//   - Callers that cannot start take a place in the scope's queue, and what the places ahead
+//     of a caller need (a request, their tokens, a slot each) is kept for them: a small call
+//     does not overtake a large one that waits for tokens, and callers start in the order they
+//     came as far as capacity frees. A place is kept for a third of the lease and refreshed
+//     while its caller waits: a caller that died loses it then. A caller whose context ends
+//     leaves the queue.
 //   - A 429, or any retryable error with a Retry-After, pauses the model's scope until then (at
 //     most MaxPause; 1 s for a 429 without Retry-After): every worker's calls of that model wait.
 //   - A call goes through its provider's scope, then its model's, holding the first while it

@@ -2,6 +2,7 @@ package clock_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -48,4 +49,22 @@ func TestManual(t *testing.T) {
 	if err := m.Sleep(context.Background(), 0); err != nil {
 		t.Errorf("Sleep(0) = %v", err)
 	}
+}
+
+// ExampleManual: a wait returns only once the clock is moved past it.
+func ExampleManual() {
+	m := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	done := m.After(time.Minute)
+	m.Advance(30 * time.Second)
+	select {
+	case <-done:
+		fmt.Println("returned after 30s")
+	default:
+		fmt.Println("still waiting after 30s")
+	}
+	m.Advance(30 * time.Second)
+	fmt.Println("returned at", (<-done).Format("15:04"))
+	// Output:
+	// still waiting after 30s
+	// returned at 00:01
 }

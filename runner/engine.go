@@ -18,7 +18,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/fault"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/outbox"
@@ -358,9 +357,7 @@ func (e *Engine) rearm(ctx context.Context, mine map[int]bool, tidy bool) error 
 			e.log.Warn("runner: the workflow of a run cannot be read, so its timers are not armed", "run_id", rec.Run.ID, "err", err)
 			continue
 		}
-		for _, c := range engine.Timers(b.Definition, rec.Run) {
-			e.timers.arm(rec.Run.ID, c)
-		}
+		e.rearmRun(b.Definition, rec.Run, ent)
 		n++
 	}
 	e.log.Debug("runner: timers armed", "running_runs", n)

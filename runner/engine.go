@@ -126,6 +126,8 @@ type Engine struct {
 	id       string
 	leaseTTL time.Duration
 	flight   flight
+	// floors is the highest acknowledged floor seen of each partition's consumer (sawFloor).
+	floors [natsbox.Partitions]atomic.Uint64
 
 	ready   chan struct{}
 	started atomic.Bool
@@ -157,6 +159,9 @@ type Engine struct {
 	beaten func(acked bool)
 	// rounding, when set (tests), is called at the start of each round of the leases.
 	rounding func()
+	// remaking, when set (tests), is called in a takeover between the deletion of a
+	// partition's consumer and its creation: an error stands for a creation that failed.
+	remaking func(p int) error
 }
 
 // stats counts what the engine did, for tests and logs.
@@ -413,6 +418,9 @@ func (e *Engine) watchConsumer(ctx context.Context, p int, cons jetstream.Consum
 			return
 		case err == nil && periodic:
 			prev = info
+		}
+		if err == nil {
+			e.sawFloor(p, info)
 		}
 		select {
 		case <-ctx.Done():

@@ -558,7 +558,7 @@ func (d *decider) dispatch(key string, sr *StepRun, step *workflow.Step, notBefo
 	d.emit(Command{Type: CmdDispatch, Task: d.task(key, sr, step)})
 	if at := TaskWatch(sr, step); !at.IsZero() {
 		name, item := address(key, sr)
-		d.emit(Command{Type: CmdSchedule, At: at, Step: name, Item: item, Activation: sr.Activation, Watch: true})
+		d.emit(Command{Type: CmdSchedule, At: at, Step: name, Item: item, Activation: sr.Activation, Watch: true, Dispatched: sr.Dispatched})
 	}
 }
 

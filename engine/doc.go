@@ -102,7 +102,9 @@
 // a timeout asks for a tick at TaskWatch (the attempt's due time, its NotBefore or when it was
 // dispatched, plus the timeout, plus a grace of the timeout again and at least MinTaskGrace,
 // time in the queue included; the command has Watch set: each replaces the step's previous
-// one). A tick at or after the TaskWatch of the step's current attempt, still running and not
+// one; its Dispatched is the attempt's, so that a shell that carries the decision out late,
+// behind a backlog of events, can give the task its whole span from when it went out). A tick
+// at or after the TaskWatch of the step's current attempt, still running and not
 // waiting, fails that attempt as a timed_out would (retried by the step's policy). Timers
 // lists the ticks a run waits for, at their original times, for a shell that re-arms its timers
 // from the saved state: sleeps and waits are durable.

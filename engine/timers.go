@@ -49,7 +49,11 @@ func Timers(def *workflow.Definition, run *Run) []Command {
 			continue
 		}
 		name, item := address(key, sr)
-		cmds = append(cmds, Command{Type: CmdSchedule, At: at, Step: name, Item: item, Activation: sr.Activation, Watch: watch})
+		c := Command{Type: CmdSchedule, At: at, Step: name, Item: item, Activation: sr.Activation, Watch: watch}
+		if watch {
+			c.Dispatched = sr.Dispatched
+		}
+		cmds = append(cmds, c)
 	}
 	return cmds
 }

@@ -86,9 +86,13 @@ func TestTimersAndSubRuns(t *testing.T) {
 	timer := func(step string, item int, after time.Duration) engine.Command {
 		return engine.Command{Type: engine.CmdSchedule, At: t1.Add(after), Step: step, Item: item, Activation: 1}
 	}
+	// A watch says when its attempt was dispatched: t0 for the first step, t1 for the others.
 	watch := func(step string, item int, after time.Duration) engine.Command {
 		c := timer(step, item, after)
-		c.Watch = true
+		c.Watch, c.Dispatched = true, t1
+		if step == "prep" {
+			c.Dispatched = t0
+		}
 		return c
 	}
 	sub := func(id, step string, item int) engine.ChildRun {

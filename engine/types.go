@@ -233,8 +233,15 @@ type Command struct {
 	Activation int    `json:"activation,omitempty"`
 	// Watch marks the schedule of a task's watch (TaskWatch): a step has one at a time, so a
 	// shell may let each one replace the step's previous watch.
-	Watch bool      `json:"watch,omitempty"`
-	Child *ChildRun `json:"child,omitempty"`
+	Watch bool `json:"watch,omitempty"`
+	// Dispatched is, for a task's watch, when the attempt it watches was dispatched
+	// (StepRun.Dispatched: the time of the decision that dispatched it), which At counts from.
+	// The task went out when the shell carried that decision out, which may be long after it
+	// (an event decided late, behind a backlog): a shell fires the tick no earlier than At plus
+	// that lateness, so that the attempt has its whole timeout and grace (the tick's At stays
+	// At).
+	Dispatched time.Time `json:"dispatched,omitzero"`
+	Child      *ChildRun `json:"child,omitempty"`
 	// Reason is the last error of a dead-lettered task.
 	Reason string `json:"reason,omitempty"`
 	// Status, Output and Error are the result of a finish command.

@@ -24,7 +24,9 @@
 // should own it creates the key; an engine not heard for LeaseTTL (1.2s by default) loses its
 // partitions to the others, who make their consumers again from the acknowledged floor, so that
 // what the dead engine had not acknowledged comes at once (not after AckWait) and its pulls
-// reach nobody. One engine alone owns them all. An engine that stops hands everything over.
+// reach nobody. A consumer found missing (a takeover deleted it and its creation failed) is
+// made from the highest floor the engine saw of it, not from the partition's first event. One
+// engine alone owns them all. An engine that stops hands everything over.
 //
 // Events are dispatched by a hash of their run id to a fixed set of shard goroutines: the events
 // of one run are decided one at a time and in order, while runs proceed in parallel. A shard keeps
@@ -82,6 +84,10 @@
 //     sub-run that cannot start (its workflow is not stored, its start event is too large) is
 //     reported to the run that waits for it as a failed child_finished event.
 //   - schedule: an in-memory timer publishing a tick event (wire.EventMsgID) at the command's At.
+//     A task's watch fires later by as much as its task went out after the time of the decision
+//     (Command.Dispatched): an event decided late, behind a backlog, dispatches a task whose
+//     watch is due already by the event's time, and its worker gets its whole timeout and
+//     grace all the same. A run read from the bucket counts from the time of its save.
 //     Timers are not stored: an engine that takes a partition arms them again from the state of
 //     its running runs (engine.Timers), and stops them when it lets the partition go; so does a
 //     shard that loads a run another engine decided.

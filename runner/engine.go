@@ -18,7 +18,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/fault"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/outbox"
@@ -127,6 +126,8 @@ type Engine struct {
 	id       string
 	leaseTTL time.Duration
 	flight   flight
+	// floors is the highest acknowledged floor seen of each partition's consumer (sawFloor).
+	floors [natsbox.Partitions]atomic.Uint64
 
 	ready   chan struct{}
 	started atomic.Bool
@@ -158,6 +159,9 @@ type Engine struct {
 	beaten func(acked bool)
 	// rounding, when set (tests), is called at the start of each round of the leases.
 	rounding func()
+	// remaking, when set (tests), is called in a takeover between the deletion of a
+	// partition's consumer and its creation: an error stands for a creation that failed.
+	remaking func(p int) error
 }
 
 // stats counts what the engine did, for tests and logs.
@@ -358,9 +362,7 @@ func (e *Engine) rearm(ctx context.Context, mine map[int]bool, tidy bool) error 
 			e.log.Warn("runner: the workflow of a run cannot be read, so its timers are not armed", "run_id", rec.Run.ID, "err", err)
 			continue
 		}
-		for _, c := range engine.Timers(b.Definition, rec.Run) {
-			e.timers.arm(rec.Run.ID, c)
-		}
+		e.rearmRun(b.Definition, rec.Run, ent)
 		n++
 	}
 	e.log.Debug("runner: timers armed", "running_runs", n)
@@ -416,6 +418,9 @@ func (e *Engine) watchConsumer(ctx context.Context, p int, cons jetstream.Consum
 			return
 		case err == nil && periodic:
 			prev = info
+		}
+		if err == nil {
+			e.sawFloor(p, info)
 		}
 		select {
 		case <-ctx.Done():

@@ -579,9 +579,7 @@ func (e *Engine) load(ctx context.Context, sh *shard, runID string) (ent *entry,
 	ent = &entry{rec: rec, rev: kve.Revision(), bundle: b}
 	if !rec.Run.Finished() {
 		sh.cache.put(runID, ent)
-		for _, c := range engine.Timers(b.Definition, rec.Run) {
-			e.timers.arm(runID, c)
-		}
+		e.rearmRun(b.Definition, rec.Run, kve)
 	}
 	return ent, true, nil
 }
@@ -640,11 +638,21 @@ func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *
 	return e.save(ctx, sh, decided{m: d.m, ev: &ev}, old, &entry{rec: &wire.Record{Run: run, Parent: parent}, bundle: next.bundle}, cmds)
 }
 
-// armSchedules arms the timers of the schedule commands of run id.
+// armSchedules arms the timers of the schedule commands of run id, whose tasks went out now.
 func (e *Engine) armSchedules(id string, cmds []engine.Command) {
+	now := e.now()
 	for _, c := range cmds {
 		if c.Type == engine.CmdSchedule {
-			e.timers.arm(id, c)
+			e.timers.arm(id, c, now)
 		}
+	}
+}
+
+// rearmRun arms the timers of run, read from the bucket as ent: the tasks in flight in the
+// state went out before that save, at the latest (publish, then save).
+func (e *Engine) rearmRun(def *workflow.Definition, run *engine.Run, ent jetstream.KeyValueEntry) {
+	saved := e.now().Add(-time.Since(ent.Created())) // the server's clock, seen on the engine's
+	for _, c := range engine.Timers(def, run) {
+		e.timers.arm(run.ID, c, saved)
 	}
 }

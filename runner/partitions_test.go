@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -647,5 +648,72 @@ func TestFencedAfterASharedSilence(t *testing.T) {
 	v.member("b", 4, later)
 	if !fenced(v, "a", beat, later, ttl) {
 		t.Error("not fenced with b heard for half a TTL and a still unheard")
+	}
+}
+
+// A takeover deletes the partition's consumer and makes it again from its acknowledged floor.
+// When the creation fails (its answer lost while a NATS node dies), the next round finds no
+// consumer: it is made from the floor seen, not from the partition's first event, whose
+// events (thousands, every one decided again) held the partition's runs for minutes in the
+// node-failover benchmark.
+func TestConsumerMadeAgainFromTheFloorSeen(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	js := v.Box.JetStream()
+	const id = "floor-1"
+	p := natsbox.Partition(id)
+	const events = 5
+	for i := range events {
+		v.Publish(&protocol.Event{RunID: id, Type: protocol.EvTick, At: time.Unix(int64(i), 0), Item: -1}, "")
+	}
+	// What an engine decided and acknowledged: every event so far.
+	cons, err := js.Consumer(v.Ctx, natsbox.EventsStream, consumerName(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(events, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := 0
+	for m := range batch.Messages() {
+		if err := m.DoubleAck(v.Ctx); err != nil {
+			t.Fatal(err)
+		}
+		acked++
+	}
+	if acked != events {
+		t.Fatalf("fetched %d events, want %d", acked, events)
+	}
+	info, err := cons.Info(v.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor := info.AckFloor.Stream
+
+	lost := errors.New("the creation's answer was lost")
+	v.eng.remaking = func(int) error { return lost }
+	if _, err := v.eng.partitionConsumer(v.Ctx, p, true); !errors.Is(err, lost) {
+		t.Fatalf("a takeover whose creation failed: %v, want %v", err, lost)
+	}
+	if _, err := js.Consumer(v.Ctx, natsbox.EventsStream, consumerName(p)); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("the consumer after a failed takeover: %v, want it gone", err)
+	}
+	v.eng.remaking = nil
+	again, err := v.eng.partitionConsumer(v.Ctx, p, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if start := again.CachedInfo().Config.OptStartSeq; start != floor+1 {
+		t.Fatalf("the consumer made again starts at %d, want %d: after the floor", start, floor+1)
+	}
+	// The first event it delivers is the first after the floor: none decided before comes again.
+	v.Publish(&protocol.Event{RunID: id, Type: protocol.EvTick, At: time.Unix(events, 0), Item: -1}, "")
+	m, err := again.Next(jetstream.FetchMaxWait(10 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md, err := m.Metadata(); err != nil || md.Sequence.Stream != floor+1 {
+		t.Fatalf("the consumer made again delivers %+v first (%v), want the event after the floor, %d", md, err, floor+1)
 	}
 }

@@ -25,7 +25,11 @@ type timers struct {
 }
 
 // timer is one armed timer; fired compares it with the map's, since a watch may have replaced it.
-type timer struct{ t *time.Timer }
+// due is when it fires, on the engine's clock.
+type timer struct {
+	t   *time.Timer
+	due time.Time
+}
 
 func newTimers(now func() time.Time, fire func(string, engine.Command) error, log *slog.Logger) *timers {
 	return &timers{now: now, fire: fire, log: log, runs: map[string]map[string]*timer{}}
@@ -34,11 +38,14 @@ func newTimers(now func() time.Time, fire func(string, engine.Command) error, lo
 // arm sets a timer for c, a schedule command of run runID, unless one is set for the same tick.
 // A tick already due fires at once.
 // A task's watch (c.Watch) replaces the step's previous one, so that a step has one timer
-// however many iterations it dispatches, and a loop that answers in time fires none.
-func (t *timers) arm(runID string, c engine.Command) {
+// however many iterations it dispatches, and a loop that answers in time fires none. out is
+// when the task a watch is for went out at the latest, on the engine's clock (watchDue).
+func (t *timers) arm(runID string, c engine.Command, out time.Time) {
 	key := wire.EventMsgID(outbox.TickEvent(runID, c), "")
+	due := c.At
 	if c.Watch {
 		key = "watch/" + c.Step + "/" + strconv.Itoa(c.Item)
+		due = watchDue(c, out)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -51,19 +58,32 @@ func (t *timers) arm(runID string, c engine.Command) {
 		}
 		old.t.Stop()
 	}
-	t.set(runID, key, c, c.At.Sub(t.now()))
+	t.set(runID, key, c, due)
 }
 
-// set arms the timer; t.mu is held.
-func (t *timers) set(runID, key string, c engine.Command, d time.Duration) {
+// watchDue is when the watch c of a task that went out at out fires: at c.At, later by as much
+// as the task went out after the decision that dispatched it (c.Dispatched, the event's time).
+// Decide counts a task's timeout and grace from the time of its decision; an event decided
+// long after its time (a partition's backlog decided after a failover) dispatches a task whose
+// watch is already due by that count, and a tick at once would fail an attempt the worker has
+// only just received (the run fails, or uses up a retry). The tick keeps c.At, its message id.
+func watchDue(c engine.Command, out time.Time) time.Time {
+	if late := out.Sub(c.Dispatched); !c.Dispatched.IsZero() && late > 0 {
+		return c.At.Add(late)
+	}
+	return c.At
+}
+
+// set arms the timer to fire at due; t.mu is held.
+func (t *timers) set(runID, key string, c engine.Command, due time.Time) {
 	m := t.runs[runID]
 	if m == nil {
 		m = map[string]*timer{}
 		t.runs[runID] = m
 	}
-	tm := &timer{}
+	tm := &timer{due: due}
 	m[key] = tm
-	tm.t = time.AfterFunc(d, func() { t.fired(runID, key, tm, c) })
+	tm.t = time.AfterFunc(due.Sub(t.now()), func() { t.fired(runID, key, tm, c) })
 }
 
 // fired publishes the tick; a failed publication is tried again a second later. A timer that
@@ -78,7 +98,7 @@ func (t *timers) fired(runID, key string, tm *timer, c engine.Command) {
 	var d *dropError
 	if err != nil && !errors.As(err, &d) {
 		t.log.Warn("runner: a tick could not be published and is tried again", "run_id", runID, "tick", key, "err", err)
-		t.set(runID, key, c, retryDelay)
+		t.set(runID, key, c, t.now().Add(retryDelay))
 		return
 	}
 	if err != nil {

@@ -124,8 +124,8 @@ func directGets(t *testing.T, js jetstream.JetStream) []string {
 
 func allReplicas(t *testing.T, got map[string]int, want int) {
 	t.Helper()
-	if len(got) != 11 {
-		t.Fatalf("the layout has %d streams and buckets, want 11: %v", len(got), got)
+	if len(got) != 12 {
+		t.Fatalf("the layout has %d streams and buckets, want 12: %v", len(got), got)
 	}
 	for name, n := range got {
 		if n != want {
@@ -152,7 +152,7 @@ func TestReplicasOnACluster(t *testing.T) {
 	got, _ := ensureWith(0)
 	allReplicas(t, got, 1)
 	js := natstest.JetStream(t, url)
-	if direct := directGets(t, js); len(direct) != 9 {
+	if direct := directGets(t, js); len(direct) != 10 {
 		t.Errorf("with one replica, direct gets on %v, want on every bucket (the replica is the leader)", direct)
 	}
 	got, logs := ensureWith(3)

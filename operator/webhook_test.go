@@ -37,10 +37,10 @@ func TestWebhooks(t *testing.T) {
 		t.Fatalf("unset secret: %v", err)
 	}
 	for src, want := range map[string]string{
-		"[webhooks.refunds]\n":                                         "ops.toml:1: key webhooks.refunds: missing a secret",
+		"[webhooks.refunds]\n": "ops.toml:1: key webhooks.refunds: missing a secret",
 		"[webhooks.refunds]\nsecret_env = \"A\"\nsecret_file = \"f\"\n": "ops.toml:1: key webhooks.refunds: set secret_env or secret_file, not both",
-		"[webhooks.refunds]\nsecret = \"inline\"\n":                    "ops.toml:2: key webhooks.refunds.secret: unknown key (known: secret_env, secret_file)",
-		"[webhooks.Refunds]\nsecret_env = \"A\"\n":                     "ops.toml:1: key webhooks.Refunds: a name is 1 to 64 characters of [a-z0-9_-]",
+		"[webhooks.refunds]\nsecret = \"inline\"\n":                     "ops.toml:2: key webhooks.refunds.secret: unknown key (known: secret_env, secret_file)",
+		"[webhooks.Refunds]\nsecret_env = \"A\"\n":                      "ops.toml:1: key webhooks.Refunds: a name is 1 to 64 characters of [a-z0-9_-]",
 	} {
 		_, err := operator.Parse("ops.toml", []byte(src))
 		if err == nil || !strings.Contains(err.Error(), want) {

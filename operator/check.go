@@ -20,7 +20,8 @@ const (
 	// EUnknownWebhook: a webhook trigger names a hook the operator did not open
 	// ([webhooks.NAME]).
 	EUnknownWebhook workflow.Code = "E_UNKNOWN_WEBHOOK"
-	// ESubjectNotAllowed: a subject trigger, which this server does not serve.
+	// ESubjectNotAllowed: a subject trigger on a subject the operator does not allow
+	// ([triggers] subjects).
 	ESubjectNotAllowed workflow.Code = "E_SUBJECT_NOT_ALLOWED"
 )
 
@@ -71,8 +72,12 @@ func CheckWorkflow(cfg *Config, defs ...*workflow.Definition) workflow.Problems 
 				if _, ok := cfg.Webhooks[t.Webhook]; !ok {
 					at(EUnknownWebhook, key+".webhook", "the server has no webhook %q: its operator opens one with a secret ([webhooks.%s] in the operator's configuration; it has: %s)", t.Webhook, t.Webhook, orNone(slices.Sorted(maps.Keys(cfg.Webhooks))))
 				}
-			case t.Subject != "":
-				at(ESubjectNotAllowed, key+".subject", "this server does not listen on NATS subjects for workflows yet: use a webhook or schedule trigger")
+			case t.Subject != "" && !slices.ContainsFunc(cfg.TriggerSubjects, func(a string) bool { return workflow.SubjectWithin(t.Subject, a) }):
+				if len(cfg.TriggerSubjects) == 0 {
+					at(ESubjectNotAllowed, key+".subject", "the server's operator allows subject triggers on no subject ([triggers] subjects in the operator's configuration)")
+				} else {
+					at(ESubjectNotAllowed, key+".subject", "the server's operator does not allow subject triggers on %q (it allows: %s)", t.Subject, strings.Join(cfg.TriggerSubjects, ", "))
+				}
 			}
 		}
 	}

@@ -168,6 +168,8 @@ func (l *loader) config(doc map[string]any) *Config {
 			}
 		case "limits":
 			l.limits(k, v, &cfg.Limits)
+		case "triggers":
+			cfg.TriggerSubjects = l.triggers(k, v)
 		case "webhooks":
 			for name, t := range l.tables(k, v) {
 				if w, ok := l.webhook(k+"."+name, t); ok {
@@ -175,7 +177,7 @@ func (l *loader) config(doc map[string]any) *Config {
 				}
 			}
 		default:
-			l.add(k, "unknown key (known: custom_roles, providers, mcp, principals, limits, webhooks)")
+			l.add(k, "unknown key (known: custom_roles, providers, mcp, principals, limits, webhooks, triggers)")
 		}
 	}
 	cfg.CustomRoles = custom
@@ -299,6 +301,24 @@ func (l *loader) mcp(key string, t map[string]any) (MCPServer, bool) {
 		}
 	}
 	return m, len(l.problems) == n
+}
+
+// triggers reads [triggers]: subjects, the patterns subject triggers may listen on, none of
+// which may match reins's own subjects or the server's (workflow.CheckSubject).
+func (l *loader) triggers(key string, v any) []string {
+	t, ok := v.(map[string]any)
+	if !ok {
+		l.add(key, "want a table ([triggers])")
+		return nil
+	}
+	l.keys(key, t, "subjects")
+	subjects := l.strings(key+".subjects", t["subjects"])
+	for i, s := range subjects {
+		if err := workflow.CheckSubject(s); err != nil {
+			l.add(fmt.Sprintf("%s.subjects[%d]", key, i), "%v", err)
+		}
+	}
+	return subjects
 }
 
 func (l *loader) webhook(key string, t map[string]any) (Webhook, bool) {

@@ -38,6 +38,10 @@ type Config struct {
 	// Webhooks are the hooks a workflow's webhook trigger may name, by name: POST
 	// /v1/hooks/NAME is signed with the hook's secret ([webhooks.NAME]).
 	Webhooks map[string]Webhook
+	// TriggerSubjects are the NATS subject patterns subject triggers may listen on
+	// ([triggers] subjects): a workflow's subject must be within one of them. None: subject
+	// triggers are refused.
+	TriggerSubjects []string
 	// CustomRoles are role names besides the built-in ones, for approvers = ["role:NAME"];
 	// they grant no permission.
 	CustomRoles []string

@@ -72,4 +72,22 @@ func TestCheckWorkflowTriggers(t *testing.T) {
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("problems %q, want %q", got, want)
 	}
+	// Allowed by the operator: within one of its patterns.
+	cfg, err = operator.Parse("ops.toml", []byte("[webhooks.refunds]\nsecret_env = \"S\"\n[webhooks.payouts]\nsecret_env = \"P\"\n[triggers]\nsubjects = [\"billing.*\", \"orders.>\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := operator.CheckWorkflow(cfg, def); len(ps) > 0 {
+		t.Fatalf("allowed: %v", ps)
+	}
+	def.Triggers[2].Subject = "billing.eu.created"
+	if ps := operator.CheckWorkflow(cfg, def); len(ps) != 1 || ps[0].Code != operator.ESubjectNotAllowed {
+		t.Fatalf("billing.eu.created is not within billing.*: %v", ps)
+	}
+	// The operator cannot allow reins's own subjects or the server's.
+	for _, s := range []string{">", "reins.>", "$KV.>", "acme.reins.>", "*.x"} {
+		if _, err := operator.Parse("ops.toml", []byte("[triggers]\nsubjects = [\""+s+"\"]\n")); err == nil || !strings.Contains(err.Error(), "ops.toml:2: key triggers.subjects[0]") {
+			t.Errorf("[triggers] subjects = [%q]: %v", s, err)
+		}
+	}
 }

@@ -9,7 +9,8 @@
 // process, so that a start made twice starts one run; the signature of a webhook delivery
 // (Sign, Verify). The Service is a thin shell around them: it follows the registry of workflows
 // (client), keeps each schedule's state in the bucket natsbox.Names.TriggersBucket with
-// compare-and-set, consumes subject triggers through a JetStream stream, and starts runs with
+// compare-and-set, consumes subject triggers through the stream of the operator's subjects
+// (natsbox.Names.TriggersStream, a durable consumer per trigger), and starts runs with
 // client.Start as the principal that registered the workflow.
 //
 // It must not decide anything about runs once started (engine.Decide does), check who may call

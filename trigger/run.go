@@ -16,6 +16,11 @@ func (s *Service) Run(ctx context.Context, ready chan<- struct{}) error {
 	if err := s.Sync(ctx); err != nil {
 		return err
 	}
+	if err := s.startSubjects(ctx); err != nil {
+		return err
+	}
+	defer s.stopSubjects()
+	s.syncSubjects(ctx)
 	close(ready)
 	for {
 		next, _ := s.Tick(ctx) // errors are logged; the trigger is decided again soon
@@ -33,5 +38,6 @@ func (s *Service) Run(ctx context.Context, ready chan<- struct{}) error {
 		if err := s.Sync(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Error("trigger: cannot read the registry of workflows; trying again", "err", err)
 		}
+		s.syncSubjects(ctx)
 	}
 }

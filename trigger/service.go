@@ -29,6 +29,10 @@ type Config struct {
 	Log *slog.Logger
 	// MaxInputBytes bounds a run input a trigger starts a run with; 0 means 64 MiB.
 	MaxInputBytes int64
+	// Subjects are the subject patterns the operator allows subject triggers to listen on
+	// (operator.Config.TriggerSubjects), captured by the stream of subject triggers; none:
+	// subject triggers start nothing (the submission check refuses them).
+	Subjects []string
 }
 
 // Service starts the runs of the triggers of the registered workflows: Run follows the registry
@@ -46,6 +50,7 @@ type Service struct {
 	clients map[string]*client.Client
 	synced  bool
 	kv      jetstream.KeyValue
+	subs    subjects
 }
 
 // active is a registered workflow with triggers: its latest version.
@@ -69,6 +74,7 @@ func New(cfg Config) *Service {
 		cfg.MaxInputBytes = wire.DefaultMaxValue
 	}
 	s := &Service{cfg: cfg, names: cfg.Box.Names(), js: cfg.Box.JetStream(), active: map[string]*active{}, clients: map[string]*client.Client{}}
+	s.subs.running = map[string]*consumption{}
 	s.admin = s.clientOf(natsbox.RoleAdmin)
 	return s
 }

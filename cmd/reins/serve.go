@@ -67,8 +67,10 @@ longer ago (as reins runs prune does) at start and then every tenth of it, at mo
 --retention 0 keeps them forever.
 
 The [[triggers]] of the registered workflows (PUT /v1/workflows/NAME) are active: schedules start
-their runs on their due times, exactly once per due time however many serve processes run, and
-POST /v1/hooks/NAME starts the runs of webhook triggers (docs/workflows.md, "Triggers").
+their runs on their due times, exactly once per due time however many serve processes run,
+messages on the subjects the operator allows ([triggers] subjects) start the runs of subject
+triggers, and POST /v1/hooks/NAME starts the runs of webhook triggers (docs/workflows.md,
+"Triggers").
 reins run FILE runs a file once and ignores its triggers.
 
 A loop whose iterations come faster than --save-window (default 100ms) has them saved together:
@@ -136,7 +138,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			}
 			// The triggers of the registered workflows: schedules decided here (several serve
 			// processes share them exactly once per due time), webhooks through the API.
-			triggers := trigger.New(trigger.Config{Box: box, Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes})
+			triggers := trigger.New(trigger.Config{Box: box, Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Subjects: cfgOp.TriggerSubjects})
 			obs, err := observe("--listen", httpListen, box, res, log, func(m *metrics.Metrics, ready func() error) http.Handler {
 				return api.New(api.Config{Box: box, Principals: res, Operator: cfgOp, Metrics: m.Handler(), Ready: ready, Console: console.Handler(),
 					Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Hooks: triggers})

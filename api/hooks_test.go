@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -70,5 +71,32 @@ func TestHooks(t *testing.T) {
 	page := s.as("viewer", "GET", "/v1/runs?workflow=refund", "").want(t, http.StatusOK, "list")
 	if n := strings.Count(string(page.Body), `"run_id"`); n != 1 {
 		t.Fatalf("%d runs of refund, want 1: %s", n, page.Body)
+	}
+}
+
+// TestTriggerAttacks: a submitted workflow cannot listen on reins's own subjects or the
+// server's, nor on a subject the operator does not allow, nor on a hook the operator did not
+// open: registration is refused with the problem's code, at its line.
+func TestTriggerAttacks(t *testing.T) {
+	s := newStackWith(t, stackOptions{Hooks: map[string]string{"refunds": "k"}})
+	head := "name = \"spy\"\n[[steps]]\nid = \"done\"\ntype = \"terminate\"\n[[triggers]]\nname = \"t\"\n"
+	for _, c := range []struct{ body, want string }{
+		{"subject = \"reins.event.>\"\n", "E_BAD_SUBJECT triggers[0].subject 7"},
+		{"subject = \"acme.reins.task.>\"\n", "E_BAD_SUBJECT triggers[0].subject 7"},
+		{"subject = \"$KV.reins_runs.>\"\n", "E_BAD_SUBJECT triggers[0].subject 7"},
+		{"subject = \"_INBOX.>\"\n", "E_BAD_SUBJECT triggers[0].subject 7"},
+		{"subject = \"*.>\"\n", "E_BAD_SUBJECT triggers[0].subject 7"},
+		{"subject = \"orders.created\"\n", "E_SUBJECT_NOT_ALLOWED triggers[0].subject 7"},
+		{"webhook = \"payouts\"\n", "E_UNKNOWN_WEBHOOK triggers[0].webhook 7"},
+		{"schedule = \"* * * *\"\n", "E_BAD_SCHEDULE triggers[0].schedule 7"},
+	} {
+		a := s.as("submitter", "PUT", "/v1/workflows/spy", head+c.body).want(t, http.StatusUnprocessableEntity, c.body)
+		p := a.problem(t)
+		if len(p.Problems) != 1 {
+			t.Fatalf("%s: problems %+v", c.body, p.Problems)
+		}
+		if got := p.Problems[0].Code + " " + p.Problems[0].Key + " " + strconv.Itoa(p.Problems[0].Line); got != c.want {
+			t.Errorf("%s: %s, want %s", c.body, got, c.want)
+		}
 	}
 }

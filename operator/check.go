@@ -65,6 +65,7 @@ func CheckWorkflow(cfg *Config, defs ...*workflow.Definition) workflow.Problems 
 				at(EUnknownMCP, "tools."+name+".mcp", "the server runs no MCP server %q (it runs: %s)", t.MCP, orNone(slices.Sorted(maps.Keys(cfg.MCP))))
 			}
 		}
+		// A subject the validator refuses (E_BAD_SUBJECT) is not reported again here.
 		for i, t := range d.Triggers {
 			key := fmt.Sprintf("triggers[%d]", i)
 			switch {
@@ -72,7 +73,7 @@ func CheckWorkflow(cfg *Config, defs ...*workflow.Definition) workflow.Problems 
 				if _, ok := cfg.Webhooks[t.Webhook]; !ok {
 					at(EUnknownWebhook, key+".webhook", "the server has no webhook %q: its operator opens one with a secret ([webhooks.%s] in the operator's configuration; it has: %s)", t.Webhook, t.Webhook, orNone(slices.Sorted(maps.Keys(cfg.Webhooks))))
 				}
-			case t.Subject != "" && !slices.ContainsFunc(cfg.TriggerSubjects, func(a string) bool { return workflow.SubjectWithin(t.Subject, a) }):
+			case t.Subject != "" && workflow.CheckSubject(t.Subject) == nil && !slices.ContainsFunc(cfg.TriggerSubjects, func(a string) bool { return workflow.SubjectWithin(t.Subject, a) }):
 				if len(cfg.TriggerSubjects) == 0 {
 					at(ESubjectNotAllowed, key+".subject", "the server's operator allows subject triggers on no subject ([triggers] subjects in the operator's configuration)")
 				} else {

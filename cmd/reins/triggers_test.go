@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -73,5 +74,20 @@ func awaitConsumer(t *testing.T, box *natsbox.Box) {
 		if _, err := sub.NextMsgWithContext(ctx); err != nil {
 			t.Fatalf("no consumer of subject triggers was made: %v", err)
 		}
+	}
+}
+
+// TestRunIgnoresTriggers: reins run runs a workflow with triggers once, and says that it
+// ignores them.
+func TestRunIgnoresTriggers(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tick.toml")
+	src := "name = \"tick\"\n[[steps]]\nid = \"done\"\ntype = \"terminate\"\n[[triggers]]\nname = \"every-5\"\nschedule = \"*/5 * * * *\"\n"
+	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := cli(t, "run", file, "--data", filepath.Join(dir, "data"))
+	if code != 0 || !strings.Contains(errOut, "reins: note: workflow tick has 1 trigger(s): reins run runs it once, now, and ignores them") {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
 	}
 }

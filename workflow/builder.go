@@ -378,6 +378,17 @@ func (e *EdgeBuilder) When(label string) *EdgeBuilder { e.e.When = label; return
 // MaxIterations makes the edge a loop edge, followed at most n times per run.
 func (e *EdgeBuilder) MaxIterations(n int) *EdgeBuilder { e.e.MaxIterations = n; return e }
 
+// Trigger adds a trigger, as [[triggers]] does: exactly one of t.Schedule, t.Subject and
+// t.Webhook, named t.Name. Triggers keep their declaration order.
+func (b *Builder) Trigger(t Trigger) *Builder {
+	if t.CatchUp != nil {
+		n := *t.CatchUp
+		t.CatchUp = &n
+	}
+	b.def.Triggers = append(b.def.Triggers, t)
+	return b
+}
+
 // Build assembles the definition, normalizes it (the contract's defaults filled in) and
 // validates it with Validate(def, Options{}): sub-workflow files resolve against the current
 // directory and handlers are not checked. When there are problems, it returns nil and the
@@ -476,6 +487,14 @@ func (b *Builder) definition() (*Definition, Problems) {
 		s.Branches = slices.Clone(s.Branches)
 		s.Approvers = slices.Clone(s.Approvers)
 		d.Steps[i] = s
+	}
+	d.Triggers = nil
+	for _, t := range b.def.Triggers {
+		if t.CatchUp != nil {
+			n := *t.CatchUp
+			t.CatchUp = &n
+		}
+		d.Triggers = append(d.Triggers, t)
 	}
 	d.Edges = nil
 	for _, e := range b.edges {

@@ -75,6 +75,9 @@ type Definition struct {
 	MCP         map[string]MCPDef   `json:"mcp,omitempty"`
 	Steps       []Step              `json:"steps"`
 	Edges       []Edge              `json:"edges,omitempty"`
+	// Triggers start runs by themselves (a schedule, a NATS subject, a webhook) once the
+	// workflow is registered with a server; reins run ignores them.
+	Triggers []Trigger `json:"triggers,omitempty"`
 
 	// Source says where the definition was loaded from, for error positions; not part of the
 	// canonical form.
@@ -291,6 +294,9 @@ func (d *Definition) Normalize() {
 			s.MaxConcurrent = DefaultMapConcurrent
 		}
 	}
+	for i := range d.Triggers {
+		d.Triggers[i].normalize()
+	}
 }
 
 // Children lists the steps s starts itself rather than through an edge: its branches that are
@@ -339,6 +345,7 @@ func (d *Definition) Roots() []string {
 func (d *Definition) CanonicalJSON() ([]byte, error) {
 	c := *d
 	c.Steps = append([]Step(nil), d.Steps...)
+	c.Triggers = append([]Trigger(nil), d.Triggers...)
 	c.Normalize()
 	// Raw JSON values (schemas, mocks, scripts) are compared by meaning, not by how they were
 	// written: keys sorted, numbers in one spelling. The copy gets fresh maps so d is untouched.

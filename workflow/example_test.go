@@ -148,3 +148,22 @@ func ExampleDefinition_AgentDefinition() {
 	// start: lead agents run by tools: [researcher] runs a child: true
 	// support-researcher starts at researcher with 1 step and 0 edges
 }
+
+// A workflow that runs every weekday at 9:00 in Paris, and on each order created.
+func ExampleBuilder_Trigger() {
+	wf := workflow.New("daily-report")
+	wf.Task("report", "reports.write")
+	wf.Trigger(workflow.Trigger{Name: "weekdays", Schedule: "0 9 * * 1-5", Timezone: "Europe/Paris", Overlap: workflow.OverlapSkip}).
+		Trigger(workflow.Trigger{Name: "orders", Subject: "orders.created"})
+	def, err := wf.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s, _ := workflow.ParseSchedule(def.Triggers[0].Schedule, def.Triggers[0].Timezone)
+	fmt.Println(def.Triggers[0].Kind(), def.Triggers[0].CatchUpOr(), s.Next(time.Date(2026, 6, 5, 12, 0, 0, 0, time.UTC)))
+	fmt.Println(def.Triggers[1].Kind(), def.Triggers[1].Subject)
+	// Output:
+	// schedule 1 2026-06-08 07:00:00 +0000 UTC
+	// subject orders.created
+}

@@ -308,6 +308,7 @@ func (v *validator) checkLocal() {
 	start := v.checkStart()
 	v.checkGraph(start)
 	v.checkToolAgents()
+	v.checkTriggers()
 }
 
 func (v *validator) checkTop() {

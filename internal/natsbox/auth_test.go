@@ -117,6 +117,10 @@ func TestPermissionsByRole(t *testing.T) {
 		{"tok-viewer", "$KV." + RegistryBucket + ".refund", false},
 		{"tok-worker", "$KV." + RegistryBucket + ".refund", false},
 		{"tok-admin", "$KV." + RegistryBucket + ".refund", true},
+		// The state of schedule triggers is the engines' alone: nobody else moves a due time.
+		{"tok-submitter", "$KV." + TriggersBucket + ".schedule.w.t", false},
+		{"tok-worker", "$KV." + TriggersBucket + ".schedule.w.t", false},
+		{"tok-admin", "$KV." + TriggersBucket + ".schedule.w.t", true},
 	} {
 		if got := canPublish(t, b, tc.token, tc.subject); got != tc.want {
 			t.Errorf("%s (%s) publishing on %s: stored %t, want %t", testPrincipals[tc.token].Name, tc.token, tc.subject, got, tc.want)

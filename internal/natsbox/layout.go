@@ -72,6 +72,10 @@ const (
 	// as the bucket (package client, Register). Only the engine's process and admins write it:
 	// a submitter registers through the API, which validates what it stores.
 	RegistryBucket = "reins_registry"
+	// TriggersBucket holds the state of each schedule trigger of the registered workflows
+	// (history 1, the engines' alone): key "schedule.WORKFLOW.TRIGGER", the latest due time
+	// decided, written with compare-and-set once its runs were started (package trigger).
+	TriggersBucket = "reins_triggers"
 
 	// CancelSubjects is the core NATS (not stored) subject filter on which the engine announces
 	// runs that ended, so that workers cancel their handlers at once: CancelSubject(runID).
@@ -545,6 +549,12 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 	}, {
 		Bucket:      l.Names.RegistryBucket(),
 		Description: "reins workflows registered by name, in versions",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Metadata:    metadata(),
+	}, {
+		Bucket:      l.Names.TriggersBucket(),
+		Description: "reins: the state of the schedule triggers of registered workflows",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Metadata:    metadata(),

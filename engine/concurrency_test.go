@@ -14,7 +14,7 @@ import (
 
 // perCustomer is two tasks under the concurrency key {{input.customer_id}}, limit 2.
 func perCustomer(t *testing.T) *workflow.Definition {
-	wf := workflow.New("per-customer").Deadline(10 * time.Minute).Concurrency("{{input.customer_id}}", 2)
+	wf := workflow.New("per-customer").Deadline(10*time.Minute).Concurrency("{{input.customer_id}}", 2)
 	wf.Task("a", "h.a").WithRetry(workflow.Retry{MaxAttempts: 3, Backoff: "fixed"})
 	wf.Task("b", "h.b")
 	wf.Edge("a", "b")
@@ -105,7 +105,7 @@ func TestConcurrencyGranted(t *testing.T) {
 // ends it (finish, then release: it leaves the queue); a signal is kept for later; anything
 // else changes nothing.
 func TestConcurrencyWhileQueued(t *testing.T) {
-	wf := workflow.New("queued").Deadline(10 * time.Minute).Concurrency("{{input.c}}", 1)
+	wf := workflow.New("queued").Deadline(10*time.Minute).Concurrency("{{input.c}}", 1)
 	wf.WaitEvent("w", "go")
 	wf.Task("a", "h")
 	wf.Edge("w", "a")

@@ -72,6 +72,11 @@ const (
 	// as the bucket (package client, Register). Only the engine's process and admins write it:
 	// a submitter registers through the API, which validates what it stores.
 	RegistryBucket = "reins_registry"
+	// ConcurrencyBucket holds the concurrency keys of workflows (history 1, the engines' alone):
+	// key "key.HASH" for each workflow and rendered key with runs active or queued (the runs
+	// holding its slots and the queue, oldest start first), and "run.HASH" for each such run,
+	// naming its key; every change a compare-and-set (package runner, slots.go).
+	ConcurrencyBucket = "reins_concurrency"
 
 	// CancelSubjects is the core NATS (not stored) subject filter on which the engine announces
 	// runs that ended, so that workers cancel their handlers at once: CancelSubject(runID).
@@ -545,6 +550,12 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 	}, {
 		Bucket:      l.Names.RegistryBucket(),
 		Description: "reins workflows registered by name, in versions",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Metadata:    metadata(),
+	}, {
+		Bucket:      l.Names.ConcurrencyBucket(),
+		Description: "reins concurrency keys: the runs holding their slots and the runs queued",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Metadata:    metadata(),

@@ -406,6 +406,17 @@ type Result struct {
 	Path []string `json:"path"`
 	// Waiting lists what a waiting run waits for (absent otherwise).
 	Waiting []WaitResult `json:"waiting,omitempty"`
+	// Concurrency is the run's concurrency key, when its workflow has one (absent otherwise):
+	// a queued run waits for a slot of it.
+	Concurrency *ConcurrencyResult `json:"concurrency,omitempty"`
+}
+
+// ConcurrencyResult is the concurrency key of a run of a Result: the key rendered from its
+// input, the limit of its workflow, and when it got its slot (absent while it is queued).
+type ConcurrencyResult struct {
+	Key     string     `json:"key"`
+	Limit   int        `json:"limit"`
+	Granted *time.Time `json:"granted,omitempty"`
 }
 
 // WaitResult is one step of a Result that waits for a human or a signal.

@@ -99,6 +99,9 @@ const (
 	// CodeConcurrencyKey: the workflow's concurrency key cannot be rendered from the run's input
 	// (a path the input does not have, without a default); the run fails before any step.
 	CodeConcurrencyKey = "E_CONCURRENCY_KEY"
+	// CodeQueueFull: the queue of the run's concurrency key holds as many runs as it may (the
+	// engine's bound, 1024); the run is refused before any step instead of waiting.
+	CodeQueueFull = "E_QUEUE_FULL"
 )
 
 // Handlers of the built-in step types: the engine sends llm and agent tasks to these names, and

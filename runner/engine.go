@@ -151,6 +151,8 @@ type Engine struct {
 	// killBeforeSave, when positive, kills the process before its n-th save (REINS_FAULT).
 	killBeforeSave int64
 	saves          atomic.Int64
+	// maxQueued is MaxQueued (tests make it smaller).
+	maxQueued int
 	// killBeforeRelease, when positive, kills the process before its n-th release.
 	killBeforeRelease int64
 	releases          atomic.Int64
@@ -201,7 +203,7 @@ func New(cfg Config) (*Engine, error) {
 		id: cfg.ID, leaseTTL: cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
 		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
 		roles: cfg.Roles, admit: cfg.Admit, maxOutput: cfg.MaxOutputBytes, maxValue: cfg.MaxValueBytes,
-		metrics: cfg.Metrics,
+		metrics: cfg.Metrics, maxQueued: MaxQueued,
 	}
 	if cfg.CachedRuns < 0 {
 		return nil, fmt.Errorf("runner: Config.CachedRuns is %d: want 0 (meaning %d) or more", cfg.CachedRuns, DefaultCachedRuns)

@@ -354,7 +354,7 @@ func (e *Engine) start(ctx context.Context, sh *shard, d decided) (outcome, erro
 	if err != nil {
 		return e.startFailed(ctx, ev, err.Error(), err)
 	}
-	if run, cmds, err = e.acquireAtStart(ctx, b.Definition, run, cmds, ev.At); err != nil {
+	if run, cmds, err = e.acquireAtStart(ctx, b.Definition, run, cmds, start); err != nil {
 		return retry, err
 	}
 	return e.save(ctx, sh, d, nil, &entry{rec: &wire.Record{Run: run, Parent: ev.Parent}, bundle: b}, cmds)

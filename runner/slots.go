@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,6 +41,17 @@ import (
 // between the grant and its announcement loses no run. A run granted at its start is decided
 // at once (told). The engine checks a granted event against the record: one for a run that
 // holds no slot (a worker's forgery, a stale grant) changes nothing.
+
+// MaxQueued bounds the runs queued for one concurrency key: a run that would be one more is
+// refused at its start (E_QUEUE_FULL), so that a key's record stays small enough to rewrite at
+// every change (and within a message).
+const MaxQueued = 1024
+
+// maxKeyText bounds the rendered key a record keeps to show (its hash names the record).
+const maxKeyText = 256
+
+// errQueueFull is the error of an acquire whose key's queue holds MaxQueued runs.
+var errQueueFull = errors.New("the queue of the concurrency key is full")
 
 // maxSlotCAS bounds the compare-and-set attempts of one change of a key: past it the event is
 // decided again later.
@@ -88,10 +100,23 @@ func (rec *keyRecord) holder(run string) *slotRun {
 	return nil
 }
 
+// has reports whether run holds a slot or is queued.
+func (rec *keyRecord) has(run string) bool {
+	return rec.holder(run) != nil || slices.ContainsFunc(rec.Queue, func(q slotRun) bool { return q.Run == run })
+}
+
+// clip cuts s to at most n bytes of valid UTF-8.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}
+
 // enqueue puts r in the queue in start order, unless it holds a slot or waits already; it
 // reports whether it changed rec.
 func (rec *keyRecord) enqueue(r slotRun) bool {
-	if rec.holder(r.Run) != nil || slices.ContainsFunc(rec.Queue, func(q slotRun) bool { return q.Run == r.Run }) {
+	if rec.has(r.Run) {
 		return false
 	}
 	i, _ := slices.BinarySearchFunc(rec.Queue, r, func(a, b slotRun) int {
@@ -199,8 +224,12 @@ func (e *Engine) acquire(ctx context.Context, wf string, run *engine.Run, c *eng
 	if _, err := e.slots.Put(ctx, slotRunKey(run.ID), []byte(key)); err != nil {
 		return false, fmt.Errorf("concurrency key of run %s: %w", run.ID, err)
 	}
+	full := false
 	rec, err := e.updateKey(ctx, key, func(rec *keyRecord) bool {
-		rec.Workflow, rec.Key = wf, c.Key
+		rec.Workflow, rec.Key = wf, clip(c.Key, maxKeyText)
+		if full = len(rec.Queue) >= e.maxQueued && !rec.has(run.ID); full {
+			return false
+		}
 		changed := rec.enqueue(slotRun{Run: run.ID, Started: run.StartedAt, Limit: c.Limit})
 		changed = rec.grant() || changed
 		if h := rec.holder(run.ID); h != nil && !h.Told {
@@ -210,6 +239,9 @@ func (e *Engine) acquire(ctx context.Context, wf string, run *engine.Run, c *eng
 	})
 	if err != nil || rec == nil {
 		return false, err
+	}
+	if full {
+		return false, errQueueFull
 	}
 	if err := e.announce(ctx, rec.untold(run.ID), at); err != nil {
 		return false, err
@@ -291,12 +323,26 @@ func (e *Engine) announce(ctx context.Context, ids []string, at time.Time) error
 // run where the first one put it). A run that takes a slot at once is decided at once: the
 // granted event, at the time of the start, on the queued state, its commands added to the
 // start's.
-func (e *Engine) acquireAtStart(ctx context.Context, def *workflow.Definition, run *engine.Run, cmds []engine.Command, at time.Time) (*engine.Run, []engine.Command, error) {
+//
+// A run whose key's queue is full is refused instead: decided again as a start with Refused
+// (E_QUEUE_FULL), which ends it failed (its release finds nothing to free but its entry).
+func (e *Engine) acquireAtStart(ctx context.Context, def *workflow.Definition, run *engine.Run, cmds []engine.Command, start protocol.Event) (*engine.Run, []engine.Command, error) {
 	c := acquireOf(cmds)
 	if c == nil {
 		return run, cmds, nil
 	}
+	at := start.At
 	holds, err := e.acquire(ctx, def.Name, run, c, at)
+	if errors.Is(err, errQueueFull) {
+		e.log.WarnContext(ctx, "runner: a run was refused: the queue of its concurrency key is full", "run_id", run.ID, "workflow", def.Name, "queued", e.maxQueued)
+		start.Refused = &protocol.RunError{Code: protocol.CodeQueueFull,
+			Message: fmt.Sprintf("the concurrency key %q of workflow %s has %d runs queued already, the most it may", clip(c.Key, maxKeyText), def.Name, e.maxQueued)}
+		next, cmds, err := engine.Decide(def, &engine.Run{ID: run.ID}, start)
+		if err != nil {
+			return nil, nil, permanent(err)
+		}
+		return next, cmds, nil
+	}
 	if err != nil || !holds {
 		return run, cmds, err
 	}

@@ -288,6 +288,37 @@ func TestConcurrencyForgedGrant(t *testing.T) {
 	v.expectReleased()
 }
 
+// TestConcurrencyQueueFull: a run that would queue past the bound of its key's queue is refused
+// at once (E_QUEUE_FULL) rather than waiting, and takes no place: the runs queued before it
+// run in turn, and the bucket ends empty.
+func TestConcurrencyQueueFull(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	v.eng, v.stop = v.startEngine(func(e *Engine) { e.maxQueued = 2 })
+	bs := perKey(t, 1)
+	w := v.Worker("serve")
+	v.Start(bs, `{"c":"k"}`, "full0")
+	v.waitStatus("full0", protocol.RunRunning)
+	for _, id := range []string{"full1", "full2"} {
+		v.Start(bs, `{"c":"k"}`, id)
+		v.waitStatus(id, protocol.RunQueued)
+	}
+	rec := v.Wait(v.Start(bs, `{"c":"k"}`, "full3"))
+	if rec.Run.Status != protocol.RunFailed || rec.Run.Error.Code != protocol.CodeQueueFull || rec.Run.Steps["serve"].Status != protocol.StepSkipped {
+		t.Fatalf("run over the queue's bound: %s %+v", rec.Run.Status, rec.Run.Error)
+	}
+	v.waitHolders("k", []string{"full0"}, []string{"full1", "full2"})
+	for _, id := range []string{"full0", "full1", "full2"} {
+		task := w.Next()
+		if task.RunID != id {
+			t.Fatalf("task of %s, want %s", task.RunID, id)
+		}
+		v.Publish(runtest.Completed(task, `1`), "")
+		v.Wait(id)
+	}
+	v.expectReleased()
+}
+
 // TestConcurrencyKeyNotRendered: a run whose input lacks the key's path fails with
 // E_CONCURRENCY_KEY before any step and takes no slot.
 func TestConcurrencyKeyNotRendered(t *testing.T) {

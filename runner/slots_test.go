@@ -5,11 +5,13 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/fault"
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
@@ -123,8 +125,31 @@ func (v *env) waitHolders(c string, holding, queued []string) {
 // other four, started while it runs, queue whatever order the engine's shards take their
 // starts in, and run one at a time in the order they started: when each one's task comes, it
 // alone holds the slot, every later one is queued, and every earlier one completed.
+//
+// With two engines, the runs' partitions (a hash of each run id) are shared between them: both
+// change the key's record, by compare-and-set.
 func TestConcurrencyOneAtATime(t *testing.T) {
-	v := newEnv(t)
+	t.Run("one engine", func(t *testing.T) { oneAtATime(t, newEnv(t)) })
+	t.Run("two engines", func(t *testing.T) {
+		v := newEnv(t)
+		v.stop()
+		live := []string{"engine-a", "engine-b"}
+		for _, id := range live {
+			v.startEngine(func(e *Engine) { e.id = id })
+		}
+		awaitOwners(t, v, func(p int) string { return rendezvous(p, live) })
+		by := map[string]bool{}
+		for _, id := range []string{"q0", "q1", "q2", "q3", "q4"} {
+			by[rendezvous(natsbox.Partition(id), live)] = true
+		}
+		if len(by) != 2 {
+			t.Fatalf("the runs' partitions are all owned by %v: the test needs both engines", by)
+		}
+		oneAtATime(t, v)
+	})
+}
+
+func oneAtATime(t *testing.T, v *env) {
 	bs := perKey(t, 1)
 	w := v.Worker("serve")
 	ids := []string{v.Start(bs, `{"c":"cust-1"}`, "q0")}
@@ -395,4 +420,80 @@ func TestConcurrencyCrashingEngine(t *testing.T) {
 	v.waitStatus("k2", protocol.RunQueued)
 	v.Publish(runtest.Completed(v.Worker("serve").Next(), `1`), "")
 	awaitFault(t, v)
+}
+
+// TestKeyRecordRules: the rules of a key's record, apart from the bucket. A run queues behind
+// every run that started before it, whatever order the acquires come in; the head of the queue
+// gets a slot while fewer runs hold one than its own limit; a run leaves holding or queued, and
+// doing any of it twice changes nothing.
+func TestKeyRecordRules(t *testing.T) {
+	at := func(s int) time.Time { return time.Date(2026, 3, 1, 9, 0, s, 0, time.UTC) }
+	run := func(id string, s, limit int) slotRun { return slotRun{Run: id, Started: at(s), Limit: limit} }
+	names := func(rs []slotRun) []string {
+		out := []string{}
+		for _, r := range rs {
+			out = append(out, r.Run)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name          string
+		steps         func(rec *keyRecord)
+		holders, wait []string
+	}{
+		{"the first takes the slot", func(rec *keyRecord) {
+			rec.enqueue(run("a", 1, 1))
+			rec.grant()
+		}, []string{"a"}, []string{}},
+		{"queued in start order, whatever the order of the acquires", func(rec *keyRecord) {
+			for _, r := range []slotRun{run("h", 0, 1), run("c", 3, 1), run("a", 1, 1), run("b", 2, 1), run("b2", 2, 1)} {
+				rec.enqueue(r)
+				rec.grant()
+			}
+		}, []string{"h"}, []string{"a", "b", "b2", "c"}},
+		{"an acquire again changes nothing", func(rec *keyRecord) {
+			rec.enqueue(run("a", 1, 1))
+			rec.grant()
+			rec.enqueue(run("b", 2, 1))
+			if rec.enqueue(run("a", 1, 1)) || rec.enqueue(run("b", 2, 1)) || rec.grant() {
+				t.Error("an acquire again changed the record")
+			}
+		}, []string{"a"}, []string{"b"}},
+		{"a release grants the head", func(rec *keyRecord) {
+			for _, r := range []slotRun{run("a", 1, 1), run("b", 2, 1), run("c", 3, 1)} {
+				rec.enqueue(r)
+				rec.grant()
+			}
+			rec.leave("a")
+			rec.grant()
+			if rec.leave("a") {
+				t.Error("a release again changed the record")
+			}
+		}, []string{"b"}, []string{"c"}},
+		{"a queued run leaves", func(rec *keyRecord) {
+			for _, r := range []slotRun{run("a", 1, 1), run("b", 2, 1), run("c", 3, 1)} {
+				rec.enqueue(r)
+				rec.grant()
+			}
+			rec.leave("b")
+			if rec.grant() {
+				t.Error("a queued run's release granted a slot")
+			}
+		}, []string{"a"}, []string{"c"}},
+		{"each run its own limit", func(rec *keyRecord) {
+			for _, r := range []slotRun{run("a", 1, 2), run("b", 2, 2), run("c", 3, 1), run("d", 4, 3)} {
+				rec.enqueue(r)
+				rec.grant()
+			}
+			rec.leave("a") // c needs fewer than 1 holders: b still holds one
+		}, []string{"b"}, []string{"c", "d"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rec keyRecord
+			tc.steps(&rec)
+			if h, q := names(rec.Holders), names(rec.Queue); !slices.Equal(h, tc.holders) || !slices.Equal(q, tc.wait) {
+				t.Fatalf("holders %v, queue %v; want %v and %v", h, q, tc.holders, tc.wait)
+			}
+		})
+	}
 }

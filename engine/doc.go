@@ -38,9 +38,10 @@
 // # Starting and ending
 //
 // Start sets Deadline = at + deadline, emits a schedule command for it, and activates the start
-// step with the run input. A run that has not finished is waiting while at least one of its
-// steps waits (StepWaiting: for a decision, a human's input or a signal), and running
-// otherwise; Run.Finished tells both from the ends. Every event first checks its time against
+// step with the run input (a run of a workflow with a concurrency key first waits queued for a
+// slot: "Concurrency keys" below). A run that has not finished is queued until then, waiting
+// while at least one of its steps waits (StepWaiting: for a decision, a human's input or a
+// signal), and running otherwise; Run.Finished tells the three from the ends. Every event first checks its time against
 // the deadline: at or after it, the run ends timed_out (E_DEADLINE), waiting or not. A cancel
 // event ends it cancelled (E_CANCELLED, with the event's Reason), waiting or not. A run ends
 // with exactly one finish command carrying its status, output and error; the shell cancels

@@ -51,6 +51,15 @@ func (b *Builder) MaxSteps(n int) *Builder { b.def.MaxSteps = n; return b }
 // Start sets the entry step (default: the only step with no incoming edge).
 func (b *Builder) Start(id string) *Builder { b.def.Start = id; return b }
 
+// Concurrency sets the workflow's concurrency key, as `concurrency = { key, limit }` does: at
+// most limit runs with the same key, rendered from the run input when each starts (a template
+// such as "{{input.customer_id}}", or "" for one key for the whole workflow), are active at
+// once; the others queue, first started first served.
+func (b *Builder) Concurrency(key string, limit int) *Builder {
+	b.def.Concurrency = &Concurrency{Key: key, Limit: limit}
+	return b
+}
+
 // Model declares a named model configuration, as [models.NAME] does. Declaring a name again
 // replaces it.
 func (b *Builder) Model(name string, m ModelDef) *Builder {
@@ -417,6 +426,10 @@ func (b *Builder) definition() (*Definition, Problems) {
 	var ps Problems
 	d := b.def
 	d.Source = nil
+	if b.def.Concurrency != nil {
+		c := *b.def.Concurrency
+		d.Concurrency = &c
+	}
 	raw := func(key string, v json.RawMessage) json.RawMessage {
 		c, err := canonicalRaw(v)
 		if err != nil {

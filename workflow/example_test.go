@@ -167,3 +167,26 @@ func ExampleBuilder_Trigger() {
 	// schedule 1 2026-06-08 07:00:00 +0000 UTC
 	// subject orders.created
 }
+
+// At most one run per customer at a time: runs of the same customer_id queue, first started
+// first served; a key that reads a step's output is refused, since it is rendered before any
+// step ran.
+func ExampleBuilder_Concurrency() {
+	wf := workflow.New("support-reply").Concurrency("{{input.customer_id}}", 1)
+	wf.Task("reply", "support.reply")
+	def, err := wf.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("key %s, limit %d\n", def.Concurrency.Key, def.Concurrency.Limit)
+
+	bad := workflow.New("support-reply").Concurrency("{{reply.output.customer}}", 0)
+	bad.Task("reply", "support.reply")
+	_, err = bad.Build()
+	fmt.Println(err)
+	// Output:
+	// key {{input.customer_id}}, limit 1
+	// E_TEMPLATE concurrency.key: the concurrency key reads {{reply.output.customer}}, but it is rendered when a run starts, before any step ran: it may read only the run input (input or input.x)
+	// E_BAD_BOUND concurrency.limit: the concurrency limit is 0: it must be at least 1 (how many runs with the same key may be active at once)
+}

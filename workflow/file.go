@@ -81,7 +81,7 @@ func parseProblem(file string, err error) Problem {
 }
 
 // topKeys are the keys of the top level of a workflow file, in the contract's order.
-var topKeys = []string{"name", "description", "deadline", "max_steps", "start", "models", "tools", "mcp", "steps", "edges", "triggers"}
+var topKeys = []string{"name", "description", "deadline", "max_steps", "start", "concurrency", "models", "tools", "mcp", "steps", "edges", "triggers"}
 
 // definition decodes the whole document.
 func (d *decoder) definition(doc map[string]any) *Definition {
@@ -99,6 +99,8 @@ func (d *decoder) definition(doc map[string]any) *Definition {
 			def.MaxSteps, _ = d.integer(k, v)
 		case "start":
 			def.Start, _ = d.str(k, v)
+		case "concurrency":
+			def.Concurrency = d.concurrency(k, v)
 		case "models":
 			def.Models = d.models(k, v)
 		case "tools":
@@ -116,6 +118,23 @@ func (d *decoder) definition(doc map[string]any) *Definition {
 		}
 	}
 	return def
+}
+
+// concurrencyKeys are the keys of the concurrency table.
+var concurrencyKeys = []string{"key", "limit"}
+
+func (d *decoder) concurrency(key string, v any) *Concurrency {
+	return subTable(d, key, v, "concurrency", concurrencyKeys, func(c *Concurrency, fkey, k string, fv any) bool {
+		switch k {
+		case "key":
+			c.Key, _ = d.str(fkey, fv)
+		case "limit":
+			c.Limit, _ = d.integer(fkey, fv)
+		default:
+			return false
+		}
+		return true
+	})
 }
 
 // modelKeys are the keys of a [models.NAME] table.

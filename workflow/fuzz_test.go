@@ -45,6 +45,9 @@ func FuzzParse(f *testing.F) {
 		tResearch,
 		tTriggers,
 		"[[triggers]]\nname = 1\nschedule = \"61 * * * *\"\ntimezone = \"../x\"\nsubject = \"$KV.>\"\ncatch_up = -1\noverlap = 3\n[[triggers]]\n",
+		"name = \"c\"\nconcurrency = { key = \"{{input.customer_id}}-{{input.x ?? \\\"none\\\"}}\", limit = 2 }\n[[steps]]\nid = \"a\"\ntype = \"task\"\nhandler = \"h\"\n",
+		"[concurrency]\nkey = \"{{a.output}}{{\"\nlimit = -1\nkeys = 1\n",
+		"concurrency = 3\n",
 		"name = \"r\"\n[tools.t]\nagent = \"a\"\nworkflow = \"w.toml\"\n[[steps]]\nid = \"a\"\ntype = \"agent\"\ntools = [\"t\"]\n",
 	} {
 		f.Add(seed)

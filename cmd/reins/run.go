@@ -340,7 +340,11 @@ func checkInput(def *workflow.Definition, input json.RawMessage) error {
 		return nil
 	}
 	if step, key, path, ok := def.ReadsInput(); ok {
-		return fmt.Errorf("workflow %s reads the run input (%s of step %s uses %s) but no --input was given", def.Name, key, step, path)
+		where := key + " of step " + step
+		if step == "" {
+			where = "its " + key
+		}
+		return fmt.Errorf("workflow %s reads the run input (%s uses %s) but no --input was given", def.Name, where, path)
 	}
 	return nil
 }

@@ -83,7 +83,7 @@ func layoutReplicas(t *testing.T, js jetstream.JetStream) map[string]int {
 	for _, name := range []string{TasksStream, EventsStream, DLQStream} {
 		got[name] = streamInfo(t, js, name).Config.Replicas
 	}
-	for _, b := range []string{RunsBucket, StatusBucket, ServedBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, RegistryBucket, TriggersBucket} {
+	for _, b := range []string{RunsBucket, StatusBucket, ServedBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, RegistryBucket, TriggersBucket, ConcurrencyBucket} {
 		kv, err := js.KeyValue(ctx, b)
 		if err != nil {
 			t.Fatal(err)
@@ -111,7 +111,7 @@ func layoutReplicas(t *testing.T, js jetstream.JetStream) map[string]int {
 func directGets(t *testing.T, js jetstream.JetStream) []string {
 	t.Helper()
 	var direct []string
-	for _, b := range []string{RunsBucket, StatusBucket, ServedBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, EnginesBucket, RegistryBucket, TriggersBucket} {
+	for _, b := range []string{RunsBucket, StatusBucket, ServedBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, EnginesBucket, RegistryBucket, TriggersBucket, ConcurrencyBucket} {
 		if streamInfo(t, js, "KV_"+b).Config.AllowDirect {
 			direct = append(direct, "KV_"+b)
 		}

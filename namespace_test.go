@@ -20,7 +20,7 @@ var defaultNames = []string{
 	"TasksStream", "EventsStream", "DLQStream", "TaskSubjects", "EventSubjects", "DLQSubjects",
 	"CancelSubjects", "DeltaSubjects", "TaskSubjectPrefix", "KeeperSubject",
 	"RunsBucket", "StatusBucket", "ServedBucket", "CheckpointsBucket", "WorkflowsBucket",
-	"EnginesBucket", "EffectsBucket", "ValuesBucket", "RegistryBucket",
+	"EnginesBucket", "EffectsBucket", "ValuesBucket", "RegistryBucket", "TriggersBucket", "TriggersStream", "ConcurrencyBucket",
 	"TaskSubject", "EventSubject", "DLQSubject", "CancelSubject", "PartitionSubjects",
 	"PrincipalSubject", "ParseEventSubject", "SubjectPartition", "RunEventFilters", "Permissions",
 }
@@ -30,7 +30,7 @@ var defaultNames = []string{
 var defaultLiterals = []string{
 	"REINS_TASKS", "REINS_EVENTS", "REINS_DLQ", "reins.task.", "reins.event.", "reins.dlq.", "reins.delta.",
 	"reins.cancel.", "reins_runs", "reins_status", "reins_served", "reins_checkpoints",
-	"reins_workflows", "reins_engines", "reins_effects", "reins_values", "reins_registry", "$KV.", "$O.",
+	"reins_workflows", "reins_engines", "reins_effects", "reins_values", "reins_registry", "reins_triggers", "REINS_TRIGGERS", "reins_concurrency", "$KV.", "$O.",
 }
 
 // apiLiterals begin the subjects of the JetStream API: one written by hand outside natsbox

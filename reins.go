@@ -93,6 +93,7 @@ type Page = client.Page
 
 // The statuses of a run.
 const (
+	RunQueued    = protocol.RunQueued
 	RunRunning   = protocol.RunRunning
 	RunWaiting   = protocol.RunWaiting
 	RunCompleted = protocol.RunCompleted
@@ -115,6 +116,7 @@ const (
 	EvDecision      = protocol.EvDecision
 	EvResume        = protocol.EvResume
 	EvSignal        = protocol.EvSignal
+	EvGranted       = protocol.EvGranted
 )
 
 // ParseWorkflow reads and validates a workflow file's contents (file names it in errors), as

@@ -29,6 +29,9 @@ type Config struct {
 	// Ready answers GET /readyz: nil when the process does its work, else why not. Nil means
 	// always ready.
 	Ready func() error
+	// Hooks starts the runs of webhook deliveries (trigger.Service); nil: every delivery is
+	// answered 404, no workflow listening.
+	Hooks Hooks
 	// Console serves GET / and the console's assets; nil serves none.
 	Console http.Handler
 	// Log receives what a client must not see (the causes of 500s); nil discards.
@@ -62,6 +65,7 @@ const (
 	read                 // any principal but a worker: viewer, submitter, approver, admin
 	submit               // submitter, admin: start and cancel runs, register workflows
 	decide               // approver, admin: approvals, signals, resume
+	signed               // anyone with the signature of the body: webhooks (the handler checks it)
 )
 
 // route is one route of the API: the table the mux, the OpenAPI test and the docs agree on.
@@ -118,6 +122,7 @@ func (s *Server) table() []route {
 		{"GET", "/v1/workflows", read, s.listWorkflows},
 		{"GET", "/v1/workflows/{name}", read, s.getWorkflow},
 		{"GET", "/v1/me", read, s.getMe},
+		{"POST", "/v1/hooks/{name}", signed, s.hook},
 	}
 	if s.cfg.Metrics != nil {
 		rs = append(rs, route{"GET", "/metrics", read, func(w http.ResponseWriter, r *http.Request, _ operator.Principal) error {
@@ -135,7 +140,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 func (s *Server) guard(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var p operator.Principal
-		if rt.access != public {
+		if rt.access != public && rt.access != signed {
 			token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || token == "" {
 				writeProblem(w, r, problemf(http.StatusUnauthorized, "%s needs the header Authorization: Bearer TOKEN, the token of a principal of the operator's configuration", r.URL.Path))

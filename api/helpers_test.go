@@ -25,6 +25,7 @@ import (
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/trigger"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
@@ -78,6 +79,9 @@ type stackOptions struct {
 	Ticks chan time.Time
 	// Log, when set, is the API's log (the rest log to the test's).
 	Log *slog.Logger
+	// Hooks are the webhooks the operator opens, by name, with their secrets; with any, the
+	// API starts their runs through a trigger.Service.
+	Hooks map[string]string
 }
 
 // startAPI starts the server stack (newStack) and returns the API's URL, the tokens by role
@@ -97,7 +101,11 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	res, err := (&operator.Config{}).Resolve(func(string) string { return "" }, nil)
+	opCfg := &operator.Config{Webhooks: map[string]operator.Webhook{}}
+	for name := range opts.Hooks {
+		opCfg.Webhooks[name] = operator.Webhook{SecretEnv: "HOOK_" + name}
+	}
+	res, err := opCfg.Resolve(func(k string) string { return opts.Hooks[strings.TrimPrefix(k, "HOOK_")] }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +149,12 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 	s.Config = api.Config{Box: s.Box, Principals: res, Log: log, MaxInputBytes: testMaxInput, EngineWait: opts.EngineWait}
 	if opts.Log != nil {
 		s.Config.Log = opts.Log
+	}
+	if len(opts.Hooks) > 0 {
+		op := operator.Default()
+		op.Webhooks = opCfg.Webhooks
+		s.Config.Operator = op
+		s.Config.Hooks = trigger.New(trigger.Config{Box: s.Box, Log: log})
 	}
 	if opts.MaxInputBytes != 0 {
 		s.Config.MaxInputBytes = opts.MaxInputBytes

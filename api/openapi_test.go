@@ -631,6 +631,9 @@ func TestOpenAPIAnswersAuth(t *testing.T) {
 	defer srv.Close()
 	for _, rt := range oaTable() {
 		path := oaPath(rt.path)
+		if rt.access == signed {
+			continue // no token: its signature (TestHooks)
+		}
 		if rt.access == public {
 			resp := oaCall(t, srv.URL, rt.method, path, "", "")
 			if resp.StatusCode != http.StatusOK {

@@ -16,6 +16,8 @@ type Problem struct {
 	Instance string `json:"instance,omitempty"`
 	// Problems are the validation problems of a workflow that could not be registered.
 	Problems []FileProblem `json:"problems,omitempty"`
+	// hook marks the 401 of a webhook, whose challenge is its signature, not a bearer token.
+	hook bool
 }
 
 // FileProblem is one problem of a workflow file, as reins validate prints it.
@@ -44,7 +46,10 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	if p.Instance == "" {
 		p.Instance = r.URL.Path
 	}
-	if p.Status == http.StatusUnauthorized {
+	switch {
+	case p.Status == http.StatusUnauthorized && p.hook:
+		w.Header().Set("WWW-Authenticate", `HMAC-SHA256 realm="reins-hooks"`)
+	case p.Status == http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="reins"`)
 	}
 	w.Header().Set("Content-Type", "application/problem+json")

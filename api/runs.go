@@ -27,14 +27,14 @@ const (
 )
 
 // listStatuses are the statuses GET /v1/runs selects by.
-var listStatuses = []protocol.RunStatus{protocol.RunRunning, protocol.RunWaiting, protocol.RunCompleted, protocol.RunFailed, protocol.RunCancelled, protocol.RunTimedOut}
+var listStatuses = []protocol.RunStatus{protocol.RunQueued, protocol.RunRunning, protocol.RunWaiting, protocol.RunCompleted, protocol.RunFailed, protocol.RunCancelled, protocol.RunTimedOut}
 
 // listRuns serves GET /v1/runs: runs newest first, a page at a time.
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, p operator.Principal) error {
 	qs := r.URL.Query()
 	q := client.Query{Status: protocol.RunStatus(qs.Get("status")), Workflow: qs.Get("workflow"), Limit: defaultLimit, Newest: true}
 	if q.Status != "" && !slices.Contains(listStatuses, q.Status) {
-		return problemf(http.StatusBadRequest, "status %q is not a status of runs: want running, waiting, completed, failed, cancelled or timed_out", q.Status)
+		return problemf(http.StatusBadRequest, "status %q is not a status of runs: want queued, running, waiting, completed, failed, cancelled or timed_out", q.Status)
 	}
 	if strings.ContainsAny(q.Workflow, ".*> \t") {
 		return problemf(http.StatusBadRequest, "workflow %q is not a workflow's name", q.Workflow)

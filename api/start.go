@@ -63,7 +63,11 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p operator.Pri
 	def := bs.All[bs.Root].Definition
 	if string(input) == "null" {
 		if step, key, path, ok := def.ReadsInput(); ok {
-			return problemf(http.StatusUnprocessableEntity, `workflow %s reads the run input (%s of step %s uses %s), and the member "input" is missing or null`, reg.Name, key, step, path)
+			where := key + " of step " + step
+			if step == "" {
+				where = "its " + key
+			}
+			return problemf(http.StatusUnprocessableEntity, `workflow %s reads the run input (%s uses %s), and the member "input" is missing or null`, reg.Name, where, path)
 		}
 	}
 	id, err := c.Start(r.Context(), bs, input, req.RunID)

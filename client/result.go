@@ -66,6 +66,13 @@ func NewResult(def *workflow.Definition, rec *Record) protocol.Result {
 		}
 		res.Waiting = append(res.Waiting, wr)
 	}
+	if s := run.Slot; s != nil {
+		res.Concurrency = &protocol.ConcurrencyResult{Key: s.Key, Limit: s.Limit}
+		if !s.Granted.IsZero() {
+			g := s.Granted
+			res.Concurrency.Granted = &g
+		}
+	}
 	return res
 }
 

@@ -38,7 +38,7 @@ func Decide(def *workflow.Definition, run *Run, ev protocol.Event) (*Run, []Comm
 	}
 	switch ev.Type {
 	case protocol.EvStart, protocol.EvCompleted, protocol.EvContinued, protocol.EvFailed, protocol.EvTimedOut, protocol.EvTick, protocol.EvCancel, protocol.EvChildFinished, protocol.EvStateTooLarge,
-		protocol.EvWaiting, protocol.EvDecision, protocol.EvResume:
+		protocol.EvWaiting, protocol.EvDecision, protocol.EvResume, protocol.EvGranted:
 	case protocol.EvSignal:
 		if ev.ID == "" {
 			return nil, nil, fmt.Errorf("engine: signal %q for run %q has no id: the shell must give every signal one, so that a signal delivered again is not taken twice", ev.Name, run.ID)
@@ -70,6 +70,18 @@ func Decide(def *workflow.Definition, run *Run, ev protocol.Event) (*Run, []Comm
 			Message: fmt.Sprintf("the run passed its deadline of %s (due %s)", d.deadline(), d.run.Deadline.Format(time.RFC3339Nano))})
 		return d.run, d.cmds, nil
 	}
+	if d.run.Status == protocol.RunQueued {
+		switch ev.Type {
+		case protocol.EvGranted:
+			d.granted()
+		case protocol.EvSignal:
+			d.onSignal(ev) // kept for a wait_event step that starts later
+			return d.run, d.cmds, nil
+		case protocol.EvCancel, protocol.EvStateTooLarge:
+		default:
+			return d.run, nil, nil // nothing else concerns a run that has not started
+		}
+	}
 	switch ev.Type {
 	case protocol.EvCancel:
 		reason := clean(ev.Reason)
@@ -94,6 +106,8 @@ func Decide(def *workflow.Definition, run *Run, ev protocol.Event) (*Run, []Comm
 		d.onResume(ev)
 	case protocol.EvSignal:
 		d.onSignal(ev)
+	case protocol.EvGranted:
+		// A queued run was started above; a run that runs already holds its slot.
 	}
 	d.drain()
 	d.syncStatus()
@@ -142,9 +156,9 @@ type queued struct {
 func (d *decider) live() bool { return active(d.run) }
 
 // syncStatus makes a run that has not finished waiting when one of its steps waits, and
-// running otherwise.
+// running otherwise; a queued run stays queued.
 func (d *decider) syncStatus() {
-	if !active(d.run) {
+	if !active(d.run) || d.run.Status == protocol.RunQueued {
 		return
 	}
 	d.run.Status = protocol.RunRunning
@@ -190,6 +204,9 @@ func (d *decider) finish(status protocol.RunStatus, output json.RawMessage, err 
 		c.Error = &e
 	}
 	d.cmds = append(d.cmds, c)
+	if d.def.Concurrency != nil {
+		d.cmds = append(d.cmds, Command{Type: CmdRelease})
+	}
 }
 
 // settle gives every step a final status when the run ends: a step still running or waiting is
@@ -248,10 +265,31 @@ func (d *decider) start(input json.RawMessage, refused *protocol.RunError) error
 		d.finish(protocol.RunFailed, nil, &e)
 		return nil
 	}
+	if c := def.Concurrency; c != nil {
+		key, err := template.Render(template.Scope{Input: in}, c.Key)
+		if err != nil {
+			d.fail(protocol.CodeConcurrencyKey, "the concurrency key "+c.Key+" cannot be rendered from the run's input: "+err.Error(), "")
+			return nil
+		}
+		r.Status, r.Slot = protocol.RunQueued, &Slot{Key: key, Limit: c.Limit}
+		d.emit(Command{Type: CmdSchedule, At: r.Deadline, Item: -1})
+		d.emit(Command{Type: CmdAcquire, Slot: &Slot{Key: key, Limit: c.Limit}})
+		return nil
+	}
 	d.emit(Command{Type: CmdSchedule, At: r.Deadline, Item: -1})
 	d.queue = append(d.queue, queued{step: def.Start, input: in})
 	d.drain()
 	return nil
+}
+
+// granted starts a queued run that now holds a slot of its concurrency key: the start step is
+// activated with the run input, at the time of the grant.
+func (d *decider) granted() {
+	if d.run.Slot != nil {
+		d.run.Slot.Granted = d.at
+	}
+	d.run.Status = protocol.RunRunning
+	d.queue = append(d.queue, queued{step: d.def.Start, input: d.run.Input})
 }
 
 // drain runs what the last change made possible: steps a loop edge starts again first, then,

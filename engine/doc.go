@@ -12,7 +12,7 @@
 // (time comes in events: Event.At), no goroutines, no randomness. A shell (package runner)
 // feeds it events, saves the state it returns with compare-and-set, and carries out its
 // commands: dispatch a Task, schedule a tick, dead-letter a task, start or cancel a sub-run,
-// finish the run.
+// acquire or release a slot of a concurrency key, finish the run.
 //
 // The types that cross process boundaries (protocol.Task, protocol.Event, protocol.Usage, the
 // run and step statuses, protocol.RunError) belong to package protocol, which workers and
@@ -38,15 +38,39 @@
 // # Starting and ending
 //
 // Start sets Deadline = at + deadline, emits a schedule command for it, and activates the start
-// step with the run input. A run that has not finished is waiting while at least one of its
-// steps waits (StepWaiting: for a decision, a human's input or a signal), and running
-// otherwise; Run.Finished tells both from the ends. Every event first checks its time against
+// step with the run input (a run of a workflow with a concurrency key first waits queued for a
+// slot: "Concurrency keys" below). A run that has not finished is queued until then, waiting
+// while at least one of its steps waits (StepWaiting: for a decision, a human's input or a
+// signal), and running otherwise; Run.Finished tells the three from the ends. Every event first checks its time against
 // the deadline: at or after it, the run ends timed_out (E_DEADLINE), waiting or not. A cancel
 // event ends it cancelled (E_CANCELLED, with the event's Reason), waiting or not. A run ends
 // with exactly one finish command carrying its status, output and error; the shell cancels
 // whatever is still in flight. When a run ends, every step still running or waiting becomes
 // cancelled (stop reason "cancelled", or "timeout" at the deadline) and every step it never
 // reached becomes skipped, so that a finished run has no pending, running or waiting step.
+//
+// # Concurrency keys
+//
+// A workflow with a concurrency key (workflow.Concurrency) does not start its start step at
+// once: Start renders the key from the run input (template.Render, the input as the only scope),
+// sets Run.Slot {Key, Limit}, makes the run queued (RunQueued: neither waiting nor finished),
+// schedules the deadline as any run, and emits one acquire command with the Slot. A key that
+// cannot be rendered (a path the input does not have, with no default) fails the run at once
+// with E_CONCURRENCY_KEY: no deadline, no acquire, every step skipped. Which runs hold the
+// key's slots and in what order the others wait is not a run's state: the shell keeps it for
+// every run of the key, and sends a granted event to a queued run once it holds a slot.
+//
+// While the run is queued: granted sets Slot.Granted to the event's time, makes the run
+// running and activates the start step with the run input, at that time (the run's deadline
+// still counts from its start: the queue is part of its time); cancel, the deadline (a tick or
+// any event at or after it) and state_too_large end it as any run; a signal is kept in
+// Run.Signals for a wait_event step that starts later; any other event changes nothing. A
+// granted event for a run that is not queued changes nothing.
+//
+// The finish command of a run of a workflow with a concurrency key is followed by one release
+// command, whatever ended the run and whether it ever held a slot, queued or neither (a refused
+// start, a key that could not be rendered): the shell frees what the run holds or waits for
+// under its key, by run id.
 //
 // A start event whose Refused is set (the shell refused to admit the run: a workflow the
 // server's operator does not allow, an input too large) ends the run failed with that error at

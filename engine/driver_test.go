@@ -72,6 +72,7 @@ type pending struct {
 	task  *protocol.Task
 	child *engine.ChildRun
 	timer *engine.Command
+	grant bool // the granted event of an acquire command
 	reply reply
 }
 
@@ -103,6 +104,11 @@ type driver struct {
 	cancelled   []*engine.ChildRun
 	finish      *engine.Command
 	events      []protocol.Event
+	// acquired lists the acquire commands, released counts the release commands; holdGrants
+	// keeps the slots of acquire commands for the test to grant (else granted at once).
+	acquired   []engine.Command
+	released   int
+	holdGrants bool
 	// maxInFlight is the most tasks and sub-runs in flight at once per Task.Step / ChildRun.Step.
 	maxInFlight map[string]int
 	// reload makes every event be decided on the state saved to JSON and loaded back, as a
@@ -160,6 +166,8 @@ func (d *driver) step() bool {
 		d.now = p.due
 	}
 	switch {
+	case p.grant:
+		d.apply(protocol.Event{Type: protocol.EvGranted, At: d.now, Item: -1})
 	case p.timer != nil:
 		d.apply(protocol.Event{Type: protocol.EvTick, At: d.now, Step: p.timer.Step, Item: p.timer.Item, Activation: p.timer.Activation})
 	case p.child != nil:
@@ -260,7 +268,7 @@ func (d *driver) take(cmds []engine.Command) {
 	d.t.Helper()
 	for _, c := range cmds {
 		d.cmds = append(d.cmds, c)
-		if d.finish != nil {
+		if d.finish != nil && c.Type != engine.CmdRelease {
 			d.t.Fatalf("a command after finish: %+v", c)
 		}
 		switch c.Type {
@@ -296,6 +304,16 @@ func (d *driver) take(cmds []engine.Command) {
 		case engine.CmdFinish:
 			c := c
 			d.finish = &c
+		case engine.CmdAcquire:
+			d.acquired = append(d.acquired, c)
+			if !d.holdGrants {
+				d.push(&pending{due: d.now, grant: true})
+			}
+		case engine.CmdRelease:
+			if d.finish == nil {
+				d.t.Fatalf("a release before the finish: %+v", c)
+			}
+			d.released++
 		default:
 			d.t.Fatalf("unknown command %q", c.Type)
 		}

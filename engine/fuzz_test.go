@@ -333,7 +333,7 @@ func FuzzDecide(f *testing.F) {
 		steps := []string{"gen", "eval", "fan", "b1", "each", "item", "sub", "sw", "fin", "ag", "gate", "nap", "wt", "hold", "nope"}
 		types := []protocol.EventType{protocol.EvCompleted, protocol.EvContinued, protocol.EvFailed, protocol.EvTimedOut,
 			protocol.EvTick, protocol.EvChildFinished, protocol.EvStart, protocol.EvCancel,
-			protocol.EvWaiting, protocol.EvDecision, protocol.EvResume, protocol.EvSignal}
+			protocol.EvWaiting, protocol.EvDecision, protocol.EvResume, protocol.EvSignal, protocol.EvGranted}
 		signalNames := []string{"go", "other", ""}
 		callIDs := []string{"", "c1", "c2", "c9"}
 		for n := 0; n < 200 && len(data) > 0; n++ {

@@ -56,6 +56,18 @@ type Run struct {
 	// cancel that took effect, and the last MaxRefusedActs that were refused, each with the
 	// authenticated principal (shared/spec/server.md: every decision records it).
 	Acts []Act `json:"acts,omitempty"`
+	// Slot is the run's place under its workflow's concurrency key (nil when the workflow has
+	// none, or the key could not be rendered): queued until Granted is set.
+	Slot *Slot `json:"slot,omitempty"`
+}
+
+// Slot is a run's place under its workflow's concurrency key: the key rendered from the run's
+// input when it started, the limit of its definition, and when it got its slot (zero while it
+// is queued).
+type Slot struct {
+	Key     string    `json:"key"`
+	Limit   int       `json:"limit"`
+	Granted time.Time `json:"granted,omitzero"`
 }
 
 // Act is one thing a person did to a run, as Run.Acts records it.
@@ -78,9 +90,9 @@ type Act struct {
 // MaxRefusedActs bounds the refused acts a run keeps: the most recent ones.
 const MaxRefusedActs = 16
 
-// Finished reports whether the run has ended (any status but running and waiting).
+// Finished reports whether the run has ended (any status but queued, running and waiting).
 func (r *Run) Finished() bool {
-	return r != nil && r.Status != protocol.RunRunning && r.Status != protocol.RunWaiting && r.Status != ""
+	return r != nil && r.Status != "" && !active(r)
 }
 
 // Usage adds up what the run's steps spent (children of parallel and map steps included; a
@@ -107,9 +119,9 @@ func (r *Run) Ending() (stopReason, detail string) {
 	return "", ""
 }
 
-// active reports whether the run has started and not finished: running or waiting.
+// active reports whether the run has started and not finished: queued, running or waiting.
 func active(r *Run) bool {
-	return r != nil && (r.Status == protocol.RunRunning || r.Status == protocol.RunWaiting)
+	return r != nil && (r.Status == protocol.RunRunning || r.Status == protocol.RunWaiting || r.Status == protocol.RunQueued)
 }
 
 // EdgeState is the state of one edge of the definition.
@@ -219,6 +231,13 @@ const (
 	CmdStartChild  CommandType = "start_child"  // start Child as a sub-run
 	CmdCancelChild CommandType = "cancel_child" // the engine gave up on Child: cancel it
 	CmdFinish      CommandType = "finish"       // the run ended: Status, Output, Error; cancel what is in flight
+	// CmdAcquire: the run starts queued for a slot of its workflow's concurrency key (Slot):
+	// the shell queues it under Slot.Key and answers with a granted event once it holds one.
+	CmdAcquire CommandType = "acquire"
+	// CmdRelease: the run of a workflow with a concurrency key ended (after the finish): the
+	// shell frees whatever the run held or waited for under its key, once, and grants the
+	// freed slot to the next run queued.
+	CmdRelease CommandType = "release"
 )
 
 // Command is an output of Decide, for the shell to carry out.
@@ -248,6 +267,9 @@ type Command struct {
 	Status protocol.RunStatus `json:"status,omitempty"`
 	Output json.RawMessage    `json:"output,omitempty"`
 	Error  *protocol.RunError `json:"error,omitempty"`
+	// Slot is the concurrency key and limit of an acquire command; nil on a release (the shell
+	// releases by run id: the run may end before its key could be rendered).
+	Slot *Slot `json:"slot,omitempty"`
 }
 
 // ChildRun is a sub-run to start (call steps, parallel workflow branches, map over a workflow,
@@ -290,6 +312,7 @@ func (r *Run) Clone() *Run {
 		e := *r.Error
 		c.Error = &e
 	}
+	c.Slot = clonePtr(r.Slot)
 	if r.Steps != nil {
 		c.Steps = make(map[string]*StepRun, len(r.Steps))
 		for k, s := range maps.All(r.Steps) {

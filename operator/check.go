@@ -17,6 +17,12 @@ const (
 	EModelNotAllowed workflow.Code = "E_MODEL_NOT_ALLOWED"
 	// EUnknownMCP: a tool names an MCP server the operator did not configure.
 	EUnknownMCP workflow.Code = "E_UNKNOWN_MCP"
+	// EUnknownWebhook: a webhook trigger names a hook the operator did not open
+	// ([webhooks.NAME]).
+	EUnknownWebhook workflow.Code = "E_UNKNOWN_WEBHOOK"
+	// ESubjectNotAllowed: a subject trigger on a subject the operator does not allow
+	// ([triggers] subjects).
+	ESubjectNotAllowed workflow.Code = "E_SUBJECT_NOT_ALLOWED"
 )
 
 // CheckWorkflow is the submission check of a shared server (shared/spec/server.md) for a
@@ -57,6 +63,22 @@ func CheckWorkflow(cfg *Config, defs ...*workflow.Definition) workflow.Problems 
 			}
 			if _, ok := cfg.MCP[t.MCP]; !ok {
 				at(EUnknownMCP, "tools."+name+".mcp", "the server runs no MCP server %q (it runs: %s)", t.MCP, orNone(slices.Sorted(maps.Keys(cfg.MCP))))
+			}
+		}
+		// A subject the validator refuses (E_BAD_SUBJECT) is not reported again here.
+		for i, t := range d.Triggers {
+			key := fmt.Sprintf("triggers[%d]", i)
+			switch {
+			case t.Webhook != "":
+				if _, ok := cfg.Webhooks[t.Webhook]; !ok {
+					at(EUnknownWebhook, key+".webhook", "the server has no webhook %q: its operator opens one with a secret ([webhooks.%s] in the operator's configuration; it has: %s)", t.Webhook, t.Webhook, orNone(slices.Sorted(maps.Keys(cfg.Webhooks))))
+				}
+			case t.Subject != "" && workflow.CheckSubject(t.Subject) == nil && !slices.ContainsFunc(cfg.TriggerSubjects, func(a string) bool { return workflow.SubjectWithin(t.Subject, a) }):
+				if len(cfg.TriggerSubjects) == 0 {
+					at(ESubjectNotAllowed, key+".subject", "the server's operator allows subject triggers on no subject ([triggers] subjects in the operator's configuration)")
+				} else {
+					at(ESubjectNotAllowed, key+".subject", "the server's operator does not allow subject triggers on %q (it allows: %s)", t.Subject, strings.Join(cfg.TriggerSubjects, ", "))
+				}
 			}
 		}
 	}

@@ -133,7 +133,7 @@ func (l *loader) add(key, format string, args ...any) {
 
 func (l *loader) config(doc map[string]any) *Config {
 	cfg := Default()
-	cfg.Providers, cfg.MCP = map[string]Provider{}, map[string]MCPServer{}
+	cfg.Providers, cfg.MCP, cfg.Webhooks = map[string]Provider{}, map[string]MCPServer{}, map[string]Webhook{}
 	custom := l.strings("custom_roles", doc["custom_roles"])
 	for i, r := range custom {
 		if !namePattern.MatchString(r) || slices.Contains(Roles, r) {
@@ -168,8 +168,16 @@ func (l *loader) config(doc map[string]any) *Config {
 			}
 		case "limits":
 			l.limits(k, v, &cfg.Limits)
+		case "triggers":
+			cfg.TriggerSubjects = l.triggers(k, v)
+		case "webhooks":
+			for name, t := range l.tables(k, v) {
+				if w, ok := l.webhook(k+"."+name, t); ok {
+					cfg.Webhooks[name] = w
+				}
+			}
 		default:
-			l.add(k, "unknown key (known: custom_roles, providers, mcp, principals, limits)")
+			l.add(k, "unknown key (known: custom_roles, providers, mcp, principals, limits, webhooks, triggers)")
 		}
 	}
 	cfg.CustomRoles = custom
@@ -345,6 +353,39 @@ func (l *loader) mcp(key string, t map[string]any) (MCPServer, bool) {
 		}
 	}
 	return m, len(l.problems) == n
+}
+
+// triggers reads [triggers]: subjects, the patterns subject triggers may listen on, none of
+// which may match reins's own subjects or the server's (workflow.CheckSubject).
+func (l *loader) triggers(key string, v any) []string {
+	t, ok := v.(map[string]any)
+	if !ok {
+		l.add(key, "want a table ([triggers])")
+		return nil
+	}
+	l.keys(key, t, "subjects")
+	subjects := l.strings(key+".subjects", t["subjects"])
+	for i, s := range subjects {
+		if err := workflow.CheckSubject(s); err != nil {
+			l.add(fmt.Sprintf("%s.subjects[%d]", key, i), "%v", err)
+		}
+	}
+	return subjects
+}
+
+func (l *loader) webhook(key string, t map[string]any) (Webhook, bool) {
+	l.keys(key, t, "secret_env", "secret_file")
+	n := len(l.problems)
+	w := Webhook{SecretEnv: l.str(key+".secret_env", t["secret_env"]), SecretFile: l.str(key+".secret_file", t["secret_file"])}
+	switch {
+	case w.SecretEnv != "" && w.SecretFile != "":
+		l.add(key, "set secret_env or secret_file, not both")
+	case w.SecretEnv == "" && w.SecretFile == "" && len(l.problems) == n:
+		l.add(key, "missing a secret: set secret_env (an environment variable holding it) or secret_file (a file holding it)")
+	case w.SecretEnv != "" && !envName(w.SecretEnv):
+		l.add(key+".secret_env", "want the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*)")
+	}
+	return w, len(l.problems) == n
 }
 
 func (l *loader) principal(key, name string, t map[string]any, custom []string) (Principal, bool) {

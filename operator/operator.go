@@ -35,6 +35,13 @@ type Config struct {
 	Principals map[string]Principal
 	// Limits of run inputs and step outputs.
 	Limits Limits
+	// Webhooks are the hooks a workflow's webhook trigger may name, by name: POST
+	// /v1/hooks/NAME is signed with the hook's secret ([webhooks.NAME]).
+	Webhooks map[string]Webhook
+	// TriggerSubjects are the NATS subject patterns subject triggers may listen on
+	// ([triggers] subjects): a workflow's subject must be within one of them. None: subject
+	// triggers are refused.
+	TriggerSubjects []string
 	// CustomRoles are role names besides the built-in ones, for approvers = ["role:NAME"];
 	// they grant no permission.
 	CustomRoles []string
@@ -72,6 +79,13 @@ func (r RateLimits) Zero() bool { return r.RPM == 0 && r.TPM == 0 && r.MaxConcur
 type MCPServer struct {
 	Command []string
 	URL     string
+}
+
+// Webhook is a hook the operator opens for webhook triggers: its secret, read at start from
+// an environment variable or a file, signs every delivery (HMAC-SHA256 of the body).
+type Webhook struct {
+	SecretEnv  string
+	SecretFile string
 }
 
 // Principal is who a token identifies.

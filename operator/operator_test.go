@@ -78,7 +78,7 @@ func TestLoadProblems(t *testing.T) {
 		{"unknown role", "[principals.alice]\ntoken_env = \"T\"\nroles = [\"approver\", \"aprover\"]\n",
 			[]string{`bad.toml:3: key principals.alice.roles[1]: unknown role "aprover" (known: admin, submitter, approver, viewer, worker; custom_roles declares others)`}},
 		{"unknown top-level key", "secret = \"hunter2hunter2\"\n",
-			[]string{"bad.toml:1: key secret: unknown key (known: custom_roles, providers, mcp, principals, limits)"}},
+			[]string{"bad.toml:1: key secret: unknown key (known: custom_roles, providers, mcp, principals, limits, webhooks, triggers)"}},
 		{"admin is the data directory's", "[principals.admin]\ntoken_env = \"T\"\nroles = [\"admin\"]\n",
 			[]string{"bad.toml:1: key principals.admin: the principal admin is the data directory's"}},
 		{"two tokens", "[principals.bo]\ntoken_env = \"T\"\ntoken_sha256 = \"" + strings.Repeat("a", 64) + "\"\nroles = [\"viewer\"]\n",

@@ -26,6 +26,7 @@ type Resolved struct {
 	missed map[string]string // provider → why it has no key (a default provider whose variable is unset)
 	tokens map[string][32]byte
 	byName map[string]Principal
+	hooks  map[string][]byte // webhook → secret
 }
 
 // Resolve reads every credential cfg references (nil getenv and readFile: the process's
@@ -39,7 +40,7 @@ func (cfg *Config) Resolve(getenv func(string) string, readFile func(string) ([]
 	if readFile == nil {
 		readFile = os.ReadFile
 	}
-	r := &Resolved{cfg: cfg, keys: map[string]string{}, missed: map[string]string{}, tokens: map[string][32]byte{}, byName: map[string]Principal{}}
+	r := &Resolved{cfg: cfg, keys: map[string]string{}, missed: map[string]string{}, tokens: map[string][32]byte{}, byName: map[string]Principal{}, hooks: map[string][]byte{}}
 	var errs []string
 	where := func(key string) string {
 		if cfg.File == "" {
@@ -90,6 +91,27 @@ func (cfg *Config) Resolve(getenv func(string) string, readFile func(string) ([]
 			r.tokens[name] = h
 		}
 		r.byName[name] = p
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Webhooks)) {
+		w := cfg.Webhooks[name]
+		key := "webhooks." + name
+		switch {
+		case w.SecretEnv != "":
+			v := strings.TrimSpace(getenv(w.SecretEnv))
+			if v == "" {
+				errs = append(errs, fmt.Sprintf("%s.secret_env: the environment variable %s is not set", where(key), w.SecretEnv))
+				continue
+			}
+			r.hooks[name] = []byte(v)
+		case w.SecretFile != "":
+			data, err := readFile(w.SecretFile)
+			v := bytes.TrimSpace(data)
+			if err != nil || len(v) == 0 {
+				errs = append(errs, fmt.Sprintf("%s.secret_file: the file %s %s", where(key), w.SecretFile, fileProblem(err)))
+				continue
+			}
+			r.hooks[name] = v
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.New(strings.Join(errs, "\n"))
@@ -162,6 +184,13 @@ func (r *Resolved) Authenticate(token string) (Principal, bool) {
 		return Principal{}, false
 	}
 	return r.byName[found], true
+}
+
+// WebhookSecret returns the secret that signs the deliveries of webhook name; false when the
+// operator opened no such hook. The caller verifies with it and never shows it.
+func (r *Resolved) WebhookSecret(name string) ([]byte, bool) {
+	s, ok := r.hooks[name]
+	return s, ok && len(s) > 0
 }
 
 // Principal returns the principal called name.

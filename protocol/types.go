@@ -46,8 +46,13 @@ func upgrade(v int) string {
 // RunStatus is the status of a run. The strings are the contract's run results.
 type RunStatus string
 
-// Run statuses. A run is running or waiting from Start until exactly one finish command.
+// Run statuses. A run is queued, running or waiting from Start until exactly one finish
+// command.
 const (
+	// RunQueued: not started yet: its workflow's concurrency key has as many runs active as its
+	// limit allows, and the run waits in that key's queue (first started, first served) for one
+	// of them to end. No step has run. A cancel or the deadline ends it like any run.
+	RunQueued  RunStatus = "queued"
 	RunRunning RunStatus = "running"
 	// RunWaiting: not finished, and at least one step waits for a human or a signal (an
 	// approval step, an agent step with calls pending approval or paused on needs_human, a
@@ -91,6 +96,12 @@ const (
 	// CodeValueUnreadable: the run's input, stored by reference (a value too large for a
 	// message), cannot be read back: deleted, changed, or larger than the server reads.
 	CodeValueUnreadable = "E_VALUE_UNREADABLE"
+	// CodeConcurrencyKey: the workflow's concurrency key cannot be rendered from the run's input
+	// (a path the input does not have, without a default); the run fails before any step.
+	CodeConcurrencyKey = "E_CONCURRENCY_KEY"
+	// CodeQueueFull: the queue of the run's concurrency key holds as many runs as it may (the
+	// engine's bound, 1024); the run is refused before any step instead of waiting.
+	CodeQueueFull = "E_QUEUE_FULL"
 )
 
 // Handlers of the built-in step types: the engine sends llm and agent tasks to these names, and
@@ -176,6 +187,9 @@ const (
 	// EvSignal: a named event sent to the run (Name, Output: its data, ID: the sender's unique
 	// id of this signal), for wait_event steps.
 	EvSignal EventType = "signal"
+	// EvGranted: the run, queued for a slot of its workflow's concurrency key, holds one now.
+	// Only the engine's shell sends it, once the bucket of concurrency keys records the grant.
+	EvGranted EventType = "granted"
 )
 
 // Event is an input to engine.Decide. At is the time of the event: the engine reads no clock.
@@ -395,6 +409,17 @@ type Result struct {
 	Path []string `json:"path"`
 	// Waiting lists what a waiting run waits for (absent otherwise).
 	Waiting []WaitResult `json:"waiting,omitempty"`
+	// Concurrency is the run's concurrency key, when its workflow has one (absent otherwise):
+	// a queued run waits for a slot of it.
+	Concurrency *ConcurrencyResult `json:"concurrency,omitempty"`
+}
+
+// ConcurrencyResult is the concurrency key of a run of a Result: the key rendered from its
+// input, the limit of its workflow, and when it got its slot (absent while it is queued).
+type ConcurrencyResult struct {
+	Key     string     `json:"key"`
+	Limit   int        `json:"limit"`
+	Granted *time.Time `json:"granted,omitempty"`
 }
 
 // WaitResult is one step of a Result that waits for a human or a signal.

@@ -92,6 +92,13 @@ func (e *Engine) finished(ctx context.Context, at time.Time, ent *entry) error {
 	if err := e.out.Publish(ctx, msgs); err != nil {
 		return err
 	}
+	if ent.bundle.Definition.Concurrency != nil {
+		// The release command: after the save, and again whenever an event of the ended run
+		// comes back (release is idempotent).
+		if err := e.release(ctx, run.ID, at); err != nil {
+			return err
+		}
+	}
 	subj, err := e.names.CancelSubject(run.ID)
 	if err != nil {
 		return permanent(err)

@@ -16,6 +16,9 @@ import (
 	"github.com/reins-run/reins/protocol"
 )
 
+// faultEnv is the variable of the fault injection (fault.Env).
+const faultEnv = fault.Env
+
 // childDirEnv tells the test binary it runs as the crashing engine process of a crash test.
 const childDirEnv = "REINS_TEST_CRASH_DIR"
 
@@ -88,8 +91,14 @@ func tasksLeft(t *testing.T, v *env, handler string) uint64 {
 // data directory dir, and waits for the fault to kill it before its second save.
 func crash(t *testing.T, test, dir string) {
 	t.Helper()
+	crashAt(t, test, dir, "kill-before-save:2")
+}
+
+// crashAt is crash with the fault point of fault (REINS_FAULT's value).
+func crashAt(t *testing.T, test, dir, fault string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
-	cmd.Env = append(os.Environ(), childDirEnv+"="+dir, fault.Env+"=kill-before-save:2")
+	cmd.Env = append(os.Environ(), childDirEnv+"="+dir, faultEnv+"="+fault)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 86 {

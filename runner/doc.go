@@ -91,6 +91,13 @@
 //     Timers are not stored: an engine that takes a partition arms them again from the state of
 //     its running runs (engine.Timers), and stops them when it lets the partition go; so does a
 //     shard that loads a run another engine decided.
+//   - acquire (a start of a workflow with a concurrency key): before the run is saved, the run
+//     enters its key's record in natsbox.ConcurrencyBucket; when it holds a slot at once, the
+//     granted event is decided at once on the queued state, in the same save (slots.go has
+//     the rules). A granted event that comes later is checked against the record first.
+//   - release: with the finish, after the save (and again whenever an event of the ended run
+//     comes back, whatever its delivery count): the run leaves its key, by run id, and the
+//     freed slot goes to the next queued run, which is sent a granted event.
 //   - finish: after the save, cancel events to the sub-runs still in flight (engine.SubRuns), a
 //     child_finished event to the parent run when there is one, and the run id on
 //     natsbox.CancelSubject (core NATS) so that workers stop handlers still running for it. An
@@ -103,7 +110,9 @@
 // # Fault injection
 //
 // Crash tests set REINS_FAULT=kill-before-save:N in the environment of an engine process: it
-// exits (status 86) right before its N-th save, after carrying out the commands of the decision.
+// exits (status 86) right before its N-th save, after carrying out the commands of the decision;
+// REINS_FAULT=kill-before-release:N, right before its N-th release of a concurrency key, after
+// the save of the run that ended.
 //
 // # Limits
 //

@@ -135,6 +135,7 @@ type Engine struct {
 	// Set by Run before any event is handled.
 	runs       jetstream.KeyValue
 	index      jetstream.KeyValue // natsbox.StatusBucket
+	slots      jetstream.KeyValue // natsbox.ConcurrencyBucket (slots.go)
 	store      *wire.Store
 	values     *wire.Values
 	timers     *timers
@@ -151,6 +152,11 @@ type Engine struct {
 	// killBeforeSave, when positive, kills the process before its n-th save (REINS_FAULT).
 	killBeforeSave int64
 	saves          atomic.Int64
+	// maxQueued is MaxQueued (tests make it smaller).
+	maxQueued int
+	// killBeforeRelease, when positive, kills the process before its n-th release.
+	killBeforeRelease int64
+	releases          atomic.Int64
 	// observe, when set (tests), sees every event settled (ev is nil for a malformed one).
 	observe func(out outcome, ev *protocol.Event)
 	// trimmed, when set (tests), sees each shard after an event and the trim of its cache.
@@ -201,7 +207,7 @@ func New(cfg Config) (*Engine, error) {
 		id: cfg.ID, leaseTTL: cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
 		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
 		roles: cfg.Roles, admit: cfg.Admit, maxOutput: cfg.MaxOutputBytes, maxValue: cfg.MaxValueBytes,
-		metrics: cfg.Metrics,
+		metrics: cfg.Metrics, maxQueued: MaxQueued,
 	}
 	if cfg.CachedRuns < 0 {
 		return nil, fmt.Errorf("runner: Config.CachedRuns is %d: want 0 (meaning %d) or more", cfg.CachedRuns, DefaultCachedRuns)
@@ -231,16 +237,33 @@ func New(cfg Config) (*Engine, error) {
 	// Crash tests: "kill-before-save:N" makes the process exit (status 86) right before the
 	// engine's N-th save of a run, after it carried out the decision's commands: the window the
 	// algorithm must survive.
-	n, err := fault.Parse(os.Getenv(fault.Env), killBeforeSave)
+	// "kill-before-release:N", right before its N-th release of a concurrency key, after the
+	// save of the run that ended.
+	var err error
+	if v := os.Getenv(fault.Env); strings.HasPrefix(v, killBeforeRelease+":") {
+		e.killBeforeRelease, err = fault.Parse(v, killBeforeRelease)
+	} else {
+		e.killBeforeSave, err = fault.Parse(v, killBeforeSave)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
-	e.killBeforeSave = n
 	return e, nil
 }
 
-// killBeforeSave is the fault point of crash tests (internal/fault).
-const killBeforeSave = "kill-before-save"
+// killBeforeSave and killBeforeRelease are the fault points of crash tests (internal/fault).
+const (
+	killBeforeSave    = "kill-before-save"
+	killBeforeRelease = "kill-before-release"
+)
+
+// faultRelease kills the process when the fault injection says so.
+func (e *Engine) faultRelease(runID string) {
+	if e.killBeforeRelease > 0 && e.releases.Add(1) == e.killBeforeRelease {
+		e.log.Error("runner: killed before a release, as "+fault.Env+" asks", "run_id", runID, "release", e.killBeforeRelease)
+		os.Exit(86)
+	}
+}
 
 // fault kills the process when the fault injection says so.
 func (e *Engine) fault(runID string) {
@@ -300,6 +323,9 @@ func (e *Engine) open(ctx context.Context) error {
 	}
 	if e.index, err = e.js.KeyValue(ctx, e.names.StatusBucket()); err != nil {
 		return fmt.Errorf("runner: bucket %s: %w", e.names.StatusBucket(), err)
+	}
+	if e.slots, err = e.js.KeyValue(ctx, e.names.ConcurrencyBucket()); err != nil {
+		return fmt.Errorf("runner: bucket %s: %w", e.names.ConcurrencyBucket(), err)
 	}
 	wfs, err := e.js.KeyValue(ctx, e.names.WorkflowsBucket())
 	if err != nil {

@@ -294,6 +294,16 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m je
 		return hold, nil
 	}
 	def, run := ent.bundle.Definition, ent.rec.Run
+	if ev.Type == protocol.EvGranted {
+		holds, err := e.takeGrant(ctx, ev.RunID)
+		if err != nil {
+			return retry, err
+		}
+		if !holds {
+			e.log.WarnContext(ctx, "runner: a granted event for a run that holds no concurrency slot changed nothing", eventAttrs(ev)...)
+			return ack, nil
+		}
+	}
 	if engine.Ahead(def, run, *ev) {
 		if !fresh {
 			return retry, errReload
@@ -309,8 +319,10 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m je
 			return retry, errReload // make sure against the saved state before dropping nothing
 		}
 		e.stats.acked.Add(1)
-		if next.Finished() && n > 1 {
-			// Delivered again: the notifications of the end may not have gone out.
+		if next.Finished() && (n > 1 || def.Concurrency != nil) {
+			// Delivered again: the notifications of the end may not have gone out. A run with a
+			// concurrency key is released again whatever the delivery count: a partition taken
+			// over delivers again from its acknowledged floor, counting from 1.
 			if err := e.finished(ctx, ev.At, ent); err != nil {
 				return retry, err
 			}
@@ -341,6 +353,9 @@ func (e *Engine) start(ctx context.Context, sh *shard, d decided) (outcome, erro
 	run, cmds, err := engine.Decide(b.Definition, &engine.Run{ID: ev.RunID}, start)
 	if err != nil {
 		return e.startFailed(ctx, ev, err.Error(), err)
+	}
+	if run, cmds, err = e.acquireAtStart(ctx, b.Definition, run, cmds, start); err != nil {
+		return retry, err
 	}
 	return e.save(ctx, sh, d, nil, &entry{rec: &wire.Record{Run: run, Parent: ev.Parent}, bundle: b}, cmds)
 }

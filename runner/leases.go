@@ -517,7 +517,7 @@ func (e *Engine) partitionConsumer(ctx context.Context, p int, takeover bool) (j
 		// failed or is not done. From the floor last seen, if any, and not from the first event
 		// the partition ever had: deciding them all again took minutes of a busy partition,
 		// behind which its runs waited (a node-failover benchmark's 3.5 minutes).
-		if floor := e.floors[p].Load(); floor > 0 {
+		if floor := e.floorIn(ctx, p); floor > 0 {
 			e.log.Warn("runner: the consumer of a partition is missing: it is made again from the acknowledged floor last seen", "consumer", name, "floor", floor)
 			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, floor+1
 		}
@@ -525,7 +525,7 @@ func (e *Engine) partitionConsumer(ctx context.Context, p int, takeover bool) (j
 	case err != nil:
 		return nil, fmt.Errorf("consumer %s: %w", name, err)
 	case takeover:
-		if floor := e.floors[p].Load(); floor > 0 {
+		if floor := e.floorIn(ctx, p); floor > 0 {
 			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, floor+1
 		}
 		if err := e.js.DeleteConsumer(ctx, e.names.EventsStream(), name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -543,6 +543,28 @@ func (e *Engine) partitionConsumer(ctx context.Context, p int, takeover bool) (j
 		return e.js.UpdateConsumer(ctx, e.names.EventsStream(), have)
 	}
 	return cons, nil
+}
+
+// floorIn returns the acknowledged floor last seen of partition p's consumer if the events
+// stream still holds it, else 0 (from the first event): a stream made again (deleted by an
+// operator, or lost with its only replica) numbers its events from 1 again, and a consumer
+// started after a floor of the old stream would skip them. When the stream cannot be read, the
+// consumer's creation fails as well and is tried again.
+func (e *Engine) floorIn(ctx context.Context, p int) uint64 {
+	floor := e.floors[p].Load()
+	if floor == 0 {
+		return 0
+	}
+	s, err := e.js.Stream(ctx, e.names.EventsStream())
+	if err != nil {
+		return floor
+	}
+	if last := s.CachedInfo().State.LastSeq; last < floor {
+		e.log.Warn("runner: the events stream ends before the floor last seen of a partition: it was made again, and the partition is consumed from its first event", "partition", p, "floor", floor, "last", last)
+		e.floors[p].CompareAndSwap(floor, 0)
+		return 0
+	}
+	return floor
 }
 
 // sawFloor records the acknowledged floor of partition p's consumer in info, the highest seen:

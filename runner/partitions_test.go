@@ -717,3 +717,39 @@ func TestConsumerMadeAgainFromTheFloorSeen(t *testing.T) {
 		t.Fatalf("the consumer made again delivers %+v first (%v), want the event after the floor, %d", md, err, floor+1)
 	}
 }
+
+// A floor remembered from an events stream that was made again since (its sequences begin at 1
+// again) is not used: the consumer made again starts at the new stream's first event, and none
+// of its events is skipped.
+func TestConsumerMadeAgainAfterTheStreamWas(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	js := v.Box.JetStream()
+	const id = "floor-2"
+	p := natsbox.Partition(id)
+	v.eng.floors[p].Store(1000) // seen of the stream before it was made again
+	if err := js.DeleteStream(v.Ctx, natsbox.EventsStream); err != nil {
+		t.Fatal(err)
+	}
+	if err := natsbox.EnsureLayout(v.Ctx, js, v.Box.Layout()); err != nil {
+		t.Fatal(err)
+	}
+	v.Publish(&protocol.Event{RunID: id, Type: protocol.EvTick, At: time.Unix(1, 0), Item: -1}, "")
+	cons, err := v.eng.partitionConsumer(v.Ctx, p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cons.CachedInfo().Config.DeliverPolicy; got != jetstream.DeliverAllPolicy {
+		t.Fatalf("the consumer of the new stream delivers by %v, want from its first event", got)
+	}
+	m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+	if err != nil {
+		t.Fatalf("the new stream's event was not delivered: %v", err)
+	}
+	if md, err := m.Metadata(); err != nil || md.Sequence.Stream != 1 {
+		t.Fatalf("the consumer delivers %+v first (%v), want the new stream's first event", md, err)
+	}
+	if f := v.eng.floors[p].Load(); f != 0 {
+		t.Errorf("the floor of the old stream is still remembered: %d", f)
+	}
+}

@@ -51,6 +51,15 @@ func (b *Builder) MaxSteps(n int) *Builder { b.def.MaxSteps = n; return b }
 // Start sets the entry step (default: the only step with no incoming edge).
 func (b *Builder) Start(id string) *Builder { b.def.Start = id; return b }
 
+// Concurrency sets the workflow's concurrency key, as `concurrency = { key, limit }` does: at
+// most limit runs with the same key, rendered from the run input when each starts (a template
+// such as "{{input.customer_id}}", or "" for one key for the whole workflow), are active at
+// once; the others queue, first started first served.
+func (b *Builder) Concurrency(key string, limit int) *Builder {
+	b.def.Concurrency = &Concurrency{Key: key, Limit: limit}
+	return b
+}
+
 // Model declares a named model configuration, as [models.NAME] does. Declaring a name again
 // replaces it.
 func (b *Builder) Model(name string, m ModelDef) *Builder {
@@ -378,6 +387,17 @@ func (e *EdgeBuilder) When(label string) *EdgeBuilder { e.e.When = label; return
 // MaxIterations makes the edge a loop edge, followed at most n times per run.
 func (e *EdgeBuilder) MaxIterations(n int) *EdgeBuilder { e.e.MaxIterations = n; return e }
 
+// Trigger adds a trigger, as [[triggers]] does: exactly one of t.Schedule, t.Subject and
+// t.Webhook, named t.Name. Triggers keep their declaration order.
+func (b *Builder) Trigger(t Trigger) *Builder {
+	if t.CatchUp != nil {
+		n := *t.CatchUp
+		t.CatchUp = &n
+	}
+	b.def.Triggers = append(b.def.Triggers, t)
+	return b
+}
+
 // Build assembles the definition, normalizes it (the contract's defaults filled in) and
 // validates it with Validate(def, Options{}): sub-workflow files resolve against the current
 // directory and handlers are not checked. When there are problems, it returns nil and the
@@ -406,6 +426,10 @@ func (b *Builder) definition() (*Definition, Problems) {
 	var ps Problems
 	d := b.def
 	d.Source = nil
+	if b.def.Concurrency != nil {
+		c := *b.def.Concurrency
+		d.Concurrency = &c
+	}
 	raw := func(key string, v json.RawMessage) json.RawMessage {
 		c, err := canonicalRaw(v)
 		if err != nil {
@@ -476,6 +500,14 @@ func (b *Builder) definition() (*Definition, Problems) {
 		s.Branches = slices.Clone(s.Branches)
 		s.Approvers = slices.Clone(s.Approvers)
 		d.Steps[i] = s
+	}
+	d.Triggers = nil
+	for _, t := range b.def.Triggers {
+		if t.CatchUp != nil {
+			n := *t.CatchUp
+			t.CatchUp = &n
+		}
+		d.Triggers = append(d.Triggers, t)
 	}
 	d.Edges = nil
 	for _, e := range b.edges {

@@ -65,20 +65,37 @@ const (
 // Definition is a whole workflow. Field order and JSON names are the canonical form: two
 // definitions that mean the same thing marshal to the same bytes (see CanonicalJSON).
 type Definition struct {
-	Name        string              `json:"name"`
-	Description string              `json:"description,omitempty"`
-	Deadline    clock.Duration      `json:"deadline"`
-	MaxSteps    int                 `json:"max_steps"`
-	Start       string              `json:"start"`
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	Deadline    clock.Duration `json:"deadline"`
+	MaxSteps    int            `json:"max_steps"`
+	Start       string         `json:"start"`
+	// Concurrency bounds the runs of this workflow that are active at once with the same key
+	// (nil: no bound).
+	Concurrency *Concurrency        `json:"concurrency,omitempty"`
 	Models      map[string]ModelDef `json:"models,omitempty"`
 	Tools       map[string]ToolDef  `json:"tools,omitempty"`
 	MCP         map[string]MCPDef   `json:"mcp,omitempty"`
 	Steps       []Step              `json:"steps"`
 	Edges       []Edge              `json:"edges,omitempty"`
+	// Triggers start runs by themselves (a schedule, a NATS subject, a webhook) once the
+	// workflow is registered with a server; reins run ignores them.
+	Triggers []Trigger `json:"triggers,omitempty"`
 
 	// Source says where the definition was loaded from, for error positions; not part of the
 	// canonical form.
 	Source *Source `json:"-"`
+}
+
+// Concurrency is a workflow's concurrency key (`concurrency = { key, limit }`): at most Limit
+// runs of the workflow with the same Key, rendered from each run's input when it starts, are
+// active at once; the others are queued, first started first served, and each starts when a
+// run of its key ends. Key may only read the run input (no step has run yet); an empty Key, or
+// one without a template, is one key for every run of the workflow. The scope of a key is the
+// workflow's name: every version of the workflow, started by any principal, shares it.
+type Concurrency struct {
+	Key   string `json:"key,omitempty"`
+	Limit int    `json:"limit"`
 }
 
 // ModelDef is a named model configuration ([models.NAME]).
@@ -291,6 +308,9 @@ func (d *Definition) Normalize() {
 			s.MaxConcurrent = DefaultMapConcurrent
 		}
 	}
+	for i := range d.Triggers {
+		d.Triggers[i].normalize()
+	}
 }
 
 // Children lists the steps s starts itself rather than through an edge: its branches that are
@@ -339,6 +359,7 @@ func (d *Definition) Roots() []string {
 func (d *Definition) CanonicalJSON() ([]byte, error) {
 	c := *d
 	c.Steps = append([]Step(nil), d.Steps...)
+	c.Triggers = append([]Trigger(nil), d.Triggers...)
 	c.Normalize()
 	// Raw JSON values (schemas, mocks, scripts) are compared by meaning, not by how they were
 	// written: keys sorted, numbers in one spelling. The copy gets fresh maps so d is untouched.

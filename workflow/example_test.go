@@ -148,3 +148,45 @@ func ExampleDefinition_AgentDefinition() {
 	// start: lead agents run by tools: [researcher] runs a child: true
 	// support-researcher starts at researcher with 1 step and 0 edges
 }
+
+// A workflow that runs every weekday at 9:00 in Paris, and on each order created.
+func ExampleBuilder_Trigger() {
+	wf := workflow.New("daily-report")
+	wf.Task("report", "reports.write")
+	wf.Trigger(workflow.Trigger{Name: "weekdays", Schedule: "0 9 * * 1-5", Timezone: "Europe/Paris", Overlap: workflow.OverlapSkip}).
+		Trigger(workflow.Trigger{Name: "orders", Subject: "orders.created"})
+	def, err := wf.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s, _ := workflow.ParseSchedule(def.Triggers[0].Schedule, def.Triggers[0].Timezone)
+	fmt.Println(def.Triggers[0].Kind(), def.Triggers[0].CatchUpOr(), s.Next(time.Date(2026, 6, 5, 12, 0, 0, 0, time.UTC)))
+	fmt.Println(def.Triggers[1].Kind(), def.Triggers[1].Subject)
+	// Output:
+	// schedule 1 2026-06-08 07:00:00 +0000 UTC
+	// subject orders.created
+}
+
+// At most one run per customer at a time: runs of the same customer_id queue, first started
+// first served; a key that reads a step's output is refused, since it is rendered before any
+// step ran.
+func ExampleBuilder_Concurrency() {
+	wf := workflow.New("support-reply").Concurrency("{{input.customer_id}}", 1)
+	wf.Task("reply", "support.reply")
+	def, err := wf.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("key %s, limit %d\n", def.Concurrency.Key, def.Concurrency.Limit)
+
+	bad := workflow.New("support-reply").Concurrency("{{reply.output.customer}}", 0)
+	bad.Task("reply", "support.reply")
+	_, err = bad.Build()
+	fmt.Println(err)
+	// Output:
+	// key {{input.customer_id}}, limit 1
+	// E_TEMPLATE concurrency.key: the concurrency key reads {{reply.output.customer}}, but it is rendered when a run starts, before any step ran: it may read only the run input (input or input.x)
+	// E_BAD_BOUND concurrency.limit: the concurrency limit is 0: it must be at least 1 (how many runs with the same key may be active at once)
+}

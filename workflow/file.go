@@ -81,7 +81,7 @@ func parseProblem(file string, err error) Problem {
 }
 
 // topKeys are the keys of the top level of a workflow file, in the contract's order.
-var topKeys = []string{"name", "description", "deadline", "max_steps", "start", "models", "tools", "mcp", "steps", "edges"}
+var topKeys = []string{"name", "description", "deadline", "max_steps", "start", "concurrency", "models", "tools", "mcp", "steps", "edges", "triggers"}
 
 // definition decodes the whole document.
 func (d *decoder) definition(doc map[string]any) *Definition {
@@ -99,6 +99,8 @@ func (d *decoder) definition(doc map[string]any) *Definition {
 			def.MaxSteps, _ = d.integer(k, v)
 		case "start":
 			def.Start, _ = d.str(k, v)
+		case "concurrency":
+			def.Concurrency = d.concurrency(k, v)
 		case "models":
 			def.Models = d.models(k, v)
 		case "tools":
@@ -109,11 +111,30 @@ func (d *decoder) definition(doc map[string]any) *Definition {
 			def.Steps = d.steps(k, v)
 		case "edges":
 			def.Edges = d.edges(k, v)
+		case "triggers":
+			def.Triggers = d.triggers(k, v)
 		default:
 			d.unknownKey(k, name, "at the top level", topKeys)
 		}
 	}
 	return def
+}
+
+// concurrencyKeys are the keys of the concurrency table.
+var concurrencyKeys = []string{"key", "limit"}
+
+func (d *decoder) concurrency(key string, v any) *Concurrency {
+	return subTable(d, key, v, "concurrency", concurrencyKeys, func(c *Concurrency, fkey, k string, fv any) bool {
+		switch k {
+		case "key":
+			c.Key, _ = d.str(fkey, fv)
+		case "limit":
+			c.Limit, _ = d.integer(fkey, fv)
+		default:
+			return false
+		}
+		return true
+	})
 }
 
 // modelKeys are the keys of a [models.NAME] table.
@@ -264,6 +285,49 @@ func (d *decoder) edges(key string, v any) []Edge {
 		}
 	}
 	return edges
+}
+
+// triggerKeys are the keys of a [[triggers]] table.
+var triggerKeys = []string{"name", "schedule", "timezone", "overlap", "catch_up", "subject", "webhook"}
+
+func (d *decoder) triggers(key string, v any) []Trigger {
+	items, ok := d.tableArray(key, v, "[[triggers]]")
+	if !ok {
+		return nil
+	}
+	ts := make([]Trigger, len(items))
+	for i, item := range items {
+		tkey := indexKey(key, i)
+		t, ok := d.table(tkey, item, "a table")
+		if !ok {
+			continue
+		}
+		tr := &ts[i]
+		for _, k := range d.keys(tkey, t) {
+			fkey, fv := joinKey(tkey, k), t[k]
+			switch k {
+			case "name":
+				tr.Name, _ = d.str(fkey, fv)
+			case "schedule":
+				tr.Schedule, _ = d.str(fkey, fv)
+			case "timezone":
+				tr.Timezone, _ = d.str(fkey, fv)
+			case "overlap":
+				tr.Overlap, _ = d.str(fkey, fv)
+			case "catch_up":
+				if n, ok := d.integer(fkey, fv); ok {
+					tr.CatchUp = &n
+				}
+			case "subject":
+				tr.Subject, _ = d.str(fkey, fv)
+			case "webhook":
+				tr.Webhook, _ = d.str(fkey, fv)
+			default:
+				d.unknownKey(fkey, k, "in a trigger", triggerKeys)
+			}
+		}
+	}
+	return ts
 }
 
 func (d *decoder) steps(key string, v any) []Step {

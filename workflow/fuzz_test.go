@@ -43,6 +43,11 @@ func FuzzParse(f *testing.F) {
 		"\"\" = 1\n[models.\"a.b\"]\n\"x y\" = 2\n",
 		"start = \"s\"\n[[steps]]\nid = \"s\"\ntype = \"parallel\"\nbranches = [\"a\", \"b\"]\n[[steps]]\nid = \"a\"\ntype = \"task\"\nhandler = \"h\"\ninput = \"{{b.output ?? 1}} {{s.output}}\"\n[[steps]]\nid = \"b\"\ntype = \"task\"\nhandler = \"h\"\n[[steps]]\nid = \"j\"\ntype = \"switch\"\nexpr = \"{{a.output.x ?? \\\"y\\\"}}\"\n[[edges]]\nfrom = \"s\"\nto = \"j\"\n[[edges]]\nfrom = \"a\"\nto = \"j\"\nwhen = \"error\"\n[[edges]]\nfrom = \"j\"\nto = \"s\"\nmax_iterations = 2\n",
 		tResearch,
+		tTriggers,
+		"[[triggers]]\nname = 1\nschedule = \"61 * * * *\"\ntimezone = \"../x\"\nsubject = \"$KV.>\"\ncatch_up = -1\noverlap = 3\n[[triggers]]\n",
+		"name = \"c\"\nconcurrency = { key = \"{{input.customer_id}}-{{input.x ?? \\\"none\\\"}}\", limit = 2 }\n[[steps]]\nid = \"a\"\ntype = \"task\"\nhandler = \"h\"\n",
+		"[concurrency]\nkey = \"{{a.output}}{{\"\nlimit = -1\nkeys = 1\n",
+		"concurrency = 3\n",
 		"name = \"r\"\n[tools.t]\nagent = \"a\"\nworkflow = \"w.toml\"\n[[steps]]\nid = \"a\"\ntype = \"agent\"\ntools = [\"t\"]\n",
 	} {
 		f.Add(seed)

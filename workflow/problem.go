@@ -34,6 +34,10 @@ const (
 	EDepth          Code = "E_DEPTH"           // sub-workflows nested deeper than 8
 	ERecursion      Code = "E_RECURSION"       // a workflow that calls itself, directly or not
 	EWorkflowFile   Code = "E_WORKFLOW_FILE"   // a sub-workflow file that cannot be read or is invalid
+	EBadTrigger     Code = "E_BAD_TRIGGER"     // a trigger with none or several of schedule, subject and webhook, or a key its kind does not take
+	EBadSchedule    Code = "E_BAD_SCHEDULE"    // a schedule that is not a cron expression of 5 fields, or is never due
+	EBadTimezone    Code = "E_BAD_TIMEZONE"    // a time zone that is not an IANA name
+	EBadSubject     Code = "E_BAD_SUBJECT"     // a subject that is not a NATS subject, or is reins's or the server's own
 )
 
 // Problem is one thing wrong with a definition: a stable code, where (file, line, key) and one

@@ -296,6 +296,7 @@ func valOneOf(vals ...string) string {
 // checkLocal runs every check that needs nothing but the definition.
 func (v *validator) checkLocal() {
 	v.checkTop()
+	v.checkConcurrency()
 	v.checkModels()
 	v.checkTools()
 	v.checkMCP()
@@ -308,6 +309,7 @@ func (v *validator) checkLocal() {
 	start := v.checkStart()
 	v.checkGraph(start)
 	v.checkToolAgents()
+	v.checkTriggers()
 }
 
 func (v *validator) checkTop() {

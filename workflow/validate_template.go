@@ -89,9 +89,19 @@ func inputIsTemplate(input string) bool {
 
 // ReadsInput reports the first template or dotted path of d's steps, in step order, that reads
 // the run input ("input" or "input.x..."): the step's id, the key of the step holding it
-// ("goal") and the path. A run started with no input cannot render it. Malformed templates are
-// the validator's to report and are passed over here.
+// ("goal") and the path; or, before them, the concurrency key's first template with a path
+// that reads the input without a default (step "", key "concurrency.key"). A run started with
+// no input cannot render it. Malformed templates are the validator's to report and are passed
+// over here.
 func (d *Definition) ReadsInput() (step, key, path string, ok bool) {
+	if c := d.Concurrency; c != nil {
+		refs, _ := template.Refs(c.Key)
+		for _, ref := range refs {
+			if root, err := template.Root(ref.Path); err == nil && root == "input" && ref.Default == nil {
+				return "", "concurrency.key", ref.Path, true
+			}
+		}
+	}
 	for i := range d.Steps {
 		s := &d.Steps[i]
 		var paths []struct{ key, path string }

@@ -192,6 +192,13 @@ func printResult(w io.Writer, res protocol.Result, asJSON bool) error {
 		return printJSON(w, res)
 	}
 	fmt.Fprintf(w, "run %s %s\n", res.RunID, res.Status)
+	if c := res.Concurrency; c != nil {
+		if res.Status == protocol.RunQueued {
+			fmt.Fprintf(w, "  queued for a slot of concurrency key %q (limit %d): it starts when a run of that key ends\n", c.Key, c.Limit)
+		} else {
+			fmt.Fprintf(w, "  concurrency key %q (limit %d)\n", c.Key, c.Limit)
+		}
+	}
 	for _, s := range res.Steps {
 		fmt.Fprintf(w, "  %-20s %-9s", s.ID, s.Status)
 		if s.StopReason != "" {

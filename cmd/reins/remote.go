@@ -190,7 +190,7 @@ func followRemote(cmd *cobra.Command, c *api.Client, id string, def *workflow.De
 					return printOutcome(cmd, last.Result, o.asJSON, o.where)
 				}
 			case "end":
-				if last == nil || last.Status == protocol.RunRunning || last.Status == protocol.RunWaiting {
+				if last == nil || last.Status == protocol.RunQueued || last.Status == protocol.RunRunning || last.Status == protocol.RunWaiting {
 					d, err := c.GetRun(watchCtx, id)
 					if err != nil {
 						return apiFailed(err)

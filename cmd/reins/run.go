@@ -124,6 +124,9 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	if err := checkInput(def, input); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
+	if n := len(def.Triggers); n > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "reins: note: workflow %s has %d trigger(s): reins run runs it once, now, and ignores them; they start runs once the workflow is registered with reins serve (PUT /v1/workflows/%s)\n", def.Name, n, def.Name)
+	}
 	if remote != nil {
 		bundles, err := wire.NewBundles(def, "")
 		if err != nil {
@@ -337,7 +340,11 @@ func checkInput(def *workflow.Definition, input json.RawMessage) error {
 		return nil
 	}
 	if step, key, path, ok := def.ReadsInput(); ok {
-		return fmt.Errorf("workflow %s reads the run input (%s of step %s uses %s) but no --input was given", def.Name, key, step, path)
+		where := key + " of step " + step
+		if step == "" {
+			where = "its " + key
+		}
+		return fmt.Errorf("workflow %s reads the run input (%s uses %s) but no --input was given", def.Name, where, path)
 	}
 	return nil
 }

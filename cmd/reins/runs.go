@@ -92,9 +92,9 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st := protocol.RunStatus(status)
 			switch st {
-			case "", protocol.RunRunning, protocol.RunWaiting, protocol.RunCompleted, protocol.RunFailed, protocol.RunCancelled, protocol.RunTimedOut, client.StatusCorrupt:
+			case "", protocol.RunQueued, protocol.RunRunning, protocol.RunWaiting, protocol.RunCompleted, protocol.RunFailed, protocol.RunCancelled, protocol.RunTimedOut, client.StatusCorrupt:
 			default:
-				return &exitError{code: exitUsage, err: fmt.Errorf("--status %q: want running, waiting, completed, failed, cancelled, timed_out or corrupt", status)}
+				return &exitError{code: exitUsage, err: fmt.Errorf("--status %q: want queued, running, waiting, completed, failed, cancelled, timed_out or corrupt", status)}
 			}
 			q := client.Query{Status: st, Workflow: workflowName, Limit: limit, After: after}
 			paged := q.Workflow != "" || q.Limit != 0 || q.After != ""
@@ -140,7 +140,7 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&status, "status", "", "only runs with this `STATUS` (running, waiting, completed, failed, cancelled, timed_out, or corrupt: a record that cannot be read)")
+	cmd.Flags().StringVar(&status, "status", "", "only runs with this `STATUS` (queued, running, waiting, completed, failed, cancelled, timed_out, or corrupt: a record that cannot be read)")
 	cmd.Flags().StringVar(&workflowName, "workflow", "", "only runs of the workflow with this `NAME`")
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most `N` runs; the next page's --after is printed on stderr")
 	cmd.Flags().StringVar(&after, "after", "", "the runs after this `CURSOR`, which the page before printed")

@@ -168,7 +168,7 @@ func TestRunsOnDataDir(t *testing.T) {
 			{"cancel unknown", []string{"cancel", "r-nope"}, exitFailed, "run r-nope: no such run"},
 			{"cancel finished", []string{"cancel", done.RunID}, exitFailed, "cancel run " + done.RunID + ": it ended completed: the run has already finished"},
 			{"cancel failed", []string{"cancel", failed.RunID}, exitFailed, "it ended failed: the run has already finished"},
-			{"bogus status", []string{"list", "--status", "bogus"}, exitUsage, `--status "bogus": want running, waiting, completed, failed, cancelled, timed_out or corrupt`},
+			{"bogus status", []string{"list", "--status", "bogus"}, exitUsage, `--status "bogus": want queued, running, waiting, completed, failed, cancelled, timed_out or corrupt`},
 			{"show without run", []string{"show"}, exitUsage, "accepts 1 arg(s)"},
 			{"bad cursor", []string{"list", "--after", "junk"}, exitFailed, `"junk" is not a cursor that a page of runs gave (Page.Next, --after)`},
 			{"negative limit", []string{"list", "--limit", "-1"}, exitUsage, "--limit -1: want 1 or more"},

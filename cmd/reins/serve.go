@@ -17,6 +17,7 @@ import (
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/runner"
+	"github.com/reins-run/reins/trigger"
 	"github.com/reins-run/reins/worker"
 )
 
@@ -64,6 +65,13 @@ stand by, taking over when it stops.
 Finished runs are kept for --retention (default 168h, 7 days): serve removes those that ended
 longer ago (as reins runs prune does) at start and then every tenth of it, at most every hour.
 --retention 0 keeps them forever.
+
+The [[triggers]] of the registered workflows (PUT /v1/workflows/NAME) are active: schedules start
+their runs on their due times, exactly once per due time however many serve processes run,
+messages on the subjects the operator allows ([triggers] subjects) start the runs of subject
+triggers, and POST /v1/hooks/NAME starts the runs of webhook triggers (docs/workflows.md,
+"Triggers").
+reins run FILE runs a file once and ignores its triggers.
 
 A loop whose iterations come faster than --save-window (default 100ms) has them saved together:
 the engine dispatches each next iteration at once and saves the run once per window, then
@@ -128,9 +136,12 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			if !box.Embedded() && nf.url == "" {
 				return &exitError{code: exitFailed, err: fmt.Errorf("the data directory %s is in use by another reins serve", nf.data)}
 			}
+			// The triggers of the registered workflows: schedules decided here (several serve
+			// processes share them exactly once per due time), webhooks through the API.
+			triggers := trigger.New(trigger.Config{Box: box, Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Subjects: cfgOp.TriggerSubjects})
 			obs, err := observe("--listen", httpListen, box, res, log, func(m *metrics.Metrics, ready func() error) http.Handler {
 				return api.New(api.Config{Box: box, Principals: res, Operator: cfgOp, Metrics: m.Handler(), Ready: ready, Console: console.Handler(),
-					Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes})
+					Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Hooks: triggers})
 			})
 			if err != nil {
 				return err
@@ -170,10 +181,12 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			}
 			obs.ready.ready()
 			stopRetention := retain(ctx, box, retention, log)
+			stopTriggers := runTriggers(ctx, triggers, log)
 			log.Info("reins serving", append(append([]any{"nats", where, "builtin_workers", !noWorker}, obs.attr()...), namespaceAttr(box)...)...)
 			err = h.Wait(ctx)
 			obs.ready.notReady("the engine and workers stopped")
 			stopRetention()
+			stopTriggers()
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
@@ -204,6 +217,30 @@ func engineSaveWindow(flag time.Duration) time.Duration {
 		return -1
 	}
 	return flag
+}
+
+// runTriggers runs the triggers of the registered workflows until the returned function is
+// called; a failure to start is logged and tried again, never fatal to serving runs.
+func runTriggers(ctx context.Context, s *trigger.Service, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			ready := make(chan struct{})
+			if err := s.Run(ctx, ready); err != nil && ctx.Err() == nil {
+				log.Error("reins: the triggers of registered workflows cannot start; trying again", "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(trigger.SyncEvery):
+				}
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // retain prunes the runs that ended more than retention ago, at once and then periodically,

@@ -3,7 +3,8 @@
 // survive. It is internal: no program of a user sets it on purpose.
 //
 // It owns the variable's name and syntax; it must not decide where a process dies (the package
-// that reads it does: runner dies before its N-th save).
+// that reads it does: runner dies before its N-th save, or before its N-th release of a
+// concurrency key).
 package fault
 
 import (
@@ -13,7 +14,7 @@ import (
 )
 
 // Env names the environment variable: "POINT:N" kills the process at the N-th time it reaches
-// POINT (runner's "kill-before-save").
+// POINT (runner's "kill-before-save" and "kill-before-release").
 const Env = "REINS_FAULT"
 
 // Parse reads the value of Env for point: N (0 when value is empty), or an error saying what

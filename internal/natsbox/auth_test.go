@@ -124,6 +124,17 @@ func TestPermissionsByRole(t *testing.T) {
 		{"tok-approver", "$KV." + LimitsBucket + ".model.openai.gpt-4o", false},
 		{"tok-viewer", "$KV." + LimitsBucket + ".provider.openai", false},
 		{"tok-admin", "$KV." + LimitsBucket + ".provider.openai", true},
+		// The state of schedule triggers is the engines' alone: nobody else moves a due time.
+		{"tok-submitter", "$KV." + TriggersBucket + ".schedule.w.t", false},
+		{"tok-worker", "$KV." + TriggersBucket + ".schedule.w.t", false},
+		{"tok-admin", "$KV." + TriggersBucket + ".schedule.w.t", true},
+		// The concurrency keys are the engines' alone: a worker or a person who could write
+		// them could free a slot another run holds, or take one out of turn.
+		{"tok-worker", "$KV." + ConcurrencyBucket + ".key.k", false},
+		{"tok-submitter", "$KV." + ConcurrencyBucket + ".key.k", false},
+		{"tok-approver", "$KV." + ConcurrencyBucket + ".run.r", false},
+		{"tok-viewer", "$KV." + ConcurrencyBucket + ".key.k", false},
+		{"tok-admin", "$KV." + ConcurrencyBucket + ".key.k", true},
 	} {
 		if got := canPublish(t, b, tc.token, tc.subject); got != tc.want {
 			t.Errorf("%s (%s) publishing on %s: stored %t, want %t", testPrincipals[tc.token].Name, tc.token, tc.subject, got, tc.want)

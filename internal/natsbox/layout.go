@@ -80,6 +80,15 @@ const (
 	LimitsBucket = "reins_limits"
 	// LimitsMaxAge is how long LimitsBucket keeps a record not written since.
 	LimitsMaxAge = time.Hour
+	// TriggersBucket holds the state of each schedule trigger of the registered workflows
+	// (history 1, the engines' alone): key "schedule.WORKFLOW.TRIGGER", the latest due time
+	// decided, written with compare-and-set once its runs were started (package trigger).
+	TriggersBucket = "reins_triggers"
+	// ConcurrencyBucket holds the concurrency keys of workflows (history 1, the engines' alone):
+	// key "key.HASH" for each workflow and rendered key with runs active or queued (the runs
+	// holding its slots and the queue, oldest start first), and "run.HASH" for each such run,
+	// naming its key; every change a compare-and-set (package runner, slots.go).
+	ConcurrencyBucket = "reins_concurrency"
 
 	// CancelSubjects is the core NATS (not stored) subject filter on which the engine announces
 	// runs that ended, so that workers cancel their handlers at once: CancelSubject(runID).
@@ -553,6 +562,18 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 	}, {
 		Bucket:      l.Names.RegistryBucket(),
 		Description: "reins workflows registered by name, in versions",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Metadata:    metadata(),
+	}, {
+		Bucket:      l.Names.TriggersBucket(),
+		Description: "reins: the state of the schedule triggers of registered workflows",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Metadata:    metadata(),
+	}, {
+		Bucket:      l.Names.ConcurrencyBucket(),
+		Description: "reins concurrency keys: the runs holding their slots and the runs queued",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Metadata:    metadata(),

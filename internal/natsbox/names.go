@@ -93,6 +93,8 @@ func (n Names) EnginesBucket() string     { return n.name + EnginesBucket }
 func (n Names) EffectsBucket() string     { return n.name + EffectsBucket }
 func (n Names) ValuesBucket() string      { return n.name + ValuesBucket }
 func (n Names) RegistryBucket() string    { return n.name + RegistryBucket }
+func (n Names) TriggersBucket() string    { return n.name + TriggersBucket }
+func (n Names) ConcurrencyBucket() string { return n.name + ConcurrencyBucket }
 func (n Names) LimitsBucket() string      { return n.name + LimitsBucket }
 
 // Streams returns the names of the three streams; Buckets those of the KV buckets, and
@@ -103,7 +105,8 @@ func (n Names) Streams() []string {
 
 func (n Names) Buckets() []string {
 	return []string{n.RunsBucket(), n.StatusBucket(), n.ServedBucket(), n.CheckpointsBucket(),
-		n.WorkflowsBucket(), n.EnginesBucket(), n.EffectsBucket(), n.RegistryBucket(), n.LimitsBucket()}
+		n.WorkflowsBucket(), n.EnginesBucket(), n.EffectsBucket(), n.RegistryBucket(), n.TriggersBucket(), n.ConcurrencyBucket(),
+		n.LimitsBucket()}
 }
 
 func (n Names) ObjectStores() []string { return []string{n.ValuesBucket()} }

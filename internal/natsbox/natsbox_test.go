@@ -330,7 +330,7 @@ func TestEnsureLayoutConfigs(t *testing.T) {
 			t.Errorf("%s metadata = %v, want %s=%s", name, cfg.Metadata, MetadataKey, LayoutVersion)
 		}
 	}
-	for _, bucket := range []string{RunsBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, RegistryBucket, LimitsBucket} {
+	for _, bucket := range []string{RunsBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, RegistryBucket, ConcurrencyBucket, LimitsBucket} {
 		kv, err := js.KeyValue(testCtx(t), bucket)
 		if err != nil {
 			t.Fatalf("bucket %s: %v", bucket, err)

@@ -252,6 +252,14 @@ func (e *encoder) run(r *engine.Run) {
 		e.name("acts")
 		e.acts(r.Acts)
 	}
+	if s := r.Slot; s != nil {
+		e.name("slot")
+		e.b = append(e.b, '{')
+		e.str("key", s.Key)
+		e.int("limit", s.Limit)
+		e.timeOmitZero("granted", s.Granted)
+		e.b = append(e.b, '}')
+	}
 	e.b = append(e.b, '}')
 }
 

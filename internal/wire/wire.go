@@ -136,6 +136,7 @@ func Answer(t *protocol.Task, typ protocol.EventType, at time.Time) *protocol.Ev
 //     request
 //   - tick:           RUN/tick/STEP/ITEM/ACTIVATION/UNIXNANO
 //   - child_finished: CHILDRUN/finished (the child's run id is unique)
+//   - granted:        RUN/granted (a run is granted its concurrency slot once)
 //
 // For child_finished, ev.Output is not part of the id; the caller passes the child's run id.
 func EventMsgID(ev *protocol.Event, child string) string {
@@ -146,6 +147,8 @@ func EventMsgID(ev *protocol.Event, child string) string {
 		return ev.RunID + "/tick/" + ev.Step + "/" + strconv.Itoa(ev.Item) + "/" + strconv.Itoa(ev.Activation) + "/" + strconv.FormatInt(ev.At.UnixNano(), 10)
 	case protocol.EvChildFinished:
 		return child + "/finished"
+	case protocol.EvGranted:
+		return ev.RunID + "/granted"
 	}
 	// Built in one buffer: every answer of every iteration has one.
 	id := make([]byte, 0, len(ev.RunID)+len(ev.Step)+len(ev.Type)+len(ev.Nonce)+32)

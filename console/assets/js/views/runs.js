@@ -4,7 +4,7 @@
 import {h, replace, fmtTime, badge, alert, problemText} from '../dom.js';
 import {api} from '../api.js';
 
-export const STATUSES = ['running', 'waiting', 'completed', 'failed', 'cancelled', 'timed_out'];
+export const STATUSES = ['queued', 'running', 'waiting', 'completed', 'failed', 'cancelled', 'timed_out'];
 const POLL_MS = 3000;
 
 export function runsView(main, ctx, q) {

@@ -337,6 +337,11 @@ type Task struct {
 	Prompt       string          `json:"prompt,omitempty"`       // llm: rendered
 	Instructions string          `json:"instructions,omitempty"` // llm, agent: rendered
 	Goal         string          `json:"goal,omitempty"`         // agent: rendered
+	// Session is an agent step's rendered session (workflow.Step.Session): the conversation the
+	// step continues; empty without one. StartedBy, the principal who started the run, is the
+	// scope of its sessions (docs/agents.md, Sessions).
+	Session   string `json:"session,omitempty"`
+	StartedBy string `json:"started_by,omitempty"`
 	Activation   int             `json:"activation"`
 	Iteration    int             `json:"iteration"`
 	Attempt      int             `json:"attempt"`

@@ -538,7 +538,7 @@ func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *protocol.T
 		RunID: d.run.ID, Step: name, Item: item, Body: sr.Step, Type: step.Type,
 		Handler: handlerFor(step), Model: step.Model, Workflow: d.run.Hash,
 		Prompt: sr.Prompt, Instructions: sr.Instructions, Goal: sr.Goal,
-		Session: sr.Session,
+		Session:    sr.Session,
 		Activation: sr.Activation, Iteration: sr.Iteration, Attempt: sr.Attempt,
 		Input:     sr.Input,
 		MsgID:     fmt.Sprintf("%s/%s/%d/%d/%d", d.run.ID, key, sr.Activation, sr.Iteration, sr.Attempt),

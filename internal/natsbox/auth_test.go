@@ -117,6 +117,13 @@ func TestPermissionsByRole(t *testing.T) {
 		{"tok-viewer", "$KV." + RegistryBucket + ".refund", false},
 		{"tok-worker", "$KV." + RegistryBucket + ".refund", false},
 		{"tok-admin", "$KV." + RegistryBucket + ".refund", true},
+		// Sessions are written by workers (the steps that continue them) and admins (delete):
+		// no principal writes a conversation of its own making into one.
+		{"tok-worker", "$KV." + SessionsBucket + ".k", true},
+		{"tok-submitter", "$KV." + SessionsBucket + ".k", false},
+		{"tok-approver", "$KV." + SessionsBucket + ".k", false},
+		{"tok-viewer", "$KV." + SessionsBucket + ".k", false},
+		{"tok-admin", "$KV." + SessionsBucket + ".k", true},
 	} {
 		if got := canPublish(t, b, tc.token, tc.subject); got != tc.want {
 			t.Errorf("%s (%s) publishing on %s: stored %t, want %t", testPrincipals[tc.token].Name, tc.token, tc.subject, got, tc.want)

@@ -93,6 +93,7 @@ func (n Names) EnginesBucket() string     { return n.name + EnginesBucket }
 func (n Names) EffectsBucket() string     { return n.name + EffectsBucket }
 func (n Names) ValuesBucket() string      { return n.name + ValuesBucket }
 func (n Names) RegistryBucket() string    { return n.name + RegistryBucket }
+func (n Names) SessionsBucket() string    { return n.name + SessionsBucket }
 
 // Streams returns the names of the three streams; Buckets those of the KV buckets, and
 // ObjectStores that of the object store: what EnsureLayout creates.
@@ -102,7 +103,7 @@ func (n Names) Streams() []string {
 
 func (n Names) Buckets() []string {
 	return []string{n.RunsBucket(), n.StatusBucket(), n.ServedBucket(), n.CheckpointsBucket(),
-		n.WorkflowsBucket(), n.EnginesBucket(), n.EffectsBucket(), n.RegistryBucket()}
+		n.WorkflowsBucket(), n.EnginesBucket(), n.EffectsBucket(), n.RegistryBucket(), n.SessionsBucket()}
 }
 
 func (n Names) ObjectStores() []string { return []string{n.ValuesBucket()} }

@@ -83,7 +83,7 @@ func layoutReplicas(t *testing.T, js jetstream.JetStream) map[string]int {
 	for _, name := range []string{TasksStream, EventsStream, DLQStream} {
 		got[name] = streamInfo(t, js, name).Config.Replicas
 	}
-	for _, b := range []string{RunsBucket, StatusBucket, ServedBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, RegistryBucket} {
+	for _, b := range []string{RunsBucket, StatusBucket, ServedBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, RegistryBucket, SessionsBucket} {
 		kv, err := js.KeyValue(ctx, b)
 		if err != nil {
 			t.Fatal(err)
@@ -111,7 +111,7 @@ func layoutReplicas(t *testing.T, js jetstream.JetStream) map[string]int {
 func directGets(t *testing.T, js jetstream.JetStream) []string {
 	t.Helper()
 	var direct []string
-	for _, b := range []string{RunsBucket, StatusBucket, ServedBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, EnginesBucket, RegistryBucket} {
+	for _, b := range []string{RunsBucket, StatusBucket, ServedBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, EnginesBucket, RegistryBucket, SessionsBucket} {
 		if streamInfo(t, js, "KV_"+b).Config.AllowDirect {
 			direct = append(direct, "KV_"+b)
 		}
@@ -124,8 +124,8 @@ func directGets(t *testing.T, js jetstream.JetStream) []string {
 
 func allReplicas(t *testing.T, got map[string]int, want int) {
 	t.Helper()
-	if len(got) != 11 {
-		t.Fatalf("the layout has %d streams and buckets, want 11: %v", len(got), got)
+	if len(got) != 12 {
+		t.Fatalf("the layout has %d streams and buckets, want 12: %v", len(got), got)
 	}
 	for name, n := range got {
 		if n != want {
@@ -152,7 +152,7 @@ func TestReplicasOnACluster(t *testing.T) {
 	got, _ := ensureWith(0)
 	allReplicas(t, got, 1)
 	js := natstest.JetStream(t, url)
-	if direct := directGets(t, js); len(direct) != 9 {
+	if direct := directGets(t, js); len(direct) != 10 {
 		t.Errorf("with one replica, direct gets on %v, want on every bucket (the replica is the leader)", direct)
 	}
 	got, logs := ensureWith(3)

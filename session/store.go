@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,18 +41,47 @@ const (
 	saveAttempts = 16
 )
 
-// Store is the sessions bucket (natsbox.Names.SessionsBucket). It is safe for concurrent use.
+// Store is the sessions bucket (natsbox.Names.SessionsBucket). It is safe for concurrent use,
+// and opens the bucket on first use.
 type Store struct {
-	kv jetstream.KeyValue
+	js    jetstream.JetStream
+	names natsbox.Names
+	mu    sync.Mutex
+	kv    jetstream.KeyValue
 }
 
-// Open opens the sessions bucket of namespace names (the layout creates it).
+// New returns the sessions bucket of namespace names, opened on first use (the layout creates
+// it).
+func New(js jetstream.JetStream, names natsbox.Names) *Store { return &Store{js: js, names: names} }
+
+// Open is New that opens the bucket now.
 func Open(ctx context.Context, js jetstream.JetStream, names natsbox.Names) (*Store, error) {
-	kv, err := js.KeyValue(ctx, names.SessionsBucket())
-	if err != nil {
-		return nil, fmt.Errorf("session: bucket %s: %w", names.SessionsBucket(), err)
+	s := New(js, names)
+	if _, err := s.bucket(ctx); err != nil {
+		return nil, err
 	}
-	return &Store{kv: kv}, nil
+	return s, nil
+}
+
+// opened is the bucket once bucket opened it.
+func (s *Store) opened() jetstream.KeyValue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kv
+}
+
+func (s *Store) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kv != nil {
+		return s.kv, nil
+	}
+	kv, err := s.js.KeyValue(ctx, s.names.SessionsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("session: bucket %s: %w", s.names.SessionsBucket(), err)
+	}
+	s.kv = kv
+	return kv, nil
 }
 
 // Get reads the session under key with its messages and revision, or ErrNotFound.
@@ -72,13 +102,17 @@ func (s *Store) Get(ctx context.Context, key string) (*Session, error) {
 var errChunkGone = errors.New("a chunk of the session is gone")
 
 func (s *Store) get(ctx context.Context, key string) (*Session, error) {
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
 	sess, err := s.head(ctx, key)
 	if err != nil || sess.Chunks == 0 {
 		return sess, err
 	}
 	var buf bytes.Buffer
 	for i := range sess.Chunks {
-		e, err := s.kv.Get(ctx, chunkKey(key, sess.Gen, i))
+		e, err := kv.Get(ctx, chunkKey(key, sess.Gen, i))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return nil, fmt.Errorf("session %s: %w", key, errChunkGone)
 		}
@@ -99,7 +133,11 @@ func (s *Store) get(ctx context.Context, key string) (*Session, error) {
 
 // head reads and decodes the head of key (without chunks).
 func (s *Store) head(ctx context.Context, key string) (*Session, error) {
-	e, err := s.kv.Get(ctx, key)
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, fmt.Errorf("session %s: %w", key, ErrNotFound)
 	}
@@ -164,6 +202,10 @@ func (s *Store) Save(ctx context.Context, sc Scope, m Mark, c *Conversation, now
 // exist): its messages in chunks first when the record is over ChunkSize, then the head; the
 // chunks prev's head named are removed after.
 func (s *Store) put(ctx context.Context, next *Session, rev uint64, prev *Session) error {
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return err
+	}
 	next.Count, next.Chunks, next.Gen, next.Digest = len(next.Messages), 0, "", ""
 	msgs, err := json.Marshal(next.Messages)
 	if err != nil {
@@ -193,9 +235,9 @@ func (s *Store) put(ctx context.Context, next *Session, rev uint64, prev *Sessio
 		head, _ = json.Marshal(next) // again, with Bytes
 	}
 	if rev == 0 {
-		_, err = s.kv.Create(ctx, next.Key, head)
+		_, err = kv.Create(ctx, next.Key, head)
 	} else {
-		_, err = s.kv.Update(ctx, next.Key, head, rev)
+		_, err = kv.Update(ctx, next.Key, head, rev)
 	}
 	if err != nil {
 		s.purge(ctx, chunks)
@@ -221,7 +263,7 @@ func (s *Store) putChunks(ctx context.Context, next *Session, msgs []byte) ([]st
 	keys := chunkKeys(next.Key, next.Gen, next.Chunks)
 	for i, k := range keys {
 		part := msgs[i*ChunkSize : min((i+1)*ChunkSize, len(msgs))]
-		if _, err := s.kv.Put(ctx, k, part); err != nil {
+		if _, err := s.opened().Put(ctx, k, part); err != nil {
 			s.purge(ctx, keys[:i])
 			return nil, fmt.Errorf("session %s: write chunk %d of %d: %w", next.Key, i, next.Chunks, err)
 		}
@@ -233,7 +275,7 @@ func (s *Store) putChunks(ctx context.Context, next *Session, msgs []byte) ([]st
 // with the bucket's max age.
 func (s *Store) purge(ctx context.Context, keys []string) {
 	for _, k := range keys {
-		_ = s.kv.Purge(ctx, k)
+		_ = s.opened().Purge(ctx, k)
 	}
 }
 
@@ -246,7 +288,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.kv.Purge(ctx, key); err != nil {
+	if err := s.opened().Purge(ctx, key); err != nil {
 		return fmt.Errorf("session %s: delete: %w", key, err)
 	}
 	s.purge(ctx, chunkKeys(key, h.Gen, h.Chunks))
@@ -257,7 +299,11 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 // particular order; expired ones too (Session.Expired tells them).
 func (s *Store) List(ctx context.Context) ([]*Session, error) {
 	var out []*Session
-	for e, err := range wire.Entries(ctx, s.kv, "*") {
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for e, err := range wire.Entries(ctx, kv, "*") {
 		if err != nil {
 			return nil, fmt.Errorf("session: list: %w", err)
 		}
@@ -285,7 +331,7 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 			continue
 		}
 		// Only the revision listed: a session saved since is no longer expired.
-		err := s.kv.Purge(ctx, h.Key, jetstream.LastRevision(h.Revision))
+		err := s.opened().Purge(ctx, h.Key, jetstream.LastRevision(h.Revision))
 		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			continue
 		}

@@ -73,7 +73,9 @@ type Session struct {
 
 // Expired reports whether the session is past its expiry at now: it is then as if there were
 // none (a step starts afresh, list and show leave it out) until the bucket's max age removes it.
-func (s *Session) Expired(now time.Time) bool { return !s.ExpiresAt.IsZero() && !now.Before(s.ExpiresAt) }
+func (s *Session) Expired(now time.Time) bool {
+	return !s.ExpiresAt.IsZero() && !now.Before(s.ExpiresAt)
+}
 
 // Mark is what a step's run took from the session when it began: the revision it read (0:
 // none, or one expired) and how many of the session's messages come before the run's own.

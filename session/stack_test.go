@@ -48,7 +48,7 @@ func (m *recorder) Generate(ctx context.Context, req *model.Request) (*model.Res
 			last = msg.Content
 		}
 	}
-	in := model.EstimateInputTokens(req) // so that the loop's count is its estimate
+	in := model.EstimateInputTokens(req)             // so that the loop's count is its estimate
 	if strings.HasPrefix(last, "The agent's goal") { // a summarizer's call (strategy summarize)
 		return &model.Response{Proposal: model.Proposal{Kind: model.KindAnswer, Text: "The customer complained about late parcels."}, Usage: model.Usage{InputTokens: in, OutputTokens: 5}}, nil
 	}

@@ -114,6 +114,9 @@ func Continue(s *Session, goal string) ([]model.Message, Mark) {
 func whole(sc Scope, prev *Session, m Mark, c *Conversation) *Session {
 	w := max(c.Window, 1)
 	next := &Session{Scope: sc, Key: sc.Key(), Summary: c.Summary}
+	if len(c.Messages) == 0 { // no conversation: the goal alone
+		c = &Conversation{TurnID: c.TurnID, Goal: c.Goal, Messages: []model.Message{{Role: model.RoleUser, Content: c.Goal}}}
+	}
 	next.Messages = make([]model.Message, 0, 1+len(c.Messages)-min(w, len(c.Messages)))
 	next.Messages = append(next.Messages, c.Messages[0])
 	if w < len(c.Messages) {
@@ -125,7 +128,7 @@ func whole(sc Scope, prev *Session, m Mark, c *Conversation) *Session {
 	if prev != nil && m.Prior > 0 {
 		next.Turns, next.Saves, next.CreatedAt = slices.Clone(prev.Turns), prev.Saves, prev.CreatedAt
 	}
-	next.addTurn(c.TurnID, len(c.Messages)-m.Prior)
+	next.addTurn(c.TurnID, max(len(c.Messages)-m.Prior, 1))
 	return next
 }
 
@@ -139,7 +142,7 @@ func appended(sc Scope, cur *Session, m Mark, c *Conversation) (*Session, bool) 
 		next.Messages, next.Summary, next.TruncatedBefore = slices.Clone(cur.Messages), cur.Summary, cur.TruncatedBefore
 		next.Turns, next.Saves, next.CreatedAt = slices.Clone(cur.Turns), cur.Saves, cur.CreatedAt
 	}
-	n := len(c.Messages) - m.Prior
+	n := max(len(c.Messages)-m.Prior, 1)
 	done := next.turn(c.TurnID)
 	if done >= n {
 		return nil, false

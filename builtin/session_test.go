@@ -93,5 +93,3 @@ func TestAgentSessionWithoutStore(t *testing.T) {
 		t.Fatalf("answered %s, %v; want a permanent failure", ft.answer, err)
 	}
 }
-
-

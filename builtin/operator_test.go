@@ -3,12 +3,12 @@ package builtin_test
 import (
 	"encoding/json"
 	"errors"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/operator"
 )
 
@@ -82,11 +82,7 @@ func TestOperatorModeModels(t *testing.T) {
 func buildMCPOrders(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "mcp-orders")
-	cmd := exec.Command("go", "build", "-o", bin, "./examples/mcp-orders")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building examples/mcp-orders: %v\n%s", err, out)
-	}
+	buildtest.Build(t, bin, "./examples/mcp-orders")
 	return bin
 }
 

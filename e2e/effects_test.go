@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/loop"
@@ -30,10 +30,7 @@ import (
 func buildEffectWorker(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "effectworker")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/reins-run/reins/e2e/testdata/effectworker")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build effectworker: %v\n%s", err, out)
-	}
+	buildtest.Build(t, bin, "github.com/reins-run/reins/e2e/testdata/effectworker")
 	return bin
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -308,10 +309,7 @@ func TestExampleResearch(t *testing.T) {
 // TestExampleCodeReview runs the code review program as go run ./examples/codereview does.
 func TestExampleCodeReview(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "codereview")
-	build := exec.Command("go", "build", "-o", bin, "github.com/reins-run/reins/examples/codereview")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./examples/codereview: %v\n%s", err, out)
-	}
+	buildtest.Build(t, bin, "github.com/reins-run/reins/examples/codereview")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin)

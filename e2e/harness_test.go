@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/internal/buildtest"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
 )
 
@@ -37,15 +38,15 @@ func TestMain(m *testing.M) {
 	bins.reins = filepath.Join(dir, "reins")
 	bins.natsServer = filepath.Join(dir, "nats-server")
 	bins.loopworker = filepath.Join(dir, "loopworker")
+	// Every program is built as the container image builds reins (package buildtest), so that
+	// the tests run the binary the image ships.
 	for _, b := range []struct{ out, pkg string }{
 		{bins.reins, "github.com/reins-run/reins/cmd/reins"},
 		{bins.natsServer, "github.com/nats-io/nats-server/v2"},
 		{bins.loopworker, "github.com/reins-run/reins/e2e/testdata/loopworker"},
 	} {
-		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n", b.pkg, err)
+		if err := buildtest.BuildErr(b.out, b.pkg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.RemoveAll(dir)
 			os.Exit(1)
 		}
@@ -73,6 +74,12 @@ func start(t testing.TB, name string, env []string, argv ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
+	return startCmd(t, name, cmd)
+}
+
+// startCmd starts cmd, prepared by the caller (its environment, its user), as start does.
+func startCmd(t testing.TB, name string, cmd *exec.Cmd) *proc {
+	t.Helper()
 	r, w := io.Pipe()
 	cmd.Stdout, cmd.Stderr = w, w
 	p := &proc{t: t, name: name, cmd: cmd, lines: make(chan string, 4096), exited: make(chan struct{}), grew: make(chan struct{})}

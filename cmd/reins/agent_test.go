@@ -9,11 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/trace"
 )
 
@@ -29,11 +29,7 @@ const (
 func buildMCPOrders(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "mcp-orders")
-	cmd := exec.Command("go", "build", "-o", bin, "./examples/mcp-orders")
-	cmd.Dir = "../.."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building examples/mcp-orders: %v\n%s", err, out)
-	}
+	buildtest.Build(t, bin, "./examples/mcp-orders")
 	return bin
 }
 

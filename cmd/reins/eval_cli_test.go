@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/reins-run/reins/internal/buildtest"
 )
 
 const evalsDir = "../../evals"
@@ -335,19 +337,11 @@ func TestHelp(t *testing.T) {
 
 // TestBinary builds the real reins binary and runs it as a user would.
 func TestBinary(t *testing.T) {
-	goTool, err := exec.LookPath("go") // go test puts its own toolchain on PATH
-	if err != nil {
-		t.Fatalf("no go command on PATH: %v", err)
-	}
 	bin := filepath.Join(t.TempDir(), "reins")
 	if runtime.GOOS == "windows" {
 		bin += ".exe"
 	}
-	build := exec.Command(goTool, "build", "-o", bin, "./cmd/reins")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	buildtest.Build(t, bin, "./cmd/reins")
 	evals, err := filepath.Abs(evalsDir)
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/internal/wire"
 )
 
@@ -728,16 +729,8 @@ func TestRunBinary(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no SIGINT to send on Windows")
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("no go command on PATH: %v", err)
-	}
 	bin := filepath.Join(t.TempDir(), "reins")
-	build := exec.Command(goTool, "build", "-o", bin, "./cmd/reins")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	buildtest.Build(t, bin, "./cmd/reins")
 	data := t.TempDir()
 	exitCode := func(err error) int {
 		var ee *exec.ExitError

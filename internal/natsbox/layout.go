@@ -275,20 +275,20 @@ func EnsureLayout(ctx context.Context, js jetstream.JetStream, l Layout) error {
 	}
 	r := &replicaReport{asked: l.Replicas}
 	for _, cfg := range l.streams(maxMsg) {
-		if err := retryTimeouts(ctx, placementGrace, func() error { return ensureStream(ctx, js, cfg, r) }); err != nil {
+		if err := retryTimeouts(ctx, placementGrace, func(ctx context.Context) error { return ensureStream(ctx, js, cfg, r) }); err != nil {
 			return err
 		}
 	}
 	for _, cfg := range l.buckets() {
-		if err := retryTimeouts(ctx, placementGrace, func() error { return ensureBucket(ctx, js, cfg, r) }); err != nil {
+		if err := retryTimeouts(ctx, placementGrace, func(ctx context.Context) error { return ensureBucket(ctx, js, cfg, r) }); err != nil {
 			return err
 		}
 	}
-	if err := retryTimeouts(ctx, placementGrace, func() error { return ensureObjectStore(ctx, js, l.objectStore(), r) }); err != nil {
+	if err := retryTimeouts(ctx, placementGrace, func(ctx context.Context) error { return ensureObjectStore(ctx, js, l.objectStore(), r) }); err != nil {
 		return err
 	}
 	r.log(l.Logger)
-	return retryTimeouts(ctx, placementGrace, func() error { return ensureKeeper(ctx, js, l.Names) })
+	return retryTimeouts(ctx, placementGrace, func(ctx context.Context) error { return ensureKeeper(ctx, js, l.Names) })
 }
 
 // replicaReport decides the replicas of each stream and bucket (Layout.Replicas) and notes
@@ -353,11 +353,14 @@ const (
 	codeReplicasNotSupported  jetstream.ErrorCode = 10074
 )
 
-// layoutAttempts bounds the tries of one step of EnsureLayout whose JetStream API request went
-// unanswered within the API timeout (5 s by default). A server busy starting several processes
-// at once on a loaded machine can leave one request unanswered that long; every step is
-// idempotent, so it is asked again rather than failing the process's start.
+// layoutAttempt bounds one try of a step of EnsureLayout, and layoutAttempts the tries when
+// the caller's context has no deadline. A server busy starting several processes at once on a
+// loaded machine, or a cluster electing a meta leader, can leave a request unanswered; waited for
+// with the caller's context, a lost answer would hold the start until that context ends (it held
+// tests' starts for their whole 2 minutes). Every step is idempotent, so it is asked again.
 const layoutAttempts = 3
+
+var layoutAttempt = 5 * time.Second // a variable for the tests
 
 // placementGrace bounds how long a step of EnsureLayout is tried again while the cluster has
 // no peer online to place a replica on: a cluster that is forming (its nodes started with
@@ -368,14 +371,18 @@ const (
 	placementPause = 250 * time.Millisecond
 )
 
-// retryTimeouts runs step until it succeeds or fails with an error not worth trying again: a
-// timeout is tried again up to layoutAttempts times, a replica that cannot be placed yet
-// (codeNoPeers) during grace. It gives up at once when ctx is done.
-func retryTimeouts(ctx context.Context, grace time.Duration, step func() error) error {
+// retryTimeouts runs step, each time within layoutAttempt, until it succeeds or fails with an
+// error not worth trying again: a timeout is tried again until ctx ends (layoutAttempts times
+// when ctx has no deadline), a replica that cannot be placed yet (codeNoPeers) during grace. It
+// gives up at once when ctx is done.
+func retryTimeouts(ctx context.Context, grace time.Duration, step func(context.Context) error) error {
 	deadline := time.Now().Add(grace)
+	_, limited := ctx.Deadline()
 	var err error
-	for attempts := 0; attempts < layoutAttempts; {
-		err = step()
+	for attempts := 0; limited || attempts < layoutAttempts; {
+		actx, cancel := context.WithTimeout(ctx, layoutAttempt)
+		err = step(actx)
+		cancel()
 		switch {
 		case err == nil || ctx.Err() != nil:
 			return err

@@ -907,14 +907,24 @@ func TestConnect(t *testing.T) {
 	}
 }
 
-// A layout step whose API request timed out is asked again, up to layoutAttempts times; any
-// other error, or a done context, ends it at once.
+// A layout step whose API request timed out is asked again, each try within layoutAttempt,
+// up to layoutAttempts times when the caller set no deadline and until its deadline when it
+// did; any other error, or a done context, ends it at once.
 func TestRetryTimeouts(t *testing.T) {
 	refused := errors.New("refused")
 	offline := &jetstream.APIError{Code: 503, ErrorCode: codeNoPeers, Description: "no suitable peers for placement, peer offline"}
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	bg := context.Background()
+	far, cancelFar := context.WithTimeout(bg, time.Hour)
+	defer cancelFar()
+	timeouts := func(n int) []error {
+		errs := make([]error, n)
+		for i := range errs {
+			errs[i] = nats.ErrTimeout
+		}
+		return errs
+	}
 	for _, tc := range []struct {
 		name  string
 		ctx   context.Context
@@ -924,7 +934,8 @@ func TestRetryTimeouts(t *testing.T) {
 		want  error
 	}{
 		{"succeeds after two timeouts", bg, placementGrace, []error{context.DeadlineExceeded, nats.ErrTimeout}, 3, nil},
-		{"times out every time", bg, placementGrace, []error{nats.ErrTimeout, nats.ErrTimeout, nats.ErrTimeout, nats.ErrTimeout}, layoutAttempts, nats.ErrTimeout},
+		{"times out every time", bg, placementGrace, timeouts(layoutAttempts + 1), layoutAttempts, nats.ErrTimeout},
+		{"tried until the caller's deadline", far, placementGrace, timeouts(2 * layoutAttempts), 2*layoutAttempts + 1, nil},
 		{"another error", bg, placementGrace, []error{refused}, 1, refused},
 		{"context done", cancelled, placementGrace, []error{context.DeadlineExceeded}, 1, context.DeadlineExceeded},
 		{"placed once the peers are online", bg, placementGrace, []error{offline, offline}, 3, nil},
@@ -934,8 +945,13 @@ func TestRetryTimeouts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := 0
-			err := retryTimeouts(tc.ctx, tc.grace, func() error {
+			err := retryTimeouts(tc.ctx, tc.grace, func(ctx context.Context) error {
 				calls++
+				// A lost answer must not be waited for past one attempt, whatever the caller's
+				// deadline.
+				if d, ok := ctx.Deadline(); !ok || time.Until(d) > layoutAttempt {
+					t.Errorf("call %d: the attempt's deadline is %v (set: %v), beyond %s", calls, time.Until(d), ok, layoutAttempt)
+				}
 				if calls <= len(tc.errs) {
 					return fmt.Errorf("step: %w", tc.errs[calls-1])
 				}

@@ -19,7 +19,7 @@ import (
 
 // openStore opens the sessions bucket of a new embedded server, and the bucket itself to look
 // at its keys.
-func openStore(t *testing.T) (context.Context, *session.Store, jetstream.KeyValue) {
+func openStore(t testing.TB) (context.Context, *session.Store, jetstream.KeyValue) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)

@@ -164,7 +164,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			where := box.ClientURL()
 			switch {
 			case !box.Embedded():
-				where = box.Conn().ConnectedUrlRedacted()
+				where = box.ServerURL()
 			case where == "":
 				where = "in-process"
 			}

@@ -405,3 +405,40 @@ func TestHostFailsBeforeReady(t *testing.T) {
 		})
 	}
 }
+
+// A token given in the URL of --nats is a secret like --token: the processes' logs name the
+// server without it.
+func TestTokenInNATSURLNotLogged(t *testing.T) {
+	const token = "s3cret-ops-token"
+	auth := func(tok string) (natsbox.Identity, bool) {
+		return natsbox.Identity{Name: "ops", Roles: []string{natsbox.RoleAdmin}}, tok == token
+	}
+	box, err := natsbox.Open(t.Context(), natsbox.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Authenticate: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	withToken := strings.Replace(box.ClientURL(), "nats://", "nats://"+token+"@", 1)
+	for _, tc := range []struct {
+		args  []string
+		ready string
+	}{
+		{[]string{"serve", "--nats", withToken, "--no-workers", "--listen", "127.0.0.1:0", "--log-level", "debug"}, "reins serving"},
+		{[]string{"worker", "--nats", withToken, "--log-level", "debug"}, "reins worker serving"},
+	} {
+		t.Run(tc.args[0], func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			var stdout, stderr syncBuffer
+			done := background(ctx, &stdout, &stderr, tc.args...)
+			awaitText(t, &stderr, tc.ready, done, "reins "+tc.args[0])
+			cancel()
+			awaitExit(t, done, "reins "+tc.args[0])
+			if out := stdout.String() + stderr.String(); strings.Contains(out, token) {
+				t.Errorf("the token of the NATS URL was written out:\n%s", out)
+			}
+			if !strings.Contains(stderr.String(), "nats://xxxxx@127.0.0.1:") {
+				t.Errorf("the server is not named with its token hidden:\n%s", stderr.String())
+			}
+		})
+	}
+}

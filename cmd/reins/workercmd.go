@@ -88,7 +88,7 @@ or json, at --log-level and above.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			obs.ready.ready()
-			log.Info("reins worker serving", append(append([]any{"nats", box.Conn().ConnectedUrlRedacted(), "handlers", handlers}, obs.attr()...), namespaceAttr(box)...)...)
+			log.Info("reins worker serving", append(append([]any{"nats", box.ServerURL(), "handlers", handlers}, obs.attr()...), namespaceAttr(box)...)...)
 			err = h.Wait(ctx)
 			obs.ready.notReady("the workers stopped")
 			if err != nil {

@@ -2,6 +2,7 @@ package natsbox
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -83,6 +84,42 @@ func (a API) Subject(op string) string { return a.Prefix() + op }
 // domain (or the exporting account) maps back to the bucket's subject, as nats.go's KV writes do.
 // The bucket's stream stores the message under KVSubject(bucket, key) either way.
 func (a API) KVPut(bucket, key string) string { return a.prefix + KVSubject(bucket, key) }
+
+// Permissions returns p, permissions written for the default API (Names.Permissions,
+// Names.TenantPermissions), as they must be for a connection that reaches JetStream through a:
+// every "$JS.API.X" becomes a.Subject("X") ("$JS.hub.API.X" in domain hub, "P.X" under prefix
+// P), and every KV write "$KV.B.…" becomes what KVPut publishes ("$JS.hub.API.$KV.B.…"). The
+// rest stays as it is: object store writes ("$O.…"), acknowledgements ("$JS.ACK.…"), flow
+// control ("$JS.FC.>"), the namespace's subjects and inboxes are core subjects that reach the
+// streams and consumers where they are, a leaf node's hub or an exporting account (with its
+// imports, docs/deploy.md). The deny list is rewritten too, so that what it forbids stays
+// forbidden through a. p nil (everything) stays nil, and the default API returns p unchanged.
+func (a API) Permissions(p *Perms) *Perms {
+	if p == nil || a.prefix == "" {
+		return p
+	}
+	return &Perms{PublishAllow: a.subjects(p.PublishAllow), PublishDeny: a.subjects(p.PublishDeny),
+		SubscribeAllow: slices.Clone(p.SubscribeAllow)}
+}
+
+// subjects are list's subjects through a (Permissions).
+func (a API) subjects(list []string) []string {
+	if list == nil {
+		return nil
+	}
+	out := make([]string, len(list))
+	for i, s := range list {
+		switch {
+		case strings.HasPrefix(s, jetstream.DefaultAPIPrefix):
+			out[i] = a.prefix + strings.TrimPrefix(s, jetstream.DefaultAPIPrefix)
+		case strings.HasPrefix(s, "$KV."):
+			out[i] = a.prefix + s
+		default:
+			out[i] = s
+		}
+	}
+	return out
+}
 
 // checkDomain reports whether domain can name a JetStream domain: one subject token.
 func checkDomain(domain string) error {

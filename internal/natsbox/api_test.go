@@ -2,11 +2,14 @@ package natsbox
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -203,4 +206,134 @@ func exerciseAPI(t *testing.T, b *Box, owner jetstream.JetStream) {
 	if err != nil || string(got["r.1"]) != `{"v":2}` || len(got) != 1 {
 		t.Errorf("MissingFromLeader through %+v = %q, %v; want r.1 = {\"v\":2}", b.API(), got, err)
 	}
+}
+
+// TestAPIPermissions: a role's permissions through another API have the JetStream API and KV
+// writes behind it, and every other subject (object store writes, acknowledgements, flow
+// control, the namespace's, inboxes) as they were; deny lists are rewritten alike; everything
+// (nil) stays everything; the default API changes nothing.
+func TestAPIPermissions(t *testing.T) {
+	in := &Perms{
+		PublishAllow: []string{"$JS.API.INFO", "$JS.API.CONSUMER.CREATE.S.>", "$KV.b.>", "$O.v.C.>",
+			"$JS.ACK.S.>", "$JS.FC.>", "acme.reins.event.*.*", "$SYS.REQ.USER.INFO", "$KVX.b", "x.$JS.API.INFO"},
+		PublishDeny:    []string{"$JS.API.CONSUMER.CREATE.S.reins-engine-00"},
+		SubscribeAllow: []string{"_INBOX.>", "acme.reins.cancel.>"},
+	}
+	keep := []string{"$O.v.C.>", "$JS.ACK.S.>", "$JS.FC.>", "acme.reins.event.*.*", "$SYS.REQ.USER.INFO", "$KVX.b", "x.$JS.API.INFO"}
+	for _, tc := range []struct {
+		name, domain, prefix string
+		allow                []string // the first three of in's, rewritten
+		deny                 string
+	}{
+		{"default", "", "", in.PublishAllow[:3], in.PublishDeny[0]},
+		{"domain", "hub", "", []string{"$JS.hub.API.INFO", "$JS.hub.API.CONSUMER.CREATE.S.>", "$JS.hub.API.$KV.b.>"},
+			"$JS.hub.API.CONSUMER.CREATE.S.reins-engine-00"},
+		{"prefix", "", "fromA", []string{"fromA.INFO", "fromA.CONSUMER.CREATE.S.>", "fromA.$KV.b.>"},
+			"fromA.CONSUMER.CREATE.S.reins-engine-00"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := NewAPI(tc.domain, tc.prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := a.Permissions(in)
+			if want := append(slices.Clone(tc.allow), keep...); !slices.Equal(got.PublishAllow, want) {
+				t.Errorf("publish allow:\n%q\nwant\n%q", got.PublishAllow, want)
+			}
+			if !slices.Equal(got.PublishDeny, []string{tc.deny}) || !slices.Equal(got.SubscribeAllow, in.SubscribeAllow) {
+				t.Errorf("publish deny %q, subscribe %q; want [%q], %q", got.PublishDeny, got.SubscribeAllow, tc.deny, in.SubscribeAllow)
+			}
+			if a.Permissions(nil) != nil {
+				t.Error("Permissions(nil) is not nil: everything became something")
+			}
+			// What the KV write and request subjects of the API are, the rewritten list allows.
+			for _, s := range []string{a.KVPut("b", "k"), a.Subject("INFO")} {
+				if !slices.ContainsFunc(got.PublishAllow, func(p string) bool { return SubjectMatches(p, s) }) {
+					t.Errorf("%s is not allowed by %q", s, got.PublishAllow)
+				}
+			}
+		})
+	}
+	if in.PublishAllow[0] != "$JS.API.INFO" || in.PublishDeny[0] != "$JS.API.CONSUMER.CREATE.S.reins-engine-00" {
+		t.Errorf("Permissions changed its argument: %+v", in)
+	}
+}
+
+// TestWhoAmIOnLeaf: on a leaf node, whose hub answers "$SYS.REQ.USER.INFO" too (about the leaf
+// node's connection: no user), WhoAmI returns what the leaf says of the client, every time.
+// (Taking the first answer, about one in eight was the hub's.)
+func TestWhoAmIOnLeaf(t *testing.T) {
+	ctx := testCtx(t)
+	a, err := NewAPI("hub", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := a.Permissions(Names{}.Permissions(Identity{Name: "sam", Roles: []string{RoleSubmitter}}))
+	_, leaf := natstest.HubAndLeafUsers(t, ctx, "hub", "leaf", []*server.User{
+		{Username: "admin", Password: "a"},
+		{Username: "sam", Password: "s", Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: p.PublishAllow, Deny: p.PublishDeny},
+			Subscribe: &server.SubjectPermission{Allow: p.SubscribeAllow},
+		}},
+	})
+	b := open(t, Options{URL: natstest.UserURL(leaf.ClientURL(), "sam", "s"), JSDomain: "hub"})
+	want := slices.Sorted(slices.Values(p.PublishAllow))
+	for i := range 50 {
+		name, pub, err := b.WhoAmI(ctx)
+		if slices.Sort(pub); err != nil || name != "sam" || !slices.Equal(pub, want) {
+			t.Fatalf("WhoAmI %d on the leaf = %q, %q, %v; want sam, %q", i, name, pub, err, want)
+		}
+	}
+}
+
+// The permissions of a worker named wanda in namespace acme, on a leaf node whose processes
+// use their hub's JetStream (--js-domain hub): what the leaf's operator grants its NATS user.
+func ExampleAPI_Permissions() {
+	names, _ := NewNames("acme")
+	hub, _ := NewAPI("hub", "")
+	p := hub.Permissions(names.Permissions(Identity{Name: "wanda", Roles: []string{RoleWorker}}))
+	fmt.Println("publish:")
+	for _, s := range p.PublishAllow {
+		fmt.Println(" ", s)
+	}
+	fmt.Println("subscribe:", strings.Join(p.SubscribeAllow, " "))
+	fmt.Println("publish deny:", len(p.PublishDeny), "subjects, such as", p.PublishDeny[0])
+	// Output:
+	// publish:
+	//   $SYS.REQ.USER.INFO
+	//   $JS.hub.API.INFO
+	//   $JS.hub.API.STREAM.INFO.*
+	//   $JS.FC.>
+	//   $JS.hub.API.DIRECT.GET.KV_acme_reins_workflows.>
+	//   $JS.hub.API.STREAM.MSG.GET.KV_acme_reins_workflows
+	//   $JS.hub.API.DIRECT.GET.OBJ_acme_reins_values.>
+	//   $JS.hub.API.STREAM.MSG.GET.OBJ_acme_reins_values
+	//   $JS.hub.API.CONSUMER.CREATE.OBJ_acme_reins_values.>
+	//   $JS.hub.API.CONSUMER.DELETE.OBJ_acme_reins_values.*
+	//   $JS.hub.API.CONSUMER.INFO.OBJ_acme_reins_values.*
+	//   acme.reins.event.*.*
+	//   $JS.hub.API.CONSUMER.CREATE.acme_REINS_TASKS.>
+	//   $JS.hub.API.CONSUMER.INFO.acme_REINS_TASKS.*
+	//   $JS.hub.API.CONSUMER.MSG.NEXT.acme_REINS_TASKS.*
+	//   $JS.ACK.acme_REINS_TASKS.>
+	//   $JS.hub.API.DIRECT.GET.acme_REINS_TASKS.>
+	//   $JS.hub.API.STREAM.MSG.GET.acme_REINS_TASKS
+	//   $JS.hub.API.$KV.acme_reins_checkpoints.>
+	//   $JS.hub.API.$KV.acme_reins_effects.>
+	//   $JS.hub.API.$KV.acme_reins_served.>
+	//   $O.acme_reins_values.C.>
+	//   $O.acme_reins_values.M.>
+	//   $JS.hub.API.DIRECT.GET.KV_acme_reins_checkpoints.>
+	//   $JS.hub.API.STREAM.MSG.GET.KV_acme_reins_checkpoints
+	//   $JS.hub.API.CONSUMER.CREATE.KV_acme_reins_checkpoints.>
+	//   $JS.hub.API.CONSUMER.DELETE.KV_acme_reins_checkpoints.*
+	//   $JS.hub.API.CONSUMER.INFO.KV_acme_reins_checkpoints.*
+	//   $JS.hub.API.DIRECT.GET.KV_acme_reins_effects.>
+	//   $JS.hub.API.STREAM.MSG.GET.KV_acme_reins_effects
+	//   $JS.hub.API.CONSUMER.CREATE.KV_acme_reins_effects.>
+	//   $JS.hub.API.CONSUMER.DELETE.KV_acme_reins_effects.*
+	//   $JS.hub.API.CONSUMER.INFO.KV_acme_reins_effects.*
+	//   acme.reins.delta.>
+	// subscribe: _INBOX.> acme.reins.cancel.>
+	// publish deny: 48 subjects, such as $JS.hub.API.CONSUMER.CREATE.acme_REINS_EVENTS.reins-engine-00
 }

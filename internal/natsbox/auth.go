@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Roles the embedded server knows: the five of shared/spec/server.md, and RoleEngine, the
@@ -211,17 +213,53 @@ var ErrAuth = errors.New("the NATS server refused the credentials")
 
 // WhoAmI returns the principal name the server knows this connection as, and the subjects it
 // may publish on (nil: any).
+//
+// Only the answer of the server the connection is on counts: other servers that hear the
+// request answer too (on a leaf node, its hub answers about the leaf node's own connection to
+// it, with no user and none of the client's permissions), and theirs may come first.
 func (b *Box) WhoAmI(ctx context.Context) (name string, publish []string, err error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 	}
-	m, err := b.nc.RequestWithContext(ctx, "$SYS.REQ.USER.INFO", nil)
+	inbox := b.nc.NewInbox()
+	sub, err := b.nc.SubscribeSync(inbox)
 	if err != nil {
 		return "", nil, fmt.Errorf("natsbox: ask the server who this connection is: %w", err)
 	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := b.nc.PublishRequest("$SYS.REQ.USER.INFO", inbox, nil); err != nil {
+		return "", nil, fmt.Errorf("natsbox: ask the server who this connection is: %w", err)
+	}
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return "", nil, fmt.Errorf("natsbox: ask the server who this connection is: %w", err)
+		}
+		if len(m.Data) == 0 && m.Header.Get("Status") == "503" { // no server answers: nats.go's test
+			return "", nil, fmt.Errorf("natsbox: ask the server who this connection is: %w", nats.ErrNoResponders)
+		}
+		if info, ok := parseUserInfo(m.Data); ok && info.server == b.nc.ConnectedServerId() {
+			return info.user, info.publish, info.err
+		}
+	}
+}
+
+// userInfo is a server's answer to "$SYS.REQ.USER.INFO": which server answered, and what it
+// says of the connection.
+type userInfo struct {
+	server, user string
+	publish      []string
+	err          error
+}
+
+// parseUserInfo reads an answer to "$SYS.REQ.USER.INFO"; ok false when it names no server.
+func parseUserInfo(data []byte) (info userInfo, ok bool) {
 	var resp struct {
+		Server struct {
+			ID string `json:"id"`
+		} `json:"server"`
 		Data *struct {
 			User        string `json:"user"`
 			Permissions *struct {
@@ -230,17 +268,20 @@ func (b *Box) WhoAmI(ctx context.Context) (name string, publish []string, err er
 				} `json:"publish"`
 			} `json:"permissions"`
 		} `json:"data"`
-		Error *struct {
-			Description string `json:"description"`
-		} `json:"error"`
 	}
-	if err := json.Unmarshal(m.Data, &resp); err != nil || resp.Data == nil {
-		return "", nil, errors.New("natsbox: the server did not say who this connection is")
+	if err := json.Unmarshal(data, &resp); err != nil || resp.Server.ID == "" {
+		return userInfo{}, false
 	}
+	info.server = resp.Server.ID
+	if resp.Data == nil {
+		info.err = errors.New("natsbox: the server did not say who this connection is")
+		return info, true
+	}
+	info.user = resp.Data.User
 	if p := resp.Data.Permissions; p != nil && p.Publish != nil {
-		publish = p.Publish.Allow
+		info.publish = p.Publish.Allow
 	}
-	return resp.Data.User, publish, nil
+	return info, true
 }
 
 // subtleEqual compares two tokens in time independent of where they differ.

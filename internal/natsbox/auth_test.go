@@ -370,7 +370,15 @@ func TestValuesByRole(t *testing.T) {
 		"tok-viewer": {false, true}, "tok-approver": {false, true}, "tok-nothing": {false, false},
 	} {
 		c := open(t, Options{URL: b.ClientURL(), Token: tok})
-		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		// What is refused may end in a timeout, so it is given 3 s; what is allowed, a failsafe
+		// (3 MiB written in chunks can take longer than 3 s on a loaded machine).
+		within := func(allowed bool) (context.Context, context.CancelFunc) {
+			if allowed {
+				return context.WithTimeout(ctx, failsafe)
+			}
+			return context.WithTimeout(ctx, 3*time.Second)
+		}
+		rctx, cancelRead := within(want.get)
 		vals, err := OpenValues(rctx, c.JetStream(), Names{})
 		var getErr, putErr error = err, err
 		if err == nil {
@@ -378,9 +386,11 @@ func TestValuesByRole(t *testing.T) {
 			if data, getErr = vals.GetValue(rctx, "r-1/stored", int64(len(big))); getErr == nil && string(data) != string(big) {
 				getErr = errors.New("read other bytes")
 			}
-			putErr = vals.PutValue(rctx, "r-1/by-"+tok, big)
+			wctx, cancelWrite := within(want.put)
+			putErr = vals.PutValue(wctx, "r-1/by-"+tok, big)
+			cancelWrite()
 		}
-		cancel()
+		cancelRead()
 		if (getErr == nil) != want.get || (putErr == nil) != want.put {
 			t.Errorf("%s: read %v, store %v; want read %t, store %t", tok, getErr, putErr, want.get, want.put)
 		}

@@ -329,7 +329,7 @@ func openExternal(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 		b.closeConn()
 		return nil, fmt.Errorf("natsbox: JetStream is not available at %s%s: %w", shown, b.api.where(), err)
 	}
-	log.Debug("connected to NATS", "url", nc.ConnectedUrlRedacted())
+	log.Debug("connected to NATS", "url", RedactURL(nc.ConnectedUrl()))
 	return b, nil
 }
 
@@ -349,7 +349,7 @@ func (b *Box) connOptions(name string) []nats.Option {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info(logReconnected, "url", nc.ConnectedUrlRedacted())
+			log.Info(logReconnected, "url", RedactURL(nc.ConnectedUrl()))
 		}),
 		nats.ClosedHandler(func(*nats.Conn) {
 			log.Debug(logClosed)
@@ -363,7 +363,7 @@ func (b *Box) connOptions(name string) []nats.Option {
 			}
 		}),
 		nats.LameDuckModeHandler(func(nc *nats.Conn) {
-			log.Warn(logLameDuck, "url", nc.ConnectedUrlRedacted())
+			log.Warn(logLameDuck, "url", RedactURL(nc.ConnectedUrl()))
 		}),
 	}
 }
@@ -419,6 +419,11 @@ func (b *Box) API() API { return b.api }
 // ClientURL returns the URL other processes use to reach the embedded server on loopback, or ""
 // when the server is in-process only or external (the caller already knows that URL).
 func (b *Box) ClientURL() string { return b.clientURL }
+
+// ServerURL returns the URL of the server the connection is on, with its user information
+// hidden (RedactURL): nats.go's ConnectedUrlRedacted hides a password, not a token given as the
+// URL's user.
+func (b *Box) ServerURL() string { return RedactURL(b.nc.ConnectedUrl()) }
 
 // Embedded reports whether the Box runs its own server.
 func (b *Box) Embedded() bool { return b.srv != nil }

@@ -119,6 +119,15 @@ func WaitPlacement(t testing.TB, ctx context.Context, url string, replicas int) 
 // leaf's clients reach the hub's JetStream through hubDomain.
 func HubAndLeaf(t testing.TB, ctx context.Context, hubDomain, leafDomain string) (hub, leaf *server.Server) {
 	t.Helper()
+	return HubAndLeafUsers(t, ctx, hubDomain, leafDomain, nil)
+}
+
+// HubAndLeafUsers is HubAndLeaf with a leaf node whose clients authenticate as one of users
+// (user name and password, in the leaf's global account, each with its permissions). The
+// first of them must be allowed everything: the wait for the hub's JetStream connects as it.
+// Without users, clients connect without authentication.
+func HubAndLeafUsers(t testing.TB, ctx context.Context, hubDomain, leafDomain string, users []*server.User) (hub, leaf *server.Server) {
+	t.Helper()
 	leafPort := FreePort(t)
 	hub = StartServer(t, &server.Options{ServerName: "hub", JetStreamDomain: hubDomain,
 		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
@@ -126,10 +135,19 @@ func HubAndLeaf(t testing.TB, ctx context.Context, hubDomain, leafDomain string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf = StartServer(t, &server.Options{ServerName: "leaf", JetStreamDomain: leafDomain,
+	leaf = StartServer(t, &server.Options{ServerName: "leaf", JetStreamDomain: leafDomain, Users: users,
 		LeafNode: server.LeafNodeOpts{Remotes: []*server.RemoteLeafOpts{{URLs: []*url.URL{remote}}}}})
-	WaitJetStreamDomain(t, ctx, leaf.ClientURL(), hubDomain)
+	waitURL := leaf.ClientURL()
+	if len(users) > 0 {
+		waitURL = UserURL(waitURL, users[0].Username, users[0].Password)
+	}
+	WaitJetStreamDomain(t, ctx, waitURL, hubDomain)
 	return hub, leaf
+}
+
+// UserURL is the client URL u ("nats://host:port") with a user name and password.
+func UserURL(u, user, password string) string {
+	return strings.Replace(u, "nats://", "nats://"+url.UserPassword(user, password).String()+"@", 1)
 }
 
 // StartServer starts a nats-server with JetStream in this process on a free loopback port, with

@@ -321,6 +321,7 @@ func ExampleAPI_Permissions() {
 	//   $JS.hub.API.$KV.acme_reins_checkpoints.>
 	//   $JS.hub.API.$KV.acme_reins_effects.>
 	//   $JS.hub.API.$KV.acme_reins_served.>
+	//   $JS.hub.API.$KV.acme_reins_sessions.>
 	//   $O.acme_reins_values.C.>
 	//   $O.acme_reins_values.M.>
 	//   $JS.hub.API.DIRECT.GET.KV_acme_reins_checkpoints.>
@@ -333,6 +334,11 @@ func ExampleAPI_Permissions() {
 	//   $JS.hub.API.CONSUMER.CREATE.KV_acme_reins_effects.>
 	//   $JS.hub.API.CONSUMER.DELETE.KV_acme_reins_effects.*
 	//   $JS.hub.API.CONSUMER.INFO.KV_acme_reins_effects.*
+	//   $JS.hub.API.DIRECT.GET.KV_acme_reins_sessions.>
+	//   $JS.hub.API.STREAM.MSG.GET.KV_acme_reins_sessions
+	//   $JS.hub.API.CONSUMER.CREATE.KV_acme_reins_sessions.>
+	//   $JS.hub.API.CONSUMER.DELETE.KV_acme_reins_sessions.*
+	//   $JS.hub.API.CONSUMER.INFO.KV_acme_reins_sessions.*
 	//   acme.reins.delta.>
 	// subscribe: _INBOX.> acme.reins.cancel.>
 	// publish deny: 48 subjects, such as $JS.hub.API.CONSUMER.CREATE.acme_REINS_EVENTS.reins-engine-00

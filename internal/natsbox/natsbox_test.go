@@ -330,7 +330,7 @@ func TestEnsureLayoutConfigs(t *testing.T) {
 			t.Errorf("%s metadata = %v, want %s=%s", name, cfg.Metadata, MetadataKey, LayoutVersion)
 		}
 	}
-	for _, bucket := range []string{RunsBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, RegistryBucket, ConcurrencyBucket} {
+	for _, bucket := range []string{RunsBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, RegistryBucket, ConcurrencyBucket, SessionsBucket} {
 		kv, err := js.KeyValue(testCtx(t), bucket)
 		if err != nil {
 			t.Fatalf("bucket %s: %v", bucket, err)
@@ -351,6 +351,9 @@ func TestEnsureLayoutConfigs(t *testing.T) {
 		wantTTL := time.Duration(0) // runs, checkpoints and workflows live until pruned
 		if bucket == EffectsBucket {
 			wantTTL = DefaultEffectsMaxAge
+		}
+		if bucket == SessionsBucket {
+			wantTTL = SessionsMaxAge
 		}
 		if st.TTL() != wantTTL {
 			t.Errorf("%s max age = %s, want %s", bucket, st.TTL(), wantTTL)

@@ -12,6 +12,7 @@ import (
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/session"
 	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -48,6 +49,9 @@ func (h *Handlers) Agent(t Task) error {
 	}
 	if done { // an earlier attempt ran this iteration and checkpointed it, but its answer was lost
 		t.Record(loop.Recorded(st, base.from))
+		if err := h.saveSession(j, st, base.session); err != nil { // it may have died before saving
+			return answerErr(t, err)
+		}
 		return h.answerAgent(j, st)
 	}
 	rec := run.Record(mark)
@@ -72,6 +76,11 @@ func (h *Handlers) Agent(t Task) error {
 			return t.FailPermanent(fmt.Errorf("step %s: the loop's state after iteration %d cannot be kept, its conversation is too long: %w", j.name, j.task.Iteration, err))
 		}
 		return t.Fail(fmt.Errorf("step %s: cannot checkpoint iteration %d: %w", j.name, j.task.Iteration, err))
+	}
+	// The session after the checkpoint: a delivery that dies between them finds the iteration
+	// done and saves then (the done branch above), and one that saved saves nothing twice.
+	if err := h.saveSession(j, st, base.session); err != nil {
+		return answerErr(t, err)
 	}
 	h.keepState(j, st, base, from) // before the answer, which may start the next iteration here
 	return h.answerAgent(j, st)
@@ -153,7 +162,16 @@ func (h *Handlers) resume(j *job, fx *effects) (*loop.Run, stateBase, error) {
 		}
 		return c.Resume(st), base, nil
 	}
-	return c.Start(agentRunID(j.task), joinParts(j.task.Goal, inputText(j.t.Input()))), base, nil
+	goal := joinParts(j.task.Goal, inputText(j.t.Input()))
+	if j.task.Session != "" {
+		st, mark, err := h.startSession(j, agentRunID(j.task), goal)
+		if err != nil {
+			return nil, stateBase{}, err
+		}
+		base.session = mark
+		return c.Resume(st), base, nil
+	}
+	return c.Start(agentRunID(j.task), goal), base, nil
 }
 
 // controller builds the loop controller of the step: its model, tools, policy, budget and
@@ -205,10 +223,12 @@ func (h *Handlers) loadState(j *job) (*loop.State, stateBase, error) {
 	st, base := h.cachedState(j, raw)
 	if st == nil {
 		var from int
-		if st, from, err = decodeAgentState(raw); err != nil {
+		var mark *session.Mark
+		if st, from, mark, err = decodeAgentState(raw); err != nil {
 			return nil, stateBase{}, j.failf("the checkpoint of the loop's state is not valid: %w", err)
 		}
 		base = baseOf(raw, st, from)
+		base.session = mark
 	}
 	if st != nil {
 		if err := resolve(j.t, st, window(st), h.texts, &base); err != nil {
@@ -252,7 +272,7 @@ func (h *Handlers) cachedState(j *job, raw []byte) (*loop.State, stateBase) {
 	}
 	st := f.state()
 	base := baseOf(raw, st, f.from)
-	base.refs, base.kept = e.refs, e.kept
+	base.refs, base.kept, base.session = e.refs, e.kept, e.session
 	return st, base
 }
 
@@ -274,7 +294,7 @@ func (h *Handlers) keepState(j *job, st *loop.State, base stateBase, from int) {
 			delete(base.kept, i)
 		}
 	}
-	h.states.put(agentRunID(j.task), raw, &cachedState{st: st, from: from, refs: base.refs, kept: base.kept})
+	h.states.put(agentRunID(j.task), raw, &cachedState{st: st, from: from, refs: base.refs, kept: base.kept, session: base.session})
 }
 
 // agentRunID names the loop run of a task: RUN/STEP, RUN/STEP#ITEM for a child, with

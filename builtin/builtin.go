@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/internal/wire"
@@ -21,6 +22,7 @@ import (
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/ratelimit"
+	"github.com/reins-run/reins/session"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/worker"
@@ -70,6 +72,15 @@ type Config struct {
 	// as they arrive (Register passes the worker's PublishDelta: core NATS, fire and forget). It
 	// must not block. Nil: steps do not stream.
 	Deltas func(protocol.Delta)
+	// Sessions keeps the conversations of agent steps with a session (Register passes the
+	// worker's, over natsbox.SessionsBucket). Nil: such a step fails for good, naming it.
+	Sessions SessionStore
+}
+
+// SessionStore is where agent steps with a session load and save it (*session.Store).
+type SessionStore interface {
+	Get(ctx context.Context, key string) (*session.Session, error)
+	Save(ctx context.Context, sc session.Scope, m session.Mark, c *session.Conversation, now time.Time, ttl time.Duration) (bool, error)
 }
 
 // Operator is what the handlers need of a server's operator configuration

@@ -145,6 +145,23 @@
 // earlier writes stay under their keys, and a fork from an earlier iteration folds those. A
 // human's resume (Resume > 0) only appends.
 //
+// # Sessions
+//
+// A step with a session (Task.Session, rendered by the engine, with Task.StartedBy) keeps its
+// conversation across runs in Config.Sessions (docs/agents.md, Sessions), under the scope of
+// the run's principal, the workflow's name, the step (Task.Body) and the value. Its first
+// iteration, finding no checkpoint, starts the loop from the session's messages (none when
+// there is none or it expired on the handlers' clock) with the first message above appended,
+// under the view the session was saved with (its summary, its shortened tool results), and
+// every write of the checkpoint carries what it took (session.Mark: the revision read, the
+// messages before the run's own). The iteration after which the step completes (stopped, no
+// calls waiting for approval or sub-runs) saves the conversation after its checkpoint and
+// before its answer (session.Store.Save: the context policy's view, or the turn appended when
+// another run saved meanwhile); a save that fails fails the attempt, and the next delivery,
+// finding the iteration done, saves then. The session remembers the turns it saved, so no
+// delivery saves one twice. A session over session.MaxBytes fails the step for good; handlers
+// without Config.Sessions fail a step with a session for good.
+//
 // # Side effects
 //
 // A tool with side effects (side_effect = true in the workflow, or a Go tool made with

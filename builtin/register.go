@@ -11,7 +11,7 @@ import (
 
 // Register registers the built-in handlers on w: protocol.HandlerLLM and protocol.HandlerAgent, or
 // only those named in handlers when any are given. Side effects are recorded in cfg.Effects, or
-// in w.Effects() when it is nil; model and tool calls are counted in cfg.Metrics, or
+// in w.Effects() when it is nil, and sessions kept in cfg.Sessions, or w.Sessions(); model and tool calls are counted in cfg.Metrics, or
 // w.Metrics() when it is nil. It fails on a configuration New refuses and on a name that is not
 // a built-in handler, registering nothing then.
 func Register(w *worker.Worker, cfg Config, handlers ...string) error {
@@ -23,6 +23,9 @@ func Register(w *worker.Worker, cfg Config, handlers ...string) error {
 	}
 	if cfg.Deltas == nil {
 		cfg.Deltas = w.PublishDelta
+	}
+	if cfg.Sessions == nil {
+		cfg.Sessions = w.Sessions()
 	}
 	h, err := New(cfg)
 	if err != nil {

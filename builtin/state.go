@@ -12,6 +12,7 @@ import (
 
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/session"
 )
 
 // The agent's checkpoint grows by what an iteration added, not by the whole conversation: each
@@ -48,6 +49,9 @@ type stateDelta struct {
 	Proposed    map[uint64]int  `json:"proposed,omitempty"`
 	SameSummary bool            `json:"same_summary,omitempty"`
 	State       loop.State      `json:"state"` // its Messages empty
+	// Session is what the loop took from its step's session when it began (a step with a
+	// session; every write carries it, a compaction too): what the save at its end needs.
+	Session *session.Mark `json:"session,omitempty"`
 }
 
 // keepMin is the size from which a message's text is kept by reference.
@@ -60,36 +64,37 @@ func isKept(text string) bool { return strings.HasPrefix(text, "\x00") }
 // DecodeAgentState reads the checkpoint of an agent step (an array of deltas, or a state set
 // whole): the loop's state, nil when there is none.
 func DecodeAgentState(raw json.RawMessage) (*loop.State, error) {
-	st, _, err := decodeAgentState(raw)
+	st, _, _, err := decodeAgentState(raw)
 	return st, err
 }
 
 // decodeAgentState is DecodeAgentState that also says where the last write's messages begin
-// (0 for a state set whole): the messages of the iteration that wrote it.
-func decodeAgentState(raw json.RawMessage) (*loop.State, int, error) {
+// (0 for a state set whole): the messages of the iteration that wrote it; and the session mark
+// the writes carry (nil: a step without a session).
+func decodeAgentState(raw json.RawMessage) (*loop.State, int, *session.Mark, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return nil, 0, nil
+		return nil, 0, nil, nil
 	}
 	if raw[0] != '[' {
 		st := new(loop.State)
 		if err := json.Unmarshal(raw, st); err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
-		return st, 0, nil
+		return st, 0, nil, nil
 	}
 	var deltas []stateDelta
 	if err := json.Unmarshal(raw, &deltas); err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	if len(deltas) == 0 {
-		return nil, 0, nil
+		return nil, 0, nil, nil
 	}
 	f := folded{proposed: map[uint64]int{}}
 	if err := f.add(deltas); err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
-	return f.state(), f.from, nil
+	return f.state(), f.from, f.session, nil
 }
 
 // folded is the fold of an agent checkpoint's writes, as far as it went: the conversation, the
@@ -101,6 +106,7 @@ type folded struct {
 	last     loop.State
 	from     int
 	n        int // writes folded
+	session  *session.Mark
 }
 
 // foldedOf is the fold a state is the end of, to fold later writes onto it.
@@ -129,6 +135,9 @@ func (f *folded) add(deltas []stateDelta) error {
 			f.summary = d.State.Context.Summary
 		}
 		f.last, f.from = d.State, d.From
+		if d.Session != nil {
+			f.session = d.Session
+		}
 		f.n++
 	}
 	return nil
@@ -152,6 +161,9 @@ func (f *folded) compacted(d stateDelta) error {
 	f.summary = d.State.Context.Summary
 	f.last, f.from = d.State, d.From
 	f.last.CallProposed = nil
+	if d.Session != nil {
+		f.session = d.Session
+	}
 	f.n++
 	return nil
 }
@@ -181,6 +193,8 @@ type stateBase struct {
 	// size is the checkpoint's length in bytes before the iteration: what was written since
 	// the last compaction (see compaction).
 	size int
+	// session is the mark of the step's session, written with every write (nil: none).
+	session *session.Mark
 }
 
 // baseOf is what st, loaded from raw, holds before the iteration (st's kept texts read back).
@@ -204,7 +218,7 @@ func (b stateBase) delta(st *loop.State, proposed map[uint64]int) stateDelta {
 	if n := b.n; n > 0 && len(st.Messages) >= n && reflect.DeepEqual(st.Messages[n-1], b.last) {
 		from = n
 	}
-	d := stateDelta{From: from, Messages: st.Messages[from:], Proposed: proposed, State: *st}
+	d := stateDelta{From: from, Messages: st.Messages[from:], Proposed: proposed, State: *st, Session: b.session}
 	d.State.Messages, d.State.CallProposed = nil, nil
 	if st.Context.Summary != "" && st.Context.Summary == b.summary {
 		d.SameSummary, d.State.Context.Summary = true, ""
@@ -253,7 +267,7 @@ func (b stateBase) compaction(st *loop.State, d stateDelta) (json.RawMessage, bo
 	if w < 2 || d.From < w || b.size == 0 || b.size < compactEvery*b.estimate(st, w) {
 		return nil, false
 	}
-	c := stateDelta{From: d.From, Window: w, State: *st}
+	c := stateDelta{From: d.From, Window: w, State: *st, Session: b.session}
 	c.Messages = make([]model.Message, 0, 1+len(st.Messages)-w)
 	c.Messages = append(c.Messages, b.message(st, 0))
 	for i := w; i < d.From; i++ {

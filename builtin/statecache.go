@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/reins-run/reins/loop"
+	"github.com/reins-run/reins/session"
 )
 
 // The state an agent's iteration leaves is what its next iteration starts from, and the next
@@ -36,6 +37,8 @@ type cachedState struct {
 	// texts are in st whole but checkpointed by reference (to put back out of the window).
 	refs map[int]bool
 	kept map[int]string
+	// session is the mark of the step's session (nil: none).
+	session *session.Mark
 }
 
 type stateCache struct {

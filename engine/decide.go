@@ -51,10 +51,10 @@ func Decide(def *workflow.Definition, run *Run, ev protocol.Event) (*Run, []Comm
 		if ev.Type != protocol.EvStart {
 			return nil, nil, fmt.Errorf("engine: run %q has not started: its first event must be start, not %s", run.ID, ev.Type)
 		}
+		d.run.StartedBy = clean(ev.By) // before the first tasks, which carry it (sessions)
 		if err := d.start(ev.Input, ev.Refused); err != nil {
 			return nil, nil, err
 		}
-		d.run.StartedBy = clean(ev.By)
 		d.syncStatus()
 		return d.run, d.cmds, nil
 	}
@@ -408,7 +408,7 @@ func (d *decider) activate(id string, input json.RawMessage) {
 	sr.Iteration, sr.Attempt = 1, 1
 	sr.StartedAt, sr.FirstIterationAt, sr.NotBefore = d.at, d.at, time.Time{}
 	sr.Label, sr.StopReason, sr.StopDetail, sr.Error = "", "", "", ""
-	sr.Prompt, sr.Instructions, sr.Goal = "", "", ""
+	sr.Prompt, sr.Instructions, sr.Goal, sr.Session = "", "", "", ""
 	clearWait(sr)
 	sr.Waited = 0
 	sr.Pending, sr.Decisions, sr.ChildResults, sr.Resume, sr.HumanInput = nil, nil, nil, 0, nil
@@ -519,6 +519,17 @@ func (d *decider) render(sr *StepRun, step *workflow.Step) error {
 	case workflow.Agent:
 		r("goal", step.Goal, &sr.Goal)
 		r("instructions", step.Instructions, &sr.Instructions)
+		if step.Session != "" {
+			r("session", step.Session, &sr.Session)
+			if err == nil && strings.TrimSpace(sr.Session) == "" {
+				err = fmt.Errorf("session: the template %s rendered an empty value: a session needs a key", step.Session)
+			}
+			if err == nil && strings.Contains(d.run.ID, "/") { // the engine names sub-runs parent/step/activation
+				// A sub-run does not carry the principal who started its root run, the scope of
+				// sessions: sharing one would let any parent read it.
+				err = fmt.Errorf("session: a sub-run (an agent or workflow tool, a call or map over a workflow) cannot keep a session")
+			}
+		}
 	case workflow.Approval:
 		r("prompt", step.Prompt, &sr.Prompt)
 	}
@@ -565,6 +576,7 @@ func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *protocol.T
 		RunID: d.run.ID, Step: name, Item: item, Body: sr.Step, Type: step.Type,
 		Handler: handlerFor(step), Model: step.Model, Workflow: d.run.Hash,
 		Prompt: sr.Prompt, Instructions: sr.Instructions, Goal: sr.Goal,
+		Session:    sr.Session,
 		Activation: sr.Activation, Iteration: sr.Iteration, Attempt: sr.Attempt,
 		Input:     sr.Input,
 		MsgID:     fmt.Sprintf("%s/%s/%d/%d/%d", d.run.ID, key, sr.Activation, sr.Iteration, sr.Attempt),
@@ -572,6 +584,9 @@ func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *protocol.T
 		Timeout:   step.Timeout.Std(),
 		Resume:    sr.Resume,
 		Protocol:  protocol.Version,
+	}
+	if sr.Session != "" {
+		t.StartedBy = d.run.StartedBy
 	}
 	if sr.Resume == 0 {
 		// A resumed task acts on a pending turn its checkpoint holds, which came after the

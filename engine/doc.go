@@ -89,7 +89,10 @@
 //   - task, llm, agent, agent_loop: dispatch a Task (iteration 1, attempt 1, Timeout = the
 //     step's timeout). llm prompts and instructions and agent goals and instructions are
 //     rendered here, once per activation, against the run input and the latest output of every
-//     step; a template that cannot be rendered fails the step.
+//     step; a template that cannot be rendered fails the step. So is an agent's session
+//     (Task.Session, sent with Task.StartedBy, the run's principal: the scope of sessions); one
+//     that renders empty, or in a sub-run (an id with "/": it does not carry its root run's
+//     principal), fails the step.
 //   - switch: the label is the value at `expr` (template.Path, template.Label), or the default
 //     an expr written as a template gives when that value is missing; the step completes at
 //     once with its input as its output.

@@ -187,6 +187,8 @@ type StepRun struct {
 	Prompt       string `json:"prompt,omitempty"`
 	Instructions string `json:"instructions,omitempty"`
 	Goal         string `json:"goal,omitempty"`
+	// Session is an agent step's rendered session, once per activation like Goal.
+	Session string `json:"session,omitempty"`
 
 	// For parallel and map steps: the number of children of this activation; children start in
 	// index order, Next is the index of the next one to start; Running and Done count the

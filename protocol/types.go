@@ -346,15 +346,20 @@ type Task struct {
 	Handler string `json:"handler"`
 	// Workflow is the hash of the run's definition, so that a worker can read the step's
 	// definition (a built-in handler needs its model, tools and budget).
-	Workflow     string          `json:"workflow,omitempty"`
-	Model        string          `json:"model,omitempty"`
-	Prompt       string          `json:"prompt,omitempty"`       // llm: rendered
-	Instructions string          `json:"instructions,omitempty"` // llm, agent: rendered
-	Goal         string          `json:"goal,omitempty"`         // agent: rendered
-	Activation   int             `json:"activation"`
-	Iteration    int             `json:"iteration"`
-	Attempt      int             `json:"attempt"`
-	Input        json.RawMessage `json:"input"`
+	Workflow     string `json:"workflow,omitempty"`
+	Model        string `json:"model,omitempty"`
+	Prompt       string `json:"prompt,omitempty"`       // llm: rendered
+	Instructions string `json:"instructions,omitempty"` // llm, agent: rendered
+	Goal         string `json:"goal,omitempty"`         // agent: rendered
+	// Session is an agent step's rendered session (workflow.Step.Session): the conversation the
+	// step continues; empty without one. StartedBy, the principal who started the run, is the
+	// scope of its sessions (docs/agents.md, Sessions).
+	Session    string          `json:"session,omitempty"`
+	StartedBy  string          `json:"started_by,omitempty"`
+	Activation int             `json:"activation"`
+	Iteration  int             `json:"iteration"`
+	Attempt    int             `json:"attempt"`
+	Input      json.RawMessage `json:"input"`
 	// MsgID is run/step[#item]/activation/iteration/attempt: the same task always gets the same
 	// id, so a redelivery is stored once by JetStream.
 	MsgID string `json:"msg_id"`

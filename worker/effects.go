@@ -18,6 +18,7 @@ import (
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/session"
 )
 
 // ErrLeaseLost is wrapped by the error of a side effect whose holder lost its claim while the
@@ -64,6 +65,10 @@ type Effects struct {
 // Effects returns the worker's record of side effects (package builtin records its tools'
 // results there; TaskContext.Effect is the way for a handler).
 func (w *Worker) Effects() *Effects { return w.effects }
+
+// Sessions returns the worker's sessions bucket (package builtin loads and saves the sessions
+// of agent steps in it).
+func (w *Worker) Sessions() *session.Store { return w.sessions }
 
 // newEffects returns the record of side effects of a worker with AckWait ackWait.
 func newEffects(js jetstream.JetStream, names natsbox.Names, ackWait time.Duration, m *metrics.Metrics) *Effects {

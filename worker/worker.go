@@ -17,6 +17,7 @@ import (
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/session"
 )
 
 // Defaults of Config.
@@ -91,6 +92,7 @@ type Worker struct {
 	concurrency int
 	bundles     *wire.Store
 	effects     *Effects
+	sessions    *session.Store
 	metrics     *metrics.Metrics
 
 	mu         sync.Mutex
@@ -200,6 +202,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w.bundles = wire.NewStore(&workflowsKV{js: w.js, name: w.names.WorkflowsBucket()})
 	w.effects = newEffects(w.js, w.names, w.ackWait, cfg.Metrics)
+	w.sessions = session.New(w.js, w.names)
 	return w, nil
 }
 

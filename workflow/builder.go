@@ -224,6 +224,15 @@ func (t *AgentStep) WithContext(c Context) *AgentStep { t.s.Context = &c; return
 // watchers (GET /v1/runs/{id}/events), and the record is the same as without it.
 func (t *AgentStep) WithStream() *AgentStep { t.s.Stream = true; return t }
 
+// WithSession makes the step continue a conversation across runs: tmpl (a template such as
+// "{{input.customer_id}}") is rendered when the step starts, and runs that render the same value
+// share the conversation (docs/agents.md, Sessions). ttl is how long the session is kept after
+// its last save (0: DefaultSessionTTL).
+func (t *AgentStep) WithSession(tmpl string, ttl time.Duration) *AgentStep {
+	t.s.Session, t.s.SessionTTL = tmpl, clock.Duration(ttl)
+	return t
+}
+
 // WithOnNeedsHuman sets what the step does when its loop stops with needs_human without calls
 // pending approval: "complete" (the default: the step completes with that stop reason) or
 // "pause" (the step waits for a human's answer, and the next iteration goes on with it).

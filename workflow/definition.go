@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/loop"
@@ -212,7 +213,21 @@ type Step struct {
 	// Stream asks the model to stream its reply: the built-in handlers publish each piece live
 	// (natsbox.Names.DeltaSubject), not kept; the record is the same as without it.
 	Stream bool `json:"stream,omitempty"` // llm, agent
+	// Session continues a conversation across runs (docs/agents.md, Sessions): a template
+	// rendered when the step starts; the runs whose steps render the same value (within the
+	// scope of the principal, the workflow's name and the step) share one conversation.
+	Session string `json:"session,omitempty"` // agent
+	// SessionTTL is how long a session is kept after the step last saved it (zero:
+	// DefaultSessionTTL; at most MaxSessionTTL).
+	SessionTTL clock.Duration `json:"session_ttl,omitempty"` // agent
 }
+
+// DefaultSessionTTL is how long a session is kept after its last save when the step gives no
+// session_ttl; MaxSessionTTL is the most a step may give (the sessions bucket's max age).
+const (
+	DefaultSessionTTL = clock.Duration(30 * 24 * time.Hour)
+	MaxSessionTTL     = clock.Duration(90 * 24 * time.Hour)
+)
 
 // Edge connects two steps. With When, it is taken only for that label; with MaxIterations, it
 // is a loop edge followed at most that many times per run.
@@ -232,7 +247,7 @@ var KeysOf = map[StepType][]string{
 	Task:      {"handler"},
 	AgentLoop: {"handler", "max_iterations", "max_duration", "loop_delay"},
 	LLM:       {"model", "prompt", "instructions", "output_schema", "output_repairs", "stream"},
-	Agent:     {"model", "instructions", "goal", "tools", "policy", "budget", "context", "on_needs_human", "approval_timeout", "on_timeout", "stream"},
+	Agent:     {"model", "instructions", "goal", "tools", "policy", "budget", "context", "on_needs_human", "approval_timeout", "on_timeout", "stream", "session", "session_ttl"},
 	Switch:    {"expr"},
 	Parallel:  {"branches", "max_concurrent"},
 	Map:       {"items", "step", "workflow", "max_items", "max_concurrent"},
@@ -284,7 +299,8 @@ func lastSep(key string) int {
 
 // Normalize fills in the contract's defaults so that every way of writing the same workflow has
 // one canonical form: deadline, max_steps, the start step (the only step with no incoming edge,
-// when there is exactly one), llm output_repairs, and map max_concurrent. It changes d in place
+// when there is exactly one), llm output_repairs, map max_concurrent, and the session_ttl
+// of an agent step with a session. It changes d in place
 // and leaves anything it cannot decide (an ambiguous start) for the validator to report.
 func (d *Definition) Normalize() {
 	if d.Deadline == 0 {
@@ -306,6 +322,9 @@ func (d *Definition) Normalize() {
 		}
 		if s.Type == Map && s.MaxConcurrent == 0 {
 			s.MaxConcurrent = DefaultMapConcurrent
+		}
+		if s.Type == Agent && s.Session != "" && s.SessionTTL == 0 {
+			s.SessionTTL = DefaultSessionTTL
 		}
 	}
 	for i := range d.Triggers {

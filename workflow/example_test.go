@@ -120,6 +120,33 @@ func ExampleAgentStep_WithContext() {
 	// E_UNKNOWN_MODEL steps[1].context.summarizer: agent step "other" uses model "cheaper" as its summarizer, which is not declared in [models]
 }
 
+// A support agent that continues each customer's conversation across runs: runs whose input
+// has the same customer_id (started by the same principal) share one session, kept 30 days
+// after its last save by default, its model calls bounded by the context policy.
+func ExampleAgentStep_WithSession() {
+	wf := workflow.New("support").
+		Model("main", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text": "We are on it."}]`)})
+	wf.Agent("reply", "main").
+		WithGoal("{{input.question}}").
+		WithSession("{{input.customer_id}}", 0).
+		WithContext(workflow.Context{MaxTokens: 8000, KeepLast: 6})
+	def, err := wf.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s := def.StepByID("reply")
+	fmt.Println(s.Session, s.SessionTTL)
+
+	wf.Agent("other", "main").WithGoal("g").WithSession("{{input.customer_id", 0)
+	wf.Edge("reply", "other")
+	_, err = wf.Build()
+	fmt.Println(err)
+	// Output:
+	// {{input.customer_id}} 720h0m0s
+	// E_TEMPLATE steps[1].session: step "other" has a malformed template in session: column 1: "{{" is not closed by "}}"
+}
+
 // An agent whose tool runs another agent of the workflow: each call of research runs the step
 // researcher as a sub-run, on the workflow AgentDefinition derives for it.
 func ExampleDefinition_AgentDefinition() {

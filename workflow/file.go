@@ -421,10 +421,12 @@ var stepFields = map[string]func(d *decoder, key string, v any, s *Step){
 	"approval_timeout": func(d *decoder, key string, v any, s *Step) {
 		s.ApprovalTimeout, _ = d.duration(key, v)
 	},
-	"event":     func(d *decoder, key string, v any, s *Step) { s.Event, _ = d.str(key, v) },
-	"duration":  func(d *decoder, key string, v any, s *Step) { s.Duration, _ = d.duration(key, v) },
-	"message":   func(d *decoder, key string, v any, s *Step) { s.Message, _ = d.str(key, v) },
-	"approvers": func(d *decoder, key string, v any, s *Step) { s.Approvers, _ = d.strs(key, v) },
+	"session":     func(d *decoder, key string, v any, s *Step) { s.Session, _ = d.str(key, v) },
+	"session_ttl": func(d *decoder, key string, v any, s *Step) { s.SessionTTL, _ = d.duration(key, v) },
+	"event":       func(d *decoder, key string, v any, s *Step) { s.Event, _ = d.str(key, v) },
+	"duration":    func(d *decoder, key string, v any, s *Step) { s.Duration, _ = d.duration(key, v) },
+	"message":     func(d *decoder, key string, v any, s *Step) { s.Message, _ = d.str(key, v) },
+	"approvers":   func(d *decoder, key string, v any, s *Step) { s.Approvers, _ = d.strs(key, v) },
 }
 
 // stepKeys lists the keys a step of type t takes: its own, then the common ones.

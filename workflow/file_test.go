@@ -74,6 +74,7 @@ var fullWant = &workflow.Definition{
 			Goal: "Resolve {{input.ticket}}", Tools: []string{"read_order"},
 			Policy:       &workflow.Policy{Allow: []string{"read_order"}, Forbid: []string{"refund"}, RequireApproval: []string{"cancel"}, RequiredEvidence: []string{"read_order"}, Approvers: []string{"role:support"}},
 			OnNeedsHuman: "pause", ApprovalTimeout: dur("15m"), OnTimeout: "fail", Stream: true,
+			Session: "{{input.customer}}", SessionTTL: dur("72h"),
 			Context: &workflow.Context{MaxTokens: 60000, Strategy: loop.Summarize, KeepLast: 6, Summarizer: "writer"},
 			Budget: &workflow.Budget{
 				MaxIterations: 8, MaxToolCalls: 12, MaxDuration: dur("2m"), MaxTokens: 100000, MaxCostUSD: 0.5,
@@ -204,8 +205,8 @@ func TestParseSourceLines(t *testing.T) {
 		"steps[3].policy.forbid[0]":              62,
 		"steps[3].on_needs_human":                63,
 		"steps[3].approval_timeout":              64,
-		"steps[3].budget":                        68, // [steps.budget] belongs to the last [[steps]]
-		"steps[3].budget.max_cost_usd":           73,
+		"steps[3].budget":                        70, // [steps.budget] belongs to the last [[steps]]
+		"steps[3].budget.max_cost_usd":           75,
 		"steps[5].branches[1].workflow":          86,
 		"steps[13]":                              131,
 		"steps[13].handler":                      134,

@@ -532,6 +532,8 @@ var valStepFields = []struct {
 	{"message", func(s *Step) bool { return s.Message != "" }},
 	{"approvers", func(s *Step) bool { return len(s.Approvers) > 0 }},
 	{"stream", func(s *Step) bool { return s.Stream }},
+	{"session", func(s *Step) bool { return s.Session != "" }},
+	{"session_ttl", func(s *Step) bool { return s.SessionTTL != 0 }},
 }
 
 // valKeysOf is KeysOf as sets.
@@ -781,6 +783,28 @@ func (v *validator) checkAgent(i int, missing func(k, what string)) {
 	}
 	if s.Context != nil {
 		v.checkContext(i)
+	}
+	v.checkSession(i)
+}
+
+// checkSession checks an agent step's session: a template that is not blank, and a session_ttl
+// only with a session, positive and at most MaxSessionTTL (the bucket keeps nothing longer).
+func (v *validator) checkSession(i int) {
+	s := &v.d.Steps[i]
+	name := v.stepName(i)
+	switch {
+	case s.Session != "" && strings.TrimSpace(s.Session) == "":
+		v.add(EBadValue, valStepKey(i, "session"), "agent step %s has a blank session: give a template such as \"{{input.customer_id}}\"", name)
+	case s.Session != "":
+		v.checkTemplates(valStepKey(i, "session"), name, s.Session)
+	}
+	switch {
+	case s.SessionTTL != 0 && s.Session == "":
+		v.add(EMissingKey, valStepKey(i, "session"), "agent step %s has session_ttl but no session for it to keep", name)
+	case s.SessionTTL < 0:
+		v.add(EBadDuration, valStepKey(i, "session_ttl"), "agent step %s has a negative session_ttl (%s)", name, s.SessionTTL)
+	case s.SessionTTL > MaxSessionTTL:
+		v.add(EBadBound, valStepKey(i, "session_ttl"), "agent step %s has session_ttl %s: it must be at most %s, how long the sessions bucket keeps anything", name, s.SessionTTL, MaxSessionTTL)
 	}
 }
 

@@ -128,6 +128,7 @@ func (d *Definition) ReadsInput() (step, key, path string, ok bool) {
 		addTemplate("prompt", s.Prompt)
 		addTemplate("instructions", s.Instructions)
 		addTemplate("goal", s.Goal)
+		addTemplate("session", s.Session)
 		addTemplate("message", s.Message)
 		addPath("expr", s.Expr)
 		addPath("items", s.Items)

@@ -73,7 +73,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 	}
 	root.AddCommand(newEvalCmd(), newAgentCmd(), newBenchCmd(), newValidateCmd(), newGraphCmd(),
-		newRunCmd(), newServeCmd(), newWorkerCmd(), newRunsCmd(),
+		newRunCmd(), newServeCmd(), newWorkerCmd(), newRunsCmd(), newSessionsCmd(),
 		newApproveCmd(), newDenyCmd(), newResumeCmd(), newSignalCmd())
 	return root
 }

@@ -321,6 +321,7 @@ func ExampleAPI_Permissions() {
 	//   $JS.hub.API.$KV.acme_reins_checkpoints.>
 	//   $JS.hub.API.$KV.acme_reins_effects.>
 	//   $JS.hub.API.$KV.acme_reins_served.>
+	//   $JS.hub.API.$KV.acme_reins_sessions.>
 	//   $JS.hub.API.$KV.acme_reins_limits.>
 	//   $O.acme_reins_values.C.>
 	//   $O.acme_reins_values.M.>
@@ -334,6 +335,11 @@ func ExampleAPI_Permissions() {
 	//   $JS.hub.API.CONSUMER.CREATE.KV_acme_reins_effects.>
 	//   $JS.hub.API.CONSUMER.DELETE.KV_acme_reins_effects.*
 	//   $JS.hub.API.CONSUMER.INFO.KV_acme_reins_effects.*
+	//   $JS.hub.API.DIRECT.GET.KV_acme_reins_sessions.>
+	//   $JS.hub.API.STREAM.MSG.GET.KV_acme_reins_sessions
+	//   $JS.hub.API.CONSUMER.CREATE.KV_acme_reins_sessions.>
+	//   $JS.hub.API.CONSUMER.DELETE.KV_acme_reins_sessions.*
+	//   $JS.hub.API.CONSUMER.INFO.KV_acme_reins_sessions.*
 	//   $JS.hub.API.DIRECT.GET.KV_acme_reins_limits.>
 	//   $JS.hub.API.STREAM.MSG.GET.KV_acme_reins_limits
 	//   $JS.hub.API.CONSUMER.CREATE.KV_acme_reins_limits.>

@@ -107,6 +107,10 @@ func (n Names) Permissions(id Identity) *Perms {
 		// connection, once it validated what it stores).
 		add(&pub, kvRead(n.RegistryBucket())...)
 		add(&pub, kvWatch(n.RegistryBucket())...)
+		// Sessions: listed and shown, like the runs whose conversations they continue; removed
+		// only by workers (expired) and admins.
+		add(&pub, kvRead(n.SessionsBucket())...)
+		add(&pub, kvWatch(n.SessionsBucket())...)
 		add(&pub, "$JS.API.CONSUMER.CREATE."+n.EventsStream()+".>", "$JS.API.CONSUMER.DELETE."+n.EventsStream()+".*",
 			"$JS.API.CONSUMER.INFO."+n.EventsStream()+".*", "$JS.API.CONSUMER.MSG.NEXT."+n.EventsStream()+".*",
 			"$JS.API.DIRECT.GET."+n.EventsStream()+".>", "$JS.API.STREAM.MSG.GET."+n.EventsStream())
@@ -123,13 +127,15 @@ func (n Names) Permissions(id Identity) *Perms {
 			"$JS.API.CONSUMER.CREATE."+n.TasksStream()+".>", "$JS.API.CONSUMER.INFO."+n.TasksStream()+".*",
 			"$JS.API.CONSUMER.MSG.NEXT."+n.TasksStream()+".*", "$JS.ACK."+n.TasksStream()+".>",
 			"$JS.API.DIRECT.GET."+n.TasksStream()+".>", "$JS.API.STREAM.MSG.GET."+n.TasksStream(),
-			"$KV."+n.CheckpointsBucket()+".>", "$KV."+n.EffectsBucket()+".>", "$KV."+n.ServedBucket()+".>",
+			"$KV."+n.CheckpointsBucket()+".>", "$KV."+n.EffectsBucket()+".>", "$KV."+n.ServedBucket()+".>", "$KV."+n.SessionsBucket()+".>",
 			"$KV."+n.LimitsBucket()+".>")
 		add(&pub, objWrite(n.ValuesBucket())...)
 		add(&pub, kvRead(n.CheckpointsBucket())...)
 		add(&pub, kvWatch(n.CheckpointsBucket())...)
 		add(&pub, kvRead(n.EffectsBucket())...)
 		add(&pub, kvWatch(n.EffectsBucket())...)
+		add(&pub, kvRead(n.SessionsBucket())...)
+		add(&pub, kvWatch(n.SessionsBucket())...)
 		// The shared rate limits of model providers: every worker reads, watches and writes them.
 		add(&pub, kvRead(n.LimitsBucket())...)
 		add(&pub, kvWatch(n.LimitsBucket())...)

@@ -135,6 +135,13 @@ func TestPermissionsByRole(t *testing.T) {
 		{"tok-approver", "$KV." + ConcurrencyBucket + ".run.r", false},
 		{"tok-viewer", "$KV." + ConcurrencyBucket + ".key.k", false},
 		{"tok-admin", "$KV." + ConcurrencyBucket + ".key.k", true},
+		// Sessions are written by workers (the steps that continue them) and admins (delete):
+		// no principal writes a conversation of its own making into one.
+		{"tok-worker", "$KV." + SessionsBucket + ".k", true},
+		{"tok-submitter", "$KV." + SessionsBucket + ".k", false},
+		{"tok-approver", "$KV." + SessionsBucket + ".k", false},
+		{"tok-viewer", "$KV." + SessionsBucket + ".k", false},
+		{"tok-admin", "$KV." + SessionsBucket + ".k", true},
 	} {
 		if got := canPublish(t, b, tc.token, tc.subject); got != tc.want {
 			t.Errorf("%s (%s) publishing on %s: stored %t, want %t", testPrincipals[tc.token].Name, tc.token, tc.subject, got, tc.want)

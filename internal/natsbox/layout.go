@@ -89,6 +89,14 @@ const (
 	// holding its slots and the queue, oldest start first), and "run.HASH" for each such run,
 	// naming its key; every change a compare-and-set (package runner, slots.go).
 	ConcurrencyBucket = "reins_concurrency"
+	// SessionsBucket holds the conversations of agent steps with a session (package session):
+	// key KEY for a session's head, KEY.GEN.N for the chunks of a large one (history 1, max
+	// age SessionsMaxAge). Workers write it; readers list and show; admins delete.
+	SessionsBucket = "reins_sessions"
+	// SessionsMaxAge is how long SessionsBucket keeps a key after its last write: the bound of
+	// a step's session_ttl (workflow.MaxSessionTTL), past which a session is gone whatever
+	// its ttl said.
+	SessionsMaxAge = 90 * 24 * time.Hour
 
 	// CancelSubjects is the core NATS (not stored) subject filter on which the engine announces
 	// runs that ended, so that workers cancel their handlers at once: CancelSubject(runID).
@@ -589,6 +597,13 @@ func (l Layout) buckets() []jetstream.KeyValueConfig {
 		Description: "reins recorded results of side-effecting tool calls",
 		History:     1,
 		TTL:         l.EffectsMaxAge,
+		Storage:     jetstream.FileStorage,
+		Metadata:    metadata(),
+	}, {
+		Bucket:      l.Names.SessionsBucket(),
+		Description: "reins conversations of agent steps with a session, across runs",
+		History:     1,
+		TTL:         SessionsMaxAge,
 		Storage:     jetstream.FileStorage,
 		Metadata:    metadata(),
 	}}

@@ -95,6 +95,7 @@ func (n Names) ValuesBucket() string      { return n.name + ValuesBucket }
 func (n Names) RegistryBucket() string    { return n.name + RegistryBucket }
 func (n Names) TriggersBucket() string    { return n.name + TriggersBucket }
 func (n Names) ConcurrencyBucket() string { return n.name + ConcurrencyBucket }
+func (n Names) SessionsBucket() string    { return n.name + SessionsBucket }
 func (n Names) LimitsBucket() string      { return n.name + LimitsBucket }
 
 // Streams returns the names of the three streams; Buckets those of the KV buckets, and
@@ -105,7 +106,7 @@ func (n Names) Streams() []string {
 
 func (n Names) Buckets() []string {
 	return []string{n.RunsBucket(), n.StatusBucket(), n.ServedBucket(), n.CheckpointsBucket(),
-		n.WorkflowsBucket(), n.EnginesBucket(), n.EffectsBucket(), n.RegistryBucket(), n.TriggersBucket(), n.ConcurrencyBucket(),
+		n.WorkflowsBucket(), n.EnginesBucket(), n.EffectsBucket(), n.RegistryBucket(), n.TriggersBucket(), n.ConcurrencyBucket(), n.SessionsBucket(),
 		n.LimitsBucket()}
 }
 

@@ -22,7 +22,7 @@ func names(t *testing.T, n Names) map[string]string {
 		"tasks": n.TasksStream(), "events": n.EventsStream(), "dlq": n.DLQStream(),
 		"runs": n.RunsBucket(), "status": n.StatusBucket(), "served": n.ServedBucket(),
 		"checkpoints": n.CheckpointsBucket(), "workflows": n.WorkflowsBucket(), "engines": n.EnginesBucket(),
-		"effects": n.EffectsBucket(), "values": n.ValuesBucket(), "registry": n.RegistryBucket(), "triggers": n.TriggersBucket(), "concurrency": n.ConcurrencyBucket(),
+		"effects": n.EffectsBucket(), "values": n.ValuesBucket(), "registry": n.RegistryBucket(), "triggers": n.TriggersBucket(), "concurrency": n.ConcurrencyBucket(), "sessions": n.SessionsBucket(),
 		"limits":        n.LimitsBucket(),
 		"task subjects": n.TaskSubjects(), "event subjects": n.EventSubjects(), "dlq subjects": n.DLQSubjects(),
 		"cancel subjects": n.CancelSubjects(), "keeper": n.KeeperSubject(),

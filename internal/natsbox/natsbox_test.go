@@ -330,7 +330,7 @@ func TestEnsureLayoutConfigs(t *testing.T) {
 			t.Errorf("%s metadata = %v, want %s=%s", name, cfg.Metadata, MetadataKey, LayoutVersion)
 		}
 	}
-	for _, bucket := range []string{RunsBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, RegistryBucket, ConcurrencyBucket, LimitsBucket} {
+	for _, bucket := range []string{RunsBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, RegistryBucket, ConcurrencyBucket, SessionsBucket, LimitsBucket} {
 		kv, err := js.KeyValue(testCtx(t), bucket)
 		if err != nil {
 			t.Fatalf("bucket %s: %v", bucket, err)
@@ -354,6 +354,9 @@ func TestEnsureLayoutConfigs(t *testing.T) {
 			wantTTL = DefaultEffectsMaxAge
 		case LimitsBucket:
 			wantTTL = LimitsMaxAge // a scope unused for an hour is a fresh one's
+		}
+		if bucket == SessionsBucket {
+			wantTTL = SessionsMaxAge
 		}
 		if st.TTL() != wantTTL {
 			t.Errorf("%s max age = %s, want %s", bucket, st.TTL(), wantTTL)

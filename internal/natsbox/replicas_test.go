@@ -80,10 +80,11 @@ func layoutReplicas(t *testing.T, js jetstream.JetStream) map[string]int {
 	t.Helper()
 	ctx := testCtx(t)
 	got := map[string]int{}
-	for _, name := range []string{TasksStream, EventsStream, DLQStream} {
-		got[name] = streamInfo(t, js, name).Config.Replicas
+	for _, c := range (Layout{}).streams(0) {
+		got[c.Name] = streamInfo(t, js, c.Name).Config.Replicas
 	}
-	for _, b := range []string{RunsBucket, StatusBucket, ServedBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, RegistryBucket, TriggersBucket, ConcurrencyBucket} {
+	for _, c := range (Layout{}).buckets() {
+		b := c.Bucket
 		kv, err := js.KeyValue(ctx, b)
 		if err != nil {
 			t.Fatal(err)
@@ -111,8 +112,8 @@ func layoutReplicas(t *testing.T, js jetstream.JetStream) map[string]int {
 func directGets(t *testing.T, js jetstream.JetStream) []string {
 	t.Helper()
 	var direct []string
-	for _, b := range []string{RunsBucket, StatusBucket, ServedBucket, CheckpointsBucket, WorkflowsBucket, EffectsBucket, EnginesBucket, RegistryBucket, TriggersBucket, ConcurrencyBucket} {
-		if streamInfo(t, js, "KV_"+b).Config.AllowDirect {
+	for _, c := range (Layout{}).buckets() {
+		if b := c.Bucket; streamInfo(t, js, "KV_"+b).Config.AllowDirect {
 			direct = append(direct, "KV_"+b)
 		}
 	}
@@ -124,8 +125,9 @@ func directGets(t *testing.T, js jetstream.JetStream) []string {
 
 func allReplicas(t *testing.T, got map[string]int, want int) {
 	t.Helper()
-	if len(got) != 12 {
-		t.Fatalf("the layout has %d streams and buckets, want 12: %v", len(got), got)
+	l := Layout{}
+	if n := len(l.streams(0)) + len(l.buckets()) + 1; len(got) != n { // + the object store
+		t.Fatalf("the layout has %d streams and buckets, want %d: %v", len(got), n, got)
 	}
 	for name, n := range got {
 		if n != want {
@@ -152,7 +154,7 @@ func TestReplicasOnACluster(t *testing.T) {
 	got, _ := ensureWith(0)
 	allReplicas(t, got, 1)
 	js := natstest.JetStream(t, url)
-	if direct := directGets(t, js); len(direct) != 10 {
+	if direct := directGets(t, js); len(direct) != len(Layout{}.buckets())+1 {
 		t.Errorf("with one replica, direct gets on %v, want on every bucket (the replica is the leader)", direct)
 	}
 	got, logs := ensureWith(3)

@@ -139,6 +139,10 @@ func decodeTaskFast(data []byte, t *protocol.Task) bool {
 			return str(v, &t.Instructions)
 		case "goal":
 			return str(v, &t.Goal)
+		case "session":
+			return str(v, &t.Session)
+		case "started_by":
+			return str(v, &t.StartedBy)
 		case "activation":
 			return integer(v, &t.Activation)
 		case "iteration":

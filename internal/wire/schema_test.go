@@ -74,6 +74,7 @@ func fullTask() *protocol.Task {
 	t := resumedTask()
 	t.Protocol = protocol.Version
 	t.HumanInput = json.RawMessage(`{"answer":"yes"}`)
+	t.Session, t.StartedBy = "customer-7", "alice"
 	t.Decisions = []protocol.Decision{{CallID: "c1", Approve: true, By: "alice"}, {CallID: "c2", Message: "no", By: "bob", OnBehalfOf: "carol"}}
 	t.ChildResults = []protocol.ChildResult{{CallID: "c3", RunID: "r-1/fan/1/3/2/c3", Status: protocol.RunCompleted,
 		Output: json.RawMessage(`{"ok":true}`), StopReason: "completed", StopDetail: "done", Usage: &protocol.Usage{ModelCalls: 2, CostUSD: 0.01}},

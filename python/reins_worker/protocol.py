@@ -159,6 +159,8 @@ class Task:
     prompt: str = ""
     instructions: str = ""
     goal: str = ""
+    session: str = ""
+    started_by: str = ""
     not_before_ns: int = 0
     timeout_ns: int = 0
     resume: int = 0
@@ -197,7 +199,7 @@ def decode_task(data: bytes) -> Task:
         run_id=s("run_id"), step=s("step"), item=n("item", -1), handler=s("handler"), msg_id=s("msg_id"),
         activation=n("activation"), iteration=n("iteration"), attempt=n("attempt"), input=d.get("input"),
         type=s("type"), body=s("body"), workflow=s("workflow"), model=s("model"), prompt=s("prompt"),
-        instructions=s("instructions"), goal=s("goal"), timeout_ns=n("timeout"), resume=n("resume"),
+        instructions=s("instructions"), goal=s("goal"), session=s("session"), started_by=s("started_by"), timeout_ns=n("timeout"), resume=n("resume"),
         decisions=d.get("decisions") or [], human_input=d.get("human_input"),
         child_results=d.get("child_results") or [], protocol=n("protocol"),
     )

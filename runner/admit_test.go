@@ -70,6 +70,42 @@ func TestOutputBound(t *testing.T) {
 	}
 }
 
+// TestAnswerProtocolVersion: an answer in a protocol version the engine does not speak fails
+// its step for good, naming both versions; its output is not taken. An answer in version 1, or
+// without the member, counts.
+func TestAnswerProtocolVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		version int
+		want    protocol.RunStatus
+	}{
+		{"without the member", 0, protocol.RunCompleted},
+		{"version 1", 1, protocol.RunCompleted},
+		{"a newer version", 2, protocol.RunFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newEnv(t)
+			wf := workflow.New("versions")
+			wf.Task("make", "versions.make")
+			_, bs := runtest.Bundles(t, wf)
+			v.Worker("versions.make").Serve(func(tk *protocol.Task) *protocol.Event {
+				ev := runtest.Completed(tk, `"made"`)
+				ev.Protocol = tc.version
+				return ev
+			})
+			rec := v.Wait(v.Start(bs, "", ""))
+			sr := rec.Run.Steps["make"]
+			if rec.Run.Status != tc.want {
+				t.Fatalf("run %s, make: stop %q output %s error %q; want %s", rec.Run.Status, sr.StopReason, sr.Output, sr.Error, tc.want)
+			}
+			if tc.want == protocol.RunFailed && (sr.StopReason != StopProtocolVersion || sr.Output != nil ||
+				!strings.Contains(sr.Error, "the worker answered in reins protocol version 2, and this engine speaks version 1")) {
+				t.Errorf("make: stop %q output %s error %q; want protocol_version naming both versions", sr.StopReason, sr.Output, sr.Error)
+			}
+		})
+	}
+}
+
 // TestForgedSubjects: a person's decision that comes on the subject of engines and workers, or
 // an event of one kind on a subject of another, is dropped; a person's event is by the
 // principal of its subject, whatever its message says.

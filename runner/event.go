@@ -83,6 +83,7 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 		e.settle(m, drop, ev) // ev is nil when the message is not an event at all
 		return
 	}
+	checkAnswerVersion(ev)
 	e.boundOutput(ev)
 	out, err := e.takeValues(ctx, ev)
 	if err == nil {
@@ -164,6 +165,28 @@ func (e *Engine) boundOutput(ev *protocol.Event) {
 		return
 	}
 	failAnswer(ev, StopOutputTooLarge, fmt.Sprintf("the step's output is %d bytes, more than the server's max_output_bytes of %d", n, e.maxOutput))
+}
+
+// StopProtocolVersion is the stop reason of a step whose worker answered in a protocol version
+// this engine does not speak.
+const StopProtocolVersion = "protocol_version"
+
+// checkAnswerVersion turns an answer in a protocol version this engine does not speak into a
+// permanent failure of its step naming both versions: what such an answer means is unknown to
+// this engine, and the worker would answer the same way again. A worker answers in the version
+// of its task (docs/protocol.md, Versions), so only a worker that breaks that rule gets here.
+func checkAnswerVersion(ev *protocol.Event) {
+	v := protocol.VersionOf(ev.Protocol)
+	if v == protocol.Version || !isAnswer(ev.Type) {
+		return
+	}
+	failAnswer(ev, StopProtocolVersion, fmt.Sprintf("the worker answered in reins protocol version %d, and this engine speaks version %d: a worker must answer in its task's version", v, protocol.Version))
+	ev.Protocol = protocol.Version
+}
+
+// isAnswer reports whether an event of type typ is a worker's answer to a task.
+func isAnswer(typ protocol.EventType) bool {
+	return answersWithOutput(typ) || typ == protocol.EvFailed || typ == protocol.EvTimedOut
 }
 
 // answersWithOutput reports whether an event of type typ answers a task with an output.

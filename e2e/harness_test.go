@@ -277,3 +277,33 @@ func reins(t testing.TB, args ...string) string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// aptInstall installs Debian's package pkg, which provides the program at path, and returns
+// path: the tests that need a system program install it themselves when they run as root (as
+// CI does; .ci/run installs them first), and elsewhere fail naming the command.
+func aptInstall(t testing.TB, pkg, path string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("%s is not installed and the test cannot install it without root: apt-get install -y %s, or run the tests as root (.ci/run installs it)", pkg, pkg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	apt := func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		return cmd.CombinedOutput()
+	}
+	if _, err := apt("install", "-y", pkg); err != nil {
+		// A fresh machine may have no package lists yet.
+		if out, err := apt("update"); err != nil {
+			t.Fatalf("apt-get update: %v\n%s", err, out)
+		}
+		if out, err := apt("install", "-y", pkg); err != nil {
+			t.Fatalf("apt-get install -y %s: %v\n%s", pkg, err, out)
+		}
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("apt-get installed %s, but %s is not there: %v", pkg, path, err)
+	}
+	return path
+}

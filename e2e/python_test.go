@@ -42,7 +42,7 @@ func ensurePython(t testing.TB) string {
 	py := debianPython
 	if _, err := os.Stat(py); err != nil {
 		if py, err = exec.LookPath("python3"); err != nil {
-			py = installPython(t)
+			py = aptInstall(t, "python3", debianPython)
 		}
 	}
 	out, err := exec.Command(py, "-c", "import sys; print(sys.version_info >= (3, 10))").CombinedOutput()
@@ -50,33 +50,6 @@ func ensurePython(t testing.TB) string {
 		t.Fatalf("%s is not a Python 3.10 or later (%v: %s): install one (apt-get install -y python3)", py, err, out)
 	}
 	return py
-}
-
-func installPython(t testing.TB) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatalf("python3 is not installed and the test cannot install it without root: apt-get install -y python3, or run the tests as root (.ci/run installs it)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	install := func(args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		return cmd.CombinedOutput()
-	}
-	if _, err := install("install", "-y", "python3"); err != nil {
-		// A fresh machine may have no package lists yet.
-		if out, err := install("update"); err != nil {
-			t.Fatalf("apt-get update: %v\n%s", err, out)
-		}
-		if out, err := install("install", "-y", "python3"); err != nil {
-			t.Fatalf("apt-get install -y python3: %v\n%s", err, out)
-		}
-	}
-	if _, err := os.Stat(debianPython); err != nil {
-		t.Fatalf("apt-get installed python3, but %s is not there: %v", debianPython, err)
-	}
-	return debianPython
 }
 
 // pyEnv keeps the checkout free of bytecode and the output of the processes unbuffered.

@@ -19,9 +19,9 @@ import (
 	"github.com/reins-run/reins/protocol"
 )
 
-// failover is a NATS server, engine processes (reins serve --no-workers, the default AckWait of
-// 30s, so that nothing waits for it) and a worker, with the test watching every save of the
-// runs and every key of the engines' bucket.
+// failover is a NATS server, engine processes (reins serve --no-workers, with the engine's
+// default AckWait: a takeover does not wait for it) and a worker, with the test watching every
+// save of the runs and every key of the engines' bucket.
 type failover struct {
 	t       testing.TB
 	ctx     context.Context
@@ -382,55 +382,104 @@ func report(b *testing.B, name string, ds []time.Duration) {
 
 // BenchmarkNodeFailover reports, over 20 SIGKILLs of a NATS node of a three-node cluster at R3
 // (each node in turn, started again after each kill), how long the 16 runs (one per partition,
-// two engines, one worker) went before every one of them had an iteration answered past the
-// one it had at the kill (p50 and max): the streams and buckets whose leader died elect another
-// among the two nodes left. Progress is read from the worker's output, not through NATS, so
-// that the measurement does not wait on a watch of its own that lost the node. Run it with
-// -benchtime 1x -timeout 40m.
+// two engines, one worker) went before every one of them was saved at an iteration started
+// after the kill (savedPast; p50 and max): the streams and buckets whose leader died elect
+// another among the two nodes left. It reports the same from when the node was started again
+// (and the cluster placed an R3 stream again) until the next kill: what a node that comes back
+// costs ("rejoin").
+//
+// Its floor is measured first on the same cluster, with the same kills: 16 loops of raw
+// JetStream iterations (floorLoops), publish, fetch and acknowledge. The figures are reported
+// as ratios to it too. Run it with -benchtime 1x -timeout 60m.
 func BenchmarkNodeFailover(b *testing.B) {
 	for range b.N {
-		ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
 		nc := newNATSCluster(b)
+		js := natstest.JetStream(b, nc.url)
+
+		fctx, stopFloor := context.WithCancel(ctx)
+		floor := startFloorLoops(b, fctx, js)
+		fk := nodeKills(b, ctx, nc, js, floor.at, func(ctx context.Context, since map[string]int) { floor.past(b, ctx, since) })
+		stopFloor()
+		floor.wg.Wait()
+		if err := js.DeleteStream(ctx, floorStream); err != nil {
+			b.Fatal(err)
+		}
+
 		c := &cluster{t: b, url: nc.url, state: b.TempDir()}
 		f := watchFailover(b, ctx, c, 2, "--replicas", "3", "-v")
 		f.worker = loopWorker(b, nc.url, c.state, 0)
 		f.balanced()
 		ids := f.startRuns("node-", 900000)
-		done := &doneTracker{p: f.worker, last: map[string]int{}}
-		js := natstest.JetStream(b, nc.url)
+		started := &startTracker{p: f.worker, last: map[string]int{}}
 		b.Cleanup(func() {
 			if b.Failed() {
 				dumpConsumers(b, js)
 			}
 		})
-		var took, leaders []time.Duration
-		var kills []string // what each kill took and what the node led, logged after the figures
-		for k := range 20 {
-			// A run stuck for minutes fails at once, with the consumers' state dumped.
-			kctx, kcancel := context.WithTimeout(ctx, 6*time.Minute)
-			defer kcancel()
-			done.past(kctx, done.at(ids))
-			since := done.at(ids)
-			led := ledBy(ctx, js, fmt.Sprintf("n%d", k%3+1))
-			t0 := time.Now()
-			nc.procs[k%3].kill()
-			done.past(kctx, since)
-			took = append(took, time.Since(t0))
-			kills = append(kills, fmt.Sprintf("kill %d of n%d: %v; it led %d streams and consumers: %v", k+1, k%3+1, took[k], len(led), led))
-			if len(led) > 0 {
-				leaders = append(leaders, took[k])
-			}
-			nc.start(k % 3)
-			nc.procs[k%3].waitFor("Server is ready", 30*time.Second)
-			natstest.WaitPlacement(b, ctx, nc.url, 3)
+		runs, err := js.KeyValue(ctx, natsbox.RunsBucket)
+		if err != nil {
+			b.Fatal(err)
 		}
-		report(b, "node-failover", took)
-		if len(leaders) > 0 {
-			report(b, "leader-failover", leaders)
-		}
-		b.Log(strings.Join(kills, "\n")) // one entry: go test keeps the first lines of a benchmark's log
+		rk := nodeKills(b, ctx, nc, js, func() map[string]int { return started.at(ids) }, func(ctx context.Context, since map[string]int) { savedPast(b, ctx, runs, since) })
+
+		report(b, "floor", fk.took)
+		report(b, "node-failover", rk.took)
+		report(b, "floor-rejoin", fk.rejoin)
+		report(b, "rejoin", rk.rejoin)
+		b.ReportMetric(p50(rk.took)/p50(fk.took), "p50/floor")
+		b.ReportMetric(slices.Max(rk.took).Seconds()/slices.Max(fk.took).Seconds(), "max/floor")
+		// One entry each: go test keeps the first lines of a benchmark's log.
+		b.Log("reins's kills:\n" + strings.Join(rk.kills, "\n"))
+		b.Log("the floor's kills:\n" + strings.Join(fk.kills, "\n"))
 		cancel()
 	}
+}
+
+// kills is what nodeKills measured.
+type kills struct {
+	took   []time.Duration // from each kill until the work went on
+	rejoin []time.Duration // from each node's start again until the work went on
+	kills  []string        // a line per kill: what it took, and what the node led
+}
+
+// nodeKills SIGKILLs a node of nc 20 times, each node in turn, and starts it again after each
+// kill. Before a kill it waits until the work went on (past what at says) since the node
+// before was started again; after it, until the work went on past where it was at the kill.
+// Each kill's line names what the node led, read just before the kill.
+func nodeKills(b *testing.B, ctx context.Context, nc *natsCluster, js jetstream.JetStream, at func() map[string]int, past func(context.Context, map[string]int)) kills {
+	b.Helper()
+	var k kills
+	back := time.Now()
+	for i := range 20 {
+		// Work stuck for minutes fails at once (with the consumers' state dumped, for reins).
+		kctx, kcancel := context.WithTimeout(ctx, 6*time.Minute)
+		past(kctx, at())
+		if i > 0 {
+			k.rejoin = append(k.rejoin, time.Since(back))
+		}
+		since := at()
+		led := ledBy(ctx, js, fmt.Sprintf("n%d", i%3+1))
+		t0 := time.Now()
+		nc.procs[i%3].kill()
+		past(kctx, since)
+		d := time.Since(t0)
+		kcancel()
+		k.took = append(k.took, d)
+		k.kills = append(k.kills, fmt.Sprintf("kill %d of n%d: %v; it led %d streams and consumers: %v", i+1, i%3+1, d, len(led), led))
+		nc.start(i % 3)
+		back = time.Now()
+		nc.procs[i%3].waitFor("Server is ready", 30*time.Second)
+		natstest.WaitPlacement(b, ctx, nc.url, 3)
+	}
+	return k
+}
+
+// p50 is the median of ds in seconds.
+func p50(ds []time.Duration) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2].Seconds()
 }
 
 // dumpConsumers logs the state of every consumer and the keys of the engines' bucket: what a
@@ -501,9 +550,9 @@ func ledBy(ctx context.Context, js jetstream.JetStream, node string) []string {
 	return led
 }
 
-// doneTracker follows the "done RUN ITERATION" lines of a loopworker: the last iteration of
-// each run it answered, as its output says.
-type doneTracker struct {
+// startTracker follows the "start RUN ITERATION ATTEMPT" lines of a loopworker: the last
+// iteration of each run it started, as its output says.
+type startTracker struct {
 	p    *proc
 	next int // the first line not read yet
 	last map[string]int
@@ -511,51 +560,27 @@ type doneTracker struct {
 
 // read reads the lines printed since the last read, and returns the channel closed when the
 // next one comes.
-func (d *doneTracker) read() <-chan struct{} {
+func (d *startTracker) read() <-chan struct{} {
 	d.p.mu.Lock()
 	lines, grew := d.p.all[d.next:], d.p.grew
 	d.next = len(d.p.all)
 	d.p.mu.Unlock()
 	for _, line := range lines {
 		var run string
-		var iter int
-		if n, _ := fmt.Sscanf(line, "done %s %d", &run, &iter); n == 2 && iter > d.last[run] {
+		var iter, attempt int
+		if n, _ := fmt.Sscanf(line, "start %s %d %d", &run, &iter, &attempt); n == 3 && iter > d.last[run] {
 			d.last[run] = iter
 		}
 	}
 	return grew
 }
 
-// at returns the last iteration answered of each run of ids.
-func (d *doneTracker) at(ids []string) map[string]int {
+// at returns the last iteration started of each run of ids.
+func (d *startTracker) at(ids []string) map[string]int {
 	d.read()
 	since := map[string]int{}
 	for _, id := range ids {
 		since[id] = d.last[id]
 	}
 	return since
-}
-
-// past waits until every run of since had an iteration answered past the one it had.
-func (d *doneTracker) past(ctx context.Context, since map[string]int) {
-	d.p.t.Helper()
-	for {
-		grew := d.read()
-		behind := 0
-		for id, it := range since {
-			if d.last[id] <= it {
-				behind++
-			}
-		}
-		if behind == 0 {
-			return
-		}
-		select {
-		case <-grew:
-		case <-d.p.exited:
-			d.p.t.Fatalf("%s exited with %d runs to go on", d.p.name, behind)
-		case <-ctx.Done():
-			d.p.t.Fatalf("%d runs did not go on: %v", behind, ctx.Err())
-		}
-	}
 }

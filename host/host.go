@@ -36,7 +36,8 @@ type Config struct {
 	Handlers map[string]worker.Handler
 	Register func(*worker.Worker) error
 	// AckWait and Concurrency configure the worker (zero: its defaults). The engine keeps
-	// runner.DefaultAckWait: an engine that dies is replaced by its partitions' leases.
+	// runner.DefaultAckWait: an engine that dies is replaced by its partitions' leases, and an
+	// event lost with a NATS node comes again after it.
 	AckWait     time.Duration
 	Concurrency int
 	// SaveWindow and LeaseTTL are the engine's runner.Config ones (zero: their defaults).

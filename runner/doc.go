@@ -25,7 +25,8 @@
 // partitions to the others, who make their consumers again from the acknowledged floor, so that
 // what the dead engine had not acknowledged comes at once (not after AckWait) and its pulls
 // reach nobody. A consumer found missing (a takeover deleted it and its creation failed) is
-// made from the highest floor the engine saw of it, not from the partition's first event. One
+// made from the highest floor any engine saw of it (floors.go), not from the partition's first
+// event. One
 // engine alone owns them all. An engine that stops hands everything over.
 //
 // Events are dispatched by a hash of their run id to a fixed set of shard goroutines: the events

@@ -27,8 +27,10 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// DefaultAckWait is the AckWait of the engine's consumers when Config.AckWait is 0.
-const DefaultAckWait = 30 * time.Second
+// DefaultAckWait is the AckWait of the engine's consumers when Config.AckWait is 0: how long an
+// event whose delivery or acknowledgement was lost with a NATS node waits before it comes
+// again. Events the engine holds longer are kept from redelivery (keepalive.go).
+const DefaultAckWait = 5 * time.Second
 
 // Headers of the messages the engine publishes.
 const (
@@ -63,7 +65,8 @@ type Config struct {
 	Logger *slog.Logger
 	// AckWait is the AckWait of the engine's consumers; 0 means DefaultAckWait. An engine that
 	// dies is replaced after LeaseTTL, not AckWait: the events it had not acknowledged come at
-	// once to the engine that takes its partitions.
+	// once to the engine that takes its partitions. AckWait is how long an event lost in transit
+	// with a NATS node waits to come again (keepalive.go).
 	AckWait time.Duration
 	// LeaseTTL is how long an engine's heartbeat counts: another engine takes the partitions of
 	// one not heard for this long (partitions.go); 0 means DefaultLeaseTTL. Engines sharing a
@@ -126,8 +129,9 @@ type Engine struct {
 	id       string
 	leaseTTL time.Duration
 	flight   flight
-	// floors is the highest acknowledged floor seen of each partition's consumer (sawFloor).
-	floors [natsbox.Partitions]atomic.Uint64
+	// floors is the highest acknowledged floor seen of each partition's consumer (sawFloor);
+	// kept is the highest written to natsbox.EnginesBucket (keepFloor).
+	floors, kept [natsbox.Partitions]atomic.Uint64
 
 	ready   chan struct{}
 	started atomic.Bool
@@ -136,6 +140,7 @@ type Engine struct {
 	runs       jetstream.KeyValue
 	index      jetstream.KeyValue // natsbox.StatusBucket
 	slots      jetstream.KeyValue // natsbox.ConcurrencyBucket (slots.go)
+	engines    jetstream.KeyValue // natsbox.EnginesBucket, for the floors kept (floors.go)
 	store      *wire.Store
 	values     *wire.Values
 	timers     *timers
@@ -327,6 +332,9 @@ func (e *Engine) open(ctx context.Context) error {
 	if e.slots, err = e.js.KeyValue(ctx, e.names.ConcurrencyBucket()); err != nil {
 		return fmt.Errorf("runner: bucket %s: %w", e.names.ConcurrencyBucket(), err)
 	}
+	if e.engines, err = e.js.KeyValue(ctx, e.names.EnginesBucket()); err != nil {
+		return fmt.Errorf("runner: bucket %s: %w", e.names.EnginesBucket(), err)
+	}
 	wfs, err := e.js.KeyValue(ctx, e.names.WorkflowsBucket())
 	if err != nil {
 		return fmt.Errorf("runner: bucket %s: %w", e.names.WorkflowsBucket(), err)
@@ -447,6 +455,7 @@ func (e *Engine) watchConsumer(ctx context.Context, p int, cons jetstream.Consum
 		}
 		if err == nil {
 			e.sawFloor(p, info)
+			e.keepFloor(ctx, p)
 		}
 		select {
 		case <-ctx.Done():
@@ -519,7 +528,7 @@ func (e *Engine) consumeError(err error, why chan<- error, look chan<- struct{})
 // route hands a message to the shard of its run.
 func (e *Engine) route(p *shards, m jetstream.Msg) {
 	part, _ := e.names.SubjectPartition(m.Subject()) // the consumer's filter: always one
-	e.flight.add(part)
+	e.flight.add(part, m, time.Now())
 	select {
 	case <-p.stopping:
 		e.giveBack(m)
@@ -549,7 +558,7 @@ func (e *Engine) giveBack(m jetstream.Msg) {
 // done counts an event of m's partition as settled.
 func (e *Engine) done(m jetstream.Msg) {
 	part, _ := e.names.SubjectPartition(m.Subject())
-	e.flight.done(part)
+	e.flight.done(part, m)
 }
 
 // serve decides the events of one shard in order, and saves the runs whose decisions wait when

@@ -588,7 +588,15 @@ func (e *Engine) load(ctx context.Context, sh *shard, runID string) (ent *entry,
 	if ent := sh.cache.get(runID); ent != nil {
 		return ent, false, nil
 	}
-	kve, err := e.runs.Get(ctx, runID)
+	// Asked again after an attempt without an answer: a bucket whose leader died answers only
+	// a request sent to the leader elected after it (natsbox.Retry).
+	var kve jetstream.KeyValueEntry
+	rctx, cancel := context.WithTimeout(ctx, outbox.PublishTimeout)
+	err = natsbox.Retry(rctx, func(actx context.Context) (err error) {
+		kve, err = e.runs.Get(actx, runID)
+		return err
+	})
+	cancel()
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return nil, true, nil

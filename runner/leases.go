@@ -63,6 +63,10 @@ func consumerName(p int) string { return natsbox.EngineConsumerPrefix + natsbox.
 // hands them over: it stops pulling, settles and saves what it had, and deletes its keys.
 func (e *Engine) consume(ctx context.Context, kv jetstream.KeyValue) error {
 	sh := e.startShards(context.WithoutCancel(ctx)) // an event being decided is finished, not abandoned
+	kctx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
+	var keeping sync.WaitGroup
+	keeping.Go(func() { e.keepAlive(kctx) })
+	defer func() { stopKeeping(); keeping.Wait() }() // after the shards settled what they held
 	l := &leases{e: e, kv: kv, sh: sh, id: e.id, ttl: e.leaseTTL, view: newLeaseView(e.leaseTTL / 2),
 		lost: make(chan *partition, natsbox.Partitions)}
 	err := l.loop(ctx)
@@ -545,60 +549,36 @@ func (e *Engine) partitionConsumer(ctx context.Context, p int, takeover bool) (j
 	return cons, nil
 }
 
-// floorIn returns the acknowledged floor last seen of partition p's consumer if the events
-// stream still holds it, else 0 (from the first event): a stream made again (deleted by an
-// operator, or lost with its only replica) numbers its events from 1 again, and a consumer
-// started after a floor of the old stream would skip them. When the stream cannot be read, the
-// consumer's creation fails as well and is tried again.
-func (e *Engine) floorIn(ctx context.Context, p int) uint64 {
-	floor := e.floors[p].Load()
-	if floor == 0 {
-		return 0
-	}
-	s, err := e.js.Stream(ctx, e.names.EventsStream())
-	if err != nil {
-		return floor
-	}
-	if last := s.CachedInfo().State.LastSeq; last < floor {
-		e.log.Warn("runner: the events stream ends before the floor last seen of a partition: it was made again, and the partition is consumed from its first event", "partition", p, "floor", floor, "last", last)
-		e.floors[p].CompareAndSwap(floor, 0)
-		return 0
-	}
-	return floor
-}
-
-// sawFloor records the acknowledged floor of partition p's consumer in info, the highest seen:
-// every event up to it was decided and saved, so a consumer made again starts after it.
-func (e *Engine) sawFloor(p int, info *jetstream.ConsumerInfo) {
-	if info == nil {
-		return
-	}
-	for f := info.AckFloor.Stream; ; {
-		seen := e.floors[p].Load()
-		if f <= seen || e.floors[p].CompareAndSwap(seen, f) {
-			return
-		}
-	}
-}
-
 // flight counts the events of each partition routed and not settled yet, so that a partition
-// handed over first settles what it pulled.
+// handed over first settles what it pulled, and keeps them with when they came, so that those
+// held long are kept from redelivery (keepalive.go).
 type flight struct {
 	mu   sync.Mutex
 	n    [natsbox.Partitions]int
+	held map[jetstream.Msg]time.Time
 	idle [natsbox.Partitions]chan struct{} // closed when n drops to 0 while someone waits
 	lost [natsbox.Partitions]bool          // an acknowledgement failed (failed, unsure)
 }
 
-func (f *flight) add(p int) {
+// add counts m, an event of partition p that came at now.
+func (f *flight) add(p int, m jetstream.Msg, now time.Time) {
 	f.mu.Lock()
 	f.n[p]++
+	if f.held == nil {
+		f.held = map[jetstream.Msg]time.Time{}
+	}
+	f.held[m] = now
 	f.mu.Unlock()
 }
 
-func (f *flight) done(p int) {
+// done counts m, an event of partition p, as settled.
+func (f *flight) done(p int, m jetstream.Msg) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if _, ok := f.held[m]; !ok {
+		return // settled before (a message is settled once; this keeps the count right if not)
+	}
+	delete(f.held, m)
 	if f.n[p] > 0 {
 		f.n[p]--
 	}

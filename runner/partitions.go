@@ -52,10 +52,12 @@ const DefaultLeaseTTL = 1200 * time.Millisecond
 const (
 	memberKeyPrefix    = "member."
 	partitionKeyPrefix = "partition."
+	floorKeyPrefix     = "floor." // floors.go
 )
 
 func memberKey(id string) string                     { return memberKeyPrefix + id }
 func partitionKey(p int) string                      { return partitionKeyPrefix + natsbox.PartitionToken(p) }
+func floorKey(p int) string                          { return floorKeyPrefix + natsbox.PartitionToken(p) }
 func heartbeatEvery(ttl time.Duration) time.Duration { return ttl / 6 }
 
 // leaseView is what an engine saw of natsbox.EnginesBucket.

@@ -663,33 +663,7 @@ func TestConsumerMadeAgainFromTheFloorSeen(t *testing.T) {
 	const id = "floor-1"
 	p := natsbox.Partition(id)
 	const events = 5
-	for i := range events {
-		v.Publish(&protocol.Event{RunID: id, Type: protocol.EvTick, At: time.Unix(int64(i), 0), Item: -1}, "")
-	}
-	// What an engine decided and acknowledged: every event so far.
-	cons, err := js.Consumer(v.Ctx, natsbox.EventsStream, consumerName(p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := cons.Fetch(events, jetstream.FetchMaxWait(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	acked := 0
-	for m := range batch.Messages() {
-		if err := m.DoubleAck(v.Ctx); err != nil {
-			t.Fatal(err)
-		}
-		acked++
-	}
-	if acked != events {
-		t.Fatalf("fetched %d events, want %d", acked, events)
-	}
-	info, err := cons.Info(v.Ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	floor := info.AckFloor.Stream
+	floor := ackEvents(t, v, id, events) // what an engine decided and acknowledged: every event so far
 
 	lost := errors.New("the creation's answer was lost")
 	v.eng.remaking = func(int) error { return lost }

@@ -23,19 +23,33 @@ import (
 // publishRetryWait for publishNoStream, within ctx: a replicated stream whose leader died
 // elects another in about two seconds (nats.go's own two retries, 0.5 s, fall short of that),
 // and a subject no stream takes still fails in a few seconds.
-const (
+//
+// A publish the stream took and never answered is sent again after PublishAttempt, until ctx
+// ends: the followers of a stream whose leader died drop what they get, and so does a node that
+// dies with the request in its buffers, so a request waited for until the caller's deadline
+// (10 s for an engine's commands) waited for nothing long after a new leader was elected (a
+// node-failover benchmark's publishes all ended that way, 10 s after each kill). Sending it
+// again is safe: a message with a message id is stored once, and a KV update that landed the
+// first time fails its compare-and-set the second, which its callers take as a change to read.
+var (
 	publishNoStream  = 4 * time.Second
 	publishRetryWait = 250 * time.Millisecond
+	publishAttempt   = PublishAttempt // a variable for the tests
 )
+
+// PublishAttempt is how long a publish waits for its acknowledgement before it is sent again.
+const PublishAttempt = time.Second
 
 // Publish stores m in the stream its subject belongs to and returns the stream's
 // acknowledgement, like jetstream.JetStream.PublishMsg without options: set the message id and
 // expectations in m.Header. An error reply of the stream is returned as a *jetstream.APIError.
 func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*jetstream.PubAck, error) {
 	var resp *nats.Msg
-	err := RetryNoStream(ctx, func() (err error) {
-		resp, err = nc.RequestMsgWithContext(ctx, m)
-		return err
+	err := RetryNoStream(ctx, func() error {
+		return resend(ctx, func(actx context.Context) (err error) {
+			resp, err = nc.RequestMsgWithContext(actx, m)
+			return err
+		})
 	})
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
@@ -48,6 +62,25 @@ func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*jetstream.PubAck
 		return nil, fmt.Errorf("publish on %s: %w", m.Subject, err)
 	}
 	return ack, nil
+}
+
+// resend runs request, each time within publishAttempt, and again at once after each attempt
+// that got no answer in time, until ctx ends (or unboundedAttempts attempts of apiAttempt
+// when it has no deadline). It returns request's last error, or ctx's.
+func resend(ctx context.Context, request func(context.Context) error) error {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	for {
+		actx, stop := context.WithTimeout(ctx, publishAttempt)
+		err := request(actx)
+		stop()
+		if err == nil || !timedOut(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 }
 
 // RetryNoStream runs write, a write to a stream (a publish, a KV write through the library),

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -190,5 +191,52 @@ func TestRetryNoStream(t *testing.T) {
 	})
 	if !errors.Is(err, context.Canceled) || calls != 1 {
 		t.Errorf("error %v after %d writes, want context.Canceled after 1", err, calls)
+	}
+}
+
+// A publish that gets no answer within publishAttempt (a stream whose leader died drops it) is
+// sent again, with the same message id, until it is answered or ctx ends. The "stream" here is
+// a subscriber of a real server that drops the first two requests it gets.
+func TestPublishSentAgain(t *testing.T) {
+	old := publishAttempt
+	publishAttempt = 20 * time.Millisecond
+	t.Cleanup(func() { publishAttempt = old })
+	b := open(t, Options{DataDir: t.TempDir()})
+	ctx := testCtx(t)
+	got := make(chan *nats.Msg, 16)
+	sub, err := b.Conn().Subscribe("lossy.stream", func(m *nats.Msg) {
+		got <- m
+		if len(got) >= 3 { // the third request and later; the first two are dropped
+			_ = m.Respond([]byte(`{"stream":"LOSSY","seq":7}`))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	m := &nats.Msg{Subject: "lossy.stream", Data: []byte(`{}`), Header: nats.Header{jetstream.MsgIDHeader: []string{"lossy-1"}}}
+	ack, err := Publish(ctx, b.Conn(), m)
+	if err != nil || ack.Sequence != 7 {
+		t.Fatalf("Publish to a stream that dropped two requests = %+v, %v; want the third's acknowledgement", ack, err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("the stream got %d requests, want 3", len(got))
+	}
+	for range 3 {
+		if id := (<-got).Header.Get(jetstream.MsgIDHeader); id != "lossy-1" {
+			t.Errorf("a request was sent again with message id %q, want lossy-1: the stream stores it once", id)
+		}
+	}
+
+	// One that is never answered ends with the caller's context.
+	silent, err := b.Conn().Subscribe("lossy.never", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = silent.Unsubscribe() }()
+	short, cancel := context.WithTimeout(ctx, 10*publishAttempt)
+	defer cancel()
+	if _, err := Publish(short, b.Conn(), &nats.Msg{Subject: "lossy.never", Data: []byte(`{}`)}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Publish never answered = %v, want the context's deadline", err)
 	}
 }

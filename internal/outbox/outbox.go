@@ -142,16 +142,18 @@ func TickEvent(runID string, c engine.Command) *protocol.Event {
 	return &protocol.Event{RunID: runID, Type: protocol.EvTick, At: c.At, Step: c.Step, Item: c.Item, Activation: c.Activation}
 }
 
-// Publish publishes msgs asynchronously and waits for every acknowledgement. One message (the
-// next task of a loop, most often) goes through natsbox.Publish, which reads its
-// acknowledgement without reflection.
+// Publish publishes msgs asynchronously and waits for every acknowledgement, within
+// PublishTimeout. One message (the next task of a loop, most often) goes through
+// natsbox.Publish, which reads its acknowledgement without reflection; so does every message
+// of several that is not acknowledged within natsbox.PublishAttempt, sent again until it is
+// (its message id stores it once): a stream whose leader died never answers what it got.
 func (o *Outbox) Publish(ctx context.Context, msgs []*nats.Msg) error {
+	ctx, cancel := context.WithTimeout(ctx, PublishTimeout)
+	defer cancel()
 	switch len(msgs) {
 	case 0:
 		return nil
 	case 1:
-		ctx, cancel := context.WithTimeout(ctx, PublishTimeout)
-		defer cancel()
 		_, err := natsbox.Publish(ctx, o.JS.Conn(), msgs[0])
 		return err
 	}
@@ -163,17 +165,33 @@ func (o *Outbox) Publish(ctx context.Context, msgs []*nats.Msg) error {
 		}
 		futs = append(futs, f)
 	}
-	timeout := time.NewTimer(PublishTimeout)
-	defer timeout.Stop()
+	attempt := time.NewTimer(natsbox.PublishAttempt)
+	defer attempt.Stop()
+	var again []*nats.Msg // not acknowledged within the attempt
+	expired := false
 	for _, f := range futs {
+		if expired {
+			select {
+			case <-f.Ok():
+			default:
+				again = append(again, f.Msg())
+			}
+			continue
+		}
 		select {
 		case <-f.Ok():
-		case err := <-f.Err():
-			return fmt.Errorf("publish on %s: %w", f.Msg().Subject, err)
+		case <-f.Err():
+			again = append(again, f.Msg()) // the synchronous publish returns the error worth returning
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-timeout.C:
-			return fmt.Errorf("publish on %s: no acknowledgement within %s", f.Msg().Subject, PublishTimeout)
+			return fmt.Errorf("publish on %s: %w", f.Msg().Subject, ctx.Err())
+		case <-attempt.C:
+			expired = true
+			again = append(again, f.Msg())
+		}
+	}
+	for _, m := range again {
+		if _, err := natsbox.Publish(ctx, o.JS.Conn(), m); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -402,6 +402,7 @@ func BenchmarkNodeFailover(b *testing.B) {
 		fk := nodeKills(b, ctx, nc, js, floor.at, func(ctx context.Context, since map[string]int) { floor.past(b, ctx, since) })
 		stopFloor()
 		floor.wg.Wait()
+		b.ReportMetric(float64(floor.republished), "floor-republished")
 		if err := js.DeleteStream(ctx, floorStream); err != nil {
 			b.Fatal(err)
 		}

@@ -27,7 +27,9 @@ type floorLoops struct {
 	mu   sync.Mutex
 	grew chan struct{} // closed and replaced at every iteration acknowledged
 	done map[string]int
-	wg   sync.WaitGroup
+	// republished counts the iterations published again after lostAfter without a delivery.
+	republished int
+	wg          sync.WaitGroup
 }
 
 // floorStream is the stream of the floor's loops.
@@ -57,41 +59,25 @@ func startFloorLoops(t testing.TB, ctx context.Context, js jetstream.JetStream) 
 
 // loop runs the iterations of one loop until ctx ends. Each step is tried again until it
 // succeeds, as an engine would: a publish with the iteration's message id (stored once however
-// often it is sent), a fetch until the iteration comes and the server confirms its
-// acknowledgement.
+// often it is sent), a fetch until the iteration comes, and its acknowledgement (given up after
+// three tries: a new consumer leader may not answer it, and a message whose acknowledgement
+// did not land comes again after AckWait and is acknowledged then). An iteration not delivered
+// within lostAfter is published again under a new message id, and counted in republished.
 func (f *floorLoops) loop(ctx context.Context, js jetstream.JetStream, cons jetstream.Consumer, name string) {
 	for i := 1; ctx.Err() == nil; i++ {
-		for !try(ctx, func(ctx context.Context) error {
-			_, err := js.Publish(ctx, "nodefloor."+name, []byte(strconv.Itoa(i)), jetstream.WithMsgID(name+"-"+strconv.Itoa(i)))
-			return err
-		}) {
-			if ctx.Err() != nil {
+		want := strconv.Itoa(i)
+		for sent := 0; ; sent++ {
+			if !f.publish(ctx, js, name, want, sent) {
 				return
 			}
-		}
-		for got := false; !got; {
-			if ctx.Err() != nil {
+			if got, ok := f.fetch(ctx, cons, want); !ok {
 				return
+			} else if got {
+				break
 			}
-			batch, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
-			if err != nil {
-				backoff(ctx)
-				continue
-			}
-			for m := range batch.Messages() {
-				// An acknowledgement a new consumer leader never answers (it does not know the
-				// delivery) is given up after three tries: the message comes again after AckWait.
-				acked := false
-				for range 3 {
-					if acked = try(ctx, m.DoubleAck); acked || ctx.Err() != nil {
-						break
-					}
-				}
-				got = got || acked && string(m.Data()) == strconv.Itoa(i)
-			}
-			if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				backoff(ctx)
-			}
+			f.mu.Lock()
+			f.republished++
+			f.mu.Unlock()
 		}
 		f.mu.Lock()
 		f.done[name] = i
@@ -99,6 +85,54 @@ func (f *floorLoops) loop(ctx context.Context, js jetstream.JetStream, cons jets
 		f.grew = make(chan struct{})
 		f.mu.Unlock()
 	}
+}
+
+// lostAfter is how long a floor loop fetches an iteration before it publishes it again.
+const lostAfter = 30 * time.Second
+
+// publish stores iteration want of loop name, as its sent-th publish (a new message id each),
+// trying until it is stored; false when ctx ended.
+func (f *floorLoops) publish(ctx context.Context, js jetstream.JetStream, name, want string, sent int) bool {
+	id := name + "-" + want + "-" + strconv.Itoa(sent)
+	for !try(ctx, func(ctx context.Context) error {
+		_, err := js.Publish(ctx, "nodefloor."+name, []byte(want), jetstream.WithMsgID(id))
+		return err
+	}) {
+		if ctx.Err() != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// fetch fetches and acknowledges what cons delivers until iteration want comes (true) or
+// lostAfter passed (false); ok is false when ctx ended.
+func (f *floorLoops) fetch(ctx context.Context, cons jetstream.Consumer, want string) (got, ok bool) {
+	for giveUp := time.Now().Add(lostAfter); time.Now().Before(giveUp); {
+		if ctx.Err() != nil {
+			return false, false
+		}
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			backoff(ctx)
+			continue
+		}
+		for m := range batch.Messages() {
+			for range 3 {
+				if try(ctx, m.DoubleAck) || ctx.Err() != nil {
+					break
+				}
+			}
+			got = got || string(m.Data()) == want
+		}
+		if got {
+			return true, true
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			backoff(ctx)
+		}
+	}
+	return false, ctx.Err() == nil
 }
 
 // try calls op with a second to succeed, and waits a little after a failure, so that a loop

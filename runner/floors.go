@@ -18,6 +18,9 @@ import (
 // to one events stream: the key names the stream's creation time, and a floor of a stream made
 // again since (its sequences begin at 1 again) is not used.
 
+// floorWait bounds a read or a write of a floor kept.
+const floorWait = pullExpiry / 2
+
 // keptFloor is the value of a partition's key "floor.NN".
 type keptFloor struct {
 	Floor uint64 `json:"floor"`
@@ -42,7 +45,9 @@ func (e *Engine) floorIn(ctx context.Context, p int) uint64 {
 		e.floors[p].CompareAndSwap(floor, 0)
 		floor = 0
 	}
-	kept, _, err := e.readFloor(ctx, p)
+	rctx, cancel := context.WithTimeout(ctx, floorWait) // a takeover does not wait long for it
+	kept, _, err := e.readFloor(rctx, p)
+	cancel()
 	switch {
 	case err != nil:
 		e.log.Debug("runner: read the floor kept of a partition", "partition", p, "err", err)
@@ -72,6 +77,10 @@ func (e *Engine) keepFloor(ctx context.Context, p int) {
 	if floor <= e.kept[p].Load() {
 		return
 	}
+	// Bounded: the looks at the consumer wait for it, and a bucket electing a leader answers
+	// nothing; the next look tries again.
+	ctx, cancel := context.WithTimeout(ctx, floorWait)
+	defer cancel()
 	s, err := e.js.Stream(ctx, e.names.EventsStream())
 	if err != nil {
 		return

@@ -46,8 +46,8 @@ const PublishAttempt = time.Second
 func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*jetstream.PubAck, error) {
 	var resp *nats.Msg
 	err := RetryNoStream(ctx, func() error {
-		return resend(ctx, func(actx context.Context) (err error) {
-			resp, err = nc.RequestMsgWithContext(actx, m)
+		return resend(ctx, func(wait time.Duration) (err error) {
+			resp, err = nc.RequestMsg(m, wait)
 			return err
 		})
 	})
@@ -64,21 +64,27 @@ func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*jetstream.PubAck
 	return ack, nil
 }
 
-// resend runs request, each time within publishAttempt, and again at once after each attempt
-// that got no answer in time, until ctx ends (or unboundedAttempts attempts of apiAttempt
-// when it has no deadline). It returns request's last error, or ctx's.
-func resend(ctx context.Context, request func(context.Context) error) error {
+// resend runs request, each time waiting publishAttempt at most (less when ctx ends sooner),
+// and again at once after each attempt that got no answer in time, until ctx ends (or
+// unboundedAttempts attempts of apiAttempt when it has no deadline). It returns request's last
+// error, or ctx's. The wait is a duration rather than a context so that the hot path of an
+// iteration allocates no context and timer per publish (nats.go pools its timers); a
+// cancellation of ctx is seen between attempts.
+func resend(ctx context.Context, request func(wait time.Duration) error) error {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
+	deadline, _ := ctx.Deadline()
 	for {
-		actx, stop := context.WithTimeout(ctx, publishAttempt)
-		err := request(actx)
-		stop()
-		if err == nil || !timedOut(err) {
+		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+		wait := min(publishAttempt, time.Until(deadline))
+		if wait <= 0 {
+			return context.DeadlineExceeded
+		}
+		err := request(wait)
+		if err == nil || !timedOut(err) {
+			return err
 		}
 	}
 }

@@ -3,10 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -380,60 +383,81 @@ func report(b *testing.B, name string, ds []time.Duration) {
 	b.Logf("%s: %v", name, ds)
 }
 
-// BenchmarkNodeFailover reports, over 20 SIGKILLs of a NATS node of a three-node cluster at R3
-// (each node in turn, started again after each kill), how long the 16 runs (one per partition,
-// two engines, one worker) went before every one of them was saved at an iteration started
-// after the kill (savedPast; p50 and max): the streams and buckets whose leader died elect
+// BenchmarkNodeFailover reports, over 20 losses of a NATS node of a three-node cluster at R3
+// (each node in turn, started again after each), how long the 16 runs (one per partition, two
+// engines, one worker) went before every one of them went through an iteration dispatched
+// after the loss (savedPast; p50 and max): the streams and buckets whose leader was lost elect
 // another among the two nodes left. It reports the same from when the node was started again
-// (and the cluster placed an R3 stream again) until the next kill: what a node that comes back
+// (and the cluster placed an R3 stream again) until the next loss: what a node that comes back
 // costs ("rejoin").
 //
-// Its floor is measured first on the same cluster, with the same kills: 16 loops of raw
+// Its floor is measured first on the same cluster, with the same losses: 16 loops of raw
 // JetStream iterations (floorLoops), publish, fetch and acknowledge. The figures are reported
-// as ratios to it too. Run it with -benchtime 1x -timeout 60m.
+// as ratios to it too. Two kinds of loss: "kill" SIGKILLs the node (its followers wait 4 to 9 s
+// for an election), "stop" sends it SIGTERM, on which nats-server hands the leaders it has to
+// another node before it exits (a rolling restart). Run it with -benchtime 1x -timeout 60m;
+// each takes about 8 minutes.
 func BenchmarkNodeFailover(b *testing.B) {
-	for range b.N {
-		ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
-		nc := newNATSCluster(b)
-		js := natstest.JetStream(b, nc.url)
-
-		fctx, stopFloor := context.WithCancel(ctx)
-		floor := startFloorLoops(b, fctx, js)
-		fk := nodeKills(b, ctx, nc, js, floor.at, func(ctx context.Context, since map[string]int) { floor.past(b, ctx, since) })
-		stopFloor()
-		floor.wg.Wait()
-		b.ReportMetric(float64(floor.republished), "floor-republished")
-		if err := js.DeleteStream(ctx, floorStream); err != nil {
-			b.Fatal(err)
-		}
-
-		c := &cluster{t: b, url: nc.url, state: b.TempDir()}
-		f := watchFailover(b, ctx, c, 2, "--replicas", "3", "-v")
-		f.worker = loopWorker(b, nc.url, c.state, 0)
-		f.balanced()
-		ids := f.startRuns("node-", 900000)
-		started := &startTracker{p: f.worker, last: map[string]int{}}
-		b.Cleanup(func() {
-			if b.Failed() {
-				dumpConsumers(b, js)
+	for _, loss := range []struct {
+		name string
+		sig  syscall.Signal
+	}{{"kill", syscall.SIGKILL}, {"stop", syscall.SIGTERM}} {
+		b.Run(loss.name, func(b *testing.B) {
+			for range b.N {
+				nodeFailover(b, loss.sig)
 			}
 		})
-		runs, err := js.KeyValue(ctx, natsbox.RunsBucket)
-		if err != nil {
-			b.Fatal(err)
-		}
-		rk := nodeKills(b, ctx, nc, js, func() map[string]int { return started.at(ids) }, func(ctx context.Context, since map[string]int) { savedPast(b, ctx, runs, since) })
+	}
+}
 
-		report(b, "floor", fk.took)
-		report(b, "node-failover", rk.took)
-		report(b, "floor-rejoin", fk.rejoin)
-		report(b, "rejoin", rk.rejoin)
-		b.ReportMetric(p50(rk.took)/p50(fk.took), "p50/floor")
-		b.ReportMetric(slices.Max(rk.took).Seconds()/slices.Max(fk.took).Seconds(), "max/floor")
-		// One entry each: go test keeps the first lines of a benchmark's log.
-		b.Log("reins's kills:\n" + strings.Join(rk.kills, "\n"))
-		b.Log("the floor's kills:\n" + strings.Join(fk.kills, "\n"))
-		cancel()
+// nodeFailover is one round of BenchmarkNodeFailover, losing nodes to sig.
+func nodeFailover(b *testing.B, sig syscall.Signal) {
+	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
+	defer cancel()
+	nc := newNATSCluster(b)
+	js := natstest.JetStream(b, nc.url)
+
+	fctx, stopFloor := context.WithCancel(ctx)
+	floor := startFloorLoops(b, fctx, js)
+	fk := nodeKills(b, ctx, nc, js, sig, floor.at, func(ctx context.Context, since map[string]int) { floor.past(b, ctx, since) })
+	stopFloor()
+	floor.wg.Wait()
+	b.ReportMetric(float64(floor.republished), "floor-republished")
+	if err := js.DeleteStream(ctx, floorStream); err != nil {
+		b.Fatal(err)
+	}
+
+	c := &cluster{t: b, url: nc.url, state: b.TempDir()}
+	f := watchFailover(b, ctx, c, 2, "--replicas", "3", "-v")
+	f.worker = loopWorker(b, nc.url, c.state, 0)
+	f.balanced()
+	ids := f.startRuns("node-", 900000)
+	started := &startTracker{p: f.worker, last: map[string]int{}}
+	b.Cleanup(func() {
+		if b.Failed() {
+			dumpConsumers(b, js)
+		}
+	})
+	runs, err := js.KeyValue(ctx, natsbox.RunsBucket)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rk := nodeKills(b, ctx, nc, js, sig, func() map[string]int { return started.at(ids) }, func(ctx context.Context, since map[string]int) { savedPast(b, ctx, runs, since) })
+
+	report(b, "floor", fk.took)
+	report(b, "node-failover", rk.took)
+	report(b, "floor-rejoin", fk.rejoin)
+	report(b, "rejoin", rk.rejoin)
+	b.ReportMetric(p50(rk.took)/p50(fk.took), "p50/floor")
+	b.ReportMetric(slices.Max(rk.took).Seconds()/slices.Max(fk.took).Seconds(), "max/floor")
+	// One entry each: go test keeps the first lines of a benchmark's log; the whole of them
+	// goes with the processes' logs.
+	losses := "reins's losses:\n" + strings.Join(rk.kills, "\n") + "\nthe floor's losses:\n" + strings.Join(fk.kills, "\n") + "\n"
+	b.Log(losses)
+	if dir := os.Getenv("REINS_E2E_LOGS"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "losses-"+sig.String()+".txt"), []byte(losses), 0o644); err != nil {
+			b.Log(err)
+		}
 	}
 }
 
@@ -444,34 +468,40 @@ type kills struct {
 	kills  []string        // a line per kill: what it took, and what the node led
 }
 
-// nodeKills SIGKILLs a node of nc 20 times, each node in turn, and starts it again after each
-// kill. Before a kill it waits until the work went on (past what at says) since the node
+// nodeKills sends sig (SIGKILL or SIGTERM) to a node of nc 20 times, each node in turn, and
+// starts it again after each. Before a kill it waits until the work went on (past what at says) since the node
 // before was started again; after it, until the work went on past where it was at the kill.
 // Each kill's line names what the node led, read just before the kill.
-func nodeKills(b *testing.B, ctx context.Context, nc *natsCluster, js jetstream.JetStream, at func() map[string]int, past func(context.Context, map[string]int)) kills {
+func nodeKills(b *testing.B, ctx context.Context, nc *natsCluster, js jetstream.JetStream, sig syscall.Signal, at func() map[string]int, past func(context.Context, map[string]int)) kills {
 	b.Helper()
 	var k kills
-	back := time.Now()
+	back, placed := time.Now(), time.Now()
 	for i := range 20 {
 		// Work stuck for minutes fails at once (with the consumers' state dumped, for reins).
 		kctx, kcancel := context.WithTimeout(ctx, 6*time.Minute)
 		past(kctx, at())
 		if i > 0 {
-			k.rejoin = append(k.rejoin, time.Since(back))
+			d := time.Since(back)
+			k.rejoin = append(k.rejoin, d)
+			k.kills = append(k.kills, fmt.Sprintf("  n%d back at %s: %v; the cluster placed an R3 stream after %v", (i-1)%3+1, back.UTC().Format("15:04:05.000"), d, placed.Sub(back)))
 		}
-		since := at()
+		// What the node led is read first: listing every stream and consumer takes long enough
+		// for the runs to go several iterations further, which would count as progress after
+		// the loss (runs 17 and 18 counted kills that stalled every run for 4 s as 60 ms).
 		led := ledBy(ctx, js, fmt.Sprintf("n%d", i%3+1))
+		since := at()
 		t0 := time.Now()
-		nc.procs[i%3].kill()
+		nc.procs[i%3].signal(sig)
 		past(kctx, since)
 		d := time.Since(t0)
 		kcancel()
 		k.took = append(k.took, d)
-		k.kills = append(k.kills, fmt.Sprintf("kill %d of n%d: %v; it led %d streams and consumers: %v", i+1, i%3+1, d, len(led), led))
+		k.kills = append(k.kills, fmt.Sprintf("loss %d of n%d at %s: %v; it led %d streams and consumers: %v", i+1, i%3+1, t0.UTC().Format("15:04:05.000"), d, len(led), led))
 		nc.start(i % 3)
 		back = time.Now()
 		nc.procs[i%3].waitFor("Server is ready", 30*time.Second)
 		natstest.WaitPlacement(b, ctx, nc.url, 3)
+		placed = time.Now()
 	}
 	return k
 }

@@ -168,9 +168,12 @@ func (p *proc) dumpStacks() {
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
-func (p *proc) kill() {
+func (p *proc) kill() { p.signal(syscall.SIGKILL) }
+
+// signal sends sig to the process and waits until it exited.
+func (p *proc) signal(sig syscall.Signal) {
 	if p.cmd.Process != nil {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		_ = p.cmd.Process.Signal(sig)
 	}
 	<-p.exited
 }

@@ -168,6 +168,9 @@ type Engine struct {
 	trimmed func(sh *shard)
 	// beaten, when set (tests), sees each heartbeat: whether it was acknowledged.
 	beaten func(acked bool)
+	// sendingBeat, when set (tests), is called before each heartbeat is sent, with the
+	// heartbeat's context: a heartbeat whose answer never comes blocks in it.
+	sendingBeat func(ctx context.Context)
 	// rounding, when set (tests), is called at the start of each round of the leases.
 	rounding func()
 	// remaking, when set (tests), is called in a takeover between the deletion of a

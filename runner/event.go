@@ -563,7 +563,7 @@ func (e *Engine) put(ctx context.Context, id string, data []byte, create bool, r
 	// Bounded: a save whose acknowledgement was lost (the server restarted between the request
 	// and its reply) would otherwise wait forever and stall every run of the shard. After the
 	// timeout the event is decided again, and compare-and-set tells a save that did land.
-	ctx, cancel := context.WithTimeout(ctx, outbox.PublishTimeout)
+	ctx, cancel := context.WithTimeout(ctx, recordWait)
 	defer cancel()
 	var err error
 	if create {
@@ -591,7 +591,7 @@ func (e *Engine) load(ctx context.Context, sh *shard, runID string) (ent *entry,
 	// Asked again after an attempt without an answer: a bucket whose leader died answers only
 	// a request sent to the leader elected after it (natsbox.Retry).
 	var kve jetstream.KeyValueEntry
-	rctx, cancel := context.WithTimeout(ctx, outbox.PublishTimeout)
+	rctx, cancel := context.WithTimeout(ctx, recordWait)
 	err = natsbox.Retry(rctx, func(actx context.Context) (err error) {
 		kve, err = e.runs.Get(actx, runID)
 		return err
@@ -629,6 +629,11 @@ func (e *Engine) load(ctx context.Context, sh *shard, runID string) (ent *entry,
 	}
 	return ent, true, nil
 }
+
+// recordWait bounds a read or a save of a run's record: as long as the publishes of a decision
+// may take (outbox.PublishTimeout), so that a bucket electing a leader (4 to 9 s in
+// nats-server) is waited out rather than failed.
+const recordWait = outbox.PublishTimeout
 
 // recordOverhead is what a KV put adds to a run record in its message (subject, headers).
 const recordOverhead = 1 << 10

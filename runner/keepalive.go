@@ -40,9 +40,11 @@ func (f *flight) heldSince(cutoff time.Time) []jetstream.Msg {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var old []jetstream.Msg
-	for m, at := range f.held {
-		if at.Before(cutoff) {
-			old = append(old, m)
+	for _, held := range f.held {
+		for m, at := range held {
+			if at.Before(cutoff) {
+				old = append(old, m)
+			}
 		}
 	}
 	return old

@@ -22,6 +22,12 @@ import (
 //     of several seconds), nobody's key changes, and that is no sign that the others died.
 //     Judged otherwise, every engine would take over every other's partitions the moment the
 //     bucket came back.
+//   - Nor is anyone's silence longer than the watch can vouch for: it ends no later than a
+//     heartbeat's interval after the watch last showed this engine's own heartbeat. A watch is
+//     a consumer of its own, which a NATS node lost or lagging behind stalls while the
+//     heartbeats go on; the others' keys stop changing in it too, and that is no sign that they
+//     died either (measured: a stalled watch handed every partition of a live engine to another,
+//     and back). The watch is started again after a TTL without this engine's heartbeat.
 //   - An engine counts itself alive while its own last heartbeat was acknowledged within the
 //     TTL. Else, when the watch showed another engine's key changing well after this engine's
 //     first heartbeat missed (half a TTL after: a write made just before the bucket stopped
@@ -152,12 +158,13 @@ func (v *leaseView) alive(id, me string, now time.Time, ttl time.Duration) bool 
 		return true
 	}
 	_, ok := v.members[id]
-	return ok && v.silence(id, now) < ttl
+	return ok && v.silence(id, me, now, ttl) < ttl
 }
 
-// silence is how long engine id's key has not changed at now, as far as this engine could tell:
-// no longer than its own heartbeats have been acknowledged, and none while they are not.
-func (v *leaseView) silence(id string, now time.Time) time.Duration {
+// silence is how long engine id's key has not changed at now, as far as engine me could tell:
+// no longer than its own heartbeats have been acknowledged, none while they are not, and no
+// later than a heartbeat's interval after the watch last showed one of them.
+func (v *leaseView) silence(id, me string, now time.Time, ttl time.Duration) time.Duration {
 	if !v.missed.IsZero() {
 		return 0
 	}
@@ -165,7 +172,12 @@ func (v *leaseView) silence(id string, now time.Time) time.Duration {
 	if v.trusted.After(from) {
 		from = v.trusted
 	}
-	return now.Sub(from)
+	if self, ok := v.members[me]; ok {
+		if vouched := self.at.Add(heartbeatEvery(ttl)); vouched.Before(now) {
+			now = vouched
+		}
+	}
+	return max(now.Sub(from), 0)
 }
 
 // planLeases returns what engine me, consuming the partitions of consuming, does at now.
@@ -196,7 +208,7 @@ func planLeases(v *leaseView, me string, consuming *[natsbox.Partitions]bool, no
 		}
 	}
 	for id := range v.members {
-		if id != me && v.silence(id, now) >= 2*ttl {
+		if id != me && v.silence(id, me, now, ttl) >= 2*ttl {
 			plan.forget = append(plan.forget, id)
 		}
 	}

@@ -118,6 +118,15 @@ func TestPlanLeases(t *testing.T) {
 		consuming: aOfAB,
 		want:      leasePlan{acquire: bOfAB},
 	}, {
+		name:      "the other engine silent a TTL, but so is this one's in the watch (it stalled): it waits",
+		v:         view(map[string]time.Time{"a": stale, "b": stale}, merge(ownersOf("a", aOfAB), ownersOf("b", bOfAB))),
+		consuming: aOfAB,
+	}, {
+		name:      "the other engine silent a TTL while the watch shows this one's heartbeats: taken over",
+		v:         view(map[string]time.Time{"a": now.Add(-ttl / 6), "b": stale.Add(-ttl / 6)}, merge(ownersOf("a", aOfAB), ownersOf("b", bOfAB))),
+		consuming: aOfAB,
+		want:      leasePlan{acquire: bOfAB},
+	}, {
 		name:      "the other engine silent a TTL, but so was the bucket for this one until now: it waits",
 		v:         trusting(view(map[string]time.Time{"b": stale}, merge(ownersOf("a", aOfAB), ownersOf("b", bOfAB))), fresh),
 		consuming: aOfAB,
@@ -597,6 +606,112 @@ func TestLongRoundKeepsBeating(t *testing.T) {
 		if got, want := string(ent.Value()), rendezvous(p, ids); got != want {
 			t.Errorf("partition %d is %s's after engine-a's long round, want still %s's", p, got, want)
 		}
+	}
+}
+
+// A takeover makes the consumers of the partitions it takes at once: one whose creation waits
+// (for a JetStream meta leader being elected, when a NATS node is lost) holds none of the
+// others. The heir's first remaking of a consumer waits until another one begins.
+func TestTakeoverMakesConsumersAtOnce(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	doomed, _ := v.startEngine(func(e *Engine) { e.id, e.leaseTTL = "doomed", ttl })
+	awaitOwners(t, v, func(int) string { return "doomed" })
+	doomed.beatsPaused.Store(true)
+
+	var remade atomic.Int64
+	another := make(chan struct{})
+	held := make(chan bool, 1)
+	v.startEngine(func(e *Engine) {
+		e.id, e.leaseTTL = "heir", ttl
+		e.remaking = func(int) error {
+			switch remade.Add(1) {
+			case 1:
+				select {
+				case <-another:
+					held <- true
+				case <-v.Ctx.Done():
+					held <- false
+				}
+			case 2:
+				close(another)
+			}
+			return nil
+		}
+	})
+	awaitOwners(t, v, func(int) string { return "heir" })
+	if !<-held {
+		t.Fatal("the first consumer being made again held every other one")
+	}
+	w := v.Worker("think")
+	for _, id := range runIDs("atonce-") {
+		v.Start(runtest.LoopWorkflow(t, 1), "", id)
+		v.Publish(runtest.Completed(w.Next(), `1`), "")
+		if rec := v.Wait(id); rec.Run.Status != protocol.RunCompleted {
+			t.Fatalf("run %s: %s", id, rec.Run.Status)
+		}
+	}
+}
+
+// A heartbeat that gets no answer (sent as the connection's NATS node went away) does not
+// hold back the ones after it: with every other heartbeat of engine-a unanswered for a whole
+// TTL, the others still land every two heartbeat intervals, engine-b takes nothing, and
+// engine-a is not fenced.
+func TestUnansweredHeartbeatsHoldNothingBack(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	ids := []string{"engine-a", "engine-b"}
+	beats := make(chan bool, 4096)
+	var sent, unanswered atomic.Int64
+	var lose atomic.Bool
+	a, _ := v.startEngine(func(e *Engine) {
+		e.id, e.leaseTTL = ids[0], ttl
+		e.sendingBeat = func(ctx context.Context) {
+			if lose.Load() && sent.Add(1)%2 == 1 {
+				unanswered.Add(1)
+				<-ctx.Done() // no answer within the heartbeat's TTL
+			}
+		}
+		e.beaten = func(acked bool) {
+			select {
+			case beats <- acked:
+			default: // never reached within the test; the beater must not block after it
+			}
+		}
+	})
+	b, _ := v.startEngine(func(e *Engine) { e.id, e.leaseTTL = ids[1], ttl })
+	awaitOwners(t, v, func(p int) string { return rendezvous(p, ids) })
+
+	lose.Store(true)
+	for lost := 0; lost < int(3*ttl/heartbeatEvery(ttl))/2; {
+		select {
+		case acked := <-beats:
+			if !acked {
+				lost++
+			}
+		case <-v.Ctx.Done():
+			t.Fatalf("%d heartbeats of engine-a went unanswered, want more", lost)
+		}
+	}
+	lose.Store(false)
+	if n := unanswered.Load(); n < 3 {
+		t.Fatalf("%d heartbeats were held without an answer, want at least 3", n)
+	}
+	kv := v.KV(natsbox.EnginesBucket)
+	for p := range natsbox.Partitions {
+		ent, err := kv.Get(v.Ctx, partitionKey(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := string(ent.Value()), rendezvous(p, ids); got != want {
+			t.Errorf("partition %d is %s's after engine-a's heartbeats went half unanswered, want still %s's", p, got, want)
+		}
+	}
+	if n := a.stats.fences.Load(); n != 0 {
+		t.Errorf("engine-a was fenced %d times", n)
+	}
+	if n := b.stats.fences.Load(); n != 0 {
+		t.Errorf("engine-b was fenced %d times", n)
 	}
 }
 

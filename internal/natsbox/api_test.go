@@ -189,7 +189,8 @@ func exerciseAPI(t *testing.T, b *Box, owner jetstream.JetStream) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := UpdateKV(ctx, b.JetStream(), RunsBucket, "r.1", []byte(`{"v":2}`), rev); err != nil {
+	rev2, err := UpdateKV(ctx, b.JetStream(), RunsBucket, "r.1", []byte(`{"v":2}`), rev)
+	if err != nil {
 		t.Fatalf("UpdateKV through %+v: %v", b.API(), err)
 	}
 	if _, err := UpdateKV(ctx, b.JetStream(), RunsBucket, "r.1", []byte(`{"v":3}`), rev); !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
@@ -205,6 +206,17 @@ func exerciseAPI(t *testing.T, b *Box, owner jetstream.JetStream) {
 	got, err := MissingFromLeader(ctx, b.JetStream(), RunsBucket, "r.>", func(string) bool { return false })
 	if err != nil || string(got["r.1"]) != `{"v":2}` || len(got) != 1 {
 		t.Errorf("MissingFromLeader through %+v = %q, %v; want r.1 = {\"v\":2}", b.API(), got, err)
+	}
+	if got, found, err := LeaderRevision(ctx, b.JetStream(), RunsBucket, "r.1"); err != nil || !found || got != rev2 {
+		t.Errorf("LeaderRevision of r.1 through %+v = %d, %v, %v; want %d, found", b.API(), got, found, err, rev2)
+	}
+	if err := kv.Delete(ctx, "r.1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"r.1", "r.never"} {
+		if got, found, err := LeaderRevision(ctx, b.JetStream(), RunsBucket, key); err != nil || found {
+			t.Errorf("LeaderRevision of %s (deleted or never written) through %+v = %d, %v, %v; want not found", key, b.API(), got, found, err)
+		}
 	}
 }
 

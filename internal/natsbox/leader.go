@@ -40,28 +40,46 @@ func MissingFromLeader(ctx context.Context, js jetstream.JetStream, bucket, filt
 		if seen(key) {
 			continue
 		}
-		value, live, err := leaderValue(ctx, js.Conn(), APIOf(js), stream, subject)
+		last, err := leaderLast(ctx, js.Conn(), APIOf(js), stream, subject)
 		if err != nil {
 			return nil, err
 		}
-		if live {
+		if last.live {
 			if missing == nil {
 				missing = map[string][]byte{}
 			}
-			missing[key] = value
+			missing[key] = last.value
 		}
 	}
 	return missing, nil
 }
 
-// leaderValue returns the last message of subject in stream as its leader answers
-// (STREAM.MSG.GET, never a direct get, which any replica may answer), and whether it is a
-// value rather than a delete or purge marker. The request goes to api, the JetStream of the
-// caller's context.
-func leaderValue(ctx context.Context, nc *nats.Conn, api API, stream, subject string) ([]byte, bool, error) {
+// LeaderRevision returns the revision of key in bucket as the stream's leader answers: not a
+// direct get, which a replica that has not caught up may answer with an older one. found is
+// false when the key has no value (never written, deleted or purged).
+func LeaderRevision(ctx context.Context, js jetstream.JetStream, bucket, key string) (rev uint64, found bool, err error) {
+	last, err := leaderLast(ctx, js.Conn(), APIOf(js), "KV_"+bucket, "$KV."+bucket+"."+key)
+	if err != nil {
+		return 0, false, err
+	}
+	return last.seq, last.live, nil
+}
+
+// lastMsg is the last message of a subject: its value, sequence, and whether it is a value
+// rather than a delete or purge marker (live). The zero lastMsg: there is none.
+type lastMsg struct {
+	value []byte
+	seq   uint64
+	live  bool
+}
+
+// leaderLast returns the last message of subject in stream as its leader answers
+// (STREAM.MSG.GET, never a direct get, which any replica may answer). The request goes to api,
+// the JetStream of the caller's context, and is sent again until ctx ends.
+func leaderLast(ctx context.Context, nc *nats.Conn, api API, stream, subject string) (lastMsg, error) {
 	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
 	if err != nil {
-		return nil, false, err
+		return lastMsg{}, err
 	}
 	var resp *nats.Msg
 	err = Retry(ctx, func(ctx context.Context) error {
@@ -69,27 +87,28 @@ func leaderValue(ctx context.Context, nc *nats.Conn, api API, stream, subject st
 		return err
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("natsbox: read the last message of %s from the leader of %s: %w", subject, stream, err)
+		return lastMsg{}, fmt.Errorf("natsbox: read the last message of %s from the leader of %s: %w", subject, stream, err)
 	}
 	var reply struct {
 		Message *struct {
 			Header []byte `json:"hdrs"`
 			Data   []byte `json:"data"`
+			Seq    uint64 `json:"seq"`
 		} `json:"message"`
 		Error *jetstream.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(resp.Data, &reply); err != nil {
-		return nil, false, fmt.Errorf("natsbox: the leader of %s answered a message get with %.60q: %w", stream, resp.Data, err)
+		return lastMsg{}, fmt.Errorf("natsbox: the leader of %s answered a message get with %.60q: %w", stream, resp.Data, err)
 	}
 	switch {
-	case reply.Error != nil && reply.Error.Code == 404: // gone since the stream information
-		return nil, false, nil
+	case reply.Error != nil && reply.Error.Code == 404: // none, or gone since the stream information
+		return lastMsg{}, nil
 	case reply.Error != nil:
-		return nil, false, fmt.Errorf("natsbox: read the last message of %s from the leader of %s: %w", subject, stream, reply.Error)
+		return lastMsg{}, fmt.Errorf("natsbox: read the last message of %s from the leader of %s: %w", subject, stream, reply.Error)
 	case reply.Message == nil:
-		return nil, false, fmt.Errorf("natsbox: the leader of %s answered a message get without a message", stream)
+		return lastMsg{}, fmt.Errorf("natsbox: the leader of %s answered a message get without a message", stream)
 	}
-	return reply.Message.Data, kvOperation(reply.Message.Header) == "", nil
+	return lastMsg{value: reply.Message.Data, seq: reply.Message.Seq, live: kvOperation(reply.Message.Header) == ""}, nil
 }
 
 // kvOperation is the KV-Operation header of a message's headers ("NATS/1.0\r\nKEY: VALUE..."):

@@ -18,11 +18,13 @@
 // natsbox.Partitions), and each partition has a durable pull consumer, "reins-engine-NN", read
 // with explicit acks by one engine at a time: its owner. Engines share the partitions through
 // natsbox.EnginesBucket (partitions.go has the rules, leases.go carries them out): each writes a
-// heartbeat every LeaseTTL/6; the live engine with the highest rendezvous hash of (engine,
-// partition) should own each one; an owner hands over what it should not own (it stops pulling,
-// settles and saves what it pulled, then deletes the partition's key) and the engine that
-// should own it creates the key; an engine not heard for LeaseTTL (1.2s by default) loses its
-// partitions to the others, who make their consumers again from the acknowledged floor, so that
+// heartbeat every LeaseTTL/6, none waiting for the one before; the live engine with the highest
+// rendezvous hash of (engine, partition) should own each one; an owner hands over what it should
+// not own (it stops pulling, settles and saves what it pulled, then deletes the partition's key)
+// and the engine that should own it creates the key; an engine not heard for LeaseTTL (1.2s by
+// default), in a watch that shows the observer's own heartbeats meanwhile and by the bucket's
+// leader, loses its partitions to the others, who make their consumers again (all at once) from
+// the acknowledged floor, so that
 // what the dead engine had not acknowledged comes at once (not after AckWait) and its pulls
 // reach nobody. A consumer found missing (a takeover deleted it and its creation failed) is
 // made from the highest floor any engine saw of it (floors.go), not from the partition's first

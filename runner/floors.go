@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/internal/natsbox"
 )
 
 // Floors. A partition's consumer that is found missing (deleted by a takeover whose creation
@@ -19,7 +21,7 @@ import (
 // again since (its sequences begin at 1 again) is not used.
 
 // floorWait bounds a read or a write of a floor kept.
-const floorWait = pullExpiry / 2
+const floorWait = natsbox.PullExpiry / 2
 
 // keptFloor is the value of a partition's key "floor.NN".
 type keptFloor struct {

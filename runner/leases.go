@@ -9,21 +9,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/natsbox"
 )
 
-// pullBuffer is how many events one partition's consumption holds pulled ahead; pullExpiry is
-// how long a pull request of it waits at the server. The server sends heartbeats every half of
-// it, and the library pulls again after two missed ones: a pull request left with a consumer
-// leader that died (a NATS node lost) is replaced after pullExpiry, not after the library's
-// default of 30 s. (2 s was tried: under a node-failover benchmark on two busy cores, 10 of 16
-// partitions then crawled at about two events a second; see issue 19's note.)
-const (
-	partitionPull = 256
-	pullExpiry    = 5 * time.Second
-)
+// partitionPull is how many events one partition's consumption holds pulled ahead.
+const partitionPull = 256
 
 // leases is the engine's part in natsbox.EnginesBucket (partitions.go has the rules): its
 // heartbeats, what it saw, and the partitions it consumes. Only its loop goroutine touches it.
@@ -464,12 +457,15 @@ func (l *leases) stillBeating(ctx context.Context, id string) bool {
 func (l *leases) start(ctx context.Context, p int, cons jetstream.Consumer) error {
 	e := l.e
 	why := make(chan error, 1)
-	look := make(chan struct{}, 1)
+	look, reset := make(chan struct{}, 1), make(chan struct{}, 1)
+	back := e.js.Conn().StatusChanged(nats.CONNECTED) // before the first pull: none is missed
 	cc, err := cons.Consume(func(m jetstream.Msg) { e.route(l.sh, m) },
 		jetstream.PullMaxMessages(partitionPull),
-		jetstream.PullExpiry(pullExpiry),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { e.consumeError(err, why, look) }))
+		jetstream.PullExpiry(natsbox.PullExpiry),
+		jetstream.PullHeartbeat(natsbox.PullHeartbeat),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { e.consumeError(err, why, look, reset) }))
 	if err != nil {
+		e.js.Conn().RemoveStatusListener(back)
 		return err
 	}
 	wctx, stopWatch := context.WithCancel(ctx)
@@ -478,7 +474,7 @@ func (l *leases) start(ctx context.Context, p int, cons jetstream.Consumer) erro
 	e.flight.consumed(p)
 	e.stats.consuming(p, true)
 	gone := make(chan error, 1)
-	go e.watchConsumer(wctx, p, cons, look, gone)
+	go e.watchConsumer(wctx, p, cons, look, reset, back, gone)
 	go func() {
 		select {
 		case <-cc.Closed():

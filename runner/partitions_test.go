@@ -653,6 +653,51 @@ func TestTakeoverMakesConsumersAtOnce(t *testing.T) {
 	}
 }
 
+// A delivery lost on its way to the engine (the NATS node it came through stopped, or the
+// consumer's leader stepped down with it in flight) is delivered again as soon as the engine's
+// connection comes back, not after AckWait (an hour here): the engine resets the consumer to
+// its acknowledged floor. The test takes the delivery itself, from the consumer an engine that
+// stopped left, and never acknowledges it; the next engine gets it only through the reset.
+func TestLostDeliveryComesBackWithTheConnection(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	hour := func(e *Engine) { e.ackWait = time.Hour }
+	_, stopFirst := v.startEngine(hour)
+	w := v.Worker("think")
+	const id = "lost-1"
+	v.Start(runtest.LoopWorkflow(t, 3), "", id)
+	t1 := w.Next()
+	stopFirst() // its partitions are released; their consumers stay as they are
+
+	v.Publish(runtest.Continued(t1, `1`), "")
+	cons, err := v.Box.JetStream().Consumer(v.Ctx, natsbox.EventsStream, consumerName(natsbox.Partition(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := 0
+	for range batch.Messages() {
+		lost++ // delivered, and never acknowledged
+	}
+	if lost != 1 {
+		t.Fatalf("took %d deliveries of the answer, want 1", lost)
+	}
+
+	next, _ := v.startEngine(hour)
+	if err := next.js.Conn().ForceReconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if t2 := w.Next(); t2.Iteration != 2 {
+		t.Fatalf("the task after the lost answer is iteration %d, want 2", t2.Iteration)
+	}
+	if next.stats.redelivered.Load() == 0 {
+		t.Error("the engine reset no consumer")
+	}
+}
+
 // A heartbeat that gets no answer (sent as the connection's NATS node went away) does not
 // hold back the ones after it: with every other heartbeat of engine-a unanswered for a whole
 // TTL, the others still land every two heartbeat intervals, engine-b takes nothing, and

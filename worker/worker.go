@@ -39,12 +39,6 @@ const (
 	maxEndedRuns = 10_000
 	// retryConsume is how long a consume loop waits before subscribing again after an error.
 	retryConsume = time.Second
-	// pullExpiry is how long a pull request for tasks waits at the server. The server sends
-	// heartbeats every half of it, and the library pulls again after two missed ones: a pull
-	// left with a consumer leader that died (a NATS node lost) is replaced after pullExpiry,
-	// not after the library's default of 30 s, during which the worker took no task. As the
-	// engine's (runner's pullExpiry).
-	pullExpiry = 5 * time.Second
 )
 
 // Config configures a Worker.
@@ -465,7 +459,7 @@ func (w *Worker) consume(ctx, base context.Context, s *serving) {
 // consumeOnce receives tasks from one subscription until it fails or ctx is done; then it
 // drains the subscription, keeping what was buffered to hand back.
 func (w *Worker) consumeOnce(ctx, base context.Context, s *serving) error {
-	iter, err := s.cons.Messages(jetstream.PullMaxMessages(min(w.concurrency, 256)), jetstream.PullExpiry(pullExpiry))
+	iter, err := s.cons.Messages(jetstream.PullMaxMessages(min(w.concurrency, 256)), jetstream.PullExpiry(natsbox.PullExpiry), jetstream.PullHeartbeat(natsbox.PullHeartbeat))
 	if err != nil {
 		return err
 	}

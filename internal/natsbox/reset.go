@@ -1,0 +1,33 @@
+package natsbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ResetConsumer asks the leader of consumer's durable consumer of stream to deliver again
+// everything past its acknowledged floor (CONSUMER.RESET, nats-server 2.14 and later), and
+// returns the sequence it delivers from. A delivery lost on its way (its NATS node stopped
+// or died with it in a buffer, the leader that sent it stepped down) comes again at once,
+// rather than after the consumer's AckWait; what was delivered and not acknowledged yet comes
+// twice. An older server answers nothing (an error, after ctx).
+func ResetConsumer(ctx context.Context, js jetstream.JetStream, stream, consumer string) (uint64, error) {
+	var reply struct {
+		ResetSeq uint64              `json:"reset_seq"`
+		Error    *jetstream.APIError `json:"error"`
+	}
+	msg, err := js.Conn().RequestWithContext(ctx, APIOf(js).Subject("CONSUMER.RESET."+stream+"."+consumer), []byte("{}"))
+	if err != nil {
+		return 0, fmt.Errorf("natsbox: reset consumer %s of %s: %w", consumer, stream, err)
+	}
+	if err := json.Unmarshal(msg.Data, &reply); err != nil {
+		return 0, fmt.Errorf("natsbox: reset consumer %s of %s: the answer %.60q: %w", consumer, stream, msg.Data, err)
+	}
+	if reply.Error != nil {
+		return 0, fmt.Errorf("natsbox: reset consumer %s of %s: %w", consumer, stream, reply.Error)
+	}
+	return reply.ResetSeq, nil
+}

@@ -1,0 +1,70 @@
+package natsbox
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestResetConsumer: deliveries lost on their way (fetched and never acknowledged, as when a
+// node stops with them in a buffer) come again at once after a reset, without waiting for
+// AckWait (an hour here); what was acknowledged does not, and the reset names where it starts.
+// A consumer that does not exist is an error (the server answers nothing: the caller's bound).
+func TestResetConsumer(t *testing.T) {
+	ctx := testCtx(t)
+	b := open(t, Options{DataDir: t.TempDir()})
+	js := b.JetStream()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RESET", Subjects: []string{"reset.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.CreateConsumer(ctx, "RESET", jetstream.ConsumerConfig{Durable: "c", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := js.Publish(ctx, "reset.x", []byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := cons.Fetch(3, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for m := range first.Messages() {
+		if n++; n == 1 {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+		} // the others are lost on their way
+	}
+	if n != 3 {
+		t.Fatalf("fetched %d messages, want 3", n)
+	}
+	seq, err := ResetConsumer(ctx, js, "RESET", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq != 2 {
+		t.Errorf("the reset delivers from %d, want 2: after the acknowledged floor", seq)
+	}
+	again, err := cons.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for m := range again.Messages() {
+		got = append(got, string(m.Data()))
+	}
+	if len(got) != 2 || got[0] != "2" || got[1] != "3" {
+		t.Fatalf("after the reset: %q, want the two not acknowledged, [2 3], at once", got)
+	}
+	mctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond) // the server answers nothing: callers bound it
+	defer cancel()
+	if _, err = ResetConsumer(mctx, js, "RESET", "missing"); err == nil {
+		t.Error("the reset of a consumer that does not exist succeeded")
+	}
+}

@@ -28,7 +28,9 @@
 // what the dead engine had not acknowledged comes at once (not after AckWait) and its pulls
 // reach nobody. A consumer found missing (a takeover deleted it and its creation failed) is
 // made from the highest floor any engine saw of it (floors.go), not from the partition's first
-// event. One
+// event. When a consumer's leader changes (a NATS node stopped or lost) or the engine's
+// connection comes back, the consumer is reset to its acknowledged floor (redeliver), so that
+// a delivery lost on its way comes at once rather than after AckWait. One
 // engine alone owns them all. An engine that stops hands everything over.
 //
 // Events are dispatched by a hash of their run id to a fixed set of shard goroutines: the events

@@ -597,16 +597,7 @@ func TestLongRoundKeepsBeating(t *testing.T) {
 			t.Fatalf("%d heartbeats of engine-a acknowledged while its round lasted, want them to go on", n)
 		}
 	}
-	kv := v.KV(natsbox.EnginesBucket)
-	for p := range natsbox.Partitions {
-		ent, err := kv.Get(v.Ctx, partitionKey(p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, want := string(ent.Value()), rendezvous(p, ids); got != want {
-			t.Errorf("partition %d is %s's after engine-a's long round, want still %s's", p, got, want)
-		}
-	}
+	ownersStill(t, v, ids, "engine-a's long round")
 }
 
 // A takeover makes the consumers of the partitions it takes at once: one whose creation waits
@@ -742,6 +733,19 @@ func TestUnansweredHeartbeatsHoldNothingBack(t *testing.T) {
 	if n := unanswered.Load(); n < 3 {
 		t.Fatalf("%d heartbeats were held without an answer, want at least 3", n)
 	}
+	ownersStill(t, v, ids, "engine-a's heartbeats went half unanswered")
+	if n := a.stats.fences.Load(); n != 0 {
+		t.Errorf("engine-a was fenced %d times", n)
+	}
+	if n := b.stats.fences.Load(); n != 0 {
+		t.Errorf("engine-b was fenced %d times", n)
+	}
+}
+
+// ownersStill checks that every partition key names the engine of ids that rendezvous hashing
+// gives it: nothing moved after what happened.
+func ownersStill(t *testing.T, v *env, ids []string, after string) {
+	t.Helper()
 	kv := v.KV(natsbox.EnginesBucket)
 	for p := range natsbox.Partitions {
 		ent, err := kv.Get(v.Ctx, partitionKey(p))
@@ -749,14 +753,8 @@ func TestUnansweredHeartbeatsHoldNothingBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got, want := string(ent.Value()), rendezvous(p, ids); got != want {
-			t.Errorf("partition %d is %s's after engine-a's heartbeats went half unanswered, want still %s's", p, got, want)
+			t.Errorf("partition %d is %s's after %s, want still %s's", p, got, after, want)
 		}
-	}
-	if n := a.stats.fences.Load(); n != 0 {
-		t.Errorf("engine-a was fenced %d times", n)
-	}
-	if n := b.stats.fences.Load(); n != 0 {
-		t.Errorf("engine-b was fenced %d times", n)
 	}
 }
 

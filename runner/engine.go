@@ -434,6 +434,9 @@ func (e *Engine) watchConsumer(ctx context.Context, p int, cons jetstream.Consum
 	defer tick.Stop()
 	defer e.js.Conn().RemoveStatusListener(back)
 	var prev *jetstream.ConsumerInfo // of the last look on the tick
+	// After a look, the next waits for rest (half a pull's expiry): looks and ticks are nil.
+	var rest <-chan time.Time
+	looks, ticks := look, tick.C
 	for {
 		periodic := false
 		select {
@@ -445,8 +448,11 @@ func (e *Engine) watchConsumer(ctx context.Context, p int, cons jetstream.Consum
 		case <-back:
 			e.redeliver(ctx, p, cons)
 			continue
-		case <-look:
-		case <-tick.C:
+		case <-rest:
+			rest, looks, ticks = nil, look, tick.C
+			continue
+		case <-looks:
+		case <-ticks:
 			periodic = true
 		}
 		ictx, cancel := context.WithTimeout(ctx, natsbox.PullExpiry)
@@ -473,21 +479,7 @@ func (e *Engine) watchConsumer(ctx context.Context, p int, cons jetstream.Consum
 			e.sawFloor(p, info)
 			e.keepFloor(ctx, p)
 		}
-		wait := time.NewTimer(natsbox.PullExpiry / 2)
-	waiting:
-		for {
-			select {
-			case <-ctx.Done():
-				wait.Stop()
-				return
-			case <-reset:
-				e.redeliver(ctx, p, cons)
-			case <-back:
-				e.redeliver(ctx, p, cons)
-			case <-wait.C:
-				break waiting
-			}
-		}
+		rest, looks, ticks = time.After(natsbox.PullExpiry/2), nil, nil
 	}
 }
 

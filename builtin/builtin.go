@@ -20,6 +20,7 @@ import (
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/provider"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/ratelimit"
 	"github.com/reins-run/reins/session"
@@ -89,6 +90,9 @@ type Operator interface {
 	Provider(name string) (operator.Provider, bool)
 	APIKey(provider string) (string, error)
 	MCPServer(name string) (operator.MCPServer, bool)
+	// Secrets are the credentials the operator's configuration resolved (provider keys,
+	// webhook secrets): hidden in every value the handlers store (scrub.go).
+	Secrets() []string
 }
 
 // EffectStore runs side effects once per id, with claims and leases (worker.Effects implements
@@ -143,6 +147,9 @@ type Handlers struct {
 	// state each loop's last write on this worker left (stateCache).
 	texts  *textCache
 	states *stateCache
+	// scrub hides the operator's credentials in what models and tools return (nil without
+	// an operator).
+	scrub *provider.Scrubber
 }
 
 // textCacheBytes bounds the texts Handlers keep read back (a worker's memory for them).
@@ -164,6 +171,9 @@ func New(cfg Config) (*Handlers, error) {
 		models: map[modelKey]model.Model{}, schemas: map[schemaKey]*outputSchema{}, mcp: map[mcpKey]*mcptool.Toolset{}}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Operator != nil {
+		h.scrub = provider.NewScrubber(cfg.Operator.Secrets()...)
 	}
 	if h.clock == nil {
 		h.clock = clock.Real{}

@@ -119,6 +119,12 @@
 // fails the task for good (E_OPERATOR_ONLY for the keys); scripted models stay allowed. The
 // submission check refuses all of these before a run starts; this is the worker's own guard.
 //
+// Every model and tool is also wrapped (scrub.go) so that what it returns has the operator's
+// credentials (Operator.Secrets) hidden, with every piece of 8 bytes or more of each, by
+// provider.Scrubber: a reply's text and calls, a tool's result, an error, and the pieces a
+// streaming step sends, a piece that could begin a key held back until what follows shows it
+// does not. The loop never sees a key, so nothing it records, checkpoints or answers holds one.
+//
 // # The checkpoint
 //
 // The loop's State is checkpointed by what each iteration added: one AppendCheckpoint item per

@@ -81,7 +81,7 @@ func (h *Handlers) openModel(j *job, name string) (model.Model, error) {
 	}
 	if m := h.cfg.Models[name]; m != nil {
 		if h.cfg.Metrics == nil {
-			return m, nil
+			return scrubbed(m, h.scrub), nil
 		}
 		return h.kept(modelKey{goModel, name}, false, goModel, name, func() (model.Model, error) { return m, nil })
 	}
@@ -106,7 +106,7 @@ func (h *Handlers) kept(key modelKey, fresh bool, provider, name string, open fu
 		if err != nil {
 			return nil, err
 		}
-		return h.limited(counted(m, h.cfg.Metrics.ForModel(provider, name)), provider, name), nil
+		return h.wrapped(m, provider, name), nil
 	}
 	h.mu.Lock()
 	m := h.models[key]
@@ -118,7 +118,7 @@ func (h *Handlers) kept(key modelKey, fresh bool, provider, name string, open fu
 	if err != nil {
 		return nil, err
 	}
-	m = h.limited(counted(m, h.cfg.Metrics.ForModel(provider, name)), provider, name)
+	m = h.wrapped(m, provider, name)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if prev := h.models[key]; prev != nil {
@@ -126,6 +126,12 @@ func (h *Handlers) kept(key modelKey, fresh bool, provider, name string, open fu
 	}
 	h.models[key] = m
 	return m, nil
+}
+
+// wrapped returns m as the handlers call it: counted in the metrics, sharing the operator's
+// rate limits, and scrubbed of the operator's credentials.
+func (h *Handlers) wrapped(m model.Model, provider, name string) model.Model {
+	return scrubbed(h.limited(counted(m, h.cfg.Metrics.ForModel(provider, name)), provider, name), h.scrub)
 }
 
 // limited returns m sharing the operator's rate limits of model name of provider with every

@@ -3,7 +3,9 @@ package builtin_test
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,6 +33,8 @@ func (o fakeOperator) APIKey(name string) (string, error) {
 	}
 	return k, nil
 }
+
+func (o fakeOperator) Secrets() []string { return slices.Collect(maps.Values(o.keys)) }
 
 func (o fakeOperator) MCPServer(name string) (operator.MCPServer, bool) {
 	m, ok := o.mcp[name]

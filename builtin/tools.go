@@ -36,7 +36,7 @@ func (h *Handlers) tools(j *job, fx *effects) ([]tool.Tool, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, telemetry.WrapTool(fx.wrap(t)))
+		out = append(out, telemetry.WrapTool(fx.wrap(scrubTool(t, h.scrub))))
 	}
 	return out, nil
 }

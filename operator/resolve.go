@@ -160,6 +160,24 @@ func (r *Resolved) APIKey(name string) (string, error) {
 	return k, nil
 }
 
+// Secrets returns every credential r resolved whose value the server holds: the providers'
+// keys and the webhooks' secrets (principals' tokens are kept only as hashes). A server's
+// built-in workers hide them in every value they store.
+func (r *Resolved) Secrets() []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(r.keys)) {
+		if k := r.keys[name]; k != "" {
+			out = append(out, k)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.hooks)) {
+		if s := r.hooks[name]; len(s) > 0 {
+			out = append(out, string(s))
+		}
+	}
+	return out
+}
+
 // AddPrincipal makes token identify principal name with roles (the data directory's admin).
 func (r *Resolved) AddPrincipal(name, token string, roles ...string) {
 	r.tokens[name] = sha256.Sum256([]byte(token))

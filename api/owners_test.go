@@ -43,10 +43,12 @@ func TestWorkflowOwners(t *testing.T) {
 	for _, st := range []struct {
 		who, what string
 		writers   string // a PUT of writers with this body, else a PUT of a new file
+		file      string // the file, when not a new hello file
 		status    int
 		detail    string // in the problem's detail
 	}{
 		{who: "mallory", what: "a stranger's version", status: 403, detail: "principal mallory may not add a version to workflow hello: it belongs to sam, and only sam, the writers sam names and admins may"},
+		{who: "mallory", what: "a stranger's file that is no workflow", file: "[[steps]]\nid = 1\n", status: 403, detail: "principal mallory may not add a version to workflow hello: it belongs to sam"},
 		{who: "mallory", what: "a stranger naming herself", writers: `{"writers": ["mallory"]}`, status: 403, detail: "principal mallory may not change who writes workflow hello: it belongs to sam, and only sam and admins may"},
 		{who: "vera", what: "a viewer naming writers", writers: `{"writers": []}`, status: 403, detail: "principal vera (roles viewer) may not PUT"},
 		{who: "sam", what: "a writer nobody is", writers: `{"writers": ["nobody"]}`, status: 422, detail: `names "nobody", which is no principal`},
@@ -70,7 +72,11 @@ func TestWorkflowOwners(t *testing.T) {
 			a = s.jsonPut(st.who, "/v1/workflows/hello/writers", st.writers)
 		} else {
 			n++
-			a = s.as(st.who, "PUT", "/v1/workflows/hello", helloFile(fmt.Sprint("v", n)))
+			file := st.file
+			if file == "" {
+				file = helloFile(fmt.Sprint("v", n))
+			}
+			a = s.as(st.who, "PUT", "/v1/workflows/hello", file)
 		}
 		a.want(t, st.status, st.what)
 		if st.status >= 400 {

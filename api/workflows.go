@@ -115,21 +115,22 @@ func (s *Server) putWorkflow(w http.ResponseWriter, r *http.Request, p operator.
 		}
 		return problemf(http.StatusBadRequest, "the body could not be read: %v", err)
 	}
+	c := s.client(p)
+	if err := c.CheckWriter(r.Context(), name); err != nil { // before the file is looked at
+		return writeRefused(err)
+	}
 	def, ps := checkFile(name, source, s.operatorConfig())
 	if len(ps) > 0 {
 		pr := problemf(http.StatusUnprocessableEntity, "workflow %s.toml cannot be registered: %s", name, count(len(ps)))
 		pr.Problems = fileProblems(ps)
 		return pr
 	}
-	c := s.client(p)
 	reg, created, err := c.Register(r.Context(), name, source, def)
 	switch {
 	case errors.Is(err, client.ErrTooLarge):
 		return problemf(http.StatusRequestEntityTooLarge, "%s", strings.TrimPrefix(err.Error(), "client: "))
-	case errors.Is(err, client.ErrNotWriter):
-		return problemf(http.StatusForbidden, "%s", refusal(err))
 	case err != nil:
-		return err
+		return writeRefused(err)
 	}
 	access, err := c.Access(r.Context(), name)
 	if err != nil {
@@ -142,6 +143,14 @@ func (s *Server) putWorkflow(w http.ResponseWriter, r *http.Request, p operator.
 	}
 	writeJSON(w, status, versionOf(reg, access))
 	return nil
+}
+
+// writeRefused is the 403 of a principal who may not add versions to a name, or err.
+func writeRefused(err error) error {
+	if errors.Is(err, client.ErrNotWriter) {
+		return problemf(http.StatusForbidden, "%s", refusal(err))
+	}
+	return err
 }
 
 // refusal is the sentence of a client's refusal, without the package's prefix and the

@@ -79,7 +79,7 @@ func CheckWriters(writers []string) ([]string, error) {
 	for i, w := range writers {
 		name := strings.TrimPrefix(w, RolePrefix)
 		if err := natsbox.CheckToken(name); err != nil || strings.Contains(name, ":") {
-			return nil, fmt.Errorf("client: writer %d, %.80q, is %w: want a principal's name or role:NAME, a name of letters, digits, '-' and '_'", i+1, w, ErrBadWriters)
+			return nil, fmt.Errorf("client: writer %d, %.80q, is %w: want a principal's name or role:NAME, a name without '.', ':', '*', '>' or white space", i+1, w, ErrBadWriters)
 		}
 		if !slices.Contains(out, w) {
 			out = append(out, w)
@@ -162,6 +162,27 @@ func decodeAccess(e jetstream.KeyValueEntry) (*Access, error) {
 		a.Writers = []string{}
 	}
 	return a, nil
+}
+
+// CheckWriter tells, before anything is sent, whether the client's principal may add a
+// version to name (Register checks again as it stores): ErrNotWriter when it may not. Anyone
+// may register a name nothing is registered under.
+func (c *Client) CheckWriter(ctx context.Context, name string) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	reg, err := c.registry(ctx)
+	if err != nil {
+		return err
+	}
+	a, _, err := c.access(ctx, reg, name)
+	switch {
+	case errors.Is(err, ErrNoWorkflow):
+		return nil
+	case err != nil:
+		return err
+	}
+	return c.checkWriter(a)
 }
 
 // mayWrite checks that the client's principal may add a version to name, and stores the

@@ -121,13 +121,15 @@ func TestAttackOwnersReplaceWorkflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if kv, err := js.KeyValue(ctx, "reins_registry"); err == nil {
-		wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
-		_, err = kv.Put(wctx, client.AccessKey("approve"), []byte(`{"name":"approve","owner":"mallory"}`))
-		wcancel()
-		if err == nil {
-			t.Fatal("mallory wrote the registry's access record of approve directly")
-		}
+	kv, err := js.KeyValue(ctx, "reins_registry") // submitters read the registry
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err = kv.Put(wctx, client.AccessKey("approve"), []byte(`{"name":"approve","owner":"mallory"}`))
+	wcancel()
+	if err == nil {
+		t.Fatal("mallory wrote the registry's access record of approve directly")
 	}
 
 	status, _, body = h.do(attackViewerToken, "GET", "/v1/workflows/approve", "")

@@ -174,6 +174,7 @@ func TestRunShowsVersion(t *testing.T) {
 		}
 	}
 	id := s.start(helloFile("a file"), `{"who": "x"}`)
+	s.wait(id)
 	var d api.RunDetail
 	s.as("vera", "GET", "/v1/runs/"+id, "").want(t, 200, "a run of a file").JSON(t, &d)
 	if d.Registered != nil {

@@ -314,9 +314,10 @@ func (r *Reins) Start(ctx context.Context, def *workflow.Definition, input any) 
 
 // StartOptions are the options of StartWith.
 type StartOptions struct {
-	// RunID names the run (1 to 64 of A-Z a-z 0-9 _ -; "": a new id). A start with the id of
-	// a run that exists fails with client.ErrExists: a program that starts "run X" again after
-	// a crash starts it once.
+	// RunID names the run (1 to 64 of A-Z a-z 0-9 _ -, and none of the ids the server gives:
+	// not "t-…", not ending in -fork-N; "": a new id). A start with the id of a run that
+	// exists fails with client.ErrExists: a program that starts "run X" again after a crash
+	// starts it once.
 	RunID string
 }
 

@@ -121,6 +121,7 @@ func (s *Server) table() []route {
 		{"PUT", "/v1/workflows/{name}", submit, s.putWorkflow},
 		{"GET", "/v1/workflows", read, s.listWorkflows},
 		{"GET", "/v1/workflows/{name}", read, s.getWorkflow},
+		{"PUT", "/v1/workflows/{name}/writers", submit, s.putWriters},
 		{"GET", "/v1/me", read, s.getMe},
 		{"POST", "/v1/hooks/{name}", signed, s.hook},
 	}
@@ -198,7 +199,7 @@ func (s *Server) client(p operator.Principal) *client.Client {
 	if c, ok := s.clients.Load(p.Name); ok {
 		return c.(*client.Client)
 	}
-	c, _ := s.clients.LoadOrStore(p.Name, client.NewClient(client.ClientConfig{Box: s.cfg.Box, Principal: p.Name, Now: s.cfg.Now, MaxInputBytes: s.cfg.MaxInputBytes}))
+	c, _ := s.clients.LoadOrStore(p.Name, client.NewClient(client.ClientConfig{Box: s.cfg.Box, Principal: p.Name, Roles: p.Roles, Now: s.cfg.Now, MaxInputBytes: s.cfg.MaxInputBytes}))
 	return c.(*client.Client)
 }
 

@@ -250,6 +250,9 @@ type RunDetail struct {
 	Trace    []protocol.Event  `json:"trace"`
 	Workflow string            `json:"workflow"`
 	Graph    *workflow.Drawing `json:"graph,omitempty"`
+	// Registered is the registered workflow and version the run runs (client.Origin); absent
+	// for a run of no registered version.
+	Registered *protocol.Registration `json:"registered,omitempty"`
 }
 
 // GetRun returns a run.
@@ -344,13 +347,41 @@ func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawM
 	return out.Step, err
 }
 
-// WorkflowVersion is one version of a registered workflow.
+// WorkflowVersion is one version of a registered workflow, with who may add versions to its
+// name: its owner (who registered it first), the writers the owner names (principals, and
+// "role:NAME"), and admins.
 type WorkflowVersion struct {
 	Name         string    `json:"name"`
 	Version      int       `json:"version"`
 	Hash         string    `json:"hash"`
 	RegisteredAt time.Time `json:"registered_at"`
 	RegisteredBy string    `json:"registered_by"`
+	Owner        string    `json:"owner"`
+	Writers      []string  `json:"writers"`
+}
+
+// WorkflowWriters is the body of PUT /v1/workflows/{name}/writers, and the answer's writers.
+type WorkflowWriters struct {
+	Writers *[]string `json:"writers"`
+}
+
+// WorkflowAccess is the answer of PUT /v1/workflows/{name}/writers: who may add versions to
+// the name now.
+type WorkflowAccess struct {
+	Name    string   `json:"name"`
+	Owner   string   `json:"owner"`
+	Writers []string `json:"writers"`
+}
+
+// SetWriters makes writers (principals' names and "role:NAME") the writers of the workflow
+// registered as name, in place of those it had: the name's owner and admins may.
+func (c *Client) SetWriters(ctx context.Context, name string, writers []string) (WorkflowAccess, error) {
+	if writers == nil {
+		writers = []string{}
+	}
+	var out WorkflowAccess
+	_, err := c.call(ctx, http.MethodPut, "/v1/workflows/"+pathEscape(name)+"/writers", nil, WorkflowWriters{Writers: &writers}, &out)
+	return out, err
 }
 
 // WorkflowSource is GET /v1/workflows/{name}: a version with its source, graph and the

@@ -1,7 +1,8 @@
 // Package api is reins's HTTP API (shared/spec/server.md, docs/api.md): the routes under /v1,
 // who may call each (the bearer token of a principal of the operator's configuration, and the
 // roles a route needs: 401 without a known token, 403 for a role that may not), RFC 9457
-// problem documents for every error, pagination, the workflows registered by name, the OpenAPI
+// problem documents for every error, pagination, the workflows registered by name (each name
+// its owner's, its writers' and admins' to add versions to), the OpenAPI
 // 3.1 document of every route, and a run's events live as Server-Sent Events. Client is the
 // Go client of the same routes (the reins command's --server).
 //

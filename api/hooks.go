@@ -69,6 +69,8 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, _ operator.Princip
 	switch {
 	case errors.Is(err, trigger.ErrNoHook):
 		return problemf(http.StatusNotFound, "no registered workflow listens on webhook %s: register one with a trigger webhook = %q", name, name)
+	case errors.Is(err, trigger.ErrTaken) && len(runs) == 0:
+		return problemf(http.StatusConflict, "webhook %s: the run id of this delivery names a run its trigger did not start, so send it with another %s", name, trigger.DeliveryHeader)
 	case err != nil && len(runs) == 0:
 		return err
 	case err != nil:

@@ -106,8 +106,12 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, p operator.Princ
 	if err != nil {
 		return runProblem(id, err)
 	}
+	registered, err := c.RegisteredOf(ctx, rec, events)
+	if err != nil {
+		return err
+	}
 	graph := workflow.Draw(def)
-	writeJSON(w, http.StatusOK, RunDetail{Result: client.NewResult(def, rec), Trace: events, Workflow: def.Name, Graph: &graph})
+	writeJSON(w, http.StatusOK, RunDetail{Result: client.NewResult(def, rec), Trace: events, Workflow: def.Name, Graph: &graph, Registered: registered})
 	return nil
 }
 

@@ -37,7 +37,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p operator.Pri
 		return problemf(http.StatusBadRequest, `the member "version" is %d: want a version, a whole number from 1 (or none for the latest)`, req.Version)
 	}
 	if req.RunID != "" {
-		if err := wire.CheckRunID(req.RunID); err != nil {
+		if err := wire.CheckClientRunID(req.RunID); err != nil {
 			return problemf(http.StatusBadRequest, `the member "run_id": %v`, err)
 		}
 	}
@@ -70,20 +70,10 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p operator.Pri
 			return problemf(http.StatusUnprocessableEntity, `workflow %s reads the run input (%s uses %s), and the member "input" is missing or null`, reg.Name, where, path)
 		}
 	}
-	id, err := c.Start(r.Context(), bs, input, req.RunID)
+	id, err := c.StartWith(r.Context(), bs, input, client.StartOptions{RunID: req.RunID, Registered: &reg})
 	switch {
 	case errors.Is(err, client.ErrExists):
-		// A start retried with its run id: the run exists, and nothing new starts.
-		version, err := c.StartedAs(r.Context(), req.RunID, reg.Name)
-		if err != nil {
-			return err
-		}
-		if version == 0 {
-			return problemf(http.StatusConflict, "run %s exists and runs another workflow than %s: choose another run_id", req.RunID, reg.Name)
-		}
-		w.Header().Set("Location", "/v1/runs/"+req.RunID)
-		writeJSON(w, http.StatusOK, RunStarted{RunID: req.RunID, Workflow: reg.Name, Version: version})
-		return nil
+		return s.startedBefore(w, r, p, c, req.RunID, reg.Name)
 	case errors.Is(err, client.ErrForbidden):
 		return problemf(http.StatusForbidden, "%s", strings.TrimPrefix(err.Error(), "client: "))
 	case err != nil:
@@ -95,6 +85,29 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p operator.Pri
 		status = http.StatusAccepted
 	}
 	writeJSON(w, status, RunStarted{RunID: id, Workflow: reg.Name, Version: reg.Version})
+	return nil
+}
+
+// startedBefore answers a start whose run_id names a run that exists: a start retried by the
+// principal who made it, of the same workflow, is answered 200 with that run, and nothing new
+// starts; anyone else's is 409, saying nothing of the run but that it exists.
+func (s *Server) startedBefore(w http.ResponseWriter, r *http.Request, p operator.Principal, c *client.Client, runID, name string) error {
+	o, err := c.Origin(r.Context(), runID)
+	if err != nil && !errors.Is(err, client.ErrNotFound) {
+		return err
+	}
+	if err != nil || o.By != p.Name {
+		return problemf(http.StatusConflict, "principal %s may not start run %s: a run of that id exists and %s did not start it, so choose another run_id", p.Name, runID, p.Name)
+	}
+	version, err := c.VersionOf(r.Context(), o, name)
+	if err != nil {
+		return err
+	}
+	if version == 0 {
+		return problemf(http.StatusConflict, "run %s exists and runs another workflow than %s: choose another run_id", runID, name)
+	}
+	w.Header().Set("Location", "/v1/runs/"+runID)
+	writeJSON(w, http.StatusOK, RunStarted{RunID: runID, Workflow: name, Version: version})
 	return nil
 }
 

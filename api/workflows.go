@@ -19,8 +19,13 @@ import (
 // MaxWorkflowBytes bounds the body of PUT /v1/workflows/{name}: one workflow file.
 const MaxWorkflowBytes = 1 << 20
 
-func versionOf(r client.Registered) WorkflowVersion {
-	return WorkflowVersion{Name: r.Name, Version: r.Version, Hash: r.Hash, RegisteredAt: r.RegisteredAt, RegisteredBy: r.RegisteredBy}
+// versionOf is version r of a name whose access is a.
+func versionOf(r client.Registered, a client.Access) WorkflowVersion {
+	writers := a.Writers
+	if writers == nil {
+		writers = []string{}
+	}
+	return WorkflowVersion{Name: r.Name, Version: r.Version, Hash: r.Hash, RegisteredAt: r.RegisteredAt, RegisteredBy: r.RegisteredBy, Owner: a.Owner, Writers: writers}
 }
 
 // operatorConfig is the configuration whose submission check registered workflows pass.
@@ -110,17 +115,25 @@ func (s *Server) putWorkflow(w http.ResponseWriter, r *http.Request, p operator.
 		}
 		return problemf(http.StatusBadRequest, "the body could not be read: %v", err)
 	}
+	c := s.client(p)
+	if err := c.CheckWriter(r.Context(), name); err != nil { // before the file is looked at
+		return writeRefused(err)
+	}
 	def, ps := checkFile(name, source, s.operatorConfig())
 	if len(ps) > 0 {
 		pr := problemf(http.StatusUnprocessableEntity, "workflow %s.toml cannot be registered: %s", name, count(len(ps)))
 		pr.Problems = fileProblems(ps)
 		return pr
 	}
-	reg, created, err := s.client(p).Register(r.Context(), name, source, def)
+	reg, created, err := c.Register(r.Context(), name, source, def)
 	switch {
 	case errors.Is(err, client.ErrTooLarge):
 		return problemf(http.StatusRequestEntityTooLarge, "%s", strings.TrimPrefix(err.Error(), "client: "))
 	case err != nil:
+		return writeRefused(err)
+	}
+	access, err := c.Access(r.Context(), name)
+	if err != nil {
 		return err
 	}
 	status := http.StatusOK
@@ -128,8 +141,26 @@ func (s *Server) putWorkflow(w http.ResponseWriter, r *http.Request, p operator.
 		status = http.StatusCreated
 		w.Header().Set("Location", "/v1/workflows/"+name+"?version="+strconv.Itoa(reg.Version))
 	}
-	writeJSON(w, status, versionOf(reg))
+	writeJSON(w, status, versionOf(reg, access))
 	return nil
+}
+
+// writeRefused is the 403 of a principal who may not add versions to a name, or err.
+func writeRefused(err error) error {
+	if errors.Is(err, client.ErrNotWriter) {
+		return problemf(http.StatusForbidden, "%s", refusal(err))
+	}
+	return err
+}
+
+// refusal is the sentence of a client's refusal, without the package's prefix and the
+// sentinel error it wraps.
+func refusal(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "client: ")
+	for _, sentinel := range []error{client.ErrNotWriter, client.ErrNotOwner, client.ErrBadWriters} {
+		msg = strings.TrimSuffix(msg, ": "+sentinel.Error())
+	}
+	return msg
 }
 
 // count says how many problems there are, and where they are listed.
@@ -142,13 +173,24 @@ func count(n int) string {
 
 // listWorkflows serves GET /v1/workflows.
 func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request, p operator.Principal) error {
-	all, err := s.client(p).Workflows(r.Context())
+	c := s.client(p)
+	all, err := c.Workflows(r.Context())
+	if err != nil {
+		return err
+	}
+	accesses, err := c.Accesses(r.Context())
 	if err != nil {
 		return err
 	}
 	out := workflowList{Workflows: make([]WorkflowVersion, 0, len(all))}
 	for _, reg := range all {
-		out.Workflows = append(out.Workflows, versionOf(reg))
+		a, ok := accesses[reg.Name]
+		if !ok { // registered before access records: derived from its version 1
+			if a, err = c.Access(r.Context(), reg.Name); err != nil {
+				return err
+			}
+		}
+		out.Workflows = append(out.Workflows, versionOf(reg, a))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -166,7 +208,11 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request, p operator.
 	if err != nil {
 		return err
 	}
-	d := WorkflowSource{WorkflowVersion: versionOf(reg), Source: reg.Source, Problems: []FileProblem{}}
+	access, err := c.Access(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	d := WorkflowSource{WorkflowVersion: versionOf(reg, access), Source: reg.Source, Problems: []FileProblem{}}
 	if _, ps := checkFile(name, []byte(reg.Source), s.operatorConfig()); len(ps) > 0 {
 		d.Problems = fileProblems(ps)
 	}
@@ -206,4 +252,56 @@ func (s *Server) registered(r *http.Request, c *client.Client, name string, vers
 		return reg, problemf(http.StatusNotFound, "workflow %s has no version %d", name, version)
 	}
 	return reg, err
+}
+
+// putWriters serves PUT /v1/workflows/{name}/writers: the name's owner, or an admin, names who
+// else may add versions to it.
+func (s *Server) putWriters(w http.ResponseWriter, r *http.Request, p operator.Principal) error {
+	name := r.PathValue("name")
+	if client.CheckName(name) != nil {
+		return problemf(http.StatusNotFound, "there is no workflow %q: nothing can be registered under that name", name)
+	}
+	var req WorkflowWriters
+	if err := s.decodeBody(w, r, &req, false); err != nil {
+		return err
+	}
+	if req.Writers == nil {
+		return problemf(http.StatusBadRequest, `the member "writers" is required: the principals' names and role:NAME entries that may add versions besides the owner ([] for none)`)
+	}
+	writers, err := client.CheckWriters(*req.Writers)
+	if err != nil {
+		return problemf(http.StatusUnprocessableEntity, "the member \"writers\": %s", refusal(err))
+	}
+	if err := s.checkWriters(writers); err != nil {
+		return err
+	}
+	a, err := s.client(p).SetWriters(r.Context(), name, writers)
+	switch {
+	case errors.Is(err, client.ErrNoWorkflow):
+		return problemf(http.StatusNotFound, "there is no workflow %s: register it with PUT /v1/workflows/%s", name, name)
+	case errors.Is(err, client.ErrNotOwner):
+		return problemf(http.StatusForbidden, "%s", refusal(err))
+	case err != nil:
+		return err
+	}
+	writeJSON(w, http.StatusOK, WorkflowAccess{Name: a.Name, Owner: a.Owner, Writers: a.Writers})
+	return nil
+}
+
+// checkWriters refuses (422) a writer that is not a principal of the operator's configuration,
+// or a role that is neither built in nor one of its custom_roles: a typo would grant nothing,
+// or grant later to a principal nobody meant.
+func (s *Server) checkWriters(writers []string) error {
+	for _, wr := range writers {
+		if role, ok := strings.CutPrefix(wr, client.RolePrefix); ok {
+			if !slices.Contains(operator.Roles, role) && !slices.Contains(s.operatorConfig().CustomRoles, role) {
+				return problemf(http.StatusUnprocessableEntity, "the member \"writers\" names role %q, which is neither a built-in role (%s) nor one of the operator's custom_roles", role, strings.Join(operator.Roles, ", "))
+			}
+			continue
+		}
+		if _, ok := s.cfg.Principals.Principal(wr); !ok {
+			return problemf(http.StatusUnprocessableEntity, "the member \"writers\" names %q, which is no principal of the operator's configuration", wr)
+		}
+	}
+	return nil
 }

@@ -34,6 +34,10 @@ type ClientConfig struct {
 	// engine reads who acted from the subject). "" means "admin", the operator of a data
 	// directory (natsbox.RoleAdmin), as local commands are.
 	Principal string
+	// Roles are the roles of Principal, as the operator's configuration gives them: what the
+	// registry checks a principal's right to add versions of a name against (a writer
+	// "role:NAME", the admin role). Nil: none but what Principal "admin" implies.
+	Roles []string
 	// May reports whether the connection may publish on a subject (from natsbox.Box.WhoAmI),
 	// so that the client tells a principal what its roles do not allow in one sentence
 	// instead of waiting for an acknowledgement that never comes. Nil: it may publish on any.
@@ -51,6 +55,7 @@ type Client struct {
 	names     natsbox.Names // of Box: every stream, bucket and subject the client uses
 	now       func() time.Time
 	principal string
+	roles     []string
 	may       func(subject string) bool
 	maxInput  int64
 
@@ -66,7 +71,7 @@ type Client struct {
 
 // NewClient returns a client over cfg.Box. It does no I/O until used.
 func NewClient(cfg ClientConfig) *Client {
-	c := &Client{js: cfg.Box.JetStream(), names: cfg.Box.Names(), layout: cfg.Box.Layout(), now: cfg.Now, principal: cfg.Principal, may: cfg.May, maxInput: cfg.MaxInputBytes}
+	c := &Client{js: cfg.Box.JetStream(), names: cfg.Box.Names(), layout: cfg.Box.Layout(), now: cfg.Now, principal: cfg.Principal, roles: slices.Clone(cfg.Roles), may: cfg.May, maxInput: cfg.MaxInputBytes}
 	if c.maxInput <= 0 {
 		c.maxInput = wire.DefaultMaxValue
 	}
@@ -116,18 +121,46 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 }
 
 // Start stores the bundles and publishes the start event of a run of bs.Root with input (nil
-// means null), and returns the run id: runID, or a new one when runID is "". A run that
-// exists is ErrExists, and so is one whose start another Start published first (the stream
-// took this start for a duplicate of it), even before the engine saved its record: a start
-// retried with its id starts one run.
+// means null), and returns the run id: runID, or a new one when runID is "". runID is the
+// client's choice, so it must be one a client may choose (wire.CheckClientRunID: none of the
+// ids triggers, sub-runs and forks get). A run that exists is ErrExists, and so is one whose
+// start another Start published first (the stream took this start for a duplicate of it), even
+// before the engine saved its record: a start retried with its id starts one run. Whose run
+// exists, Origin tells.
 func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMessage, runID string) (string, error) {
+	return c.StartWith(ctx, bs, input, StartOptions{RunID: runID})
+}
+
+// StartOptions are the options of a start (StartWith).
+type StartOptions struct {
+	// RunID is the run's id; "" means a new one (NewRunID).
+	RunID string
+	// Registered is the registered version bs is (Workflow, Bundles): the start says so, and
+	// the run is shown as that version (Origin) when its definition is that version's.
+	Registered *Registered
+	// Trigger says RunID is a trigger's (trigger.RunID), which a client may not choose: for
+	// the trigger service of a server only. Without it RunID must pass
+	// wire.CheckClientRunID.
+	Trigger bool
+}
+
+// StartWith is Start with the options of o.
+func (c *Client) StartWith(ctx context.Context, bs *wire.Bundles, input json.RawMessage, o StartOptions) (string, error) {
 	if bs == nil || bs.All[bs.Root] == nil {
 		return "", errors.New("client: start: the bundles hold no root workflow")
 	}
-	if runID == "" {
+	runID := o.RunID
+	switch {
+	case runID == "":
 		runID = NewRunID()
-	} else if err := wire.CheckRunID(runID); err != nil {
-		return "", fmt.Errorf("client: start: %w", err)
+	case o.Trigger:
+		if err := wire.CheckRunID(runID); err != nil || !strings.HasPrefix(runID, wire.TriggerRunIDPrefix) {
+			return "", fmt.Errorf("client: start: run id %q is not a trigger's", runID)
+		}
+	default:
+		if err := wire.CheckClientRunID(runID); err != nil {
+			return "", fmt.Errorf("client: start: %w", err)
+		}
 	}
 	if len(input) == 0 {
 		input = json.RawMessage("null")
@@ -136,6 +169,9 @@ func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMess
 		return "", fmt.Errorf("client: the input of run %s %w", runID, err)
 	}
 	ev := &protocol.Event{RunID: runID, Type: protocol.EvStart, At: c.now().UTC(), Input: input, Item: -1, Workflow: bs.Root}
+	if o.Registered != nil {
+		ev.Registered = &protocol.Registration{Name: o.Registered.Name, Version: o.Registered.Version}
+	}
 	if _, err := c.personSubject(ev, natsbox.SubmitKind); err != nil {
 		return "", err // before anything is stored
 	}

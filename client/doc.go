@@ -7,7 +7,9 @@
 // It owns the client's side of the protocol: the events a person sends (on the subjects of its
 // principal), the reading of run records (Record) and of a run's events, the run Result of the
 // workflow file contract, replay against a definition, the fork of a run into a new one, and
-// retention. It must not decide (engine.Decide does, in the engine's shell, package runner),
+// retention; the registry of workflows registered by name, with who may add versions to each
+// (Access), and a run's Origin (who started it, which registered version it runs). The run
+// ids a client chooses stay out of those the server gives (wire.CheckClientRunID). It must not decide (engine.Decide does, in the engine's shell, package runner),
 // and it does not import the shell: the one thing both send alike, a forked run's tasks, goes
 // through package outbox.
 package client

@@ -39,8 +39,9 @@ type ForkOptions struct {
 	// under that name in the fork's definition.
 	Model    string
 	AddModel *workflow.ModelDef
-	// RunID is the fork's run id; "" means RUN-fork-N with N the smallest number not taken (a
-	// new random id when that is not a valid run id: RUN is a sub-run, or too long).
+	// RunID is the fork's run id, one a client may choose (wire.CheckClientRunID); "" means
+	// RUN-fork-N with N the smallest number not taken (a new random id when that is not a
+	// valid run id: RUN is a sub-run, or too long).
 	RunID string
 }
 
@@ -93,7 +94,7 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 		return nil, err
 	}
 	if o.RunID != "" {
-		if err := wire.CheckRunID(o.RunID); err != nil {
+		if err := wire.CheckClientRunID(o.RunID); err != nil {
 			return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
 		}
 	}

@@ -15,13 +15,13 @@ import (
 
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
-	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
 // The registry: workflows registered by name (docs/api.md, "Workflows"), in the bucket
 // natsbox.Names.RegistryBucket. Key NAME holds the latest version of NAME (without its
-// source), key NAME.vN version N with its source; a version is never changed or removed. The
+// source), key NAME.vN version N with its source; a version is never changed or removed; key
+// NAME.access who may add versions (Access, access.go). The
 // definition of every version is stored as a bundle in the workflows bucket under its hash, as
 // client.Start stores it, so that a run of a registered workflow is a run like any other.
 
@@ -112,7 +112,9 @@ func (c *Client) registry(ctx context.Context) (jetstream.KeyValue, error) {
 }
 
 // Register registers source, the workflow file def was read from, under name, as the client's
-// principal. The caller has validated def (workflow.Validate with OneFile, and the server's
+// principal, who must be the name's owner, one of its writers or an admin (ErrNotWriter,
+// before anything is stored); the principal who registers a new name owns it (Access). The
+// caller has validated def (workflow.Validate with OneFile, and the server's
 // submission check): Register stores what it is given. It returns the version: a new one
 // (created true, numbered one more than the latest), or the latest when def is the same
 // definition as the latest's (created false). Two registrations of different files at once
@@ -130,6 +132,9 @@ func (c *Client) Register(ctx context.Context, name string, source []byte, def *
 	}
 	reg, err := c.registry(ctx)
 	if err != nil {
+		return Registered{}, false, err
+	}
+	if _, err := c.mayWrite(ctx, reg, name); err != nil {
 		return Registered{}, false, err
 	}
 	_, wfs, err := c.buckets(ctx)
@@ -394,50 +399,4 @@ func (c *Client) Bundles(ctx context.Context, r Registered) (*wire.Bundles, erro
 		b.BaseDir = ""
 	}
 	return rebuilt, nil
-}
-
-// StartedAs tells, for a run that exists, which version of the workflow registered as name it
-// runs: the latest version whose definition is the run's (read from its record, or from its
-// start event while the engine has not saved a record yet); 0 when it runs none of them.
-func (c *Client) StartedAs(ctx context.Context, runID, name string) (int, error) {
-	hash := ""
-	rec, err := c.Get(ctx, runID)
-	switch {
-	case err == nil:
-		hash = rec.Run.Hash
-	case errors.Is(err, ErrNotFound):
-		evs, err := c.Events(ctx, runID)
-		if err != nil {
-			return 0, err
-		}
-		for _, ev := range evs {
-			if ev.Type == protocol.EvStart {
-				hash = ev.Workflow
-				break
-			}
-		}
-	default:
-		return 0, err
-	}
-	reg, err := c.registry(ctx)
-	if err != nil {
-		return 0, err
-	}
-	latest, _, err := c.latest(ctx, reg, name)
-	if err != nil {
-		return 0, err
-	}
-	for n := latest.Version; n >= 1 && hash != ""; n-- {
-		v, err := c.version(ctx, reg, name, n)
-		if errors.Is(err, ErrNoVersion) {
-			continue
-		}
-		if err != nil {
-			return 0, err
-		}
-		if v.Hash == hash {
-			return n, nil
-		}
-	}
-	return 0, nil
 }

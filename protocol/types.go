@@ -266,6 +266,10 @@ type Event struct {
 	// Parent is the run and step that started this run as a sub-run (start only): the engine
 	// sends it a child_finished event when this run ends.
 	Parent *Parent `json:"parent,omitempty"`
+	// Registered is the registered workflow and version the run runs (start only, a start
+	// of a workflow registered by name): what the run is shown as. The engine does not read
+	// it; a reader believes it only when that version's definition is the run's (its hash).
+	Registered *Registration `json:"registered,omitempty"`
 	// Nonce makes a continued event's message id unique, so that a handler that runs again
 	// after a crash (it continued, then died before acknowledging its task) is not swallowed by
 	// JetStream's duplicate window.
@@ -389,6 +393,12 @@ type Task struct {
 
 // Parent addresses the step of a parent run that waits for a sub-run: with CallID, the call
 // of iteration Iteration of an agent step that the sub-run runs (an agent or workflow tool).
+// Registration names one version of a workflow registered by name.
+type Registration struct {
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+}
+
 type Parent struct {
 	RunID      string `json:"run_id"`
 	Step       string `json:"step"`

@@ -73,7 +73,12 @@ func (s *Service) decide(ctx context.Context, kv jetstream.KeyValue, a *active, 
 		for _, due := range d.Fire {
 			id := RunID("schedule", a.reg.Name, t.Name, DueKey(due))
 			in, _ := json.Marshal(map[string]string{"trigger": t.Name, "due": DueKey(due)})
-			if _, err := s.start(ctx, a, t.Name, id, in); err != nil {
+			_, err := s.start(ctx, a, t.Name, id, in)
+			switch {
+			case errors.Is(err, ErrTaken): // deciding it again would not free the id: go on
+				s.cfg.Log.Error("trigger: a due time's run id names a run the trigger did not start; the due time starts nothing", "workflow", a.reg.Name, "trigger", t.Name, "run_id", id)
+				continue
+			case err != nil:
 				return time.Time{}, err
 			}
 			d.State.Run, d.State.Started = id, now.UTC()

@@ -188,9 +188,14 @@ type Started struct {
 func (s *Service) start(ctx context.Context, a *active, trig, id string, input json.RawMessage) (Started, error) {
 	st := Started{RunID: id, Workflow: a.reg.Name, Version: a.reg.Version, Trigger: trig}
 	c := s.clientOf(a.reg.RegisteredBy)
-	_, err := c.Start(ctx, a.bs, input, id)
+	_, err := c.StartWith(ctx, a.bs, input, client.StartOptions{RunID: id, Registered: &a.reg, Trigger: true})
 	switch {
 	case errors.Is(err, client.ErrExists):
+		// Existing only when the run is this trigger's: one a client took the id of first
+		// (before client ids were kept out of triggers' space) is not answered as if it were.
+		if err := s.own(ctx, a, id); err != nil {
+			return st, fmt.Errorf("trigger: workflow %s trigger %s: start run %s: %w", a.reg.Name, trig, id, err)
+		}
 		st.Existing = true
 		return st, nil
 	case err != nil:
@@ -198,6 +203,37 @@ func (s *Service) start(ctx context.Context, a *active, trig, id string, input j
 	}
 	s.cfg.Log.Info("trigger started a run", "workflow", a.reg.Name, "version", a.reg.Version, "trigger", trig, "run_id", id, "as", a.reg.RegisteredBy)
 	return st, nil
+}
+
+// ErrTaken: the id of the run a trigger starts names a run the trigger did not start.
+var ErrTaken = errors.New("the run id is taken by a run the trigger did not start")
+
+// own checks that run id, which exists, was started by a trigger of a's name: its start names
+// a version of the name (client.Origin believes only a start whose definition is that
+// version's), and came from that version's registrant or the server itself; or, a run started
+// before starts named versions, it runs a's definition as a's registrant. ErrTaken otherwise.
+func (s *Service) own(ctx context.Context, a *active, id string) error {
+	o, err := s.admin.Origin(ctx, id)
+	if err != nil {
+		return err
+	}
+	if o.Registered == nil {
+		if o.By == a.reg.RegisteredBy && o.Hash == a.reg.Hash {
+			return nil
+		}
+		return ErrTaken
+	}
+	if o.Registered.Name != a.reg.Name {
+		return ErrTaken
+	}
+	v, err := s.admin.Workflow(ctx, o.Registered.Name, o.Registered.Version)
+	if err != nil {
+		return err
+	}
+	if o.By != "" && o.By != v.RegisteredBy {
+		return ErrTaken
+	}
+	return nil
 }
 
 // ErrNoHook: no registered workflow has a webhook trigger of that name.

@@ -312,11 +312,12 @@ func showRemote(cmd *cobra.Command, c *api.Client, runID string, asJSON bool) er
 	}
 	out := cmd.OutOrStdout()
 	if asJSON {
-		return printJSON(out, showResult{Result: d.Result, Trace: d.Trace})
+		return printJSON(out, showResult{Result: d.Result, Trace: d.Trace, Registered: d.Registered})
 	}
 	if err := printResult(out, d.Result, false); err != nil {
 		return err
 	}
+	printRegistered(out, d.Registered)
 	fmt.Fprintln(out, "trace:")
 	for _, ev := range d.Trace {
 		fmt.Fprintln(out, "  "+eventLine(ev))

@@ -124,7 +124,10 @@ func TestRemote(t *testing.T) {
 	if viaAPI != viaNATS {
 		t.Errorf("runs show --json over the API:\n%s\nover NATS:\n%s", viaAPI, viaNATS)
 	}
-	if r := decodeResult(t, viaAPI, "trace"); r.Status != "completed" || strings.Join(r.Path, ",") != "investigate,route,recommend" {
+	if !strings.Contains(viaAPI, `"registered": {`) { // reins run --server started a registered version
+		t.Errorf("runs show --json does not say which registered version ran:\n%s", viaAPI)
+	}
+	if r := decodeResult(t, viaAPI, "trace", "registered"); r.Status != "completed" || strings.Join(r.Path, ",") != "investigate,route,recommend" {
 		t.Errorf("runs show: %+v", r)
 	}
 	// The approval is the approver's: the trace says by=ada.

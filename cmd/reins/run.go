@@ -108,7 +108,7 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		return &exitError{code: exitUsage, err: errors.New("--listen applies to the embedded server; it cannot be used with --nats")}
 	}
 	if f.runID != "" {
-		if err := wire.CheckRunID(f.runID); err != nil {
+		if err := wire.CheckClientRunID(f.runID); err != nil {
 			return &exitError{code: exitUsage, err: fmt.Errorf("--run-id: %w", err)}
 		}
 	}

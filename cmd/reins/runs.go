@@ -165,10 +165,19 @@ func printList(w io.Writer, entries []listEntry, asJSON bool) error {
 	return tw.Flush()
 }
 
-// showResult is `reins runs show --json`: the run result plus the run's events.
+// showResult is `reins runs show --json`: the run result plus the run's events, and the
+// registered version the run runs (none for a run of a file).
 type showResult struct {
 	protocol.Result
-	Trace []protocol.Event `json:"trace"`
+	Trace      []protocol.Event       `json:"trace"`
+	Registered *protocol.Registration `json:"registered,omitempty"`
+}
+
+// printRegistered prints which registered version a run runs, when it runs one.
+func printRegistered(out io.Writer, r *protocol.Registration) {
+	if r != nil {
+		fmt.Fprintf(out, "registered: %s version %d\n", r.Name, r.Version)
+	}
 }
 
 func newRunsShowCmd(nf *natsFlags) *cobra.Command {
@@ -225,14 +234,19 @@ longer than 2 KiB are clipped in the record; --full reads the whole ones.`,
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
+				registered, err := c.RegisteredOf(ctx, rec, events)
+				if err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
 				res := client.NewResult(def, rec)
 				out := cmd.OutOrStdout()
 				if asJSON {
-					return printJSON(out, showResult{Result: res, Trace: events})
+					return printJSON(out, showResult{Result: res, Trace: events, Registered: registered})
 				}
 				if err := printResult(out, res, false); err != nil {
 					return err
 				}
+				printRegistered(out, registered)
 				if !rec.Finished() {
 					printSubRuns(out, engine.SubRuns(def, rec.Run))
 				}
@@ -551,7 +565,7 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 		}
 	}
 	if f.runID != "" {
-		if err := wire.CheckRunID(f.runID); err != nil {
+		if err := wire.CheckClientRunID(f.runID); err != nil {
 			return &exitError{code: exitUsage, err: fmt.Errorf("--run-id: %w", err)}
 		}
 	}

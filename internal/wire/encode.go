@@ -156,6 +156,10 @@ func (e *encoder) event(ev *protocol.Event) {
 		e.name("parent")
 		e.parent(ev.Parent)
 	}
+	if ev.Registered != nil {
+		e.name("registered")
+		e.registration(ev.Registered)
+	}
 	e.strOmit("nonce", ev.Nonce)
 	e.intOmit("protocol", ev.Protocol)
 	e.b = append(e.b, '}')
@@ -199,6 +203,13 @@ func (e *encoder) engineEvent(ev *protocol.Event) {
 	e.strOmit("on_behalf_of", ev.OnBehalfOf)
 	e.strOmit("name", ev.Name)
 	e.strOmit("id", ev.ID)
+}
+
+func (e *encoder) registration(r *protocol.Registration) {
+	e.b = append(e.b, '{')
+	e.str("name", r.Name)
+	e.int("version", r.Version)
+	e.b = append(e.b, '}')
 }
 
 func (e *encoder) parent(p *protocol.Parent) {

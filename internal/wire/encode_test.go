@@ -136,7 +136,7 @@ func TestAppendEmpty(t *testing.T) {
 	for _, task := range []*protocol.Task{nil, {}, {Decisions: []protocol.Decision{}}, {Decisions: []protocol.Decision{{}}}, {Input: json.RawMessage{}}} {
 		sameAsJSON(t, task, wire.AppendTask)
 	}
-	for _, ev := range []*protocol.Event{nil, {}, {Usage: &protocol.Usage{}, Pending: []protocol.PendingCall{}, Parent: &protocol.Parent{}}} {
+	for _, ev := range []*protocol.Event{nil, {}, {Usage: &protocol.Usage{}, Pending: []protocol.PendingCall{}, Parent: &protocol.Parent{}, Registered: &protocol.Registration{}}} {
 		sameAsJSON(t, ev, wire.AppendEvent)
 	}
 	for _, r := range []*engine.Run{
@@ -155,7 +155,7 @@ func TestAppendEmpty(t *testing.T) {
 func TestAppendInts(t *testing.T) {
 	for _, n := range []int{0, 1, -1, math.MaxInt, math.MinInt} {
 		sameAsJSON(t, &protocol.Task{Item: n, Activation: n, Timeout: time.Duration(n), Resume: n}, wire.AppendTask)
-		sameAsJSON(t, &protocol.Event{Item: n, Resume: n, Usage: &protocol.Usage{ModelCalls: n}, Parent: &protocol.Parent{Item: n}}, wire.AppendEvent)
+		sameAsJSON(t, &protocol.Event{Item: n, Resume: n, Usage: &protocol.Usage{ModelCalls: n}, Parent: &protocol.Parent{Item: n}, Registered: &protocol.Registration{Version: n}}, wire.AppendEvent)
 		sameAsJSON(t, &engine.Run{Executed: n, Edges: []engine.EdgeState{{Uses: n}}, Steps: map[string]*engine.StepRun{"s": {Item: n, Waited: time.Duration(n)}}}, wire.AppendRun)
 	}
 }

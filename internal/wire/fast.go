@@ -245,6 +245,11 @@ func decodeEventFast(data []byte, ev *protocol.Event) bool {
 				ev.Parent = new(protocol.Parent)
 			}
 			return nested(v, ev.Parent)
+		case "registered":
+			if ev.Registered == nil {
+				ev.Registered = new(protocol.Registration)
+			}
+			return nested(v, ev.Registered)
 		case "nonce":
 			return str(v, &ev.Nonce)
 		case "protocol":

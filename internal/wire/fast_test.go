@@ -35,7 +35,8 @@ func sampleTask() *protocol.Task {
 
 func sampleEvent() *protocol.Event {
 	return &protocol.Event{RunID: "r-1", Workflow: "abc", Nonce: "n1", Parent: &protocol.Parent{RunID: "p", Step: "s", Item: -1, Activation: 1},
-		Type: protocol.EvWaiting, At: time.Date(2026, 11, 22, 1, 2, 3, 456, time.FixedZone("x", 3600)),
+		Registered: &protocol.Registration{Name: "refund", Version: 3},
+		Type:       protocol.EvWaiting, At: time.Date(2026, 11, 22, 1, 2, 3, 456, time.FixedZone("x", 3600)),
 		Input: json.RawMessage(`{"x":1}`), Step: "review", Item: 0, Activation: 1, Iteration: 4, Attempt: 1,
 		Output: json.RawMessage(`[true,null]`), Label: "ok", StopReason: "done", Error: "e",
 		Usage: &protocol.Usage{ModelCalls: 1, InputTokens: 10, CostUSD: 0.5}, Permanent: true, Reason: "r",

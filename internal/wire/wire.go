@@ -53,6 +53,47 @@ func CheckRunID(id string) error {
 	return nil
 }
 
+// TriggerRunIDPrefix begins the ids of the runs triggers start (trigger.RunID): no client may
+// choose one.
+const TriggerRunIDPrefix = "t-"
+
+// forkInfix marks the ids of forks a client did not name: RUN-fork-N (client.Fork).
+const forkInfix = "-fork-"
+
+// CheckClientRunID reports whether a client may choose id for a run it starts: CheckRunID, and
+// none of the shapes of the ids the server gives, so that a person cannot take one before the
+// server does: a trigger's ("t-…", derived from a webhook delivery or a due time anyone can
+// compute), a sub-run's (with '/', which CheckRunID refuses already), a fork's ("RUN-fork-N").
+// Its error is one sentence naming the rule.
+func CheckClientRunID(id string) error {
+	if err := CheckRunID(id); err != nil {
+		if strings.Contains(id, "/") {
+			return fmt.Errorf("run id %q has a '/', which only the ids of sub-runs have: a client may not choose one", id)
+		}
+		return err
+	}
+	if strings.HasPrefix(id, TriggerRunIDPrefix) {
+		return fmt.Errorf("run id %q begins with %q, as the ids of the runs triggers start: a client may not choose one", id, TriggerRunIDPrefix)
+	}
+	if i := strings.LastIndex(id, forkInfix); i > 0 && isDigits(id[i+len(forkInfix):]) {
+		return fmt.Errorf("run id %q ends in %sN, as the ids of forks: a client may not choose one", id, forkInfix)
+	}
+	return nil
+}
+
+// isDigits reports whether s is one or more decimal digits.
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // TaskSubject is the subject of a task in namespace n: n.TaskSubject(t.Handler).
 func TaskSubject(n natsbox.Names, t *protocol.Task) (string, error) { return n.TaskSubject(t.Handler) }
 

@@ -105,7 +105,7 @@ func sampleEvents() []*protocol.Event {
 	waiting.Pending = []protocol.PendingCall{{CallID: "call_1", Tool: "refund", Arguments: json.RawMessage(`{"order_id":"O-1"}`)}}
 	return []*protocol.Event{
 		{RunID: "r-1", Type: protocol.EvStart, At: at, Input: json.RawMessage(`{"order_id":"O-1"}`), Item: -1, Workflow: "abc123",
-			Parent: &protocol.Parent{RunID: "r-0", Step: "sub", Item: -1, Activation: 2}},
+			Parent: &protocol.Parent{RunID: "r-0", Step: "sub", Item: -1, Activation: 2}, Registered: &protocol.Registration{Name: "refund", Version: 2}},
 		completed, continued, failed, waiting,
 		wire.Answer(task, protocol.EvTimedOut, at),
 		{RunID: "r-1", Type: protocol.EvTick, At: at, Step: "wait", Item: -1, Activation: 1},

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
@@ -62,6 +63,13 @@ func admit(cfg *operator.Config) func(context.Context, []*workflow.Definition, j
 		}
 		return &protocol.RunError{Code: string(ps[0].Code), Message: "the server refused the workflow: " + strings.Join(lines, "; ")}
 	}
+}
+
+// runLimits is the engine's runner.Config.Limits of a server: the operator's bounds on a run's
+// growth, which every run it starts keeps.
+func runLimits(cfg *operator.Config) engine.Limits {
+	g := cfg.Limits.Growth
+	return engine.Limits{MaxSteps: g.MaxSteps, MaxSignals: g.MaxSignalsPerRun, MaxEvents: g.MaxEventsPerRun}
 }
 
 // operatorOnly lists what the workflows of bs set that only a server's operator may set.

@@ -198,7 +198,7 @@ func (s *Server) client(p operator.Principal) *client.Client {
 	if c, ok := s.clients.Load(p.Name); ok {
 		return c.(*client.Client)
 	}
-	c, _ := s.clients.LoadOrStore(p.Name, client.NewClient(client.ClientConfig{Box: s.cfg.Box, Principal: p.Name, Now: s.cfg.Now, MaxInputBytes: s.cfg.MaxInputBytes}))
+	c, _ := s.clients.LoadOrStore(p.Name, client.NewClient(client.ClientConfig{Box: s.cfg.Box, Principal: p.Name, Roles: p.Roles, Now: s.cfg.Now, MaxInputBytes: s.cfg.MaxInputBytes}))
 	return c.(*client.Client)
 }
 

@@ -34,11 +34,16 @@ func loadOperator(file string) (*operator.Config, *operator.Resolved, error) {
 	return cfg, res, nil
 }
 
-// rolesOf is the engine's runner.Config.Roles over res.
+// rolesOf is the engine's runner.Config.Roles over res. The principal admin, when res does not
+// know it (an external NATS server's user of that name: a configuration may not define one),
+// holds the admin role, as an engine without Roles gives it.
 func rolesOf(res *operator.Resolved) func(string) []string {
 	return func(name string) []string {
 		p, ok := res.Principal(name)
-		if !ok {
+		switch {
+		case !ok && name == operator.RoleAdmin:
+			return []string{operator.RoleAdmin}
+		case !ok:
 			return nil
 		}
 		return p.Roles

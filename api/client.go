@@ -243,23 +243,65 @@ func (c *Client) ListRuns(ctx context.Context, q RunQuery) (RunPage, error) {
 	return out, err
 }
 
-// RunDetail is GET /v1/runs/{id}: the run result plus its trace, its workflow's name and its
-// graph.
+// RunDetail is GET /v1/runs/{id}: the run result plus a page of its trace, its workflow's
+// name and its graph.
 type RunDetail struct {
 	protocol.Result
-	Trace    []protocol.Event  `json:"trace"`
-	Workflow string            `json:"workflow"`
-	Graph    *workflow.Drawing `json:"graph,omitempty"`
+	// Trace is a page of the run's events, in order: the first trace_limit (default 100) after
+	// trace_cursor (none: from the first).
+	Trace []protocol.Event `json:"trace"`
+	// TraceNext is the trace_cursor of the page after this one (empty when the page is empty
+	// and no cursor was given): a run that goes on stores events after it later.
+	TraceNext string `json:"trace_next_cursor,omitempty"`
+	// TraceMore reports whether the run had stored events after this page already.
+	TraceMore bool              `json:"trace_more"`
+	Workflow  string            `json:"workflow"`
+	Graph     *workflow.Drawing `json:"graph,omitempty"`
 	// Registered is the registered workflow and version the run runs (client.Origin); absent
 	// for a run of no registered version.
 	Registered *protocol.Registration `json:"registered,omitempty"`
 }
 
-// GetRun returns a run.
+// TracePage asks GetRunPage for trace_limit events after trace_cursor.
+type TracePage struct {
+	Limit  int    // 0: the server's default (100)
+	Cursor string // a RunDetail.TraceNext; "": from the first event
+}
+
+// GetRun returns a run with the first page of its trace (the server's default size).
 func (c *Client) GetRun(ctx context.Context, runID string) (RunDetail, error) {
+	return c.GetRunPage(ctx, runID, TracePage{})
+}
+
+// GetRunPage returns a run with the page of its trace tp asks for.
+func (c *Client) GetRunPage(ctx context.Context, runID string, tp TracePage) (RunDetail, error) {
+	q := url.Values{}
+	if tp.Limit > 0 {
+		q.Set("trace_limit", strconv.Itoa(tp.Limit))
+	}
+	if tp.Cursor != "" {
+		q.Set("trace_cursor", tp.Cursor)
+	}
+	path := "/v1/runs/" + pathEscape(runID)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
 	var out RunDetail
-	_, err := c.call(ctx, http.MethodGet, "/v1/runs/"+pathEscape(runID), nil, nil, &out)
+	_, err := c.call(ctx, http.MethodGet, path, nil, nil, &out)
 	return out, err
+}
+
+// GetRunTrace returns a run with its whole trace, read a page of maxTraceLimit events at a time
+// (reins runs show): the result is the one read with the last page.
+func (c *Client) GetRunTrace(ctx context.Context, runID string) (RunDetail, error) {
+	d, err := c.GetRunPage(ctx, runID, TracePage{Limit: maxTraceLimit})
+	trace := d.Trace
+	for err == nil && d.TraceMore {
+		d, err = c.GetRunPage(ctx, runID, TracePage{Limit: maxTraceLimit, Cursor: d.TraceNext})
+		trace = append(trace, d.Trace...)
+	}
+	d.Trace = trace
+	return d, err
 }
 
 // IterationParts is GET /v1/runs/{id}/iterations/{step}/{n}: the answers to one iteration.

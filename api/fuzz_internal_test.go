@@ -3,8 +3,10 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,6 +28,37 @@ func FuzzCursor(f *testing.F) {
 		}
 		if after, ok := decodeCursor(sent); ok && !wire.CheckCursor(after) {
 			t.Fatalf("decodeCursor(%q) accepted %q, which is not a cursor of the index", sent, after)
+		}
+	})
+}
+
+// FuzzTraceCursor: a trace cursor the API gives back reads as the stream sequence it was made
+// of; any text a client sends as one is refused or reads as a sequence whose cursor is that
+// very text (one sequence, one cursor); and trace_limit takes 1 to 1000 only.
+func FuzzTraceCursor(f *testing.F) {
+	f.Add(uint64(1), "", "")
+	f.Add(uint64(18446744073709551615), "dHJhY2UtYWZ0ZXI6MDA", "0")
+	f.Add(uint64(5001), "cnVucy1uZXdlc3Q6eA", "1001")
+	f.Add(uint64(42), "dHJhY2UtYWZ0ZXI6LTE", "-1")
+	f.Fuzz(func(t *testing.T, seq uint64, sent, limit string) {
+		if seq > 0 {
+			if got, ok := decodeTraceCursor(encodeTraceCursor(seq)); !ok || got != seq {
+				t.Fatalf("decodeTraceCursor(encodeTraceCursor(%d)) = %d, %v", seq, got, ok)
+			}
+		}
+		if got, ok := decodeTraceCursor(sent); ok && (got == 0 || encodeTraceCursor(got) != sent) {
+			t.Fatalf("decodeTraceCursor(%q) = %d, whose cursor is %q", sent, got, encodeTraceCursor(got))
+		}
+		r := httptest.NewRequest("GET", "/v1/runs/r-1?"+url.Values{"trace_limit": {limit}, "trace_cursor": {sent}}.Encode(), nil)
+		n, after, err := traceParams(r)
+		switch {
+		case err != nil:
+			var p *Problem
+			if !errors.As(err, &p) || p.Status != http.StatusBadRequest || strings.ContainsAny(p.Detail, "\n") {
+				t.Fatalf("traceParams(%q, %q): %v, want a 400 of one line", limit, sent, err)
+			}
+		case n < 1 || n > maxTraceLimit, sent != "" && encodeTraceCursor(after) != sent:
+			t.Fatalf("traceParams(%q, %q) = %d, %d", limit, sent, n, after)
 		}
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
@@ -82,6 +83,8 @@ type stackOptions struct {
 	// Hooks are the webhooks the operator opens, by name, with their secrets; with any, the
 	// API starts their runs through a trigger.Service.
 	Hooks map[string]string
+	// Limits are the engine's bounds on every run's growth (runner.Config.Limits).
+	Limits engine.Limits
 }
 
 // startAPI starts the server stack (newStack) and returns the API's URL, the tokens by role
@@ -126,7 +129,7 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 		Roles: func(name string) []string {
 			p, _ := res.Principal(name)
 			return p.Roles
-		}}
+		}, Limits: opts.Limits}
 	if opts.Served {
 		op := operator.Default() // the configuration of a server without --config
 		hc.Register = func(w *worker.Worker) error { return builtin.Register(w, builtin.Config{Operator: res}) }

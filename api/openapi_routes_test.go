@@ -108,7 +108,8 @@ func TestOpenAPIAnswers(t *testing.T) {
 	s.wait(refund)
 	s.wait(gate)
 	s.oaAnswer(t, "approver", "POST", "/v1/runs/"+gate+"/approvals/ask", `{"decision": "approve"}`, http.StatusConflict)
-	s.oaAnswer(t, "approver", "POST", "/v1/runs/"+hold1+"/signals/go", `{"data": {"n": 1}}`, http.StatusAccepted)
+	s.oaAnswer(t, "approver", "POST", "/v1/runs/"+hold1+"/signals/go", `{"data": {"n": 1}}`, http.StatusForbidden) // not named by the workflow
+	s.oaAnswer(t, "admin", "POST", "/v1/runs/"+hold1+"/signals/go", `{"data": {"n": 1}}`, http.StatusAccepted)
 	s.wait(hold1)
 	s.oaAnswer(t, "approver", "POST", "/v1/runs/"+hold2+"/resume", `{"input": "hi"}`, http.StatusNotFound)
 	s.oaAnswer(t, "approver", "POST", "/v1/runs/"+gate+"/resume", `{"input": "hi"}`, http.StatusConflict)

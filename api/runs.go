@@ -87,9 +87,24 @@ func decodeCursor(c string) (string, bool) {
 	return after, ok && wire.CheckCursor(after)
 }
 
-// getRun serves GET /v1/runs/{id}: the run result, its trace, its workflow's name and graph.
+// Paging of a run's trace (GET /v1/runs/{id}).
+const (
+	defaultTraceLimit = 100
+	maxTraceLimit     = 1000
+)
+
+// traceCursorPrefix marks the cursors of a run's trace: the stream sequence of the last event
+// of a page.
+const traceCursorPrefix = "trace-after:"
+
+// getRun serves GET /v1/runs/{id}: the run result, a page of its trace (trace_limit events
+// after trace_cursor), its workflow's name and graph.
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request, p operator.Principal) error {
 	id, err := runID(r)
+	if err != nil {
+		return err
+	}
+	limit, after, err := traceParams(r)
 	if err != nil {
 		return err
 	}
@@ -102,17 +117,69 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, p operator.Princ
 	if err != nil {
 		return err
 	}
-	events, err := c.Events(ctx, id)
+	page, err := c.EventsPage(ctx, id, after, limit)
 	if err != nil {
 		return runProblem(id, err)
 	}
-	registered, err := c.RegisteredOf(ctx, rec, events)
+	// The first page holds the run's start; a later one does not, and the start is read.
+	var registered *protocol.Registration
+	if after == 0 {
+		registered, err = c.RegisteredOf(ctx, rec, page.Events)
+	} else {
+		var o client.Origin
+		o, err = c.Origin(ctx, id)
+		registered = o.Registered
+	}
 	if err != nil {
 		return err
 	}
 	graph := workflow.Draw(def)
-	writeJSON(w, http.StatusOK, RunDetail{Result: client.NewResult(def, rec), Trace: events, Workflow: def.Name, Graph: &graph, Registered: registered})
+	out := RunDetail{Result: client.NewResult(def, rec), Trace: page.Events, TraceMore: page.More, Workflow: def.Name, Graph: &graph, Registered: registered}
+	if page.Last > 0 {
+		out.TraceNext = encodeTraceCursor(page.Last)
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// traceParams reads trace_limit (default 100, at most 1000) and trace_cursor (a
+// trace_next_cursor this API gave; none: from the first event).
+func traceParams(r *http.Request) (limit int, after uint64, err error) {
+	qs := r.URL.Query()
+	limit = defaultTraceLimit
+	if v := qs.Get("trace_limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxTraceLimit {
+			return 0, 0, problemf(http.StatusBadRequest, "trace_limit %q: want a whole number from 1 to %d", v, maxTraceLimit)
+		}
+		limit = n
+	}
+	if v := qs.Get("trace_cursor"); v != "" {
+		var ok bool
+		if after, ok = decodeTraceCursor(v); !ok {
+			return 0, 0, problemf(http.StatusBadRequest, "trace_cursor %q is not a cursor this API gave: pass the trace_next_cursor of the page before", v)
+		}
+	}
+	return limit, after, nil
+}
+
+// encodeTraceCursor is the opaque cursor of the trace after stream sequence seq.
+func encodeTraceCursor(seq uint64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(traceCursorPrefix + strconv.FormatUint(seq, 10)))
+}
+
+// decodeTraceCursor reads a cursor encodeTraceCursor gave back.
+func decodeTraceCursor(c string) (uint64, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, false
+	}
+	digits, ok := strings.CutPrefix(string(raw), traceCursorPrefix)
+	if !ok || digits == "" || len(digits) > 20 || strings.TrimLeft(digits, "0123456789") != "" || digits[0] == '0' {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(digits, 10, 64)
+	return seq, err == nil
 }
 
 // getIteration serves GET /v1/runs/{id}/iterations/{step}/{n}: what one iteration did, from

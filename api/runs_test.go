@@ -556,15 +556,16 @@ func decisionBy(t *testing.T, s *stack, id string) string {
 }
 
 // TestSignal: POST /v1/runs/{id}/signals/{event} sends the event with its data (202); the
-// wait_event step completes with it; 409 for a finished run, 404 for an unknown one.
+// wait_event step completes with it; 409 for a finished run, 404 for an unknown one. The
+// admin signals: the run is the admin's (TestSignalRefused tries the others).
 func TestSignal(t *testing.T) {
 	s := newStack(t)
 	id := s.start(holdTOML, "")
 	s.waiting(id)
-	if a := s.as("alice", "POST", "/v1/runs/"+id+"/signals/go", `{"data":{"n":1},"extra":2}`); a.Status != http.StatusBadRequest || !strings.Contains(a.problem(t).Detail, `"extra"`) {
+	if a := s.as("admin", "POST", "/v1/runs/"+id+"/signals/go", `{"data":{"n":1},"extra":2}`); a.Status != http.StatusBadRequest || !strings.Contains(a.problem(t).Detail, `"extra"`) {
 		t.Errorf("signal with an unknown member: %d %s, want 400 naming it", a.Status, a.Body)
 	}
-	a := s.as("alice", "POST", "/v1/runs/"+id+"/signals/go", `{"data":{"n":1}}`)
+	a := s.as("admin", "POST", "/v1/runs/"+id+"/signals/go", `{"data":{"n":1}}`)
 	var got map[string]string
 	if a.JSON(t, &got); a.Status != http.StatusAccepted || got["run_id"] != id || got["event"] != "go" {
 		t.Fatalf("signal: %d %s, want 202", a.Status, a.Body)
@@ -573,10 +574,10 @@ func TestSignal(t *testing.T) {
 	if rec.Run.Status != protocol.RunCompleted || string(rec.Run.Steps["hold"].Output) != `{"n":1}` {
 		t.Fatalf("run %s, step output %s; want completed with the signal's data", rec.Run.Status, rec.Run.Steps["hold"].Output)
 	}
-	if a := s.as("alice", "POST", "/v1/runs/"+id+"/signals/go", ""); a.Status != http.StatusConflict {
+	if a := s.as("admin", "POST", "/v1/runs/"+id+"/signals/go", ""); a.Status != http.StatusConflict {
 		t.Errorf("signal a finished run: %d %s, want 409", a.Status, a.Body)
 	}
-	if a := s.as("alice", "POST", "/v1/runs/r-nosuchrun/signals/go", ""); a.Status != http.StatusNotFound {
+	if a := s.as("admin", "POST", "/v1/runs/r-nosuchrun/signals/go", ""); a.Status != http.StatusNotFound {
 		t.Errorf("signal an unknown run: %d %s, want 404", a.Status, a.Body)
 	}
 }
@@ -619,12 +620,12 @@ func TestResumeWhichStep(t *testing.T) {
 	id := s.start(twoPausesTOML, "")
 	rec := s.waitFor(id, func(r *client.Record) bool { return len(client.WaitingSteps(nil, r.Run)) == 2 })
 	ws := client.WaitingSteps(nil, rec.Run)
-	a := s.as("alice", "POST", "/v1/runs/"+id+"/resume", `{"input":"yes"}`)
+	a := s.as("admin", "POST", "/v1/runs/"+id+"/resume", `{"input":"yes"}`)
 	if p := a.problem(t); a.Status != http.StatusBadRequest || !strings.Contains(p.Detail, ws[0].Key) || !strings.Contains(p.Detail, ws[1].Key) || !strings.Contains(p.Detail, `"step"`) {
 		t.Errorf("resume naming no step: %d %q, want 400 naming %s, %s and the member \"step\"", a.Status, p.Detail, ws[0].Key, ws[1].Key)
 	}
 	for _, w := range ws {
-		a := s.as("alice", "POST", "/v1/runs/"+id+"/resume", fmt.Sprintf(`{"input":"yes","step":%q}`, w.Key))
+		a := s.as("admin", "POST", "/v1/runs/"+id+"/resume", fmt.Sprintf(`{"input":"yes","step":%q}`, w.Key))
 		var got map[string]string
 		if a.JSON(t, &got); a.Status != http.StatusOK || got["step"] != w.Key {
 			t.Fatalf("resume %s: %d %s", w.Key, a.Status, a.Body)
@@ -661,12 +662,12 @@ func TestResume(t *testing.T) {
 		{sleeper, `{"input":"x"}`, http.StatusConflict, sleeper},
 		{"r-nosuchrun", `{"input":"x"}`, http.StatusNotFound, "r-nosuchrun"},
 	} {
-		a := s.as("alice", "POST", "/v1/runs/"+c.run+"/resume", c.body)
+		a := s.as("admin", "POST", "/v1/runs/"+c.run+"/resume", c.body)
 		if p := a.problem(t); a.Status != c.status || !strings.Contains(p.Detail, c.names) {
 			t.Errorf("resume %s with %s: %d %q, want %d naming %s", c.run, c.body, a.Status, p.Detail, c.status, c.names)
 		}
 	}
-	a := s.as("alice", "POST", "/v1/runs/"+id+"/resume", `{"input":"The invoice is right; go on."}`)
+	a := s.as("admin", "POST", "/v1/runs/"+id+"/resume", `{"input":"The invoice is right; go on."}`)
 	var got map[string]string
 	if a.JSON(t, &got); a.Status != http.StatusOK || got["run_id"] != id || got["step"] != "think" {
 		t.Fatalf("resume: %d %s, want 200 naming step think", a.Status, a.Body)

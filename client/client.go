@@ -34,9 +34,12 @@ type ClientConfig struct {
 	// engine reads who acted from the subject). "" means "admin", the operator of a data
 	// directory (natsbox.RoleAdmin), as local commands are.
 	Principal string
-	// Roles are the roles of Principal, as the operator's configuration gives them: what the
-	// registry checks a principal's right to add versions of a name against (a writer
-	// "role:NAME", the admin role). Nil: none but what Principal "admin" implies.
+	// Roles are the roles of Principal, as the operator's configuration gives them, when the
+	// caller knows them (the HTTP API does): what the registry checks a principal's right to
+	// add versions of a name against (a writer "role:NAME", the admin role), and what tells at
+	// once, as the engine would, a signal or resume the principal may not send. Nil: none but
+	// what Principal "admin" implies; a role named by a workflow's approvers is left to the
+	// engine.
 	Roles []string
 	// May reports whether the connection may publish on a subject (from natsbox.Box.WhoAmI),
 	// so that the client tells a principal what its roles do not allow in one sentence
@@ -598,6 +601,77 @@ func (c *Client) Events(ctx context.Context, runID string) ([]protocol.Event, er
 	return evs, nil
 }
 
+// EventPage is one page of a run's events (EventsPage).
+type EventPage struct {
+	Events []protocol.Event
+	// Last is the stream sequence of the page's last event (the After of the page that
+	// follows it); After of the request when the page is empty.
+	Last uint64
+	// More reports whether events of the run were stored after the page already.
+	More bool
+}
+
+// EventsPage returns the events of run runID stored after stream sequence after (0: from the
+// first), in order, at most limit of them (limit > 0), each with its values whole: what it
+// reads grows with the page, not with the run's events. ErrNotFound when the run has
+// neither events nor a record.
+func (c *Client) EventsPage(ctx context.Context, runID string, after uint64, limit int) (EventPage, error) {
+	page := EventPage{Events: []protocol.Event{}, Last: after}
+	if limit <= 0 {
+		return page, fmt.Errorf("client: a page of events of run %s has a limit of %d: want 1 or more", runID, limit)
+	}
+	if _, _, err := c.buckets(ctx); err != nil {
+		return page, err
+	}
+	filters, err := c.names.RunEventFilters(runID)
+	if err != nil {
+		return page, fmt.Errorf("client: %w", err)
+	}
+	s, err := c.js.Stream(ctx, c.names.EventsStream())
+	if err != nil {
+		return page, fmt.Errorf("client: events of run %s: %w", runID, err)
+	}
+	last, err := lastSequence(ctx, s, filters)
+	if err != nil {
+		return page, fmt.Errorf("client: events of run %s: %w", runID, err)
+	}
+	if last == 0 {
+		if _, err := c.Get(ctx, runID); err != nil {
+			return page, err
+		}
+	}
+	if last <= after {
+		return page, nil
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, InactiveThreshold: 10 * time.Second}
+	if after > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
+	}
+	cons, err := s.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return page, fmt.Errorf("client: events of run %s: %w", runID, err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	msgs := make(chan seqEvent)
+	go c.pumpEvents(rctx, cons, runID, msgs, jetstream.PullMaxMessages(min(limit, 500)+1))
+	for page.Last < last && len(page.Events) < limit {
+		m := <-msgs
+		if m.err != nil {
+			return page, fmt.Errorf("client: events of run %s: %w", runID, m.err)
+		}
+		if m.ev != nil {
+			if err := c.values.InEvent(ctx, m.ev); err != nil {
+				return page, fmt.Errorf("client: event of run %s at %d: %w", runID, m.seq, err)
+			}
+			page.Events = append(page.Events, *m.ev)
+		}
+		page.Last = m.seq
+	}
+	page.More = page.Last < last
+	return page, nil
+}
+
 // WatchEvents yields the events of run runID as the engine receives them, from the first
 // one stored (the start) on, each with its values whole, and ends after the last event stored
 // before the run finished. A run that does not exist yet is waited for. It ends with ctx's
@@ -784,8 +858,9 @@ type seqEvent struct {
 	err error
 }
 
-// pumpEvents sends the messages of cons to out until an error, or until ctx is done.
-func (c *Client) pumpEvents(ctx context.Context, cons jetstream.Consumer, runID string, out chan<- seqEvent) {
+// pumpEvents sends the messages of cons to out until an error, or until ctx is done; opts are
+// those of the pull.
+func (c *Client) pumpEvents(ctx context.Context, cons jetstream.Consumer, runID string, out chan<- seqEvent, opts ...jetstream.PullMessagesOpt) {
 	send := func(m seqEvent) bool {
 		select {
 		case out <- m:
@@ -794,7 +869,7 @@ func (c *Client) pumpEvents(ctx context.Context, cons jetstream.Consumer, runID 
 			return false
 		}
 	}
-	it, err := cons.Messages()
+	it, err := cons.Messages(opts...)
 	if err != nil {
 		send(seqEvent{err: err})
 		return

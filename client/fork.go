@@ -116,7 +116,7 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	if err != nil {
 		return nil, err
 	}
-	r := newReplayer(def, evs)
+	r := newReplayer(def, evs, rec.Run)
 	r.stop = func(t *protocol.Task) bool {
 		return (wire.TaskKey(t) == o.From || t.Body == o.From) && t.Iteration == iteration && t.Attempt == 1 && t.Resume == 0
 	}

@@ -316,6 +316,9 @@ func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawM
 		return "", fmt.Errorf("client: run %s: steps %s wait for input: name one with --step: %w", runID, strings.Join(keys, ", "), ErrAmbiguous)
 	}
 	w := paused[0]
+	if err := c.mayAct(ctx, rec, "resume"); err != nil {
+		return "", err
+	}
 	if err := c.publish(ctx, c.humanEvent(runID, w, protocol.Event{Type: protocol.EvResume, Output: input})); err != nil {
 		return "", fmt.Errorf("client: resume run %s: %w", runID, err)
 	}
@@ -323,7 +326,11 @@ func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawM
 }
 
 // Signal sends the event name with data to run runID. A wait_event step waiting for it takes
-// it; otherwise the run keeps it for the first wait_event step on name that starts later.
+// it; otherwise the run keeps it for the first wait_event step on name that starts later. A
+// principal who may not signal the run (engine.ActRefusal: only its submitter, the approvers
+// its workflow names and admins may), or a run that took as many signals as its server
+// allows (engine.SignalsSpent), is refused at once with ErrForbidden, and nothing is sent;
+// what the client cannot tell, the engine refuses, recording it in the run's acts.
 func (c *Client) Signal(ctx context.Context, runID, name string, data json.RawMessage) error {
 	if name == "" {
 		return fmt.Errorf("client: signal run %s: the event has no name", runID)
@@ -334,7 +341,11 @@ func (c *Client) Signal(ctx context.Context, runID, name string, data json.RawMe
 	if err := wire.CheckJSON(data, int(c.maxInput)); err != nil {
 		return fmt.Errorf("client: signal %s to run %s: the data %w", name, runID, err)
 	}
-	if _, err := c.waitingRecord(ctx, runID); err != nil {
+	rec, err := c.waitingRecord(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if err := c.mayAct(ctx, rec, "signal"); err != nil {
 		return err
 	}
 	// The id makes the signal count once, even when an engine decides it twice after a crash.
@@ -342,6 +353,32 @@ func (c *Client) Signal(ctx context.Context, runID, name string, data json.RawMe
 	ev := &protocol.Event{RunID: runID, Nonce: id, Type: protocol.EvSignal, At: c.now().UTC(), Item: -1, Name: name, Output: data, ID: id}
 	if err := c.publish(ctx, ev); err != nil {
 		return fmt.Errorf("client: signal %s to run %s: %w", name, runID, err)
+	}
+	return nil
+}
+
+// mayAct refuses, with ErrForbidden, a signal or resume (act) of the client's principal that
+// the engine would refuse on the run of rec, so that nothing of it is sent. When the client
+// does not know its principal's roles and a role among the workflow's approvers might allow
+// it, the engine decides.
+func (c *Client) mayAct(ctx context.Context, rec *Record, act string) error {
+	def, err := c.Definition(ctx, rec)
+	if err != nil {
+		return err
+	}
+	roles, known := c.roles, c.roles != nil
+	if !known && c.isAdmin() {
+		roles, known = []string{natsbox.RoleAdmin}, true
+	}
+	why := engine.ActRefusal(def, rec.Run, act, c.principal, roles)
+	if why != "" && !known && slices.ContainsFunc(engine.Signallers(def), func(a string) bool { return strings.HasPrefix(a, "role:") }) {
+		why = ""
+	}
+	if why == "" && act == "signal" {
+		why = engine.SignalsSpent(rec.Run, c.principal)
+	}
+	if why != "" {
+		return fmt.Errorf("client: run %s: %s: %w", rec.Run.ID, why, ErrForbidden)
 	}
 	return nil
 }

@@ -7,9 +7,11 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -108,7 +110,7 @@ func ReplayRecord(rec *Record, own *workflow.Definition, evs []protocol.Event, d
 		}
 		hash, changed = h, h != rec.Run.Hash
 	}
-	test := newReplayer(def, evs)
+	test := newReplayer(def, evs, rec.Run)
 	if err := test.replay(runID); err != nil {
 		return nil, err
 	}
@@ -125,7 +127,7 @@ func ReplayRecord(rec *Record, own *workflow.Definition, evs []protocol.Event, d
 	}
 	var d *difference
 	if changed {
-		ref := newReplayer(own, evs)
+		ref := newReplayer(own, evs, rec.Run)
 		if err := ref.replay(runID); err != nil {
 			return nil, err
 		}
@@ -188,6 +190,13 @@ type replayer struct {
 	log  []dispatch
 	at   int // the recorded event being replayed
 
+	// limits are the run's, as its shell gave them at its start; took holds the ids of the
+	// acts of people the run took: the replay does not know the server's roles, so those acts
+	// are decided with an admin's and every role the workflow's approvers name (takenRoles),
+	// the others with none.
+	limits *engine.Limits
+	took   map[string]bool
+
 	// stop, when set, ends the replay after the decision that dispatched a task it accepts:
 	// stopped is that task, stoppedAt the time of the event decided.
 	stop      func(*protocol.Task) bool
@@ -204,8 +213,15 @@ type dispatch struct {
 	child *engine.ChildRun
 }
 
-func newReplayer(def *workflow.Definition, evs []protocol.Event) *replayer {
-	return &replayer{def: def, evs: evs, used: make([]bool, len(evs))}
+// newReplayer replays evs, the events of the run of orig (its saved state), on def.
+func newReplayer(def *workflow.Definition, evs []protocol.Event, orig *engine.Run) *replayer {
+	r := &replayer{def: def, evs: evs, used: make([]bool, len(evs)), limits: orig.Limits, took: map[string]bool{}}
+	for _, a := range orig.Acts {
+		if a.Refused == "" && a.ID != "" {
+			r.took[a.ID] = true
+		}
+	}
+	return r
 }
 
 func (r *replayer) decided() int {
@@ -218,6 +234,18 @@ func (r *replayer) decided() int {
 	return n
 }
 
+// takenRoles are the roles a replay gives an act the run took: an admin's, and every role the
+// approvers of the replayed workflow name, so that what a role allowed is allowed again.
+func (r *replayer) takenRoles() []string {
+	roles := []string{natsbox.RoleAdmin}
+	for _, a := range engine.Signallers(r.def) {
+		if role, ok := strings.CutPrefix(a, "role:"); ok {
+			roles = append(roles, role)
+		}
+	}
+	return roles
+}
+
 // replay starts the run from its first start event and decides the events that follow.
 func (r *replayer) replay(runID string) error {
 	start := slices.IndexFunc(r.evs, func(e protocol.Event) bool { return e.Type == protocol.EvStart })
@@ -225,7 +253,7 @@ func (r *replayer) replay(runID string) error {
 		return fmt.Errorf("client: run %s cannot be replayed: %w (a forked run starts from another run's state; a pruned run has lost its events)", runID, ErrNoStart)
 	}
 	ev := r.evs[start]
-	run, cmds, err := engine.Start(r.def, runID, ev.Input, ev.At)
+	run, cmds, err := engine.Decide(r.def, &engine.Run{ID: runID, Limits: r.limits}, protocol.Event{Type: protocol.EvStart, At: ev.At, Input: ev.Input, Item: -1, By: ev.By})
 	if err != nil {
 		return fmt.Errorf("client: replay run %s: %w", runID, err)
 	}
@@ -285,6 +313,9 @@ func (r *replayer) release(changed bool) error {
 // apply decides event i and reports whether it changed the run.
 func (r *replayer) apply(i int) (bool, error) {
 	ev := r.evs[i]
+	if r.took[ev.ID] && wire.PersonKind(ev.Type) != "" {
+		ev.Roles = r.takenRoles()
+	}
 	next, cmds, err := engine.Decide(r.def, r.run, ev)
 	if err != nil {
 		return false, fmt.Errorf("client: replay run %s: event %d (%s): %w", r.run.ID, i+1, ev.Type, err)

@@ -157,7 +157,7 @@ func TestConcurrencyWhileQueued(t *testing.T) {
 		}
 	}
 	// A signal waits in the run for the wait_event step, which takes it once the run started.
-	run, cmds, err := engine.Decide(def, queued, protocol.Event{Type: protocol.EvSignal, At: at, Item: -1, Name: "go", Output: json.RawMessage(`"sig"`), ID: "s1"})
+	run, cmds, err := engine.Decide(def, queued, protocol.Event{Type: protocol.EvSignal, At: at, Item: -1, Name: "go", Output: json.RawMessage(`"sig"`), ID: "s1", By: "admin", Roles: []string{"admin"}})
 	if err != nil || len(cmds) != 0 || run.Status != protocol.RunQueued || len(run.Signals["go"]) != 1 {
 		t.Fatalf("signal while queued: err %v, commands %v, status %s, signals %v", err, types(cmds), run.Status, run.Signals)
 	}

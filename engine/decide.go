@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +57,9 @@ func Decide(def *workflow.Definition, run *Run, ev protocol.Event) (*Run, []Comm
 			return nil, nil, err
 		}
 		d.syncStatus()
+		if l := d.run.Limits; l != nil && l.MaxEvents > 0 {
+			d.tookEvent() // the start
+		}
 		return d.run, d.cmds, nil
 	}
 	if !active(d.run) || ev.Type == protocol.EvStart {
@@ -76,12 +80,22 @@ func Decide(def *workflow.Definition, run *Run, ev protocol.Event) (*Run, []Comm
 			d.granted()
 		case protocol.EvSignal:
 			d.onSignal(ev) // kept for a wait_event step that starts later
+			d.countEvent(run)
 			return d.run, d.cmds, nil
 		case protocol.EvCancel, protocol.EvStateTooLarge:
 		default:
 			return d.run, nil, nil // nothing else concerns a run that has not started
 		}
 	}
+	d.apply(ev)
+	d.drain()
+	d.syncStatus()
+	d.countEvent(run)
+	return d.run, d.cmds, nil
+}
+
+// apply decides ev on a run that has started and not finished.
+func (d *decider) apply(ev protocol.Event) {
 	switch ev.Type {
 	case protocol.EvCancel:
 		reason := clean(ev.Reason)
@@ -109,9 +123,35 @@ func Decide(def *workflow.Definition, run *Run, ev protocol.Event) (*Run, []Comm
 	case protocol.EvGranted:
 		// A queued run was started above; a run that runs already holds its slot.
 	}
-	d.drain()
-	d.syncStatus()
-	return d.run, d.cmds, nil
+}
+
+// countEvent counts the event just decided in Run.Events when the run's Limits bound its
+// events and the event changed the run (before is the run as it was) beyond a refused act,
+// which costs the run nothing: whoever is refused cannot end someone else's run. The event
+// that brings the count to MaxEvents ends a run that has not finished failed (E_MAX_EVENTS).
+func (d *decider) countEvent(before *Run) {
+	if lim := d.run.Limits; lim != nil && lim.MaxEvents > 0 && d.changed(before) {
+		d.tookEvent()
+	}
+}
+
+// tookEvent counts one more event the run took, and ends it failed when that is its last.
+func (d *decider) tookEvent() {
+	d.run.Events++
+	if d.run.Events >= d.run.Limits.MaxEvents {
+		d.fail(protocol.CodeMaxEvents, fmt.Sprintf("the run took %d events, the most its server allows a run (max_events_per_run)", d.run.Events), "")
+	}
+}
+
+// changed reports whether the decision so far changed the run, before as it was, beyond its
+// acts: it has commands, or a state that differs.
+func (d *decider) changed(before *Run) bool {
+	if len(d.cmds) > 0 {
+		return true
+	}
+	a, b := *before, *d.run
+	a.Acts, b.Acts = nil, nil
+	return !reflect.DeepEqual(&a, &b)
 }
 
 // InFlight lists the tasks of run that are dispatched and not answered yet, ordered by MsgID,
@@ -177,11 +217,17 @@ func (d *decider) deadline() time.Duration {
 	return workflow.DefaultDeadline.Std()
 }
 
+// maxSteps is the run's bound on step activations: the definition's max_steps, or its
+// server's when that is lower.
 func (d *decider) maxSteps() int {
+	n := workflow.DefaultMaxSteps
 	if d.def.MaxSteps > 0 {
-		return d.def.MaxSteps
+		n = d.def.MaxSteps
 	}
-	return workflow.DefaultMaxSteps
+	if l := d.run.Limits; l != nil && l.MaxSteps > 0 {
+		n = min(n, l.MaxSteps)
+	}
+	return n
 }
 
 // emit adds a command; nothing is emitted after the run finished.

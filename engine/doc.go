@@ -77,6 +77,22 @@
 // once: no deadline is scheduled, every step is skipped, and the one command is the finish.
 // Run.StartedBy is the start event's By.
 //
+// # Limits
+//
+// A start event is decided on the Run it is given: a fresh Run{ID}, or one with Limits, the
+// bounds a server's operator puts on every run's growth, which the run keeps for its life
+// (0 leaves a bound out; nil, none):
+//
+//   - MaxSteps lowers the definition's max_steps (the smaller of the two counts).
+//   - MaxSignals: a signal past the MaxSignals the run took (len(SignalIDs)) is refused (see
+//     "Humans and signals").
+//   - MaxEvents: Run.Events counts the events the run took, its start included: every event
+//     that changed the run (it has commands, or a state that differs) but for a refused act,
+//     so that nobody refused can end someone else's run and a repeated event counts once. The
+//     event that brings the count to MaxEvents ends a run that has not finished failed with
+//     E_MAX_EVENTS ("the run took N events, the most its server allows a run
+//     (max_events_per_run)"), after whatever else that event decided, as max_steps does.
+//
 // # Activating a step
 //
 // Activating a step counts one execution (Run.Executed; past max_steps the run fails with
@@ -226,10 +242,21 @@
 // another principal. A decision for a step with approvers (an approval step's approvers, an
 // agent policy's) counts only when MayDecide(approvers, OnBehalfOf or By, Roles): a name, or
 // "role:NAME" held. Any other decision changes nothing but Run.Acts, which records it refused
-// ("principal P is not one of the approvers (...)"); the step keeps waiting. Every decision,
-// resume, signal and cancel by a person that takes effect is appended to Run.Acts (who, on
-// whose behalf, which step and call, when); an event ID already there is not recorded again,
-// and only the last MaxRefusedActs refused ones are kept.
+// ("principal P is not one of the approvers (...)"); the step keeps waiting.
+//
+// A signal or a resume counts only from the run's submitter (Run.StartedBy; a sub-run has
+// none), an approver its workflow names anywhere (Signallers: every approval step's approvers
+// and agent policy's, by name or "role:NAME" held) or an admin (Roles hold "admin"), judged as
+// OnBehalfOf when an admin acts for someone (ActRefusal). A signal also counts only while the
+// run took fewer than its Limits' MaxSignals (SignalsSpent). Any other is recorded refused
+// with the sentence of ActRefusal or SignalsSpent, without its data, and changes nothing else:
+// no signal id, nothing kept, the step keeps waiting.
+//
+// Every decision, resume, signal and cancel by a person that takes effect is appended to
+// Run.Acts (who, on whose behalf, which step and call, when); an event ID already there is not
+// recorded again (nor a refused act without an ID identical to one there), and only the last
+// MaxRefusedActs refused ones are kept: a flood of refused acts leaves the run's record the
+// size it had.
 //
 // decision, approval step (CallID ""): the step completes with label "approved" or "denied"
 // (Approve), its output the Message as a JSON string (null when empty); the decision is kept in

@@ -303,7 +303,12 @@ func FuzzDecide(f *testing.F) {
 		}
 		input := fuzzInputs[next()%len(fuzzInputs)]
 		now := t0
-		run, cmds, err := engine.Start(def, "fz", json.RawMessage(input), now)
+		// Half the runs are bounded by a server's limits, as a shell gives them at the start.
+		var lim *engine.Limits
+		if next()%2 == 0 {
+			lim = &engine.Limits{MaxSteps: 1 + next()%40, MaxSignals: next() % 4, MaxEvents: 1 + next()%60}
+		}
+		run, cmds, err := engine.Decide(def, &engine.Run{ID: "fz", Limits: lim}, protocol.Event{Type: protocol.EvStart, At: now, Input: json.RawMessage(input), Item: -1, By: "bob"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -413,11 +418,13 @@ func FuzzDecide(f *testing.F) {
 				ev.Type = protocol.EvResume
 				addressWaiting()
 				ev.Output = json.RawMessage(fuzzOutputs[next()%len(fuzzOutputs)])
+				ev.By, ev.Roles = person(next())
 			case op == 10:
 				ev.Type = protocol.EvSignal
 				ev.Name = signalNames[next()%len(signalNames)]
 				ev.Output = json.RawMessage(fuzzOutputs[next()%len(fuzzOutputs)])
 				ev.ID = "s" + strconv.Itoa(next()%8)
+				ev.By, ev.Roles = person(next())
 			default:
 				ev.Type = types[next()%len(types)]
 				ev.Step = steps[next()%len(steps)]
@@ -439,6 +446,21 @@ func FuzzDecide(f *testing.F) {
 			}
 			if nextRun.Executed > def.MaxSteps+1 {
 				t.Fatalf("executed %d steps, max_steps %d", nextRun.Executed, def.MaxSteps)
+			}
+			if lim != nil {
+				switch {
+				case nextRun.Executed > lim.MaxSteps+1:
+					t.Fatalf("executed %d steps, the limit's max_steps %d", nextRun.Executed, lim.MaxSteps)
+				case nextRun.Events > lim.MaxEvents:
+					t.Fatalf("took %d events, the limit %d", nextRun.Events, lim.MaxEvents)
+				case lim.MaxSignals > 0 && len(nextRun.SignalIDs) > lim.MaxSignals:
+					t.Fatalf("took %d signals, the limit %d", len(nextRun.SignalIDs), lim.MaxSignals)
+				case nextRun.Events == lim.MaxEvents && !nextRun.Finished():
+					t.Fatalf("a run that took its %d events goes on", nextRun.Events)
+				}
+			}
+			if refused := len(slices.DeleteFunc(slices.Clone(nextRun.Acts), func(a engine.Act) bool { return a.Refused == "" })); refused > engine.MaxRefusedActs {
+				t.Fatalf("%d refused acts kept, more than %d", refused, engine.MaxRefusedActs)
 			}
 			if !wasActive && (len(cmds) > 0 || !bytes.Equal(before, mustJSON(t, nextRun))) {
 				t.Fatalf("a finished run changed on %s", ev.Type)
@@ -506,4 +528,13 @@ func FuzzDecide(f *testing.F) {
 			run = nextRun
 		}
 	})
+}
+
+// person is who sends a fuzzed signal or resume: an admin, who may, or a stranger, who may
+// not (refused, recorded).
+func person(n int) (string, []string) {
+	if n%4 == 0 {
+		return "mallory", []string{"approver"}
+	}
+	return "admin", []string{"admin"}
 }

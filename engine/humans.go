@@ -202,6 +202,10 @@ func (d *decider) onResume(ev protocol.Event) {
 	if err != nil {
 		return
 	}
+	if why := ActRefusal(d.def, d.run, "resume", actor(ev), ev.Roles); why != "" {
+		d.act(key, ev, why) // recorded, and nothing else changes: the step keeps waiting
+		return
+	}
 	d.act(key, ev, "")
 	d.unwait(sr)
 	d.iterate(key, sr, step, sr.Output, human)
@@ -209,7 +213,9 @@ func (d *decider) onResume(ev protocol.Event) {
 
 // onSignal gives a signal to the first wait_event step waiting for its name, or keeps it in
 // Run.Signals for a wait_event step that starts later. A signal taken before (same ID), one
-// without a name, or one whose data is not JSON changes nothing.
+// without a name, or one whose data is not JSON changes nothing. One from a principal who may
+// not signal the run (ActRefusal), or past the run's MaxSignals, is recorded refused, without
+// its data.
 func (d *decider) onSignal(ev protocol.Event) {
 	name, id := clean(ev.Name), clean(ev.ID)
 	if name == "" || slices.Contains(d.run.SignalIDs, id) {
@@ -217,6 +223,14 @@ func (d *decider) onSignal(ev protocol.Event) {
 	}
 	data, err := canon(ev.Output)
 	if err != nil {
+		return
+	}
+	why := ActRefusal(d.def, d.run, "signal", actor(ev), ev.Roles)
+	if why == "" {
+		why = SignalsSpent(d.run, actor(ev))
+	}
+	if why != "" {
+		d.act("", ev, why)
 		return
 	}
 	d.run.SignalIDs = append(d.run.SignalIDs, id)
@@ -345,6 +359,76 @@ func MayDecide(approvers []string, principal string, roles []string) bool {
 	return false
 }
 
+// actor is who an event by a person is judged as: the principal an admin acted for, else the
+// one who sent it.
+func actor(ev protocol.Event) string {
+	if who := clean(ev.OnBehalfOf); who != "" {
+		return who
+	}
+	return clean(ev.By)
+}
+
+// roleAdmin is the role of a server's operators (operator.RoleAdmin), who may do anything.
+const roleAdmin = "admin"
+
+// Signallers lists the approvers def names (its approval steps' approvers and its agent
+// policies' approvers), each once, in declaration order: besides its submitter and admins,
+// the only ones who may signal or resume a run of def.
+func Signallers(def *workflow.Definition) []string {
+	var out []string
+	for i := range def.Steps {
+		for _, a := range approversOf(&def.Steps[i]) {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// ActRefusal says in one sentence why principal, holding roles, may not act (signal or resume,
+// as act names it) on run, a run of def, or "" when it may: the run's submitter
+// (Run.StartedBy) may, and so may an admin and an approver def names (Signallers: by name, or
+// by "role:NAME" held). A sub-run has no submitter of its own.
+func ActRefusal(def *workflow.Definition, run *Run, act, principal string, roles []string) string {
+	approvers := Signallers(def)
+	switch {
+	case slices.Contains(roles, roleAdmin),
+		principal != "" && principal == run.StartedBy,
+		len(approvers) > 0 && MayDecide(approvers, principal, roles):
+		return ""
+	}
+	if principal == "" {
+		principal = "an unnamed principal"
+	}
+	var may []string
+	if run.StartedBy != "" {
+		may = append(may, "its submitter ("+run.StartedBy+")")
+	}
+	if len(approvers) > 0 {
+		may = append(may, "the approvers its workflow names ("+strings.Join(approvers, ", ")+")")
+	}
+	may = append(may, "admins")
+	who := may[0]
+	if len(may) > 1 {
+		who = strings.Join(may[:len(may)-1], ", ") + " and " + may[len(may)-1]
+	}
+	return fmt.Sprintf("principal %s may not %s this run: only %s may", principal, act, who)
+}
+
+// SignalsSpent says in one sentence why principal may not signal run any more, or "" when it
+// may: the run took as many signals as its Limits allow.
+func SignalsSpent(run *Run, principal string) string {
+	l := run.Limits
+	if l == nil || l.MaxSignals <= 0 || len(run.SignalIDs) < l.MaxSignals {
+		return ""
+	}
+	if principal == "" {
+		principal = "an unnamed principal"
+	}
+	return fmt.Sprintf("principal %s may not signal this run: it took %d signals, the most its server allows a run (max_signals_per_run)", principal, len(run.SignalIDs))
+}
+
 // refusal says why dec may not decide a step with approvers, or "" when it may. A decision an
 // admin takes on behalf of someone is judged as that someone's.
 func refusal(approvers []string, dec protocol.Decision, roles []string) string {
@@ -369,8 +453,11 @@ func (d *decider) act(key string, ev protocol.Event, refused string) {
 	if id != "" && slices.ContainsFunc(d.run.Acts, func(a Act) bool { return a.ID == id }) {
 		return
 	}
-	d.run.Acts = append(d.run.Acts, Act{ID: id, Type: ev.Type, At: d.at, By: clean(ev.By),
-		OnBehalfOf: clean(ev.OnBehalfOf), Step: key, CallID: clean(ev.CallID), Refused: refused})
+	a := Act{ID: id, Type: ev.Type, At: d.at, By: clean(ev.By), OnBehalfOf: clean(ev.OnBehalfOf), Step: key, CallID: clean(ev.CallID), Refused: refused}
+	if id == "" && refused != "" && slices.Contains(d.run.Acts, a) {
+		return // the same refused act without an id, delivered again
+	}
+	d.run.Acts = append(d.run.Acts, a)
 	if refused == "" {
 		return
 	}

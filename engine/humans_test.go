@@ -19,14 +19,14 @@ func decision(step, callID string, approve bool, msg string) protocol.Event {
 	return protocol.Event{Type: protocol.EvDecision, Step: step, Item: -1, CallID: callID, Approve: approve, Message: msg}
 }
 
-// signal is a signal with its data and id.
+// signal is a signal with its data and id, by an admin (who may signal any run).
 func signal(name, data, id string) protocol.Event {
-	return protocol.Event{Type: protocol.EvSignal, Item: -1, Name: name, Output: json.RawMessage(data), ID: id}
+	return protocol.Event{Type: protocol.EvSignal, Item: -1, Name: name, Output: json.RawMessage(data), ID: id, By: "admin", Roles: []string{"admin"}}
 }
 
-// resume is a human's answer to a step paused on needs_human.
+// resume is a human's answer to a step paused on needs_human, by an admin.
 func resume(step, answer string) protocol.Event {
-	return protocol.Event{Type: protocol.EvResume, Step: step, Item: -1, Output: json.RawMessage(answer)}
+	return protocol.Event{Type: protocol.EvResume, Step: step, Item: -1, Output: json.RawMessage(answer), By: "admin", Roles: []string{"admin"}}
 }
 
 // scheduled reports whether the driver saw a schedule command for step (item -1, activation 1)

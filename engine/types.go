@@ -59,6 +59,24 @@ type Run struct {
 	// Slot is the run's place under its workflow's concurrency key (nil when the workflow has
 	// none, or the key could not be rendered): queued until Granted is set.
 	Slot *Slot `json:"slot,omitempty"`
+	// Limits are the bounds of a server's operator on the run's growth, given by the shell
+	// with the run it starts and kept for the run's life (nil: none).
+	Limits *Limits `json:"limits,omitempty"`
+	// Events counts the events the run took (the start included), when Limits bounds them:
+	// those that changed it, but for a refused act.
+	Events int `json:"events,omitempty"`
+}
+
+// Limits are a server operator's bounds on a run's growth (0 leaves one out). A workflow may
+// ask for less, never more: max_steps is the smaller of the definition's and MaxSteps.
+type Limits struct {
+	// MaxSteps bounds the step activations (E_MAX_STEPS past it).
+	MaxSteps int `json:"max_steps,omitempty"`
+	// MaxSignals is the most signals the run takes: a later one is refused.
+	MaxSignals int `json:"max_signals,omitempty"`
+	// MaxEvents is the most events the run takes: the one that reaches it ends the run failed
+	// with E_MAX_EVENTS.
+	MaxEvents int `json:"max_events,omitempty"`
 }
 
 // Slot is a run's place under its workflow's concurrency key: the key rendered from the run's
@@ -315,6 +333,7 @@ func (r *Run) Clone() *Run {
 		c.Error = &e
 	}
 	c.Slot = clonePtr(r.Slot)
+	c.Limits = clonePtr(r.Limits)
 	if r.Steps != nil {
 		c.Steps = make(map[string]*StepRun, len(r.Steps))
 		for k, s := range maps.All(r.Steps) {

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/metrics"
@@ -43,10 +44,11 @@ type Config struct {
 	// SaveWindow and LeaseTTL are the engine's runner.Config ones (zero: their defaults).
 	SaveWindow time.Duration
 	LeaseTTL   time.Duration
-	// Roles, Admit, MaxOutputBytes and MaxValueBytes are the engine's (runner.Config): what a
-	// shared server's operator configured.
+	// Roles, Admit, Limits, MaxOutputBytes and MaxValueBytes are the engine's (runner.Config):
+	// what a shared server's operator configured.
 	Roles          func(principal string) []string
 	Admit          func(ctx context.Context, defs []*workflow.Definition, input json.RawMessage) *protocol.RunError
+	Limits         engine.Limits
 	MaxOutputBytes int64
 	MaxValueBytes  int64
 	Logger         *slog.Logger
@@ -98,7 +100,7 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	var ready []<-chan struct{}
 	if cfg.Engine {
 		eng, err := runner.New(runner.Config{Box: cfg.Box, Logger: cfg.Logger, SaveWindow: cfg.SaveWindow, LeaseTTL: cfg.LeaseTTL,
-			Roles: cfg.Roles, Admit: cfg.Admit, MaxOutputBytes: cfg.MaxOutputBytes, MaxValueBytes: cfg.MaxValueBytes, Metrics: cfg.Metrics})
+			Roles: cfg.Roles, Admit: cfg.Admit, Limits: cfg.Limits, MaxOutputBytes: cfg.MaxOutputBytes, MaxValueBytes: cfg.MaxValueBytes, Metrics: cfg.Metrics})
 		if err != nil {
 			cancel()
 			return nil, err

@@ -28,7 +28,8 @@ const (
 // CheckWorkflow is the submission check of a shared server (shared/spec/server.md) for a
 // workflow and its sub-workflows: what only the operator may set (workflow.OperatorOnly, and a
 // replay model, which reads a file), providers the operator did not configure, models their
-// allow-lists do not name, and MCP servers the operator does not run.
+// allow-lists do not name, MCP servers the operator does not run, and bounds above the
+// operator's growth limits (workflow.EOverLimit).
 func CheckWorkflow(cfg *Config, defs ...*workflow.Definition) workflow.Problems {
 	var ps workflow.Problems
 	for _, d := range defs {
@@ -40,6 +41,7 @@ func CheckWorkflow(cfg *Config, defs ...*workflow.Definition) workflow.Problems 
 			ps = append(ps, p)
 		}
 		ps = append(ps, workflow.OperatorOnly(d)...)
+		ps = append(ps, workflow.CheckBounds(d, cfg.Limits.Growth.Bounds())...)
 		for _, name := range slices.Sorted(maps.Keys(d.Models)) {
 			m := d.Models[name]
 			key := "models." + name

@@ -24,6 +24,7 @@ func FuzzLoad(f *testing.F) {
 		"[limits]\nmax_input_bytes = \"9999999999999GiB\"\n", "custom_roles = [\"admin\"]\n",
 		"[mcp.m]\ncommand = []\n", "[providers.p]\nkind = \"openai\"\nbase_url = \"ftp://secret-host-name/v1\"\n",
 		"[principals.bo]\ntoken_env = \"1BAD\"\nroles = [\"viewer\"]\n", "a = \"hunter2-hunter2\"\n[[b]]\n", "[providers.p]\nkind = \"sk-live-12345abc\"\n",
+		"[limits]\nmax_loop_iterations = -1\nmax_events_per_run = \"sk-live-12345abc\"\nmax_steps = 99999999999\nmax_signals_per_run = 3\n",
 		"[providers.p]\nkind = \"openai\"\nbase_url = \"http://h/v1\"\nrpm = -1\ntpm = \"sk-live-12345abc\"\n[providers.p.model_limits.\"gpt-4.1\"]\nmax_concurrent = 2\n",
 	} {
 		f.Add([]byte(s))
@@ -31,7 +32,9 @@ func FuzzLoad(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := operator.Parse("fuzz.toml", data)
 		if err == nil {
-			if cfg == nil || cfg.Limits.MaxInputBytes <= 0 || cfg.Limits.MaxOutputBytes <= 0 {
+			if cfg == nil || cfg.Limits.MaxInputBytes <= 0 || cfg.Limits.MaxOutputBytes <= 0 ||
+				min(cfg.Limits.Growth.MaxLoopIterations, cfg.Limits.Growth.MaxAgentIterations, cfg.Limits.Growth.MaxSteps,
+					cfg.Limits.Growth.MaxSignalsPerRun, cfg.Limits.Growth.MaxEventsPerRun) <= 0 {
 				t.Fatalf("loaded %+v", cfg)
 			}
 			return

@@ -63,7 +63,8 @@ var officialURL = map[string]string{
 // Default returns the configuration of a server started without one: providers openai and
 // anthropic on their official endpoints with the keys of OPENAI_API_KEY and ANTHROPIC_API_KEY
 // (optional: a missing key fails only the calls through that provider), no MCP servers, no
-// principals but the data directory's admin (added by the server), 64 MiB limits.
+// principals but the data directory's admin (added by the server), 64 MiB limits and the
+// default growth limits (DefaultGrowth).
 func Default() *Config {
 	return &Config{
 		Providers: map[string]Provider{
@@ -72,7 +73,7 @@ func Default() *Config {
 		},
 		MCP:        map[string]MCPServer{},
 		Principals: map[string]Principal{},
-		Limits:     Limits{MaxInputBytes: DefaultMaxBytes, MaxOutputBytes: DefaultMaxBytes},
+		Limits:     Limits{MaxInputBytes: DefaultMaxBytes, MaxOutputBytes: DefaultMaxBytes, Growth: DefaultGrowth()},
 	}
 }
 
@@ -439,7 +440,8 @@ func (l *loader) limits(key string, v any, lim *Limits) {
 		l.add(key, "want a table ([limits])")
 		return
 	}
-	l.keys(key, t, "max_input_bytes", "max_output_bytes")
+	l.keys(key, t, append([]string{"max_input_bytes", "max_output_bytes"}, growthKeys...)...)
+	l.growth(key, t, &lim.Growth)
 	for k, dst := range map[string]*int64{"max_input_bytes": &lim.MaxInputBytes, "max_output_bytes": &lim.MaxOutputBytes} {
 		switch x := t[k].(type) {
 		case nil:

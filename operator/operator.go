@@ -33,7 +33,7 @@ type Config struct {
 	MCP map[string]MCPServer
 	// Principals by name.
 	Principals map[string]Principal
-	// Limits of run inputs and step outputs.
+	// Limits of run inputs and step outputs, and of a run's growth.
 	Limits Limits
 	// Webhooks are the hooks a workflow's webhook trigger may name, by name: POST
 	// /v1/hooks/NAME is signed with the hook's secret ([webhooks.NAME]).
@@ -100,6 +100,8 @@ type Principal struct {
 type Limits struct {
 	MaxInputBytes  int64 // larger run inputs are refused before the run starts
 	MaxOutputBytes int64 // larger step outputs end the step output_too_large
+	// Growth bounds how far a run may grow (growth.go).
+	Growth Growth
 }
 
 // DefaultMaxBytes is the default of both limits: 64 MiB.

@@ -82,6 +82,7 @@ const (
 // one step is to blame.
 const (
 	CodeMaxSteps   = "E_MAX_STEPS"   // more step activations than the definition's max_steps
+	CodeMaxEvents  = "E_MAX_EVENTS"  // the run took as many events as its server's max_events_per_run
 	CodeNoRoute    = "E_NO_ROUTE"    // a step with outgoing edges, none of which matches its label
 	CodeStepFailed = "E_STEP_FAILED" // a step failed for good and has no "error" edge to take
 	CodeFail       = "E_FAIL"        // a fail step ran

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/fault"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/outbox"
@@ -92,6 +93,10 @@ type Config struct {
 	// run and its input. A non-nil error ends the run failed at once with that error, before
 	// any step runs (a server refuses what its operator does not allow). Nil admits all.
 	Admit func(ctx context.Context, defs []*workflow.Definition, input json.RawMessage) *protocol.RunError
+	// Limits are the bounds of the server's operator on a run's growth (max_steps, signals,
+	// events: engine.Limits), given to every run the engine starts, sub-runs included, which
+	// keeps them for its life. Zero bounds nothing.
+	Limits engine.Limits
 	// MaxOutputBytes bounds the output of one answer of a task; a larger one fails the step
 	// for good with stop reason output_too_large. 0: no bound beyond NATS's.
 	MaxOutputBytes int64
@@ -122,6 +127,7 @@ type Engine struct {
 	shards     int
 	roles      func(string) []string
 	admit      func(context.Context, []*workflow.Definition, json.RawMessage) *protocol.RunError
+	limits     engine.Limits
 	maxOutput  int64
 	maxValue   int64
 	metrics    *metrics.Metrics
@@ -216,13 +222,16 @@ func New(cfg Config) (*Engine, error) {
 		box: cfg.Box, names: cfg.Box.Names(), js: cfg.Box.JetStream(), log: cfg.Logger, ackWait: cfg.AckWait, now: cfg.Now,
 		id: cfg.ID, leaseTTL: cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
 		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
-		roles: cfg.Roles, admit: cfg.Admit, maxOutput: cfg.MaxOutputBytes, maxValue: cfg.MaxValueBytes,
+		roles: cfg.Roles, admit: cfg.Admit, limits: cfg.Limits, maxOutput: cfg.MaxOutputBytes, maxValue: cfg.MaxValueBytes,
 		metrics: cfg.Metrics, maxQueued: MaxQueued,
 	}
 	if cfg.CachedRuns < 0 {
 		return nil, fmt.Errorf("runner: Config.CachedRuns is %d: want 0 (meaning %d) or more", cfg.CachedRuns, DefaultCachedRuns)
 	}
 	e.cachedPerShard = max(1, cmp.Or(cfg.CachedRuns, DefaultCachedRuns)/e.shards)
+	if l := cfg.Limits; l.MaxSteps < 0 || l.MaxSignals < 0 || l.MaxEvents < 0 {
+		return nil, fmt.Errorf("runner: Config.Limits is %+v: want 0 (no bound) or more for each", l)
+	}
 	if cfg.MaxOutputBytes < 0 {
 		return nil, fmt.Errorf("runner: Config.MaxOutputBytes is %d: want 0 (no bound) or more", cfg.MaxOutputBytes)
 	}

@@ -373,7 +373,7 @@ func (e *Engine) start(ctx context.Context, sh *shard, d decided) (outcome, erro
 		}
 		start.Refused = e.admit(ctx, defs, ev.Input)
 	}
-	run, cmds, err := engine.Decide(b.Definition, &engine.Run{ID: ev.RunID}, start)
+	run, cmds, err := engine.Decide(b.Definition, e.newRun(ev.RunID), start)
 	if err != nil {
 		return e.startFailed(ctx, ev, err.Error(), err)
 	}
@@ -675,7 +675,7 @@ func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *
 		ev = protocol.Event{RunID: ev.RunID, Type: protocol.EvStateTooLarge, At: ev.At, Error: fmt.Sprintf("a %s event cannot be taken: %v", d.ev.Type, big)}
 	}
 	e.log.WarnContext(ctx, "runner: a run's state would be too large to save: decided again", eventAttrs(d.ev, "as", ev.Type, "err", big)...)
-	base := &engine.Run{ID: ev.RunID}
+	base := e.newRun(ev.RunID)
 	var parent *protocol.Parent
 	if old != nil {
 		base, parent = old.rec.Run, old.rec.Parent
@@ -706,4 +706,15 @@ func (e *Engine) rearmRun(def *workflow.Definition, run *engine.Run, ent jetstre
 	for _, c := range engine.Timers(def, run) {
 		e.timers.arm(run.ID, c, saved)
 	}
+}
+
+// newRun is the run a start event of run id is decided on: with the operator's limits
+// (Config.Limits), which the run keeps, when there are any.
+func (e *Engine) newRun(id string) *engine.Run {
+	run := &engine.Run{ID: id}
+	if e.limits != (engine.Limits{}) {
+		lim := e.limits
+		run.Limits = &lim
+	}
+	return run
 }

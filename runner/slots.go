@@ -337,7 +337,7 @@ func (e *Engine) acquireAtStart(ctx context.Context, def *workflow.Definition, r
 		e.log.WarnContext(ctx, "runner: a run was refused: the queue of its concurrency key is full", "run_id", run.ID, "workflow", def.Name, "queued", e.maxQueued)
 		start.Refused = &protocol.RunError{Code: protocol.CodeQueueFull,
 			Message: fmt.Sprintf("the concurrency key %q of workflow %s has %d runs queued already, the most it may", clip(c.Key, maxKeyText), def.Name, e.maxQueued)}
-		next, cmds, err := engine.Decide(def, &engine.Run{ID: run.ID}, start)
+		next, cmds, err := engine.Decide(def, e.newRun(run.ID), start)
 		if err != nil {
 			return nil, nil, permanent(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/reins-run/reins"
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/metrics"
@@ -30,10 +31,11 @@ type hostConfig struct {
 	saveWindow time.Duration
 	leaseTTL   time.Duration
 	log        *slog.Logger
-	// roles, admit, maxOutput and maxValue are a shared server's (runner.Config): what its
-	// operator configured.
+	// roles, admit, limits, maxOutput and maxValue are a shared server's (runner.Config): what
+	// its operator configured.
 	roles     func(string) []string
 	admit     func(context.Context, []*workflow.Definition, json.RawMessage) *protocol.RunError
+	limits    engine.Limits
 	maxOutput int64
 	maxValue  int64
 	metrics   *metrics.Metrics // nil: none
@@ -42,7 +44,7 @@ type hostConfig struct {
 // startHost starts the engine and the built-in workers cfg asks for on box (package host).
 func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host.Host, error) {
 	hc := host.Config{Box: box, Engine: cfg.engine, AckWait: cfg.ackWait, SaveWindow: cfg.saveWindow, LeaseTTL: cfg.leaseTTL, Logger: cfg.log,
-		Roles: cfg.roles, Admit: cfg.admit, MaxOutputBytes: cfg.maxOutput, MaxValueBytes: cfg.maxValue, Metrics: cfg.metrics}
+		Roles: cfg.roles, Admit: cfg.admit, Limits: cfg.limits, MaxOutputBytes: cfg.maxOutput, MaxValueBytes: cfg.maxValue, Metrics: cfg.metrics}
 	if cfg.builtin.Logger == nil {
 		cfg.builtin.Logger = cfg.log // their debug lines about each task
 	}

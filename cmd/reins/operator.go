@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
@@ -33,11 +34,16 @@ func loadOperator(file string) (*operator.Config, *operator.Resolved, error) {
 	return cfg, res, nil
 }
 
-// rolesOf is the engine's runner.Config.Roles over res.
+// rolesOf is the engine's runner.Config.Roles over res. The principal admin, when res does not
+// know it (an external NATS server's user of that name: a configuration may not define one),
+// holds the admin role, as an engine without Roles gives it.
 func rolesOf(res *operator.Resolved) func(string) []string {
 	return func(name string) []string {
 		p, ok := res.Principal(name)
-		if !ok {
+		switch {
+		case !ok && name == operator.RoleAdmin:
+			return []string{operator.RoleAdmin}
+		case !ok:
 			return nil
 		}
 		return p.Roles
@@ -62,6 +68,13 @@ func admit(cfg *operator.Config) func(context.Context, []*workflow.Definition, j
 		}
 		return &protocol.RunError{Code: string(ps[0].Code), Message: "the server refused the workflow: " + strings.Join(lines, "; ")}
 	}
+}
+
+// runLimits is the engine's runner.Config.Limits of a server: the operator's bounds on a run's
+// growth, which every run it starts keeps.
+func runLimits(cfg *operator.Config) engine.Limits {
+	g := cfg.Limits.Growth
+	return engine.Limits{MaxSteps: g.MaxSteps, MaxSignals: g.MaxSignalsPerRun, MaxEvents: g.MaxEventsPerRun}
 }
 
 // operatorOnly lists what the workflows of bs set that only a server's operator may set.

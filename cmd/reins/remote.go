@@ -306,7 +306,7 @@ func listRemote(cmd *cobra.Command, c *api.Client, q client.Query, paged, asJSON
 
 // showRemote prints a run (reins runs show) through the API.
 func showRemote(cmd *cobra.Command, c *api.Client, runID string, asJSON bool) error {
-	d, err := c.GetRun(cmd.Context(), runID)
+	d, err := c.GetRunTrace(cmd.Context(), runID)
 	if err != nil {
 		return apiFailed(err)
 	}

@@ -186,7 +186,7 @@ func TestRemoteWaitAndCancel(t *testing.T) {
 	}
 
 	// signal --follow: the answer, then the run followed through its stream to its end.
-	hold := writeTestFile(t, "hold.toml", holdWorkflow)
+	hold := writeTestFile(t, "hold.toml", holdForAda)
 	code, out, errOut = cli(t, "run", hold, "--server", url, "--token", samToken, "--detach")
 	if code != exitOK {
 		t.Fatalf("run --detach: exit %d\n%s%s", code, out, errOut)
@@ -287,6 +287,36 @@ type = "agent"
 model = "m"
 goal = "Check the order."
 on_needs_human = "pause"
+policy = { approvers = ["ada"] }
+`
+
+// holdForAda waits for the event "go" and ends with its data; it names ada as an approver (of
+// a check its runs never reach), who may then signal its runs.
+const holdForAda = `name = "hold"
+
+[[steps]]
+id = "hold"
+type = "wait_event"
+event = "go"
+
+[[steps]]
+id = "check"
+type = "approval"
+prompt = "Check?"
+approvers = ["ada"]
+
+[[steps]]
+id = "done"
+type = "terminate"
+
+[[edges]]
+from = "hold"
+to = "done"
+
+[[edges]]
+from = "hold"
+to = "check"
+when = "never"
 `
 
 // TestRemoteResumeAndPages: resume --follow through the API continues an agent paused on

@@ -157,7 +157,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			}
 			defer remove()
 			cfg := hostConfig{engine: true, ackWait: ackWait, saveWindow: engineSaveWindow(saveWindow), leaseTTL: leaseTTL, log: log,
-				roles: rolesOf(res), admit: admit(cfgOp), maxOutput: cfgOp.Limits.MaxOutputBytes,
+				roles: rolesOf(res), admit: admit(cfgOp), limits: runLimits(cfgOp), maxOutput: cfgOp.Limits.MaxOutputBytes,
 				maxValue: max(cfgOp.Limits.MaxInputBytes, cfgOp.Limits.MaxOutputBytes), metrics: obs.metrics}
 			if !noWorker {
 				rf := runFlags{model: mf}

@@ -273,6 +273,15 @@ func (e *encoder) run(r *engine.Run) {
 		e.timeOmitZero("granted", s.Granted)
 		e.b = append(e.b, '}')
 	}
+	if l := r.Limits; l != nil {
+		e.name("limits")
+		e.b = append(e.b, '{')
+		e.intOmit("max_steps", l.MaxSteps)
+		e.intOmit("max_signals", l.MaxSignals)
+		e.intOmit("max_events", l.MaxEvents)
+		e.b = append(e.b, '}')
+	}
+	e.intOmit("events", r.Events)
 	e.b = append(e.b, '}')
 }
 

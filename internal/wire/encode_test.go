@@ -90,6 +90,7 @@ func TestAppendStrings(t *testing.T) {
 			Steps:   map[string]*engine.StepRun{s: {Step: s}, "z" + s: {Decisions: map[string]protocol.Decision{s: {By: s}, "<": {}}}},
 			Signals: map[string][]json.RawMessage{s: {json.RawMessage(`1`)}, ">" + s: nil},
 			Slot:    &engine.Slot{Key: s, Limit: 3},
+			Limits:  &engine.Limits{MaxSteps: 5, MaxEvents: 100000}, Events: 7,
 		}, wire.AppendRun)
 	}
 }
@@ -118,7 +119,7 @@ func TestAppendTimes(t *testing.T) {
 	for _, at := range append(times, badTimes...) {
 		sameAsJSON(t, &protocol.Task{NotBefore: at}, wire.AppendTask)
 		sameAsJSON(t, &protocol.Event{At: at}, wire.AppendEvent)
-		sameAsJSON(t, &engine.Run{StartedAt: at, Deadline: at, Steps: map[string]*engine.StepRun{"s": {StartedAt: at, Until: at}}, Slot: &engine.Slot{Granted: at}}, wire.AppendRun)
+		sameAsJSON(t, &engine.Run{StartedAt: at, Deadline: at, Steps: map[string]*engine.StepRun{"s": {StartedAt: at, Until: at}}, Slot: &engine.Slot{Granted: at}, Limits: &engine.Limits{}}, wire.AppendRun)
 	}
 }
 

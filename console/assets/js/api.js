@@ -75,7 +75,13 @@ export const api = {
     const qs = q.toString();
     return request('GET', '/v1/runs' + (qs ? '?' + qs : ''), undefined, opts);
   },
-  run: (id, opts) => request('GET', `/v1/runs/${enc(id)}`, undefined, opts),
+  // run reads a run and a page of its trace: params trace_limit, trace_cursor (docs/api.md).
+  run(id, params, opts) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params || {})) if (v) q.set(k, v);
+    const qs = q.toString();
+    return request('GET', `/v1/runs/${enc(id)}` + (qs ? '?' + qs : ''), undefined, opts);
+  },
   iteration: (id, step, n, full, opts) => request('GET', `/v1/runs/${enc(id)}/iterations/${enc(step)}/${n}${full ? '?full=true' : ''}`, undefined, opts),
   cancel: (id, reason) => request('POST', `/v1/runs/${enc(id)}/cancel`, reason ? {reason} : {}),
   // decide answers {status, data}: 200 once the engine took the decision, 202 when it was

@@ -34,7 +34,7 @@ export function approvalsView(main, ctx) {
         if (!res.next_cursor) break;
         cursor = res.next_cursor;
       }
-      const full = await Promise.all(runs.map((r) => api.run(r.run_id).then((x) => ({...r, ...x}), () => null)));
+      const full = await Promise.all(runs.map((r) => api.run(r.run_id, {trace_limit: 1}).then((x) => ({...r, ...x}), () => null)));
       if (stopped) return;
       const waiting = full.filter((r) => r && r.status === 'waiting' && (r.waiting || []).length);
       const ids = new Set(waiting.map((r) => r.run_id));

@@ -10,6 +10,8 @@ import {drawGraph} from '../graph.js';
 import {waitsList, waitsKey, signalForm} from './waits.js';
 
 const POLL_MS = 3000;
+// TRACE_PAGE is how many events of a run's trace one read asks for (the API's most).
+const TRACE_PAGE = 1000;
 const ANSWERS = new Set(['continued', 'completed', 'waiting', 'failed', 'timed_out']);
 
 const stepKey = (ev) => (ev.item >= 0 && ev.item !== undefined && ev.item !== null ? `${ev.step}#${ev.item}` : ev.step);
@@ -432,13 +434,20 @@ export function runView(main, ctx, id) {
   // --- keeping live
 
   let refreshing = false;
+  // traceCursor is where the trace read so far ends: each refresh reads the events after it,
+  // a page at a time, so that a long run's trace is read once.
+  let traceCursor = '';
   async function refresh() {
     if (refreshing || stopped) return;
     refreshing = true;
     try {
-      const full = await api.run(id);
-      if (stopped) return;
-      for (const ev of full.trace || []) addEvent(ev);
+      let full;
+      do {
+        full = await api.run(id, {trace_limit: TRACE_PAGE, trace_cursor: traceCursor});
+        if (stopped) return;
+        for (const ev of full.trace || []) addEvent(ev);
+        if (full.trace_next_cursor) traceCursor = full.trace_next_cursor;
+      } while (full.trace_more);
       setRun(full);
       replace(msg);
     } catch (err) {

@@ -72,7 +72,7 @@ func Default() *Config {
 		},
 		MCP:        map[string]MCPServer{},
 		Principals: map[string]Principal{},
-		Limits:     Limits{MaxInputBytes: DefaultMaxBytes, MaxOutputBytes: DefaultMaxBytes},
+		Limits:     Limits{MaxInputBytes: DefaultMaxBytes, MaxOutputBytes: DefaultMaxBytes, HTTP: DefaultHTTPLimits()},
 	}
 }
 
@@ -439,7 +439,8 @@ func (l *loader) limits(key string, v any, lim *Limits) {
 		l.add(key, "want a table ([limits])")
 		return
 	}
-	l.keys(key, t, "max_input_bytes", "max_output_bytes")
+	l.keys(key, t, append([]string{"max_input_bytes", "max_output_bytes"}, httpLimitKeys...)...)
+	l.httpLimits(key, t, &lim.HTTP) // the HTTP listener's keys (httplimits.go)
 	for k, dst := range map[string]*int64{"max_input_bytes": &lim.MaxInputBytes, "max_output_bytes": &lim.MaxOutputBytes} {
 		switch x := t[k].(type) {
 		case nil:

@@ -100,6 +100,8 @@ type Principal struct {
 type Limits struct {
 	MaxInputBytes  int64 // larger run inputs are refused before the run starts
 	MaxOutputBytes int64 // larger step outputs end the step output_too_large
+	// HTTP bounds the HTTP listener of reins serve (httplimits.go).
+	HTTP HTTPLimits
 }
 
 // DefaultMaxBytes is the default of both limits: 64 MiB.

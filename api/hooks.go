@@ -34,10 +34,11 @@ const maxDeliveryID = 200
 // of the body with the operator's secret of the hook, not by a bearer token. It holds a slot of
 // the unauthenticated requests (the guard took it), and reads the body only after the cheap
 // checks passed, at most Config.MaxWebhookBytes, before the server's read deadline: 404 for a
-// hook the operator did not open, 413 for a Content-Length over the limit (nothing read), 401
-// for a signature header that cannot be one (nothing read) or is not the body's (nothing
-// starts), 400 for a body that is not I-JSON, 422 for JSON that is not an object (or nests too
-// deep), 404 when no registered workflow listens on the hook, else 202 with the runs.
+// hook the operator did not open, 413 for a Content-Length over the limit, 401 for a signature
+// header that cannot be one, 400 for a delivery id that cannot be one (nothing read for any of
+// these); then 401 for a signature that is not the body's (nothing starts), 400 for a body that
+// is not I-JSON, 422 for JSON that is not an object (or nests too deep), 404 when no
+// registered workflow listens on the hook, else 202 with the runs.
 func (s *Server) hook(w http.ResponseWriter, r *http.Request, _ operator.Principal) error {
 	name := r.PathValue("name")
 	secret, ok := s.cfg.Principals.WebhookSecret(name)
@@ -51,6 +52,10 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, _ operator.Princip
 	if !wellFormedSignature(sig) {
 		return badSignature(name)
 	}
+	delivery := r.Header.Get(trigger.DeliveryHeader)
+	if len(delivery) > maxDeliveryID || strings.IndexFunc(delivery, func(c rune) bool { return c <= ' ' || c == 0x7f }) >= 0 {
+		return problemf(http.StatusBadRequest, "the header %s must be at most %d printable characters without spaces", trigger.DeliveryHeader, maxDeliveryID)
+	}
 	body, err := readBody(w, r, s.cfg.MaxWebhookBytes, "max_webhook_bytes")
 	if err != nil {
 		return err
@@ -61,12 +66,8 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request, _ operator.Princip
 	if !trigger.Verify(secret, body, sig) {
 		return badSignature(name)
 	}
-	delivery := r.Header.Get(trigger.DeliveryHeader)
-	if len(delivery) > maxDeliveryID || strings.IndexFunc(delivery, func(c rune) bool { return c <= ' ' || c == 0x7f }) >= 0 {
-		return problemf(http.StatusBadRequest, "the header %s must be at most %d printable characters without spaces", trigger.DeliveryHeader, maxDeliveryID)
-	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return problemf(http.StatusUnprocessableEntity, "the body is empty: a delivery is a JSON object, the input of the runs it starts")
+		return problemf(http.StatusBadRequest, "the body is empty: a delivery is a JSON object, the input of the runs it starts")
 	}
 	if err := checkJSON("the body of the delivery", body, 0); err != nil {
 		return err

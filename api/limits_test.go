@@ -121,6 +121,9 @@ func TestWebhookBounds(t *testing.T) {
 			t.Errorf("stalled delivery %d: %d, want 408", i, resp.StatusCode)
 		}
 	}
+	// The connections kept alive meanwhile were idle past the read timeout (the server's idle
+	// timeout when it has none) and closed: a POST is not sent again on a new one by itself.
+	http.DefaultClient.CloseIdleConnections()
 	s.doWith("POST", "/v1/hooks/refunds", "", `{"x": 1}`, nil).want(t, http.StatusUnauthorized, "a delivery once the stalled ones are cut")
 }
 
@@ -182,6 +185,7 @@ func TestAuthenticatedBodyDeadline(t *testing.T) {
 			t.Fatalf("keep-alive %d: %+v, %v: the stream ended before its run", n, m, ok)
 		}
 	}
+	http.DefaultClient.CloseIdleConnections() // idle past the read timeout: closed by the server
 	s.as("alice", "POST", "/v1/runs/"+id+"/signals/go", `{"data": 1}`).want(t, http.StatusAccepted, "signal")
 	if rest := st.rest(); len(rest) == 0 || rest[len(rest)-1].Event != "end" || !strings.Contains(rest[len(rest)-1].Data, string(protocol.RunCompleted)) {
 		t.Fatalf("the stream's last messages %+v: want end, completed", rest)

@@ -47,6 +47,25 @@ type Config struct {
 	// KeepAlive returns the ticks on which a stream of a run's events sends a keep-alive
 	// comment, and what stops them; nil means every KeepAliveEvery (tests pass their own).
 	KeepAlive func() (ticks <-chan time.Time, stop func())
+
+	// The bounds of the listener (docs/api.md, "Limits"; the operator's [limits]).
+
+	// MaxWebhookBytes bounds a webhook delivery's body; 0 means DefaultMaxWebhookBytes.
+	MaxWebhookBytes int64
+	// MaxUnauthenticated bounds the requests in flight that no token vouches for: webhook
+	// deliveries, whose body is read before its signature says who sent it (a request to a
+	// route of tokens is checked before a byte of its body is read, and holds nothing); more
+	// are answered 503 with Retry-After. 0 means DefaultMaxUnauthenticated.
+	MaxUnauthenticated int
+	// MaxEventStreams bounds the event streams one principal has open at once; more are
+	// answered 429 with Retry-After. 0 means DefaultMaxEventStreams.
+	MaxEventStreams int
+	// ReadTimeout is the http.Server's: the deadline of a request's arrival, which an
+	// authenticated body moves at each read (it is cut when it stalls that long). 0: none.
+	ReadTimeout time.Duration
+	// WriteTimeout is the http.Server's: an event stream moves its write deadline by it
+	// before each message. 0: none.
+	WriteTimeout time.Duration
 }
 
 // Server is the HTTP API. It is an http.Handler and safe for concurrent use.
@@ -55,6 +74,9 @@ type Server struct {
 	mux     *http.ServeMux
 	routes  []route
 	clients sync.Map // principal name → *client.Client: a client opens its buckets once
+	// unauthenticated holds a slot for each request in flight that no token vouches for.
+	unauthenticated slots
+	streams         *streamCounts
 }
 
 // access is who may call a route.
@@ -63,8 +85,9 @@ type access int
 const (
 	public access = iota // anyone: /healthz, /readyz, the console's files, the OpenAPI document
 	read                 // any principal but a worker: viewer, submitter, approver, admin
-	submit               // submitter, admin: start and cancel runs, register workflows
+	submit               // submitter, admin: start runs, register workflows
 	decide               // approver, admin: approvals, signals, resume
+	cancel               // submitter, approver, admin: cancel runs (each as itself)
 	signed               // anyone with the signature of the body: webhooks (the handler checks it)
 )
 
@@ -92,7 +115,17 @@ func New(cfg Config) *Server {
 	if cfg.Ready == nil {
 		cfg.Ready = func() error { return nil }
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	if cfg.MaxWebhookBytes <= 0 {
+		cfg.MaxWebhookBytes = DefaultMaxWebhookBytes
+	}
+	if cfg.MaxUnauthenticated <= 0 {
+		cfg.MaxUnauthenticated = DefaultMaxUnauthenticated
+	}
+	if cfg.MaxEventStreams <= 0 {
+		cfg.MaxEventStreams = DefaultMaxEventStreams
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), unauthenticated: make(slots, cfg.MaxUnauthenticated),
+		streams: &streamCounts{max: cfg.MaxEventStreams, n: map[string]int{}}}
 	s.routes = s.table()
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.guard(rt))
@@ -114,7 +147,7 @@ func (s *Server) table() []route {
 		{"GET", "/v1/runs/{id}", read, s.getRun},
 		{"GET", "/v1/runs/{id}/iterations/{step}/{n}", read, s.getIteration},
 		{"GET", "/v1/runs/{id}/events", read, s.runEvents},
-		{"POST", "/v1/runs/{id}/cancel", submit, s.cancelRun},
+		{"POST", "/v1/runs/{id}/cancel", cancel, s.cancelRun},
 		{"POST", "/v1/runs/{id}/approvals/{call}", decide, s.decide},
 		{"POST", "/v1/runs/{id}/signals/{event}", decide, s.signal},
 		{"POST", "/v1/runs/{id}/resume", decide, s.resume},
@@ -137,32 +170,69 @@ func (s *Server) table() []route {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // guard authenticates a request to rt and checks the principal's roles, then runs rt; an error
-// it returns is answered as a problem document.
+// it returns is answered as a problem document. Nothing of a body is read before its sender is
+// known: a token is checked as soon as the header is read, and a webhook delivery, which only
+// its body's signature authenticates, holds a slot of Config.MaxUnauthenticated until it is
+// answered (503 with Retry-After when none is free).
 func (s *Server) guard(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p operator.Principal
-		if rt.access != public && rt.access != signed {
-			token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || token == "" {
-				writeProblem(w, r, problemf(http.StatusUnauthorized, "%s needs the header Authorization: Bearer TOKEN, the token of a principal of the operator's configuration", r.URL.Path))
+		switch rt.access {
+		case public:
+			s.serve(w, r, rt, operator.Principal{})
+			return
+		case signed:
+			if !s.unauthenticated.take() {
+				writeProblem(w, r, s.busy())
 				return
 			}
-			if p, ok = s.cfg.Principals.Authenticate(token); !ok {
-				writeProblem(w, r, problemf(http.StatusUnauthorized, "the token of the header Authorization: Bearer TOKEN is not the token of any principal of the operator's configuration"))
-				return
-			}
-			if !allowed(p, rt.access) {
-				writeProblem(w, r, problemf(http.StatusForbidden, "principal %s (roles %s) may not %s %s: it needs the role %s", p.Name, strings.Join(p.Roles, ", "), r.Method, rt.path, needs(rt.access)))
-				return
-			}
+			defer s.unauthenticated.give()
+			s.serve(w, r, rt, operator.Principal{})
+			return
 		}
-		if err := rt.handle(w, r, p); err != nil {
-			if _, ok := err.(*Problem); !ok {
-				s.cfg.Log.Error("api: a request failed", "method", r.Method, "path", r.URL.Path, "principal", p.Name, "err", err)
-			}
+		p, err := s.authenticate(r, rt)
+		if err != nil {
 			writeProblem(w, r, err)
+			return
 		}
+		// The request's arrival was bounded by the server's read deadline; from here its body
+		// (if any) may take as long as it keeps coming, and the deadline is lifted at its end
+		// (deadlineBody), or now for a request without one.
+		rc := http.NewResponseController(w)
+		switch {
+		case r.Body == nil || r.Body == http.NoBody:
+			_ = rc.SetReadDeadline(time.Time{})
+		case s.cfg.ReadTimeout > 0:
+			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc, read: s.cfg.ReadTimeout, write: s.cfg.WriteTimeout}
+		}
+		s.serve(w, r, rt, p)
 	})
+}
+
+// authenticate returns the principal of r's bearer token, if its roles allow rt: else the 401
+// or 403 that says why.
+func (s *Server) authenticate(r *http.Request, rt route) (operator.Principal, error) {
+	token, ok := BearerToken(r)
+	if !ok {
+		return operator.Principal{}, problemf(http.StatusUnauthorized, "%s needs the header Authorization: Bearer TOKEN, the token of a principal of the operator's configuration", r.URL.Path)
+	}
+	p, ok := s.cfg.Principals.Authenticate(token)
+	if !ok {
+		return p, problemf(http.StatusUnauthorized, "the token of the header Authorization: Bearer TOKEN is not the token of any principal of the operator's configuration")
+	}
+	if !allowed(p, rt.access) {
+		return p, problemf(http.StatusForbidden, "principal %s (roles %s) may not %s %s: it needs the role %s", p.Name, strings.Join(p.Roles, ", "), r.Method, rt.path, needs(rt.access))
+	}
+	return p, nil
+}
+
+// serve runs rt's handler as p and answers the error it returns.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt route, p operator.Principal) {
+	if err := rt.handle(w, r, p); err != nil {
+		if _, ok := err.(*Problem); !ok {
+			s.cfg.Log.Error("api: a request failed", "method", r.Method, "path", r.URL.Path, "principal", p.Name, "err", err)
+		}
+		writeProblem(w, r, err)
+	}
 }
 
 // allowed reports whether p may call a route of access a.
@@ -177,6 +247,8 @@ func allowed(p operator.Principal, a access) bool {
 		return p.Has(operator.RoleSubmitter)
 	case decide:
 		return p.Has(operator.RoleApprover)
+	case cancel:
+		return p.Has(operator.RoleSubmitter) || p.Has(operator.RoleApprover)
 	}
 	return a == public
 }
@@ -190,17 +262,40 @@ func needs(a access) string {
 		return "submitter or admin"
 	case decide:
 		return "approver or admin"
+	case cancel:
+		return "submitter, approver or admin"
 	}
 	return "none"
 }
 
-// client returns the client of runs acting as p.
+// client returns the client of runs acting as p: it publishes p's acts on the subjects p's
+// roles may publish on (a cancel by an approver goes as the approver's, on its human subject).
 func (s *Server) client(p operator.Principal) *client.Client {
 	if c, ok := s.clients.Load(p.Name); ok {
 		return c.(*client.Client)
 	}
-	c, _ := s.clients.LoadOrStore(p.Name, client.NewClient(client.ClientConfig{Box: s.cfg.Box, Principal: p.Name, Roles: p.Roles, Now: s.cfg.Now, MaxInputBytes: s.cfg.MaxInputBytes}))
+	c, _ := s.clients.LoadOrStore(p.Name, client.NewClient(client.ClientConfig{Box: s.cfg.Box, Principal: p.Name, Roles: p.Roles, Now: s.cfg.Now,
+		MaxInputBytes: s.cfg.MaxInputBytes, May: s.may(p)}))
 	return c.(*client.Client)
+}
+
+// may reports whether p's roles let it publish on a subject, as the server's permissions would
+// let p's own connection (natsbox.Permissions): a principal's event subject by its kind, and
+// anything else only as an admin (the API's connection publishes for everyone).
+func (s *Server) may(p operator.Principal) func(subject string) bool {
+	admin := p.Has(operator.RoleAdmin)
+	return func(subject string) bool {
+		_, kind, _, ok := s.cfg.Box.Names().ParseEventSubject(subject)
+		switch {
+		case admin:
+			return true
+		case ok && kind == natsbox.SubmitKind:
+			return p.Has(operator.RoleSubmitter)
+		case ok && kind == natsbox.HumanKind:
+			return p.Has(operator.RoleApprover)
+		}
+		return false
+	}
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ operator.Principal) error {

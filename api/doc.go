@@ -6,6 +6,12 @@
 // 3.1 document of every route, and a run's events live as Server-Sent Events. Client is the
 // Go client of the same routes (the reins command's --server).
 //
+// It owns the bounds of a request around authentication (limits.go): nothing of a body is
+// read before its sender is known or its cheap checks passed, webhook deliveries in flight and
+// event streams per principal are capped, and an authenticated body's read deadline moves
+// while it keeps coming; and strict bodies (body.go: I-JSON, exact member names). The
+// http.Server's own timeouts are its caller's (reins serve), which tells it their values.
+//
 // Every act goes through package client as the authenticated principal, on the principal's
 // own subjects, so the engine records who acted exactly as it does for the reins command.
 //

@@ -36,6 +36,10 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p operator.Pr
 	if err != nil {
 		return err
 	}
+	if !s.streams.take(p.Name) {
+		return s.tooManyStreams(p.Name)
+	}
+	defer s.streams.give(p.Name)
 	c := s.client(p)
 	ctx, cancel := context.WithCancel(r.Context())
 	var wg sync.WaitGroup
@@ -88,8 +92,9 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p operator.Pr
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	out := &sse{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
+	out.extend()
 	w.WriteHeader(http.StatusOK)
-	out := &sse{w: w, rc: http.NewResponseController(w)}
 	out.flush()
 	ticks, stop := s.keepAlive()
 	defer stop()
@@ -197,19 +202,30 @@ func (s *Server) keepAlive() (<-chan time.Time, func()) {
 }
 
 // sse writes Server-Sent Events, flushing after each; err is the first write's error (the
-// client went away), after which it writes nothing.
+// client went away, or did not read for timeout), after which it writes nothing.
 type sse struct {
-	w   io.Writer
-	rc  *http.ResponseController
-	err error
+	w  io.Writer
+	rc *http.ResponseController
+	// timeout is the server's write timeout: a stream lives longer than any answer, so each
+	// write has timeout from its start, not from the request's (0: no deadline).
+	timeout time.Duration
+	err     error
 }
 
 func (o *sse) write(s string) {
 	if o.err != nil {
 		return
 	}
+	o.extend()
 	if _, o.err = io.WriteString(o.w, s); o.err == nil {
 		o.flush()
+	}
+}
+
+// extend moves the connection's write deadline to timeout from now.
+func (o *sse) extend() {
+	if o.timeout > 0 {
+		_ = o.rc.SetWriteDeadline(time.Now().Add(o.timeout))
 	}
 }
 

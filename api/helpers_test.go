@@ -45,6 +45,10 @@ var testPrincipals = []struct{ name, role string }{
 // testMaxInput is the stack's Config.MaxInputBytes: small, so that a test sends a body over it.
 const testMaxInput = 64 << 10
 
+// testMaxWebhook is the stack's Config.MaxWebhookBytes, smaller than testMaxInput: a delivery
+// has its own limit.
+const testMaxWebhook = 16 << 10
+
 // stack is the API served over HTTP on a real embedded NATS server, with the engine and the
 // built-in workers running: what a test of the routes calls.
 type stack struct {
@@ -85,6 +89,10 @@ type stackOptions struct {
 	Hooks map[string]string
 	// Limits are the engine's bounds on every run's growth (runner.Config.Limits).
 	Limits engine.Limits
+	// ReadTimeout and WriteTimeout are the HTTP server's, and the API's (0: none).
+	ReadTimeout, WriteTimeout time.Duration
+	// MaxUnauthenticated and MaxEventStreams are the API's (0: their defaults).
+	MaxUnauthenticated, MaxEventStreams int
 }
 
 // startAPI starts the server stack (newStack) and returns the API's URL, the tokens by role
@@ -149,7 +157,7 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 		return h
 	}
 	s.Host = s.startHost()
-	s.Config = api.Config{Box: s.Box, Principals: res, Log: log, MaxInputBytes: testMaxInput, EngineWait: opts.EngineWait}
+	s.Config = api.Config{Box: s.Box, Principals: res, Log: log, MaxInputBytes: testMaxInput, EngineWait: opts.EngineWait, MaxWebhookBytes: testMaxWebhook}
 	if opts.Log != nil {
 		s.Config.Log = opts.Log
 	}
@@ -165,12 +173,16 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 	if opts.Ticks != nil {
 		s.Config.KeepAlive = func() (<-chan time.Time, func()) { return opts.Ticks, func() {} }
 	}
+	s.Config.ReadTimeout, s.Config.WriteTimeout = opts.ReadTimeout, opts.WriteTimeout
+	s.Config.MaxUnauthenticated, s.Config.MaxEventStreams = opts.MaxUnauthenticated, opts.MaxEventStreams
 	h := api.New(s.Config)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.served.Add(1)
 		defer s.served.Done()
 		h.ServeHTTP(w, r)
 	}))
+	srv.Config.ReadTimeout, srv.Config.WriteTimeout = opts.ReadTimeout, opts.WriteTimeout
+	srv.Start()
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
 	s.Admin = client.NewClient(client.ClientConfig{Box: s.Box})

@@ -20,8 +20,9 @@ webhook = "refunds"
 `
 
 // TestHooks: a signed delivery starts a run with its body as input, once per delivery id;
-// a bad or missing signature gets 401 and starts nothing; an unknown hook 404; a body too large
-// 413; a body that is not an object 422. The secret is never echoed.
+// a bad or missing signature gets 401 and starts nothing; an unknown hook 404; a body over
+// Config.MaxWebhookBytes 413; a body that is not I-JSON 400; JSON that is not an object, or
+// nests too deep, 422. The secret is never echoed.
 func TestHooks(t *testing.T) {
 	const secret = "hook-secret-value"
 	s := newStackWith(t, stackOptions{Hooks: map[string]string{"refunds": secret, "quiet": "other-secret"}})
@@ -51,6 +52,7 @@ func TestHooks(t *testing.T) {
 	if ans.Runs[0].RunID != id || !ans.Runs[0].Existing {
 		t.Fatalf("a retried delivery: %+v", ans)
 	}
+	deep := `{"x": ` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}`
 	for _, c := range []struct {
 		name, path, body string
 		header           map[string]string
@@ -63,7 +65,11 @@ func TestHooks(t *testing.T) {
 		{"unknown hook", "/v1/hooks/payouts", body, map[string]string{trigger.SignatureHeader: sig}, http.StatusNotFound},
 		{"nobody listens", "/v1/hooks/quiet", body, map[string]string{trigger.SignatureHeader: trigger.Sign([]byte("other-secret"), []byte(body))}, http.StatusNotFound},
 		{"not an object", "/v1/hooks/refunds", `[1]`, map[string]string{trigger.SignatureHeader: trigger.Sign([]byte(secret), []byte(`[1]`))}, http.StatusUnprocessableEntity},
-		{"too large", "/v1/hooks/refunds", `{"x": "` + strings.Repeat("a", testMaxInput) + `"}`, map[string]string{trigger.SignatureHeader: sig}, http.StatusRequestEntityTooLarge},
+		{"too large", "/v1/hooks/refunds", `{"x": "` + strings.Repeat("a", testMaxWebhook) + `"}`, map[string]string{trigger.SignatureHeader: sig}, http.StatusRequestEntityTooLarge},
+		{"not JSON", "/v1/hooks/refunds", `{"x": `, map[string]string{trigger.SignatureHeader: trigger.Sign([]byte(secret), []byte(`{"x": `))}, http.StatusBadRequest},
+		{"a member twice", "/v1/hooks/refunds", `{"x": 1, "x": 2}`, map[string]string{trigger.SignatureHeader: trigger.Sign([]byte(secret), []byte(`{"x": 1, "x": 2}`))}, http.StatusBadRequest},
+		{"too deep", "/v1/hooks/refunds", deep, map[string]string{trigger.SignatureHeader: trigger.Sign([]byte(secret), []byte(deep))}, http.StatusUnprocessableEntity},
+		{"not a signature", "/v1/hooks/refunds", body, map[string]string{trigger.SignatureHeader: "sha256=xyz"}, http.StatusUnauthorized},
 	} {
 		post(c.path, c.body, c.header).want(t, c.status, c.name)
 	}

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -680,4 +681,29 @@ func oaProblem(t testing.TB, body []byte) Problem {
 		t.Fatalf("not a problem document: %v: %s", err, body)
 	}
 	return p
+}
+
+// TestOpenAPIRoles: each route's x-roles are the roles that may call it (allowed), no more, no
+// fewer: the document's access table is the server's.
+func TestOpenAPIRoles(t *testing.T) {
+	doc := loadOpenAPI(t)
+	for _, rt := range oaTable() {
+		ptr := "/paths/" + ptrEscape(rt.path) + "/" + strings.ToLower(rt.method) + "/x-roles"
+		got, ok := doc.pointer(ptr)
+		if rt.access == public || rt.access == signed {
+			if ok {
+				t.Errorf("%s %s: x-roles %v on a route no token calls", rt.method, rt.path, got)
+			}
+			continue
+		}
+		var want []any
+		for _, role := range []string{operator.RoleViewer, operator.RoleSubmitter, operator.RoleApprover, operator.RoleAdmin, operator.RoleWorker} {
+			if allowed(operator.Principal{Name: "p", Roles: []string{role}}, rt.access) {
+				want = append(want, role)
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s %s: x-roles %v, want %v", rt.method, rt.path, got, want)
+		}
+	}
 }

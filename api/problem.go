@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 )
 
 // Problem is an RFC 9457 problem document, and the error a handler returns to answer with one.
@@ -18,6 +19,9 @@ type Problem struct {
 	Problems []FileProblem `json:"problems,omitempty"`
 	// hook marks the 401 of a webhook, whose challenge is its signature, not a bearer token.
 	hook bool
+	// retryAfter, when more than 0, is sent as the header Retry-After (seconds): the answer
+	// of a full cap (429, 503).
+	retryAfter int
 }
 
 // FileProblem is one problem of a workflow file, as reins validate prints it.
@@ -51,6 +55,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `HMAC-SHA256 realm="reins-hooks"`)
 	case p.Status == http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="reins"`)
+	}
+	if p.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(p.retryAfter))
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(p.Status)

@@ -112,7 +112,7 @@ func TestRunRoutesAuth(t *testing.T) {
 		{"GET", "/v1/runs", "", []string{"wanda"}},
 		{"GET", "/v1/runs/" + id, "", []string{"wanda"}},
 		{"GET", "/v1/runs/" + id + "/iterations/ask/1", "", []string{"wanda"}},
-		{"POST", "/v1/runs/" + id + "/cancel", "", []string{"wanda", "vera", "alice"}},
+		{"POST", "/v1/runs/" + id + "/cancel", "", []string{"wanda", "vera"}},
 		{"POST", "/v1/runs/" + id + "/approvals/ask", `{"decision":"approve"}`, []string{"wanda", "vera", "sam"}},
 		{"POST", "/v1/runs/" + id + "/signals/go", `{"data":1}`, []string{"wanda", "vera", "sam"}},
 		{"POST", "/v1/runs/" + id + "/resume", `{"input":"hi"}`, []string{"wanda", "vera", "sam"}},
@@ -378,6 +378,22 @@ func TestCancelRun(t *testing.T) {
 	}
 	if a := s.as("sam", "POST", "/v1/runs/r-nosuchrun/cancel", ""); a.Status != http.StatusNotFound || !strings.Contains(a.problem(t).Detail, "r-nosuchrun") {
 		t.Errorf("cancel an unknown run: %d %s, want 404 naming it", a.Status, a.Body)
+	}
+}
+
+// TestApproverCancels: an approver may cancel a run, as itself (docs/security.md's roles): the
+// cancel goes on the approver's own subject, and the engine records it as the approver's.
+func TestApproverCancels(t *testing.T) {
+	s := newStack(t)
+	id := s.start(reviewTOML, "")
+	s.waiting(id)
+	s.as("alice", "POST", "/v1/runs/"+id+"/cancel", `{"reason":"not today"}`).want(t, http.StatusAccepted, "alice cancels")
+	rec := s.wait(id)
+	if rec.Run.Status != protocol.RunCancelled {
+		t.Fatalf("run %s after alice's cancel, want cancelled", rec.Run.Status)
+	}
+	if len(rec.Run.Acts) != 1 || rec.Run.Acts[0].By != "alice" || rec.Run.Acts[0].Type != protocol.EvCancel {
+		t.Errorf("acts %+v, want alice's cancel", rec.Run.Acts)
 	}
 }
 

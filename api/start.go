@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 
@@ -18,13 +17,9 @@ const startBodySlack = 64 << 10
 
 // startRun serves POST /v1/runs (docs/api.md): a run of a registered workflow.
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p operator.Principal) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxInputBytes+startBodySlack))
+	body, err := readBody(w, r, s.cfg.MaxInputBytes+startBodySlack, "max_input_bytes")
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return problemf(http.StatusRequestEntityTooLarge, "the body is larger than the server's max_input_bytes (%d bytes) allows a run's input to be", s.cfg.MaxInputBytes)
-		}
-		return problemf(http.StatusBadRequest, "the body could not be read: %v", err)
+		return err
 	}
 	var req RunStart
 	if err := decodeJSON(r, body, &req, false); err != nil {

@@ -73,7 +73,7 @@ func Default() *Config {
 		},
 		MCP:        map[string]MCPServer{},
 		Principals: map[string]Principal{},
-		Limits:     Limits{MaxInputBytes: DefaultMaxBytes, MaxOutputBytes: DefaultMaxBytes, Growth: DefaultGrowth()},
+		Limits:     Limits{MaxInputBytes: DefaultMaxBytes, MaxOutputBytes: DefaultMaxBytes, Growth: DefaultGrowth(), HTTP: DefaultHTTPLimits()},
 	}
 }
 
@@ -440,8 +440,9 @@ func (l *loader) limits(key string, v any, lim *Limits) {
 		l.add(key, "want a table ([limits])")
 		return
 	}
-	l.keys(key, t, append([]string{"max_input_bytes", "max_output_bytes"}, growthKeys...)...)
+	l.keys(key, t, slices.Concat([]string{"max_input_bytes", "max_output_bytes"}, growthKeys, httpLimitKeys)...)
 	l.growth(key, t, &lim.Growth)
+	l.httpLimits(key, t, &lim.HTTP) // the HTTP listener's keys (httplimits.go)
 	for k, dst := range map[string]*int64{"max_input_bytes": &lim.MaxInputBytes, "max_output_bytes": &lim.MaxOutputBytes} {
 		switch x := t[k].(type) {
 		case nil:

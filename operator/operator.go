@@ -102,6 +102,8 @@ type Limits struct {
 	MaxOutputBytes int64 // larger step outputs end the step output_too_large
 	// Growth bounds how far a run may grow (growth.go).
 	Growth Growth
+	// HTTP bounds the HTTP listener of reins serve (httplimits.go).
+	HTTP HTTPLimits
 }
 
 // DefaultMaxBytes is the default of both limits: 64 MiB.

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/internal/logs"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/metrics"
@@ -112,12 +112,13 @@ func newMux(m *metrics.Metrics, ready func() error, authenticate func(token stri
 	return mux
 }
 
-// bearer serves h to requests with "Authorization: Bearer TOKEN" of a token authenticate knows,
-// and answers the others 401 with an RFC 9457 problem document. The token is never logged.
+// bearer serves h to requests with "Authorization: Bearer TOKEN" (the scheme in any case,
+// api.BearerToken) of a token authenticate knows, and answers the others 401 with an RFC 9457
+// problem document. The token is never logged.
 func bearer(authenticate func(token string) bool, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || token == "" || !authenticate(token) {
+		token, ok := api.BearerToken(r)
+		if !ok || !authenticate(token) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="reins"`)
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.WriteHeader(http.StatusUnauthorized)
@@ -157,9 +158,16 @@ func listen(flag, addr string) (net.Listener, error) {
 }
 
 // serveHTTP serves mux on ln until stop is called, which lets the requests under way finish
-// (at most 5 s).
-func serveHTTP(ln net.Listener, mux http.Handler, log *slog.Logger) (stop func()) {
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+// (at most 5 s). The server is bounded as lim says (docs/security.md, "The HTTP listener"):
+// a header arrives within ReadHeaderTimeout and holds at most MaxHeaderBytes, a request within
+// ReadTimeout (an authenticated body moves it while it keeps coming: package api), an answer
+// is written within WriteTimeout (an event stream moves it at each message), and a kept-alive
+// connection waits IdleTimeout for its next request.
+func serveHTTP(ln net.Listener, mux http.Handler, log *slog.Logger, lim operator.HTTPLimits) (stop func()) {
+	lim = lim.WithDefaults()
+	srv := &http.Server{Handler: mux, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout,
+		IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: int(lim.MaxHeaderBytes)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -188,9 +196,9 @@ type observed struct {
 type serveMux func(m *metrics.Metrics, ready func() error) http.Handler
 
 // observe listens on addr (flag names it; "" listens nowhere, and nothing is counted) and
-// serves there what mux makes (nil: the process's metrics, to the principals of res, liveness
-// and readiness), not ready until the caller says so.
-func observe(flag, addr string, box *natsbox.Box, res *operator.Resolved, log *slog.Logger, mux serveMux) (*observed, error) {
+// serves there, bounded by lim, what mux makes (nil: the process's metrics, to the principals
+// of res, liveness and readiness), not ready until the caller says so.
+func observe(flag, addr string, box *natsbox.Box, res *operator.Resolved, log *slog.Logger, lim operator.HTTPLimits, mux serveMux) (*observed, error) {
 	o := &observed{ready: newReadiness(), stop: func() {}}
 	o.ready.box.Store(box)
 	if addr == "" {
@@ -206,7 +214,7 @@ func observe(flag, addr string, box *natsbox.Box, res *operator.Resolved, log *s
 		authenticate := func(token string) bool { _, ok := res.Authenticate(token); return ok }
 		mux = func(m *metrics.Metrics, ready func() error) http.Handler { return newMux(m, ready, authenticate) }
 	}
-	o.stop = serveHTTP(ln, mux(o.metrics, o.ready.check), log)
+	o.stop = serveHTTP(ln, mux(o.metrics, o.ready.check), log, lim)
 	return o, nil
 }
 

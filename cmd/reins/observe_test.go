@@ -291,7 +291,7 @@ func TestReadyz(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer box.Close()
-	o, err := observe("--listen", "127.0.0.1:0", box, &operator.Resolved{}, slog.New(slog.DiscardHandler), nil)
+	o, err := observe("--listen", "127.0.0.1:0", box, &operator.Resolved{}, slog.New(slog.DiscardHandler), operator.HTTPLimits{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,9 +139,12 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			// The triggers of the registered workflows: schedules decided here (several serve
 			// processes share them exactly once per due time), webhooks through the API.
 			triggers := trigger.New(trigger.Config{Box: box, Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Subjects: cfgOp.TriggerSubjects})
-			obs, err := observe("--listen", httpListen, box, res, log, func(m *metrics.Metrics, ready func() error) http.Handler {
+			lim := cfgOp.Limits.HTTP.WithDefaults()
+			obs, err := observe("--listen", httpListen, box, res, log, lim, func(m *metrics.Metrics, ready func() error) http.Handler {
 				return api.New(api.Config{Box: box, Principals: res, Operator: cfgOp, Metrics: m.Handler(), Ready: ready, Console: console.Handler(),
-					Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Hooks: triggers})
+					Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Hooks: triggers,
+					EngineWait: engineWait(lim.WriteTimeout), MaxWebhookBytes: lim.MaxWebhookBytes, MaxUnauthenticated: lim.MaxUnauthenticated,
+					MaxEventStreams: lim.MaxEventStreams, ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout})
 			})
 			if err != nil {
 				return err
@@ -273,4 +276,11 @@ func retain(ctx context.Context, box *natsbox.Box, retention time.Duration, log 
 		cancel()
 		<-done
 	}
+}
+
+// engineWait is how long an answer of the API waits for the engine to take what it sent: 30 s,
+// or half the write timeout when that is shorter, so that the answer (202: sent, not yet taken)
+// is still written in time.
+func engineWait(writeTimeout time.Duration) time.Duration {
+	return min(30*time.Second, writeTimeout/2)
 }

@@ -55,7 +55,7 @@ or json, at --log-level and above.`,
 					return &exitError{code: exitUsage, err: fmt.Errorf("--handlers: %q is not a built-in handler (%v); handlers of your own are served by programs using package worker", h, builtinHandlers)}
 				}
 			}
-			_, res, err := loadOperator(config)
+			cfgOp, res, err := loadOperator(config)
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
@@ -72,7 +72,7 @@ or json, at --log-level and above.`,
 			if box.Embedded() {
 				return &exitError{code: exitFailed, err: fmt.Errorf("no server runs on the data directory %s: start reins serve, or pass --nats URL", nf.data)}
 			}
-			obs, err := observe("--metrics-listen", mlisten, box, res, log, nil)
+			obs, err := observe("--metrics-listen", mlisten, box, res, log, cfgOp.Limits.HTTP, nil)
 			if err != nil {
 				return err
 			}

@@ -17,12 +17,14 @@ const announcer = document.getElementById('announce');
 const ctx = {
   me: null,
   // may reports whether the principal's roles allow an act: 'decide' (approve, deny, signal,
-  // resume) or 'submit' (start, cancel). The server checks again; this only hides buttons.
+  // resume), 'submit' (start) or 'cancel' (submitters and approvers, each as itself). The
+  // server checks again; this only hides buttons.
   may(act) {
     const roles = (this.me && this.me.roles) || [];
     if (roles.includes('admin')) return true;
     if (act === 'decide') return roles.includes('approver');
     if (act === 'submit') return roles.includes('submitter');
+    if (act === 'cancel') return roles.includes('submitter') || roles.includes('approver');
     return roles.some((r) => r === 'viewer' || r === 'submitter' || r === 'approver');
   },
   // announce says text to screen readers (a polite live region).

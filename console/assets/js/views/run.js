@@ -112,7 +112,7 @@ export function runView(main, ctx, id) {
   function renderActions() {
     const done = FINISHED.has(run.status);
     const items = [];
-    if (!done && ctx.may('submit')) {
+    if (!done && ctx.may('cancel')) {
       const out = h('span', {'aria-live': 'polite'});
       const btn = h('button', {type: 'button', class: 'danger', id: 'cancel-run'}, 'Cancel run');
       btn.addEventListener('click', async () => {
@@ -130,7 +130,7 @@ export function runView(main, ctx, id) {
     if (!done && ctx.may('decide')) {
       items.push(h('details', {class: 'signal-box'}, h('summary', {}, 'Send a signal'), signalForm(ctx, id, '', refreshSoon)));
     }
-    const key = `${done}|${ctx.may('submit')}|${ctx.may('decide')}`;
+    const key = `${done}|${ctx.may('cancel')}|${ctx.may('decide')}`;
     if (actions.dataset.key === key) return;
     actions.dataset.key = key;
     replace(actions, items);

@@ -100,7 +100,15 @@ type Principal struct {
 type Limits struct {
 	MaxInputBytes  int64 // larger run inputs are refused before the run starts
 	MaxOutputBytes int64 // larger step outputs end the step output_too_large
+
+	// MaxConsumersPerPrincipal caps the JetStream consumers each principal holds at once
+	// (watches, ordered reads; the consumer proxy refuses one more): 0 takes the server's
+	// default (natsbox.DefaultMaxConsumersPerPrincipal).
+	MaxConsumersPerPrincipal int
 }
+
+// MaxConsumersCap bounds [limits] max_consumers_per_principal.
+const MaxConsumersCap = 100000
 
 // DefaultMaxBytes is the default of both limits: 64 MiB.
 const DefaultMaxBytes = 64 << 20

@@ -365,7 +365,9 @@ func checkConsumerRequest(n Names, id Identity, op string, body []byte) (proxied
 		if err := checkTaskConsumer(n, c); err != nil {
 			return proxied{}, refuse("create %s on %s: a worker's consumer of tasks is the pull consumer %s…NAME of the handler's tasks %sNAME", err, stream, WorkerConsumerPrefix, n.TaskSubjectPrefix())
 		}
-		return proxied{subject: subject, stream: stream, body: body}, nil
+		// Written again from what was checked: a key twice, or a field the check did not read,
+		// does not reach the server.
+		return forward(subject, stream, req, cfg, false)
 	}
 	if c.durable != "" {
 		return proxied{}, refuse("create the durable consumer %q on %s: its consumers go away once idle", c.durable, stream)
@@ -392,15 +394,23 @@ func checkConsumerRequest(n Names, id Identity, op string, body []byte) (proxied
 	cfg["inactive_threshold"], _ = json.Marshal(min(idle, MaxConsumerIdle))
 	c.metadata[OwnerKey] = id.Name
 	cfg["metadata"], _ = json.Marshal(c.metadata)
-	req["config"], _ = json.Marshal(cfg)
 	// Created, never updated: a name another principal's consumer has is that one's, whose
 	// configuration (its owner) differs from this one.
 	req["action"], _ = json.Marshal("create")
+	return forward(subject, stream, req, cfg, true)
+}
+
+// forward is the request to forward: req with its configuration cfg.
+func forward(subject, stream string, req, cfg map[string]json.RawMessage, owned bool) (proxied, error) {
+	var err error
+	if req["config"], err = json.Marshal(cfg); err != nil {
+		return proxied{}, fmt.Errorf("the consumer proxy cannot write the request: %w", err)
+	}
 	out, err := json.Marshal(req)
 	if err != nil {
 		return proxied{}, fmt.Errorf("the consumer proxy cannot write the request: %w", err)
 	}
-	return proxied{subject: subject, stream: stream, body: out, owned: true}, nil
+	return proxied{subject: subject, stream: stream, body: out, owned: owned}, nil
 }
 
 // consumerConfig is what the proxy reads of a consumer's configuration.

@@ -269,7 +269,7 @@ func openEmbedded(ctx context.Context, opts Options, names Names, log *slog.Logg
 		Host: host, Port: port, DontListen: opts.Listen == "",
 		Auth:    authenticate(own, opts.Authenticate, names, &seen),
 		Exports: names.Exports(),
-		Logger: log.With("component", "nats-server"), Debug: log.Enabled(ctx, slog.LevelDebug),
+		Logger:  log.With("component", "nats-server"), Debug: log.Enabled(ctx, slog.LevelDebug),
 		Ready: wait,
 	})
 	if err != nil {

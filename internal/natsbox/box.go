@@ -11,10 +11,15 @@
 // task stream that Keeper renews as tasks are published, the names of all of them in a namespace
 // (Names: Options.Namespace prefixes them, so that deployments share a server), the JetStream
 // API they are reached through (API: another JetStream domain's, or another account's imported
-// under a prefix), and the mechanics of a publish on the hot path (Publish, UpdateKV).
+// under a prefix), the mechanics of a publish on the hot path (Publish, UpdateKV), and what
+// keeps principals apart on the embedded server: an account of its own for each
+// (PrincipalAccount, accounts.go), so that the server's answers and deliveries reach only the
+// asker, and the consumer proxy through which principals create and remove consumers
+// (ServeConsumerProxy, proxy.go).
 //
 // It must not hold engine logic: it never decides what to publish, consumes messages, creates
-// consumers or reads run state. It imports no other reins package.
+// consumers of its own (the proxy forwards a principal's request, or refuses it) or reads run
+// state. It imports no other reins package.
 //
 // A program that embeds a server imports natsbox/embed (the reins command, package host and
 // the root package reins do); without it, Open with no URL fails with one sentence saying so.

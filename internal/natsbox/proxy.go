@@ -220,8 +220,8 @@ func (p *consumerProxy) checkCap(ctx context.Context, id Identity) error {
 		}
 	}
 	if held >= p.cfg.MaxPerPrincipal {
-		return &refusal{code: 429, msg: fmt.Sprintf("principal %s may not hold more than %d consumers at once (max_consumers_per_principal): it holds %d; a consumer goes away %s after its last use",
-			id.Name, p.cfg.MaxPerPrincipal, held, DefaultConsumerIdle)}
+		return &refusal{code: 429, msg: fmt.Sprintf("principal %s may not hold more than %d consumers at once (max_consumers_per_principal): it holds %d, each gone once idle for its inactive threshold (at most %s)",
+			id.Name, p.cfg.MaxPerPrincipal, held, MaxConsumerIdle)}
 	}
 	return nil
 }

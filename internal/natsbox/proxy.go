@@ -90,10 +90,20 @@ func ServeConsumerProxy(ctx context.Context, b *Box, cfg ProxyConfig) (stop func
 	}
 	p := &consumerProxy{b: b, cfg: cfg, sem: make(chan struct{}, proxyWorkers), locks: map[string]*sync.Mutex{}}
 	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		stopped bool // no request is counted in wg after stop began
+	)
 	sub, err := b.nc.QueueSubscribe(b.names.ConsumerProxySubjects(), "reins-consumer-proxy", func(m *nats.Msg) {
-		p.sem <- struct{}{}
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			return
+		}
 		wg.Add(1)
+		mu.Unlock()
+		p.sem <- struct{}{}
 		go func() {
 			defer func() { <-p.sem; wg.Done() }()
 			p.serve(ctx, m)
@@ -113,6 +123,9 @@ func ServeConsumerProxy(ctx context.Context, b *Box, cfg ProxyConfig) (stop func
 		once.Do(func() {
 			_ = sub.Unsubscribe()
 			cancel()
+			mu.Lock()
+			stopped = true
+			mu.Unlock()
 			wg.Wait()
 		})
 	}, nil

@@ -345,34 +345,9 @@ func checkConsumerRequest(n Names, id Identity, op string, body []byte) (proxied
 	if !permitted(n.Permissions(id), subject) {
 		return proxied{}, refuse("create consumers on %s", stream)
 	}
-	var req map[string]json.RawMessage
-	if err := json.Unmarshal(body, &req); err != nil || req == nil {
-		return proxied{}, &refusal{code: 400, msg: fmt.Sprintf("principal %s sent a consumer request on %s that is not a JSON object", id.Name, stream)}
-	}
-	for k := range req {
-		if k != "stream_name" && k != "config" && k != "action" && k != "pedantic" {
-			return proxied{}, refuse("set %q in a consumer request on %s", k, stream)
-		}
-	}
-	var streamName, action string
-	var cfg map[string]json.RawMessage
-	if json.Unmarshal(req["stream_name"], &streamName) != nil || streamName != stream {
-		return proxied{}, &refusal{code: 400, msg: fmt.Sprintf("principal %s sent a consumer request on %s whose stream_name is not %s", id.Name, stream, stream)}
-	}
-	if err := json.Unmarshal(req["config"], &cfg); err != nil || cfg == nil {
-		return proxied{}, &refusal{code: 400, msg: fmt.Sprintf("principal %s sent a consumer request on %s without a config object", id.Name, stream)}
-	}
-	if raw, ok := req["action"]; ok && json.Unmarshal(raw, &action) != nil {
-		return proxied{}, &refusal{code: 400, msg: fmt.Sprintf("principal %s sent a consumer request on %s whose action is not a string", id.Name, stream)}
-	}
-	for k := range cfg {
-		if !consumerFields[k] {
-			return proxied{}, refuse("set %q on a consumer of %s", k, stream)
-		}
-	}
-	c, err := readConsumerConfig(cfg)
+	req, cfg, c, err := readCreate(id, stream, body)
 	if err != nil {
-		return proxied{}, &refusal{code: 400, msg: fmt.Sprintf("principal %s sent a consumer config on %s that does not read: %v", id.Name, stream, err)}
+		return proxied{}, err
 	}
 	if stream == n.TasksStream() {
 		if err := checkTaskConsumer(n, c); err != nil {
@@ -424,6 +399,41 @@ func forward(subject, stream string, req, cfg map[string]json.RawMessage, owned 
 		return proxied{}, fmt.Errorf("the consumer proxy cannot write the request: %w", err)
 	}
 	return proxied{subject: subject, stream: stream, body: out, owned: owned}, nil
+}
+
+// readCreate reads a request to create a consumer on stream: its members and its
+// configuration's, each one the proxy knows, and what the proxy checks of the configuration.
+func readCreate(id Identity, stream string, body []byte) (req, cfg map[string]json.RawMessage, c consumerConfig, err error) {
+	bad := func(format string, v ...any) error {
+		return &refusal{code: 400, msg: fmt.Sprintf("principal %s sent a consumer request on %s ", id.Name, stream) + fmt.Sprintf(format, v...)}
+	}
+	if json.Unmarshal(body, &req) != nil || req == nil {
+		return nil, nil, c, bad("that is not a JSON object")
+	}
+	for k := range req {
+		if k != "stream_name" && k != "config" && k != "action" && k != "pedantic" {
+			return nil, nil, c, &refusal{code: 403, msg: fmt.Sprintf("principal %s may not set %q in a consumer request on %s", id.Name, k, stream)}
+		}
+	}
+	var streamName, action string
+	if json.Unmarshal(req["stream_name"], &streamName) != nil || streamName != stream {
+		return nil, nil, c, bad("whose stream_name is not %s", stream)
+	}
+	if json.Unmarshal(req["config"], &cfg) != nil || cfg == nil {
+		return nil, nil, c, bad("without a config object")
+	}
+	if raw, ok := req["action"]; ok && json.Unmarshal(raw, &action) != nil {
+		return nil, nil, c, bad("whose action is not a string")
+	}
+	for k := range cfg {
+		if !consumerFields[k] {
+			return nil, nil, c, &refusal{code: 403, msg: fmt.Sprintf("principal %s may not set %q on a consumer of %s", id.Name, k, stream)}
+		}
+	}
+	if c, err = readConsumerConfig(cfg); err != nil {
+		return nil, nil, c, bad("whose config does not read: %v", err)
+	}
+	return req, cfg, c, nil
 }
 
 // consumerConfig is what the proxy reads of a consumer's configuration.

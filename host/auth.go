@@ -30,3 +30,15 @@ func Authenticator(res *operator.Resolved) natsbox.Authenticator {
 		return natsbox.Identity{Name: p.Name, Roles: p.Roles}, true
 	}
 }
+
+// Identity looks up the operator's principals by name, for the consumer proxy of a serve
+// process on an external server (natsbox.ServeConsumerProxy).
+func Identity(res *operator.Resolved) func(name string) (natsbox.Identity, bool) {
+	return func(name string) (natsbox.Identity, bool) {
+		p, ok := res.Principal(name)
+		if !ok {
+			return natsbox.Identity{}, false
+		}
+		return natsbox.Identity{Name: p.Name, Roles: p.Roles}, true
+	}
+}

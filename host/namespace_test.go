@@ -152,12 +152,12 @@ func TestTenantPermissions(t *testing.T) {
 	}
 	srv, err := natsserver.Start(ctx, serverspec.Config{Name: "tenants", StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1,
 		Ready: 10 * time.Second, Logger: slog.New(slog.DiscardHandler),
-		Auth: func(token string) (string, *serverspec.Perms, bool) {
+		Auth: func(token string) (string, *serverspec.Perms, *serverspec.Account, bool) {
 			n, ok := names[token]
 			if !ok {
-				return "", nil, false
+				return "", nil, nil, false
 			}
-			return "tenant-" + n.Namespace(), n.TenantPermissions(), true
+			return "tenant-" + n.Namespace(), n.TenantPermissions(), nil, true
 		}})
 	if err != nil {
 		t.Fatal(err)

@@ -440,7 +440,8 @@ func (l *loader) limits(key string, v any, lim *Limits) {
 		l.add(key, "want a table ([limits])")
 		return
 	}
-	l.keys(key, t, slices.Concat([]string{"max_input_bytes", "max_output_bytes"}, growthKeys, httpLimitKeys)...)
+	l.keys(key, t, slices.Concat([]string{"max_input_bytes", "max_output_bytes"}, growthKeys, httpLimitKeys, []string{"max_consumers_per_principal"})...)
+	l.consumersCap(key+".max_consumers_per_principal", t["max_consumers_per_principal"], lim)
 	l.growth(key, t, &lim.Growth)
 	l.httpLimits(key, t, &lim.HTTP) // the HTTP listener's keys (httplimits.go)
 	for k, dst := range map[string]*int64{"max_input_bytes": &lim.MaxInputBytes, "max_output_bytes": &lim.MaxOutputBytes} {
@@ -462,6 +463,21 @@ func (l *loader) limits(key string, v any, lim *Limits) {
 		default:
 			l.add(key+"."+k, `want a size: a number of bytes, or a string such as "64MiB"`)
 		}
+	}
+}
+
+// consumersCap reads [limits] max_consumers_per_principal: a whole number of consumers.
+func (l *loader) consumersCap(key string, v any, lim *Limits) {
+	switch x := v.(type) {
+	case nil:
+	case int64:
+		if x < 1 || x > MaxConsumersCap {
+			l.add(key, "want a whole number of consumers from 1 to %d", MaxConsumersCap)
+			return
+		}
+		lim.MaxConsumersPerPrincipal = int(x)
+	default:
+		l.add(key, "want a whole number of consumers, such as 64")
 	}
 }
 

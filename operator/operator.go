@@ -104,7 +104,14 @@ type Limits struct {
 	Growth Growth
 	// HTTP bounds the HTTP listener of reins serve (httplimits.go).
 	HTTP HTTPLimits
+	// MaxConsumersPerPrincipal caps the JetStream consumers each principal holds at once
+	// (watches, ordered reads; the consumer proxy refuses one more): 0 takes the server's
+	// default (natsbox.DefaultMaxConsumersPerPrincipal).
+	MaxConsumersPerPrincipal int
 }
+
+// MaxConsumersCap bounds [limits] max_consumers_per_principal.
+const MaxConsumersCap = 100000
 
 // DefaultMaxBytes is the default of both limits: 64 MiB.
 const DefaultMaxBytes = 64 << 20

@@ -29,8 +29,9 @@ const (
 )
 
 // ConsumerPrefix starts the name of the durable consumer of each handler: "reins-worker-NAME".
-// Every worker that registers NAME shares that consumer, so a task goes to one of them.
-const ConsumerPrefix = "reins-worker-"
+// Every worker that registers NAME shares that consumer, so a task goes to one of them. A
+// worker principal of a shared server may create that consumer only (natsbox's consumer proxy).
+const ConsumerPrefix = natsbox.WorkerConsumerPrefix
 
 const (
 	// maxAckPending is large because tasks waiting for their NotBefore stay pending.
@@ -252,10 +253,8 @@ func (w *Worker) Handle(name string, h Handler) {
 
 // consumerName is the durable consumer of handler name: ConsumerPrefix and the name, with '_'
 // written "__" and '.' written "_d" (a consumer name cannot hold dots), so that two handler
-// names never share a consumer.
-func consumerName(name string) string {
-	return ConsumerPrefix + strings.NewReplacer("_", "__", ".", "_d").Replace(name)
-}
+// names never share a consumer (natsbox.WorkerConsumerName, which the consumer proxy checks).
+func consumerName(name string) string { return natsbox.WorkerConsumerName(name) }
 
 func checkName(name string) error {
 	if err := natsbox.CheckHandler(name); err != nil {

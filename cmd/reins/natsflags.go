@@ -42,8 +42,10 @@ type natsFlags struct {
 	// replicas is --replicas (serve and worker): the layout's replicas (natsbox.Options).
 	replicas int
 	// auth judges the tokens of other processes when this command runs the embedded server
-	// and listens (serve, run --listen); nil lets none in.
-	auth natsbox.Authenticator
+	// and listens (serve, run --listen); nil lets none in. maxConsumers caps the consumers each
+	// of them holds ([limits] max_consumers_per_principal; 0: natsbox's default).
+	auth         natsbox.Authenticator
+	maxConsumers int
 }
 
 // tokenEnv is the environment variable of a client's token (shared/spec/server.md).
@@ -160,6 +162,9 @@ func (f *natsFlags) open(ctx context.Context, listen string, log *slog.Logger) (
 		return natsbox.Open(ctx, opts)
 	}
 	opts.DataDir, opts.Listen, opts.Authenticate = f.data, listen, f.auth
+	if f.auth != nil {
+		opts.MaxConsumersPerPrincipal = f.maxConsumers
+	}
 	box, err := natsbox.Open(ctx, opts)
 	if !errors.Is(err, natsbox.ErrDataDirLocked) {
 		return box, err
@@ -177,6 +182,7 @@ func (f *natsFlags) open(ctx context.Context, listen string, log *slog.Logger) (
 		}
 	}
 	opts.DataDir, opts.Listen, opts.Authenticate, opts.URL, opts.Token = "", "", nil, url, token
+	opts.MaxConsumersPerPrincipal = 0
 	return natsbox.Open(ctx, opts)
 }
 

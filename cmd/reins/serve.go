@@ -127,6 +127,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 				}
 				res.AddPrincipal(natsbox.RoleAdmin, token, operator.RoleAdmin)
 				nf.auth = host.Authenticator(res)
+				nf.maxConsumers = cfgOp.Limits.MaxConsumersPerPrincipal
 			}
 			box, err := nf.open(ctx, l, log)
 			if err != nil {
@@ -135,6 +136,16 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			defer box.Close()
 			if !box.Embedded() && nf.url == "" {
 				return &exitError{code: exitFailed, err: fmt.Errorf("the data directory %s is in use by another reins serve", nf.data)}
+			}
+			if !box.Embedded() {
+				// Principals in accounts of their own on an external server reach the consumer
+				// proxy of the serve processes (docs/deploy.md); the embedded server's Box runs its own.
+				stop, err := natsbox.ServeConsumerProxy(ctx, box, natsbox.ProxyConfig{Principal: host.Identity(res),
+					MaxPerPrincipal: cfgOp.Limits.MaxConsumersPerPrincipal, Logger: log})
+				if err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				defer stop()
 			}
 			// The triggers of the registered workflows: schedules decided here (several serve
 			// processes share them exactly once per due time), webhooks through the API.

@@ -359,5 +359,5 @@ func ExampleAPI_Permissions() {
 	//   $JS.hub.API.CONSUMER.INFO.KV_acme_reins_limits.*
 	//   acme.reins.delta.>
 	// subscribe: _INBOX.> acme.reins.cancel.>
-	// publish deny: 48 subjects, such as $JS.hub.API.CONSUMER.CREATE.acme_REINS_EVENTS.reins-engine-00
+	// publish deny: 65 subjects, such as $JS.hub.API.CONSUMER.DURABLE.CREATE.>
 }

@@ -10,9 +10,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/reins-run/reins/internal/natsbox/serverspec"
 )
 
 // Roles the embedded server knows: the five of shared/spec/server.md, and RoleEngine, the
@@ -143,13 +146,16 @@ func (n Names) Permissions(id Identity) *Perms {
 		add(&sub, n.CancelSubjects())
 	}
 	// The engine's consumers of REINS_EVENTS are the engine's alone: whoever may create ordered
-	// consumers on the stream may not create, change or remove one of their names.
-	var deny []string
+	// consumers on the stream may not create, change, remove or pull from one of their names.
+	// No principal creates a durable consumer the legacy way (its consumers go through the
+	// consumer proxy, which refuses durables but a worker's of its tasks).
+	deny := []string{"$JS.API.CONSUMER.DURABLE.CREATE.>"}
 	for p := range Partitions {
 		name := EngineConsumerPrefix + PartitionToken(p)
 		deny = append(deny, "$JS.API.CONSUMER.CREATE."+n.EventsStream()+"."+name,
 			"$JS.API.CONSUMER.CREATE."+n.EventsStream()+"."+name+".>",
-			"$JS.API.CONSUMER.DELETE."+n.EventsStream()+"."+name)
+			"$JS.API.CONSUMER.DELETE."+n.EventsStream()+"."+name,
+			"$JS.API.CONSUMER.MSG.NEXT."+n.EventsStream()+"."+name)
 	}
 	return &Perms{PublishAllow: pub, PublishDeny: deny, SubscribeAllow: sub}
 }
@@ -185,22 +191,26 @@ func objWrite(bucket string) []string {
 }
 
 // authenticate is the embedded server's verdict on a client's token: a Box's own token is the
-// engine's; any other is auth's to judge, with the permissions of its roles in namespace names.
-func authenticate(own string, auth Authenticator, names Names) func(token string) (string, *Perms, bool) {
-	return func(token string) (string, *Perms, bool) {
+// engine's; any other is auth's to judge, with the permissions of its roles in namespace names
+// and an account of its own (PrincipalAccount). seen records every principal it let in, by
+// name, for the consumer proxy. A principal whose name is not a subject token is refused: its
+// name is a token of its subjects.
+func authenticate(own string, auth Authenticator, names Names, seen *sync.Map) func(token string) (string, *Perms, *serverspec.Account, bool) {
+	return func(token string) (string, *Perms, *serverspec.Account, bool) {
 		var id Identity
 		switch {
 		case subtleEqual(token, own):
 			id = Identity{Name: EngineName, Roles: []string{RoleEngine}}
 		case auth != nil:
 			var ok bool
-			if id, ok = auth(token); !ok {
-				return "", nil, false
+			if id, ok = auth(token); !ok || checkToken(id.Name) != nil {
+				return "", nil, nil, false
 			}
+			seen.Store(id.Name, id)
 		default:
-			return "", nil, false
+			return "", nil, nil, false
 		}
-		return id.Name, names.Permissions(id), true
+		return id.Name, names.Permissions(id), names.PrincipalAccount(id), true
 	}
 }
 

@@ -142,6 +142,15 @@ func TestPermissionsByRole(t *testing.T) {
 		{"tok-approver", "$KV." + SessionsBucket + ".k", false},
 		{"tok-viewer", "$KV." + SessionsBucket + ".k", false},
 		{"tok-admin", "$KV." + SessionsBucket + ".k", true},
+		// No principal creates a durable consumer the legacy way, nor pulls from the engine's
+		// consumers; its own consumers' pulls are its own (their creation is the proxy's:
+		// TestConsumerProxy).
+		{"tok-viewer", "$JS.API.CONSUMER.DURABLE.CREATE." + EventsStream + ".d", false},
+		{"tok-worker", "$JS.API.CONSUMER.DURABLE.CREATE." + TasksStream + ".reins-worker-h", false},
+		{"tok-viewer", "$JS.API.CONSUMER.MSG.NEXT." + EventsStream + ".reins-engine-00", false},
+		{"tok-submitter", "$JS.API.CONSUMER.MSG.NEXT." + EventsStream + ".reins-engine-15", false},
+		{"tok-viewer", "$JS.API.CONSUMER.MSG.NEXT." + EventsStream + ".mine", true},
+		{"tok-admin", "$JS.API.CONSUMER.MSG.NEXT." + EventsStream + ".reins-engine-00", true},
 	} {
 		if got := canPublish(t, b, tc.token, tc.subject); got != tc.want {
 			t.Errorf("%s (%s) publishing on %s: stored %t, want %t", testPrincipals[tc.token].Name, tc.token, tc.subject, got, tc.want)

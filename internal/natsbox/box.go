@@ -11,10 +11,15 @@
 // task stream that Keeper renews as tasks are published, the names of all of them in a namespace
 // (Names: Options.Namespace prefixes them, so that deployments share a server), the JetStream
 // API they are reached through (API: another JetStream domain's, or another account's imported
-// under a prefix), and the mechanics of a publish on the hot path (Publish, UpdateKV).
+// under a prefix), the mechanics of a publish on the hot path (Publish, UpdateKV), and what
+// keeps principals apart on the embedded server: an account of its own for each
+// (PrincipalAccount, accounts.go), so that the server's answers and deliveries reach only the
+// asker, and the consumer proxy through which principals create and remove consumers
+// (ServeConsumerProxy, proxy.go).
 //
 // It must not hold engine logic: it never decides what to publish, consumes messages, creates
-// consumers or reads run state. It imports no other reins package.
+// consumers of its own (the proxy forwards a principal's request, or refuses it) or reads run
+// state. It imports no other reins package.
 //
 // A program that embeds a server imports natsbox/embed (the reins command, package host and
 // the root package reins do); without it, Open with no URL fails with one sentence saying so.
@@ -82,6 +87,10 @@ type Options struct {
 	// that deployments and tenants share a server without seeing each other: "" is the default
 	// namespace, today's names. The embedded server grants its clients' roles in this namespace.
 	Namespace string
+	// MaxConsumersPerPrincipal caps the consumers each principal of the embedded server holds at
+	// once (the consumer proxy, ServeConsumerProxy); 0 is DefaultMaxConsumersPerPrincipal.
+	// Refused when URL is set.
+	MaxConsumersPerPrincipal int
 	// JSDomain is the JetStream domain whose JetStream the Box uses, for a client of a leaf
 	// node that runs a JetStream domain of its own and reaches its hub's ("hub": the API
 	// "$JS.hub.API."); one subject token. JSAPIPrefix is the prefix under which the account
@@ -139,6 +148,9 @@ type Box struct {
 	names     Names   // Options.Namespace
 	api       API     // Options.JSDomain or JSAPIPrefix
 
+	proxy     *Box   // the consumer proxy's connection, when this Box runs a server with principals
+	stopProxy func() // stops the consumer proxy
+
 	closed    chan struct{} // closed by the connection's closed handler
 	closeOnce sync.Once
 	closeErr  error
@@ -188,6 +200,29 @@ func Open(ctx context.Context, opts Options) (*Box, error) {
 	return b, nil
 }
 
+// startProxy serves the consumer proxy of the principals the embedded server let in (seen), on
+// a connection of its own.
+func (b *Box) startProxy(ctx context.Context, seen *sync.Map, maxPer int) error {
+	c, err := b.Connect(ctx, "reins-consumer-proxy")
+	if err != nil {
+		return err
+	}
+	principal := func(name string) (Identity, bool) {
+		v, ok := seen.Load(name)
+		if !ok {
+			return Identity{}, false
+		}
+		return v.(Identity), true
+	}
+	stop, err := ServeConsumerProxy(context.Background(), c, ProxyConfig{Principal: principal, MaxPerPrincipal: maxPer, Logger: b.log})
+	if err != nil {
+		c.Close()
+		return err
+	}
+	b.proxy, b.stopProxy = c, stop
+	return nil
+}
+
 // Names returns the names of the Box's namespace (Options.Namespace): every stream, bucket and
 // subject its processes use.
 func (b *Box) Names() Names { return b.names }
@@ -233,11 +268,13 @@ func openEmbedded(ctx context.Context, opts Options, names Names, log *slog.Logg
 		wait = time.Until(dl)
 	}
 	own := newOwnToken()
+	var seen sync.Map // the principals the server let in: name → Identity
 	srv, err := startServer(ctx, ServerConfig{
 		Name: EmbeddedServerName, StoreDir: opts.DataDir, // the server stores under StoreDir/jetstream
 		Host: host, Port: port, DontListen: opts.Listen == "",
-		Auth:   authenticate(own, opts.Authenticate, names),
-		Logger: log.With("component", "nats-server"), Debug: log.Enabled(ctx, slog.LevelDebug),
+		Auth:    authenticate(own, opts.Authenticate, names, &seen),
+		Exports: names.Exports(),
+		Logger:  log.With("component", "nats-server"), Debug: log.Enabled(ctx, slog.LevelDebug),
 		Ready: wait,
 	})
 	if err != nil {
@@ -265,6 +302,14 @@ func openEmbedded(ctx context.Context, opts Options, names Names, log *slog.Logg
 		b.shutdownServer()
 		return nil, err
 	}
+	b.names = names
+	if opts.Authenticate != nil {
+		if err := b.startProxy(ctx, &seen, opts.MaxConsumersPerPrincipal); err != nil {
+			b.closeConn()
+			b.shutdownServer()
+			return nil, err
+		}
+	}
 	ok = true
 	log.Debug("embedded NATS server started", "data_dir", opts.DataDir, "client_url", b.clientURL)
 	return b, nil
@@ -278,6 +323,8 @@ func openExternal(ctx context.Context, opts Options, log *slog.Logger) (*Box, er
 		return nil, errors.New("natsbox: Listen applies to the embedded server only: leave it empty when URL is set")
 	case opts.Authenticate != nil:
 		return nil, errors.New("natsbox: Authenticate applies to the embedded server only: leave it nil when URL is set")
+	case opts.MaxConsumersPerPrincipal != 0:
+		return nil, errors.New("natsbox: MaxConsumersPerPrincipal applies to the embedded server only (ServeConsumerProxy serves the principals of an external one): leave it 0 when URL is set")
 	case opts.CredsFile != "" && opts.NKeyFile != "":
 		return nil, errors.New("natsbox: CredsFile and NKeyFile are exclusive: set one of them")
 	case (opts.TLSCert == "") != (opts.TLSKey == ""):
@@ -437,6 +484,10 @@ func (b *Box) MaxPayload() int64 { return b.nc.MaxPayload() }
 // calls return the first call's result.
 func (b *Box) Close() error {
 	b.closeOnce.Do(func() {
+		if b.proxy != nil {
+			b.stopProxy()
+			b.proxy.Close()
+		}
 		b.closeConn()
 		b.shutdownServer()
 	})

@@ -2,7 +2,8 @@
 // that links nats-server. natsbox.Open starts it through the hook that package natsbox/embed
 // registers, so that a program that never embeds a server (a worker) does not carry one.
 //
-// It owns the server's options, its authentication callback, its log and its readiness. It must
+// It owns the server's options, its authentication callback, the accounts of its clients (created
+// at their first connection, with the imports natsbox gives), its log and its readiness. It must
 // not know reins's layout, roles or subjects (natsbox decides who may do what and passes the
 // result as lists of subjects), and imports no reins package but serverspec, the types it
 // implements.
@@ -13,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -25,8 +27,9 @@ type Server struct{ ns *server.Server }
 // Start starts a server with JetStream and returns once it accepts connections: the function
 // natsbox.RegisterServer takes.
 func Start(_ context.Context, cfg serverspec.Config) (serverspec.Server, error) {
+	ca := &clientAuth{check: cfg.Auth, accounts: map[string]*server.Account{}}
 	ns, err := server.NewServer(&server.Options{
-		CustomClientAuthentication: auth(cfg.Auth),
+		CustomClientAuthentication: ca,
 		ServerName:                 cfg.Name,
 		JetStream:                  true,
 		StoreDir:                   cfg.StoreDir,
@@ -36,6 +39,10 @@ func Start(_ context.Context, cfg serverspec.Config) (serverspec.Server, error) 
 		Port:                       cfg.Port,
 	})
 	if err != nil {
+		return nil, fmt.Errorf("embedded server: %w", err)
+	}
+	ca.srv = ns
+	if err := export(ns.GlobalAccount(), cfg.Exports); err != nil {
 		return nil, fmt.Errorf("embedded server: %w", err)
 	}
 	log := &serverLog{log: cfg.Logger}
@@ -74,13 +81,14 @@ func (s *Server) Stop() {
 	s.ns.WaitForShutdown()
 }
 
-// clientAuth is the server's authentication: Auth's verdict on the client's token.
+// clientAuth is the server's authentication: Auth's verdict on the client's token, and the
+// account it names, created at its first connection.
 type clientAuth struct {
-	check func(token string) (string, *serverspec.Perms, bool)
-}
+	check func(token string) (string, *serverspec.Perms, *serverspec.Account, bool)
+	srv   *server.Server
 
-func auth(check func(string) (string, *serverspec.Perms, bool)) server.Authentication {
-	return &clientAuth{check: check}
+	mu       sync.Mutex
+	accounts map[string]*server.Account
 }
 
 func (a *clientAuth) Check(c server.ClientAuthentication) bool {
@@ -91,12 +99,70 @@ func (a *clientAuth) Check(c server.ClientAuthentication) bool {
 	if token == "" || a.check == nil {
 		return false
 	}
-	user, perms, ok := a.check(token)
+	user, perms, spec, ok := a.check(token)
 	if !ok {
 		return false
 	}
-	c.RegisterUser(&server.User{Username: user, Permissions: permissions(perms)})
+	u := &server.User{Username: user, Permissions: permissions(perms)}
+	if spec != nil {
+		acc, err := a.account(spec)
+		if err != nil {
+			a.srv.Errorf("Account %q of user %q: %v", spec.Name, user, err)
+			return false
+		}
+		u.Account = acc
+	}
+	c.RegisterUser(u)
 	return true
+}
+
+// account returns the account spec names, created with its imports the first time.
+func (a *clientAuth) account(spec *serverspec.Account) (*server.Account, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if acc, ok := a.accounts[spec.Name]; ok {
+		return acc, nil
+	}
+	acc, err := a.srv.RegisterAccount(spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	own := a.srv.GlobalAccount()
+	for _, im := range spec.Imports {
+		remote := im.Remote
+		if remote == "" {
+			remote = im.Local
+		}
+		if im.Stream {
+			err = acc.AddMappedStreamImport(own, remote, im.Local)
+		} else {
+			err = acc.AddServiceImport(own, im.Local, remote)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("import %s: %w", im.Local, err)
+		}
+	}
+	a.accounts[spec.Name] = acc
+	return acc, nil
+}
+
+// export offers exports from acc to every account.
+func export(acc *server.Account, exports []serverspec.Export) error {
+	for _, e := range exports {
+		var err error
+		switch {
+		case e.Stream:
+			err = acc.AddStreamExport(e.Subject, nil)
+		case e.Streamed:
+			err = acc.AddServiceExportWithResponse(e.Subject, server.Streamed, nil)
+		default:
+			err = acc.AddServiceExportWithResponse(e.Subject, server.Singleton, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("export %s: %w", e.Subject, err)
+		}
+	}
+	return nil
 }
 
 func permissions(p *serverspec.Perms) *server.Permissions {

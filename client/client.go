@@ -116,18 +116,40 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 }
 
 // Start stores the bundles and publishes the start event of a run of bs.Root with input (nil
-// means null), and returns the run id: runID, or a new one when runID is "". A run that
-// exists is ErrExists, and so is one whose start another Start published first (the stream
-// took this start for a duplicate of it), even before the engine saved its record: a start
-// retried with its id starts one run.
+// means null), and returns the run id: runID, or a new one when runID is "". runID must be an
+// id a client may choose (wire.CheckRunID: not one of the server's space, which the engine
+// refuses from a person). A run that exists is ErrExists, and so is one whose start another
+// Start published first (the stream took this start for a duplicate of it), even before the
+// engine saved its record: a start retried with its id starts one run.
 func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMessage, runID string) (string, error) {
-	if bs == nil || bs.All[bs.Root] == nil {
-		return "", errors.New("client: start: the bundles hold no root workflow")
-	}
 	if runID == "" {
 		runID = NewRunID()
 	} else if err := wire.CheckRunID(runID); err != nil {
 		return "", fmt.Errorf("client: start: %w", err)
+	}
+	return c.start(ctx, bs, input, runID, "")
+}
+
+// StartAs is Start for the server's own processes (the triggers of a reins serve): it starts
+// run runID, an id of the server's space (wire.ServerRunID) or any other, as principal, on
+// the engine's subject of the run (natsbox.Names.EngineSubject), which only the engine's
+// identity and admins may publish on. The engine admits the run as that principal's own start
+// and records it as started by principal.
+func (c *Client) StartAs(ctx context.Context, bs *wire.Bundles, input json.RawMessage, runID, principal string) (string, error) {
+	if err := wire.CheckRunIDSyntax(runID); err != nil {
+		return "", fmt.Errorf("client: start: %w", err)
+	}
+	if err := natsbox.CheckToken(principal); err != nil {
+		return "", fmt.Errorf("client: start run %s as %q: %w", runID, principal, err)
+	}
+	return c.start(ctx, bs, input, runID, principal)
+}
+
+// start is Start of a checked runID; as (StartAs) names the principal the engine starts it as,
+// "" for the client's own start on its principal's subject.
+func (c *Client) start(ctx context.Context, bs *wire.Bundles, input json.RawMessage, runID, as string) (string, error) {
+	if bs == nil || bs.All[bs.Root] == nil {
+		return "", errors.New("client: start: the bundles hold no root workflow")
 	}
 	if len(input) == 0 {
 		input = json.RawMessage("null")
@@ -135,9 +157,11 @@ func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMess
 	if err := wire.CheckJSON(input, int(c.maxInput)); err != nil {
 		return "", fmt.Errorf("client: the input of run %s %w", runID, err)
 	}
-	ev := &protocol.Event{RunID: runID, Type: protocol.EvStart, At: c.now().UTC(), Input: input, Item: -1, Workflow: bs.Root}
-	if _, err := c.personSubject(ev, natsbox.SubmitKind); err != nil {
-		return "", err // before anything is stored
+	ev := &protocol.Event{RunID: runID, Type: protocol.EvStart, At: c.now().UTC(), Input: input, Item: -1, Workflow: bs.Root, OnBehalfOf: as}
+	if as == "" {
+		if _, err := c.personSubject(ev, natsbox.SubmitKind); err != nil {
+			return "", err // before anything is stored
+		}
 	}
 	runs, wfs, err := c.buckets(ctx)
 	if err != nil {
@@ -173,7 +197,8 @@ func NewRunID() string {
 var ErrForbidden = errors.New("not allowed")
 
 // publish publishes ev: what a person does (start, cancel, decide, resume, signal) on the
-// subject of the client's principal, anything else on the run's.
+// subject of the client's principal, anything else on the subject of its maker
+// (wire.SenderSubject); the start of StartAs (OnBehalfOf set) on the engine's.
 func (c *Client) publish(ctx context.Context, ev *protocol.Event) error {
 	_, err := c.publishAck(ctx, ev)
 	return err
@@ -188,7 +213,7 @@ func (c *Client) publishAck(ctx context.Context, ev *protocol.Event) (*jetstream
 	if err != nil {
 		return nil, err
 	}
-	if kind := wire.PersonKind(ev.Type); kind != "" {
+	if kind := wire.PersonKind(ev.Type); kind != "" && !(ev.Type == protocol.EvStart && ev.OnBehalfOf != "") {
 		if m.Subject, err = c.personSubject(ev, kind); err != nil {
 			return nil, err
 		}

@@ -369,8 +369,12 @@ func (d *decider) act(key string, ev protocol.Event, refused string) {
 	if id != "" && slices.ContainsFunc(d.run.Acts, func(a Act) bool { return a.ID == id }) {
 		return
 	}
-	d.run.Acts = append(d.run.Acts, Act{ID: id, Type: ev.Type, At: d.at, By: clean(ev.By),
-		OnBehalfOf: clean(ev.OnBehalfOf), Step: key, CallID: clean(ev.CallID), Refused: refused})
+	a := Act{ID: id, Type: ev.Type, At: d.at, By: clean(ev.By),
+		OnBehalfOf: clean(ev.OnBehalfOf), Step: key, CallID: clean(ev.CallID), Refused: refused}
+	if ev.Type == protocol.EvCancel {
+		a.Reason = clean(ev.Reason)
+	}
+	d.run.Acts = append(d.run.Acts, a)
 	if refused == "" {
 		return
 	}

@@ -138,7 +138,7 @@ func (e *Engine) deadLetterMsg(t *protocol.Task, reason string) *nats.Msg {
 // parent's run). The error is that of the values' store.
 func (e *Engine) childFinishedMsg(ctx context.Context, run *engine.Run, p *protocol.Parent, at time.Time) (*nats.Msg, error) {
 	ev := &protocol.Event{RunID: p.RunID, Type: protocol.EvChildFinished, At: at,
-		Step: p.Step, Item: p.Item, Activation: p.Activation, Iteration: p.Iteration, CallID: p.CallID,
+		Step: p.Step, Item: p.Item, Activation: p.Activation, Iteration: p.Iteration, CallID: p.CallID, Child: run.ID,
 		Status: run.Status, Output: run.Output}
 	if u := run.Usage(); u != (protocol.Usage{}) {
 		ev.Usage = &u

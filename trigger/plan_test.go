@@ -146,8 +146,12 @@ func TestRunID(t *testing.T) {
 	}
 	long := trigger.RunID("subject", strings.Repeat("w", 64), strings.Repeat("T", 64), strings.Repeat("k", 1000))
 	for _, id := range []string{a, long} {
-		if err := wire.CheckRunID(id); err != nil || !strings.HasPrefix(id, "t-") {
+		if err := wire.CheckRunIDSyntax(id); err != nil || !strings.HasPrefix(id, "t-") {
 			t.Fatalf("%s: %v", id, err)
+		}
+		// The server's own: no client may start a run with it (wire.ServerRunID).
+		if wire.CheckRunID(id) == nil || wire.ServerRunID(id) == "" {
+			t.Fatalf("%s is not in the server's space of run ids", id)
 		}
 	}
 }

@@ -1,5 +1,6 @@
 // Package outbox builds the messages a decision of the engine sends (tasks, events, the starts
-// of sub-runs) and publishes them: the engine's shell (package runner) sends what engine.Decide
+// of sub-runs) and publishes them, each event on the subject of its maker
+// (wire.SenderSubject: the engine's own subject of the run for what only the engine makes): the engine's shell (package runner) sends what engine.Decide
 // commands through it, and the client (package client) sends a forked run's tasks through it,
 // so that both send the same subjects, bodies and message ids. A task or a start that cannot
 // be sent becomes the failure event that answers it, never a lost message.
@@ -112,7 +113,7 @@ func (o *Outbox) StartChildMsg(ctx context.Context, runID string, b *wire.Bundle
 
 // childFailedMsg tells run runID that its sub-run c failed before it started.
 func (o *Outbox) childFailedMsg(runID string, c *engine.ChildRun, at time.Time, why string) *nats.Msg {
-	m, err := EventMsg(o.Names, CouldNotStart(ParentOf(runID, c), at, why), c.RunID)
+	m, err := EventMsg(o.Names, CouldNotStart(ParentOf(runID, c), c.RunID, at, why), c.RunID)
 	if err != nil {
 		o.log().Error("outbox: a sub-run cannot start and its parent cannot be told", "run", c.RunID, "why", why, "err", err)
 		return nil
@@ -125,10 +126,11 @@ func ParentOf(runID string, c *engine.ChildRun) *protocol.Parent {
 	return &protocol.Parent{RunID: runID, Step: c.Step, Item: c.Item, Activation: c.Activation, Iteration: c.Iteration, CallID: c.CallID}
 }
 
-// CouldNotStart is the event that tells parent p that its sub-run failed before it started.
-func CouldNotStart(p *protocol.Parent, at time.Time, why string) *protocol.Event {
+// CouldNotStart is the event that tells parent p that its sub-run child failed before it
+// started.
+func CouldNotStart(p *protocol.Parent, child string, at time.Time, why string) *protocol.Event {
 	return &protocol.Event{RunID: p.RunID, Type: protocol.EvChildFinished, At: at,
-		Step: p.Step, Item: p.Item, Activation: p.Activation, Iteration: p.Iteration, CallID: p.CallID,
+		Step: p.Step, Item: p.Item, Activation: p.Activation, Iteration: p.Iteration, CallID: p.CallID, Child: child,
 		Status: protocol.RunFailed, Error: "the sub-run could not start: " + why}
 }
 
@@ -212,9 +214,10 @@ func ValuesEventMsg(ctx context.Context, n natsbox.Names, values *wire.Values, e
 }
 
 // EventMsg is the message of ev in namespace n (child: the sub-run a child_finished event is
-// about).
+// about), on the subject of its maker (wire.SenderSubject): a task's answer on the run's, any
+// other event on the engine's.
 func EventMsg(n natsbox.Names, ev *protocol.Event, child string) (*nats.Msg, error) {
-	subj, err := wire.EventSubject(n, ev)
+	subj, err := wire.SenderSubject(n, ev)
 	if err != nil {
 		return nil, err
 	}

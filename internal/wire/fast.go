@@ -245,6 +245,8 @@ func decodeEventFast(data []byte, ev *protocol.Event) bool {
 				ev.Parent = new(protocol.Parent)
 			}
 			return nested(v, ev.Parent)
+		case "child":
+			return str(v, &ev.Child)
 		case "nonce":
 			return str(v, &ev.Nonce)
 		case "protocol":

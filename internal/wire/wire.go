@@ -7,9 +7,13 @@
 //
 //   - A task is protocol.Task as JSON on natsbox.TaskSubject(task.Handler), with Nats-Msg-Id =
 //     task.MsgID, so JetStream stores a task dispatched twice once.
-//   - An event is protocol.Event as JSON on natsbox.EventSubject(runID), with the message id EventMsgID
-//     gives it. Workers publish the answers to tasks; the engine and clients publish start,
-//     cancel, tick and child_finished events.
+//   - An event is protocol.Event as JSON, with the message id EventMsgID gives it, on the
+//     subject of whoever may send it (SenderSubject): workers publish the answers to tasks on
+//     natsbox.EventSubject(runID); a person publishes start, cancel, decision, resume and
+//     signal on its own subjects (natsbox.PrincipalSubject); the engine publishes what only it
+//     makes (the starts of sub-runs and of triggers' runs, child_finished, the cancels of
+//     sub-runs, ticks, granted) on natsbox.Names.EngineSubject(runID), which the server lets
+//     no principal but the engine's identity and admins publish on.
 //   - When a run ends, the engine publishes its id on natsbox.CancelSubject(runID) (core NATS,
 //     not stored), so that workers cancel handlers still running for it.
 package wire
@@ -37,9 +41,22 @@ var ErrMalformed = errors.New("malformed message")
 // tokens and KV keys.
 const MaxRunIDLen = 64
 
-// CheckRunID reports whether id can name a run started by a client: 1 to MaxRunIDLen bytes of
-// [A-Za-z0-9_-]. (The engine names sub-runs parent/step/activation[/index].)
+// CheckRunID reports whether id can name a run a client starts: 1 to MaxRunIDLen bytes of
+// [A-Za-z0-9_-] (CheckRunIDSyntax), outside the server's space of run ids (ServerRunID).
 func CheckRunID(id string) error {
+	if err := CheckRunIDSyntax(id); err != nil {
+		return err
+	}
+	if why := ServerRunID(id); why != "" {
+		return fmt.Errorf("run id %q is the server's to give: %s, and no client may start a run with such an id", id, why)
+	}
+	return nil
+}
+
+// CheckRunIDSyntax reports whether id has the form of a run id the server gives itself or a
+// client may choose: 1 to MaxRunIDLen bytes of [A-Za-z0-9_-]. (The engine names sub-runs
+// parent/step/activation[/index]: longer, with '/'.)
+func CheckRunIDSyntax(id string) error {
 	if id == "" || len(id) > MaxRunIDLen {
 		return fmt.Errorf("run id %q: want 1 to %d characters", id, MaxRunIDLen)
 	}
@@ -51,6 +68,33 @@ func CheckRunID(id string) error {
 		}
 	}
 	return nil
+}
+
+// The marks of the run ids of the server's space (ServerRunID).
+const (
+	// TriggerRunPrefix begins the id of every run a trigger starts ("t-NAME-HASH").
+	TriggerRunPrefix = "t-"
+	// ForkRunMark is in the id a fork of run RUN gets by default ("RUN-fork-N").
+	ForkRunMark = "-fork-"
+)
+
+// ServerRunID says why id is in the server's space of run ids, the ids the engine and the
+// server give runs themselves and no client may start a run with; "" when it is not. The space
+// is: an id with '/' (a sub-run: parent/step/activation[/index][/iteration/call]); an id that
+// begins with "t-" (a trigger's run, whose id every engine derives from the trigger and its due
+// time, message or delivery); an id that holds "-fork-" (a fork, RUN-fork-N). A client that took
+// such an id first would make the trigger's start, the parent's sub-run or the fork find its
+// run taken.
+func ServerRunID(id string) string {
+	switch {
+	case strings.Contains(id, "/"):
+		return "an id with '/' names a sub-run, which only the engine starts"
+	case strings.HasPrefix(id, TriggerRunPrefix):
+		return `an id that begins with "` + TriggerRunPrefix + `" names a run of a trigger, which only the server starts`
+	case strings.Contains(id, ForkRunMark):
+		return `an id that holds "` + ForkRunMark + `" names a fork, which only reins runs fork makes`
+	}
+	return ""
 }
 
 // TaskSubject is the subject of a task in namespace n: n.TaskSubject(t.Handler).

@@ -826,10 +826,11 @@ func lastSequence(ctx context.Context, s jetstream.Stream, filters []string) (ui
 	return last, nil
 }
 
-// senderOK is sender's ok.
+// senderOK reports whether the engine takes ev from the sender of subject (wire.Sender,
+// wire.CheckSender): a run's history holds no event the engine refused.
 func (c *Client) senderOK(subject string, ev *protocol.Event) bool {
-	_, _, ok := wire.Sender(c.names, subject, ev)
-	return ok
+	kind, principal, ok := wire.Sender(c.names, subject, ev)
+	return ok && wire.CheckSender(kind, principal, ev) == nil
 }
 
 // readEvents reads the events of run runID from an ordered consumer, up to stream sequence last.

@@ -54,12 +54,12 @@ type decided struct {
 type outcome int
 
 const (
-	ack   outcome = iota // decided (or nothing to decide): acknowledge
-	hold                 // cannot be decided yet: deliver again after a delay
-	retry                // an error: deliver again after a delay
-	drop                 // can never be decided: terminate
-	later                // decided, and settled by the save that covers it (never settled as such)
-	refuse               // its sender may not send it: terminate, counted apart
+	ack    outcome = iota // decided (or nothing to decide): acknowledge
+	hold                  // cannot be decided yet: deliver again after a delay
+	retry                 // an error: deliver again after a delay
+	drop                  // can never be decided: terminate
+	later                 // decided, and settled by the save that covers it (never settled as such)
+	refuse                // its sender may not send it: terminate, counted apart
 )
 
 // errReload asks for the event to be decided again on the saved state: the cached copy is stale.
@@ -158,20 +158,17 @@ func (e *Engine) admitSubject(subject string, ev *protocol.Event) error {
 	if !ok {
 		return fmt.Errorf("the event of run %s came on subject %s", ev.RunID, subject)
 	}
+	if err := wire.CheckSender(kind, principal, ev); err != nil {
+		return &refusal{err.Error()}
+	}
 	switch kind {
 	case "":
-		return workerMay(ev)
+		return nil
 	case natsbox.EngineKind:
-		if wire.PersonKind(ev.Type) == natsbox.HumanKind {
-			return refused("the engine's subject of run %s carries no %s event: a person's decisions come on the subject of its principal", ev.RunID, ev.Type)
-		}
 		if ev.Type == protocol.EvStart && ev.By != "" {
 			ev.Roles = e.rolesOf(ev.By) // a trigger's run, started as the principal that registered it
 		}
 		return nil
-	}
-	if err := personMay(kind, principal, ev); err != nil {
-		return err
 	}
 	who := principal
 	if ev.OnBehalfOf != "" {
@@ -181,39 +178,6 @@ func (e *Engine) admitSubject(subject string, ev *protocol.Event) error {
 		who = ev.OnBehalfOf
 	}
 	ev.Roles = e.rolesOf(who)
-	return nil
-}
-
-// workerMay refuses an event on the run's own subject, the workers', that is not a task's
-// answer: a worker answers tasks, and nothing else.
-func workerMay(ev *protocol.Event) error {
-	switch {
-	case wire.IsAnswer(ev.Type):
-		return nil
-	case ev.Type == protocol.EvCancel:
-		return refused("a worker may not cancel run %s: workers answer tasks, and only a person on its own subject or the engine cancels a run", ev.RunID)
-	case wire.PersonKind(ev.Type) == natsbox.HumanKind:
-		return refused("a worker may not send a %s event for run %s: a person's decisions come on the subject of its principal", ev.Type, ev.RunID)
-	}
-	return refused("a worker may not send a %s event for run %s: on the run's subject workers only answer tasks, and only the engine makes %s events, on its own subject", ev.Type, ev.RunID, ev.Type)
-}
-
-// personMay refuses an event of principal on its subject of kind that a person may not send
-// there: what only the engine makes (a sub-run's start, a tick, child_finished, granted, the
-// start of a run whose id is the server's), or a kind of event its subject does not carry (a
-// cancel comes on either).
-func personMay(kind, principal string, ev *protocol.Event) error {
-	switch {
-	case wire.EngineMade(ev.Type) || wire.IsAnswer(ev.Type):
-		return refused("principal %s may not send a %s event for run %s: only the engine and workers make it, on their own subjects", principal, ev.Type, ev.RunID)
-	case ev.Type == protocol.EvStart && ev.Parent != nil:
-		return refused("principal %s may not start run %s as a sub-run of run %s: only the engine starts sub-runs", principal, ev.RunID, ev.Parent.RunID)
-	case ev.Type == protocol.EvStart && wire.ServerRunID(ev.RunID) != "":
-		return refused("principal %s may not start run %s: %s", principal, ev.RunID, wire.ServerRunID(ev.RunID))
-	}
-	if want := wire.PersonKind(ev.Type); want != kind && !(ev.Type == protocol.EvCancel && kind == natsbox.HumanKind) {
-		return refused("principal %s may not send a %s event for run %s on its %s subject: it goes on its %s subject", principal, ev.Type, ev.RunID, kind, want)
-	}
 	return nil
 }
 

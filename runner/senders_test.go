@@ -107,7 +107,9 @@ func TestSubRunStartNeedsItsParent(t *testing.T) {
 				subj, _ := natsbox.PrincipalSubject(tc.ev.RunID, natsbox.SubmitKind, tc.subject)
 				publishOn(t, v, subj, tc.ev, tc.ev.RunID+"/start")
 			}
-			obs.await(t, v.Ctx, refuse, func(ev *protocol.Event) bool { return ev != nil && ev.RunID == tc.ev.RunID && ev.Type == protocol.EvStart })
+			obs.await(t, v.Ctx, refuse, func(ev *protocol.Event) bool {
+				return ev != nil && ev.RunID == tc.ev.RunID && ev.Type == protocol.EvStart
+			})
 			v.noRecord(tc.ev.RunID)
 			if !strings.Contains(logs.String(), tc.why) {
 				t.Errorf("the engine's log does not say %q:\n%s", tc.why, logs)
@@ -148,8 +150,14 @@ func TestSenderRules(t *testing.T) {
 	v, obs, logs := subRunEnv(t)
 	engineSubj := func(id string) string { s, _ := v.Box.Names().EngineSubject(id); return s }
 	workerSubj := func(id string) string { s, _ := v.Box.Names().EventSubject(id); return s }
-	submit := func(id, who string) string { s, _ := v.Box.Names().PrincipalSubject(id, natsbox.SubmitKind, who); return s }
-	human := func(id, who string) string { s, _ := v.Box.Names().PrincipalSubject(id, natsbox.HumanKind, who); return s }
+	submit := func(id, who string) string {
+		s, _ := v.Box.Names().PrincipalSubject(id, natsbox.SubmitKind, who)
+		return s
+	}
+	human := func(id, who string) string {
+		s, _ := v.Box.Names().PrincipalSubject(id, natsbox.HumanKind, who)
+		return s
+	}
 	hash := runtest.LoadBundles(t, "testdata/child.toml").Root
 	v.Start(runtest.LoadBundles(t, "testdata/child.toml"), `{}`, "stores-child")
 	startOf := func(id string) *protocol.Event {

@@ -50,8 +50,8 @@ type Service struct {
 	mu     sync.Mutex
 	active map[string]*active // by workflow name: the latest version's
 	synced bool
-	kv      jetstream.KeyValue
-	subs    subjects
+	kv     jetstream.KeyValue
+	subs   subjects
 }
 
 // active is a registered workflow with triggers: its latest version.

@@ -213,6 +213,46 @@ func TestEngineSubjectByRole(t *testing.T) {
 	}
 }
 
+// FuzzParseEventSubject: a subject ParseEventSubject takes is the one its parts make again
+// (EventSubject, PrincipalSubject or EngineSubject): no two shapes read alike, and the engine's
+// kind is only ever the engine's subject.
+func FuzzParseEventSubject(f *testing.F) {
+	for _, s := range []string{"reins.event.11.r-1", "reins.event.11.r-1.engine", "reins.event.11.r-1.submit.sam",
+		"reins.event.11.r-1.human.engine", "reins.event.11.r-1.engine.x", "reins.event.03.r-1", "a.reins.event.11.r-1.engine",
+		"reins.event.11.r-1.submit.reins-engine", "", "reins.event.", "reins.event.11..engine"} {
+		f.Add("", s)
+		f.Add("a", s)
+	}
+	f.Fuzz(func(t *testing.T, ns, subject string) {
+		n, err := NewNames(ns)
+		if err != nil {
+			return
+		}
+		run, kind, who, ok := n.ParseEventSubject(subject)
+		if !ok {
+			return
+		}
+		var again string
+		switch kind {
+		case "":
+			again, err = n.EventSubject(run)
+		case EngineKind:
+			if who != EngineName {
+				t.Fatalf("%q: the engine's subject by %q", subject, who)
+			}
+			again, err = n.EngineSubject(run)
+		default:
+			again, err = n.PrincipalSubject(run, kind, who)
+		}
+		if err != nil && CheckToken(run) == nil && (kind == EngineKind || kind == "" || CheckToken(who) == nil) {
+			t.Fatalf("%q parsed as %q %q %q, whose subject cannot be made: %v", subject, run, kind, who, err)
+		}
+		if err == nil && again != subject { // else: no client can publish on it (whitespace)
+			t.Fatalf("%q parsed as %q %q %q, which makes %q", subject, run, kind, who, again)
+		}
+	})
+}
+
 // FuzzNewNames: a namespace NewNames accepts makes subjects whose tokens are valid and stream
 // names the server accepts; one it refuses says why in one line.
 func FuzzNewNames(f *testing.F) {

@@ -204,7 +204,8 @@ func (c *Client) publish(ctx context.Context, ev *protocol.Event) error {
 	return err
 }
 
-// publishAck is publish, returning the stream's acknowledgement.
+// publishAck is publish, returning the stream's acknowledgement: a duplicate only when the
+// stream holds this very event (same message id, same subject).
 func (c *Client) publishAck(ctx context.Context, ev *protocol.Event) (*jetstream.PubAck, error) {
 	if _, _, err := c.buckets(ctx); err != nil {
 		return nil, err
@@ -218,7 +219,13 @@ func (c *Client) publishAck(ctx context.Context, ev *protocol.Event) (*jetstream
 			return nil, err
 		}
 	}
-	return c.js.PublishMsg(ctx, m)
+	ack, err := c.js.PublishMsg(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	// A duplicate is this event sent before only when it came on the same subject: another
+	// sender may have taken the event's message id first (outbox.Own).
+	return outbox.Own(ctx, c.js, c.names, m, ack)
 }
 
 // personSubject is the subject of ev from the client's principal; a cancel goes as an

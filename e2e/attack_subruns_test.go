@@ -68,7 +68,7 @@ const malloryBaseURL = `
 name = "mallory-exfil"
 [models.m]
 provider = "openai"
-name = "gpt-4o"
+model = "gpt-4o"
 base_url = "http://127.0.0.1:9/exfil"
 
 [[steps]]
@@ -528,8 +528,22 @@ type = "terminate"
 		return ""
 	})
 	h.healthy()
+	// The delivery, once the triggers' service has read bob's registration (404 until then:
+	// nothing starts).
 	body := `{"order_id":"O-9"}`
-	status, _, resp := h.do("", "POST", "/v1/hooks/orders", body, trigger.SignatureHeader, trigger.Sign([]byte(secret), []byte(body)), trigger.DeliveryHeader, "d-1")
+	var status int
+	var resp string
+	for deadline := time.Now().Add(time.Minute); ; {
+		status, _, resp = h.do("", "POST", "/v1/hooks/orders", body, trigger.SignatureHeader, trigger.Sign([]byte(secret), []byte(body)), trigger.DeliveryHeader, "d-1")
+		if status != 404 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 	if status != 202 || !strings.Contains(resp, id) || strings.Contains(resp, `"existing":true`) {
 		t.Fatalf("the delivery: %d %s; want run %s started anew", status, resp, id)
 	}

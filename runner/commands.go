@@ -176,7 +176,10 @@ func (e *Engine) publishTick(runID string, c engine.Command) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), outbox.PublishTimeout)
 	defer cancel()
-	_, err = natsbox.Publish(ctx, e.js.Conn(), m)
+	ack, err := natsbox.Publish(ctx, e.js.Conn(), m)
+	if err == nil {
+		_, err = outbox.Own(ctx, e.js, e.names, m, ack) // a tick's id is predictable: taken first, it is sent again
+	}
 	return err
 }
 

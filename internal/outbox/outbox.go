@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
@@ -156,7 +157,10 @@ func (o *Outbox) Publish(ctx context.Context, msgs []*nats.Msg) error {
 	case 0:
 		return nil
 	case 1:
-		_, err := natsbox.Publish(ctx, o.JS.Conn(), msgs[0])
+		ack, err := natsbox.Publish(ctx, o.JS.Conn(), msgs[0])
+		if err == nil {
+			_, err = Own(ctx, o.JS, o.Names, msgs[0], ack)
+		}
 		return err
 	}
 	futs := make([]jetstream.PubAckFuture, 0, len(msgs))
@@ -171,17 +175,28 @@ func (o *Outbox) Publish(ctx context.Context, msgs []*nats.Msg) error {
 	defer attempt.Stop()
 	var again []*nats.Msg // not acknowledged within the attempt
 	expired := false
+	type dup struct {
+		m   *nats.Msg
+		ack *jetstream.PubAck
+	}
+	var dups []dup
 	for _, f := range futs {
 		if expired {
 			select {
-			case <-f.Ok():
+			case ack := <-f.Ok():
+				if ack.Duplicate {
+					dups = append(dups, dup{f.Msg(), ack})
+				}
 			default:
 				again = append(again, f.Msg())
 			}
 			continue
 		}
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			if ack.Duplicate {
+				dups = append(dups, dup{f.Msg(), ack})
+			}
 		case <-f.Err():
 			again = append(again, f.Msg()) // the synchronous publish returns the error worth returning
 		case <-ctx.Done():
@@ -192,11 +207,58 @@ func (o *Outbox) Publish(ctx context.Context, msgs []*nats.Msg) error {
 		}
 	}
 	for _, m := range again {
-		if _, err := natsbox.Publish(ctx, o.JS.Conn(), m); err != nil {
+		ack, err := natsbox.Publish(ctx, o.JS.Conn(), m)
+		if err == nil {
+			_, err = Own(ctx, o.JS, o.Names, m, ack)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, d := range dups {
+		if _, err := Own(ctx, o.JS, o.Names, d.m, d.ack); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// Own checks ack, the acknowledgement of event message m, against squatting: JetStream takes a
+// message for a duplicate by its message id alone, and whoever may publish on the events
+// stream (a worker, a submitter on its own subject) may give a message any id, the id of an
+// event the engine or a person is about to send included (a sub-run's start, a trigger's
+// start, a cancel: their ids are predictable). A duplicate whose stored message came on
+// another subject than m's is not m's: m is published again under an id of its own (its id,
+// "/", and a random suffix), so that it is stored, and that acknowledgement is returned. A
+// duplicate of m's own subject (m sent again, by a replay or a retry) stands. Messages of other
+// streams are returned as they are.
+func Own(ctx context.Context, js jetstream.JetStream, n natsbox.Names, m *nats.Msg, ack *jetstream.PubAck) (*jetstream.PubAck, error) {
+	if ack == nil || !ack.Duplicate || ack.Sequence == 0 {
+		return ack, nil
+	}
+	if _, ok := n.SubjectPartition(m.Subject); !ok {
+		return ack, nil
+	}
+	s, err := js.Stream(ctx, n.EventsStream())
+	if err != nil {
+		return nil, fmt.Errorf("read what was stored under message id %s: %w", m.Header.Get(jetstream.MsgIDHeader), err)
+	}
+	stored, err := s.GetMsg(ctx, ack.Sequence)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		// Removed since (a run pruned): it cannot be m's stored copy to keep.
+	case err != nil:
+		return nil, fmt.Errorf("read what was stored under message id %s: %w", m.Header.Get(jetstream.MsgIDHeader), err)
+	case stored.Subject == m.Subject:
+		return ack, nil
+	}
+	again := nats.NewMsg(m.Subject)
+	again.Data = m.Data
+	for k, vs := range m.Header {
+		again.Header[k] = vs
+	}
+	again.Header.Set(jetstream.MsgIDHeader, m.Header.Get(jetstream.MsgIDHeader)+"/"+nuid.Next())
+	return natsbox.Publish(ctx, js.Conn(), again)
 }
 
 // ErrStore is wrapped by the errors of EventMsg that come from the values' store: worth trying

@@ -163,6 +163,13 @@ func TestEngineSubject(t *testing.T) {
 			t.Errorf("%s: ParseEventSubject(%q) = %q %q %q %t; want %q %q %q", tc.n, subj, run, kind, who, ok, tc.run, EngineKind, EngineName)
 		}
 	}
+	// The events stream and the engine's consumer of the run's partition capture it.
+	for _, n := range []Names{{}, a} {
+		subj, _ := n.EngineSubject("r-1")
+		if !SubjectMatches(n.EventSubjects(), subj) || !SubjectMatches(n.PartitionSubjects(Partition("r-1")), subj) {
+			t.Errorf("%s: %s is not captured by the events stream (%s) or its partition's consumer (%s)", n, subj, n.EventSubjects(), n.PartitionSubjects(Partition("r-1")))
+		}
+	}
 	if _, err := (Names{}).EngineSubject("a b"); err == nil {
 		t.Error("EngineSubject of a run id that is no subject token: no error")
 	}

@@ -375,6 +375,11 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m je
 			return retry, errReload // make sure against the saved state before dropping nothing
 		}
 		e.stats.acked.Add(1)
+		if ev.Type == protocol.EvChildFinished && n == 1 && !next.Finished() {
+			// Not a redelivery: the end of a sub-run the run does not await (engine.Decide
+			// takes only the one its step or call has in flight, by Child).
+			e.log.WarnContext(ctx, "runner: a child_finished event for a sub-run the run does not await changed nothing", eventAttrs(ev, "child", ev.Child)...)
+		}
 		if next.Finished() && (n > 1 || def.Concurrency != nil) {
 			// Delivered again: the notifications of the end may not have gone out. A run with a
 			// concurrency key is released again whatever the delivery count: a partition taken

@@ -208,6 +208,14 @@ func TestSenderRules(t *testing.T) {
 	if n := v.eng.stats.refused.Load(); n < 13 {
 		t.Errorf("%d events counted refused; want 13 at least", n)
 	}
+	// On the engine's subject, the end of another sub-run than the one the step awaits changes
+	// nothing, and is logged.
+	v.Publish(&protocol.Event{RunID: "p1", Type: protocol.EvChildFinished, At: at, Step: "sub", Item: -1, Activation: 1, Child: "forged-9",
+		Status: protocol.RunCompleted, Output: json.RawMessage(`"forged"`)}, "forged-9/finished")
+	obs.await(t, v.Ctx, ack, func(ev *protocol.Event) bool { return ev != nil && ev.Child == "forged-9" })
+	if !strings.Contains(logs.String(), "a child_finished event for a sub-run the run does not await changed nothing") {
+		t.Errorf("the engine's log does not tell of the child_finished it did not await:\n%s", logs)
+	}
 	for _, id := range []string{"p1", "p1/sub/1"} {
 		if rec, err := v.Client.Get(v.Ctx, id); err != nil || rec.Run.Status != protocol.RunRunning || len(rec.Run.Acts) != 0 {
 			t.Fatalf("run %s after the refused events: %v %+v; want running, no act", id, err, rec)

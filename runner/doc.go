@@ -57,8 +57,8 @@
 //     the sender and what it may not do.
 //  2. start: a run that already has a record was started before (a duplicate): ack. A sub-run's
 //     start (Parent, from the engine's subject) begins only when its parent's saved record has
-//     it in flight (engine.AwaitsChild); while it does not, it is held back (below) for up to 20
-//     deliveries, as the parent publishes it before saving, then refused; a parent that ended
+//     it in flight (engine.AwaitsChild); while it does not, it is held back (20ms, doubling to
+//     5s) for up to 20 deliveries, as the parent publishes it before saving, then refused; a parent that ended
 //     refuses it at once. Else read the bundle of the start event's Workflow, admit the run
 //     (Config.Admit, every start, a sub-run's too), engine.Start, carry out the commands,
 //     create the record (KeyValue.Create), then ack.

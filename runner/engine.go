@@ -46,7 +46,10 @@ const (
 	maxAckPending = 1 << 20
 	// holdDelay is how long an event that cannot be decided yet is held back (no record yet, or
 	// ahead of the state); retryDelay, after an error.
-	holdDelay  = 250 * time.Millisecond
+	holdDelay = 250 * time.Millisecond
+	// awaitDelay is the first delay of a sub-run's start that came before its parent's save
+	// (event.go, awaitFor).
+	awaitDelay = 20 * time.Millisecond
 	retryDelay = time.Second
 	// maxHoldDelay bounds the delay of an event held back many times.
 	maxHoldDelay = 5 * time.Second

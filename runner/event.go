@@ -60,6 +60,7 @@ const (
 	drop                  // can never be decided: terminate
 	later                 // decided, and settled by the save that covers it (never settled as such)
 	refuse                // its sender may not send it: terminate, counted apart
+	await                 // a sub-run's start whose parent's save is due: deliver again soon
 )
 
 // errReload asks for the event to be decided again on the saved state: the cached copy is stale.
@@ -280,6 +281,9 @@ func (e *Engine) settle(m jetstream.Msg, out outcome, ev *protocol.Event) {
 	case hold:
 		e.stats.held.Add(1)
 		err = m.NakWithDelay(holdFor(delivered(m)))
+	case await:
+		e.stats.held.Add(1)
+		err = m.NakWithDelay(awaitFor(delivered(m)))
 	case retry:
 		err = m.NakWithDelay(retryDelay)
 	case drop:
@@ -306,6 +310,17 @@ func (e *Engine) settle(m jetstream.Msg, out outcome, ev *protocol.Event) {
 func holdFor(n uint64) time.Duration {
 	d := holdDelay
 	for i := uint64(4); i < n && d < maxHoldDelay; i++ {
+		d *= 2
+	}
+	return min(d, maxHoldDelay)
+}
+
+// awaitFor is the delay of a sub-run's start held back for the n-th time while its parent's
+// record does not show it: the parent saves within moments of publishing the start, so
+// awaitDelay, doubling, at most maxHoldDelay.
+func awaitFor(n uint64) time.Duration {
+	d := awaitDelay
+	for i := uint64(1); i < n && d < maxHoldDelay; i++ {
 		d *= 2
 	}
 	return min(d, maxHoldDelay)
@@ -413,7 +428,7 @@ func (e *Engine) awaited(ctx context.Context, ev *protocol.Event, n uint64) (out
 	case rec != nil && rec.Run.Finished():
 		return refuse, refused("run %s was not started: its parent run %s ended %s", ev.RunID, p.RunID, rec.Run.Status)
 	case n < e.parentDeliveries:
-		return hold, nil
+		return await, nil
 	case rec == nil:
 		return refuse, refused("run %s was not started: its parent run %s has no record after %d deliveries of the start", ev.RunID, p.RunID, n)
 	}

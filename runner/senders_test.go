@@ -134,7 +134,7 @@ func TestSubRunStartBeforeItsParentsSave(t *testing.T) {
 	early := &protocol.Event{RunID: "p2/sub/1", Type: protocol.EvStart, At: time.Now(), Item: -1, Workflow: childHash, Input: json.RawMessage(`{"for":"child"}`),
 		Parent: &protocol.Parent{RunID: "p2", Step: "sub", Item: -1, Activation: 1}}
 	v.Publish(early, "") // the message id the parent's own start will have: stored once
-	obs.await(t, v.Ctx, hold, func(ev *protocol.Event) bool { return ev.RunID == "p2/sub/1" })
+	obs.await(t, v.Ctx, await, func(ev *protocol.Event) bool { return ev.RunID == "p2/sub/1" })
 	v.Worker("prep").Serve(func(tk *protocol.Task) *protocol.Event { return runtest.Completed(tk, `{"for":"child"}`) })
 	v.Worker("child-work").Serve(func(tk *protocol.Task) *protocol.Event { return runtest.Completed(tk, `"child"`) })
 	v.Start(bs, `{}`, "p2")

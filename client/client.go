@@ -145,6 +145,12 @@ type StartOptions struct {
 	// the trigger service of a server only. Without it RunID must pass
 	// wire.CheckClientRunID.
 	Trigger bool
+	// As, for the server's own processes (the triggers of a reins serve), names the principal
+	// the run is started as: the start goes on the run's engine subject
+	// (natsbox.Names.EngineSubject), which only the engine's identity and admins may publish
+	// on, and the engine admits it as that principal's own start and records it as started by
+	// that principal. "": the client's own start, on its principal's subject.
+	As string
 }
 
 // StartWith is Start with the options of o.
@@ -165,18 +171,25 @@ func (c *Client) StartWith(ctx context.Context, bs *wire.Bundles, input json.Raw
 			return "", fmt.Errorf("client: start: %w", err)
 		}
 	}
+	if o.As != "" {
+		if err := natsbox.CheckToken(o.As); err != nil {
+			return "", fmt.Errorf("client: start run %s as %q: %w", runID, o.As, err)
+		}
+	}
 	if len(input) == 0 {
 		input = json.RawMessage("null")
 	}
 	if err := wire.CheckJSON(input, int(c.maxInput)); err != nil {
 		return "", fmt.Errorf("client: the input of run %s %w", runID, err)
 	}
-	ev := &protocol.Event{RunID: runID, Type: protocol.EvStart, At: c.now().UTC(), Input: input, Item: -1, Workflow: bs.Root}
+	ev := &protocol.Event{RunID: runID, Type: protocol.EvStart, At: c.now().UTC(), Input: input, Item: -1, Workflow: bs.Root, OnBehalfOf: o.As}
 	if o.Registered != nil {
 		ev.Registered = &protocol.Registration{Name: o.Registered.Name, Version: o.Registered.Version}
 	}
-	if _, err := c.personSubject(ev, natsbox.SubmitKind); err != nil {
-		return "", err // before anything is stored
+	if o.As == "" {
+		if _, err := c.personSubject(ev, natsbox.SubmitKind); err != nil {
+			return "", err // before anything is stored
+		}
 	}
 	runs, wfs, err := c.buckets(ctx)
 	if err != nil {
@@ -212,13 +225,15 @@ func NewRunID() string {
 var ErrForbidden = errors.New("not allowed")
 
 // publish publishes ev: what a person does (start, cancel, decide, resume, signal) on the
-// subject of the client's principal, anything else on the run's.
+// subject of the client's principal, anything else on the subject of its maker
+// (wire.SenderSubject); a start made As a principal (StartOptions.As, OnBehalfOf set) on the engine's.
 func (c *Client) publish(ctx context.Context, ev *protocol.Event) error {
 	_, err := c.publishAck(ctx, ev)
 	return err
 }
 
-// publishAck is publish, returning the stream's acknowledgement.
+// publishAck is publish, returning the stream's acknowledgement: a duplicate only when the
+// stream holds this very event (same message id, same subject).
 func (c *Client) publishAck(ctx context.Context, ev *protocol.Event) (*jetstream.PubAck, error) {
 	if _, _, err := c.buckets(ctx); err != nil {
 		return nil, err
@@ -227,12 +242,18 @@ func (c *Client) publishAck(ctx context.Context, ev *protocol.Event) (*jetstream
 	if err != nil {
 		return nil, err
 	}
-	if kind := wire.PersonKind(ev.Type); kind != "" {
+	if kind := wire.PersonKind(ev.Type); kind != "" && !(ev.Type == protocol.EvStart && ev.OnBehalfOf != "") {
 		if m.Subject, err = c.personSubject(ev, kind); err != nil {
 			return nil, err
 		}
 	}
-	return c.js.PublishMsg(ctx, m)
+	ack, err := c.js.PublishMsg(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	// A duplicate is this event sent before only when it came on the same subject: another
+	// sender may have taken the event's message id first (outbox.Own).
+	return outbox.Own(ctx, c.js, c.names, m, ack)
 }
 
 // personSubject is the subject of ev from the client's principal; a cancel goes as an
@@ -912,10 +933,11 @@ func lastSequence(ctx context.Context, s jetstream.Stream, filters []string) (ui
 	return last, nil
 }
 
-// senderOK is sender's ok.
+// senderOK reports whether the engine takes ev from the sender of subject (wire.Sender,
+// wire.CheckSender): a run's history holds no event the engine refused.
 func (c *Client) senderOK(subject string, ev *protocol.Event) bool {
-	_, _, ok := wire.Sender(c.names, subject, ev)
-	return ok
+	kind, principal, ok := wire.Sender(c.names, subject, ev)
+	return ok && wire.CheckSender(kind, principal, ev) == nil
 }
 
 // readEvents reads the events of run runID from an ordered consumer, up to stream sequence last.

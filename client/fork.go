@@ -278,8 +278,8 @@ func (c *Client) forkID(ctx context.Context, runID, want string) (string, error)
 		return want, nil
 	}
 	for n := 1; ; n++ {
-		id := runID + "-fork-" + strconv.Itoa(n)
-		if wire.CheckRunID(id) != nil {
+		id := runID + wire.ForkRunMark + strconv.Itoa(n)
+		if wire.CheckRunID(id) != nil { // the fork's id is the server's to give: only its form is checked
 			return NewRunID(), nil
 		}
 		ok, err := free(id)

@@ -22,8 +22,8 @@ func TestStartRunIDSpaces(t *testing.T) {
 		want    string // "" when it starts
 	}{
 		{id: "t-on-order-aaaaaaaaaaaaaaaaaaaa", want: `begins with "t-"`},
-		{id: "refund-1-fork-2", want: "ends in -fork-N"},
-		{id: "refund-1/ask/1", want: "has a '/'"},
+		{id: "refund-1-fork-2", want: "ends in \"-fork-N\""},
+		{id: "refund-1/ask/1", want: "an id with '/'"},
 		{id: "plain", trigger: true, want: `run id "plain" is not a trigger's`},
 		{id: "t-a/b", trigger: true, want: `is not a trigger's`},
 		{id: "t-on-order-bbbbbbbbbbbbbbbbbbbb", trigger: true},

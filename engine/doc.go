@@ -124,7 +124,8 @@
 //   - call, and workflow branches or a map over a workflow: a start_child command, with child
 //     run id run/step/activation (a child adds /index); the child_finished event ends the step
 //     (Error, or a Status other than completed, fails it), and its Usage (what the sub-run's
-//     steps spent) is added to the step's.
+//     steps spent) is added to the step's. The event counts only when its Child is that run id:
+//     the end of any other run, however it names the step, changes nothing.
 //   - approval: its prompt is rendered (once per activation, into StepRun.Prompt; a template
 //     that cannot be rendered fails the step) and the step waits for a decision (Wait
 //     approval), until at + timeout when it has one.
@@ -214,7 +215,7 @@
 //
 // child_finished with a CallID is the end of such a sub-run: it counts for a call pending with
 // Child in the step's current activation and iteration (running or waiting) that has no result
-// yet, and records its ChildResult (StepRun.ChildResults): the run id, Status (completed when
+// yet, when its Child is that call's sub-run's id, and records its ChildResult (StepRun.ChildResults): the run id, Status (completed when
 // the event gives none), the Output when it completed without an Error (output that is not
 // JSON makes it failed), the StopReason and StopDetail of the step that ended it (an agent
 // tool's agent: the shell sends Run.Ending) and its Usage. The step's own Usage does not add
@@ -228,6 +229,14 @@
 // sub-runs have not all ended (that failure, a loop edge that starts the step's region again,
 // a parent that fails) it cancels them (cancel_child, addressed like start_child); when the run
 // ends, SubRuns lists them for the shell to cancel.
+//
+// # Sub-runs a parent awaits
+//
+// AwaitsChild(def, run, id, parent) reports whether run, still going on, has in flight the
+// sub-run id at parent's step, item, activation, iteration and call: one SubRuns lists so. A
+// shell starts a sub-run only then, so that no run becomes another's child but by the parent's
+// own decision; a start that comes before the parent's state that emitted it was saved finds
+// none yet, and the shell waits for the save.
 //
 // # Humans and signals
 //
@@ -256,7 +265,9 @@
 // Run.Acts (who, on whose behalf, which step and call, when); an event ID already there is not
 // recorded again (nor a refused act without an ID identical to one there), and only the last
 // MaxRefusedActs refused ones are kept: a flood of refused acts leaves the run's record the
-// size it had.
+// size it had. A cancel that takes effect is recorded whoever made it, with its Reason, when
+// the event names who (By): a person, or the engine (the shell names it on the cancels of
+// sub-runs it sends); a cancel without By records nothing.
 //
 // decision, approval step (CallID ""): the step completes with label "approved" or "denied"
 // (Approve), its output the Message as a JSON string (null when empty); the decision is kept in

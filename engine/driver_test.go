@@ -172,7 +172,7 @@ func (d *driver) step() bool {
 		d.apply(protocol.Event{Type: protocol.EvTick, At: d.now, Step: p.timer.Step, Item: p.timer.Item, Activation: p.timer.Activation})
 	case p.child != nil:
 		ev := protocol.Event{Type: protocol.EvChildFinished, At: d.now, Step: p.child.Step, Item: p.child.Item, Activation: p.child.Activation,
-			Iteration: p.child.Iteration, CallID: p.child.CallID, Usage: p.reply.usage}
+			Iteration: p.child.Iteration, CallID: p.child.CallID, Child: p.child.RunID, Usage: p.reply.usage}
 		switch p.reply.kind {
 		case "complete":
 			ev.Output, ev.Label, ev.StopReason = json.RawMessage(p.reply.out), p.reply.label, p.reply.stop

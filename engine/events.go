@@ -236,14 +236,15 @@ func Backoff(r *workflow.Retry, attempt int) time.Duration {
 }
 
 // onChildFinished ends a call step, or a child that runs a workflow file, with its sub-run's
-// result; the sub-run of an agent step's call (CallID) is onToolChildFinished's.
+// result; the sub-run of an agent step's call (CallID) is onToolChildFinished's. An event that
+// names another sub-run (Child) than the one the step started changes nothing.
 func (d *decider) onChildFinished(ev protocol.Event) {
 	if ev.CallID != "" {
 		d.onToolChildFinished(ev)
 		return
 	}
 	key, sr, step := d.lookup(ev.Step, ev.Item)
-	if sr == nil || sr.Status != protocol.StepRunning || ev.Activation != sr.Activation || !d.runsChild(sr) {
+	if sr == nil || sr.Status != protocol.StepRunning || ev.Activation != sr.Activation || !d.runsChild(sr) || ev.Child != d.childRunID(key, sr) {
 		return
 	}
 	if ev.Usage != nil {

@@ -391,7 +391,7 @@ func FuzzDecide(f *testing.F) {
 			case op == 4 && len(children) > 0:
 				c := children[len(children)-1-next()%len(children)]
 				ev.Type, ev.Step, ev.Item, ev.Activation = protocol.EvChildFinished, c.Step, c.Item, c.Activation
-				ev.Iteration, ev.CallID = c.Iteration, c.CallID
+				ev.Iteration, ev.CallID, ev.Child = c.Iteration, c.CallID, c.RunID
 				if next()%3 == 0 {
 					ev.Error, ev.Status = "child failed", protocol.RunFailed
 				} else {

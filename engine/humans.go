@@ -453,7 +453,11 @@ func (d *decider) act(key string, ev protocol.Event, refused string) {
 	if id != "" && slices.ContainsFunc(d.run.Acts, func(a Act) bool { return a.ID == id }) {
 		return
 	}
-	a := Act{ID: id, Type: ev.Type, At: d.at, By: clean(ev.By), OnBehalfOf: clean(ev.OnBehalfOf), Step: key, CallID: clean(ev.CallID), Refused: refused}
+	a := Act{ID: id, Type: ev.Type, At: d.at, By: clean(ev.By),
+		OnBehalfOf: clean(ev.OnBehalfOf), Step: key, CallID: clean(ev.CallID), Refused: refused}
+	if ev.Type == protocol.EvCancel {
+		a.Reason = clean(ev.Reason)
+	}
 	if id == "" && refused != "" && slices.Contains(d.run.Acts, a) {
 		return // the same refused act without an id, delivered again
 	}

@@ -103,3 +103,20 @@ func SubRuns(def *workflow.Definition, run *Run) []ChildRun {
 func inFlight(s protocol.StepStatus) bool {
 	return s == protocol.StepRunning || s == protocol.StepCancelled
 }
+
+// AwaitsChild reports whether run, still going on, waits for the sub-run childID that p says
+// it started: a sub-run SubRuns lists under that id, at p's step, item, activation, iteration
+// and call. A shell starts a sub-run only then, so that nobody but the parent's own decision
+// makes a run another run's child. A start decided before the parent's state that emitted it
+// was saved (the commands go out first) finds no such child yet: the shell waits for the save.
+func AwaitsChild(def *workflow.Definition, run *Run, childID string, p protocol.Parent) bool {
+	if !active(run) || run.ID != p.RunID {
+		return false
+	}
+	for _, c := range SubRuns(def, run) {
+		if c.RunID == childID && c.Step == p.Step && c.Item == p.Item && c.Activation == p.Activation && c.Iteration == p.Iteration && c.CallID == p.CallID {
+			return true
+		}
+	}
+	return false
+}

@@ -79,7 +79,7 @@ func TestTimersAndSubRuns(t *testing.T) {
 	def := load(t, timersFile, map[string]string{"child.toml": childFile})
 	t1 := t0.Add(5 * time.Second)
 	prepDone := protocol.Event{Type: protocol.EvCompleted, At: t1, Step: "prep", Item: -1, Activation: 1, Iteration: 1, Attempt: 1, Output: json.RawMessage(`1`)}
-	subDone := protocol.Event{Type: protocol.EvChildFinished, At: t1.Add(time.Second), Step: "sub", Item: -1, Activation: 1, Status: protocol.RunCompleted, Output: json.RawMessage(`2`)}
+	subDone := protocol.Event{Type: protocol.EvChildFinished, At: t1.Add(time.Second), Step: "sub", Item: -1, Activation: 1, Child: "run1/sub/1", Status: protocol.RunCompleted, Output: json.RawMessage(`2`)}
 	cancel := protocol.Event{Type: protocol.EvCancel, At: t1.Add(2 * time.Second), Item: -1}
 
 	deadline := engine.Command{Type: engine.CmdSchedule, At: t0.Add(10 * time.Minute), Item: -1}

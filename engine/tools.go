@@ -120,10 +120,11 @@ func (d *decider) awaitPending(key string, sr *StepRun, step *workflow.Step) {
 
 // onToolChildFinished records how the sub-run of a pending call ended; once nothing else is
 // pending, the iteration is dispatched again with the results. A result for a call that is not
-// pending in the step's current iteration, or that has one already, changes nothing.
+// pending in the step's current iteration, that has one already, or that names another sub-run
+// than the call's (Child), changes nothing.
 func (d *decider) onToolChildFinished(ev protocol.Event) {
 	key, sr, step := d.lookup(ev.Step, ev.Item)
-	if sr == nil || step == nil || step.Type != workflow.Agent || !d.awaitsChild(sr, ev) {
+	if sr == nil || step == nil || step.Type != workflow.Agent || !d.awaitsChild(sr, ev) || ev.Child != d.toolChildRunID(key, sr, ev.CallID) {
 		return
 	}
 	res := protocol.ChildResult{CallID: sr.pendingCall(ev.CallID).CallID, RunID: d.toolChildRunID(key, sr, ev.CallID),

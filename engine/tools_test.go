@@ -181,7 +181,7 @@ func TestToolChildEventsThatDoNotApply(t *testing.T) {
 	d := newDriver(t, def, `{"order":"O-1"}`, script{"act": {reply{}.spawns("k1"), hangs()}, "agent:helper": {hangs()}})
 	d.runUntil("the child starts", func(*engine.Run) bool { return len(d.started) == 1 })
 	child := func(f func(*protocol.Event)) protocol.Event {
-		ev := protocol.Event{Type: protocol.EvChildFinished, Step: "act", Item: -1, Activation: 1, Iteration: 1, CallID: "k1",
+		ev := protocol.Event{Type: protocol.EvChildFinished, Step: "act", Item: -1, Activation: 1, Iteration: 1, CallID: "k1", Child: "run1/act/1/1/k1",
 			Status: protocol.RunCompleted, Output: json.RawMessage(`{"answer":"x"}`)}
 		f(&ev)
 		return ev
@@ -191,6 +191,9 @@ func TestToolChildEventsThatDoNotApply(t *testing.T) {
 		ev   protocol.Event
 	}{
 		{"another call", child(func(ev *protocol.Event) { ev.CallID = "k9" })},
+		{"another call's sub-run", child(func(ev *protocol.Event) { ev.Child = "run1/act/1/1/k9" })},
+		{"another run's sub-run", child(func(ev *protocol.Event) { ev.Child = "mallory-1" })},
+		{"no sub-run named", child(func(ev *protocol.Event) { ev.Child = "" })},
 		{"another iteration", child(func(ev *protocol.Event) { ev.Iteration = 2 })},
 		{"another activation", child(func(ev *protocol.Event) { ev.Activation = 2 })},
 		{"another step", child(func(ev *protocol.Event) { ev.Step = "after" })},

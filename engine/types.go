@@ -54,7 +54,8 @@ type Run struct {
 	StartedBy string `json:"started_by,omitempty"`
 	// Acts records what people did to the run, in order: every decision, resume, signal and
 	// cancel that took effect, and the last MaxRefusedActs that were refused, each with the
-	// authenticated principal (shared/spec/server.md: every decision records it).
+	// authenticated principal (shared/spec/server.md: every decision records it); and the
+	// engine's own cancel of a sub-run, by the engine (the event's By) with its reason.
 	Acts []Act `json:"acts,omitempty"`
 	// Slot is the run's place under its workflow's concurrency key (nil when the workflow has
 	// none, or the key could not be rendered): queued until Granted is set.
@@ -103,6 +104,9 @@ type Act struct {
 	// Refused says why the act changed nothing but its record (a principal who is not one of
 	// the step's approvers); empty when it took effect.
 	Refused string `json:"refused,omitempty"`
+	// Reason is why a cancel was made, as its event says (the engine's cancel of a sub-run:
+	// its parent no longer waits for it, or ended).
+	Reason string `json:"reason,omitempty"`
 }
 
 // MaxRefusedActs bounds the refused acts a run keeps: the most recent ones.

@@ -130,7 +130,9 @@ func TestSources(t *testing.T) {
 	removeA := m.AddEngine(func() metrics.EngineStats {
 		return metrics.EngineStats{Decided: 3, Saves: 2, Partitions: 10, Cached: 4}
 	})
-	removeB := m.AddEngine(func() metrics.EngineStats { return metrics.EngineStats{Decided: 1, Dropped: 1, Partitions: 6} })
+	removeB := m.AddEngine(func() metrics.EngineStats {
+		return metrics.EngineStats{Decided: 1, Dropped: 1, Refused: 2, Partitions: 6}
+	})
 	m.AddWaitingRuns(func(context.Context) (map[string]int, error) { return map[string]int{"a": 2, "b": 1}, nil })
 	m.AddWaitingRuns(func(context.Context) (map[string]int, error) { return map[string]int{"a": 1}, nil })
 	m.AddWaitingRuns(func(context.Context) (map[string]int, error) { return nil, errors.New("no answer") })
@@ -148,6 +150,7 @@ func TestSources(t *testing.T) {
 	}{
 		{"reins_engine_events_total", []string{"outcome", "decided"}, 4},
 		{"reins_engine_events_total", []string{"outcome", "dropped"}, 1},
+		{"reins_engine_events_total", []string{"outcome", "refused"}, 2},
 		{"reins_engine_saves_total", nil, 2},
 		{"reins_engine_cached_runs", nil, 4},
 		{"reins_engine_partitions_owned", nil, 16},

@@ -18,8 +18,9 @@ const scrapeTimeout = 2 * time.Second
 type EngineStats struct {
 	// Decided counts the events that changed a run; Acked those acknowledged without change
 	// (duplicates, stale answers); Held those held back (no record yet, ahead of the state);
-	// Dropped those terminated; Reloads the decisions made again on reloaded state.
-	Decided, Acked, Held, Dropped, Reloads int64
+	// Dropped those terminated; Refused those terminated because their sender may not send
+	// them (a forged event); Reloads the decisions made again on reloaded state.
+	Decided, Acked, Held, Dropped, Refused, Reloads int64
 	// Saves counts the saves of run records; Conflicts the compare-and-set conflicts among them.
 	Saves, Conflicts int64
 	// Cached is how many runs are decoded in memory; Evicted counts those let go to stay
@@ -60,7 +61,7 @@ func newSources() *sources {
 		waiting: map[int]func(context.Context) (map[string]int, error){},
 		queues:  map[int]func(context.Context) ([]TaskQueue, error){},
 
-		events:      d("reins_engine_events_total", "Events the engine settled, by outcome: decided (the run changed), acked (nothing to change), held (not decidable yet), dropped (never decidable).", []string{"outcome"}, nil),
+		events:      d("reins_engine_events_total", "Events the engine settled, by outcome: decided (the run changed), acked (nothing to change), held (not decidable yet), dropped (never decidable), refused (sent by whom may not send it).", []string{"outcome"}, nil),
 		reloads:     d("reins_engine_reloads_total", "Decisions made again on a run state read back, the cached one being stale.", nil, nil),
 		saves:       d("reins_engine_saves_total", "Saves of run records (compare-and-set).", nil, nil),
 		conflicts:   d("reins_engine_save_conflicts_total", "Compare-and-set conflicts of saves: another writer saved the run first.", nil, nil),
@@ -150,6 +151,7 @@ func (s *sources) collectEngines(ch chan<- prometheus.Metric, engines []func() E
 		t.Acked += st.Acked
 		t.Held += st.Held
 		t.Dropped += st.Dropped
+		t.Refused += st.Refused
 		t.Reloads += st.Reloads
 		t.Saves += st.Saves
 		t.Conflicts += st.Conflicts
@@ -164,6 +166,7 @@ func (s *sources) collectEngines(ch chan<- prometheus.Metric, engines []func() E
 	counter(s.events, t.Acked, "acked")
 	counter(s.events, t.Held, "held")
 	counter(s.events, t.Dropped, "dropped")
+	counter(s.events, t.Refused, "refused")
 	counter(s.reloads, t.Reloads)
 	counter(s.saves, t.Saves)
 	counter(s.conflicts, t.Conflicts)

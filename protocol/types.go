@@ -245,7 +245,9 @@ type Event struct {
 	Message string `json:"message,omitempty"`
 	By      string `json:"by,omitempty"`
 	// OnBehalfOf names the principal an admin decides for (By stays the admin): the approvers
-	// of the step are checked against it. The shell refuses it from anyone but an admin.
+	// of the step are checked against it. The shell refuses it from anyone but an admin. On
+	// the start of a trigger's run, which only the engine's subject carries, it names the
+	// principal the run is started as (the one that registered the workflow).
 	OnBehalfOf string `json:"on_behalf_of,omitempty"`
 	// Roles are the roles of the principal the approvers are checked against; the shell sets
 	// them from the operator's configuration, never from the message.
@@ -271,6 +273,10 @@ type Event struct {
 	// of a workflow registered by name): what the run is shown as. The engine does not read
 	// it; a reader believes it only when that version's definition is the run's (its hash).
 	Registered *Registration `json:"registered,omitempty"`
+	// Child is the run id of the sub-run a child_finished event reports on: the parent takes
+	// the event only when that is the id of a sub-run its state has in flight at the step,
+	// item, activation, iteration and call the event names.
+	Child string `json:"child,omitempty"`
 	// Nonce makes a continued event's message id unique, so that a handler that runs again
 	// after a crash (it continued, then died before acknowledging its task) is not swallowed by
 	// JetStream's duplicate window.

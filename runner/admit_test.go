@@ -106,23 +106,28 @@ func TestAnswerProtocolVersion(t *testing.T) {
 	}
 }
 
-// TestForgedSubjects: a person's decision that comes on the subject of engines and workers, or
-// an event of one kind on a subject of another, is dropped; a person's event is by the
-// principal of its subject, whatever its message says.
+// TestForgedSubjects: a person's decision that comes on the subject of workers or of the
+// engine, or an event of one kind on a subject of another, is refused; a person's event is by
+// the principal of its subject, whatever its message says.
 func TestForgedSubjects(t *testing.T) {
 	v, obs := newObservedEnv(t)
 	id := v.waitingGate()
 
 	forged := &protocol.Event{RunID: id, Nonce: "n1", Type: protocol.EvDecision, Step: "ask", Item: -1, Approve: true, By: "alice", ID: "n1"}
-	v.Publish(forged, "forged-1") // on reins.event.RUN: a worker's subject
-	if ev := obs.await(t, v.Ctx, drop, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n1" }); ev == nil {
-		t.Fatal("the forged decision was not dropped")
+	runSubj, _ := natsbox.EventSubject(id)
+	publishOn(t, v, runSubj, forged, "forged-1") // a worker's subject
+	if ev := obs.await(t, v.Ctx, refuse, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n1" }); ev == nil {
+		t.Fatal("the forged decision was not refused")
 	}
+	onEngine := *forged
+	onEngine.Nonce, onEngine.ID = "n0", "n0"
+	v.Publish(&onEngine, "forged-0") // the engine's subject: it makes no decision
+	obs.await(t, v.Ctx, refuse, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n0" })
 	wrongKind := *forged
 	wrongKind.Nonce, wrongKind.ID = "n2", "n2"
 	subj, _ := natsbox.PrincipalSubject(id, natsbox.SubmitKind, "sam")
 	publishOn(t, v, subj, &wrongKind, "forged-2")
-	obs.await(t, v.Ctx, drop, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n2" })
+	obs.await(t, v.Ctx, refuse, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n2" })
 
 	// The real one says "alice" in its message, but comes on bob's subject: it is bob's.
 	real := *forged
@@ -139,14 +144,14 @@ func TestForgedSubjects(t *testing.T) {
 }
 
 // TestOnBehalfOnlyAdmin: an admin may decide on behalf of someone; anyone else's "on behalf"
-// is dropped, and the client refuses to send it.
+// is refused, and the client refuses to send it.
 func TestOnBehalfOnlyAdmin(t *testing.T) {
 	v, obs := newObservedEnv(t)
 	id := v.waitingGate()
 	ev := &protocol.Event{RunID: id, Nonce: "n1", Type: protocol.EvDecision, Step: "ask", Item: -1, Approve: true, OnBehalfOf: "alice", ID: "n1"}
 	subj, _ := natsbox.PrincipalSubject(id, natsbox.HumanKind, "bob")
 	publishOn(t, v, subj, ev, "bob-for-alice")
-	obs.await(t, v.Ctx, drop, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n1" })
+	obs.await(t, v.Ctx, refuse, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n1" })
 
 	notAdmin := client.NewClient(client.ClientConfig{Box: v.Box, Principal: "bob", May: func(s string) bool { return strings.Contains(s, ".human.bob") }})
 	if _, err := notAdmin.Decide(v.Ctx, id, "ask", true, "", "alice"); !errors.Is(err, client.ErrForbidden) || !strings.Contains(err.Error(), "only an admin") {

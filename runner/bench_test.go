@@ -71,3 +71,28 @@ func BenchmarkConcurrencyKey(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSubRun measures runs of testdata/parent.toml end to end on an embedded server (a task,
+// then a call step whose sub-run runs one task), workers in the benchmark completing each task
+// at once: b.N runs started together and waited for. Each run is two runs for the engine: the
+// parent's start, the sub-run's start (which reads the parent's record to check that it awaits
+// the sub-run), the sub-run's task and end, child_finished, the parent's end.
+func BenchmarkSubRun(b *testing.B) {
+	v := newEnv(b)
+	v.Worker("prep").Serve(func(task *protocol.Task) *protocol.Event { return runtest.Completed(task, `{"x":1}`) })
+	v.Worker("child-work").Serve(func(task *protocol.Task) *protocol.Event { return runtest.Completed(task, `"done"`) })
+	bs := runtest.LoadBundles(b, "testdata/parent.toml")
+	b.ResetTimer()
+	ids := make([]string, b.N)
+	for i := range ids {
+		ids[i] = v.Start(bs, `{}`, "")
+	}
+	for _, id := range ids {
+		if rec := v.Wait(id); rec.Run.Status != protocol.RunCompleted {
+			b.Fatalf("run %s %s: %+v", id, rec.Run.Status, rec.Run.Error)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
+	b.ReportMetric(float64(v.eng.stats.held.Load())/float64(b.N), "held/run")
+}

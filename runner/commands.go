@@ -138,7 +138,7 @@ func (e *Engine) deadLetterMsg(t *protocol.Task, reason string) *nats.Msg {
 // parent's run). The error is that of the values' store.
 func (e *Engine) childFinishedMsg(ctx context.Context, run *engine.Run, p *protocol.Parent, at time.Time) (*nats.Msg, error) {
 	ev := &protocol.Event{RunID: p.RunID, Type: protocol.EvChildFinished, At: at,
-		Step: p.Step, Item: p.Item, Activation: p.Activation, Iteration: p.Iteration, CallID: p.CallID,
+		Step: p.Step, Item: p.Item, Activation: p.Activation, Iteration: p.Iteration, CallID: p.CallID, Child: run.ID,
 		Status: run.Status, Output: run.Output}
 	if u := run.Usage(); u != (protocol.Usage{}) {
 		ev.Usage = &u
@@ -176,7 +176,10 @@ func (e *Engine) publishTick(runID string, c engine.Command) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), outbox.PublishTimeout)
 	defer cancel()
-	_, err = natsbox.Publish(ctx, e.js.Conn(), m)
+	ack, err := natsbox.Publish(ctx, e.js.Conn(), m)
+	if err == nil {
+		_, err = outbox.Own(ctx, e.js, e.names, m, ack) // a tick's id is predictable: taken first, it is sent again
+	}
 	return err
 }
 

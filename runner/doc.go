@@ -48,10 +48,20 @@
 //
 //  1. Decode the event (wire.DecodeEvent). A malformed body, or a body whose run id is not its
 //     subject's (or a subject in another partition than its run's), is terminated (Term) with
-//     one log line: it can never be decided.
-//  2. start: a run that already has a record was started before (a duplicate): ack. Else read
-//     the bundle of the start event's Workflow, engine.Start, carry out the commands, create the
-//     record (KeyValue.Create), then ack.
+//     one log line: it can never be decided. The subject says who sent it (wire.Sender): a
+//     worker on the run's subject, a person on its own (submit, human), the engine on
+//     natsbox.Names.EngineSubject. An event its sender may not send there (wire.CheckSender: a
+//     worker's anything but an answer, a person's start of a sub-run or of an id of the
+//     server's space, a person's tick or child_finished, a non-admin's OnBehalfOf) is refused:
+//     terminated, counted apart (EngineStats.Refused), logged at warn in one sentence naming
+//     the sender and what it may not do.
+//  2. start: a run that already has a record was started before (a duplicate): ack. A sub-run's
+//     start (Parent, from the engine's subject) begins only when its parent's saved record has
+//     it in flight (engine.AwaitsChild); while it does not, it is held back (20ms, doubling to
+//     5s) for up to 20 deliveries, as the parent publishes it before saving, then refused; a parent that ended
+//     refuses it at once. Else read the bundle of the start event's Workflow, admit the run
+//     (Config.Admit, every start, a sub-run's too), engine.Start, carry out the commands,
+//     create the record (KeyValue.Create), then ack.
 //  3. Any other event: with no record yet, the event is held back (NakWithDelay, 250ms growing
 //     to 5s) for up to 20 deliveries, then terminated with a log line. An event engine.Ahead
 //     reports ahead of the state is held back too, until the run ends: the decision that
@@ -85,9 +95,11 @@
 //     subject token) is answered instead by a permanent failed event on the run's own subject,
 //     which Decide dead-letters.
 //   - dead_letter: the task on natsbox.DLQSubject(handler), with the header Reins-Reason.
-//   - start_child, cancel_child: a start event (with Parent) or a cancel event to the sub-run. A
-//     sub-run that cannot start (its workflow is not stored, its start event is too large) is
-//     reported to the run that waits for it as a failed child_finished event.
+//   - start_child, cancel_child: a start event (with Parent) or a cancel event to the sub-run, on
+//     the sub-run's engine subject, as every event the engine makes (ticks, child_finished,
+//     granted; outbox.EventMsg). A sub-run that cannot start (its workflow is not stored, its
+//     start event is too large) is reported to the run that waits for it as a failed
+//     child_finished event, which names the sub-run (Child) as every child_finished does.
 //   - schedule: an in-memory timer publishing a tick event (wire.EventMsgID) at the command's At.
 //     A task's watch fires later by as much as its task went out after the time of the decision
 //     (Command.Dispatched): an event decided late, behind a backlog, dispatches a task whose

@@ -47,7 +47,10 @@ const (
 	maxAckPending = 1 << 20
 	// holdDelay is how long an event that cannot be decided yet is held back (no record yet, or
 	// ahead of the state); retryDelay, after an error.
-	holdDelay  = 250 * time.Millisecond
+	holdDelay = 250 * time.Millisecond
+	// awaitDelay is the first delay of a sub-run's start that came before its parent's save
+	// (event.go, awaitFor).
+	awaitDelay = 20 * time.Millisecond
 	retryDelay = time.Second
 	// maxHoldDelay bounds the delay of an event held back many times.
 	maxHoldDelay = 5 * time.Second
@@ -165,6 +168,9 @@ type Engine struct {
 	saves          atomic.Int64
 	// maxQueued is MaxQueued (tests make it smaller).
 	maxQueued int
+	// parentDeliveries is how many deliveries a sub-run's start waits for its parent's record
+	// to show it (missingDeliveries; tests make it smaller).
+	parentDeliveries uint64
 	// killBeforeRelease, when positive, kills the process before its n-th release.
 	killBeforeRelease int64
 	releases          atomic.Int64
@@ -190,6 +196,7 @@ type stats struct {
 	acked   atomic.Int64 // events acknowledged without change (duplicates, stale answers)
 	held    atomic.Int64 // events held back (no record yet, ahead of the state)
 	dropped atomic.Int64 // events terminated
+	refused atomic.Int64 // events terminated because their sender may not send them
 	reloads atomic.Int64 // decisions done again on reloaded state
 	// redelivered counts the resets of a partition's consumer to its acknowledged floor.
 	redelivered atomic.Int64
@@ -223,7 +230,7 @@ func New(cfg Config) (*Engine, error) {
 		id: cfg.ID, leaseTTL: cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
 		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
 		roles: cfg.Roles, admit: cfg.Admit, limits: cfg.Limits, maxOutput: cfg.MaxOutputBytes, maxValue: cfg.MaxValueBytes,
-		metrics: cfg.Metrics, maxQueued: MaxQueued,
+		metrics: cfg.Metrics, maxQueued: MaxQueued, parentDeliveries: missingDeliveries,
 	}
 	if cfg.CachedRuns < 0 {
 		return nil, fmt.Errorf("runner: Config.CachedRuns is %d: want 0 (meaning %d) or more", cfg.CachedRuns, DefaultCachedRuns)

@@ -54,11 +54,13 @@ type decided struct {
 type outcome int
 
 const (
-	ack   outcome = iota // decided (or nothing to decide): acknowledge
-	hold                 // cannot be decided yet: deliver again after a delay
-	retry                // an error: deliver again after a delay
-	drop                 // can never be decided: terminate
-	later                // decided, and settled by the save that covers it (never settled as such)
+	ack    outcome = iota // decided (or nothing to decide): acknowledge
+	hold                  // cannot be decided yet: deliver again after a delay
+	retry                 // an error: deliver again after a delay
+	drop                  // can never be decided: terminate
+	later                 // decided, and settled by the save that covers it (never settled as such)
+	refuse                // its sender may not send it: terminate, counted apart
+	await                 // a sub-run's start whose parent's save is due: deliver again soon
 )
 
 // errReload asks for the event to be decided again on the saved state: the cached copy is stale.
@@ -78,7 +80,13 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 	if err == nil {
 		err = e.admitSubject(m.Subject(), ev)
 	}
-	if err != nil {
+	var ref *refusal
+	switch {
+	case errors.As(err, &ref):
+		e.log.Warn("runner: an event was refused", eventAttrs(ev, "subject", m.Subject(), "err", err)...)
+		e.settle(m, refuse, ev)
+		return
+	case err != nil:
 		e.log.Warn("runner: a malformed event was dropped", "subject", m.Subject(), "err", err)
 		e.settle(m, drop, ev) // ev is nil when the message is not an event at all
 		return
@@ -97,10 +105,14 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 	}
 	if err != nil {
 		var d *dropError
-		if errors.As(err, &d) {
+		switch {
+		case errors.As(err, &ref):
+			out = refuse
+			e.log.WarnContext(ctx, "runner: an event was refused", eventAttrs(ev, "subject", m.Subject(), "err", err)...)
+		case errors.As(err, &d):
 			out = drop
 			e.log.ErrorContext(ctx, "runner: an event that cannot be decided was dropped", eventAttrs(ev, "err", err)...)
-		} else {
+		default:
 			out = retry
 			e.log.WarnContext(ctx, "runner: an event will be decided again", eventAttrs(ev, "err", err)...)
 		}
@@ -119,11 +131,22 @@ func eventAttrs(ev *protocol.Event, more ...any) []any {
 	return append(as, more...)
 }
 
+// refusal is the error of an event its sender may not send (on the subject it came on): one
+// sentence naming the sender and what it may not do. It is never decided again.
+type refusal struct{ msg string }
+
+func (r *refusal) Error() string { return r.msg }
+
+func refused(format string, args ...any) error { return &refusal{fmt.Sprintf(format, args...)} }
+
 // admitSubject checks that ev came on a subject its sender may send it on, and takes who sent
-// it from the subject, never from the message: an engine's or a worker's event on the run's
-// subject, a person's on the subject of its principal (natsbox.PrincipalSubject), which the
-// server lets only that principal publish on. It sets what the decision needs of the sender:
-// By, and the Roles of whom the approvers are checked against.
+// it from the subject, never from the message (wire.Sender): a worker's answer on the run's
+// subject; a person's start, cancel, decision, resume or signal on the subject of its
+// principal (natsbox.PrincipalSubject), which the server lets only that principal publish on;
+// what only the engine makes on the engine's subject (natsbox.Names.EngineSubject), which the
+// server lets only the engine's identity and admins publish on. It sets what the decision
+// needs of the sender: By, and the Roles of whom the approvers are checked against. An event
+// on a subject its sender may not send it on is a *refusal.
 func (e *Engine) admitSubject(subject string, ev *protocol.Event) error {
 	if err := natsbox.CheckToken(ev.RunID); err != nil {
 		return fmt.Errorf("the run id of the event cannot name a run: %w", err)
@@ -136,19 +159,22 @@ func (e *Engine) admitSubject(subject string, ev *protocol.Event) error {
 	if !ok {
 		return fmt.Errorf("the event of run %s came on subject %s", ev.RunID, subject)
 	}
-	if kind == "" {
-		if wire.PersonKind(ev.Type) == natsbox.HumanKind {
-			return fmt.Errorf("a %s event for run %s came on the subject of engines and workers: a person's decisions come on the subject of its principal", ev.Type, ev.RunID)
+	if err := wire.CheckSender(kind, principal, ev); err != nil {
+		return &refusal{err.Error()}
+	}
+	switch kind {
+	case "":
+		return nil
+	case natsbox.EngineKind:
+		if ev.Type == protocol.EvStart && ev.By != "" {
+			ev.Roles = e.rolesOf(ev.By) // a trigger's run, started as the principal that registered it
 		}
 		return nil
-	}
-	if want := wire.PersonKind(ev.Type); want != kind && !(ev.Type == protocol.EvCancel && kind == natsbox.HumanKind) {
-		return fmt.Errorf("a %s event for run %s came on the %s subject of principal %s", ev.Type, ev.RunID, kind, principal)
 	}
 	who := principal
 	if ev.OnBehalfOf != "" {
 		if !slices.Contains(e.rolesOf(principal), natsbox.RoleAdmin) {
-			return fmt.Errorf("principal %s is not an admin and may not act on behalf of %s (run %s)", principal, ev.OnBehalfOf, ev.RunID)
+			return refused("principal %s is not an admin and may not act on behalf of %s (run %s)", principal, ev.OnBehalfOf, ev.RunID)
 		}
 		who = ev.OnBehalfOf
 	}
@@ -255,10 +281,16 @@ func (e *Engine) settle(m jetstream.Msg, out outcome, ev *protocol.Event) {
 	case hold:
 		e.stats.held.Add(1)
 		err = m.NakWithDelay(holdFor(delivered(m)))
+	case await:
+		e.stats.held.Add(1)
+		err = m.NakWithDelay(awaitFor(delivered(m)))
 	case retry:
 		err = m.NakWithDelay(retryDelay)
 	case drop:
 		e.stats.dropped.Add(1)
+		err = m.Term()
+	case refuse:
+		e.stats.refused.Add(1)
 		err = m.Term()
 	}
 	if err != nil {
@@ -278,6 +310,17 @@ func (e *Engine) settle(m jetstream.Msg, out outcome, ev *protocol.Event) {
 func holdFor(n uint64) time.Duration {
 	d := holdDelay
 	for i := uint64(4); i < n && d < maxHoldDelay; i++ {
+		d *= 2
+	}
+	return min(d, maxHoldDelay)
+}
+
+// awaitFor is the delay of a sub-run's start held back for the n-th time while its parent's
+// record does not show it: the parent saves within moments of publishing the start, so
+// awaitDelay, doubling, at most maxHoldDelay.
+func awaitFor(n uint64) time.Duration {
+	d := awaitDelay
+	for i := uint64(1); i < n && d < maxHoldDelay; i++ {
 		d *= 2
 	}
 	return min(d, maxHoldDelay)
@@ -307,6 +350,11 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m je
 		if ent != nil {
 			e.stats.acked.Add(1)
 			return ack, nil // started before: a duplicate
+		}
+		if ev.Parent != nil {
+			if out, err := e.awaited(ctx, ev, n); out != ack || err != nil {
+				return out, err
+			}
 		}
 		return e.start(ctx, sh, decided{m: m, ev: ev})
 	}
@@ -342,6 +390,11 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m je
 			return retry, errReload // make sure against the saved state before dropping nothing
 		}
 		e.stats.acked.Add(1)
+		if ev.Type == protocol.EvChildFinished && n == 1 && !next.Finished() {
+			// Not a redelivery: the end of a sub-run the run does not await (engine.Decide
+			// takes only the one its step or call has in flight, by Child).
+			e.log.WarnContext(ctx, "runner: a child_finished event for a sub-run the run does not await changed nothing", eventAttrs(ev, "child", ev.Child)...)
+		}
 		if next.Finished() && (n > 1 || def.Concurrency != nil) {
 			// Delivered again: the notifications of the end may not have gone out. A run with a
 			// concurrency key is released again whatever the delivery count: a partition taken
@@ -355,6 +408,65 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m je
 	return e.save(ctx, sh, decided{m: m, ev: ev}, ent, &entry{rec: &wire.Record{Run: next, Parent: ent.rec.Parent}, bundle: ent.bundle}, cmds)
 }
 
+// awaited decides whether the start ev of a sub-run (Parent set: it came on the engine's
+// subject) may begin: only when the parent it names exists, goes on, and has in flight a
+// sub-run of that id at that step, item, activation, iteration and call
+// (engine.AwaitsChild), so that no run becomes another's child but by its parent's own
+// decision. The parent's engine publishes the start before it saves the state that started
+// it: a parent whose record does not show the sub-run yet holds the start (hold, the n-th
+// delivery) for up to missingDeliveries deliveries (parentDeliveries); then, or when the parent ended, the start
+// is refused (nothing is started, nobody is told).
+func (e *Engine) awaited(ctx context.Context, ev *protocol.Event, n uint64) (outcome, error) {
+	p := ev.Parent
+	rec, def, err := e.read(ctx, p.RunID)
+	if err != nil {
+		return retry, err
+	}
+	switch {
+	case rec != nil && engine.AwaitsChild(def, rec.Run, ev.RunID, *p):
+		return ack, nil
+	case rec != nil && rec.Run.Finished():
+		return refuse, refused("run %s was not started: its parent run %s ended %s", ev.RunID, p.RunID, rec.Run.Status)
+	case n < e.parentDeliveries:
+		return await, nil
+	case rec == nil:
+		return refuse, refused("run %s was not started: its parent run %s has no record after %d deliveries of the start", ev.RunID, p.RunID, n)
+	}
+	return refuse, refused("run %s was not started: its parent run %s has no such sub-run in flight at step %s after %d deliveries of the start",
+		ev.RunID, p.RunID, protocol.StepKey(p.Step, p.Item), n)
+}
+
+// read returns the saved record of run id and its definition, nil when there is none: what a
+// decision about another run (its sub-run) reads of it, without caching it (it may be
+// another shard's, or another engine's).
+func (e *Engine) read(ctx context.Context, id string) (*wire.Record, *workflow.Definition, error) {
+	var kve jetstream.KeyValueEntry
+	rctx, cancel := context.WithTimeout(ctx, recordWait)
+	err := natsbox.Retry(rctx, func(actx context.Context) (err error) {
+		kve, err = e.runs.Get(actx, id)
+		return err
+	})
+	cancel()
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrInvalidKey):
+		return nil, nil, nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("read run %s: %w", id, err)
+	}
+	rec, err := wire.DecodeRecord(kve)
+	if err != nil {
+		return nil, nil, permanent(err)
+	}
+	b, err := e.store.Get(ctx, rec.Run.Hash)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, wire.ErrMalformed) {
+			err = permanent(err)
+		}
+		return nil, nil, fmt.Errorf("run %s: %w", id, err)
+	}
+	return rec, b.Definition, nil
+}
+
 // start begins the run of a start event.
 func (e *Engine) start(ctx context.Context, sh *shard, d decided) (outcome, error) {
 	ev := d.ev
@@ -366,7 +478,10 @@ func (e *Engine) start(ctx context.Context, sh *shard, d decided) (outcome, erro
 		return retry, err
 	}
 	start := *ev
-	if e.admit != nil && ev.Parent == nil {
+	if e.admit != nil {
+		// Every start, a sub-run's too: a parent that names a workflow file or an agent's
+		// workflow the operator refuses gets a sub-run that fails at once with the refusal,
+		// which its parent learns from child_finished.
 		defs, err := e.workflowsOf(ctx, b)
 		if err != nil {
 			return retry, err
@@ -420,7 +535,7 @@ func (e *Engine) workflowsOf(ctx context.Context, b *wire.Bundle) ([]*workflow.D
 // sub-run failed.
 func (e *Engine) startFailed(ctx context.Context, ev *protocol.Event, why string, err error) (outcome, error) {
 	if p := ev.Parent; p != nil {
-		m, merr := outbox.EventMsg(e.names, outbox.CouldNotStart(p, ev.At, why), ev.RunID)
+		m, merr := outbox.EventMsg(e.names, outbox.CouldNotStart(p, ev.RunID, ev.At, why), ev.RunID)
 		if merr == nil {
 			if perr := e.out.Publish(ctx, []*nats.Msg{m}); perr != nil {
 				return retry, perr

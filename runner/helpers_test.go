@@ -106,5 +106,5 @@ func (o *observer) await(t testing.TB, ctx context.Context, out outcome, match f
 }
 
 func (o outcome) String() string {
-	return [...]string{"ack", "hold", "retry", "drop", "later"}[o]
+	return [...]string{"ack", "hold", "retry", "drop", "later", "refuse", "await"}[o]
 }

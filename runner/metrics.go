@@ -94,7 +94,7 @@ func since(t, at time.Time) time.Duration {
 func (e *Engine) engineStats() metrics.EngineStats {
 	s := &e.stats
 	return metrics.EngineStats{
-		Decided: s.decided.Load(), Acked: s.acked.Load(), Held: s.held.Load(), Dropped: s.dropped.Load(),
+		Decided: s.decided.Load(), Acked: s.acked.Load(), Held: s.held.Load(), Dropped: s.dropped.Load(), Refused: s.refused.Load(),
 		Reloads: s.reloads.Load(), Saves: s.saves.Load(), Conflicts: s.conflicts.Load(),
 		Cached: s.cached.Load(), Evicted: s.evicted.Load(),
 		Partitions: bits.OnesCount32(s.partitions.Load()),

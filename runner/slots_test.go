@@ -287,9 +287,9 @@ func TestConcurrencyCancelQueued(t *testing.T) {
 	v.expectReleased()
 }
 
-// TestConcurrencyForgedGrant: a granted event for a queued run that holds no slot (sent by a
-// worker, which may publish on the runs' subjects, or a stale one) changes nothing: the run
-// stays queued and no task is sent for it.
+// TestConcurrencyForgedGrant: a granted event for a queued run sent by a worker (on the run's
+// subject) is refused; one on the engine's subject for a run that holds no slot (a stale one)
+// changes nothing: the run stays queued and no task is sent for it.
 func TestConcurrencyForgedGrant(t *testing.T) {
 	v, obs := newObservedEnv(t)
 	bs := perKey(t, 1)
@@ -298,6 +298,9 @@ func TestConcurrencyForgedGrant(t *testing.T) {
 	first := w.Next()
 	v.Start(bs, `{"c":"k"}`, "f2")
 	v.waitStatus("f2", protocol.RunQueued)
+	runSubj, _ := natsbox.EventSubject("f2")
+	publishOn(t, v, runSubj, &protocol.Event{RunID: "f2", Type: protocol.EvGranted, At: first.NotBefore, Item: -1}, "forged-by-a-worker")
+	obs.await(t, v.Ctx, refuse, func(ev *protocol.Event) bool { return ev.Type == protocol.EvGranted && ev.RunID == "f2" })
 	v.Publish(&protocol.Event{RunID: "f2", Type: protocol.EvGranted, At: first.NotBefore, Item: -1}, "forged")
 	obs.await(t, v.Ctx, ack, func(ev *protocol.Event) bool { return ev.Type == protocol.EvGranted && ev.RunID == "f2" })
 	if s := v.status("f2"); s != protocol.RunQueued {

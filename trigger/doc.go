@@ -11,7 +11,9 @@
 // (client), keeps each schedule's state in the bucket natsbox.Names.TriggersBucket with
 // compare-and-set, consumes subject triggers through the stream of the operator's subjects
 // (natsbox.Names.TriggersStream, a durable consumer per trigger), and starts runs with
-// client.Start as the principal that registered the workflow.
+// client.StartOptions.As as the principal that registered the workflow: on the engine's subject of the
+// run, the only one on which the engine takes a start whose id is a trigger's ("t-…", in the
+// server's space: wire.ServerRunID), so that no person can take a due time's run id first.
 //
 // It must not decide anything about runs once started (engine.Decide does), check who may call
 // a webhook (package api checks the signature before it calls Deliver), or read a secret.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -135,14 +136,16 @@ var runIDEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithP
 // RFC 3339, a message's id, a webhook's delivery id): "t-", the trigger's name (its first 24
 // characters), "-", and 20 characters of a hash of the four. Every process derives the same id
 // for the same due time, message or delivery, so a start made twice starts one run (a start of
-// a run that exists is a no-op, within JetStream's duplicate window and beyond).
+// a run that exists is a no-op, within JetStream's duplicate window and beyond). The id is in
+// the server's space (wire.ServerRunID): the engine takes its start only from the engine's own
+// subject, where the Service sends it, never from a person who would take it first.
 func RunID(kind, wf, trigger, key string) string {
 	h := sha256.Sum256([]byte(kind + "\x00" + wf + "\x00" + trigger + "\x00" + key))
 	name := trigger
 	if len(name) > 24 {
 		name = name[:24]
 	}
-	return "t-" + strings.TrimRight(name, "-_") + "-" + runIDEncoding.EncodeToString(h[:])[:20]
+	return wire.TriggerRunIDPrefix + strings.TrimRight(name, "-_") + "-" + runIDEncoding.EncodeToString(h[:])[:20]
 }
 
 // DueKey is the key of RunID for a schedule's due time.

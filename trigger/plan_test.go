@@ -149,6 +149,10 @@ func TestRunID(t *testing.T) {
 		if err := wire.CheckRunID(id); err != nil || !strings.HasPrefix(id, "t-") {
 			t.Fatalf("%s: %v", id, err)
 		}
+		// The server's own: no client may start a run with it (wire.ServerRunID).
+		if wire.CheckClientRunID(id) == nil || wire.ServerRunID(id) == "" {
+			t.Fatalf("%s is not in the server's space of run ids", id)
+		}
 	}
 }
 

@@ -43,14 +43,15 @@ type Service struct {
 	cfg   Config
 	names natsbox.Names
 	js    jetstream.JetStream
-	admin *client.Client // reads the registry, and runs' records
+	// admin reads the registry and runs' records, and starts the triggers' runs as the
+	// principals that registered their workflows (client.StartOptions.As).
+	admin *client.Client
 
-	mu      sync.Mutex
-	active  map[string]*active // by workflow name: the latest version's
-	clients map[string]*client.Client
-	synced  bool
-	kv      jetstream.KeyValue
-	subs    subjects
+	mu     sync.Mutex
+	active map[string]*active // by workflow name: the latest version's
+	synced bool
+	kv     jetstream.KeyValue
+	subs   subjects
 }
 
 // active is a registered workflow with triggers: its latest version.
@@ -73,25 +74,12 @@ func New(cfg Config) *Service {
 	if cfg.MaxInputBytes <= 0 {
 		cfg.MaxInputBytes = wire.DefaultMaxValue
 	}
-	s := &Service{cfg: cfg, names: cfg.Box.Names(), js: cfg.Box.JetStream(), active: map[string]*active{}, clients: map[string]*client.Client{}}
+	s := &Service{cfg: cfg, names: cfg.Box.Names(), js: cfg.Box.JetStream(), active: map[string]*active{}}
 	s.subs.running = map[string]*consumption{}
-	s.admin = s.clientOf(natsbox.RoleAdmin)
-	return s
-}
-
-// clientOf returns the client acting as principal: a trigger starts runs as the principal that
-// registered its workflow, so the engine admits them as it would that principal's own.
-func (s *Service) clientOf(principal string) *client.Client {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.clients[principal]; ok {
-		return c
-	}
 	// The start event's time is the real clock's, whatever the schedules' clock: the engine
 	// measures a run's deadline from it.
-	c := client.NewClient(client.ClientConfig{Box: s.cfg.Box, Principal: principal, MaxInputBytes: s.cfg.MaxInputBytes})
-	s.clients[principal] = c
-	return c
+	s.admin = client.NewClient(client.ClientConfig{Box: cfg.Box, Principal: natsbox.RoleAdmin, MaxInputBytes: cfg.MaxInputBytes})
+	return s
 }
 
 // Sync reads the latest version of every registered workflow and makes their triggers the
@@ -184,11 +172,12 @@ type Started struct {
 	Existing bool   `json:"existing,omitempty"`
 }
 
-// start starts the run id of a with input, as the principal that registered a.
+// start starts the run id of a with input, as the principal that registered a: on the engine's
+// subject of the run (client.StartOptions.As), the only one the engine takes the start of a trigger's
+// run id ("t-…", the server's space) on, so that no person can take the id first.
 func (s *Service) start(ctx context.Context, a *active, trig, id string, input json.RawMessage) (Started, error) {
 	st := Started{RunID: id, Workflow: a.reg.Name, Version: a.reg.Version, Trigger: trig}
-	c := s.clientOf(a.reg.RegisteredBy)
-	_, err := c.StartWith(ctx, a.bs, input, client.StartOptions{RunID: id, Registered: &a.reg, Trigger: true})
+	_, err := s.admin.StartWith(ctx, a.bs, input, client.StartOptions{RunID: id, Registered: &a.reg, Trigger: true, As: a.reg.RegisteredBy})
 	switch {
 	case errors.Is(err, client.ErrExists):
 		// Existing only when the run is this trigger's: one a client took the id of first

@@ -169,6 +169,23 @@ func (n Names) PartitionSubjects(p int) string {
 // "[NS.]reins.event.NN.".
 func (n Names) EventPrefixLen() int { return len(n.subject) + len(eventPrefix) + 3 }
 
+// EngineKind is the kind of the engine's own subject of a run (EngineSubject): the events only
+// the engine makes about runs travel on it, and the server lets no principal publish on it but
+// the engine's identity and admins (Permissions grants it to no other role).
+const EngineKind = "engine"
+
+// EngineSubject returns the subject on which the engine publishes the events only it makes
+// about run runID (the start of a sub-run or of a trigger's run, child_finished, the cancel of
+// a sub-run, ticks, granted): "[NS.]reins.event.NN.RUN.engine". It has five tokens where a
+// worker's has four and a person's six, so that no role's grant covers it.
+func (n Names) EngineSubject(runID string) (string, error) {
+	subj, err := n.EventSubject(runID)
+	if err != nil {
+		return "", err
+	}
+	return subj + "." + EngineKind, nil
+}
+
 // PrincipalSubject returns the subject on which principal publishes an event of kind
 // (SubmitKind or HumanKind) for run runID: "[NS.]reins.event.NN.RUN.KIND.PRINCIPAL".
 func (n Names) PrincipalSubject(runID, kind, principal string) (string, error) {
@@ -185,8 +202,8 @@ func (n Names) PrincipalSubject(runID, kind, principal string) (string, error) {
 	return subj + "." + kind + "." + principal, nil
 }
 
-// RunEventFilters are the subject filters of every event of run runID: the engine's and
-// workers', and those principals published.
+// RunEventFilters are the subject filters of every event of run runID: workers', the
+// engine's, and those principals published.
 func (n Names) RunEventFilters(runID string) ([]string, error) {
 	subj, err := n.EventSubject(runID)
 	if err != nil {
@@ -196,7 +213,8 @@ func (n Names) RunEventFilters(runID string) ([]string, error) {
 }
 
 // ParseEventSubject splits the subject of an event of the events stream: the run id, and for
-// an event a principal published, its kind and the principal. ok is false for any other shape
+// an event a principal published, its kind and the principal; for the engine's own subject
+// (EngineSubject), kind EngineKind and principal EngineName. ok is false for any other shape
 // (another namespace's subject among them), and for a run id in another partition than its own
 // (a forged subject).
 func (n Names) ParseEventSubject(subject string) (runID, kind, principal string, ok bool) {
@@ -219,6 +237,9 @@ func (n Names) ParseEventSubject(subject string) (runID, kind, principal string,
 	}
 	if !more {
 		return run, "", "", true
+	}
+	if rest == EngineKind {
+		return run, EngineKind, EngineName, true
 	}
 	kind, who, ok := strings.Cut(rest, ".")
 	if !ok || who == "" || strings.Contains(who, ".") || kind != SubmitKind && kind != HumanKind {

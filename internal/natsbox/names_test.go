@@ -122,6 +122,9 @@ func TestNamesParse(t *testing.T) {
 		{a, "reins.event.11.r-1", "", false},
 		{a, "b.reins.event.11.r-1", "", false},
 		{a, "a.reins.event.12.r-1", "", false}, // another partition than the run's
+		{a, "a.reins.event.11.r-1.engine", "r-1", true},
+		{a, "a.reins.event.11.r-1.engine.x", "", false},
+		{a, "a.reins.event.12.r-1.engine", "", false},
 	} {
 		run, _, _, ok := tc.n.ParseEventSubject(tc.subject)
 		if run != tc.run || ok != tc.ok {
@@ -135,6 +138,126 @@ func TestNamesParse(t *testing.T) {
 			t.Errorf("%s: EventPrefixLen %d does not end before the run id of %q", tc.n, tc.n.EventPrefixLen(), tc.subject)
 		}
 	}
+}
+
+// TestEngineSubject: the engine's subject of a run is the run's subject and "engine", parsed
+// back as kind EngineKind by EngineName, in every namespace.
+func TestEngineSubject(t *testing.T) {
+	a, _ := NewNames("a")
+	for _, tc := range []struct {
+		n    Names
+		run  string
+		want string
+	}{
+		{Names{}, "r-1", "reins.event.11.r-1.engine"},
+		{a, "r-1", "a.reins.event.11.r-1.engine"},
+		{Names{}, "r-1/call/1", "reins.event." + PartitionToken(Partition("r-1/call/1")) + ".r-1/call/1.engine"},
+	} {
+		subj, err := tc.n.EngineSubject(tc.run)
+		if err != nil || subj != tc.want {
+			t.Errorf("%s: EngineSubject(%q) = %q, %v; want %q", tc.n, tc.run, subj, err, tc.want)
+			continue
+		}
+		run, kind, who, ok := tc.n.ParseEventSubject(subj)
+		if run != tc.run || kind != EngineKind || who != EngineName || !ok {
+			t.Errorf("%s: ParseEventSubject(%q) = %q %q %q %t; want %q %q %q", tc.n, subj, run, kind, who, ok, tc.run, EngineKind, EngineName)
+		}
+	}
+	// The events stream and the engine's consumer of the run's partition capture it.
+	for _, n := range []Names{{}, a} {
+		subj, _ := n.EngineSubject("r-1")
+		if !SubjectMatches(n.EventSubjects(), subj) || !SubjectMatches(n.PartitionSubjects(Partition("r-1")), subj) {
+			t.Errorf("%s: %s is not captured by the events stream (%s) or its partition's consumer (%s)", n, subj, n.EventSubjects(), n.PartitionSubjects(Partition("r-1")))
+		}
+	}
+	if _, err := (Names{}).EngineSubject("a b"); err == nil {
+		t.Error("EngineSubject of a run id that is no subject token: no error")
+	}
+}
+
+// TestEngineSubjectByRole: no role's permissions let a principal publish on the engine's
+// subject of a run: not a worker (whose grant covers the run's own subject), not a submitter
+// or an approver (whose grants cover their own names), nor all of them at once; the engine's
+// identity and admins may. Checked on the permissions and on a real server.
+func TestEngineSubjectByRole(t *testing.T) {
+	subj, err := Names{}.EngineSubject("r-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := NewNames("a")
+	nsSubj, _ := a.EngineSubject("r-1")
+	all := []string{RoleSubmitter, RoleApprover, RoleViewer, RoleWorker, "finance"}
+	for _, roles := range [][]string{{RoleSubmitter}, {RoleApprover}, {RoleViewer}, {RoleWorker}, {"finance"}, all} {
+		for _, tc := range []struct {
+			n    Names
+			subj string
+		}{{Names{}, subj}, {a, nsSubj}} {
+			// A principal named like the kind gains nothing: its subjects have six tokens.
+			for _, name := range []string{"mallory", EngineKind, EngineName} {
+				p := tc.n.Permissions(Identity{Name: name, Roles: roles})
+				if p == nil {
+					t.Fatalf("roles %v: no permissions (everything)", roles)
+				}
+				for _, allow := range p.PublishAllow {
+					if SubjectMatches(allow, tc.subj) {
+						t.Errorf("%s with roles %v may publish on %s (grant %s)", name, roles, tc.subj, allow)
+					}
+				}
+			}
+		}
+	}
+	for _, id := range []Identity{{Name: EngineName, Roles: []string{RoleEngine}}, {Name: "root", Roles: []string{RoleAdmin}}} {
+		if p := (Names{}).Permissions(id); p != nil && !slices.ContainsFunc(p.PublishAllow, func(s string) bool { return SubjectMatches(s, subj) }) {
+			t.Errorf("%s may not publish on %s", id.Name, subj)
+		}
+	}
+	b := served(t)
+	tokens := map[string]bool{"tok-worker": false, "tok-submitter": false, "tok-approver": false, "tok-viewer": false, "tok-nothing": false, "tok-admin": true}
+	for token, want := range tokens {
+		if got := canPublish(t, b, token, subj); got != want {
+			t.Errorf("%s publishing on %s: allowed %t, want %t", testPrincipals[token].Name, subj, got, want)
+		}
+	}
+}
+
+// FuzzParseEventSubject: a subject ParseEventSubject takes is the one its parts make again
+// (EventSubject, PrincipalSubject or EngineSubject): no two shapes read alike, and the engine's
+// kind is only ever the engine's subject.
+func FuzzParseEventSubject(f *testing.F) {
+	for _, s := range []string{"reins.event.11.r-1", "reins.event.11.r-1.engine", "reins.event.11.r-1.submit.sam",
+		"reins.event.11.r-1.human.engine", "reins.event.11.r-1.engine.x", "reins.event.03.r-1", "a.reins.event.11.r-1.engine",
+		"reins.event.11.r-1.submit.reins-engine", "", "reins.event.", "reins.event.11..engine"} {
+		f.Add("", s)
+		f.Add("a", s)
+	}
+	f.Fuzz(func(t *testing.T, ns, subject string) {
+		n, err := NewNames(ns)
+		if err != nil {
+			return
+		}
+		run, kind, who, ok := n.ParseEventSubject(subject)
+		if !ok {
+			return
+		}
+		var again string
+		switch kind {
+		case "":
+			again, err = n.EventSubject(run)
+		case EngineKind:
+			if who != EngineName {
+				t.Fatalf("%q: the engine's subject by %q", subject, who)
+			}
+			again, err = n.EngineSubject(run)
+		default:
+			again, err = n.PrincipalSubject(run, kind, who)
+		}
+		if err != nil && CheckToken(run) == nil && (kind == EngineKind || kind == "" || CheckToken(who) == nil) {
+			t.Fatalf("%q parsed as %q %q %q, whose subject cannot be made: %v", subject, run, kind, who, err)
+		}
+		if err == nil && again != subject { // else: no client can publish on it (whitespace)
+			t.Fatalf("%q parsed as %q %q %q, which makes %q", subject, run, kind, who, again)
+		}
+	})
 }
 
 // FuzzNewNames: a namespace NewNames accepts makes subjects whose tokens are valid and stream

@@ -1,5 +1,6 @@
 // Package outbox builds the messages a decision of the engine sends (tasks, events, the starts
-// of sub-runs) and publishes them: the engine's shell (package runner) sends what engine.Decide
+// of sub-runs) and publishes them, each event on the subject of its maker
+// (wire.SenderSubject: the engine's own subject of the run for what only the engine makes): the engine's shell (package runner) sends what engine.Decide
 // commands through it, and the client (package client) sends a forked run's tasks through it,
 // so that both send the same subjects, bodies and message ids. A task or a start that cannot
 // be sent becomes the failure event that answers it, never a lost message.
@@ -16,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
@@ -112,7 +114,7 @@ func (o *Outbox) StartChildMsg(ctx context.Context, runID string, b *wire.Bundle
 
 // childFailedMsg tells run runID that its sub-run c failed before it started.
 func (o *Outbox) childFailedMsg(runID string, c *engine.ChildRun, at time.Time, why string) *nats.Msg {
-	m, err := EventMsg(o.Names, CouldNotStart(ParentOf(runID, c), at, why), c.RunID)
+	m, err := EventMsg(o.Names, CouldNotStart(ParentOf(runID, c), c.RunID, at, why), c.RunID)
 	if err != nil {
 		o.log().Error("outbox: a sub-run cannot start and its parent cannot be told", "run", c.RunID, "why", why, "err", err)
 		return nil
@@ -125,10 +127,11 @@ func ParentOf(runID string, c *engine.ChildRun) *protocol.Parent {
 	return &protocol.Parent{RunID: runID, Step: c.Step, Item: c.Item, Activation: c.Activation, Iteration: c.Iteration, CallID: c.CallID}
 }
 
-// CouldNotStart is the event that tells parent p that its sub-run failed before it started.
-func CouldNotStart(p *protocol.Parent, at time.Time, why string) *protocol.Event {
+// CouldNotStart is the event that tells parent p that its sub-run child failed before it
+// started.
+func CouldNotStart(p *protocol.Parent, child string, at time.Time, why string) *protocol.Event {
 	return &protocol.Event{RunID: p.RunID, Type: protocol.EvChildFinished, At: at,
-		Step: p.Step, Item: p.Item, Activation: p.Activation, Iteration: p.Iteration, CallID: p.CallID,
+		Step: p.Step, Item: p.Item, Activation: p.Activation, Iteration: p.Iteration, CallID: p.CallID, Child: child,
 		Status: protocol.RunFailed, Error: "the sub-run could not start: " + why}
 }
 
@@ -154,7 +157,10 @@ func (o *Outbox) Publish(ctx context.Context, msgs []*nats.Msg) error {
 	case 0:
 		return nil
 	case 1:
-		_, err := natsbox.Publish(ctx, o.JS.Conn(), msgs[0])
+		ack, err := natsbox.Publish(ctx, o.JS.Conn(), msgs[0])
+		if err == nil {
+			_, err = Own(ctx, o.JS, o.Names, msgs[0], ack)
+		}
 		return err
 	}
 	futs := make([]jetstream.PubAckFuture, 0, len(msgs))
@@ -169,17 +175,28 @@ func (o *Outbox) Publish(ctx context.Context, msgs []*nats.Msg) error {
 	defer attempt.Stop()
 	var again []*nats.Msg // not acknowledged within the attempt
 	expired := false
+	type dup struct {
+		m   *nats.Msg
+		ack *jetstream.PubAck
+	}
+	var dups []dup
 	for _, f := range futs {
 		if expired {
 			select {
-			case <-f.Ok():
+			case ack := <-f.Ok():
+				if ack.Duplicate {
+					dups = append(dups, dup{f.Msg(), ack})
+				}
 			default:
 				again = append(again, f.Msg())
 			}
 			continue
 		}
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			if ack.Duplicate {
+				dups = append(dups, dup{f.Msg(), ack})
+			}
 		case <-f.Err():
 			again = append(again, f.Msg()) // the synchronous publish returns the error worth returning
 		case <-ctx.Done():
@@ -190,11 +207,58 @@ func (o *Outbox) Publish(ctx context.Context, msgs []*nats.Msg) error {
 		}
 	}
 	for _, m := range again {
-		if _, err := natsbox.Publish(ctx, o.JS.Conn(), m); err != nil {
+		ack, err := natsbox.Publish(ctx, o.JS.Conn(), m)
+		if err == nil {
+			_, err = Own(ctx, o.JS, o.Names, m, ack)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, d := range dups {
+		if _, err := Own(ctx, o.JS, o.Names, d.m, d.ack); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// Own checks ack, the acknowledgement of event message m, against squatting: JetStream takes a
+// message for a duplicate by its message id alone, and whoever may publish on the events
+// stream (a worker, a submitter on its own subject) may give a message any id, the id of an
+// event the engine or a person is about to send included (a sub-run's start, a trigger's
+// start, a cancel: their ids are predictable). A duplicate whose stored message came on
+// another subject than m's is not m's: m is published again under an id of its own (its id,
+// "/", and a random suffix), so that it is stored, and that acknowledgement is returned. A
+// duplicate of m's own subject (m sent again, by a replay or a retry) stands. Messages of other
+// streams are returned as they are.
+func Own(ctx context.Context, js jetstream.JetStream, n natsbox.Names, m *nats.Msg, ack *jetstream.PubAck) (*jetstream.PubAck, error) {
+	if ack == nil || !ack.Duplicate || ack.Sequence == 0 {
+		return ack, nil
+	}
+	if _, ok := n.SubjectPartition(m.Subject); !ok {
+		return ack, nil
+	}
+	s, err := js.Stream(ctx, n.EventsStream())
+	if err != nil {
+		return nil, fmt.Errorf("read what was stored under message id %s: %w", m.Header.Get(jetstream.MsgIDHeader), err)
+	}
+	stored, err := s.GetMsg(ctx, ack.Sequence)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		// Removed since (a run pruned): it cannot be m's stored copy to keep.
+	case err != nil:
+		return nil, fmt.Errorf("read what was stored under message id %s: %w", m.Header.Get(jetstream.MsgIDHeader), err)
+	case stored.Subject == m.Subject:
+		return ack, nil
+	}
+	again := nats.NewMsg(m.Subject)
+	again.Data = m.Data
+	for k, vs := range m.Header {
+		again.Header[k] = vs
+	}
+	again.Header.Set(jetstream.MsgIDHeader, m.Header.Get(jetstream.MsgIDHeader)+"/"+nuid.Next())
+	return natsbox.Publish(ctx, js.Conn(), again)
 }
 
 // ErrStore is wrapped by the errors of EventMsg that come from the values' store: worth trying
@@ -212,9 +276,10 @@ func ValuesEventMsg(ctx context.Context, n natsbox.Names, values *wire.Values, e
 }
 
 // EventMsg is the message of ev in namespace n (child: the sub-run a child_finished event is
-// about).
+// about), on the subject of its maker (wire.SenderSubject): a task's answer on the run's, any
+// other event on the engine's.
 func EventMsg(n natsbox.Names, ev *protocol.Event, child string) (*nats.Msg, error) {
-	subj, err := wire.EventSubject(n, ev)
+	subj, err := wire.SenderSubject(n, ev)
 	if err != nil {
 		return nil, err
 	}

@@ -73,3 +73,76 @@ func TestPublishSendsAgainWhatWasNotAcknowledged(t *testing.T) {
 		t.Errorf("the message dropped once was sent as %v, want twice as id-d: stored once", got)
 	}
 }
+
+// A message id taken first by another sender, on another subject of the events stream, does not
+// swallow the event: Own (through Publish, with one message or several) publishes it again
+// under an id of its own, and it is stored; a duplicate of the event itself (same subject)
+// stands.
+func TestPublishOutlivesSquattedIDs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	if err := natsbox.EnsureLayout(ctx, box.JetStream(), box.Layout()); err != nil {
+		t.Fatal(err)
+	}
+	n := box.Names()
+	subj := func(f func(string) (string, error), id string) string {
+		s, err := f(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	mallory := func(id string) (string, error) { return n.PrincipalSubject(id, natsbox.SubmitKind, "mallory") }
+	o := &outbox.Outbox{JS: box.JetStream(), Names: n}
+	stored := func(subject string) int {
+		s, err := box.JetStream().Stream(ctx, n.EventsStream())
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(info.State.Subjects[subject])
+	}
+	for _, tc := range []struct {
+		name string
+		runs []string
+	}{{"one message", []string{"r-1"}}, {"several", []string{"r-2", "r-3"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var msgs []*nats.Msg
+			for _, id := range tc.runs {
+				// mallory takes the id of the engine's start of sub-run id first.
+				squat := outbox.NewMsg(subj(mallory, id), []byte(`{"run_id":"`+id+`","type":"start"}`), id+"/start")
+				if _, err := box.JetStream().PublishMsg(ctx, squat); err != nil {
+					t.Fatal(err)
+				}
+				msgs = append(msgs, outbox.NewMsg(subj(n.EngineSubject, id), []byte(`{"run_id":"`+id+`","type":"start","parent":{}}`), id+"/start"))
+			}
+			if err := o.Publish(ctx, msgs); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				if got := stored(m.Subject); got != 1 {
+					t.Errorf("%s: the engine's message is stored %d times, want once", m.Subject, got)
+				}
+			}
+		})
+	}
+	// An event sent again (a replay of the decision) on its own subject is a duplicate of its
+	// own: stored once.
+	m := outbox.NewMsg(subj(n.EngineSubject, "r-4"), []byte(`{"run_id":"r-4","type":"tick"}`), "r-4/tick")
+	for range 2 {
+		if err := o.Publish(ctx, []*nats.Msg{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := stored(m.Subject); got != 1 {
+		t.Errorf("an event sent twice is stored %d times, want once", got)
+	}
+}

@@ -169,9 +169,9 @@ func (v *Env) StreamMsgs(name string) uint64 {
 }
 
 // PublishEvent publishes ev on js with msgID ("" for its own id), as a worker or the engine
-// would.
+// would: an answer on the run's subject, any other event on the engine's (wire.SenderSubject).
 func PublishEvent(ctx context.Context, t testing.TB, js jetstream.JetStream, ev *protocol.Event, msgID string) {
-	subj, err := wire.EventSubject(natsbox.Names{}, ev)
+	subj, err := wire.SenderSubject(natsbox.Names{}, ev)
 	if err != nil {
 		t.Error(err)
 		return

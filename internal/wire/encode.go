@@ -160,6 +160,7 @@ func (e *encoder) event(ev *protocol.Event) {
 		e.name("registered")
 		e.registration(ev.Registered)
 	}
+	e.strOmit("child", ev.Child)
 	e.strOmit("nonce", ev.Nonce)
 	e.intOmit("protocol", ev.Protocol)
 	e.b = append(e.b, '}')
@@ -299,6 +300,7 @@ func (e *encoder) acts(acts []engine.Act) {
 		e.strOmit("step", a.Step)
 		e.strOmit("call_id", a.CallID)
 		e.strOmit("refused", a.Refused)
+		e.strOmit("reason", a.Reason)
 		e.b = append(e.b, '}')
 	}
 	e.b = append(e.b, ']')

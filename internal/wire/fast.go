@@ -250,6 +250,8 @@ func decodeEventFast(data []byte, ev *protocol.Event) bool {
 				ev.Registered = new(protocol.Registration)
 			}
 			return nested(v, ev.Registered)
+		case "child":
+			return str(v, &ev.Child)
 		case "nonce":
 			return str(v, &ev.Nonce)
 		case "protocol":

@@ -210,21 +210,3 @@ func FuzzEffectKey(f *testing.F) {
 		}
 	})
 }
-
-// FuzzCheckRunID: a run id CheckRunID accepts is a subject token and a KV key.
-func FuzzCheckRunID(f *testing.F) {
-	for _, s := range []string{"r-abc", "", "a.b", "a b", "é", strings.Repeat("x", 65)} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, id string) {
-		if err := wire.CheckRunID(id); err != nil {
-			return
-		}
-		if len(id) > wire.MaxRunIDLen || !kvKey.MatchString(id) {
-			t.Fatalf("CheckRunID accepted %q", id)
-		}
-		if _, err := natsbox.EventSubject(id); err != nil {
-			t.Fatalf("CheckRunID accepted %q, which is not a subject token: %v", id, err)
-		}
-	})
-}

@@ -161,18 +161,36 @@ func Nonce() string {
 	return hex.EncodeToString(b)
 }
 
-// Sender sets what the subject of ev's message (in namespace n) says of its sender, as the engine reads it: a
-// person's event is by the principal whose subject it came on. It returns the subject's kind
-// ("" for engines and workers) and principal; ok false for a subject no event of the run can
-// come on.
+// Sender sets what the subject of ev's message (in namespace n) says of its sender, as the
+// engine reads it, and returns the subject's kind and principal; ok false for a subject no
+// event of the run can come on.
+//
+//   - The run's own subject (kind ""): a worker's; By and OnBehalfOf are cleared.
+//   - A person's subject (natsbox.SubmitKind, natsbox.HumanKind): By is the principal whose
+//     subject it is; OnBehalfOf is as the message says (the engine lets only an admin set it).
+//   - The engine's subject (natsbox.EngineKind, principal natsbox.EngineName): a start is by
+//     the principal the engine starts it as, its OnBehalfOf (a trigger's run), or by nobody
+//     (a sub-run: its parent's principal); any other event is by natsbox.EngineName.
 func Sender(n natsbox.Names, subject string, ev *protocol.Event) (kind, principal string, ok bool) {
 	runID, kind, principal, ok := n.ParseEventSubject(subject)
 	if !ok || runID != ev.RunID {
 		return "", "", false
 	}
-	if kind == "" {
+	switch kind {
+	case "":
 		ev.By, ev.OnBehalfOf = "", ""
 		return "", "", true
+	case natsbox.EngineKind:
+		switch {
+		case ev.Type != protocol.EvStart:
+			ev.By = natsbox.EngineName
+		case ev.Parent != nil:
+			ev.By = ""
+		default:
+			ev.By = ev.OnBehalfOf
+		}
+		ev.OnBehalfOf = ""
+		return kind, principal, true
 	}
 	ev.By = principal
 	if ev.ID == "" {

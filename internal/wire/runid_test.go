@@ -22,11 +22,11 @@ func TestCheckClientRunID(t *testing.T) {
 		{"run-fork-", ""},   // no N
 		{"run-fork-1a", ""}, // N is digits
 		{"run-forks-1", ""},
-		{"t-on-order-aaaaaaaaaaaaaaaaaaaa", `begins with "t-", as the ids of the runs triggers start`},
+		{"t-on-order-aaaaaaaaaaaaaaaaaaaa", `begins with "t-" names a run of a trigger`},
 		{"t-", `begins with "t-"`},
-		{"refund-1-fork-1", "ends in -fork-N, as the ids of forks"},
-		{"a-fork-1-fork-22", "ends in -fork-N"},
-		{"run/ask/1", "has a '/', which only the ids of sub-runs have"},
+		{"refund-1-fork-1", "ends in \"-fork-N\" names a fork"},
+		{"a-fork-1-fork-22", "ends in \"-fork-N\""},
+		{"run/ask/1", "an id with '/' names a sub-run"},
 		{"a.b", `the character '.' at byte 1`},
 		{"", "want 1 to 64 characters"},
 		{strings.Repeat("a", wire.MaxRunIDLen+1), "want 1 to 64 characters"},

@@ -7,9 +7,13 @@
 //
 //   - A task is protocol.Task as JSON on natsbox.TaskSubject(task.Handler), with Nats-Msg-Id =
 //     task.MsgID, so JetStream stores a task dispatched twice once.
-//   - An event is protocol.Event as JSON on natsbox.EventSubject(runID), with the message id EventMsgID
-//     gives it. Workers publish the answers to tasks; the engine and clients publish start,
-//     cancel, tick and child_finished events.
+//   - An event is protocol.Event as JSON, with the message id EventMsgID gives it, on the
+//     subject of whoever may send it (SenderSubject): workers publish the answers to tasks on
+//     natsbox.EventSubject(runID); a person publishes start, cancel, decision, resume and
+//     signal on its own subjects (natsbox.PrincipalSubject); the engine publishes what only it
+//     makes (the starts of sub-runs and of triggers' runs, child_finished, the cancels of
+//     sub-runs, ticks, granted) on natsbox.Names.EngineSubject(runID), which the server lets
+//     no principal but the engine's identity and admins publish on.
 //   - When a run ends, the engine publishes its id on natsbox.CancelSubject(runID) (core NATS,
 //     not stored), so that workers cancel handlers still running for it.
 package wire
@@ -37,8 +41,10 @@ var ErrMalformed = errors.New("malformed message")
 // tokens and KV keys.
 const MaxRunIDLen = 64
 
-// CheckRunID reports whether id can name a run started by a client: 1 to MaxRunIDLen bytes of
-// [A-Za-z0-9_-]. (The engine names sub-runs parent/step/activation[/index].)
+// CheckRunID reports whether id has the form of a run id, one the server gives itself or one
+// a client may choose: 1 to MaxRunIDLen bytes of [A-Za-z0-9_-]. (The engine names sub-runs
+// parent/step/activation[/index]: longer, with '/'.) A client's choice must pass
+// CheckClientRunID too.
 func CheckRunID(id string) error {
 	if id == "" || len(id) > MaxRunIDLen {
 		return fmt.Errorf("run id %q: want 1 to %d characters", id, MaxRunIDLen)
@@ -53,45 +59,56 @@ func CheckRunID(id string) error {
 	return nil
 }
 
-// TriggerRunIDPrefix begins the ids of the runs triggers start (trigger.RunID): no client may
-// choose one.
-const TriggerRunIDPrefix = "t-"
+// The marks of the run ids of the server's space (ServerRunID).
+const (
+	// TriggerRunIDPrefix begins the id of every run a trigger starts ("t-NAME-HASH",
+	// trigger.RunID): derived from a webhook delivery or a due time anyone can compute.
+	TriggerRunIDPrefix = "t-"
+	// ForkRunMark is followed by a number at the end of the id a fork of run RUN gets by
+	// default ("RUN-fork-N", client.Fork).
+	ForkRunMark = "-fork-"
+)
 
-// forkInfix marks the ids of forks a client did not name: RUN-fork-N (client.Fork).
-const forkInfix = "-fork-"
-
-// CheckClientRunID reports whether a client may choose id for a run it starts: CheckRunID, and
-// none of the shapes of the ids the server gives, so that a person cannot take one before the
-// server does: a trigger's ("t-…", derived from a webhook delivery or a due time anyone can
-// compute), a sub-run's (with '/', which CheckRunID refuses already), a fork's ("RUN-fork-N").
-// Its error is one sentence naming the rule.
-func CheckClientRunID(id string) error {
-	if err := CheckRunID(id); err != nil {
-		if strings.Contains(id, "/") {
-			return fmt.Errorf("run id %q has a '/', which only the ids of sub-runs have: a client may not choose one", id)
-		}
-		return err
+// ServerRunID says why id is in the server's space of run ids, the ids the engine and the
+// server give runs themselves and no client may start a run with; "" when it is not. The space
+// is: an id with '/' (a sub-run: parent/step/activation[/index][/iteration/call]); an id that
+// begins with "t-" (a trigger's run); an id that ends in "-fork-N" (a fork). A client that took
+// such an id first would make the trigger's start, the parent's sub-run or the fork find its
+// run taken.
+func ServerRunID(id string) string {
+	switch {
+	case strings.Contains(id, "/"):
+		return "an id with '/' names a sub-run, which only the engine starts"
+	case strings.HasPrefix(id, TriggerRunIDPrefix):
+		return `an id that begins with "` + TriggerRunIDPrefix + `" names a run of a trigger, which only the server starts`
+	case isForkRunID(id):
+		return `an id that ends in "` + ForkRunMark + `N" names a fork, which only reins runs fork makes`
 	}
-	if strings.HasPrefix(id, TriggerRunIDPrefix) {
-		return fmt.Errorf("run id %q begins with %q, as the ids of the runs triggers start: a client may not choose one", id, TriggerRunIDPrefix)
-	}
-	if i := strings.LastIndex(id, forkInfix); i > 0 && isDigits(id[i+len(forkInfix):]) {
-		return fmt.Errorf("run id %q ends in %sN, as the ids of forks: a client may not choose one", id, forkInfix)
-	}
-	return nil
+	return ""
 }
 
-// isDigits reports whether s is one or more decimal digits.
-func isDigits(s string) bool {
-	if s == "" {
+// isForkRunID reports whether id ends in "-fork-N", N one or more decimal digits.
+func isForkRunID(id string) bool {
+	i := strings.LastIndex(id, ForkRunMark)
+	if i <= 0 || i+len(ForkRunMark) == len(id) {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
+	for _, c := range []byte(id[i+len(ForkRunMark):]) {
+		if c < '0' || c > '9' {
 			return false
 		}
 	}
 	return true
+}
+
+// CheckClientRunID reports whether a client may choose id for a run it starts: CheckRunID, and
+// none of the shapes of the ids the server gives (ServerRunID), so that a person cannot take
+// one before the server does. Its error is one sentence naming the rule.
+func CheckClientRunID(id string) error {
+	if why := ServerRunID(id); why != "" {
+		return fmt.Errorf("run id %q is the server's to give: %s, and a client may not choose one", id, why)
+	}
+	return CheckRunID(id)
 }
 
 // TaskSubject is the subject of a task in namespace n: n.TaskSubject(t.Handler).

@@ -109,7 +109,7 @@ func sampleEvents() []*protocol.Event {
 		wire.Answer(task, protocol.EvTimedOut, at),
 		{RunID: "r-1", Type: protocol.EvTick, At: at, Step: "wait", Item: -1, Activation: 1},
 		{RunID: "r-1", Type: protocol.EvCancel, At: at, Item: -1, Reason: "no longer needed"},
-		{RunID: "r-1", Type: protocol.EvChildFinished, At: at, Step: "sub", Item: -1, Activation: 1, Status: protocol.RunCompleted, Output: json.RawMessage(`"done"`)},
+		{RunID: "r-1", Type: protocol.EvChildFinished, At: at, Step: "sub", Item: -1, Activation: 1, Child: "r-1/sub/1", Status: protocol.RunCompleted, Output: json.RawMessage(`"done"`)},
 	}
 }
 
@@ -264,6 +264,34 @@ func TestEventMsgID(t *testing.T) {
 	b := &protocol.Event{RunID: "r-1", Type: protocol.EvChildFinished, At: at.Add(time.Hour), Output: json.RawMessage(`2`)}
 	if wire.EventMsgID(a, "c") != wire.EventMsgID(b, "c") {
 		t.Error("two child_finished events of one child have different ids")
+	}
+}
+
+// TestServerRunID: the ids of the server's space, with the reason a client may not choose one.
+func TestServerRunID(t *testing.T) {
+	for _, tc := range []struct{ id, want string }{
+		{"t-nightly-abc", `an id that begins with "t-" names a run of a trigger`},
+		{"t-", `begins with "t-"`},
+		{"r-1-fork-2", `an id that ends in "-fork-N" names a fork`},
+		{"r-1-fork-2-fork-10", `ends in "-fork-N"`},
+		{"p/step/1", `an id with '/' names a sub-run`},
+		{"-fork-", ""},
+		{"my-fork-test", ""},
+		{"r-1-fork-", ""},
+		{"r-1-fork-2a", ""},
+		{"T-upper", ""},
+		{"at-1", ""},
+		{"fork-1", ""},
+		{"r-fork", ""},
+	} {
+		why := wire.ServerRunID(tc.id)
+		err := wire.CheckClientRunID(tc.id)
+		switch {
+		case tc.want == "" && (why != "" || err != nil):
+			t.Errorf("%q: ServerRunID %q, CheckClientRunID %v; want a client's", tc.id, why, err)
+		case tc.want != "" && (!strings.Contains(why, tc.want) || err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: ServerRunID %q, CheckClientRunID %v; want %q", tc.id, why, err, tc.want)
+		}
 	}
 }
 
@@ -503,4 +531,143 @@ func checkMessage(t *testing.T, err error, want string) {
 	if err.Error() != want {
 		t.Errorf("error %q\nwant   %q", err, want)
 	}
+}
+
+// TestCheckSender: who may send which event on which subject of a run, with the sentence of a
+// refusal naming the sender.
+func TestCheckSender(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ev := func(typ protocol.EventType, mod ...func(*protocol.Event)) *protocol.Event {
+		e := &protocol.Event{RunID: "r-1", Type: typ, At: at, Item: -1}
+		for _, m := range mod {
+			m(e)
+		}
+		return e
+	}
+	parent := func(e *protocol.Event) { e.Parent = &protocol.Parent{RunID: "p", Step: "s", Item: -1, Activation: 1} }
+	id := func(s string) func(*protocol.Event) { return func(e *protocol.Event) { e.RunID = s } }
+	const (
+		worker = ""
+		eng    = natsbox.EngineKind
+		submit = natsbox.SubmitKind
+		human  = natsbox.HumanKind
+	)
+	for _, tc := range []struct {
+		kind string
+		ev   *protocol.Event
+		want string // "" when taken
+	}{
+		{worker, ev(protocol.EvCompleted), ""},
+		{worker, ev(protocol.EvContinued), ""},
+		{worker, ev(protocol.EvWaiting), ""},
+		{worker, ev(protocol.EvFailed), ""},
+		{worker, ev(protocol.EvTimedOut), ""},
+		{worker, ev(protocol.EvCancel), "a worker may not cancel run r-1: workers answer tasks"},
+		{worker, ev(protocol.EvStart), "a worker may not send a start event for run r-1"},
+		{worker, ev(protocol.EvStart, parent), "a worker may not send a start event for run r-1"},
+		{worker, ev(protocol.EvTick), "a worker may not send a tick event for run r-1: on the run's subject workers only answer tasks, and only the engine makes tick events"},
+		{worker, ev(protocol.EvChildFinished), "a worker may not send a child_finished event"},
+		{worker, ev(protocol.EvGranted), "a worker may not send a granted event"},
+		{worker, ev(protocol.EvDecision), "a worker may not send a decision event for run r-1: a person's decisions come on the subject of its principal"},
+		{worker, ev(protocol.EvSignal), "a worker may not send a signal event"},
+		{eng, ev(protocol.EvStart), ""},
+		{eng, ev(protocol.EvStart, parent, id("p/s/1")), ""},
+		{eng, ev(protocol.EvStart, id("t-x-abc")), ""},
+		{eng, ev(protocol.EvCancel), ""},
+		{eng, ev(protocol.EvTick), ""},
+		{eng, ev(protocol.EvChildFinished), ""},
+		{eng, ev(protocol.EvGranted), ""},
+		{eng, ev(protocol.EvFailed), ""},
+		{eng, ev(protocol.EvDecision), "the engine's subject of run r-1 carries no decision event"},
+		{eng, ev(protocol.EvResume), "carries no resume event"},
+		{submit, ev(protocol.EvStart), ""},
+		{submit, ev(protocol.EvCancel), ""},
+		{human, ev(protocol.EvCancel), ""},
+		{human, ev(protocol.EvDecision), ""},
+		{human, ev(protocol.EvResume), ""},
+		{human, ev(protocol.EvSignal), ""},
+		{submit, ev(protocol.EvStart, parent), "principal bob may not start run r-1 as a sub-run of run p: only the engine starts sub-runs"},
+		{submit, ev(protocol.EvStart, id("t-nightly-abc")), `principal bob may not start run t-nightly-abc: an id that begins with "t-" names a run of a trigger, which only the server starts`},
+		{submit, ev(protocol.EvStart, id("r-fork-1")), `principal bob may not start run r-fork-1: an id that ends in "-fork-N" names a fork`},
+		{submit, ev(protocol.EvStart, id("p/s/1")), "principal bob may not start run p/s/1: an id with '/' names a sub-run, which only the engine starts"},
+		{submit, ev(protocol.EvTick), "principal bob may not send a tick event for run r-1: only the engine and workers make it"},
+		{human, ev(protocol.EvChildFinished), "principal bob may not send a child_finished event"},
+		{human, ev(protocol.EvGranted), "principal bob may not send a granted event"},
+		{human, ev(protocol.EvCompleted), "principal bob may not send a completed event"},
+		{human, ev(protocol.EvStart), "principal bob may not send a start event for run r-1 on its human subject: it goes on its submit subject"},
+		{submit, ev(protocol.EvDecision), "principal bob may not send a decision event for run r-1 on its submit subject: it goes on its human subject"},
+		{submit, ev("x"), "principal bob may not send a x event for run r-1: reins knows no such event of a person"},
+	} {
+		err := wire.CheckSender(tc.kind, "bob", tc.ev)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q %s %s: %v; want it taken", tc.kind, tc.ev.Type, tc.ev.RunID, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q %s %s: %v; want %q", tc.kind, tc.ev.Type, tc.ev.RunID, err, tc.want)
+		case err != nil && strings.Count(err.Error(), ". ") > 0:
+			t.Errorf("%q %s: %q is more than one sentence", tc.kind, tc.ev.Type, err)
+		}
+	}
+}
+
+// TestSender: what the subject says of the sender, by kind of subject: a worker is nobody, a
+// person is the principal of its subject, the engine is the engine but on a start, which is by
+// the principal it starts the run as (a trigger's) or by nobody (a sub-run's).
+func TestSender(t *testing.T) {
+	n := natsbox.Names{}
+	run, _ := n.EventSubject("r-1")
+	eng, _ := n.EngineSubject("r-1")
+	sam, _ := n.PrincipalSubject("r-1", natsbox.SubmitKind, "sam")
+	for _, tc := range []struct {
+		name, subject string
+		ev            protocol.Event
+		kind, by, obo string
+	}{
+		{"worker", run, protocol.Event{Type: protocol.EvCompleted, By: "x", OnBehalfOf: "y"}, "", "", ""},
+		{"person", sam, protocol.Event{Type: protocol.EvCancel, By: "x", OnBehalfOf: "y"}, natsbox.SubmitKind, "sam", "y"},
+		{"engine's cancel", eng, protocol.Event{Type: protocol.EvCancel, By: "x", OnBehalfOf: "y"}, natsbox.EngineKind, natsbox.EngineName, ""},
+		{"trigger's start", eng, protocol.Event{Type: protocol.EvStart, By: "x", OnBehalfOf: "bob"}, natsbox.EngineKind, "bob", ""},
+		{"sub-run's start", eng, protocol.Event{Type: protocol.EvStart, By: "x", OnBehalfOf: "bob", Parent: &protocol.Parent{RunID: "p"}}, natsbox.EngineKind, "", ""},
+	} {
+		ev := tc.ev
+		ev.RunID = "r-1"
+		kind, _, ok := wire.Sender(n, tc.subject, &ev)
+		if !ok || kind != tc.kind || ev.By != tc.by || ev.OnBehalfOf != tc.obo {
+			t.Errorf("%s: kind %q by %q on behalf of %q (%t); want %q %q %q", tc.name, kind, ev.By, ev.OnBehalfOf, ok, tc.kind, tc.by, tc.obo)
+		}
+	}
+	other := protocol.Event{RunID: "r-2", Type: protocol.EvCancel}
+	if _, _, ok := wire.Sender(n, eng, &other); ok {
+		t.Error("the engine's subject of run r-1 carries an event of run r-2")
+	}
+}
+
+// FuzzServerRunID: an id a client may start (CheckClientRunID) is a valid run id outside the
+// server's space, a subject token and a KV key; an id in the server's space is refused with
+// the reason ServerRunID gives, and has one of the server's forms.
+func FuzzServerRunID(f *testing.F) {
+	for _, s := range []string{"r-1", "t-x", "t-", "a/b/1", "x-fork-1", "-fork-", "T-x", "", "a.b", "é", strings.Repeat("a", 65)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		err := wire.CheckClientRunID(id)
+		why := wire.ServerRunID(id)
+		syntax := wire.CheckRunID(id)
+		switch {
+		case err == nil && (why != "" || syntax != nil):
+			t.Fatalf("CheckClientRunID(%q) took it: the server's (%q), syntax %v", id, why, syntax)
+		case err != nil && why == "" && syntax == nil:
+			t.Fatalf("CheckClientRunID(%q) = %v for a valid id outside the server's space", id, err)
+		case err != nil && why != "" && !strings.Contains(err.Error(), why):
+			t.Fatalf("CheckClientRunID(%q) = %v does not say why: %s", id, err, why)
+		}
+		if why != "" && !strings.Contains(id, "/") && !strings.HasPrefix(id, wire.TriggerRunIDPrefix) && !strings.Contains(id, wire.ForkRunMark) {
+			t.Fatalf("ServerRunID(%q) = %q for an id of no server's form", id, why)
+		}
+		if err == nil {
+			if _, serr := natsbox.EventSubject(id); serr != nil || !kvKey.MatchString(id) {
+				t.Fatalf("run id %q is taken but not a subject token or a KV key: %v", id, serr)
+			}
+		}
+	})
 }

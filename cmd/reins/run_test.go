@@ -647,7 +647,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"listen with nats", []string{refundFile, "--input", refundInput, "--nats", "nats://127.0.0.1:1", "--listen", "127.0.0.1:0"}, exitUsage, []string{"reins: --listen applies to the embedded server"}},
 		{"bad run id", []string{refundFile, "--input", refundInput, "--run-id", "a.b"}, exitUsage, []string{`reins: --run-id: run id "a.b": the character '.'`}},
 		{"a trigger's run id", []string{refundFile, "--input", refundInput, "--run-id", "t-x"}, exitUsage, []string{`reins: --run-id: run id "t-x" is the server's to give: an id that begins with "t-" names a run of a trigger, which only the server starts, and a client may not choose one`}},
-		{"a fork's run id", []string{refundFile, "--input", refundInput, "--run-id", "r-fork-2"}, exitUsage, []string{`reins: --run-id: run id "r-fork-2" ends in -fork-N`}},
+		{"a fork's run id", []string{refundFile, "--input", refundInput, "--run-id", "r-fork-2"}, exitUsage, []string{`reins: --run-id: run id "r-fork-2" is the server's to give: an id that ends in "-fork-N" names a fork`}},
 		{"task step without listen", []string{task}, exitFailed, []string{
 			"reins: step work of workflow tasky runs handler nobody, which no worker can serve on a private embedded server: give --listen",
 		}},

@@ -610,6 +610,7 @@ func (c *Client) Events(ctx context.Context, runID string) ([]protocol.Event, er
 	if err != nil {
 		return nil, fmt.Errorf("client: events of run %s: %w", runID, err)
 	}
+	defer dropConsumer(s, cons)
 	evs, err := c.readEvents(ctx, cons, runID, last)
 	if err != nil {
 		return nil, err
@@ -672,6 +673,7 @@ func (c *Client) EventsPage(ctx context.Context, runID string, after uint64, lim
 	if err != nil {
 		return page, fmt.Errorf("client: events of run %s: %w", runID, err)
 	}
+	defer dropConsumer(s, cons)
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	msgs := make(chan seqEvent)
@@ -781,6 +783,7 @@ func (c *Client) FollowFrom(ctx context.Context, runID string, after uint64) ite
 			yield(Update{}, fmt.Errorf("client: events of run %s: %w", runID, err))
 			return
 		}
+		defer dropConsumer(s, cons)
 		recs := make(chan recordOrErr)
 		go pumpRecords(ctx, records, recs)
 		msgs := make(chan seqEvent)
@@ -915,6 +918,22 @@ func (c *Client) pumpEvents(ctx context.Context, cons jetstream.Consumer, runID 
 			return
 		}
 	}
+}
+
+// dropConsumer removes the consumer behind cons, an ordered consumer whose reading ended (or
+// never began: then there is none). A read of a run's events leaves nothing behind on the
+// server: each consumer left would live its inactive threshold, and a reader that asks again
+// and again (GET /v1/runs/{id} in a loop) would pile them up until the server refuses to make
+// more, for everyone. It waits at most 2 s, and a consumer it could not remove still goes
+// after its inactive threshold.
+func dropConsumer(s jetstream.Stream, cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = s.DeleteConsumer(ctx, info.Name)
 }
 
 // lastSequence is the stream sequence of the last message on any of filters (0: none).

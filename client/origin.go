@@ -139,6 +139,7 @@ func (c *Client) startEvent(ctx context.Context, runID string) (*protocol.Event,
 	if err != nil {
 		return nil, fmt.Errorf("client: the start of run %s: %w", runID, err)
 	}
+	defer dropConsumer(s, cons)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the pump
 	msgs := make(chan seqEvent)

@@ -27,7 +27,7 @@ func TestConcurrencyQueuedRun(t *testing.T) {
 	s.as("sam", "PUT", "/v1/workflows/serial", serialTOML).want(t, http.StatusCreated, "register a workflow with a concurrency key")
 	first := s.start(serialTOML, `{"customer": "c1"}`)
 	s.waiting(first)
-	second := s.start(serialTOML, `{"customer": "c1"}`)
+	second := s.startAs("sam", serialTOML, `{"customer": "c1"}`)
 	s.waitFor(second, func(r *client.Record) bool { return r.Run.Status == protocol.RunQueued })
 	other := s.start(serialTOML, `{"customer": "c2"}`)
 	s.waiting(other)

@@ -193,6 +193,14 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 // with input (JSON, "" for none), and returns its id.
 func (s *stack) start(text, input string) string {
 	s.t.Helper()
+	return s.startAs("", text, input)
+}
+
+// startAs starts a run of the workflow text with input as principal name (the admin for ""),
+// the run's submitter: who, with admins and the approvers its workflow names, may signal,
+// resume and cancel it.
+func (s *stack) startAs(name, text, input string) string {
+	s.t.Helper()
 	file := filepath.Join(s.t.TempDir(), "workflow.toml")
 	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 		s.t.Fatal(err)
@@ -209,9 +217,13 @@ func (s *stack) start(text, input string) string {
 	if input != "" {
 		in = json.RawMessage(input)
 	}
-	id, err := s.Admin.Start(s.Ctx, bs, in, "")
+	c := s.Admin
+	if name != "" {
+		c = client.NewClient(client.ClientConfig{Box: s.Box, Principal: name})
+	}
+	id, err := c.Start(s.Ctx, bs, in, "")
 	if err != nil {
-		s.t.Fatalf("start a run of %s: %v", def.Name, err)
+		s.t.Fatalf("start a run of %s as %q: %v", def.Name, name, err)
 	}
 	return id
 }

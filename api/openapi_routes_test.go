@@ -77,7 +77,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 
 	// Runs.
 	gate := s.start(oaGate, `{"order_id": "O-7"}`)
-	hold1, hold2 := s.start(holdTOML, ""), s.start(holdTOML, "")
+	hold1, hold2 := s.start(holdTOML, ""), s.startAs("sam", holdTOML, "") // hold2: sam's, whom it may cancel
 	refund := s.start(oaDrafter(t), `{"order_id": "O-104"}`)
 	s.oaAnswer(t, "viewer", "GET", "/v1/runs", "", http.StatusOK)
 	s.oaAnswer(t, "viewer", "GET", "/v1/runs?limit=1", "", http.StatusOK)

@@ -341,7 +341,7 @@ func TestGetIteration(t *testing.T) {
 // has finished, 404 for an unknown run; its body is optional, and checked when given.
 func TestCancelRun(t *testing.T) {
 	s := newStack(t)
-	id := s.start(sleepTOML, "")
+	id := s.startAs("sam", sleepTOML, "")
 	s.waitFor(id, func(r *client.Record) bool {
 		return r.Run.Steps["nap"] != nil && r.Run.Steps["nap"].Status == protocol.StepRunning
 	})
@@ -381,12 +381,18 @@ func TestCancelRun(t *testing.T) {
 	}
 }
 
-// TestApproverCancels: an approver may cancel a run, as itself (docs/security.md's roles): the
-// cancel goes on the approver's own subject, and the engine records it as the approver's.
+// TestApproverCancels: an approver the run's workflow names may cancel the run, as itself
+// (docs/security.md's roles): the cancel goes on the approver's own subject, and the engine
+// records it as the approver's; an approver the workflow does not name may not.
 func TestApproverCancels(t *testing.T) {
 	s := newStack(t)
-	id := s.start(reviewTOML, "")
+	id := s.start(gateTOML, "")
 	s.waiting(id)
+	// bob is an approver too, but the run's workflow names only alice: he may not cancel it.
+	a := s.as("bob", "POST", "/v1/runs/"+id+"/cancel", `{"reason":"mine now"}`)
+	if p := a.problem(t); a.Status != http.StatusForbidden || !strings.Contains(p.Detail, "principal bob may not cancel this run: only its submitter (admin), the approvers its workflow names (alice) and admins may") {
+		t.Fatalf("bob cancels: %d %q, want 403 naming who may", a.Status, p.Detail)
+	}
 	s.as("alice", "POST", "/v1/runs/"+id+"/cancel", `{"reason":"not today"}`).want(t, http.StatusAccepted, "alice cancels")
 	rec := s.wait(id)
 	if rec.Run.Status != protocol.RunCancelled {

@@ -472,6 +472,9 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
 	if rec.Finished() {
 		return fmt.Errorf("client: cancel run %s: it ended %s: %w", runID, rec.Run.Status, ErrFinished)
 	}
+	if err := c.mayAct(ctx, rec, "cancel"); err != nil {
+		return err
+	}
 	if err := c.publish(ctx, personCancel(runID, c.now().UTC(), reason)); err != nil {
 		return fmt.Errorf("client: cancel run %s: %w", runID, err)
 	}

@@ -357,7 +357,7 @@ func (c *Client) Signal(ctx context.Context, runID, name string, data json.RawMe
 	return nil
 }
 
-// mayAct refuses, with ErrForbidden, a signal or resume (act) of the client's principal that
+// mayAct refuses, with ErrForbidden, a signal, resume or cancel (act) of the client's principal that
 // the engine would refuse on the run of rec, so that nothing of it is sent. When the client
 // does not know its principal's roles and a role among the workflow's approvers might allow
 // it, the engine decides.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/trigger"
 )
@@ -575,21 +576,65 @@ func TestAttackAuthorizationScheme(t *testing.T) {
 		}
 	}
 }
+// aprilGate waits for april's decision: april is the approver its workflow names.
+const aprilGate = `name = "april-gate"
 
-// TestAttackApproverCancels: april, an approver and nothing else, cancels bob's run, as
-// docs/security.md's roles say; the act is recorded as april's. A viewer still may not.
+[[steps]]
+id = "ask"
+type = "approval"
+prompt = "Go?"
+approvers = ["april"]
+`
+
+// TestAttackApproverCancels: who may cancel a run is its submitter, the approvers its
+// workflow names and admins (docs/security.md's roles). vera (a viewer) gets 403; mallory, a
+// submitter and approver whom bob's run does not name, gets 403 through the API and is
+// recorded refused when she publishes the cancel herself, and the run keeps waiting; april,
+// the approver it names, cancels it, as herself.
 func TestAttackApproverCancels(t *testing.T) {
 	h := hostileServer(t, "[principals.april]\ntoken_env = \"REINS_TOKEN_APRIL\"\nroles = [\"approver\"]\n", "REINS_TOKEN_APRIL="+attackAprilToken)
-	id := h.startHold()
+	h.register(attackBobToken, "april-gate", aprilGate)
+	status, _, body := h.do(attackBobToken, "POST", "/v1/runs", `{"workflow": "april-gate"}`)
+	var started struct {
+		RunID string `json:"run_id"`
+	}
+	if err := json.Unmarshal([]byte(body), &started); err != nil || (status != http.StatusCreated && status != http.StatusAccepted) {
+		t.Fatalf("start: %d %s", status, body)
+	}
+	id := started.RunID
 	if status, _, body := h.do(attackViewerToken, "POST", "/v1/runs/"+id+"/cancel", ""); status != http.StatusForbidden {
 		t.Errorf("vera cancels: %d %s, want 403", status, body)
 	}
-	if status, _, body := h.do(attackAprilToken, "POST", "/v1/runs/"+id+"/cancel", `{"reason": "not today"}`); status != http.StatusAccepted {
-		t.Fatalf("april cancels: %d %s, want 202", status, body)
+	status, _, body = h.do(attackMalloryToken, "POST", "/v1/runs/"+id+"/cancel", `{"reason": "mine now"}`)
+	if status != http.StatusForbidden || !strings.Contains(body, "principal mallory may not cancel this run: only its submitter (bob), the approvers its workflow names (april) and admins may") {
+		t.Errorf("mallory cancels bob's run: %d %s, want 403 naming who may", status, body)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, cl := h.client(ctx, h.admin)
+	// Past the API: mallory publishes the cancel on her own subject.
+	subj, err := natsbox.PrincipalSubject(id, natsbox.HumanKind, "mallory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := fmt.Sprintf(`{"run_id":%q,"type":"cancel","at":%q,"item":-1,"reason":"mine now","nonce":"m-1"}`, id, time.Now().UTC().Format(time.RFC3339Nano))
+	if err := h.conn(attackMalloryToken).Publish(subj, []byte(ev)); err != nil {
+		t.Fatal(err)
+	}
+	for rec, err := range cl.Watch(ctx, id) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Run.Acts) > 0 {
+			if a := rec.Run.Acts[0]; a.By != "mallory" || a.Refused == "" || rec.Run.Status != protocol.RunWaiting {
+				t.Fatalf("after mallory's own cancel: run %s, act %+v; want waiting, her cancel refused", rec.Run.Status, a)
+			}
+			break
+		}
+	}
+	if status, _, body := h.do(attackAprilToken, "POST", "/v1/runs/"+id+"/cancel", `{"reason": "not today"}`); status != http.StatusAccepted {
+		t.Fatalf("april cancels: %d %s, want 202", status, body)
+	}
 	rec, err := cl.Wait(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -597,7 +642,7 @@ func TestAttackApproverCancels(t *testing.T) {
 	if rec.Run.Status != protocol.RunCancelled {
 		t.Fatalf("the run is %s after april's cancel, want cancelled", rec.Run.Status)
 	}
-	if len(rec.Run.Acts) != 1 || rec.Run.Acts[0].By != "april" || rec.Run.Acts[0].Type != protocol.EvCancel {
-		t.Errorf("acts %+v: want april's cancel", rec.Run.Acts)
+	if n := len(rec.Run.Acts); n != 2 || rec.Run.Acts[1].By != "april" || rec.Run.Acts[1].Type != protocol.EvCancel || rec.Run.Acts[1].Refused != "" {
+		t.Errorf("acts %+v: want mallory's refused, then april's cancel", rec.Run.Acts)
 	}
 }

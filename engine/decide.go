@@ -103,6 +103,10 @@ func (d *decider) apply(ev protocol.Event) {
 			reason = "the run was cancelled"
 		}
 		if clean(ev.By) != "" {
+			if why := ActRefusal(d.def, d.run, "cancel", actor(ev), ev.Roles); why != "" {
+				d.act("", ev, why)
+				return
+			}
 			d.act("", ev, "")
 		}
 		d.finish(protocol.RunCancelled, nil, &protocol.RunError{Code: protocol.CodeCancelled, Message: reason})

@@ -253,10 +253,12 @@
 // "role:NAME" held. Any other decision changes nothing but Run.Acts, which records it refused
 // ("principal P is not one of the approvers (...)"); the step keeps waiting.
 //
-// A signal or a resume counts only from the run's submitter (Run.StartedBy; a sub-run has
-// none), an approver its workflow names anywhere (Signallers: every approval step's approvers
-// and agent policy's, by name or "role:NAME" held) or an admin (Roles hold "admin"), judged as
-// OnBehalfOf when an admin acts for someone (ActRefusal). A signal also counts only while the
+// A signal, a resume or a cancel that names who sent it (By) counts only from the run's
+// submitter (Run.StartedBy; a sub-run has none), an approver its workflow names anywhere
+// (Signallers: every approval step's approvers and agent policy's, by name or "role:NAME"
+// held) or an admin (Roles hold "admin"; the shell gives the engine's own events, the cancels
+// of sub-runs among them, an admin's roles), judged as OnBehalfOf when an admin acts for
+// someone (ActRefusal). A cancel refused is recorded refused, and the run goes on. A signal also counts only while the
 // run took fewer than its Limits' MaxSignals (SignalsSpent). Any other is recorded refused
 // with the sentence of ActRefusal or SignalsSpent, without its data, and changes nothing else:
 // no signal id, nothing kept, the step keeps waiting.

@@ -120,29 +120,38 @@ func TestAwaitsChild(t *testing.T) {
 }
 
 // Every cancel that is taken records who made it: a person's by its principal, the engine's
-// (the cancel of a sub-run) by the engine, each with its reason.
+// (the cancel of a sub-run, with the admin's roles the shell gives it) by the engine, each with
+// its reason. A person who is neither the run's submitter, an approver its workflow names nor
+// an admin cancels nothing: the act is recorded refused, and the run goes on.
 func TestCancelRecordsWho(t *testing.T) {
 	def := load(t, callWorkflow, map[string]string{"child.toml": childFile})
 	for _, tc := range []struct {
 		name, by, reason string
+		roles            []string
+		want             protocol.RunStatus
 		acts             int
+		refused          string
 	}{
-		{"a person", "bob", "not needed", 1},
-		{"the engine", "reins-engine", "its parent run p ended cancelled", 1},
-		{"nobody named", "", "", 0},
+		{"its submitter", "bob", "not needed", nil, protocol.RunCancelled, 1, ""},
+		{"the engine", "reins-engine", "its parent run p ended cancelled", []string{"admin"}, protocol.RunCancelled, 1, ""},
+		{"an admin", "root", "cleanup", []string{"admin"}, protocol.RunCancelled, 1, ""},
+		{"nobody named", "", "", nil, protocol.RunCancelled, 0, ""},
+		{"another principal", "mallory", "mine now", []string{"submitter", "approver"}, protocol.RunRunning, 1,
+			"principal mallory may not cancel this run: only its submitter (bob) and admins may"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDriver(t, def, `{}`, script{"prep": {hangs()}})
-			d.apply(protocol.Event{Type: protocol.EvCancel, At: d.now.Add(time.Second), Item: -1, By: tc.by, Reason: tc.reason, ID: "c1"})
-			if d.run.Status != protocol.RunCancelled {
-				t.Fatalf("run %s; want cancelled", d.run.Status)
+			d.run.StartedBy = "bob"
+			d.apply(protocol.Event{Type: protocol.EvCancel, At: d.now.Add(time.Second), Item: -1, By: tc.by, Roles: tc.roles, Reason: tc.reason, ID: "c1"})
+			if d.run.Status != tc.want {
+				t.Fatalf("run %s; want %s", d.run.Status, tc.want)
 			}
 			if len(d.run.Acts) != tc.acts {
 				t.Fatalf("acts %+v; want %d", d.run.Acts, tc.acts)
 			}
 			if tc.acts == 1 {
-				if a := d.run.Acts[0]; a.By != tc.by || a.Reason != tc.reason || a.Type != protocol.EvCancel {
-					t.Fatalf("act %+v; want a cancel by %s because %q", a, tc.by, tc.reason)
+				if a := d.run.Acts[0]; a.By != tc.by || a.Reason != tc.reason || a.Type != protocol.EvCancel || a.Refused != tc.refused {
+					t.Fatalf("act %+v; want a cancel by %s because %q, refused %q", a, tc.by, tc.reason, tc.refused)
 				}
 			}
 		})

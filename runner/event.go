@@ -166,8 +166,12 @@ func (e *Engine) admitSubject(subject string, ev *protocol.Event) error {
 	case "":
 		return nil
 	case natsbox.EngineKind:
-		if ev.Type == protocol.EvStart && ev.By != "" {
+		switch {
+		case ev.Type == protocol.EvStart && ev.By != "":
 			ev.Roles = e.rolesOf(ev.By) // a trigger's run, started as the principal that registered it
+		case ev.Type != protocol.EvStart:
+			// The engine's own events (the cancel of a sub-run) act with the server's authority.
+			ev.Roles = []string{natsbox.RoleAdmin}
 		}
 		return nil
 	}

@@ -221,14 +221,14 @@ func TestSenderRules(t *testing.T) {
 			t.Fatalf("run %s after the refused events: %v %+v; want running, no act", id, err, rec)
 		}
 	}
-	// A person's own cancel is taken, and recorded as that person's; the engine's cancel of the
+	// The submitter's own cancel is taken, and recorded as its; the engine's cancel of the
 	// sub-run it no longer waits for, as the engine's, with why.
-	if err := client.NewClient(client.ClientConfig{Box: v.Box, Principal: "sam"}).Cancel(v.Ctx, "p1", "not needed"); err != nil {
+	if err := v.Client.Cancel(v.Ctx, "p1", "not needed"); err != nil {
 		t.Fatal(err)
 	}
 	rec := v.Wait("p1")
-	if rec.Run.Status != protocol.RunCancelled || len(rec.Run.Acts) != 1 || rec.Run.Acts[0].By != "sam" || rec.Run.Acts[0].Reason != "not needed" {
-		t.Fatalf("p1 %s, acts %+v; want cancelled by sam", rec.Run.Status, rec.Run.Acts)
+	if rec.Run.Status != protocol.RunCancelled || len(rec.Run.Acts) != 1 || rec.Run.Acts[0].By != "admin" || rec.Run.Acts[0].Reason != "not needed" {
+		t.Fatalf("p1 %s, acts %+v; want cancelled by admin, its submitter", rec.Run.Status, rec.Run.Acts)
 	}
 	sub := v.Wait("p1/sub/1")
 	if sub.Run.Status != protocol.RunCancelled || len(sub.Run.Acts) != 1 || sub.Run.Acts[0].By != natsbox.EngineName ||

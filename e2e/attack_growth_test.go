@@ -148,11 +148,12 @@ func problemOf(t *testing.T, body string) api.Problem {
 }
 
 // TestAttackGrowthLoopBounds: mallory registers a workflow whose loop edge allows 2 billion
-// iterations, and one whose agent asks for more iterations than the server's cap: both are
-// refused with E_OVER_LIMIT naming the operator's key and its cap. Started past the API (her
-// own client, the bundle stored by hand), the engine refuses the run before any step runs.
+// iterations (past the default cap), and one whose agent asks for more iterations than the
+// operator's cap (1000 here): both are refused with E_OVER_LIMIT naming the operator's key and
+// its cap. Started past the API (her own client, the bundle stored by hand), the engine refuses
+// the run before any step runs.
 func TestAttackGrowthLoopBounds(t *testing.T) {
-	h := hostileServer(t, "")
+	h := hostileServer(t, "[limits]\nmax_agent_iterations = 1000\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	loop := `name = "spin"

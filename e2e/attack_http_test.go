@@ -576,6 +576,7 @@ func TestAttackAuthorizationScheme(t *testing.T) {
 		}
 	}
 }
+
 // aprilGate waits for april's decision: april is the approver its workflow names.
 const aprilGate = `name = "april-gate"
 

@@ -163,6 +163,7 @@ api_key_env = "ECHO_API_KEY"
 	if want := "You sent [redacted]; its start is [redacted]."; deltas.String() != want || !strings.Contains(run, want) {
 		t.Errorf("the reply, kept with the key hidden: streamed %q, want %q in the deltas and the run", deltas.String(), want)
 	}
+	h.healthy()
 	h.proc.signal(15) // SIGTERM: the store is flushed to its files
 	<-h.proc.exited
 	h.scan(echoKey, echoKey[:8], echoKey[9:17], echoKey[len(echoKey)-8:])

@@ -406,6 +406,7 @@ func TestAttackForgedSubRunOfApproval(t *testing.T) {
 	if rec, err := bob.Wait(ctx, "bob-gate-1"); err != nil || rec.Run.Steps["ask"].Label != "approved" || string(rec.Run.Output) != `"bob's yes"` {
 		t.Fatalf("bob's run: %v %+v; want approved by bob", err, rec)
 	}
+	h.healthy()
 }
 
 // TestAttackWorkerForgesChildFinished: wanda (a worker) publishes a child_finished for bob's call

@@ -575,8 +575,8 @@ func (d *decider) render(sr *StepRun, step *workflow.Step) error {
 				err = fmt.Errorf("session: the template %s rendered an empty value: a session needs a key", step.Session)
 			}
 			if err == nil && strings.Contains(d.run.ID, "/") { // the engine names sub-runs parent/step/activation
-				// A sub-run does not carry the principal who started its root run, the scope of
-				// sessions: sharing one would let any parent read it.
+				// A sub-run keeps no session: its conversation would be shared by every run of
+				// its root's principal that calls the same workflow.
 				err = fmt.Errorf("session: a sub-run (an agent or workflow tool, a call or map over a workflow) cannot keep a session")
 			}
 		}
@@ -704,7 +704,7 @@ func (d *decider) startChildRun(key string, sr *StepRun, file string) {
 	name, item := address(key, sr)
 	d.emit(Command{Type: CmdStartChild, Child: &ChildRun{
 		RunID: d.childRunID(key, sr), Workflow: file, Input: sr.Input,
-		Step: name, Item: item, Activation: sr.Activation,
+		Step: name, Item: item, Activation: sr.Activation, StartedBy: d.run.StartedBy,
 	}})
 }
 

@@ -75,7 +75,9 @@
 // A start event whose Refused is set (the shell refused to admit the run: a workflow the
 // server's operator does not allow, an input too large) ends the run failed with that error at
 // once: no deadline is scheduled, every step is skipped, and the one command is the finish.
-// Run.StartedBy is the start event's By.
+// Run.StartedBy is the start event's By: for a sub-run, the StartedBy of the ChildRun command
+// that started it, its parent's (so the root run's submitter signals, resumes and cancels the
+// sub-runs of its run as its own).
 //
 // # Limits
 //
@@ -107,8 +109,8 @@
 //     rendered here, once per activation, against the run input and the latest output of every
 //     step; a template that cannot be rendered fails the step. So is an agent's session
 //     (Task.Session, sent with Task.StartedBy, the run's principal: the scope of sessions); one
-//     that renders empty, or in a sub-run (an id with "/": it does not carry its root run's
-//     principal), fails the step.
+//     that renders empty, or in a sub-run (an id with "/": its conversation would be shared by
+//     every run of its root's principal that calls the same workflow), fails the step.
 //   - switch: the label is the value at `expr` (template.Path, template.Label), or the default
 //     an expr written as a template gives when that value is missing; the step completes at
 //     once with its input as its output.
@@ -254,7 +256,7 @@
 // ("principal P is not one of the approvers (...)"); the step keeps waiting.
 //
 // A signal, a resume or a cancel that names who sent it (By) counts only from the run's
-// submitter (Run.StartedBy; a sub-run has none), an approver its workflow names anywhere
+// submitter (Run.StartedBy; a sub-run's is its root run's), an approver its workflow names anywhere
 // (Signallers: every approval step's approvers and agent policy's, by name or "role:NAME"
 // held) or an admin (Roles hold "admin"; the shell gives the engine's own events, the cancels
 // of sub-runs among them, an admin's roles), judged as OnBehalfOf when an admin acts for

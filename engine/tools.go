@@ -58,7 +58,8 @@ func (d *decider) startToolChildren(key string, sr *StepRun) {
 func (d *decider) toolChild(key string, sr *StepRun, p protocol.PendingCall) ChildRun {
 	name, item := address(key, sr)
 	return ChildRun{RunID: d.toolChildRunID(key, sr, p.CallID), Workflow: p.Child.Workflow, Agent: p.Child.Agent,
-		Input: p.Arguments, Step: name, Item: item, Activation: sr.Activation, Iteration: sr.Iteration, CallID: p.CallID}
+		Input: p.Arguments, Step: name, Item: item, Activation: sr.Activation, Iteration: sr.Iteration, CallID: p.CallID,
+		StartedBy: d.run.StartedBy}
 }
 
 // toolChildRunID names the sub-run of call callID of sr's current iteration:

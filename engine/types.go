@@ -50,11 +50,12 @@ type Run struct {
 	// delivered again (the shell crashed between saving the state and acknowledging the event)
 	// is not taken twice.
 	SignalIDs []string `json:"signal_ids,omitempty"`
-	// StartedBy is the principal who started the run (empty for a sub-run: its parent's).
+	// StartedBy is the principal who started the run; for a sub-run, its parent's (the root
+	// run's submitter), as the engine started it.
 	StartedBy string `json:"started_by,omitempty"`
 	// Acts records what people did to the run, in order: every decision, resume, signal and
 	// cancel that took effect, and the last MaxRefusedActs that were refused, each with the
-	// authenticated principal (shared/spec/server.md: every decision records it); and the
+	// authenticated principal (every decision records it: docs/security.md); and the
 	// engine's own cancel of a sub-run, by the engine (the event's By) with its reason.
 	Acts []Act `json:"acts,omitempty"`
 	// Slot is the run's place under its workflow's concurrency key (nil when the workflow has
@@ -312,6 +313,9 @@ type ChildRun struct {
 	// Iteration and CallID address the call of an agent step a tool's sub-run runs.
 	Iteration int    `json:"iteration,omitempty"`
 	CallID    string `json:"call_id,omitempty"`
+	// StartedBy is the principal the sub-run is started as: its parent's Run.StartedBy, the
+	// submitter of the root run, who may signal, resume and cancel it as the root's own.
+	StartedBy string `json:"started_by,omitempty"`
 }
 
 // Clone returns a deep copy of r.

@@ -23,13 +23,14 @@ type Growth struct {
 }
 
 // Defaults of the growth limits: generous for a workflow written by hand, finite for one
-// written to grow.
+// written to grow. An agent_loop that watches something with a loop_delay may run for days,
+// an iteration (and a few events) at a time: its bounds are the largest.
 const (
 	DefaultMaxLoopIterations  = 1000
-	DefaultMaxAgentIterations = 1000
+	DefaultMaxAgentIterations = 1000000
 	DefaultMaxSteps           = 100000
 	DefaultMaxSignalsPerRun   = 1000
-	DefaultMaxEventsPerRun    = 100000
+	DefaultMaxEventsPerRun    = 10000000
 )
 
 // DefaultGrowth returns the growth limits of a server whose operator sets none.

@@ -12,7 +12,7 @@ import (
 // TestGrowthLimits: the growth keys of [limits] load, each left out keeps its default, and a
 // configuration without [limits] has the defaults.
 func TestGrowthLimits(t *testing.T) {
-	if got := operator.Default().Limits.Growth; got != operator.DefaultGrowth() || got.MaxLoopIterations != 1000 || got.MaxEventsPerRun != 100000 {
+	if got := operator.Default().Limits.Growth; got != operator.DefaultGrowth() || got.MaxLoopIterations != 1000 || got.MaxEventsPerRun != 10000000 {
 		t.Fatalf("defaults: %+v", got)
 	}
 	cfg, err := operator.Parse("ops.toml", []byte("[limits]\nmax_loop_iterations = 50\nmax_signals_per_run = 3\nmax_input_bytes = \"1MiB\"\n"))
@@ -35,7 +35,7 @@ func TestGrowthLimits(t *testing.T) {
 func TestGrowthLimitProblems(t *testing.T) {
 	for _, tc := range []struct{ name, file, want string }{
 		{"zero", "[limits]\nmax_loop_iterations = 0\n", "bad.toml:2: key limits.max_loop_iterations: want a whole number from 1 to 2147483648 (leave the key out for the default of 1000)"},
-		{"negative", "[limits]\nmax_events_per_run = -5\n", "bad.toml:2: key limits.max_events_per_run: want a whole number from 1 to 2147483648 (leave the key out for the default of 100000)"},
+		{"negative", "[limits]\nmax_events_per_run = -5\n", "bad.toml:2: key limits.max_events_per_run: want a whole number from 1 to 2147483648 (leave the key out for the default of 10000000)"},
 		{"too large", "[limits]\nmax_steps = 9999999999\n", "bad.toml:2: key limits.max_steps: want a whole number from 1 to 2147483648 (leave the key out for the default of 100000)"},
 		{"a string", "[limits]\nmax_agent_iterations = \"lots-and-lots\"\n", "bad.toml:2: key limits.max_agent_iterations: want a whole number from 1 to 2147483648"},
 		{"a float", "[limits]\nmax_signals_per_run = 1.5\n", "bad.toml:2: key limits.max_signals_per_run: want a whole number from 1 to 2147483648"},

@@ -285,3 +285,30 @@ func TestAdmitSubRuns(t *testing.T) {
 		t.Fatalf("p3/sub/1: %+v; want failed E_OPERATOR_ONLY", sub.Run.Error)
 	}
 }
+
+// TestSubRunStartedAsItsRoot: a sub-run is started as its parent's submitter, so that the
+// principal who started the root run may act on its sub-runs as on its own (cancel it here),
+// and a principal the sub-run does not name may not.
+func TestSubRunStartedAsItsRoot(t *testing.T) {
+	v := newEnv(t)
+	v.Worker("prep").Serve(func(tk *protocol.Task) *protocol.Event { return runtest.Completed(tk, `{"for":"child"}`) })
+	bob := client.NewClient(client.ClientConfig{Box: v.Box, Principal: "bob"})
+	if _, err := bob.Start(v.Ctx, runtest.LoadBundles(t, "testdata/parent.toml"), json.RawMessage(`{}`), "bobs"); err != nil {
+		t.Fatal(err)
+	}
+	child := v.WaitFor("bobs/sub/1", func(r *client.Record) bool { return r.Run.Status == protocol.RunRunning })
+	if child.Run.StartedBy != "bob" {
+		t.Fatalf("the sub-run is started by %q, want bob, its root's submitter", child.Run.StartedBy)
+	}
+	mallory := client.NewClient(client.ClientConfig{Box: v.Box, Principal: "mallory", Roles: []string{"submitter", "approver"}})
+	if err := mallory.Cancel(v.Ctx, "bobs/sub/1", "mine"); !errors.Is(err, client.ErrForbidden) {
+		t.Fatalf("mallory cancels bob's sub-run: %v, want refused", err)
+	}
+	if err := bob.Cancel(v.Ctx, "bobs/sub/1", "not needed"); err != nil {
+		t.Fatal(err)
+	}
+	rec := v.Wait("bobs/sub/1")
+	if rec.Run.Status != protocol.RunCancelled || len(rec.Run.Acts) != 1 || rec.Run.Acts[0].By != "bob" {
+		t.Fatalf("bob's sub-run %s, acts %+v; want cancelled by bob", rec.Run.Status, rec.Run.Acts)
+	}
+}

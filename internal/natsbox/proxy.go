@@ -242,17 +242,34 @@ func (p *consumerProxy) checkCap(ctx context.Context, id Identity) error {
 // checkOwner refuses the removal of a consumer another principal owns; one that is not there
 // is the JetStream API's to answer.
 func (p *consumerProxy) checkOwner(ctx context.Context, id Identity, req proxied) error {
-	c, err := p.b.js.Consumer(ctx, req.stream, req.consumer)
+	info, err := p.consumerInfo(ctx, req.stream, req.consumer)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("the consumer proxy cannot read consumer %s of %s: %w", req.consumer, req.stream, err)
 	}
-	if owner := c.CachedInfo().Config.Metadata[OwnerKey]; owner != id.Name {
+	if owner := info.Config.Metadata[OwnerKey]; owner != id.Name {
 		return &refusal{code: 403, msg: fmt.Sprintf("principal %s may not remove consumer %s of %s: only the principal it was created for may", id.Name, req.consumer, req.stream)}
 	}
 	return nil
+}
+
+// consumerInfo reads consumer name of stream, a pull consumer or a push one (the KV watches
+// and object reads of nats.go deliver to an inbox).
+func (p *consumerProxy) consumerInfo(ctx context.Context, stream, name string) (*jetstream.ConsumerInfo, error) {
+	c, err := p.b.js.Consumer(ctx, stream, name)
+	if err == nil {
+		return c.CachedInfo(), nil
+	}
+	if !errors.Is(err, jetstream.ErrNotPullConsumer) {
+		return nil, err
+	}
+	pc, err := p.b.js.PushConsumer(ctx, stream, name)
+	if err != nil {
+		return nil, err
+	}
+	return pc.CachedInfo(), nil
 }
 
 // consumerStreams are the streams a principal may have consumers on: the events, the KV

@@ -217,21 +217,30 @@ func TestConsumerProxyRemove(t *testing.T) {
 	ctx := testCtx(t)
 	val := open(t, Options{URL: b.ClientURL(), Token: "tok-viewer"})
 	sam := open(t, Options{URL: b.ClientURL(), Token: "tok-submitter"})
-	for _, c := range []*Box{val, sam} {
-		name := "c-" + c.names.EventsStream() + fmt.Sprint(time.Now().UnixNano())
-		cons, err := c.JetStream().CreateConsumer(ctx, EventsStream, jetstream.ConsumerConfig{Name: name, AckPolicy: jetstream.AckNonePolicy})
-		if err != nil {
-			t.Fatal(err)
-		}
-		other := sam
-		if c == sam {
-			other = val
-		}
-		if err := other.JetStream().DeleteConsumer(ctx, EventsStream, cons.CachedInfo().Name); err == nil || !strings.Contains(err.Error(), "may not remove consumer") {
-			t.Errorf("another principal removed %s: %v", name, err)
-		}
-		if err := c.JetStream().DeleteConsumer(ctx, EventsStream, cons.CachedInfo().Name); err != nil {
-			t.Errorf("its owner cannot remove %s: %v", name, err)
+	for _, push := range []bool{false, true} { // a pull consumer, and a push one to an inbox of its owner's (a KV watch)
+		for _, c := range []*Box{val, sam} {
+			name := "c-" + c.names.EventsStream() + fmt.Sprint(time.Now().UnixNano())
+			cfg := jetstream.ConsumerConfig{Name: name, AckPolicy: jetstream.AckNonePolicy}
+			var err error
+			if push {
+				cfg.DeliverSubject = c.Conn().NewRespInbox()
+				_, err = c.JetStream().CreatePushConsumer(ctx, EventsStream, cfg)
+			} else {
+				_, err = c.JetStream().CreateConsumer(ctx, EventsStream, cfg)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			other := sam
+			if c == sam {
+				other = val
+			}
+			if err := other.JetStream().DeleteConsumer(ctx, EventsStream, name); err == nil || !strings.Contains(err.Error(), "may not remove consumer") {
+				t.Errorf("another principal removed %s (push %v): %v", name, push, err)
+			}
+			if err := c.JetStream().DeleteConsumer(ctx, EventsStream, name); err != nil {
+				t.Errorf("its owner cannot remove %s (push %v): %v", name, push, err)
+			}
 		}
 	}
 }

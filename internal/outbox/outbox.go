@@ -98,7 +98,7 @@ func (o *Outbox) StartChildMsg(ctx context.Context, runID string, b *wire.Bundle
 		return o.childFailedMsg(runID, c, at, fmt.Sprintf("%s is not in the stored bundle of workflow %s", what, b.Definition.Name)), nil
 	}
 	ev := &protocol.Event{RunID: c.RunID, Type: protocol.EvStart, At: at, Input: c.Input, Item: -1,
-		Workflow: hash, Parent: ParentOf(runID, c)}
+		Workflow: hash, Parent: ParentOf(runID, c), OnBehalfOf: c.StartedBy}
 	m, err := ValuesEventMsg(ctx, o.Names, o.Values, ev, "")
 	switch {
 	case errors.Is(err, ErrStore):

@@ -169,8 +169,9 @@ func Nonce() string {
 //   - A person's subject (natsbox.SubmitKind, natsbox.HumanKind): By is the principal whose
 //     subject it is; OnBehalfOf is as the message says (the engine lets only an admin set it).
 //   - The engine's subject (natsbox.EngineKind, principal natsbox.EngineName): a start is by
-//     the principal the engine starts it as, its OnBehalfOf (a trigger's run), or by nobody
-//     (a sub-run: its parent's principal); any other event is by natsbox.EngineName.
+//     the principal the engine starts it as, its OnBehalfOf (a trigger's run: the principal
+//     that registered it; a sub-run: its parent's submitter), or by nobody; any other event is
+//     by natsbox.EngineName.
 func Sender(n natsbox.Names, subject string, ev *protocol.Event) (kind, principal string, ok bool) {
 	runID, kind, principal, ok := n.ParseEventSubject(subject)
 	if !ok || runID != ev.RunID {
@@ -181,13 +182,10 @@ func Sender(n natsbox.Names, subject string, ev *protocol.Event) (kind, principa
 		ev.By, ev.OnBehalfOf = "", ""
 		return "", "", true
 	case natsbox.EngineKind:
-		switch {
-		case ev.Type != protocol.EvStart:
-			ev.By = natsbox.EngineName
-		case ev.Parent != nil:
-			ev.By = ""
-		default:
+		if ev.Type == protocol.EvStart {
 			ev.By = ev.OnBehalfOf
+		} else {
+			ev.By = natsbox.EngineName
 		}
 		ev.OnBehalfOf = ""
 		return kind, principal, true

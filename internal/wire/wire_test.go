@@ -627,7 +627,8 @@ func TestSender(t *testing.T) {
 		{"person", sam, protocol.Event{Type: protocol.EvCancel, By: "x", OnBehalfOf: "y"}, natsbox.SubmitKind, "sam", "y"},
 		{"engine's cancel", eng, protocol.Event{Type: protocol.EvCancel, By: "x", OnBehalfOf: "y"}, natsbox.EngineKind, natsbox.EngineName, ""},
 		{"trigger's start", eng, protocol.Event{Type: protocol.EvStart, By: "x", OnBehalfOf: "bob"}, natsbox.EngineKind, "bob", ""},
-		{"sub-run's start", eng, protocol.Event{Type: protocol.EvStart, By: "x", OnBehalfOf: "bob", Parent: &protocol.Parent{RunID: "p"}}, natsbox.EngineKind, "", ""},
+		{"sub-run's start, as its parent's submitter", eng, protocol.Event{Type: protocol.EvStart, By: "x", OnBehalfOf: "bob", Parent: &protocol.Parent{RunID: "p"}}, natsbox.EngineKind, "bob", ""},
+		{"sub-run's start of a run of nobody's", eng, protocol.Event{Type: protocol.EvStart, By: "x", Parent: &protocol.Parent{RunID: "p"}}, natsbox.EngineKind, "", ""},
 	} {
 		ev := tc.ev
 		ev.RunID = "r-1"

@@ -586,20 +586,9 @@ func (c *Client) Definition(ctx context.Context, rec *Record) (*workflow.Definit
 // Events returns the events of run runID stored in REINS_EVENTS, in order. Messages that are
 // not events of the run are left out. ErrNotFound when the run has neither events nor a record.
 func (c *Client) Events(ctx context.Context, runID string) ([]protocol.Event, error) {
-	if _, _, err := c.buckets(ctx); err != nil {
+	s, filters, last, err := c.runEvents(ctx, runID)
+	if err != nil {
 		return nil, err
-	}
-	filters, err := c.names.RunEventFilters(runID)
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
-	}
-	s, err := c.js.Stream(ctx, c.names.EventsStream())
-	if err != nil {
-		return nil, fmt.Errorf("client: events of run %s: %w", runID, err)
-	}
-	last, err := lastSequence(ctx, s, filters)
-	if err != nil {
-		return nil, fmt.Errorf("client: events of run %s: %w", runID, err)
 	}
 	if last == 0 {
 		if _, err := c.Get(ctx, runID); err != nil {
@@ -645,20 +634,9 @@ func (c *Client) EventsPage(ctx context.Context, runID string, after uint64, lim
 	if limit <= 0 {
 		return page, fmt.Errorf("client: a page of events of run %s has a limit of %d: want 1 or more", runID, limit)
 	}
-	if _, _, err := c.buckets(ctx); err != nil {
+	s, filters, last, err := c.runEvents(ctx, runID)
+	if err != nil {
 		return page, err
-	}
-	filters, err := c.names.RunEventFilters(runID)
-	if err != nil {
-		return page, fmt.Errorf("client: %w", err)
-	}
-	s, err := c.js.Stream(ctx, c.names.EventsStream())
-	if err != nil {
-		return page, fmt.Errorf("client: events of run %s: %w", runID, err)
-	}
-	last, err := lastSequence(ctx, s, filters)
-	if err != nil {
-		return page, fmt.Errorf("client: events of run %s: %w", runID, err)
 	}
 	if last == 0 {
 		if _, err := c.Get(ctx, runID); err != nil {
@@ -921,6 +899,27 @@ func (c *Client) pumpEvents(ctx context.Context, cons jetstream.Consumer, runID 
 			return
 		}
 	}
+}
+
+// runEvents returns the events stream, the subject filters of run runID's events and the
+// stream sequence of its last event (0: none yet): where every read of a run's events begins.
+func (c *Client) runEvents(ctx context.Context, runID string) (jetstream.Stream, []string, uint64, error) {
+	if _, _, err := c.buckets(ctx); err != nil {
+		return nil, nil, 0, err
+	}
+	filters, err := c.names.RunEventFilters(runID)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("client: %w", err)
+	}
+	s, err := c.js.Stream(ctx, c.names.EventsStream())
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("client: events of run %s: %w", runID, err)
+	}
+	last, err := lastSequence(ctx, s, filters)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("client: events of run %s: %w", runID, err)
+	}
+	return s, filters, last, nil
 }
 
 // dropConsumer removes the consumer behind cons, an ordered consumer whose reading ended (or

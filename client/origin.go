@@ -120,18 +120,7 @@ func (c *Client) VersionOf(ctx context.Context, o Origin, name string) (int, err
 // startEvent reads the first start event of run runID that came on a subject a start may
 // come on (nil when there is none), without reading the rest of its events.
 func (c *Client) startEvent(ctx context.Context, runID string) (*protocol.Event, error) {
-	if _, _, err := c.buckets(ctx); err != nil {
-		return nil, err
-	}
-	filters, err := c.names.RunEventFilters(runID)
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
-	}
-	s, err := c.js.Stream(ctx, c.names.EventsStream())
-	if err != nil {
-		return nil, fmt.Errorf("client: the start of run %s: %w", runID, err)
-	}
-	last, err := lastSequence(ctx, s, filters)
+	s, filters, last, err := c.runEvents(ctx, runID)
 	if err != nil || last == 0 {
 		return nil, err
 	}

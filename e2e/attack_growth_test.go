@@ -43,18 +43,6 @@ from = "hold"
 to = "ok"
 `
 
-// startAs starts a run of the registered workflow name through the API as the principal of
-// token, and returns its id.
-func (h *hostile) startAs(token, name string) string {
-	h.t.Helper()
-	status, _, body := h.do(token, "POST", "/v1/runs", `{"workflow":"`+name+`"}`, "Content-Type", "application/json")
-	var started api.RunStarted
-	if err := json.Unmarshal([]byte(body), &started); err != nil || status != http.StatusCreated && status != http.StatusAccepted {
-		h.t.Fatalf("start %s: %d %s", name, status, body)
-	}
-	return started.RunID
-}
-
 // record reads run id's record as the operator (to look, never to attack).
 func (h *hostile) record(ctx context.Context, id string) (*client.Record, int) {
 	h.t.Helper()

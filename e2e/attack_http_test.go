@@ -439,17 +439,7 @@ func (h *hostile) stream(token, id string) (int, http.Header, func()) {
 func (h *hostile) startHold() string {
 	h.t.Helper()
 	h.register(attackBobToken, "hold", holdWorkflow)
-	status, _, body := h.do(attackBobToken, "POST", "/v1/runs", `{"workflow": "hold"}`)
-	if status != http.StatusCreated && status != http.StatusAccepted {
-		h.t.Fatalf("start hold: %d %s", status, body)
-	}
-	var started struct {
-		RunID string `json:"run_id"`
-	}
-	if err := json.Unmarshal([]byte(body), &started); err != nil || started.RunID == "" {
-		h.t.Fatalf("start hold: %s", body)
-	}
-	return started.RunID
+	return h.startAs(attackBobToken, "hold")
 }
 
 // TestAttackEventStreams: bob may hold max_event_streams_per_principal streams (2 here); his
@@ -595,18 +585,11 @@ approvers = ["april"]
 func TestAttackApproverCancels(t *testing.T) {
 	h := hostileServer(t, "[principals.april]\ntoken_env = \"REINS_TOKEN_APRIL\"\nroles = [\"approver\"]\n", "REINS_TOKEN_APRIL="+attackAprilToken)
 	h.register(attackBobToken, "april-gate", aprilGate)
-	status, _, body := h.do(attackBobToken, "POST", "/v1/runs", `{"workflow": "april-gate"}`)
-	var started struct {
-		RunID string `json:"run_id"`
-	}
-	if err := json.Unmarshal([]byte(body), &started); err != nil || (status != http.StatusCreated && status != http.StatusAccepted) {
-		t.Fatalf("start: %d %s", status, body)
-	}
-	id := started.RunID
+	id := h.startAs(attackBobToken, "april-gate")
 	if status, _, body := h.do(attackViewerToken, "POST", "/v1/runs/"+id+"/cancel", ""); status != http.StatusForbidden {
 		t.Errorf("vera cancels: %d %s, want 403", status, body)
 	}
-	status, _, body = h.do(attackMalloryToken, "POST", "/v1/runs/"+id+"/cancel", `{"reason": "mine now"}`)
+	status, _, body := h.do(attackMalloryToken, "POST", "/v1/runs/"+id+"/cancel", `{"reason": "mine now"}`)
 	if status != http.StatusForbidden || !strings.Contains(body, "principal mallory may not cancel this run: only its submitter (bob), the approvers its workflow names (april) and admins may") {
 		t.Errorf("mallory cancels bob's run: %d %s, want 403 naming who may", status, body)
 	}

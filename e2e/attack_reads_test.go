@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -19,22 +18,13 @@ import (
 func TestAttackReadsLeaveNoConsumers(t *testing.T) {
 	h := hostileServer(t, "")
 	h.register(attackBobToken, "nap", "name = \"nap\"\n\n[[steps]]\nid = \"s\"\ntype = \"sleep\"\nduration = \"1h\"\n")
-	status, _, body := h.do(attackBobToken, "POST", "/v1/runs", `{"workflow":"nap"}`)
-	if status != http.StatusCreated && status != http.StatusAccepted {
-		t.Fatalf("start: %d %s", status, body)
-	}
-	var started struct {
-		RunID string `json:"run_id"`
-	}
-	if err := json.Unmarshal([]byte(body), &started); err != nil {
-		t.Fatal(err)
-	}
+	id := h.startAs(attackBobToken, "nap")
 	for i := range 1500 {
-		if status, _, body := h.do(attackViewerToken, "GET", "/v1/runs/"+started.RunID, ""); status != http.StatusOK {
+		if status, _, body := h.do(attackViewerToken, "GET", "/v1/runs/"+id, ""); status != http.StatusOK {
 			t.Fatalf("read %d: %d %s", i+1, status, body)
 		}
 	}
-	if status, _, body := h.do(attackBobToken, "GET", "/v1/runs/"+started.RunID, ""); status != http.StatusOK {
+	if status, _, body := h.do(attackBobToken, "GET", "/v1/runs/"+id, ""); status != http.StatusOK {
 		t.Fatalf("bob reads his run after the flood: %d %s", status, body)
 	}
 	h.healthy()

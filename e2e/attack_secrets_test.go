@@ -97,28 +97,19 @@ base_url = %q
 api_key_env = "ECHO_API_KEY"
 `, echo.URL+"/v1"), "ECHO_API_KEY="+echoKey)
 	h.register(attackBobToken, "echo", echoWorkflow)
-	status, _, body := h.do(attackBobToken, "POST", "/v1/runs", `{"workflow":"echo"}`)
-	if status != http.StatusCreated && status != http.StatusAccepted {
-		t.Fatalf("start: %d %s", status, body)
-	}
-	var started struct {
-		RunID string `json:"run_id"`
-	}
-	if err := json.Unmarshal([]byte(body), &started); err != nil {
-		t.Fatal(err)
-	}
+	id := h.startAs(attackBobToken, "echo")
 
 	// bob follows the run live, then lets it through.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", h.base+"/v1/runs/"+started.RunID+"/events", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.base+"/v1/runs/"+id+"/events", nil)
 	req.Header.Set("Authorization", "Bearer "+attackBobToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if status, _, body := h.do(attackBobToken, "POST", "/v1/runs/"+started.RunID+"/approvals/gate", `{"decision":"approve"}`); status != http.StatusOK {
+	if status, _, body := h.do(attackBobToken, "POST", "/v1/runs/"+id+"/approvals/gate", `{"decision":"approve"}`); status != http.StatusOK {
 		t.Fatalf("approve: %d %s", status, body)
 	}
 	var live, deltas strings.Builder
@@ -149,7 +140,7 @@ api_key_env = "ECHO_API_KEY"
 		t.Fatalf("the live stream broke: %v", err)
 	}
 
-	status, _, run := h.do(attackBobToken, "GET", "/v1/runs/"+started.RunID, "")
+	status, _, run := h.do(attackBobToken, "GET", "/v1/runs/"+id, "")
 	if status != http.StatusOK {
 		t.Fatalf("GET run: %d %s", status, run)
 	}

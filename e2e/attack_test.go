@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natstest"
@@ -145,6 +147,18 @@ func (h *hostile) register(token, name, toml string) {
 	if status != http.StatusOK && status != http.StatusCreated {
 		h.t.Fatalf("register %s: %d %s", name, status, body)
 	}
+}
+
+// startAs starts a run of the registered workflow name through the API as the principal of
+// token, and returns its id.
+func (h *hostile) startAs(token, name string) string {
+	h.t.Helper()
+	status, _, body := h.do(token, "POST", "/v1/runs", `{"workflow":"`+name+`"}`, "Content-Type", "application/json")
+	var started api.RunStarted
+	if err := json.Unmarshal([]byte(body), &started); err != nil || status != http.StatusCreated && status != http.StatusAccepted {
+		h.t.Fatalf("start %s: %d %s", name, status, body)
+	}
+	return started.RunID
 }
 
 // healthy fails the test unless /healthz answers within a second: the server stays responsive

@@ -328,7 +328,8 @@ func (l *loader) modelLimits(key string, v any, models []string) map[string]Rate
 			l.add(mk, "want a table with rpm, tpm or max_concurrent")
 			continue
 		case len(models) > 0 && !slices.Contains(models, name):
-			l.add(mk, "the provider's models do not include this model: limit one of %s", strings.Join(models, ", "))
+			// The models are not listed: no problem quotes a value of the file.
+			l.add(mk, "the provider's models do not include this model: limit one the provider's models key lists")
 			continue
 		}
 		l.keys(mk, t, "rpm", "tpm", "max_concurrent")

@@ -329,7 +329,7 @@ func (l *loader) modelLimits(key string, v any, models []string) map[string]Rate
 			continue
 		case len(models) > 0 && !slices.Contains(models, name):
 			// The models are not listed: no problem quotes a value of the file.
-			l.add(mk, "the provider's models do not include this model: limit one the provider's models key lists")
+			l.add(mk, "the provider's models do not include this model: limit one of the models its key models lists")
 			continue
 		}
 		l.keys(mk, t, "rpm", "tpm", "max_concurrent")

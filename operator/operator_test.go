@@ -72,7 +72,7 @@ func TestLoadProblems(t *testing.T) {
 		{"a model's unknown limit", "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n[providers.p.model_limits.m]\nrqm = 5\n",
 			[]string{"bad.toml:5: key providers.p.model_limits.m.rqm: unknown key (known: rpm, tpm, max_concurrent)"}},
 		{"limits of a model the provider does not allow", "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodels = [\"a\"]\n[providers.p.model_limits.b]\nrpm = 5\n",
-			[]string{"bad.toml:5: key providers.p.model_limits.b: the provider's models do not include this model: limit one the provider's models key lists"}},
+			[]string{"bad.toml:5: key providers.p.model_limits.b: the provider's models do not include this model: limit one of the models its key models lists"}},
 		{"model limits not a table", "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel_limits = 5\n",
 			[]string{`bad.toml:4: key providers.p.model_limits: want a table of models' limits`}},
 		{"unknown role", "[principals.alice]\ntoken_env = \"T\"\nroles = [\"approver\", \"aprover\"]\n",

@@ -270,11 +270,7 @@ func counted(m model.Model, mm *metrics.Model) model.Model {
 	if mm == nil {
 		return m
 	}
-	c := &countedModel{Model: m, m: mm}
-	if p, ok := m.(model.Pricing); ok {
-		return &pricedModel{countedModel: c, Pricing: p}
-	}
-	return c
+	return model.WithPricing(&countedModel{Model: m, m: mm}, m)
 }
 
 type countedModel struct {
@@ -291,9 +287,4 @@ func (c *countedModel) Generate(ctx context.Context, req *model.Request) (*model
 	}
 	c.m.Called(time.Since(start), resp.Usage.InputTokens, resp.Usage.OutputTokens, resp.CostUSD)
 	return resp, nil
-}
-
-type pricedModel struct {
-	*countedModel
-	model.Pricing
 }

@@ -31,16 +31,7 @@ func scrubbed(m model.Model, s *provider.Scrubber) model.Model {
 	if s.Empty() {
 		return m
 	}
-	sm := &scrubbedModel{Model: m, s: s}
-	if p, ok := m.(model.Pricing); ok {
-		return &pricedScrubbed{scrubbedModel: sm, Pricing: p}
-	}
-	return sm
-}
-
-type pricedScrubbed struct {
-	*scrubbedModel
-	model.Pricing
+	return model.WithPricing(&scrubbedModel{Model: m, s: s}, m)
 }
 
 // Generate calls the model, holding back a streamed piece that could still become part of a

@@ -169,6 +169,22 @@ type Pricing interface {
 	TokenPrices() (input, output float64, ok bool)
 }
 
+// WithPricing returns wrapper, a model that calls inner (counting, limiting or scrubbing its
+// calls), with inner's prices when inner has them: a wrapper that dropped them would let the
+// loop no longer hold a call within a cost budget.
+func WithPricing(wrapper, inner Model) Model {
+	if p, ok := inner.(Pricing); ok {
+		return priced{Model: wrapper, Pricing: p}
+	}
+	return wrapper
+}
+
+// priced is a wrapper with the prices of the model it wraps.
+type priced struct {
+	Model
+	Pricing
+}
+
 // perMessageTokens is what EstimateInputTokens adds for each message, tool definition and call:
 // the framing a provider adds around them.
 const perMessageTokens = 4

@@ -430,3 +430,33 @@ func TestScriptedStreams(t *testing.T) {
 		}
 	}
 }
+
+// pricedFunc is a model with prices.
+type pricedFunc struct{ model.Func }
+
+func (pricedFunc) TokenPrices() (float64, float64, bool) { return 2e-6, 8e-6, true }
+
+// TestWithPricing: a wrapper of a model with prices has them, and calls the wrapper; a
+// wrapper of a model without prices has none.
+func TestWithPricing(t *testing.T) {
+	inner := pricedFunc{model.Func(func(context.Context, *model.Request) (*model.Response, error) {
+		return &model.Response{Proposal: model.Proposal{Kind: model.KindAnswer, Text: "inner"}}, nil
+	})}
+	wrapper := model.Func(func(context.Context, *model.Request) (*model.Response, error) {
+		return &model.Response{Proposal: model.Proposal{Kind: model.KindAnswer, Text: "wrapper"}}, nil
+	})
+	m := model.WithPricing(wrapper, inner)
+	p, ok := m.(model.Pricing)
+	if !ok {
+		t.Fatal("the wrapper of a priced model has no prices")
+	}
+	if in, out, ok := p.TokenPrices(); !ok || in != 2e-6 || out != 8e-6 {
+		t.Errorf("prices %v %v %v, want the inner model's", in, out, ok)
+	}
+	if r, err := m.Generate(context.Background(), &model.Request{}); err != nil || r.Proposal.Text != "wrapper" {
+		t.Errorf("Generate: %+v %v, want the wrapper's answer", r, err)
+	}
+	if _, ok := model.WithPricing(wrapper, wrapper).(model.Pricing); ok {
+		t.Error("the wrapper of a model without prices has prices")
+	}
+}

@@ -28,11 +28,7 @@ func (l *Limiter) Wrap(m model.Model, waited func(time.Duration), scopes ...Scop
 	if l == nil || len(scopes) == 0 {
 		return m
 	}
-	lm := &limited{Model: m, l: l, scopes: scopes, waited: waited}
-	if p, ok := m.(model.Pricing); ok {
-		return &pricedLimited{limited: lm, Pricing: p}
-	}
-	return lm
+	return model.WithPricing(&limited{Model: m, l: l, scopes: scopes, waited: waited}, m)
 }
 
 type limited struct {
@@ -40,11 +36,6 @@ type limited struct {
 	l      *Limiter
 	scopes []Scope
 	waited func(time.Duration)
-}
-
-type pricedLimited struct {
-	*limited
-	model.Pricing
 }
 
 // Generate waits for capacity, calls the model, and settles.

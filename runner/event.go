@@ -311,20 +311,18 @@ func (e *Engine) settle(m jetstream.Msg, out outcome, ev *protocol.Event) {
 
 // holdFor is the delay of an event held back for the n-th time: 250ms, doubling after the
 // fourth delivery, at most maxHoldDelay.
-func holdFor(n uint64) time.Duration {
-	d := holdDelay
-	for i := uint64(4); i < n && d < maxHoldDelay; i++ {
-		d *= 2
-	}
-	return min(d, maxHoldDelay)
-}
+func holdFor(n uint64) time.Duration { return doubling(holdDelay, 4, n) }
 
 // awaitFor is the delay of a sub-run's start held back for the n-th time while its parent's
 // record does not show it: the parent saves within moments of publishing the start, so
 // awaitDelay, doubling, at most maxHoldDelay.
-func awaitFor(n uint64) time.Duration {
-	d := awaitDelay
-	for i := uint64(1); i < n && d < maxHoldDelay; i++ {
+func awaitFor(n uint64) time.Duration { return doubling(awaitDelay, 1, n) }
+
+// doubling is base doubled for each delivery after the from-th up to the n-th, at most
+// maxHoldDelay.
+func doubling(base time.Duration, from, n uint64) time.Duration {
+	d := base
+	for i := from; i < n && d < maxHoldDelay; i++ {
 		d *= 2
 	}
 	return min(d, maxHoldDelay)
@@ -444,31 +442,49 @@ func (e *Engine) awaited(ctx context.Context, ev *protocol.Event, n uint64) (out
 // decision about another run (its sub-run) reads of it, without caching it (it may be
 // another shard's, or another engine's).
 func (e *Engine) read(ctx context.Context, id string) (*wire.Record, *workflow.Definition, error) {
+	rec, _, b, err := e.fetch(ctx, id)
+	if rec == nil || err != nil {
+		if errors.Is(err, jetstream.ErrInvalidKey) {
+			err = nil // no run can have such an id: none
+		}
+		return nil, nil, err
+	}
+	return rec, b.Definition, nil
+}
+
+// fetch reads the saved record of run runID, its entry in the bucket and its bundle; a nil record when
+// there is none. A record that does not decode, or names a bundle that is not stored, is a
+// permanent error; a store that does not answer within recordWait, one to try again.
+func (e *Engine) fetch(ctx context.Context, runID string) (*wire.Record, jetstream.KeyValueEntry, *wire.Bundle, error) {
+	// Asked again after an attempt without an answer: a bucket whose leader died answers only
+	// a request sent to the leader elected after it (natsbox.Retry).
 	var kve jetstream.KeyValueEntry
 	rctx, cancel := context.WithTimeout(ctx, recordWait)
 	err := natsbox.Retry(rctx, func(actx context.Context) (err error) {
-		kve, err = e.runs.Get(actx, id)
+		kve, err = e.runs.Get(actx, runID)
 		return err
 	})
 	cancel()
 	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrInvalidKey):
-		return nil, nil, nil
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil, nil, nil, nil
+	case errors.Is(err, jetstream.ErrInvalidKey):
+		return nil, nil, nil, permanent(fmt.Errorf("run id %q: %w", runID, err))
 	case err != nil:
-		return nil, nil, fmt.Errorf("read run %s: %w", id, err)
+		return nil, nil, nil, fmt.Errorf("read run %s: %w", runID, err)
 	}
 	rec, err := wire.DecodeRecord(kve)
 	if err != nil {
-		return nil, nil, permanent(err)
+		return nil, nil, nil, permanent(err)
 	}
 	b, err := e.store.Get(ctx, rec.Run.Hash)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, wire.ErrMalformed) {
 			err = permanent(err)
 		}
-		return nil, nil, fmt.Errorf("run %s: %w", id, err)
+		return nil, nil, nil, fmt.Errorf("run %s: %w", runID, err)
 	}
-	return rec, b.Definition, nil
+	return rec, kve, b, nil
 }
 
 // start begins the run of a start event.
@@ -707,36 +723,12 @@ func (e *Engine) load(ctx context.Context, sh *shard, runID string) (ent *entry,
 	if ent := sh.cache.get(runID); ent != nil {
 		return ent, false, nil
 	}
-	// Asked again after an attempt without an answer: a bucket whose leader died answers only
-	// a request sent to the leader elected after it (natsbox.Retry).
-	var kve jetstream.KeyValueEntry
-	rctx, cancel := context.WithTimeout(ctx, recordWait)
-	err = natsbox.Retry(rctx, func(actx context.Context) (err error) {
-		kve, err = e.runs.Get(actx, runID)
-		return err
-	})
-	cancel()
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return nil, true, nil
-	case errors.Is(err, jetstream.ErrInvalidKey):
-		return nil, true, permanent(fmt.Errorf("run id %q: %w", runID, err))
-	case err != nil:
-		return nil, true, fmt.Errorf("read run %s: %w", runID, err)
-	}
-	rec, err := wire.DecodeRecord(kve)
-	if err != nil {
-		return nil, true, permanent(err)
+	rec, kve, b, err := e.fetch(ctx, runID)
+	if rec == nil || err != nil {
+		return nil, true, err
 	}
 	if err := e.values.InRun(ctx, rec.Run); err != nil {
 		if errors.Is(err, wire.ErrValue) {
-			err = permanent(err)
-		}
-		return nil, true, fmt.Errorf("run %s: %w", runID, err)
-	}
-	b, err := e.store.Get(ctx, rec.Run.Hash)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, wire.ErrMalformed) {
 			err = permanent(err)
 		}
 		return nil, true, fmt.Errorf("run %s: %w", runID, err)

@@ -69,6 +69,7 @@ func (p *runProgress) event(ev *protocol.Event) {
 	if !looping && !failed {
 		return
 	}
+	p.started(key, ev.Activation)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-20s iteration %d", key, ev.Iteration)
 	if ev.Attempt > 1 {
@@ -87,6 +88,19 @@ func (p *runProgress) event(ev *protocol.Event) {
 			fmt.Fprintf(p.w, "%-20s   %s\n", "", line)
 		}
 	}
+}
+
+// started prints a step's running line before its first answer when the saves of its record
+// have not shown it running yet: the record and the events are read apart, and a watch of the
+// record may see its first save after the answer it waits for, or only a later one.
+func (p *runProgress) started(key string, activation int) {
+	old, had := p.seen[key]
+	if had && old.Activation >= activation && old.Status != protocol.StepPending {
+		return
+	}
+	sr := engine.StepRun{Status: protocol.StepRunning, Activation: activation}
+	p.seen[key] = sr
+	fmt.Fprintln(p.w, stepLine(key, &sr))
 }
 
 // stepBody is the step an answer's task ran: a child's branch or map body, else the step.

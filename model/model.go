@@ -113,6 +113,15 @@ type Response struct {
 	Proposal Proposal
 	Usage    Usage
 	CostUSD  float64
+	// Model is the model the provider says produced the reply; it may differ from the one
+	// requested (an alias resolved to a dated version). Empty when the provider did not say.
+	Model string
+	// FinishReason is why the reply ended, in the provider's own words ("stop", "length",
+	// "end_turn", "max_tokens", ...). Empty when the provider did not say.
+	FinishReason string
+	// Truncated reports that the reply ended on its output-token limit: its text or tool calls
+	// may be cut off, so the loop never takes it as a final answer nor runs its calls.
+	Truncated bool
 }
 
 // Model proposes the next step of a loop. Implementations must be safe for use by several runs at

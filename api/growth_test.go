@@ -74,7 +74,9 @@ func TestSignalRefused(t *testing.T) {
 	if a := s.as("bob", "POST", "/v1/runs/"+id+"/signals/go", `{"data":"bob's"}`); a.Status != http.StatusAccepted {
 		t.Fatalf("bob, a named approver, signals: %d %s, want 202", a.Status, a.Body)
 	}
-	rec := s.waiting(id)
+	// The run waits before and after the signal (for it, then for the approval): wait for the
+	// step to end, not for the run to wait.
+	rec := s.waitFor(id, func(r *client.Record) bool { return r.Run.Steps["hold"].Status != protocol.StepWaiting })
 	if got := rec.Run.Steps["hold"]; got.Status != protocol.StepCompleted || string(got.Output) != `"bob's"` {
 		t.Fatalf("step hold is %s with %s, want completed with bob's signal", got.Status, got.Output)
 	}

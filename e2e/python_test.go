@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -537,4 +540,203 @@ func BenchmarkPythonWorker(b *testing.B) {
 			b.ReportMetric(us(cpuOf(b, w)-cpu0)/n, "worker-cpu-µs/iteration")
 		})
 	}
+}
+
+// debianVenv makes a fresh venv with Debian's python3 and installs the package in it as
+// python/README.md says (pip install ./python, from the checkout's root), with every package
+// index pointed at a local HTTP server that answers nothing: the install must need no network.
+// It installs python3 and python3-venv with apt-get when they are missing and the test runs as
+// root (.ci/run installs them first). It returns the venv's python.
+func debianVenv(t *testing.T) string {
+	t.Helper()
+	py := debianPython
+	if _, err := os.Stat(py); err != nil {
+		py = aptInstall(t, "python3", debianPython)
+	}
+	venv := filepath.Join(t.TempDir(), "venv")
+	if out, err := exec.Command(py, "-m", "venv", venv).CombinedOutput(); err != nil {
+		if !strings.Contains(string(out), "ensurepip") {
+			t.Fatalf("%s -m venv: %v\n%s", py, err, out)
+		}
+		// Debian's python3 makes venvs only with python3-venv (ensurepip).
+		aptInstall(t, "python3-venv", "/usr/share/doc/python3-venv")
+		if out, err := exec.Command(py, "-m", "venv", venv).CombinedOutput(); err != nil {
+			t.Fatalf("%s -m venv, python3-venv installed: %v\n%s", py, err, out)
+		}
+	}
+	var asked []string
+	var mu sync.Mutex
+	index := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.Path)
+		mu.Unlock()
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(index.Close)
+	env := []string{"PIP_INDEX_URL=" + index.URL + "/simple/", "PIP_NO_CACHE_DIR=1"}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PIP_") { // this machine's pip settings (extra indexes, links) stay out
+			env = append(env, kv)
+		}
+	}
+	out := inRoot(t, append(env, pyEnv...), filepath.Join(venv, "bin", "pip"), "install", "./python")
+	if !strings.Contains(out, "Successfully installed reins-worker-0.1.0") {
+		t.Fatalf("pip install ./python installed no reins-worker 0.1.0:\n%s", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) > 0 {
+		t.Fatalf("pip install ./python asked the package index for %v: it must install with no network", asked)
+	}
+	// The package comes from the venv, not from the checkout.
+	vpy := filepath.Join(venv, "bin", "python3")
+	cmd := exec.Command(vpy, "-c", "import reins_worker; print(reins_worker.__file__)")
+	cmd.Dir, cmd.Env = t.TempDir(), append(os.Environ(), pyEnv...)
+	if where, err := cmd.CombinedOutput(); err != nil || !strings.HasPrefix(string(where), venv+"/") {
+		t.Fatalf("import reins_worker in the venv: %v: %s, want a module under %s", err, where, venv)
+	}
+	return vpy
+}
+
+// inRoot runs argv from the repository's root, as the READMEs' commands are run, with env as
+// its whole environment, and returns its output; a failure fails the test.
+func inRoot(t *testing.T, env []string, argv ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = "..", env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+	}
+	return string(out)
+}
+
+// startInRoot starts argv from the repository's root with env added to the environment.
+func startInRoot(t *testing.T, name string, env []string, argv ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = "..", append(os.Environ(), env...)
+	return startCmd(t, name, cmd)
+}
+
+// exitCode waits for p to exit and returns its exit status.
+func (p *proc) exitCode(timeout time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		p.t.Fatalf("%s did not exit within %s", p.name, timeout)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// The runnable pair of python/README.md, what its commands print.
+const (
+	pyExampleInput = `{"topic":"durable agent loops"}`
+	pyExampleStep  = "  outline              completed stop=done iterations=3 attempts=3 label=done"
+	pyExampleOut   = `output: {"topic":"durable agent loops","sections":["durable agent loops: why","durable agent loops: how","durable agent loops: what to try first"]}`
+	pyUnserved     = `reins: warning: no worker serves the handler "outline" that step outline of workflow py_outline needs: its runs wait until one does`
+)
+
+// TestPythonExample installs the Python package in a fresh venv of Debian's python3 with no
+// package index reachable, and runs the runnable pair of python/README.md (the workflow
+// python/examples/outline.toml and the worker python/examples/outline_worker.py) as the README
+// says, from the checkout's root: on reins run's embedded server (--listen, the worker with the
+// data directory's admin token), then on reins serve --config python/examples/ops.toml, the
+// worker with the worker principal's token and reins run with the submitter's. A Python worker
+// announces its handler as the Go workers do: reins run warns that no worker serves "outline"
+// while none does (before the worker started, and after it stopped), and not while one does.
+func TestPythonExample(t *testing.T) {
+	vpy := debianVenv(t)
+	worker := []string{vpy, filepath.Join("python", "examples", "outline_worker.py")}
+	wf := filepath.Join("python", "examples", "outline.toml")
+
+	t.Run("reins run", func(t *testing.T) {
+		data := t.TempDir()
+		url := fmt.Sprintf("nats://127.0.0.1:%d", natstest.FreePort(t))
+		run := startInRoot(t, "reins run", nil, bins.reins, "run", wf, "--data", data,
+			"--listen", strings.TrimPrefix(url, "nats://"), "--input", pyExampleInput)
+		run.waitFor("workers can connect to "+url, 30*time.Second)
+		token, err := operator.ReadAdminToken(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := startInRoot(t, "outline_worker", append([]string{"REINS_TOKEN=" + token}, pyEnv...), append(worker, "--nats", url)...)
+		if code := run.exitCode(time.Minute); code != 0 {
+			t.Fatalf("reins run exited %d, want 0", code)
+		}
+		out := strings.Join(run.output(), "\n")
+		hasLines(t, "reins run's output", out, pyUnserved, pyExampleStep, "path: outline", pyExampleOut)
+		// The worker goes with the embedded server, saying so.
+		if code := w.exitCode(30 * time.Second); code != 1 || !hasLine(w, "outline_worker: the connection to NATS was lost") {
+			t.Errorf("the worker exited %d when reins run ended, want 1 saying the connection was lost", code)
+		}
+		for i, s := range []string{"why", "how", "what to try first"} {
+			if !hasLine(w, fmt.Sprintf("iteration %d: durable agent loops: %s", i+1, s)) {
+				t.Errorf("the worker printed no line for iteration %d", i+1)
+			}
+		}
+	})
+
+	t.Run("reins serve", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		me, pyworker := randomToken(t, "me"), randomToken(t, "pyworker")
+		data := t.TempDir()
+		url := fmt.Sprintf("nats://127.0.0.1:%d", natstest.FreePort(t))
+		srv := startInRoot(t, "reins serve", []string{"REINS_TOKEN_ME=" + me, "REINS_TOKEN_PYWORKER=" + pyworker},
+			bins.reins, "serve", "--data", data, "--listen", "127.0.0.1:0", "--nats-listen", strings.TrimPrefix(url, "nats://"),
+			"--config", filepath.Join("python", "examples", "ops.toml"))
+		srv.waitFor("reins serving", 30*time.Second)
+		submit := append(os.Environ(), "REINS_TOKEN="+me)
+		runArgs := []string{bins.reins, "run", wf, "--nats", url, "--input", pyExampleInput}
+
+		// No worker serves "outline" yet: warned, and the run waits for one.
+		out := inRoot(t, submit, append(runArgs, "--detach")...)
+		hasLines(t, "reins run's output before the worker started", out, pyUnserved)
+		early := lastLine(out)
+		w := startInRoot(t, "outline_worker", append([]string{"REINS_TOKEN=" + pyworker}, pyEnv...), append(worker, "--nats", url)...)
+		w.waitFor("ready: serving outline on "+url, time.Minute)
+		// A worker serves it: no warning, and the run completes as the README shows.
+		out = inRoot(t, submit, runArgs...)
+		if strings.Contains(out, "no worker serves") {
+			t.Errorf("reins run warned while the Python worker serves the handler:\n%s", out)
+		}
+		hasLines(t, "reins run's output", out, pyExampleStep, "path: outline", pyExampleOut)
+
+		// The run submitted before the worker came is served too.
+		admin, err := operator.ReadAdminToken(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		box, err := natsbox.Open(ctx, natsbox.Options{URL: url, Token: admin, Name: "e2e-test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { box.Close() })
+		cl := client.NewClient(client.ClientConfig{Box: box})
+		rec, err := cl.Wait(ctx, early)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Run.Status != protocol.RunCompleted {
+			t.Errorf("run %s, submitted before the worker started: %s (error %v), want completed", early, rec.Run.Status, rec.Run.Error)
+		}
+
+		// The worker stops (SIGTERM): it takes its announcement back, and reins run warns again.
+		w.signal(syscall.SIGTERM)
+		if code := w.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("the worker exited %d on SIGTERM, want 0", code)
+		}
+		late := inRoot(t, submit, append(runArgs, "--detach")...)
+		hasLines(t, "reins run's output after the worker stopped", late, pyUnserved)
+	})
+}
+
+// lastLine is the last line of out that is not empty.
+func lastLine(out string) string {
+	ls := strings.Split(strings.TrimSpace(out), "\n")
+	return strings.TrimSpace(ls[len(ls)-1])
 }

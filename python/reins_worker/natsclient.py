@@ -274,8 +274,15 @@ class NATSConnection(Transport):
     async def flush(self, timeout: float = 5.0) -> None:
         f = asyncio.get_running_loop().create_future()
         self._pongs.append(f)
-        self._write(b"PING\r\n")
-        await self._drain()
+        try:
+            self._write(b"PING\r\n")
+            await self._drain()
+        except BaseException:
+            # Never sent: nobody will wait for its PONG, nor see the error close() would set.
+            if f in self._pongs:
+                self._pongs.remove(f)
+            f.cancel()
+            raise
         try:
             await asyncio.wait_for(asyncio.shield(f), timeout)
         except asyncio.TimeoutError:

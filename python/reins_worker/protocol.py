@@ -35,6 +35,10 @@ KEEPER_HANDLER = "reins-keep"
 REF_PREFIX = "\x00reins-value:"
 
 _NAMESPACE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+# What a KV key can hold of a served name (worker.servedName).
+_SERVED_NAME = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
+# How often a worker writes what it serves (natsbox.ServedEvery; the bucket keeps a write 60 s).
+SERVED_EVERY = 20.0
 
 
 class ProtocolError(Exception):
@@ -134,6 +138,13 @@ def check_handler(name: str) -> None:
 def consumer_name(handler: str) -> str:
     """The durable consumer of a handler: '_' written '__' and '.' written '_d'."""
     return CONSUMER_PREFIX + handler.replace("_", "__").replace(".", "_d")
+
+
+def served_keys(handlers: Iterable[str], worker_id: str) -> list[str]:
+    """The keys under which a worker announces its handlers in the served bucket,
+    handler.NAME.WORKERID, sorted (worker.servedKeys); a name a KV key cannot hold (a handler
+    name may have characters a key may not) is left out, as the Go SDK leaves it out."""
+    return sorted(f"handler.{h}.{worker_id}" for h in handlers if _SERVED_NAME.match(h))
 
 
 # --- tasks -------------------------------------------------------------------------------

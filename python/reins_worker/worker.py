@@ -413,6 +413,8 @@ class Worker:
         self.ck_reloads = 0
         self._started = False
         self._stopping = False
+        #: How often run writes again what the worker serves (seconds).
+        self.served_every = p.SERVED_EVERY
         #: Set once run consumes the tasks of every handler and listens for the ends of runs.
         self.ready = asyncio.Event()
 
@@ -468,6 +470,10 @@ class Worker:
         await self.nc.flush()
         loops = [asyncio.ensure_future(self._cancel_loop(cancels)), asyncio.ensure_future(self._heartbeats())]
         loops += [asyncio.ensure_future(self._pull_loop(h, c)) for h, c in consumers.items()]
+        served = KV(self.js, n.served_bucket())
+        keys = p.served_keys(self._handlers, self.effects.id)
+        if await self._announce(served, keys):
+            loops.append(asyncio.ensure_future(self._announce_loop(served, keys)))
         self.ready.set()
         log.info("worker ready: %d handler(s)", len(consumers))
         stopped = asyncio.ensure_future(stop.wait())
@@ -485,6 +491,39 @@ class Worker:
                 f.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
             await self._hand_back()
+            await self._unannounce(served, keys)
+
+    async def _announce(self, served: KV, keys: list[str]) -> bool:
+        """Writes the keys of what the worker serves (docs/protocol.md, "Announcing what a
+        worker serves"), as the Go SDK does, so that a client submitting a run does not warn
+        that nobody serves its handlers. A failure costs that warning only: it is logged."""
+        try:
+            for k in keys:
+                await served.put(k, self.effects.id.encode())
+        except (JetStreamError, TransportError) as e:
+            log.warning("what the worker serves is not announced: clients will warn that nobody serves it: %s", e)
+            return False
+        return True
+
+    async def _announce_loop(self, served: KV, keys: list[str]) -> None:
+        """Writes the keys again every served_every, before the bucket lets them expire."""
+        while True:
+            await asyncio.sleep(self.served_every)
+            try:
+                for k in keys:
+                    await served.put(k, self.effects.id.encode())
+            except (JetStreamError, TransportError) as e:
+                log.warning("what the worker serves was not announced again: %s", e)
+
+    async def _unannounce(self, served: KV, keys: list[str]) -> None:
+        """Removes the keys as the worker stops; on a lost connection they expire instead."""
+        if self.nc.lost().done():
+            return
+        try:
+            for k in keys:
+                await asyncio.wait_for(served.delete(k), 1.0)
+        except (JetStreamError, TransportError, asyncio.TimeoutError) as e:
+            log.info("what the worker served is left to expire: %s", e)
 
     async def _consumer(self, handler: str) -> str:
         name = p.consumer_name(handler)

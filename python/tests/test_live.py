@@ -14,7 +14,7 @@ from reins_worker import protocol as p  # noqa: E402
 from reins_worker.effects import Effects, Lease, LeaseLost, Values  # noqa: E402
 from reins_worker.jetstream import KV, JetStream, ObjectStore, WrongRevision  # noqa: E402
 from reins_worker.natsclient import NATSConnection, nuid  # noqa: E402
-from reins_worker.transport import NoResponders, TransportError  # noqa: E402
+from reins_worker.transport import ConnectionLost, NoResponders, TransportError  # noqa: E402
 
 URL = os.environ.get("REINS_TEST_NATS_URL", "")
 
@@ -52,6 +52,16 @@ class Live(unittest.IsolatedAsyncioTestCase):
             await self.nc.request("t.nobody", b"", timeout=5)
         with self.assertRaises(asyncio.TimeoutError):
             await sub.next(timeout=0.01)
+
+    async def test_flush_on_a_lost_connection(self):
+        nc = await NATSConnection.connect(URL)
+        nc._set_lost("the server went away")  # as the reader does when the socket closes
+        with self.assertRaises(ConnectionLost):
+            await nc.flush(1.0)
+        # A PING never sent leaves no future behind for close() to fail with nobody to read it
+        # ("Future exception was never retrieved" as a worker stopped on a lost connection).
+        self.assertEqual(nc._pongs, [])
+        await nc.close()
 
     async def test_refused_credentials(self):
         host = URL.split("://")[-1].split("@")[-1]

@@ -41,6 +41,11 @@ class Names(unittest.TestCase):
                 self.assertEqual(n.cancel_subjects(), cancel)
                 self.assertEqual(n.task_subject("pay.charge"), n.subject + "reins.task.pay.charge")
 
+    def test_served_keys(self):
+        # worker.servedKeys: handler.NAME.WORKERID, sorted; a name a key cannot hold left out.
+        self.assertEqual(p.served_keys(["pay.charge", "count", "ü"], "0a1b"), ["handler.count.0a1b", "handler.pay.charge.0a1b"])
+        self.assertEqual(p.Names("team-a").served_bucket(), "team-a_reins_served")
+
     def test_bad_names(self):
         for bad in ["Team", "-a", "a.b", "x" * 33]:
             with self.subTest(namespace=bad), self.assertRaises(ValueError):

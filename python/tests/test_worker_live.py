@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from reins_worker import AnsweredError, Worker  # noqa: E402
 from reins_worker import protocol as p  # noqa: E402
-from reins_worker.jetstream import JetStream  # noqa: E402
+from reins_worker.jetstream import KV, JetStream  # noqa: E402
 from reins_worker.natsclient import NATSConnection, nuid  # noqa: E402
 
 URL = os.environ.get("REINS_TEST_NATS_URL", "")
@@ -220,6 +220,44 @@ class WorkerLive(unittest.IsolatedAsyncioTestCase):
         # before the answer to this PING.
         await self.nc.flush()
         self.assertTrue(self.events.queue.empty(), "an answer was published for a cancelled task")
+
+    async def test_announces_what_it_serves(self):
+        """The worker writes handler.NAME.WORKERID (value: its id) for each handler as it
+        starts, again every served_every, and deletes them as it stops, as the Go SDK does."""
+        b = self.names.served_bucket()
+        await self.js.request(f"STREAM.CREATE.KV_{b}", {"name": "KV_" + b, "subjects": [f"$KV.{b}.>"], "storage": "memory",
+                                                       "num_replicas": 1, "max_msgs_per_subject": 1, "max_age": 60 * 10**9,
+                                                       "allow_rollup_hdrs": True, "deny_delete": True, "discard": "new"})
+        writes = await self.nc.subscribe(f"$KV.{b}.>")
+        for name in ("h", "pay.charge"):
+            self.worker.handle(name, self.noop)
+        self.worker.served_every = 0.1
+        await self.start()
+        wid = self.worker.effects.id
+        keys = [f"handler.h.{wid}", f"handler.pay.charge.{wid}"]
+
+        async def next_writes(n):
+            out = []
+            for _ in range(n):
+                m = await writes.next(timeout=WAIT)
+                out.append((m.subject[len(f"$KV.{b}."):], m.header("KV-Operation") or "PUT", m.data))
+            return out
+
+        # The first writes, then the same again (the announcement renewed).
+        for _ in range(2):
+            self.assertEqual(await next_writes(2), [(k, "PUT", wid.encode()) for k in keys])
+        self.assertEqual(sorted((await KV(self.js, b).entries(">")).keys()), keys)
+        self.stop.set()
+        await asyncio.wait_for(self.run, WAIT)
+        # A renewal may have been on its way as the worker stopped; the deletes come last.
+        got = await next_writes(2)
+        while got[-1][1] == "PUT" or got[-2][1] == "PUT":
+            got = got[1:] + await next_writes(1)
+        self.assertEqual(got, [(k, "DEL", b"") for k in keys])
+        self.assertEqual(await KV(self.js, b).entries(">"), {})
+
+    async def noop(self, tc):
+        await tc.complete(None)
 
 
 if __name__ == "__main__":

@@ -76,6 +76,10 @@ type Config struct {
 	// Sessions keeps the conversations of agent steps with a session (Register passes the
 	// worker's, over natsbox.SessionsBucket). Nil: such a step fails for good, naming it.
 	Sessions SessionStore
+	// ToolTimeout bounds a call of a workflow tool that sets no timeout of its own (the
+	// operator's limits.tool_timeout); 0: the lease's (worker.Config.EffectTimeout, a minute by
+	// default). A side-effecting call runs on past its attempt's end up to it.
+	ToolTimeout time.Duration
 }
 
 // SessionStore is where agent steps with a session load and save it (*session.Store).

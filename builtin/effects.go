@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/worker"
@@ -51,12 +52,15 @@ func (fx *effects) fail(err error) error {
 	return err
 }
 
-// wrap returns t recording its results when its spec says it has side effects.
-func (fx *effects) wrap(t tool.Tool) tool.Tool {
+// wrap returns t recording its results when its spec says it has side effects; a call runs
+// on past the end of its attempt for up to timeout.
+func (fx *effects) wrap(t tool.Tool, timeout time.Duration) tool.Tool {
 	if fx == nil || !t.Spec().SideEffect {
 		return t
 	}
-	return recordedTool{Tool: t, fx: fx}
+	lease := fx.lease
+	lease.Timeout = timeout
+	return recordedTool{Tool: t, fx: fx, lease: lease}
 }
 
 // effect is the record of one side-effecting call: what the tool returned (Output when it is
@@ -80,7 +84,8 @@ type effect struct {
 // makes another call, which runs.
 type recordedTool struct {
 	tool.Tool
-	fx *effects
+	fx    *effects
+	lease worker.Lease
 }
 
 // errNotMade is what the store's do returns for a call that failed without effect (a retryable
@@ -102,12 +107,17 @@ func (r recordedTool) Call(ctx context.Context, args json.RawMessage, key string
 	if key == "" { // outside a loop: nothing names the call, so it cannot be recognized again
 		return r.Tool.Call(ctx, args, key)
 	}
-	raw, err := r.fx.store.Once(ctx, effectID(key, name, args), r.fx.lease, func(ctx context.Context) ([]byte, error) {
+	raw, err := r.fx.store.Once(ctx, effectID(key, name, args), r.lease, func(ctx context.Context) ([]byte, error) {
 		return r.call(ctx, name, args, key)
 	})
 	var notMade *errNotMade
 	if errors.As(err, &notMade) {
 		return notMade.out, notMade.err
+	}
+	if err != nil && ctx.Err() != nil {
+		// The attempt (or the loop's wall clock) ended while the call runs on: the loop
+		// reads the end of its context; the call's result is recorded for the next attempt.
+		return nil, err
 	}
 	if err != nil {
 		return nil, r.fx.fail(fmt.Errorf("call %s of tool %s: %w", key, name, err))

@@ -16,6 +16,7 @@ import (
 	"github.com/reins-run/reins/mcptool"
 	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/tool"
+	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -36,10 +37,51 @@ func (h *Handlers) tools(j *job, fx *effects) ([]tool.Tool, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, telemetry.WrapTool(fx.wrap(scrubTool(t, h.scrub))))
+		if !def.RunsChild() {
+			d := h.toolTimeout(def, fx)
+			t = fx.wrap(timed(scrubTool(t, h.scrub), d), d)
+		}
+		out = append(out, telemetry.WrapTool(t))
 	}
 	return out, nil
 }
+
+// toolTimeout is how long one call of def may take: its own timeout, else the operator's
+// (Config.ToolTimeout), else the worker's for side effects (the lease's).
+func (h *Handlers) toolTimeout(def workflow.ToolDef, fx *effects) time.Duration {
+	switch {
+	case def.Timeout > 0:
+		return def.Timeout.Std()
+	case h.cfg.ToolTimeout > 0:
+		return h.cfg.ToolTimeout
+	case fx != nil && fx.lease.Timeout > 0:
+		return fx.lease.Timeout
+	}
+	return worker.DefaultEffectTimeout
+}
+
+// timedTool bounds every call of a tool by its timeout: a call past it fails, retryable (the
+// model may call again; a side effect's call is not recorded, and is made again with the same
+// idempotency key).
+type timedTool struct {
+	tool.Tool
+	d time.Duration
+}
+
+func timed(t tool.Tool, d time.Duration) tool.Tool { return timedTool{Tool: t, d: d} }
+
+func (t timedTool) Call(ctx context.Context, args json.RawMessage, key string) (json.RawMessage, error) {
+	cctx, cancel := context.WithTimeoutCause(ctx, t.d, errToolTimeout)
+	defer cancel()
+	out, err := t.Tool.Call(cctx, args, key)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), errToolTimeout) {
+		return nil, &tool.Error{Message: fmt.Sprintf("tool %s did not answer within its timeout of %s", t.Spec().Name, t.d), Retryable: true, Err: context.DeadlineExceeded}
+	}
+	return out, err
+}
+
+// errToolTimeout ends the context of a call at its tool's timeout.
+var errToolTimeout = errors.New("the tool's timeout passed")
 
 // tool builds one workflow tool: one that runs as a sub-run (never called), mocked, an MCP
 // server's, or the Go tool registered under its handler.

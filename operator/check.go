@@ -41,7 +41,9 @@ func CheckWorkflow(cfg *Config, defs ...*workflow.Definition) workflow.Problems 
 			ps = append(ps, p)
 		}
 		ps = append(ps, workflow.OperatorOnly(d)...)
-		ps = append(ps, workflow.CheckBounds(d, cfg.Limits.Growth.Bounds())...)
+		bounds := cfg.Limits.Growth.Bounds()
+		bounds.ToolTimeout = cfg.Limits.MaxToolTimeout
+		ps = append(ps, workflow.CheckBounds(d, bounds)...)
 		for _, name := range slices.Sorted(maps.Keys(d.Models)) {
 			m := d.Models[name]
 			key := "models." + name

@@ -73,7 +73,8 @@ func Default() *Config {
 		},
 		MCP:        map[string]MCPServer{},
 		Principals: map[string]Principal{},
-		Limits:     Limits{MaxInputBytes: DefaultMaxBytes, MaxOutputBytes: DefaultMaxBytes, Growth: DefaultGrowth(), HTTP: DefaultHTTPLimits()},
+		Limits: Limits{MaxInputBytes: DefaultMaxBytes, MaxOutputBytes: DefaultMaxBytes, Growth: DefaultGrowth(), HTTP: DefaultHTTPLimits(),
+			ToolTimeout: DefaultToolTimeout, MaxToolTimeout: DefaultMaxToolTimeout},
 	}
 }
 
@@ -441,7 +442,8 @@ func (l *loader) limits(key string, v any, lim *Limits) {
 		l.add(key, "want a table ([limits])")
 		return
 	}
-	l.keys(key, t, slices.Concat([]string{"max_input_bytes", "max_output_bytes"}, growthKeys, httpLimitKeys, []string{"max_consumers_per_principal"})...)
+	l.keys(key, t, slices.Concat([]string{"max_input_bytes", "max_output_bytes"}, growthKeys, httpLimitKeys, []string{"max_consumers_per_principal"}, toolTimeoutKeys)...)
+	l.toolTimeouts(key, t, lim)
 	l.consumersCap(key+".max_consumers_per_principal", t["max_consumers_per_principal"], lim)
 	l.growth(key, t, &lim.Growth)
 	l.httpLimits(key, t, &lim.HTTP) // the HTTP listener's keys (httplimits.go)

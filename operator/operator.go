@@ -11,6 +11,8 @@
 // talk to NATS, models or MCP servers: it says what they are, others connect.
 package operator
 
+import "time"
+
 // Roles a principal may hold (shared/spec/server.md).
 const (
 	RoleAdmin     = "admin"     // the operator: everything, the engine's maintenance included
@@ -108,6 +110,12 @@ type Limits struct {
 	// (watches, ordered reads; the consumer proxy refuses one more): 0 takes the server's
 	// default (natsbox.DefaultMaxConsumersPerPrincipal).
 	MaxConsumersPerPrincipal int
+	// ToolTimeout bounds a call of a tool that sets no timeout of its own (tool_timeout); a
+	// side-effecting call runs on past its attempt's end up to it (docs/engine.md).
+	ToolTimeout time.Duration
+	// MaxToolTimeout caps what a workflow's tool asks for (max_tool_timeout): more is refused
+	// at submission (workflow.EOverLimit).
+	MaxToolTimeout time.Duration
 }
 
 // MaxConsumersCap bounds [limits] max_consumers_per_principal.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,12 @@ var ErrNotRecorded = errors.New("the result of the side effect could not be reco
 // context: once a side effect happened, recording it matters even if the task is abandoned.
 const recordTimeout = 10 * time.Second
 
+// DefaultEffectTimeout bounds a side effect's call when nothing else does (Config.EffectTimeout,
+// Lease.Timeout): the call runs on after its attempt ends, for at most this long from its start.
+// It is the MCP reference client's request timeout: long enough for a remote system's honest
+// work, short enough that a worker shutting down waits for it.
+const DefaultEffectTimeout = time.Minute
+
 // Effects is the record of side effects, natsbox.EffectsBucket: for each side effect, named by
 // an id (its idempotency key, with whatever else identifies the call), a claim while an attempt
 // runs it, then what it returned, so that an attempt that runs again (redelivered after a crash,
@@ -50,16 +57,24 @@ type Effects struct {
 	id string
 	// waiting, when set (tests), is called as an attempt starts waiting for a live claim.
 	waiting func(key string)
+	// draining, when set (tests), is called as a stopping worker starts waiting for its calls.
+	draining func()
 	// wrapKV, when set (tests), wraps the bucket as it opens: a test loses the answers of
 	// writes that landed.
 	wrapKV func(jetstream.KeyValue) jetstream.KeyValue
 
 	// metrics counts the claims (nil: not counted).
 	metrics *metrics.Metrics
+	// timeout is the default Lease.Timeout (Config.EffectTimeout).
+	timeout time.Duration
 
 	mu     sync.Mutex
 	kv     jetstream.KeyValue
 	values *wire.Values
+	// calls are the calls running in this process, each until its result is recorded (or it
+	// failed); stopping is set once the worker waits for them to end: no call starts after.
+	calls    map[*call]struct{}
+	stopping bool
 }
 
 // Effects returns the worker's record of side effects (package builtin records its tools'
@@ -71,10 +86,11 @@ func (w *Worker) Effects() *Effects { return w.effects }
 func (w *Worker) Sessions() *session.Store { return w.sessions }
 
 // newEffects returns the record of side effects of a worker with AckWait ackWait.
-func newEffects(js jetstream.JetStream, names natsbox.Names, ackWait time.Duration, m *metrics.Metrics) *Effects {
+func newEffects(js jetstream.JetStream, names natsbox.Names, ackWait, timeout time.Duration, m *metrics.Metrics) *Effects {
 	nonce := make([]byte, 8)
 	_, _ = rand.Read(nonce)
-	return &Effects{js: js, names: names, ackWait: ackWait, id: hex.EncodeToString(nonce), metrics: m}
+	return &Effects{js: js, names: names, ackWait: ackWait, timeout: timeout, id: hex.EncodeToString(nonce), metrics: m,
+		calls: map[*call]struct{}{}}
 }
 
 // LeaseFor is the lease of the side effects of an attempt of task t in this worker: held by the
@@ -88,7 +104,7 @@ func (e *Effects) LeaseFor(t *protocol.Task) Lease {
 	if base <= 0 {
 		base = e.ackWait
 	}
-	return Lease{Holder: t.MsgID + "@" + e.id, For: base + e.ackWait, Run: t.RunID}
+	return Lease{Holder: t.MsgID + "@" + e.id, For: base + e.ackWait, Run: t.RunID, Timeout: e.timeout}
 }
 
 func (e *Effects) bucket(ctx context.Context) (jetstream.KeyValue, error) {
@@ -122,8 +138,13 @@ type Lease struct {
 	// again, with the same idempotency key.
 	For time.Duration
 	// Run is the run the effect belongs to: a result too large for a record is stored by
-	// reference with the run's values (wire.Values), and goes when the run is pruned.
+	// reference with the run's values (wire.Values), and goes when the run is pruned. The end of
+	// the run (a cancel) cancels its calls.
 	Run string
+	// Timeout bounds the call from its start (0: DefaultEffectTimeout). The call runs under a
+	// context of its own, detached from the attempt's: an attempt that ends (its timeout, the
+	// worker stopping) does not end the call, whose result is recorded for the next attempt.
+	Timeout time.Duration
 }
 
 // effectRecord is what the bucket holds for an effect: a claim (Holder, Until) or a result
@@ -143,9 +164,18 @@ type effectRecord struct {
 // taken over, and do runs again. A holder that lost its claim while do ran cannot record its
 // result (the record is written on the claim's revision): Once returns ErrLeaseLost. A result
 // that cannot be recorded returns ErrNotRecorded.
+//
+// do runs under a context detached from ctx, bounded by lease.Timeout: when ctx ends while do
+// runs, Once returns ctx's cause at once, and do runs on, its claim renewed, until its result
+// is recorded for the attempt that comes next (which waits for it). Only the end of the run
+// (a cancel) cancels do's context. A worker that stops waits for the calls still running
+// (Worker.Run).
 func (e *Effects) Once(ctx context.Context, id string, lease Lease, do func(context.Context) ([]byte, error)) ([]byte, error) {
-	if lease.For <= 0 || lease.Holder == "" {
-		return nil, fmt.Errorf("worker: side effect %s: lease %+v: want a holder and a duration over 0", wire.EffectKey(id), lease)
+	if lease.For <= 0 || lease.Holder == "" || lease.Timeout < 0 {
+		return nil, fmt.Errorf("worker: side effect %s: lease %+v: want a holder, a duration over 0 and a timeout of 0 or more", wire.EffectKey(id), lease)
+	}
+	if err := context.Cause(ctx); err != nil { // an abandoned attempt starts nothing
+		return nil, fmt.Errorf("worker: side effect %s: %w", wire.EffectKey(id), err)
 	}
 	kv, err := e.bucket(ctx)
 	if err != nil {
@@ -250,9 +280,135 @@ func (e *Effects) await(ctx context.Context, kv jetstream.KeyValue, key string, 
 	}
 }
 
+// result is what a call of a side effect returned, as Once returns it.
+type result struct {
+	value []byte
+	err   error
+}
+
+// call is a side effect's call running in this process, under a context of its own.
+type call struct {
+	run    string
+	cancel context.CancelCauseFunc
+	// done is closed once the call's result is recorded or the call failed.
+	done chan struct{}
+	// deadline is when the call's context ends (Lease.Timeout after its start).
+	deadline time.Time
+}
+
+// errEffectTimeout is the cause of the end of a call's context at its Lease.Timeout.
+var errEffectTimeout = fmt.Errorf("the side effect's timeout passed: %w", context.DeadlineExceeded)
+
 // run runs do holding the claim at revision rev, renewing it, and records the result on the
-// claim's last revision.
+// claim's last revision, in a goroutine of its own under a context detached from ctx: it
+// returns what do returned, or ctx's cause as soon as ctx ends (the call runs on). The end
+// of the run (errRunEnded) cancels the call as well.
 func (e *Effects) run(ctx context.Context, kv jetstream.KeyValue, key string, rev uint64, lease Lease, do func(context.Context) ([]byte, error)) ([]byte, error) {
+	c, cctx, err := e.start(ctx, lease)
+	if err != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancel()
+		_ = kv.Delete(dctx, key, jetstream.LastRevision(rev))
+		return nil, fmt.Errorf("worker: side effect %s: %w", key, err)
+	}
+	out := make(chan result, 1)
+	go func() {
+		defer e.finish(c)
+		value, err := e.hold(cctx, kv, key, rev, lease, do)
+		out <- result{value, err}
+	}()
+	select {
+	case r := <-out:
+		return r.value, r.err
+	case <-ctx.Done():
+	}
+	select {
+	case r := <-out: // ended together: the result counts
+		return r.value, r.err
+	default:
+	}
+	cause := context.Cause(ctx)
+	if errors.Is(cause, errRunEnded) {
+		c.cancel(cause)
+		return nil, fmt.Errorf("worker: side effect %s: the run ended, so its call is cancelled: %w", key, cause)
+	}
+	return nil, fmt.Errorf("worker: side effect %s: the attempt ended while its call runs on (the next attempt waits for its result): %w", key, cause)
+}
+
+// start registers a call of lease under a context detached from ctx (its values kept),
+// bounded by lease.Timeout; it refuses once the worker stops.
+func (e *Effects) start(ctx context.Context, lease Lease) (*call, context.Context, error) {
+	timeout := lease.Timeout
+	if timeout == 0 {
+		timeout = DefaultEffectTimeout
+	}
+	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	cctx, stopTimer := context.WithTimeoutCause(cctx, timeout, errEffectTimeout)
+	c := &call{run: lease.Run, done: make(chan struct{}), deadline: time.Now().Add(timeout),
+		cancel: func(cause error) { cancel(cause); stopTimer() }}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopping {
+		c.cancel(errStopped)
+		return nil, nil, errors.New("the worker is stopping: the call is not made")
+	}
+	e.calls[c] = struct{}{}
+	return c, cctx, nil
+}
+
+// finish forgets c, once its result is recorded or it failed.
+func (e *Effects) finish(c *call) {
+	c.cancel(context.Canceled)
+	e.mu.Lock()
+	delete(e.calls, c)
+	e.mu.Unlock()
+	close(c.done)
+}
+
+// endRun cancels the calls of run and of its sub-runs: a cancelled run waits for nothing.
+func (e *Effects) endRun(run string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for c := range e.calls {
+		if c.run == run || strings.HasPrefix(c.run, run+"/") {
+			c.cancel(errRunEnded)
+			n++
+		}
+	}
+	return n
+}
+
+// drain stops new calls and waits for those running to end, each at most until its deadline
+// plus recordTimeout (a call that ignores its context is left behind: its claim lapses once
+// the process exits, and the next attempt calls again, with the same key). It returns how
+// many calls it waited for and how many it left behind.
+func (e *Effects) drain() (waited, left int) {
+	e.mu.Lock()
+	e.stopping = true
+	if e.draining != nil {
+		e.draining()
+	}
+	calls := make([]*call, 0, len(e.calls))
+	for c := range e.calls {
+		calls = append(calls, c)
+	}
+	e.mu.Unlock()
+	for _, c := range calls {
+		t := time.NewTimer(time.Until(c.deadline) + recordTimeout)
+		select {
+		case <-c.done:
+		case <-t.C:
+			left++
+		}
+		t.Stop()
+	}
+	return len(calls), left
+}
+
+// hold runs do holding the claim at revision rev, renewing it, and records the result on the
+// claim's last revision.
+func (e *Effects) hold(ctx context.Context, kv jetstream.KeyValue, key string, rev uint64, lease Lease, do func(context.Context) ([]byte, error)) ([]byte, error) {
 	r := &renewal{e: e, kv: kv, key: key, lease: lease, rev: rev, stop: make(chan struct{}), done: make(chan struct{})}
 	go r.loop()
 	value, err := do(ctx)
@@ -274,7 +430,9 @@ func (e *Effects) run(ctx context.Context, kv jetstream.KeyValue, key string, re
 	if !json.Valid(value) {
 		return nil, fmt.Errorf("worker: side effect %s ran, but its result is not JSON, so %w", key, ErrNotRecorded)
 	}
-	stored, err := e.values.Out(ctx, lease.Run, value)
+	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(recordTimeout, lease.For))
+	defer cancel()
+	stored, err := e.values.Out(vctx, lease.Run, value)
 	var data []byte
 	if err == nil {
 		data, err = json.Marshal(effectRecord{Done: true, Value: stored})

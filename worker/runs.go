@@ -119,8 +119,9 @@ func (w *Worker) listenCancels(ctx context.Context) (func(), error) {
 	prefix := w.names.CancelSubjectPrefix()
 	sub, err := nc.Subscribe(w.names.CancelSubjects(), func(m *nats.Msg) {
 		run := strings.TrimPrefix(m.Subject, prefix)
-		if n := w.runs.end(run); n > 0 {
-			w.log.Info("worker: run ended; its running tasks are cancelled", "run_id", run, "tasks", n)
+		n, calls := w.runs.end(run), w.effects.endRun(run)
+		if n > 0 || calls > 0 {
+			w.log.Info("worker: run ended; its running tasks and side effects are cancelled", "run_id", run, "tasks", n, "side_effects", calls)
 		}
 	})
 	if err != nil {

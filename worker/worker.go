@@ -63,6 +63,12 @@ type Config struct {
 	// Now is the clock of the answers' times and of NotBefore; nil means time.Now. Timeouts
 	// and heartbeats run on the real clock.
 	Now func() time.Time
+	// EffectTimeout bounds a side effect's call (TaskContext.Effect, and the built-in agent's
+	// side-effecting tools that set no timeout of their own) from its start; 0 means
+	// DefaultEffectTimeout. The call runs on after its attempt ends (its timeout, the worker
+	// stopping) until its result is recorded, at most this long: a worker that stops waits
+	// for it (docs/engine.md, "Side effects, once per call").
+	EffectTimeout time.Duration
 	// Metrics counts the tasks settled (by handler and outcome, with the handlers' run time)
 	// and the side-effect claims, and reports the handlers' task consumers at each scrape;
 	// nil: no metrics.
@@ -173,6 +179,8 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker: Config.AckWait is %s: want 0 (meaning %s) or more", cfg.AckWait, DefaultAckWait)
 	case cfg.Concurrency < 0:
 		return nil, fmt.Errorf("worker: Config.Concurrency is %d: want 0 (meaning %d) or more", cfg.Concurrency, DefaultConcurrency)
+	case cfg.EffectTimeout < 0:
+		return nil, fmt.Errorf("worker: Config.EffectTimeout is %s: want 0 (meaning %s) or more", cfg.EffectTimeout, DefaultEffectTimeout)
 	}
 	w := &Worker{
 		box:         cfg.Box,
@@ -196,7 +204,7 @@ func New(cfg Config) (*Worker, error) {
 		w.now = time.Now
 	}
 	w.bundles = wire.NewStore(&workflowsKV{js: w.js, name: w.names.WorkflowsBucket()})
-	w.effects = newEffects(w.js, w.names, w.ackWait, cfg.Metrics)
+	w.effects = newEffects(w.js, w.names, w.ackWait, orDefault(cfg.EffectTimeout, DefaultEffectTimeout), cfg.Metrics)
 	w.sessions = session.New(w.js, w.names)
 	return w, nil
 }
@@ -285,7 +293,8 @@ var errStopped = fmt.Errorf("the worker is stopping: %w", context.Canceled)
 
 // Run ensures the layout, creates or updates the durable consumer of every handler, listens for
 // the ends of runs and serves tasks until ctx is done; then it cancels the running handlers,
-// hands their tasks back to JetStream, and returns nil. It returns an error if it cannot
+// hands their tasks back to JetStream, waits for the side effects whose calls still run (each
+// at most until its timeout, Config.EffectTimeout) and returns nil. It returns an error if it cannot
 // start, and may be called once.
 func (w *Worker) Run(ctx context.Context) error {
 	handlers, err := w.start()
@@ -342,10 +351,26 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.handBack(servings)
 	stop(errStopped)
 	w.tasks.Wait()
+	w.drainEffects()
 	close(stopBeats)
 	beats.Wait()
 	w.log.Info("worker stopped")
 	return nil
+}
+
+// drainEffects waits for the side effects whose calls still run (their attempts ended), so
+// that their results are recorded before the worker's connection closes, each at most until
+// its timeout (Effects.drain).
+func (w *Worker) drainEffects() {
+	w.effects.mu.Lock()
+	n := len(w.effects.calls)
+	w.effects.mu.Unlock()
+	if n > 0 {
+		w.log.Info("worker: waiting for the side effects in flight before stopping", "calls", n)
+	}
+	if waited, left := w.effects.drain(); left > 0 {
+		w.log.Warn("worker: side effects still run past their timeout: the next attempt calls them again, with the same idempotency key", "calls", left, "waited_for", waited)
+	}
 }
 
 // handBack gives back to JetStream the tasks received but not started, once the server has

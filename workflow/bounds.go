@@ -2,12 +2,16 @@ package workflow
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"time"
 
 	"github.com/reins-run/reins/loop"
 )
 
 // EOverLimit: a workflow asks for more than a server's operator allows a run (a loop edge's or
-// an agent's iterations, max_steps): the problem names the operator's key and its cap.
+// an agent's iterations, max_steps, a tool's timeout): the problem names the operator's key and
+// its cap.
 const EOverLimit Code = "E_OVER_LIMIT"
 
 // Bounds are the caps a server's operator puts on what a submitted workflow may ask for
@@ -21,6 +25,8 @@ type Bounds struct {
 	// Steps caps max_steps, the default of 10000 when the workflow leaves it out
 	// (limits.max_steps).
 	Steps int
+	// ToolTimeout caps a tool's timeout (limits.max_tool_timeout); 0: no cap.
+	ToolTimeout time.Duration
 }
 
 // CheckBounds reports what d asks for beyond b (E_OVER_LIMIT), one problem per key, each naming
@@ -53,6 +59,16 @@ func CheckBounds(d *Definition, b Bounds) Problems {
 				n = s.Budget.MaxIterations
 			}
 			over(valStepKey(i, "budget.max_iterations"), n, b.AgentIterations, "agent step "+s.ID+"'s budget.max_iterations", "max_agent_iterations", "set a lower budget.max_iterations")
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.Tools)) {
+		key := "tools." + name + ".timeout"
+		if t := d.Tools[name].Timeout.Std(); b.ToolTimeout > 0 && t > b.ToolTimeout {
+			p := Problem{Code: EOverLimit, Key: key, Message: fmt.Sprintf("tool %s's timeout asks for %s, more than the server's limits.max_tool_timeout of %s: set a lower timeout", name, t, b.ToolTimeout)}
+			if d.Source != nil {
+				p.File, p.Line = d.Source.File, d.Source.Line(key)
+			}
+			ps = append(ps, p)
 		}
 	}
 	for i, e := range d.Edges {

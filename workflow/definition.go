@@ -127,6 +127,10 @@ type ToolDef struct {
 	// Workflow names a sub-workflow file, resolved as a call step's is, that each call of the
 	// tool runs as a sub-run in the same way.
 	Workflow string `json:"workflow,omitempty"`
+	// Timeout bounds one call of the tool (zero: the server's limits.tool_timeout, a minute by
+	// default). A side-effecting call runs on past the end of its attempt, up to it, so that
+	// its result is recorded once (docs/engine.md, "Side effects, once per call").
+	Timeout clock.Duration `json:"timeout,omitempty"`
 }
 
 // RunsChild reports whether calls of the tool run as sub-runs (Agent or Workflow) rather than

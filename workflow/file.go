@@ -163,7 +163,7 @@ func (d *decoder) models(key string, v any) map[string]ModelDef {
 }
 
 // toolKeys are the keys of a [tools.NAME] table.
-var toolKeys = []string{"description", "input_schema", "side_effect", "handler", "mock", "mcp", "agent", "workflow"}
+var toolKeys = []string{"description", "input_schema", "side_effect", "handler", "mock", "mcp", "agent", "workflow", "timeout"}
 
 // mcpKeys are the keys of an [mcp.NAME] table.
 var mcpKeys = []string{"command", "url"}
@@ -201,6 +201,8 @@ func (d *decoder) tools(key string, v any) map[string]ToolDef {
 			td.Agent, _ = d.str(fkey, fv)
 		case "workflow":
 			td.Workflow, _ = d.str(fkey, fv)
+		case "timeout":
+			td.Timeout, _ = d.duration(fkey, fv)
 		default:
 			return false
 		}

@@ -385,7 +385,7 @@ label = "x"
 `,
 		want: []want{
 			{workflow.EUnknownKey, 3, "models.writer.temperature", "unknown key temperature in models.writer (it takes: provider, model, base_url, api_key_env, script, cassette)"},
-			{workflow.EUnknownKey, 7, "tools.read.schema", "unknown key schema in tools.read (it takes: description, input_schema, side_effect, handler, mock, mcp, agent, workflow)"},
+			{workflow.EUnknownKey, 7, "tools.read.schema", "unknown key schema in tools.read (it takes: description, input_schema, side_effect, handler, mock, mcp, agent, workflow, timeout)"},
 			{workflow.EUnknownKey, 12, "steps[0].retry.jitter", "unknown key jitter in retry (it takes: max_attempts, backoff, initial_delay, max_delay)"},
 			{workflow.EUnknownKey, 13, "steps[0].policy.deny", "unknown key deny in policy (it takes: allow, forbid, require_approval, required_evidence, approvers)"},
 			{workflow.EUnknownKey, 14, "steps[0].budget.max_steps", "unknown key max_steps in budget (it takes: max_iterations, max_tool_calls"},

@@ -365,6 +365,12 @@ func (v *validator) checkTools() {
 		case t.MCP != "" && !valNameOK(t.MCP):
 			v.add(EBadValue, key+".mcp", "tool %q names the MCP server %q: a name is made of a-z, 0-9, _ and -", name, t.MCP)
 		}
+		switch {
+		case t.Timeout < 0:
+			v.add(EBadDuration, key+".timeout", "tool %q has a negative timeout (%s): want how long one call may take, such as \"30s\"", name, t.Timeout)
+		case t.Timeout > 0 && t.RunsChild():
+			v.add(EBadValue, key+".timeout", "tool %q runs a sub-run, which a timeout does not bound: bound the sub-run's steps instead", name)
+		}
 		if t.Handler != "" && v.handlers != nil && !v.handlers[t.Handler] {
 			v.add(EUnknownHandler, key+".handler", "tool %q uses handler %q, which no worker registers", name, t.Handler)
 		}

@@ -180,7 +180,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 					return err
 				}
 				cfg.builtins, cfg.builtin = builtinHandlers, bc
-				cfg.builtin.Operator = res
+				cfg.builtin.Operator, cfg.builtin.ToolTimeout = res, cfgOp.Limits.ToolTimeout
 			}
 			h, err := startHost(ctx, box, cfg)
 			if err != nil {

@@ -83,6 +83,7 @@ or json, at --log-level and above.`,
 				return err
 			}
 			bc.Operator = res // a worker of a server calls only the operator's providers and MCP servers
+			bc.ToolTimeout = cfgOp.Limits.ToolTimeout
 			h, err := startHost(ctx, box, hostConfig{builtins: handlers, builtin: bc, ackWait: ackWait, log: log, metrics: obs.metrics})
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}

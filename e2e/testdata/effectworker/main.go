@@ -10,6 +10,9 @@
 //	effect-replayed KEY          call KEY returned its recorded result: the tool was not called
 //	fault kill-after-effect N    the process kills itself (REINS_FAULT, below)
 //
+// With -config FILE it serves as a server's worker does: the MCP servers of the operator's
+// configuration serve the workflows' mcp tools.
+//
 // REINS_FAULT=kill-after-effect:N makes the process SIGKILL itself right after the N-th result
 // of a side-effecting call was recorded in reins_effects: after the tool ran and before the
 // loop goes on, so before the iteration is checkpointed and its task answered or acknowledged.
@@ -34,6 +37,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/worker"
@@ -49,10 +53,11 @@ func main() {
 	url := flag.String("nats", "", "NATS URL")
 	ackWait := flag.Duration("ack-wait", time.Second, "consumer AckWait")
 	slow := flag.Duration("slow", 0, "how long the tool takes before its effect, ignoring its context (a remote system that finishes what it started)")
+	config := flag.String("config", "", "the operator's configuration: its MCP servers serve the workflows' mcp tools")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *url, *ackWait, *slow); err != nil {
+	if err := run(ctx, *url, *ackWait, *slow, *config); err != nil {
 		fmt.Fprintln(os.Stderr, "effectworker:", err)
 		os.Exit(1)
 	}
@@ -67,7 +72,7 @@ func say(format string, v ...any) {
 	fmt.Printf(format+"\n", v...)
 }
 
-func run(ctx context.Context, url string, ackWait, slow time.Duration) error {
+func run(ctx context.Context, url string, ackWait, slow time.Duration, config string) error {
 	counter := os.Getenv(counterEnv)
 	if counter == "" {
 		return fmt.Errorf("%s is not set: name the file the tool appends to", counterEnv)
@@ -85,6 +90,17 @@ func run(ctx context.Context, url string, ackWait, slow time.Duration) error {
 		Tools:   map[string]tool.Tool{"counter.append": appendTool(counter, slow)},
 		Effects: &faulty{EffectStore: w.Effects(), after: killAfter},
 		Logger:  log,
+	}
+	if config != "" { // as reins worker --config: the operator's MCP servers and limits
+		op, err := operator.Load(config)
+		if err != nil {
+			return err
+		}
+		res, err := op.Resolve(nil, nil)
+		if err != nil {
+			return err
+		}
+		cfg.Operator, cfg.ToolTimeout = res, op.Limits.ToolTimeout
 	}
 	if err := builtin.Register(w, cfg, protocol.HandlerAgent); err != nil {
 		return err

@@ -272,8 +272,8 @@ func TestShippedEvalsCoverEveryStopReason(t *testing.T) {
 			t.Errorf("no shipped fixture expects stop reason %s", sr)
 		}
 	}
-	if len(loop.StopReasons) != 13 {
-		t.Errorf("loop.StopReasons has %d entries; the contract lists 12, and reins adds context_exhausted", len(loop.StopReasons))
+	if len(loop.StopReasons) != 14 {
+		t.Errorf("loop.StopReasons has %d entries; the contract lists 12, and reins adds context_exhausted and output_truncated", len(loop.StopReasons))
 	}
 }
 

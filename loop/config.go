@@ -33,11 +33,16 @@ const (
 	// cannot bring the next model call under its max_tokens, even with everything it may leave
 	// out left out.
 	ContextExhausted StopReason = "context_exhausted"
+	// OutputTruncated is a reins extension of the contract: the model's reply was cut off at its
+	// output limit, and the loop could not ask again with room enough (the budgets leave no more
+	// than the cut reply had, or the replies were cut off maxTruncated times in a row). Not
+	// max_tokens, which says the token budget is spent.
+	OutputTruncated StopReason = "output_truncated"
 )
 
 // StopReasons lists every stop reason: the contract's, in its order, then reins's extensions.
 var StopReasons = []StopReason{Completed, Refused, NeedsHuman, ToolFailure, Failed, NoProgress,
-	MaxIterations, MaxToolCalls, MaxTokens, MaxCost, Timeout, Cancelled, ContextExhausted}
+	MaxIterations, MaxToolCalls, MaxTokens, MaxCost, Timeout, Cancelled, ContextExhausted, OutputTruncated}
 
 // Budget holds the hard limits of a run. A zero field takes its default (see DefaultBudget);
 // MaxTokens and MaxCostUSD are unlimited when zero.

@@ -323,6 +323,8 @@ func (t *traj) turns() []model.Turn {
 				m.ToolCalls = append(m.ToolCalls, tc(fuzzCallNames[c.Name], fuzzArgs[c.Args]))
 			}
 		}
+		// Retryable on an answer or calls: the reply was cut off at its output limit.
+		m.Truncated = tu.Retryable == 1 && (m.Text != nil || m.ToolCalls != nil)
 		if tu.Usage > 0 {
 			m = withUsage(m, int64(tu.Usage)*20, int64(tu.Usage)*20)
 		}
@@ -929,6 +931,16 @@ func fuzzSeeds() []fuzzSeed {
 		t := base(fCalls(fuzzCall{fa, argX}, fuzzCall{fb, argEmpty}), fCalls(fuzzCall{fa, argY}), fAnswer())
 		t.CtxMax = 1
 		add("context_exhausted", loop.ContextExhausted, t)
+	}
+	{
+		cutCalls := fCalls(fuzzCall{fa, argX})
+		cutCalls.Retryable = 1
+		add("output_truncated", loop.OutputTruncated, base(fuzzTurn{Kind: turnAnswer, Retryable: 1, Usage: 1}, cutCalls,
+			fuzzTurn{Kind: turnEmptyAnswer, Retryable: 1}, fAnswer()))
+	}
+	{
+		t := base(fuzzTurn{Kind: turnAnswer, Retryable: 1, Usage: 2}, fAnswer())
+		add("completed/after_a_cut_reply", loop.Completed, t)
 	}
 	for strategy, summaries := range [][]int{nil, nil, {summaryShort, summaryError, summaryEmpty, summaryLong}} {
 		t := base(fCalls(fuzzCall{fa, argX}), fCalls(fuzzCall{fb, argEmpty}), fCalls(fuzzCall{fa, argY}), fCalls(fuzzCall{fd, argX}), fAnswer())

@@ -225,7 +225,7 @@ func (r *Run) Step(ctx context.Context) bool {
 		return true
 	}
 	st.Iteration = iter
-	r.propose(ctx, iter, deadline, &resp.Proposal)
+	r.propose(ctx, iter, deadline, resp)
 	if h := r.c.cfg.Hooks.AfterIteration; h != nil {
 		h(ctx, st)
 	}
@@ -361,8 +361,9 @@ func (r *Run) callModel(ctx context.Context, iter int, deadline time.Time) (*mod
 // (model.Pricing); it stops the run instead when the estimated input alone would pass either.
 // A call then spends at most the budget plus the error of its input estimate.
 func (r *Run) capReply(iter int) bool {
-	b := &r.c.budget
-	r.req.MaxOutputTokens = 0
+	b, raise := &r.c.budget, r.st.OutputCap
+	// After a reply cut off at its cap, the call asks for the larger cap decided then (cutOff).
+	r.req.MaxOutputTokens, r.req.RaiseOutputTokens = raise, raise
 	if b.MaxTokens <= 0 && b.MaxCostUSD <= 0 {
 		return true
 	}
@@ -371,7 +372,9 @@ func (r *Run) capReply(iter int) bool {
 		r.stop(iter, reason, detail)
 		return false
 	}
-	r.req.MaxOutputTokens = limit
+	if limit > 0 && (raise <= 0 || limit < raise) {
+		r.req.MaxOutputTokens = limit
+	}
 	return true
 }
 
@@ -409,8 +412,8 @@ func (r *Run) replyCap(m model.Model, in int64) (int64, StopReason, string) {
 
 // propose records the proposal and acts on it, unless a budget spent by the model call itself
 // forbids acting.
-func (r *Run) propose(ctx context.Context, iter int, deadline time.Time, p *model.Proposal) {
-	st := r.st
+func (r *Run) propose(ctx context.Context, iter int, deadline time.Time, resp *model.Response) {
+	st, p := r.st, &resp.Proposal
 	r.emit(trace.Event{Type: trace.Proposal, Iteration: iter, Proposal: string(p.Kind), Calls: len(p.Calls), Reason: p.Reason})
 	p = r.quoteMalformed(p)
 	if p.Kind == model.KindToolCalls && len(p.Calls) > 0 {
@@ -437,6 +440,9 @@ func (r *Run) propose(ctx context.Context, iter int, deadline time.Time, p *mode
 	}
 	if !r.c.clock.Now().Before(deadline) {
 		notActed(Timeout, fmt.Sprintf("the wall-clock budget of %s ran out during the model call", r.c.budget.MaxDuration), "timeout")
+		return
+	}
+	if r.cutOff(iter, p, resp) {
 		return
 	}
 	switch p.Kind {

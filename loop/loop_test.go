@@ -1141,6 +1141,22 @@ func TestStopReasons(t *testing.T) {
 	})
 
 	tests = append(tests, scenario{
+		// The reply is cut off at its output limit, and what the token budget leaves for the
+		// next reply is less than the cut one had (loop/truncated_test.go has the rest).
+		name: "output_truncated",
+		setup: setup{
+			budget: loop.Budget{MaxTokens: 800},
+			turns:  []model.Turn{{Text: sp("The refund is"), Truncated: true, Usage: &model.Usage{InputTokens: 100, OutputTokens: 400}}, answerTurn("never reached")},
+		},
+		want: loop.OutputTruncated,
+		check: func(t *testing.T, w *world, res loop.Result) {
+			if res.State.ModelCalls != 1 || res.Answer != "" {
+				t.Errorf("model calls %d, answer %q; want 1 and none", res.State.ModelCalls, res.Answer)
+			}
+		},
+	})
+
+	tests = append(tests, scenario{
 		// The tool sees the caller's cancellation and returns ctx.Err(): that is the run
 		// being cancelled, not a tool failure.
 		name: "cancelled/tool_returns_the_cancellation",

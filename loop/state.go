@@ -24,6 +24,10 @@ type State struct {
 
 	InvalidStreak    int `json:"invalid_streak"`     // invalid proposals in a row
 	ModelErrorStreak int `json:"model_error_streak"` // failed model calls in a row
+	// TruncatedStreak counts the replies in a row cut off at their output limit; OutputCap is
+	// the reply cap the next model call asks for after one (0: the provider's own).
+	TruncatedStreak int   `json:"truncated_streak,omitempty"`
+	OutputCap       int64 `json:"output_cap,omitempty"`
 
 	// Per tool: executions so far, successful ones, retryable failures in a row, decided approvals.
 	Executed     map[string]int `json:"executed,omitempty"`

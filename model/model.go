@@ -68,6 +68,10 @@ type Request struct {
 	// MaxOutputTokens, when above 0, caps the reply: a provider sends the smaller of it and its
 	// own cap (the loop sets it to what the token and cost budgets leave).
 	MaxOutputTokens int64
+	// RaiseOutputTokens, when above a provider's own cap, asks for a reply cap of this many
+	// tokens, up to the model's output limit: the loop sets it when it asks again after a reply
+	// that was cut off at its cap. MaxOutputTokens still caps it.
+	RaiseOutputTokens int64
 }
 
 // Delta is one streamed piece of a reply: answer text, or a piece of a tool call. The first

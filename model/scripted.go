@@ -13,7 +13,8 @@ import (
 )
 
 // Turn is one scripted model reply, in the format of the eval fixture `model` list: exactly one of
-// Text, ToolCalls, Escalate, Refuse or Error, with optional usage, cost and latency.
+// Text, ToolCalls, Escalate, Refuse or Error, with optional usage, cost and latency, and a text
+// or tool calls marked as cut off at the output limit (Truncated).
 type Turn struct {
 	Text      *string         `json:"text,omitempty"`
 	ToolCalls []ToolCall      `json:"tool_calls,omitempty"`
@@ -24,6 +25,10 @@ type Turn struct {
 	Usage     *Usage          `json:"usage,omitempty"`
 	CostUSD   float64         `json:"cost_usd,omitempty"`
 	Latency   *clock.Duration `json:"latency,omitempty"`
+	// Truncated scripts a reply cut off at its output limit (with Text or ToolCalls), as a
+	// provider reports one (OpenAI's finish_reason "length", Anthropic's stop_reason
+	// "max_tokens"); its usage's output_tokens is the cap it was cut at.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // ErrBadTurn is wrapped by Turn.Validate errors.
@@ -47,6 +52,9 @@ func (t *Turn) Validate() error {
 		if c.Name == "" {
 			return fmt.Errorf("%w: tool_calls[%d] has no name", ErrBadTurn, i)
 		}
+	}
+	if t.Truncated && t.Text == nil && t.ToolCalls == nil {
+		return fmt.Errorf("%w: truncated is only allowed with text or tool_calls", ErrBadTurn)
 	}
 	if t.Retryable != nil && t.Error == nil {
 		return fmt.Errorf("%w: retryable is only allowed with error", ErrBadTurn)
@@ -85,6 +93,7 @@ func (t *Turn) response(i int) Response {
 		r.Usage = *t.Usage
 	}
 	r.CostUSD = t.CostUSD
+	r.Truncated = t.Truncated
 	switch {
 	case t.Text != nil:
 		r.Proposal = Proposal{Kind: KindAnswer, Text: *t.Text}

@@ -37,6 +37,11 @@ type Config struct {
 	MaxRetries int
 	// MaxOutputTokens caps each reply (default 4096; Anthropic requires a cap).
 	MaxOutputTokens int
+	// OutputLimit is the most output tokens the model gives in one reply: how far a call that
+	// asks again after a cut-off reply (Request.RaiseOutputTokens) may raise the cap. 0 means
+	// the model's entry in DefaultOutputLimits, else MaxOutputTokens (a model whose limit is not
+	// known is never asked for more than its cap).
+	OutputLimit int
 	// Stream makes every call stream even without a delta callback.
 	Stream bool
 	// Prices overrides or extends DefaultPrices for this client.
@@ -71,6 +76,32 @@ func (c Config) WithDefaults() Config {
 		c.MaxRetries = 0
 	}
 	return c
+}
+
+// DefaultOutputLimits are the output limits (tokens in one reply) of common models, matched as
+// DefaultPrices are: by the longest key that is a prefix of the model's name.
+var DefaultOutputLimits = map[string]int{
+	"gpt-4.1":           32768,
+	"gpt-4o":            16384,
+	"gpt-5":             128000,
+	"o3":                100000,
+	"o4-mini":           100000,
+	"claude-opus-4":     32000,
+	"claude-opus-4-5":   64000,
+	"claude-sonnet-4":   64000,
+	"claude-haiku-4-5":  64000,
+	"claude-3-5-haiku":  8192,
+	"claude-3-7-sonnet": 64000,
+}
+
+// Limit is the output limit of the configured model (see OutputLimit), never below
+// MaxOutputTokens.
+func (c Config) Limit() int64 {
+	n := c.OutputLimit
+	if n <= 0 {
+		n, _ = longestPrefix(DefaultOutputLimits, c.Model)
+	}
+	return int64(max(n, c.MaxOutputTokens))
 }
 
 // Price is what a model costs in US dollars per million tokens.
@@ -111,7 +142,7 @@ func (p Prices) Lookup(modelName string) (Price, bool) {
 	return longestPrefix(DefaultPrices, modelName)
 }
 
-func longestPrefix(p Prices, name string) (Price, bool) {
+func longestPrefix[V any](p map[string]V, name string) (V, bool) {
 	best, found := "", false
 	for k := range p {
 		if strings.HasPrefix(name, k) && len(k) >= len(best) {
@@ -128,10 +159,14 @@ func (p Prices) PerToken(modelName string) (input, output float64, ok bool) {
 	return price.InputPerMTok / 1e6, price.OutputPerMTok / 1e6, ok
 }
 
-// ReplyCap is the reply cap a provider sends for req: the smaller of the client's
-// MaxOutputTokens and the request's (what the loop's budgets leave), at least 1.
+// ReplyCap is the reply cap a provider sends for req: the client's MaxOutputTokens, raised to
+// the request's RaiseOutputTokens within the model's output limit (Config.Limit), then the
+// smaller of that and the request's MaxOutputTokens (what the loop's budgets leave), at least 1.
 func ReplyCap(c Config, req *model.Request) int64 {
 	n := int64(c.MaxOutputTokens)
+	if req.RaiseOutputTokens > n {
+		n = min(req.RaiseOutputTokens, c.Limit())
+	}
 	if req.MaxOutputTokens > 0 && (n <= 0 || req.MaxOutputTokens < n) {
 		n = req.MaxOutputTokens
 	}

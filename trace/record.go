@@ -46,13 +46,14 @@ type Iteration struct {
 }
 
 // ProposalRecord is a model's proposal: its kind (answer, tool_calls, escalate, refuse), its
-// text, the reason of an escalation or refusal, and for an answer the loop's decision on it.
+// text, the reason of an escalation or refusal, and for an answer the loop's decision on it;
+// for a reply cut off at its output limit, of either kind, the decision truncated and why.
 type ProposalRecord struct {
 	Kind     string `json:"kind"`
 	Text     string `json:"text,omitempty"`
 	TextRef  string `json:"text_ref,omitempty"`
 	Reason   string `json:"reason,omitempty"`
-	Decision string `json:"decision,omitempty"` // for an answer: accept or invalid
+	Decision string `json:"decision,omitempty"` // for an answer: accept or invalid; truncated
 	Why      string `json:"why,omitempty"`      // the decision's reason
 }
 

@@ -33,6 +33,9 @@ const (
 	DecisionInvalid = "invalid" // rejected; the error is fed back to the model
 	DecisionForbid  = "forbid"  // a forbidden tool: the loop stops with refused
 	DecisionApprove = "approval_required"
+	// DecisionTruncated is a reins extension: the reply was cut off at its output limit, so no
+	// part of it is acted on (Reason says at how many tokens, and what the loop does next).
+	DecisionTruncated = "truncated"
 )
 
 // Event is one thing that happened in a run. The payload fields that apply depend on Type:
@@ -40,7 +43,8 @@ const (
 //   - iteration_start: nothing beyond the header.
 //   - model_call: Duration, InputTokens, OutputTokens, CostUSD; Error and Retryable when it failed.
 //   - proposal: Proposal (answer, tool_calls, escalate, refuse), Calls, Reason for escalate/refuse.
-//   - validation: Decision, Reason, and Tool/CallID for a tool call (empty for an answer).
+//   - validation: Decision, Reason, and Tool/CallID for a tool call (empty for an answer, and
+//     for a reply cut off at its output limit: truncated, whatever its kind).
 //   - approval: Tool, CallID, Decision (approved, denied, pending), Reason (the human's message),
 //     By (who decided, when known).
 //   - tool_call: Tool, CallID, Key (the idempotency key).

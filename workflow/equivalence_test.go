@@ -224,7 +224,7 @@ func eqRefundInvestigation() *workflow.Builder {
 	wf.Edge("route", "human_review").When("needs_human")
 	wf.Edge("human_review", "recommend").When("approved")
 	wf.Edge("human_review", "declined").When("denied")
-	for _, reason := range []string{"refused", "tool_failure", "failed", "no_progress", "max_iterations", "max_tool_calls", "max_tokens", "max_cost", "timeout"} {
+	for _, reason := range []string{"refused", "tool_failure", "failed", "no_progress", "max_iterations", "max_tool_calls", "max_tokens", "max_cost", "timeout", "output_truncated"} {
 		wf.Edge("route", "stopped").When(reason)
 	}
 	return wf

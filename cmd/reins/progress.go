@@ -134,6 +134,9 @@ func progressLines(r *trace.Iteration) []string {
 		}
 		out = append(out, line)
 	}
+	if p := r.Proposal; p != nil && p.Decision == trace.DecisionTruncated {
+		out = append(out, "cut off: "+trace.ClipText(p.Why, progressClip))
+	}
 	for i := range r.Calls {
 		c := &r.Calls[i]
 		line := c.Tool + " " + trace.ClipText(c.Arguments, progressClip/2) + " → "

@@ -220,7 +220,14 @@ func (m *Model) response(msg *anthropic.Message, args map[int]string) *model.Res
 		InputTokens:  u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
 		OutputTokens: u.OutputTokens,
 	}
-	return &model.Response{Proposal: p, Usage: usage, CostUSD: m.cfg.Prices.Cost(m.cfg.Model, usage)}
+	return &model.Response{Proposal: p, Usage: usage, CostUSD: m.cfg.Prices.Cost(m.cfg.Model, usage),
+		Model: msg.Model, FinishReason: string(msg.StopReason), Truncated: truncated(msg.StopReason)}
+}
+
+// truncated reports whether a reply ended on a limit rather than by the model's choice: its
+// max_tokens, or the model's context window filling up; either way it may be cut off anywhere.
+func truncated(r anthropic.StopReason) bool {
+	return r == anthropic.StopReasonMaxTokens || r == anthropic.StopReasonModelContextWindowExceeded
 }
 
 // compact returns valid JSON without insignificant whitespace, so that a streamed and a whole

@@ -108,6 +108,15 @@ type reply struct {
 	Blocks                         []block
 	Stop                           string // stop_reason
 	In, Out, CacheWrite, CacheRead int64
+	Model                          string // the model the server names; "" is testModel
+}
+
+// served is the model the reply names.
+func (r reply) served() string {
+	if r.Model == "" {
+		return testModel
+	}
+	return r.Model
 }
 
 func text(s string) block { return block{Type: "text", Text: s} }
@@ -145,13 +154,13 @@ func (r reply) message() string {
 		}
 	}
 	return fmt.Sprintf(`{"id":"msg_test","type":"message","role":"assistant","model":%q,"content":[%s],"stop_reason":%q,"stop_sequence":null,"usage":%s}`,
-		testModel, strings.Join(content, ","), r.Stop, mustJSON(r.usage(r.Out)))
+		r.served(), strings.Join(content, ","), r.Stop, mustJSON(r.usage(r.Out)))
 }
 
 // events are the SSE events of the streamed message, message_stop last.
 func (r reply) events() []string {
 	start := fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_test","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"stop_sequence":null,"usage":%s}}`,
-		testModel, mustJSON(r.usage(1)))
+		r.served(), mustJSON(r.usage(1)))
 	evs := []string{sse("message_start", start), sse("ping", `{"type":"ping"}`)}
 	for i, b := range r.Blocks {
 		switch b.Type {

@@ -210,7 +210,14 @@ func (m *Model) response(c *openai.ChatCompletion) (*model.Response, error) {
 		return nil, &model.Error{Message: "openai: the reply has no choices, so there is no message to act on"}
 	}
 	msg := &c.Choices[0].Message
-	resp := &model.Response{Usage: model.Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens}}
+	resp := &model.Response{
+		Usage:        model.Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens},
+		Model:        c.Model,
+		FinishReason: c.Choices[0].FinishReason,
+		// "length": the reply reached max_tokens (or the context window); its text or calls
+		// may be cut off anywhere.
+		Truncated: c.Choices[0].FinishReason == "length",
+	}
 	switch {
 	case len(msg.ToolCalls) > 0:
 		calls := make([]model.ToolCall, len(msg.ToolCalls))

@@ -269,7 +269,7 @@ func TestReplies(t *testing.T) {
 			message: `{"role":"assistant","content":"Order 42 is refunded.","refusal":null}`,
 			in:      12, out: 6,
 			want: model.Response{Proposal: model.Proposal{Kind: model.KindAnswer, Text: "Order 42 is refunded."},
-				Usage: model.Usage{InputTokens: 12, OutputTokens: 6}},
+				Usage: model.Usage{InputTokens: 12, OutputTokens: 6}, Model: "gpt-test", FinishReason: "stop"},
 		},
 		{
 			name: "several tool calls in one turn",
@@ -282,7 +282,7 @@ func TestReplies(t *testing.T) {
 				{ID: "call_b", Name: "lookup", Arguments: json.RawMessage(`{"order":2}`)},
 				{ID: "call_a", Name: "refund", Arguments: json.RawMessage(`{"order":1}`)},
 				{ID: "call_c", Name: "clock", Arguments: json.RawMessage(``)},
-			}}, Usage: model.Usage{InputTokens: 30, OutputTokens: 20}},
+			}}, Usage: model.Usage{InputTokens: 30, OutputTokens: 20}, Model: "gpt-test", FinishReason: "stop"},
 		},
 		{
 			name:    "malformed arguments passed through raw",
@@ -290,14 +290,14 @@ func TestReplies(t *testing.T) {
 			in:      5, out: 3,
 			want: model.Response{Proposal: model.Proposal{Kind: model.KindToolCalls, Calls: []model.ToolCall{
 				{ID: "call_1", Name: "lookup", Arguments: json.RawMessage(`{"order": 4`)},
-			}}, Usage: model.Usage{InputTokens: 5, OutputTokens: 3}},
+			}}, Usage: model.Usage{InputTokens: 5, OutputTokens: 3}, Model: "gpt-test", FinishReason: "stop"},
 		},
 		{
 			name:    "refusal",
 			message: `{"role":"assistant","content":null,"refusal":"I can't help with that."}`,
 			in:      8, out: 7,
 			want: model.Response{Proposal: model.Proposal{Kind: model.KindRefuse, Reason: "I can't help with that."},
-				Usage: model.Usage{InputTokens: 8, OutputTokens: 7}},
+				Usage: model.Usage{InputTokens: 8, OutputTokens: 7}, Model: "gpt-test", FinishReason: "stop"},
 		},
 		{
 			name:    "cost from a price override",
@@ -305,7 +305,7 @@ func TestReplies(t *testing.T) {
 			message: `{"role":"assistant","content":"ok"}`,
 			in:      1000, out: 500,
 			want: model.Response{Proposal: model.Proposal{Kind: model.KindAnswer, Text: "ok"},
-				Usage: model.Usage{InputTokens: 1000, OutputTokens: 500}, CostUSD: (1000*2.0 + 500*8.0) / 1e6},
+				Usage: model.Usage{InputTokens: 1000, OutputTokens: 500}, CostUSD: (1000*2.0 + 500*8.0) / 1e6, Model: "gpt-test", FinishReason: "stop"},
 		},
 		{
 			name:    "cost from the default prices",
@@ -313,7 +313,7 @@ func TestReplies(t *testing.T) {
 			message: `{"role":"assistant","content":"ok"}`,
 			in:      1_000_000, out: 1_000_000,
 			want: model.Response{Proposal: model.Proposal{Kind: model.KindAnswer, Text: "ok"},
-				Usage: model.Usage{InputTokens: 1_000_000, OutputTokens: 1_000_000}, CostUSD: 0.40 + 1.60},
+				Usage: model.Usage{InputTokens: 1_000_000, OutputTokens: 1_000_000}, CostUSD: 0.40 + 1.60, Model: "gpt-test", FinishReason: "stop"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -396,9 +396,9 @@ func TestStreaming(t *testing.T) {
 				{CallIndex: 1, CallID: "call_b", CallName: "refund", Arguments: `{"or`},
 				{CallIndex: 1, Arguments: `der": 2}`},
 			},
-			nonStream: completion(`{"role":"assistant","content":"Checking.","tool_calls":[
+			nonStream: completionEnded(`{"role":"assistant","content":"Checking.","tool_calls":[
 				{"id":"call_a","type":"function","function":{"name":"lookup","arguments":"{\"order\": 1}"}},
-				{"id":"call_b","type":"function","function":{"name":"refund","arguments":"{\"order\": 2}"}}]}`, 50, 25),
+				{"id":"call_b","type":"function","function":{"name":"refund","arguments":"{\"order\": 2}"}}]}`, "tool_calls", 50, 25),
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -460,7 +460,8 @@ func TestStreamConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
-	want := model.Response{Proposal: model.Proposal{Kind: model.KindAnswer, Text: "hi"}, Usage: model.Usage{InputTokens: 3, OutputTokens: 1}}
+	want := model.Response{Proposal: model.Proposal{Kind: model.KindAnswer, Text: "hi"}, Usage: model.Usage{InputTokens: 3, OutputTokens: 1},
+		Model: "gpt-test", FinishReason: "stop"}
 	if !reflect.DeepEqual(*got, want) {
 		t.Errorf("response = %+v, want %+v", *got, want)
 	}

@@ -77,11 +77,17 @@ func jsonReply(status int, body string) http.HandlerFunc {
 	}
 }
 
-// completion is a non-streaming reply with one choice holding message (a JSON object).
+// completion is a non-streaming reply with one choice holding message (a JSON object), ended
+// by the model (finish_reason "stop").
 func completion(message string, in, out int) string {
+	return completionEnded(message, "stop", in, out)
+}
+
+// completionEnded is completion with the given finish_reason.
+func completionEnded(message, finish string, in, out int) string {
 	return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-test",`+
-		`"choices":[{"index":0,"message":%s,"logprobs":null,"finish_reason":"stop"}],`+
-		`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, message, in, out, in+out)
+		`"choices":[{"index":0,"message":%s,"logprobs":null,"finish_reason":%s}],`+
+		`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, message, quote(finish), in, out, in+out)
 }
 
 // sseReply streams chunks as server-sent events, flushing each, then data: [DONE].

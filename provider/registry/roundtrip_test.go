@@ -50,11 +50,23 @@ func streamServer(t *testing.T, body string) *httptest.Server {
 }
 
 // TestStreamedRoundTrip records a streamed exchange of each provider through registry.Open with
-// Record, then replays the cassette with no server: the same response and the same deltas.
+// Record, then replays the cassette with no server: the same response (the model the server
+// named, why the reply ended, whether it was cut off at its limit) and the same deltas.
 func TestStreamedRoundTrip(t *testing.T) {
-	for _, tt := range []struct{ name, model, stream, suffix string }{
-		{"openai", "openai:m", openaiStream, "/v1"},
-		{"anthropic", "anthropic:m", anthropicStream, ""},
+	// cut makes a stream end on the output limit, from a server that names a dated model.
+	cut := func(stream string) string {
+		return strings.NewReplacer(`"finish_reason":"tool_calls"`, `"finish_reason":"length"`,
+			`"stop_reason":"tool_use"`, `"stop_reason":"max_tokens"`, `"model":"m"`, `"model":"m-2025"`).Replace(stream)
+	}
+	for _, tt := range []struct {
+		name, model, stream, suffix string
+		served, finish              string
+		truncated                   bool
+	}{
+		{"openai", "openai:m", openaiStream, "/v1", "m", "tool_calls", false},
+		{"anthropic", "anthropic:m", anthropicStream, "", "m", "tool_use", false},
+		{"openai cut off", "openai:m", cut(openaiStream), "/v1", "m-2025", "length", true},
+		{"anthropic cut off", "anthropic:m", cut(anthropicStream), "", "m-2025", "max_tokens", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := streamServer(t, tt.stream)
@@ -91,6 +103,10 @@ func TestStreamedRoundTrip(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("replayed %+v, live %+v", got, want)
+			}
+			if got.Model != tt.served || got.FinishReason != tt.finish || got.Truncated != tt.truncated {
+				t.Errorf("replayed model %q, finish reason %q, truncated %v; want %q, %q, %v",
+					got.Model, got.FinishReason, got.Truncated, tt.served, tt.finish, tt.truncated)
 			}
 			if len(liveDeltas) == 0 || !reflect.DeepEqual(replayDeltas, liveDeltas) {
 				t.Errorf("replayed deltas %+v, live %+v", replayDeltas, liveDeltas)

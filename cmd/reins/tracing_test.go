@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"maps"
 	"strings"
 	"testing"
@@ -19,7 +20,8 @@ func TestRunTraced(t *testing.T) {
 	}
 	defer r.Close()
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", r.Endpoint())
-	code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", t.TempDir(), "--run-id", "traced-run")
+	data := t.TempDir()
+	code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--run-id", "traced-run")
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
@@ -52,6 +54,18 @@ func TestRunTraced(t *testing.T) {
 	// route and the terminate step recommend, which the engine runs itself (no task).
 	if want := map[string]int{"run": 1, "step": 3, "iteration": 4, "chat": 4, "execute_tool": 3}; !maps.Equal(kinds, want) {
 		t.Errorf("spans by kind: %v", kinds)
+	}
+	// reins runs show prints the trace id the spans carry, in text and in JSON.
+	code, out, errOut = cli(t, "runs", "show", "traced-run", "--data", data)
+	if code != exitOK || !strings.Contains(out, "\ntrace id: "+run.TraceID+"\n") {
+		t.Errorf("runs show: exit %d, want the line \"trace id: %s\"\n%s%s", code, run.TraceID, out, errOut)
+	}
+	code, out, errOut = cli(t, "runs", "show", "traced-run", "--data", data, "--json")
+	var shown struct {
+		TraceID string `json:"trace_id"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); code != exitOK || err != nil || shown.TraceID != run.TraceID {
+		t.Errorf("runs show --json: exit %d, trace_id %q (%v), want %s\n%s", code, shown.TraceID, err, run.TraceID, errOut)
 	}
 }
 

@@ -260,6 +260,11 @@ type RunDetail struct {
 	// Registered is the registered workflow and version the run runs (client.Origin); absent
 	// for a run of no registered version.
 	Registered *protocol.Registration `json:"registered,omitempty"`
+	// TraceID is the OpenTelemetry trace id of the run's spans, hex (telemetry.TraceID).
+	TraceID string `json:"trace_id"`
+	// TraceURL is the run's trace in the operator's tracing backend ([console] trace_url with
+	// the trace id in it); absent when the operator configured none.
+	TraceURL string `json:"trace_url,omitempty"`
 }
 
 // TracePage asks GetRunPage for trace_limit events after trace_cursor.

@@ -89,6 +89,8 @@ type stackOptions struct {
 	Hooks map[string]string
 	// Limits are the engine's bounds on every run's growth (runner.Config.Limits).
 	Limits engine.Limits
+	// TraceURL is the operator's [console] trace_url ("": none).
+	TraceURL string
 	// ReadTimeout and WriteTimeout are the HTTP server's, and the API's (0: none).
 	ReadTimeout, WriteTimeout time.Duration
 	// MaxUnauthenticated and MaxEventStreams are the API's (0: their defaults).
@@ -172,6 +174,12 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 	}
 	if opts.Ticks != nil {
 		s.Config.KeepAlive = func() (<-chan time.Time, func()) { return opts.Ticks, func() {} }
+	}
+	if opts.TraceURL != "" {
+		if s.Config.Operator == nil {
+			s.Config.Operator = operator.Default()
+		}
+		s.Config.Operator.TraceURL = opts.TraceURL
 	}
 	s.Config.ReadTimeout, s.Config.WriteTimeout = opts.ReadTimeout, opts.WriteTimeout
 	s.Config.MaxUnauthenticated, s.Config.MaxEventStreams = opts.MaxUnauthenticated, opts.MaxEventStreams

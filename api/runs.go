@@ -14,6 +14,7 @@ import (
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -135,11 +136,22 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, p operator.Princ
 	}
 	graph := workflow.Draw(def)
 	out := RunDetail{Result: client.NewResult(def, rec), Trace: page.Events, TraceMore: page.More, Workflow: def.Name, Graph: &graph, Registered: registered}
+	out.TraceID, out.TraceURL = s.traceOf(id)
 	if page.Last > 0 {
 		out.TraceNext = encodeTraceCursor(page.Last)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// traceOf is the trace id of run id and its address in the operator's tracing backend (none
+// when the operator configured no [console] trace_url).
+func (s *Server) traceOf(id string) (traceID, traceURL string) {
+	traceID = telemetry.TraceID(id).String()
+	if op := s.cfg.Operator; op != nil && op.TraceURL != "" {
+		traceURL = strings.ReplaceAll(op.TraceURL, operator.TraceIDPlaceholder, traceID)
+	}
+	return traceID, traceURL
 }
 
 // traceParams reads trace_limit (default 100, at most 1000) and trace_cursor (a

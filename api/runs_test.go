@@ -12,6 +12,7 @@ import (
 	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/telemetry"
 )
 
 // The workflows of the tests.
@@ -241,6 +242,31 @@ func TestListRuns(t *testing.T) {
 		name, _, _ := strings.Cut(q, "=")
 		if p := a.problem(t); !strings.Contains(p.Detail, name) {
 			t.Errorf("GET /v1/runs?%s: detail %q does not name %s", q, p.Detail, name)
+		}
+	}
+}
+
+// TestGetRunTrace: GET /v1/runs/{id} carries the run's trace id, the one its spans have, and
+// with the operator's [console] trace_url the address of that trace, for the console's link.
+func TestGetRunTrace(t *testing.T) {
+	for _, tmpl := range []string{"", "https://jaeger.example/trace/{trace_id}?uiEmbed=v0"} {
+		s := newStackWith(t, stackOptions{TraceURL: tmpl})
+		id := s.start(reviewTOML, "")
+		s.waiting(id)
+		var got struct {
+			TraceID  string  `json:"trace_id"`
+			TraceURL *string `json:"trace_url"`
+		}
+		s.as("vera", "GET", "/v1/runs/"+id, "").JSON(t, &got)
+		want := telemetry.TraceID(id).String()
+		if got.TraceID != want {
+			t.Errorf("trace_id %q, want %s", got.TraceID, want)
+		}
+		switch {
+		case tmpl == "" && got.TraceURL != nil:
+			t.Errorf("no trace_url configured, yet trace_url %q", *got.TraceURL)
+		case tmpl != "" && (got.TraceURL == nil || *got.TraceURL != "https://jaeger.example/trace/"+want+"?uiEmbed=v0"):
+			t.Errorf("trace_url %v, want the template with %s", got.TraceURL, want)
 		}
 	}
 }

@@ -48,6 +48,11 @@ func Register(w *worker.Worker, cfg Config, handlers ...string) error {
 			w.Handle(name, adapt(serve[name]))
 		}
 	}
+	// The series of the program's own tools and models exist at 0 from the start.
+	cfg.Metrics.Tools(slices.Sorted(maps.Keys(cfg.Tools))...)
+	for name := range cfg.Models {
+		cfg.Metrics.ForModel(goModel, name)
+	}
 	// What clients check a workflow against when it is submitted (worker.ServedBucket).
 	w.Advertise(worker.ServedTool, slices.Sorted(maps.Keys(cfg.Tools))...)
 	w.Advertise(worker.ServedModel, slices.Sorted(maps.Keys(cfg.Models))...)

@@ -22,6 +22,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/reins-run/reins/telemetry"
 )
 
 // The console's browser test (docs/console.md): headless Chromium drives the console that
@@ -66,6 +68,9 @@ func randomToken(t *testing.T, who string) string {
 
 var httpAddrLine = regexp.MustCompile(`"?http"?[=:]"?(127\.0\.0\.1:\d+)`)
 
+// consoleTraceURL is the operator's link from a run to its trace in a tracing backend.
+const consoleTraceURL = "http://jaeger.example:16686/trace/{trace_id}"
+
 func startConsoleServer(t *testing.T) *consoleServer {
 	t.Helper()
 	s := &consoleServer{t: t, alice: randomToken(t, "alice"), val: randomToken(t, "val"), sam: randomToken(t, "sam")}
@@ -81,6 +86,9 @@ roles = ["viewer"]
 [principals.sam]
 token_env = "REINS_TOKEN_SAM"
 roles = ["submitter"]
+
+[console]
+trace_url = "` + consoleTraceURL + `"
 `
 	file := filepath.Join(t.TempDir(), "ops.toml")
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
@@ -358,6 +366,12 @@ func TestConsole(t *testing.T) {
 		return eval[int](p, `document.querySelectorAll('article.iteration[data-step="investigate"]:not([data-answer="pending"])').length`)
 	}
 	atOpen := answered()
+	// The run's trace id, linked to the operator's tracing backend.
+	tid := telemetry.TraceID(run1).String()
+	p.do("the trace link", 30*time.Second, chromedp.WaitVisible(css(`a.trace-link`)))
+	if got := eval[string](p, `document.querySelector('code.trace-id').textContent + ' ' + document.querySelector('a.trace-link').href + ' ' + document.querySelector('a.trace-link').rel`); got != tid+" "+strings.ReplaceAll(consoleTraceURL, "{trace_id}", tid)+" noopener noreferrer" {
+		t.Errorf("the run's trace: %q, want its id %s linked to the operator's trace URL", got, tid)
+	}
 	for n, answer := range map[int]string{1: "continued", 2: "continued", 3: "waiting"} {
 		p.waitFor(fmt.Sprintf("iteration %d answers %s", n, answer),
 			fmt.Sprintf(`document.querySelector('article.iteration[data-step="investigate"][data-n="%d"][data-answer="%s"]') !== null`, n, answer), 60*time.Second)

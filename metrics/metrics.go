@@ -33,6 +33,22 @@ const (
 	Error = "error"
 )
 
+// The closed sets of label values whose series exist from the start at 0 (a series that
+// appeared with its first increment would lose it to increase() and rate()): the series of a
+// name an operator chose (a workflow, a handler, a model, a tool) are made, at 0, for each
+// value of the set as soon as the name is known (Workflow, ForHandler, ForModel, Tools).
+var (
+	// RunStatuses are the statuses a run ends with (reins_runs_ended_total).
+	RunStatuses = []string{"completed", "failed", "cancelled", "timed_out"}
+	// TaskOutcomes are how a worker settles a task (reins_worker_tasks_total): the answer's
+	// type, or how it was settled without one.
+	TaskOutcomes = []string{"completed", "continued", "waiting", "failed", "timed_out", "run_ended", "answered_before", "running_here", "stopped", "lost"}
+	// EffectOutcomes are the outcomes of a side-effect claim (reins_effect_claims_total).
+	EffectOutcomes = []string{EffectClaimed, EffectRecorded, EffectWaited, EffectTakenOver}
+	// ToolOutcomes are the outcomes of a proposed tool call (reins_tool_calls_total).
+	ToolOutcomes = []string{"ok", "error", "denied", "invalid", "forbidden", "not_run"}
+)
+
 // durationBuckets are the buckets of every latency histogram, in seconds: from a scripted
 // model's iteration (milliseconds) to a human-paced or long tool-calling step (tens of minutes).
 var durationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}
@@ -94,6 +110,9 @@ func New() *Metrics {
 	m.modelSeconds = histogram("reins_model_call_duration_seconds", "Duration of model calls, by provider and model.", "provider", "model")
 	m.modelWait = histogram("reins_model_wait_seconds", "Time model calls waited for capacity under the operator's shared rate limits (rpm, tpm, max_concurrent) and providers' pauses, by provider and model; 0 for a call that did not wait.", "provider", "model")
 	m.toolCalls = counter("reins_tool_calls_total", "Tool calls proposed by agents, by tool and outcome (ok, error, denied, invalid, forbidden, ...).", "tool", "outcome")
+	for _, o := range EffectOutcomes {
+		m.effectClaims.WithLabelValues(o)
+	}
 	m.reg.MustRegister(m.sources, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -106,12 +125,33 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: true})
 }
 
+// Workflow makes the series of workflow exist at 0 before its first run: its runs started and
+// ended (by status), and its iterations after which the loop went on. A server calls it for
+// the workflows it knows at start (registered ones); RunStarted calls it for the others, whose
+// first start only is then seen late.
+func (m *Metrics) Workflow(workflow string) {
+	if m == nil {
+		return
+	}
+	m.runsStarted.WithLabelValues(workflow)
+	m.workflowEnds(workflow)
+}
+
+// workflowEnds makes the series of workflow's ends exist at 0.
+func (m *Metrics) workflowEnds(workflow string) {
+	for _, st := range RunStatuses {
+		m.runsEnded.WithLabelValues(workflow, st)
+	}
+	m.iterations.WithLabelValues(workflow, NoStop)
+}
+
 // RunStarted counts a run of workflow started.
 func (m *Metrics) RunStarted(workflow string) {
 	if m == nil {
 		return
 	}
 	m.runsStarted.WithLabelValues(workflow).Inc()
+	m.workflowEnds(workflow)
 }
 
 // RunEnded counts a run of workflow ended with status.
@@ -159,6 +199,9 @@ func (m *Metrics) ForHandler(name string) *Handler {
 	if m == nil {
 		return nil
 	}
+	for _, o := range TaskOutcomes {
+		m.tasks.WithLabelValues(name, o)
+	}
 	return &Handler{m: m, name: name, seconds: m.taskSeconds.WithLabelValues(name), redelivered: m.taskRedeliveries.WithLabelValues(name)}
 }
 
@@ -205,7 +248,9 @@ type Model struct {
 	seconds, wait                      prometheus.Observer
 }
 
-// ForModel returns the instruments of model of provider (nil for a nil *Metrics).
+// ForModel returns the instruments of model of provider (nil for a nil *Metrics); its series
+// exist at 0 from then on. A worker calls it for the models it knows at start (a program's own,
+// the operator's providers' listed models), the others when they are first opened.
 func (m *Metrics) ForModel(provider, model string) *Model {
 	if m == nil {
 		return nil
@@ -250,6 +295,19 @@ func (mm *Model) Waited(d time.Duration) {
 		return
 	}
 	mm.wait.Observe(d.Seconds())
+}
+
+// Tools makes the series of the tools named exist at 0, for each outcome, before their first
+// call: a worker calls it with the tools it serves when it starts.
+func (m *Metrics) Tools(names ...string) {
+	if m == nil {
+		return
+	}
+	for _, name := range names {
+		for _, o := range ToolOutcomes {
+			m.toolCalls.WithLabelValues(name, o)
+		}
+	}
 }
 
 // ToolCall counts a proposed tool call with its outcome.

@@ -251,3 +251,53 @@ func TestDocumented(t *testing.T) {
 		t.Errorf("the dashboard uses %d of the %d metrics", len(used), len(exposed))
 	}
 }
+
+// TestZeroAtStart: the series of the closed sets exist at 0 as soon as the name they go with is
+// known, before any increment, so that increase() and rate() count the first one.
+func TestZeroAtStart(t *testing.T) {
+	m := metrics.New()
+	m.Workflow("refund")
+	m.ForHandler("reins-agent")
+	m.ForModel("go", "clerk")
+	m.Tools("lookup")
+	fams := scrape(t, m)
+	type series struct {
+		name   string
+		labels []string
+	}
+	want := []series{{"reins_runs_started_total", []string{"workflow", "refund"}}, {"reins_iterations_total", []string{"workflow", "refund", "stop_reason", metrics.NoStop}}}
+	for _, st := range metrics.RunStatuses {
+		want = append(want, series{"reins_runs_ended_total", []string{"workflow", "refund", "status", st}})
+	}
+	for _, o := range metrics.TaskOutcomes {
+		want = append(want, series{"reins_worker_tasks_total", []string{"handler", "reins-agent", "outcome", o}})
+	}
+	want = append(want, series{"reins_worker_task_redeliveries_total", []string{"handler", "reins-agent"}})
+	for _, o := range metrics.EffectOutcomes {
+		want = append(want, series{"reins_effect_claims_total", []string{"outcome", o}})
+	}
+	for _, o := range metrics.ToolOutcomes {
+		want = append(want, series{"reins_tool_calls_total", []string{"tool", "lookup", "outcome", o}})
+	}
+	for _, o := range []string{metrics.OK, metrics.Error} {
+		want = append(want, series{"reins_model_calls_total", []string{"provider", "go", "model", "clerk", "outcome", o}})
+	}
+	for _, ty := range []string{metrics.TokensInput, metrics.TokensOutput} {
+		want = append(want, series{"reins_model_tokens_total", []string{"provider", "go", "model", "clerk", "type", ty}})
+	}
+	want = append(want, series{"reins_model_cost_usd_total", []string{"provider", "go", "model", "clerk"}})
+	for _, s := range want {
+		if got, ok := promtest.Value(fams, s.name, s.labels...); !ok || got != 0 {
+			t.Errorf("%s%v = %v (present %v), want present at 0", s.name, s.labels, got, ok)
+		}
+	}
+
+	// A workflow first seen at its first run: its ends exist at 0 from then on.
+	m.RunStarted("adhoc")
+	fams = scrape(t, m)
+	for _, st := range metrics.RunStatuses {
+		if got, ok := promtest.Value(fams, "reins_runs_ended_total", "workflow", "adhoc", "status", st); !ok || got != 0 {
+			t.Errorf("reins_runs_ended_total{adhoc,%s} = %v (present %v), want present at 0", st, got, ok)
+		}
+	}
+}

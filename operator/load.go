@@ -172,6 +172,8 @@ func (l *loader) config(doc map[string]any) *Config {
 			l.limits(k, v, &cfg.Limits)
 		case "triggers":
 			cfg.TriggerSubjects = l.triggers(k, v)
+		case "console":
+			cfg.TraceURL = l.console(k, v)
 		case "webhooks":
 			for name, t := range l.tables(k, v) {
 				if w, ok := l.webhook(k+"."+name, t); ok {
@@ -179,7 +181,7 @@ func (l *loader) config(doc map[string]any) *Config {
 				}
 			}
 		default:
-			l.add(k, "unknown key (known: custom_roles, providers, mcp, principals, limits, webhooks, triggers)")
+			l.add(k, "unknown key (known: custom_roles, providers, mcp, principals, limits, webhooks, triggers, console)")
 		}
 	}
 	cfg.CustomRoles = custom
@@ -374,6 +376,45 @@ func (l *loader) triggers(key string, v any) []string {
 		}
 	}
 	return subjects
+}
+
+// console reads [console]: trace_url, the address of a run's trace in the operator's
+// tracing backend, which every viewer of a run is shown.
+func (l *loader) console(key string, v any) string {
+	t, ok := v.(map[string]any)
+	if !ok {
+		l.add(key, "want a table ([console])")
+		return ""
+	}
+	l.keys(key, t, "trace_url")
+	u := l.str(key+".trace_url", t["trace_url"])
+	if err := checkTraceURL(u); u != "" && err != nil {
+		l.add(key+".trace_url", "%v", err)
+		return ""
+	}
+	return u
+}
+
+// checkTraceURL checks a trace URL template: an absolute http or https URL without
+// credentials (every viewer sees it) with {trace_id} where the id goes, and no other braces.
+func checkTraceURL(s string) error {
+	if !strings.Contains(s, TraceIDPlaceholder) {
+		return fmt.Errorf("want a URL with %s where a run's trace id goes, such as http://jaeger:16686/trace/%s", TraceIDPlaceholder, TraceIDPlaceholder)
+	}
+	filled := strings.ReplaceAll(s, TraceIDPlaceholder, "0af7651916cd43dd8448eb211c80319c")
+	if strings.ContainsAny(filled, "{}") {
+		return fmt.Errorf("%s is the only placeholder a trace URL may hold", TraceIDPlaceholder)
+	}
+	u, err := url.Parse(filled)
+	switch {
+	case err != nil:
+		return fmt.Errorf("not a URL: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return errors.New("want an absolute http or https URL")
+	case u.User != nil:
+		return errors.New("a trace URL must not carry credentials: every viewer of a run is shown it")
+	}
+	return nil
 }
 
 func (l *loader) webhook(key string, t map[string]any) (Webhook, bool) {

@@ -47,7 +47,14 @@ type Config struct {
 	// CustomRoles are role names besides the built-in ones, for approvers = ["role:NAME"];
 	// they grant no permission.
 	CustomRoles []string
+	// TraceURL is the address of a run's trace in the operator's tracing backend, with
+	// {trace_id} where the run's trace id goes ([console] trace_url): the console links each
+	// run to it. Empty: no link.
+	TraceURL string
 }
+
+// TraceIDPlaceholder is what TraceURL holds where a run's trace id goes.
+const TraceIDPlaceholder = "{trace_id}"
 
 // Provider is a model provider the operator pairs with its credential.
 type Provider struct {

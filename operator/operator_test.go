@@ -58,6 +58,19 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// TestLoadTraceURL: [console] trace_url is kept as written, for the console's link to a run's
+// trace.
+func TestLoadTraceURL(t *testing.T) {
+	const u = "https://jaeger.example:16686/trace/{trace_id}?uiEmbed=v0"
+	cfg, err := operator.Parse("ops.toml", []byte("[console]\ntrace_url = \""+u+"\"\n"))
+	if err != nil || cfg.TraceURL != u {
+		t.Fatalf("Parse = %+v, %v; want TraceURL %s", cfg, err, u)
+	}
+	if cfg, err := operator.Parse("ops.toml", nil); err != nil || cfg.TraceURL != "" {
+		t.Errorf("without [console]: %q, %v; want no trace URL", cfg.TraceURL, err)
+	}
+}
+
 func TestLoadProblems(t *testing.T) {
 	for _, tc := range []struct {
 		name, file string
@@ -78,7 +91,19 @@ func TestLoadProblems(t *testing.T) {
 		{"unknown role", "[principals.alice]\ntoken_env = \"T\"\nroles = [\"approver\", \"aprover\"]\n",
 			[]string{`bad.toml:3: key principals.alice.roles[1]: unknown role "aprover" (known: admin, submitter, approver, viewer, worker; custom_roles declares others)`}},
 		{"unknown top-level key", "secret = \"hunter2hunter2\"\n",
-			[]string{"bad.toml:1: key secret: unknown key (known: custom_roles, providers, mcp, principals, limits, webhooks, triggers)"}},
+			[]string{"bad.toml:1: key secret: unknown key (known: custom_roles, providers, mcp, principals, limits, webhooks, triggers, console)"}},
+		{"a trace URL without the id", "[console]\ntrace_url = \"http://jaeger:16686/search\"\n",
+			[]string{"bad.toml:2: key console.trace_url: want a URL with {trace_id} where a run's trace id goes"}},
+		{"a trace URL of another placeholder", "[console]\ntrace_url = \"http://jaeger:16686/trace/{trace_id}?span={span_id}\"\n",
+			[]string{"bad.toml:2: key console.trace_url: {trace_id} is the only placeholder a trace URL may hold"}},
+		{"a relative trace URL", "[console]\ntrace_url = \"/trace/{trace_id}\"\n",
+			[]string{"bad.toml:2: key console.trace_url: want an absolute http or https URL"}},
+		{"a trace URL of another scheme", "[console]\ntrace_url = \"javascript:alert({trace_id})\"\n",
+			[]string{"bad.toml:2: key console.trace_url: want an absolute http or https URL"}},
+		{"a trace URL with credentials", "[console]\ntrace_url = \"https://ops:hunter2hunter2@grafana/explore/{trace_id}\"\n",
+			[]string{"bad.toml:2: key console.trace_url: a trace URL must not carry credentials"}},
+		{"an unknown key of console", "[console]\ntrace = \"x\"\n",
+			[]string{"bad.toml:2: key console.trace: unknown key (known: trace_url)"}},
 		{"admin is the data directory's", "[principals.admin]\ntoken_env = \"T\"\nroles = [\"admin\"]\n",
 			[]string{"bad.toml:1: key principals.admin: the principal admin is the data directory's"}},
 		{"two tokens", "[principals.bo]\ntoken_env = \"T\"\ntoken_sha256 = \"" + strings.Repeat("a", 64) + "\"\nroles = [\"viewer\"]\n",

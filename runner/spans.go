@@ -116,9 +116,7 @@ func runSpan(run *engine.Run, parent *protocol.Parent, end time.Time) telemetry.
 }
 
 func usageAttrs(u protocol.Usage) []attribute.KeyValue {
-	return []attribute.KeyValue{telemetry.AttrModelCalls.Int(u.ModelCalls), telemetry.AttrToolCalls.Int(u.ToolCalls),
-		telemetry.AttrInputTokens.Int(u.InputTokens), telemetry.AttrOutputTokens.Int(u.OutputTokens),
-		telemetry.AttrCostUSD.Float64(u.CostUSD)}
+	return telemetry.Usage(u.ModelCalls, u.ToolCalls, u.InputTokens, u.OutputTokens, u.CostUSD)
 }
 
 func orElse(s, def string) string {

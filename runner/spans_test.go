@@ -61,7 +61,7 @@ func TestEndedSpans(t *testing.T) {
 	if len(a.Links) != 1 || !a.Links[0].SpanContext.Equal(answer) {
 		t.Errorf("step a links %v, want the answer's span", a.Links)
 	}
-	if attr(a, telemetry.AttrInputTokens).AsInt64() != 7 || attr(a, telemetry.AttrStatus).AsString() != "failed" || attr(a, telemetry.AttrIteration).AsInt64() != 2 {
+	if attr(a, telemetry.AttrSumInputTokens).AsInt64() != 7 || attr(a, telemetry.AttrInputTokens).Type() != attribute.INVALID || attr(a, telemetry.AttrStatus).AsString() != "failed" || attr(a, telemetry.AttrIteration).AsInt64() != 2 {
 		t.Errorf("step a attributes: %v", a.Attrs)
 	}
 	if !loop.ID.Equal(telemetry.StepSpan("r", "loop", 1)) || len(loop.Links) != 0 {

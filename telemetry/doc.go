@@ -3,9 +3,11 @@
 // endpoint is configured (Setup); the deterministic ids that let the processes of a durable run
 // add to one trace without holding a span open across them (TraceID, RunSpan, StepSpan); the
 // W3C trace context carried in NATS message headers (Header, Inject, Extract); the spans of
-// runs and steps emitted once they ended (EmitEnded); and the GenAI spans of model and tool
-// calls (WrapModel, WrapTool), with prompts, completions and tool payloads recorded only when
-// OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true.
+// runs and steps emitted once they ended (Emit); and the GenAI spans of model and tool calls
+// (WrapModel, WrapTool), named as OpenTelemetry's semconv package names the GenAI semantic
+// conventions, with token usage on the chat spans only (Usage gives the other spans their sums
+// under reins.* names), and prompts, completions and tool payloads recorded, in the
+// conventions' message format, only when OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true.
 //
 // When tracing is off, Enabled reports false and callers skip everything: no span, no header,
 // no allocation. It must not touch NATS, run state or decisions: the engine's shell (runner)

@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reins-run/reins/model"
@@ -30,35 +31,39 @@ type tracedModel struct {
 
 func (t *tracedModel) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
 	ctx, span := Start(ctx, trace.SpanContext{}, "chat "+t.name, trace.SpanKindClient,
-		AttrOperation.String("chat"), AttrProvider.String(t.provider), AttrRequestModel.String(t.name))
+		semconv.GenAIOperationNameChat, AttrProvider.String(t.provider), AttrRequestModel.String(t.name))
 	defer span.End()
 	if CaptureContent() {
-		span.SetAttributes(AttrInstructions.String(req.Instructions), AttrInputMessages.String(jsonText(req.Messages)))
+		if req.Instructions != "" {
+			span.SetAttributes(AttrInstructions.String(jsonText(systemInstructions(req.Instructions))))
+		}
+		span.SetAttributes(AttrInputMessages.String(jsonText(inputMessages(req.Messages))))
 	}
 	resp, err := t.m.Generate(ctx, req)
 	if err != nil {
 		failed(span, modelErrorType(err))
 		return resp, err
 	}
-	span.SetAttributes(AttrResponseModel.String(t.name),
-		AttrInputTokens.Int64(resp.Usage.InputTokens), AttrOutputTokens.Int64(resp.Usage.OutputTokens),
-		AttrFinishReasons.StringSlice([]string{finishReason(resp.Proposal.Kind)}),
-		AttrCostUSD.Float64(resp.CostUSD))
+	span.SetAttributes(responseAttrs(resp)...)
 	if CaptureContent() {
-		span.SetAttributes(AttrOutputMessages.String(jsonText(resp.Proposal)))
+		span.SetAttributes(AttrOutputMessages.String(jsonText(outputMessages(resp))))
 	}
 	return resp, nil
 }
 
-// finishReason names why the reply ended, in the conventions' words where they have one.
-func finishReason(k model.Kind) string {
-	switch k {
-	case model.KindAnswer:
-		return "stop"
-	case model.KindToolCalls:
-		return "tool_call"
+// responseAttrs are what the reply says of itself: the model that answered and why it ended,
+// as the server said them (left out when it did not: never the requested name, nor a reason
+// made up from the proposal), its usage and its cost.
+func responseAttrs(resp *model.Response) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{AttrInputTokens.Int64(resp.Usage.InputTokens),
+		AttrOutputTokens.Int64(resp.Usage.OutputTokens), AttrCostUSD.Float64(resp.CostUSD)}
+	if resp.Model != "" {
+		attrs = append(attrs, AttrResponseModel.String(resp.Model))
 	}
-	return string(k)
+	if resp.FinishReason != "" {
+		attrs = append(attrs, AttrFinishReasons.StringSlice([]string{resp.FinishReason}))
+	}
+	return attrs
 }
 
 func modelErrorType(err error) string {
@@ -66,7 +71,7 @@ func modelErrorType(err error) string {
 	if errors.As(err, &me) && me.Retryable {
 		return "retryable"
 	}
-	return "_OTHER"
+	return semconv.ErrorTypeOther.Value.AsString()
 }
 
 // WrapTool returns t with an execute_tool span around each call when tracing is on, and t
@@ -82,7 +87,7 @@ type tracedTool struct{ tool.Tool }
 
 func (t *tracedTool) Call(ctx context.Context, args json.RawMessage, key string) (json.RawMessage, error) {
 	name := t.Spec().Name
-	attrs := []attribute.KeyValue{AttrOperation.String("execute_tool"), AttrToolName.String(name)}
+	attrs := []attribute.KeyValue{semconv.GenAIOperationNameExecuteTool, AttrToolName.String(name)}
 	if info := tool.InfoFrom(ctx); info != nil && info.CallID != "" {
 		attrs = append(attrs, AttrToolCallID.String(info.CallID))
 	}

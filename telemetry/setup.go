@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -105,7 +106,7 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	)
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
-	active.Store(&tracing{tracer: tp.Tracer(ScopeName), sampler: sampler,
+	active.Store(&tracing{tracer: tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)), sampler: sampler,
 		content: strings.EqualFold(strings.TrimSpace(getenv(CaptureContentEnv)), "true")})
 	return &Provider{tp: tp}, nil
 }

@@ -6,27 +6,29 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
-// The attributes of reins's spans: the GenAI semantic conventions' where they have one, reins's
-// own otherwise.
+// The attributes of reins's spans: the GenAI semantic conventions' where they have one, named
+// by OpenTelemetry's semconv package (the newest version the pinned otel module ships with the
+// gen_ai attributes), reins's own (reins.*) otherwise.
 const (
-	AttrOperation      = attribute.Key("gen_ai.operation.name")
-	AttrProvider       = attribute.Key("gen_ai.provider.name")
-	AttrRequestModel   = attribute.Key("gen_ai.request.model")
-	AttrResponseModel  = attribute.Key("gen_ai.response.model")
-	AttrInputTokens    = attribute.Key("gen_ai.usage.input_tokens")
-	AttrOutputTokens   = attribute.Key("gen_ai.usage.output_tokens")
-	AttrFinishReasons  = attribute.Key("gen_ai.response.finish_reasons")
-	AttrToolName       = attribute.Key("gen_ai.tool.name")
-	AttrToolCallID     = attribute.Key("gen_ai.tool.call.id")
-	AttrToolArguments  = attribute.Key("gen_ai.tool.call.arguments")
-	AttrToolResult     = attribute.Key("gen_ai.tool.call.result")
-	AttrInputMessages  = attribute.Key("gen_ai.input.messages")
-	AttrOutputMessages = attribute.Key("gen_ai.output.messages")
-	AttrInstructions   = attribute.Key("gen_ai.system_instructions")
-	AttrErrorType      = attribute.Key("error.type")
+	AttrOperation      = semconv.GenAIOperationNameKey
+	AttrProvider       = semconv.GenAIProviderNameKey
+	AttrRequestModel   = semconv.GenAIRequestModelKey
+	AttrResponseModel  = semconv.GenAIResponseModelKey
+	AttrInputTokens    = semconv.GenAIUsageInputTokensKey
+	AttrOutputTokens   = semconv.GenAIUsageOutputTokensKey
+	AttrFinishReasons  = semconv.GenAIResponseFinishReasonsKey
+	AttrToolName       = semconv.GenAIToolNameKey
+	AttrToolCallID     = semconv.GenAIToolCallIDKey
+	AttrToolArguments  = semconv.GenAIToolCallArgumentsKey
+	AttrToolResult     = semconv.GenAIToolCallResultKey
+	AttrInputMessages  = semconv.GenAIInputMessagesKey
+	AttrOutputMessages = semconv.GenAIOutputMessagesKey
+	AttrInstructions   = semconv.GenAISystemInstructionsKey
+	AttrErrorType      = semconv.ErrorTypeKey
 
 	AttrRunID       = attribute.Key("reins.run_id")
 	AttrParentRunID = attribute.Key("reins.parent_run_id")
@@ -44,7 +46,19 @@ const (
 	AttrCostUSD     = attribute.Key("reins.cost_usd")
 	AttrModelCalls  = attribute.Key("reins.model_calls")
 	AttrToolCalls   = attribute.Key("reins.tool_calls")
+	// AttrSumInputTokens and AttrSumOutputTokens are the tokens of the model calls under an
+	// iteration, step or run span: sums, under reins's own names, so that a backend adding up
+	// gen_ai.usage.* over a trace counts each call once (on its chat span).
+	AttrSumInputTokens  = attribute.Key("reins.input_tokens")
+	AttrSumOutputTokens = attribute.Key("reins.output_tokens")
 )
+
+// Usage is the attributes of what the model and tool calls under an iteration, step or run
+// span spent: never gen_ai.usage.*, which only a chat span carries.
+func Usage(modelCalls, toolCalls, inputTokens, outputTokens int, costUSD float64) []attribute.KeyValue {
+	return []attribute.KeyValue{AttrModelCalls.Int(modelCalls), AttrToolCalls.Int(toolCalls),
+		AttrSumInputTokens.Int(inputTokens), AttrSumOutputTokens.Int(outputTokens), AttrCostUSD.Float64(costUSD)}
+}
 
 // Ended is a span that ended already, emitted with the ids ID names (RunSpan, StepSpan).
 type Ended struct {

@@ -233,12 +233,28 @@ func emitRun(t *testing.T) {
 		Start: start, End: time.Now(), Error: "failed"})
 	task := nats.Header{}
 	telemetry.Inject(task, telemetry.StepSpan("run1", "agent", 1))
-	ctx, span := telemetry.Start(context.Background(), telemetry.Extract(task), "iteration agent", trace.SpanKindConsumer)
+	ctx, span := telemetry.Start(context.Background(), telemetry.Extract(task), "iteration agent", trace.SpanKindConsumer,
+		telemetry.Usage(2, 2, 19, 7, 0.5)...)
+	// The server answered with another name than the one asked for, and ended on its limit.
 	m := telemetry.WrapModel(model.Func(func(context.Context, *model.Request) (*model.Response, error) {
 		return &model.Response{Proposal: model.Proposal{Kind: model.KindAnswer, Text: "answer " + secret},
-			Usage: model.Usage{InputTokens: 12, OutputTokens: 5}, CostUSD: 0.5}, nil
+			Usage: model.Usage{InputTokens: 12, OutputTokens: 5}, CostUSD: 0.5,
+			Model: "gpt-x-2026-01-01", FinishReason: "length", Truncated: true}, nil
 	}), "openai", "gpt-x")
-	if _, err := m.Generate(ctx, &model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "prompt " + secret}}}); err != nil {
+	req := &model.Request{Instructions: "be brief " + secret, Messages: []model.Message{
+		{Role: model.RoleUser, Content: "prompt " + secret},
+		{Role: model.RoleAssistant, Calls: []model.ToolCall{{ID: "call-0", Name: "lookup", Arguments: json.RawMessage(`{"q":1}`)}}},
+		{Role: model.RoleTool, CallID: "call-0", Name: "lookup", Content: `{"found":true}`},
+	}}
+	if _, err := m.Generate(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	// A provider that says neither: no response model, no finish reasons.
+	silent := telemetry.WrapModel(model.Func(func(context.Context, *model.Request) (*model.Response, error) {
+		return &model.Response{Proposal: model.Proposal{Kind: model.KindToolCalls, Calls: []model.ToolCall{{ID: "c9", Name: "lookup", Arguments: json.RawMessage(`{"q":2}`)}}},
+			Usage: model.Usage{InputTokens: 7, OutputTokens: 2}}, nil
+	}), "scripted", "clerk")
+	if _, err := silent.Generate(ctx, &model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}}); err != nil {
 		t.Fatal(err)
 	}
 	tl := telemetry.WrapTool(tool.New(tool.Spec{Name: "lookup"}, func(context.Context, json.RawMessage, string) (json.RawMessage, error) {
@@ -271,7 +287,7 @@ func TestExport(t *testing.T) {
 			for _, s := range r.Spans() {
 				byName[s.Name] = s
 			}
-			if len(byName) != 6 {
+			if len(byName) != 7 {
 				t.Fatalf("received %d spans: %v", len(byName), byName)
 			}
 			run, step, iter, chat, call, broken := byName["run wf"], byName["step agent"], byName["iteration agent"], byName["chat gpt-x"], byName["execute_tool lookup"], byName["execute_tool broken"]
@@ -295,12 +311,25 @@ func TestExport(t *testing.T) {
 				t.Errorf("statuses: step %v %q, run %v", step.Failed, step.Error, run.Failed)
 			}
 			if chat.Str("gen_ai.operation.name") != "chat" || chat.Str("gen_ai.provider.name") != "openai" || chat.Str("gen_ai.request.model") != "gpt-x" ||
-				chat.Str("gen_ai.response.model") != "gpt-x" || chat.Int("gen_ai.usage.input_tokens") != 12 || chat.Int("gen_ai.usage.output_tokens") != 5 ||
+				chat.Str("gen_ai.response.model") != "gpt-x-2026-01-01" || chat.Int("gen_ai.usage.input_tokens") != 12 || chat.Int("gen_ai.usage.output_tokens") != 5 ||
 				chat.Attrs["reins.cost_usd"] != 0.5 || chat.Kind != "CLIENT" {
 				t.Errorf("chat span: %+v", chat)
 			}
-			if fr, _ := chat.Attrs["gen_ai.response.finish_reasons"].([]any); len(fr) != 1 || fr[0] != "stop" {
-				t.Errorf("finish reasons: %v", chat.Attrs["gen_ai.response.finish_reasons"])
+			if fr, _ := chat.Attrs["gen_ai.response.finish_reasons"].([]any); len(fr) != 1 || fr[0] != "length" {
+				t.Errorf("finish reasons: %v, want the server's [length]", chat.Attrs["gen_ai.response.finish_reasons"])
+			}
+			silent := byName["chat clerk"]
+			for _, k := range []string{"gen_ai.response.model", "gen_ai.response.finish_reasons"} {
+				if v, ok := silent.Attrs[k]; ok {
+					t.Errorf("the reply said no %s, yet the span has %v", k, v)
+				}
+			}
+			if silent.Int("gen_ai.usage.input_tokens") != 7 || silent.Str("gen_ai.request.model") != "clerk" {
+				t.Errorf("chat clerk: %v", silent.Attrs)
+			}
+			checkNames(t, byName)
+			if iter.Int("reins.input_tokens") != 19 || iter.Int("reins.output_tokens") != 7 || iter.Int("reins.model_calls") != 2 {
+				t.Errorf("iteration span's sums: %v", iter.Attrs)
 			}
 			if call.Str("gen_ai.operation.name") != "execute_tool" || call.Str("gen_ai.tool.name") != "lookup" || call.Str("gen_ai.tool.call.id") != "call-1" {
 				t.Errorf("tool span: %+v", call)
@@ -311,9 +340,56 @@ func TestExport(t *testing.T) {
 			if got := r.Contains(secret); got != capture {
 				t.Errorf("the exported bytes hold the call contents: %v, want %v", got, capture)
 			}
-			if capture && (!strings.Contains(chat.Str("gen_ai.input.messages"), "prompt "+secret) || !strings.Contains(call.Str("gen_ai.tool.call.result"), secret)) {
-				t.Errorf("content on, but the spans do not carry it: %+v %+v", chat.Attrs, call.Attrs)
+			if capture && !strings.Contains(call.Str("gen_ai.tool.call.result"), secret) {
+				t.Errorf("content on, but the tool span does not carry the result: %+v", call.Attrs)
+			}
+			if capture {
+				checkContent(t, chat, silent)
 			}
 		})
+	}
+}
+
+// checkNames: every attribute a span carries is reins's own (reins.*) or a name of the
+// semantic conventions in OpenTelemetry's semconv package; token usage (gen_ai.usage.*) is on
+// the chat spans only, so that a backend summing a trace counts each call once.
+func checkNames(t *testing.T, spans map[string]otlptest.Span) {
+	t.Helper()
+	for name, s := range spans {
+		for k := range s.Attrs {
+			if !strings.HasPrefix(k, "reins.") && !otlptest.SemconvName(k) {
+				t.Errorf("span %q: attribute %q is neither reins.* nor a semconv name", name, k)
+			}
+			if strings.HasPrefix(k, "gen_ai.usage.") && !strings.HasPrefix(name, "chat ") {
+				t.Errorf("span %q carries %s: usage belongs on chat spans only", name, k)
+			}
+		}
+	}
+}
+
+// checkContent: with capture on, the chat spans' contents parse as the conventions' message
+// format and say what was sent and answered.
+func checkContent(t *testing.T, chat, silent otlptest.Span) {
+	t.Helper()
+	sys, err := otlptest.SystemInstructions(chat.Str("gen_ai.system_instructions"))
+	if err != nil || len(sys) != 1 || sys[0].Type != "text" || sys[0].Content != "be brief "+secret {
+		t.Errorf("system instructions %s: %+v, %v", chat.Str("gen_ai.system_instructions"), sys, err)
+	}
+	in, err := otlptest.InputMessages(chat.Str("gen_ai.input.messages"))
+	if err != nil {
+		t.Fatalf("input messages %s: %v", chat.Str("gen_ai.input.messages"), err)
+	}
+	if len(in) != 3 || in[0].Role != "user" || in[0].Parts[0].Content != "prompt "+secret ||
+		in[1].Role != "assistant" || in[1].Parts[0].Type != "tool_call" || in[1].Parts[0].ID != "call-0" || in[1].Parts[0].Name != "lookup" || string(in[1].Parts[0].Arguments) != `{"q":1}` ||
+		in[2].Role != "tool" || in[2].Parts[0].Type != "tool_call_response" || in[2].Parts[0].ID != "call-0" || string(in[2].Parts[0].Response) != `"{\"found\":true}"` {
+		t.Errorf("input messages: %+v", in)
+	}
+	out, err := otlptest.OutputMessages(chat.Str("gen_ai.output.messages"))
+	if err != nil || len(out) != 1 || out[0].Role != "assistant" || out[0].FinishReason != "length" || len(out[0].Parts) != 1 || out[0].Parts[0].Content != "answer "+secret {
+		t.Errorf("output messages %s: %+v, %v", chat.Str("gen_ai.output.messages"), out, err)
+	}
+	out, err = otlptest.OutputMessages(silent.Str("gen_ai.output.messages"))
+	if err != nil || len(out) != 1 || out[0].FinishReason != "tool_call" || out[0].Parts[0].Type != "tool_call" || out[0].Parts[0].ID != "c9" {
+		t.Errorf("output messages of a tool call %s: %+v, %v", silent.Str("gen_ai.output.messages"), out, err)
 	}
 }

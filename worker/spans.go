@@ -47,15 +47,14 @@ func (tc *taskContext) spanAnswer(ev *protocol.Event) {
 	}
 }
 
-// endSpan ends the task's span with how the task was settled and what it spent.
+// endSpan ends the task's span with how the task was settled and what its calls spent (as
+// sums under reins.* names: the tokens themselves are on the chat spans).
 func (tc *taskContext) endSpan(how string, u protocol.Usage) {
 	if tc.span == nil {
 		return
 	}
-	tc.span.SetAttributes(telemetry.AttrAnswer.String(how),
-		telemetry.AttrModelCalls.Int(u.ModelCalls), telemetry.AttrToolCalls.Int(u.ToolCalls),
-		telemetry.AttrInputTokens.Int(u.InputTokens), telemetry.AttrOutputTokens.Int(u.OutputTokens),
-		telemetry.AttrCostUSD.Float64(u.CostUSD))
+	tc.span.SetAttributes(telemetry.AttrAnswer.String(how))
+	tc.span.SetAttributes(telemetry.Usage(u.ModelCalls, u.ToolCalls, u.InputTokens, u.OutputTokens, u.CostUSD)...)
 	tc.span.End()
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reins-run/reins/api"
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/logs"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/metrics"
@@ -224,4 +225,20 @@ func (o *observed) attr() []any {
 		return nil
 	}
 	return []any{"http", o.addr}
+}
+
+// knownWorkflows makes the series of the registered workflows exist at 0 before their first
+// run, so that increase() counts it; a registry that cannot be read is logged, not fatal.
+func knownWorkflows(ctx context.Context, box *natsbox.Box, m *metrics.Metrics, log *slog.Logger) {
+	if m == nil {
+		return
+	}
+	regs, err := client.NewClient(client.ClientConfig{Box: box}).Workflows(ctx)
+	if err != nil {
+		log.Warn("metrics: the registered workflows are not counted from 0", "err", err)
+		return
+	}
+	for _, r := range regs {
+		m.Workflow(r.Name)
+	}
 }

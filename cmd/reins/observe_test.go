@@ -17,11 +17,13 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/promtest"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/workflow"
 )
 
 // meteredWorkflow runs an agent for three iterations (two turns of tool calls, three calls in
@@ -428,5 +430,51 @@ func TestServeWaitingRuns(t *testing.T) {
 	}
 	if n, _ := promtest.Value(fams, "reins_runs_ended_total", "workflow", "ask", "status", "completed"); n != 1 {
 		t.Errorf("reins_runs_ended_total{workflow=ask,status=completed} = %v, want 1", n)
+	}
+}
+
+// TestServeMetricsAtZero: scraped right after `reins serve` starts, before any run, the
+// counters of what it knows are present at 0 (a registered workflow's runs, the built-in
+// handlers' tasks, the side-effect claims), so that Prometheus's increase() counts the first
+// run, task and claim.
+func TestServeMetricsAtZero(t *testing.T) {
+	data := t.TempDir()
+	first := startServe(t, data)
+	box, err := natsbox.Open(t.Context(), natsbox.Options{URL: first.url, Token: first.token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := "name = \"orders\"\n[[steps]]\nid = \"done\"\ntype = \"terminate\"\n"
+	def, ps := workflow.Parse("orders.toml", []byte(src))
+	if len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	def.Normalize()
+	if _, _, err := client.NewClient(client.ClientConfig{Box: box}).Register(t.Context(), "orders", []byte(src), def); err != nil {
+		t.Fatal(err)
+	}
+	box.Close()
+	if c := first.stop(t); c != exitOK {
+		t.Fatalf("serve: exit %d", c)
+	}
+
+	srv := startServe(t, data)
+	fams := scrape(t, httpAddr(t, srv.stderr.String()), srv.token)
+	want := [][]string{{"reins_runs_started_total", "workflow", "orders"}}
+	for _, st := range metrics.RunStatuses {
+		want = append(want, []string{"reins_runs_ended_total", "workflow", "orders", "status", st})
+	}
+	for _, h := range []string{"reins-agent", "reins-llm"} {
+		for _, o := range metrics.TaskOutcomes {
+			want = append(want, []string{"reins_worker_tasks_total", "handler", h, "outcome", o})
+		}
+	}
+	for _, o := range metrics.EffectOutcomes {
+		want = append(want, []string{"reins_effect_claims_total", "outcome", o})
+	}
+	for _, w := range want {
+		if got, ok := promtest.Value(fams, w[0], w[1:]...); !ok || got != 0 {
+			t.Errorf("%s%v = %v (present: %v), want present at 0 right after start", w[0], w[1:], got, ok)
+		}
 	}
 }

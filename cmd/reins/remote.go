@@ -19,6 +19,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -312,11 +313,12 @@ func showRemote(cmd *cobra.Command, c *api.Client, runID string, asJSON bool) er
 	}
 	out := cmd.OutOrStdout()
 	if asJSON {
-		return printJSON(out, showResult{Result: d.Result, Trace: d.Trace, Registered: d.Registered})
+		return printJSON(out, showResult{Result: d.Result, TraceID: telemetry.TraceID(d.RunID).String(), Trace: d.Trace, Registered: d.Registered})
 	}
 	if err := printResult(out, d.Result, false); err != nil {
 		return err
 	}
+	printTraceID(out, d.RunID)
 	printRegistered(out, d.Registered)
 	fmt.Fprintln(out, "trace:")
 	for _, ev := range d.Trace {

@@ -127,7 +127,7 @@ func TestRemote(t *testing.T) {
 	if !strings.Contains(viaAPI, `"registered": {`) { // reins run --server started a registered version
 		t.Errorf("runs show --json does not say which registered version ran:\n%s", viaAPI)
 	}
-	if r := decodeResult(t, viaAPI, "trace", "registered"); r.Status != "completed" || strings.Join(r.Path, ",") != "investigate,route,recommend" {
+	if r := decodeResult(t, viaAPI, "trace_id", "trace", "registered"); r.Status != "completed" || strings.Join(r.Path, ",") != "investigate,route,recommend" {
 		t.Errorf("runs show: %+v", r)
 	}
 	// The approval is the approver's: the trace says by=ada.

@@ -22,6 +22,7 @@ import (
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
+	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -169,8 +170,16 @@ func printList(w io.Writer, entries []listEntry, asJSON bool) error {
 // registered version the run runs (none for a run of a file).
 type showResult struct {
 	protocol.Result
+	// TraceID is the OpenTelemetry trace id of the run's spans (telemetry.TraceID), hex.
+	TraceID    string                 `json:"trace_id"`
 	Trace      []protocol.Event       `json:"trace"`
 	Registered *protocol.Registration `json:"registered,omitempty"`
+}
+
+// printTraceID prints the OpenTelemetry trace id of run runID: every span of the run, in
+// every process, is in this trace (when tracing was on).
+func printTraceID(out io.Writer, runID string) {
+	fmt.Fprintf(out, "trace id: %s\n", telemetry.TraceID(runID))
 }
 
 // printRegistered prints which registered version a run runs, when it runs one.
@@ -187,7 +196,8 @@ func newRunsShowCmd(nf *natsFlags) *cobra.Command {
 		Use:   "show RUN [--iteration STEP:N]",
 		Short: "Show a run's steps, iterations, stop reasons and trace, or what one iteration did",
 		Long: `Shows a run: its steps with their status, stop reason and its sentence, iterations, usage,
-the path it took, its output, and its trace of events.
+the path it took, its output, its OpenTelemetry trace id (docs/observability.md) and its trace
+of events.
 
 With --iteration STEP:N, shows what iteration N of step STEP did, from the record its answer
 carries: the model's proposal, each call with its arguments, the validation decision and why,
@@ -241,11 +251,12 @@ longer than 2 KiB are clipped in the record; --full reads the whole ones.`,
 				res := client.NewResult(def, rec)
 				out := cmd.OutOrStdout()
 				if asJSON {
-					return printJSON(out, showResult{Result: res, Trace: events, Registered: registered})
+					return printJSON(out, showResult{Result: res, TraceID: telemetry.TraceID(res.RunID).String(), Trace: events, Registered: registered})
 				}
 				if err := printResult(out, res, false); err != nil {
 					return err
 				}
+				printTraceID(out, res.RunID)
 				printRegistered(out, registered)
 				if !rec.Finished() {
 					printSubRuns(out, engine.SubRuns(def, rec.Run))

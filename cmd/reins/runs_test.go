@@ -131,7 +131,7 @@ func TestRunsOnDataDir(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("exit %d\n%s%s", code, out, errOut)
 			}
-			r := decodeResult(t, out, "trace")
+			r := decodeResult(t, out, "trace_id", "trace")
 			if r.RunID != want.RunID || r.Status != want.Status || !slices.Equal(r.Path, want.Path) || !slices.Equal(r.Steps, want.Steps) || compactJSON(r.Output) != compactJSON(want.Output) {
 				t.Errorf("runs show --json:\n%+v\nreins run --json:\n%+v", r, want)
 			}
@@ -374,7 +374,7 @@ func TestRunsReplayForkPrune(t *testing.T) {
 		if code != exitOK {
 			t.Fatalf("runs show: exit %d\n%s%s", code, out, errOut)
 		}
-		if shown := decodeResult(t, out, "trace"); !slices.Equal(shown.Steps, done.Steps) || shown.Status != done.Status {
+		if shown := decodeResult(t, out, "trace_id", "trace"); !slices.Equal(shown.Steps, done.Steps) || shown.Status != done.Status {
 			t.Errorf("the original run changed: %+v", shown)
 		}
 		code, out, errOut = cli(t, "runs", "fork", done.RunID, "--from", "investigate", "--data", data, "--quiet", "--run-id", "again")

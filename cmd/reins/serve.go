@@ -161,6 +161,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 				return err
 			}
 			defer obs.stop()
+			knownWorkflows(ctx, box, obs.metrics, log)
 			url := "" // an external server is found by its own URL
 			if box.Embedded() {
 				url = box.ClientURL()

@@ -142,7 +142,7 @@ func TestServe(t *testing.T) {
 		if code != exitOK {
 			t.Fatalf("runs show: exit %d\n%s%s", code, out, errOut)
 		}
-		r := decodeResult(t, out, "trace")
+		r := decodeResult(t, out, "trace_id", "trace")
 		if r.RunID != id || r.Status != "completed" || strings.Join(r.Path, ",") != "investigate,route,recommend" {
 			t.Errorf("runs show: %+v", r)
 		}

@@ -105,6 +105,7 @@ export function runView(main, ctx, id) {
       ['Path', (run.path || []).length ? (run.path || []).join(' → ') : '—'],
       ['Spent', `${fmtInt(usage.calls)} model calls, ${fmtInt(usage.tokens)} tokens, ${fmtCost(usage.cost)}`],
     ];
+    if (run.trace_id) rows.push(['Trace', traceLink(run)]);
     if (run.error) rows.push(['Error', h('span', {class: 'error-text'}, `${run.error.code}${run.error.step ? ' (step ' + run.error.step + ')' : ''}: ${run.error.message}`)]);
     replace(summary, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
   }
@@ -507,4 +508,12 @@ export function runView(main, ctx, id) {
     clearTimeout(pollTimer);
     clearTimeout(iterTimer);
   };
+}
+
+// traceLink is the run's OpenTelemetry trace id, linked to the operator's tracing backend when
+// the API gives its address (the operator's [console] trace_url; http and https only).
+function traceLink(run) {
+  const id = h('code', {class: 'trace-id'}, run.trace_id);
+  if (!run.trace_url || !/^https?:\/\//.test(run.trace_url)) return id;
+  return [id, ' ', h('a', {href: run.trace_url, target: '_blank', rel: 'noopener noreferrer', class: 'trace-link'}, 'open the trace')];
 }

@@ -43,6 +43,7 @@ func permissionDocs(t *testing.T) map[string]map[string]string {
 		"deploy.md": {
 			"tenant":      fence(natsConf(acme.TenantPermissions())),
 			"leaf-worker": fence(natsConf(hub.Permissions(acme.Permissions(Identity{Name: "wanda", Roles: []string{RoleWorker}})))),
+			"accounts":    fence(accountsDoc(Names{}, Identity{Name: "vera", Roles: []string{RoleViewer}})),
 		},
 		"security.md": {
 			"roles": fence(strings.TrimSuffix(roles.String(), "\n")),
@@ -52,6 +53,21 @@ func permissionDocs(t *testing.T) map[string]map[string]string {
 }
 
 func fence(s string) string { return "```\n" + s + "\n```\n" }
+
+// accountsDoc is accountsConf as docs/deploy.md shows it: the reins account's user and one
+// principal's account, whose user's permissions are its roles' (docs/security.md).
+func accountsDoc(n Names, id Identity) string {
+	var b strings.Builder
+	b.WriteString("accounts: {\n  REINS: {\n    users: [{user: reins, password: …}]     # reins serve, and the operator's workers\n    jetstream: enabled\n    exports: [\n")
+	b.WriteString(exportsConf(n))
+	acct := n.PrincipalAccount(id)
+	fmt.Fprintf(&b, "    ]\n  }\n  %q: {\n    users: [{user: %s, password: …, permissions: {…the lists of %s's roles: docs/security.md…}}]\n    imports: [\n", acct.Name, id.Name, id.Name)
+	for _, im := range acct.Imports {
+		fmt.Fprintf(&b, "      %s\n", importConf(im))
+	}
+	b.WriteString("    ]\n  }\n}")
+	return b.String()
+}
 
 // natsConf writes p as the permissions of a user in a nats-server configuration file.
 func natsConf(p *Perms) string {

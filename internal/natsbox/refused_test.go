@@ -81,7 +81,7 @@ func TestParsePermission(t *testing.T) {
 		{errors.Join(nats.ErrPermissionViolation, errors.New(`Permissions Violation for Publish to "$JS.API.INFO"`)), &PermissionError{"publish", "$JS.API.INFO"}},
 		{errors.Join(nats.ErrPermissionViolation, errors.New(`Permissions Violation for Subscription to "a.>" using queue "q"`)), &PermissionError{"subscribe", "a.>"}},
 		{errors.New(`Permissions Violation for Publish to "x"`), nil}, // not the library's violation
-		{nats.ErrPermissionViolation, nil},                           // no subject
+		{nats.ErrPermissionViolation, nil},                            // no subject
 		{nats.ErrTimeout, nil},
 	} {
 		got := parsePermission(tc.err)

@@ -1,10 +1,13 @@
 package natsbox
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -89,4 +92,45 @@ func TestParsePermission(t *testing.T) {
 			t.Errorf("parsePermission(%v) = %+v, want %+v", tc.err, got, tc.want)
 		}
 	}
+}
+
+// TestLayoutStepSaysWhatTimedOut: a step of the layout that gets no answer before its context
+// ends says what it was setting up, not only "context deadline exceeded".
+func TestLayoutStepSaysWhatTimedOut(t *testing.T) {
+	b := open(t, Options{DataDir: t.TempDir()})
+	ctx, cancel := context.WithTimeout(testCtx(t), 50*time.Millisecond)
+	defer cancel()
+	err := layoutStep(ctx, b.JetStream(), "KV bucket reins_sessions", func(ctx context.Context) error {
+		<-ctx.Done() // a server that never answers
+		return ctx.Err()
+	})
+	want := "natsbox: setting up KV bucket reins_sessions: the NATS server gave no answer in time"
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), want) {
+		t.Errorf("layoutStep = %v, want an error saying %q", err, want)
+	}
+}
+
+// FuzzParsePermission: any text of a violation parses without panicking, to a publish or a
+// subscription of a subject without quotes, and a subject the server names comes back whole.
+func FuzzParsePermission(f *testing.F) {
+	f.Add(`Permissions Violation for Publish to "$JS.API.INFO"`, "a.b")
+	f.Add(`Permissions Violation for Subscription to "x" using queue "q"`, "_INBOX.>")
+	f.Add(`Permissions Violation for Publish to "`, "")
+	f.Fuzz(func(t *testing.T, text, subject string) {
+		if p := parsePermission(fmt.Errorf("%w: %s", nats.ErrPermissionViolation, text)); p != nil {
+			if p.Op != "publish" && p.Op != "subscribe" || strings.Contains(p.Subject, `"`) {
+				t.Errorf("parsePermission(%q) = %+v", text, p)
+			}
+		}
+		if strings.ContainsAny(subject, "\"\n") {
+			return
+		}
+		err := fmt.Errorf("%w: Permissions Violation for Publish to %q", nats.ErrPermissionViolation, subject)
+		if strings.Contains(fmt.Sprintf("%q", subject), `\`) {
+			return // escaped by %q: the server never escapes
+		}
+		if p := parsePermission(err); p == nil || p.Subject != subject || p.Op != "publish" {
+			t.Errorf("parsePermission(%v) = %+v, want publish to %q", err, p, subject)
+		}
+	})
 }

@@ -47,14 +47,15 @@ func tenantServer(t *testing.T, perms string) string {
 }
 
 // TestDocumentedTenantPermissions: a tenant's NATS user with exactly the permissions
-// docs/deploy.md lists for namespace acme runs reins serve (engine and built-in workers), a
-// worker process, and a run of the research example to completion, on a real nats-server.
+// docs/deploy.md lists for namespace acme runs reins serve (the engine), a worker process that
+// answers every task, and a run of the research example to completion, on a real nats-server.
 // Without the permissions of one bucket (as the doc once was), serve exits at once naming the
 // subject the server refused and the bucket it was setting up.
 func TestDocumentedTenantPermissions(t *testing.T) {
 	block := documentedTenantBlock(t)
 	url := tenantServer(t, block)
-	srv := start(t, "reins serve", nil, bins.reins, "serve", "--nats", url, "--namespace", "acme", "--listen", "127.0.0.1:0")
+	// The engine alone, so that the worker process answers every task on the same permissions.
+	srv := start(t, "reins serve", nil, bins.reins, "serve", "--nats", url, "--namespace", "acme", "--listen", "127.0.0.1:0", "--no-workers")
 	srv.waitFor("reins serving", 60*time.Second)
 	wk := start(t, "reins worker", nil, bins.reins, "worker", "--nats", url, "--namespace", "acme")
 	wk.waitFor("ready", 60*time.Second)

@@ -107,6 +107,9 @@ func (s *Server) putWorkflow(w http.ResponseWriter, r *http.Request, p operator.
 	if err := checkName(name); err != nil {
 		return err
 	}
+	if r.ContentLength > MaxWorkflowBytes { // refused unread
+		return problemf(http.StatusRequestEntityTooLarge, "the workflow file is %d bytes, more than %d (1 MiB), the most a registered workflow may be", r.ContentLength, MaxWorkflowBytes)
+	}
 	source, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWorkflowBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError

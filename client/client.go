@@ -191,6 +191,9 @@ func (c *Client) StartWith(ctx context.Context, bs *wire.Bundles, input json.Raw
 			return "", err // before anything is stored
 		}
 	}
+	if err := c.bundlesFit(bs); err != nil {
+		return "", err // before anything is stored
+	}
 	runs, wfs, err := c.buckets(ctx)
 	if err != nil {
 		return "", err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -156,6 +157,9 @@ func (c *Client) Register(ctx context.Context, name string, source []byte, def *
 	if err := c.fits(v); err != nil {
 		return Registered{}, false, err
 	}
+	if err := c.bundlesFit(bs); err != nil {
+		return Registered{}, false, err
+	}
 	// The definition is stored before any version names it.
 	if err := bs.Put(ctx, wfs); err != nil {
 		if errors.Is(err, nats.ErrMaxPayload) {
@@ -203,14 +207,43 @@ func (c *Client) claimVersion(ctx context.Context, reg jetstream.KeyValue, v *Re
 
 // fits tells whether version v fits one message of the NATS server: ErrTooLarge otherwise.
 func (c *Client) fits(v Registered) error {
-	max := c.js.Conn().MaxPayload() - 4096 // room for the headers of a KV write
-	v.Version += 1000                      // room for the versions that may be taken meanwhile
+	v.Version += 1000 // room for the versions that may be taken meanwhile
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if int64(len(data)) > max {
-		return fmt.Errorf("client: register %s: the workflow is %w: stored with its source it takes %d bytes, and the NATS server takes messages of at most %d", v.Name, ErrTooLarge, len(data), max)
+	if err := c.fitsMessage(len(data)); err != nil {
+		return fmt.Errorf("client: register %s: the workflow with its source %w", v.Name, err)
+	}
+	return nil
+}
+
+// bundlesFit tells whether every bundle of bs fits one message of the NATS server, before any
+// is stored: ErrTooLarge, naming the workflow, its size and the limit, otherwise.
+func (c *Client) bundlesFit(bs *wire.Bundles) error {
+	for _, h := range slices.Sorted(maps.Keys(bs.All)) {
+		b := bs.All[h]
+		data, err := json.Marshal(b)
+		if err != nil {
+			return fmt.Errorf("client: workflow %s: %w", b.Definition.Name, err)
+		}
+		if err := c.fitsMessage(len(data)); err != nil {
+			return fmt.Errorf("client: workflow %s %w", b.Definition.Name, err)
+		}
+	}
+	return nil
+}
+
+// messageHeadroom is what a KV write's headers may take of a message.
+const messageHeadroom = 4096
+
+// fitsMessage tells whether a value of size bytes fits one KV write to the NATS server; its
+// error completes a sentence whose subject is the value.
+func (c *Client) fitsMessage(size int) error {
+	limit := c.js.Conn().MaxPayload()
+	if int64(size) > limit-messageHeadroom {
+		return fmt.Errorf("is %w: it takes %d bytes as stored, more than the %d bytes one message of the NATS server holds (its max_payload of %d, less %d for headers)",
+			ErrTooLarge, size, limit-messageHeadroom, limit, messageHeadroom)
 	}
 	return nil
 }

@@ -398,11 +398,13 @@ func (b *Box) connOptions(name string) []nats.Option {
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info(logReconnected, "url", RedactURL(nc.ConnectedUrl()))
 		}),
-		nats.ClosedHandler(func(*nats.Conn) {
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			forgetRefusals(nc)
 			log.Debug(logClosed)
 			once.Do(func() { close(b.closed) })
 		}),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
+			noteRefusal(nc, err)
 			if sub != nil {
 				log.Warn(logAsyncError, "subject", sub.Subject, "err", err)
 			} else {
@@ -417,6 +419,7 @@ func (b *Box) connOptions(name string) []nats.Option {
 
 func (b *Box) setConn(nc *nats.Conn) error {
 	b.nc = nc
+	watchRefusals(nc)
 	js, err := b.api.jetStream(nc)
 	if err != nil {
 		b.closeConn()
@@ -601,10 +604,10 @@ func accountInfo(ctx context.Context, js jetstream.JetStream) error {
 		ctx, cancel = context.WithTimeout(ctx, DefaultReadyTimeout)
 		defer cancel()
 	}
-	return Retry(ctx, func(ctx context.Context) error {
+	return Retry(ctx, refusable(js.Conn(), func(ctx context.Context) error {
 		_, err := js.AccountInfo(ctx)
 		return err
-	})
+	}))
 }
 
 // unboundedAttempts bounds the attempts of Retry and StartWatch when ctx has no deadline, so

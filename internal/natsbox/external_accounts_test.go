@@ -18,16 +18,7 @@ import (
 func accountsConf(n Names, ids ...Identity) string {
 	var b strings.Builder
 	b.WriteString("accounts: {\n  REINS: {\n    users: [{user: reins, password: pw}]\n    jetstream: enabled\n    exports: [\n")
-	for _, e := range n.Exports() {
-		switch {
-		case e.Stream:
-			fmt.Fprintf(&b, "      {stream: %q}\n", e.Subject)
-		case e.Streamed:
-			fmt.Fprintf(&b, "      {service: %q, response_type: stream}\n", e.Subject)
-		default:
-			fmt.Fprintf(&b, "      {service: %q}\n", e.Subject)
-		}
-	}
+	b.WriteString(exportsConf(n))
 	b.WriteString("    ]\n  }\n")
 	for _, id := range ids {
 		acct := n.PrincipalAccount(id)
@@ -40,6 +31,22 @@ func accountsConf(n Names, ids ...Identity) string {
 		b.WriteString("    ]\n  }\n")
 	}
 	b.WriteString("}\n")
+	return b.String()
+}
+
+// exportsConf renders the exports of the account REINS, one a line.
+func exportsConf(n Names) string {
+	var b strings.Builder
+	for _, e := range n.Exports() {
+		switch {
+		case e.Stream:
+			fmt.Fprintf(&b, "      {stream: %q}\n", e.Subject)
+		case e.Streamed:
+			fmt.Fprintf(&b, "      {service: %q, response_type: stream}\n", e.Subject)
+		default:
+			fmt.Fprintf(&b, "      {service: %q}\n", e.Subject)
+		}
+	}
 	return b.String()
 }
 

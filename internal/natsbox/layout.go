@@ -292,20 +292,36 @@ func EnsureLayout(ctx context.Context, js jetstream.JetStream, l Layout) error {
 	}
 	r := &replicaReport{asked: l.Replicas}
 	for _, cfg := range l.streams(maxMsg) {
-		if err := retryTimeouts(ctx, placementGrace, func(ctx context.Context) error { return ensureStream(ctx, js, cfg, r) }); err != nil {
+		if err := layoutStep(ctx, js, "stream "+cfg.Name, func(ctx context.Context) error { return ensureStream(ctx, js, cfg, r) }); err != nil {
 			return err
 		}
 	}
 	for _, cfg := range l.buckets() {
-		if err := retryTimeouts(ctx, placementGrace, func(ctx context.Context) error { return ensureBucket(ctx, js, cfg, r) }); err != nil {
+		if err := layoutStep(ctx, js, "KV bucket "+cfg.Bucket, func(ctx context.Context) error { return ensureBucket(ctx, js, cfg, r) }); err != nil {
 			return err
 		}
 	}
-	if err := retryTimeouts(ctx, placementGrace, func(ctx context.Context) error { return ensureObjectStore(ctx, js, l.objectStore(), r) }); err != nil {
+	obs := l.objectStore()
+	if err := layoutStep(ctx, js, "object store "+obs.Bucket, func(ctx context.Context) error { return ensureObjectStore(ctx, js, obs, r) }); err != nil {
 		return err
 	}
 	r.log(l.Logger)
-	return retryTimeouts(ctx, placementGrace, func(ctx context.Context) error { return ensureKeeper(ctx, js, l.Names) })
+	return layoutStep(ctx, js, "the keeper message of stream "+l.Names.TasksStream(), func(ctx context.Context) error { return ensureKeeper(ctx, js, l.Names) })
+}
+
+// layoutStep runs step, the setting up of what (a stream, a bucket), as retryTimeouts does,
+// ended at once by a permission the NATS server refused meanwhile; its error says what it was
+// setting up and why it stopped: the subject refused, or no answer in time.
+func layoutStep(ctx context.Context, js jetstream.JetStream, what string, step func(context.Context) error) error {
+	err := retryTimeouts(ctx, placementGrace, refusable(js.Conn(), step))
+	var refused *PermissionError
+	switch {
+	case errors.As(err, &refused):
+		return fmt.Errorf("natsbox: setting up %s: %w", what, err)
+	case timedOut(err):
+		return fmt.Errorf("natsbox: setting up %s: the NATS server gave no answer in time (%s a try): %w", what, layoutAttempt, err)
+	}
+	return err
 }
 
 // replicaReport decides the replicas of each stream and bucket (Layout.Replicas) and notes

@@ -6,6 +6,10 @@ import (
 	"strings"
 )
 
+// The permission lists of docs/deploy.md and docs/security.md are generated from this package's
+// permissions (TestPermissionDocs checks them).
+//go:generate go test -run ^TestPermissionDocs$ -update-docs .
+
 // Names are the streams, buckets and subjects of one namespace, so that deployments and tenants
 // share a NATS account without seeing each other's work. The zero value, NewNames(""), is the
 // default namespace: the names of the package's constants, unchanged. In namespace NS every

@@ -2,6 +2,7 @@ package natsbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -44,7 +45,10 @@ func EnsureTriggersStream(ctx context.Context, js jetstream.JetStream, l Layout,
 		Metadata:    metadata(),
 	}
 	r := &replicaReport{asked: l.Replicas}
-	if err := retryTimeouts(ctx, placementGrace, func(ctx context.Context) error { return ensureStream(ctx, js, want, r) }); err != nil {
+	if err := layoutStep(ctx, js, "stream "+want.Name, func(ctx context.Context) error { return ensureStream(ctx, js, want, r) }); err != nil {
+		if errors.Is(err, ErrPermission) {
+			return err
+		}
 		return fmt.Errorf("%w (the subjects of [triggers] subjects may overlap another stream's)", err)
 	}
 	r.log(l.Logger)

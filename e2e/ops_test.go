@@ -87,11 +87,6 @@ func TestDocumentedTenantPermissions(t *testing.T) {
 	})
 }
 
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
-}
-
 // bigWorkflow writes the research example with a description that makes its file size bytes
 // long, and returns the file and its source.
 func bigWorkflow(t *testing.T, size int) (string, string) {

@@ -79,9 +79,6 @@ func (h HTTPLimits) WithDefaults() HTTPLimits {
 var httpLimitKeys = []string{"max_webhook_bytes", "max_header_bytes", "http_read_header_timeout", "http_read_timeout",
 	"http_write_timeout", "http_idle_timeout", "max_unauthenticated_requests", "max_event_streams_per_principal"}
 
-// maxHTTPTimeout bounds every HTTP timeout: a day is past any honest request.
-const maxHTTPTimeout = 24 * time.Hour
-
 // httpLimits reads the HTTP keys of the table [limits] (at key) into h.
 func (l *loader) httpLimits(key string, t map[string]any, h *HTTPLimits) {
 	for k, dst := range map[string]*int64{"max_webhook_bytes": &h.MaxWebhookBytes, "max_header_bytes": &h.MaxHeaderBytes} {
@@ -92,21 +89,8 @@ func (l *loader) httpLimits(key string, t map[string]any, h *HTTPLimits) {
 	if h.MaxHeaderBytes > 0 && h.MaxHeaderBytes < 4<<10 {
 		l.add(key+".max_header_bytes", "want at least 4KiB: a request's ordinary header is that large")
 	}
-	for k, dst := range map[string]*time.Duration{"http_read_header_timeout": &h.ReadHeaderTimeout, "http_read_timeout": &h.ReadTimeout,
-		"http_write_timeout": &h.WriteTimeout, "http_idle_timeout": &h.IdleTimeout} {
-		switch x := t[k].(type) {
-		case nil:
-		case string:
-			d, err := time.ParseDuration(x)
-			if err != nil || d <= 0 || d > maxHTTPTimeout {
-				l.add(key+"."+k, `want a duration of more than 0 and at most 24h, such as "30s"`)
-			} else {
-				*dst = d
-			}
-		default:
-			l.add(key+"."+k, `want a duration: a string such as "30s"`)
-		}
-	}
+	l.durations(key, t, map[string]*time.Duration{"http_read_header_timeout": &h.ReadHeaderTimeout, "http_read_timeout": &h.ReadTimeout,
+		"http_write_timeout": &h.WriteTimeout, "http_idle_timeout": &h.IdleTimeout}, `"30s"`)
 	for k, dst := range map[string]*int{"max_unauthenticated_requests": &h.MaxUnauthenticated, "max_event_streams_per_principal": &h.MaxEventStreams} {
 		switch x := t[k].(type) {
 		case nil:

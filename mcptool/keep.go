@@ -27,10 +27,10 @@ type Toolset struct {
 	client *mcp.Client
 	// dial prepares one attempt: the transport, the process it starts (nil over HTTP) and the
 	// sniffer of its tool listings.
-	dial                               func() (mcp.Transport, *process, *sniffer)
-	hide                               *strings.Replacer // the target's forms, replaced by the name in what errors say
-	log                                *slog.Logger
-	clock                              clock.Clock
+	dial                                   func() (mcp.Transport, *process, *sniffer)
+	hide                                   *strings.Replacer // the target's forms, replaced by the name in what errors say
+	log                                    *slog.Logger
+	clock                                  clock.Clock
 	minBackoff, maxBackoff, connectTimeout time.Duration
 
 	stop context.CancelFunc // ends the supervisor (Close)

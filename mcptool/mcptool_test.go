@@ -335,4 +335,3 @@ func TestLoopEndToEnd(t *testing.T) {
 		t.Errorf("tool calls = %d, want 2", res.State.ToolCalls)
 	}
 }
-

@@ -40,8 +40,8 @@ func newLogCatcher() (*slog.Logger, chan logRecord) {
 }
 
 func (logCatcher) Enabled(context.Context, slog.Level) bool { return true }
-func (h logCatcher) WithAttrs([]slog.Attr) slog.Handler    { return h }
-func (h logCatcher) WithGroup(string) slog.Handler         { return h }
+func (h logCatcher) WithAttrs([]slog.Attr) slog.Handler     { return h }
+func (h logCatcher) WithGroup(string) slog.Handler          { return h }
 
 func (h logCatcher) Handle(_ context.Context, r slog.Record) error {
 	rec := logRecord{level: r.Level, msg: r.Message, attrs: map[string]string{}}

@@ -132,8 +132,10 @@ func (ts *Toolset) run(ctx context.Context, keep bool) {
 			ts.set(connecting, nil, nil)
 			continue
 		}
-		if attempt > 1 || ts.Starts() > 1 {
-			ts.log.Info("MCP server is back", "mcp_server", ts.name, "attempts", attempt)
+		if n := ts.Starts(); n > 1 {
+			ts.log.Info("MCP server is back", "mcp_server", ts.name, "attempts", attempt, "starts", n)
+		} else {
+			ts.log.Info("MCP server is up", "mcp_server", ts.name, "attempts", attempt)
 		}
 		since := ts.clock.Now()
 		cause := ts.serve(ctx, c)
@@ -327,12 +329,19 @@ func (ts *Toolset) say(err error) string {
 	return ts.hide.Replace(err.Error())
 }
 
-// lost tells the supervisor that a call saw c broken.
+// lost tells the supervisor that a call saw c broken. The state moves at once, so that a call
+// right after this one waits for the next session rather than try the broken one.
 func (ts *Toolset) lost(c *conn, err error) {
 	c.lostOnce.Do(func() {
 		c.lostErr = err
 		close(c.lostCh)
 	})
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.cur == c && ts.state == up {
+		ts.cur, ts.state = nil, connecting
+		ts.broadcast()
+	}
 }
 
 // close ends the session and, for a command, waits for the process (terminated, then killed, if

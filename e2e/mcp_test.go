@@ -107,7 +107,9 @@ func TestMCPServerRestart(t *testing.T) {
 	cmd, _ := json.Marshal([]string{bin, "-starts", starts, "-calls", calls, "-hold", fifo, "-token", mcpSecret})
 	h := hostileServer(t, fmt.Sprintf("\n[mcp.orders]\ncommand = %s\n\n[mcp.web]\nurl = \"http://%s/mcp\"\n", cmd, webAddr))
 	// The worker starts the operator's servers, before any run needs them.
-	h.proc.waitFor("mcp_server=orders attempts=", time.Minute)
+	if !h.proc.awaitLine(`msg="MCP server is up" mcp_server=orders`, time.Minute) {
+		t.Fatal("reins serve did not start the MCP server orders")
+	}
 	if n := len(readLines(t, starts)); n != 1 {
 		t.Fatalf("the stdio server was started %d times at the worker's start, want once", n)
 	}
@@ -144,9 +146,8 @@ func TestMCPServerRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		completes(id, 3)
-		line := h.proc.waitFor("MCP server died; starting it again", time.Minute)
-		if !strings.Contains(line, "WARN") || !strings.Contains(line, "mcp_server=orders") {
-			t.Errorf("the death was logged as %q, want a warning naming orders", line)
+		if !h.proc.awaitLine(`level=WARN msg="MCP server died; starting it again" mcp_server=orders`, time.Minute) {
+			t.Error("the death of orders was not logged as a warning naming it")
 		}
 		show := exec.CommandContext(ctx, bins.reins, "runs", "show", id, "--nats", h.nats)
 		show.Env = append(os.Environ(), "REINS_TOKEN="+attackBobToken)
@@ -175,11 +176,7 @@ func TestMCPServerRestart(t *testing.T) {
 		<-web.exited
 		startWeb()
 		completes(id, 3)
-		logged := false
-		for _, line := range h.proc.output() {
-			logged = logged || strings.Contains(line, "MCP server died; starting it again") && strings.Contains(line, "mcp_server=web") && strings.Contains(line, "WARN")
-		}
-		if !logged {
+		if !h.proc.awaitLine(`level=WARN msg="MCP server died; starting it again" mcp_server=web`, time.Minute) {
 			t.Error("the loss of web was not logged as a warning naming it")
 		}
 	})

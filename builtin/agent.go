@@ -67,6 +67,9 @@ func (h *Handlers) Agent(t Task) error {
 	if err := fx.failed(); err != nil {
 		return t.Fail(fmt.Errorf("step %s: iteration %d will run again: %w", j.name, j.task.Iteration, err))
 	}
+	if err := j.down.err(); err != nil { // an MCP server died: the attempt runs again once it is back
+		return t.Fail(fmt.Errorf("step %s: iteration %d will run again: %w", j.name, j.task.Iteration, err))
+	}
 	// A human's resume acts on decisions and must find what an interrupted delivery wrote:
 	// it only appends.
 	compact := j.step.Context != nil && j.task.Resume == 0

@@ -94,6 +94,9 @@ type Operator interface {
 	Provider(name string) (operator.Provider, bool)
 	APIKey(provider string) (string, error)
 	MCPServer(name string) (operator.MCPServer, bool)
+	// MCPServers names every MCP server: New starts them, so that they are up before the
+	// first task needs them.
+	MCPServers() []string
 	// Secrets are the credentials the operator's configuration resolved (provider keys,
 	// webhook secrets): hidden in every value the handlers store (scrub.go).
 	Secrets() []string
@@ -182,6 +185,10 @@ func New(cfg Config) (*Handlers, error) {
 	if h.clock == nil {
 		h.clock = clock.Real{}
 	}
+	if err := h.startMCP(); err != nil {
+		_ = h.Close()
+		return nil, err
+	}
 	return h, nil
 }
 
@@ -192,6 +199,7 @@ type job struct {
 	bundle *wire.Bundle
 	step   *workflow.Step
 	name   string // the step as errors name it: STEP, or STEP#ITEM for a child
+	down   mcpDown
 }
 
 // onDelta is the model.Request.OnDelta of j's model call turn (from 1) when j's step streams:

@@ -36,6 +36,8 @@ func (o fakeOperator) APIKey(name string) (string, error) {
 
 func (o fakeOperator) Secrets() []string { return slices.Collect(maps.Values(o.keys)) }
 
+func (o fakeOperator) MCPServers() []string { return slices.Sorted(maps.Keys(o.mcp)) }
+
 func (o fakeOperator) MCPServer(name string) (operator.MCPServer, bool) {
 	m, ok := o.mcp[name]
 	return m, ok

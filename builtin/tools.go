@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kballard/go-shellquote"
@@ -144,54 +145,91 @@ func (u unavailable) Call(context.Context, json.RawMessage, string) (json.RawMes
 type mcpKey struct{ workflow, name string }
 
 // mcpTool returns the tool name of the MCP server server under the workflow's spec: the
-// operator's server on a shared server, else the workflow's own [mcp.NAME].
+// operator's server on a shared server, else the workflow's own [mcp.NAME]. A tool the server
+// has but reins cannot call (it requires MCP tasks) fails the step for good, before the model
+// is offered anything.
 func (h *Handlers) mcpTool(j *job, name string, spec tool.Spec, server string) (tool.Tool, error) {
 	ts, err := h.mcpServer(j, server)
 	if err != nil {
 		return nil, err
 	}
+	if why, ok := ts.Refused()[name]; ok {
+		return nil, j.failf("tool %s cannot be offered: %s", name, why)
+	}
 	var names []string
 	for _, t := range ts.Tools() {
 		if t.Spec().Name == name {
-			return renamed(spec, t), nil
+			return downNoted{Tool: renamed(spec, t), down: &j.down}, nil
 		}
 		names = append(names, t.Spec().Name)
 	}
 	return nil, j.failf("tool %s: the MCP server %s has no tool %s (it has: %s)", name, server, name, strings.Join(names, ", "))
 }
 
-// mcpServer returns the connection to MCP server name, connecting the first time. A failed
-// connection is not kept: the next task tries again.
-func (h *Handlers) mcpServer(j *job, name string) (*mcptool.Toolset, error) {
-	key := mcpKey{name: name}
-	var target string
-	var opts mcptool.Options
-	if op := h.cfg.Operator; op != nil {
+// startMCP starts the operator's MCP servers, each kept up (restarted, or reached again, when
+// it dies) until Close: started once per worker, not per run. The first task that needs one
+// waits for it.
+func (h *Handlers) startMCP() error {
+	op := h.cfg.Operator
+	if op == nil {
+		return nil
+	}
+	for _, name := range op.MCPServers() {
 		srv, ok := op.MCPServer(name)
 		if !ok {
+			continue
+		}
+		ts, err := mcptool.Start(mcpTarget(srv.Command, srv.URL), mcptool.Options{Name: name, Logger: h.log})
+		if err != nil {
+			return fmt.Errorf("builtin: %w", err)
+		}
+		h.mcp[mcpKey{name: name}] = ts
+	}
+	return nil
+}
+
+// mcpServer returns the connection to MCP server name once it is up: the operator's, started
+// by New, or the workflow's own, connected the first time (a failed connection is not kept:
+// the next task tries again). A server that is not up fails the attempt, which the step's
+// retry runs again.
+func (h *Handlers) mcpServer(j *job, name string) (*mcptool.Toolset, error) {
+	ctx, cancel := context.WithTimeout(j.t, mcpConnectTimeout)
+	defer cancel()
+	if op := h.cfg.Operator; op != nil {
+		h.mu.Lock()
+		ts, ok := h.mcp[mcpKey{name: name}]
+		closed := h.closed
+		h.mu.Unlock()
+		switch {
+		case closed:
+			return nil, fmt.Errorf("step %s: the handlers are closed", j.name)
+		case !ok:
 			return nil, j.failf("the server runs no MCP server %q", name)
 		}
-		target = mcpTarget(srv.Command, srv.URL)
-	} else {
-		def, ok := j.bundle.Definition.MCP[name]
-		if !ok {
-			return nil, j.failf("MCP server %q is not declared in the workflow's [mcp]", name)
+		if err := ts.Ready(ctx); err != nil {
+			return nil, fmt.Errorf("step %s: %w", j.name, err)
 		}
-		key.workflow, target, opts.Dir = j.task.Workflow, mcpTarget(def.Command, def.URL), j.bundle.BaseDir
+		return ts, nil
 	}
+	def, ok := j.bundle.Definition.MCP[name]
+	if !ok {
+		return nil, j.failf("MCP server %q is not declared in the workflow's [mcp]", name)
+	}
+	key := mcpKey{workflow: j.task.Workflow, name: name}
 	h.mu.Lock()
 	ts, ok := h.mcp[key]
 	closed := h.closed
 	h.mu.Unlock()
 	if ok {
+		if err := ts.Ready(ctx); err != nil {
+			return nil, fmt.Errorf("step %s: %w", j.name, err)
+		}
 		return ts, nil
 	}
 	if closed {
 		return nil, fmt.Errorf("step %s: the handlers are closed", j.name)
 	}
-	ctx, cancel := context.WithTimeout(j.t, mcpConnectTimeout)
-	defer cancel()
-	ts, err := mcptool.Connect(ctx, target, opts)
+	ts, err := mcptool.Connect(ctx, mcpTarget(def.Command, def.URL), mcptool.Options{Name: name, Dir: j.bundle.BaseDir, Logger: h.log})
 	if err != nil {
 		return nil, fmt.Errorf("step %s: %w", j.name, err) // the next attempt connects again
 	}
@@ -208,7 +246,7 @@ func (h *Handlers) mcpServer(j *job, name string) (*mcptool.Toolset, error) {
 	return ts, nil
 }
 
-// mcpConnectTimeout bounds the start of an MCP server and the listing of its tools.
+// mcpConnectTimeout bounds the wait of a task for an MCP server to be up.
 const mcpConnectTimeout = 30 * time.Second
 
 // mcpTarget is what mcptool.Connect takes: the URL, or the command line quoted as a shell would.
@@ -217,6 +255,43 @@ func mcpTarget(command []string, url string) string {
 		return url
 	}
 	return shellquote.Join(command...)
+}
+
+// mcpDown keeps the first call of a task that met a dead MCP server (mcptool.ErrUnavailable):
+// the handler then fails the attempt, so that the iteration runs again once the server is
+// back, rather than the loop going on without the call's result.
+type mcpDown struct {
+	mu    sync.Mutex
+	first error
+}
+
+func (d *mcpDown) note(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.first == nil {
+		d.first = err
+	}
+}
+
+// err returns the first call that met a dead server, if any.
+func (d *mcpDown) err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.first
+}
+
+// downNoted is an MCP tool whose calls that meet a dead server are noted in down.
+type downNoted struct {
+	tool.Tool
+	down *mcpDown
+}
+
+func (t downNoted) Call(ctx context.Context, args json.RawMessage, key string) (json.RawMessage, error) {
+	out, err := t.Tool.Call(ctx, args, key)
+	if errors.Is(err, mcptool.ErrUnavailable) {
+		t.down.note(err)
+	}
+	return out, err
 }
 
 // Close closes the MCP connections (ending the servers started as commands); the handlers

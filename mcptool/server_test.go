@@ -3,6 +3,7 @@ package mcptool
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,8 +28,23 @@ const serverEnv = "REINS_MCPTOOL_SERVER"
 
 const testServerName = "reins-test-server"
 
+// startsEnv, when set, is a file the test server appends a line to each time it starts, so that
+// a test counts its starts; addrEnv is the address an HTTP test server listens on (default: a
+// free port), so that a test can start one again where the last one was.
+const (
+	startsEnv = "REINS_MCPTOOL_STARTS"
+	addrEnv   = "REINS_MCPTOOL_ADDR"
+)
+
 func TestMain(m *testing.M) {
-	switch mode := os.Getenv(serverEnv); mode {
+	mode := os.Getenv(serverEnv)
+	if f := os.Getenv(startsEnv); f != "" && mode != "" {
+		if err := appendLine(f, strconv.Itoa(os.Getpid())); err != nil {
+			fmt.Fprintln(os.Stderr, "test server:", err)
+			os.Exit(1)
+		}
+	}
+	switch mode {
 	case "":
 		code := m.Run()
 		if pids := childProcesses(); code == 0 && len(pids) > 0 {
@@ -76,7 +92,11 @@ func childProcesses() []string {
 }
 
 func serveHTTP() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := os.Getenv(addrEnv)
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test server:", err)
 		return 1
@@ -119,10 +139,62 @@ func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 }
 
+func appendLine(file, line string) error {
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(f, line)
+	return errors.Join(err, f.Close())
+}
+
+// taskTool is the test server's tool that requires MCP tasks.
+const taskTool = "needs_task"
+
+// listWithExecution is a tools/list result that says, as MCP 2025-11-25 servers do, that
+// taskTool requires tasks: the Go SDK's Tool has no execution field, so the tools are
+// re-encoded with one (the embedded result keeps it an mcp.Result; its Tools are shadowed).
+type listWithExecution struct {
+	*mcp.ListToolsResult
+	Tools []map[string]any `json:"tools"`
+}
+
+// withExecution is the server middleware that marks taskTool in every tools/list page.
+func withExecution(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		list, ok := res.(*mcp.ListToolsResult)
+		if err != nil || method != "tools/list" || !ok {
+			return res, err
+		}
+		out := &listWithExecution{ListToolsResult: list}
+		for _, t := range list.Tools {
+			b, err := json.Marshal(t)
+			if err != nil {
+				return nil, err
+			}
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				return nil, err
+			}
+			if t.Name == taskTool {
+				m["execution"] = map[string]any{"taskSupport": "required"}
+			}
+			out.Tools = append(out.Tools, m)
+		}
+		return out, nil
+	}
+}
+
 // newTestServer builds the server the tests talk to. A page size of 2 makes listing its tools
 // take several pages.
 func newTestServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: testServerName, Version: "1.0.0"}, &mcp.ServerOptions{PageSize: 2})
+	s.AddReceivingMiddleware(withExecution)
+	mcp.AddTool(s, &mcp.Tool{Name: taskTool, Description: "Runs only as an MCP task."},
+		func(context.Context, *mcp.CallToolRequest, noIn) (*mcp.CallToolResult, any, error) {
+			return text("ran without a task"), nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo the text back."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return text(in.Text), nil, nil
@@ -198,12 +270,12 @@ type httpServer struct {
 	stdin io.Closer
 }
 
-// startHTTPServer starts the test binary as an HTTP MCP server and stops it (closing its
-// standard input, then waiting for it) at the end of the test.
-func startHTTPServer(t *testing.T) *httpServer {
+// startHTTPServer starts the test binary as an HTTP MCP server on addr (host:port; "": a free
+// port) and stops it (closing its standard input, then waiting for it) at the end of the test.
+func startHTTPServer(t *testing.T, addr string) *httpServer {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), serverEnvFor("http")...)
+	cmd.Env = append(append(os.Environ(), serverEnvFor("http")...), addrEnv+"="+addr)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -228,5 +300,11 @@ func startHTTPServer(t *testing.T) *httpServer {
 
 func (s *httpServer) stop() {
 	_ = s.stdin.Close()
+	_ = s.cmd.Wait()
+}
+
+// kill ends the server with SIGKILL; its port is free once kill returns.
+func (s *httpServer) kill() {
+	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
 }

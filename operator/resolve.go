@@ -147,6 +147,9 @@ func (r *Resolved) MCPServer(name string) (MCPServer, bool) {
 	return m, ok
 }
 
+// MCPServers returns the names of the MCP servers, sorted.
+func (r *Resolved) MCPServers() []string { return slices.Sorted(maps.Keys(r.cfg.MCP)) }
+
 // APIKey returns the key the operator paired with provider name ("" for one configured
 // without a key, a local server).
 func (r *Resolved) APIKey(name string) (string, error) {

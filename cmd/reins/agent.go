@@ -109,6 +109,9 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 			return &exitError{code: exitFailed, err: err}
 		}
 		defer ts.Close()
+		for _, why := range ts.Refused() {
+			fmt.Fprintf(cmd.ErrOrStderr(), "reins agent: not offered to the model: %s\n", why)
+		}
 		tools = append(tools, ts.Tools()...)
 	}
 	out := cmd.OutOrStdout()

@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,10 +65,9 @@ func (h *Handlers) Agent(t Task) error {
 	if err := context.Cause(t); err != nil {
 		return t.Fail(fmt.Errorf("step %s: iteration %d was interrupted and will run again: %w", j.name, j.task.Iteration, err))
 	}
-	if err := fx.failed(); err != nil {
-		return t.Fail(fmt.Errorf("step %s: iteration %d will run again: %w", j.name, j.task.Iteration, err))
-	}
-	if err := j.down.err(); err != nil { // an MCP server died: the attempt runs again once it is back
+	// A side effect that could not be recorded, or an MCP server that died: the attempt runs
+	// again (once the server is back).
+	if err := cmp.Or(fx.failed(), j.down.err()); err != nil {
 		return t.Fail(fmt.Errorf("step %s: iteration %d will run again: %w", j.name, j.task.Iteration, err))
 	}
 	// A human's resume acts on decisions and must find what an interrupted delivery wrote:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -375,6 +376,42 @@ func (c *Client) Workflows(ctx context.Context) ([]Registered, error) {
 	}
 	slices.SortFunc(all, func(a, b Registered) int { return cmp.Compare(a.Name, b.Name) })
 	return all, nil
+}
+
+// WorkflowNames yields the name of every registered workflow, then of every one registered (or
+// given a new version) from then on, until ctx ends (with ctx's error) or the watch does.
+func (c *Client) WorkflowNames(ctx context.Context) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		reg, err := c.registry(ctx)
+		if err != nil {
+			yield("", err)
+			return
+		}
+		w, cancel, err := natsbox.StartWatch(ctx, func(ctx context.Context) (jetstream.KeyWatcher, error) {
+			return reg.Watch(ctx, "*", jetstream.IgnoreDeletes()) // the latest keys: one token, NAME
+		})
+		if err != nil {
+			yield("", fmt.Errorf("client: watch the registered workflows: %w", err))
+			return
+		}
+		defer cancel()
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				yield("", fmt.Errorf("client: watch the registered workflows: %w", ctx.Err()))
+				return
+			case e, ok := <-w.Updates():
+				switch {
+				case !ok:
+					yield("", errors.New("client: watch the registered workflows: the watch ended"))
+					return
+				case e != nil && !yield(e.Key(), nil):
+					return
+				}
+			}
+		}
+	}
 }
 
 // Bundles returns the bundles of registered version r: read from the workflows bucket by its

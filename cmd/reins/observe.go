@@ -228,12 +228,15 @@ func (o *observed) attr() []any {
 }
 
 // knownWorkflows makes the series of the registered workflows exist at 0 before their first
-// run, so that increase() counts it; a registry that cannot be read is logged, not fatal.
+// run, so that increase() counts it: those registered at start before it returns (a scrape
+// right after start finds them), those registered later as they are, until ctx ends. A
+// registry that cannot be read is logged, not fatal.
 func knownWorkflows(ctx context.Context, box *natsbox.Box, m *metrics.Metrics, log *slog.Logger) {
 	if m == nil {
 		return
 	}
-	regs, err := client.NewClient(client.ClientConfig{Box: box}).Workflows(ctx)
+	c := client.NewClient(client.ClientConfig{Box: box})
+	regs, err := c.Workflows(ctx)
 	if err != nil {
 		log.Warn("metrics: the registered workflows are not counted from 0", "err", err)
 		return
@@ -241,4 +244,15 @@ func knownWorkflows(ctx context.Context, box *natsbox.Box, m *metrics.Metrics, l
 	for _, r := range regs {
 		m.Workflow(r.Name)
 	}
+	go func() {
+		for name, err := range c.WorkflowNames(ctx) {
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Warn("metrics: workflows registered from now on are not counted from 0", "err", err)
+				}
+				return
+			}
+			m.Workflow(name)
+		}
+	}()
 }

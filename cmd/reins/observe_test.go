@@ -477,4 +477,28 @@ func TestServeMetricsAtZero(t *testing.T) {
 			t.Errorf("%s%v = %v (present: %v), want present at 0 right after start", w[0], w[1:], got, ok)
 		}
 	}
+
+	// A workflow registered while the server runs has its series at 0 before its first run too.
+	box, err = natsbox.Open(t.Context(), natsbox.Options{URL: srv.url, Token: srv.token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	later := strings.Replace(src, `"orders"`, `"refunds"`, 1)
+	if _, _, err := client.NewClient(client.ClientConfig{Box: box}).Register(t.Context(), "refunds", []byte(later), def); err != nil {
+		t.Fatal(err)
+	}
+	present := func(fams map[string]*dto.MetricFamily) bool {
+		_, ok := promtest.Value(fams, "reins_runs_started_total", "workflow", "refunds")
+		return ok
+	}
+	fams = scrapeUntil(t, httpAddr(t, srv.stderr.String()), srv.token, present)
+	for _, st := range metrics.RunStatuses {
+		if got, ok := promtest.Value(fams, "reins_runs_ended_total", "workflow", "refunds", "status", st); !ok || got != 0 {
+			t.Errorf("reins_runs_ended_total of refunds, registered after start, status %s = %v (present: %v), want 0", st, got, ok)
+		}
+	}
+	if got, ok := promtest.Value(fams, "reins_runs_started_total", "workflow", "refunds"); !ok || got != 0 {
+		t.Errorf("reins_runs_started_total of refunds, registered after start = %v (present: %v), want 0", got, ok)
+	}
 }

@@ -623,7 +623,8 @@ func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // Retry runs request, JetStream API requests that are safe to repeat, each time within
-// apiAttempt, again after each attempt that got no answer in time, until ctx ends (or
+// apiAttempt, again after each attempt that got no answer in time (or, after a pause, that
+// JetStream answered it is temporarily unavailable: unavailable), until ctx ends (or
 // unboundedAttempts attempts, when it has no deadline); it returns the first other outcome, or
 // the last attempt's error.
 func Retry(ctx context.Context, request func(context.Context) error) error {
@@ -633,9 +634,34 @@ func Retry(ctx context.Context, request func(context.Context) error) error {
 		actx, cancel := context.WithTimeout(ctx, apiAttempt)
 		err := request(actx)
 		cancel()
-		if err == nil || ctx.Err() != nil || !timedOut(err) {
+		if err == nil || ctx.Err() != nil || !timedOut(err) && !unavailable(err) {
 			return err
 		}
+		if unavailable(err) && !pause(ctx) {
+			return err
+		}
+	}
+}
+
+// unavailable reports whether err is JetStream's "temporarily unavailable" (error code 10008):
+// its answer while it has no meta leader, as when a NATS node of a cluster is lost; the
+// request is worth asking again after a pause, as one that got no answer.
+func unavailable(err error) bool {
+	const code = 10008 // JSClusterNotAvailErr
+	var apiErr *jetstream.APIError
+	var legacy *nats.APIError // what a KV watch's consumer, made through the older API, returns
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == code || errors.As(err, &legacy) && legacy.ErrorCode == code
+}
+
+// pause waits publishRetryWait before a request is asked again; false when ctx ended first.
+func pause(ctx context.Context) bool {
+	t := time.NewTimer(publishRetryWait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -647,7 +673,8 @@ func timedOut(err error) bool {
 
 // StartWatch starts a KV watch with start, whose context is the watch's lifetime: a watch not
 // started within apiAttempt (its consumer's request lost with a NATS node, or a stream between
-// leaders) is abandoned and started again, until ctx ends (or unboundedAttempts attempts, when
+// leaders) is abandoned and started again, as is one that JetStream answered it is temporarily
+// unavailable (after a pause), until ctx ends (or unboundedAttempts attempts, when
 // it has no deadline). It returns the watcher and the
 // function that ends it, which the caller must call.
 func StartWatch(ctx context.Context, start func(context.Context) (jetstream.KeyWatcher, error)) (jetstream.KeyWatcher, context.CancelFunc, error) {
@@ -670,6 +697,9 @@ func StartWatch(ctx context.Context, start func(context.Context) (jetstream.KeyW
 			timer.Stop()
 			if s.err != nil {
 				cancel()
+				if unavailable(s.err) && pause(limit) {
+					continue
+				}
 				return nil, nil, s.err
 			}
 			return s.w, cancel, nil

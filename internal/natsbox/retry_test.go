@@ -3,6 +3,7 @@ package natsbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -11,6 +12,34 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// JetStream's "temporarily unavailable", as each of nats.go's APIs returns it.
+var (
+	jsUnavailable     = &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}
+	legacyUnavailable = &nats.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}
+)
+
+// TestUnavailable tells JetStream's "temporarily unavailable", from either API and wrapped,
+// from its other answers.
+func TestUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{jsUnavailable, true},
+		{legacyUnavailable, true},
+		{fmt.Errorf("read a>: %w", legacyUnavailable), true},
+		{&jetstream.APIError{Code: 503, ErrorCode: 10039}, false},
+		{&nats.APIError{Code: 404, ErrorCode: 10059}, false},
+		{jetstream.ErrBucketNotFound, false},
+		{nats.ErrTimeout, false},
+		{nil, false},
+	} {
+		if got := unavailable(tc.err); got != tc.want {
+			t.Errorf("unavailable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
 
 // shortAttempts makes apiAttempt short for one test: what is tested is what happens after an
 // attempt gets no answer, not how long one waits.
@@ -35,6 +64,11 @@ func TestRetry(t *testing.T) {
 		{"lost twice, then answered", []func(context.Context) error{lost, lost, func(context.Context) error { return nil }}, nil, 3},
 		{"a timeout of nats.go is lost too", []func(context.Context) error{func(context.Context) error { return nats.ErrTimeout }, func(context.Context) error { return nil }}, nil, 2},
 		{"another error is the answer", []func(context.Context) error{func(context.Context) error { return jetstream.ErrBucketNotFound }}, jetstream.ErrBucketNotFound, 1},
+		{"JetStream unavailable while it elects, then answered", []func(context.Context) error{
+			func(context.Context) error { return jsUnavailable },
+			func(context.Context) error { return fmt.Errorf("watch: %w", legacyUnavailable) },
+			func(context.Context) error { return nil },
+		}, nil, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			call, calls := script(tc.outcomes)
@@ -87,6 +121,22 @@ func TestStartWatch(t *testing.T) {
 		}
 	}
 	stop()
+	// A watch JetStream refused while it elects a leader is started again; another refusal is
+	// the answer.
+	starts = 0
+	w, stop, err = StartWatch(ctx, func(context.Context) (jetstream.KeyWatcher, error) {
+		if starts++; starts < 3 {
+			return nil, legacyUnavailable
+		}
+		return fakeWatcher{}, nil
+	})
+	if err != nil || w == nil || starts != 3 {
+		t.Fatalf("StartWatch while JetStream is unavailable: %v, %d starts; want a watcher after 3", err, starts)
+	}
+	stop()
+	if _, _, err := StartWatch(ctx, func(context.Context) (jetstream.KeyWatcher, error) { return nil, jetstream.ErrBucketNotFound }); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("StartWatch refused: %v, want the refusal", err)
+	}
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, _, err := StartWatch(gone, func(wctx context.Context) (jetstream.KeyWatcher, error) {

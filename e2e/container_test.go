@@ -40,6 +40,19 @@ func TestContainerImage(t *testing.T) {
 		}
 	})
 
+	// The binary built as the image builds it stays without dead weight (BENCHMARKS.md, "Binary
+	// size"; the root package's TestNoDeadWeight names the packages that once made it 91 MB).
+	t.Run("size", func(t *testing.T) {
+		const most = 80_000_000
+		fi, err := os.Stat(bins.reins)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > most {
+			t.Errorf("the binary built as the Dockerfile builds it is %.1f MB, over %d MB: `go tool nm -size -sort size` on a build without -s -w shows what grew", float64(fi.Size())/1e6, most/1_000_000)
+		}
+	})
+
 	// The image runs as its USER, the distroless nonroot; the test can become that user only
 	// as root, and otherwise runs as itself, which is not root either.
 	if image.User != "nonroot:nonroot" && image.User != "nonroot" {

@@ -11,7 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -73,8 +73,8 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 // OTEL_TRACES_EXPORTER=otlp for the default localhost:4318), unless OTEL_SDK_DISABLED=true or
 // OTEL_TRACES_EXPORTER=none. It returns nil (off, nothing to shut down) otherwise.
 //
-// It reads the process's environment, as the exporter does for its own OTEL_EXPORTER_OTLP_*
-// variables (headers, timeout, TLS).
+// It reads the process's environment, the exporter's OTEL_EXPORTER_OTLP_* variables too
+// (headers, timeout, compression, TLS), and refuses a value it cannot use, naming it.
 func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	getenv := os.Getenv
 	on, err := wanted(getenv)
@@ -85,7 +85,11 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	exp, err := otlptracehttp.New(ctx)
+	ocfg, err := readOTLPConfig(getenv)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := otlptrace.New(ctx, newOTLPClient(ocfg))
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: the OTLP exporter: %w", err)
 	}

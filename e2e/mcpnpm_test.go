@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,7 +77,7 @@ func TestMCPReferenceServer(t *testing.T) {
 			}
 			for _, name := range []string{"ev_echo", "ev_get-sum"} {
 				if tools[name] == nil {
-					t.Fatalf("tool %s is not offered; offered: %v", name, keys(tools))
+					t.Fatalf("tool %s is not offered; offered: %v", name, slices.Sorted(maps.Keys(tools)))
 				}
 			}
 			why, refused := ts.Refused()["ev_simulate-research-query"]
@@ -112,12 +114,4 @@ func everythingHTTP(t *testing.T, entry string) string {
 	p := start(t, "server-everything", []string{"PORT=" + port}, "node", entry, "streamableHttp")
 	p.waitFor("listening on port "+port, time.Minute)
 	return "http://127.0.0.1:" + port + "/mcp"
-}
-
-func keys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }

@@ -42,26 +42,7 @@ func TestCancelSlowCall(t *testing.T) {
 		_, err := tools["slow"].Call(ctx, args, "")
 		done <- err
 	}()
-	started := make(chan error, 1)
-	go func() {
-		// Opening a FIFO for reading blocks until the server opens it for writing.
-		f, err := os.Open(fifo)
-		if err == nil {
-			_, err = f.Read(make([]byte, 64))
-			f.Close()
-		}
-		started <- err
-	}()
-	select {
-	case err := <-started:
-		if err != nil {
-			t.Fatalf("waiting for slow to start: %v", err)
-		}
-	case err := <-done:
-		unblockFifo(fifo)
-		<-started
-		t.Fatalf("slow returned before it was cancelled: %v", err)
-	}
+	awaitFifo(t, fifo, done)
 
 	cancel()
 	err := <-done

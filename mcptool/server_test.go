@@ -3,7 +3,6 @@ package mcptool
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/kballard/go-shellquote"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/reins-run/reins/internal/mcptest"
 )
 
 // serverEnv makes the test binary act as an MCP server instead of running the tests: "stdio"
@@ -151,46 +152,11 @@ func appendLine(file, line string) error {
 // taskTool is the test server's tool that requires MCP tasks.
 const taskTool = "needs_task"
 
-// listWithExecution is a tools/list result that says, as MCP 2025-11-25 servers do, that
-// taskTool requires tasks: the Go SDK's Tool has no execution field, so the tools are
-// re-encoded with one (the embedded result keeps it an mcp.Result; its Tools are shadowed).
-type listWithExecution struct {
-	*mcp.ListToolsResult
-	Tools []map[string]any `json:"tools"`
-}
-
-// withExecution is the server middleware that marks taskTool in every tools/list page.
-func withExecution(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		res, err := next(ctx, method, req)
-		list, ok := res.(*mcp.ListToolsResult)
-		if err != nil || method != "tools/list" || !ok {
-			return res, err
-		}
-		out := &listWithExecution{ListToolsResult: list}
-		for _, t := range list.Tools {
-			b, err := json.Marshal(t)
-			if err != nil {
-				return nil, err
-			}
-			var m map[string]any
-			if err := json.Unmarshal(b, &m); err != nil {
-				return nil, err
-			}
-			if t.Name == taskTool {
-				m["execution"] = map[string]any{"taskSupport": "required"}
-			}
-			out.Tools = append(out.Tools, m)
-		}
-		return out, nil
-	}
-}
-
 // newTestServer builds the server the tests talk to. A page size of 2 makes listing its tools
 // take several pages.
 func newTestServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: testServerName, Version: "1.0.0"}, &mcp.ServerOptions{PageSize: 2})
-	s.AddReceivingMiddleware(withExecution)
+	s.AddReceivingMiddleware(mcptest.RequireTasks(taskTool))
 	mcp.AddTool(s, &mcp.Tool{Name: taskTool, Description: "Runs only as an MCP task."},
 		func(context.Context, *mcp.CallToolRequest, noIn) (*mcp.CallToolResult, any, error) {
 			return text("ran without a task"), nil, nil

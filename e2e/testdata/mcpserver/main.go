@@ -17,6 +17,8 @@ import (
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/reins-run/reins/internal/mcptest"
 )
 
 var (
@@ -39,7 +41,7 @@ func main() {
 		}
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcpserver", Version: "1.0.0"}, nil)
-	s.AddReceivingMiddleware(withExecution)
+	s.AddReceivingMiddleware(mcptest.RequireTasks("needs_task"))
 	mcp.AddTool(s, &mcp.Tool{Name: "refund", Description: "Refund an order."},
 		func(_ context.Context, req *mcp.CallToolRequest, in orderIn) (*mcp.CallToolResult, any, error) {
 			if err := note(req); err != nil {
@@ -108,38 +110,4 @@ func appendLine(file, line string) error {
 	}
 	_, err = fmt.Fprintln(f, line)
 	return errors.Join(err, f.Close())
-}
-
-// listWithExecution is a tools/list result in which needs_task says it requires tasks: the Go
-// SDK's Tool has no execution field, so the tools are re-encoded with one (the embedded result
-// keeps it an mcp.Result; its Tools are shadowed).
-type listWithExecution struct {
-	*mcp.ListToolsResult
-	Tools []map[string]any `json:"tools"`
-}
-
-func withExecution(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		res, err := next(ctx, method, req)
-		list, ok := res.(*mcp.ListToolsResult)
-		if err != nil || !ok {
-			return res, err
-		}
-		out := &listWithExecution{ListToolsResult: list}
-		for _, t := range list.Tools {
-			b, err := json.Marshal(t)
-			if err != nil {
-				return nil, err
-			}
-			var m map[string]any
-			if err := json.Unmarshal(b, &m); err != nil {
-				return nil, err
-			}
-			if t.Name == "needs_task" {
-				m["execution"] = map[string]any{"taskSupport": "required"}
-			}
-			out.Tools = append(out.Tools, m)
-		}
-		return out, nil
-	}
 }

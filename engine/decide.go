@@ -47,7 +47,7 @@ func Decide(def *workflow.Definition, run *Run, ev protocol.Event) (*Run, []Comm
 	default:
 		return nil, nil, fmt.Errorf("engine: unknown event type %q", ev.Type)
 	}
-	d := &decider{def: def, g: newGraph(def), run: run.Clone(), at: ev.At.Round(0).UTC()}
+	d := &decider{def: def, g: graphOf(def), run: run.Clone(), at: ev.At.Round(0).UTC()}
 	if d.run.Status == "" {
 		if ev.Type != protocol.EvStart {
 			return nil, nil, fmt.Errorf("engine: run %q has not started: its first event must be start, not %s", run.ID, ev.Type)
@@ -167,7 +167,7 @@ func InFlight(def *workflow.Definition, run *Run) []*protocol.Task {
 	if def == nil || !active(run) {
 		return nil
 	}
-	d := &decider{def: def, g: newGraph(def), run: run}
+	d := &decider{def: def, g: graphOf(def), run: run}
 	var tasks []*protocol.Task
 	for key, sr := range run.Steps {
 		if sr == nil || sr.Status != protocol.StepRunning || sr.Workflow != "" || sr.Wait != "" {

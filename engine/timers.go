@@ -69,7 +69,7 @@ func SubRuns(def *workflow.Definition, run *Run) []ChildRun {
 	if def == nil || run == nil {
 		return nil
 	}
-	d := &decider{def: def, g: newGraph(def), run: run}
+	d := &decider{def: def, g: graphOf(def), run: run}
 	var subs []ChildRun
 	for key, sr := range run.Steps {
 		if sr == nil {

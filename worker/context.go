@@ -472,10 +472,8 @@ func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
 	} else {
 		tc.ck.forget()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), tc.w.ackWait)
-	defer cancel()
 	tc.spanAnswer(ev)
-	if err := tc.w.publish(ctx, ev, data, tc.spanContext()); err != nil {
+	if err := tc.w.publish(ev, data, tc.spanContext()); err != nil {
 		tc.ck.forget()
 		err = fmt.Errorf("worker: publish the %s answer to task %s: %w", ev.Type, tc.task.MsgID, err)
 		tc.logger().WarnContext(tc, "worker: an answer could not be published: the task goes back to JetStream", "err", err)
@@ -496,8 +494,10 @@ func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
 }
 
 // publish stores ev, encoded as data (nil: encode it here), in REINS_EVENTS, with the trace
-// context of sc (the task's span) when valid.
-func (w *Worker) publish(ctx context.Context, ev *protocol.Event, data []byte, sc oteltrace.SpanContext) error {
+// context of sc (the task's span) when valid, within an AckWait: the task is redelivered
+// after that anyway. Not under the task's context: an answer is published even when the
+// task's context ended as the handler answered.
+func (w *Worker) publish(ev *protocol.Event, data []byte, sc oteltrace.SpanContext) error {
 	subject, err := wire.EventSubject(w.names, ev)
 	if err != nil {
 		return err
@@ -509,6 +509,6 @@ func (w *Worker) publish(ctx context.Context, ev *protocol.Event, data []byte, s
 	}
 	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{wire.EventMsgID(ev, "")}}}
 	telemetry.Inject(m.Header, sc)
-	_, err = natsbox.Publish(ctx, w.js.Conn(), m)
+	_, err = natsbox.PublishWithin(context.Background(), w.js.Conn(), m, w.ackWait)
 	return err
 }

@@ -89,11 +89,13 @@ func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Ms
 		return
 	}
 	w.tasks.Add(1)
-	go w.serve(tc, func() {
-		tc.stopContext()
-		w.runs.remove(tc)
-		<-s.sem
-		w.tasks.Done()
+	w.goroutines.run(func() {
+		w.serve(tc, func() {
+			tc.stopContext()
+			w.runs.remove(tc)
+			<-s.sem
+			w.tasks.Done()
+		})
 	})
 }
 

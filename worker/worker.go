@@ -91,6 +91,7 @@ type Worker struct {
 	answered    *answeredSet
 	ackWait     time.Duration
 	concurrency int
+	goroutines  *goroutines // where the handlers run (set by Run)
 	bundles     *wire.Store
 	effects     *Effects
 	sessions    *session.Store
@@ -302,6 +303,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer w.stopped()
+	w.goroutines = newGoroutines()
+	defer w.goroutines.stop()
 	if err := natsbox.EnsureLayout(ctx, w.js, w.box.Layout()); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

@@ -57,14 +57,19 @@ const (
 // Publish stores m in the stream its subject belongs to and returns the stream's
 // acknowledgement, like jetstream.JetStream.PublishMsg without options: set the message id and
 // expectations in m.Header. An error reply of the stream is returned as a *jetstream.APIError.
+// It is [PublishWithin] bounded by ctx alone.
 func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*jetstream.PubAck, error) {
-	var resp *nats.Msg
-	err := RetryNoStream(ctx, func() error {
-		return resend(ctx, func(wait time.Duration) (err error) {
-			resp, err = nc.RequestMsg(m, wait)
-			return err
-		})
-	})
+	return PublishWithin(ctx, nc, m, 0)
+}
+
+// PublishWithin is Publish that also ends within the duration given (none when 0), as a
+// context with that timeout would, without one: the hot path of an iteration publishes an
+// answer and a task, and a context and timer per publish were six of its allocations. Each
+// attempt waits PublishAttempt at most (nats.go pools those timers) and is sent again when
+// unanswered; a publish no stream answers is tried again every publishRetryWait for
+// publishNoStream (RetryNoStream's rule). A cancellation of ctx is seen between attempts.
+func PublishWithin(ctx context.Context, nc *nats.Conn, m *nats.Msg, within time.Duration) (*jetstream.PubAck, error) {
+	resp, err := request(ctx, nc, m, publishDeadline(ctx, within))
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, fmt.Errorf("publish on %s: %w", m.Subject, jetstream.ErrNoStreamResponse)
@@ -78,28 +83,65 @@ func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*jetstream.PubAck
 	return ack, nil
 }
 
-// resend runs request, each time waiting publishAttempt at most (less when ctx ends sooner),
-// and again at once after each attempt that got no answer in time, until ctx ends (or
-// unboundedAttempts attempts of apiAttempt when it has no deadline). It returns request's last
-// error, or ctx's. The wait is a duration rather than a context so that the hot path of an
-// iteration allocates no context and timer per publish (nats.go pools its timers); a
-// cancellation of ctx is seen between attempts.
-func resend(ctx context.Context, request func(wait time.Duration) error) error {
-	ctx, cancel := bounded(ctx)
-	defer cancel()
-	deadline, _ := ctx.Deadline()
+// publishDeadline is when a publish within the duration given (none when 0) under ctx ends:
+// the earlier of the two, or, with neither, what [bounded] gives a context without a deadline.
+func publishDeadline(ctx context.Context, within time.Duration) time.Time {
+	deadline, ok := ctx.Deadline()
+	if within > 0 {
+		if d := time.Now().Add(within); !ok || d.Before(deadline) {
+			return d
+		}
+	}
+	if !ok {
+		return time.Now().Add(unboundedAttempts * apiAttempt)
+	}
+	return deadline
+}
+
+// request sends m and waits for its answer, sending it again after each attempt of
+// publishAttempt that got no answer (until deadline), and again every publishRetryWait while
+// no stream answers it (for publishNoStream at most). It returns the answer, or the last
+// attempt's error, or ctx's, or context.DeadlineExceeded once deadline passed.
+func request(ctx context.Context, nc *nats.Conn, m *nats.Msg, deadline time.Time) (*nats.Msg, error) {
+	var giveUp time.Time // when a publish that finds no stream gives up
 	for {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		wait := min(publishAttempt, time.Until(deadline))
 		if wait <= 0 {
-			return context.DeadlineExceeded
+			return nil, context.DeadlineExceeded
 		}
-		err := request(wait)
-		if err == nil || !timedOut(err) {
-			return err
+		resp, err := nc.RequestMsg(m, wait)
+		switch {
+		case err == nil:
+			return resp, nil
+		case timedOut(err):
+			continue
+		case !noStream(err):
+			return nil, err
 		}
+		if giveUp.IsZero() {
+			giveUp = time.Now().Add(publishNoStream)
+		}
+		if !time.Now().Before(giveUp) {
+			return nil, err
+		}
+		if err := sleep(ctx, min(publishRetryWait, time.Until(deadline))); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// sleep waits d, or until ctx ends (its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

@@ -151,18 +151,20 @@ func TickEvent(runID string, c engine.Command) *protocol.Event {
 // of several that is not acknowledged within natsbox.PublishAttempt, sent again until it is
 // (its message id stores it once): a stream whose leader died never answers what it got.
 func (o *Outbox) Publish(ctx context.Context, msgs []*nats.Msg) error {
-	ctx, cancel := context.WithTimeout(ctx, PublishTimeout)
-	defer cancel()
 	switch len(msgs) {
 	case 0:
 		return nil
-	case 1:
-		ack, err := natsbox.Publish(ctx, o.JS.Conn(), msgs[0])
-		if err == nil {
+	case 1: // without a context of its own: the hot path's allocations (natsbox.PublishWithin)
+		ack, err := natsbox.PublishWithin(ctx, o.JS.Conn(), msgs[0], PublishTimeout)
+		if err == nil && ack.Duplicate {
+			ctx, cancel := context.WithTimeout(ctx, PublishTimeout)
+			defer cancel()
 			_, err = Own(ctx, o.JS, o.Names, msgs[0], ack)
 		}
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, PublishTimeout)
+	defer cancel()
 	futs := make([]jetstream.PubAckFuture, 0, len(msgs))
 	for _, m := range msgs {
 		f, err := o.JS.PublishMsgAsync(m)

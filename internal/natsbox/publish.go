@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/internal/intern"
 )
 
 // Publishing in the hot path of an iteration. The engine and the workers store two messages and
@@ -246,13 +248,17 @@ func ParsePubAck(data []byte) (*jetstream.PubAck, error) {
 func parseTemplateAck(data []byte) (*jetstream.PubAck, bool) {
 	var ack jetstream.PubAck
 	rest, ok := bytes.CutPrefix(data, []byte(`{"stream":`))
-	if ack.Stream, rest, ok = plainString(rest, ok); !ok || ack.Stream == "" {
+	stream, rest, ok := plainString(rest, ok)
+	if !ok || len(stream) == 0 {
 		return nil, false
 	}
+	ack.Stream = intern.Bytes(stream) // one of a few names: not allocated per publish
 	if after, found := bytes.CutPrefix(rest, []byte(`,"domain":`)); found {
-		if ack.Domain, rest, ok = plainString(after, true); !ok {
+		var domain []byte
+		if domain, rest, ok = plainString(after, true); !ok {
 			return nil, false
 		}
+		ack.Domain = string(domain)
 	}
 	if rest, ok = bytes.CutPrefix(rest, []byte(`,"seq":`)); !ok {
 		return nil, false
@@ -279,21 +285,21 @@ func parseTemplateAck(data []byte) (*jetstream.PubAck, bool) {
 	return &ack, true
 }
 
-// plainString reads a JSON string without escapes at the start of b (when ok) and returns it
-// and what follows it.
-func plainString(b []byte, ok bool) (string, []byte, bool) {
+// plainString reads a JSON string without escapes at the start of b (when ok) and returns its
+// bytes and what follows it.
+func plainString(b []byte, ok bool) ([]byte, []byte, bool) {
 	if !ok || len(b) == 0 || b[0] != '"' {
-		return "", nil, false
+		return nil, nil, false
 	}
 	end := bytes.IndexByte(b[1:], '"')
 	if end < 0 {
-		return "", nil, false
+		return nil, nil, false
 	}
 	s := b[1 : 1+end]
 	for _, c := range s {
 		if c == '\\' || c < 0x20 || c >= 0x80 {
-			return "", nil, false // escapes, control characters or UTF-8: encoding/json reads them
+			return nil, nil, false // escapes, control characters or UTF-8: encoding/json reads them
 		}
 	}
-	return string(s), b[2+end:], true
+	return s, b[2+end:], true
 }

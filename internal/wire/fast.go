@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
+	"github.com/reins-run/reins/internal/intern"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/trace"
 )
@@ -80,6 +81,17 @@ func str(v jsontext.Value, s *string) bool {
 	return err == nil
 }
 
+// same is str for a value that comes again in every message of a run (its id, its steps,
+// their handler, the workflow's hash, who started it, a type or a status): interned, they
+// are not allocated each time (they were eight allocations of every iteration).
+func same(v jsontext.Value, s *string) bool {
+	if v.Kind() != '"' || bytes.IndexByte(v, '\\') >= 0 || !utf8.Valid(v) {
+		return str(v, s)
+	}
+	*s = intern.Bytes(v[1 : len(v)-1])
+	return true
+}
+
 func integer(v jsontext.Value, n *int) bool {
 	if v.Kind() != '0' {
 		return false
@@ -118,21 +130,21 @@ func decodeTaskFast(data []byte, t *protocol.Task) bool {
 	return object(data, func(name []byte, v jsontext.Value) bool {
 		switch string(name) {
 		case "run_id":
-			return str(v, &t.RunID)
+			return same(v, &t.RunID)
 		case "step":
-			return str(v, &t.Step)
+			return same(v, &t.Step)
 		case "item":
 			return integer(v, &t.Item)
 		case "body":
-			return str(v, &t.Body)
+			return same(v, &t.Body)
 		case "type":
-			return str(v, (*string)(&t.Type))
+			return same(v, (*string)(&t.Type))
 		case "handler":
-			return str(v, &t.Handler)
+			return same(v, &t.Handler)
 		case "workflow":
-			return str(v, &t.Workflow)
+			return same(v, &t.Workflow)
 		case "model":
-			return str(v, &t.Model)
+			return same(v, &t.Model)
 		case "prompt":
 			return str(v, &t.Prompt)
 		case "instructions":
@@ -140,9 +152,9 @@ func decodeTaskFast(data []byte, t *protocol.Task) bool {
 		case "goal":
 			return str(v, &t.Goal)
 		case "session":
-			return str(v, &t.Session)
+			return same(v, &t.Session)
 		case "started_by":
-			return str(v, &t.StartedBy)
+			return same(v, &t.StartedBy)
 		case "activation":
 			return integer(v, &t.Activation)
 		case "iteration":
@@ -179,15 +191,15 @@ func decodeEventFast(data []byte, ev *protocol.Event) bool {
 	return object(data, func(name []byte, v jsontext.Value) bool {
 		switch string(name) {
 		case "run_id":
-			return str(v, &ev.RunID)
+			return same(v, &ev.RunID)
 		case "type":
-			return str(v, (*string)(&ev.Type))
+			return same(v, (*string)(&ev.Type))
 		case "at":
 			return timestamp(v, &ev.At)
 		case "input":
 			return raw(v, &ev.Input)
 		case "step":
-			return str(v, &ev.Step)
+			return same(v, &ev.Step)
 		case "item":
 			return integer(v, &ev.Item)
 		case "activation":
@@ -221,7 +233,7 @@ func decodeEventFast(data []byte, ev *protocol.Event) bool {
 		case "reason":
 			return str(v, &ev.Reason)
 		case "status":
-			return str(v, (*string)(&ev.Status))
+			return same(v, (*string)(&ev.Status))
 		case "resume":
 			return integer(v, &ev.Resume)
 		case "pending":
@@ -233,13 +245,13 @@ func decodeEventFast(data []byte, ev *protocol.Event) bool {
 		case "message":
 			return str(v, &ev.Message)
 		case "by":
-			return str(v, &ev.By)
+			return same(v, &ev.By)
 		case "name":
-			return str(v, &ev.Name)
+			return same(v, &ev.Name)
 		case "id":
 			return str(v, &ev.ID)
 		case "workflow":
-			return str(v, &ev.Workflow)
+			return same(v, &ev.Workflow)
 		case "parent":
 			if ev.Parent == nil {
 				ev.Parent = new(protocol.Parent)

@@ -629,7 +629,7 @@ func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *protocol.T
 		Session:    sr.Session,
 		Activation: sr.Activation, Iteration: sr.Iteration, Attempt: sr.Attempt,
 		Input:     sr.Input,
-		MsgID:     fmt.Sprintf("%s/%s/%d/%d/%d", d.run.ID, key, sr.Activation, sr.Iteration, sr.Attempt),
+		MsgID:     taskMsgID(d.run.ID, key, sr.Activation, sr.Iteration, sr.Attempt),
 		NotBefore: sr.NotBefore,
 		Timeout:   step.Timeout.Std(),
 		Resume:    sr.Resume,
@@ -652,6 +652,17 @@ func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *protocol.T
 	}
 	t.ChildResults = childResults(sr)
 	return t
+}
+
+// taskMsgID is RUN/KEY/ACTIVATION/ITERATION/ATTEMPT, built in one buffer (every iteration
+// dispatches a task: fmt.Sprintf boxed its numbers).
+func taskMsgID(run, key string, activation, iteration, attempt int) string {
+	id := make([]byte, 0, len(run)+len(key)+32)
+	id = append(append(append(id, run...), '/'), key...)
+	for _, n := range [...]int{activation, iteration, attempt} {
+		id = strconv.AppendInt(append(id, '/'), int64(n), 10)
+	}
+	return string(id)
 }
 
 func (d *decider) dispatch(key string, sr *StepRun, step *workflow.Step, notBefore time.Time) {

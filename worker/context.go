@@ -148,16 +148,16 @@ type taskContext struct {
 	// ranFrom is started on the real clock, for the metrics (Config.Now may be a test's).
 	ranFrom time.Time
 	span    oteltrace.Span // the iteration's span, nil when tracing is off
+	// redelivered: the task was delivered before (its message's metadata says).
+	redelivered bool
 
 	ck checkpoints
 }
 
-func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.Msg, t *protocol.Task) *taskContext {
+// newTaskContext is the context of task t, delivered in msg (not for the first time when
+// redelivered, which receive read from msg's metadata).
+func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.Msg, t *protocol.Task, redelivered bool) *taskContext {
 	base, cancel := context.WithCancelCause(ctx)
-	redelivered := false
-	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
-		redelivered = true
-	}
 	tc := &taskContext{
 		Context:      base,
 		w:            w,
@@ -166,6 +166,7 @@ func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.M
 		m:            s.m,
 		msg:          msg,
 		task:         t,
+		redelivered:  redelivered,
 		cancelBase:   cancel,
 		stopDeadline: func() {},
 		finished:     make(chan struct{}),

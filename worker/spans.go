@@ -26,7 +26,7 @@ func (tc *taskContext) startSpan() {
 	if t.Item >= 0 {
 		attrs = append(attrs, telemetry.AttrItem.Int(t.Item))
 	}
-	if md, err := tc.msg.Metadata(); err == nil && md.NumDelivered > 1 {
+	if tc.redelivered {
 		attrs = append(attrs, telemetry.AttrRedelivered.Bool(true))
 	}
 	tc.Context, tc.span = telemetry.Start(tc.Context, telemetry.Extract(tc.msg.Headers()),

@@ -60,7 +60,7 @@ func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Ms
 		}
 		return
 	}
-	tc := w.newTaskContext(base, s, msg, t)
+	tc := w.newTaskContext(base, s, msg, t, redelivered)
 	tc.published = published
 	switch ended, dup := w.runs.admit(tc); {
 	case ended:

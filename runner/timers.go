@@ -3,36 +3,69 @@ package runner
 import (
 	"errors"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/internal/outbox"
-	"github.com/reins-run/reins/internal/wire"
 )
 
-// timers holds the in-memory timers of schedule commands, by run and by the message id of the
-// tick each one publishes (so that a timer armed twice runs once).
+// timers holds the in-memory timers of schedule commands, by run, each with the tick it
+// publishes (so that a timer armed twice runs once). A waiting run holds one, so its cost is
+// what ten thousand waiting runs weigh: a run's timers are a slice (a run has one or two), a
+// timer keeps only what its tick needs, and is told apart by the tick's fields, not by its
+// message id.
 type timers struct {
 	now  func() time.Time
 	fire func(runID string, c engine.Command) error
 	log  *slog.Logger
 
 	mu     sync.Mutex
-	runs   map[string]map[string]*timer
+	runs   map[string][]*timer
 	closed bool
 }
 
-// timer is one armed timer; fired compares it with the map's, since a watch may have replaced it.
-// due is when it fires, on the engine's clock.
+// tick is what a timer publishes: the fields of a schedule command its tick event is made of.
+type tick struct {
+	step       string
+	item       int
+	activation int
+	at         time.Time
+	watch      bool
+}
+
+// same tells whether k and o are one timer of a run: the same tick (the fields its message id
+// is made of), or, for a task's watch, the same step and item, since a step has one watch at a
+// time.
+func (k tick) same(o tick) bool {
+	if k.watch || o.watch {
+		return k.watch == o.watch && k.step == o.step && k.item == o.item
+	}
+	return k.step == o.step && k.item == o.item && k.activation == o.activation && k.at.Equal(o.at)
+}
+
+// timer is one armed timer; fired compares it with the run's, since a watch may have replaced
+// it. due is when it fires, on the engine's clock.
 type timer struct {
-	t   *time.Timer
-	due time.Time
+	ts    *timers
+	runID string
+	t     *time.Timer
+	due   time.Time
+	tick  tick
 }
 
 func newTimers(now func() time.Time, fire func(string, engine.Command) error, log *slog.Logger) *timers {
-	return &timers{now: now, fire: fire, log: log, runs: map[string]map[string]*timer{}}
+	return &timers{now: now, fire: fire, log: log, runs: map[string][]*timer{}}
+}
+
+// tickOf is the tick of c, a schedule command.
+func tickOf(c engine.Command) tick {
+	return tick{step: c.Step, item: c.Item, activation: c.Activation, at: c.At, watch: c.Watch}
+}
+
+// command is the schedule command of tm's tick, as fire publishes it.
+func (tm *timer) command() engine.Command {
+	k := tm.tick
+	return engine.Command{Type: engine.CmdSchedule, At: k.at, Step: k.step, Item: k.item, Activation: k.activation, Watch: k.watch}
 }
 
 // arm sets a timer for c, a schedule command of run runID, unless one is set for the same tick.
@@ -41,10 +74,9 @@ func newTimers(now func() time.Time, fire func(string, engine.Command) error, lo
 // however many iterations it dispatches, and a loop that answers in time fires none. out is
 // when the task a watch is for went out at the latest, on the engine's clock (watchDue).
 func (t *timers) arm(runID string, c engine.Command, out time.Time) {
-	key := wire.EventMsgID(outbox.TickEvent(runID, c), "")
+	tk := tickOf(c)
 	due := c.At
 	if c.Watch {
-		key = "watch/" + c.Step + "/" + strconv.Itoa(c.Item)
 		due = watchDue(c, out)
 	}
 	t.mu.Lock()
@@ -52,13 +84,14 @@ func (t *timers) arm(runID string, c engine.Command, out time.Time) {
 	if t.closed {
 		return
 	}
-	if old, ok := t.runs[runID][key]; ok {
+	if old := t.find(runID, tk); old != nil {
 		if !c.Watch {
 			return
 		}
 		old.t.Stop()
+		t.remove(old)
 	}
-	t.set(runID, key, c, due)
+	t.set(&timer{ts: t, runID: runID, tick: tk}, due)
 }
 
 // watchDue is when the watch c of a task that went out at out fires: at c.At, later by as much
@@ -74,39 +107,60 @@ func watchDue(c engine.Command, out time.Time) time.Time {
 	return c.At
 }
 
-// set arms the timer to fire at due; t.mu is held.
-func (t *timers) set(runID, key string, c engine.Command, due time.Time) {
-	m := t.runs[runID]
-	if m == nil {
-		m = map[string]*timer{}
-		t.runs[runID] = m
+// find returns run runID's timer of tk, or nil; t.mu is held.
+func (t *timers) find(runID string, tk tick) *timer {
+	for _, tm := range t.runs[runID] {
+		if tm.tick.same(tk) {
+			return tm
+		}
 	}
-	tm := &timer{due: due}
-	m[key] = tm
-	tm.t = time.AfterFunc(due.Sub(t.now()), func() { t.fired(runID, key, tm, c) })
+	return nil
+}
+
+// remove takes tm out of its run's timers; t.mu is held.
+func (t *timers) remove(tm *timer) {
+	list := t.runs[tm.runID]
+	for i, x := range list {
+		if x == tm {
+			list[i] = list[len(list)-1]
+			list[len(list)-1] = nil
+			list = list[:len(list)-1]
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(t.runs, tm.runID)
+		return
+	}
+	t.runs[tm.runID] = list
+}
+
+// set arms tm to fire at due and adds it to its run's timers; t.mu is held.
+func (t *timers) set(tm *timer, due time.Time) {
+	tm.due = due
+	t.runs[tm.runID] = append(t.runs[tm.runID], tm)
+	tm.t = time.AfterFunc(due.Sub(t.now()), tm.fired)
 }
 
 // fired publishes the tick; a failed publication is tried again a second later. A timer that
-// another replaced meanwhile leaves the map alone.
-func (t *timers) fired(runID, key string, tm *timer, c engine.Command) {
-	err := t.fire(runID, c)
+// another replaced meanwhile leaves the run's timers alone.
+func (tm *timer) fired() {
+	t := tm.ts
+	err := t.fire(tm.runID, tm.command())
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed || t.runs[runID][key] != tm {
+	if t.closed || t.find(tm.runID, tm.tick) != tm {
 		return
 	}
+	t.remove(tm)
 	var d *dropError
 	if err != nil && !errors.As(err, &d) {
-		t.log.Warn("runner: a tick could not be published and is tried again", "run_id", runID, "tick", key, "err", err)
-		t.set(runID, key, c, t.now().Add(retryDelay))
+		t.log.Warn("runner: a tick could not be published and is tried again", "run_id", tm.runID, "step", tm.tick.step, "item", tm.tick.item, "err", err)
+		t.set(tm, t.now().Add(retryDelay))
 		return
 	}
 	if err != nil {
-		t.log.Error("runner: a tick cannot be published", "run_id", runID, "tick", key, "err", err)
-	}
-	delete(t.runs[runID], key)
-	if len(t.runs[runID]) == 0 {
-		delete(t.runs, runID)
+		t.log.Error("runner: a tick cannot be published", "run_id", tm.runID, "step", tm.tick.step, "item", tm.tick.item, "err", err)
 	}
 }
 
@@ -124,9 +178,9 @@ func (t *timers) cancelRun(runID string) {
 func (t *timers) cancelWhere(mine func(runID string) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for id, m := range t.runs {
+	for id, list := range t.runs {
 		if mine(id) {
-			for _, tm := range m {
+			for _, tm := range list {
 				tm.t.Stop()
 			}
 			delete(t.runs, id)
@@ -139,8 +193,8 @@ func (t *timers) close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.closed = true
-	for _, m := range t.runs {
-		for _, tm := range m {
+	for _, list := range t.runs {
+		for _, tm := range list {
 			tm.t.Stop()
 		}
 	}

@@ -13,7 +13,8 @@ import (
 // publishes (so that a timer armed twice runs once). A waiting run holds one, so its cost is
 // what ten thousand waiting runs weigh: a run's timers are a slice (a run has one or two), a
 // timer keeps only what its tick needs, and is told apart by the tick's fields, not by its
-// message id.
+// message id. A run with more than keyedFrom timers (a map step of thousands of items, each
+// with a watch) also has them by key, so that arming and disarming one stays O(1).
 type timers struct {
 	now  func() time.Time
 	fire func(runID string, c engine.Command) error
@@ -21,8 +22,13 @@ type timers struct {
 
 	mu     sync.Mutex
 	runs   map[string][]*timer
+	keyed  map[string]map[tickKey]*timer
 	closed bool
 }
+
+// keyedFrom is how many timers a run holds before they are also kept by key: below it, a scan
+// of the run's slice is as quick as a map and costs no memory.
+const keyedFrom = 8
 
 // tick is what a timer publishes: the fields of a schedule command its tick event is made of.
 type tick struct {
@@ -43,18 +49,38 @@ func (k tick) same(o tick) bool {
 	return k.step == o.step && k.item == o.item && k.activation == o.activation && k.at.Equal(o.at)
 }
 
+// tickKey is a tick's identity as a map key, what same compares: a watch's step and item, or
+// a tick's fields with its time as the instant (time.Time's == also compares its location).
+type tickKey struct {
+	step       string
+	item       int
+	activation int
+	sec        int64
+	nsec       int
+	watch      bool
+}
+
+// key is k's identity, equal for two ticks exactly when same holds.
+func (k tick) key() tickKey {
+	if k.watch {
+		return tickKey{step: k.step, item: k.item, watch: true}
+	}
+	return tickKey{step: k.step, item: k.item, activation: k.activation, sec: k.at.Unix(), nsec: k.at.Nanosecond()}
+}
+
 // timer is one armed timer; fired compares it with the run's, since a watch may have replaced
-// it. due is when it fires, on the engine's clock.
+// it. due is when it fires, on the engine's clock; idx is its place in its run's slice.
 type timer struct {
 	ts    *timers
 	runID string
 	t     *time.Timer
 	due   time.Time
 	tick  tick
+	idx   int
 }
 
 func newTimers(now func() time.Time, fire func(string, engine.Command) error, log *slog.Logger) *timers {
-	return &timers{now: now, fire: fire, log: log, runs: map[string][]*timer{}}
+	return &timers{now: now, fire: fire, log: log, runs: map[string][]*timer{}, keyed: map[string]map[tickKey]*timer{}}
 }
 
 // tickOf is the tick of c, a schedule command.
@@ -109,6 +135,9 @@ func watchDue(c engine.Command, out time.Time) time.Time {
 
 // find returns run runID's timer of tk, or nil; t.mu is held.
 func (t *timers) find(runID string, tk tick) *timer {
+	if m := t.keyed[runID]; m != nil {
+		return m[tk.key()]
+	}
 	for _, tm := range t.runs[runID] {
 		if tm.tick.same(tk) {
 			return tm
@@ -117,15 +146,20 @@ func (t *timers) find(runID string, tk tick) *timer {
 	return nil
 }
 
-// remove takes tm out of its run's timers; t.mu is held.
+// remove takes tm out of its run's timers, moving the slice's last into its place; t.mu is
+// held. A run's keyed index goes once it is down to half of keyedFrom, so that a map step's
+// thousands of watches do not leave their map behind a run that waits with one.
 func (t *timers) remove(tm *timer) {
 	list := t.runs[tm.runID]
-	for i, x := range list {
-		if x == tm {
-			list[i] = list[len(list)-1]
-			list[len(list)-1] = nil
-			list = list[:len(list)-1]
-			break
+	last := len(list) - 1
+	list[tm.idx] = list[last]
+	list[tm.idx].idx = tm.idx
+	list[last] = nil
+	list = list[:last]
+	if m := t.keyed[tm.runID]; m != nil {
+		delete(m, tm.tick.key())
+		if len(list) <= keyedFrom/2 {
+			delete(t.keyed, tm.runID)
 		}
 	}
 	if len(list) == 0 {
@@ -138,8 +172,28 @@ func (t *timers) remove(tm *timer) {
 // set arms tm to fire at due and adds it to its run's timers; t.mu is held.
 func (t *timers) set(tm *timer, due time.Time) {
 	tm.due = due
-	t.runs[tm.runID] = append(t.runs[tm.runID], tm)
+	list := append(t.runs[tm.runID], tm)
+	tm.idx = len(list) - 1
+	t.runs[tm.runID] = list
+	t.index(tm.runID, list)
 	tm.t = time.AfterFunc(due.Sub(t.now()), tm.fired)
+}
+
+// index keeps run runID's timers by key once it holds more than keyedFrom; t.mu is held.
+func (t *timers) index(runID string, list []*timer) {
+	if m := t.keyed[runID]; m != nil {
+		tm := list[len(list)-1]
+		m[tm.tick.key()] = tm
+		return
+	}
+	if len(list) <= keyedFrom {
+		return
+	}
+	m := make(map[tickKey]*timer, len(list))
+	for _, tm := range list {
+		m[tm.tick.key()] = tm
+	}
+	t.keyed[runID] = m
 }
 
 // fired publishes the tick; a failed publication is tried again a second later. A timer that
@@ -172,6 +226,7 @@ func (t *timers) cancelRun(runID string) {
 		tm.t.Stop()
 	}
 	delete(t.runs, runID)
+	delete(t.keyed, runID)
 }
 
 // cancelWhere stops the timers of the runs mine accepts (those of a partition let go).
@@ -184,6 +239,7 @@ func (t *timers) cancelWhere(mine func(runID string) bool) {
 				tm.t.Stop()
 			}
 			delete(t.runs, id)
+			delete(t.keyed, id)
 		}
 	}
 }
@@ -199,4 +255,5 @@ func (t *timers) close() {
 		}
 	}
 	t.runs = nil
+	t.keyed = nil
 }

@@ -281,6 +281,7 @@ func waitingRuns(b B, runs int) {
 	b.ReportMetric(float64(statusBytes(b, "/proc/self/status", "VmHWM:"))/(1<<20), "peak-rss-MB")
 	runtime.GC()
 	writeHeapProfile(b, "waiting")
+	writeStreams(b, s, "waiting")
 	b.ReportMetric(float64(rssBytes(b))/(1<<20), "rss-MB")
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -381,6 +382,29 @@ func writeHeapProfile(b B, name string) {
 	}
 	defer f.Close()
 	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// writeStreams writes, beside the heap profile (writeHeapProfile), what each stream of the
+// layout holds (name.streams: messages, bytes, subjects, deleted), which tells what the runs
+// wrote.
+func writeStreams(b B, s *stack, name string) {
+	dir := os.Getenv("REINS_BENCH_HEAP")
+	if dir == "" {
+		return
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "%-28s %10s %12s %10s %10s\n", "stream", "msgs", "bytes", "subjects", "deleted")
+	streams := s.box.JetStream().ListStreams(context.Background())
+	for info := range streams.Info() {
+		st := info.State
+		fmt.Fprintf(&out, "%-28s %10d %12d %10d %10d\n", info.Config.Name, st.Msgs, st.Bytes, st.NumSubjects, st.NumDeleted)
+	}
+	if err := streams.Err(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".streams"), []byte(out.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
 }

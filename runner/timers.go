@@ -3,36 +3,95 @@ package runner
 import (
 	"errors"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/internal/outbox"
-	"github.com/reins-run/reins/internal/wire"
 )
 
-// timers holds the in-memory timers of schedule commands, by run and by the message id of the
-// tick each one publishes (so that a timer armed twice runs once).
+// timers holds the in-memory timers of schedule commands, by run, each with the tick it
+// publishes (so that a timer armed twice runs once). A waiting run holds one, so its cost is
+// what ten thousand waiting runs weigh: a run's timers are a slice (a run has one or two), a
+// timer keeps only what its tick needs, and is told apart by the tick's fields, not by its
+// message id. A run with more than keyedFrom timers (a map step of thousands of items, each
+// with a watch) also has them by key, so that arming and disarming one stays O(1).
 type timers struct {
 	now  func() time.Time
 	fire func(runID string, c engine.Command) error
 	log  *slog.Logger
 
 	mu     sync.Mutex
-	runs   map[string]map[string]*timer
+	runs   map[string][]*timer
+	keyed  map[string]map[tickKey]*timer
 	closed bool
 }
 
-// timer is one armed timer; fired compares it with the map's, since a watch may have replaced it.
-// due is when it fires, on the engine's clock.
+// keyedFrom is how many timers a run holds before they are also kept by key: below it, a scan
+// of the run's slice is as quick as a map and costs no memory.
+const keyedFrom = 8
+
+// tick is what a timer publishes: the fields of a schedule command its tick event is made of.
+type tick struct {
+	step       string
+	item       int
+	activation int
+	at         time.Time
+	watch      bool
+}
+
+// same tells whether k and o are one timer of a run: the same tick (the fields its message id
+// is made of), or, for a task's watch, the same step and item, since a step has one watch at a
+// time.
+func (k tick) same(o tick) bool {
+	if k.watch || o.watch {
+		return k.watch == o.watch && k.step == o.step && k.item == o.item
+	}
+	return k.step == o.step && k.item == o.item && k.activation == o.activation && k.at.Equal(o.at)
+}
+
+// tickKey is a tick's identity as a map key, what same compares: a watch's step and item, or
+// a tick's fields with its time as the instant (time.Time's == also compares its location).
+type tickKey struct {
+	step       string
+	item       int
+	activation int
+	sec        int64
+	nsec       int
+	watch      bool
+}
+
+// key is k's identity, equal for two ticks exactly when same holds.
+func (k tick) key() tickKey {
+	if k.watch {
+		return tickKey{step: k.step, item: k.item, watch: true}
+	}
+	return tickKey{step: k.step, item: k.item, activation: k.activation, sec: k.at.Unix(), nsec: k.at.Nanosecond()}
+}
+
+// timer is one armed timer; fired compares it with the run's, since a watch may have replaced
+// it. due is when it fires, on the engine's clock; idx is its place in its run's slice.
 type timer struct {
-	t   *time.Timer
-	due time.Time
+	ts    *timers
+	runID string
+	t     *time.Timer
+	due   time.Time
+	tick  tick
+	idx   int
 }
 
 func newTimers(now func() time.Time, fire func(string, engine.Command) error, log *slog.Logger) *timers {
-	return &timers{now: now, fire: fire, log: log, runs: map[string]map[string]*timer{}}
+	return &timers{now: now, fire: fire, log: log, runs: map[string][]*timer{}, keyed: map[string]map[tickKey]*timer{}}
+}
+
+// tickOf is the tick of c, a schedule command.
+func tickOf(c engine.Command) tick {
+	return tick{step: c.Step, item: c.Item, activation: c.Activation, at: c.At, watch: c.Watch}
+}
+
+// command is the schedule command of tm's tick, as fire publishes it.
+func (tm *timer) command() engine.Command {
+	k := tm.tick
+	return engine.Command{Type: engine.CmdSchedule, At: k.at, Step: k.step, Item: k.item, Activation: k.activation, Watch: k.watch}
 }
 
 // arm sets a timer for c, a schedule command of run runID, unless one is set for the same tick.
@@ -41,10 +100,9 @@ func newTimers(now func() time.Time, fire func(string, engine.Command) error, lo
 // however many iterations it dispatches, and a loop that answers in time fires none. out is
 // when the task a watch is for went out at the latest, on the engine's clock (watchDue).
 func (t *timers) arm(runID string, c engine.Command, out time.Time) {
-	key := wire.EventMsgID(outbox.TickEvent(runID, c), "")
+	tk := tickOf(c)
 	due := c.At
 	if c.Watch {
-		key = "watch/" + c.Step + "/" + strconv.Itoa(c.Item)
 		due = watchDue(c, out)
 	}
 	t.mu.Lock()
@@ -52,13 +110,14 @@ func (t *timers) arm(runID string, c engine.Command, out time.Time) {
 	if t.closed {
 		return
 	}
-	if old, ok := t.runs[runID][key]; ok {
+	if old := t.find(runID, tk); old != nil {
 		if !c.Watch {
 			return
 		}
 		old.t.Stop()
+		t.remove(old)
 	}
-	t.set(runID, key, c, due)
+	t.set(&timer{ts: t, runID: runID, tick: tk}, due)
 }
 
 // watchDue is when the watch c of a task that went out at out fires: at c.At, later by as much
@@ -74,39 +133,88 @@ func watchDue(c engine.Command, out time.Time) time.Time {
 	return c.At
 }
 
-// set arms the timer to fire at due; t.mu is held.
-func (t *timers) set(runID, key string, c engine.Command, due time.Time) {
-	m := t.runs[runID]
-	if m == nil {
-		m = map[string]*timer{}
-		t.runs[runID] = m
+// find returns run runID's timer of tk, or nil; t.mu is held.
+func (t *timers) find(runID string, tk tick) *timer {
+	if m := t.keyed[runID]; m != nil {
+		return m[tk.key()]
 	}
-	tm := &timer{due: due}
-	m[key] = tm
-	tm.t = time.AfterFunc(due.Sub(t.now()), func() { t.fired(runID, key, tm, c) })
+	for _, tm := range t.runs[runID] {
+		if tm.tick.same(tk) {
+			return tm
+		}
+	}
+	return nil
+}
+
+// remove takes tm out of its run's timers, moving the slice's last into its place; t.mu is
+// held. A run's keyed index goes once it is down to half of keyedFrom, so that a map step's
+// thousands of watches do not leave their map behind a run that waits with one.
+func (t *timers) remove(tm *timer) {
+	list := t.runs[tm.runID]
+	last := len(list) - 1
+	list[tm.idx] = list[last]
+	list[tm.idx].idx = tm.idx
+	list[last] = nil
+	list = list[:last]
+	if m := t.keyed[tm.runID]; m != nil {
+		delete(m, tm.tick.key())
+		if len(list) <= keyedFrom/2 {
+			delete(t.keyed, tm.runID)
+		}
+	}
+	if len(list) == 0 {
+		delete(t.runs, tm.runID)
+		return
+	}
+	t.runs[tm.runID] = list
+}
+
+// set arms tm to fire at due and adds it to its run's timers; t.mu is held.
+func (t *timers) set(tm *timer, due time.Time) {
+	tm.due = due
+	list := append(t.runs[tm.runID], tm)
+	tm.idx = len(list) - 1
+	t.runs[tm.runID] = list
+	t.index(tm.runID, list)
+	tm.t = time.AfterFunc(due.Sub(t.now()), tm.fired)
+}
+
+// index keeps run runID's timers by key once it holds more than keyedFrom; t.mu is held.
+func (t *timers) index(runID string, list []*timer) {
+	if m := t.keyed[runID]; m != nil {
+		tm := list[len(list)-1]
+		m[tm.tick.key()] = tm
+		return
+	}
+	if len(list) <= keyedFrom {
+		return
+	}
+	m := make(map[tickKey]*timer, len(list))
+	for _, tm := range list {
+		m[tm.tick.key()] = tm
+	}
+	t.keyed[runID] = m
 }
 
 // fired publishes the tick; a failed publication is tried again a second later. A timer that
-// another replaced meanwhile leaves the map alone.
-func (t *timers) fired(runID, key string, tm *timer, c engine.Command) {
-	err := t.fire(runID, c)
+// another replaced meanwhile leaves the run's timers alone.
+func (tm *timer) fired() {
+	t := tm.ts
+	err := t.fire(tm.runID, tm.command())
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed || t.runs[runID][key] != tm {
+	if t.closed || t.find(tm.runID, tm.tick) != tm {
 		return
 	}
+	t.remove(tm)
 	var d *dropError
 	if err != nil && !errors.As(err, &d) {
-		t.log.Warn("runner: a tick could not be published and is tried again", "run_id", runID, "tick", key, "err", err)
-		t.set(runID, key, c, t.now().Add(retryDelay))
+		t.log.Warn("runner: a tick could not be published and is tried again", "run_id", tm.runID, "step", tm.tick.step, "item", tm.tick.item, "err", err)
+		t.set(tm, t.now().Add(retryDelay))
 		return
 	}
 	if err != nil {
-		t.log.Error("runner: a tick cannot be published", "run_id", runID, "tick", key, "err", err)
-	}
-	delete(t.runs[runID], key)
-	if len(t.runs[runID]) == 0 {
-		delete(t.runs, runID)
+		t.log.Error("runner: a tick cannot be published", "run_id", tm.runID, "step", tm.tick.step, "item", tm.tick.item, "err", err)
 	}
 }
 
@@ -118,18 +226,20 @@ func (t *timers) cancelRun(runID string) {
 		tm.t.Stop()
 	}
 	delete(t.runs, runID)
+	delete(t.keyed, runID)
 }
 
 // cancelWhere stops the timers of the runs mine accepts (those of a partition let go).
 func (t *timers) cancelWhere(mine func(runID string) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for id, m := range t.runs {
+	for id, list := range t.runs {
 		if mine(id) {
-			for _, tm := range m {
+			for _, tm := range list {
 				tm.t.Stop()
 			}
 			delete(t.runs, id)
+			delete(t.keyed, id)
 		}
 	}
 }
@@ -139,10 +249,11 @@ func (t *timers) close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.closed = true
-	for _, m := range t.runs {
-		for _, tm := range m {
+	for _, list := range t.runs {
+		for _, tm := range list {
 			tm.t.Stop()
 		}
 	}
 	t.runs = nil
+	t.keyed = nil
 }

@@ -29,7 +29,7 @@ func watchedLoop(t *testing.T) (*workflow.Definition, *wire.Bundles) {
 func watchDueOf(e *Engine, runID, step string) time.Time {
 	e.timers.mu.Lock()
 	defer e.timers.mu.Unlock()
-	if tm := e.timers.runs[runID]["watch/"+step+"/-1"]; tm != nil {
+	if tm := e.timers.find(runID, tick{step: step, item: -1, watch: true}); tm != nil {
 		return tm.due
 	}
 	return time.Time{}

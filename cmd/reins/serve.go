@@ -41,6 +41,7 @@ func newServeCmd() *cobra.Command {
 		leaseTTL   time.Duration
 		retention  time.Duration
 		configFile string
+		memLimit   string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -78,6 +79,9 @@ the engine dispatches each next iteration at once and saves the run once per win
 acknowledges the events the save covers (a crash has them decided again). --save-window 0 saves
 after every decision, as reins run does.
 
+--memory-limit SIZE (or GOMEMLIMIT) is the process's soft memory limit: the Go heap, which
+otherwise grows to twice what stays live, collects sooner to stay under it (docs/deploy.md).
+
 HTTP on --listen (default 127.0.0.1:7400, loopback only; --listen "" serves none): /metrics
 (Prometheus: runs, steps, iterations, model calls, tokens, cost, tool calls, tasks, partitions),
 /healthz (the process lives) and /readyz (NATS connected, the engine and workers consuming; 503
@@ -106,6 +110,9 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			}
 			if nf.url != "" && cmd.Flags().Changed("nats-listen") {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--nats-listen applies to the embedded server; it cannot be used with --nats")}
+			}
+			if err := memoryLimit(memLimit, log); err != nil {
+				return err
 			}
 			cfgOp, res, err := loadOperator(configFile)
 			if err != nil {
@@ -219,6 +226,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 	fl.DurationVar(&leaseTTL, "lease-ttl", runner.DefaultLeaseTTL, "how long the other engines wait without a heartbeat of this one before they take its partitions over (the same on every engine; longer on machines too busy to answer within it)")
 	fl.DurationVar(&retention, "retention", client.DefaultRetention, "remove finished runs that ended longer ago than this `DURATION` (0: keep them forever)")
 	fl.StringVar(&httpListen, "listen", DefaultListen, "where to serve HTTP, `ADDR` (HOST:PORT): /metrics (Prometheus), /healthz and /readyz; loopback by default, \"\" serves no HTTP")
+	fl.StringVar(&memLimit, "memory-limit", "", "the soft memory limit of the process, `SIZE` (such as 512MiB): the Go heap collects sooner to stay under it, at the price of CPU (docs/deploy.md, \"Memory\"); default: GOMEMLIMIT's, or none")
 	lf.add(cmd)
 	fl.StringVar(&configFile, "config", "", "the operator's configuration `FILE`: providers, MCP servers, principals, limits (docs/security.md); default: providers openai and anthropic with the keys of OPENAI_API_KEY and ANTHROPIC_API_KEY, and the data directory's admin")
 	return cmd

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -440,5 +442,34 @@ func TestTokenInNATSURLNotLogged(t *testing.T) {
 				t.Errorf("the server is not named with its token hidden:\n%s", stderr.String())
 			}
 		})
+	}
+}
+
+// --memory-limit sets the process's soft memory limit (what GOMEMLIMIT sets), leaves the
+// runtime's without it, and refuses what is not a size before anything starts.
+func TestServeMemoryLimit(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(prev)
+	for _, tc := range []struct {
+		flag string
+		want int64
+	}{
+		{"", prev},
+		{"80MiB", 80 << 20},
+		{"1GB", 1e9},
+		{"", 1e9}, // not given: the limit stays what it was
+	} {
+		if err := memoryLimit(tc.flag, slog.New(slog.DiscardHandler)); err != nil {
+			t.Fatalf("--memory-limit %q: %v", tc.flag, err)
+		}
+		if got := debug.SetMemoryLimit(-1); got != tc.want {
+			t.Errorf("--memory-limit %q: the limit is %d, want %d", tc.flag, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"0", "-1MiB", "lots", "80 MB MB"} {
+		code, out, errOut := cli(t, "serve", "--data", t.TempDir(), "--memory-limit", bad)
+		if code != exitUsage || !strings.Contains(errOut, "--memory-limit "+bad+": want a size") {
+			t.Errorf("--memory-limit %q: exit %d, want 2 with the reason\n%s%s", bad, code, out, errOut)
+		}
 	}
 }

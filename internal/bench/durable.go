@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -275,7 +278,10 @@ func waitingRuns(b B, runs int) {
 	// The engine decides the last continued events after the worker answered them; wait until
 	// every run is saved waiting for iteration 2.
 	waitAllDelayed(b, s, b.Loops()*runs)
+	b.ReportMetric(float64(statusBytes(b, "/proc/self/status", "VmHWM:"))/(1<<20), "peak-rss-MB")
 	runtime.GC()
+	writeHeapProfile(b, "waiting")
+	writeStreams(b, s, "waiting")
 	b.ReportMetric(float64(rssBytes(b))/(1<<20), "rss-MB")
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -287,6 +293,7 @@ func waitingRuns(b B, runs int) {
 	time.Sleep(idleAfter)
 	runtime.GC() // the buffers expired went back to sync.Pools: the first GC keeps them a cycle
 	debug.FreeOSMemory()
+	writeHeapProfile(b, "idle")
 	b.ReportMetric(float64(rssBytes(b))/(1<<20), "idle-rss-MB")
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "idle-heap-MB")
@@ -345,13 +352,72 @@ func watchRuns(b B, s *stack, n int, ok func(*client.Record) bool) {
 func rssBytes(b B) int64 { return rssOf(b, "/proc/self/status") }
 
 // rssOf reads VmRSS from a process's status file.
-func rssOf(b B, status string) int64 {
+func rssOf(b B, status string) int64 { return statusBytes(b, status, "VmRSS:") }
+
+// writeHeapProfile writes the heap profile of this moment to $REINS_BENCH_HEAP/name.pprof when
+// that variable names a directory, for `go tool pprof -sample_index=inuse_space`, and beside it
+// the process's status (name.status: resident set anonymous and file-backed, threads) and the
+// runtime's memory statistics (name.memstats), which tell the resident set from the heap.
+func writeHeapProfile(b B, name string) {
+	dir := os.Getenv("REINS_BENCH_HEAP")
+	if dir == "" {
+		return
+	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	stats := fmt.Sprintf("HeapInuse %d\nHeapIdle %d\nHeapReleased %d\nStackInuse %d\nMSpanInuse %d\nGCSys %d\nOtherSys %d\nSys %d\nNextGC %d\nNumGC %d\nGoroutines %d\n",
+		ms.HeapInuse, ms.HeapIdle, ms.HeapReleased, ms.StackInuse, ms.MSpanInuse, ms.GCSys, ms.OtherSys, ms.Sys, ms.NextGC, ms.NumGC, runtime.NumGoroutine())
+	for _, f := range []struct{ name, text string }{{name + ".status", string(status)}, {name + ".memstats", stats}} {
+		if err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.text), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// writeStreams writes, beside the heap profile (writeHeapProfile), what each stream of the
+// layout holds (name.streams: messages, bytes, subjects, deleted), which tells what the runs
+// wrote.
+func writeStreams(b B, s *stack, name string) {
+	dir := os.Getenv("REINS_BENCH_HEAP")
+	if dir == "" {
+		return
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "%-28s %10s %12s %10s %10s\n", "stream", "msgs", "bytes", "subjects", "deleted")
+	streams := s.box.JetStream().ListStreams(context.Background())
+	for info := range streams.Info() {
+		st := info.State
+		fmt.Fprintf(&out, "%-28s %10d %12d %10d %10d\n", info.Config.Name, st.Msgs, st.Bytes, st.NumSubjects, st.NumDeleted)
+	}
+	if err := streams.Err(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".streams"), []byte(out.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// statusBytes reads a size in kB, such as VmRSS or VmHWM (the peak resident set), from a
+// process's status file.
+func statusBytes(b B, status, field string) int64 {
 	data, err := os.ReadFile(status)
 	if err != nil {
 		b.Skipf("no %s: %v", status, err)
 	}
 	for line := range bytes.Lines(data) {
-		if rest, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
+		if rest, ok := bytes.CutPrefix(line, []byte(field)); ok {
 			f := strings.Fields(string(rest))
 			kb, err := strconv.ParseInt(f[0], 10, 64)
 			if err != nil {
@@ -360,7 +426,7 @@ func rssOf(b B, status string) int64 {
 			return kb << 10
 		}
 	}
-	b.Fatalf("no VmRSS in %s", status)
+	b.Fatalf("no %s in %s", field, status)
 	return 0
 }
 

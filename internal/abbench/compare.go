@@ -58,6 +58,7 @@ var figures = []figure{
 	{"floor, µs per message", benchFloor, informative, fixed(1), nsPerOpMicros},
 	{"one loop, p50 / floor", benchOne, lowerIsBetter, times, extra("p50/floor", 1)},
 	{"one loop, p99 / floor", benchOne, lowerIsBetter, times, extra("p99/floor", 1)},
+	{"one loop, p99 / floor's p99", benchOne, lowerIsBetter, times, extra("p99/floor-p99", 1)},
 	{"one loop, allocs/iteration", benchOne, lowerIsBetter, fixed(0), allocs},
 	{"one loop, CPU µs/iteration", benchOne, lowerIsBetter, fixed(0), extra("cpu-ns/iteration", 1e-3)},
 	{"64 loops, iterations/s", bench64, higherIsBetter, thousands, extra("iterations/s", 1)},

@@ -145,11 +145,18 @@ func AgentLoopIteration(b B) {
 	for i := 1; i < len(starts); i++ {
 		gaps = append(gaps, float64(starts[i].Sub(starts[i-1]).Nanoseconds()))
 	}
-	if len(gaps) > 0 {
-		slices.Sort(gaps)
-		b.ReportMetric(gaps[len(gaps)/2], "p50-ns")
-		b.ReportMetric(gaps[min(len(gaps)-1, len(gaps)*99/100)], "p99-ns")
+	reportLatencies(b, gaps)
+}
+
+// reportLatencies reports the p50 and p99 of ds (nanoseconds), as p50-ns and p99-ns; it sorts
+// ds.
+func reportLatencies(b B, ds []float64) {
+	if len(ds) == 0 {
+		return
 	}
+	slices.Sort(ds)
+	b.ReportMetric(ds[len(ds)/2], "p50-ns")
+	b.ReportMetric(ds[min(len(ds)-1, len(ds)*99/100)], "p99-ns")
 }
 
 // AgentLoopThroughput returns a benchmark of loops concurrent agent_loop runs with a no-op

@@ -50,8 +50,9 @@ type Result struct {
 	AllocsPerOp  int64   `json:"allocs_per_op"`
 	BytesPerOp   int64   `json:"bytes_per_op"`
 	RatioToFloor float64 `json:"ratio_to_floor"`
-	// Extra holds the benchmark's own metrics (p50-ns, iterations/s, rss-MB...), and for a
-	// p50 its ratio to the floor (p50/floor).
+	// Extra holds the benchmark's own metrics (p50-ns, iterations/s, rss-MB...), for a p50 or
+	// p99 its ratio to the floor (p50/floor, p99/floor: to its mean time), and for a p99 its
+	// ratio to the floor's own p99 (p99/floor-p99).
 	Extra map[string]float64 `json:"extra,omitempty"`
 }
 
@@ -71,7 +72,7 @@ type RunConfig struct {
 func Run(cfg RunConfig) ([]Result, error) {
 	keep, progress := cfg.Keep, cfg.Progress
 	var out []Result
-	var floor float64
+	var floor, floorP99 float64
 	for i, bm := range Suite() {
 		if i > 0 && keep != nil && !keep(bm.Name) {
 			continue
@@ -85,16 +86,19 @@ func Run(cfg RunConfig) ([]Result, error) {
 		}
 		ns := float64(r.T.Nanoseconds()) / float64(r.N)
 		if i == 0 {
-			floor = ns
+			floor, floorP99 = ns, r.Extra["p99-ns"]
 		}
 		res := Result{Name: bm.Name, Description: bm.Description, N: r.N, NsPerOp: ns,
 			AllocsPerOp: int64(r.Allocs) / int64(r.N), BytesPerOp: int64(r.Bytes) / int64(r.N), RatioToFloor: ns / floor}
 		if len(r.Extra) > 0 {
 			res.Extra = maps.Clone(r.Extra)
 			for _, q := range []string{"p50-ns", "p99-ns"} {
-				if v, ok := r.Extra[q]; ok {
+				if v, ok := r.Extra[q]; ok && i > 0 {
 					res.Extra[strings.TrimSuffix(q, "-ns")+"/floor"] = v / floor
 				}
+			}
+			if v, ok := r.Extra["p99-ns"]; ok && i > 0 && floorP99 > 0 {
+				res.Extra["p99/floor-p99"] = v / floorP99 // tail against tail
 			}
 		}
 		out = append(out, res)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -120,16 +122,25 @@ func continueUntil(last int, lasts chan<- string) worker.Handler {
 // AgentLoopIteration measures one durable agent_loop iteration with a no-op handler, one loop
 // at a time: the worker answers Continue, the engine decides and dispatches the next iteration
 // through JetStream. It reports the p50 and p99 of the time between the starts of successive
-// iterations.
+// iterations. With REINS_BENCH_TAIL=1 it also reports how many of the slowest 1% of those gaps
+// saw a garbage collection cycle end (slow-with-gc, a share), reading the runtime's GC count
+// at each start (a cost left out of the default figures).
 func AgentLoopIteration(b B) {
 	var mu sync.Mutex
 	var starts []time.Time
+	var gcs []uint64
+	tail := os.Getenv("REINS_BENCH_TAIL") == "1"
+	gcCount := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
 	iters := max(b.Loops(), 2)
 	lasts := make(chan string, 1)
 	loop := continueUntil(iters, lasts)
 	s := newStack(b, map[string]worker.Handler{"noop": func(t worker.TaskContext) error {
 		mu.Lock()
 		starts = append(starts, time.Now())
+		if tail {
+			metrics.Read(gcCount)
+			gcs = append(gcs, gcCount[0].Value.Uint64())
+		}
 		mu.Unlock()
 		return loop(t)
 	}})
@@ -145,7 +156,28 @@ func AgentLoopIteration(b B) {
 	for i := 1; i < len(starts); i++ {
 		gaps = append(gaps, float64(starts[i].Sub(starts[i-1]).Nanoseconds()))
 	}
+	if tail {
+		reportSlowWithGC(b, gaps, gcs)
+	}
 	reportLatencies(b, gaps)
+}
+
+// reportSlowWithGC reports the share of the slowest 1% of gaps (gaps[i] ends at the start whose
+// GC count is gcs[i+1]) during which a GC cycle ended, as slow-with-gc.
+func reportSlowWithGC(b B, gaps []float64, gcs []uint64) {
+	idx := make([]int, len(gaps))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(x, y int) int { return cmp.Compare(gaps[y], gaps[x]) })
+	slow := idx[:max(1, len(idx)/100)]
+	withGC := 0
+	for _, i := range slow {
+		if gcs[i+1] > gcs[i] {
+			withGC++
+		}
+	}
+	b.ReportMetric(float64(withGC)/float64(len(slow)), "slow-with-gc")
 }
 
 // reportLatencies reports the p50 and p99 of ds (nanoseconds), as p50-ns and p99-ns; it sorts

@@ -52,7 +52,7 @@ func JetStreamFloor(b B) {
 	cpu := cpuMeter()
 	defer func() { cpu(b, b.Loops()) }()
 	lat := make([]float64, 0, b.Loops())
-	defer reportLatencies(b, lat)
+	defer func() { reportLatencies(b, lat) }() // lat as it is at the end
 	for range b.Loops() {
 		t0 := time.Now()
 		if _, err := js.Publish(ctx, "floor.task", payload); err != nil {

@@ -239,4 +239,17 @@ func TestPublishSentAgain(t *testing.T) {
 	if _, err := Publish(short, b.Conn(), &nats.Msg{Subject: "lossy.never", Data: []byte(`{}`)}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Publish never answered = %v, want the context's deadline", err)
 	}
+	// PublishWithin ends within its duration, whatever its context's deadline (an hour here:
+	// without the bound, this test would wait it out), and ends with its context when that
+	// comes first.
+	hour, cancelHour := context.WithTimeout(context.Background(), time.Hour)
+	defer cancelHour()
+	if _, err := PublishWithin(hour, b.Conn(), &nats.Msg{Subject: "lossy.never", Data: []byte(`{}`)}, 3*publishAttempt); !errors.Is(err, context.DeadlineExceeded) || hour.Err() != nil {
+		t.Errorf("PublishWithin never answered = %v, want its own deadline", err)
+	}
+	cancelled, cancelNow := context.WithCancel(ctx)
+	cancelNow()
+	if _, err := PublishWithin(cancelled, b.Conn(), m, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("PublishWithin under a cancelled context = %v, want context.Canceled", err)
+	}
 }

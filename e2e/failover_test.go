@@ -274,17 +274,34 @@ func (f *failover) cycle(kills int, ids []string) []time.Duration {
 // Engines SIGKILLed one after another while 16 runs (one per partition) count: after each
 // kill the runs of the killed engine's partitions go on (another engine took them), and when
 // the runs are cancelled at the end, every iteration they reached was dispatched once, counted
-// once and answered once.
+// once and answered once. On one nats-server and on a three-node cluster at R3 (failoverOn).
 func TestEngineFailover(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	f := newFailover(t, ctx, 2)
-	f.balanced()
-	ids := f.startRuns("fo-", 900000)
-	took := f.cycle(3, ids)
-	t.Logf("failovers: %v", took)
-	f.progressed(ids)
-	f.cancelAndCheck(ids)
+	for _, on := range failoverOn {
+		t.Run(on.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			f := on.newF(t, ctx, 2)
+			f.balanced()
+			ids := f.startRuns("fo-", 900000)
+			took := f.cycle(3, ids)
+			t.Logf("failovers: %v", took)
+			f.progressed(ids)
+			f.cancelAndCheck(ids)
+		})
+	}
+}
+
+// failoverOn lists the servers the engines fail over on: one nats-server ("single"), and a
+// three-node cluster with every stream, bucket and consumer at R3 (reins serve --replicas 3),
+// the cluster people deploy ("r3").
+var failoverOn = []struct {
+	name string
+	newF func(t testing.TB, ctx context.Context, engines int) *failover
+}{
+	{"single", newFailover},
+	{"r3", func(t testing.TB, ctx context.Context, engines int) *failover {
+		return onNATSCluster(t, ctx, newNATSCluster(t), engines)
+	}},
 }
 
 // cancelAndCheck cancels the runs of ids and checks each (checkCancelled).
@@ -347,32 +364,53 @@ func TestSoleEngineRestarts(t *testing.T) {
 
 // BenchmarkEngineFailover reports, over 20 SIGKILLs of one of two engines, how long the runs
 // of the killed engine's partitions waited before they went on (p50 and max), and the same
-// for a sole engine killed and started again at once (10 times). Run it with -benchtime 1x.
+// for a sole engine killed and started again at once (10 times), on each server of
+// failoverOn: "single" and "r3" sub-benchmarks. Run it with -benchtime 1x; REINS_E2E_LOGS=DIR
+// keeps the processes' output (the engines' at debug level on the cluster).
 func BenchmarkEngineFailover(b *testing.B) {
-	for range b.N {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		f := newFailover(b, ctx, 2)
-		f.balanced()
-		ids := f.startRuns("bench-", 900000)
-		took := f.cycle(20, ids)
-		report(b, "failover", took)
-
-		g := newFailover(b, ctx, 1)
-		g.balanced()
-		solo := g.startRuns("solo-", 900000)
-		var restarts []time.Duration
-		for range 10 {
-			g.progressed(solo)
-			since := g.at(solo)
-			t0 := time.Now()
-			g.engines[0].kill()
-			g.engines[0] = g.startEngine()
-			g.past("the runs go on after a restart", since)
-			restarts = append(restarts, time.Since(t0))
-		}
-		report(b, "restart", restarts)
-		cancel()
+	for _, on := range failoverOn {
+		b.Run(on.name, func(b *testing.B) {
+			for range b.N {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+				engineFailover(b, ctx, func(engines int) *failover { return on.newF(b, ctx, engines) })
+				cancel()
+			}
+		})
 	}
+}
+
+// onNATSCluster is newFailover on the three-node cluster nc, at R3 (with the engines' debug
+// logs).
+func onNATSCluster(t testing.TB, ctx context.Context, nc *natsCluster, engines int) *failover {
+	t.Helper()
+	c := &cluster{t: t, url: nc.url, state: t.TempDir()}
+	f := watchFailover(t, ctx, c, engines, "--replicas", "3", "-v")
+	f.worker = loopWorker(t, nc.url, c.state, 0)
+	return f
+}
+
+// engineFailover is one round of BenchmarkEngineFailover on the failovers that newF makes.
+func engineFailover(b *testing.B, ctx context.Context, newF func(engines int) *failover) {
+	f := newF(2)
+	f.balanced()
+	ids := f.startRuns("bench-", 900000)
+	took := f.cycle(20, ids)
+	report(b, "failover", took)
+
+	g := newF(1)
+	g.balanced()
+	solo := g.startRuns("solo-", 900000)
+	var restarts []time.Duration
+	for range 10 {
+		g.progressed(solo)
+		since := g.at(solo)
+		t0 := time.Now()
+		g.engines[0].kill()
+		g.engines[0] = g.startEngine()
+		g.past("the runs go on after a restart", since)
+		restarts = append(restarts, time.Since(t0))
+	}
+	report(b, "restart", restarts)
 }
 
 // report reports the p50 and max of ds, in milliseconds, as name-p50-ms and name-max-ms.
@@ -427,9 +465,7 @@ func nodeFailover(b *testing.B, sig syscall.Signal) {
 		b.Fatal(err)
 	}
 
-	c := &cluster{t: b, url: nc.url, state: b.TempDir()}
-	f := watchFailover(b, ctx, c, 2, "--replicas", "3", "-v")
-	f.worker = loopWorker(b, nc.url, c.state, 0)
+	f := onNATSCluster(b, ctx, nc, 2)
 	f.balanced()
 	ids := f.startRuns("node-", 900000)
 	started := &startTracker{p: f.worker, last: map[string]int{}}

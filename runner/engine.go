@@ -185,6 +185,11 @@ type Engine struct {
 	sendingBeat func(ctx context.Context)
 	// rounding, when set (tests), is called at the start of each round of the leases.
 	rounding func()
+	// takingOver, when set (tests), is called as a takeover begins on a partition's consumer.
+	takingOver func(p int)
+	// resetting, when set (tests), is called before a takeover resets a partition's consumer:
+	// an error stands for a reset that failed.
+	resetting func(p int) error
 	// remaking, when set (tests), is called in a takeover between the deletion of a
 	// partition's consumer and its creation: an error stands for a creation that failed.
 	remaking func(p int) error

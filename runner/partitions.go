@@ -40,9 +40,10 @@ import (
 //     loses.
 //   - A partition whose key is absent is created by the engine that should own it. A key held by
 //     an engine that is not alive is taken over by compare-and-set on its revision, and the
-//     partition's consumer is made again from its acknowledged floor, which cuts the old owner
-//     off from the server (its pulls and acknowledgements go nowhere) and delivers at once what
-//     it had not acknowledged. A live owner that should not own a partition any more hands it
+//     partition's consumer delivers at once what the old owner had not acknowledged: it is
+//     reset to its acknowledged floor when none of the old owner's pulls waits at it (the
+//     server drops those of a connection that closed), else made again from that floor, which
+//     cuts the old owner off from the server (its pulls go nowhere). A live owner that should not own a partition any more hands it
 //     over: it stops pulling, settles what it had (saves included), then deletes its key.
 //   - An engine that consumes a partition whose key names another engine (or none) stops at once.
 //

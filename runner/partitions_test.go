@@ -391,6 +391,87 @@ func TestTakeoverFromAnEngineThatDied(t *testing.T) {
 	}
 }
 
+// A takeover keeps the partition's consumer when the engine that held it died: that engine's
+// pulls died with its connection, and the consumer is reset to its acknowledged floor, so what
+// the engine decided and never acknowledged (its save waits an hour) comes to the heir at once,
+// not after AckWait (an hour too), without the consumer being deleted and made again (1.5 s of
+// a takeover on a three-node cluster at R3). When the engine that held it is alive and
+// connected, its heartbeats stopped and its pulls still waiting at the consumer (its rounds of
+// the leases are held here, so it is not fenced yet), the consumer is made again: those pulls
+// get nothing more, and what comes after the takeover is the heir's alone.
+func TestTakeoverResetsTheConsumerOfAnEngineThatDied(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(doomed *Engine, conn *natsbox.Box)
+		same bool // the consumer after the takeover is the one before (reset, not made again)
+	}{
+		{"died", func(_ *Engine, conn *natsbox.Box) { conn.JetStream().Conn().Close() }, true},
+		{"silent", func(doomed *Engine, _ *natsbox.Box) { doomed.beatsPaused.Store(true) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newEnv(t)
+			v.stop()
+			conn, err := v.Box.Connect(v.Ctx, "doomed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			doomed, err := New(Config{Box: conn, ID: "doomed", AckWait: time.Hour, SaveWindow: time.Hour, LeaseTTL: ttl, Logger: runtest.Logger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hold atomic.Bool
+			release := make(chan struct{})
+			defer close(release) // before the cleanups stop the engines
+			doomed.rounding = func() {
+				if hold.Load() {
+					<-release
+				}
+			}
+			dctx, cancel := context.WithCancel(v.Ctx)
+			defer cancel()
+			go func() { _ = doomed.Run(dctx) }()
+			<-doomed.Ready()
+			awaitOwners(t, v, func(int) string { return "doomed" })
+
+			w := v.Worker("think")
+			id := v.Start(runtest.LoopWorkflow(t, 5), "", "r-"+tc.name)
+			t1 := w.Next()
+			v.Publish(runtest.Continued(t1, `1`), "")
+			t2 := w.Next() // the continued event was decided: its save waits, unacknowledged
+			js := v.Box.JetStream()
+			before, err := js.Consumer(v.Ctx, natsbox.EventsStream, consumerName(natsbox.Partition(id)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hold.Store(true)
+			tc.lose(doomed, conn)
+
+			heir, _ := v.startEngine(func(e *Engine) { e.id, e.leaseTTL, e.ackWait = "heir", ttl, time.Hour })
+			awaitOwners(t, v, func(int) string { return "heir" })
+			// The heir decides the continued event again, at once, and saves it.
+			v.WaitFor(id, func(rec *client.Record) bool { return rec.Run.Steps["think"].Iteration == 2 })
+			decided := doomed.stats.decided.Load()
+			v.Publish(runtest.Completed(t2, `2`), "")
+			if rec := v.Wait(id); rec.Run.Status != protocol.RunCompleted || rec.Run.Steps["think"].Iteration != 2 {
+				t.Fatalf("run %s at iteration %d", rec.Run.Status, rec.Run.Steps["think"].Iteration)
+			}
+			if heir.stats.decided.Load() == 0 {
+				t.Fatal("the heir decided nothing")
+			}
+			if n := doomed.stats.decided.Load(); n != decided {
+				t.Errorf("the engine that lost the partition decided %d events after the takeover", n-decided)
+			}
+			after, err := js.Consumer(v.Ctx, natsbox.EventsStream, consumerName(natsbox.Partition(id)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if same := after.CachedInfo().Created.Equal(before.CachedInfo().Created); same != tc.same {
+				t.Errorf("the consumer after the takeover is the one before: %v, want %v", same, tc.same)
+			}
+		})
+	}
+}
+
 // A lease lost while a save waits is never a double advance: an engine whose heartbeats stop
 // (paused, cut off) while the save of a decision waits loses its partitions to another engine,
 // which decides the event again and saves it; the first engine's save, when it comes, fails its
@@ -600,9 +681,9 @@ func TestLongRoundKeepsBeating(t *testing.T) {
 	ownersStill(t, v, ids, "engine-a's long round")
 }
 
-// A takeover makes the consumers of the partitions it takes at once: one whose creation waits
-// (for a JetStream meta leader being elected, when a NATS node is lost) holds none of the
-// others. The heir's first remaking of a consumer waits until another one begins.
+// A takeover makes the consumers of the partitions it takes at once: one whose creation (or
+// reset) waits (for a JetStream meta leader being elected, when a NATS node is lost) holds none
+// of the others. The heir's first takeover of a consumer waits until another one begins.
 func TestTakeoverMakesConsumersAtOnce(t *testing.T) {
 	v := newEnv(t)
 	v.stop()
@@ -615,7 +696,7 @@ func TestTakeoverMakesConsumersAtOnce(t *testing.T) {
 	held := make(chan bool, 1)
 	v.startEngine(func(e *Engine) {
 		e.id, e.leaseTTL = "heir", ttl
-		e.remaking = func(int) error {
+		e.takingOver = func(int) {
 			switch remade.Add(1) {
 			case 1:
 				select {
@@ -627,7 +708,6 @@ func TestTakeoverMakesConsumersAtOnce(t *testing.T) {
 			case 2:
 				close(another)
 			}
-			return nil
 		}
 	})
 	awaitOwners(t, v, func(int) string { return "heir" })
@@ -809,8 +889,8 @@ func TestFencedAfterASharedSilence(t *testing.T) {
 	}
 }
 
-// A takeover deletes the partition's consumer and makes it again from its acknowledged floor.
-// When the creation fails (its answer lost while a NATS node dies), the next round finds no
+// A takeover that cannot reset the partition's consumer (resetForTakeover) deletes it and makes
+// it again from its acknowledged floor. When the creation fails (its answer lost while a NATS node dies), the next round finds no
 // consumer: it is made from the floor seen, not from the partition's first event, whose
 // events (thousands, every one decided again) held the partition's runs for minutes in the
 // node-failover benchmark.
@@ -824,6 +904,7 @@ func TestConsumerMadeAgainFromTheFloorSeen(t *testing.T) {
 	floor := ackEvents(t, v, id, events) // what an engine decided and acknowledged: every event so far
 
 	lost := errors.New("the creation's answer was lost")
+	v.eng.resetting = func(int) error { return errors.New("the reset's answer was lost") }
 	v.eng.remaking = func(int) error { return lost }
 	if _, err := v.eng.partitionConsumer(v.Ctx, p, true); !errors.Is(err, lost) {
 		t.Fatalf("a takeover whose creation failed: %v, want %v", err, lost)

@@ -346,13 +346,11 @@ func TestEnginesShareThePartitions(t *testing.T) {
 	}
 }
 
-// An engine that dies (its connection cut: no handover) with events decided and not
-// acknowledged (their saves wait, for an hour) loses none of them: another engine takes its
-// partitions after the lease TTL, and gets those events at once, not after the dead one's
-// AckWait (an hour too).
-func TestTakeoverFromAnEngineThatDied(t *testing.T) {
-	v := newEnv(t)
-	v.stop()
+// startDoomed starts the engine "doomed" on a connection of its own (AckWait and save window an
+// hour, the tests' lease TTL), set up by before ahead of its start, and waits until it owns
+// every partition. It stops with the test.
+func startDoomed(t *testing.T, v *env, before func(*Engine)) (*Engine, *natsbox.Box) {
+	t.Helper()
 	conn, err := v.Box.Connect(v.Ctx, "doomed")
 	if err != nil {
 		t.Fatal(err)
@@ -361,13 +359,23 @@ func TestTakeoverFromAnEngineThatDied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs := newObserver()
-	obs.attach(doomed)
-	dctx, cancel := context.WithCancel(v.Ctx)
-	defer cancel()
-	go func() { _ = doomed.Run(dctx) }()
+	before(doomed)
+	ctx, cancel := context.WithCancel(v.Ctx)
+	t.Cleanup(cancel)
+	go func() { _ = doomed.Run(ctx) }()
 	<-doomed.Ready()
 	awaitOwners(t, v, func(int) string { return "doomed" })
+	return doomed, conn
+}
+
+// An engine that dies (its connection cut: no handover) with events decided and not
+// acknowledged (their saves wait, for an hour) loses none of them: another engine takes its
+// partitions after the lease TTL, and gets those events at once, not after the dead one's
+// AckWait (an hour too).
+func TestTakeoverFromAnEngineThatDied(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	_, conn := startDoomed(t, v, func(e *Engine) { newObserver().attach(e) })
 
 	w := v.Worker("think")
 	id := v.Start(runtest.LoopWorkflow(t, 5), "", "r-takeover")
@@ -411,27 +419,16 @@ func TestTakeoverResetsTheConsumerOfAnEngineThatDied(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v := newEnv(t)
 			v.stop()
-			conn, err := v.Box.Connect(v.Ctx, "doomed")
-			if err != nil {
-				t.Fatal(err)
-			}
-			doomed, err := New(Config{Box: conn, ID: "doomed", AckWait: time.Hour, SaveWindow: time.Hour, LeaseTTL: ttl, Logger: runtest.Logger(t)})
-			if err != nil {
-				t.Fatal(err)
-			}
 			var hold atomic.Bool
 			release := make(chan struct{})
 			defer close(release) // before the cleanups stop the engines
-			doomed.rounding = func() {
-				if hold.Load() {
-					<-release
+			doomed, conn := startDoomed(t, v, func(e *Engine) {
+				e.rounding = func() {
+					if hold.Load() {
+						<-release
+					}
 				}
-			}
-			dctx, cancel := context.WithCancel(v.Ctx)
-			defer cancel()
-			go func() { _ = doomed.Run(dctx) }()
-			<-doomed.Ready()
-			awaitOwners(t, v, func(int) string { return "doomed" })
+			})
 
 			w := v.Worker("think")
 			id := v.Start(runtest.LoopWorkflow(t, 5), "", "r-"+tc.name)

@@ -40,7 +40,7 @@ const (
 func TestMain(m *testing.M) {
 	mode := os.Getenv(serverEnv)
 	if f := os.Getenv(startsEnv); f != "" && mode != "" {
-		if err := appendLine(f, strconv.Itoa(os.Getpid())); err != nil {
+		if err := mcptest.AppendLine(f, strconv.Itoa(os.Getpid())); err != nil {
 			fmt.Fprintln(os.Stderr, "test server:", err)
 			os.Exit(1)
 		}
@@ -138,15 +138,6 @@ type noIn struct{}
 
 func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
-}
-
-func appendLine(file, line string) error {
-	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(f, line)
-	return errors.Join(err, f.Close())
 }
 
 // taskTool is the test server's tool that requires MCP tasks.

@@ -1,11 +1,15 @@
 // Package mcptest holds what the MCP servers of the tests share (mcptool's own test server and
 // the e2e helper programs): the tools/list of an MCP 2025-11-25 server whose tools require
-// tasks. It imports no reins package and is imported only by tests and their helper programs.
+// tasks, and the file they record their starts and calls in. It imports no reins package and
+// is imported only by tests and their helper programs.
 package mcptest
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -47,4 +51,15 @@ func RequireTasks(names ...string) mcp.Middleware {
 type listWithExecution struct {
 	*mcp.ListToolsResult
 	Tools []map[string]any `json:"tools"`
+}
+
+// AppendLine appends line to file (created when missing): how the tests' MCP servers record
+// their starts and calls for the test that runs them.
+func AppendLine(file, line string) error {
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(f, line)
+	return errors.Join(err, f.Close())
 }

@@ -36,7 +36,7 @@ type orderIn struct {
 func main() {
 	flag.Parse()
 	if *starts != "" {
-		if err := appendLine(*starts, strconv.Itoa(os.Getpid())); err != nil {
+		if err := mcptest.AppendLine(*starts, strconv.Itoa(os.Getpid())); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -80,7 +80,7 @@ func note(req *mcp.CallToolRequest) error {
 	if err != nil {
 		return err
 	}
-	return appendLine(*calls, string(line))
+	return mcptest.AppendLine(*calls, string(line))
 }
 
 // holdFirst blocks the first call for good, once it told the test through the named pipe.
@@ -101,13 +101,4 @@ func holdFirst() error {
 	_, _ = f.WriteString("started\n")
 	_ = f.Close()
 	select {} // until SIGKILL
-}
-
-func appendLine(file, line string) error {
-	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(f, line)
-	return errors.Join(err, f.Close())
 }

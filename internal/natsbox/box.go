@@ -654,8 +654,11 @@ func unavailable(err error) bool {
 }
 
 // pause waits publishRetryWait before a request is asked again; false when ctx ended first.
-func pause(ctx context.Context) bool {
-	t := time.NewTimer(publishRetryWait)
+func pause(ctx context.Context) bool { return pauseFor(ctx, publishRetryWait) }
+
+// pauseFor waits d; false when ctx ended first.
+func pauseFor(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:

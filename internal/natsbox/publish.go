@@ -129,21 +129,9 @@ func request(ctx context.Context, nc *nats.Conn, m *nats.Msg, deadline time.Time
 		if !time.Now().Before(giveUp) {
 			return nil, err
 		}
-		if err := sleep(ctx, min(publishRetryWait, time.Until(deadline))); err != nil {
-			return nil, err
+		if !pauseFor(ctx, min(publishRetryWait, time.Until(deadline))) {
+			return nil, ctx.Err()
 		}
-	}
-}
-
-// sleep waits d, or until ctx ends (its error).
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 
@@ -154,10 +142,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 func RetryNoStream(ctx context.Context, write func() error) error {
 	err := write()
 	for giveUp := time.Now().Add(publishNoStream); noStream(err) && time.Now().Before(giveUp); {
-		select {
-		case <-ctx.Done():
+		if !pause(ctx) {
 			return ctx.Err()
-		case <-time.After(publishRetryWait):
 		}
 		err = write()
 	}

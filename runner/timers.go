@@ -39,18 +39,12 @@ type tick struct {
 	watch      bool
 }
 
-// same tells whether k and o are one timer of a run: the same tick (the fields its message id
-// is made of), or, for a task's watch, the same step and item, since a step has one watch at a
-// time.
-func (k tick) same(o tick) bool {
-	if k.watch || o.watch {
-		return k.watch == o.watch && k.step == o.step && k.item == o.item
-	}
-	return k.step == o.step && k.item == o.item && k.activation == o.activation && k.at.Equal(o.at)
-}
+// same tells whether k and o are one timer of a run: the same identity (key).
+func (k tick) same(o tick) bool { return k.key() == o.key() }
 
-// tickKey is a tick's identity as a map key, what same compares: a watch's step and item, or
-// a tick's fields with its time as the instant (time.Time's == also compares its location).
+// tickKey is a tick's identity, also its key in a run's keyed index: for a task's watch, its
+// step and item, since a step has one watch at a time; for another tick, the fields its
+// message id is made of, its time as the instant (time.Time's == also compares its location).
 type tickKey struct {
 	step       string
 	item       int
@@ -60,7 +54,7 @@ type tickKey struct {
 	watch      bool
 }
 
-// key is k's identity, equal for two ticks exactly when same holds.
+// key is k's identity.
 func (k tick) key() tickKey {
 	if k.watch {
 		return tickKey{step: k.step, item: k.item, watch: true}

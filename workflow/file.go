@@ -555,6 +555,9 @@ func (d *decoder) context(key string, v any) *Context {
 	})
 }
 
+// branchKeys are the keys of a branches item written as a table.
+var branchKeys = []string{"workflow"}
+
 // branchShape describes what a branches item may be.
 const branchShape = `a step id or a table { workflow = "file.toml" }`
 
@@ -575,8 +578,8 @@ func (d *decoder) branches(key string, v any) []Branch {
 		case map[string]any:
 			unknown := false
 			for _, k := range d.keys(bkey, x) {
-				if k != "workflow" {
-					d.unknownKey(joinKey(bkey, k), k, "in a branch", []string{"workflow"})
+				if !contains(branchKeys, k) {
+					d.unknownKey(joinKey(bkey, k), k, "in a branch", branchKeys)
 					unknown = true
 				}
 			}

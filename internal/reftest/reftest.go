@@ -1,0 +1,198 @@
+// Package reftest reads the reference pages of docs/reference for the tests that hold them to
+// the decoders: which keys each section documents, and the examples written under it.
+//
+// A page follows one convention, so that a test can read it. Every heading starts a section,
+// named by the code spans of its heading ("### An agent step (`type = "agent"`)" is the section
+// `type = "agent"`; a heading with several code spans names several sections that share one
+// table; a heading without any is the top level, ""). A key table is a Markdown table whose
+// header row begins "| key |"; each of its rows documents the key in the first code span of
+// its first cell. Fenced code blocks belong to the section they are written in.
+//
+// It owns that reading only: what a page must document is the test's, which knows the decoder.
+package reftest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// Key is one documented key: its name and the line of its row.
+type Key struct {
+	Name string
+	Line int
+}
+
+// Block is one fenced code block: its language ("toml", "json"), its text and the line of its
+// opening fence.
+type Block struct {
+	Lang string
+	Text string
+	Line int
+}
+
+// Section is the text under one heading, up to the next heading.
+type Section struct {
+	// Names are the code spans of the heading; [""] for a heading without one.
+	Names []string
+	// Level is the heading's level (2 for "##").
+	Level   int
+	Heading string
+	Line    int
+	Keys    []Key
+	Blocks  []Block
+	// Parent is the index of the nearest section of a lower level above it, or -1.
+	Parent int
+}
+
+// Page is a reference page, its sections in order.
+type Page struct {
+	File     string
+	Sections []Section
+}
+
+var codeSpan = regexp.MustCompile("`([^`]+)`")
+
+// Read reads the page at path.
+func Read(path string) (*Page, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the reference page: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse reads a page from data; file names it in errors.
+func Parse(file string, data []byte) (*Page, error) {
+	p := &Page{File: file}
+	p.Sections = append(p.Sections, Section{Names: []string{""}, Parent: -1})
+	var (
+		block   *Block
+		body    strings.Builder
+		inTable bool
+		n       int
+	)
+	cur := func() *Section { return &p.Sections[len(p.Sections)-1] }
+	for sc := bufio.NewScanner(bytes.NewReader(data)); sc.Scan(); {
+		n++
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case block != nil:
+			if strings.HasPrefix(trimmed, "```") {
+				block.Text = body.String()
+				cur().Blocks = append(cur().Blocks, *block)
+				block = nil
+				continue
+			}
+			body.WriteString(line)
+			body.WriteByte('\n')
+		case strings.HasPrefix(trimmed, "```"):
+			block = &Block{Lang: strings.TrimPrefix(trimmed, "```"), Line: n}
+			body.Reset()
+		case strings.HasPrefix(line, "#"):
+			p.Sections = append(p.Sections, heading(line, n, p.Sections))
+			inTable = false
+		case strings.HasPrefix(line, "| key |"):
+			inTable = true
+		case inTable && strings.HasPrefix(line, "|---"):
+		case inTable && strings.HasPrefix(line, "|"):
+			first, _, _ := strings.Cut(strings.TrimPrefix(line, "|"), "|")
+			m := codeSpan.FindStringSubmatch(first)
+			if m == nil {
+				return nil, fmt.Errorf("%s:%d: a row of a key table whose first cell names no key in `backquotes`", file, n)
+			}
+			cur().Keys = append(cur().Keys, Key{Name: m[1], Line: n})
+		default:
+			inTable = false
+		}
+	}
+	if block != nil {
+		return nil, fmt.Errorf("%s:%d: a code block that is never closed", file, block.Line)
+	}
+	return p, nil
+}
+
+// heading makes the section a heading line starts; before are the sections above it.
+func heading(line string, n int, before []Section) Section {
+	level := len(line) - len(strings.TrimLeft(line, "#"))
+	text := strings.TrimSpace(line[level:])
+	s := Section{Level: level, Heading: text, Line: n, Parent: -1}
+	for _, m := range codeSpan.FindAllStringSubmatch(text, -1) {
+		s.Names = append(s.Names, m[1])
+	}
+	if len(s.Names) == 0 {
+		s.Names = []string{""}
+	}
+	for i := len(before) - 1; i >= 0; i-- {
+		if before[i].Level < level {
+			s.Parent = i
+			break
+		}
+	}
+	return s
+}
+
+// Keys returns the keys each section name documents, in page order, with the sections that hold
+// them (for their headings and lines).
+func (p *Page) Keys() map[string][]Key {
+	out := map[string][]Key{}
+	for _, s := range p.Sections {
+		if len(s.Keys) == 0 {
+			continue
+		}
+		for _, name := range s.Names {
+			out[name] = append(out[name], s.Keys...)
+		}
+	}
+	return out
+}
+
+// Examples returns the code blocks in lang that show the keys of the section named name: the
+// blocks under its heading and under the headings that enclose it.
+func (p *Page) Examples(name, lang string) []Block {
+	var out []Block
+	seen := map[int]bool{}
+	for i, s := range p.Sections {
+		if len(s.Keys) == 0 || !contains(s.Names, name) {
+			continue
+		}
+		for j := i; j >= 0; j = p.Sections[j].Parent {
+			if seen[j] {
+				break
+			}
+			seen[j] = true
+			for _, b := range p.Sections[j].Blocks {
+				if b.Lang == lang {
+					out = append(out, b)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Blocks returns every code block of the page in lang.
+func (p *Page) Blocks(lang string) []Block {
+	var out []Block
+	for _, s := range p.Sections {
+		for _, b := range s.Blocks {
+			if b.Lang == lang {
+				out = append(out, b)
+			}
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,103 @@
+package reftest
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const page = "# Title\n" +
+	"\n" +
+	"## Top level\n" +
+	"\n" +
+	"```toml\n" +
+	"name = \"x\"\n" +
+	"```\n" +
+	"\n" +
+	"| key | type | default | meaning |\n" +
+	"|---|---|---|---|\n" +
+	"| `name` | string | required | The name. |\n" +
+	"| `steps` | array | required | The steps. |\n" +
+	"\n" +
+	"| code | when |\n" +
+	"|---|---|\n" +
+	"| `E_PARSE` | not a key |\n" +
+	"\n" +
+	"## Steps (`[[steps]]`)\n" +
+	"\n" +
+	"```toml\n" +
+	"[[steps]]\n" +
+	"# a comment, not a heading\n" +
+	"id = \"a\"\n" +
+	"```\n" +
+	"\n" +
+	"| key | type | default | meaning |\n" +
+	"|---|---|---|---|\n" +
+	"| `id` | string | required | The id. |\n" +
+	"\n" +
+	"### A turn (`model[]`, `context.summarizer[]`)\n" +
+	"\n" +
+	"```json\n" +
+	"{\"text\": \"hi\"}\n" +
+	"```\n" +
+	"\n" +
+	"| key | type | default | meaning |\n" +
+	"|---|---|---|---|\n" +
+	"| `text` | string | none | An answer. |\n"
+
+func TestParse(t *testing.T) {
+	p, err := Parse("page.md", []byte(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string][]string{}
+	for section, ks := range p.Keys() {
+		for _, k := range ks {
+			keys[section] = append(keys[section], k.Name)
+		}
+	}
+	want := map[string][]string{
+		"":                     {"name", "steps"},
+		"[[steps]]":            {"id"},
+		"model[]":              {"text"},
+		"context.summarizer[]": {"text"},
+	}
+	if !reflect.DeepEqual(keys, want) {
+		t.Errorf("Keys() = %v, want %v", keys, want)
+	}
+	if k := p.Keys()["[[steps]]"][0]; k.Line != 28 {
+		t.Errorf("key id is on line %d, want 28", k.Line)
+	}
+	// A section's examples are its own and those of the headings that enclose it.
+	var texts []string
+	for _, b := range p.Examples("model[]", "json") {
+		texts = append(texts, strings.TrimSpace(b.Text))
+	}
+	if got := strings.Join(texts, "|"); got != `{"text": "hi"}` {
+		t.Errorf("Examples(model[], json) = %q", got)
+	}
+	texts = nil
+	for _, b := range p.Examples("[[steps]]", "toml") {
+		texts = append(texts, strings.TrimSpace(b.Text))
+	}
+	if got := strings.Join(texts, "|"); got != "[[steps]]\n# a comment, not a heading\nid = \"a\"" {
+		t.Errorf("Examples([[steps]], toml) = %q", got)
+	}
+	if n := len(p.Blocks("toml")); n != 2 {
+		t.Errorf("Blocks(toml) has %d blocks, want 2", n)
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	for _, tc := range []struct{ name, page, want string }{
+		{"a row without a key", "| key | type |\n|---|---|\n| name | string |\n", "page.md:3: a row of a key table whose first cell names no key"},
+		{"an unclosed block", "## A\n\n```toml\nname = 1\n", "page.md:3: a code block that is never closed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("page.md", []byte(tc.page))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Parse: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,4 +1,4 @@
-// Package eval runs eval fixtures (shared/spec/eval-fixtures.md; the format is package
+// Package eval runs eval fixtures (docs/reference/eval-fixtures.md; the format is package
 // fixture's): one agent-loop task with a scripted model and mocked tools, run through the same
 // loop controller production uses, then checked against its expected trajectory.
 //

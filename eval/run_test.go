@@ -273,7 +273,7 @@ func TestShippedEvalsCoverEveryStopReason(t *testing.T) {
 		}
 	}
 	if len(loop.StopReasons) != 14 {
-		t.Errorf("loop.StopReasons has %d entries; the contract lists 12, and reins adds context_exhausted and output_truncated", len(loop.StopReasons))
+		t.Errorf("loop.StopReasons has %d entries; the reference lists 12 of the loop, then context_exhausted and output_truncated", len(loop.StopReasons))
 	}
 }
 

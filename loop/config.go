@@ -11,8 +11,8 @@ import (
 	"github.com/reins-run/reins/trace"
 )
 
-// StopReason says why a loop stopped. The strings are a public contract
-// (shared/spec/eval-fixtures.md).
+// StopReason says why a loop stopped. The strings are stable: fixtures and workflows' edges name
+// them (docs/reference/eval-fixtures.md).
 type StopReason string
 
 // Stop reasons.
@@ -29,18 +29,17 @@ const (
 	MaxCost       StopReason = "max_cost"
 	Timeout       StopReason = "timeout"
 	Cancelled     StopReason = "cancelled"
-	// ContextExhausted is a reins extension of the contract: the context policy (Config.Context)
-	// cannot bring the next model call under its max_tokens, even with everything it may leave
-	// out left out.
+	// ContextExhausted: the context policy (Config.Context) cannot bring the next model call
+	// under its max_tokens, even with everything it may leave out left out.
 	ContextExhausted StopReason = "context_exhausted"
-	// OutputTruncated is a reins extension of the contract: the model's reply was cut off at its
-	// output limit, and the loop could not ask again with room enough (the budgets leave no more
-	// than the cut reply had, or the replies were cut off maxTruncated times in a row). Not
-	// max_tokens, which says the token budget is spent.
+	// OutputTruncated: the model's reply was cut off at its output limit, and the loop could
+	// not ask again with room enough (the budgets leave no more than the cut reply had, or the
+	// replies were cut off maxTruncated times in a row). Not max_tokens, which says the token
+	// budget is spent.
 	OutputTruncated StopReason = "output_truncated"
 )
 
-// StopReasons lists every stop reason: the contract's, in its order, then reins's extensions.
+// StopReasons lists every stop reason, in the order of docs/reference/eval-fixtures.md.
 var StopReasons = []StopReason{Completed, Refused, NeedsHuman, ToolFailure, Failed, NoProgress,
 	MaxIterations, MaxToolCalls, MaxTokens, MaxCost, Timeout, Cancelled, ContextExhausted, OutputTruncated}
 
@@ -57,7 +56,7 @@ type Budget struct {
 	MaxInvalidActions int           // invalid proposals in a row before refused
 }
 
-// DefaultBudget returns the defaults of the eval fixture contract.
+// DefaultBudget returns the budget's defaults (docs/reference/eval-fixtures.md, "budget").
 func DefaultBudget() Budget {
 	return Budget{
 		MaxIterations:     10,

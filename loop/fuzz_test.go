@@ -589,7 +589,7 @@ func checkFuzzRun(t *testing.T, tr *traj, w *fuzzWorld, res loop.Result) {
 	st := res.State
 	b := w.ctrl.Budget()
 	if !slices.Contains(loop.StopReasons, res.StopReason) {
-		t.Fatalf("stop reason %q is not a contract stop reason", res.StopReason)
+		t.Fatalf("stop reason %q is not one of loop.StopReasons", res.StopReason)
 	}
 	if res.StopReason != st.StopReason || res.Answer != st.Answer || res.Detail != st.Detail {
 		t.Errorf("Result and State disagree")

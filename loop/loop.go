@@ -5,7 +5,7 @@
 // every part of every proposal (tool known, allowed, not forbidden, arguments matching the schema,
 // answers non-empty and backed by the required evidence), asks for approval where policy says so,
 // executes the accepted calls with idempotency keys, records one result per proposed call, and
-// stops with one of the contract's stop reasons.
+// stops with one of the stop reasons (StopReasons).
 //
 // It owns the loop's State, budgets, policy enforcement and trace events. It must not do I/O of
 // its own (no NATS, no network, no files): models, tools, approvers, clocks and trace sinks are

@@ -301,7 +301,7 @@ func (w *world) run(t testing.TB, ctx context.Context, runID, goal string) loop.
 
 // ---- invariants ----
 
-// checkRun checks what must hold after any run: a contract stop reason, every proposed call
+// checkRun checks what must hold after any run: a known stop reason, every proposed call
 // answered exactly once in call order, a well-formed trace identical to what the sink received,
 // and executions that match the trace. startIter is the state's iteration when this Run began
 // (non-zero for resumed runs).
@@ -2254,7 +2254,7 @@ func TestBudgetDefaults(t *testing.T) {
 	want := loop.Budget{MaxIterations: 10, MaxToolCalls: 20, MaxDuration: 5 * time.Minute,
 		MaxToolFailures: 3, MaxRepeatedCalls: 3, MaxInvalidActions: 3}
 	if d != want {
-		t.Errorf("DefaultBudget() = %+v, want the contract's defaults %+v", d, want)
+		t.Errorf("DefaultBudget() = %+v, want the documented defaults %+v", d, want)
 	}
 	tests := []struct {
 		name string

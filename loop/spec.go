@@ -6,7 +6,7 @@ import (
 )
 
 // PolicySpec is a Policy as files write it: the `policy` of an eval fixture and of a workflow's
-// agent step (keys as in shared/spec/eval-fixtures.md).
+// agent step (docs/reference/eval-fixtures.md, docs/reference/workflow-file.md).
 type PolicySpec struct {
 	Allow            []string `json:"allow,omitempty"`
 	Forbid           []string `json:"forbid,omitempty"`
@@ -24,7 +24,7 @@ func (p PolicySpec) Policy() Policy {
 }
 
 // BudgetSpec is a Budget as files write it: durations as strings ("30s"), and an absent or zero
-// value meaning the contract's default.
+// value meaning the default (DefaultBudget).
 type BudgetSpec struct {
 	MaxIterations     int            `json:"max_iterations,omitempty"`
 	MaxToolCalls      int            `json:"max_tool_calls,omitempty"`

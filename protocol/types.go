@@ -43,7 +43,8 @@ func upgrade(v int) string {
 	return "the engine is older than any version this worker speaks: upgrade the engine"
 }
 
-// RunStatus is the status of a run. The strings are the contract's run results.
+// RunStatus is the status of a run. The strings are those of run results
+// (docs/reference/workflow-file.md, "Run results").
 type RunStatus string
 
 // Run statuses. A run is queued, running or waiting from Start until exactly one finish
@@ -415,7 +416,7 @@ type Parent struct {
 	CallID     string `json:"call_id,omitempty"`
 }
 
-// Result is the run result of the workflow file contract (shared/spec/workflow-file.md, "Run
+// Result is the run result (docs/reference/workflow-file.md, "Run
 // results"), as `reins run --json` prints it.
 type Result struct {
 	RunID  string    `json:"run_id"`

@@ -34,8 +34,8 @@
 // encoding/json decodes), which stands for the value when the step has no output yet or the
 // path is missing from it (ErrNoOutput, ErrNotFound); any other error stays one (Refs, Ref).
 // A switch expr written as one whole template may give a default too (Path, PathRef); map items
-// take none, since a default is never the array they must be. The default is this package's
-// addition to the contract's template syntax (shared/spec/workflow-file.md says only {{path}}).
+// take none, since a default is never the array they must be. The syntax is documented for
+// users in docs/reference/workflow-file.md ("Templates and paths").
 //
 // One syntax serves reins: the agent package renders an LLM agent's goal with Render too, with
 // Scope.Vars (a session's state) in place of the run's data, so that the paths are the state's

@@ -1,18 +1,19 @@
 // Package trace defines the typed events that record what a loop did, iteration by iteration, and
 // the Sink interface that receives them as they happen.
 //
-// It owns the event vocabulary (the type strings are a public contract, see
-// shared/spec/eval-fixtures.md) and nothing else: it must not import the loop, models or tools.
+// It owns the event vocabulary (the type strings are stable: fixtures name them, see
+// docs/reference/eval-fixtures.md) and nothing else: it must not import the loop, models or tools.
 package trace
 
 import (
 	"time"
 )
 
-// Type is the kind of a trace event. The string values are part of the public contract.
+// Type is the kind of a trace event. The string values are stable: fixtures name them.
 type Type string
 
-// Event types. The first eight are required by the eval fixture contract.
+// Event types, in the order of docs/reference/eval-fixtures.md. Context comes only with a
+// context policy.
 const (
 	IterationStart Type = "iteration_start" // an iteration begins (budgets were checked and passed)
 	ModelCall      Type = "model_call"      // a model call returned, successfully or not
@@ -22,8 +23,8 @@ const (
 	ToolCall       Type = "tool_call"       // a validated call is about to execute
 	ToolResult     Type = "tool_result"     // the result message of a call, executed or not
 	Stop           Type = "stop"            // the loop stopped; StopReason says why
-	// Context is a reins extension of the contract: the context policy changed what the next
-	// model call is sent (messages left out, tool results truncated, a summary).
+	// Context: the context policy changed what the next model call is sent (messages left
+	// out, tool results truncated, a summary).
 	Context Type = "context"
 )
 

@@ -35,7 +35,7 @@ func TestSinkFuncReceivesEvents(t *testing.T) {
 	}
 }
 
-// The JSON form of an event is what traces are stored and shown as: the contract's type strings,
+// The JSON form of an event is what traces are stored and shown as: the documented type strings,
 // and no empty payload fields.
 func TestEventJSON(t *testing.T) {
 	b, err := json.Marshal(trace.Event{Type: trace.Stop, RunID: "r1", Iteration: 3, StopReason: "completed"})

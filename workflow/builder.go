@@ -407,7 +407,7 @@ func (b *Builder) Trigger(t Trigger) *Builder {
 	return b
 }
 
-// Build assembles the definition, normalizes it (the contract's defaults filled in) and
+// Build assembles the definition, normalizes it (the defaults filled in) and
 // validates it with Validate(def, Options{}): sub-workflow files resolve against the current
 // directory and handlers are not checked. When there are problems, it returns nil and the
 // Problems (use errors.As to get them).

@@ -358,7 +358,7 @@ func TestBuilderEveryStepTypeEqualsTOML(t *testing.T) {
 	}
 }
 
-// TestBuildNormalizes: Build fills in the contract's defaults.
+// TestBuildNormalizes: Build fills in the defaults.
 func TestBuildNormalizes(t *testing.T) {
 	wf := workflow.New("defaults").Model("m", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text":"[]"}]`)})
 	wf.LLM("list", "m").WithPrompt("List {{input.topic}}")

@@ -1,8 +1,8 @@
 // Package workflow is the model of a workflow as data: a predeclared graph of steps and edges,
 // built with the Go builder (New) or loaded from a TOML file (Load), checked by the validator
 // (Validate), serialized to canonical JSON with a content hash, and drawn as a graph (Mermaid,
-// Graphviz dot). The contract is shared/spec/workflow-file.md; docs/workflows.md says what this
-// package adds to it.
+// Graphviz dot). The file format is docs/reference/workflow-file.md; docs/workflows.md is the
+// guide to writing workflows.
 //
 // The validator reports every problem in one pass, each with its stable code and the line of
 // its key. Besides the structure (names, references, required keys, bounds, cycles without a
@@ -31,7 +31,7 @@ import (
 	"github.com/reins-run/reins/loop"
 )
 
-// StepType is the type of a step. The strings are the contract's.
+// StepType is the type of a step, as files write it.
 type StepType string
 
 // Step types.
@@ -51,10 +51,10 @@ const (
 	Fail      StepType = "fail"
 )
 
-// StepTypes lists every step type, in the contract's order.
+// StepTypes lists every step type, in the reference's order.
 var StepTypes = []StepType{Task, AgentLoop, LLM, Agent, Switch, Parallel, Map, Call, Approval, WaitEvent, Sleep, Terminate, Fail}
 
-// Defaults of the contract.
+// Defaults and bounds of a workflow (docs/reference/workflow-file.md).
 const (
 	DefaultDeadline      = clock.Duration(3600e9) // "1h"
 	DefaultMaxSteps      = 10000
@@ -118,7 +118,7 @@ type ToolDef struct {
 	Handler     string          `json:"handler,omitempty"`
 	Mock        json.RawMessage `json:"mock,omitempty"` // results as in eval-fixtures.md mocked_tools
 	// MCP names the MCP server that serves the tool of the same name ([mcp.NAME] of the
-	// workflow with reins run; the operator's on a server, shared/spec/server.md).
+	// workflow with reins run; the operator's on a server, docs/reference/server.md).
 	MCP string `json:"mcp,omitempty"`
 	// Agent names an agent step of this workflow that only runs as a child: each call of the
 	// tool runs it as a sub-run of its own, the call's arguments its input, and its output is
@@ -212,7 +212,7 @@ type Step struct {
 	Duration     clock.Duration `json:"duration,omitempty"`       // sleep
 	Message      string         `json:"message,omitempty"`        // fail
 	// Approvers names who may decide an approval step: principals ("alice") or roles
-	// ("role:finance"); empty means any principal who may approve (shared/spec/server.md).
+	// ("role:finance"); empty means any principal who may approve (docs/reference/server.md).
 	Approvers []string `json:"approvers,omitempty"` // approval
 	// Stream asks the model to stream its reply: the built-in handlers publish each piece live
 	// (natsbox.Names.DeltaSubject), not kept; the record is the same as without it.
@@ -301,7 +301,7 @@ func lastSep(key string) int {
 	return -1
 }
 
-// Normalize fills in the contract's defaults so that every way of writing the same workflow has
+// Normalize fills in the defaults so that every way of writing the same workflow has
 // one canonical form: deadline, max_steps, the start step (the only step with no incoming edge,
 // when there is exactly one), llm output_repairs, map max_concurrent, and the session_ttl
 // of an agent step with a session. It changes d in place

@@ -13,7 +13,7 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// The contract says a definition built with the Go builder and the same workflow written as TOML
+// A definition built with the Go builder and the same workflow written as TOML
 // serialize to the same JSON. These tests hold the builder program of every example file to that,
 // byte for byte.
 
@@ -371,7 +371,7 @@ func TestTOMLVariantsHashTheSame(t *testing.T) {
 		{
 			name: "key order",
 			variants: map[string]string{
-				"contract order": `
+				"reference order": `
 name = "order"
 deadline = "5m"
 [models.m]

@@ -32,8 +32,8 @@ func Load(path string) (*Definition, Problems) {
 	return Parse(path, data)
 }
 
-// Parse decodes a workflow file (shared/spec/workflow-file.md) named file from data. It reports,
-// in one pass, every syntax error (E_PARSE), key the contract does not define at that place or
+// Parse decodes a workflow file (docs/reference/workflow-file.md) named file from data. It reports,
+// in one pass, every syntax error (E_PARSE), key the format does not define at that place or
 // for that step type (E_UNKNOWN_KEY), value of the wrong type (E_TYPE), unknown step type
 // (E_UNKNOWN_TYPE) and duration that does not parse (E_BAD_DURATION), each with the file, the
 // line and the key ("steps[2].handler"), in the order of the file.
@@ -80,7 +80,7 @@ func parseProblem(file string, err error) Problem {
 	return p
 }
 
-// topKeys are the keys of the top level of a workflow file, in the contract's order.
+// topKeys are the keys of the top level of a workflow file, in the reference's order.
 var topKeys = []string{"name", "description", "deadline", "max_steps", "start", "concurrency", "models", "tools", "mcp", "steps", "edges", "triggers"}
 
 // definition decodes the whole document.
@@ -439,7 +439,7 @@ func stepKeys(t StepType) []string {
 	return append(keys, CommonKeys...)
 }
 
-// allStepKeys lists every step key: the common ones, then each type's in the contract's order.
+// allStepKeys lists every step key: the common ones, then each type's in the reference's order.
 func allStepKeys() []string {
 	keys := append([]string(nil), CommonKeys...)
 	for _, t := range StepTypes {

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The step keys the loader decodes are exactly the contract's: CommonKeys and every KeysOf.
+// The step keys the loader decodes are exactly CommonKeys and every KeysOf.
 func TestStepFieldsMatchTheContract(t *testing.T) {
 	want := map[string]bool{}
 	for _, k := range CommonKeys {

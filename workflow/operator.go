@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Codes of the shared server (shared/spec/server.md).
+// Codes of the shared server (docs/reference/server.md).
 const (
 	// EOperatorOnly: a submitted workflow sets a key that carries power on a server (base_url,
 	// api_key_env, cassette, an MCP server of its own), which only the operator may set.

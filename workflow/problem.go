@@ -11,7 +11,7 @@ type Code string
 // Problem codes.
 const (
 	EParse          Code = "E_PARSE"           // the file is not valid TOML
-	EUnknownKey     Code = "E_UNKNOWN_KEY"     // a key the contract does not define (or not for this step type)
+	EUnknownKey     Code = "E_UNKNOWN_KEY"     // a key the format does not define (or not for this step type)
 	EType           Code = "E_TYPE"            // a value of the wrong type
 	EUnknownType    Code = "E_UNKNOWN_TYPE"    // an unknown step type
 	EMissingKey     Code = "E_MISSING_KEY"     // a required key is absent

@@ -34,7 +34,7 @@ type Options struct {
 	OneFile bool
 }
 
-// Validate checks d against the contract (shared/spec/workflow-file.md) and returns every
+// Validate checks d against the format (docs/reference/workflow-file.md) and returns every
 // problem it finds in one pass, sorted by line then key. Each problem carries its stable code,
 // the file and line from d.Source (when d was loaded from a file), the key it concerns, and one
 // plain sentence. Validate does not change d.
@@ -341,7 +341,7 @@ func (v *validator) checkModels() {
 		case m.Provider == "":
 			v.add(EMissingKey, key+".provider", "model %q has no provider: set it to %s", name, valOneOf(valProviders...))
 		case !slices.Contains(valProviders, m.Provider) && !valNameOK(m.Provider):
-			// Any other name is a provider of a server's operator (shared/spec/server.md).
+			// Any other name is a provider of a server's operator (docs/reference/server.md).
 			v.add(EBadValue, key+".provider", "model %q has provider %q: it must be %s, or the name of a provider of the server's operator (a-z, 0-9, _ and -)", name, m.Provider, valOneOf(valProviders...))
 		case m.Provider == "scripted" && !valRawSet(m.Script):
 			v.add(EMissingKey, key+".script", "model %q uses the scripted provider but has no script: list its turns in script", name)

@@ -219,7 +219,7 @@ func TestResolve(t *testing.T) {
 		path, want string
 	}{
 		{b, "cassettes/c.json", "/srv/flows/cassettes/c.json"},
-		{b, "../shared/c.json", "/srv/shared/c.json"},
+		{b, "../common/c.json", "/srv/common/c.json"},
 		{b, "./child.toml", "/srv/flows/child.toml"},
 		{b, "/abs/c.json", "/abs/c.json"},
 		{b, "", ""},

@@ -82,7 +82,7 @@ type Values struct {
 }
 
 // DefaultMaxValue is the largest value Values reads back when NewValues is given 0: the
-// default max_input_bytes and max_output_bytes of shared/spec/server.md.
+// default max_input_bytes and max_output_bytes of a server's [limits] (docs/reference/server.md).
 const DefaultMaxValue = 64 << 20
 
 // NewValues returns Values over store that keeps values of at most inline bytes inline (0:

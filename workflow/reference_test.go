@@ -2,6 +2,8 @@ package workflow
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -180,4 +182,39 @@ func stripComments(s string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestReferenceDocumentsEveryProblemCode: every problem code this package reports has its row in
+// the reference's table of problems (or, for the server's codes, a mention on the page).
+func TestReferenceDocumentsEveryProblemCode(t *testing.T) {
+	data, err := os.ReadFile(referencePage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	decl := regexp.MustCompile(`Code\s*=\s*"(E_[A-Z_]+)"`)
+	var codes []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range decl.FindAllStringSubmatch(string(src), -1) {
+			codes = append(codes, m[1])
+		}
+	}
+	if len(codes) < 25 {
+		t.Fatalf("found %d problem codes in the package's sources: the test cannot read them", len(codes))
+	}
+	for _, c := range codes {
+		if !strings.Contains(string(data), "`"+c+"`") {
+			t.Errorf("problem code %s is not documented in workflow-file.md", c)
+		}
+	}
 }

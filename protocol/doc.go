@@ -4,7 +4,7 @@
 // with the run and step statuses, error codes and labels they carry.
 //
 // The engine decides with these types, workers and clients exchange them over NATS, and the
-// front door (package reins) re-exports the ones a program needs; none of them owns the types.
+// root package reins re-exports the ones a program needs; none of them owns the types.
 // Their JSON is the wire format (package internal/wire encodes it): a field's name or meaning
 // changes only with every process that reads it.
 //

@@ -76,7 +76,8 @@ func Parse(file string, data []byte) (*Page, error) {
 		n       int
 	)
 	cur := func() *Section { return &p.Sections[len(p.Sections)-1] }
-	for sc := bufio.NewScanner(bytes.NewReader(data)); sc.Scan(); {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
 		n++
 		line := sc.Text()
 		trimmed := strings.TrimSpace(line)
@@ -109,6 +110,9 @@ func Parse(file string, data []byte) (*Page, error) {
 		default:
 			inTable = false
 		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s:%d: the page cannot be read past this line: %w", file, n+1, err)
 	}
 	if block != nil {
 		return nil, fmt.Errorf("%s:%d: a code block that is never closed", file, block.Line)

@@ -92,6 +92,7 @@ func TestParseRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, page, want string }{
 		{"a row without a key", "| key | type |\n|---|---|\n| name | string |\n", "page.md:3: a row of a key table whose first cell names no key"},
 		{"an unclosed block", "## A\n\n```toml\nname = 1\n", "page.md:3: a code block that is never closed"},
+		{"a line too long", "## A\n" + strings.Repeat("x", 70000) + "\n", "page.md:2: bufio.Scanner: token too long"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("page.md", []byte(tc.page))
@@ -100,4 +101,28 @@ func TestParseRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParse: any page parses or is refused with an error; a parsed page's keys have names and
+// lines within it, and each section's examples are blocks of the page.
+func FuzzParse(f *testing.F) {
+	f.Add(page)
+	f.Add("| key |\n| `a` |\n## x `y` `z`\n```\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		p, err := Parse("page.md", []byte(text))
+		if err != nil {
+			return
+		}
+		lines := strings.Count(text, "\n") + 1
+		for section, keys := range p.Keys() {
+			for _, k := range keys {
+				if k.Name == "" || k.Line < 1 || k.Line > lines {
+					t.Fatalf("section %q has key %+v on a page of %d lines", section, k, lines)
+				}
+			}
+			if n := len(p.Examples(section, "")); n > len(p.Blocks("")) {
+				t.Fatalf("section %q has %d examples of %d blocks", section, n, len(p.Blocks("")))
+			}
+		}
+	})
 }

@@ -467,6 +467,7 @@ type runWorkflow struct {
 	Runs          int       `json:"runs"`
 	LastRunID     string    `json:"last_run_id"`
 	LastStartedAt time.Time `json:"last_started_at"`
+	RegisteredAs  []string  `json:"registered_as"`
 }
 
 // Workflows lists the registered workflows, by name.

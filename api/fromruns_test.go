@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,8 +9,8 @@ import (
 )
 
 // TestWorkflowsFromRuns: GET /v1/workflows names the workflows of the kept runs beside the
-// registered ones, those of files nobody registered included, with their number of runs and
-// the newest; [] of both on a server without either.
+// registered ones, those of files nobody registered included, with their number of runs, the
+// newest and the names they are registered under; [] of both on a server without either.
 func TestWorkflowsFromRuns(t *testing.T) {
 	s := newStack(t)
 	a := s.as("vera", "GET", "/v1/workflows", "").want(t, 200, "the list of an empty server")
@@ -38,6 +39,7 @@ prompt = "Ship it?"
 			Runs          int       `json:"runs"`
 			LastRunID     string    `json:"last_run_id"`
 			LastStartedAt time.Time `json:"last_started_at"`
+			RegisteredAs  []string  `json:"registered_as"`
 		} `json:"from_runs"`
 	}
 	a.JSON(t, &got)
@@ -45,7 +47,15 @@ prompt = "Ship it?"
 		t.Fatalf("the list: %s, want no registered workflow and one from runs", a.Body)
 	}
 	fr := got.FromRuns[0]
-	if fr.Name != "ran_only" || fr.Runs != 2 || fr.LastRunID != last.Run.ID || !fr.LastStartedAt.Equal(last.Run.StartedAt) {
-		t.Errorf("from runs: %+v, want ran_only with 2 runs, the newest %s started at %s", fr, last.Run.ID, last.Run.StartedAt)
+	if fr.Name != "ran_only" || fr.Runs != 2 || fr.LastRunID != last.Run.ID || !fr.LastStartedAt.Equal(last.Run.StartedAt) || fr.RegisteredAs == nil || len(fr.RegisteredAs) != 0 {
+		t.Errorf("from runs: %+v, want ran_only with 2 runs, the newest %s started at %s, registered as nothing", fr, last.Run.ID, last.Run.StartedAt)
+	}
+
+	// Registered under a name of its own, its runs say so.
+	s.as("sam", "PUT", "/v1/workflows/shipping", file).want(t, 201, "the registration")
+	a = s.as("vera", "GET", "/v1/workflows", "").want(t, 200, "the list")
+	a.JSON(t, &got)
+	if len(got.Workflows) != 1 || len(got.FromRuns) != 1 || fmt.Sprint(got.FromRuns[0].RegisteredAs) != "[shipping]" {
+		t.Errorf("the list: %s, want ran_only registered as shipping", a.Body)
 	}
 }

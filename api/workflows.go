@@ -202,7 +202,7 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request, p operato
 	}
 	out.FromRuns = make([]runWorkflow, 0, len(ran))
 	for _, rw := range ran {
-		out.FromRuns = append(out.FromRuns, runWorkflow{rw.Name, rw.Runs, rw.LastRunID, rw.LastStarted})
+		out.FromRuns = append(out.FromRuns, runWorkflow{rw.Name, rw.Runs, rw.LastRunID, rw.LastStarted, append([]string{}, rw.RegisteredAs...)})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

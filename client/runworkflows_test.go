@@ -12,7 +12,7 @@ import (
 )
 
 // RunWorkflows names the workflow of every kept run, registered or not, with its number of
-// runs and its newest one; a server without runs has none.
+// runs, its newest one and the names it is registered under; a server without runs has none.
 func TestRunWorkflows(t *testing.T) {
 	v := newEnv(t)
 	got, err := v.Client.RunWorkflows(v.Ctx)
@@ -43,9 +43,20 @@ func TestRunWorkflows(t *testing.T) {
 		}
 		return rec.Run.StartedAt.UTC()
 	}
+	// beta is registered, under two names of its own; alpha is not.
+	src := []byte("name = \"beta\"\n\n[[steps]]\nid = \"ask\"\ntype = \"approval\"\nprompt = \"Ship?\"\n")
+	def, ps := workflow.Parse("beta.toml", src)
+	if len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	for _, name := range []string{"ship", "release"} {
+		if _, _, err := v.Client.Register(v.Ctx, name, src, def); err != nil {
+			t.Fatal(err)
+		}
+	}
 	want := []client.RunWorkflow{
 		{Name: "alpha", Runs: 3, LastRunID: "a3", LastStarted: started("a3")},
-		{Name: "beta", Runs: 1, LastRunID: "b1", LastStarted: started("b1")},
+		{Name: "beta", Runs: 1, LastRunID: "b1", LastStarted: started("b1"), RegisteredAs: []string{"release", "ship"}},
 	}
 	got, err = v.Client.RunWorkflows(v.Ctx)
 	if err != nil {

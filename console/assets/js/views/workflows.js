@@ -39,8 +39,8 @@ export function workflowsView(main, ctx) {
     if (stopped) return;
     const wfs = res.workflows || [];
     const names = new Set(wfs.map((w) => w.name));
-    // A workflow registered under its own name is listed once, as registered.
-    const ran = (res.from_runs || []).filter((r) => !names.has(r.name));
+    // A workflow registered (under its own name or another) is listed once, as registered.
+    const ran = (res.from_runs || []).filter((r) => !names.has(r.name) && !(r.registered_as || []).length);
     none.hidden = wfs.length > 0 || ran.length > 0;
     regSec.hidden = !none.hidden;
     replace(body, wfs.length ? wfs.map((w) => h('tr', {dataset: {workflow: w.name}},
@@ -114,6 +114,11 @@ async function fromRuns(name) {
   const list = await api.workflows();
   const r = (list.from_runs || []).find((x) => x.name === name);
   if (!r) return h('p', {class: 'error-text', role: 'alert'}, `No workflow ${name} is registered, and no run of it is kept on this server.`);
+  if ((r.registered_as || []).length) {
+    return h('p', {id: 'registered-as'}, `No workflow is registered under the name ${name}; the workflow its runs ran is registered as `,
+      r.registered_as.map((n, i) => [i ? ', ' : '', h('a', {href: '#/workflows/' + enc(n)}, n)]), '. ',
+      h('a', {href: '#/runs?workflow=' + enc(name)}, `Its ${r.runs === 1 ? 'run' : r.runs + ' runs'}.`));
+  }
   const run = await api.run(r.last_run_id, {trace_limit: '1'});
   return [
     h('p', {id: 'from-runs-note'}, h('span', {class: 'badge st-none'}, 'from past runs'), ' ',

@@ -458,6 +458,16 @@ func (c *Client) PutWorkflow(ctx context.Context, name string, toml []byte) (v W
 // workflowList is the answer of GET /v1/workflows.
 type workflowList struct {
 	Workflows []WorkflowVersion `json:"workflows"`
+	FromRuns  []runWorkflow     `json:"from_runs"`
+}
+
+// runWorkflow is a workflow of the kept runs (client.RunWorkflow), in GET /v1/workflows.
+type runWorkflow struct {
+	Name          string    `json:"name"`
+	Runs          int       `json:"runs"`
+	LastRunID     string    `json:"last_run_id"`
+	LastStartedAt time.Time `json:"last_started_at"`
+	RegisteredAs  []string  `json:"registered_as"`
 }
 
 // Workflows lists the registered workflows, by name.

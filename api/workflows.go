@@ -195,6 +195,15 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request, p operato
 		}
 		out.Workflows = append(out.Workflows, versionOf(reg, a))
 	}
+	// Runs of files nobody registered (reins run FILE) name their workflows too.
+	ran, err := c.RunWorkflows(r.Context())
+	if err != nil {
+		return err
+	}
+	out.FromRuns = make([]runWorkflow, 0, len(ran))
+	for _, rw := range ran {
+		out.FromRuns = append(out.FromRuns, runWorkflow{rw.Name, rw.Runs, rw.LastRunID, rw.LastStarted, append([]string{}, rw.RegisteredAs...)})
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

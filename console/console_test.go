@@ -103,3 +103,46 @@ func TestAssetsAreSafe(t *testing.T) {
 		t.Fatalf("the console has %d files", n)
 	}
 }
+
+// TestSignInHelp: the page served at / tells a person which token to paste and where it is
+// (the data directory's admin.token, .reins/admin.token by default, or a principal's of the
+// operator's configuration), and the script fills in the console's own address and shows the
+// text on the sign-in form.
+func TestSignInHelp(t *testing.T) {
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	get := func(path string) string {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
+	}
+	page := get("/")
+	start, end := strings.Index(page, `<template id="sign-in-help">`), strings.Index(page, `</template>`)
+	if start < 0 || end < start {
+		t.Fatalf("the page has no sign-in help:\n%s", page)
+	}
+	help := strings.Join(strings.Fields(page[start:end]), " ")
+	for _, want := range []string{
+		"<code>DATA/admin.token</code>",
+		"<code>.reins/admin.token</code>",
+		"<code>--data DIR</code>",
+		"<code>cat .reins/admin.token</code>",
+		"first line of <code>reins serve</code>'s log",
+		"principal of the operator's configuration",
+		`class="console-url"`,
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("the sign-in help does not say %q:\n%s", want, help)
+		}
+	}
+	app := get("/js/app.js")
+	for _, want := range []string{"getElementById('sign-in-help')", "querySelector('.console-url')", "location.origin + '/'", "signInHelp())"} {
+		if !strings.Contains(app, want) {
+			t.Errorf("js/app.js does not show the sign-in help with the console's address: it lacks %q", want)
+		}
+	}
+}

@@ -23,6 +23,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/telemetry"
 )
 
@@ -54,6 +57,7 @@ type consoleServer struct {
 	t    *testing.T
 	base string // http://127.0.0.1:PORT
 	proc *proc
+	data string // the data directory
 	// tokens of the approver (alice), the viewer (val) and the submitter (sam)
 	alice, val, sam string
 }
@@ -73,7 +77,7 @@ const consoleTraceURL = "http://jaeger.example:16686/trace/{trace_id}"
 
 func startConsoleServer(t *testing.T) *consoleServer {
 	t.Helper()
-	s := &consoleServer{t: t, alice: randomToken(t, "alice"), val: randomToken(t, "val"), sam: randomToken(t, "sam")}
+	s := &consoleServer{t: t, data: t.TempDir(), alice: randomToken(t, "alice"), val: randomToken(t, "val"), sam: randomToken(t, "sam")}
 	cfg := `
 [principals.alice]
 token_env = "REINS_TOKEN_ALICE"
@@ -95,7 +99,7 @@ trace_url = "` + consoleTraceURL + `"
 		t.Fatal(err)
 	}
 	env := []string{"REINS_TOKEN_ALICE=" + s.alice, "REINS_TOKEN_VAL=" + s.val, "REINS_TOKEN_SAM=" + s.sam}
-	s.proc = start(t, "reins serve", env, bins.reins, "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0",
+	s.proc = start(t, "reins serve", env, bins.reins, "serve", "--data", s.data, "--listen", "127.0.0.1:0",
 		"--nats-listen", "127.0.0.1:0", "--config", file, "--retention", "0")
 	line := s.proc.waitFor("reins serving", 60*time.Second)
 	m := httpAddrLine.FindStringSubmatch(line)
@@ -104,6 +108,35 @@ trace_url = "` + consoleTraceURL + `"
 	}
 	s.base = "http://" + m[1]
 	return s
+}
+
+// runFile runs the workflow file at path on the server as the data directory's admin, as
+// reins run FILE does: nothing is registered. It returns once the run has finished.
+func (s *consoleServer) runFile(path, input, runID string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	url, err := os.ReadFile(filepath.Join(s.data, "nats.url"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	token, err := os.ReadFile(filepath.Join(s.data, "admin.token"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	box, err := natsbox.Open(ctx, natsbox.Options{URL: strings.TrimSpace(string(url)), Token: strings.TrimSpace(string(token))})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer box.Close()
+	c := client.NewClient(client.ClientConfig{Box: box, Principal: "admin"})
+	id, err := c.Start(ctx, runtest.LoadBundles(s.t, path), json.RawMessage(input), runID)
+	if err != nil {
+		s.t.Fatalf("start a run of %s: %v", path, err)
+	}
+	if rec, err := c.Wait(ctx, id); err != nil || rec.Run.Status != "completed" {
+		s.t.Fatalf("the run of %s: %v, want it completed", path, err)
+	}
 }
 
 // call calls the API as the principal of token and returns the status and the body.
@@ -327,7 +360,11 @@ func TestConsole(t *testing.T) {
 		return err
 	}))
 
-	p.do("open the console", 30*time.Second, chromedp.Navigate(s.base+"/"))
+	p.do("open the console", 30*time.Second, chromedp.Navigate(s.base+"/"), chromedp.WaitVisible(css("#token-form .sign-in-help")))
+	// The sign-in page says which token to paste, where it is, and the console's address.
+	if help := eval[string](p, `document.querySelector('#token-form .sign-in-help').innerText`); !strings.Contains(help, ".reins/admin.token") || !strings.Contains(help, s.base+"/") {
+		t.Errorf("the sign-in page does not name .reins/admin.token and the console's address %s/:\n%s", s.base, help)
+	}
 	p.screenshot("sign-in.png")
 	p.signIn(s.alice, "alice")
 	p.do("the runs list", 30*time.Second, chromedp.WaitVisible(css("#runs-body")))
@@ -470,6 +507,38 @@ func TestConsole(t *testing.T) {
 		chromedp.WaitVisible(css(`tr[data-run="`+run1+`"]`)),
 		chromedp.Click(css(`#prev-page`)),
 		chromedp.WaitVisible(css(`tr[data-run="`+run2+`"]`)))
+
+	// A file nobody registered, run as reins run FILE does: the research example, whose
+	// parallel step's three branches show their own status on the graph, and whose workflow
+	// the workflows page lists from its run, while refund_investigation, registered as refund,
+	// is listed once, as registered.
+	const runR = "console-research-1"
+	s.runFile(filepath.Join("..", "examples", "research", "workflow.toml"), `{"question": "automated refunds"}`, runR)
+	p.do("the research run's graph", 30*time.Second, chromedp.Navigate(s.base+"/#/runs/"+runR),
+		chromedp.WaitVisible(css(`#run-status[data-status="completed"]`)),
+		chromedp.WaitVisible(css(`svg.graph g.node.st-completed[data-step="research"]`)))
+	for _, branch := range []string{"market", "competitors", "regulation"} {
+		if cls := eval[string](p, `document.querySelector('svg.graph g.node[data-step="`+branch+`"]').getAttribute('class')`); !strings.Contains(cls, "st-completed") {
+			t.Errorf("the graph shows the branch %s as %q, want it completed", branch, cls)
+		}
+	}
+	if row := eval[string](p, `document.querySelector('#steps-body tr[data-step="research#1"] th').innerText`); !strings.Contains(row, "competitors") {
+		t.Errorf("the steps table shows research#1 as %q, not naming the step it runs (competitors)", row)
+	}
+	p.screenshot("run-parallel.png")
+	p.do("the workflows of past runs", 30*time.Second, chromedp.Navigate(s.base+"/#/workflows"),
+		chromedp.WaitVisible(css(`#from-runs tr[data-workflow="research_fanout"]`)),
+		chromedp.WaitVisible(css(`#registered tr[data-workflow="refund"]`)))
+	if text := eval[string](p, `document.querySelector('#from-runs').innerText`); !strings.Contains(text, "from past runs") || strings.Contains(text, "refund") {
+		t.Errorf("the workflows of past runs read:\n%s\nwant research_fanout marked from past runs, and no refund_investigation (registered as refund)", text)
+	}
+	if n := eval[int](p, `document.querySelectorAll('#no-workflows:not([hidden])').length`); n != 0 {
+		t.Errorf("the workflows page says there is no workflow")
+	}
+	p.screenshot("workflows.png")
+	p.do("a workflow of past runs", 30*time.Second, chromedp.Click(css(`#from-runs tr[data-workflow="research_fanout"] td a`)),
+		chromedp.WaitVisible(css(`#from-runs-note`)),
+		chromedp.WaitVisible(css(`svg.graph g.node[data-step="market"]`)))
 	if p.shot != "" {
 		p.do("runs list", 30*time.Second, chromedp.Navigate(s.base+"/#/runs"), chromedp.WaitVisible(css(`tr[data-run="`+run2+`"][data-status="waiting"]`)),
 			chromedp.WaitVisible(css(`tr[data-run="`+run1+`"][data-status="completed"]`)))

@@ -26,6 +26,10 @@ type DrawingEdge struct {
 	To    string `json:"to"`
 	Label string `json:"label,omitempty"`
 	Kind  string `json:"kind"`
+	// Branch numbers the child edges of a parallel step from 1, in the order of its branches:
+	// a run keeps branch N's step under the key PARENT#(N-1), which is how the console colours
+	// each branch's node with its own status. 0 on every other edge.
+	Branch int `json:"branch,omitempty"`
 }
 
 // Draw returns the drawing of d; it tolerates invalid definitions as Mermaid does.
@@ -49,7 +53,7 @@ func Draw(d *Definition) Drawing {
 		case edgeChild:
 			kind = "child"
 		}
-		dr.Edges = append(dr.Edges, DrawingEdge{From: e.from, To: e.to, Label: e.label, Kind: kind})
+		dr.Edges = append(dr.Edges, DrawingEdge{From: e.from, To: e.to, Label: e.label, Kind: kind, Branch: e.branch})
 	}
 	return dr
 }

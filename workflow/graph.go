@@ -30,6 +30,7 @@ type graphEdge struct {
 	from, to string // generated node names
 	label    string // unescaped; "" for none
 	style    edgeStyle
+	branch   int // a parallel branch's number, from 1; 0 for any other edge
 }
 
 type nodeShape int
@@ -118,9 +119,9 @@ func buildGraph(d *Definition) *graph {
 				label := fmt.Sprintf("branch %d", j+1)
 				switch {
 				case b.Workflow != "":
-					g.edges = append(g.edges, graphEdge{from: parent, to: file(b.Workflow), label: label, style: edgeChild})
+					g.edges = append(g.edges, graphEdge{from: parent, to: file(b.Workflow), label: label, style: edgeChild, branch: j + 1})
 				case b.Step != "":
-					g.edges = append(g.edges, graphEdge{from: parent, to: ref(b.Step), label: label, style: edgeChild})
+					g.edges = append(g.edges, graphEdge{from: parent, to: ref(b.Step), label: label, style: edgeChild, branch: j + 1})
 				}
 			}
 		case Map:

@@ -82,6 +82,11 @@ after every decision, as reins run does.
 --memory-limit SIZE (or GOMEMLIMIT) is the process's soft memory limit: the Go heap, which
 otherwise grows to twice what stays live, collects sooner to stay under it (docs/deploy.md).
 
+The web console is at / on --listen: http://127.0.0.1:7400/ by default (docs/console.md). To
+sign in, paste the data directory's admin token, the contents of DATA/admin.token
+(.reins/admin.token by default; cat .reins/admin.token prints it), or the token of a principal
+of --config. serve's first log line names the console's URL and the token's file.
+
 HTTP on --listen (default 127.0.0.1:7400, loopback only; --listen "" serves none): /metrics
 (Prometheus: runs, steps, iterations, model calls, tokens, cost, tool calls, tasks, partitions),
 /healthz (the process lives) and /readyz (NATS connected, the engine and workers consuming; 503
@@ -168,6 +173,11 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 				return err
 			}
 			defer obs.stop()
+			tokenFile := ""
+			if nf.url == "" {
+				tokenFile = adminTokenFile(nf.data)
+			}
+			logConsole(log, obs.addr, tokenFile)
 			knownWorkflows(ctx, box, obs.metrics, log)
 			url := "" // an external server is found by its own URL
 			if box.Embedded() {

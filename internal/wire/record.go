@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -128,6 +129,12 @@ func ParseStatusKey(key string) (IndexKey, bool) {
 		return IndexKey{}, false
 	}
 	return IndexKey{Status: protocol.RunStatus(status), Workflow: workflow, Cursor: cursor, RunID: id}, true
+}
+
+// Started is when the run of k started, as its key holds it (to the nanosecond, UTC).
+func (k IndexKey) Started() time.Time {
+	n, _ := strconv.ParseInt(k.Cursor[:min(20, len(k.Cursor))], 10, 64)
+	return time.Unix(0, n).UTC()
 }
 
 // CheckCursor reports whether c can be an IndexKey's Cursor (a page's end): STARTED.RUNID.

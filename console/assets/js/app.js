@@ -63,10 +63,21 @@ function signOut() {
   route();
 }
 
+// signInHelp is the page's text on which token to paste and where it is, with this console's
+// address filled in.
+function signInHelp() {
+  const tpl = document.getElementById('sign-in-help');
+  if (!tpl) return null;
+  const help = tpl.content.cloneNode(true);
+  const url = help.querySelector('.console-url');
+  if (url) url.textContent = location.origin + '/';
+  return help;
+}
+
 // tokenView asks for a token. It is kept in this tab's sessionStorage only.
 function tokenView() {
   document.title = 'Sign in · reins';
-  const input = h('input', {id: 'token', name: 'token', type: 'password', autocomplete: 'off', spellcheck: 'false', required: true, 'aria-describedby': 'token-hint'});
+  const input = h('input', {id: 'token', name: 'token', type: 'password', autocomplete: 'off', spellcheck: 'false', required: true, 'aria-describedby': 'token-hint sign-in-help-text'});
   const status = h('div', {id: 'token-status'});
   const form = h('form', {id: 'token-form', class: 'card narrow', 'aria-labelledby': 'signin-h'},
     h('h1', {id: 'signin-h', tabindex: '-1'}, 'Sign in'),
@@ -74,9 +85,10 @@ function tokenView() {
     h('div', {class: 'field'},
       h('label', {for: 'token'}, 'API token'),
       input,
-      h('small', {id: 'token-hint', class: 'hint'}, 'The bearer token of a principal of the server\'s operator configuration. It is kept in this tab only (sessionStorage) and sent only in the Authorization header.')),
+      h('small', {id: 'token-hint', class: 'hint'}, 'It is kept in this tab only (sessionStorage) and sent only in the Authorization header.')),
     h('button', {type: 'submit', class: 'primary'}, 'Sign in'),
-    status);
+    status,
+    signInHelp());
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const token = input.value.trim();

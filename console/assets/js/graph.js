@@ -134,9 +134,50 @@ export function layout(graph) {
   return {pos, width: width + left + right, height: Math.max(y - GAP_Y + PAD, 40), offset: left, inner: width};
 }
 
-// drawGraph returns the SVG of graph with a title; statusOf(step) gives a step's status (its
-// node's class), current(step) whether it is the step that runs or waits now.
-export function drawGraph(graph, {title, statusOf = () => '', isCurrent = () => false} = {}) {
+// childNodes maps the keys of a run's child steps to the nodes that run them: branch N of a
+// parallel step (its child edge's `branch`) is the step PARENT#(N-1), and every item of a map
+// step (PARENT#ITEM) runs its body, so that a branch's or a body's node shows what its runs
+// did. nodeOf(key) is the node's id, or '' for a key that is no child of the graph (an agent's
+// tools run as sub-runs of their own).
+export function childNodes(graph) {
+  const byId = new Map((graph.nodes || []).map((n) => [n.id, n]));
+  const branches = new Map(); // PARENT#ITEM → node id
+  const bodies = new Map(); // PARENT → node id
+  for (const e of graph.edges || []) {
+    const from = byId.get(e.from);
+    if (e.kind !== 'child' || !from || !from.step || !byId.has(e.to)) continue;
+    if (from.type === 'parallel' && e.branch >= 1) branches.set(`${from.step}#${e.branch - 1}`, e.to);
+    else if (from.type === 'map') bodies.set(from.step, e.to);
+  }
+  return {
+    nodeOf(key) {
+      const i = key.lastIndexOf('#');
+      if (i < 0) return '';
+      return branches.get(key) || bodies.get(key.slice(0, i)) || '';
+    },
+    // what names the step or file a child runs, for the table of steps.
+    runs(key) {
+      const n = byId.get(this.nodeOf(key));
+      return n ? n.step || (n.lines || [])[0] || '' : '';
+    },
+  };
+}
+
+// SHOWN orders the statuses of a node that stands for several steps (a map's body, run once per
+// item): what is under way first, then what went wrong, then what went well.
+const SHOWN = ['waiting', 'running', 'failed', 'timed_out', 'cancelled', 'pending', 'completed', 'skipped'];
+
+// summaryStatus is the one status of a node that shows the steps of statuses (none: '').
+export function summaryStatus(statuses) {
+  const known = statuses.filter(Boolean);
+  if (!known.length) return '';
+  return SHOWN.find((st) => known.includes(st)) || known[0];
+}
+
+// drawGraph returns the SVG of graph with a title; statusOf(step, node) gives a node's status
+// (its class), isCurrent(step, node) whether it runs or waits now, and noteOf(step, node) a
+// line for its title (the children it stands for).
+export function drawGraph(graph, {title, statusOf = () => '', isCurrent = () => false, noteOf = () => ''} = {}) {
   const n = ++drawings;
   const {pos, width, height, offset, inner} = layout(graph);
   const titleId = `graph-title-${n}`;
@@ -241,14 +282,15 @@ export function drawGraph(graph, {title, statusOf = () => '', isCurrent = () => 
 
   for (const node of graph.nodes || []) {
     const p = at(node.id);
-    const st = node.step ? statusOf(node.step) : '';
-    const cur = node.step && isCurrent(node.step);
+    const st = statusOf(node.step || '', node);
+    const cur = isCurrent(node.step || '', node);
+    const note = noteOf(node.step || '', node);
     const g = s('g', {
       class: ['node', node.class && 'c-' + node.class, node.type && 't-' + node.type, st && 'st-' + st, cur && 'current', !node.step && 'aux'],
       dataset: node.step ? {step: node.step, node: node.id} : {node: node.id},
       transform: `translate(${p.x},${p.y})`,
     });
-    g.append(s('title', {}, [...(node.lines || []), st ? `status: ${st}` : '', cur ? '(current step)' : ''].filter(Boolean).join('\n')));
+    g.append(s('title', {}, [...(node.lines || []), st ? `status: ${st}` : '', note, cur ? '(current step)' : ''].filter(Boolean).join('\n')));
     g.append(s('rect', {width: p.w, height: p.h, rx: 8, ry: 8}));
     p.lines.forEach((line, i) => {
       g.append(s('text', {x: PAD, y: PAD + 11 + i * LINE_H, class: i === 0 ? 'l0' : 'ln'}, line));

@@ -6,7 +6,7 @@
 import {h, replace, fmtTime, fmtDuration, fmtCost, fmtInt, pretty, badge, alert, problemText, FINISHED} from '../dom.js';
 import {api, enc} from '../api.js';
 import {openStream} from '../sse.js';
-import {drawGraph} from '../graph.js';
+import {drawGraph, childNodes, summaryStatus} from '../graph.js';
 import {waitsList, waitsKey, signalForm} from './waits.js';
 
 const POLL_MS = 3000;
@@ -81,13 +81,19 @@ export function runView(main, ctx, id) {
 
   const stepOf = (key) => (run && run.steps || []).find((st) => st.id === key);
   const activeStatus = (st) => st && (st.status === 'running' || st.status === 'waiting');
-  // A child's key is PARENT#ITEM; the graph draws the parent.
-  const graphStatus = (step) => {
-    const own = stepOf(step);
-    const kids = (run && run.steps || []).filter((st) => st.id.startsWith(step + '#'));
+  // A child's key is PARENT#ITEM: the parent's node is active while a child is, and the child
+  // itself is drawn on the node of what it runs (a parallel branch's step, a map's body).
+  let children = childNodes({});
+  const runsOn = (node) => (run && run.steps || []).filter((st) => children.nodeOf(st.id) === node.id);
+  const graphStatus = (step, node) => {
+    const own = step ? stepOf(step) : null;
+    const kids = step ? (run && run.steps || []).filter((st) => st.id.startsWith(step + '#')) : [];
     if (kids.some(activeStatus) && !(own && FINISHED.has(own.status))) return kids.find(activeStatus).status;
-    return own ? own.status : '';
+    const on = runsOn(node);
+    return on.length ? summaryStatus([own && own.status, ...on.map((st) => st.status)]) : own ? own.status : '';
   };
+  const graphCurrent = (step, node, active) => active.includes(step) || runsOn(node).some(activeStatus);
+  const graphNote = (step, node) => runsOn(node).map((st) => `${st.id}: ${st.status}`).join('\n');
 
   function renderSummary() {
     replace(statusEl, badge(run.status));
@@ -153,12 +159,12 @@ export function runView(main, ctx, id) {
     if (key !== lastGraphKey) {
       lastGraphKey = key;
       replace(figure,
-        drawGraph(graph, {title: `Graph of run ${id}`, statusOf: graphStatus, isCurrent: (step) => active.includes(step)}),
+        drawGraph(graph, {title: `Graph of run ${id}`, statusOf: graphStatus, isCurrent: (step, node) => graphCurrent(step, node, active), noteOf: graphNote}),
         h('figcaption', {class: 'visually-hidden'}, `The graph of workflow ${run.workflow || ''}.`));
     }
     const curs = (run.steps || []).filter(activeStatus);
     current.textContent = curs.length
-      ? 'Current step: ' + curs.map((st) => `${st.id} (${st.status})`).join(', ') + '.'
+      ? 'Current step: ' + curs.map((st) => `${st.id} (${children.runs(st.id) ? children.runs(st.id) + ', ' : ''}${st.status})`).join(', ') + '.'
       : FINISHED.has(run.status) ? `The run has ${run.status.replace('_', ' ')}.` : 'No step runs right now.';
   }
 
@@ -166,7 +172,7 @@ export function runView(main, ctx, id) {
     replace(stepsBody, (run.steps || []).map((st) => {
       const u = st.usage || {};
       return h('tr', {dataset: {step: st.id, status: st.status}, class: activeStatus(st) ? 'current' : null},
-        h('th', {scope: 'row', 'data-label': 'Step'}, h('code', {}, st.id)),
+        h('th', {scope: 'row', 'data-label': 'Step'}, h('code', {}, st.id), children.runs(st.id) ? h('span', {class: 'muted'}, ` runs ${children.runs(st.id)}`) : null),
         h('td', {'data-label': 'Status', class: 'status'}, badge(st.status)),
         h('td', {'data-label': 'Stop reason', class: 'stop'},
           st.stop_reason ? h('strong', {}, st.stop_reason) : h('span', {class: 'muted'}, '—'),
@@ -192,7 +198,7 @@ export function runView(main, ctx, id) {
     // A result leaves out `waiting` when nothing waits; a status message may leave out the
     // graph and the trace, which stay.
     if (!next.waiting) delete run.waiting;
-    if (next.graph) graph = next.graph;
+    if (next.graph) { graph = next.graph; children = childNodes(graph); lastGraphKey = null; }
     renderSummary();
     renderActions();
     renderWaits();

@@ -1,5 +1,7 @@
-// Registered workflows: the list, and one workflow's graph, validation problems (validated again
-// against the server's configuration of now) and source; a submitter can start a run of it.
+// Workflows: the registered ones and those of past runs (GET /v1/workflows, from_runs), and one
+// workflow's graph, validation problems (validated again against the server's configuration of
+// now) and source, where a submitter can start a run of it; a workflow known from its runs
+// only shows them and its newest run's graph.
 
 import {h, replace, fmtTime, alert, problemText, field} from '../dom.js';
 import {api, enc} from '../api.js';
@@ -8,25 +10,53 @@ import {drawGraph} from '../graph.js';
 export function workflowsView(main, ctx) {
   document.title = 'Workflows · reins';
   const body = h('tbody', {id: 'workflows-body'}, h('tr', {}, h('td', {colspan: 5}, 'Reading…')));
-  const msg = h('div', {});
-  replace(main,
-    h('h1', {}, 'Workflows'),
-    h('p', {}, 'The workflows registered on this server (PUT /v1/workflows/NAME or reins run FILE --server URL), latest version each.'),
-    msg,
-    h('div', {class: 'table-wrap', role: 'region', 'aria-label': 'Workflows', tabindex: '0'},
+  const ranBody = h('tbody', {id: 'from-runs-body'});
+  const ranSec = h('section', {id: 'from-runs', 'aria-labelledby': 'from-runs-h', hidden: true},
+    h('h2', {id: 'from-runs-h'}, 'From past runs'),
+    h('p', {}, 'Workflows of this server\'s runs that are not registered under their name (a file run with reins run FILE, for one): each is known from its runs, and its graph is that of its newest run.'),
+    h('div', {class: 'table-wrap', role: 'region', 'aria-labelledby': 'from-runs-h', tabindex: '0'},
+      h('table', {class: 'responsive'},
+        h('thead', {}, h('tr', {}, ['Name', 'Known from', 'Runs', 'Newest run', 'Started'].map((c) => h('th', {scope: 'col'}, c)))),
+        ranBody)));
+  const regSec = h('section', {id: 'registered', 'aria-labelledby': 'registered-h'},
+    h('h2', {id: 'registered-h'}, 'Registered'),
+    h('div', {class: 'table-wrap', role: 'region', 'aria-labelledby': 'registered-h', tabindex: '0'},
       h('table', {class: 'responsive'},
         h('thead', {}, h('tr', {}, ['Name', 'Version', 'Hash', 'Registered', 'By'].map((c) => h('th', {scope: 'col'}, c)))),
         body)));
+  const msg = h('div', {});
+  const none = h('p', {id: 'no-workflows', class: 'empty', hidden: true},
+    'No workflow is registered on this server and no run has been started yet. reins run FILE --server URL (or PUT /v1/workflows/NAME) registers a workflow; the workflow of any run started on this server is listed here too.');
+  replace(main,
+    h('h1', {}, 'Workflows'),
+    h('p', {}, 'The workflows registered on this server (PUT /v1/workflows/NAME or reins run FILE --server URL), latest version each, and the workflows of its past runs.'),
+    msg,
+    none,
+    regSec,
+    ranSec);
   let stopped = false;
   api.workflows().then((res) => {
     if (stopped) return;
     const wfs = res.workflows || [];
+    const names = new Set(wfs.map((w) => w.name));
+    // A workflow registered (under its own name or another) is listed once, as registered.
+    const ran = (res.from_runs || []).filter((r) => !names.has(r.name) && !(r.registered_as || []).length);
+    none.hidden = wfs.length > 0 || ran.length > 0;
+    regSec.hidden = !none.hidden;
     replace(body, wfs.length ? wfs.map((w) => h('tr', {dataset: {workflow: w.name}},
       h('td', {'data-label': 'Name'}, h('a', {href: '#/workflows/' + enc(w.name)}, w.name)),
       h('td', {'data-label': 'Version', class: 'num'}, String(w.version)),
       h('td', {'data-label': 'Hash'}, h('code', {title: w.hash}, String(w.hash || '').slice(0, 12))),
       h('td', {'data-label': 'Registered'}, fmtTime(w.registered_at)),
-      h('td', {'data-label': 'By'}, w.registered_by || ''))) : h('tr', {}, h('td', {colspan: 5, class: 'empty'}, 'No workflow is registered.')));
+      h('td', {'data-label': 'By'}, w.registered_by || ''))) : h('tr', {}, h('td', {colspan: 5, class: 'empty'},
+      ran.length ? `No workflow is registered; the ${ran.length === 1 ? 'workflow' : ran.length + ' workflows'} below ran without being registered.` : 'No workflow is registered.')));
+    ranSec.hidden = ran.length === 0;
+    replace(ranBody, ran.map((r) => h('tr', {dataset: {workflow: r.name, from: 'runs'}},
+      h('td', {'data-label': 'Name'}, h('a', {href: '#/workflows/' + enc(r.name)}, r.name)),
+      h('td', {'data-label': 'Known from'}, h('span', {class: 'badge st-none'}, 'from past runs')),
+      h('td', {'data-label': 'Runs', class: 'num'}, h('a', {href: '#/runs?workflow=' + enc(r.name)}, String(r.runs))),
+      h('td', {'data-label': 'Newest run'}, h('a', {href: '#/runs/' + enc(r.last_run_id)}, r.last_run_id)),
+      h('td', {'data-label': 'Started'}, fmtTime(r.last_started_at)))));
   }).catch((err) => { if (!stopped) { replace(body); replace(msg, alert(problemText(err))); } });
   return () => { stopped = true; };
 }
@@ -65,10 +95,41 @@ export function workflowView(main, ctx, name, q) {
       ctx.may('submit') ? startForm(ctx, name, wf.version) : null,
       h('section', {'aria-labelledby': 'src-h'}, h('h2', {id: 'src-h'}, 'Source'),
         h('pre', {class: 'source', tabindex: '0', 'aria-label': `Source of ${name}`}, wf.source || '')));
-  }).catch((err) => {
-    if (!stopped) replace(content, alert(err.status === 404 ? `No workflow ${name} is registered.` : problemText(err)));
+  }).catch(async (err) => {
+    if (stopped) return;
+    if (err.status !== 404) { replace(content, alert(problemText(err))); return; }
+    try {
+      const seen = await fromRuns(name);
+      if (!stopped) replace(content, seen);
+    } catch (err2) {
+      if (!stopped) replace(content, alert(`No workflow ${name} is registered, and its runs could not be read: ${problemText(err2)}`));
+    }
   });
   return () => { stopped = true; };
+}
+
+// fromRuns is the page of a workflow nobody registered under name: what its runs say of it (how
+// many, the newest, its graph as the newest run drew it), or that nothing is known of it.
+async function fromRuns(name) {
+  const list = await api.workflows();
+  const r = (list.from_runs || []).find((x) => x.name === name);
+  if (!r) return h('p', {class: 'error-text', role: 'alert'}, `No workflow ${name} is registered, and no run of it is kept on this server.`);
+  if ((r.registered_as || []).length) {
+    return h('p', {id: 'registered-as'}, `No workflow is registered under the name ${name}; the workflow its runs ran is registered as `,
+      r.registered_as.map((n, i) => [i ? ', ' : '', h('a', {href: '#/workflows/' + enc(n)}, n)]), '. ',
+      h('a', {href: '#/runs?workflow=' + enc(name)}, `Its ${r.runs === 1 ? 'run' : r.runs + ' runs'}.`));
+  }
+  const run = await api.run(r.last_run_id, {trace_limit: '1'});
+  return [
+    h('p', {id: 'from-runs-note'}, h('span', {class: 'badge st-none'}, 'from past runs'), ' ',
+      `${name} is not registered on this server: it is known from its ${r.runs === 1 ? 'run' : r.runs + ' runs'} (a file run with reins run FILE, for one). Register it to start runs of it here.`),
+    h('dl', {class: 'summary'},
+      h('dt', {}, 'Runs'), h('dd', {}, h('a', {href: '#/runs?workflow=' + enc(name)}, `${r.runs} run${r.runs === 1 ? '' : 's'} of this workflow`)),
+      h('dt', {}, 'Newest run'), h('dd', {}, h('a', {href: '#/runs/' + enc(r.last_run_id)}, r.last_run_id), ', started ', fmtTime(r.last_started_at))),
+    h('section', {'aria-labelledby': 'wgraph-h'}, h('h2', {id: 'wgraph-h'}, 'Graph'),
+      h('p', {class: 'muted'}, `As its newest run, ${r.last_run_id}, ran it.`),
+      run && run.graph ? h('figure', {class: 'graph-box'}, drawGraph(run.graph, {title: `Graph of workflow ${name}`})) : h('p', {class: 'muted'}, 'No graph.')),
+  ];
 }
 
 // definitionName is the workflow's own name (its top-level `name = "..."`), which runs are

@@ -1,0 +1,119 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/workflow"
+)
+
+// RunWorkflow is a workflow that runs were started of, as the index of runs knows it: its
+// definition's name, how many runs of it are kept (sub-runs aside) and which is the newest.
+type RunWorkflow struct {
+	Name      string
+	Runs      int
+	LastRunID string
+	// LastStarted is when the newest run started.
+	LastStarted time.Time
+	// RegisteredAs names the registered workflows whose latest version's definition has this
+	// name (a workflow is registered under a name of its own: refund for a definition named
+	// refund_investigation); none for a file nobody registered.
+	RegisteredAs []string
+}
+
+// RunWorkflows lists the workflows of the kept runs by name, registered or not (a run of
+// reins run FILE registers nothing). It reads the index's keys and the registry's latest
+// versions, never a run's record, so it costs what one page of Query does. A name the index
+// cannot hold as a token (one with a dot, a space or a wildcard) is left out.
+func (c *Client) RunWorkflows(ctx context.Context) ([]RunWorkflow, error) {
+	if _, _, err := c.buckets(ctx); err != nil {
+		return nil, err
+	}
+	set, err := natsbox.StoredKeys(ctx, c.js, c.names.StatusBucket(), wire.StatusFilter("", ""))
+	if err != nil {
+		return nil, fmt.Errorf("client: list the workflows of runs: %w", err)
+	}
+	type seen struct {
+		runs map[string]bool
+		last wire.IndexKey
+	}
+	by := map[string]*seen{}
+	for k := range set {
+		ik, ok := wire.ParseStatusKey(k)
+		if !ok || ik.Workflow == "-" || strings.Contains(ik.RunID, "/") {
+			continue
+		}
+		s := by[ik.Workflow]
+		if s == nil {
+			s = &seen{runs: map[string]bool{}}
+			by[ik.Workflow] = s
+		}
+		// A run whose status changes has two keys for a moment, with one cursor.
+		s.runs[ik.RunID] = true
+		if ik.Cursor > s.last.Cursor {
+			s.last = ik
+		}
+	}
+	as, err := c.registeredAs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RunWorkflow, 0, len(by))
+	for name, s := range by {
+		out = append(out, RunWorkflow{Name: name, Runs: len(s.runs), LastRunID: s.last.RunID, LastStarted: s.last.Started(), RegisteredAs: as[name]})
+	}
+	slices.SortFunc(out, func(a, b RunWorkflow) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// registeredAs maps the name of each registered workflow's latest definition to the names it
+// is registered under, by name.
+func (c *Client) registeredAs(ctx context.Context) (map[string][]string, error) {
+	regs, err := c.Workflows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := c.registry(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_, wfs, err := c.buckets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	store := wire.NewStore(wfs)
+	as := map[string][]string{}
+	for _, r := range regs { // by name
+		name, err := c.definitionName(ctx, store, reg, r)
+		if err != nil {
+			return nil, err
+		}
+		as[name] = append(as[name], r.Name)
+	}
+	return as, nil
+}
+
+// definitionName is the name of registered version r's definition: its stored bundle's, or,
+// when that is gone, its source's.
+func (c *Client) definitionName(ctx context.Context, store *wire.Store, reg jetstream.KeyValue, r Registered) (string, error) {
+	if b, err := store.Get(ctx, r.Hash); err == nil {
+		return b.Definition.Name, nil
+	}
+	v, err := c.version(ctx, reg, r.Name, r.Version)
+	if err != nil {
+		return "", err
+	}
+	def, _ := workflow.Parse(r.Name+".toml", []byte(v.Source))
+	if def == nil {
+		return "", fmt.Errorf("client: workflow %s version %d: its source holds no workflow", r.Name, r.Version)
+	}
+	return def.Name, nil
+}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,3 +43,21 @@ func Serve(main func(args []string) int) {
 
 // quote quotes s for sh.
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// ServeGoRun is Serve for a README that runs a Go program as `go run PKG ARGS...`, PKG being
+// the package of the test: its shim is named go (for that test's commands only), and
+// ServeGoRun takes "run PKG" off the arguments and calls main as go run would, with os.Args
+// set and a fresh flag.CommandLine for main to parse them. main's return is exit status 0.
+func ServeGoRun(pkg string, main func()) {
+	Serve(func(args []string) int {
+		if len(args) < 2 || args[0] != "run" || args[1] != pkg {
+			fmt.Fprintf(os.Stderr, "mdtest: this go stands in for go run %s only, not go %s\n", pkg, strings.Join(args, " "))
+			return 2
+		}
+		name := path.Base(pkg)
+		os.Args = append([]string{name}, args[2:]...)
+		flag.CommandLine = flag.NewFlagSet(name, flag.ExitOnError)
+		main()
+		return 0
+	})
+}

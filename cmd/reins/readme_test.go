@@ -28,17 +28,17 @@ var goPrograms = map[string]string{
 	"writer-critic": "go test ./examples/writer-critic -run TestReadme",
 }
 
-// TestReadmeCommands runs the shell sessions of README.md (its quickstart) and of every
-// example's README as written: `reins` on PATH, in a directory of its own holding a copy of
-// examples/ (the commands name examples/NAME/workflow.toml, and their data directory is
-// ./.reins), one command after another. What each prints, stdout and stderr together, must be
+// TestReadmeCommands runs the shell sessions of README.md (its quickstart), docs/guide.md and
+// every example's README as written: `reins` on PATH, in a directory of its own holding a copy
+// of examples/ and evals/ (the commands name examples/NAME/workflow.toml and evals/, and their
+// data directory is ./.reins), one command after another. What each prints, stdout and stderr together, must be
 // what the README shows, with mdtest.Matcher's two placeholders only: a line "..." for lines
 // left out, and run ids, which are the real ones from then on.
 func TestReadmeCommands(t *testing.T) {
 	bin := t.TempDir()
 	mdtest.Shim(t, bin, "reins", "TestReinsProgram")
 	root := filepath.Join("..", "..")
-	files := []string{"README.md"}
+	files := []string{"README.md", "docs/guide.md"}
 	examples, err := filepath.Glob(filepath.Join(root, "examples", "*", "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -58,8 +58,10 @@ func TestReadmeCommands(t *testing.T) {
 				t.Fatal(err)
 			}
 			dir := t.TempDir()
-			if err := os.CopyFS(filepath.Join(dir, "examples"), os.DirFS(filepath.Join(root, "examples"))); err != nil {
-				t.Fatal(err)
+			for _, d := range []string{"examples", "evals"} {
+				if err := os.CopyFS(filepath.Join(dir, d), os.DirFS(filepath.Join(root, d))); err != nil {
+					t.Fatal(err)
+				}
 			}
 			r := mdtest.Runner{Dir: dir, Env: mdtest.Env(bin), Programs: []string{"reins"}, Timeout: 2 * time.Minute}
 			r.Check(t, file, src)

@@ -151,3 +151,18 @@ func FuzzBlocks(f *testing.F) {
 		}
 	})
 }
+
+// TestEnv: the commands find the shims first, and no REINS_ variable of the test's own
+// environment reaches them.
+func TestEnv(t *testing.T) {
+	t.Setenv("REINS_SERVER", "http://elsewhere:7400")
+	env := Env("/shims")
+	if !strings.HasPrefix(env[0], "PATH=/shims:") {
+		t.Errorf("PATH is %q, want /shims first", env[0])
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "REINS_") {
+			t.Errorf("the commands' environment has %s", kv)
+		}
+	}
+}

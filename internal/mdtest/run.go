@@ -82,11 +82,13 @@ func (r Runner) run(t *testing.T, text string) string {
 	return out.String()
 }
 
-// Env returns the environment of the commands: this process's, with dir first on PATH.
+// Env returns the environment of the commands: this process's, with dir first on PATH and
+// without the REINS_ variables (a reader's $REINS_SERVER or $REINS_TOKEN would send the
+// README's commands elsewhere than the embedded defaults it shows).
 func Env(dir string) []string {
 	env := []string{"PATH=" + dir + string(os.PathListSeparator) + os.Getenv("PATH")}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PATH=") {
+		if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "REINS_") {
 			env = append(env, kv)
 		}
 	}

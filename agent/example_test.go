@@ -34,10 +34,10 @@ func ExampleRun() {
 		if len(t.Text("draft")) < 20 {
 			return t.Set("feedback", "Say why they end.")
 		}
-		t.Escalate("approved")
+		t.Escalate("approved") // ends the innermost enclosing Loop, never an unrelated outer one
 		return nil
 	})
-	root := agent.NewLoop("refine", 5, writer, critic)
+	root := agent.NewLoop("refine", 5, writer, critic) // 0 = until an escalation, within the budget
 
 	s := agent.NewSession("example", agent.Config{Budget: agent.Budget{MaxTurns: 10}, Clock: clk})
 	_ = s.Put("topic", "bounded loops")
@@ -54,7 +54,7 @@ func ExampleRun() {
 		}
 	}
 	res := s.Result()
-	fmt.Println(res.Reason, "by", res.By, "after", res.Turns, "turns")
+	fmt.Println(res.Reason, "by", res.By, "after", res.Turns, "turns") // escalated by critic after 4 turns
 	// Output:
 	// 10 writer sets draft = "Loops end."
 	// 13 critic sets feedback = "Say why they end."

@@ -133,7 +133,7 @@ func approveArgs(t *testing.T, stderr string) []string {
 	return strings.Fields(m[1])
 }
 
-// TestExampleRefund runs the main job as the README's first command does, and the other
+// TestExampleRefund runs the refund example as the README's quickstart does, and the other
 // routes of its stop-reason switch with the other models the file declares.
 func TestExampleRefund(t *testing.T) {
 	data := t.TempDir()

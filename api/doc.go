@@ -1,4 +1,4 @@
-// Package api is reins's HTTP API (shared/spec/server.md, docs/api.md): the routes under /v1,
+// Package api is reins's HTTP API (docs/reference/http-api.md, docs/api.md): the routes under /v1,
 // who may call each (the bearer token of a principal of the operator's configuration, and the
 // roles a route needs: 401 without a known token, 403 for a role that may not), RFC 9457
 // problem documents for every error, pagination, the workflows registered by name (each name

@@ -99,7 +99,7 @@ type Decided struct {
 // matches target (ErrRunNotWaiting when no step of the run waits at all), ErrFinished when the
 // run has finished, ErrNotFound when there is no such run.
 //
-// A step with approvers (shared/spec/server.md) is decided only by one of them: a principal
+// A step with approvers (docs/reference/server.md, "Identity") is decided only by one of them: a principal
 // the client can tell is not one is refused at once (ErrForbidden, naming the principal, and
 // nothing is sent); otherwise, the decision sent, Decide waits for the engine's verdict on it
 // (until ctx ends) and returns ErrForbidden when the engine refused it: the run keeps waiting.

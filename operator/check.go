@@ -25,7 +25,7 @@ const (
 	ESubjectNotAllowed workflow.Code = "E_SUBJECT_NOT_ALLOWED"
 )
 
-// CheckWorkflow is the submission check of a shared server (shared/spec/server.md) for a
+// CheckWorkflow is the submission check of a shared server (docs/reference/server.md) for a
 // workflow and its sub-workflows: what only the operator may set (workflow.OperatorOnly, and a
 // replay model, which reads a file), providers the operator did not configure, models their
 // allow-lists do not name, MCP servers the operator does not run, and bounds above the

@@ -1,6 +1,6 @@
 // Package operator is the configuration of a shared server by the person who runs it: the
 // providers (kind, endpoint, credential, allowed models), the MCP servers, the principals (who
-// may connect, with which token and roles) and the limits of shared/spec/server.md. Whatever
+// may connect, with which token and roles) and the limits of docs/reference/server.md. Whatever
 // has power on a server (keys, files, programs, endpoints, who decides) comes from here, never
 // from a submitted workflow.
 //
@@ -13,7 +13,7 @@ package operator
 
 import "time"
 
-// Roles a principal may hold (shared/spec/server.md).
+// Roles a principal may hold (docs/reference/server.md, "Roles").
 const (
 	RoleAdmin     = "admin"     // the operator: everything, the engine's maintenance included
 	RoleSubmitter = "submitter" // starts runs, reads them

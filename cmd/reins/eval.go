@@ -22,7 +22,7 @@ func newEvalCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "eval PATH...",
 		Short: "Run eval fixtures through the loop controller and check their trajectories",
-		Long: `Runs every eval fixture (shared/spec/eval-fixtures.md) found in the given files and
+		Long: `Runs every eval fixture (docs/reference/eval-fixtures.md) found in the given files and
 directories (every *.json inside, recursively, sorted by path) through the same loop controller
 that production runs use, with each fixture's scripted model and mocked tools on a virtual clock.
 

@@ -1,5 +1,5 @@
-// Command reins runs bounded, durable LLM agent loops. See shared/spec/cli.md for the contract
-// and README.md for a tour.
+// Command reins runs bounded, durable LLM agent loops. docs/reference/cli.md lists every
+// command, flag and exit status; README.md gives a tour.
 package main
 
 import (
@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit statuses of the CLI contract.
+// Exit statuses of every command (docs/reference/cli.md, "Exit statuses").
 const (
 	exitOK      = 0
 	exitFailed  = 1 // the work itself failed

@@ -48,7 +48,7 @@ type natsFlags struct {
 	maxConsumers int
 }
 
-// tokenEnv is the environment variable of a client's token (shared/spec/server.md).
+// tokenEnv is the environment variable of a client's token (docs/reference/server.md).
 const tokenEnv = "REINS_TOKEN"
 
 // namespaceEnv is the environment variable of --namespace's default, so that a tenant's shell
@@ -60,7 +60,7 @@ func (f *natsFlags) add(cmd *cobra.Command) { f.addTo(cmd.Flags()) }
 func (f *natsFlags) addTo(fl *pflag.FlagSet) { f.addNamed(fl, "data") }
 
 // addNamed adds the flags with the data directory's flag named dataFlag (reins signal keeps
-// --data for the event's data, as the CLI contract says, and names it --data-dir).
+// --data for the event's data, and names it --data-dir).
 func (f *natsFlags) addNamed(fl *pflag.FlagSet, dataFlag string) {
 	fl.StringVar(&f.url, "nats", "", "an external NATS `URL` (comma-separated for a cluster); default: an embedded server in --"+dataFlag)
 	fl.StringVar(&f.data, dataFlag, ".reins", "the data `DIR` of the embedded server")

@@ -91,7 +91,7 @@ func (r *readiness) check() error {
 }
 
 // newMux returns the routes every process serves: /metrics, for a bearer token that
-// authenticate knows (shared/spec/server.md: every route but /healthz and /readyz needs one),
+// authenticate knows (docs/reference/http-api.md: every route but /healthz and /readyz needs one),
 // /healthz (the process lives) and /readyz (it does its work), without one. The HTTP API adds
 // its routes to the same mux.
 func newMux(m *metrics.Metrics, ready func() error, authenticate func(token string) bool) *http.ServeMux {

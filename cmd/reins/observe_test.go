@@ -211,7 +211,7 @@ func TestServeMetrics(t *testing.T) {
 		}
 	}
 
-	// /metrics needs a principal's token (shared/spec/server.md); the other two need none.
+	// /metrics needs a principal's token (docs/reference/http-api.md); the other two need none.
 	for _, token := range []string{"", "not-a-token"} {
 		code, body := getAs(t, "http://"+addr+"/metrics", token)
 		var problem struct {

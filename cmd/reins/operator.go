@@ -17,7 +17,7 @@ import (
 )
 
 // loadOperator reads the operator's configuration of serve and worker (--config FILE, or the
-// defaults of shared/spec/server.md) and the credentials it names: a missing environment
+// defaults of docs/reference/server.md) and the credentials it names: a missing environment
 // variable or file fails here, at start, naming it.
 func loadOperator(file string) (*operator.Config, *operator.Resolved, error) {
 	cfg := operator.Default()

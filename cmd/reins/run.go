@@ -41,7 +41,7 @@ func newRunCmd() *cobra.Command {
 		Short: "Run a workflow to its end and print the result and every step's stop reason",
 		Long: `Validates the workflow file, starts a run with the input, follows it to its end and prints
 the result: the status, the output, the path, and every step's stop reason, iterations, label
-and attempts (--json: the run result of shared/spec/workflow-file.md).
+and attempts (--json: the run result of docs/reference/workflow-file.md).
 
 With no --nats, an embedded NATS server with JetStream runs for the length of the command in
 --data (default .reins/), with the engine and the built-in llm and agent workers in this

@@ -150,8 +150,8 @@ func (r *runResult) step(t *testing.T, id string) stepResult {
 	return stepResult{}
 }
 
-// decodeResult decodes a run result, checking that it has exactly the keys of the contract plus
-// extra.
+// decodeResult decodes a run result, checking that it has exactly the keys of the run result
+// (docs/reference/workflow-file.md) plus extra.
 func decodeResult(t *testing.T, data string, extra ...string) runResult {
 	t.Helper()
 	var keys map[string]json.RawMessage

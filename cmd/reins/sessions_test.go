@@ -23,7 +23,7 @@ session = "{{input.customer}}"
 `
 
 // TestSessionsCommands: runs of a workflow with a session leave one session per customer,
-// which reins sessions lists, shows and deletes, with the statuses of the CLI contract.
+// which reins sessions lists, shows and deletes, with the exit statuses of docs/reference/cli.md.
 func TestSessionsCommands(t *testing.T) {
 	data := t.TempDir()
 	file := writeWorkflow(t, "support.toml", sessionWorkflow)

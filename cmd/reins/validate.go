@@ -22,7 +22,7 @@ func newValidateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Validate workflow files and print every problem with its code, file, line and key",
-		Long: `Loads and validates every workflow file given (shared/spec/workflow-file.md), sub-workflow
+		Long: `Loads and validates every workflow file given (docs/reference/workflow-file.md), sub-workflow
 files included, and reports every problem found in one pass, one per line:
 
   FILE:LINE: CODE key: message

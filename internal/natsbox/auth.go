@@ -18,7 +18,7 @@ import (
 	"github.com/reins-run/reins/internal/natsbox/serverspec"
 )
 
-// Roles the embedded server knows: the five of shared/spec/server.md, and RoleEngine, the
+// Roles the embedded server knows: the five of docs/reference/server.md, and RoleEngine, the
 // identity of the engine and built-in workers inside the process that runs the server.
 const (
 	RoleEngine    = "engine"

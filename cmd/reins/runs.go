@@ -51,6 +51,13 @@ var errNoDataDir = errors.New("no runs are kept there")
 // withClient opens the server of nf and calls f with a client on it. A data directory that does
 // not exist is not created: errNoDataDir.
 func withClient(ctx context.Context, nf *natsFlags, f func(*client.Client) error) error {
+	return withClientAlone(ctx, nf, func(c *client.Client, _ bool) error { return f(c) })
+}
+
+// withClientAlone is withClient, telling f whether this process runs the data directory's
+// embedded server itself (alone): then no engine runs there, and a run that is running or
+// queued is orphaned (orphans.go).
+func withClientAlone(ctx context.Context, nf *natsFlags, f func(c *client.Client, alone bool) error) error {
 	if nf.url == "" {
 		if _, err := os.Stat(nf.data); errors.Is(err, fs.ErrNotExist) {
 			return &exitError{code: exitFailed, err: fmt.Errorf("data directory %s does not exist: %w (reins run keeps its runs in --data, default .reins/; or give --nats URL)", nf.data, errNoDataDir)}
@@ -70,7 +77,7 @@ func withClient(ctx context.Context, nf *natsFlags, f func(*client.Client) error
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	return f(c)
+	return f(c, box.Embedded())
 }
 
 // listEntry is one run in `reins runs list --json`.
@@ -80,6 +87,8 @@ type listEntry struct {
 	Status    protocol.RunStatus `json:"status"`
 	StartedAt time.Time          `json:"started_at"`
 	Error     *protocol.RunError `json:"error"`
+	// Orphaned: running or queued on a data directory that no process serves (orphans.go).
+	Orphaned bool `json:"orphaned,omitempty"`
 }
 
 func newRunsListCmd(nf *natsFlags) *cobra.Command {
@@ -116,7 +125,7 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 					return printList(cmd.OutOrStdout(), []listEntry{}, asJSON) // nothing ever ran there
 				}
 			}
-			return withClient(cmd.Context(), nf, func(c *client.Client) error {
+			return withClientAlone(cmd.Context(), nf, func(c *client.Client, alone bool) error {
 				var page client.Page
 				var err error
 				if paged {
@@ -129,11 +138,12 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 				}
 				entries := make([]listEntry, 0, len(page.Records))
 				for _, r := range page.Records {
-					entries = append(entries, listEntry{r.Run.ID, r.Run.Workflow, r.Run.Status, r.Run.StartedAt, r.Run.Error})
+					entries = append(entries, listEntry{r.Run.ID, r.Run.Workflow, r.Run.Status, r.Run.StartedAt, r.Run.Error, alone && orphanable(r.Run.Status)})
 				}
 				if err := printList(cmd.OutOrStdout(), entries, asJSON); err != nil {
 					return err
 				}
+				noteOrphans(cmd.ErrOrStderr(), entries, nf)
 				if page.Next != "" {
 					fmt.Fprintf(cmd.ErrOrStderr(), "reins: more runs follow: the next page is --after %s\n", page.Next)
 				}
@@ -161,7 +171,11 @@ func printList(w io.Writer, entries []listEntry, asJSON bool) error {
 		if e.Error != nil {
 			msg = e.Error.Error()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.RunID, e.Workflow, e.Status, e.StartedAt.Local().Format(time.DateTime), msg)
+		status := string(e.Status)
+		if e.Orphaned {
+			status += " (orphaned)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.RunID, e.Workflow, status, e.StartedAt.Local().Format(time.DateTime), msg)
 	}
 	return tw.Flush()
 }
@@ -228,7 +242,7 @@ longer than 2 KiB are clipped in the record; --full reads the whole ones.`,
 			if remote != nil {
 				return showRemote(cmd, remote, args[0], asJSON)
 			}
-			return withClient(ctx, nf, func(c *client.Client) error {
+			return withClientAlone(ctx, nf, func(c *client.Client, alone bool) error {
 				rec, err := c.Get(ctx, args[0])
 				if errors.Is(err, client.ErrCorrupt) {
 					return &exitError{code: exitFailed, err: fmt.Errorf("%w; reins runs delete %s removes it", err, args[0])}
@@ -250,6 +264,9 @@ longer than 2 KiB are clipped in the record; --full reads the whole ones.`,
 				}
 				res := client.NewResult(def, rec)
 				out := cmd.OutOrStdout()
+				if alone && orphanable(rec.Run.Status) {
+					noteOrphan(cmd.ErrOrStderr(), rec.Run.ID, nf)
+				}
 				if asJSON {
 					return printJSON(out, showResult{Result: res, TraceID: telemetry.TraceID(res.RunID).String(), Trace: events, Registered: registered})
 				}

@@ -61,7 +61,9 @@ PROVIDER:NAME (openai:NAME, with --base-url for any OpenAI-compatible server, an
 replay:FILE), which the built-in workers of this command open for every such step.
 
 Progress (step, iteration, tool calls, tokens, cost) goes to stderr as the run advances.
-Interrupting the command cancels the run.
+Interrupting the command (Ctrl-C, SIGTERM) cancels the run. While it runs, other commands on
+--data (a second reins run, runs list, approve) work from another terminal through its server
+(docs/deploy.md, "Several terminals on one data directory").
 
 A run that waits for a human (an approval step, an agent's call that needs approval, an agent
 paused on needs_human, a wait_event step) on the private embedded server stops the command:

@@ -32,8 +32,10 @@ func newRunsCmd() *cobra.Command {
 		Use:   "runs",
 		Short: "List, show, cancel, delete, replay, fork and prune runs",
 		Long: `Reads and changes runs on a server: --nats URL, or the server running on --data (reins
-serve), or, when none runs there, the data directory itself (reins run without --nats keeps its
-runs in --data, default .reins/).
+serve, or a reins run in another terminal), or, when none runs there, the data directory itself
+(reins run without --nats keeps its runs in --data, default .reins/). There, a run still running
+is orphaned: the command that ran it was stopped; list and show say so, and reins serve --data
+DIR carries it on.
 
 list, show and cancel also go through a server's HTTP API with --server URL (default
 $REINS_SERVER) and --token, needing no NATS (docs/api.md).`,

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/operator"
 )
@@ -230,4 +232,21 @@ func loopbackPort(u string) (host, port string, ok bool) {
 		return "", "", false
 	}
 	return ip.String(), port, true
+}
+
+// workersElsewhere refuses the flags that configure this command's built-in workers when the
+// run goes to another process's (the server of --nats, or the command holding --data): they
+// would be ignored, and the run would use that process's models.
+func (f *runFlags) workersElsewhere(cmd *cobra.Command) error {
+	for _, name := range []string{"model", "base-url", "api-key", "timeout", "record", "price"} {
+		if !cmd.Flags().Changed(name) || name == "model" && f.model.name == "" { // --model NAME of the workflow's [models] is in the definition
+			continue
+		}
+		where, advice := "the server of --nats "+natsbox.RedactURL(f.nats.url), "give it to that server's reins serve, or run without --nats"
+		if f.nats.url == "" {
+			where, advice = "the reins process holding --data "+f.nats.data, "give it to that command, or use another --data"
+		}
+		return &exitError{code: exitUsage, err: fmt.Errorf("--%s configures the built-in workers of this command, but the run goes to those of %s: %s", name, where, advice)}
+	}
+	return nil
 }

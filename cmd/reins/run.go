@@ -157,6 +157,9 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	if at.front != nil {
 		return f.runHere(cmd, at.front, def, bundles, input)
 	}
+	if err := f.workersElsewhere(cmd); err != nil {
+		return err
+	}
 	// A server runs what other people submit: what carries power is its operator's.
 	if ps := operatorOnly(bundles); len(ps) > 0 && !at.byRun {
 		printProblems(cmd.ErrOrStderr(), ps)

@@ -74,6 +74,11 @@ func TestSecondTerminal(t *testing.T) {
 		t.Fatalf("a second reins run: exit %d\n%s%s", code, out, errOut)
 	}
 
+	want := "reins: --price configures the built-in workers of this command, but the run goes to those of the reins process holding --data " + data + ": give it to that command, or use another --data\n"
+	if code, out, errOut := cli(t, "run", quick, "--data", data, "--price", "m=1,2"); code != exitUsage || errOut != want {
+		t.Errorf("a second reins run with --price: exit %d\n%s%s\nwant %q", code, out, errOut, want)
+	}
+
 	// A run that waits stops the second command as it would stop the first; approve, through
 	// the first command's server, continues it to its end.
 	gate := writeWorkflow(t, "gate.toml", gateApprovalWorkflow)

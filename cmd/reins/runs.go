@@ -613,11 +613,12 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 	defer flush()
 	// With the data directory's embedded server, nothing else runs the engine: this command
 	// does, as reins run does, until the new run ends or waits.
-	at, err := reach(ctx, nf, "", (&runFlags{}).builtinConfig, log)
+	bc := (&runFlags{}).builtinConfig
+	at, err := reach(ctx, nf, "", bc, log)
 	if err != nil {
 		return err
 	}
-	defer at.close()
+	defer func() { at.close() }() // at changes when this command takes the data directory over
 	c, embedded := at.client, at.front != nil
 	if embedded {
 		if f.detach {
@@ -645,7 +646,8 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "run %s forked into %s at step %s iteration %d (%d checkpoint keys copied)\n",
 		runID, forked.RunID, forked.Step, forked.Iteration, forked.Checkpoints)
-	return followToResult(cmd, c, forked.RunID, forked.Definition, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: embedded, where: nf.where()})
+	again := func() (*reached, error) { return reach(ctx, nf, "", bc, log) }
+	return followOn(cmd, at, again, forked.RunID, forked.Definition, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: embedded || at.byRun, where: nf.where()})
 }
 
 // modelDef is the model declaration of --model PROVIDER:NAME, for a fork's definition (nil

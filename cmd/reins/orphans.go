@@ -47,3 +47,10 @@ func noteOrphan(w io.Writer, id string, nf *natsFlags) {
 	fmt.Fprintf(w, "reins: run %s is orphaned: no process runs the engine on the data directory %s (the command that ran it was stopped); %s\n",
 		id, nf.data, finishOrphans(nf, "it"))
 }
+
+// noteNoEngine tells that what was sent (what) waits for an engine, which no process runs on
+// the data directory.
+func noteNoEngine(w io.Writer, what string, nf *natsFlags) {
+	fmt.Fprintf(w, "reins: note: no process runs the engine on the data directory %s: %s takes effect when one does (reins serve --data %s, or the next reins run there)\n",
+		nf.data, what, shellWord(nf.data))
+}

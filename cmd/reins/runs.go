@@ -399,11 +399,14 @@ func newRunsCancelCmd(nf *natsFlags) *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "run %s: cancel requested\n", args[0])
 				return nil
 			}
-			return withClient(ctx, nf, func(c *client.Client) error {
+			return withClientAlone(ctx, nf, func(c *client.Client, alone bool) error {
 				if err := c.Cancel(ctx, args[0], reason); err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "run %s: cancel requested\n", args[0])
+				if alone {
+					noteNoEngine(cmd.ErrOrStderr(), "the cancel", nf)
+				}
 				return nil
 			})
 		},

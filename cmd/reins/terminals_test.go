@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/reins-run/reins"
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
@@ -213,12 +215,30 @@ func TestOrphanedRun(t *testing.T) {
 		t.Errorf("runs show: exit %d\n%s%s", code, out, errOut)
 	}
 
-	// While a command holds the directory its engine runs the run: not orphaned.
+	code, out, errOut = cli(t, "runs", "cancel", "left", "--data", data)
+	if want := "reins: note: no process runs the engine on the data directory " + data + ": the cancel takes effect when one does (reins serve --data " + data + ", or the next reins run there)\n"; code != exitOK || errOut != want {
+		t.Errorf("runs cancel: exit %d\n%s%s\nwant %q", code, out, errOut, want)
+	}
+
+	// While a command holds the directory its engine runs the run, and carries out the cancel.
 	holdData(t, data, "holder")
 	for _, e := range listRuns(t, "--data", data) {
 		if e.Orphaned {
 			t.Errorf("run %s is orphaned while reins run serves the data directory", e.RunID)
 		}
+	}
+	h, _ := readHolder(data)
+	token, err := operator.ReadAdminToken(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, err := natsbox.Open(t.Context(), natsbox.Options{URL: h.url, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	if rec := wait(t, client.NewClient(client.ClientConfig{Box: box}), "left"); rec.Run.Status != protocol.RunCancelled {
+		t.Errorf("the orphan cancelled while no engine ran ended %s under reins run, want cancelled", rec.Run.Status)
 	}
 }
 

@@ -78,8 +78,8 @@ type reached struct {
 	// byRun: the server is another reins command's running its own runs (reins run), whose
 	// workers take a workflow's own providers and MCP servers, not reins serve's.
 	byRun bool
-	// lost is closed when the connection to the process holding the data directory ends (nil
-	// with --nats, or when this process holds it).
+	// lost is closed when the connection to the reins run holding the data directory ends (nil
+	// with --nats, through reins serve, or when this process holds the directory).
 	lost  <-chan struct{}
 	close func()
 }
@@ -145,13 +145,18 @@ func reachServer(ctx context.Context, nf *natsFlags, log *slog.Logger) (*reached
 		return nil, &exitError{code: exitFailed, err: err}
 	}
 	at := &reached{client: c, close: func() { _ = box.Close() }}
-	if nf.url == "" {
-		h, _ := readHolder(nf.data)
-		at.byRun = h.run
-		// The process holding the directory stops: the connection ends (closing it too).
+	if h, _ := readHolder(nf.data); nf.url == "" && h.run {
+		at.byRun = true
+		// The command holding the directory ends: the connection ends (closing it too). A
+		// server (reins serve) is waited for instead: it comes back on the same port when it
+		// restarts, and must find its directory free.
 		lost := make(chan struct{})
 		var once sync.Once
-		box.Conn().SetDisconnectErrHandler(func(*nats.Conn, error) { once.Do(func() { close(lost) }) })
+		gone := func() { once.Do(func() { close(lost) }) }
+		box.Conn().SetDisconnectErrHandler(func(*nats.Conn, error) { gone() })
+		if !box.Conn().IsConnected() { // it ended before the handler was set
+			gone()
+		}
 		at.lost = lost
 	}
 	return at, nil

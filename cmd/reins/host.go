@@ -162,7 +162,7 @@ func reachServer(ctx context.Context, nf *natsFlags, log *slog.Logger) (*reached
 	return at, nil
 }
 
-// startFront starts the built-in workers of r, the front door on the data directory of nf, and
+// startFront starts the built-in workers of r (package reins on the data directory of nf), and
 // records its URL there for other commands (holder.go) until it closes.
 func startFront(ctx context.Context, nf *natsFlags, r *reins.Reins) (*reached, error) {
 	if err := r.StartWorkers(ctx); err != nil {

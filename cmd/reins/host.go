@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/reins-run/reins"
 	"github.com/reins-run/reins/builtin"
@@ -72,15 +75,23 @@ type reached struct {
 	// built-in workers on the data directory's embedded server, nobody else serving it; nil
 	// when a server does (reins serve on the data directory, or --nats).
 	front *reins.Reins
+	// byRun: the server is another reins command's running its own runs (reins run), whose
+	// workers take a workflow's own providers and MCP servers, not reins serve's.
+	byRun bool
+	// lost is closed when the connection to the reins run holding the data directory ends (nil
+	// with --nats, through reins serve, or when this process holds the directory).
+	lost  <-chan struct{}
 	close func()
 }
 
 // reach opens what nf names. With no --nats it opens the front door on the data directory,
+// listening on listen (default a free loopback port) and recording it for other commands,
 // with the built-in workers bc configures, started at once (the command continues runs that
 // need them); the engine saves after every decision, so that the progress shows each
 // iteration however fast the loop, and it outlives an interrupt of ctx (following then cancels
-// the run, which needs the engine). When reins serve runs on the data directory, or with
-// --nats, it connects to that server (natsFlags.open) instead.
+// the run, which needs the engine). When another process holds the data directory (reins
+// serve, another reins run), or with --nats, it connects to that server (natsFlags.open)
+// instead.
 func reach(ctx context.Context, nf *natsFlags, listen string, bc func() (builtin.Config, error), log *slog.Logger) (*reached, error) {
 	names, err := nf.names()
 	if err != nil {
@@ -89,36 +100,80 @@ func reach(ctx context.Context, nf *natsFlags, listen string, bc func() (builtin
 	if err := nf.checkJS(); err != nil {
 		return nil, err
 	}
-	if nf.url == "" {
-		cfg, err := bc()
-		if err != nil {
-			return nil, err
-		}
+	if nf.url != "" {
+		return reachServer(ctx, nf, log)
+	}
+	cfg, err := bc()
+	if err != nil {
+		return nil, err
+	}
+	if listen == "" {
+		listen = anyLoopback // other commands on the data directory connect through it
+	}
+	// The process holding the directory may stop while this one connects: then it runs the
+	// engine itself.
+	for range 3 {
 		r, err := reins.New(context.WithoutCancel(ctx), reins.Config{DataDir: nf.data, Listen: listen,
 			Model: cfg.Model, Registry: cfg.Registry, Logger: log, SaveWindow: -1, Namespace: names.Namespace()})
 		if err == nil {
-			if err = r.StartWorkers(ctx); err != nil {
-				r.Close()
-				return nil, &exitError{code: exitFailed, err: err}
-			}
-			return &reached{client: r.Client(), front: r, close: func() { _ = r.Close() }}, nil
+			return startFront(ctx, nf, r)
 		}
 		if !errors.Is(err, natsbox.ErrDataDirLocked) {
 			return nil, &exitError{code: exitFailed, err: err}
 		}
+		if at, err := reachServer(ctx, nf, log); at != nil || err != nil {
+			return at, err
+		}
 	}
-	box, err := nf.open(ctx, listen, log)
+	return nil, &exitError{code: exitFailed, err: fmt.Errorf("the reins processes holding the data directory %s kept stopping while this one connected: run the command again", nf.data)}
+}
+
+// reachServer connects to the server of --nats, or of the process holding the data directory;
+// nil and no error when that process stopped meanwhile, leaving the directory free.
+func reachServer(ctx context.Context, nf *natsFlags, log *slog.Logger) (*reached, error) {
+	box, err := nf.open(ctx, "", log)
 	if err != nil {
 		return nil, asExit(err, exitFailed)
 	}
-	if box.Embedded() { // reins serve stopped meanwhile: nothing would run the engine here
+	if box.Embedded() { // nothing would run the engine here
 		box.Close()
-		return nil, &exitError{code: exitFailed, err: fmt.Errorf("the reins process serving the data directory %s stopped meanwhile: run the command again", nf.data)}
+		return nil, nil
 	}
 	c, err := newClient(ctx, box)
 	if err != nil {
 		box.Close()
 		return nil, &exitError{code: exitFailed, err: err}
 	}
-	return &reached{client: c, close: func() { _ = box.Close() }}, nil
+	at := &reached{client: c, close: func() { _ = box.Close() }}
+	if h, _ := readHolder(nf.data); nf.url == "" && h.run {
+		at.byRun = true
+		// The command holding the directory ends: the connection ends (closing it too). A
+		// server (reins serve) is waited for instead: it comes back on the same port when it
+		// restarts, and must find its directory free.
+		lost := make(chan struct{})
+		var once sync.Once
+		gone := func() { once.Do(func() { close(lost) }) }
+		box.Conn().SetDisconnectErrHandler(func(*nats.Conn, error) { gone() })
+		if !box.Conn().IsConnected() { // it ended before the handler was set
+			gone()
+		}
+		at.lost = lost
+	}
+	return at, nil
+}
+
+// startFront starts the built-in workers of r (package reins on the data directory of nf), and
+// records its URL there for other commands (holder.go) until it closes.
+func startFront(ctx context.Context, nf *natsFlags, r *reins.Reins) (*reached, error) {
+	if err := r.StartWorkers(ctx); err != nil {
+		r.Close()
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	remove, err := recordHolder(nf.data, holder{url: r.ClientURL(), run: true})
+	if err != nil {
+		r.Close()
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	// The file goes first: once the server stops, another process may record its own.
+	return &reached{client: r.Client(), front: r, close: func() { remove(); _ = r.Close() }}, nil
 }

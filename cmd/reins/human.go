@@ -226,12 +226,15 @@ func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.C
 	// With the data directory's embedded server, nothing else runs the engine: this command
 	// does, until the run ends or waits again. It starts before the answer is sent, so that the
 	// engine has the layout and its timers armed when the answer arrives.
-	at, err := reach(ctx, &f.nats, "", (&runFlags{model: f.model}).builtinConfig, log)
+	bc := (&runFlags{model: f.model}).builtinConfig
+	at, err := reach(ctx, &f.nats, "", bc, log)
 	if err != nil {
 		return err
 	}
-	defer at.close()
-	c, embedded := at.client, at.front != nil
+	defer func() { at.close() }() // at changes when this command takes the data directory over
+	// Through another reins run holding the data directory, the command follows the run as if
+	// it held the directory: that process may stop before the run ends or waits again.
+	c, embedded := at.client, at.front != nil || at.byRun
 	// The record before the answer: following stops at a waiting state saved after it.
 	before, err := c.Get(ctx, runID)
 	if err != nil {
@@ -260,7 +263,8 @@ func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.C
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	return followToResult(cmd, c, runID, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: true,
+	again := func() (*reached, error) { return reach(ctx, &f.nats, "", bc, log) }
+	return followOn(cmd, at, again, runID, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: true,
 		after: before.Revision, afterEvent: shown, start: sendAndSay, where: f.nats.where()})
 }
 

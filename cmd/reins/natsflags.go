@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -16,12 +15,7 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
-	"github.com/reins-run/reins/operator"
 )
-
-// urlFile is the file in the data directory where `reins serve` writes the client URL of its
-// embedded server, so that other commands on the same data directory connect to it.
-const urlFile = "nats.url"
 
 // natsFlags choose the NATS server of a command: an embedded one in a data directory (the
 // default), or an external one with --nats.
@@ -143,8 +137,9 @@ func namespaceAttr(box *natsbox.Box) []any {
 }
 
 // open opens the server the flags name. Embedded, with listen "" (in-process) unless given; when
-// the data directory is in use by `reins serve`, it connects to that server instead, using the
-// URL serve wrote; Box.Embedded says which of the two happened.
+// another process (reins serve, reins run) holds the data directory, it connects to the server
+// that process records (openData); Box.Embedded says which of the two happened. With --nats, it
+// connects to that server (openURL).
 func (f *natsFlags) open(ctx context.Context, listen string, log *slog.Logger) (*natsbox.Box, error) {
 	names, err := f.names()
 	if err != nil {
@@ -158,32 +153,13 @@ func (f *natsFlags) open(ctx context.Context, listen string, log *slog.Logger) (
 		Replicas: f.replicas, Namespace: names.Namespace(), JSDomain: f.jsDomain, JSAPIPrefix: f.jsAPIPrefix,
 	}
 	if f.url != "" {
-		opts.Token = f.clientToken()
-		return natsbox.Open(ctx, opts)
+		return f.openURL(ctx, opts)
 	}
 	opts.DataDir, opts.Listen, opts.Authenticate = f.data, listen, f.auth
 	if f.auth != nil {
 		opts.MaxConsumersPerPrincipal = f.maxConsumers
 	}
-	box, err := natsbox.Open(ctx, opts)
-	if !errors.Is(err, natsbox.ErrDataDirLocked) {
-		return box, err
-	}
-	data, rerr := os.ReadFile(filepath.Join(f.data, urlFile))
-	url := strings.TrimSpace(string(data))
-	if rerr != nil || url == "" {
-		return nil, fmt.Errorf("the data directory %s is in use by another reins process that does not serve NATS: stop it, or pass --nats URL", f.data)
-	}
-	// The server on this machine: the token given, else the data directory's admin's.
-	token := f.clientToken()
-	if token == "" {
-		if token, err = operator.ReadAdminToken(f.data); err != nil {
-			return nil, err
-		}
-	}
-	opts.DataDir, opts.Listen, opts.Authenticate, opts.URL, opts.Token = "", "", nil, url, token
-	opts.MaxConsumersPerPrincipal = 0
-	return natsbox.Open(ctx, opts)
+	return f.openData(ctx, opts)
 }
 
 // newClient returns a client acting as the principal box's connection authenticated as: the
@@ -210,14 +186,7 @@ func newClient(ctx context.Context, box *natsbox.Box) (*client.Client, error) {
 }
 
 // writeURL records url, the client URL of an embedded server that listens, for other commands
-// ("": it does not listen, nothing is written).
+// ("": it does not listen, nothing is written); remove deletes it.
 func (f *natsFlags) writeURL(url string) (remove func(), err error) {
-	if url == "" {
-		return func() {}, nil
-	}
-	path := filepath.Join(f.data, urlFile)
-	if err := os.WriteFile(path, []byte(url+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("write %s: %w", path, err)
-	}
-	return func() { _ = os.Remove(path) }, nil
+	return recordHolder(f.data, holder{url: url})
 }

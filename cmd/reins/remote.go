@@ -274,7 +274,7 @@ func listRemote(cmd *cobra.Command, c *api.Client, q client.Query, paged, asJSON
 	entries := []listEntry{}
 	add := func(page api.RunPage) {
 		for _, r := range page.Runs {
-			entries = append(entries, listEntry{r.RunID, r.Workflow, r.Status, r.StartedAt, r.Error})
+			entries = append(entries, listEntry{RunID: r.RunID, Workflow: r.Workflow, Status: r.Status, StartedAt: r.StartedAt, Error: r.Error})
 		}
 	}
 	if paged {

@@ -61,7 +61,9 @@ PROVIDER:NAME (openai:NAME, with --base-url for any OpenAI-compatible server, an
 replay:FILE), which the built-in workers of this command open for every such step.
 
 Progress (step, iteration, tool calls, tokens, cost) goes to stderr as the run advances.
-Interrupting the command cancels the run.
+Interrupting the command (Ctrl-C, SIGTERM) cancels the run. While it runs, other commands on
+--data (a second reins run, runs list, approve) work from another terminal through its server
+(docs/deploy.md, "Several terminals on one data directory").
 
 A run that waits for a human (an approval step, an agent's call that needs approval, an agent
 paused on needs_human, a wait_event step) on the private embedded server stops the command:
@@ -151,12 +153,15 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	if err != nil {
 		return err
 	}
-	defer at.close()
+	defer func() { at.close() }() // at changes when this command takes the data directory over
 	if at.front != nil {
 		return f.runHere(cmd, at.front, def, bundles, input)
 	}
+	if err := f.workersElsewhere(cmd); err != nil {
+		return err
+	}
 	// A server runs what other people submit: what carries power is its operator's.
-	if ps := operatorOnly(bundles); len(ps) > 0 {
+	if ps := operatorOnly(bundles); len(ps) > 0 && !at.byRun {
 		printProblems(cmd.ErrOrStderr(), ps)
 		return &exitError{code: exitFailed, err: fmt.Errorf("%s sets what only the server's operator may set (%s): name the operator's providers and MCP servers instead", file, countProblems(len(ps)))}
 	}
@@ -181,7 +186,11 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		_, err := rc.Start(ctx, bundles, input, id)
 		return err
 	}
-	return followToResult(cmd, rc, id, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, start: start, where: f.nats.where()})
+	// Through another reins run holding the data directory, the run stops where that command's
+	// would: at a waiting state, which reins approve (or resume, signal) continues.
+	again := func() (*reached, error) { return reach(ctx, &f.nats, f.listen, f.builtinConfig, log) }
+	return followOn(cmd, at, again, id, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, start: start,
+		untilWaiting: at.byRun, where: f.nats.where()})
 }
 
 // runHere runs def on the front door r and follows it to its result.
@@ -190,12 +199,6 @@ func (f *runFlags) runHere(cmd *cobra.Command, r *reins.Reins, def *workflow.Def
 		return &exitError{code: exitFailed, err: err}
 	}
 	if f.listen != "" {
-		// Other commands on this data directory (reins approve, runs) connect through it.
-		remove, err := f.nats.writeURL(r.ClientURL())
-		if err != nil {
-			return &exitError{code: exitFailed, err: err}
-		}
-		defer remove()
 		fmt.Fprintf(cmd.ErrOrStderr(), "workers can connect to %s\n", r.ClientURL())
 	}
 	if err := f.checkInputSize(input); err != nil {
@@ -238,6 +241,19 @@ type followOptions struct {
 	start func() error
 	// where is what the commands suggested for a waiting run need to reach it (natsFlags.where).
 	where string
+	// lost, when set, is closed when the process holding the data directory, whose server the
+	// command follows through, stops: following ends with a *holderStopped error.
+	lost <-chan struct{}
+	// progress, when set, is the progress to go on with (following again after a takeover).
+	progress *runProgress
+}
+
+// holderStopped is the error of following through the server of a process that stopped: seq is
+// the last event shown.
+type holderStopped struct{ seq uint64 }
+
+func (h *holderStopped) Error() string {
+	return "the reins process holding the data directory stopped while the command followed the run"
 }
 
 // followToResult follows run id, prints its result, and says how the command exits: 0 when
@@ -400,25 +416,45 @@ func cancelOnInterrupt(ctx context.Context, w io.Writer, id string, cancel func(
 }
 
 // follow prints progress until the run ends and returns its final record. An interrupt
-// cancels the run and waits for it to end.
+// cancels the run and waits for it to end. When o.lost is closed first, it returns a
+// *holderStopped error.
 func follow(ctx context.Context, c *client.Client, id string, def *workflow.Definition, w io.Writer, o followOptions) (*client.Record, error) {
 	watchCtx, stop := cancelOnInterrupt(ctx, w, id,
 		func(cctx context.Context) error { return c.Cancel(cctx, id, "interrupted") },
 		func(err error) bool { return errors.Is(err, client.ErrFinished) })
 	defer stop()
+	lost := &holderStopped{seq: o.afterEvent}
+	followCtx, stopFollow := context.WithCancelCause(watchCtx)
+	defer stopFollow(nil)
+	if o.lost != nil {
+		go func() {
+			select {
+			case <-o.lost:
+				stopFollow(lost)
+			case <-followCtx.Done():
+			}
+		}()
+	}
 	if o.start != nil {
 		if err := o.start(); err != nil {
 			return nil, err
 		}
 	}
-	p := newProgress(w, def, o.quiet)
-	for u, err := range c.Follow(watchCtx, id) {
+	p := o.progress
+	if p == nil {
+		p = newProgress(w, def, o.quiet)
+	}
+	for u, err := range c.FollowFrom(followCtx, id, o.afterEvent) {
 		if err != nil {
+			if context.Cause(followCtx) == lost {
+				return nil, lost
+			}
 			return nil, err
 		}
 		if u.Event != nil {
 			if u.Seq > o.afterEvent {
 				p.event(u.Event)
+				lost.seq = u.Seq
 			}
 			continue
 		}
@@ -428,5 +464,39 @@ func follow(ctx context.Context, c *client.Client, id string, def *workflow.Defi
 			return rec, c.ReadValues(watchCtx, rec)
 		}
 	}
+	if context.Cause(followCtx) == lost {
+		return nil, lost
+	}
 	return nil, fmt.Errorf("run %s: stopped following before it ended", id)
+}
+
+// followOn follows run id through at to its result, as followToResult does. When at is the
+// server of another process holding the data directory and that process stops, this command
+// takes the directory over (again: reach), its engine carrying the run on, and follows on,
+// stopping where a run on the data directory's own server stops (o.untilWaiting).
+func followOn(cmd *cobra.Command, at *reached, again func() (*reached, error), id string, def *workflow.Definition, o followOptions) error {
+	o.progress = newProgress(cmd.ErrOrStderr(), def, o.quiet)
+	for {
+		o.lost = at.lost
+		rec, err := follow(cmd.Context(), at.client, id, def, cmd.ErrOrStderr(), o)
+		var hs *holderStopped
+		if !errors.As(err, &hs) {
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			return printOutcome(cmd, client.NewResult(def, rec), o.asJSON, o.where)
+		}
+		at.close()
+		next, err := again()
+		if err != nil {
+			*at = reached{close: func() {}}
+			return err
+		}
+		*at = *next
+		if at.front != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "reins: the process holding the data directory stopped: this command carries run %s on\n", id)
+		}
+		o.start, o.afterEvent = nil, hs.seq
+		o.untilWaiting = o.untilWaiting || at.front != nil
+	}
 }

@@ -32,8 +32,10 @@ func newRunsCmd() *cobra.Command {
 		Use:   "runs",
 		Short: "List, show, cancel, delete, replay, fork and prune runs",
 		Long: `Reads and changes runs on a server: --nats URL, or the server running on --data (reins
-serve), or, when none runs there, the data directory itself (reins run without --nats keeps its
-runs in --data, default .reins/).
+serve, or a reins run in another terminal), or, when none runs there, the data directory itself
+(reins run without --nats keeps its runs in --data, default .reins/). There, a run still running
+is orphaned: the command that ran it was stopped; list and show say so, and reins serve --data
+DIR carries it on.
 
 list, show and cancel also go through a server's HTTP API with --server URL (default
 $REINS_SERVER) and --token, needing no NATS (docs/api.md).`,
@@ -51,6 +53,13 @@ var errNoDataDir = errors.New("no runs are kept there")
 // withClient opens the server of nf and calls f with a client on it. A data directory that does
 // not exist is not created: errNoDataDir.
 func withClient(ctx context.Context, nf *natsFlags, f func(*client.Client) error) error {
+	return withClientAlone(ctx, nf, func(c *client.Client, _ bool) error { return f(c) })
+}
+
+// withClientAlone is withClient, telling f whether this process runs the data directory's
+// embedded server itself (alone): then no engine runs there, and a run that is running or
+// queued is orphaned (orphans.go).
+func withClientAlone(ctx context.Context, nf *natsFlags, f func(c *client.Client, alone bool) error) error {
 	if nf.url == "" {
 		if _, err := os.Stat(nf.data); errors.Is(err, fs.ErrNotExist) {
 			return &exitError{code: exitFailed, err: fmt.Errorf("data directory %s does not exist: %w (reins run keeps its runs in --data, default .reins/; or give --nats URL)", nf.data, errNoDataDir)}
@@ -70,7 +79,7 @@ func withClient(ctx context.Context, nf *natsFlags, f func(*client.Client) error
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	return f(c)
+	return f(c, box.Embedded())
 }
 
 // listEntry is one run in `reins runs list --json`.
@@ -80,6 +89,8 @@ type listEntry struct {
 	Status    protocol.RunStatus `json:"status"`
 	StartedAt time.Time          `json:"started_at"`
 	Error     *protocol.RunError `json:"error"`
+	// Orphaned: running or queued on a data directory that no process serves (orphans.go).
+	Orphaned bool `json:"orphaned,omitempty"`
 }
 
 func newRunsListCmd(nf *natsFlags) *cobra.Command {
@@ -116,7 +127,7 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 					return printList(cmd.OutOrStdout(), []listEntry{}, asJSON) // nothing ever ran there
 				}
 			}
-			return withClient(cmd.Context(), nf, func(c *client.Client) error {
+			return withClientAlone(cmd.Context(), nf, func(c *client.Client, alone bool) error {
 				var page client.Page
 				var err error
 				if paged {
@@ -129,11 +140,12 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 				}
 				entries := make([]listEntry, 0, len(page.Records))
 				for _, r := range page.Records {
-					entries = append(entries, listEntry{r.Run.ID, r.Run.Workflow, r.Run.Status, r.Run.StartedAt, r.Run.Error})
+					entries = append(entries, listEntry{r.Run.ID, r.Run.Workflow, r.Run.Status, r.Run.StartedAt, r.Run.Error, alone && orphanable(r.Run.Status)})
 				}
 				if err := printList(cmd.OutOrStdout(), entries, asJSON); err != nil {
 					return err
 				}
+				noteOrphans(cmd.ErrOrStderr(), entries, nf)
 				if page.Next != "" {
 					fmt.Fprintf(cmd.ErrOrStderr(), "reins: more runs follow: the next page is --after %s\n", page.Next)
 				}
@@ -161,7 +173,11 @@ func printList(w io.Writer, entries []listEntry, asJSON bool) error {
 		if e.Error != nil {
 			msg = e.Error.Error()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.RunID, e.Workflow, e.Status, e.StartedAt.Local().Format(time.DateTime), msg)
+		status := string(e.Status)
+		if e.Orphaned {
+			status += " (orphaned)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.RunID, e.Workflow, status, e.StartedAt.Local().Format(time.DateTime), msg)
 	}
 	return tw.Flush()
 }
@@ -228,7 +244,7 @@ longer than 2 KiB are clipped in the record; --full reads the whole ones.`,
 			if remote != nil {
 				return showRemote(cmd, remote, args[0], asJSON)
 			}
-			return withClient(ctx, nf, func(c *client.Client) error {
+			return withClientAlone(ctx, nf, func(c *client.Client, alone bool) error {
 				rec, err := c.Get(ctx, args[0])
 				if errors.Is(err, client.ErrCorrupt) {
 					return &exitError{code: exitFailed, err: fmt.Errorf("%w; reins runs delete %s removes it", err, args[0])}
@@ -250,6 +266,9 @@ longer than 2 KiB are clipped in the record; --full reads the whole ones.`,
 				}
 				res := client.NewResult(def, rec)
 				out := cmd.OutOrStdout()
+				if alone && orphanable(rec.Run.Status) {
+					noteOrphan(cmd.ErrOrStderr(), rec.Run.ID, nf)
+				}
 				if asJSON {
 					return printJSON(out, showResult{Result: res, TraceID: telemetry.TraceID(res.RunID).String(), Trace: events, Registered: registered})
 				}
@@ -380,11 +399,14 @@ func newRunsCancelCmd(nf *natsFlags) *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "run %s: cancel requested\n", args[0])
 				return nil
 			}
-			return withClient(ctx, nf, func(c *client.Client) error {
+			return withClientAlone(ctx, nf, func(c *client.Client, alone bool) error {
 				if err := c.Cancel(ctx, args[0], reason); err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "run %s: cancel requested\n", args[0])
+				if alone {
+					noteNoEngine(cmd.ErrOrStderr(), "the cancel", nf)
+				}
 				return nil
 			})
 		},
@@ -594,11 +616,12 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 	defer flush()
 	// With the data directory's embedded server, nothing else runs the engine: this command
 	// does, as reins run does, until the new run ends or waits.
-	at, err := reach(ctx, nf, "", (&runFlags{}).builtinConfig, log)
+	bc := (&runFlags{}).builtinConfig
+	at, err := reach(ctx, nf, "", bc, log)
 	if err != nil {
 		return err
 	}
-	defer at.close()
+	defer func() { at.close() }() // at changes when this command takes the data directory over
 	c, embedded := at.client, at.front != nil
 	if embedded {
 		if f.detach {
@@ -626,7 +649,8 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "run %s forked into %s at step %s iteration %d (%d checkpoint keys copied)\n",
 		runID, forked.RunID, forked.Step, forked.Iteration, forked.Checkpoints)
-	return followToResult(cmd, c, forked.RunID, forked.Definition, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: embedded, where: nf.where()})
+	again := func() (*reached, error) { return reach(ctx, nf, "", bc, log) }
+	return followOn(cmd, at, again, forked.RunID, forked.Definition, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: embedded || at.byRun, where: nf.where()})
 }
 
 // modelDef is the model declaration of --model PROVIDER:NAME, for a fork's definition (nil

@@ -147,7 +147,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			}
 			defer box.Close()
 			if !box.Embedded() && nf.url == "" {
-				return &exitError{code: exitFailed, err: fmt.Errorf("the data directory %s is in use by another reins serve", nf.data)}
+				return &exitError{code: exitFailed, err: fmt.Errorf("the data directory %s is in use by another reins process (reins serve, or a reins run in another terminal): stop it first, or give serve another --data", nf.data)}
 			}
 			if !box.Embedded() {
 				// Principals in accounts of their own on an external server reach the consumer

@@ -237,7 +237,7 @@ func TestServe(t *testing.T) {
 
 	t.Run("second serve", func(t *testing.T) {
 		code, out, errOut := cli(t, "serve", "--data", data, "--nats-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0")
-		if code != exitFailed || !strings.Contains(errOut, "the data directory "+data+" is in use by another reins serve") {
+		if code != exitFailed || !strings.Contains(errOut, "the data directory "+data+" is in use by another reins process (reins serve, or a reins run in another terminal)") {
 			t.Errorf("exit %d, want 1 naming the data directory\n%s%s", code, out, errOut)
 		}
 	})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -108,16 +109,22 @@ func TestApproveAndDenyApprovalStep(t *testing.T) {
 	}
 }
 
+// TestSignalWaitEvent: reins signal names the data directory --data, as every command does,
+// and the event's data --payload; --data-dir, its old name, still works (hidden).
 func TestSignalWaitEvent(t *testing.T) {
-	data := t.TempDir()
-	pauseRun(t, writeWorkflow(t, "wf.toml", holdWorkflow), data, "hold-1", "null")
-	code, out, errOut := cli(t, "signal", "hold-1", "go", "--data", `{"lot":7}`, "--data-dir", data, "--json", "--quiet")
-	if code != exitOK {
-		t.Fatalf("reins signal: exit %d\n%s%s", code, out, errOut)
-	}
-	res := decodeResult(t, out)
-	if res.Status != "completed" || compactJSON(res.Output) != `{"lot":7}` {
-		t.Errorf("run %s with output %s; want completed with the event's data", res.Status, res.Output)
+	for _, dataFlag := range []string{"--data", "--data-dir"} {
+		t.Run(dataFlag, func(t *testing.T) {
+			data := t.TempDir()
+			pauseRun(t, writeWorkflow(t, "wf.toml", holdWorkflow), data, "hold-1", "null")
+			code, out, errOut := cli(t, "signal", "hold-1", "go", "--payload", `{"lot":7}`, dataFlag, data, "--json", "--quiet")
+			if code != exitOK {
+				t.Fatalf("reins signal: exit %d\n%s%s", code, out, errOut)
+			}
+			res := decodeResult(t, out)
+			if res.Status != "completed" || compactJSON(res.Output) != `{"lot":7}` {
+				t.Errorf("run %s with output %s; want completed with the event's data", res.Status, res.Output)
+			}
+		})
 	}
 }
 
@@ -135,11 +142,13 @@ func TestHumanCommandErrors(t *testing.T) {
 		{"unknown call", []string{"approve", "gate-2", "call_9"}, exitFailed, `run gate-2: no call or step "call_9" waits for approval`},
 		{"nothing paused", []string{"resume", "gate-2", "--input", `"go on"`}, exitFailed, "run gate-2: no step waits for input"},
 		{"resume input not JSON", []string{"resume", "gate-2", "--input", "go on"}, exitUsage, "--input is not JSON: invalid character"},
-		{"signal data not JSON", []string{"signal", "gate-2", "go", "--data", "{", "--data-dir", data}, exitUsage, "--data is not JSON: it ends inside an array or object (byte 1)"},
+		{"signal payload not JSON", []string{"signal", "gate-2", "go", "--payload", "{"}, exitUsage, "--payload is not JSON: it ends inside an array or object (byte 1)"},
+		{"signal data as the payload", []string{"signal", "gate-2", "go", "--data", `{"lot":7}`}, exitUsage, `--data names the data directory, and '{"lot":7}' is JSON, not a directory: give the event's data with --payload`},
+		{"signal data and data-dir", []string{"signal", "gate-2", "go", "--data", `{"lot":7}`, "--data-dir", data}, exitUsage, "--data and --data-dir both name the data directory (--data-dir is its old name): give --data DIR, and the event's data with --payload JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
-			if args[0] != "signal" {
+			if !slices.Contains(args, "--data") {
 				args = append(args, "--data", data)
 			}
 			code, out, errOut := cli(t, args...)

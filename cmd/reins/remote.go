@@ -38,9 +38,10 @@ func (f *natsFlags) addServer(fl *pflag.FlagSet) {
 }
 
 // natsOnlyFlags are the flags that choose or reach a NATS server (dataFlag: the data
-// directory's, --data or --data-dir): with --server, none may be given.
+// directory's, --data; reins signal also takes its old name --data-dir): with --server, none
+// may be given.
 func natsOnlyFlags(dataFlag string) []string {
-	return []string{"nats", dataFlag, "nats-creds", "nats-nkey", "nats-tls-cert", "nats-tls-key", "nats-tls-ca", "namespace", "js-domain", "js-api-prefix"}
+	return []string{"nats", dataFlag, "data-dir", "nats-creds", "nats-nkey", "nats-tls-cert", "nats-tls-key", "nats-tls-ca", "namespace", "js-domain", "js-api-prefix"}
 }
 
 // apiClient returns the client of the HTTP API when the command goes through it: --server

@@ -200,7 +200,7 @@ func TestRemoteWaitAndCancel(t *testing.T) {
 			break
 		}
 	}
-	code, out, errOut = cli(t, "signal", holdID, "go", "--data", `{"n": 7}`, "--server", url, "--token", adaToken, "--follow", "--json")
+	code, out, errOut = cli(t, "signal", holdID, "go", "--payload", `{"n": 7}`, "--server", url, "--token", adaToken, "--follow", "--json")
 	if code != exitOK || !strings.Contains(errOut, "run "+holdID+": event go sent") {
 		t.Fatalf("signal --follow: exit %d\n%s%s", code, out, errOut)
 	}

@@ -32,6 +32,9 @@ type runFlags struct {
 	listen    string
 	runID     string
 	quiet     bool
+	// provider is set when --model PROVIDER:NAME was written into the run's definition
+	// (useModel).
+	provider bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -267,22 +270,28 @@ func printOutcome(cmd *cobra.Command, res protocol.Result, asJSON bool, where st
 	return nil
 }
 
-// useModel applies --model NAME, a model of the workflow's [models]: it returns a copy of def
-// whose llm and agent steps all use it (client.UseModel, as reins runs fork --model does), and
-// clears the flag so that the workers open each step's model of the copy. --model PROVIDER:NAME
-// leaves def as it is: the built-in workers open that model for every step (builtinConfig).
+// useModel applies --model: it returns a copy of def whose llm and agent steps all use that
+// model (client.UseModel, as reins runs fork --model does), and clears the flag so that the
+// workers open each step's model of the copy. NAME is a model of the workflow's [models];
+// PROVIDER:NAME is added to the copy's [models] (with --base-url on the embedded server), so
+// that the run's own definition says which model it runs on and the commands that continue it
+// (reins approve, deny, resume, signal) need no model flags.
 func (f *runFlags) useModel(def *workflow.Definition) (*workflow.Definition, error) {
 	if f.model.name == "" {
 		return def, nil
 	}
-	provider, err := modelDef(f.model.name)
-	if err != nil || provider != nil {
+	add, err := modelDef(f.model.name)
+	if err != nil {
 		return def, err
 	}
-	d, err := client.UseModel(def, f.model.name, nil)
+	if add != nil && f.nats.url == "" && add.Provider != "replay" {
+		add.BaseURL = f.model.baseURL
+	}
+	d, err := client.UseModel(def, f.model.name, add)
 	if err != nil {
 		return nil, fmt.Errorf("--model: %w", err)
 	}
+	f.provider = add != nil
 	f.model.name = ""
 	return d, nil
 }
@@ -295,7 +304,7 @@ func (f *runFlags) builtinConfig() (builtin.Config, error) {
 	if err != nil {
 		return builtin.Config{}, &exitError{code: exitUsage, err: err}
 	}
-	if f.model.record != "" && f.model.name == "" {
+	if f.model.record != "" && f.model.name == "" && !f.provider {
 		return builtin.Config{}, &exitError{code: exitUsage, err: errors.New("--record records the exchanges of one model: give it with --model PROVIDER:NAME")}
 	}
 	return builtin.Config{

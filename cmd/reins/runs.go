@@ -31,6 +31,9 @@ func newRunsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List, show, cancel, delete, replay, fork and prune runs",
+		Example: `  reins runs list
+  reins runs show r-abc
+  reins runs list --nats nats://127.0.0.1:4222 --status waiting`,
 		Long: `Reads and changes runs on a server: --nats URL, or the server running on --data (reins
 serve), or, when none runs there, the data directory itself (reins run without --nats keeps its
 runs in --data, default .reins/).
@@ -88,8 +91,12 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List runs, oldest first",
-		Args:  cobra.NoArgs,
+		Short: "List runs, newest first",
+		Example: `  reins runs list
+  reins runs list --status waiting --workflow refund_investigation
+  reins runs list --limit 20 --json
+  reins runs list --server http://127.0.0.1:7400 --token "$REINS_TOKEN"`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st := protocol.RunStatus(status)
 			switch st {
@@ -367,7 +374,9 @@ func newRunsCancelCmd(nf *natsFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cancel RUN",
 		Short: "Cancel a run: it stops within one iteration with stop reason cancelled",
-		Args:  cobra.ExactArgs(1),
+		Example: `  reins runs cancel r-abc
+  reins runs cancel r-abc --reason "wrong order" --nats nats://127.0.0.1:4222`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if remote, err := nf.apiClient(cmd, "data"); err != nil || remote != nil {
@@ -396,9 +405,10 @@ func newRunsCancelCmd(nf *natsFlags) *cobra.Command {
 
 func newRunsDeleteCmd(nf *natsFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "delete RUN",
-		Short: "Delete a finished run, or one whose record is corrupt: its record, events, checkpoints and sub-runs",
-		Args:  cobra.ExactArgs(1),
+		Use:     "delete RUN",
+		Short:   "Delete a finished run, or one whose record is corrupt: its record, events, checkpoints and sub-runs",
+		Example: "  reins runs delete r-abc\n  reins runs delete r-abc --data /var/lib/reins",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			return withClient(ctx, nf, func(c *client.Client) error {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -264,7 +263,7 @@ func sketch(d *api.RunDetail) *workflow.Definition {
 	return def
 }
 
-// listRemote prints the runs through the API: every run oldest first, as over NATS; with
+// listRemote prints the runs through the API: every run newest first, as over NATS; with
 // --limit or --after, one page of the API's, newest first, and the next page's cursor on
 // stderr.
 func listRemote(cmd *cobra.Command, c *api.Client, q client.Query, paged, asJSON bool) error {
@@ -302,7 +301,6 @@ func listRemote(cmd *cobra.Command, c *api.Client, q client.Query, paged, asJSON
 			break
 		}
 	}
-	slices.Reverse(entries) // oldest first, as reins runs list over NATS
 	return printList(cmd.OutOrStdout(), entries, asJSON)
 }
 

@@ -379,10 +379,10 @@ func TestRemoteResumeAndPages(t *testing.T) {
 	if want := []string{ids[2], ids[1], ids[0]}; !slices.Equal(got, want) {
 		t.Errorf("pages %v, want %v (newest first)", got, want)
 	}
-	// Without --limit: every run, oldest first, as over NATS.
+	// Without --limit: every run, newest first, as over NATS.
 	all := listRuns(t, "--server", url, "--token", valToken)
 	natsAll := listRuns(t, "--nats", srv.url)
-	if len(all) != 3 || all[0].RunID != ids[0] || len(natsAll) != 3 || natsAll[0].RunID != all[0].RunID || natsAll[2].RunID != all[2].RunID {
+	if len(all) != 3 || all[0].RunID != ids[2] || len(natsAll) != 3 || natsAll[0].RunID != all[0].RunID || natsAll[2].RunID != all[2].RunID {
 		t.Errorf("runs list over the API %+v, over NATS %+v", all, natsAll)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -104,7 +105,7 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 			default:
 				return &exitError{code: exitUsage, err: fmt.Errorf("--status %q: want queued, running, waiting, completed, failed, cancelled, timed_out or corrupt", status)}
 			}
-			q := client.Query{Status: st, Workflow: workflowName, Limit: limit, After: after}
+			q := client.Query{Status: st, Workflow: workflowName, Limit: limit, After: after, Newest: true}
 			paged := q.Workflow != "" || q.Limit != 0 || q.After != ""
 			switch {
 			case limit < 0:
@@ -130,6 +131,7 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 					page, err = c.Query(cmd.Context(), q)
 				} else {
 					page.Records, err = c.List(cmd.Context(), st)
+					slices.Reverse(page.Records) // newest first, as a page of Query's
 				}
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}

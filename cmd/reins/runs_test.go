@@ -34,14 +34,15 @@ func TestRunsOnDataDir(t *testing.T) {
 		if len(runs) != 2 {
 			t.Fatalf("%d runs, want 2: %+v", len(runs), runs)
 		}
-		if r := runs[0]; r.RunID != done.RunID || r.Workflow != "refund_investigation" || r.Status != "completed" || r.Error != nil || r.StartedAt.IsZero() {
-			t.Errorf("first run %+v, want %s of refund_investigation, completed", r, done.RunID)
+		// Newest first: the gate run started last.
+		if r := runs[0]; r.RunID != failed.RunID || r.Workflow != "gate" || r.Status != "failed" || r.Error == nil || r.Error.Code != "E_FAIL" {
+			t.Errorf("first run %+v, want %s of gate, failed with E_FAIL", r, failed.RunID)
 		}
-		if r := runs[1]; r.RunID != failed.RunID || r.Workflow != "gate" || r.Status != "failed" || r.Error == nil || r.Error.Code != "E_FAIL" {
-			t.Errorf("second run %+v, want %s of gate, failed with E_FAIL", r, failed.RunID)
+		if r := runs[1]; r.RunID != done.RunID || r.Workflow != "refund_investigation" || r.Status != "completed" || r.Error != nil || r.StartedAt.IsZero() {
+			t.Errorf("second run %+v, want %s of refund_investigation, completed", r, done.RunID)
 		}
-		if runs[1].StartedAt.Before(runs[0].StartedAt) {
-			t.Errorf("runs are not oldest first: %+v", runs)
+		if runs[0].StartedAt.Before(runs[1].StartedAt) {
+			t.Errorf("runs are not newest first: %+v", runs)
 		}
 		for status, want := range map[string][]string{
 			"completed": {done.RunID}, "failed": {failed.RunID}, "cancelled": nil, "running": nil,
@@ -63,11 +64,11 @@ func TestRunsOnDataDir(t *testing.T) {
 		if len(ls) != 3 || strings.Join(strings.Fields(ls[0]), " ") != "RUN WORKFLOW STATUS STARTED ERROR" {
 			t.Fatalf("text list:\n%s", out)
 		}
-		if f := strings.Fields(ls[1]); f[0] != done.RunID || f[1] != "refund_investigation" || f[2] != "completed" {
-			t.Errorf("line %q", ls[1])
+		if f := strings.Fields(ls[2]); f[0] != done.RunID || f[1] != "refund_investigation" || f[2] != "completed" {
+			t.Errorf("line %q", ls[2])
 		}
-		if !strings.HasPrefix(ls[2], failed.RunID) || !strings.Contains(ls[2], "E_FAIL (step reject): kind bad is refused") {
-			t.Errorf("line %q does not show the error", ls[2])
+		if !strings.HasPrefix(ls[1], failed.RunID) || !strings.Contains(ls[1], "E_FAIL (step reject): kind bad is refused") {
+			t.Errorf("line %q does not show the error", ls[1])
 		}
 	})
 
@@ -77,7 +78,7 @@ func TestRunsOnDataDir(t *testing.T) {
 		}
 		code, out, errOut := cli(t, "runs", "list", "--json", "--data", data, "--limit", "1")
 		var first []listEntry
-		if err := json.Unmarshal([]byte(out), &first); code != exitOK || err != nil || len(first) != 1 || first[0].RunID != done.RunID {
+		if err := json.Unmarshal([]byte(out), &first); code != exitOK || err != nil || len(first) != 1 || first[0].RunID != failed.RunID {
 			t.Fatalf("--limit 1: exit %d, %s (%v)\n%s", code, out, err, errOut)
 		}
 		cursor, ok := strings.CutPrefix(strings.TrimSpace(errOut), "reins: more runs follow: the next page is --after ")
@@ -86,8 +87,8 @@ func TestRunsOnDataDir(t *testing.T) {
 		}
 		code, out, errOut = cli(t, "runs", "list", "--json", "--data", data, "--limit", "1", "--after", cursor)
 		var second []listEntry
-		if err := json.Unmarshal([]byte(out), &second); code != exitOK || err != nil || len(second) != 1 || second[0].RunID != failed.RunID || errOut != "" {
-			t.Errorf("the second page: exit %d, %s (%v), stderr %q, want %s and no more", code, out, err, errOut, failed.RunID)
+		if err := json.Unmarshal([]byte(out), &second); code != exitOK || err != nil || len(second) != 1 || second[0].RunID != done.RunID || errOut != "" {
+			t.Errorf("the second page: exit %d, %s (%v), stderr %q, want %s and no more", code, out, err, errOut, done.RunID)
 		}
 	})
 

@@ -27,18 +27,40 @@ type runProgress struct {
 	def   *workflow.Definition
 	quiet bool
 	seen  map[string]engine.StepRun
+	// answers holds the last answer of each step key, which tells how an activation ended when
+	// the saves of the record did not show it.
+	answers map[string]*protocol.Event
 }
 
 func newProgress(w io.Writer, def *workflow.Definition, quiet bool) *runProgress {
-	return &runProgress{w: w, def: def, quiet: quiet, seen: map[string]engine.StepRun{}}
+	return &runProgress{w: w, def: def, quiet: quiet, seen: map[string]engine.StepRun{}, answers: map[string]*protocol.Event{}}
 }
 
-// update prints the steps whose status or activation changed in rec.
+// update prints the steps whose status or activation changed in rec. A parallel or map step
+// that ended prints after its children's lines of the same save, so that it never reads as
+// ending before them.
 func (p *runProgress) update(rec *client.Record) {
 	if p.quiet || rec == nil || rec.Run == nil {
 		return
 	}
-	for _, key := range client.StepOrder(p.def, rec.Run) {
+	parent, parentLine := "", ""
+	flush := func() {
+		if parentLine != "" {
+			fmt.Fprintln(p.w, parentLine)
+		}
+		parent, parentLine = "", ""
+	}
+	order := client.StepOrder(p.def, rec.Run)
+	// The ends missed first: a loop edge ends a step before it starts the next one again.
+	for _, key := range order {
+		if old, had := p.seen[key]; had {
+			p.missedEnd(key, old, *rec.Run.Steps[key])
+		}
+	}
+	for _, key := range order {
+		if parentLine != "" && !strings.HasPrefix(key, parent+"#") {
+			flush()
+		}
 		sr := rec.Run.Steps[key]
 		old, had := p.seen[key]
 		p.seen[key] = *sr
@@ -48,8 +70,37 @@ func (p *runProgress) update(rec *client.Record) {
 		if had && old.Status == sr.Status && old.Activation == sr.Activation {
 			continue
 		}
+		if sr.Children > 0 && finished(sr.Status) {
+			parent, parentLine = key, stepLine(key, sr)
+			continue
+		}
 		fmt.Fprintln(p.w, stepLine(key, sr))
 	}
+	flush()
+}
+
+// finished reports whether a step's status is an end.
+func finished(s protocol.StepStatus) bool {
+	return s == protocol.StepCompleted || s == protocol.StepFailed || s == protocol.StepSkipped || s == protocol.StepCancelled
+}
+
+// missedEnd prints how the activation of old ended when the step is seen next (now) reset by
+// a loop edge or at a later activation, its end never shown: the watch of the record keeps only
+// the last save, so a step that ends and starts again between two reads would otherwise read as
+// starting twice. Its last answer says how it ended.
+func (p *runProgress) missedEnd(key string, old, now engine.StepRun) {
+	again := now.Activation > old.Activation || now.Status == protocol.StepPending
+	if !again || old.Status == protocol.StepPending || finished(old.Status) {
+		return
+	}
+	end := engine.StepRun{Status: protocol.StepCompleted, Activation: old.Activation}
+	if ev := p.answers[key]; ev != nil && ev.Activation == old.Activation {
+		end.Label, end.StopReason, end.Error = ev.Label, ev.StopReason, ev.Error
+		if ev.Type == protocol.EvFailed || ev.Type == protocol.EvTimedOut {
+			end.Status = protocol.StepFailed
+		}
+	}
+	fmt.Fprintln(p.w, stepLine(key, &end))
 }
 
 // progressClip bounds the texts of a progress line.
@@ -61,6 +112,7 @@ func (p *runProgress) event(ev *protocol.Event) {
 		return
 	}
 	key := protocol.StepKey(ev.Step, ev.Item)
+	p.answers[key] = ev
 	looping := false
 	if st := p.def.StepByID(stepBody(p.def, ev)); st != nil {
 		looping = st.Type == workflow.Agent || st.Type == workflow.AgentLoop
@@ -99,6 +151,9 @@ func (p *runProgress) started(key string, activation int) {
 		return
 	}
 	sr := engine.StepRun{Status: protocol.StepRunning, Activation: activation}
+	if had {
+		p.missedEnd(key, old, sr)
+	}
 	p.seen[key] = sr
 	fmt.Fprintln(p.w, stepLine(key, &sr))
 }
@@ -126,7 +181,13 @@ func progressLines(r *trace.Iteration) []string {
 	}
 	if p := r.Proposal; p != nil && p.Kind != string(model.KindToolCalls) {
 		line := p.Kind
-		if text := p.Reason + p.Text; text != "" {
+		// An escalation or refusal says why in Reason (its Text repeats it, tagged for the
+		// model's conversation); an answer has only Text.
+		text := p.Reason
+		if text == "" {
+			text = p.Text
+		}
+		if text != "" {
 			line += ": " + trace.ClipText(strings.Join(strings.Fields(text), " "), progressClip)
 		}
 		if p.Decision == trace.DecisionInvalid {
@@ -154,7 +215,8 @@ func progressLines(r *trace.Iteration) []string {
 		case c.Decision != "" && c.Decision != trace.DecisionAccept && c.Decision != trace.DecisionApprove:
 			line += c.Decision + ": " + trace.ClipText(c.Reason, progressClip)
 		default:
-			line += "not executed: " + trace.ClipText(c.Output, progressClip)
+			// The loop's result of a call it did not run says so already ("not executed: why").
+			line += "not executed: " + trace.ClipText(strings.TrimPrefix(c.Output, "not executed: "), progressClip)
 		}
 		out = append(out, line)
 	}

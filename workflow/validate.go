@@ -297,6 +297,7 @@ func valOneOf(vals ...string) string {
 func (v *validator) checkLocal() {
 	v.checkTop()
 	v.checkConcurrency()
+	v.checkInputSchema()
 	v.checkModels()
 	v.checkTools()
 	v.checkMCP()

@@ -127,6 +127,9 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	if err := checkInput(def, input); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
+	if err := def.CheckInput(input); err != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("%s: %w", f.inputFlag(), err)}
+	}
 	if n := len(def.Triggers); n > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "reins: note: workflow %s has %d trigger(s): reins run runs it once, now, and ignores them; they start runs once the workflow is registered with reins serve (PUT /v1/workflows/%s)\n", def.Name, n, def.Name)
 	}
@@ -190,6 +193,11 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 // runHere runs def on the front door r and follows it to its result.
 func (f *runFlags) runHere(cmd *cobra.Command, r *reins.Reins, def *workflow.Definition, bundles *wire.Bundles, input json.RawMessage) error {
 	if err := checkHandlers(bundles, f.listen); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	// The built-in workers of this process open the models: what they would fail on, the run
+	// would fail on after it started, so it does not start.
+	if err := checkCredentials(bundles, registry.Options{BaseURL: f.model.baseURL, APIKey: f.model.apiKey}, os.Getenv); err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
 	if f.listen != "" {
@@ -289,7 +297,7 @@ func (f *runFlags) useModel(def *workflow.Definition) (*workflow.Definition, err
 	}
 	d, err := client.UseModel(def, f.model.name, add)
 	if err != nil {
-		return nil, fmt.Errorf("--model: %w", err)
+		return nil, fmt.Errorf("--model: %w%s", err, didYouMeanModel(def, f.model.name))
 	}
 	f.provider = add != nil
 	f.model.name = ""

@@ -270,6 +270,10 @@ func (f *humanFlags) remote(cmd *cobra.Command) (*api.Client, error) {
 // answer opens the server, sends what send sends, and follows the run when asked to or when
 // nothing else would continue it (the embedded server of --data).
 func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.Context, *client.Client) (string, error)) error {
+	return f.nats.searched(answerOn(cmd, f, runID, send))
+}
+
+func answerOn(cmd *cobra.Command, f *humanFlags, runID string, send func(context.Context, *client.Client) (string, error)) error {
 	ctx := cmd.Context()
 	log := commandLogger(cmd.ErrOrStderr(), slog.LevelWarn)
 	// The engine and workers it may run export the spans of what they decide, as reins run's.

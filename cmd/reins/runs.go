@@ -74,7 +74,36 @@ func withClient(ctx context.Context, nf *natsFlags, f func(*client.Client) error
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	return f(c)
+	return nf.searched(f(c))
+}
+
+// searched completes err, when it says that a run does not exist (client.ErrNotFound), with
+// where the command looked for it: the data directory, or the NATS server of --nats. A user
+// who ran it elsewhere then sees which flag to give.
+func (nf *natsFlags) searched(err error) error {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil && errors.Is(ee.err, client.ErrNotFound) && !strings.Contains(ee.err.Error(), " looked ") {
+			ee.err = fmt.Errorf("%w (looked %s)", ee.err, nf.place())
+		}
+		return err
+	}
+	if err != nil && errors.Is(err, client.ErrNotFound) {
+		return &exitError{code: exitFailed, err: fmt.Errorf("%w (looked %s)", err, nf.place())}
+	}
+	return err
+}
+
+// place says where nf reaches runs: "in the data directory DIR" or "on the NATS server URL".
+func (nf *natsFlags) place() string {
+	if nf.url != "" {
+		return "on the NATS server " + natsbox.RedactURL(nf.url)
+	}
+	abs, err := filepath.Abs(nf.data)
+	if err != nil {
+		abs = nf.data
+	}
+	return "in the data directory " + abs + "; a run kept elsewhere needs --data DIR or --nats URL"
 }
 
 // listEntry is one run in `reins runs list --json`.
@@ -576,6 +605,10 @@ func parseFrom(from string) (string, int, error) {
 }
 
 func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) error {
+	return nf.searched(forkRunOn(cmd, nf, runID, f))
+}
+
+func forkRunOn(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) error {
 	ctx := cmd.Context()
 	step, iteration, err := parseFrom(f.from)
 	if err != nil {

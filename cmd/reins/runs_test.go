@@ -476,3 +476,55 @@ func (tc runsError) check(t *testing.T, data string) {
 		t.Errorf("stderr %q, want one line with %q", errOut, tc.want)
 	}
 }
+
+// TestNoSuchRunSaysWhere: a command given a run that is not there says where it looked, and
+// which flags reach runs kept elsewhere.
+func TestNoSuchRunSaysWhere(t *testing.T) {
+	data := t.TempDir()
+	pauseRun(t, writeWorkflow(t, "wf.toml", holdWorkflow), data, "hold-1", "null")
+	abs, err := filepath.Abs(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "reins: client: run nope: no such run (looked in the data directory " + abs + "; a run kept elsewhere needs --data DIR or --nats URL)\n"
+	for _, args := range [][]string{
+		{"runs", "show", "nope"},
+		{"runs", "cancel", "nope"},
+		{"runs", "replay", "nope"},
+		{"runs", "fork", "nope", "--from", "hold"},
+		{"approve", "nope", "call_1"},
+		{"resume", "nope", "--input", `"go on"`},
+		{"signal", "nope", "go"},
+	} {
+		code, out, errOut := cli(t, append(args, "--data", data)...)
+		if code != exitFailed || out != "" || errOut != want {
+			t.Errorf("reins %s: exit %d, stdout %q, stderr %q; want 1 and %q", strings.Join(args, " "), code, out, errOut, want)
+		}
+	}
+}
+
+// TestDidYouMeanSteps: a step or call that a command names and the run does not have is
+// reported with the one it nearly spells.
+func TestDidYouMeanSteps(t *testing.T) {
+	data := t.TempDir()
+	if code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--quiet", "--run-id", "done-1"); code != exitOK {
+		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--quiet", "--model", "drafter", "--run-id", "wait-1"); code != exitOK {
+		t.Fatalf("run --model drafter: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"runs", "show", "done-1", "--iteration", "investigat:1"}, "reins: client: run done-1 has no answer to iteration 1 of step investigat (did you mean investigate?): no such iteration"},
+		{[]string{"runs", "fork", "done-1", "--from", "investigat"}, `reins: client: workflow refund_investigation has no step "investigat" (did you mean investigate?): no such step`},
+		{[]string{"approve", "wait-1", "call_2_1"}, `reins: client: run wait-1: no call or step "call_2_1" waits for approval (pending calls: call_2_0) (did you mean call_2_0?): nothing in the run waits for it`},
+		{[]string{"deny", "wait-1", "investigat"}, `reins: client: run wait-1: no call or step "investigat" waits for approval (pending calls: call_2_0) (did you mean investigate?): nothing in the run waits for it`},
+	} {
+		code, out, errOut := cli(t, append(tc.args, "--data", data)...)
+		if code != exitFailed || out != "" || errOut != tc.want+"\n" {
+			t.Errorf("reins %s: exit %d, stdout %q, stderr %q; want 1 and %q", strings.Join(tc.args, " "), code, out, errOut, tc.want)
+		}
+	}
+}

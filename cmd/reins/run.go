@@ -61,7 +61,13 @@ with it. docs/api.md, "The reins command over the API".
 --model runs every llm and agent step on one model instead of the workflow's: a NAME of the
 workflow's [models] (the run starts with a copy of the definition whose steps name it), or
 PROVIDER:NAME (openai:NAME, with --base-url for any OpenAI-compatible server, anthropic:NAME,
-replay:FILE), which the built-in workers of this command open for every such step.
+replay:FILE), which the copy declares too: the run's own definition names its model, so that
+reins approve, deny, resume and signal continue it on that model.
+
+Before the run starts, every model it calls must have its API key (its api_key_env, --api-key,
+or OPENAI_API_KEY / ANTHROPIC_API_KEY; a --base-url server needs none), and the input must
+match the workflow's input_schema when it has one: otherwise the command says which model
+needs which variable, or which input field is wrong, and starts nothing.
 
 Progress (step, iteration, tool calls, tokens, cost) goes to stderr as the run advances.
 Interrupting the command cancels the run.
@@ -73,8 +79,8 @@ answers it (reins approve, deny, resume or signal with the same --data), which c
 run. With --nats or --listen the command keeps following, since others can answer.
 
 Exit status: 0 when the run completed, or waits for a human on the private embedded server, 1
-when it failed, was cancelled or timed out, or the file is invalid, 2 for a usage error (such
-as an input that is not JSON).`,
+when it failed, was cancelled or timed out, the file is invalid, or a model has no API key, 2
+for a usage error (such as an input that is not JSON, or that the input_schema refuses).`,
 		Example: `  reins run examples/refund/workflow.toml --input '{"order_id":"O-104"}'
   reins run examples/refund/workflow.toml --input '{"order_id":"O-104"}' --model drafter
   reins run examples/refund/workflow.toml --input '{"order_id":"O-104"}' --model openai:gpt-4o-mini

@@ -86,6 +86,21 @@ func (f *natsFlags) apiClient(cmd *cobra.Command, dataFlag string, localOnly ...
 // token.
 func whereServer(c *api.Client) string { return " --server " + shellWord(c.URL()) }
 
+// searchedServer completes err, when the server answered that a run does not exist, with where
+// the command looked: the reins server at the URL of --server (natsFlags.searched says it for
+// NATS).
+func searchedServer(err error, c *api.Client) error {
+	inner := err
+	if ee, ok := err.(*exitError); ok {
+		inner = ee.err
+	}
+	var p *api.Problem
+	if inner == nil || !errors.As(inner, &p) || p.Status != http.StatusNotFound || !strings.HasPrefix(p.Detail, "there is no run") {
+		return err
+	}
+	return &exitError{code: exitFailed, err: fmt.Errorf("%w (looked on the reins server at %s; a run kept elsewhere needs --data DIR or --nats URL)", p, c.URL())}
+}
+
 // apiFailed is the exit error of a failed call of the API: its problem's detail, or why the
 // server could not be reached, as one sentence.
 func apiFailed(err error) error {
@@ -342,6 +357,10 @@ func showIterationRemote(cmd *cobra.Command, c *api.Client, runID, step string, 
 // answerRemote sends an answer to a waiting run through the API (send returns the line that
 // says what it did), and with --follow follows the run until it ends or waits again.
 func answerRemote(cmd *cobra.Command, f *humanFlags, c *api.Client, runID string, send func(context.Context) (string, error)) error {
+	return searchedServer(answerRemoteOn(cmd, f, c, runID, send), c)
+}
+
+func answerRemoteOn(cmd *cobra.Command, f *humanFlags, c *api.Client, runID string, send func(context.Context) (string, error)) error {
 	ctx := cmd.Context()
 	sendAndSay := func() error {
 		line, err := send(ctx)

@@ -386,3 +386,20 @@ func TestRemoteResumeAndPages(t *testing.T) {
 		t.Errorf("runs list over the API %+v, over NATS %+v", all, natsAll)
 	}
 }
+
+// TestRemoteNoSuchRun: over the API too, a run that is not there is reported with where the
+// command looked.
+func TestRemoteNoSuchRun(t *testing.T) {
+	_, url := remoteServe(t)
+	want := "reins: there is no run nope (looked on the reins server at " + url + "; a run kept elsewhere needs --data DIR or --nats URL)\n"
+	for _, args := range [][]string{
+		{"runs", "show", "nope", "--token", valToken},
+		{"runs", "cancel", "nope", "--token", adaToken},
+		{"approve", "nope", "call_1", "--token", adaToken},
+	} {
+		code, out, errOut := cli(t, append(args, "--server", url)...)
+		if code != exitFailed || out != "" || errOut != want {
+			t.Errorf("reins %s: exit %d, stdout %q, stderr %q; want 1 and %q", strings.Join(args, " "), code, out, errOut, want)
+		}
+	}
+}

@@ -264,7 +264,7 @@ longer than 2 KiB are clipped in the record; --full reads the whole ones.`,
 				})
 			}
 			if remote != nil {
-				return showRemote(cmd, remote, args[0], asJSON)
+				return searchedServer(showRemote(cmd, remote, args[0], asJSON), remote)
 			}
 			return withClient(ctx, nf, func(c *client.Client) error {
 				rec, err := c.Get(ctx, args[0])
@@ -415,7 +415,7 @@ func newRunsCancelCmd(nf *natsFlags) *cobra.Command {
 					return err
 				}
 				if err := remote.Cancel(ctx, args[0], reason); err != nil {
-					return apiFailed(err)
+					return searchedServer(apiFailed(err), remote)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "run %s: cancel requested\n", args[0])
 				return nil

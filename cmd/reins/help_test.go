@@ -33,6 +33,13 @@ func TestVersionLine(t *testing.T) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
+	// A build without .git (the container image's) may stamp both with -ldflags -X.
+	stampedVersion, stampedCommit = "v0.3.0", "77dec2b"
+	t.Cleanup(func() { stampedVersion, stampedCommit = "", "" })
+	info := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}
+	if got, want := versionLine(info, true), "reins v0.3.0 (commit 77dec2b, go1.26.8)"; got != want {
+		t.Errorf("stamped: %q, want %q", got, want)
+	}
 }
 
 // TestVersionCommands: reins version and reins --version print the same line, this binary's.

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
+
+// stampedVersion and stampedCommit, when a build sets them (go build -ldflags "-X
+// main.stampedVersion=v0.3.0 -X main.stampedCommit=77dec2b"), stand for what the toolchain
+// could not stamp: a build from a copy without .git, such as the container image's.
+var stampedVersion, stampedCommit string
 
 // versionLine says which build of reins this is, from what the Go toolchain stamped into the
 // binary: the module's version ("(devel)" for a build from a clone), the VCS commit it was
@@ -16,8 +22,8 @@ func versionLine(info *debug.BuildInfo, ok bool) string {
 		return "reins (unknown version: built without module information)"
 	}
 	version := info.Main.Version
-	if version == "" {
-		version = "(devel)"
+	if version == "" || version == "(devel)" && stampedVersion != "" {
+		version = cmp.Or(stampedVersion, "(devel)")
 	}
 	var commit string
 	dirty := false
@@ -28,6 +34,9 @@ func versionLine(info *debug.BuildInfo, ok bool) string {
 		case "vcs.modified":
 			dirty = s.Value == "true"
 		}
+	}
+	if commit == "" {
+		commit = stampedCommit
 	}
 	if len(commit) > 7 {
 		commit = commit[:7]

@@ -663,6 +663,9 @@ func forkRunOn(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) er
 	}
 	forked, err := c.Fork(ctx, runID, o)
 	if err != nil {
+		if guess := registry.Guess(f.model); guess != "" && o.AddModel == nil {
+			err = fmt.Errorf("%w: did you mean %s?", err, guess)
+		}
 		return &exitError{code: exitFailed, err: err}
 	}
 	if f.detach {

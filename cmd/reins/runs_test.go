@@ -394,6 +394,7 @@ func TestRunsReplayForkPrune(t *testing.T) {
 			{"fork iteration not reached", []string{"fork", done.RunID, "--from", "investigate:7"}, exitFailed, "run " + done.RunID + " never dispatched iteration 7 of step investigate (it reached iteration 4)"},
 			{"fork unknown model", []string{"fork", done.RunID, "--from", "investigate", "--model", "huge"}, exitFailed, `workflow refund_investigation declares no model "huge" in [models] (it declares: drafter, eager, investigator, unsure)`},
 			{"fork bad provider", []string{"fork", done.RunID, "--from", "investigate", "--model", "acme:big"}, exitUsage, `unknown provider "acme"`},
+			{"fork model without provider", []string{"fork", done.RunID, "--from", "investigate", "--model", "gpt-4o-mini"}, exitFailed, `declares no model "gpt-4o-mini" in [models] (it declares: drafter, eager, investigator, unsure): did you mean openai:gpt-4o-mini?`},
 			{"fork taken id", []string{"fork", done.RunID, "--from", "investigate", "--run-id", done.RunID}, exitFailed, "a run with this id already exists"},
 			{"fork without from", []string{"fork", done.RunID}, exitUsage, "--from STEP[:ITERATION] is required"},
 			{"fork bad iteration", []string{"fork", done.RunID, "--from", "investigate:0"}, exitUsage, `--from "investigate:0": the iteration must be a whole number of 1 or more`},

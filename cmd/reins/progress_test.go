@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -121,6 +122,7 @@ id = "judge"
 type = "llm"
 model = "m"
 prompt = "p"
+branch = "verdict"
 `))
 	if len(ps) > 0 {
 		t.Fatal(ps)
@@ -143,10 +145,20 @@ prompt = "p"
 		{"loop edge between two reads", []any{
 			rec(map[string]*engine.StepRun{"gen": done(1), "judge": run(1)}),
 			&protocol.Event{Type: protocol.EvFailed, Step: "judge", Item: -1, Activation: 1, Iteration: 1, Error: "bad"},
-			&protocol.Event{Type: protocol.EvCompleted, Step: "judge", Item: -1, Activation: 1, Label: "retry"},
+			&protocol.Event{Type: protocol.EvCompleted, Step: "judge", Item: -1, Activation: 1, Output: json.RawMessage(`{"verdict":"retry"}`)},
 			rec(map[string]*engine.StepRun{"gen": run(2), "judge": pending(1)}),
 		}, []string{"gen                  completed", "judge                running", "judge                iteration 1 failed: bad",
 			"judge                completed label=retry", "gen                  running"}},
+		{"whole activations between two reads", []any{
+			rec(map[string]*engine.StepRun{"gen": done(1), "judge": run(1)}),
+			&protocol.Event{Type: protocol.EvCompleted, Step: "judge", Item: -1, Activation: 1, Output: json.RawMessage(`{"verdict":"retry"}`)},
+			&protocol.Event{Type: protocol.EvCompleted, Step: "gen", Item: -1, Activation: 2},
+			&protocol.Event{Type: protocol.EvCompleted, Step: "judge", Item: -1, Activation: 2, Output: json.RawMessage(`{"verdict":"retry"}`)},
+			rec(map[string]*engine.StepRun{"gen": run(3), "judge": pending(2)}),
+		}, []string{"gen                  completed", "judge                running",
+			"judge                completed label=retry", "gen                  running", "gen                  completed",
+			"judge                running", "judge                completed label=retry",
+			"gen                  running"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out strings.Builder

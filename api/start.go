@@ -65,6 +65,9 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p operator.Pri
 			return problemf(http.StatusUnprocessableEntity, `workflow %s reads the run input (%s uses %s), and the member "input" is missing or null`, reg.Name, where, path)
 		}
 	}
+	if err := def.CheckInput(input); err != nil {
+		return problemf(http.StatusUnprocessableEntity, "%s", err)
+	}
 	id, err := c.StartWith(r.Context(), bs, input, client.StartOptions{RunID: req.RunID, Registered: &reg})
 	switch {
 	case errors.Is(err, client.ErrExists):

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/api"
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
 )
@@ -365,4 +367,21 @@ prompt = "hi"
 		t.Errorf("problems %v, want E_UNKNOWN_PROVIDER at line 4", ps)
 	}
 	s.as("sam", "PUT", "/v1/workflows/ask", file).want(t, 422, "a registration under the new configuration")
+}
+
+// TestStartChecksInputSchema: a start whose input the workflow's input_schema refuses is a 422
+// naming the field, and starts nothing.
+func TestStartChecksInputSchema(t *testing.T) {
+	s := newStackWith(t, stackOptions{Served: true})
+	file := strings.Replace(helloFile("Hello!"), `name = "hello"`, `name = "hello"
+input_schema = { type = "object", properties = { who = { type = "string" } }, required = ["who"] }`, 1)
+	s.as("sam", "PUT", "/v1/workflows/hello", file).want(t, 201, "registration")
+	a := s.as("sam", "POST", "/v1/runs", `{"workflow": "hello", "input": {"who": 7}, "run_id": "hello-7"}`).want(t, 422, "an input the schema refuses")
+	if want := "the run input does not match the input_schema of workflow hello: at /who: got number, want string"; a.Obj["detail"] != want {
+		t.Errorf("detail %q, want %q", a.Obj["detail"], want)
+	}
+	if _, err := s.Admin.Get(s.Ctx, "hello-7"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("a refused start left a run: %v", err)
+	}
+	s.as("sam", "POST", "/v1/runs", `{"workflow": "hello", "input": {"who": "Ada"}}`).want(t, 201, "an input the schema takes")
 }

@@ -196,7 +196,11 @@ func checkFrom(def *workflow.Definition, from string) error {
 	name, item, child := strings.Cut(from, "#")
 	step := def.StepByID(name)
 	if step == nil || name == "" {
-		return fmt.Errorf("client: workflow %s has no step %q: %w", def.Name, from, ErrUnknownStep)
+		ids := make([]string, len(def.Steps))
+		for i, s := range def.Steps {
+			ids[i] = s.ID
+		}
+		return fmt.Errorf("client: workflow %s has no step %q%s: %w", def.Name, from, didYouMean(from, ids), ErrUnknownStep)
 	}
 	if child {
 		if n, err := strconv.Atoi(item); err != nil || n < 0 || strconv.Itoa(n) != item || (step.Type != workflow.Parallel && step.Type != workflow.Map) {

@@ -137,10 +137,12 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 		evs = append(evs, ev)
 		return nil
 	}
+	var waiting []string // the steps waiting for approval, for a did-you-mean
 	for _, w := range WaitingSteps(nil, rec.Run) {
 		if w.Wait != protocol.WaitApproval {
 			continue
 		}
+		waiting = append(waiting, w.Key)
 		if len(w.Step.Pending) == 0 { // an approval step
 			if target == "" || target == w.Key {
 				if err := decide(w, ""); err != nil {
@@ -167,6 +169,7 @@ func (c *Client) Decide(ctx context.Context, runID, target string, approve bool,
 			if len(calls) > 0 {
 				what += " (pending calls: " + strings.Join(calls, ", ") + ")"
 			}
+			what += didYouMean(target, append(calls, waiting...))
 		}
 		return nil, fmt.Errorf("client: run %s: %s: %w", runID, what, notWaiting(rec.Run))
 	}
@@ -305,7 +308,13 @@ func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawM
 	}
 	switch {
 	case len(paused) == 0 && step != "":
-		return "", fmt.Errorf("client: run %s: step %q does not wait for input: %w", runID, step, notWaiting(rec.Run))
+		var keys []string
+		for _, w := range WaitingSteps(nil, rec.Run) {
+			if w.Wait == protocol.WaitInput {
+				keys = append(keys, w.Key)
+			}
+		}
+		return "", fmt.Errorf("client: run %s: step %q does not wait for input%s: %w", runID, step, didYouMean(step, keys), notWaiting(rec.Run))
 	case len(paused) == 0:
 		return "", fmt.Errorf("client: run %s: no step waits for input: %w", runID, notWaiting(rec.Run))
 	case len(paused) > 1:

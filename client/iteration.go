@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -75,7 +76,17 @@ func (c *Client) Iteration(ctx context.Context, runID, step string, n int) ([]It
 	}
 	parts := IterationParts(evs, step, n)
 	if len(parts) == 0 {
-		return nil, fmt.Errorf("client: run %s has no answer to iteration %d of step %s: %w", runID, n, step, ErrNoIteration)
+		var keys []string
+		for i := range evs {
+			if IsAnswer(&evs[i]) {
+				keys = append(keys, protocol.StepKey(evs[i].Step, evs[i].Item))
+			}
+		}
+		hint := ""
+		if !slices.Contains(keys, step) {
+			hint = didYouMean(step, keys)
+		}
+		return nil, fmt.Errorf("client: run %s has no answer to iteration %d of step %s%s: %w", runID, n, step, hint, ErrNoIteration)
 	}
 	return parts, nil
 }

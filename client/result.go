@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/suggest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -114,4 +115,15 @@ func stepResult(key string, sr *engine.StepRun) protocol.StepResult {
 		r.Usage = &u
 	}
 	return r
+}
+
+// didYouMean is " (did you mean NAME?)" when one of known nearly spells name, else "": the hint
+// of an error about a step or call a user typed.
+func didYouMean(name string, known []string) string {
+	known = slices.Clone(known)
+	slices.Sort(known) // the same hint every time when two are as near
+	if near := suggest.Closest(name, slices.Compact(known)); near != "" {
+		return " (did you mean " + near + "?)"
+	}
+	return ""
 }

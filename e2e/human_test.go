@@ -328,7 +328,7 @@ func TestResumeAndSignalAcrossEngineRestart(t *testing.T) {
 	if !heard {
 		t.Errorf("the conversation has no message with the human's input: %+v", msgs)
 	}
-	reins(t, "signal", id, "restocked", "--data", `{"sku":"A-1","units":3}`, "--nats", c.url)
+	reins(t, "signal", id, "restocked", "--payload", `{"sku":"A-1","units":3}`, "--nats", c.url)
 	final, err := cl.Wait(ctx, id)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -16,18 +17,37 @@ import (
 
 // LoadAll discovers and loads every fixture under paths. Any invalid fixture, or two fixtures with
 // the same case_id, is an *fixture.InvalidError.
-func LoadAll(paths []string) ([]*fixture.Fixture, error) {
+func LoadAll(paths []string) ([]*fixture.Fixture, error) { return LoadSuite(paths, nil) }
+
+// LoadSuite is LoadAll, except that a *.json file found inside a directory of paths that is not
+// meant as a fixture (fixture.IsFixture: JSON without any key every fixture has) is left out and
+// passed to skipped (nil: left out silently). A file that paths names itself is always loaded
+// as a fixture, and so is one that has some of a fixture's keys: its problems are errors.
+func LoadSuite(paths []string, skipped func(file string)) ([]*fixture.Fixture, error) {
+	named := map[string]bool{}
+	for _, p := range paths {
+		if info, err := os.Stat(p); err == nil && !info.IsDir() {
+			named[p] = true
+		}
+	}
 	files, err := fixture.Discover(paths)
 	if err != nil {
 		return nil, &fixture.InvalidError{File: "reins eval", Msg: err.Error()}
 	}
-	if len(files) == 0 {
-		return nil, &fixture.InvalidError{File: fmt.Sprint(paths), Msg: "no *.json fixture files found"}
-	}
 	seen := map[string]string{}
 	fixtures := make([]*fixture.Fixture, 0, len(files))
 	for _, file := range files {
-		f, err := fixture.Load(file)
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, &fixture.InvalidError{File: file, Msg: fmt.Sprintf("cannot read the fixture: %v", err)}
+		}
+		if !named[file] && !fixture.IsFixture(data) {
+			if skipped != nil {
+				skipped(file)
+			}
+			continue
+		}
+		f, err := fixture.Parse(file, data)
 		if err != nil {
 			return nil, err
 		}
@@ -36,6 +56,9 @@ func LoadAll(paths []string) ([]*fixture.Fixture, error) {
 		}
 		seen[f.CaseID] = file
 		fixtures = append(fixtures, f)
+	}
+	if len(fixtures) == 0 {
+		return nil, &fixture.InvalidError{File: fmt.Sprint(paths), Msg: "no *.json fixture files found"}
 	}
 	return fixtures, nil
 }

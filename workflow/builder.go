@@ -60,6 +60,13 @@ func (b *Builder) Concurrency(key string, limit int) *Builder {
 	return b
 }
 
+// InputSchema sets the JSON Schema every run input must match, as input_schema does
+// ([Definition.CheckInput]).
+func (b *Builder) InputSchema(schema json.RawMessage) *Builder {
+	b.def.InputSchema = schema
+	return b
+}
+
 // Model declares a named model configuration, as [models.NAME] does. Declaring a name again
 // replaces it.
 func (b *Builder) Model(name string, m ModelDef) *Builder {
@@ -446,6 +453,9 @@ func (b *Builder) definition() (*Definition, Problems) {
 			return bytes.Clone(v)
 		}
 		return c
+	}
+	if b.def.InputSchema != nil {
+		d.InputSchema = raw("input_schema", b.def.InputSchema)
 	}
 	if b.def.Models != nil {
 		d.Models = make(map[string]ModelDef, len(b.def.Models))

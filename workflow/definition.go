@@ -73,7 +73,10 @@ type Definition struct {
 	Start       string         `json:"start"`
 	// Concurrency bounds the runs of this workflow that are active at once with the same key
 	// (nil: no bound).
-	Concurrency *Concurrency        `json:"concurrency,omitempty"`
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	// InputSchema is the JSON Schema every run input must match (nil: any input), checked
+	// before a run starts (CheckInput).
+	InputSchema json.RawMessage     `json:"input_schema,omitempty"`
 	Models      map[string]ModelDef `json:"models,omitempty"`
 	Tools       map[string]ToolDef  `json:"tools,omitempty"`
 	MCP         map[string]MCPDef   `json:"mcp,omitempty"`
@@ -408,6 +411,7 @@ func (d *Definition) CanonicalJSON() ([]byte, error) {
 			c.Tools[name] = t
 		}
 	}
+	c.InputSchema = canon(c.InputSchema)
 	for i := range c.Steps {
 		c.Steps[i].OutputSchema = canon(c.Steps[i].OutputSchema)
 	}

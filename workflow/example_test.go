@@ -117,7 +117,7 @@ func ExampleAgentStep_WithContext() {
 	fmt.Println(err)
 	// Output:
 	// {"max_tokens":60000,"strategy":"summarize","keep_last":6,"summarizer":"cheap"}
-	// E_UNKNOWN_MODEL steps[1].context.summarizer: agent step "other" uses model "cheaper" as its summarizer, which is not declared in [models]
+	// E_UNKNOWN_MODEL steps[1].context.summarizer: agent step "other" uses model "cheaper" as its summarizer, which is not declared in [models]: did you mean cheap?
 }
 
 // A support agent that continues each customer's conversation across runs: runs whose input

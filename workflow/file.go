@@ -81,7 +81,7 @@ func parseProblem(file string, err error) Problem {
 }
 
 // topKeys are the keys of the top level of a workflow file, in the reference's order.
-var topKeys = []string{"name", "description", "deadline", "max_steps", "start", "concurrency", "models", "tools", "mcp", "steps", "edges", "triggers"}
+var topKeys = []string{"name", "description", "deadline", "max_steps", "start", "concurrency", "input_schema", "models", "tools", "mcp", "steps", "edges", "triggers"}
 
 // definition decodes the whole document.
 func (d *decoder) definition(doc map[string]any) *Definition {
@@ -101,6 +101,8 @@ func (d *decoder) definition(doc map[string]any) *Definition {
 			def.Start, _ = d.str(k, v)
 		case "concurrency":
 			def.Concurrency = d.concurrency(k, v)
+		case "input_schema":
+			def.InputSchema, _ = d.tableJSON(k, v)
 		case "models":
 			def.Models = d.models(k, v)
 		case "tools":

@@ -260,7 +260,7 @@ func TestParseProblems(t *testing.T) {
 	}{{
 		name: "unknown top-level key",
 		src:  "name = \"x\"\nnmae = \"y\"\n",
-		want: []want{{workflow.EUnknownKey, 2, "nmae", "unknown key nmae at the top level (it takes: name, description, deadline, max_steps, start, concurrency, models, tools, mcp, steps, edges, triggers); did you mean name?"}},
+		want: []want{{workflow.EUnknownKey, 2, "nmae", "unknown key nmae at the top level (it takes: name, description, deadline, max_steps, start, concurrency, input_schema, models, tools, mcp, steps, edges, triggers); did you mean name?"}},
 	}, {
 		name: "unknown top-level table",
 		src:  "name = \"x\"\n\n[settings]\nx = 1\n",

@@ -297,6 +297,7 @@ func valOneOf(vals ...string) string {
 func (v *validator) checkLocal() {
 	v.checkTop()
 	v.checkConcurrency()
+	v.checkInputSchema()
 	v.checkModels()
 	v.checkTools()
 	v.checkMCP()
@@ -731,7 +732,7 @@ func (v *validator) checkModelRef(i int, missing func(k, what string)) {
 		return
 	}
 	if _, ok := v.d.Models[s.Model]; !ok {
-		v.add(EUnknownModel, valStepKey(i, "model"), "step %s uses model %q, which is not declared in [models]", v.stepName(i), s.Model)
+		v.add(EUnknownModel, valStepKey(i, "model"), "step %s uses model %q, which is not declared in [models]%s", v.stepName(i), s.Model, v.nearModel(s.Model))
 	}
 }
 
@@ -748,7 +749,7 @@ func (v *validator) checkAgent(i int, missing func(k, what string)) {
 	toolList := func(k string, tools []string) {
 		for j, t := range tools {
 			if _, ok := v.d.Tools[t]; !ok {
-				v.add(EUnknownTool, valStepKey(i, k)+"["+strconv.Itoa(j)+"]", "step %s names tool %q in %s, which is not declared in [tools]", name, t, k)
+				v.add(EUnknownTool, valStepKey(i, k)+"["+strconv.Itoa(j)+"]", "step %s names tool %q in %s, which is not declared in [tools]%s", name, t, k, v.nearTool(t))
 			}
 		}
 	}
@@ -845,7 +846,7 @@ func (v *validator) checkContext(i int) {
 		v.add(EBadValue, key("summarizer"), "agent step %s names a summarizer, which only strategy \"summarize\" uses (its strategy is %s)", name, cmp.Or(c.Strategy, loop.DropOldest))
 	case c.Summarizer != "":
 		if _, ok := v.d.Models[c.Summarizer]; !ok {
-			v.add(EUnknownModel, key("summarizer"), "agent step %s uses model %q as its summarizer, which is not declared in [models]", name, c.Summarizer)
+			v.add(EUnknownModel, key("summarizer"), "agent step %s uses model %q as its summarizer, which is not declared in [models]%s", name, c.Summarizer, v.nearModel(c.Summarizer))
 		}
 	}
 }
@@ -888,7 +889,7 @@ func (v *validator) checkParallel(i int, missing func(k, what string)) {
 			v.add(EBadValue, bkey, "branch %d of parallel step %s names both step %q and workflow %q: name one", j+1, name, b.Step, b.Workflow)
 		case b.Step != "":
 			if _, ok := v.ids[b.Step]; !ok {
-				v.add(EUnknownStep, bkey, "parallel step %s has branch %q, which is not a step of this workflow", name, b.Step)
+				v.add(EUnknownStep, bkey, "parallel step %s has branch %q, which is not a step of this workflow%s", name, b.Step, v.nearStep(b.Step))
 			}
 		}
 	}
@@ -919,7 +920,7 @@ func (v *validator) checkMap(i int, missing func(k, what string)) {
 	}
 	if s.Step != "" {
 		if _, ok := v.ids[s.Step]; !ok {
-			v.add(EUnknownStep, valStepKey(i, "step"), "map step %s runs step %q, which is not a step of this workflow", name, s.Step)
+			v.add(EUnknownStep, valStepKey(i, "step"), "map step %s runs step %q, which is not a step of this workflow%s", name, s.Step, v.nearStep(s.Step))
 		}
 	}
 	if s.MaxConcurrent < 0 {
@@ -936,7 +937,7 @@ func (v *validator) checkEdges() {
 				v.add(EMissingKey, ekey+"."+field, "edge %d has no %s step: set %s", k+1, field, field)
 			default:
 				if _, ok := v.ids[id]; !ok {
-					v.add(EDanglingEdge, ekey+"."+field, "edge %d goes %s %q, which is not a step of this workflow", k+1, field, id)
+					v.add(EDanglingEdge, ekey+"."+field, "edge %d goes %s %q, which is not a step of this workflow%s", k+1, field, id, v.nearStep(id))
 				}
 			}
 		}
@@ -955,7 +956,7 @@ func (v *validator) checkStart() int {
 	if d.Start != "" {
 		i, ok := v.ids[d.Start]
 		if !ok {
-			v.add(EUnknownStep, "start", "the start step %q is not a step of this workflow", d.Start)
+			v.add(EUnknownStep, "start", "the start step %q is not a step of this workflow%s", d.Start, v.nearStep(d.Start))
 			return -1
 		}
 		return i
@@ -976,4 +977,26 @@ func (v *validator) checkStart() int {
 		v.add(ENoStart, "start", "%d steps have no incoming edge (%s): set start to the one runs begin with", len(roots), valList(roots))
 	}
 	return -1
+}
+
+// nearStep, nearModel and nearTool are the "did you mean" of a name that is not a step id, a
+// declared model or a declared tool: ": did you mean NAME?" when one nearly spells it, else "".
+func (v *validator) nearStep(id string) string {
+	return didYouMean(id, slices.Collect(maps.Keys(v.ids)))
+}
+
+func (v *validator) nearModel(name string) string {
+	return didYouMean(name, slices.Collect(maps.Keys(v.d.Models)))
+}
+
+func (v *validator) nearTool(name string) string {
+	return didYouMean(name, slices.Collect(maps.Keys(v.d.Tools)))
+}
+
+func didYouMean(name string, known []string) string {
+	slices.Sort(known) // the same suggestion every time when two are as near
+	if s := suggest(name, known); s != "" && s != name {
+		return ": did you mean " + s + "?"
+	}
+	return ""
 }

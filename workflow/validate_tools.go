@@ -59,7 +59,7 @@ func (v *validator) checkToolAgents() {
 		i, ok := v.ids[t.Agent]
 		switch {
 		case !ok:
-			v.add(EUnknownStep, key, "tool %q runs agent %q, which is not a step of this workflow", name, t.Agent)
+			v.add(EUnknownStep, key, "tool %q runs agent %q, which is not a step of this workflow%s", name, t.Agent, v.nearStep(t.Agent))
 		case v.d.Steps[i].Type != Agent:
 			v.add(EBadValue, key, "tool %q runs step %q, which is a %s step: an agent tool runs an agent step of this workflow", name, t.Agent, v.d.Steps[i].Type)
 		case v.wired(t.Agent) != "":

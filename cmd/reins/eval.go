@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/eval"
@@ -25,6 +26,10 @@ func newEvalCmd() *cobra.Command {
 		Long: `Runs every eval fixture (docs/reference/eval-fixtures.md) found in the given files and
 directories (every *.json inside, recursively, sorted by path) through the same loop controller
 that production runs use, with each fixture's scripted model and mocked tools on a virtual clock.
+A *.json found in a directory that has none of the keys every fixture has (case_id, goal,
+model, expected), such as a package.json or a saved report, is skipped with a note on stderr;
+one that has some of them is a fixture, and what it lacks is an error naming the file and the
+key. A file named on the command line is always read as a fixture.
 
 With --model, each fixture's scripted model is replaced by a real one (any OpenAI-compatible
 server with --base-url, Anthropic, or a recorded cassette), its tools, mocks, policy and budget
@@ -54,7 +59,9 @@ Exit status: 0 when every case passed, 1 when any failed, 2 when a fixture is in
 			if len(args) == 0 {
 				return evalReplays(cmd.Context(), cmd.OutOrStdout(), &nf, replays, &eval.Report{}, jsonFile, false)
 			}
-			fixtures, err := eval.LoadAll(args)
+			fixtures, err := eval.LoadSuite(args, func(file string) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "reins: note: skipped %s: it is not an eval fixture (it has none of the keys every fixture has: %s)\n", file, strings.Join(fixture.RequiredKeys, ", "))
+			})
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}

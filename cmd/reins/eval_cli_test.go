@@ -175,6 +175,54 @@ func TestEvalInvalidFixture(t *testing.T) {
 	}
 }
 
+// TestEvalSkipsOtherJSON: a *.json in a fixtures directory that has none of a fixture's keys
+// is skipped with a note naming it, not run; one with some of them is a fixture whose missing
+// key is an error; a file named on the command line is always read as a fixture.
+func TestEvalSkipsOtherJSON(t *testing.T) {
+	const ok = `{"case_id": "ok", "goal": "g", "model": [{"text": "done"}], "expected": {"stop_reason": "completed"}}`
+	const note = "reins: note: skipped %s: it is not an eval fixture (it has none of the keys every fixture has: case_id, goal, model, expected)\n"
+	t.Run("skipped", func(t *testing.T) {
+		dir := t.TempDir()
+		writeFixture(t, dir, "a_ok.json", ok)
+		pkg := writeFixture(t, dir, "package.json", `{"name": "evals", "private": true}`)
+		report := writeFixture(t, dir, "report.json", `[{"case_id": "ok", "passed": true}]`)
+		code, out, errOut := cli(t, "eval", dir)
+		if code != exitOK || errOut != fmt.Sprintf(note, pkg)+fmt.Sprintf(note, report) {
+			t.Errorf("exit %d, stderr:\n%s\nwant 0 and a note for %s and %s", code, errOut, pkg, report)
+		}
+		if rs := resultLines(out); len(rs) != 1 || !strings.HasPrefix(rs[0], "PASS ok") {
+			t.Errorf("cases %q, want only ok", rs)
+		}
+	})
+	t.Run("a fixture that lacks a key", func(t *testing.T) {
+		dir := t.TempDir()
+		writeFixture(t, dir, "a_ok.json", ok)
+		bad := writeFixture(t, dir, "b_half.json", `{"case_id": "half", "goal": "g", "model": [{"text": "done"}]}`)
+		code, out, errOut := cli(t, "eval", dir)
+		if code != exitInvalid || !strings.Contains(errOut, bad) || !strings.Contains(errOut, "expected") || len(lines(errOut)) != 1 {
+			t.Errorf("exit %d, stderr %q; want 2 naming %s and its missing key expected", code, errOut, bad)
+		}
+		if rs := resultLines(out); len(rs) != 0 {
+			t.Errorf("cases ran although a fixture is invalid: %q", rs)
+		}
+	})
+	t.Run("named on the command line", func(t *testing.T) {
+		pkg := writeFixture(t, t.TempDir(), "package.json", `{"name": "evals"}`)
+		code, _, errOut := cli(t, "eval", pkg)
+		if code != exitInvalid || !strings.Contains(errOut, pkg) {
+			t.Errorf("exit %d, stderr %q; want 2 naming %s", code, errOut, pkg)
+		}
+	})
+	t.Run("nothing but other JSON", func(t *testing.T) {
+		dir := t.TempDir()
+		writeFixture(t, dir, "package.json", `{"name": "evals"}`)
+		code, _, errOut := cli(t, "eval", dir)
+		if code != exitInvalid || !strings.Contains(errOut, "no *.json fixture files found") {
+			t.Errorf("exit %d, stderr %q; want 2 saying no fixture was found", code, errOut)
+		}
+	})
+}
+
 func TestEvalK(t *testing.T) {
 	ids := caseIDs(t, evalsDir)
 	code, out, errOut := cli(t, "eval", "-k", "2", evalsDir)

@@ -7,34 +7,34 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/reins-run/reins/api"
+	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/provider/registry"
 )
 
-// humanFlags are the flags of the commands that answer a waiting run.
+// humanFlags are the flags of the commands that answer a waiting run: where the run is, and how
+// to follow it. They take no model flags: a run continued here runs on the models its
+// definition names (reins run --model PROVIDER:NAME writes its model into the run's copy).
 type humanFlags struct {
-	nats     natsFlags
-	dataFlag string // the data directory's flag: --data, or --data-dir for reins signal
-	model    modelFlags
-	follow   bool
-	asJSON   bool
-	quiet    bool
+	nats   natsFlags
+	follow bool
+	asJSON bool
+	quiet  bool
 }
 
-func (f *humanFlags) add(cmd *cobra.Command) { f.addNamed(cmd, "data") }
-
-func (f *humanFlags) addNamed(cmd *cobra.Command, dataFlag string) {
-	f.nats.addNamed(cmd.Flags(), dataFlag)
+func (f *humanFlags) add(cmd *cobra.Command) {
+	f.nats.add(cmd)
 	f.nats.addServer(cmd.Flags())
-	f.dataFlag = dataFlag
-	f.model.add(cmd, "when this command continues the run itself (embedded server), run its llm and agent steps on this model, `PROVIDER:NAME`, as reins run --model does")
 	fl := cmd.Flags()
 	fl.BoolVar(&f.follow, "follow", false, "on a server, follow the run until it ends or waits again (on the embedded server of --data it always does)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the run result as JSON when following")
@@ -43,13 +43,15 @@ func (f *humanFlags) addNamed(cmd *cobra.Command, dataFlag string) {
 
 const humanLong = `The run may wait on a server (--nats URL, or reins serve on --data): the command sends the
 answer and returns (--follow to follow the run). When the run lives in the data directory of an
-embedded server that no process runs (reins run stopped at the pause; reins signal names it --data-dir), the command starts the
+embedded server that no process runs (reins run stopped at the pause), the command starts the
 engine and the built-in workers there and continues the run until it ends or waits again,
-printing its progress and result as reins run does.
+printing its progress and result as reins run does. The run's steps keep the models its
+definition names (reins run --model wrote its choice there); API keys come from the
+environment (OPENAI_API_KEY, ANTHROPIC_API_KEY, or the model's api_key_env).
 
 With --server URL (default $REINS_SERVER) the answer goes through the server's HTTP API as the
-principal of --token, needing no NATS (--follow follows the run's event stream); --by and
---model cannot be used with it.
+principal of --token, needing no NATS (--follow follows the run's event stream); --by cannot
+be used with it.
 
 Exit status: 0 when the answer was sent (and, when following, the run completed or waits
 again), 1 when nothing waits for it, the run has ended, or the followed run failed, 2 for a
@@ -67,6 +69,10 @@ approves everything in the run that waits for approval. An agent step resumes th
 iteration without calling the model again once each of its pending calls is decided.
 
 ` + humanLong,
+		Example: `  reins approve r-abc call_1
+  reins approve r-abc review --message "ship it"
+  reins approve r-abc
+  reins approve r-abc call_1 --server http://127.0.0.1:7400 --follow`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target := ""
@@ -94,6 +100,8 @@ the model sees --message as its result, and the iteration goes on without callin
 again.
 
 ` + humanLong,
+		Example: `  reins deny r-abc call_1 --message "refunds above 100 EUR need a manager"
+  reins deny r-abc review --data /var/lib/reins`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return decide(cmd, f, args[0], args[1], false, message, by)
@@ -116,6 +124,8 @@ its loop goes on with --input (a JSON value: a string is the human's message) ad
 conversation.
 
 ` + humanLong,
+		Example: `  reins resume r-abc --input '"The customer confirmed the address."'
+  reins resume r-abc --step investigate --input '{"note":"refund approved by phone"}'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			raw, err := jsonFlag("--input", input)
@@ -145,17 +155,24 @@ conversation.
 
 func newSignalCmd() *cobra.Command {
 	f := &humanFlags{}
-	var data string
+	var payload string
 	cmd := &cobra.Command{
 		Use:   "signal RUN EVENT",
 		Short: "Send a named event to a run (for its wait_event steps)",
-		Long: `Sends the event EVENT with --data to run RUN. A wait_event step waiting for EVENT completes with
-the data as its output; when none waits, the run keeps the event for the first one that starts.
+		Long: `Sends the event EVENT with --payload to run RUN. A wait_event step waiting for EVENT completes
+with the payload as its output; when none waits, the run keeps the event for the first one
+that starts.
 
 ` + humanLong,
+		Example: `  reins signal r-abc payment_received --payload '{"amount":42.5}'
+  reins signal r-abc go --data /var/lib/reins
+  reins signal r-abc payment_received --payload '{"amount":42.5}' --server http://127.0.0.1:7400 --follow`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			raw, err := jsonFlag("--data", data)
+			if err := checkDataFlag(cmd, f.nats.data); err != nil {
+				return err
+			}
+			raw, err := jsonFlag("--payload", payload)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
@@ -172,9 +189,47 @@ the data as its output; when none waits, the run keeps the event for the first o
 			})
 		},
 	}
-	f.addNamed(cmd, "data-dir")
-	cmd.Flags().StringVar(&data, "data", "", "the event's data, a JSON value")
+	f.add(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&payload, "payload", "", "the event's data, a JSON value (the wait_event step's output)")
+	// --data-dir is the data directory's old name here (from when --data was the event's
+	// data): hidden, it still works.
+	fl.StringVar(&f.nats.data, "data-dir", ".reins", "the data `DIR` of the embedded server")
+	_ = fl.MarkHidden("data-dir")
 	return cmd
+}
+
+// checkDataFlag refuses what reins signal's --data meant before it named the data directory,
+// the event's data: a JSON value where a directory is expected, or --data with --data-dir.
+func checkDataFlag(cmd *cobra.Command, data string) error {
+	fl := cmd.Flags()
+	if fl.Changed("data") && fl.Changed("data-dir") {
+		return &exitError{code: exitUsage, err: errors.New("--data and --data-dir both name the data directory (--data-dir is its old name): give --data DIR, and the event's data with --payload JSON")}
+	}
+	if !fl.Changed("data") {
+		return nil
+	}
+	if _, err := os.Stat(data); err == nil || !looksLikeJSON(data) {
+		return nil
+	}
+	return &exitError{code: exitUsage, err: fmt.Errorf("--data names the data directory, and %s is JSON, not a directory: give the event's data with --payload", shellWord(data))}
+}
+
+// looksLikeJSON reports whether s reads as a JSON object, array or string: what nobody names a
+// directory.
+func looksLikeJSON(s string) bool {
+	s = strings.TrimSpace(s)
+	if s == "" || !strings.ContainsRune("{[\"", rune(s[0])) {
+		return false
+	}
+	return json.Valid([]byte(s))
+}
+
+// continueConfig is the configuration of the built-in workers that approve, deny, resume and
+// signal run when they continue a run themselves: the models of the run's definition, with the
+// environment's API keys.
+func continueConfig() (builtin.Config, error) {
+	return builtin.Config{Registry: registry.Options{Timeout: 2 * time.Minute}}, nil
 }
 
 // decide sends an approve or deny decision, as the authenticated principal (on behalf of by,
@@ -209,12 +264,16 @@ func decide(cmd *cobra.Command, f *humanFlags, runID, target string, approve boo
 
 // remote returns the client of the HTTP API when the command goes through it (--server).
 func (f *humanFlags) remote(cmd *cobra.Command) (*api.Client, error) {
-	return f.nats.apiClient(cmd, f.dataFlag, "model", "base-url", "api-key", "timeout", "record", "price")
+	return f.nats.apiClient(cmd, "data")
 }
 
 // answer opens the server, sends what send sends, and follows the run when asked to or when
 // nothing else would continue it (the embedded server of --data).
 func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.Context, *client.Client) (string, error)) error {
+	return f.nats.searched(answerOn(cmd, f, runID, send))
+}
+
+func answerOn(cmd *cobra.Command, f *humanFlags, runID string, send func(context.Context, *client.Client) (string, error)) error {
 	ctx := cmd.Context()
 	log := commandLogger(cmd.ErrOrStderr(), slog.LevelWarn)
 	// The engine and workers it may run export the spans of what they decide, as reins run's.
@@ -226,8 +285,7 @@ func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.C
 	// With the data directory's embedded server, nothing else runs the engine: this command
 	// does, until the run ends or waits again. It starts before the answer is sent, so that the
 	// engine has the layout and its timers armed when the answer arrives.
-	bc := (&runFlags{model: f.model}).builtinConfig
-	at, err := reach(ctx, &f.nats, "", bc, log)
+	at, err := reach(ctx, &f.nats, "", continueConfig, log)
 	if err != nil {
 		return err
 	}
@@ -263,7 +321,7 @@ func answer(cmd *cobra.Command, f *humanFlags, runID string, send func(context.C
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	again := func() (*reached, error) { return reach(ctx, &f.nats, "", bc, log) }
+	again := func() (*reached, error) { return reach(ctx, &f.nats, "", continueConfig, log) }
 	return followOn(cmd, at, again, runID, def, followOptions{asJSON: f.asJSON, quiet: f.quiet, untilWaiting: true,
 		after: before.Revision, afterEvent: shown, start: sendAndSay, where: f.nats.where()})
 }
@@ -283,8 +341,7 @@ func printWaiting(w io.Writer, res protocol.Result, where string) {
 		case protocol.WaitInput:
 			fmt.Fprintf(w, "waiting: step %s needs a human: reins resume %s --input '\"...\"'%s\n", wr.Step, res.RunID, where)
 		case protocol.WaitEvent:
-			// reins signal names the data directory --data-dir: its --data is the event's.
-			fmt.Fprintf(w, "waiting: step %s waits for event %s: reins signal %s %s --data JSON%s\n", wr.Step, wr.Event, res.RunID, wr.Event, strings.Replace(where, "--data ", "--data-dir ", 1))
+			fmt.Fprintf(w, "waiting: step %s waits for event %s: reins signal %s %s --payload JSON%s\n", wr.Step, wr.Event, res.RunID, wr.Event, where)
 		}
 	}
 }

@@ -2,6 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -108,16 +112,22 @@ func TestApproveAndDenyApprovalStep(t *testing.T) {
 	}
 }
 
+// TestSignalWaitEvent: reins signal names the data directory --data, as every command does,
+// and the event's data --payload; --data-dir, its old name, still works (hidden).
 func TestSignalWaitEvent(t *testing.T) {
-	data := t.TempDir()
-	pauseRun(t, writeWorkflow(t, "wf.toml", holdWorkflow), data, "hold-1", "null")
-	code, out, errOut := cli(t, "signal", "hold-1", "go", "--data", `{"lot":7}`, "--data-dir", data, "--json", "--quiet")
-	if code != exitOK {
-		t.Fatalf("reins signal: exit %d\n%s%s", code, out, errOut)
-	}
-	res := decodeResult(t, out)
-	if res.Status != "completed" || compactJSON(res.Output) != `{"lot":7}` {
-		t.Errorf("run %s with output %s; want completed with the event's data", res.Status, res.Output)
+	for _, dataFlag := range []string{"--data", "--data-dir"} {
+		t.Run(dataFlag, func(t *testing.T) {
+			data := t.TempDir()
+			pauseRun(t, writeWorkflow(t, "wf.toml", holdWorkflow), data, "hold-1", "null")
+			code, out, errOut := cli(t, "signal", "hold-1", "go", "--payload", `{"lot":7}`, dataFlag, data, "--json", "--quiet")
+			if code != exitOK {
+				t.Fatalf("reins signal: exit %d\n%s%s", code, out, errOut)
+			}
+			res := decodeResult(t, out)
+			if res.Status != "completed" || compactJSON(res.Output) != `{"lot":7}` {
+				t.Errorf("run %s with output %s; want completed with the event's data", res.Status, res.Output)
+			}
+		})
 	}
 }
 
@@ -135,11 +145,13 @@ func TestHumanCommandErrors(t *testing.T) {
 		{"unknown call", []string{"approve", "gate-2", "call_9"}, exitFailed, `run gate-2: no call or step "call_9" waits for approval`},
 		{"nothing paused", []string{"resume", "gate-2", "--input", `"go on"`}, exitFailed, "run gate-2: no step waits for input"},
 		{"resume input not JSON", []string{"resume", "gate-2", "--input", "go on"}, exitUsage, "--input is not JSON: invalid character"},
-		{"signal data not JSON", []string{"signal", "gate-2", "go", "--data", "{", "--data-dir", data}, exitUsage, "--data is not JSON: it ends inside an array or object (byte 1)"},
+		{"signal payload not JSON", []string{"signal", "gate-2", "go", "--payload", "{"}, exitUsage, "--payload is not JSON: it ends inside an array or object (byte 1)"},
+		{"signal data as the payload", []string{"signal", "gate-2", "go", "--data", `{"lot":7}`}, exitUsage, `--data names the data directory, and '{"lot":7}' is JSON, not a directory: give the event's data with --payload`},
+		{"signal data and data-dir", []string{"signal", "gate-2", "go", "--data", `{"lot":7}`, "--data-dir", data}, exitUsage, "--data and --data-dir both name the data directory (--data-dir is its old name): give --data DIR, and the event's data with --payload JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
-			if args[0] != "signal" {
+			if !slices.Contains(args, "--data") {
 				args = append(args, "--data", data)
 			}
 			code, out, errOut := cli(t, args...)
@@ -175,5 +187,62 @@ func TestWhere(t *testing.T) {
 		if got := tc.flags.where(); got != tc.want {
 			t.Errorf("where of %+v = %q, want %q", tc.flags, got, tc.want)
 		}
+	}
+}
+
+// TestApproveKeepsTheRunsModel: a run started with --model PROVIDER:NAME names that model in
+// its own definition, so reins approve, which takes no model flags, continues it on that model
+// (at the --base-url the run was given, with the key of the environment), not on the file's.
+func TestApproveKeepsTheRunsModel(t *testing.T) {
+	const askThenWrite = `name = "ask_then_write"
+
+[models.writer]
+provider = "scripted"
+script = [{ text = "from the scripted model" }]
+
+[[steps]]
+id = "ask"
+type = "approval"
+prompt = "Write?"
+
+[[steps]]
+id = "write"
+type = "llm"
+model = "writer"
+prompt = "Write one line."
+
+[[edges]]
+from = "ask"
+to = "write"
+when = "approved"
+`
+	calls := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls <- r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1763740000,"model":"gpt-4.1-mini","choices":[{"index":0,"message":{"role":"assistant","content":"from the server"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13}}`)
+	}))
+	t.Cleanup(srv.Close)
+	data := t.TempDir()
+	code, out, errOut := cli(t, "run", writeWorkflow(t, "wf.toml", askThenWrite), "--data", data, "--run-id", "ask-1", "--json", "--quiet",
+		"--model", "openai:gpt-4.1-mini", "--base-url", srv.URL+"/v1", "--api-key", exampleKey)
+	if code != exitOK || decodeResult(t, out, "waiting").Status != "waiting" {
+		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Setenv("OPENAI_API_KEY", exampleKey)
+	code, out, errOut = cli(t, "approve", "ask-1", "ask", "--data", data, "--json", "--quiet")
+	if code != exitOK {
+		t.Fatalf("approve: exit %d\n%s%s", code, out, errOut)
+	}
+	if res := decodeResult(t, out); res.Status != "completed" || compactJSON(res.Output) != `"from the server"` {
+		t.Errorf("run %s with output %s; want completed with the server's answer", res.Status, res.Output)
+	}
+	select {
+	case auth := <-calls:
+		if auth != "Bearer "+exampleKey {
+			t.Errorf("the server got Authorization %q, want the key of the environment", auth)
+		}
+	default:
+		t.Error("the continued run never called the model of --model")
 	}
 }

@@ -73,7 +73,7 @@ func TestJSFlagsUsage(t *testing.T) {
 		{[]string{"serve", "--data", data, "--js-api-prefix", "JS.acme.API"}, "reins: --js-api-prefix applies to an external server: pass --nats URL too"},
 		{[]string{"runs", "list", "--data", data, "--js-domain", "hub"}, "reins: --js-domain applies to an external server"},
 		{[]string{"approve", "r-1", "--data", data, "--js-domain", "hub"}, "reins: --js-domain applies to an external server"},
-		{[]string{"signal", "r-1", "go", "--data-dir", data, "--js-domain", "hub"}, "reins: --js-domain applies to an external server"},
+		{[]string{"signal", "r-1", "go", "--data", data, "--js-domain", "hub"}, "reins: --js-domain applies to an external server"},
 		{[]string{"worker", "--nats", nowhere, "--js-domain", "hub", "--js-api-prefix", "JS.acme.API"}, "reins: --js-domain and --js-api-prefix are exclusive"},
 		{[]string{"worker", "--nats", nowhere, "--js-domain", "a.b"}, `reins: --js-domain: natsbox: JetStream domain "a.b" is not one subject token`},
 		{[]string{"runs", "list", "--nats", nowhere, "--js-api-prefix", "JS.*.API"}, `reins: --js-api-prefix: natsbox: JetStream API prefix "JS.*.API" is not a subject without wildcards`},

@@ -69,14 +69,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "reins",
-		Short:         "Bounded, durable LLM agent loops",
-		Long:          "reins runs agent loops that the software owns, not the model: every iteration validated, bounded, recorded, and explained when it stops.",
+		Use:   "reins",
+		Short: "Bounded, durable LLM agent loops",
+		Long:  "reins runs agent loops that the software owns, not the model: every iteration validated, bounded, recorded, and explained when it stops.",
+		Example: `  reins run examples/refund/workflow.toml --input '{"order_id":"O-104"}'
+  reins runs list
+  reins approve r-abc call_1
+  reins serve`,
+		Version:       buildVersion(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.AddCommand(newEvalCmd(), newAgentCmd(), newBenchCmd(), newValidateCmd(), newGraphCmd(),
-		newRunCmd(), newServeCmd(), newWorkerCmd(), newRunsCmd(), newSessionsCmd(),
-		newApproveCmd(), newDenyCmd(), newResumeCmd(), newSignalCmd())
+	root.SetVersionTemplate("{{.Version}}\n")
+	for _, g := range commandGroups {
+		root.AddGroup(&cobra.Group{ID: g.id, Title: g.title})
+		for _, newCmd := range g.commands {
+			cmd := newCmd()
+			cmd.GroupID = g.id
+			root.AddCommand(cmd)
+		}
+	}
+	root.AddCommand(newVersionCmd())
 	return root
+}
+
+// commandGroups are the sections of reins --help, in the order a newcomer meets them; help,
+// completion and version come last, ungrouped.
+var commandGroups = []struct {
+	id, title string
+	commands  []func() *cobra.Command
+}{
+	{"run", "Run workflows:", []func() *cobra.Command{newRunCmd, newAgentCmd}},
+	{"inspect", "Inspect runs:", []func() *cobra.Command{newRunsCmd, newSessionsCmd}},
+	{"decide", "Decide on waiting runs:", []func() *cobra.Command{newApproveCmd, newDenyCmd, newResumeCmd, newSignalCmd}},
+	{"serve", "Serve and operate:", []func() *cobra.Command{newServeCmd, newWorkerCmd}},
+	{"develop", "Develop:", []func() *cobra.Command{newValidateCmd, newGraphCmd, newEvalCmd, newBenchCmd}},
 }

@@ -2,11 +2,15 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
+	"github.com/reins-run/reins/internal/suggest"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/provider"
 	"github.com/reins-run/reins/provider/registry"
+	"github.com/reins-run/reins/workflow"
 	"github.com/spf13/cobra"
 )
 
@@ -53,4 +57,17 @@ func (f *modelFlags) open() (model.Model, error) {
 	return registry.Open(f.name, registry.Options{
 		BaseURL: f.baseURL, APIKey: f.apiKey, Timeout: f.timeout, Record: f.record, Prices: prices,
 	})
+}
+
+// didYouMeanModel is the hint of --model NAME that the workflow does not declare: the
+// provider's model it likely means ("gpt-4o-mini": openai:gpt-4o-mini), or the declared model
+// it nearly spells; "" when nothing is near.
+func didYouMeanModel(def *workflow.Definition, name string) string {
+	if guess := registry.Guess(name); guess != "" {
+		return ": did you mean " + guess + "?"
+	}
+	if near := suggest.Closest(name, slices.Sorted(maps.Keys(def.Models))); near != "" {
+		return ": did you mean " + near + "?"
+	}
+	return ""
 }

@@ -78,7 +78,7 @@ func TestNamespaceUsage(t *testing.T) {
 		{args: []string{"runs", "list", "--data", data, "--namespace", "Bad"}},
 		{args: []string{"runs", "list", "--data", data}, env: "no spaces"},
 		{args: []string{"approve", "r-1", "--data", data, "--namespace", "Bad"}},
-		{args: []string{"signal", "r-1", "go", "--data-dir", data, "--namespace", "Bad"}},
+		{args: []string{"signal", "r-1", "go", "--data", data, "--namespace", "Bad"}},
 	} {
 		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
 			t.Setenv(namespaceEnv, tc.env)

@@ -2,15 +2,18 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/template"
 	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/workflow"
 )
@@ -27,28 +30,127 @@ type runProgress struct {
 	def   *workflow.Definition
 	quiet bool
 	seen  map[string]engine.StepRun
+	// answers holds, for each step key, the last answer of each activation whose end the saves
+	// of the record have not shown yet: it tells how that activation ended if they never do.
+	answers map[string][]kept
+	// answered counts the answers read, to order the lines of missed ends as they happened.
+	answered int
+}
+
+// kept is an answer kept in runProgress.answers, with the count of answers read up to it.
+type kept struct {
+	ev  *protocol.Event
+	seq int
+}
+
+// missed is a line of a step's missed end or skipped activation, with its place among the
+// others of one read (seq: twice the kept answer's, less one for a running line).
+type missed struct {
+	seq  int
+	line string
 }
 
 func newProgress(w io.Writer, def *workflow.Definition, quiet bool) *runProgress {
-	return &runProgress{w: w, def: def, quiet: quiet, seen: map[string]engine.StepRun{}}
+	return &runProgress{w: w, def: def, quiet: quiet, seen: map[string]engine.StepRun{}, answers: map[string][]kept{}}
 }
 
-// update prints the steps whose status or activation changed in rec.
+// update prints the steps whose status or activation changed in rec. A parallel or map step
+// that ended prints after its children's lines of the same save, so that it never reads as
+// ending before them.
 func (p *runProgress) update(rec *client.Record) {
 	if p.quiet || rec == nil || rec.Run == nil {
 		return
 	}
-	for _, key := range client.StepOrder(p.def, rec.Run) {
+	parent, parentLine := "", ""
+	flush := func() {
+		if parentLine != "" {
+			fmt.Fprintln(p.w, parentLine)
+		}
+		parent, parentLine = "", ""
+	}
+	order := client.StepOrder(p.def, rec.Run)
+	// The ends missed first, in the order their answers came: a loop edge ends a step before it
+	// starts the next one again.
+	var lines []missed
+	for _, key := range order {
+		if old, had := p.seen[key]; had {
+			lines = append(lines, p.missedEnd(key, old, *rec.Run.Steps[key])...)
+		}
+	}
+	p.printMissed(lines)
+	for _, key := range order {
+		if parentLine != "" && !strings.HasPrefix(key, parent+"#") {
+			flush()
+		}
 		sr := rec.Run.Steps[key]
 		old, had := p.seen[key]
 		p.seen[key] = *sr
+		p.dropAnswers(key, *sr)
 		if sr.Status == protocol.StepPending || sr.Status == protocol.StepSkipped {
 			continue
 		}
 		if had && old.Status == sr.Status && old.Activation == sr.Activation {
 			continue
 		}
+		if sr.Children > 0 && finished(sr.Status) {
+			parent, parentLine = key, stepLine(key, sr)
+			continue
+		}
 		fmt.Fprintln(p.w, stepLine(key, sr))
+	}
+	flush()
+}
+
+// finished reports whether a step's status is an end.
+func finished(s protocol.StepStatus) bool {
+	return s == protocol.StepCompleted || s == protocol.StepFailed || s == protocol.StepSkipped || s == protocol.StepCancelled
+}
+
+// missedEnd prints how the activation of old ended when the step is seen next (now) reset by
+// a loop edge or at a later activation, its end never shown: the watch of the record keeps only
+// the last save, so a step that ends and starts again between two reads would otherwise read as
+// starting twice. Its last answer says how it ended.
+func (p *runProgress) missedEnd(key string, old, now engine.StepRun) []missed {
+	if now.Activation <= old.Activation && now.Status != protocol.StepPending {
+		return nil
+	}
+	var lines []missed
+	if old.Status != protocol.StepPending && !finished(old.Status) {
+		lines = append(lines, p.endOf(key, old.Activation))
+	}
+	// Whole activations the watch skipped between the two reads, known by their answers.
+	last := now.Activation - 1
+	if now.Status == protocol.StepPending {
+		last = now.Activation
+	}
+	for a := old.Activation + 1; a <= last; a++ {
+		if k, ok := p.answerOf(key, a); ok {
+			lines = append(lines, missed{2*k.seq - 1, stepLine(key, &engine.StepRun{Status: protocol.StepRunning, Activation: a})}, p.endOf(key, a))
+		}
+	}
+	return lines
+}
+
+// endOf is the end of activation a of the step, as its last answer tells it (completed when
+// none is kept: the step started again, so that activation ended; first among the lines).
+func (p *runProgress) endOf(key string, a int) missed {
+	end := engine.StepRun{Status: protocol.StepCompleted, Activation: a}
+	k, ok := p.answerOf(key, a)
+	if ok {
+		ev := k.ev
+		end.Label, end.StopReason, end.Error = p.label(ev), ev.StopReason, ev.Error
+		if ev.Type == protocol.EvFailed || ev.Type == protocol.EvTimedOut {
+			end.Status = protocol.StepFailed
+		}
+	}
+	return missed{2 * k.seq, stepLine(key, &end)}
+}
+
+// printMissed prints lines in the order their answers came.
+func (p *runProgress) printMissed(lines []missed) {
+	slices.SortStableFunc(lines, func(a, b missed) int { return cmp.Compare(a.seq, b.seq) })
+	for _, m := range lines {
+		fmt.Fprintln(p.w, m.line)
 	}
 }
 
@@ -61,6 +163,7 @@ func (p *runProgress) event(ev *protocol.Event) {
 		return
 	}
 	key := protocol.StepKey(ev.Step, ev.Item)
+	p.keepAnswer(key, ev)
 	looping := false
 	if st := p.def.StepByID(stepBody(p.def, ev)); st != nil {
 		looping = st.Type == workflow.Agent || st.Type == workflow.AgentLoop
@@ -90,6 +193,59 @@ func (p *runProgress) event(ev *protocol.Event) {
 	}
 }
 
+// keepAnswer keeps ev as the last answer of its activation.
+func (p *runProgress) keepAnswer(key string, ev *protocol.Event) {
+	p.answered++
+	k := kept{ev, p.answered}
+	evs := p.answers[key]
+	if n := len(evs); n > 0 && evs[n-1].ev.Activation == ev.Activation {
+		evs[n-1] = k
+		return
+	}
+	p.answers[key] = append(evs, k)
+}
+
+// answerOf is the last answer kept of activation a of the step.
+func (p *runProgress) answerOf(key string, a int) (kept, bool) {
+	for _, k := range p.answers[key] {
+		if k.ev.Activation == a {
+			return k, true
+		}
+	}
+	return kept{}, false
+}
+
+// dropAnswers forgets the answers of the activations whose end is behind the save sr, so that
+// what is kept stays bounded by what the watch skipped.
+func (p *runProgress) dropAnswers(key string, sr engine.StepRun) {
+	evs := p.answers[key]
+	i := 0
+	for i < len(evs) && (evs[i].ev.Activation < sr.Activation || evs[i].ev.Activation == sr.Activation && finished(sr.Status)) {
+		i++
+	}
+	if i == len(evs) {
+		delete(p.answers, key)
+		return
+	}
+	p.answers[key] = evs[i:]
+}
+
+// label is the label the engine gives the step of answer ev, as far as the answer tells: its
+// own, else the value at the step's branch path of its output, else its stop reason.
+func (p *runProgress) label(ev *protocol.Event) string {
+	if ev.Label != "" || ev.Type != protocol.EvCompleted {
+		return ev.Label
+	}
+	if st := p.def.StepByID(stepBody(p.def, ev)); st != nil && st.Branch != "" {
+		if v, err := template.Relative(ev.Output, st.Branch); err == nil {
+			if l, err := template.Label(v); err == nil {
+				return l
+			}
+		}
+	}
+	return ev.StopReason
+}
+
 // started prints a step's running line before its first answer when the saves of its record
 // have not shown it running yet: the record and the events are read apart, and a watch of the
 // record may see its first save after the answer it waits for, or only a later one.
@@ -99,6 +255,9 @@ func (p *runProgress) started(key string, activation int) {
 		return
 	}
 	sr := engine.StepRun{Status: protocol.StepRunning, Activation: activation}
+	if had {
+		p.printMissed(p.missedEnd(key, old, sr))
+	}
 	p.seen[key] = sr
 	fmt.Fprintln(p.w, stepLine(key, &sr))
 }
@@ -126,7 +285,13 @@ func progressLines(r *trace.Iteration) []string {
 	}
 	if p := r.Proposal; p != nil && p.Kind != string(model.KindToolCalls) {
 		line := p.Kind
-		if text := p.Reason + p.Text; text != "" {
+		// An escalation or refusal says why in Reason (its Text repeats it, tagged for the
+		// model's conversation); an answer has only Text.
+		text := p.Reason
+		if text == "" {
+			text = p.Text
+		}
+		if text != "" {
 			line += ": " + trace.ClipText(strings.Join(strings.Fields(text), " "), progressClip)
 		}
 		if p.Decision == trace.DecisionInvalid {
@@ -154,7 +319,8 @@ func progressLines(r *trace.Iteration) []string {
 		case c.Decision != "" && c.Decision != trace.DecisionAccept && c.Decision != trace.DecisionApprove:
 			line += c.Decision + ": " + trace.ClipText(c.Reason, progressClip)
 		default:
-			line += "not executed: " + trace.ClipText(c.Output, progressClip)
+			// The loop's result of a call it did not run says so already ("not executed: why").
+			line += "not executed: " + trace.ClipText(strings.TrimPrefix(c.Output, "not executed: "), progressClip)
 		}
 		out = append(out, line)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -38,9 +37,10 @@ func (f *natsFlags) addServer(fl *pflag.FlagSet) {
 }
 
 // natsOnlyFlags are the flags that choose or reach a NATS server (dataFlag: the data
-// directory's, --data or --data-dir): with --server, none may be given.
+// directory's, --data; reins signal also takes its old name --data-dir): with --server, none
+// may be given.
 func natsOnlyFlags(dataFlag string) []string {
-	return []string{"nats", dataFlag, "nats-creds", "nats-nkey", "nats-tls-cert", "nats-tls-key", "nats-tls-ca", "namespace", "js-domain", "js-api-prefix"}
+	return []string{"nats", dataFlag, "data-dir", "nats-creds", "nats-nkey", "nats-tls-cert", "nats-tls-key", "nats-tls-ca", "namespace", "js-domain", "js-api-prefix"}
 }
 
 // apiClient returns the client of the HTTP API when the command goes through it: --server
@@ -85,6 +85,21 @@ func (f *natsFlags) apiClient(cmd *cobra.Command, dataFlag string, localOnly ...
 // whereServer is what a suggested command needs to reach the run through the API: never the
 // token.
 func whereServer(c *api.Client) string { return " --server " + shellWord(c.URL()) }
+
+// searchedServer completes err, when the server answered that a run does not exist, with where
+// the command looked: the reins server at the URL of --server (natsFlags.searched says it for
+// NATS).
+func searchedServer(err error, c *api.Client) error {
+	inner := err
+	if ee, ok := err.(*exitError); ok {
+		inner = ee.err
+	}
+	var p *api.Problem
+	if inner == nil || !errors.As(inner, &p) || p.Status != http.StatusNotFound || !strings.HasPrefix(p.Detail, "there is no run") {
+		return err
+	}
+	return &exitError{code: exitFailed, err: fmt.Errorf("%w (looked on the reins server at %s; a run kept elsewhere needs --data DIR or --nats URL)", p, c.URL())}
+}
 
 // apiFailed is the exit error of a failed call of the API: its problem's detail, or why the
 // server could not be reached, as one sentence.
@@ -263,7 +278,7 @@ func sketch(d *api.RunDetail) *workflow.Definition {
 	return def
 }
 
-// listRemote prints the runs through the API: every run oldest first, as over NATS; with
+// listRemote prints the runs through the API: every run newest first, as over NATS; with
 // --limit or --after, one page of the API's, newest first, and the next page's cursor on
 // stderr.
 func listRemote(cmd *cobra.Command, c *api.Client, q client.Query, paged, asJSON bool) error {
@@ -301,7 +316,6 @@ func listRemote(cmd *cobra.Command, c *api.Client, q client.Query, paged, asJSON
 			break
 		}
 	}
-	slices.Reverse(entries) // oldest first, as reins runs list over NATS
 	return printList(cmd.OutOrStdout(), entries, asJSON)
 }
 
@@ -343,6 +357,10 @@ func showIterationRemote(cmd *cobra.Command, c *api.Client, runID, step string, 
 // answerRemote sends an answer to a waiting run through the API (send returns the line that
 // says what it did), and with --follow follows the run until it ends or waits again.
 func answerRemote(cmd *cobra.Command, f *humanFlags, c *api.Client, runID string, send func(context.Context) (string, error)) error {
+	return searchedServer(answerRemoteOn(cmd, f, c, runID, send), c)
+}
+
+func answerRemoteOn(cmd *cobra.Command, f *humanFlags, c *api.Client, runID string, send func(context.Context) (string, error)) error {
 	ctx := cmd.Context()
 	sendAndSay := func() error {
 		line, err := send(ctx)

@@ -200,7 +200,7 @@ func TestRemoteWaitAndCancel(t *testing.T) {
 			break
 		}
 	}
-	code, out, errOut = cli(t, "signal", holdID, "go", "--data", `{"n": 7}`, "--server", url, "--token", adaToken, "--follow", "--json")
+	code, out, errOut = cli(t, "signal", holdID, "go", "--payload", `{"n": 7}`, "--server", url, "--token", adaToken, "--follow", "--json")
 	if code != exitOK || !strings.Contains(errOut, "run "+holdID+": event go sent") {
 		t.Fatalf("signal --follow: exit %d\n%s%s", code, out, errOut)
 	}
@@ -379,10 +379,27 @@ func TestRemoteResumeAndPages(t *testing.T) {
 	if want := []string{ids[2], ids[1], ids[0]}; !slices.Equal(got, want) {
 		t.Errorf("pages %v, want %v (newest first)", got, want)
 	}
-	// Without --limit: every run, oldest first, as over NATS.
+	// Without --limit: every run, newest first, as over NATS.
 	all := listRuns(t, "--server", url, "--token", valToken)
 	natsAll := listRuns(t, "--nats", srv.url)
-	if len(all) != 3 || all[0].RunID != ids[0] || len(natsAll) != 3 || natsAll[0].RunID != all[0].RunID || natsAll[2].RunID != all[2].RunID {
+	if len(all) != 3 || all[0].RunID != ids[2] || len(natsAll) != 3 || natsAll[0].RunID != all[0].RunID || natsAll[2].RunID != all[2].RunID {
 		t.Errorf("runs list over the API %+v, over NATS %+v", all, natsAll)
+	}
+}
+
+// TestRemoteNoSuchRun: over the API too, a run that is not there is reported with where the
+// command looked.
+func TestRemoteNoSuchRun(t *testing.T) {
+	_, url := remoteServe(t)
+	want := "reins: there is no run nope (looked on the reins server at " + url + "; a run kept elsewhere needs --data DIR or --nats URL)\n"
+	for _, args := range [][]string{
+		{"runs", "show", "nope", "--token", valToken},
+		{"runs", "cancel", "nope", "--token", adaToken},
+		{"approve", "nope", "call_1", "--token", adaToken},
+	} {
+		code, out, errOut := cli(t, append(args, "--server", url)...)
+		if code != exitFailed || out != "" || errOut != want {
+			t.Errorf("reins %s: exit %d, stdout %q, stderr %q; want 1 and %q", strings.Join(args, " "), code, out, errOut, want)
+		}
 	}
 }

@@ -32,6 +32,9 @@ type runFlags struct {
 	listen    string
 	runID     string
 	quiet     bool
+	// provider is set when --model PROVIDER:NAME was written into the run's definition
+	// (useModel).
+	provider bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -58,7 +61,13 @@ with it. docs/api.md, "The reins command over the API".
 --model runs every llm and agent step on one model instead of the workflow's: a NAME of the
 workflow's [models] (the run starts with a copy of the definition whose steps name it), or
 PROVIDER:NAME (openai:NAME, with --base-url for any OpenAI-compatible server, anthropic:NAME,
-replay:FILE), which the built-in workers of this command open for every such step.
+replay:FILE), which the copy declares too: the run's own definition names its model, so that
+reins approve, deny, resume and signal continue it on that model.
+
+Before the run starts, every model it calls must have its API key (its api_key_env, --api-key,
+or OPENAI_API_KEY / ANTHROPIC_API_KEY; a --base-url server needs none), and the input must
+match the workflow's input_schema when it has one: otherwise the command says which model
+needs which variable, or which input field is wrong, and starts nothing.
 
 Progress (step, iteration, tool calls, tokens, cost) goes to stderr as the run advances.
 Interrupting the command (Ctrl-C, SIGTERM) cancels the run. While it runs, other commands on
@@ -72,8 +81,8 @@ answers it (reins approve, deny, resume or signal with the same --data), which c
 run. With --nats or --listen the command keeps following, since others can answer.
 
 Exit status: 0 when the run completed, or waits for a human on the private embedded server, 1
-when it failed, was cancelled or timed out, or the file is invalid, 2 for a usage error (such
-as an input that is not JSON).`,
+when it failed, was cancelled or timed out, the file is invalid, or a model has no API key, 2
+for a usage error (such as an input that is not JSON, or that the input_schema refuses).`,
 		Example: `  reins run examples/refund/workflow.toml --input '{"order_id":"O-104"}'
   reins run examples/refund/workflow.toml --input '{"order_id":"O-104"}' --model drafter
   reins run examples/refund/workflow.toml --input '{"order_id":"O-104"}' --model openai:gpt-4o-mini
@@ -125,6 +134,9 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	}
 	if err := checkInput(def, input); err != nil {
 		return &exitError{code: exitUsage, err: err}
+	}
+	if err := def.CheckInput(input); err != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("%s: %w", f.inputFlag(), err)}
 	}
 	if n := len(def.Triggers); n > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "reins: note: workflow %s has %d trigger(s): reins run runs it once, now, and ignores them; they start runs once the workflow is registered with reins serve (PUT /v1/workflows/%s)\n", def.Name, n, def.Name)
@@ -196,6 +208,11 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 // runHere runs def on the front door r and follows it to its result.
 func (f *runFlags) runHere(cmd *cobra.Command, r *reins.Reins, def *workflow.Definition, bundles *wire.Bundles, input json.RawMessage) error {
 	if err := checkHandlers(bundles, f.listen); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	// The built-in workers of this process open the models: what they would fail on, the run
+	// would fail on after it started, so it does not start.
+	if err := checkCredentials(bundles, registry.Options{BaseURL: f.model.baseURL, APIKey: f.model.apiKey}, os.Getenv); err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
 	if f.listen != "" {
@@ -283,22 +300,28 @@ func printOutcome(cmd *cobra.Command, res protocol.Result, asJSON bool, where st
 	return nil
 }
 
-// useModel applies --model NAME, a model of the workflow's [models]: it returns a copy of def
-// whose llm and agent steps all use it (client.UseModel, as reins runs fork --model does), and
-// clears the flag so that the workers open each step's model of the copy. --model PROVIDER:NAME
-// leaves def as it is: the built-in workers open that model for every step (builtinConfig).
+// useModel applies --model: it returns a copy of def whose llm and agent steps all use that
+// model (client.UseModel, as reins runs fork --model does), and clears the flag so that the
+// workers open each step's model of the copy. NAME is a model of the workflow's [models];
+// PROVIDER:NAME is added to the copy's [models] (with --base-url on the embedded server), so
+// that the run's own definition says which model it runs on and the commands that continue it
+// (reins approve, deny, resume, signal) need no model flags.
 func (f *runFlags) useModel(def *workflow.Definition) (*workflow.Definition, error) {
 	if f.model.name == "" {
 		return def, nil
 	}
-	provider, err := modelDef(f.model.name)
-	if err != nil || provider != nil {
+	add, err := modelDef(f.model.name)
+	if err != nil {
 		return def, err
 	}
-	d, err := client.UseModel(def, f.model.name, nil)
-	if err != nil {
-		return nil, fmt.Errorf("--model: %w", err)
+	if add != nil && f.nats.url == "" && add.Provider != "replay" {
+		add.BaseURL = f.model.baseURL
 	}
+	d, err := client.UseModel(def, f.model.name, add)
+	if err != nil {
+		return nil, fmt.Errorf("--model: %w%s", err, didYouMeanModel(def, f.model.name))
+	}
+	f.provider = add != nil
 	f.model.name = ""
 	return d, nil
 }
@@ -311,7 +334,7 @@ func (f *runFlags) builtinConfig() (builtin.Config, error) {
 	if err != nil {
 		return builtin.Config{}, &exitError{code: exitUsage, err: err}
 	}
-	if f.model.record != "" && f.model.name == "" {
+	if f.model.record != "" && f.model.name == "" && !f.provider {
 		return builtin.Config{}, &exitError{code: exitUsage, err: errors.New("--record records the exchanges of one model: give it with --model PROVIDER:NAME")}
 	}
 	return builtin.Config{

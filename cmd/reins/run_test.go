@@ -478,6 +478,10 @@ func TestRunModelOfTheWorkflow(t *testing.T) {
 	}{
 		{"huge", `reins: --model: workflow refund_investigation declares no model "huge" in [models] (it declares: drafter, eager, investigator, unsure)`},
 		{"acme:big", `reins: --model: invalid model name "acme:big": unknown provider "acme"`},
+		{"gpt-4o-mini", `reins: --model: workflow refund_investigation declares no model "gpt-4o-mini" in [models] (it declares: drafter, eager, investigator, unsure): did you mean openai:gpt-4o-mini?`},
+		{"claude-sonnet-4-5", `reins: --model: workflow refund_investigation declares no model "claude-sonnet-4-5" in [models] (it declares: drafter, eager, investigator, unsure): did you mean anthropic:claude-sonnet-4-5?`},
+		{"drafer", `reins: --model: workflow refund_investigation declares no model "drafer" in [models] (it declares: drafter, eager, investigator, unsure): did you mean drafter?`},
+		{"opneai:gpt-4o-mini", `reins: --model: invalid model name "opneai:gpt-4o-mini": unknown provider "opneai": did you mean openai:gpt-4o-mini?`},
 	} {
 		code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--model", tc.model)
 		if code != exitUsage || out != "" || !strings.HasPrefix(errOut, tc.want) || len(lines(errOut)) != 1 {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -31,6 +32,9 @@ func newRunsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List, show, cancel, delete, replay, fork and prune runs",
+		Example: `  reins runs list
+  reins runs show r-abc
+  reins runs list --nats nats://127.0.0.1:4222 --status waiting`,
 		Long: `Reads and changes runs on a server: --nats URL, or the server running on --data (reins
 serve, or a reins run in another terminal), or, when none runs there, the data directory itself
 (reins run without --nats keeps its runs in --data, default .reins/). There, a run still running
@@ -79,7 +83,36 @@ func withClientAlone(ctx context.Context, nf *natsFlags, f func(c *client.Client
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	return f(c, box.Embedded())
+	return nf.searched(f(c, box.Embedded()))
+}
+
+// searched completes err, when it says that a run does not exist (client.ErrNotFound), with
+// where the command looked for it: the data directory, or the NATS server of --nats. A user
+// who ran it elsewhere then sees which flag to give.
+func (nf *natsFlags) searched(err error) error {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil && errors.Is(ee.err, client.ErrNotFound) && !strings.Contains(ee.err.Error(), " looked ") {
+			ee.err = fmt.Errorf("%w (looked %s)", ee.err, nf.place())
+		}
+		return err
+	}
+	if err != nil && errors.Is(err, client.ErrNotFound) {
+		return &exitError{code: exitFailed, err: fmt.Errorf("%w (looked %s)", err, nf.place())}
+	}
+	return err
+}
+
+// place says where nf reaches runs: "in the data directory DIR" or "on the NATS server URL".
+func (nf *natsFlags) place() string {
+	if nf.url != "" {
+		return "on the NATS server " + natsbox.RedactURL(nf.url)
+	}
+	abs, err := filepath.Abs(nf.data)
+	if err != nil {
+		abs = nf.data
+	}
+	return "in the data directory " + abs + "; a run kept elsewhere needs --data DIR or --nats URL"
 }
 
 // listEntry is one run in `reins runs list --json`.
@@ -99,8 +132,12 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List runs, oldest first",
-		Args:  cobra.NoArgs,
+		Short: "List runs, newest first",
+		Example: `  reins runs list
+  reins runs list --status waiting --workflow refund_investigation
+  reins runs list --limit 20 --json
+  reins runs list --server http://127.0.0.1:7400 --token "$REINS_TOKEN"`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st := protocol.RunStatus(status)
 			switch st {
@@ -108,7 +145,7 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 			default:
 				return &exitError{code: exitUsage, err: fmt.Errorf("--status %q: want queued, running, waiting, completed, failed, cancelled, timed_out or corrupt", status)}
 			}
-			q := client.Query{Status: st, Workflow: workflowName, Limit: limit, After: after}
+			q := client.Query{Status: st, Workflow: workflowName, Limit: limit, After: after, Newest: true}
 			paged := q.Workflow != "" || q.Limit != 0 || q.After != ""
 			switch {
 			case limit < 0:
@@ -134,6 +171,7 @@ func newRunsListCmd(nf *natsFlags) *cobra.Command {
 					page, err = c.Query(cmd.Context(), q)
 				} else {
 					page.Records, err = c.List(cmd.Context(), st)
+					slices.Reverse(page.Records) // newest first, as a page of Query's
 				}
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
@@ -242,7 +280,7 @@ longer than 2 KiB are clipped in the record; --full reads the whole ones.`,
 				})
 			}
 			if remote != nil {
-				return showRemote(cmd, remote, args[0], asJSON)
+				return searchedServer(showRemote(cmd, remote, args[0], asJSON), remote)
 			}
 			return withClientAlone(ctx, nf, func(c *client.Client, alone bool) error {
 				rec, err := c.Get(ctx, args[0])
@@ -386,7 +424,9 @@ func newRunsCancelCmd(nf *natsFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cancel RUN",
 		Short: "Cancel a run: it stops within one iteration with stop reason cancelled",
-		Args:  cobra.ExactArgs(1),
+		Example: `  reins runs cancel r-abc
+  reins runs cancel r-abc --reason "wrong order" --nats nats://127.0.0.1:4222`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if remote, err := nf.apiClient(cmd, "data"); err != nil || remote != nil {
@@ -394,7 +434,7 @@ func newRunsCancelCmd(nf *natsFlags) *cobra.Command {
 					return err
 				}
 				if err := remote.Cancel(ctx, args[0], reason); err != nil {
-					return apiFailed(err)
+					return searchedServer(apiFailed(err), remote)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "run %s: cancel requested\n", args[0])
 				return nil
@@ -418,9 +458,10 @@ func newRunsCancelCmd(nf *natsFlags) *cobra.Command {
 
 func newRunsDeleteCmd(nf *natsFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "delete RUN",
-		Short: "Delete a finished run, or one whose record is corrupt: its record, events, checkpoints and sub-runs",
-		Args:  cobra.ExactArgs(1),
+		Use:     "delete RUN",
+		Short:   "Delete a finished run, or one whose record is corrupt: its record, events, checkpoints and sub-runs",
+		Example: "  reins runs delete r-abc\n  reins runs delete r-abc --data /var/lib/reins",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			return withClient(ctx, nf, func(c *client.Client) error {
@@ -586,6 +627,10 @@ func parseFrom(from string) (string, int, error) {
 }
 
 func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) error {
+	return nf.searched(forkRunOn(cmd, nf, runID, f))
+}
+
+func forkRunOn(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) error {
 	ctx := cmd.Context()
 	step, iteration, err := parseFrom(f.from)
 	if err != nil {
@@ -641,6 +686,9 @@ func forkRun(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) erro
 	}
 	forked, err := c.Fork(ctx, runID, o)
 	if err != nil {
+		if guess := registry.Guess(f.model); guess != "" && o.AddModel == nil {
+			err = fmt.Errorf("%w: did you mean %s?", err, guess)
+		}
 		return &exitError{code: exitFailed, err: err}
 	}
 	if f.detach {

@@ -34,14 +34,15 @@ func TestRunsOnDataDir(t *testing.T) {
 		if len(runs) != 2 {
 			t.Fatalf("%d runs, want 2: %+v", len(runs), runs)
 		}
-		if r := runs[0]; r.RunID != done.RunID || r.Workflow != "refund_investigation" || r.Status != "completed" || r.Error != nil || r.StartedAt.IsZero() {
-			t.Errorf("first run %+v, want %s of refund_investigation, completed", r, done.RunID)
+		// Newest first: the gate run started last.
+		if r := runs[0]; r.RunID != failed.RunID || r.Workflow != "gate" || r.Status != "failed" || r.Error == nil || r.Error.Code != "E_FAIL" {
+			t.Errorf("first run %+v, want %s of gate, failed with E_FAIL", r, failed.RunID)
 		}
-		if r := runs[1]; r.RunID != failed.RunID || r.Workflow != "gate" || r.Status != "failed" || r.Error == nil || r.Error.Code != "E_FAIL" {
-			t.Errorf("second run %+v, want %s of gate, failed with E_FAIL", r, failed.RunID)
+		if r := runs[1]; r.RunID != done.RunID || r.Workflow != "refund_investigation" || r.Status != "completed" || r.Error != nil || r.StartedAt.IsZero() {
+			t.Errorf("second run %+v, want %s of refund_investigation, completed", r, done.RunID)
 		}
-		if runs[1].StartedAt.Before(runs[0].StartedAt) {
-			t.Errorf("runs are not oldest first: %+v", runs)
+		if runs[0].StartedAt.Before(runs[1].StartedAt) {
+			t.Errorf("runs are not newest first: %+v", runs)
 		}
 		for status, want := range map[string][]string{
 			"completed": {done.RunID}, "failed": {failed.RunID}, "cancelled": nil, "running": nil,
@@ -63,11 +64,11 @@ func TestRunsOnDataDir(t *testing.T) {
 		if len(ls) != 3 || strings.Join(strings.Fields(ls[0]), " ") != "RUN WORKFLOW STATUS STARTED ERROR" {
 			t.Fatalf("text list:\n%s", out)
 		}
-		if f := strings.Fields(ls[1]); f[0] != done.RunID || f[1] != "refund_investigation" || f[2] != "completed" {
-			t.Errorf("line %q", ls[1])
+		if f := strings.Fields(ls[2]); f[0] != done.RunID || f[1] != "refund_investigation" || f[2] != "completed" {
+			t.Errorf("line %q", ls[2])
 		}
-		if !strings.HasPrefix(ls[2], failed.RunID) || !strings.Contains(ls[2], "E_FAIL (step reject): kind bad is refused") {
-			t.Errorf("line %q does not show the error", ls[2])
+		if !strings.HasPrefix(ls[1], failed.RunID) || !strings.Contains(ls[1], "E_FAIL (step reject): kind bad is refused") {
+			t.Errorf("line %q does not show the error", ls[1])
 		}
 	})
 
@@ -77,7 +78,7 @@ func TestRunsOnDataDir(t *testing.T) {
 		}
 		code, out, errOut := cli(t, "runs", "list", "--json", "--data", data, "--limit", "1")
 		var first []listEntry
-		if err := json.Unmarshal([]byte(out), &first); code != exitOK || err != nil || len(first) != 1 || first[0].RunID != done.RunID {
+		if err := json.Unmarshal([]byte(out), &first); code != exitOK || err != nil || len(first) != 1 || first[0].RunID != failed.RunID {
 			t.Fatalf("--limit 1: exit %d, %s (%v)\n%s", code, out, err, errOut)
 		}
 		cursor, ok := strings.CutPrefix(strings.TrimSpace(errOut), "reins: more runs follow: the next page is --after ")
@@ -86,8 +87,8 @@ func TestRunsOnDataDir(t *testing.T) {
 		}
 		code, out, errOut = cli(t, "runs", "list", "--json", "--data", data, "--limit", "1", "--after", cursor)
 		var second []listEntry
-		if err := json.Unmarshal([]byte(out), &second); code != exitOK || err != nil || len(second) != 1 || second[0].RunID != failed.RunID || errOut != "" {
-			t.Errorf("the second page: exit %d, %s (%v), stderr %q, want %s and no more", code, out, err, errOut, failed.RunID)
+		if err := json.Unmarshal([]byte(out), &second); code != exitOK || err != nil || len(second) != 1 || second[0].RunID != done.RunID || errOut != "" {
+			t.Errorf("the second page: exit %d, %s (%v), stderr %q, want %s and no more", code, out, err, errOut, done.RunID)
 		}
 	})
 
@@ -393,6 +394,7 @@ func TestRunsReplayForkPrune(t *testing.T) {
 			{"fork iteration not reached", []string{"fork", done.RunID, "--from", "investigate:7"}, exitFailed, "run " + done.RunID + " never dispatched iteration 7 of step investigate (it reached iteration 4)"},
 			{"fork unknown model", []string{"fork", done.RunID, "--from", "investigate", "--model", "huge"}, exitFailed, `workflow refund_investigation declares no model "huge" in [models] (it declares: drafter, eager, investigator, unsure)`},
 			{"fork bad provider", []string{"fork", done.RunID, "--from", "investigate", "--model", "acme:big"}, exitUsage, `unknown provider "acme"`},
+			{"fork model without provider", []string{"fork", done.RunID, "--from", "investigate", "--model", "gpt-4o-mini"}, exitFailed, `declares no model "gpt-4o-mini" in [models] (it declares: drafter, eager, investigator, unsure): did you mean openai:gpt-4o-mini?`},
 			{"fork taken id", []string{"fork", done.RunID, "--from", "investigate", "--run-id", done.RunID}, exitFailed, "a run with this id already exists"},
 			{"fork without from", []string{"fork", done.RunID}, exitUsage, "--from STEP[:ITERATION] is required"},
 			{"fork bad iteration", []string{"fork", done.RunID, "--from", "investigate:0"}, exitUsage, `--from "investigate:0": the iteration must be a whole number of 1 or more`},
@@ -473,5 +475,57 @@ func (tc runsError) check(t *testing.T, data string) {
 	}
 	if ls := lines(errOut); len(ls) != 1 || !strings.HasPrefix(errOut, "reins: ") || !strings.Contains(errOut, tc.want) {
 		t.Errorf("stderr %q, want one line with %q", errOut, tc.want)
+	}
+}
+
+// TestNoSuchRunSaysWhere: a command given a run that is not there says where it looked, and
+// which flags reach runs kept elsewhere.
+func TestNoSuchRunSaysWhere(t *testing.T) {
+	data := t.TempDir()
+	pauseRun(t, writeWorkflow(t, "wf.toml", holdWorkflow), data, "hold-1", "null")
+	abs, err := filepath.Abs(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "reins: client: run nope: no such run (looked in the data directory " + abs + "; a run kept elsewhere needs --data DIR or --nats URL)\n"
+	for _, args := range [][]string{
+		{"runs", "show", "nope"},
+		{"runs", "cancel", "nope"},
+		{"runs", "replay", "nope"},
+		{"runs", "fork", "nope", "--from", "hold"},
+		{"approve", "nope", "call_1"},
+		{"resume", "nope", "--input", `"go on"`},
+		{"signal", "nope", "go"},
+	} {
+		code, out, errOut := cli(t, append(args, "--data", data)...)
+		if code != exitFailed || out != "" || errOut != want {
+			t.Errorf("reins %s: exit %d, stdout %q, stderr %q; want 1 and %q", strings.Join(args, " "), code, out, errOut, want)
+		}
+	}
+}
+
+// TestDidYouMeanSteps: a step or call that a command names and the run does not have is
+// reported with the one it nearly spells.
+func TestDidYouMeanSteps(t *testing.T) {
+	data := t.TempDir()
+	if code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--quiet", "--run-id", "done-1"); code != exitOK {
+		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := cli(t, "run", refundFile, "--input", refundInput, "--data", data, "--quiet", "--model", "drafter", "--run-id", "wait-1"); code != exitOK {
+		t.Fatalf("run --model drafter: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"runs", "show", "done-1", "--iteration", "investigat:1"}, "reins: client: run done-1 has no answer to iteration 1 of step investigat (did you mean investigate?): no such iteration"},
+		{[]string{"runs", "fork", "done-1", "--from", "investigat"}, `reins: client: workflow refund_investigation has no step "investigat" (did you mean investigate?): no such step`},
+		{[]string{"approve", "wait-1", "call_2_1"}, `reins: client: run wait-1: no call or step "call_2_1" waits for approval (pending calls: call_2_0) (did you mean call_2_0?): nothing in the run waits for it`},
+		{[]string{"deny", "wait-1", "investigat"}, `reins: client: run wait-1: no call or step "investigat" waits for approval (pending calls: call_2_0) (did you mean investigate?): nothing in the run waits for it`},
+	} {
+		code, out, errOut := cli(t, append(tc.args, "--data", data)...)
+		if code != exitFailed || out != "" || errOut != tc.want+"\n" {
+			t.Errorf("reins %s: exit %d, stdout %q, stderr %q; want 1 and %q", strings.Join(tc.args, " "), code, out, errOut, tc.want)
+		}
 	}
 }

@@ -26,6 +26,9 @@ func newSessionsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sessions",
 		Short: "List, show, delete and prune the sessions of agent steps",
+		Example: `  reins sessions list
+  reins sessions show 0f3c9a1e5b7d2c4a6e8f0b1d3c5a7e9f
+  reins sessions prune`,
 		Long: `Reads and removes the sessions of agent steps with session = "{{...}}" (docs/agents.md,
 Sessions): the conversations they continue across runs. A session is named by its key, 32
 hexadecimal digits of the principal who started the runs, the workflow, the step and the
@@ -93,9 +96,10 @@ func newSessionsListCmd(nf *natsFlags) *cobra.Command {
 	var workflowName, value, principal string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list [--workflow NAME] [--session VALUE] [--principal NAME]",
-		Short: "List the sessions that have not expired, least recently saved first",
-		Args:  cobra.NoArgs,
+		Use:     "list [--workflow NAME] [--session VALUE] [--principal NAME]",
+		Short:   "List the sessions that have not expired, least recently saved first",
+		Example: "  reins sessions list\n  reins sessions list --workflow support --session C-42 --json",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			return withSessions(ctx, nf, func(st *session.Store, found bool) error {
@@ -194,9 +198,10 @@ func sessionByKey(ctx context.Context, st *session.Store, found bool, key string
 func newSessionsShowCmd(nf *natsFlags) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "show KEY",
-		Short: "Show a session: its scope, and the conversation its next run continues",
-		Args:  cobra.ExactArgs(1),
+		Use:     "show KEY",
+		Short:   "Show a session: its scope, and the conversation its next run continues",
+		Example: "  reins sessions show 0f3c9a1e5b7d2c4a6e8f0b1d3c5a7e9f\n  reins sessions show 0f3c9a1e5b7d2c4a6e8f0b1d3c5a7e9f --json",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			return withSessions(ctx, nf, func(st *session.Store, found bool) error {
@@ -241,9 +246,10 @@ func printSession(w io.Writer, s *session.Session) error {
 
 func newSessionsDeleteCmd(nf *natsFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "delete KEY",
-		Short: "Delete a session: the next run of its step starts afresh",
-		Args:  cobra.ExactArgs(1),
+		Use:     "delete KEY",
+		Short:   "Delete a session: the next run of its step starts afresh",
+		Example: "  reins sessions delete 0f3c9a1e5b7d2c4a6e8f0b1d3c5a7e9f",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			return withSessions(ctx, nf, func(st *session.Store, found bool) error {
@@ -262,9 +268,10 @@ func newSessionsDeleteCmd(nf *natsFlags) *cobra.Command {
 
 func newSessionsPruneCmd(nf *natsFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "prune",
-		Short: "Remove the sessions past their session_ttl",
-		Args:  cobra.NoArgs,
+		Use:     "prune",
+		Short:   "Remove the sessions past their session_ttl",
+		Example: "  reins sessions prune\n  reins sessions prune --nats nats://127.0.0.1:4222",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			return withSessions(ctx, nf, func(st *session.Store, found bool) error {

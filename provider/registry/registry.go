@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reins-run/reins/internal/suggest"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/provider"
 	"github.com/reins-run/reins/provider/anthropic"
@@ -68,10 +69,20 @@ var defaults = map[string]struct {
 	"anthropic": {"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", ""},
 }
 
+// KeyEnv names the environment variables a real provider reads when no option gives its API
+// key or base URL (OPENAI_API_KEY and OPENAI_BASE_URL for openai); "" for any other provider.
+func KeyEnv(providerName string) (keyEnv, urlEnv string) {
+	d := defaults[providerName]
+	return d.keyEnv, d.urlEnv
+}
+
 // Split parses "PROVIDER:NAME".
 func Split(name string) (providerName, modelName string, err error) {
 	p, m, ok := strings.Cut(name, ":")
 	if !ok || p == "" || m == "" {
+		if guess := Guess(name); guess != "" {
+			return "", "", fmt.Errorf("%w %q: write PROVIDER:NAME: did you mean %s?", ErrName, name, guess)
+		}
 		return "", "", fmt.Errorf("%w %q: write PROVIDER:NAME, e.g. openai:gpt-4.1-mini, anthropic:claude-sonnet-4-5 or replay:cassette.json", ErrName, name)
 	}
 	for _, known := range Providers {
@@ -79,7 +90,30 @@ func Split(name string) (providerName, modelName string, err error) {
 			return p, m, nil
 		}
 	}
+	if near := suggest.Closest(p, Providers); near != "" {
+		return "", "", fmt.Errorf("%w %q: unknown provider %q: did you mean %s:%s?", ErrName, name, p, near, m)
+	}
 	return "", "", fmt.Errorf("%w %q: unknown provider %q (known: %s)", ErrName, name, p, strings.Join(Providers, ", "))
+}
+
+// modelFamilies are the prefixes of the model names of each real provider, for Guess.
+var modelFamilies = []struct{ prefix, provider string }{
+	{"gpt-", "openai"}, {"chatgpt-", "openai"}, {"o1", "openai"}, {"o3", "openai"}, {"o4", "openai"},
+	{"claude-", "anthropic"},
+}
+
+// Guess returns PROVIDER:NAME for a model name given without its provider whose family says
+// which provider serves it ("gpt-4o-mini": "openai:gpt-4o-mini"), else "".
+func Guess(name string) string {
+	if strings.Contains(name, ":") {
+		return ""
+	}
+	for _, f := range modelFamilies {
+		if strings.HasPrefix(name, f.prefix) {
+			return f.provider + ":" + name
+		}
+	}
+	return ""
 }
 
 // Open returns the model named name.

@@ -67,6 +67,25 @@ func TestOpenResolvesKeysAndBaseURLs(t *testing.T) {
 	}
 }
 
+// TestSplitSuggests: a model name without its provider, or with a misspelled one, is refused
+// with the name the user likely meant.
+func TestSplitSuggests(t *testing.T) {
+	for _, tt := range []struct{ name, want string }{
+		{"gpt-4o-mini", `invalid model name "gpt-4o-mini": write PROVIDER:NAME: did you mean openai:gpt-4o-mini?`},
+		{"o3-mini", `invalid model name "o3-mini": write PROVIDER:NAME: did you mean openai:o3-mini?`},
+		{"claude-sonnet-4-5", `invalid model name "claude-sonnet-4-5": write PROVIDER:NAME: did you mean anthropic:claude-sonnet-4-5?`},
+		{"qwen2.5", `invalid model name "qwen2.5": write PROVIDER:NAME, e.g. openai:gpt-4.1-mini`},
+		{"opnai:gpt-4o", `invalid model name "opnai:gpt-4o": unknown provider "opnai": did you mean openai:gpt-4o?`},
+		{"antropic:claude-haiku", `unknown provider "antropic": did you mean anthropic:claude-haiku?`},
+		{"cohere:command", `unknown provider "cohere" (known: openai, anthropic, replay)`},
+	} {
+		_, _, err := registry.Split(tt.name)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Split(%s): %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
 func TestOpenReplayErrors(t *testing.T) {
 	dir := t.TempDir()
 	if _, err := registry.Open("replay:"+filepath.Join(dir, "missing.json"), registry.Options{}); err == nil || !strings.Contains(err.Error(), "missing.json") {

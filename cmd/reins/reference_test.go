@@ -167,24 +167,6 @@ func commandTree() *cobra.Command {
 	return root
 }
 
-// awaitingCLI are the rows of docs/reference/cli.md written for the end state of the branch
-// that adds reins version and --version, gives reins signal --data (the data directory) and
-// --payload, and takes the model flags off the decision commands: until it is merged, the
-// test accepts either state for exactly these, and fails once reins version exists, so that the
-// map is deleted when that branch is merged.
-var awaitingCLI = map[string]bool{
-	"reins version": true, "reins --version": true,
-	"reins signal --data": true, "reins signal --data-dir": true, "reins signal --payload": true,
-}
-
-func init() {
-	for _, c := range []string{"approve", "deny", "resume", "signal"} {
-		for _, f := range []string{"model", "api-key", "base-url", "timeout", "record", "price"} {
-			awaitingCLI["reins "+c+" --"+f] = true
-		}
-	}
-}
-
 // TestCLIReference: docs/reference/cli.md documents every command and every flag that is not
 // hidden, with the flag's type and default, and nothing that does not exist.
 func TestCLIReference(t *testing.T) {
@@ -208,12 +190,9 @@ func TestCLIReference(t *testing.T) {
 	}
 	walk(commandTree())
 	for path := range ref.commands {
-		if !seen[path] && !awaitingCLI[path] {
+		if !seen[path] {
 			t.Errorf("%s documents %q, which is not a command", referenceFile, path)
 		}
-	}
-	if seen["reins version"] && len(awaitingCLI) > 0 {
-		t.Errorf("reins version exists, so the branch awaitingCLI waits for is merged: delete awaitingCLI, whose rows the test must now hold to the commands")
 	}
 	if len(ref.sets) == 0 {
 		t.Errorf("%s has no flag sets: has its convention changed?", referenceFile)
@@ -240,11 +219,7 @@ func checkCommand(t *testing.T, ref cliReference, c *cobra.Command) {
 				t.Errorf("%s documents %s, a hidden flag", referenceFile, key)
 			}
 		case !ok:
-			if !awaitingCLI[key] {
-				t.Errorf("%s: ### `%s` does not document --%s (%s)", referenceFile, path, fl.Name, fl.Usage)
-			}
-		case awaitingCLI[key]:
-			// Its type and default are the end state's (awaitingCLI).
+			t.Errorf("%s: ### `%s` does not document --%s (%s)", referenceFile, path, fl.Name, fl.Usage)
 		case docTypes[fl.Value.Type()] != d.typ:
 			t.Errorf("%s: %s: type %q, want %q (a %s)", referenceFile, key, d.typ, docTypes[fl.Value.Type()], fl.Value.Type())
 		case !checkDefault(fl, d.def):
@@ -257,7 +232,7 @@ func checkCommand(t *testing.T, ref cliReference, c *cobra.Command) {
 	})
 	for name := range docs {
 		key := path + " --" + name
-		if c.LocalFlags().Lookup(name) == nil && !awaitingCLI[key] {
+		if c.LocalFlags().Lookup(name) == nil {
 			t.Errorf("%s documents %s, which is not a flag of %s", referenceFile, key, path)
 		}
 	}

@@ -1,4 +1,4 @@
-// Package reins is the front door for Go programs that run bounded, durable agent workflows:
+// Package reins is the one package a Go program imports to run bounded, durable agent workflows:
 // one New, a few verbs, and nothing else to wire.
 //
 //	r, err := reins.New(ctx, reins.Config{})           // an embedded NATS server, the engine, workers
@@ -48,7 +48,7 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// The types that cross the front door, so that a program needs no other package for them.
+// The types that this package's API takes and returns, so that a program needs no other package for them.
 type (
 	// Definition is a workflow: built with workflow.New or read with ParseWorkflow.
 	Definition = workflow.Definition

@@ -526,7 +526,7 @@ func TestErrorMessages(t *testing.T) {
 }
 
 // TestOneRuleForEveryStepType: whatever the step's type, its label (a branch value, an agent's
-// stop reason, a bound) is routed by the contract's one rule: no outgoing edge ends the branch
+// stop reason, a bound) is routed by the one rule of the workflow file: no outgoing edge ends the branch
 // and the run completes, keeping the stop reason; outgoing edges none of which matches fail the
 // run with E_NO_ROUTE; a failure with no error edge fails it with E_STEP_FAILED.
 func TestOneRuleForEveryStepType(t *testing.T) {

@@ -47,7 +47,7 @@ type Config struct {
 	// NATS is the server Connect connects to, and how it authenticates: what a worker program
 	// gives.
 	NATS NATS
-	// Box is a connection a program of this module already has (the front door, package host,
+	// Box is a connection a program of this module already has (package reins, package host,
 	// the reins command): New serves on it and leaves it open. A worker program leaves it nil
 	// and calls Connect.
 	Box *natsbox.Box

@@ -71,7 +71,7 @@ func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host.Hos
 // reached is where a command that runs, answers or forks a run reaches it.
 type reached struct {
 	client *client.Client
-	// front is the front door (package reins) when this process runs the engine and the
+	// front is package reins's [reins.Reins] when this process runs the engine and the
 	// built-in workers on the data directory's embedded server, nobody else serving it; nil
 	// when a server does (reins serve on the data directory, or --nats).
 	front *reins.Reins
@@ -84,7 +84,7 @@ type reached struct {
 	close func()
 }
 
-// reach opens what nf names. With no --nats it opens the front door on the data directory,
+// reach opens what nf names. With no --nats it opens package reins on the data directory,
 // listening on listen (default a free loopback port) and recording it for other commands,
 // with the built-in workers bc configures, started at once (the command continues runs that
 // need them); the engine saves after every decision, so that the progress shows each

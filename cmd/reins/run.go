@@ -205,7 +205,7 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		untilWaiting: at.byRun, where: f.nats.where()})
 }
 
-// runHere runs def on the front door r and follows it to its result.
+// runHere runs def on r (package reins) and follows it to its result.
 func (f *runFlags) runHere(cmd *cobra.Command, r *reins.Reins, def *workflow.Definition, bundles *wire.Bundles, input json.RawMessage) error {
 	if err := checkHandlers(bundles, f.listen); err != nil {
 		return &exitError{code: exitFailed, err: err}

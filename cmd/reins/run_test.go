@@ -1,19 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,7 +17,6 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/client"
-	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/internal/wire"
 )
 
@@ -722,74 +716,6 @@ func TestRunInterrupt(t *testing.T) {
 	runs := listRuns(t, "--data", data, "--status", "cancelled")
 	if len(runs) != 1 || runs[0].Error == nil || runs[0].Error.Code != "E_CANCELLED" {
 		t.Errorf("cancelled runs: %+v, want one with E_CANCELLED", runs)
-	}
-}
-
-// TestRunBinary runs the real binary: exit statuses survive the process exit, and an interrupt
-// (SIGINT) cancels the run and ends the command with its result.
-func TestRunBinary(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("no SIGINT to send on Windows")
-	}
-	bin := filepath.Join(t.TempDir(), "reins")
-	buildtest.Build(t, bin, "./cmd/reins")
-	data := t.TempDir()
-	exitCode := func(err error) int {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0
-	}
-
-	out, err := exec.Command(bin, "run", refundFile, "--input", refundInput, "--data", data, "--json", "--quiet").Output()
-	if code := exitCode(err); code != 0 {
-		t.Fatalf("exit %d, want 0\n%s", code, out)
-	}
-	if r := decodeResult(t, string(out)); r.Status != "completed" {
-		t.Errorf("status %s", r.Status)
-	}
-	if code := exitCode(exec.Command(bin, "run", refundFile, "--input", "not json", "--data", data).Run()); code != exitUsage {
-		t.Errorf("--input 'not json': exit %d, want 2", code)
-	}
-
-	wf := writeWorkflow(t, "task.toml", taskWorkflow)
-	cmd := exec.Command(bin, "run", wf, "--data", data, "--listen", "127.0.0.1:0")
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	sc := bufio.NewScanner(stderr)
-	var progress []string
-	for sc.Scan() {
-		progress = append(progress, sc.Text())
-		if strings.HasPrefix(sc.Text(), "work ") && strings.Contains(sc.Text(), "running") {
-			break
-		}
-	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	rest, _ := io.ReadAll(stderr)
-	code := exitCode(cmd.Wait())
-	errOut := strings.Join(progress, "\n") + "\n" + string(rest)
-	if code != exitFailed {
-		t.Fatalf("interrupted: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), errOut)
-	}
-	if !strings.Contains(stdout.String(), " cancelled\n") || !strings.Contains(stdout.String(), "error: E_CANCELLED: interrupted") {
-		t.Errorf("stdout does not report the cancelled run:\n%s", stdout.String())
-	}
-	if !strings.Contains(errOut, "interrupted: cancelling run ") {
-		t.Errorf("stderr:\n%s", errOut)
 	}
 }
 

@@ -2,6 +2,9 @@
 
 package natsbox
 
+// A cluster of three servers in this process. A heavy test, under the build tag e2e:
+// go test -tags e2e ./internal/natsbox -run TestReplicasOnACluster.
+
 import (
 	"bytes"
 	"fmt"
@@ -137,8 +140,7 @@ func allReplicas(t *testing.T, got map[string]int, want int) {
 	}
 }
 
-// On a real three-server cluster (a heavy test: go test -tags e2e ./internal/natsbox -run
-// TestReplicasOnACluster): the layout is created with what Replicas asks, raised when
+// On a real three-server cluster: the layout is created with what Replicas asks, raised when
 // asked for more, and never lowered: not by a process that asks nothing (the default), nor by
 // one that asks for fewer, which reports the names it keeps.
 func TestReplicasOnACluster(t *testing.T) {

@@ -501,7 +501,7 @@ func TestPythonWorkerRefusesNewerProtocol(t *testing.T) {
 // comparison, by the Go worker; and the worker process's CPU per iteration. Each b.N is one
 // run of 50 iterations (the step's max_iterations).
 //
-//	go test ./e2e -run '^$' -bench PythonWorker -benchtime 5x
+//	go test -tags e2e ./e2e -run '^$' -bench PythonWorker -benchtime 5x
 func BenchmarkPythonWorker(b *testing.B) {
 	py := ensurePython(b)
 	const until = 50

@@ -1,10 +1,10 @@
 // Package buildtest gives the tests what they need from outside Go's test binary. It builds the
 // programs that tests run as processes of their own (reins, the example MCP server, test
-// workers) as the container image builds reins: with the environment and flags of the
-// Dockerfile's go build (static, without cgo, paths trimmed). Every such build in the suite uses
-// the same ones, so that the module is compiled once without -race, whichever test builds first,
-// and the reins the tests run is the image's; .ci/run builds them all before the tests
-// ([BinEnv]). And it finds, or installs as root, the system packages the heavy tests need
+// workers): in the full suite (build tag e2e, [Heavy]) as the container image builds reins, with
+// the environment and flags of the Dockerfile's go build (static, without cgo, paths trimmed),
+// so that the module is compiled once without -race, whichever test builds first, and the reins
+// the tests run is the image's; .ci/run builds them all before the tests ([BinEnv]). In the
+// quick suite they are built with go build's own flags, reusing what go test compiled. And it finds, or installs as root, the system packages the heavy tests need
 // ([Need]): outside CI a test that cannot have them skips saying how to run it, in CI it fails.
 //
 // It must not import any reins package, or be imported by anything but tests and its command

@@ -42,8 +42,10 @@ func Name(pkg string) string {
 }
 
 // Program returns the path of the program pkg (one of [Programs]): the one in the directory
-// [BinEnv] names when it is set, or else one built into the test's temporary directory as the
-// Dockerfile builds reins.
+// [BinEnv] names when it is set, or else one built into the test's temporary directory: as the
+// Dockerfile builds reins in the full suite ([Heavy]), and with go build's own flags in the
+// quick suite, where it reuses what go test compiled (the Dockerfile's flags would compile the
+// standard library and every dependency a second time).
 func Program(t testing.TB, pkg string) string {
 	t.Helper()
 	bin, err := ProgramIn(t.TempDir(), pkg)
@@ -82,7 +84,11 @@ func ProgramsIn(dir string, pkgs ...string) ([]string, error) {
 		bins = append(bins, bin)
 	}
 	if pre == "" {
-		if err := BuildAll(dir, pkgs...); err != nil {
+		build := BuildAll
+		if !Heavy {
+			build = buildPlain
+		}
+		if err := build(dir, pkgs...); err != nil {
 			return nil, err
 		}
 	}
@@ -92,7 +98,20 @@ func ProgramsIn(dir string, pkgs ...string) ([]string, error) {
 // BuildAll builds every package of pkgs into the directory dir with one go build, as the
 // Dockerfile builds reins; each program's file is named by [Name].
 func BuildAll(dir string, pkgs ...string) error {
-	root, image, err := load()
+	_, image, err := load()
+	if err != nil {
+		return err
+	}
+	return goBuild(dir, image.BuildEnv, image.BuildFlags, "as the Dockerfile builds", pkgs)
+}
+
+// buildPlain builds pkgs into dir as go build does with no flags.
+func buildPlain(dir string, pkgs ...string) error {
+	return goBuild(dir, nil, nil, "with go build's own flags", pkgs)
+}
+
+func goBuild(dir string, env, flags []string, how string, pkgs []string) error {
+	root, _, err := load()
 	if err != nil {
 		return err
 	}
@@ -100,12 +119,12 @@ func BuildAll(dir string, pkgs ...string) error {
 	if err != nil {
 		return err
 	}
-	args := append(append([]string{"build"}, image.BuildFlags...), "-o", dir+string(filepath.Separator))
+	args := append(append([]string{"build"}, flags...), "-o", dir+string(filepath.Separator))
 	cmd := exec.Command("go", append(args, pkgs...)...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), image.BuildEnv...)
+	cmd.Env = append(os.Environ(), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build of the tests' programs into %s (as the Dockerfile builds): %w\n%s", dir, err, b)
+		return fmt.Errorf("go build of the tests' programs into %s (%s): %w\n%s", dir, how, err, b)
 	}
 	return nil
 }

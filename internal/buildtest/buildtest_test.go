@@ -163,6 +163,18 @@ func TestNeedSays(t *testing.T) {
 	}
 }
 
+func TestRunCommand(t *testing.T) {
+	for name, want := range map[string]string{
+		"TestConsole":                  "go test -tags e2e ./e2e -run TestConsole",
+		"TestPythonWorkerCrash/kill_1": "go test -tags e2e ./e2e -run TestPythonWorkerCrash",
+		"BenchmarkPythonWorker/one":    "go test -tags e2e ./e2e -run '^$' -bench BenchmarkPythonWorker",
+	} {
+		if got := runCommand("./e2e", name); got != want {
+			t.Errorf("runCommand(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
 func TestName(t *testing.T) {
 	for pkg, want := range map[string]string{
 		"github.com/nats-io/nats-server/v2":              "nats-server",

@@ -87,10 +87,18 @@ func (s System) missing(t testing.TB) string {
 		t.Name(), s.What, strings.Join(strings.Fields(s.Debian), " and "), s.Debian, RunCommand(t))
 }
 
-// RunCommand is the command that runs the test t alone, with the build tag of the heavy tests.
+// RunCommand is the command that runs the test (or benchmark) t alone, with the build tag of
+// the heavy tests.
 func RunCommand(t testing.TB) string {
-	name, _, _ := strings.Cut(t.Name(), "/")
-	return fmt.Sprintf("go test -tags e2e %s -run %s", packageDir(), name)
+	return runCommand(packageDir(), t.Name())
+}
+
+func runCommand(dir, name string) string {
+	name, _, _ = strings.Cut(name, "/")
+	if strings.HasPrefix(name, "Benchmark") {
+		return fmt.Sprintf("go test -tags e2e %s -run '^$' -bench %s", dir, name)
+	}
+	return fmt.Sprintf("go test -tags e2e %s -run %s", dir, name)
 }
 
 // packageDir is the test's package as go test names it from the module's root ("./e2e").

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -84,12 +83,10 @@ func TestOperatorModeModels(t *testing.T) {
 	}
 }
 
-// buildMCPOrders builds the example MCP server.
+// buildMCPOrders returns the example MCP server: prebuilt, or built for the test (buildtest.Program).
 func buildMCPOrders(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "mcp-orders")
-	buildtest.Build(t, bin, "./examples/mcp-orders")
-	return bin
+	return buildtest.Program(t, "github.com/reins-run/reins/examples/mcp-orders")
 }
 
 // mcpWorkflow is an agent step whose read_order tool is served by the MCP server orders: the

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -50,7 +52,7 @@ func chaosWorker(t *testing.T, url, effects, stop string, pace time.Duration) *p
 //
 // CI runs a small size; the longer one for a note:
 //
-//	REINS_CHAOS_RUNS=200 REINS_CHAOS_FAULTS=12 go test ./e2e -run TestChaos -v -timeout 40m
+//	REINS_CHAOS_RUNS=200 REINS_CHAOS_FAULTS=12 go test -tags e2e ./e2e -run TestChaos -v -timeout 40m
 func TestChaos(t *testing.T) {
 	runs := envInt(t, "REINS_CHAOS_RUNS", 24)
 	faults := envInt(t, "REINS_CHAOS_FAULTS", 3)

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -10,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/telemetry"
@@ -39,17 +41,11 @@ const chromiumPath = "/usr/bin/chromium"
 const shotsEnv = "REINS_CONSOLE_SHOTS"
 
 // ensureChromium returns the path of Chromium, installing Debian's package when it is missing
-// and the test runs as root (as CI does; .ci/run installs it first). Elsewhere the test fails,
-// naming the command that installs it.
+// and the test runs as root (.ci/run installs it first). Elsewhere the test skips, or fails in
+// CI, naming the package and the command (buildtest.Need).
 func ensureChromium(t *testing.T) string {
 	t.Helper()
-	if _, err := os.Stat(chromiumPath); err == nil {
-		return chromiumPath
-	}
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p
-	}
-	return aptInstall(t, "chromium", chromiumPath)
+	return buildtest.Need(t, buildtest.System{What: "Chromium", Debian: "chromium", Paths: []string{chromiumPath, "chromium"}})
 }
 
 // consoleServer is `reins serve` with an operator configuration of three principals.

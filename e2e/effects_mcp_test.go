@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -52,8 +54,7 @@ func TestEffectOnceAcrossTimeoutsMCP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	server := filepath.Join(dir, "mcpeffects")
-	buildtest.Build(t, server, "github.com/reins-run/reins/e2e/testdata/mcpeffects")
+	server := buildtest.Program(t, "github.com/reins-run/reins/e2e/testdata/mcpeffects")
 	type variant struct{ name, counter string }
 	var variants []variant
 	var config strings.Builder

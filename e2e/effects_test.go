@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -25,13 +27,11 @@ import (
 	"github.com/reins-run/reins/protocol"
 )
 
-// buildEffectWorker builds the effectworker program (TestMain builds the others) and returns
-// its path.
+// buildEffectWorker returns the effectworker program: prebuilt, or built for the test
+// (buildtest.Program).
 func buildEffectWorker(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "effectworker")
-	buildtest.Build(t, bin, "github.com/reins-run/reins/e2e/testdata/effectworker")
-	return bin
+	return buildtest.Program(t, "github.com/reins-run/reins/e2e/testdata/effectworker")
 }
 
 // effectWorker starts the effectworker against url, appending to counter, with the fault

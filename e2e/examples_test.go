@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -308,8 +310,7 @@ func TestExampleResearch(t *testing.T) {
 
 // TestExampleCodeReview runs the code review program as go run ./examples/codereview does.
 func TestExampleCodeReview(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "codereview")
-	buildtest.Build(t, bin, "github.com/reins-run/reins/examples/codereview")
+	bin := buildtest.Program(t, "github.com/reins-run/reins/examples/codereview")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin)

@@ -1,6 +1,5 @@
-// Package e2e holds the tests that run reins as separate OS processes: a NATS server, the engine
-// (reins serve) and workers, killed with SIGKILL at the moments that matter, and checked for
-// the right result with nothing lost and nothing done twice.
+//go:build e2e
+
 package e2e
 
 import (
@@ -24,33 +23,31 @@ import (
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
 )
 
-// bins holds the binaries TestMain builds once.
+// bins holds the programs most tests run, found or built once by TestMain.
 var bins struct {
 	reins, natsServer, loopworker string
 }
 
+// TestMain takes the programs from the directory REINS_TEST_BIN names (.ci/run builds them
+// there first, so that no build counts against -timeout), or builds them once. Either way they
+// are built as the container image builds reins (package buildtest), so that the tests run the
+// binary the image ships.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "reins-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bins.reins = filepath.Join(dir, "reins")
-	bins.natsServer = filepath.Join(dir, "nats-server")
-	bins.loopworker = filepath.Join(dir, "loopworker")
-	// Every program is built as the container image builds reins (package buildtest), so that
-	// the tests run the binary the image ships.
-	for _, b := range []struct{ out, pkg string }{
-		{bins.reins, "github.com/reins-run/reins/cmd/reins"},
-		{bins.natsServer, "github.com/nats-io/nats-server/v2"},
-		{bins.loopworker, "github.com/reins-run/reins/e2e/testdata/loopworker"},
-	} {
-		if err := buildtest.BuildErr(b.out, b.pkg); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
+	found, err := buildtest.ProgramsIn(dir,
+		"github.com/reins-run/reins/cmd/reins",
+		"github.com/nats-io/nats-server/v2",
+		"github.com/reins-run/reins/e2e/testdata/loopworker")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
 	}
+	bins.reins, bins.natsServer, bins.loopworker = found[0], found[1], found[2]
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -279,34 +276,4 @@ func reins(t testing.TB, args ...string) string {
 		t.Fatalf("reins %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// aptInstall installs Debian's package pkg, which provides the program at path, and returns
-// path: the tests that need a system program install it themselves when they run as root (as
-// CI does; .ci/run installs them first), and elsewhere fail naming the command.
-func aptInstall(t testing.TB, pkg, path string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatalf("%s is not installed and the test cannot install it without root: apt-get install -y %s, or run the tests as root (.ci/run installs it)", pkg, pkg)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	apt := func(args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		return cmd.CombinedOutput()
-	}
-	if _, err := apt("install", "-y", pkg); err != nil {
-		// A fresh machine may have no package lists yet.
-		if out, err := apt("update"); err != nil {
-			t.Fatalf("apt-get update: %v\n%s", err, out)
-		}
-		if out, err := apt("install", "-y", pkg); err != nil {
-			t.Fatalf("apt-get install -y %s: %v\n%s", pkg, err, out)
-		}
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("apt-get installed %s, but %s is not there: %v", pkg, path, err)
-	}
-	return path
 }

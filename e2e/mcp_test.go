@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -88,8 +90,7 @@ func awaitHeld(t *testing.T, fifo string) {
 // asked, naming the tool and the server; nothing stored or logged shows the secret.
 func TestMCPServerRestart(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "mcpserver")
-	buildtest.Build(t, bin, "./e2e/testdata/mcpserver")
+	bin := buildtest.Program(t, "github.com/reins-run/reins/e2e/testdata/mcpserver")
 	starts, calls, webCalls := filepath.Join(dir, "starts"), filepath.Join(dir, "calls"), filepath.Join(dir, "webcalls")
 	fifo, webFifo := filepath.Join(dir, "hold"), filepath.Join(dir, "webhold")
 	for _, f := range []string{fifo, webFifo} {

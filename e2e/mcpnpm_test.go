@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/mcptool"
 	"github.com/reins-run/reins/tool"
 )
@@ -26,8 +29,9 @@ const everythingPackage = "@modelcontextprotocol/server-everything@2026.8.31"
 const everythingEnv = "REINS_MCP_EVERYTHING"
 
 // ensureEverything returns the entry point of the npm reference server, installing the package
-// with npm into the user's cache when it is missing (.ci/run installs it first). Without npm the
-// test fails, naming the command that installs it.
+// with npm into the user's cache when it is missing (.ci/run installs it first). Without npm it
+// installs Debian's nodejs and npm as root; elsewhere the test skips, or fails in CI, naming
+// them and the command (buildtest.Need).
 func ensureEverything(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv(everythingEnv); p != "" {
@@ -42,12 +46,10 @@ func ensureEverything(t *testing.T) string {
 	if _, err := os.Stat(entry); err == nil {
 		return entry
 	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Fatalf("npm is not installed: install Node.js and npm (apt-get install -y nodejs npm), then npm install --prefix %s %s, or set %s", dir, everythingPackage, everythingEnv)
-	}
+	npm := buildtest.Need(t, buildtest.System{What: "npm", Debian: "nodejs npm", Paths: []string{"npm"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefix", dir, everythingPackage).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--prefix", dir, everythingPackage).CombinedOutput(); err != nil {
 		t.Fatalf("npm install --prefix %s %s: %v\n%s", dir, everythingPackage, err, out)
 	}
 	return entry

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -21,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natstest"
 	"github.com/reins-run/reins/internal/protocoltest"
@@ -38,16 +41,11 @@ import (
 const debianPython = "/usr/bin/python3"
 
 // ensurePython returns a python3 (3.10 or later), installing Debian's package when there is none
-// and the test runs as root (as CI does; .ci/run installs it first). Elsewhere the test fails,
-// naming the command that installs it.
+// and the test runs as root (.ci/run installs it first). Elsewhere the test skips, or fails in
+// CI, naming the package and the command (buildtest.Need).
 func ensurePython(t testing.TB) string {
 	t.Helper()
-	py := debianPython
-	if _, err := os.Stat(py); err != nil {
-		if py, err = exec.LookPath("python3"); err != nil {
-			py = aptInstall(t, "python3", debianPython)
-		}
-	}
+	py := buildtest.Need(t, buildtest.System{What: "python3", Debian: "python3", Paths: []string{debianPython, "python3"}})
 	out, err := exec.Command(py, "-c", "import sys; print(sys.version_info >= (3, 10))").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "True" {
 		t.Fatalf("%s is not a Python 3.10 or later (%v: %s): install one (apt-get install -y python3)", py, err, out)
@@ -503,7 +501,7 @@ func TestPythonWorkerRefusesNewerProtocol(t *testing.T) {
 // comparison, by the Go worker; and the worker process's CPU per iteration. Each b.N is one
 // run of 50 iterations (the step's max_iterations).
 //
-//	go test ./e2e -run '^$' -bench PythonWorker -benchtime 5x
+//	go test -tags e2e ./e2e -run '^$' -bench PythonWorker -benchtime 5x
 func BenchmarkPythonWorker(b *testing.B) {
 	py := ensurePython(b)
 	const until = 50
@@ -546,20 +544,17 @@ func BenchmarkPythonWorker(b *testing.B) {
 // python/README.md says (pip install ./python, from the checkout's root), with every package
 // index pointed at a local HTTP server that answers nothing: the install must need no network.
 // It installs python3 and python3-venv with apt-get when they are missing and the test runs as
-// root (.ci/run installs them first). It returns the venv's python.
+// root (.ci/run installs them first; buildtest.Need). It returns the venv's python.
 func debianVenv(t *testing.T) string {
 	t.Helper()
-	py := debianPython
-	if _, err := os.Stat(py); err != nil {
-		py = aptInstall(t, "python3", debianPython)
-	}
+	py := buildtest.Need(t, buildtest.System{What: "Debian's python3", Debian: "python3", Paths: []string{debianPython}})
 	venv := filepath.Join(t.TempDir(), "venv")
 	if out, err := exec.Command(py, "-m", "venv", venv).CombinedOutput(); err != nil {
 		if !strings.Contains(string(out), "ensurepip") {
 			t.Fatalf("%s -m venv: %v\n%s", py, err, out)
 		}
 		// Debian's python3 makes venvs only with python3-venv (ensurepip).
-		aptInstall(t, "python3-venv", "/usr/share/doc/python3-venv")
+		buildtest.Need(t, buildtest.System{What: "python3-venv (venvs of Debian's python3)", Debian: "python3-venv", Paths: []string{"/usr/share/doc/python3-venv"}})
 		if out, err := exec.Command(py, "-m", "venv", venv).CombinedOutput(); err != nil {
 			t.Fatalf("%s -m venv, python3-venv installed: %v\n%s", py, err, out)
 		}

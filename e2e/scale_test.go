@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -28,7 +30,7 @@ const (
 // cluster, raw JetStream publish→fetch→ack round trips by 64 loops at once. Run it with
 // -benchtime 1x: each engine count is one measurement of 12,800 iterations.
 //
-//	go test ./e2e -run '^$' -bench EnginesScale -benchtime 1x
+//	go test -tags e2e ./e2e -run '^$' -bench EnginesScale -benchtime 1x
 func BenchmarkEnginesScale(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()

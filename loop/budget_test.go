@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/tool"
@@ -77,14 +78,15 @@ func trajectory(t testing.TB, rng *rand.Rand) (tokenOver int64, costOver float64
 	return tokenOver, costOver, m, b
 }
 
-// TestHardBudgets runs 100,000 random trajectories (10,000 with -race or -short) (budgets, prices, estimate errors, replies):
+// TestHardBudgets runs 10,000 random trajectories (budgets, prices, estimate errors, replies), and
+// 100,000 under the build tag e2e without -race or -short:
 // no run spends more tokens than its budget plus the error of its last input estimate, nor more
 // than its cost budget plus that error at the input price (docs/loop.md). FuzzHardBudgets goes
 // on from random seeds.
 func TestHardBudgets(t *testing.T) {
-	n := 100_000
-	if testing.Short() || raceEnabled { // the race detector makes each ten times slower
-		n = 10_000
+	n := 10_000
+	if buildtest.Heavy && !testing.Short() && !raceEnabled { // the race detector makes each ten times slower
+		n = 100_000
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var worstTokens int64

@@ -1,10 +1,16 @@
+//go:build e2e
+
 package runner
+
+// Engine processes (this test binary run again) killed by a fault at the moments that matter.
+// Heavy tests, under the build tag e2e: go test -tags e2e ./runner -run 'Kill|Crash'.
 
 import (
 	"context"
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 
@@ -156,57 +162,69 @@ func TestKillWithSavesWaiting(t *testing.T) {
 	}
 }
 
-// A partition's consumer deleted under the engine, "at once" (most likely before the server
-// registered the engine's first pull request, which then reaches no one and the library does
-// not report) or "while pulling" (through a pull request the server holds, answered "409
-// Consumer Deleted"), is made again: the engine keeps the partition and decides its events.
-func TestConsumerDeleted(t *testing.T) {
-	for _, pulling := range []bool{false, true} {
-		name := "at once"
-		if pulling {
-			name = "while pulling"
-		}
-		t.Run(name, func(t *testing.T) {
-			v := newEnv(t)
-			v.ServeThink(2)
-			id := "r-deleted"
-			p := natsbox.Partition(id)
-			if pulling {
-				waitPulling(t, v, p)
+// An engine process dies at the points where a slot could be lost or granted twice: before the
+// save of a queued run's start (its acquire done), before the save of the end of the run that
+// holds the slot, and after that save, before its release. The next engine, on the same data,
+// finishes what the first began: the queued run holds the slot once, runs once and completes,
+// and the bucket ends empty.
+func TestConcurrencyCrash(t *testing.T) {
+	for _, tc := range []struct{ name, fault string }{
+		{"before the save of the queued start", "kill-before-save:2"},
+		{"before the save of the end", "kill-before-save:3"},
+		{"before the release", "kill-before-release:1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			crashAt(t, "TestConcurrencyCrashingEngine", dir, tc.fault)
+			v := newEnvAt(t, dir)
+			w := v.Worker("serve")
+			var task *protocol.Task
+			for task == nil {
+				got := w.Next()
+				switch got.RunID {
+				case "k1": // its task was sent again: the crash came before its end was saved
+					v.Publish(runtest.Completed(got, `1`), "")
+				case "k2":
+					task = got
+				}
 			}
-			js := v.Box.JetStream()
-			if err := js.DeleteConsumer(v.Ctx, natsbox.EventsStream, consumerName(p)); err != nil {
-				t.Fatal(err)
+			if r := v.Wait("k1"); r.Run.Status != protocol.RunCompleted {
+				t.Fatalf("run k1 %s", r.Run.Status)
 			}
-			if rec := v.Wait(v.Start(runtest.LoopWorkflow(t, 5), "", id)); rec.Run.Status != protocol.RunCompleted {
-				t.Fatalf("run %s", rec.Run.Status)
+			if holding, queued := v.holders("k"); !slices.Equal(holding, []string{"k2"}) || len(queued) != 0 {
+				t.Fatalf("holders %v, queue %v: want k2 alone", holding, queued)
 			}
-			if _, err := js.Consumer(v.Ctx, natsbox.EventsStream, consumerName(p)); err != nil {
-				t.Fatalf("the consumer of partition %d was not made again: %v", p, err)
+			v.Publish(runtest.Completed(task, `2`), "")
+			rec := v.Wait("k2")
+			if rec.Run.Status != protocol.RunCompleted || rec.Run.Steps["serve"].Attempts != 1 {
+				t.Fatalf("run k2 %s after %d tasks, want completed after 1", rec.Run.Status, rec.Run.Steps["serve"].Attempts)
+			}
+			v.expectReleased()
+			if left := tasksLeft(t, v, "serve"); left != 0 {
+				t.Fatalf("%d tasks left in the work queue: a run was sent twice", left)
 			}
 		})
 	}
 }
 
-// waitPulling waits until the server holds a pull request of the engine's consumer.
-func waitPulling(t *testing.T, v *env, p int) {
-	t.Helper()
-	c, err := v.Box.JetStream().Consumer(v.Ctx, natsbox.EventsStream, consumerName(p))
-	if err != nil {
-		t.Fatal(err)
+// TestConcurrencyCrashingEngine is the engine process of TestConcurrencyCrash: it starts k1
+// (save 1: it takes the slot at once), then k2 (save 2: queued), answers k1's task (save 3:
+// the end, then its release) and waits for the fault to end the process.
+func TestConcurrencyCrashingEngine(t *testing.T) {
+	dir := os.Getenv(childDirEnv)
+	if dir == "" {
+		t.Skip("the engine process of TestConcurrencyCrash")
 	}
-	for {
-		info, err := c.Info(v.Ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.NumWaiting > 0 {
-			return
-		}
-		select {
-		case <-v.Ctx.Done():
-			t.Fatal("the engine's consumer never had a pull request waiting")
-		case <-time.After(10 * time.Millisecond):
-		}
+	v := crashingEnv(t, dir)
+	bs := perKey(t, 1)
+	v.Start(bs, `{"c":"k"}`, "k1")
+	v.waitStatus("k1", protocol.RunRunning)
+	v.Start(bs, `{"c":"k"}`, "k2")
+	if os.Getenv(fault.Env) == "kill-before-save:2" {
+		awaitFault(t, v) // k1's task waits for the next engine's worker
+		return
 	}
+	v.waitStatus("k2", protocol.RunQueued)
+	v.Publish(runtest.Completed(v.Worker("serve").Next(), `1`), "")
+	awaitFault(t, v)
 }

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"encoding/json"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
-	"github.com/reins-run/reins/internal/fault"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
@@ -356,73 +354,6 @@ func TestConcurrencyKeyNotRendered(t *testing.T) {
 		t.Fatalf("run %s %+v, want failed with %s", rec.Run.Status, rec.Run.Error, protocol.CodeConcurrencyKey)
 	}
 	v.expectReleased()
-}
-
-// An engine process dies at the points where a slot could be lost or granted twice: before the
-// save of a queued run's start (its acquire done), before the save of the end of the run that
-// holds the slot, and after that save, before its release. The next engine, on the same data,
-// finishes what the first began: the queued run holds the slot once, runs once and completes,
-// and the bucket ends empty.
-func TestConcurrencyCrash(t *testing.T) {
-	for _, tc := range []struct{ name, fault string }{
-		{"before the save of the queued start", "kill-before-save:2"},
-		{"before the save of the end", "kill-before-save:3"},
-		{"before the release", "kill-before-release:1"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			crashAt(t, "TestConcurrencyCrashingEngine", dir, tc.fault)
-			v := newEnvAt(t, dir)
-			w := v.Worker("serve")
-			var task *protocol.Task
-			for task == nil {
-				got := w.Next()
-				switch got.RunID {
-				case "k1": // its task was sent again: the crash came before its end was saved
-					v.Publish(runtest.Completed(got, `1`), "")
-				case "k2":
-					task = got
-				}
-			}
-			if r := v.Wait("k1"); r.Run.Status != protocol.RunCompleted {
-				t.Fatalf("run k1 %s", r.Run.Status)
-			}
-			if holding, queued := v.holders("k"); !slices.Equal(holding, []string{"k2"}) || len(queued) != 0 {
-				t.Fatalf("holders %v, queue %v: want k2 alone", holding, queued)
-			}
-			v.Publish(runtest.Completed(task, `2`), "")
-			rec := v.Wait("k2")
-			if rec.Run.Status != protocol.RunCompleted || rec.Run.Steps["serve"].Attempts != 1 {
-				t.Fatalf("run k2 %s after %d tasks, want completed after 1", rec.Run.Status, rec.Run.Steps["serve"].Attempts)
-			}
-			v.expectReleased()
-			if left := tasksLeft(t, v, "serve"); left != 0 {
-				t.Fatalf("%d tasks left in the work queue: a run was sent twice", left)
-			}
-		})
-	}
-}
-
-// TestConcurrencyCrashingEngine is the engine process of TestConcurrencyCrash: it starts k1
-// (save 1: it takes the slot at once), then k2 (save 2: queued), answers k1's task (save 3:
-// the end, then its release) and waits for the fault to end the process.
-func TestConcurrencyCrashingEngine(t *testing.T) {
-	dir := os.Getenv(childDirEnv)
-	if dir == "" {
-		t.Skip("the engine process of TestConcurrencyCrash")
-	}
-	v := crashingEnv(t, dir)
-	bs := perKey(t, 1)
-	v.Start(bs, `{"c":"k"}`, "k1")
-	v.waitStatus("k1", protocol.RunRunning)
-	v.Start(bs, `{"c":"k"}`, "k2")
-	if os.Getenv(fault.Env) == "kill-before-save:2" {
-		awaitFault(t, v) // k1's task waits for the next engine's worker
-		return
-	}
-	v.waitStatus("k2", protocol.RunQueued)
-	v.Publish(runtest.Completed(v.Worker("serve").Next(), `1`), "")
-	awaitFault(t, v)
 }
 
 // TestKeyRecordRules: the rules of a key's record, apart from the bucket. A run queues behind

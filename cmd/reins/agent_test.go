@@ -25,12 +25,10 @@ const (
 	exampleKey    = "sk-example-0000-not-a-real-key"
 )
 
-// buildMCPOrders builds the example MCP server once per test binary run.
+// buildMCPOrders returns the example MCP server: prebuilt, or built for the test (buildtest.Program).
 func buildMCPOrders(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "mcp-orders")
-	buildtest.Build(t, bin, "./examples/mcp-orders")
-	return bin
+	return buildtest.Program(t, "github.com/reins-run/reins/examples/mcp-orders")
 }
 
 // hasToolResults reports whether a chat request already carries tool results: the local model

@@ -3,18 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/reins-run/reins/internal/buildtest"
 )
 
 const evalsDir = "../../evals"
@@ -381,43 +376,4 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%v: --help ran cases: %q", tc.args, rs)
 		}
 	}
-}
-
-// TestBinary builds the real reins binary and runs it as a user would.
-func TestBinary(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "reins")
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
-	}
-	buildtest.Build(t, bin, "./cmd/reins")
-	evals, err := filepath.Abs(evalsDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := caseIDs(t, evals)
-
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(bin, "eval", evals)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("reins eval: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	ls := lines(stdout.String())
-	if last, want := ls[len(ls)-1], fmt.Sprintf("%d passed, 0 failed", len(ids)); last != want {
-		t.Fatalf("last line %q, want %q", last, want)
-	}
-
-	// The exit status of an invalid fixture survives the real process exit.
-	bad := writeFixture(t, t.TempDir(), "bad.json", `{"case_id": "x"}`)
-	stderr.Reset()
-	cmd = exec.Command(bin, "eval", bad)
-	cmd.Stderr = &stderr
-	var ee *exec.ExitError
-	if err := cmd.Run(); !errors.As(err, &ee) || ee.ExitCode() != 2 {
-		t.Fatalf("reins eval on an invalid fixture: %v, want exit status 2\nstderr:\n%s", err, stderr.String())
-	}
-	if !strings.Contains(stderr.String(), bad) {
-		t.Errorf("stderr %q does not name %s", stderr.String(), bad)
-	}
-	assertNoStackTrace(t, stderr.String())
 }

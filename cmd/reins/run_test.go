@@ -1,19 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -729,74 +724,6 @@ func TestRunInterrupt(t *testing.T) {
 	}
 }
 
-// TestRunBinary runs the real binary: exit statuses survive the process exit, and an interrupt
-// (SIGINT) cancels the run and ends the command with its result.
-func TestRunBinary(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("no SIGINT to send on Windows")
-	}
-	bin := filepath.Join(t.TempDir(), "reins")
-	buildtest.Build(t, bin, "./cmd/reins")
-	data := t.TempDir()
-	exitCode := func(err error) int {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0
-	}
-
-	out, err := exec.Command(bin, "run", refundFile, "--input", refundInput, "--data", data, "--json", "--quiet").Output()
-	if code := exitCode(err); code != 0 {
-		t.Fatalf("exit %d, want 0\n%s", code, out)
-	}
-	if r := decodeResult(t, string(out)); r.Status != "completed" {
-		t.Errorf("status %s", r.Status)
-	}
-	if code := exitCode(exec.Command(bin, "run", refundFile, "--input", "not json", "--data", data).Run()); code != exitUsage {
-		t.Errorf("--input 'not json': exit %d, want 2", code)
-	}
-
-	wf := writeWorkflow(t, "task.toml", taskWorkflow)
-	cmd := exec.Command(bin, "run", wf, "--data", data, "--listen", "127.0.0.1:0")
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	sc := bufio.NewScanner(stderr)
-	var progress []string
-	for sc.Scan() {
-		progress = append(progress, sc.Text())
-		if strings.HasPrefix(sc.Text(), "work ") && strings.Contains(sc.Text(), "running") {
-			break
-		}
-	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	rest, _ := io.ReadAll(stderr)
-	code := exitCode(cmd.Wait())
-	errOut := strings.Join(progress, "\n") + "\n" + string(rest)
-	if code != exitFailed {
-		t.Fatalf("interrupted: exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), errOut)
-	}
-	if !strings.Contains(stdout.String(), " cancelled\n") || !strings.Contains(stdout.String(), "error: E_CANCELLED: interrupted") {
-		t.Errorf("stdout does not report the cancelled run:\n%s", stdout.String())
-	}
-	if !strings.Contains(errOut, "interrupted: cancelling run ") {
-		t.Errorf("stderr:\n%s", errOut)
-	}
-}
-
 // --record and --price reach the built-in workers of reins run: the model's exchanges are
 // recorded into the cassette (without the key), and the run's cost is at the given price.
 func TestRunRecordAndPrice(t *testing.T) {
@@ -837,7 +764,7 @@ func TestRunRecordAndPrice(t *testing.T) {
 	}
 }
 
-// Inputs and outputs of 2 MB and 20 MB, larger than a message: they go by reference through
+// Inputs and outputs of 2 MB (and 20 MB in the full suite, buildtest.Heavy), larger than a message: they go by reference through
 // the values' store (the record keeps references), and the run's output is the whole input.
 // Past the client's bound (64 MiB) an input is refused with one sentence, before anything is
 // stored.
@@ -861,7 +788,11 @@ to = "done"
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []int{2 << 20, 20 << 20} {
+	sizes := []int{2 << 20}
+	if buildtest.Heavy { // most of the test's 20 s: the full suite's
+		sizes = append(sizes, 20<<20)
+	}
+	for _, n := range sizes {
 		file := filepath.Join(t.TempDir(), "input.json")
 		input := `{"order_id":"O-104","notes":"` + strings.Repeat("x", n) + `"}`
 		if err := os.WriteFile(file, []byte(input), 0o644); err != nil {
@@ -881,8 +812,8 @@ to = "done"
 			t.Errorf("%d bytes: exit %d, status %q, output of %d bytes (want %d), stderr %q, %v", n, code, res.Status, len(res.Output), len(input), errOut, err)
 		}
 	}
-	if runs := listRuns(t, "--data", data); len(runs) != 2 {
-		t.Errorf("runs: %+v, want the 2", runs)
+	if runs := listRuns(t, "--data", data); len(runs) != len(sizes) {
+		t.Errorf("runs: %+v, want the %d", runs, len(sizes))
 	}
 	file := filepath.Join(t.TempDir(), "input.json")
 	if err := os.WriteFile(file, []byte(strconv.Quote(strings.Repeat("x", wire.DefaultMaxValue))), 0o644); err != nil {
@@ -893,8 +824,8 @@ to = "done"
 	if code != exitUsage || !strings.Contains(errOut, want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 		t.Errorf("64 MiB: exit %d, stderr %q; want one line saying %q", code, errOut, want)
 	}
-	if runs := listRuns(t, "--data", data); len(runs) != 2 {
-		t.Errorf("runs after a refused input: %d, want 2", len(runs))
+	if runs := listRuns(t, "--data", data); len(runs) != len(sizes) {
+		t.Errorf("runs after a refused input: %d, want %d", len(runs), len(sizes))
 	}
 }
 

@@ -1,10 +1,14 @@
-// Package buildtest builds the programs that tests run as processes of their own (reins, the
-// example MCP server, test workers) as the container image builds reins: with the environment
-// and flags of the Dockerfile's go build (static, without cgo, paths trimmed). Every such build
-// in the suite uses the same ones, so that the module is compiled once without -race, whichever
-// test builds first, and the reins the tests run is the image's.
+// Package buildtest gives the tests what they need from outside Go's test binary. It builds the
+// programs that tests run as processes of their own (reins, the example MCP server, test
+// workers): in the full suite (build tag e2e, [Heavy]) as the container image builds reins, with
+// the environment and flags of the Dockerfile's go build (static, without cgo, paths trimmed),
+// so that the module is compiled once without -race, whichever test builds first, and the reins
+// the tests run is the image's; .ci/run builds them all before the tests ([BinEnv]). In the
+// quick suite they are built with go build's own flags, reusing what go test compiled. And it finds, or installs as root, the system packages the heavy tests need
+// ([Need]): outside CI a test that cannot have them skips saying how to run it, in CI it fails.
 //
-// It must not import any reins package, or be imported by anything but tests.
+// It must not import any reins package, or be imported by anything but tests and its command
+// prebuild.
 package buildtest
 
 import (
@@ -16,32 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 )
-
-// Build builds the package pkg (an import path, or a path relative to the module's root) into
-// the file out, as the Dockerfile builds reins.
-func Build(t testing.TB, out, pkg string) {
-	t.Helper()
-	if err := BuildErr(out, pkg); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// BuildErr is Build for callers without a testing.TB (a TestMain).
-func BuildErr(out, pkg string) error {
-	root, image, err := load()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command("go", append(append([]string{"build"}, image.BuildFlags...), "-o", out, pkg)...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), image.BuildEnv...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s (as the Dockerfile builds): %w\n%s", pkg, err, b)
-	}
-	return nil
-}
 
 // Image returns the Dockerfile at the module's root, read once.
 func Image() (*Dockerfile, error) {

@@ -78,8 +78,7 @@ func runsOf(t *testing.T, bin, data string) []listEntry {
 // directory while reins run holds it; SIGTERM ends reins run as SIGINT does; a run whose
 // command was killed with SIGKILL is orphaned until reins serve carries it on.
 func TestTerminalsProcesses(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "reins")
-	buildtest.Build(t, bin, "./cmd/reins")
+	bin := buildtest.Program(t, "github.com/reins-run/reins/cmd/reins")
 	nap := writeWorkflow(t, "nap.toml", napWorkflow)
 	quick := writeWorkflow(t, "quick.toml", quickWorkflow)
 

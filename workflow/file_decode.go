@@ -11,6 +11,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/internal/suggest"
 )
 
 // decoder turns the generic decoding of a TOML document (map[string]any, as go-toml produces it)
@@ -35,7 +36,7 @@ func (d *decoder) add(code Code, key, format string, args ...any) {
 // unknownKey reports key (named name, found where) that is none of known.
 func (d *decoder) unknownKey(key, name, where string, known []string) {
 	msg := fmt.Sprintf("unknown key %s %s (it takes: %s)", keyName(name), where, strings.Join(known, ", "))
-	if s := suggest(name, known); s != "" {
+	if s := suggest.Closest(name, known); s != "" {
 		msg += "; did you mean " + s + "?"
 	}
 	d.add(EUnknownKey, key, "%s", msg)
@@ -283,43 +284,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// suggest returns the known key closest to name when it is a likely typo, else "".
-func suggest(name string, known []string) string {
-	best, bestDist := "", 3
-	if len(name) <= 3 {
-		bestDist = 2
-	}
-	for _, k := range known {
-		if dist := editDistance(name, k); dist < bestDist {
-			best, bestDist = k, dist
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, computed on bytes (keys are ASCII);
-// long inputs are not compared.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return math.MaxInt
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -3,6 +3,8 @@ package workflow
 import (
 	"sort"
 	"testing"
+
+	"github.com/reins-run/reins/internal/suggest"
 )
 
 // The step keys the loader decodes are exactly CommonKeys and every KeysOf.
@@ -48,8 +50,8 @@ func TestSuggest(t *testing.T) {
 		"xyz":           "",
 		"completely":    "",
 	} {
-		if got := suggest(name, known); got != want {
-			t.Errorf("suggest(%q) = %q, want %q", name, got, want)
+		if got := suggest.Closest(name, known); got != want {
+			t.Errorf("suggest.Closest(%q) = %q, want %q", name, got, want)
 		}
 	}
 }

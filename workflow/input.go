@@ -10,6 +10,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/reins-run/reins/internal/suggest"
 	"github.com/reins-run/reins/tool"
 )
 
@@ -68,7 +69,7 @@ func (d *Definition) misspelled(input any) string {
 		if _, ok := schema.Properties[k]; ok {
 			continue
 		}
-		if s := suggest(k, known); s != "" {
+		if s := suggest.Closest(k, known); s != "" {
 			return fmt.Sprintf(" (the input has %s: did you mean %s?)", k, s)
 		}
 	}

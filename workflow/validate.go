@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/reins-run/reins/internal/suggest"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/template"
@@ -995,7 +996,7 @@ func (v *validator) nearTool(name string) string {
 
 func didYouMean(name string, known []string) string {
 	slices.Sort(known) // the same suggestion every time when two are as near
-	if s := suggest(name, known); s != "" && s != name {
+	if s := suggest.Closest(name, known); s != "" && s != name {
 		return ": did you mean " + s + "?"
 	}
 	return ""

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"testing"
 
 	"github.com/reins-run/reins/internal/mdtest"
@@ -18,12 +17,5 @@ func TestReadmeProgram(t *testing.T) {
 // what the README shows (mdtest.Matcher: "..." for lines left out, run ids bound to the real
 // ones).
 func TestReadme(t *testing.T) {
-	bin := t.TempDir()
-	mdtest.Shim(t, bin, "go", "TestReadmeProgram")
-	src, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := mdtest.Runner{Dir: t.TempDir(), Env: mdtest.Env(bin), Programs: []string{"go run ./examples/writer-critic"}}
-	r.Check(t, "examples/writer-critic/README.md", src)
+	mdtest.CheckGoRun(t, "./examples/writer-critic", "TestReadmeProgram")
 }

@@ -61,3 +61,19 @@ func ServeGoRun(pkg string, main func()) {
 		return 0
 	})
 }
+
+// CheckGoRun runs the shell sessions of the README of the example program pkg (as "./examples/NAME",
+// the test's working directory being that example's) as written, the test binary standing in for
+// go run through the test program (a test that calls [ServeGoRun]), and fails t where what they
+// print differs from what the README shows.
+func CheckGoRun(t *testing.T, pkg, program string) {
+	t.Helper()
+	bin := t.TempDir()
+	Shim(t, bin, "go", program)
+	src, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Runner{Dir: t.TempDir(), Env: Env(bin), Programs: []string{"go run " + pkg}}
+	r.Check(t, strings.TrimPrefix(pkg, "./")+"/README.md", src)
+}

@@ -17,7 +17,7 @@ import (
 	"github.com/reins-run/reins/operator"
 )
 
-// One terminal or two (docs/cli.md, "One data directory, several terminals"): the process that
+// One terminal or two (docs/deploy.md, "Several terminals on one data directory"): the process that
 // runs the embedded server of a data directory (reins serve, reins run, approve, deny, resume,
 // signal, runs fork) listens on 127.0.0.1 and records its client URL in DATA/nats.url; another
 // command on the same directory finds the lock taken and connects to that URL as the data

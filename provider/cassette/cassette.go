@@ -209,12 +209,18 @@ func (r *Recorder) redact(b []byte) []byte {
 }
 
 // teeBody copies what is read and hands the whole body over once it has been read to its end.
+// A reader that closes it first (an SDK stops reading a stream at its last event, before the
+// server's end of the body) has the rest read at Close, up to [drainLimit]: an exchange is
+// recorded only whole, so replay never serves a truncated reply as if it were complete.
 type teeBody struct {
 	io.ReadCloser
 	buf  bytes.Buffer
 	done func([]byte)
 	once sync.Once
 }
+
+// drainLimit bounds what Close reads of a body its reader left unfinished.
+const drainLimit = 1 << 20
 
 func (t *teeBody) Read(p []byte) (int, error) {
 	n, err := t.ReadCloser.Read(p)
@@ -223,6 +229,13 @@ func (t *teeBody) Read(p []byte) (int, error) {
 		t.once.Do(func() { t.done(t.buf.Bytes()) })
 	}
 	return n, err
+}
+
+// Close reads what is left of the body (a cancelled request's read fails at once, and nothing
+// is recorded), then closes it.
+func (t *teeBody) Close() error {
+	_, _ = io.Copy(io.Discard, io.LimitReader(t, drainLimit))
+	return t.ReadCloser.Close()
 }
 
 func keep(h http.Header) map[string][]string {

@@ -1,6 +1,7 @@
 package cassette_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -35,6 +36,10 @@ func server(t *testing.T) *httptest.Server {
 			io.WriteString(w, "data: {\"delta\":\"Hel\"}\n\n")
 			w.(http.Flusher).Flush()
 			io.WriteString(w, "data: {\"delta\":\"lo\"}\n\ndata: [DONE]\n\n")
+		case "/v1/hang":
+			io.WriteString(w, "data: {\"delta\":\"Hel\"}\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done() // the rest never comes
 		default:
 			http.NotFound(w, r)
 		}
@@ -177,25 +182,51 @@ func TestLoadRejectsBadCassettes(t *testing.T) {
 	}
 }
 
-// A body read only partly (the caller gave up) is not recorded: a cassette only holds complete
-// exchanges, so replay never serves a truncated reply as if it were whole.
-func TestPartialBodyIsNotRecorded(t *testing.T) {
+// A body its reader closes before its end (an SDK stops at a stream's last event) is read to
+// its end at Close and recorded whole; one whose request was cancelled is not recorded at all:
+// a cassette only holds complete exchanges, so replay never serves a truncated reply as if it
+// were whole.
+func TestPartlyReadBodies(t *testing.T) {
 	srv := server(t)
-	path := filepath.Join(t.TempDir(), "c.json")
-	rec := cassette.NewRecorder(path, cassette.Cassette{Provider: "openai"}, nil)
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/stream", strings.NewReader(`{}`))
-	resp, err := rec.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4)
-	if _, err := io.ReadFull(resp.Body, buf); err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("a partly read exchange was written to the cassette (stat: %v)", err)
-	}
+	t.Run("closed early", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "c.json")
+		rec := cassette.NewRecorder(path, cassette.Cassette{Provider: "openai"}, nil)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/stream", strings.NewReader(`{}`))
+		resp, err := rec.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(resp.Body, make([]byte, 4)); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		c, err := cassette.Load(path)
+		if err != nil {
+			t.Fatalf("the exchange closed early was not recorded: %v", err)
+		}
+		const whole = "data: {\"delta\":\"Hel\"}\n\ndata: {\"delta\":\"lo\"}\n\ndata: [DONE]\n\n"
+		if len(c.Interactions) != 1 || c.Interactions[0].Response.Body != whole {
+			t.Errorf("recorded %+v, want the whole body %q", c.Interactions, whole)
+		}
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "c.json")
+		rec := cassette.NewRecorder(path, cassette.Cassette{Provider: "openai"}, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/hang", strings.NewReader(`{}`))
+		resp, err := rec.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(resp.Body, make([]byte, 4)); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		resp.Body.Close()
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a cancelled, partly read exchange was written to the cassette (stat: %v)", err)
+		}
+	})
 }
 
 // TestParseNeverQuotesTheFile: whatever file a cassette path names, the error names the path and

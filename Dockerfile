@@ -1,5 +1,5 @@
 # The reins binary in a container: static, non-root, nothing else in the image.
-#   docker build -t reins .
+#   docker build -t reins --build-arg VERSION=v0.3.0 --build-arg COMMIT=$(git rev-parse --short HEAD) .
 #   docker run --rm reins --help
 # deploy/container/compose.yaml runs it against a three-node NATS cluster (docs/deploy.md).
 FROM golang:1.26 AS build
@@ -7,7 +7,10 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/reins ./cmd/reins
+# What reins version prints: the build context has no .git to read them from (.dockerignore).
+ARG VERSION=""
+ARG COMMIT=""
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.stampedVersion=${VERSION} -X main.stampedCommit=${COMMIT}" -o /out/reins ./cmd/reins
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/reins /usr/local/bin/reins

@@ -73,6 +73,7 @@ func ReadDockerfile(path string) (*Dockerfile, error) {
 	defer f.Close()
 	d := &Dockerfile{}
 	var built bool
+	args := map[string]string{} // ARG NAME[=default]: a build gives none, so the defaults hold
 	sc := bufio.NewScanner(f)
 	var line strings.Builder
 	n := 0
@@ -91,8 +92,11 @@ func ReadDockerfile(path string) (*Dockerfile, error) {
 		line.Reset()
 		rest = strings.TrimSpace(rest)
 		switch strings.ToUpper(instr) {
+		case "ARG":
+			name, def, _ := strings.Cut(rest, "=")
+			args[name] = strings.Trim(def, `"`)
 		case "RUN":
-			words, err := shellWords(rest)
+			words, err := shellWords(os.Expand(rest, func(k string) string { return args[k] }))
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 			}

@@ -44,6 +44,18 @@ func TestReadDockerfile(t *testing.T) {
 	if image.User == "" || strings.HasPrefix(image.User, "root") || strings.HasPrefix(image.User, "0") {
 		t.Errorf("the image runs as %q: not a non-root user", image.User)
 	}
+	// A build argument's default stands in the build line, as docker build without --build-arg
+	// would have it (the image's reins version stamps).
+	if !slices.Contains(image.BuildFlags, "-ldflags=-s -w -X main.stampedVersion= -X main.stampedCommit=") {
+		t.Errorf("the image's build flags %q: want the version stamps, their ARG defaults expanded", image.BuildFlags)
+	}
+	path := filepath.Join(t.TempDir(), "Dockerfile")
+	if err := os.WriteFile(path, []byte("ARG V=\"v1\"\nARG C\nRUN go build -ldflags=\"-X a=${V} -X b=$C\" ./cmd/reins\nCMD [\"serve\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := ReadDockerfile(path); err != nil || !slices.Equal(d.BuildFlags, []string{"-ldflags=-X a=v1 -X b="}) {
+		t.Errorf("ReadDockerfile with ARGs: %+v, %v; want -ldflags=-X a=v1 -X b=", d, err)
+	}
 	for _, tc := range []struct{ name, text, want string }{
 		{"no build", "FROM x\nRUN go mod download\n", "no RUN builds ./cmd/reins"},
 		{"another package", "RUN go build -o /x ./cmd/other\n", `builds "./cmd/other"`},

@@ -21,13 +21,13 @@ func TestVersionLine(t *testing.T) {
 	}{
 		{"tagged", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.3.0"},
 			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: commit}, {Key: "vcs.modified", Value: "false"}}},
-			true, "reins v0.3.0 (commit 77dec2b, go1.26.8)"},
+			true, "reins version v0.3.0 (commit 77dec2b, go1.26.8)"},
 		{"clone", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"},
 			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: commit}, {Key: "vcs.modified", Value: "true"}}},
-			true, "reins (devel) (commit 77dec2b+dirty, go1.26.8)"},
+			true, "reins version (devel) (commit 77dec2b+dirty, go1.26.8)"},
 		{"no vcs", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}},
-			true, "reins (devel) (unknown commit, go1.26.8)"},
-		{"no module", nil, false, "reins (unknown version: built without module information)"},
+			true, "reins version (devel) (unknown commit, go1.26.8)"},
+		{"no module", nil, false, "reins version unknown (built without module information)"},
 	} {
 		if got := versionLine(tc.info, tc.ok); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
@@ -37,7 +37,7 @@ func TestVersionLine(t *testing.T) {
 	stampedVersion, stampedCommit = "v0.3.0", "77dec2b"
 	t.Cleanup(func() { stampedVersion, stampedCommit = "", "" })
 	info := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}
-	if got, want := versionLine(info, true), "reins v0.3.0 (commit 77dec2b, go1.26.8)"; got != want {
+	if got, want := versionLine(info, true), "reins version v0.3.0 (commit 77dec2b, go1.26.8)"; got != want {
 		t.Errorf("stamped: %q, want %q", got, want)
 	}
 }

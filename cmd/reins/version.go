@@ -16,10 +16,10 @@ var stampedVersion, stampedCommit string
 // versionLine says which build of reins this is, from what the Go toolchain stamped into the
 // binary: the module's version ("(devel)" for a build from a clone), the VCS commit it was
 // built from (with "+dirty" when the work tree had changes) and the Go version, e.g.
-// "reins v0.3.0 (commit 77dec2b, go1.26.8)".
+// "reins version v0.3.0 (commit 77dec2b, go1.26.8)", the form of cobra's own --version.
 func versionLine(info *debug.BuildInfo, ok bool) string {
 	if !ok || info == nil {
-		return "reins (unknown version: built without module information)"
+		return "reins version unknown (built without module information)"
 	}
 	version := info.Main.Version
 	if version == "" || version == "(devel)" && stampedVersion != "" {
@@ -49,7 +49,7 @@ func versionLine(info *debug.BuildInfo, ok bool) string {
 	default:
 		commit = "commit " + commit
 	}
-	return fmt.Sprintf("reins %s (%s, %s)", version, commit, info.GoVersion)
+	return fmt.Sprintf("reins version %s (%s, %s)", version, commit, info.GoVersion)
 }
 
 // buildVersion is versionLine of the running binary.

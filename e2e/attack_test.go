@@ -6,8 +6,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -188,10 +190,19 @@ func (h *hostile) healthy() {
 func (h *hostile) scan(secrets ...string) {
 	h.t.Helper()
 	err := filepath.Walk(h.data, func(path string, info os.FileInfo, err error) error {
+		// The server renames its temporary files (a consumer's o.dat.tmp) while the walk runs:
+		// one gone between the listing and the read left its bytes in the file it became,
+		// which the walk reads.
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil || info.IsDir() {
 			return err
 		}
 		data, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}

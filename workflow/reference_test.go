@@ -79,21 +79,12 @@ func unknownKeys(src string) Problems {
 	return out
 }
 
-func readReference(t *testing.T) *reftest.Page {
-	t.Helper()
-	page, err := reftest.Read(referencePage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return page
-}
-
 // TestReferenceDocumentsEveryKey: every key the decoder accepts, at every place of a workflow
 // file, has its row in the reference, under a heading that names that place; and every row
 // names a key that the decoder accepts there (a file with that key at that place has no
 // E_UNKNOWN_KEY).
 func TestReferenceDocumentsEveryKey(t *testing.T) {
-	page := readReference(t)
+	page := reftest.Load(t, referencePage)
 	documented := page.Keys()
 	known := map[string]bool{}
 	for _, pl := range places() {
@@ -134,7 +125,7 @@ func sectionName(section string) string {
 // part of one) that the loader reads without a problem: its keys exist where they are written
 // and their values have the documented types.
 func TestReferenceExamplesParse(t *testing.T) {
-	page := readReference(t)
+	page := reftest.Load(t, referencePage)
 	blocks := page.Blocks("toml")
 	if len(blocks) < 20 {
 		t.Fatalf("workflow-file.md has %d TOML examples: the test cannot read them", len(blocks))
@@ -149,7 +140,7 @@ func TestReferenceExamplesParse(t *testing.T) {
 // TestReferenceExamplesShowEveryKey: every documented key appears in an example under its
 // heading or one that encloses it, written as TOML writes it (key = ..., or a [table] header).
 func TestReferenceExamplesShowEveryKey(t *testing.T) {
-	page := readReference(t)
+	page := reftest.Load(t, referencePage)
 	for _, pl := range places() {
 		var text strings.Builder
 		for _, b := range page.Examples(pl.section, "toml") {

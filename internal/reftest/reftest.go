@@ -18,6 +18,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"testing"
 )
 
 // Key is one documented key: its name and the line of its row.
@@ -63,6 +64,16 @@ func Read(path string) (*Page, error) {
 		return nil, fmt.Errorf("reading the reference page: %w", err)
 	}
 	return Parse(path, data)
+}
+
+// Load is [Read] for a test: a page that cannot be read fails t.
+func Load(t testing.TB, path string) *Page {
+	t.Helper()
+	page, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page
 }
 
 // Parse reads a page from data; file names it in errors.

@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unicode"
+
+	"github.com/reins-run/reins/internal/mdtest"
 )
 
 // mdLink is a Markdown link's target: a path, and an optional #anchor.
@@ -84,7 +85,7 @@ func headingAnchors(t *testing.T, path string) map[string]bool {
 			continue
 		}
 		text := strings.TrimSpace(strings.TrimLeft(line, "#"))
-		a := slug(text)
+		a := mdtest.Anchor(text)
 		if n := seen[a]; n > 0 {
 			out[a+"-"+strconv.Itoa(n)] = true
 		} else {
@@ -93,18 +94,4 @@ func headingAnchors(t *testing.T, path string) map[string]bool {
 		seen[a]++
 	}
 	return out
-}
-
-// slug is GitHub's anchor of a heading's text.
-func slug(text string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(text) {
-		switch {
-		case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_':
-			b.WriteRune(r)
-		case r == ' ':
-			b.WriteByte('-')
-		}
-	}
-	return b.String()
 }

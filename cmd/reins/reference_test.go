@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/reins-run/reins/internal/mdtest"
 )
 
 // referenceFile is the reference of every command and flag, which TestCLIReference holds to
@@ -58,7 +60,7 @@ func parseCLIReference(t *testing.T, text string) cliReference {
 			ref.commands[command] = current
 		case s != nil:
 			command, current = "", map[string]docFlag{}
-			ref.sets[anchor(s[1])] = current
+			ref.sets[mdtest.Anchor(s[1])] = current
 		case strings.HasPrefix(line, "#"):
 			command, current = "", nil
 		case strings.HasPrefix(line, "Flag sets:") && command != "":
@@ -90,20 +92,6 @@ func tableCells(line string) []string {
 		parts[i] = strings.ReplaceAll(strings.TrimSpace(p), "\x00", "|")
 	}
 	return parts
-}
-
-// anchor is the anchor GitHub gives a heading.
-func anchor(heading string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(heading) {
-		switch {
-		case r == ' ':
-			b.WriteByte('-')
-		case r == '-' || r == '_' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9':
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 // flagsOf returns the documented flags of command: its own rows and those of the sets it names.

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"unicode"
 )
 
 // Block is one fenced code block of a Markdown file.
@@ -93,4 +94,20 @@ func dedent(line string, n int) string {
 		line = line[1:]
 	}
 	return line
+}
+
+// Anchor is the anchor GitHub gives a heading's text: lower case, letters, digits, hyphens
+// and underscores kept, spaces as hyphens, everything else dropped (a repeated heading's
+// "-1", "-2" suffixes are the caller's).
+func Anchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_':
+			b.WriteRune(r)
+		case r == ' ':
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
 }

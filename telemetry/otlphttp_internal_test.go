@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/internal/otlptest"
 	"go.opentelemetry.io/otel"
-	collectorpb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -111,12 +111,13 @@ func (c *stepClock) WithDeadline(ctx context.Context, _ time.Time) (context.Cont
 }
 
 // receiver is an OTLP/HTTP endpoint on 127.0.0.1 answering each post with the next of its
-// replies (the last one repeated), decoding what it got with the collector's own types.
+// replies (the last one repeated), decoding what it got with OpenTelemetry's own types (an
+// ExportTraceServiceRequest is TracesData on the wire).
 type receiver struct {
 	mu       sync.Mutex
 	replies  []func(http.ResponseWriter)
 	requests []*http.Request
-	got      []*collectorpb.ExportTraceServiceRequest
+	got      []*tracepb.TracesData
 }
 
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -130,7 +131,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		body = z
 	}
 	b, _ := io.ReadAll(body)
-	var msg collectorpb.ExportTraceServiceRequest
+	var msg tracepb.TracesData
 	if err := proto.Unmarshal(b, &msg); err != nil || req.URL.Path != "/v1/traces" || req.Method != http.MethodPost {
 		http.Error(w, "not an OTLP trace post", http.StatusBadRequest)
 		return
@@ -299,10 +300,7 @@ func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
 // TestPartialSuccess: spans the receiver took the batch but rejected some of go to
 // OpenTelemetry's error handler, as otlptracehttp reports them.
 func TestPartialSuccess(t *testing.T) {
-	reply, err := proto.Marshal(&collectorpb.ExportTraceServiceResponse{PartialSuccess: &collectorpb.ExportTracePartialSuccess{RejectedSpans: 2, ErrorMessage: "too old"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reply := otlptest.ExportResponse(2, "too old")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		_, _ = w.Write(reply)
@@ -328,21 +326,19 @@ func TestPartialSuccess(t *testing.T) {
 // FuzzPartialSuccess: whatever the receiver answers, the reader does not fail, and where
 // protobuf reads an ExportTraceServiceResponse it reads the same.
 func FuzzPartialSuccess(f *testing.F) {
-	for _, m := range []*collectorpb.ExportTraceServiceResponse{{}, {PartialSuccess: &collectorpb.ExportTracePartialSuccess{RejectedSpans: 3, ErrorMessage: "m"}},
-		{PartialSuccess: &collectorpb.ExportTracePartialSuccess{RejectedSpans: -1}}} {
-		b, _ := proto.Marshal(m)
+	for _, b := range [][]byte{otlptest.ExportResponse(0, ""), otlptest.ExportResponse(3, "m"), otlptest.ExportResponse(-1, "")} {
 		f.Add(b)
 		f.Add(append(bytes.Clone(b), b...))
 	}
 	f.Add([]byte{0x0a, 0x05, 0x08, 0x01, 0x12, 0x01})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rejected, msg, ok := partialSuccess(b)
-		var want collectorpb.ExportTraceServiceResponse
-		if proto.Unmarshal(b, &want) != nil {
+		wantRejected, wantMsg, err := otlptest.ReadExportResponse(b)
+		if err != nil {
 			return
 		}
-		if !ok || rejected != want.GetPartialSuccess().GetRejectedSpans() || msg != want.GetPartialSuccess().GetErrorMessage() {
-			t.Fatalf("read %d %q %v; protobuf reads %v", rejected, msg, ok, &want)
+		if !ok || rejected != wantRejected || msg != wantMsg {
+			t.Fatalf("read %d %q %v; protobuf reads %d %q", rejected, msg, ok, wantRejected, wantMsg)
 		}
 	})
 }

@@ -1,6 +1,6 @@
 // Package otlptest is an OTLP/HTTP trace receiver for tests (tests only): it listens on
-// 127.0.0.1, decodes what exporters send (protobuf, gzipped or not) with the collector's own
-// types, and lets a test wait until the spans it expects have arrived. It keeps the raw bodies
+// 127.0.0.1, decodes what exporters send (protobuf, gzipped or not) with OpenTelemetry's own
+// generated types, and lets a test wait until the spans it expects have arrived. It keeps the raw bodies
 // too, for tests that look for what must never be exported.
 //
 // It must not import any reins package: it is the outside world the spans go to.
@@ -18,8 +18,8 @@ import (
 	"strings"
 	"sync"
 
-	collectorpb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -86,7 +86,9 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	var msg collectorpb.ExportTraceServiceRequest
+	// An ExportTraceServiceRequest is TracesData on the wire (field 1, the resource spans);
+	// the collector's package that declares it imports gRPC, which tests need not compile.
+	var msg tracepb.TracesData
 	if err := proto.Unmarshal(body, &msg); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -98,9 +100,8 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	close(r.changed)
 	r.changed = make(chan struct{})
 	r.mu.Unlock()
-	out, _ := proto.Marshal(&collectorpb.ExportTraceServiceResponse{})
 	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(out)
+	_, _ = w.Write(ExportResponse(0, "")) // full success
 }
 
 func readBody(req *http.Request) ([]byte, error) {
@@ -116,7 +117,7 @@ func readBody(req *http.Request) ([]byte, error) {
 	return io.ReadAll(rd)
 }
 
-func flatten(msg *collectorpb.ExportTraceServiceRequest) []Span {
+func flatten(msg *tracepb.TracesData) []Span {
 	var out []Span
 	for _, rs := range msg.GetResourceSpans() {
 		service := ""

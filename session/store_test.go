@@ -203,3 +203,23 @@ func liveKeys(t *testing.T, ctx context.Context, kv jetstream.KeyValue) []string
 	}
 	return keys
 }
+
+// texts are the messages' contents, in order.
+func texts(msgs []model.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Content
+	}
+	return out
+}
+
+// count is how many times s is in list.
+func count(list []string, s string) int {
+	n := 0
+	for _, x := range list {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}

@@ -1,4 +1,4 @@
-package session_test
+package builtin_test
 
 import (
 	"context"
@@ -197,7 +197,7 @@ func TestSessionScope(t *testing.T) {
 		t.Errorf("alice's session changed: %d saves, %q", sess.Saves, texts(sess.Messages))
 	}
 	keys := map[string]bool{}
-	for _, sc := range []session.Scope{{"alice", "support", "reply", "c-7"}, {"mallory", "support", "reply", "c-7"}, {"alice", "sales", "reply", "c-7"}, {"alice", "support", "reply2", "c-7"}, {"alice", "support", "reply", "c-70"}} {
+	for _, sc := range []session.Scope{{Principal: "alice", Workflow: "support", Step: "reply", Session: "c-7"}, {Principal: "mallory", Workflow: "support", Step: "reply", Session: "c-7"}, {Principal: "alice", Workflow: "sales", Step: "reply", Session: "c-7"}, {Principal: "alice", Workflow: "support", Step: "reply2", Session: "c-7"}, {Principal: "alice", Workflow: "support", Step: "reply", Session: "c-70"}} {
 		keys[sc.Key()] = true
 	}
 	if len(keys) != 5 {

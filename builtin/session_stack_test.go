@@ -1,4 +1,4 @@
-package session_test
+package builtin_test
 
 import (
 	"context"
@@ -25,15 +25,15 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// recorder is the model "main" of the tests' workflows: it records what each call is sent and
+// replier is the model "main" of the tests' workflows: it records what each call is sent and
 // answers "re: " and the last user message. With gate set, every call first waits on it.
-type recorder struct {
+type replier struct {
 	mu   sync.Mutex
 	reqs [][]model.Message
 	gate func(ctx context.Context) error
 }
 
-func (m *recorder) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
+func (m *replier) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
 	m.mu.Lock()
 	m.reqs = append(m.reqs, slices.Clone(req.Messages))
 	m.mu.Unlock()
@@ -56,7 +56,7 @@ func (m *recorder) Generate(ctx context.Context, req *model.Request) (*model.Res
 }
 
 // requests returns the messages of every call so far.
-func (m *recorder) requests() [][]model.Message {
+func (m *replier) requests() [][]model.Message {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.reqs)
@@ -68,7 +68,7 @@ type stack struct {
 	t     *testing.T
 	ctx   context.Context
 	box   *natsbox.Box
-	rec   *recorder
+	rec   *replier
 	clk   *clock.Virtual
 	store *session.Store
 }
@@ -83,7 +83,7 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = box.Close() })
-	s := &stack{t: t, ctx: ctx, box: box, rec: &recorder{}, clk: clock.NewVirtual(time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC))}
+	s := &stack{t: t, ctx: ctx, box: box, rec: &replier{}, clk: clock.NewVirtual(time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC))}
 	h, err := host.Start(ctx, host.Config{Box: box, Engine: true, Logger: log,
 		Register: func(w *worker.Worker) error {
 			return builtin.Register(w, builtin.Config{Models: map[string]model.Model{"main": s.rec}, Clock: s.clk})

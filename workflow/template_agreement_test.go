@@ -1,4 +1,4 @@
-package template_test
+package workflow_test
 
 import (
 	"encoding/json"

@@ -1,26 +1,20 @@
 package main
 
 import (
-	"encoding/json"
+	"os"
 	"strings"
 	"testing"
-
-	"github.com/reins-run/reins/internal/bench"
 )
 
-// What reins bench --json prints today (internal/bench's Result, indented as printJSON does)
-// is read, member for member.
+// What reins bench --json prints today (internal/bench's Result, indented as reins bench prints
+// it: internal/bench's TestResultJSON writes and checks testdata/results.json) is read, member
+// for member.
 func TestParseResultsOfReinsBench(t *testing.T) {
-	printed, err := json.MarshalIndent([]bench.Result{
-		{Name: benchFloor, Description: "the floor", N: 9000, NsPerOp: 105115, AllocsPerOp: 165, BytesPerOp: 10007, RatioToFloor: 1},
-		{Name: benchOne, N: 4000, NsPerOp: 235481, AllocsPerOp: 254, RatioToFloor: 2.24,
-			Extra: map[string]float64{"p50-ns": 193000, "p50/floor": 1.84, "p99/floor": 7.7, "cpu-ns/iteration": 300000}},
-		{Name: bench64, N: 30000, NsPerOp: 76973, AllocsPerOp: 221, Extra: map[string]float64{"iterations/s": 12980, "cpu-ns/iteration": 144000}},
-	}, "", "  ")
+	printed, err := os.ReadFile("testdata/results.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := parseResults(append(printed, '\n'))
+	rs, err := parseResults(printed)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,9 +32,9 @@ type runFlags struct {
 	listen    string
 	runID     string
 	quiet     bool
-	// provider is set when --model PROVIDER:NAME was written into the run's definition
-	// (useModel).
-	provider bool
+	// provider is the PROVIDER:NAME of --model when useModel wrote it into the run's
+	// definition: a model this command's workers open.
+	provider string
 }
 
 func newRunCmd() *cobra.Command {
@@ -303,9 +303,10 @@ func printOutcome(cmd *cobra.Command, res protocol.Result, asJSON bool, where st
 // useModel applies --model: it returns a copy of def whose llm and agent steps all use that
 // model (client.UseModel, as reins runs fork --model does), and clears the flag so that the
 // workers open each step's model of the copy. NAME is a model of the workflow's [models];
-// PROVIDER:NAME is added to the copy's [models] (with --base-url on the embedded server), so
-// that the run's own definition says which model it runs on and the commands that continue it
-// (reins approve, deny, resume, signal) need no model flags.
+// PROVIDER:NAME is added to the copy's [models] (with --base-url), so that the run's own
+// definition says which model it runs on and the commands that continue it (reins approve, deny,
+// resume, signal) need no model flags. Only this command's own workers open such a model
+// (workersElsewhere).
 func (f *runFlags) useModel(def *workflow.Definition) (*workflow.Definition, error) {
 	if f.model.name == "" {
 		return def, nil
@@ -314,14 +315,16 @@ func (f *runFlags) useModel(def *workflow.Definition) (*workflow.Definition, err
 	if err != nil {
 		return def, err
 	}
-	if add != nil && f.nats.url == "" && add.Provider != "replay" {
+	if add != nil && add.Provider != "replay" {
 		add.BaseURL = f.model.baseURL
 	}
 	d, err := client.UseModel(def, f.model.name, add)
 	if err != nil {
 		return nil, fmt.Errorf("--model: %w%s", err, didYouMeanModel(def, f.model.name))
 	}
-	f.provider = add != nil
+	if add != nil {
+		f.provider = f.model.name
+	}
 	f.model.name = ""
 	return d, nil
 }
@@ -334,7 +337,7 @@ func (f *runFlags) builtinConfig() (builtin.Config, error) {
 	if err != nil {
 		return builtin.Config{}, &exitError{code: exitUsage, err: err}
 	}
-	if f.model.record != "" && f.model.name == "" && !f.provider {
+	if f.model.record != "" && f.model.name == "" && f.provider == "" {
 		return builtin.Config{}, &exitError{code: exitUsage, err: errors.New("--record records the exchanges of one model: give it with --model PROVIDER:NAME")}
 	}
 	return builtin.Config{

@@ -62,12 +62,16 @@ with it. docs/api.md, "The reins command over the API".
 workflow's [models] (the run starts with a copy of the definition whose steps name it), or
 PROVIDER:NAME (openai:NAME, with --base-url for any OpenAI-compatible server, anthropic:NAME,
 replay:FILE), which the copy declares too: the run's own definition names its model, so that
-reins approve, deny, resume and signal continue it on that model.
+reins approve, deny, resume and signal continue it on that model. PROVIDER:NAME is for this
+command's own workers: when the run goes to another process's (--nats, or a --data another
+reins run holds), declare the model in the file's [models] and give its NAME.
 
 Before the run starts, every model it calls must have its API key (its api_key_env, --api-key,
 or OPENAI_API_KEY / ANTHROPIC_API_KEY; a --base-url server needs none), and the input must
 match the workflow's input_schema when it has one: otherwise the command says which model
-needs which variable, or which input field is wrong, and starts nothing.
+needs which variable, or which input field is wrong, and starts nothing. With --server the
+server checks the keys of its workers; with --nats the keys are the server's workers', which
+this command cannot see.
 
 Progress (step, iteration, tool calls, tokens, cost) goes to stderr as the run advances.
 Interrupting the command (Ctrl-C, SIGTERM) cancels the run. While it runs, other commands on

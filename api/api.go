@@ -24,6 +24,10 @@ type Config struct {
 	// Operator is the configuration whose submission check (operator.CheckWorkflow) a
 	// registered workflow passes; nil means the defaults of a server without --config.
 	Operator *operator.Config
+	// BuiltinWorkers says that this server's built-in workers call the models of its runs, with
+	// the keys of Principals: a start whose workflow calls a provider without a key there is
+	// answered 422 before the run exists, instead of failing its step later.
+	BuiltinWorkers bool
 	// Metrics serves GET /metrics (to any principal); nil serves none.
 	Metrics http.Handler
 	// Ready answers GET /readyz: nil when the process does its work, else why not. Nil means

@@ -95,6 +95,12 @@ type stackOptions struct {
 	ReadTimeout, WriteTimeout time.Duration
 	// MaxUnauthenticated and MaxEventStreams are the API's (0: their defaults).
 	MaxUnauthenticated, MaxEventStreams int
+	// ProviderEnv, when set, makes the principals those of the default configuration's
+	// providers (openai, anthropic) resolved with these environment variables, whose keys the
+	// API is told the built-in workers use (api.Config.BuiltinWorkers).
+	ProviderEnv map[string]string
+	// NoBuiltinWorkers, with ProviderEnv, tells the API that other workers run the steps.
+	NoBuiltinWorkers bool
 }
 
 // startAPI starts the server stack (newStack) and returns the API's URL, the tokens by role
@@ -115,10 +121,19 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	opCfg := &operator.Config{Webhooks: map[string]operator.Webhook{}}
+	if opts.ProviderEnv != nil {
+		opCfg = operator.Default()
+		opCfg.Webhooks = map[string]operator.Webhook{}
+	}
 	for name := range opts.Hooks {
 		opCfg.Webhooks[name] = operator.Webhook{SecretEnv: "HOOK_" + name}
 	}
-	res, err := opCfg.Resolve(func(k string) string { return opts.Hooks[strings.TrimPrefix(k, "HOOK_")] }, nil)
+	res, err := opCfg.Resolve(func(k string) string {
+		if v, ok := opts.ProviderEnv[k]; ok {
+			return v
+		}
+		return opts.Hooks[strings.TrimPrefix(k, "HOOK_")]
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +174,8 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 		return h
 	}
 	s.Host = s.startHost()
-	s.Config = api.Config{Box: s.Box, Principals: res, Log: log, MaxInputBytes: testMaxInput, EngineWait: opts.EngineWait, MaxWebhookBytes: testMaxWebhook}
+	s.Config = api.Config{Box: s.Box, Principals: res, Log: log, MaxInputBytes: testMaxInput, EngineWait: opts.EngineWait, MaxWebhookBytes: testMaxWebhook,
+		BuiltinWorkers: opts.ProviderEnv != nil && !opts.NoBuiltinWorkers}
 	if opts.Log != nil {
 		s.Config.Log = opts.Log
 	}

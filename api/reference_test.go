@@ -7,16 +7,17 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/reins-run/reins/internal/reftest"
 )
 
 // httpReference is the page that lists every route of the API.
 const httpReference = "../docs/reference/http-api.md"
 
 var (
-	routeHeading = regexp.MustCompile("^### `(GET|PUT|POST|DELETE|PATCH) (/[^`]*)`$")
-	statusRow    = regexp.MustCompile("^\\| `([1-5][0-9][0-9])` \\|")
-	codeWord     = regexp.MustCompile("`([a-z]+)`")
-	firstCode    = regexp.MustCompile("^\\| `([^`]+)` \\|")
+	routeName = regexp.MustCompile("^(GET|PUT|POST|DELETE|PATCH) (/[^`]*)$")
+	statusRow = regexp.MustCompile("^[1-5][0-9][0-9]$")
+	codeWord  = regexp.MustCompile("`([a-z]+)`")
 )
 
 // docRoute is one route's section of http-api.md: its roles line, its parameters (name → in),
@@ -30,58 +31,57 @@ type docRoute struct {
 	line     int
 }
 
-// parseHTTPReference reads the convention of http-api.md: a "### `METHOD /path`" heading per
-// route; in its section, a line "Roles: `role`, ..." (or "Roles: none...") and a table whose
-// rows start with "| `STATUS` |".
+// parseHTTPReference reads the convention of http-api.md through [reftest.Parse]: a
+// "### `METHOD /path`" heading per route; in its section, a line "Roles: `role`, ..." (or
+// "Roles: none...") and tables headed "| parameter |", "| body member |" and "| status |".
 func parseHTTPReference(t *testing.T, text string) map[string]*docRoute {
 	t.Helper()
+	page, err := reftest.Parse(httpReference, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
 	routes := map[string]*docRoute{}
-	var cur *docRoute
-	table := "" // the first cell of the header row of the table the line is in
-	for i, line := range strings.Split(text, "\n") {
-		m := routeHeading.FindStringSubmatch(line)
-		switch {
-		case m != nil:
-			key := m[1] + " " + m[2]
-			if routes[key] != nil {
-				t.Errorf("%s:%d: %s has a second section", httpReference, i+1, key)
-			}
-			cur = &docRoute{line: i + 1, params: map[string]string{}, answers: map[string][]string{}}
-			routes[key] = cur
-		case strings.HasPrefix(line, "#"):
-			cur = nil
-		case cur == nil:
-		case strings.HasPrefix(line, "Roles: "):
-			before, _, _ := strings.Cut(strings.TrimPrefix(line, "Roles: "), " (")
+	for _, s := range page.Sections {
+		m := routeName.FindStringSubmatch(s.Names[0])
+		if m == nil || s.Heading != "`"+s.Names[0]+"`" {
+			continue
+		}
+		key := m[1] + " " + m[2]
+		if routes[key] != nil {
+			t.Errorf("%s:%d: %s has a second section", httpReference, s.Line, key)
+		}
+		r := &docRoute{line: s.Line, params: map[string]string{}, answers: map[string][]string{}}
+		routes[key] = r
+		if l, ok := s.Starting("Roles: "); ok {
+			before, _, _ := strings.Cut(strings.TrimPrefix(l.Text, "Roles: "), " (")
 			if !strings.HasPrefix(before, "none") {
 				for _, w := range codeWord.FindAllStringSubmatch(before, -1) {
-					cur.roles = append(cur.roles, w[1])
+					r.roles = append(r.roles, w[1])
 				}
 			}
-		case !strings.HasPrefix(line, "|"):
-			table = ""
-		case table == "":
-			table = strings.TrimSpace(strings.Split(strings.Trim(line, "|"), "|")[0])
-		case firstCode.MatchString(line):
-			readRow(cur, table, line)
+		}
+		for _, table := range s.Tables {
+			for _, row := range table.Rows {
+				readRow(r, table.Header[0], row)
+			}
 		}
 	}
 	return routes
 }
 
 // readRow reads one row of a route's table: a parameter, a body member or a status.
-func readRow(r *docRoute, table, line string) {
-	cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), " | ")
-	name := firstCode.FindStringSubmatch(line)[1]
+func readRow(r *docRoute, table string, row reftest.Row) {
+	name, cells := row.Name(), row.Cells
 	switch {
+	case name == "":
 	case table == "parameter" && len(cells) > 1:
-		r.params[name] = strings.TrimSpace(cells[1])
+		r.params[name] = cells[1]
 	case table == "body member":
 		r.members = append(r.members, name)
-	case table == "status" && statusRow.MatchString(line):
+	case table == "status" && statusRow.MatchString(name) && cells[0] == "`"+name+"`":
 		r.statuses = append(r.statuses, name)
 		if len(cells) > 2 {
-			if members, ok := objectMembers(strings.TrimSpace(cells[2])); ok {
+			if members, ok := objectMembers(cells[2]); ok {
 				r.answers[name] = members
 			}
 		}

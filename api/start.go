@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/operator"
+	"github.com/reins-run/reins/workflow"
 )
 
 // startBodySlack is what a start's body may hold besides its input: the other members.
@@ -68,6 +71,9 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, p operator.Pri
 	if err := def.CheckInput(input); err != nil {
 		return problemf(http.StatusUnprocessableEntity, "%s", err)
 	}
+	if err := s.checkKeys(bs); err != nil {
+		return err
+	}
 	id, err := c.StartWith(r.Context(), bs, input, client.StartOptions{RunID: req.RunID, Registered: &reg})
 	switch {
 	case errors.Is(err, client.ErrExists):
@@ -118,4 +124,40 @@ func (s *Server) recorded(ctx context.Context, c *client.Client, id string) bool
 		return err == nil && rec != nil
 	}
 	return false
+}
+
+// checkKeys answers 422 when the server's built-in workers would fail a model the run calls for
+// want of its provider's key: what they would fail on after the run started, it does not start
+// with. A server whose steps run on other workers (reins serve --no-workers) cannot know their
+// keys, and checks nothing.
+func (s *Server) checkKeys(bs *wire.Bundles) error {
+	if !s.cfg.BuiltinWorkers || s.cfg.Principals == nil {
+		return nil
+	}
+	hashes := slices.Sorted(maps.Keys(bs.All))
+	if i := slices.Index(hashes, bs.Root); i > 0 { // the run's own workflow first
+		hashes = append([]string{bs.Root}, slices.Delete(hashes, i, i+1)...)
+	}
+	for _, hash := range hashes {
+		d := bs.All[hash].Definition
+		for _, st := range d.Steps {
+			if st.Type != workflow.LLM && st.Type != workflow.Agent {
+				continue
+			}
+			names := []string{st.Model}
+			if st.Context != nil {
+				names = append(names, st.Context.Summarizer)
+			}
+			for _, name := range names {
+				m, ok := d.Models[name]
+				if !ok || m.Provider == "scripted" || m.Provider == "replay" {
+					continue
+				}
+				if _, err := s.cfg.Principals.APIKey(m.Provider); err != nil {
+					return problemf(http.StatusUnprocessableEntity, "workflow %s: model %s of step %s cannot be called on this server: %v (in the environment of reins serve, which it reads at start); the run did not start", d.Name, name, st.ID, err)
+				}
+			}
+		}
+	}
+	return nil
 }

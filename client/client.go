@@ -70,6 +70,8 @@ type Client struct {
 	values  *wire.Values
 	objects *natsbox.ObjectValues
 	layout  natsbox.Layout // of Box: what a client that finds no layout creates
+
+	defNames definitionNames // of registered versions, read once (RunWorkflows)
 }
 
 // NewClient returns a client over cfg.Box. It does no I/O until used.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,8 +32,9 @@ type RunWorkflow struct {
 
 // RunWorkflows lists the workflows of the kept runs by name, registered or not (a run of
 // reins run FILE registers nothing). It reads the index's keys and the registry's latest
-// versions, never a run's record, so it costs what one page of Query does. A name the index
-// cannot hold as a token (one with a dot, a space or a wildcard) is left out.
+// versions, never a run's record, so it costs what one page of Query does; the definition of a
+// registered version is read once per client (definitionNames). A name the index cannot hold
+// as a token (one with a dot, a space or a wildcard) is left out.
 func (c *Client) RunWorkflows(ctx context.Context) ([]RunWorkflow, error) {
 	if _, _, err := c.buckets(ctx); err != nil {
 		return nil, err
@@ -102,8 +104,24 @@ func (c *Client) registeredAs(ctx context.Context) (map[string][]string, error) 
 }
 
 // definitionName is the name of registered version r's definition: its stored bundle's, or,
-// when that is gone, its source's.
+// when that is gone, its source's. A version's hash fixes its definition, so the name is read
+// once and remembered (c.defNames).
 func (c *Client) definitionName(ctx context.Context, store *wire.Store, reg jetstream.KeyValue, r Registered) (string, error) {
+	key := registeredVersion{r.Name, r.Version, r.Hash}
+	if name, ok := c.defNames.get(key); ok {
+		return name, nil
+	}
+	name, err := c.readDefinitionName(ctx, store, reg, r)
+	if err != nil {
+		return "", err
+	}
+	c.defNames.put(key, name)
+	return name, nil
+}
+
+// readDefinitionName reads what definitionName remembers.
+func (c *Client) readDefinitionName(ctx context.Context, store *wire.Store, reg jetstream.KeyValue, r Registered) (string, error) {
+	c.defNames.read()
 	if b, err := store.Get(ctx, r.Hash); err == nil {
 		return b.Definition.Name, nil
 	}
@@ -116,4 +134,55 @@ func (c *Client) definitionName(ctx context.Context, store *wire.Store, reg jets
 		return "", fmt.Errorf("client: workflow %s version %d: its source holds no workflow", r.Name, r.Version)
 	}
 	return def.Name, nil
+}
+
+// maxDefinitionNames bounds the definition names a client remembers: past it, the one
+// remembered first is forgotten.
+const maxDefinitionNames = 4096
+
+// registeredVersion is one registered version: its name, number and definition's hash.
+type registeredVersion struct {
+	name    string
+	version int
+	hash    string
+}
+
+// definitionNames remembers the definition name of registered versions, so that listing the
+// workflows of runs (GET /v1/workflows) reads a version's definition once, not on every list.
+// A new version has a key of its own, so nothing remembered goes stale. The zero value is ready.
+type definitionNames struct {
+	mu    sync.Mutex
+	names map[registeredVersion]string
+	order []registeredVersion // in the order remembered, to forget the first past the bound
+	reads int                 // definitions read, which the tests count
+}
+
+func (d *definitionNames) get(k registeredVersion) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	name, ok := d.names[k]
+	return name, ok
+}
+
+func (d *definitionNames) put(k registeredVersion, name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.names == nil {
+		d.names = map[registeredVersion]string{}
+	}
+	if _, ok := d.names[k]; ok {
+		return
+	}
+	if len(d.order) >= maxDefinitionNames {
+		delete(d.names, d.order[0])
+		d.order = slices.Delete(d.order, 0, 1)
+	}
+	d.names[k] = name
+	d.order = append(d.order, k)
+}
+
+func (d *definitionNames) read() {
+	d.mu.Lock()
+	d.reads++
+	d.mu.Unlock()
 }

@@ -66,3 +66,52 @@ func TestRunWorkflows(t *testing.T) {
 		t.Errorf("workflows of runs:\n%+v\nwant:\n%+v", got, want)
 	}
 }
+
+// A registered version's definition is read once: a second list reads none, and a new version,
+// whose definition has another name, is read and shows up under it.
+func TestRunWorkflowsReadsAVersionOnce(t *testing.T) {
+	v := newEnv(t)
+	register := func(defName string) {
+		t.Helper()
+		src := []byte("name = \"" + defName + "\"\n\n[[steps]]\nid = \"end\"\ntype = \"terminate\"\n")
+		def, ps := workflow.Parse("w.toml", src)
+		if len(ps) > 0 {
+			t.Fatal(ps)
+		}
+		if _, _, err := v.Client.Register(v.Ctx, "shipping", src, def); err != nil {
+			t.Fatal(err)
+		}
+		a := workflow.New(defName)
+		a.Terminate("end")
+		_, bs := runtest.Bundles(t, a)
+		v.Wait(v.Start(bs, "", "run-of-"+defName))
+	}
+	list := func() map[string][]string {
+		t.Helper()
+		got, err := v.Client.RunWorkflows(v.Ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		as := map[string][]string{}
+		for _, w := range got {
+			as[w.Name] = w.RegisteredAs
+		}
+		return as
+	}
+	register("ship_v1")
+	for i := range 2 {
+		if as := fmt.Sprint(list()); as != "map[ship_v1:[shipping]]" {
+			t.Fatalf("list %d: registered as %s", i+1, as)
+		}
+	}
+	if n := client.DefinitionReads(v.Client); n != 1 {
+		t.Errorf("two lists read %d definitions, want 1", n)
+	}
+	register("ship_v2")
+	if as := fmt.Sprint(list()); as != "map[ship_v1:[] ship_v2:[shipping]]" {
+		t.Errorf("after version 2: registered as %s", as)
+	}
+	if n := client.DefinitionReads(v.Client); n != 2 {
+		t.Errorf("three lists over two versions read %d definitions, want 2", n)
+	}
+}

@@ -637,3 +637,65 @@ func TestConsole(t *testing.T) {
 		t.Errorf("the console's page: %s", pr)
 	}
 }
+
+// mapWorkflow pauses once for each item of its input's list: a map step whose body is a step of
+// the workflow.
+const mapWorkflow = `name = "map_pauses"
+
+[[steps]]
+id = "each"
+type = "map"
+items = "input.items"
+step = "pause"
+max_items = 5
+
+[[steps]]
+id = "pause"
+type = "sleep"
+duration = "1ms"
+`
+
+// The items of a map step are shown where they ran: the steps table names each item's row
+// (each#N) with the step it runs, and the graph draws the body's node with the items' status
+// and lists them in its title, instead of a body that never ran.
+func TestConsoleMapItems(t *testing.T) {
+	chromium := ensureChromium(t)
+	s := startConsoleServer(t)
+	file := filepath.Join(t.TempDir(), "map.toml")
+	if err := os.WriteFile(file, []byte(mapWorkflow), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const id = "console-map-1"
+	s.runFile(file, `{"items": ["a", "b", "c"]}`, id)
+	admin, err := os.ReadFile(filepath.Join(s.data, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	p := &consolePage{t: t, ctx: browser(t, chromium), base: s.base}
+	p.do("open the console", 30*time.Second, chromedp.Navigate(s.base+"/"), chromedp.WaitVisible(css("#token")))
+	p.signIn(strings.TrimSpace(string(admin)), "admin")
+	p.do("the map run", 30*time.Second, chromedp.Navigate(s.base+"/#/runs/"+id),
+		chromedp.WaitVisible(css(`#run-status[data-status="completed"]`)),
+		chromedp.WaitVisible(css(`#steps-body tr[data-step="each#2"]`)))
+
+	for _, item := range []string{"each#0", "each#1", "each#2"} {
+		row := eval[string](p, `(() => { const r = document.querySelector('#steps-body tr[data-step="`+item+`"]'); return r.dataset.status + ' | ' + r.querySelector('th').innerText; })()`)
+		if row != "completed | "+item+" runs pause" {
+			t.Errorf("the steps table shows item %s as %q, want %q", item, row, "completed | "+item+" runs pause")
+		}
+	}
+	body := `document.querySelector('svg.graph g.node[data-step="pause"]')`
+	if cls := eval[string](p, body+`.getAttribute('class')`); !strings.Contains(cls, "st-completed") {
+		t.Errorf("the graph draws the map's body as %q, want it completed by its items", cls)
+	}
+	title := eval[string](p, body+`.querySelector('title').textContent`)
+	for _, line := range []string{"status: completed", "each#0: completed", "each#1: completed", "each#2: completed"} {
+		if !strings.Contains(title, line) {
+			t.Errorf("the title of the map's body does not say %q:\n%s", line, title)
+		}
+	}
+	if cls := eval[string](p, `document.querySelector('svg.graph g.node[data-step="each"]').getAttribute('class')`); !strings.Contains(cls, "st-completed") {
+		t.Errorf("the graph draws the map step as %q, want it completed", cls)
+	}
+}

@@ -11,18 +11,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reins-run/reins/internal/reftest"
 	"github.com/reins-run/reins/operator"
 )
 
 // serverReference is the page that lists every key of the operator's configuration.
 const serverReference = "../docs/reference/server.md"
 
-var (
-	// tableHeading is a section of one table of the file: ### `[providers.NAME]`.
-	tableHeading = regexp.MustCompile("^### `\\[([^]]+)\\]`$")
-	keyRow       = regexp.MustCompile("^\\| `([a-z0-9_]+)` \\|")
-	knownKeys    = regexp.MustCompile(`\(known: ([^)]*)\)`)
-)
+// knownKeys is the list of keys in the problem of an unknown key.
+var knownKeys = regexp.MustCompile(`\(known: ([^)]*)\)`)
 
 // docKey is a documented key: its table ("" for the top level), and the default and the
 // example of its row.
@@ -31,34 +28,34 @@ type docKey struct {
 	line                     int
 }
 
-// parseServerReference reads the key tables of server.md: a "### Top-level keys" or
-// "### `[TABLE]`" heading per table, and in it rows "| `key` | type | default | what | example |".
+// parseServerReference reads the key tables of server.md through [reftest.Parse]: the top
+// level's under a heading without code ("### Top-level keys"), a table's under "### `[TABLE]`",
+// each row "| `key` | type | default | what it does | example |".
 func parseServerReference(t *testing.T, text string) (tables map[string][]docKey) {
 	t.Helper()
+	page, err := reftest.Parse(serverReference, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tables = map[string][]docKey{}
-	table, in := "", false
-	for i, line := range strings.Split(text, "\n") {
-		switch m := tableHeading.FindStringSubmatch(line); {
-		case line == "### Top-level keys":
-			table, in = "", true
-			tables[table] = nil
-		case m != nil:
-			table, in = m[1], true
-			tables[table] = nil
-		case strings.HasPrefix(line, "#"):
-			in = false
-		case in && keyRow.MatchString(line):
-			cells := strings.Split(strings.Trim(line, "| "), " | ")
-			if len(cells) != 5 {
-				t.Errorf("%s:%d: a key row is | `key` | type | default | what it does | example |, got %q", serverReference, i+1, line)
+	for name, keys := range page.Keys() {
+		table, open := strings.CutPrefix(name, "[")
+		table, closed := strings.CutSuffix(table, "]")
+		if name != "" && (!open || !closed) {
+			t.Errorf("%s:%d: keys under `%s`: a table's heading names it `[TABLE]`", serverReference, keys[0].Line, name)
+			continue
+		}
+		for _, k := range keys {
+			if len(k.Cells) != 5 {
+				t.Errorf("%s:%d: a key row is | `key` | type | default | what it does | example |, got %q", serverReference, k.Line, k.Cells)
 				continue
 			}
 			unquote := func(s string) string { return strings.TrimSuffix(strings.TrimPrefix(s, "`"), "`") }
 			def := ""
-			if strings.HasPrefix(cells[2], "`") && strings.HasSuffix(cells[2], "`") {
-				def = unquote(cells[2])
+			if strings.HasPrefix(k.Cells[2], "`") && strings.HasSuffix(k.Cells[2], "`") {
+				def = unquote(k.Cells[2])
 			}
-			tables[table] = append(tables[table], docKey{table: table, key: keyRow.FindStringSubmatch(line)[1], def: def, example: unquote(cells[4]), line: i + 1})
+			tables[table] = append(tables[table], docKey{table: table, key: k.Name, def: def, example: unquote(k.Cells[4]), line: k.Line})
 		}
 	}
 	return tables
@@ -194,15 +191,15 @@ func checkDefault(t *testing.T, r docKey) {
 
 // TestServerReferenceExample: the complete example of server.md loads without a problem.
 func TestServerReferenceExample(t *testing.T) {
-	text, err := os.ReadFile(serverReference)
-	if err != nil {
-		t.Fatal(err)
+	var block string
+	for _, sec := range reftest.Load(t, serverReference).Sections {
+		if _, ok := sec.Starting("A complete example:"); ok && len(sec.Blocks) > 0 {
+			block = sec.Blocks[0].Text
+		}
 	}
-	_, block, ok := strings.Cut(string(text), "A complete example:\n\n```toml\n")
-	if !ok {
+	if block == "" {
 		t.Fatalf("%s has no complete example", serverReference)
 	}
-	block, _, _ = strings.Cut(block, "```")
 	cfg, err := operator.Parse("server.md", []byte(block))
 	if err != nil {
 		t.Fatal(err)

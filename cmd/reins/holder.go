@@ -236,17 +236,26 @@ func loopbackPort(u string) (host, port string, ok bool) {
 
 // workersElsewhere refuses the flags that configure this command's built-in workers when the
 // run goes to another process's (the server of --nats, or the command holding --data): they
-// would be ignored, and the run would use that process's models.
+// would be ignored, and the run would use that process's models. --model NAME of the workflow's
+// [models] only picks among the definition's models and goes with the run; --model
+// PROVIDER:NAME is a model these workers would open with this command's keys and endpoints.
 func (f *runFlags) workersElsewhere(cmd *cobra.Command) error {
-	for _, name := range []string{"model", "base-url", "api-key", "timeout", "record", "price"} {
-		if !cmd.Flags().Changed(name) || name == "model" && f.model.name == "" { // --model NAME of the workflow's [models] is in the definition
+	where, advice := "the server of --nats "+natsbox.RedactURL(f.nats.url), "run without --nats"
+	if f.nats.url == "" {
+		where, advice = "the reins process holding --data "+f.nats.data, "use another --data"
+	}
+	if f.provider != "" {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--model %s is a model for the built-in workers of this command to open with its keys, but the run goes to those of %s, which open the workflow's own models with theirs: declare it in the workflow's [models] and give --model NAME, or %s", f.provider, where, advice)}
+	}
+	for _, name := range []string{"base-url", "api-key", "timeout", "record", "price"} {
+		if !cmd.Flags().Changed(name) {
 			continue
 		}
-		where, advice := "the server of --nats "+natsbox.RedactURL(f.nats.url), "give it to that server's reins serve, or run without --nats"
+		what := "give it to that server's reins serve, or " + advice
 		if f.nats.url == "" {
-			where, advice = "the reins process holding --data "+f.nats.data, "give it to that command, or use another --data"
+			what = "give it to that command, or " + advice
 		}
-		return &exitError{code: exitUsage, err: fmt.Errorf("--%s configures the built-in workers of this command, but the run goes to those of %s: %s", name, where, advice)}
+		return &exitError{code: exitUsage, err: fmt.Errorf("--%s configures the built-in workers of this command, but the run goes to those of %s: %s", name, where, what)}
 	}
 	return nil
 }

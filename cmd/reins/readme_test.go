@@ -33,7 +33,8 @@ var goPrograms = map[string]string{
 // of examples/ and evals/ (the commands name examples/NAME/workflow.toml and evals/, and their
 // data directory is ./.reins), one command after another. What each prints, stdout and stderr together, must be
 // what the README shows, with mdtest.Matcher's two placeholders only: a line "..." for lines
-// left out, and run ids, which are the real ones from then on.
+// left out, and run ids, which are the real ones from then on. A command ending in " &" (reins
+// serve) runs in the background until the file's sessions end.
 func TestReadmeCommands(t *testing.T) {
 	bin := t.TempDir()
 	mdtest.Shim(t, bin, "reins", "TestReinsProgram")

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/reins-run/reins/internal/mdtest"
+	"github.com/reins-run/reins/internal/reftest"
 )
 
 // referenceFile is the reference of every command and flag, which TestCLIReference holds to
@@ -34,64 +35,66 @@ type cliReference struct {
 }
 
 var (
-	commandHeading = regexp.MustCompile("^### `(reins[a-z -]*)`$")
-	setHeading     = regexp.MustCompile(`^### (.+ flags)$`)
-	setLink        = regexp.MustCompile(`\]\(#([a-z0-9-]+)\)`)
-	flagCell       = regexp.MustCompile("^`--([a-z0-9-]+)`(?:, `-([a-zA-Z])`)?$")
+	setHeading = regexp.MustCompile(`^(.+ flags)$`)
+	setLink    = regexp.MustCompile(`\]\(#([a-z0-9-]+)\)`)
+	flagCell   = regexp.MustCompile("^`--([a-z0-9-]+)`(?:, `-([a-zA-Z])`)?$")
 )
 
-// parseCLIReference reads the convention of docs/reference/cli.md: a "### `reins ...`" heading
-// per command, a "### NAME flags" heading per flag set, in each a table whose rows start with
-// "| `--flag`" (or "| `--flag`, `-f`") and give the type, the default and, last, an example;
-// and, in a command's section, a line "Flag sets: [...](#anchor), ..." naming the sets it takes.
+// parseCLIReference reads the convention of docs/reference/cli.md through [reftest.Parse]: a
+// "### `reins ...`" heading per command, a "### NAME flags" heading per flag set, in each a
+// table headed "| flag |" whose rows give the flag ("`--flag`" or "`--flag`, `-f`"), the type,
+// the default and, last, an example; and, in a command's section, a line
+// "Flag sets: [...](#anchor), ..." naming the sets it takes.
 func parseCLIReference(t *testing.T, text string) cliReference {
 	t.Helper()
+	page, err := reftest.Parse(referenceFile, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ref := cliReference{commands: map[string]map[string]docFlag{}, sets: map[string]map[string]docFlag{}, includes: map[string][]string{}}
-	var current map[string]docFlag
-	var command string
-	for i, line := range strings.Split(text, "\n") {
-		switch m, s := commandHeading.FindStringSubmatch(line), setHeading.FindStringSubmatch(line); {
-		case m != nil:
-			command = m[1]
+	for _, s := range page.Sections {
+		command := s.Names[0]
+		switch set := setHeading.FindStringSubmatch(s.Heading); {
+		case s.Level != 3:
+			continue
+		case s.Heading == "`"+command+"`" && (command == "reins" || strings.HasPrefix(command, "reins ")):
 			if ref.commands[command] != nil {
-				t.Errorf("%s:%d: command %q has a second section", referenceFile, i+1, command)
+				t.Errorf("%s:%d: command %q has a second section", referenceFile, s.Line, command)
 			}
-			current = map[string]docFlag{}
-			ref.commands[command] = current
-		case s != nil:
-			command, current = "", map[string]docFlag{}
-			ref.sets[mdtest.Anchor(s[1])] = current
-		case strings.HasPrefix(line, "#"):
-			command, current = "", nil
-		case strings.HasPrefix(line, "Flag sets:") && command != "":
-			for _, l := range setLink.FindAllStringSubmatch(line, -1) {
-				ref.includes[command] = append(ref.includes[command], l[1])
+			ref.commands[command] = flagRows(t, s)
+			if l, ok := s.Starting("Flag sets:"); ok {
+				for _, m := range setLink.FindAllStringSubmatch(l.Text, -1) {
+					ref.includes[command] = append(ref.includes[command], m[1])
+				}
 			}
-		case strings.HasPrefix(line, "| `--") && current != nil:
-			cells := tableCells(line)
-			fm := flagCell.FindStringSubmatch(cells[0])
-			if fm == nil || len(cells) != 5 {
-				t.Errorf("%s:%d: a flag row is | `--flag` | type | default | what it does | example |, got %q", referenceFile, i+1, line)
-				continue
-			}
-			if _, dup := current[fm[1]]; dup {
-				t.Errorf("%s:%d: --%s is documented twice in its section", referenceFile, i+1, fm[1])
-			}
-			current[fm[1]] = docFlag{name: fm[1], short: fm[2], typ: cells[1], def: cells[2], example: cells[4]}
+		case set != nil && command == "":
+			ref.sets[mdtest.Anchor(set[1])] = flagRows(t, s)
 		}
 	}
 	return ref
 }
 
-// tableCells splits a Markdown table row into its trimmed cells; `\|` is a bar inside a cell.
-func tableCells(line string) []string {
-	line = strings.TrimSpace(line)
-	line = strings.TrimSuffix(strings.TrimPrefix(line, "|"), "|")
-	parts := strings.Split(strings.ReplaceAll(line, `\|`, "\x00"), "|")
-	for i, p := range parts {
-		parts[i] = strings.ReplaceAll(strings.TrimSpace(p), "\x00", "|")
+// flagRows reads the rows of the flag tables of a section.
+func flagRows(t *testing.T, s reftest.Section) map[string]docFlag {
+	t.Helper()
+	flags := map[string]docFlag{}
+	for _, table := range s.Tables {
+		if table.Header[0] != "flag" {
+			continue
+		}
+		for _, row := range table.Rows {
+			fm := flagCell.FindStringSubmatch(row.Cells[0])
+			if fm == nil || len(row.Cells) != 5 {
+				t.Errorf("%s:%d: a flag row is | `--flag` | type | default | what it does | example |, got %q", referenceFile, row.Line, row.Cells)
+				continue
+			}
+			if _, dup := flags[fm[1]]; dup {
+				t.Errorf("%s:%d: --%s is documented twice in its section", referenceFile, row.Line, fm[1])
+			}
+			flags[fm[1]] = docFlag{name: fm[1], short: fm[2], typ: row.Cells[1], def: row.Cells[2], example: row.Cells[4]}
+		}
 	}
-	return parts
+	return flags
 }
 
 // flagsOf returns the documented flags of command: its own rows and those of the sets it names.
@@ -233,7 +236,8 @@ func TestCLIReferenceConvention(t *testing.T) {
 		"| flag | type | default | what it does | example |\n|---|---|---|---|---|\n" +
 		"| `--limit` | int | — | at most N | `--limit 5` |\n" +
 		"| `--format`, `-f` | string | `mermaid` | mermaid \\| dot | `-f dot` |\n\n" +
-		"## Flag sets\n\n### Connection flags\n\n| `--nats` | string | — | URL | `--nats nats://h:4222` |\n\n## Exit statuses\n\n| `--nope` | x | x | x | x |\n"
+		"## Flag sets\n\n### Connection flags\n\n| flag | type | default | what it does | example |\n|---|---|---|---|---|\n" +
+		"| `--nats` | string | — | URL | `--nats nats://h:4222` |\n\n## Exit statuses\n\n| flag | x | x | x | x |\n|---|---|---|---|---|\n| `--nope` | x | x | x | x |\n"
 	ref := parseCLIReference(t, doc)
 	got := ref.flagsOf(t, "reins runs list")
 	want := []string{"format", "limit", "nats"}

@@ -403,3 +403,34 @@ func TestRemoteNoSuchRun(t *testing.T) {
 		}
 	}
 }
+
+// A server without a configuration whose OPENAI_API_KEY was unset when it started answers the
+// start of a workflow calling an openai model with what to set, before the run exists: reins
+// run --server says so and exits 1, and no run is left behind.
+func TestRemoteRunChecksKeys(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv(serverEnv, "")
+	srv := startServe(t, t.TempDir())
+	url := "http://" + httpAddr(t, srv.stderr.String())
+	file := writeWorkflow(t, "keyed.toml", `name = "keyed"
+
+[models.writer]
+provider = "openai"
+model = "gpt-4.1-mini"
+
+[[steps]]
+id = "write"
+type = "llm"
+model = "writer"
+prompt = "Write one line."
+`)
+	code, out, errOut := cli(t, "run", file, "--server", url, "--token", srv.token, "--run-id", "keyed-1")
+	want := "model writer of step write cannot be called on this server: provider openai has no key: set OPENAI_API_KEY (in the environment of reins serve, which it reads at start); the run did not start"
+	if code != exitFailed || !strings.Contains(errOut, want) {
+		t.Errorf("reins run --server: exit %d\n%s%s\nwant exit 1 and %q", code, out, errOut, want)
+	}
+	if code, out, errOut := cli(t, "runs", "show", "keyed-1", "--server", url, "--token", srv.token); code == exitOK {
+		t.Errorf("the refused run exists:\n%s%s", out, errOut)
+	}
+}

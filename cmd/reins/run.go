@@ -32,9 +32,9 @@ type runFlags struct {
 	listen    string
 	runID     string
 	quiet     bool
-	// provider is set when --model PROVIDER:NAME was written into the run's definition
-	// (useModel).
-	provider bool
+	// provider is the PROVIDER:NAME of --model when useModel wrote it into the run's
+	// definition: a model this command's workers open.
+	provider string
 }
 
 func newRunCmd() *cobra.Command {
@@ -62,12 +62,16 @@ with it. docs/api.md, "The reins command over the API".
 workflow's [models] (the run starts with a copy of the definition whose steps name it), or
 PROVIDER:NAME (openai:NAME, with --base-url for any OpenAI-compatible server, anthropic:NAME,
 replay:FILE), which the copy declares too: the run's own definition names its model, so that
-reins approve, deny, resume and signal continue it on that model.
+reins approve, deny, resume and signal continue it on that model. PROVIDER:NAME is for this
+command's own workers: when the run goes to another process's (--nats, or a --data another
+reins run holds), declare the model in the file's [models] and give its NAME.
 
 Before the run starts, every model it calls must have its API key (its api_key_env, --api-key,
 or OPENAI_API_KEY / ANTHROPIC_API_KEY; a --base-url server needs none), and the input must
 match the workflow's input_schema when it has one: otherwise the command says which model
-needs which variable, or which input field is wrong, and starts nothing.
+needs which variable, or which input field is wrong, and starts nothing. With --server the
+server checks the keys of its workers; with --nats the keys are the server's workers', which
+this command cannot see.
 
 Progress (step, iteration, tool calls, tokens, cost) goes to stderr as the run advances.
 Interrupting the command (Ctrl-C, SIGTERM) cancels the run. While it runs, other commands on
@@ -303,9 +307,10 @@ func printOutcome(cmd *cobra.Command, res protocol.Result, asJSON bool, where st
 // useModel applies --model: it returns a copy of def whose llm and agent steps all use that
 // model (client.UseModel, as reins runs fork --model does), and clears the flag so that the
 // workers open each step's model of the copy. NAME is a model of the workflow's [models];
-// PROVIDER:NAME is added to the copy's [models] (with --base-url on the embedded server), so
-// that the run's own definition says which model it runs on and the commands that continue it
-// (reins approve, deny, resume, signal) need no model flags.
+// PROVIDER:NAME is added to the copy's [models] (with --base-url), so that the run's own
+// definition says which model it runs on and the commands that continue it (reins approve, deny,
+// resume, signal) need no model flags. Only this command's own workers open such a model
+// (workersElsewhere).
 func (f *runFlags) useModel(def *workflow.Definition) (*workflow.Definition, error) {
 	if f.model.name == "" {
 		return def, nil
@@ -314,14 +319,16 @@ func (f *runFlags) useModel(def *workflow.Definition) (*workflow.Definition, err
 	if err != nil {
 		return def, err
 	}
-	if add != nil && f.nats.url == "" && add.Provider != "replay" {
+	if add != nil && add.Provider != "replay" {
 		add.BaseURL = f.model.baseURL
 	}
 	d, err := client.UseModel(def, f.model.name, add)
 	if err != nil {
 		return nil, fmt.Errorf("--model: %w%s", err, didYouMeanModel(def, f.model.name))
 	}
-	f.provider = add != nil
+	if add != nil {
+		f.provider = f.model.name
+	}
 	f.model.name = ""
 	return d, nil
 }
@@ -334,7 +341,7 @@ func (f *runFlags) builtinConfig() (builtin.Config, error) {
 	if err != nil {
 		return builtin.Config{}, &exitError{code: exitUsage, err: err}
 	}
-	if f.model.record != "" && f.model.name == "" && !f.provider {
+	if f.model.record != "" && f.model.name == "" && f.provider == "" {
 		return builtin.Config{}, &exitError{code: exitUsage, err: errors.New("--record records the exchanges of one model: give it with --model PROVIDER:NAME")}
 	}
 	return builtin.Config{

@@ -164,7 +164,9 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			triggers := trigger.New(trigger.Config{Box: box, Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Subjects: cfgOp.TriggerSubjects})
 			lim := cfgOp.Limits.HTTP.WithDefaults()
 			obs, err := observe("--listen", httpListen, box, res, log, lim, func(m *metrics.Metrics, ready func() error) http.Handler {
-				return api.New(api.Config{Box: box, Principals: res, Operator: cfgOp, Metrics: m.Handler(), Ready: ready, Console: console.Handler(),
+				// The built-in workers call the workflows' models with the keys of res, unless
+				// --model puts every step on one model of its own.
+				return api.New(api.Config{Box: box, Principals: res, Operator: cfgOp, BuiltinWorkers: !noWorker && mf.name == "", Metrics: m.Handler(), Ready: ready, Console: console.Handler(),
 					Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Hooks: triggers,
 					EngineWait: engineWait(lim.WriteTimeout), MaxWebhookBytes: lim.MaxWebhookBytes, MaxUnauthenticated: lim.MaxUnauthenticated,
 					MaxEventStreams: lim.MaxEventStreams, ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout})

@@ -317,3 +317,59 @@ func TestSameServer(t *testing.T) {
 		}
 	}
 }
+
+// twoModels has two scripted models; its step calls a unless --model says otherwise.
+const twoModels = `name = "two_models"
+
+[models.a]
+provider = "scripted"
+script = [{ text = "from a" }]
+
+[models.b]
+provider = "scripted"
+script = [{ text = "from b" }]
+
+[[steps]]
+id = "write"
+type = "llm"
+model = "a"
+prompt = "Write one line."
+`
+
+// --model picks the run's model wherever its workers run when it names one of the workflow's
+// [models]: the choice goes with the run's definition. --model PROVIDER:NAME is a model this
+// command's own workers open with its keys: when the run goes to another process's workers (the
+// server of --nats, or the reins run holding --data) it is refused, saying why and what to do.
+func TestRunModelWhereWorkersRun(t *testing.T) {
+	file := writeWorkflow(t, "two.toml", twoModels)
+	for _, tc := range []struct {
+		name string
+		// reach starts the process whose workers run the run, and returns the flags that reach
+		// it, where the refusal says the run goes, and what it advises.
+		reach func(t *testing.T) (flags []string, says, do string)
+	}{
+		{"--nats", func(t *testing.T) ([]string, string, string) {
+			srv := startServe(t, t.TempDir()) // sets the admin token of this subtest's commands
+			return []string{"--nats", srv.url}, "the server of --nats " + srv.url, "run without --nats"
+		}},
+		{"a held --data", func(t *testing.T) ([]string, string, string) {
+			held := t.TempDir()
+			holdData(t, held, "first")
+			return []string{"--data", held}, "the reins process holding --data " + held, "use another --data"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			where, says, do := tc.reach(t)
+			code, out, errOut := cli(t, append([]string{"run", file, "--model", "b", "--json", "--quiet"}, where...)...)
+			if res := decodeResult(t, out); code != exitOK || res.Status != "completed" || compactJSON(res.Output) != `"from b"` {
+				t.Errorf("--model b: exit %d, run %s with output %s; want completed on model b\n%s", code, res.Status, res.Output, errOut)
+			}
+			want := "reins: --model openai:gpt-4o-mini is a model for the built-in workers of this command to open with its keys, but the run goes to those of " +
+				says + ", which open the workflow's own models with theirs: declare it in the workflow's [models] and give --model NAME, or " + do + "\n"
+			code, out, errOut = cli(t, append([]string{"run", file, "--model", "openai:gpt-4o-mini"}, where...)...)
+			if code != exitUsage || out != "" || errOut != want {
+				t.Errorf("--model openai:gpt-4o-mini: exit %d\n%s%s\nwant exit 2 and %q", code, out, errOut, want)
+			}
+		})
+	}
+}

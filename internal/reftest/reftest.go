@@ -1,12 +1,15 @@
 // Package reftest reads the reference pages of docs/reference for the tests that hold them to
-// the decoders: which keys each section documents, and the examples written under it.
+// the decoders: which keys each section documents, its other tables, its prose lines and the
+// examples written under it.
 //
 // A page follows one convention, so that a test can read it. Every heading starts a section,
 // named by the code spans of its heading ("### An agent step (`type = "agent"`)" is the section
 // `type = "agent"`; a heading with several code spans names several sections that share one
 // table; a heading without any is the top level, ""). A key table is a Markdown table whose
 // header row begins "| key |"; each of its rows documents the key in the first code span of
-// its first cell. Fenced code blocks belong to the section they are written in.
+// its first cell. Every table, key table or not, is also kept whole, its cells split at bars
+// ("\\|" is a bar inside a cell). Fenced code blocks belong to the section they are written in;
+// the other lines of text are its prose.
 //
 // It owns that reading only: what a page must document is the test's, which knows the decoder.
 package reftest
@@ -21,10 +24,42 @@ import (
 	"testing"
 )
 
-// Key is one documented key: its name and the line of its row.
+// Key is one documented key: its name, the line of its row and the row's cells (the first one
+// included).
 type Key struct {
-	Name string
-	Line int
+	Name  string
+	Line  int
+	Cells []string
+}
+
+// Table is one Markdown table: the cells of its header row, its rows, and the line of its header.
+type Table struct {
+	Header []string
+	Rows   []Row
+	Line   int
+}
+
+// Row is one row of a table below its header: its cells, trimmed, and its line.
+type Row struct {
+	Cells []string
+	Line  int
+}
+
+// Name is the first code span of the row's first cell ("--limit" of "`--limit`, `-l`"), or "".
+func (r Row) Name() string {
+	if len(r.Cells) == 0 {
+		return ""
+	}
+	if m := codeSpan.FindStringSubmatch(r.Cells[0]); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// Line is one line of a section's prose: its text and its number.
+type Line struct {
+	Text string
+	N    int
 }
 
 // Block is one fenced code block: its language ("toml", "json"), its text and the line of its
@@ -44,7 +79,11 @@ type Section struct {
 	Heading string
 	Line    int
 	Keys    []Key
+	Tables  []Table
 	Blocks  []Block
+	// Prose are the lines that are neither a heading, a table nor in a code block, blank ones
+	// left out.
+	Prose []Line
 	// Parent is the index of the nearest section of a lower level above it, or -1.
 	Parent int
 }
@@ -81,10 +120,10 @@ func Parse(file string, data []byte) (*Page, error) {
 	p := &Page{File: file}
 	p.Sections = append(p.Sections, Section{Names: []string{""}, Parent: -1})
 	var (
-		block   *Block
-		body    strings.Builder
-		inTable bool
-		n       int
+		block *Block
+		body  strings.Builder
+		table *Table // the table the previous line was in, or nil
+		n     int
 	)
 	cur := func() *Section { return &p.Sections[len(p.Sections)-1] }
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -92,6 +131,9 @@ func Parse(file string, data []byte) (*Page, error) {
 		n++
 		line := sc.Text()
 		trimmed := strings.TrimSpace(line)
+		if !strings.HasPrefix(trimmed, "|") || block != nil {
+			table = endTable(cur(), table)
+		}
 		switch {
 		case block != nil:
 			if strings.HasPrefix(trimmed, "```") {
@@ -107,21 +149,27 @@ func Parse(file string, data []byte) (*Page, error) {
 			body.Reset()
 		case strings.HasPrefix(line, "#"):
 			p.Sections = append(p.Sections, heading(line, n, p.Sections))
-			inTable = false
-		case strings.HasPrefix(line, "| key |"):
-			inTable = true
-		case inTable && strings.HasPrefix(line, "|---"):
-		case inTable && strings.HasPrefix(line, "|"):
-			first, _, _ := strings.Cut(strings.TrimPrefix(line, "|"), "|")
-			m := codeSpan.FindStringSubmatch(first)
-			if m == nil {
+		case table == nil && strings.HasPrefix(trimmed, "|"):
+			table = &Table{Header: Cells(trimmed), Line: n}
+		case table != nil:
+			if separator(trimmed) {
+				continue
+			}
+			row := Row{Cells: Cells(trimmed), Line: n}
+			table.Rows = append(table.Rows, row)
+			if table.Header[0] != "key" {
+				continue
+			}
+			name := row.Name()
+			if name == "" {
 				return nil, fmt.Errorf("%s:%d: a row of a key table whose first cell names no key in `backquotes`", file, n)
 			}
-			cur().Keys = append(cur().Keys, Key{Name: m[1], Line: n})
-		default:
-			inTable = false
+			cur().Keys = append(cur().Keys, Key{Name: name, Line: n, Cells: row.Cells})
+		case trimmed != "":
+			cur().Prose = append(cur().Prose, Line{Text: line, N: n})
 		}
 	}
+	endTable(cur(), table)
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s:%d: the page cannot be read past this line: %w", file, n+1, err)
 	}
@@ -129,6 +177,44 @@ func Parse(file string, data []byte) (*Page, error) {
 		return nil, fmt.Errorf("%s:%d: a code block that is never closed", file, block.Line)
 	}
 	return p, nil
+}
+
+// endTable adds t, when there is one, to s's tables; it returns nil, the table the next line is
+// in.
+func endTable(s *Section, t *Table) *Table {
+	if t != nil {
+		s.Tables = append(s.Tables, *t)
+	}
+	return nil
+}
+
+// separator reports whether a table's line is the one under its header: |---|:--:|.
+func separator(line string) bool {
+	return strings.Trim(line, "|-: ") == "" && strings.Contains(line, "-")
+}
+
+// Cells splits a table's line into its trimmed cells; "\\|" is a bar inside a cell.
+func Cells(line string) []string {
+	line = strings.TrimSpace(line)
+	line = strings.TrimPrefix(line, "|")
+	if strings.HasSuffix(line, "|") && !strings.HasSuffix(line, `\|`) {
+		line = line[:len(line)-1]
+	}
+	parts := strings.Split(strings.ReplaceAll(line, `\|`, "\x00"), "|")
+	for i, part := range parts {
+		parts[i] = strings.ReplaceAll(strings.TrimSpace(part), "\x00", "|")
+	}
+	return parts
+}
+
+// Starting returns the first line of s's prose that starts with prefix.
+func (s *Section) Starting(prefix string) (Line, bool) {
+	for _, l := range s.Prose {
+		if strings.HasPrefix(l.Text, prefix) {
+			return l, true
+		}
+	}
+	return Line{}, false
 }
 
 // heading makes the section a heading line starts; before are the sections above it.

@@ -88,6 +88,72 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestParseTables: every table of a section is kept with its header, its rows' cells and their
+// lines, and the lines around them are its prose.
+func TestParseTables(t *testing.T) {
+	const text = "### `reins runs list`\n" +
+		"\n" +
+		"Flag sets: [connection flags](#connection-flags).\n" +
+		"| flag | type | example |\n" +
+		"|:---|---|---|\n" +
+		"| `--format`, `-f` | string | mermaid \\| dot |\n" +
+		"| plain | x | `y` |\n" +
+		"after the table\n" +
+		"```\n" +
+		"| not | a table |\n" +
+		"```\n" +
+		"| status |\n" +
+		"## Next\n"
+	p, err := Parse("page.md", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Sections[1]
+	want := []Table{
+		{Header: []string{"flag", "type", "example"}, Line: 4, Rows: []Row{
+			{Cells: []string{"`--format`, `-f`", "string", "mermaid | dot"}, Line: 6},
+			{Cells: []string{"plain", "x", "`y`"}, Line: 7},
+		}},
+		{Header: []string{"status"}, Line: 12},
+	}
+	if !reflect.DeepEqual(s.Tables, want) {
+		t.Errorf("Tables = %+v, want %+v", s.Tables, want)
+	}
+	if got := []string{s.Tables[0].Rows[0].Name(), s.Tables[0].Rows[1].Name()}; !reflect.DeepEqual(got, []string{"--format", ""}) {
+		t.Errorf("row names %q", got)
+	}
+	wantProse := []Line{{"Flag sets: [connection flags](#connection-flags).", 3}, {"after the table", 8}}
+	if !reflect.DeepEqual(s.Prose, wantProse) {
+		t.Errorf("Prose = %+v, want %+v", s.Prose, wantProse)
+	}
+	if l, ok := s.Starting("after"); !ok || l.N != 8 {
+		t.Errorf("Starting(after) = %+v, %v", l, ok)
+	}
+	if _, ok := s.Starting("Roles:"); ok {
+		t.Errorf("Starting(Roles:) found a line the section does not have")
+	}
+	if len(p.Sections[2].Tables) != 0 {
+		t.Errorf("the next section has tables %+v", p.Sections[2].Tables)
+	}
+}
+
+func TestCells(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want []string
+	}{
+		{"| a | b |", []string{"a", "b"}},
+		{"|a|b", []string{"a", "b"}},
+		{"| `x \\| y` | z |", []string{"`x | y`", "z"}},
+		{"| ends in a bar \\|", []string{"ends in a bar |"}},
+		{"|", []string{""}},
+	} {
+		if got := Cells(tc.line); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Cells(%q) = %q, want %q", tc.line, got, tc.want)
+		}
+	}
+}
+
 func TestParseRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, page, want string }{
 		{"a row without a key", "| key | type |\n|---|---|\n| name | string |\n", "page.md:3: a row of a key table whose first cell names no key"},
@@ -114,6 +180,20 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		lines := strings.Count(text, "\n") + 1
+		for _, s := range p.Sections {
+			for _, tb := range s.Tables {
+				for _, r := range tb.Rows {
+					if len(tb.Header) == 0 || len(r.Cells) == 0 || r.Line <= tb.Line || r.Line > lines {
+						t.Fatalf("table on line %d has row %+v on a page of %d lines", tb.Line, r, lines)
+					}
+				}
+			}
+			for _, l := range s.Prose {
+				if strings.TrimSpace(l.Text) == "" || l.N < 1 || l.N > lines {
+					t.Fatalf("prose line %+v on a page of %d lines", l, lines)
+				}
+			}
+		}
 		for section, keys := range p.Keys() {
 			for _, k := range keys {
 				if k.Name == "" || k.Line < 1 || k.Line > lines {

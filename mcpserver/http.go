@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -37,6 +38,9 @@ func (s *Server) Handler() http.Handler {
 			http.Error(w, r.URL.Path+" needs the header Authorization: Bearer TOKEN, the token of a principal of the operator's configuration", http.StatusUnauthorized)
 			return
 		}
+		// A call waits for its run, and a session's stream stays open: the server's write
+		// deadline, meant for answers that come at once, is lifted once the token is known.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 		inner.ServeHTTP(w, r)
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/reins-run/reins/console"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/mcpserver"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/runner"
@@ -164,10 +165,11 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			triggers := trigger.New(trigger.Config{Box: box, Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Subjects: cfgOp.TriggerSubjects})
 			lim := cfgOp.Limits.HTTP.WithDefaults()
 			obs, err := observe("--listen", httpListen, box, res, log, lim, func(m *metrics.Metrics, ready func() error) http.Handler {
-				return api.New(api.Config{Box: box, Principals: res, Operator: cfgOp, Metrics: m.Handler(), Ready: ready, Console: console.Handler(),
+				a := api.New(api.Config{Box: box, Principals: res, Operator: cfgOp, Metrics: m.Handler(), Ready: ready, Console: console.Handler(),
 					Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Hooks: triggers,
 					EngineWait: engineWait(lim.WriteTimeout), MaxWebhookBytes: lim.MaxWebhookBytes, MaxUnauthenticated: lim.MaxUnauthenticated,
 					MaxEventStreams: lim.MaxEventStreams, ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout})
+				return withMCP(a, mcpserver.New(mcpserver.Config{As: a.As, Principals: res, Log: log, Version: buildVersion()}))
 			})
 			if err != nil {
 				return err

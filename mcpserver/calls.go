@@ -107,7 +107,7 @@ func (s *Server) begin(ctx context.Context, p operator.Principal, tool string, a
 		args = json.RawMessage("{}")
 	}
 	if err := bs.All[bs.Root].Definition.CheckInput(args); err != nil {
-		return &toolError{fmt.Sprintf("the arguments of tool %s do not fit its input schema: %s", tool, err)}
+		return &toolError{fmt.Sprintf("tool %s: %s", tool, err)}
 	}
 	_, err = c.StartWith(ctx, bs, args, client.StartOptions{RunID: runID, Registered: &reg})
 	switch {

@@ -68,6 +68,11 @@ func principalOf(ctx context.Context) operator.Principal {
 // to the SDK: a tools/call with its run's id, initialize with its answer given the tasks
 // capability.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request, sdk http.Handler) {
+	if r.Method == http.MethodDelete { // the host ends its session
+		sdk.ServeHTTP(w, r)
+		s.forget(r.Header.Get("Mcp-Session-Id"), principalOf(r.Context()).Name)
+		return
+	}
 	if r.Method != http.MethodPost {
 		sdk.ServeHTTP(w, r)
 		return

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -16,12 +15,9 @@ import (
 // its run, naming the step, the iteration, its tool calls and tokens.
 func TestProgress(t *testing.T) {
 	s := newStack(t)
-	var mu sync.Mutex
-	var got []*mcp.ProgressNotificationParams
+	notes := make(chan *mcp.ProgressNotificationParams, 8)
 	cs := s.connect("sam", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, r.Params)
+		notes <- r.Params
 	}})
 	params := &mcp.CallToolParams{Name: "think", Arguments: map[string]any{}}
 	params.SetProgressToken("p-1")
@@ -29,10 +25,21 @@ func TestProgress(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("think: %v %+v", err, res)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) != 2 {
-		t.Fatalf("progress notifications %d, want one per iteration (2)", len(got))
+	// The client hands notifications to its handler apart from the call's answer: they may
+	// come after it.
+	var got []*mcp.ProgressNotificationParams
+	for len(got) < 2 {
+		select {
+		case p := <-notes:
+			got = append(got, p)
+		case <-s.Ctx.Done():
+			t.Fatalf("progress notifications %d, want one per iteration (2)", len(got))
+		}
+	}
+	select {
+	case p := <-notes:
+		t.Errorf("a third progress notification: %+v", p)
+	default:
 	}
 	for i, p := range got {
 		want := []string{"step act", "iteration ", "tool calls", "tokens"}

@@ -85,6 +85,15 @@ func (s *Server) remember(id, principal string) {
 	s.sessions[id] = principal
 }
 
+// forget drops the Streamable HTTP session id, when it is principal's.
+func (s *Server) forget(id, principal string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions[id] == principal {
+		delete(s.sessions, id)
+	}
+}
+
 // sessionOf returns the principal's name of a Streamable HTTP session ("" for none known).
 func (s *Server) sessionOf(id string) string {
 	s.mu.Lock()

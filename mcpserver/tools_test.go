@@ -115,8 +115,8 @@ func TestCallToolBadInput(t *testing.T) {
 		args map[string]any
 		want string
 	}{
-		{map[string]any{"qty": 2}, "order_id"},
-		{map[string]any{"order_id": "A-1", "qty": "two"}, "qty"},
+		{map[string]any{"qty": 2}, "missing property 'order_id'"},
+		{map[string]any{"order_id": "A-1", "qty": "two"}, "at /qty: got string, want integer"},
 	} {
 		res, err := cs.CallTool(s.Ctx, &mcp.CallToolParams{Name: "echo", Arguments: tc.args})
 		if err != nil {
@@ -181,6 +181,10 @@ func TestCallToolRefused(t *testing.T) {
 		if !errors.As(err, &rpc) || !strings.Contains(rpc.Message, "principal "+name) || !strings.Contains(rpc.Message, "submitter") {
 			t.Errorf("%s's call: %v, want a refusal naming the principal and the role", name, err)
 		}
+	}
+	vera := s.connect("vera", nil)
+	if _, a := s.post("vera", vera.ID(), "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"order_id": "A-1"}, "task": map[string]any{}}); a.Error == nil || !strings.Contains(a.Error.Message, "principal vera") {
+		t.Errorf("vera's call as a task: %+v, want a refusal", a.Error)
 	}
 	if ids := s.runs("echo"); len(ids) != 0 {
 		t.Errorf("refused calls started runs %v", ids)

@@ -210,3 +210,23 @@ func TestMCP(t *testing.T) {
 		}
 	})
 }
+
+// TestMCPUsage: reins mcp --server needs a token, and takes no NATS flag beside it.
+func TestMCPUsage(t *testing.T) {
+	t.Setenv(tokenEnv, "")
+	t.Setenv(serverEnv, "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mcp", "--server", "http://127.0.0.1:1"}, "--server needs the token of a principal"},
+		{[]string{"mcp", "--server", "http://127.0.0.1:1", "--token", "t", "--nats", "nats://127.0.0.1:1"}, "give one of them"},
+		{[]string{"mcp", "extra"}, "unknown command"},
+	} {
+		var stdout, stderr strings.Builder
+		code := run(t.Context(), tc.args, &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
+			t.Errorf("reins %s: exit %d, stderr %q, stdout %q; want %d saying %q", strings.Join(tc.args, " "), code, stderr.String(), stdout.String(), exitUsage, tc.want)
+		}
+	}
+}

@@ -34,8 +34,8 @@ func withTasks(result []byte) []byte {
 }
 
 // front returns what answers req when it is a method the server answers in front of the SDK
-// (tools/list, a task-augmented tools/call, resources, tasks), as p in session ("" over
-// stdio); ok is false for any other, which goes on to the SDK, a tools/call with the id of its
+// (tools/list, a task-augmented tools/call, resources, tasks), as p in session (over stdio,
+// the connection's own); ok is false for any other, which goes on to the SDK, a tools/call with the id of its
 // run in its _meta (RunIDMetaKey). What it returns may take as long as a run (tasks/result):
 // the transport runs it apart from the messages that follow. Its second result names the run
 // of a task it created ("" for none).

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"sync"
 
@@ -25,7 +26,9 @@ func (t *frontTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	return &frontConn{Connection: conn, s: t.s, p: t.p, ctx: ctx, cancel: cancel}, nil
+	// A connection is a session of its own: a host that starts reins mcp again numbers its
+	// requests from 1 again, and its calls must not find the runs of the last one's.
+	return &frontConn{Connection: conn, s: t.s, p: t.p, ctx: ctx, cancel: cancel, session: rand.Text()}, nil
 }
 
 // frontConn is a connection whose reads the front sees first: what it answers is written back
@@ -37,6 +40,8 @@ type frontConn struct {
 	p      operator.Principal
 	ctx    context.Context // ends with the connection: its answers and notifications stop
 	cancel context.CancelFunc
+	// session stands for a session id in the run ids of its calls (RunID).
+	session string
 
 	mu     sync.Mutex
 	initID *jsonrpc.ID
@@ -58,7 +63,7 @@ func (f *frontConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			f.initID = &id
 			f.mu.Unlock()
 		}
-		handle, ok := f.s.front(f.p, "", req)
+		handle, ok := f.s.front(f.p, f.session, req)
 		if !ok {
 			return req, nil
 		}

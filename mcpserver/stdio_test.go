@@ -62,6 +62,17 @@ func TestServe(t *testing.T) {
 		t.Errorf("a bad argument: %v %+v", err, res)
 	}
 
+	// Two connections, each numbering its requests from 1, make the same call: two runs.
+	for range 2 {
+		c := connect(operator.Principal{Name: "sam", Roles: []string{operator.RoleSubmitter}})
+		if _, err := c.CallTool(s.Ctx, &mcp.CallToolParams{Name: "anything", Arguments: map[string]any{"n": 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids := s.runs("anything"); len(ids) != 2 {
+		t.Errorf("the same first call of two connections ran %v, want two runs", ids)
+	}
+
 	vera := connect(operator.Principal{Name: "vera", Roles: []string{operator.RoleViewer}})
 	if _, err := vera.CallTool(s.Ctx, &mcp.CallToolParams{Name: "echo", Arguments: args}); err == nil || !strings.Contains(err.Error(), "principal vera") {
 		t.Errorf("a viewer's call: %v, want a refusal", err)

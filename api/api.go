@@ -283,6 +283,10 @@ func (s *Server) client(p operator.Principal) *client.Client {
 	return c.(*client.Client)
 }
 
+// As returns the client of runs acting as p that the API's routes act through, for what serves
+// the same principals beside them (reins serve's MCP server).
+func (s *Server) As(p operator.Principal) *client.Client { return s.client(p) }
+
 // may reports whether p's roles let it publish on a subject, as the server's permissions would
 // let p's own connection (natsbox.Permissions): a principal's event subject by its kind, and
 // anything else only as an admin (the API's connection publishes for everyone).

@@ -105,6 +105,6 @@ var commandGroups = []struct {
 	{"run", "Run workflows:", []func() *cobra.Command{newRunCmd, newAgentCmd}},
 	{"inspect", "Inspect runs:", []func() *cobra.Command{newRunsCmd, newSessionsCmd}},
 	{"decide", "Decide on waiting runs:", []func() *cobra.Command{newApproveCmd, newDenyCmd, newResumeCmd, newSignalCmd}},
-	{"serve", "Serve and operate:", []func() *cobra.Command{newServeCmd, newWorkerCmd}},
+	{"serve", "Serve and operate:", []func() *cobra.Command{newServeCmd, newWorkerCmd, newMCPCmd}},
 	{"develop", "Develop:", []func() *cobra.Command{newValidateCmd, newGraphCmd, newEvalCmd, newBenchCmd}},
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/reins-run/reins/console"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/mcpserver"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/runner"
@@ -166,10 +167,11 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			obs, err := observe("--listen", httpListen, box, res, log, lim, func(m *metrics.Metrics, ready func() error) http.Handler {
 				// The built-in workers call the workflows' models with the keys of res, unless
 				// --model puts every step on one model of its own.
-				return api.New(api.Config{Box: box, Principals: res, Operator: cfgOp, BuiltinWorkers: !noWorker && mf.name == "", Metrics: m.Handler(), Ready: ready, Console: console.Handler(),
+				a := api.New(api.Config{Box: box, Principals: res, Operator: cfgOp, BuiltinWorkers: !noWorker && mf.name == "", Metrics: m.Handler(), Ready: ready, Console: console.Handler(),
 					Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Hooks: triggers,
 					EngineWait: engineWait(lim.WriteTimeout), MaxWebhookBytes: lim.MaxWebhookBytes, MaxUnauthenticated: lim.MaxUnauthenticated,
 					MaxEventStreams: lim.MaxEventStreams, ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout})
+				return withMCP(a, mcpserver.New(mcpserver.Config{As: a.As, Principals: res, Log: log, Version: buildVersion()}))
 			})
 			if err != nil {
 				return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -304,7 +305,7 @@ func TestBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := wire.NewBundles(def, t.TempDir())
+	bs, err := runstore.NewBundles(def, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // workflowsKV is natsbox.WorkflowsBucket, opened on first use, so that Bundles works before Run
-// has ensured the layout. It serves the two methods wire.Store calls, Get and Create (and Put);
+// has ensured the layout. It serves the two methods runstore.Store calls, Get and Create (and Put);
 // the embedded interface is nil and any other method panics.
 type workflowsKV struct {
 	jetstream.KeyValue

@@ -18,6 +18,7 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
@@ -86,7 +87,7 @@ type TaskContext interface {
 	// AddUsage adds u to what the answer reports (the engine adds it to the step's usage).
 	AddUsage(u protocol.Usage)
 	// Bundle returns the workflow definition the run started with (task.Workflow).
-	Bundle() (*wire.Bundle, error)
+	Bundle() (*runstore.Bundle, error)
 	// Record keeps what the iteration did (the last call wins), to be sent with the answer as
 	// its durable record (protocol.Event.Record), with the task's wall time: texts longer than
 	// 2 KiB are clipped there, their whole kept by reference in the run's values.
@@ -223,7 +224,7 @@ func (tc *taskContext) Heartbeat() error {
 	return nil
 }
 
-func (tc *taskContext) Bundle() (*wire.Bundle, error) {
+func (tc *taskContext) Bundle() (*runstore.Bundle, error) {
 	if tc.task.Workflow == "" {
 		return nil, fmt.Errorf("worker: task %s names no workflow", tc.task.MsgID)
 	}

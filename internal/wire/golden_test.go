@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/trace"
@@ -103,8 +104,8 @@ func goldenEvents() map[string]*protocol.Event {
 }
 
 // goldenRun is the record of a run waiting for a decision, with a map step's children.
-func goldenRun() *wire.Record {
-	return &wire.Record{Run: &engine.Run{ID: "r-1", Workflow: "triage", Hash: "5f2b9c", Status: protocol.RunWaiting,
+func goldenRun() *runstore.Record {
+	return &runstore.Record{Run: &engine.Run{ID: "r-1", Workflow: "triage", Hash: "5f2b9c", Status: protocol.RunWaiting,
 		Input: json.RawMessage(`{"ticket":"T-1"}`), StartedAt: at, Deadline: at.Add(time.Hour), Executed: 4,
 		Steps: map[string]*engine.StepRun{
 			"fetch": {Step: "fetch", Status: protocol.StepCompleted, Activation: 1, Iteration: 1, Attempt: 1, Attempts: 1,
@@ -155,12 +156,12 @@ func goldenMessages(t *testing.T) map[string][]byte {
 		put(name)(wire.EncodeEvent(ev))
 	}
 	put("event-every-field")(wire.EncodeEvent(everyFieldOf[protocol.Event](t)))
-	put("record")(wire.EncodeRecord(goldenRun()))
+	put("record")(runstore.EncodeRecord(goldenRun()))
 	sub := goldenRun()
 	sub.Run.ID, sub.Parent = "r-1/triage/c3", &protocol.Parent{RunID: "r-1", Step: "triage", Item: -1, Activation: 1, Iteration: 3, CallID: "c3"}
-	put("record-subrun")(wire.EncodeRecord(sub))
-	every := &wire.Record{Run: everyFieldOf[engine.Run](t), Parent: everyFieldOf[protocol.Parent](t)}
-	put("record-every-field")(wire.EncodeRecord(every))
+	put("record-subrun")(runstore.EncodeRecord(sub))
+	every := &runstore.Record{Run: everyFieldOf[engine.Run](t), Parent: everyFieldOf[protocol.Parent](t)}
+	put("record-every-field")(runstore.EncodeRecord(every))
 	return out
 }
 
@@ -193,11 +194,11 @@ func reencode(name string, data []byte) ([]byte, error) {
 		if err := json.Unmarshal(data, &probe); err != nil {
 			return nil, err
 		}
-		rec, err := wire.DecodeRecord(entry{key: probe.Run.ID, value: data})
+		rec, err := runstore.DecodeRecord(entry{key: probe.Run.ID, value: data})
 		if err != nil {
 			return nil, err
 		}
-		return wire.EncodeRecord(rec)
+		return runstore.EncodeRecord(rec)
 	default:
 		ev, err := wire.DecodeEvent(data)
 		if err != nil {

@@ -1,4 +1,4 @@
-package wire
+package runstore
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -217,17 +218,17 @@ func (s *Store) Get(ctx context.Context, hash string) (*Bundle, error) {
 	}
 	b = new(Bundle)
 	if err := json.Unmarshal(e.Value(), b); err != nil {
-		return nil, fmt.Errorf("workflow %.12s: %w: the stored bundle is not valid: %v", hash, ErrMalformed, err)
+		return nil, fmt.Errorf("workflow %.12s: %w: the stored bundle is not valid: %v", hash, wire.ErrMalformed, err)
 	}
 	if b.Definition == nil {
-		return nil, fmt.Errorf("workflow %.12s: %w: the stored bundle has no definition", hash, ErrMalformed)
+		return nil, fmt.Errorf("workflow %.12s: %w: the stored bundle has no definition", hash, wire.ErrMalformed)
 	}
 	b.Definition.Normalize()
 	// A bundle is stored under the hash of its definition; one whose definition has another
 	// hash was not stored by reins (anyone who may store workflows can write any key) and
 	// must not run in the place of the workflow that hash names.
 	if h, err := b.Definition.Hash(); err != nil || h != hash {
-		return nil, fmt.Errorf("workflow %.12s: %w: the stored definition does not have the hash it is stored under", hash, ErrMalformed)
+		return nil, fmt.Errorf("workflow %.12s: %w: the stored definition does not have the hash it is stored under", hash, wire.ErrMalformed)
 	}
 	s.mu.Lock()
 	s.cache[hash] = b

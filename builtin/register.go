@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 )
@@ -41,11 +42,12 @@ func Register(w *worker.Worker, cfg Config, handlers ...string) error {
 			return fmt.Errorf("builtin: %q is not a built-in handler (known: %s, %s)", name, protocol.HandlerLLM, protocol.HandlerAgent)
 		}
 	}
+	bundles := runstore.OpenStore(w.WorkflowsBucket)
 	seen := map[string]bool{}
 	for _, name := range handlers {
 		if !seen[name] {
 			seen[name] = true
-			w.Handle(name, adapt(serve[name]))
+			w.Handle(name, adapt(serve[name], bundles))
 		}
 	}
 	// The series of the program's own tools and models exist at 0 from the start.
@@ -60,12 +62,25 @@ func Register(w *worker.Worker, cfg Config, handlers ...string) error {
 }
 
 // adapt serves a handler of this package as a worker handler.
-func adapt(serve func(Task) error) worker.Handler {
-	return func(tc worker.TaskContext) error { return serve(taskContext{tc}) }
+func adapt(serve func(Task) error, bundles *runstore.Store) worker.Handler {
+	return func(tc worker.TaskContext) error { return serve(taskContext{tc, bundles}) }
 }
 
-// taskContext is a worker.TaskContext as a Task.
-type taskContext struct{ worker.TaskContext }
+// taskContext is a worker.TaskContext as a Task, its bundle read from the worker's workflows
+// bucket.
+type taskContext struct {
+	worker.TaskContext
+	bundles *runstore.Store
+}
+
+// Bundle returns the workflow definition the run started with (Task.Workflow).
+func (c taskContext) Bundle() (*runstore.Bundle, error) {
+	t := c.Task()
+	if t.Workflow == "" {
+		return nil, fmt.Errorf("task %s names no workflow", t.MsgID)
+	}
+	return c.bundles.Get(c, t.Workflow)
+}
 
 var _ Task = taskContext{}
 

@@ -18,7 +18,6 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
@@ -86,8 +85,6 @@ type TaskContext interface {
 	Heartbeat() error
 	// AddUsage adds u to what the answer reports (the engine adds it to the step's usage).
 	AddUsage(u protocol.Usage)
-	// Bundle returns the workflow definition the run started with (task.Workflow).
-	Bundle() (*runstore.Bundle, error)
 	// Record keeps what the iteration did (the last call wins), to be sent with the answer as
 	// its durable record (protocol.Event.Record), with the task's wall time: texts longer than
 	// 2 KiB are clipped there, their whole kept by reference in the run's values.
@@ -222,13 +219,6 @@ func (tc *taskContext) Heartbeat() error {
 		return fmt.Errorf("worker: heartbeat of task %s: %w", tc.task.MsgID, err)
 	}
 	return nil
-}
-
-func (tc *taskContext) Bundle() (*runstore.Bundle, error) {
-	if tc.task.Workflow == "" {
-		return nil, fmt.Errorf("worker: task %s names no workflow", tc.task.MsgID)
-	}
-	return tc.w.bundles.Get(tc, tc.task.Workflow)
 }
 
 func (tc *taskContext) Continue(output any) error {

@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
@@ -93,7 +92,7 @@ type Worker struct {
 	ackWait     time.Duration
 	concurrency int
 	goroutines  *goroutines // where the handlers run (set by Run)
-	bundles     *runstore.Store
+	workflows   *workflows
 	effects     *Effects
 	sessions    *session.Store
 	metrics     *metrics.Metrics
@@ -205,7 +204,7 @@ func New(cfg Config) (*Worker, error) {
 	if w.now == nil {
 		w.now = time.Now
 	}
-	w.bundles = runstore.NewStore(&workflowsKV{js: w.js, name: w.names.WorkflowsBucket()})
+	w.workflows = &workflows{js: w.js, name: w.names.WorkflowsBucket()}
 	w.effects = newEffects(w.js, w.names, w.ackWait, orDefault(cfg.EffectTimeout, DefaultEffectTimeout), cfg.Metrics)
 	w.sessions = session.New(w.js, w.names)
 	return w, nil
@@ -285,10 +284,6 @@ func (w *Worker) Ready() <-chan struct{} { return w.ready }
 
 // Metrics returns Config.Metrics, for the handlers registered on the worker to count in.
 func (w *Worker) Metrics() *metrics.Metrics { return w.metrics }
-
-// Bundles returns the workflow definitions (natsbox.WorkflowsBucket), for built-in handlers.
-// The bucket is opened on first use.
-func (w *Worker) Bundles() *runstore.Store { return w.bundles }
 
 // errStopped is the cause of the cancellation of the handlers' contexts when the worker stops.
 var errStopped = fmt.Errorf("the worker is stopping: %w", context.Canceled)

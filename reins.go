@@ -292,7 +292,7 @@ func (r *Reins) StartWorkers(ctx context.Context) error {
 	case r.workers != nil:
 		return nil
 	}
-	bc := builtin.Config{Tools: r.tools, Models: r.models, Model: r.cfg.Model, Registry: r.cfg.Registry, Logger: r.cfg.Logger}
+	bc := builtin.Config{Tools: r.tools, Models: r.models, Model: r.cfg.Model, Registry: r.cfg.Registry, Logger: r.cfg.Logger, Metrics: r.cfg.Metrics}
 	h, err := host.Start(context.WithoutCancel(ctx), host.Config{Box: r.box, Handlers: r.handlers, Logger: r.cfg.Logger, Metrics: r.cfg.Metrics,
 		Register: func(w *worker.Worker) error { return builtin.Register(w, bc) }})
 	if err != nil {

@@ -12,15 +12,12 @@ import (
 
 // Register registers the built-in handlers on w: protocol.HandlerLLM and protocol.HandlerAgent, or
 // only those named in handlers when any are given. Side effects are recorded in cfg.Effects, or
-// in w.Effects() when it is nil, and sessions kept in cfg.Sessions, or w.Sessions(); model and tool calls are counted in cfg.Metrics, or
-// w.Metrics() when it is nil. It fails on a configuration New refuses and on a name that is not
+// in w.Effects() when it is nil, and sessions kept in cfg.Sessions, or w.Sessions(); model and tool calls are counted in
+// cfg.Metrics (nil: not counted). It fails on a configuration New refuses and on a name that is not
 // a built-in handler, registering nothing then.
 func Register(w *worker.Worker, cfg Config, handlers ...string) error {
 	if cfg.Effects == nil {
 		cfg.Effects = w.Effects()
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = w.Metrics()
 	}
 	if cfg.Deltas == nil {
 		cfg.Deltas = w.PublishDelta

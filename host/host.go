@@ -145,7 +145,7 @@ func (h *Host) worker(ctx context.Context, cfg Config) (*worker.Worker, error) {
 		}
 		h.conn, box = c, c
 	}
-	w, err := worker.New(worker.Config{Box: box, Logger: cfg.Logger, AckWait: cfg.AckWait, Concurrency: cfg.Concurrency, Metrics: cfg.Metrics})
+	w, err := worker.New(worker.Config{Box: box, Logger: cfg.Logger, AckWait: cfg.AckWait, Concurrency: cfg.Concurrency, Metrics: workerMetrics(cfg.Metrics)})
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
-	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/trace"
@@ -125,7 +124,7 @@ type taskContext struct {
 	w       *Worker
 	handler string
 	h       Handler
-	m       *metrics.Handler
+	m       HandlerMetrics
 	msg     jetstream.Msg
 	task    *protocol.Task
 	// published is when JetStream stored the task (the server's clock).
@@ -442,7 +441,7 @@ func (tc *taskContext) finish(reason error, how string) {
 // settled counts a task of the handler of m settled (how: the answer's type, or how it was
 // settled without one), its handler having run for ran (0: it did not run), and reports it to
 // tests.
-func (w *Worker) settled(m *metrics.Handler, t *protocol.Task, how string, ran time.Duration) {
+func (w *Worker) settled(m HandlerMetrics, t *protocol.Task, how string, ran time.Duration) {
 	m.Settled(how, ran)
 	if w.log.Enabled(context.Background(), slog.LevelDebug) {
 		w.log.Debug("worker: task settled", taskAttrs(t.Handler, t, "outcome", how)...)

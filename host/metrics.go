@@ -1,0 +1,34 @@
+package host
+
+import (
+	"context"
+
+	"github.com/reins-run/reins/metrics"
+	"github.com/reins-run/reins/worker"
+)
+
+// workerMetrics reports what a worker hears to the process's instruments m (nil: none).
+func workerMetrics(m *metrics.Metrics) worker.Metrics {
+	if m == nil {
+		return nil
+	}
+	return workerInstruments{m}
+}
+
+// workerInstruments is a worker's [worker.Metrics] on package metrics.
+type workerInstruments struct{ m *metrics.Metrics }
+
+func (w workerInstruments) Handler(name string) worker.HandlerMetrics { return w.m.ForHandler(name) }
+
+func (w workerInstruments) EffectClaim(outcome string) { w.m.EffectClaim(outcome) }
+
+func (w workerInstruments) TaskQueues(queues func(context.Context) ([]worker.TaskQueue, error)) func() {
+	return w.m.AddTaskQueues(func(ctx context.Context) ([]metrics.TaskQueue, error) {
+		qs, err := queues(ctx)
+		out := make([]metrics.TaskQueue, len(qs))
+		for i, q := range qs {
+			out[i] = metrics.TaskQueue(q)
+		}
+		return out, err
+	})
+}

@@ -289,7 +289,13 @@ func (e *Encoder) item(v any) {
 	}
 }
 
+// The writers of lists and maps below are not inlined into other packages: there, the
+// generic array and members they call would be instantiated anew, and the escape analysis of
+// that instantiation moves the Encoder to the heap (an allocation per run record encoded).
+//
 // Pending writes pending calls (Event.Pending, StepRun.Pending).
+//
+//go:noinline
 func (e *Encoder) Pending(calls []protocol.PendingCall) { array(e, "pending", calls) }
 
 func (e *Encoder) pendingCall(c *protocol.PendingCall) {
@@ -310,6 +316,7 @@ func (e *Encoder) pendingCall(c *protocol.PendingCall) {
 // decisions writes Task.Decisions; decisionMap StepRun.Decisions.
 func (e *Encoder) decisions(ds []protocol.Decision) { array(e, "decisions", ds) }
 
+//go:noinline
 func (e *Encoder) DecisionMap(ds map[string]protocol.Decision) { members(e, "decisions", ds) }
 
 func (e *Encoder) decision(d *protocol.Decision) {
@@ -325,6 +332,7 @@ func (e *Encoder) decision(d *protocol.Decision) {
 // childResults writes Task.ChildResults; childResultMap StepRun.ChildResults.
 func (e *Encoder) childResults(rs []protocol.ChildResult) { array(e, "child_results", rs) }
 
+//go:noinline
 func (e *Encoder) ChildResultMap(rs map[string]protocol.ChildResult) {
 	members(e, "child_results", rs)
 }

@@ -519,3 +519,26 @@ func benchEncode[T any](b *testing.B, v T, appendTo func([]byte, T) ([]byte, err
 		}
 	})
 }
+
+// TestAppendAllocatesNothing: the appenders write into the buffer they are given and allocate
+// nothing else, runstore's run records included, whose encoder lives in another package (an
+// Encoder the compiler moves to the heap is one allocation per record the engine saves).
+func TestAppendAllocatesNothing(t *testing.T) {
+	buf := make([]byte, 0, 64<<10)
+	task, ev, run := benchTask(), benchEvent(), goldenRun().Run
+	for _, c := range []struct {
+		name string
+		f    func() ([]byte, error)
+	}{
+		{"AppendTask", func() ([]byte, error) { return wire.AppendTask(buf[:0], task) }},
+		{"AppendEvent", func() ([]byte, error) { return wire.AppendEvent(buf[:0], ev) }},
+		{"runstore.AppendRun", func() ([]byte, error) { return runstore.AppendRun(buf[:0], run) }},
+	} {
+		if _, err := c.f(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if n := testing.AllocsPerRun(50, func() { _, _ = c.f() }); n != 0 {
+			t.Errorf("%s allocates %v times, want 0", c.name, n)
+		}
+	}
+}

@@ -1,4 +1,8 @@
-package host
+// Package workermetrics reports what a worker hears ([worker.Metrics]) to a process's
+// Prometheus instruments ([metrics.Metrics]): what package host gives the workers it starts,
+// and what a worker program that serves its own /metrics gives [worker.Config]. It decides
+// nothing, and is the one package that knows both: the worker links no Prometheus without it.
+package workermetrics
 
 import (
 	"context"
@@ -7,8 +11,8 @@ import (
 	"github.com/reins-run/reins/worker"
 )
 
-// workerMetrics reports what a worker hears to the process's instruments m (nil: none).
-func workerMetrics(m *metrics.Metrics) worker.Metrics {
+// New returns the [worker.Metrics] that counts in m (nil for a nil m: the worker counts nothing).
+func New(m *metrics.Metrics) worker.Metrics {
 	if m == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package host
+package workermetrics_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/reins-run/reins/internal/promtest"
 	"github.com/reins-run/reins/metrics"
+	"github.com/reins-run/reins/metrics/workermetrics"
 	"github.com/reins-run/reins/worker"
 )
 
@@ -22,11 +23,11 @@ func TestWorkerMetrics(t *testing.T) {
 	if !slices.Equal(worker.EffectOutcomes, metrics.EffectOutcomes) {
 		t.Fatalf("worker.EffectOutcomes %v, metrics.EffectOutcomes %v: they must be the same", worker.EffectOutcomes, metrics.EffectOutcomes)
 	}
-	if workerMetrics(nil) != nil {
-		t.Fatal("workerMetrics(nil) is not nil: a worker without metrics would count")
+	if workermetrics.New(nil) != nil {
+		t.Fatal("workermetrics.New(nil) is not nil: a worker without metrics would count")
 	}
 	m := metrics.New()
-	wm := workerMetrics(m)
+	wm := workermetrics.New(m)
 	h := wm.Handler("h")
 	h.Settled("completed", time.Second)
 	h.Redelivered()

@@ -20,7 +20,6 @@ import (
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
-	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 )
 

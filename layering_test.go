@@ -76,6 +76,50 @@ func TestLayeringCatches(t *testing.T) {
 	}
 }
 
+// TestWorkerLinksNoEngine: a worker program links the worker SDK and what it needs to speak the
+// protocol, not the engine, the loop, the workflow model (with its TOML parser and cron) or the
+// process's Prometheus metrics: what a third-party worker builds and ships stays small.
+func TestWorkerLinksNoEngine(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./worker").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, bad := range forbiddenInWorker(string(out)) {
+		t.Errorf("package worker links %s", bad)
+	}
+}
+
+// TestWorkerLinksNoEngineCatches: each forbidden package, or a package under it, is reported;
+// a name that only begins like one is not.
+func TestWorkerLinksNoEngineCatches(t *testing.T) {
+	deps := strings.Join([]string{"fmt", module + "/protocol", module + "/engine", module + "/workflow",
+		module + "/workflowx", "github.com/pelletier/go-toml/v2/unstable", "github.com/prometheus/client_golang/prometheus",
+		"github.com/robfig/cron/v3"}, "\n")
+	got := forbiddenInWorker(deps)
+	want := []string{module + "/engine", module + "/workflow", "github.com/pelletier/go-toml/v2/unstable",
+		"github.com/prometheus/client_golang/prometheus", "github.com/robfig/cron/v3"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("forbidden:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// forbiddenInWorker returns the packages of deps (one a line) a worker must not link.
+func forbiddenInWorker(deps string) []string {
+	roots := []string{module + "/engine", module + "/runner", module + "/loop", module + "/workflow",
+		module + "/metrics", "github.com/pelletier/go-toml", "github.com/robfig/cron", "github.com/prometheus/"}
+	var out []string
+	for line := range strings.Lines(deps) {
+		pkg := strings.TrimSpace(line)
+		for _, root := range roots {
+			if pkg == root || strings.HasPrefix(pkg, strings.TrimSuffix(root, "/")+"/") {
+				out = append(out, pkg)
+				break
+			}
+		}
+	}
+	return out
+}
+
 // violations checks the output of go list (a package and its imports per line) against the
 // rows of the table.
 func violations(row map[string]int, list string) []string {

@@ -38,7 +38,7 @@ import (
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/protocol"
@@ -292,7 +292,7 @@ func (r *Reins) StartWorkers(ctx context.Context) error {
 	case r.workers != nil:
 		return nil
 	}
-	bc := builtin.Config{Tools: r.tools, Models: r.models, Model: r.cfg.Model, Registry: r.cfg.Registry, Logger: r.cfg.Logger}
+	bc := builtin.Config{Tools: r.tools, Models: r.models, Model: r.cfg.Model, Registry: r.cfg.Registry, Logger: r.cfg.Logger, Metrics: r.cfg.Metrics}
 	h, err := host.Start(context.WithoutCancel(ctx), host.Config{Box: r.box, Handlers: r.handlers, Logger: r.cfg.Logger, Metrics: r.cfg.Metrics,
 		Register: func(w *worker.Worker) error { return builtin.Register(w, bc) }})
 	if err != nil {
@@ -330,7 +330,7 @@ func (r *Reins) StartWith(ctx context.Context, def *workflow.Definition, input a
 	if err != nil {
 		return "", fmt.Errorf("reins: the input cannot be encoded as JSON: %w", err)
 	}
-	bs, err := wire.NewBundles(def, "")
+	bs, err := runstore.NewBundles(def, "")
 	if err != nil {
 		return "", fmt.Errorf("reins: %w", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/agent"
-	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/worker"
@@ -52,7 +51,6 @@ func (f *fakeTask) KeepText(string) (string, error) {
 func (f *fakeTask) ReadText(string) (string, error) {
 	return "", errors.New("fakeTask: no values here")
 }
-func (f *fakeTask) Bundle() (*wire.Bundle, error) { return nil, errors.New("no bundle") }
 func (f *fakeTask) Wait([]protocol.PendingCall) error {
 	return errors.New("a composition never waits")
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/internal/runstore"
 )
 
 // FuzzCursor: a cursor the API gives back reads as the page's Next it was made of, and any
@@ -21,12 +21,12 @@ func FuzzCursor(f *testing.F) {
 	f.Add("", "cnVucy1uZXdlc3Q6eA")
 	f.Add("x", "!!")
 	f.Fuzz(func(t *testing.T, next, sent string) {
-		if wire.CheckCursor(next) && next != "" {
+		if runstore.CheckCursor(next) && next != "" {
 			if got, ok := decodeCursor(encodeCursor(next)); !ok || got != next {
 				t.Fatalf("decodeCursor(encodeCursor(%q)) = %q, %v", next, got, ok)
 			}
 		}
-		if after, ok := decodeCursor(sent); ok && !wire.CheckCursor(after) {
+		if after, ok := decodeCursor(sent); ok && !runstore.CheckCursor(after) {
 			t.Fatalf("decodeCursor(%q) accepted %q, which is not a cursor of the index", sent, after)
 		}
 	})

@@ -22,8 +22,8 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
-	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/trigger"
@@ -233,7 +233,7 @@ func (s *stack) startAs(name, text, input string) string {
 	if len(ps) > 0 {
 		s.t.Fatalf("the test's workflow: %v", ps)
 	}
-	bs, err := wire.NewBundles(def, "")
+	bs, err := runstore.NewBundles(def, "")
 	if err != nil {
 		s.t.Fatal(err)
 	}

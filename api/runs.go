@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
@@ -85,7 +86,7 @@ func decodeCursor(c string) (string, bool) {
 		return "", false
 	}
 	after, ok := strings.CutPrefix(string(raw), cursorPrefix)
-	return after, ok && wire.CheckCursor(after)
+	return after, ok && runstore.CheckCursor(after)
 }
 
 // Paging of a run's trace (GET /v1/runs/{id}).

@@ -5,21 +5,19 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 )
 
 // Register registers the built-in handlers on w: protocol.HandlerLLM and protocol.HandlerAgent, or
 // only those named in handlers when any are given. Side effects are recorded in cfg.Effects, or
-// in w.Effects() when it is nil, and sessions kept in cfg.Sessions, or w.Sessions(); model and tool calls are counted in cfg.Metrics, or
-// w.Metrics() when it is nil. It fails on a configuration New refuses and on a name that is not
+// in w.Effects() when it is nil, and sessions kept in cfg.Sessions, or w.Sessions(); model and tool calls are counted in
+// cfg.Metrics (nil: not counted). It fails on a configuration New refuses and on a name that is not
 // a built-in handler, registering nothing then.
 func Register(w *worker.Worker, cfg Config, handlers ...string) error {
 	if cfg.Effects == nil {
 		cfg.Effects = w.Effects()
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = w.Metrics()
 	}
 	if cfg.Deltas == nil {
 		cfg.Deltas = w.PublishDelta
@@ -41,11 +39,12 @@ func Register(w *worker.Worker, cfg Config, handlers ...string) error {
 			return fmt.Errorf("builtin: %q is not a built-in handler (known: %s, %s)", name, protocol.HandlerLLM, protocol.HandlerAgent)
 		}
 	}
+	bundles := runstore.OpenStore(w.WorkflowsBucket)
 	seen := map[string]bool{}
 	for _, name := range handlers {
 		if !seen[name] {
 			seen[name] = true
-			w.Handle(name, adapt(serve[name]))
+			w.Handle(name, adapt(serve[name], bundles))
 		}
 	}
 	// The series of the program's own tools and models exist at 0 from the start.
@@ -60,12 +59,25 @@ func Register(w *worker.Worker, cfg Config, handlers ...string) error {
 }
 
 // adapt serves a handler of this package as a worker handler.
-func adapt(serve func(Task) error) worker.Handler {
-	return func(tc worker.TaskContext) error { return serve(taskContext{tc}) }
+func adapt(serve func(Task) error, bundles *runstore.Store) worker.Handler {
+	return func(tc worker.TaskContext) error { return serve(taskContext{tc, bundles}) }
 }
 
-// taskContext is a worker.TaskContext as a Task.
-type taskContext struct{ worker.TaskContext }
+// taskContext is a worker.TaskContext as a Task, its bundle read from the worker's workflows
+// bucket.
+type taskContext struct {
+	worker.TaskContext
+	bundles *runstore.Store
+}
+
+// Bundle returns the workflow definition the run started with (Task.Workflow).
+func (c taskContext) Bundle() (*runstore.Bundle, error) {
+	t := c.Task()
+	if t.Workflow == "" {
+		return nil, fmt.Errorf("task %s names no workflow", t.MsgID)
+	}
+	return c.bundles.Get(c, t.Workflow)
+}
 
 var _ Task = taskContext{}
 

@@ -14,7 +14,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"
@@ -122,7 +122,7 @@ func TestRegisterRunsExamples(t *testing.T) {
 			if len(ps) > 0 {
 				t.Fatal(ps)
 			}
-			bundles, err := wire.NewBundles(def, "")
+			bundles, err := runstore.NewBundles(def, "")
 			if err != nil {
 				t.Fatal(err)
 			}

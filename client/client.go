@@ -18,6 +18,7 @@ import (
 
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/outbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -132,7 +133,7 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 // start another Start published first (the stream took this start for a duplicate of it), even
 // before the engine saved its record: a start retried with its id starts one run. Whose run
 // exists, Origin tells.
-func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMessage, runID string) (string, error) {
+func (c *Client) Start(ctx context.Context, bs *runstore.Bundles, input json.RawMessage, runID string) (string, error) {
 	return c.StartWith(ctx, bs, input, StartOptions{RunID: runID})
 }
 
@@ -156,7 +157,7 @@ type StartOptions struct {
 }
 
 // StartWith is Start with the options of o.
-func (c *Client) StartWith(ctx context.Context, bs *wire.Bundles, input json.RawMessage, o StartOptions) (string, error) {
+func (c *Client) StartWith(ctx context.Context, bs *runstore.Bundles, input json.RawMessage, o StartOptions) (string, error) {
 	if bs == nil || bs.All[bs.Root] == nil {
 		return "", errors.New("client: start: the bundles hold no root workflow")
 	}
@@ -308,7 +309,7 @@ func (c *Client) Get(ctx context.Context, runID string) (*Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: read run %s: %w", runID, err)
 	}
-	rec, err := wire.DecodeRecord(e)
+	rec, err := runstore.DecodeRecord(e)
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +322,7 @@ func (c *Client) ReadValues(ctx context.Context, rec *Record) error {
 	if _, _, err := c.buckets(ctx); err != nil {
 		return err
 	}
-	if err := c.values.InRun(ctx, rec.Run); err != nil {
+	if err := runstore.InRun(ctx, c.values, rec.Run); err != nil {
 		return fmt.Errorf("client: run %s: %w", rec.Run.ID, err)
 	}
 	return nil
@@ -347,9 +348,9 @@ func (c *Client) List(ctx context.Context, status protocol.RunStatus) ([]*Record
 		if strings.Contains(e.Key(), "/") {
 			continue
 		}
-		rec, err := wire.DecodeRecord(e)
+		rec, err := runstore.DecodeRecord(e)
 		if err != nil { // never dropped: listed as corrupt, with why
-			rec = wire.CorruptRecord(e, err)
+			rec = runstore.CorruptRecord(e, err)
 		}
 		if status != "" && rec.Run.Status != status {
 			continue
@@ -395,7 +396,7 @@ func (c *Client) Query(ctx context.Context, q Query) (Page, error) {
 		return Page{}, fmt.Errorf("client: a query's limit is %d: want 0 (no bound) or more", q.Limit)
 	}
 	if q.After != "" {
-		if !wire.CheckCursor(q.After) {
+		if !runstore.CheckCursor(q.After) {
 			return Page{}, fmt.Errorf("client: %q is not a cursor that a page of runs gave (Page.Next, --after)", q.After)
 		}
 	}
@@ -403,13 +404,13 @@ func (c *Client) Query(ctx context.Context, q Query) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	set, err := natsbox.StoredKeys(ctx, c.js, c.names.StatusBucket(), wire.StatusFilter(q.Status, q.Workflow))
+	set, err := natsbox.StoredKeys(ctx, c.js, c.names.StatusBucket(), runstore.StatusFilter(q.Status, q.Workflow))
 	if err != nil {
 		return Page{}, fmt.Errorf("client: list runs: %w", err)
 	}
-	var keys []wire.IndexKey
+	var keys []runstore.IndexKey
 	for k := range set {
-		ik, ok := wire.ParseStatusKey(k)
+		ik, ok := runstore.ParseStatusKey(k)
 		if !ok || strings.Contains(ik.RunID, "/") {
 			continue
 		}
@@ -417,7 +418,7 @@ func (c *Client) Query(ctx context.Context, q Query) (Page, error) {
 			keys = append(keys, ik)
 		}
 	}
-	slices.SortFunc(keys, func(a, b wire.IndexKey) int {
+	slices.SortFunc(keys, func(a, b runstore.IndexKey) int {
 		if q.Newest {
 			return strings.Compare(b.Cursor, a.Cursor)
 		}
@@ -444,7 +445,7 @@ func (c *Client) Query(ctx context.Context, q Query) (Page, error) {
 }
 
 // indexed reads the record of index key k: nil when the key is stale.
-func (c *Client) indexed(ctx context.Context, runs jetstream.KeyValue, k wire.IndexKey) (*Record, error) {
+func (c *Client) indexed(ctx context.Context, runs jetstream.KeyValue, k runstore.IndexKey) (*Record, error) {
 	e, err := runs.Get(ctx, k.RunID)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
@@ -452,7 +453,7 @@ func (c *Client) indexed(ctx context.Context, runs jetstream.KeyValue, k wire.In
 	case err != nil:
 		return nil, fmt.Errorf("client: list runs: read run %s: %w", k.RunID, err)
 	}
-	rec, err := wire.DecodeRecord(e)
+	rec, err := runstore.DecodeRecord(e)
 	if err != nil || rec.Run.Status != k.Status || k.Workflow != "-" && rec.Run.Workflow != k.Workflow {
 		return nil, nil
 	}
@@ -541,7 +542,7 @@ func (c *Client) OpenWatch(ctx context.Context, runID string) (iter.Seq2[*Record
 				yield(nil, fmt.Errorf("client: run %s was deleted: %w", runID, ErrNotFound))
 				return
 			}
-			rec, err := wire.DecodeRecord(e)
+			rec, err := runstore.DecodeRecord(e)
 			if !yield(rec, err) || err != nil || rec.Finished() {
 				return
 			}
@@ -581,7 +582,7 @@ func (c *Client) Definition(ctx context.Context, rec *Record) (*workflow.Definit
 	if err != nil {
 		return nil, err
 	}
-	b, err := wire.NewStore(wfs).Get(ctx, rec.Run.Hash)
+	b, err := runstore.NewStore(wfs).Get(ctx, rec.Run.Hash)
 	if err != nil {
 		return nil, fmt.Errorf("client: run %s: %w", rec.Run.ID, err)
 	}

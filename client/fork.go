@@ -17,6 +17,7 @@ import (
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/outbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -83,7 +84,7 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	if err != nil {
 		return nil, err
 	}
-	store := wire.NewStore(wfs)
+	store := runstore.NewStore(wfs)
 	b, err := store.Get(ctx, rec.Run.Hash)
 	if err != nil {
 		return nil, fmt.Errorf("client: run %s: %w", runID, err)
@@ -136,8 +137,8 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	if err != nil {
 		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
 	}
-	fb := &wire.Bundle{Definition: fdef, Workflows: b.Workflows, Agents: b.Agents, BaseDir: b.BaseDir}
-	if err := store.Put(ctx, &wire.Bundles{Root: hash, All: map[string]*wire.Bundle{hash: fb}}); err != nil {
+	fb := &runstore.Bundle{Definition: fdef, Workflows: b.Workflows, Agents: b.Agents, BaseDir: b.BaseDir}
+	if err := store.Put(ctx, &runstore.Bundles{Root: hash, All: map[string]*runstore.Bundle{hash: fb}}); err != nil {
 		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
 	}
 	newID, err := c.forkID(ctx, runID, o.RunID)
@@ -161,7 +162,7 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	if err := c.dispatchState(ctx, newID, fb, tasks, subs, now); err != nil {
 		return nil, fmt.Errorf("client: fork run %s into %s: %w", runID, newID, err)
 	}
-	saved, err := c.values.OutRun(ctx, state, false)
+	saved, err := runstore.OutRun(ctx, c.values, state, false)
 	if err != nil {
 		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
 	}
@@ -174,7 +175,7 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 		return nil, err
 	}
 	// As the engine does: the index key of the status before the record (index.go).
-	if _, err := c.index.Put(ctx, wire.StatusKey(saved), []byte{'1'}); err != nil {
+	if _, err := c.index.Put(ctx, runstore.StatusKey(saved), []byte{'1'}); err != nil {
 		return nil, fmt.Errorf("client: fork run %s into %s: index the record: %w", runID, newID, err)
 	}
 	if _, err := runs.Create(ctx, newID, data); err != nil {
@@ -361,7 +362,7 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 // dispatchState publishes, for run runID, the tasks and the start events of the sub-runs a
 // state has in flight, exactly as the engine does when it decides them (package outbox): same subjects, bodies and
 // message ids.
-func (c *Client) dispatchState(ctx context.Context, runID string, b *wire.Bundle, tasks []*protocol.Task, subs []engine.ChildRun, at time.Time) error {
+func (c *Client) dispatchState(ctx context.Context, runID string, b *runstore.Bundle, tasks []*protocol.Task, subs []engine.ChildRun, at time.Time) error {
 	o := &outbox.Outbox{JS: c.js, Names: c.names, MaxPayload: int(c.js.Conn().MaxPayload()), Values: c.values}
 	var msgs []*nats.Msg
 	for _, t := range tasks {

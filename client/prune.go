@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 )
 
@@ -60,7 +61,7 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, now time.Ti
 		if err != nil {
 			return rep, fmt.Errorf("client: prune: list the runs: %w", err)
 		}
-		if rec, err := wire.DecodeRecord(e); err == nil {
+		if rec, err := runstore.DecodeRecord(e); err == nil {
 			recs[e.Key()] = info{e.Revision(), rec.Run.Finished(), e.Created()}
 		}
 	}
@@ -152,7 +153,7 @@ func (c *Client) Delete(ctx context.Context, runID string) error {
 	if err != nil {
 		return fmt.Errorf("client: delete run %s: %w", runID, err)
 	}
-	if rec, err := wire.DecodeRecord(e); err == nil && !rec.Finished() {
+	if rec, err := runstore.DecodeRecord(e); err == nil && !rec.Finished() {
 		return fmt.Errorf("client: delete run %s: it is %s: %w (cancel it first)", runID, rec.Run.Status, ErrNotFinished)
 	}
 	gone := []pruned{{runID, e.Revision()}}
@@ -238,7 +239,7 @@ func (c *Client) pruneIndex(ctx context.Context, gone []pruned) error {
 	}
 	var drop []string
 	for k := range keys {
-		if ik, ok := wire.ParseStatusKey(k); ok && ids[ik.RunID] {
+		if ik, ok := runstore.ParseStatusKey(k); ok && ids[ik.RunID] {
 			drop = append(drop, k)
 		}
 	}

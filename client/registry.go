@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/workflow"
 )
@@ -125,7 +126,7 @@ func (c *Client) Register(ctx context.Context, name string, source []byte, def *
 	if err := CheckName(name); err != nil {
 		return Registered{}, false, err
 	}
-	bs, err := wire.NewBundles(def, "")
+	bs, err := runstore.NewBundles(def, "")
 	if err != nil {
 		return Registered{}, false, fmt.Errorf("client: register %s: %w", name, err)
 	}
@@ -221,7 +222,7 @@ func (c *Client) fits(v Registered) error {
 
 // bundlesFit tells whether every bundle of bs fits one message of the NATS server, before any
 // is stored: ErrTooLarge, naming the workflow, its size and the limit, otherwise.
-func (c *Client) bundlesFit(bs *wire.Bundles) error {
+func (c *Client) bundlesFit(bs *runstore.Bundles) error {
 	for _, h := range slices.Sorted(maps.Keys(bs.All)) {
 		b := bs.All[h]
 		data, err := json.Marshal(b)
@@ -417,13 +418,13 @@ func (c *Client) WorkflowNames(ctx context.Context) iter.Seq2[string, error] {
 // Bundles returns the bundles of registered version r: read from the workflows bucket by its
 // hash, or, when they are not there (removed, or written there by someone else), made again
 // from its source, which must give the same definition (ErrChanged otherwise).
-func (c *Client) Bundles(ctx context.Context, r Registered) (*wire.Bundles, error) {
+func (c *Client) Bundles(ctx context.Context, r Registered) (*runstore.Bundles, error) {
 	_, wfs, err := c.buckets(ctx)
 	if err != nil {
 		return nil, err
 	}
-	store := wire.NewStore(wfs)
-	bs := &wire.Bundles{Root: r.Hash, All: map[string]*wire.Bundle{}}
+	store := runstore.NewStore(wfs)
+	bs := &runstore.Bundles{Root: r.Hash, All: map[string]*runstore.Bundle{}}
 	var add func(h string) error
 	add = func(h string) error {
 		if bs.All[h] != nil {
@@ -458,7 +459,7 @@ func (c *Client) Bundles(ctx context.Context, r Registered) (*wire.Bundles, erro
 		return nil, fmt.Errorf("client: workflow %s version %d: %w (its bundle is gone and the source does not parse)", r.Name, r.Version, ErrChanged)
 	}
 	def.Normalize()
-	rebuilt, err := wire.NewBundles(def, "")
+	rebuilt, err := runstore.NewBundles(def, "")
 	if err != nil {
 		return nil, fmt.Errorf("client: workflow %s version %d: %w", r.Name, r.Version, err)
 	}

@@ -8,8 +8,8 @@ import (
 	"strconv"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/suggest"
-	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
@@ -24,19 +24,19 @@ var (
 	ErrExists = errors.New("a run with this id already exists")
 	// ErrCorrupt: the run's record cannot be decoded; List shows it with StatusCorrupt, and
 	// Delete removes it.
-	ErrCorrupt = wire.ErrCorrupt
+	ErrCorrupt = runstore.ErrCorrupt
 )
 
 // StatusCorrupt is the status List gives a run whose record cannot be decoded; its Error says
 // why (code CodeCorrupt).
-const StatusCorrupt = wire.StatusCorrupt
+const StatusCorrupt = runstore.StatusCorrupt
 
 // CodeCorrupt is the error code of a run whose record cannot be decoded.
-const CodeCorrupt = wire.CodeCorrupt
+const CodeCorrupt = runstore.CodeCorrupt
 
 // Record is what the reins_runs bucket holds under a run id: the run state (Run.Status, the
 // steps, the output or error), the parent run when it is a sub-run, and the bucket's revision.
-type Record = wire.Record
+type Record = runstore.Record
 
 // NewResult returns the result of the run rec holds, with the steps in the order of def (nil:
 // by id).

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -23,7 +23,7 @@ import (
 func sameRecordJSON(t *testing.T, rec *Record) {
 	t.Helper()
 	want, wantErr := json.Marshal(rec)
-	got, err := wire.EncodeRecord(rec)
+	got, err := runstore.EncodeRecord(rec)
 	switch {
 	case (err == nil) != (wantErr == nil):
 		t.Fatalf("error %v, json.Marshal's %v", err, wantErr)
@@ -42,7 +42,7 @@ func TestEncodeRecord(t *testing.T) {
 	} {
 		sameRecordJSON(t, rec)
 	}
-	if _, err := wire.EncodeRecord(&Record{Run: bad}); err == nil {
+	if _, err := runstore.EncodeRecord(&Record{Run: bad}); err == nil {
 		t.Fatal("a deadline in year 10000 encoded")
 	}
 }

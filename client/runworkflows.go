@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -39,17 +39,17 @@ func (c *Client) RunWorkflows(ctx context.Context) ([]RunWorkflow, error) {
 	if _, _, err := c.buckets(ctx); err != nil {
 		return nil, err
 	}
-	set, err := natsbox.StoredKeys(ctx, c.js, c.names.StatusBucket(), wire.StatusFilter("", ""))
+	set, err := natsbox.StoredKeys(ctx, c.js, c.names.StatusBucket(), runstore.StatusFilter("", ""))
 	if err != nil {
 		return nil, fmt.Errorf("client: list the workflows of runs: %w", err)
 	}
 	type seen struct {
 		runs map[string]bool
-		last wire.IndexKey
+		last runstore.IndexKey
 	}
 	by := map[string]*seen{}
 	for k := range set {
-		ik, ok := wire.ParseStatusKey(k)
+		ik, ok := runstore.ParseStatusKey(k)
 		if !ok || ik.Workflow == "-" || strings.Contains(ik.RunID, "/") {
 			continue
 		}
@@ -91,7 +91,7 @@ func (c *Client) registeredAs(ctx context.Context) (map[string][]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	store := wire.NewStore(wfs)
+	store := runstore.NewStore(wfs)
 	as := map[string][]string{}
 	for _, r := range regs { // by name
 		name, err := c.definitionName(ctx, store, reg, r)
@@ -106,7 +106,7 @@ func (c *Client) registeredAs(ctx context.Context) (map[string][]string, error) 
 // definitionName is the name of registered version r's definition: its stored bundle's, or,
 // when that is gone, its source's. A version's hash fixes its definition, so the name is read
 // once and remembered (c.defNames).
-func (c *Client) definitionName(ctx context.Context, store *wire.Store, reg jetstream.KeyValue, r Registered) (string, error) {
+func (c *Client) definitionName(ctx context.Context, store *runstore.Store, reg jetstream.KeyValue, r Registered) (string, error) {
 	key := registeredVersion{r.Name, r.Version, r.Hash}
 	if name, ok := c.defNames.get(key); ok {
 		return name, nil
@@ -120,7 +120,7 @@ func (c *Client) definitionName(ctx context.Context, store *wire.Store, reg jets
 }
 
 // readDefinitionName reads what definitionName remembers.
-func (c *Client) readDefinitionName(ctx context.Context, store *wire.Store, reg jetstream.KeyValue, r Registered) (string, error) {
+func (c *Client) readDefinitionName(ctx context.Context, store *runstore.Store, reg jetstream.KeyValue, r Registered) (string, error) {
 	c.defNames.read()
 	if b, err := store.Get(ctx, r.Hash); err == nil {
 		return b.Definition.Name, nil

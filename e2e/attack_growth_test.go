@@ -17,7 +17,7 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/outbox"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
@@ -53,7 +53,7 @@ func (h *hostile) record(ctx context.Context, id string) (*client.Record, int) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	data, err := wire.EncodeRecord(rec)
+	data, err := runstore.EncodeRecord(rec)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ budget = { max_iterations = 5000 }
 		t.Fatal(ps)
 	}
 	def.Normalize()
-	bs, err := wire.NewBundles(def, "")
+	bs, err := runstore.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natstest"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -103,7 +103,7 @@ func (f *failover) run(ent jetstream.KeyValueEntry) {
 	if ent.Operation() != jetstream.KeyValuePut {
 		return
 	}
-	rec, err := wire.DecodeRecord(ent)
+	rec, err := runstore.DecodeRecord(ent)
 	if err != nil {
 		return
 	}

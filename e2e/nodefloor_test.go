@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/runner"
 )
 
@@ -215,7 +215,7 @@ func savedPast(t testing.TB, ctx context.Context, kv jetstream.KeyValue, since m
 			if err != nil {
 				continue
 			}
-			if rec, err := wire.DecodeRecord(ent); err == nil && rec.Run.Steps["loop"].Iteration > it+2 {
+			if rec, err := runstore.DecodeRecord(ent); err == nil && rec.Run.Steps["loop"].Iteration > it+2 {
 				delete(left, id)
 			}
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natstest"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -404,10 +405,10 @@ func startBundle(t *testing.T, ctx context.Context, c *client.Client, file strin
 }
 
 // bundlesOf loads and validates a workflow file into its bundles.
-func bundlesOf(file string) (*wire.Bundles, error) {
+func bundlesOf(file string) (*runstore.Bundles, error) {
 	def, ps := workflow.LoadAndValidate(file, workflow.Options{})
 	if len(ps) > 0 {
 		return nil, ps
 	}
-	return wire.NewBundles(def, "")
+	return runstore.NewBundles(def, "")
 }

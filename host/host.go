@@ -19,6 +19,7 @@ import (
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/metrics"
+	"github.com/reins-run/reins/metrics/workermetrics"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"
@@ -145,7 +146,7 @@ func (h *Host) worker(ctx context.Context, cfg Config) (*worker.Worker, error) {
 		}
 		h.conn, box = c, c
 	}
-	w, err := worker.New(worker.Config{Box: box, Logger: cfg.Logger, AckWait: cfg.AckWait, Concurrency: cfg.Concurrency, Metrics: cfg.Metrics})
+	w, err := worker.New(worker.Config{Box: box, Logger: cfg.Logger, AckWait: cfg.AckWait, Concurrency: cfg.Concurrency, Metrics: workermetrics.New(cfg.Metrics)})
 	if err != nil {
 		return nil, err
 	}

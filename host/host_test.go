@@ -13,7 +13,7 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -62,7 +62,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 }
 
 // oneTask is a workflow of one task step served by handler.
-func oneTask(t *testing.T, handler string) *wire.Bundles {
+func oneTask(t *testing.T, handler string) *runstore.Bundles {
 	t.Helper()
 	wf := workflow.New(handler)
 	wf.Task("work", handler)
@@ -70,7 +70,7 @@ func oneTask(t *testing.T, handler string) *wire.Bundles {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := wire.NewBundles(def, "")
+	bs, err := runstore.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}

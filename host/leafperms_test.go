@@ -16,7 +16,7 @@ import (
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natstest"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -241,7 +241,7 @@ func leafClient(ctx context.Context, t *testing.T, box *natsbox.Box) *client.Cli
 
 // gatedEcho is a workflow whose approval step "ask", once approved, lets the task step "work"
 // (handler "echo") run on the run's input.
-func gatedEcho(t *testing.T) *wire.Bundles {
+func gatedEcho(t *testing.T) *runstore.Bundles {
 	t.Helper()
 	wf := workflow.New("gated")
 	wf.Approval("ask", "Ship?")
@@ -251,7 +251,7 @@ func gatedEcho(t *testing.T) *wire.Bundles {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := wire.NewBundles(def, "")
+	bs, err := runstore.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
+
+	"github.com/reins-run/reins/protocol"
 )
 
 // Role says who wrote a message.
@@ -230,6 +231,6 @@ func EstimateInputTokens(req *Request) int64 {
 	return int64((n+3)/4) + int64(count*perMessageTokens)
 }
 
-// AddCost adds two costs in US dollars, rounded to a billionth of a cent: sums of float prices
-// otherwise print with binary noise (0.046000000000000006).
-func AddCost(a, b float64) float64 { return math.Round((a+b)*1e11) / 1e11 }
+// AddCost adds two costs in US dollars, rounded to a billionth of a cent: [protocol.AddCost],
+// the one rounding of every sum of costs.
+func AddCost(a, b float64) float64 { return protocol.AddCost(a, b) }

@@ -8,6 +8,7 @@
 // Their JSON is the wire format (package internal/wire encodes it): a field's name or meaning
 // changes only with every process that reads it.
 //
-// It holds data and the few methods that read it, and must not import anything that does I/O
-// or decides: no NATS, no engine, no worker.
+// It holds data and the few methods that read it, and imports nothing of reins but package
+// trace (the record of an iteration an answer carries): a worker links it without the engine,
+// the workflow model or the loop. It must not import anything that does I/O or decides.
 package protocol

@@ -3,12 +3,11 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
-	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/trace"
-	"github.com/reins-run/reins/workflow"
 )
 
 // Version is the version of the task and result protocol (docs/protocol.md, its JSON Schemas in
@@ -156,8 +155,17 @@ func (u *Usage) Add(o Usage) {
 	u.ToolCalls += o.ToolCalls
 	u.InputTokens += o.InputTokens
 	u.OutputTokens += o.OutputTokens
-	u.CostUSD = model.AddCost(u.CostUSD, o.CostUSD)
+	u.CostUSD = AddCost(u.CostUSD, o.CostUSD)
 }
+
+// AddCost adds two costs in US dollars, rounded to a billionth of a cent: sums of float prices
+// otherwise print with binary noise (0.046000000000000006). Every sum of costs in reins goes
+// through it, so that a run's total is the same whichever process adds it up.
+func AddCost(a, b float64) float64 { return math.Round((a+b)*1e11) / 1e11 }
+
+// StepType is the type of a step, as workflow files write it and tasks carry it; package
+// workflow names its values.
+type StepType string
 
 // EventType is the type of an event.
 type EventType string
@@ -351,8 +359,8 @@ type Task struct {
 	Step string `json:"step"`
 	Item int    `json:"item"`
 	// Body is the step of the definition to run: Step itself, or a child's branch or map body.
-	Body string            `json:"body"`
-	Type workflow.StepType `json:"type"`
+	Body string   `json:"body"`
+	Type StepType `json:"type"`
 	// Handler names the worker handler that serves the task: the step's handler, or
 	// HandlerLLM / HandlerAgent for the built-in step types.
 	Handler string `json:"handler"`

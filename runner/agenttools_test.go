@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
@@ -16,7 +17,7 @@ import (
 
 // toolsWorkflow is an agent "lead" with the agent tool ask (the agent step "helper") and the
 // workflow tool sum (testdata/child.toml, whose task child-work a stand-in serves).
-func toolsWorkflow(t *testing.T) *wire.Bundles {
+func toolsWorkflow(t *testing.T) *runstore.Bundles {
 	wf := workflow.New("tools")
 	wf.Model("m", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text":"x"}]`)})
 	wf.Tool("ask", workflow.ToolDef{Agent: "helper"})
@@ -27,7 +28,7 @@ func toolsWorkflow(t *testing.T) *wire.Bundles {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := wire.NewBundles(def, "testdata")
+	bs, err := runstore.NewBundles(def, "testdata")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/reins-run/reins/internal/fault"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/outbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
@@ -150,7 +151,7 @@ type Engine struct {
 	index      jetstream.KeyValue // natsbox.StatusBucket
 	slots      jetstream.KeyValue // natsbox.ConcurrencyBucket (slots.go)
 	engines    jetstream.KeyValue // natsbox.EnginesBucket, for the floors kept (floors.go)
-	store      *wire.Store
+	store      *runstore.Store
 	values     *wire.Values
 	timers     *timers
 	keeper     *natsbox.Keeper
@@ -373,7 +374,7 @@ func (e *Engine) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}
-	e.runs, e.store, e.keeper = runs, wire.NewStore(wfs), natsbox.NewKeeper(e.js.Conn(), e.names, tasks)
+	e.runs, e.store, e.keeper = runs, runstore.NewStore(wfs), natsbox.NewKeeper(e.js.Conn(), e.names, tasks)
 	e.values = wire.NewValues(values, 0, e.maxValue)
 	if e.maxPayload == 0 { // set by a test that wants a smaller bound
 		e.maxPayload = int(e.box.MaxPayload())
@@ -408,12 +409,12 @@ func (e *Engine) rearm(ctx context.Context, mine map[int]bool, tidy bool) error 
 		if err != nil {
 			return fmt.Errorf("runner: read the runs to arm their timers: %w", err)
 		}
-		rec, err := wire.DecodeRecord(ent)
+		rec, err := runstore.DecodeRecord(ent)
 		if err != nil {
 			e.log.Warn("runner: a run record cannot be read, so its timers are not armed", "run_id", ent.Key(), "err", err)
 			continue
 		}
-		keys[wire.StatusKey(rec.Run)] = true
+		keys[runstore.StatusKey(rec.Run)] = true
 		if rec.Run.Finished() || !mine[natsbox.Partition(rec.Run.ID)] {
 			continue
 		}

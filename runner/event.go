@@ -17,6 +17,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/outbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/telemetry"
@@ -36,9 +37,9 @@ type shard struct {
 // entry is a run as last decided: the record, the revision of its last save, its bundle, and
 // the events decided since that save (pending), acknowledged once a save covers them.
 type entry struct {
-	rec     *wire.Record
+	rec     *runstore.Record
 	rev     uint64
-	bundle  *wire.Bundle
+	bundle  *runstore.Bundle
 	pending []decided
 }
 
@@ -407,7 +408,7 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m je
 		}
 		return ack, nil
 	}
-	return e.save(ctx, sh, decided{m: m, ev: ev}, ent, &entry{rec: &wire.Record{Run: next, Parent: ent.rec.Parent}, bundle: ent.bundle}, cmds)
+	return e.save(ctx, sh, decided{m: m, ev: ev}, ent, &entry{rec: &runstore.Record{Run: next, Parent: ent.rec.Parent}, bundle: ent.bundle}, cmds)
 }
 
 // awaited decides whether the start ev of a sub-run (Parent set: it came on the engine's
@@ -441,7 +442,7 @@ func (e *Engine) awaited(ctx context.Context, ev *protocol.Event, n uint64) (out
 // read returns the saved record of run id and its definition, nil when there is none: what a
 // decision about another run (its sub-run) reads of it, without caching it (it may be
 // another shard's, or another engine's).
-func (e *Engine) read(ctx context.Context, id string) (*wire.Record, *workflow.Definition, error) {
+func (e *Engine) read(ctx context.Context, id string) (*runstore.Record, *workflow.Definition, error) {
 	rec, _, b, err := e.fetch(ctx, id)
 	if rec == nil || err != nil {
 		if errors.Is(err, jetstream.ErrInvalidKey) {
@@ -455,7 +456,7 @@ func (e *Engine) read(ctx context.Context, id string) (*wire.Record, *workflow.D
 // fetch reads the saved record of run runID, its entry in the bucket and its bundle; a nil record when
 // there is none. A record that does not decode, or names a bundle that is not stored, is a
 // permanent error; a store that does not answer within recordWait, one to try again.
-func (e *Engine) fetch(ctx context.Context, runID string) (*wire.Record, jetstream.KeyValueEntry, *wire.Bundle, error) {
+func (e *Engine) fetch(ctx context.Context, runID string) (*runstore.Record, jetstream.KeyValueEntry, *runstore.Bundle, error) {
 	// Asked again after an attempt without an answer: a bucket whose leader died answers only
 	// a request sent to the leader elected after it (natsbox.Retry).
 	var kve jetstream.KeyValueEntry
@@ -473,7 +474,7 @@ func (e *Engine) fetch(ctx context.Context, runID string) (*wire.Record, jetstre
 	case err != nil:
 		return nil, nil, nil, fmt.Errorf("read run %s: %w", runID, err)
 	}
-	rec, err := wire.DecodeRecord(kve)
+	rec, err := runstore.DecodeRecord(kve)
 	if err != nil {
 		return nil, nil, nil, permanent(err)
 	}
@@ -515,15 +516,15 @@ func (e *Engine) start(ctx context.Context, sh *shard, d decided) (outcome, erro
 	if run, cmds, err = e.acquireAtStart(ctx, b.Definition, run, cmds, start); err != nil {
 		return retry, err
 	}
-	return e.save(ctx, sh, d, nil, &entry{rec: &wire.Record{Run: run, Parent: ev.Parent}, bundle: b}, cmds)
+	return e.save(ctx, sh, d, nil, &entry{rec: &runstore.Record{Run: run, Parent: ev.Parent}, bundle: b}, cmds)
 }
 
 // workflowsOf returns the definition of b and of every sub-workflow it names (the workflows of
 // its agent tools included), transitively, each once: what a run of b may run.
-func (e *Engine) workflowsOf(ctx context.Context, b *wire.Bundle) ([]*workflow.Definition, error) {
+func (e *Engine) workflowsOf(ctx context.Context, b *runstore.Bundle) ([]*workflow.Definition, error) {
 	defs := []*workflow.Definition{b.Definition}
 	seen := map[string]bool{}
-	queue := []*wire.Bundle{b}
+	queue := []*runstore.Bundle{b}
 	for len(queue) > 0 {
 		cur := queue[0]
 		queue = queue[1:]
@@ -678,11 +679,11 @@ func (e *Engine) encode(ctx context.Context, ent *entry) ([]byte, error) {
 	limit := e.maxPayload - recordOverhead
 	var data []byte
 	for _, pack := range []bool{false, true} {
-		run, err := e.values.OutRun(ctx, ent.rec.Run, pack)
+		run, err := runstore.OutRun(ctx, e.values, ent.rec.Run, pack)
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", ent.rec.Run.ID, err)
 		}
-		if data, err = wire.EncodeRecord(&wire.Record{Run: run, Parent: ent.rec.Parent}); err != nil { // cannot happen on a state decoded from JSON
+		if data, err = runstore.EncodeRecord(&runstore.Record{Run: run, Parent: ent.rec.Parent}); err != nil { // cannot happen on a state decoded from JSON
 			return nil, permanent(fmt.Errorf("run %s: %w", ent.rec.Run.ID, err))
 		}
 		if e.maxPayload <= 0 || len(data) <= limit {
@@ -727,7 +728,7 @@ func (e *Engine) load(ctx context.Context, sh *shard, runID string) (ent *entry,
 	if rec == nil || err != nil {
 		return nil, true, err
 	}
-	if err := e.values.InRun(ctx, rec.Run); err != nil {
+	if err := runstore.InRun(ctx, e.values, rec.Run); err != nil {
 		if errors.Is(err, wire.ErrValue) {
 			err = permanent(err)
 		}
@@ -769,7 +770,7 @@ func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *
 	def := next.bundle.Definition
 	switch {
 	case ev.Type == protocol.EvStateTooLarge || ev.Refused != nil:
-		if run := next.rec.Run; run.Finished() && wire.DropValues(run) {
+		if run := next.rec.Run; run.Finished() && runstore.DropValues(run) {
 			e.log.WarnContext(ctx, "runner: a run ended with a state too large to save: saved without its values", eventAttrs(&ev, "err", big)...)
 			if run.Error != nil {
 				run.Error.Message += " (the run's inputs and outputs are not kept)"
@@ -797,7 +798,7 @@ func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *
 	if err != nil {
 		return drop, permanent(err)
 	}
-	return e.save(ctx, sh, decided{m: d.m, ev: &ev}, old, &entry{rec: &wire.Record{Run: run, Parent: parent}, bundle: next.bundle}, cmds)
+	return e.save(ctx, sh, decided{m: d.m, ev: &ev}, old, &entry{rec: &runstore.Record{Run: run, Parent: parent}, bundle: next.bundle}, cmds)
 }
 
 // armSchedules arms the timers of the schedule commands of run id, whose tasks went out now.

@@ -5,10 +5,10 @@ import (
 	"fmt"
 
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/internal/runstore"
 )
 
-// The status index (natsbox.StatusBucket, keys wire.StatusKey). A run's key for its new
+// The status index (natsbox.StatusBucket, keys runstore.StatusKey). A run's key for its new
 // status is written before
 // the record that has that status is saved, and the key of its old status is removed after,
 // so the key of every run's saved status is there whatever crashes; a key left behind by a
@@ -28,7 +28,7 @@ func (e *Engine) indexBefore(ctx context.Context, old, next *entry) error {
 		return nil
 	}
 	run := next.rec.Run
-	if _, err := e.index.Put(ctx, wire.StatusKey(run), []byte{'1'}); err != nil {
+	if _, err := e.index.Put(ctx, runstore.StatusKey(run), []byte{'1'}); err != nil {
 		return fmt.Errorf("index run %s as %s: %w", run.ID, run.Status, err)
 	}
 	return nil
@@ -41,7 +41,7 @@ func (e *Engine) indexAfter(ctx context.Context, old, next *entry) {
 		return
 	}
 	run := old.rec.Run
-	if err := natsbox.PurgeKeys(ctx, e.js, e.names.StatusBucket(), wire.StatusKey(run)); err != nil {
+	if err := natsbox.PurgeKeys(ctx, e.js, e.names.StatusBucket(), runstore.StatusKey(run)); err != nil {
 		e.log.Warn("runner: a run's old status stays in the index", "run_id", run.ID, "status", run.Status, "err", err)
 	}
 }
@@ -58,7 +58,7 @@ func (e *Engine) reindex(ctx context.Context, want map[string]bool) error {
 	}
 	var old []string
 	for k := range have {
-		if _, ok := wire.ParseStatusKey(k); !ok {
+		if _, ok := runstore.ParseStatusKey(k); !ok {
 			old = append(old, k)
 		}
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
-	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
@@ -51,7 +51,7 @@ func TestStatusIndex(t *testing.T) {
 	index := v.KV(natsbox.StatusBucket)
 	stale := *v.Wait("c1").Run
 	stale.Status = protocol.RunWaiting
-	if _, err := index.Put(v.Ctx, wire.StatusKey(&stale), []byte{'1'}); err != nil {
+	if _, err := index.Put(v.Ctx, runstore.StatusKey(&stale), []byte{'1'}); err != nil {
 		t.Fatal(err)
 	}
 	if got := fmt.Sprint(listIDs(t, v, protocol.RunWaiting)); got != "[w1]" {
@@ -63,7 +63,7 @@ func TestStatusIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := natsbox.PurgeKeys(v.Ctx, v.Box.JetStream(), natsbox.StatusBucket, wire.StatusKey(w1.Run)); err != nil {
+	if err := natsbox.PurgeKeys(v.Ctx, v.Box.JetStream(), natsbox.StatusBucket, runstore.StatusKey(w1.Run)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := index.Put(v.Ctx, "waiting.w1", []byte{'1'}); err != nil {
@@ -121,7 +121,7 @@ func BenchmarkListWaiting(b *testing.B) {
 			b.Fatal(err)
 		}
 		started := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		if _, err := index.Put(v.Ctx, wire.StatusKey(&engine.Run{ID: id, Workflow: "w", Status: status, StartedAt: started}), []byte{'1'}); err != nil {
+		if _, err := index.Put(v.Ctx, runstore.StatusKey(&engine.Run{ID: id, Workflow: "w", Status: status, StartedAt: started}), []byte{'1'}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -123,13 +123,13 @@ func (e *Engine) waitingRuns(ctx context.Context) (map[string]int, error) {
 	if mine == 0 {
 		return n, nil
 	}
-	keys, err := e.index.ListKeysFiltered(ctx, wire.StatusFilter(protocol.RunWaiting, ""))
+	keys, err := e.index.ListKeysFiltered(ctx, runstore.StatusFilter(protocol.RunWaiting, ""))
 	if err != nil {
 		return nil, fmt.Errorf("runner: list the waiting runs: %w", err)
 	}
 	defer func() { _ = keys.Stop() }()
 	for k := range keys.Keys() {
-		if ik, ok := wire.ParseStatusKey(k); ok && mine&(1<<natsbox.Partition(ik.RunID)) != 0 {
+		if ik, ok := runstore.ParseStatusKey(k); ok && mine&(1<<natsbox.Partition(ik.RunID)) != 0 {
 			n[ik.Workflow]++
 		}
 	}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
-	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -195,7 +195,7 @@ func TestLeaseLostDuringASave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	saved, err := wire.DecodeRecord(ent)
+	saved, err := runstore.DecodeRecord(ent)
 	if err != nil {
 		t.Fatal(err)
 	}

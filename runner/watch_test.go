@@ -7,8 +7,8 @@ import (
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
-	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
@@ -19,7 +19,7 @@ const watchSpan = time.Second + engine.MinTaskGrace
 
 // watchedLoop is an agent_loop of three iterations whose attempts have a timeout and no retry:
 // one watch fired early fails the run.
-func watchedLoop(t *testing.T) (*workflow.Definition, *wire.Bundles) {
+func watchedLoop(t *testing.T) (*workflow.Definition, *runstore.Bundles) {
 	wf := workflow.New("watched")
 	wf.AgentLoop("loop", "count").WithMaxIterations(3).WithTimeout(time.Second)
 	return runtest.Bundles(t, wf)
@@ -84,7 +84,7 @@ func TestRearmedWatchCountsFromTheSave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := wire.EncodeRecord(&wire.Record{Run: run})
+	data, err := runstore.EncodeRecord(&runstore.Record{Run: run})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/workflow"
 )
@@ -57,7 +58,7 @@ type Service struct {
 // active is a registered workflow with triggers: its latest version.
 type active struct {
 	reg client.Registered
-	bs  *wire.Bundles
+	bs  *runstore.Bundles
 	def *workflow.Definition
 	// schedules are its schedule triggers, parsed.
 	schedules map[string]*workflow.Schedule

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -296,7 +297,10 @@ func TestMalformedTaskIsTerminated(t *testing.T) {
 	}
 }
 
-func TestBundle(t *testing.T) {
+// TestWorkflowsBucket: a worker's workflows bucket, opened on first use (before Run), holds the
+// bundles stored through another worker's, for the built-in handlers to read by a task's
+// Workflow.
+func TestWorkflowsBucket(t *testing.T) {
 	e := newEnv(t)
 	b := workflow.New("bundled")
 	b.Task("s", "h")
@@ -304,39 +308,23 @@ func TestBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := wire.NewBundles(def, t.TempDir())
+	bs, err := runstore.NewBundles(def, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
-		b, err := tc.Bundle()
-		if err != nil {
-			return tc.FailPermanent(err)
-		}
-		return tc.Complete(b.Definition.Name)
-	}})
-	if err := w.Bundles().Put(testCtx(t), bs); err != nil {
+	w, err := New(Config{Box: e.box})
+	if err != nil {
 		t.Fatal(err)
 	}
-	tk := task("r", "s", "h", 1, 1)
-	tk.Workflow = bs.Root
-	e.publish(tk)
-	ev := e.event()
-	wantEvent(t, ev, protocol.EvCompleted, tk)
-	if string(ev.Output) != `"bundled"` {
-		t.Fatalf("output %s", ev.Output)
+	if err := runstore.OpenStore(w.WorkflowsBucket).Put(testCtx(t), bs); err != nil {
+		t.Fatal(err)
 	}
 	other, err := New(Config{Box: e.box}) // a fresh worker reads the bucket
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := other.Bundles().Get(testCtx(t), bs.Root); err != nil || got.Definition.Name != "bundled" {
-		t.Fatalf("Bundles().Get: %v, %v", got, err)
-	}
-	tk2 := task("r2", "s", "h", 1, 1) // names no workflow
-	e.publish(tk2)
-	if ev := e.event(); ev.Type != protocol.EvFailed || !strings.Contains(ev.Error, "names no workflow") {
-		t.Fatalf("event %s %q", ev.Type, ev.Error)
+	if got, err := runstore.OpenStore(other.WorkflowsBucket).Get(testCtx(t), bs.Root); err != nil || got.Definition.Name != "bundled" {
+		t.Fatalf("Get: %v, %v", got, err)
 	}
 }
 

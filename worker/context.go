@@ -19,7 +19,6 @@ import (
 
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
-	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/trace"
@@ -85,8 +84,6 @@ type TaskContext interface {
 	Heartbeat() error
 	// AddUsage adds u to what the answer reports (the engine adds it to the step's usage).
 	AddUsage(u protocol.Usage)
-	// Bundle returns the workflow definition the run started with (task.Workflow).
-	Bundle() (*wire.Bundle, error)
 	// Record keeps what the iteration did (the last call wins), to be sent with the answer as
 	// its durable record (protocol.Event.Record), with the task's wall time: texts longer than
 	// 2 KiB are clipped there, their whole kept by reference in the run's values.
@@ -127,7 +124,7 @@ type taskContext struct {
 	w       *Worker
 	handler string
 	h       Handler
-	m       *metrics.Handler
+	m       HandlerMetrics
 	msg     jetstream.Msg
 	task    *protocol.Task
 	// published is when JetStream stored the task (the server's clock).
@@ -221,13 +218,6 @@ func (tc *taskContext) Heartbeat() error {
 		return fmt.Errorf("worker: heartbeat of task %s: %w", tc.task.MsgID, err)
 	}
 	return nil
-}
-
-func (tc *taskContext) Bundle() (*wire.Bundle, error) {
-	if tc.task.Workflow == "" {
-		return nil, fmt.Errorf("worker: task %s names no workflow", tc.task.MsgID)
-	}
-	return tc.w.bundles.Get(tc, tc.task.Workflow)
 }
 
 func (tc *taskContext) Continue(output any) error {
@@ -451,7 +441,7 @@ func (tc *taskContext) finish(reason error, how string) {
 // settled counts a task of the handler of m settled (how: the answer's type, or how it was
 // settled without one), its handler having run for ran (0: it did not run), and reports it to
 // tests.
-func (w *Worker) settled(m *metrics.Handler, t *protocol.Task, how string, ran time.Duration) {
+func (w *Worker) settled(m HandlerMetrics, t *protocol.Task, how string, ran time.Duration) {
 	m.Settled(how, ran)
 	if w.log.Enabled(context.Background(), slog.LevelDebug) {
 		w.log.Debug("worker: task settled", taskAttrs(t.Handler, t, "outcome", how)...)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
-	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/session"
 )
@@ -64,7 +63,7 @@ type Effects struct {
 	wrapKV func(jetstream.KeyValue) jetstream.KeyValue
 
 	// metrics counts the claims (nil: not counted).
-	metrics *metrics.Metrics
+	metrics Metrics
 	// timeout is the default Lease.Timeout (Config.EffectTimeout).
 	timeout time.Duration
 
@@ -86,10 +85,10 @@ func (w *Worker) Effects() *Effects { return w.effects }
 func (w *Worker) Sessions() *session.Store { return w.sessions }
 
 // newEffects returns the record of side effects of a worker with AckWait ackWait.
-func newEffects(js jetstream.JetStream, names natsbox.Names, ackWait, timeout time.Duration, m *metrics.Metrics) *Effects {
+func newEffects(js jetstream.JetStream, names natsbox.Names, ackWait, timeout time.Duration, m Metrics) *Effects {
 	nonce := make([]byte, 8)
 	_, _ = rand.Read(nonce)
-	return &Effects{js: js, names: names, ackWait: ackWait, timeout: timeout, id: hex.EncodeToString(nonce), metrics: m,
+	return &Effects{js: js, names: names, ackWait: ackWait, timeout: timeout, id: hex.EncodeToString(nonce), metrics: orNoMetrics(m),
 		calls: map[*call]struct{}{}}
 }
 
@@ -205,7 +204,7 @@ func (e *Effects) claim(ctx context.Context, kv jetstream.KeyValue, key string, 
 	}
 	rev, err := put(ctx, kv, key, data, 0, nil)
 	if err == nil {
-		e.metrics.EffectClaim(metrics.EffectClaimed)
+		e.metrics.EffectClaim(EffectClaimed)
 		return rev, nil, nil
 	}
 	if !isWrongRevision(err) {
@@ -227,7 +226,7 @@ func (e *Effects) claim(ctx context.Context, kv jetstream.KeyValue, key string, 
 		if err != nil {
 			return 0, nil, fmt.Errorf("read the recorded result: %w", err)
 		}
-		e.metrics.EffectClaim(metrics.EffectRecorded)
+		e.metrics.EffectClaim(EffectRecorded)
 		return 0, value, nil
 	case !time.Now().Before(rec.Until):
 		// The holder is gone (or paused past its lease; one of this process that still ran
@@ -244,7 +243,7 @@ func (e *Effects) claim(ctx context.Context, kv jetstream.KeyValue, key string, 
 		if err != nil {
 			return 0, nil, fmt.Errorf("take over an abandoned claim: %w", err)
 		}
-		e.metrics.EffectClaim(metrics.EffectTakenOver)
+		e.metrics.EffectClaim(EffectTakenOver)
 		return rev, nil, nil
 	}
 	return 0, nil, e.await(ctx, kv, key, entry.Revision(), rec.Until)
@@ -269,7 +268,7 @@ func (e *Effects) await(ctx context.Context, kv jetstream.KeyValue, key string, 
 	if e.waiting != nil {
 		e.waiting(key)
 	}
-	e.metrics.EffectClaim(metrics.EffectWaited)
+	e.metrics.EffectClaim(EffectWaited)
 	select {
 	case <-w.Updates():
 		return nil

@@ -15,7 +15,6 @@ import (
 
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
-	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/session"
 )
@@ -69,10 +68,10 @@ type Config struct {
 	// stopping) until its result is recorded, at most this long: a worker that stops waits
 	// for it (docs/engine.md, "Side effects, once per call").
 	EffectTimeout time.Duration
-	// Metrics counts the tasks settled (by handler and outcome, with the handlers' run time)
-	// and the side-effect claims, and reports the handlers' task consumers at each scrape;
-	// nil: no metrics.
-	Metrics *metrics.Metrics
+	// Metrics hears the tasks settled (by handler and outcome, with the handlers' run time)
+	// and the side-effect claims, and reads the handlers' task consumers when the metrics are
+	// read; nil: no metrics.
+	Metrics Metrics
 }
 
 // Handler serves the tasks of one name: it answers through tc (Continue, Complete, Fail...).
@@ -92,10 +91,10 @@ type Worker struct {
 	ackWait     time.Duration
 	concurrency int
 	goroutines  *goroutines // where the handlers run (set by Run)
-	bundles     *wire.Store
+	workflows   *workflows
 	effects     *Effects
 	sessions    *session.Store
-	metrics     *metrics.Metrics
+	metrics     Metrics
 
 	mu         sync.Mutex
 	handlers   map[string]Handler
@@ -196,7 +195,7 @@ func New(cfg Config) (*Worker, error) {
 		runs:        newRunTable(maxEndedRuns),
 		answered:    newAnsweredSet(maxEndedRuns),
 		cache:       newCkCache(maxCacheEntries, maxCacheBytes),
-		metrics:     cfg.Metrics,
+		metrics:     orNoMetrics(cfg.Metrics),
 	}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
@@ -204,8 +203,8 @@ func New(cfg Config) (*Worker, error) {
 	if w.now == nil {
 		w.now = time.Now
 	}
-	w.bundles = wire.NewStore(&workflowsKV{js: w.js, name: w.names.WorkflowsBucket()})
-	w.effects = newEffects(w.js, w.names, w.ackWait, orDefault(cfg.EffectTimeout, DefaultEffectTimeout), cfg.Metrics)
+	w.workflows = &workflows{js: w.js, name: w.names.WorkflowsBucket()}
+	w.effects = newEffects(w.js, w.names, w.ackWait, orDefault(cfg.EffectTimeout, DefaultEffectTimeout), w.metrics)
 	w.sessions = session.New(w.js, w.names)
 	return w, nil
 }
@@ -282,13 +281,6 @@ func checkName(name string) error {
 // the ends of runs.
 func (w *Worker) Ready() <-chan struct{} { return w.ready }
 
-// Metrics returns Config.Metrics, for the handlers registered on the worker to count in.
-func (w *Worker) Metrics() *metrics.Metrics { return w.metrics }
-
-// Bundles returns the workflow definitions (natsbox.WorkflowsBucket), for built-in handlers.
-// The bucket is opened on first use.
-func (w *Worker) Bundles() *wire.Store { return w.bundles }
-
 // errStopped is the cause of the cancellation of the handlers' contexts when the worker stops.
 var errStopped = fmt.Errorf("the worker is stopping: %w", context.Canceled)
 
@@ -325,7 +317,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer w.metrics.AddTaskQueues(func(ctx context.Context) ([]metrics.TaskQueue, error) { return w.taskQueues(ctx, handlers) })()
+	defer w.metrics.TaskQueues(func(ctx context.Context) ([]TaskQueue, error) { return w.taskQueues(ctx, handlers) })()
 
 	// The handlers' contexts outlive ctx: when it ends, the subscriptions are drained first, so
 	// that the tasks handed back go to other workers and not to this worker's last pull request.
@@ -334,7 +326,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	servings := make([]*serving, 0, len(handlers))
 	var loops sync.WaitGroup
 	for _, name := range slices.Sorted(maps.Keys(handlers)) {
-		s := &serving{name: name, h: handlers[name], cons: consumers[name], sem: make(chan struct{}, w.concurrency), m: w.metrics.ForHandler(name)}
+		s := &serving{name: name, h: handlers[name], cons: consumers[name], sem: make(chan struct{}, w.concurrency), m: w.metrics.Handler(name)}
 		servings = append(servings, s)
 		loops.Go(func() { w.consume(ctx, base, s) })
 	}
@@ -441,22 +433,22 @@ type serving struct {
 	h    Handler
 	cons jetstream.Consumer
 	sem  chan struct{} // one token per running task
-	m    *metrics.Handler
+	m    HandlerMetrics
 	// handBack holds the messages received but not started when the worker stopped; only the
 	// consume loop touches it until it returns.
 	handBack []jetstream.Msg
 }
 
 // taskQueues reads the consumer of each handler, for the metrics.
-func (w *Worker) taskQueues(ctx context.Context, handlers map[string]Handler) ([]metrics.TaskQueue, error) {
-	qs := make([]metrics.TaskQueue, 0, len(handlers))
+func (w *Worker) taskQueues(ctx context.Context, handlers map[string]Handler) ([]TaskQueue, error) {
+	qs := make([]TaskQueue, 0, len(handlers))
 	for name := range handlers {
 		c, err := w.js.Consumer(ctx, w.names.TasksStream(), consumerName(name))
 		if err != nil {
 			return nil, fmt.Errorf("worker: consumer %s: %w", consumerName(name), err)
 		}
 		info := c.CachedInfo()
-		qs = append(qs, metrics.TaskQueue{Handler: name, Pending: info.NumPending,
+		qs = append(qs, TaskQueue{Handler: name, Pending: info.NumPending,
 			Unacknowledged: uint64(max(info.NumAckPending, 0)), Redelivered: uint64(max(info.NumRedelivered, 0))})
 	}
 	return qs, nil

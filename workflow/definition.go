@@ -29,10 +29,11 @@ import (
 
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/loop"
+	"github.com/reins-run/reins/protocol"
 )
 
-// StepType is the type of a step, as files write it.
-type StepType string
+// StepType is the type of a step, as files write it: [protocol.StepType], which tasks carry.
+type StepType = protocol.StepType
 
 // Step types.
 const (

@@ -51,6 +51,9 @@ func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host.Hos
 	if cfg.builtin.Logger == nil {
 		cfg.builtin.Logger = cfg.log // their debug lines about each task
 	}
+	if cfg.builtin.Metrics == nil {
+		cfg.builtin.Metrics = cfg.metrics // their model and tool calls
+	}
 	if len(cfg.builtins) > 0 {
 		hc.Register = func(w *worker.Worker) error {
 			if cfg.builtin.Operator != nil && cfg.builtin.Limiter == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/reins-run/reins"
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
@@ -146,7 +147,7 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "reins: note: workflow %s has %d trigger(s): reins run runs it once, now, and ignores them; they start runs once the workflow is registered with reins serve (PUT /v1/workflows/%s)\n", def.Name, n, def.Name)
 	}
 	if remote != nil {
-		bundles, err := wire.NewBundles(def, "")
+		bundles, err := runstore.NewBundles(def, "")
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
@@ -155,7 +156,7 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	if def, err = f.useModel(def); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	bundles, err := wire.NewBundles(def, "")
+	bundles, err := runstore.NewBundles(def, "")
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -210,7 +211,7 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 }
 
 // runHere runs def on r (package reins) and follows it to its result.
-func (f *runFlags) runHere(cmd *cobra.Command, r *reins.Reins, def *workflow.Definition, bundles *wire.Bundles, input json.RawMessage) error {
+func (f *runFlags) runHere(cmd *cobra.Command, r *reins.Reins, def *workflow.Definition, bundles *runstore.Bundles, input json.RawMessage) error {
 	if err := checkHandlers(bundles, f.listen); err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -397,7 +398,7 @@ func checkInput(def *workflow.Definition, input json.RawMessage) error {
 
 // checkHandlers refuses to start a run on a private embedded server when a step needs a
 // handler that no process can serve: only the built-in steps run in this process.
-func checkHandlers(bs *wire.Bundles, listen string) error {
+func checkHandlers(bs *runstore.Bundles, listen string) error {
 	if listen != "" {
 		return nil
 	}
@@ -413,7 +414,7 @@ func checkHandlers(bs *wire.Bundles, listen string) error {
 
 // warnUnserved tells, one line each, what the run needs that no running worker serves: it would
 // wait for it. Not knowing (the bucket unreadable) says nothing: the run goes on either way.
-func warnUnserved(ctx context.Context, w io.Writer, c *client.Client, bs *wire.Bundles) {
+func warnUnserved(ctx context.Context, w io.Writer, c *client.Client, bs *runstore.Bundles) {
 	missing, err := c.Unserved(ctx, bs)
 	if err != nil {
 		return

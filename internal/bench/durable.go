@@ -23,7 +23,7 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -50,7 +50,7 @@ func newStack(b B, handlers map[string]worker.Handler) *stack {
 }
 
 // loopBundles is a workflow of one agent_loop step running handler.
-func loopBundles(b B, handler string, maxIter int, loopDelay time.Duration) *wire.Bundles {
+func loopBundles(b B, handler string, maxIter int, loopDelay time.Duration) *runstore.Bundles {
 	b.Helper()
 	wb := workflow.New("bench-loop").Deadline(24 * time.Hour).MaxSteps(1 << 30)
 	s := wb.AgentLoop("loop", handler).WithMaxIterations(maxIter)
@@ -61,7 +61,7 @@ func loopBundles(b B, handler string, maxIter int, loopDelay time.Duration) *wir
 	if err != nil {
 		b.Fatal(err)
 	}
-	bs, err := wire.NewBundles(def, "")
+	bs, err := runstore.NewBundles(def, "")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func loopBundles(b B, handler string, maxIter int, loopDelay time.Duration) *wir
 // handler sends on it the run id of each last iteration it answered: runLoops waits for the n
 // runs to get there before it reads their records, so that it does not watch (and decode) every
 // intermediate record while the loops run. A run counts only once it is saved completed.
-func runLoops(b B, s *stack, bs *wire.Bundles, n int, lasts <-chan string) {
+func runLoops(b B, s *stack, bs *runstore.Bundles, n int, lasts <-chan string) {
 	b.Helper()
 	ctx := context.Background()
 	ids := make([]string, n)

@@ -19,7 +19,7 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -69,7 +69,7 @@ func AgentLong(b B) {
 	if len(problems) > 0 {
 		b.Fatal(problems.Error())
 	}
-	bs, err := wire.NewBundles(def, "")
+	bs, err := runstore.NewBundles(def, "")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -120,7 +120,7 @@ type longMeter struct {
 }
 
 // run runs the agent once and samples it at iterations 100, 200, 900 and its end.
-func (m *longMeter) run(b B, box *natsbox.Box, c *client.Client, bs *wire.Bundles) {
+func (m *longMeter) run(b B, box *natsbox.Box, c *client.Client, bs *runstore.Bundles) {
 	ctx := context.Background()
 	id, err := c.Start(ctx, bs, json.RawMessage(`null`), "")
 	if err != nil {

@@ -35,7 +35,7 @@ const (
 	// compare-and-set on the revision (KeyValue.Update) so that two writers cannot both win.
 	RunsBucket = "reins_runs"
 	// StatusBucket indexes runs by status and workflow: key = STATUS.WORKFLOW.STARTED.RUNID
-	// (wire.StatusKey; history 1). The engine writes a run's key for its new status before it
+	// (runstore.StatusKey; history 1). The engine writes a run's key for its new status before it
 	// saves the record and removes the old key after, so every run has the key of its saved
 	// status (and, after a crash, maybe a stale one that readers check against the record):
 	// listing the runs of one status or workflow reads those only.

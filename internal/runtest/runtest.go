@@ -24,6 +24,7 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -85,7 +86,7 @@ func (v *Env) Go(run func(context.Context) error, ready <-chan struct{}) (stop f
 }
 
 // Start starts a run of bs with input (JSON; "" for none) and returns its id.
-func (v *Env) Start(bs *wire.Bundles, input string, runID string) string {
+func (v *Env) Start(bs *runstore.Bundles, input string, runID string) string {
 	v.T.Helper()
 	var in json.RawMessage
 	if input != "" {
@@ -190,13 +191,13 @@ func PublishEvent(ctx context.Context, t testing.TB, js jetstream.JetStream, ev 
 }
 
 // Bundles builds the workflow of b and its bundles.
-func Bundles(t testing.TB, b *workflow.Builder) (*workflow.Definition, *wire.Bundles) {
+func Bundles(t testing.TB, b *workflow.Builder) (*workflow.Definition, *runstore.Bundles) {
 	t.Helper()
 	def, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := wire.NewBundles(def, "")
+	bs, err := runstore.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,13 +205,13 @@ func Bundles(t testing.TB, b *workflow.Builder) (*workflow.Definition, *wire.Bun
 }
 
 // LoadBundles loads a workflow file and its bundles.
-func LoadBundles(t testing.TB, file string) *wire.Bundles {
+func LoadBundles(t testing.TB, file string) *runstore.Bundles {
 	t.Helper()
 	def, ps := workflow.LoadAndValidate(file, workflow.Options{})
 	if len(ps) > 0 {
 		t.Fatalf("%s: %v", file, ps)
 	}
-	bs, err := wire.NewBundles(def, "")
+	bs, err := runstore.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +349,7 @@ func (w *testWriter) close() {
 
 // LoopWorkflow is a workflow of one agent_loop step, think, served by handler "think", bounded
 // at max iterations.
-func LoopWorkflow(t testing.TB, max int) *wire.Bundles {
+func LoopWorkflow(t testing.TB, max int) *runstore.Bundles {
 	wf := workflow.New("looping")
 	wf.AgentLoop("think", "think").WithMaxIterations(max)
 	_, bs := Bundles(t, wf)
@@ -357,7 +358,7 @@ func LoopWorkflow(t testing.TB, max int) *wire.Bundles {
 
 // ServeFan returns the bundles of a workflow with a parallel step (left, right) then a map
 // (double of each of input.items), and serves its handlers.
-func (v *Env) ServeFan() *wire.Bundles {
+func (v *Env) ServeFan() *runstore.Bundles {
 	v.T.Helper()
 	wf := workflow.New("fan")
 	wf.Parallel("both", "left", "right")

@@ -11,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -62,9 +61,9 @@ func AppendTask(b []byte, t *protocol.Task) ([]byte, error) {
 	if t == nil {
 		return append(b, "null"...), nil
 	}
-	e := encoder{b: b}
+	e := Encoder{b: b}
 	e.task(t)
-	return e.result(b)
+	return e.Result(b)
 }
 
 // AppendEvent appends json.Marshal(ev) to b. On error it returns b as it was.
@@ -72,37 +71,33 @@ func AppendEvent(b []byte, ev *protocol.Event) ([]byte, error) {
 	if ev == nil {
 		return append(b, "null"...), nil
 	}
-	e := encoder{b: b}
+	e := Encoder{b: b}
 	e.event(ev)
-	return e.result(b)
-}
-
-// AppendRun appends json.Marshal(r) to b. On error it returns b as it was.
-func AppendRun(b []byte, r *engine.Run) ([]byte, error) {
-	if r == nil {
-		return append(b, "null"...), nil
-	}
-	e := encoder{b: b}
-	e.run(r)
-	return e.result(b)
+	return e.Result(b)
 }
 
 // AppendParent appends json.Marshal(p) to b (it cannot fail).
 func AppendParent(b []byte, p *protocol.Parent) ([]byte, error) {
-	e := encoder{b: b}
+	e := Encoder{b: b}
 	e.parent(p)
-	return e.result(b)
+	return e.Result(b)
 }
 
-// encoder appends one value to b. The members of an object record the first error in err and
-// go on (what they append is then thrown away): the code lists members without a check after
-// each.
-type encoder struct {
+// Encoder appends one value to a buffer, member by member, as encoding/json writes it (the rules
+// above). The members of an object record the first error and go on (what they append is then
+// thrown away): the code lists members without a check after each. AppendTask and AppendEvent
+// use it, and so do the encoders of types other packages own (internal/runstore's run records),
+// with the members of the protocol's types (Usage, Pending, ...) they hold.
+type Encoder struct {
 	b   []byte
 	err error
 }
 
-func (e *encoder) result(orig []byte) ([]byte, error) {
+// NewEncoder returns an encoder that appends to b.
+func NewEncoder(b []byte) Encoder { return Encoder{b: b} }
+
+// Result returns what the encoder appended, or orig and the first error.
+func (e *Encoder) Result(orig []byte) ([]byte, error) {
 	if e.err != nil {
 		return orig, e.err
 	}
@@ -111,288 +106,134 @@ func (e *encoder) result(orig []byte) ([]byte, error) {
 
 // The types, member by member as encoding/json writes them.
 
-func (e *encoder) task(t *protocol.Task) {
+func (e *Encoder) task(t *protocol.Task) {
 	e.b = append(e.b, '{')
-	e.str("run_id", t.RunID)
-	e.str("step", t.Step)
-	e.int("item", t.Item)
-	e.str("body", t.Body)
-	e.str("type", string(t.Type))
-	e.str("handler", t.Handler)
-	e.strOmit("workflow", t.Workflow)
-	e.strOmit("model", t.Model)
-	e.strOmit("prompt", t.Prompt)
-	e.strOmit("instructions", t.Instructions)
-	e.strOmit("goal", t.Goal)
-	e.strOmit("session", t.Session)
-	e.strOmit("started_by", t.StartedBy)
-	e.int("activation", t.Activation)
-	e.int("iteration", t.Iteration)
-	e.int("attempt", t.Attempt)
-	e.raw("input", t.Input)
-	e.str("msg_id", t.MsgID)
-	e.timeOmitZero("not_before", t.NotBefore)
-	e.durationOmit("timeout", t.Timeout)
-	e.intOmit("resume", t.Resume)
+	e.Str("run_id", t.RunID)
+	e.Str("step", t.Step)
+	e.Int("item", t.Item)
+	e.Str("body", t.Body)
+	e.Str("type", string(t.Type))
+	e.Str("handler", t.Handler)
+	e.StrOmit("workflow", t.Workflow)
+	e.StrOmit("model", t.Model)
+	e.StrOmit("prompt", t.Prompt)
+	e.StrOmit("instructions", t.Instructions)
+	e.StrOmit("goal", t.Goal)
+	e.StrOmit("session", t.Session)
+	e.StrOmit("started_by", t.StartedBy)
+	e.Int("activation", t.Activation)
+	e.Int("iteration", t.Iteration)
+	e.Int("attempt", t.Attempt)
+	e.Raw("input", t.Input)
+	e.Str("msg_id", t.MsgID)
+	e.TimeOmitZero("not_before", t.NotBefore)
+	e.DurationOmit("timeout", t.Timeout)
+	e.IntOmit("resume", t.Resume)
 	if len(t.Decisions) > 0 {
-		e.name("decisions")
+		e.Name("decisions")
 		e.decisions(t.Decisions)
 	}
-	e.rawOmit("human_input", t.HumanInput)
+	e.RawOmit("human_input", t.HumanInput)
 	if len(t.ChildResults) > 0 {
-		e.name("child_results")
+		e.Name("child_results")
 		e.childResults(t.ChildResults)
 	}
-	e.intOmit("protocol", t.Protocol)
+	e.IntOmit("protocol", t.Protocol)
 	e.b = append(e.b, '}')
 }
 
-func (e *encoder) event(ev *protocol.Event) {
+func (e *Encoder) event(ev *protocol.Event) {
 	e.b = append(e.b, '{')
-	e.str("run_id", ev.RunID)
+	e.Str("run_id", ev.RunID)
 	e.engineEvent(ev) // embedded: encoding/json writes its members in its place
-	e.strOmit("workflow", ev.Workflow)
+	e.StrOmit("workflow", ev.Workflow)
 	if ev.Parent != nil {
-		e.name("parent")
+		e.Name("parent")
 		e.parent(ev.Parent)
 	}
 	if ev.Registered != nil {
-		e.name("registered")
+		e.Name("registered")
 		e.registration(ev.Registered)
 	}
-	e.strOmit("child", ev.Child)
-	e.strOmit("nonce", ev.Nonce)
-	e.intOmit("protocol", ev.Protocol)
+	e.StrOmit("child", ev.Child)
+	e.StrOmit("nonce", ev.Nonce)
+	e.IntOmit("protocol", ev.Protocol)
 	e.b = append(e.b, '}')
 }
 
 // engineEvent writes the members of ev, in the object of the Event that embeds it.
-func (e *encoder) engineEvent(ev *protocol.Event) {
-	e.str("type", string(ev.Type))
-	e.time("at", ev.At)
-	e.rawOmit("input", ev.Input)
-	e.strOmit("step", ev.Step)
-	e.int("item", ev.Item)
-	e.intOmit("activation", ev.Activation)
-	e.intOmit("iteration", ev.Iteration)
-	e.intOmit("attempt", ev.Attempt)
-	e.rawOmit("output", ev.Output)
-	e.strOmit("label", ev.Label)
-	e.strOmit("stop_reason", ev.StopReason)
-	e.strOmit("stop_detail", ev.StopDetail)
-	e.strOmit("error", ev.Error)
+func (e *Encoder) engineEvent(ev *protocol.Event) {
+	e.Str("type", string(ev.Type))
+	e.Time("at", ev.At)
+	e.RawOmit("input", ev.Input)
+	e.StrOmit("step", ev.Step)
+	e.Int("item", ev.Item)
+	e.IntOmit("activation", ev.Activation)
+	e.IntOmit("iteration", ev.Iteration)
+	e.IntOmit("attempt", ev.Attempt)
+	e.RawOmit("output", ev.Output)
+	e.StrOmit("label", ev.Label)
+	e.StrOmit("stop_reason", ev.StopReason)
+	e.StrOmit("stop_detail", ev.StopDetail)
+	e.StrOmit("error", ev.Error)
 	if ev.Usage != nil {
-		e.name("usage")
-		e.usage(ev.Usage)
+		e.Name("usage")
+		e.Usage(ev.Usage)
 	}
 	e.boolOmit("permanent", ev.Permanent)
 	if ev.Record != nil {
-		e.name("record")
+		e.Name("record")
 		e.reflected("record", ev.Record)
 	}
-	e.strOmit("reason", ev.Reason)
-	e.strOmit("status", string(ev.Status))
-	e.intOmit("resume", ev.Resume)
+	e.StrOmit("reason", ev.Reason)
+	e.StrOmit("status", string(ev.Status))
+	e.IntOmit("resume", ev.Resume)
 	if len(ev.Pending) > 0 {
-		e.name("pending")
-		e.pending(ev.Pending)
+		e.Name("pending")
+		e.Pending(ev.Pending)
 	}
-	e.strOmit("call_id", ev.CallID)
+	e.StrOmit("call_id", ev.CallID)
 	e.boolOmit("approve", ev.Approve)
-	e.strOmit("message", ev.Message)
-	e.strOmit("by", ev.By)
-	e.strOmit("on_behalf_of", ev.OnBehalfOf)
-	e.strOmit("name", ev.Name)
-	e.strOmit("id", ev.ID)
+	e.StrOmit("message", ev.Message)
+	e.StrOmit("by", ev.By)
+	e.StrOmit("on_behalf_of", ev.OnBehalfOf)
+	e.StrOmit("name", ev.Name)
+	e.StrOmit("id", ev.ID)
 }
 
-func (e *encoder) registration(r *protocol.Registration) {
+func (e *Encoder) registration(r *protocol.Registration) {
 	e.b = append(e.b, '{')
-	e.str("name", r.Name)
-	e.int("version", r.Version)
+	e.Str("name", r.Name)
+	e.Int("version", r.Version)
 	e.b = append(e.b, '}')
 }
 
-func (e *encoder) parent(p *protocol.Parent) {
+func (e *Encoder) parent(p *protocol.Parent) {
 	if p == nil {
 		e.b = append(e.b, "null"...)
 		return
 	}
 	e.b = append(e.b, '{')
-	e.str("run_id", p.RunID)
-	e.str("step", p.Step)
-	e.int("item", p.Item)
-	e.int("activation", p.Activation)
-	e.intOmit("iteration", p.Iteration)
-	e.strOmit("call_id", p.CallID)
+	e.Str("run_id", p.RunID)
+	e.Str("step", p.Step)
+	e.Int("item", p.Item)
+	e.Int("activation", p.Activation)
+	e.IntOmit("iteration", p.Iteration)
+	e.StrOmit("call_id", p.CallID)
 	e.b = append(e.b, '}')
 }
 
-func (e *encoder) run(r *engine.Run) {
+func (e *Encoder) Usage(u *protocol.Usage) {
 	e.b = append(e.b, '{')
-	e.str("id", r.ID)
-	e.str("workflow", r.Workflow)
-	e.str("hash", r.Hash)
-	e.str("status", string(r.Status))
-	e.raw("input", r.Input)
-	e.time("started_at", r.StartedAt)
-	e.time("deadline", r.Deadline)
-	e.int("executed", r.Executed)
-	e.name("steps")
-	e.steps(r.Steps)
-	e.name("edges")
-	e.edges(r.Edges)
-	e.name("path")
-	e.strs(r.Path)
-	e.rawOmit("output", r.Output)
-	if r.Error != nil {
-		e.name("error")
-		e.b = append(e.b, '{')
-		e.str("code", r.Error.Code)
-		e.str("message", r.Error.Message)
-		e.strOmit("step", r.Error.Step)
-		e.b = append(e.b, '}')
-	}
-	if len(r.Signals) > 0 {
-		e.name("signals")
-		e.signals(r.Signals)
-	}
-	if len(r.SignalIDs) > 0 {
-		e.name("signal_ids")
-		e.strs(r.SignalIDs)
-	}
-	e.strOmit("started_by", r.StartedBy)
-	if len(r.Acts) > 0 {
-		e.name("acts")
-		e.acts(r.Acts)
-	}
-	if s := r.Slot; s != nil {
-		e.name("slot")
-		e.b = append(e.b, '{')
-		e.str("key", s.Key)
-		e.int("limit", s.Limit)
-		e.timeOmitZero("granted", s.Granted)
-		e.b = append(e.b, '}')
-	}
-	if l := r.Limits; l != nil {
-		e.name("limits")
-		e.b = append(e.b, '{')
-		e.intOmit("max_steps", l.MaxSteps)
-		e.intOmit("max_signals", l.MaxSignals)
-		e.intOmit("max_events", l.MaxEvents)
-		e.b = append(e.b, '}')
-	}
-	e.intOmit("events", r.Events)
-	e.b = append(e.b, '}')
-}
-
-func (e *encoder) acts(acts []engine.Act) {
-	e.b = append(e.b, '[')
-	for i := range acts {
-		a := &acts[i]
-		e.sep()
-		e.b = append(e.b, '{')
-		e.str("id", a.ID)
-		e.str("type", string(a.Type))
-		e.time("at", a.At)
-		e.str("by", a.By)
-		e.strOmit("on_behalf_of", a.OnBehalfOf)
-		e.strOmit("step", a.Step)
-		e.strOmit("call_id", a.CallID)
-		e.strOmit("refused", a.Refused)
-		e.strOmit("reason", a.Reason)
-		e.b = append(e.b, '}')
-	}
-	e.b = append(e.b, ']')
-}
-
-func (e *encoder) steps(steps map[string]*engine.StepRun) {
-	if steps == nil {
-		e.b = append(e.b, "null"...)
-		return
-	}
-	var buf [16]string
-	e.b = append(e.b, '{')
-	for _, k := range sortedKeys(steps, buf[:0]) {
-		e.key(k)
-		ok := e.err == nil
-		e.stepRun(steps[k])
-		if ok && e.err != nil {
-			e.under("steps[" + strconv.Quote(k) + "]")
-		}
-	}
-	e.b = append(e.b, '}')
-}
-
-func (e *encoder) stepRun(s *engine.StepRun) {
-	if s == nil {
-		e.b = append(e.b, "null"...)
-		return
-	}
-	e.b = append(e.b, '{')
-	e.strOmit("step", s.Step)
-	e.strOmit("parent", s.Parent)
-	e.intOmit("item", s.Item)
-	e.strOmit("workflow", s.Workflow)
-	e.str("status", string(s.Status))
-	e.int("activation", s.Activation)
-	e.intOmit("iteration", s.Iteration)
-	e.intOmit("attempt", s.Attempt)
-	e.intOmit("attempts", s.Attempts)
-	e.timeOmitZero("started_at", s.StartedAt)
-	e.timeOmitZero("first_iteration_at", s.FirstIterationAt)
-	e.timeOmitZero("not_before", s.NotBefore)
-	e.timeOmitZero("dispatched", s.Dispatched)
-	e.rawOmit("input", s.Input)
-	e.rawOmit("output", s.Output)
-	e.strOmit("label", s.Label)
-	e.strOmit("stop_reason", s.StopReason)
-	e.strOmit("stop_detail", s.StopDetail)
-	e.strOmit("error", s.Error)
-	if s.Usage != (protocol.Usage{}) { // omitzero: == is what reflect.Value.IsZero compares with
-		e.name("usage")
-		e.usage(&s.Usage)
-	}
-	e.strOmit("prompt", s.Prompt)
-	e.strOmit("instructions", s.Instructions)
-	e.strOmit("goal", s.Goal)
-	e.strOmit("session", s.Session)
-	e.intOmit("children", s.Children)
-	e.intOmit("next", s.Next)
-	e.intOmit("running", s.Running)
-	e.intOmit("done", s.Done)
-	e.strOmit("wait", string(s.Wait))
-	e.timeOmitZero("until", s.Until)
-	e.timeOmitZero("waiting_since", s.WaitingSince)
-	e.durationOmit("waited", s.Waited)
-	if len(s.Pending) > 0 {
-		e.name("pending")
-		e.pending(s.Pending)
-	}
-	if len(s.Decisions) > 0 {
-		e.name("decisions")
-		e.decisionMap(s.Decisions)
-	}
-	if len(s.ChildResults) > 0 {
-		e.name("child_results")
-		e.childResultMap(s.ChildResults)
-	}
-	e.intOmit("resume", s.Resume)
-	e.rawOmit("human_input", s.HumanInput)
-	e.b = append(e.b, '}')
-}
-
-func (e *encoder) usage(u *protocol.Usage) {
-	e.b = append(e.b, '{')
-	e.intOmit("model_calls", u.ModelCalls)
-	e.intOmit("tool_calls", u.ToolCalls)
-	e.intOmit("input_tokens", u.InputTokens)
-	e.intOmit("output_tokens", u.OutputTokens)
+	e.IntOmit("model_calls", u.ModelCalls)
+	e.IntOmit("tool_calls", u.ToolCalls)
+	e.IntOmit("input_tokens", u.InputTokens)
+	e.IntOmit("output_tokens", u.OutputTokens)
 	if u.CostUSD != 0 { // omitempty: -0 too
-		e.name("cost_usd")
+		e.Name("cost_usd")
 		var err error
 		if e.b, err = appendFloat(e.b, u.CostUSD); err != nil {
-			e.fail("usage.cost_usd", err) // usage is a member of its name in events and steps
+			e.Fail("usage.cost_usd", err) // usage is a member of its name in events and steps
 		}
 	}
 	e.b = append(e.b, '}')
@@ -400,14 +241,14 @@ func (e *encoder) usage(u *protocol.Usage) {
 
 // array writes the list xs (never nil: the members that hold lists omit an empty one), each
 // item with item; an item's error is placed under name[i].
-func array[T listed](e *encoder, name string, xs []T) {
+func array[T listed](e *Encoder, name string, xs []T) {
 	e.b = append(e.b, '[')
 	for i := range xs {
-		e.sep()
+		e.Sep()
 		ok := e.err == nil
 		e.item(&xs[i])
 		if ok && e.err != nil {
-			e.under(name + "[" + strconv.Itoa(i) + "]")
+			e.Under(name + "[" + strconv.Itoa(i) + "]")
 		}
 	}
 	e.b = append(e.b, ']')
@@ -415,16 +256,16 @@ func array[T listed](e *encoder, name string, xs []T) {
 
 // members writes the map m (never nil: the members that hold maps omit an empty one) with its
 // keys sorted, each value with item; a value's error is placed under name["key"].
-func members[T listed](e *encoder, name string, m map[string]T) {
+func members[T listed](e *Encoder, name string, m map[string]T) {
 	var buf [8]string
 	e.b = append(e.b, '{')
-	for _, k := range sortedKeys(m, buf[:0]) {
-		e.key(k)
+	for _, k := range SortedKeys(m, buf[:0]) {
+		e.Key(k)
 		ok := e.err == nil
 		v := m[k]
 		e.item(&v)
 		if ok && e.err != nil {
-			e.under(name + "[" + strconv.Quote(k) + "]")
+			e.Under(name + "[" + strconv.Quote(k) + "]")
 		}
 	}
 	e.b = append(e.b, '}')
@@ -437,7 +278,7 @@ type listed interface {
 
 // item writes one item of a list or map (a direct call, so that the encoder stays on the
 // stack, where a function value would move it to the heap).
-func (e *encoder) item(v any) {
+func (e *Encoder) item(v any) {
 	switch v := v.(type) {
 	case *protocol.PendingCall:
 		e.pendingCall(v)
@@ -448,118 +289,86 @@ func (e *encoder) item(v any) {
 	}
 }
 
-// pending writes pending calls (Event.Pending, StepRun.Pending).
-func (e *encoder) pending(calls []protocol.PendingCall) { array(e, "pending", calls) }
+// The writers of lists and maps below are not inlined into other packages: there, the
+// generic array and members they call would be instantiated anew, and the escape analysis of
+// that instantiation moves the Encoder to the heap (an allocation per run record encoded).
+//
+// Pending writes pending calls (Event.Pending, StepRun.Pending).
+//
+//go:noinline
+func (e *Encoder) Pending(calls []protocol.PendingCall) { array(e, "pending", calls) }
 
-func (e *encoder) pendingCall(c *protocol.PendingCall) {
+func (e *Encoder) pendingCall(c *protocol.PendingCall) {
 	e.b = append(e.b, '{')
-	e.str("call_id", c.CallID)
-	e.str("tool", c.Tool)
-	e.raw("arguments", c.Arguments)
+	e.Str("call_id", c.CallID)
+	e.Str("tool", c.Tool)
+	e.Raw("arguments", c.Arguments)
 	if c.Child != nil {
-		e.name("child")
+		e.Name("child")
 		e.b = append(e.b, '{')
-		e.strOmit("agent", c.Child.Agent)
-		e.strOmit("workflow", c.Child.Workflow)
+		e.StrOmit("agent", c.Child.Agent)
+		e.StrOmit("workflow", c.Child.Workflow)
 		e.b = append(e.b, '}')
 	}
 	e.b = append(e.b, '}')
 }
 
 // decisions writes Task.Decisions; decisionMap StepRun.Decisions.
-func (e *encoder) decisions(ds []protocol.Decision) { array(e, "decisions", ds) }
+func (e *Encoder) decisions(ds []protocol.Decision) { array(e, "decisions", ds) }
 
-func (e *encoder) decisionMap(ds map[string]protocol.Decision) { members(e, "decisions", ds) }
+//go:noinline
+func (e *Encoder) DecisionMap(ds map[string]protocol.Decision) { members(e, "decisions", ds) }
 
-func (e *encoder) decision(d *protocol.Decision) {
+func (e *Encoder) decision(d *protocol.Decision) {
 	e.b = append(e.b, '{')
-	e.str("call_id", d.CallID)
+	e.Str("call_id", d.CallID)
 	e.bool("approve", d.Approve)
-	e.strOmit("message", d.Message)
-	e.strOmit("by", d.By)
-	e.strOmit("on_behalf_of", d.OnBehalfOf)
+	e.StrOmit("message", d.Message)
+	e.StrOmit("by", d.By)
+	e.StrOmit("on_behalf_of", d.OnBehalfOf)
 	e.b = append(e.b, '}')
 }
 
 // childResults writes Task.ChildResults; childResultMap StepRun.ChildResults.
-func (e *encoder) childResults(rs []protocol.ChildResult) { array(e, "child_results", rs) }
+func (e *Encoder) childResults(rs []protocol.ChildResult) { array(e, "child_results", rs) }
 
-func (e *encoder) childResultMap(rs map[string]protocol.ChildResult) {
+//go:noinline
+func (e *Encoder) ChildResultMap(rs map[string]protocol.ChildResult) {
 	members(e, "child_results", rs)
 }
 
-func (e *encoder) childResult(r *protocol.ChildResult) {
+func (e *Encoder) childResult(r *protocol.ChildResult) {
 	e.b = append(e.b, '{')
-	e.str("call_id", r.CallID)
-	e.str("run_id", r.RunID)
-	e.str("status", string(r.Status))
-	e.rawOmit("output", r.Output)
-	e.strOmit("stop_reason", r.StopReason)
-	e.strOmit("stop_detail", r.StopDetail)
-	e.strOmit("error", r.Error)
+	e.Str("call_id", r.CallID)
+	e.Str("run_id", r.RunID)
+	e.Str("status", string(r.Status))
+	e.RawOmit("output", r.Output)
+	e.StrOmit("stop_reason", r.StopReason)
+	e.StrOmit("stop_detail", r.StopDetail)
+	e.StrOmit("error", r.Error)
 	if r.Usage != nil {
-		e.name("usage")
-		e.usage(r.Usage)
+		e.Name("usage")
+		e.Usage(r.Usage)
 	}
 	e.b = append(e.b, '}')
 }
 
-func (e *encoder) edges(edges []engine.EdgeState) {
-	if edges == nil {
-		e.b = append(e.b, "null"...)
-		return
-	}
-	e.b = append(e.b, '[')
-	for i := range edges {
-		e.sep()
-		e.b = append(e.b, '{')
-		e.str("state", string(edges[i].State))
-		e.intOmit("uses", edges[i].Uses)
-		e.b = append(e.b, '}')
-	}
-	e.b = append(e.b, ']')
-}
-
-// signals is never nil: Run.Signals omits an empty map.
-func (e *encoder) signals(signals map[string][]json.RawMessage) {
-	var buf [8]string
-	e.b = append(e.b, '{')
-	for _, k := range sortedKeys(signals, buf[:0]) {
-		e.key(k)
-		q := signals[k]
-		if q == nil {
-			e.b = append(e.b, "null"...)
-			continue
-		}
-		e.b = append(e.b, '[')
-		for i, raw := range q {
-			e.sep()
-			var err error
-			if e.b, err = appendRaw(e.b, raw); err != nil {
-				e.fail("signals["+strconv.Quote(k)+"]["+strconv.Itoa(i)+"]", err)
-			}
-		}
-		e.b = append(e.b, ']')
-	}
-	e.b = append(e.b, '}')
-}
-
-func (e *encoder) strs(s []string) {
+func (e *Encoder) Strs(s []string) {
 	if s == nil {
 		e.b = append(e.b, "null"...)
 		return
 	}
 	e.b = append(e.b, '[')
 	for _, v := range s {
-		e.sep()
+		e.Sep()
 		e.b = appendString(e.b, v)
 	}
 	e.b = append(e.b, ']')
 }
 
-// sortedKeys returns the keys of m in the order encoding/json writes them (byte order),
+// SortedKeys returns the keys of m in the order encoding/json writes them (byte order),
 // appended to buf: a buffer on the caller's stack spares an allocation for a few keys.
-func sortedKeys[V any](m map[string]V, buf []string) []string {
+func SortedKeys[V any](m map[string]V, buf []string) []string {
 	for k := range m {
 		buf = append(buf, k)
 	}
@@ -567,114 +376,132 @@ func sortedKeys[V any](m map[string]V, buf []string) []string {
 	return buf
 }
 
+// Byte writes c: the brace, bracket or comma the caller's type puts there.
+func (e *Encoder) Byte(c byte) { e.b = append(e.b, c) }
+
+// Null writes null: a nil pointer, slice or map.
+func (e *Encoder) Null() { e.b = append(e.b, "null"...) }
+
+// Failed reports whether a member failed: a caller puts the error under its own place with
+// Under when it did inside a nested value.
+func (e *Encoder) Failed() bool { return e.err != nil }
+
+// RawValue writes raw as an element (no name) and returns the error of encoding/json's when it
+// cannot be written, for the caller to Fail at its place.
+func (e *Encoder) RawValue(raw json.RawMessage) error {
+	var err error
+	e.b, err = appendRaw(e.b, raw)
+	return err
+}
+
 // Members. Each writes the separator, its name and its value; the ...Omit ones write nothing for
 // the values omitempty (or omitzero, for times) leaves out.
 
-// sep writes the comma before a member or an element, unless it is the first. It looks at the
+// Sep writes the comma before a member or an element, unless it is the first. It looks at the
 // last byte: only the '{' or '[' that opens an object or array ends there, as no value ends with
 // one.
-func (e *encoder) sep() {
+func (e *Encoder) Sep() {
 	if c := e.b[len(e.b)-1]; c != '{' && c != '[' {
 		e.b = append(e.b, ',')
 	}
 }
 
-// name writes the name of a member. The names are the json tags of the types, which need no
+// Name writes the name of a member. The names are the json tags of the types, which need no
 // escaping.
-func (e *encoder) name(n string) {
-	e.sep()
+func (e *Encoder) Name(n string) {
+	e.Sep()
 	e.b = append(e.b, '"')
 	e.b = append(e.b, n...)
 	e.b = append(e.b, '"', ':')
 }
 
-// key writes the key of a map member, escaped as every string.
-func (e *encoder) key(k string) {
-	e.sep()
+// Key writes the key of a map member, escaped as every string.
+func (e *Encoder) Key(k string) {
+	e.Sep()
 	e.b = appendString(e.b, k)
 	e.b = append(e.b, ':')
 }
 
-func (e *encoder) str(name, s string) {
-	e.name(name)
+func (e *Encoder) Str(name, s string) {
+	e.Name(name)
 	e.b = appendString(e.b, s)
 }
 
-func (e *encoder) strOmit(name, s string) {
+func (e *Encoder) StrOmit(name, s string) {
 	if s != "" {
-		e.str(name, s)
+		e.Str(name, s)
 	}
 }
 
-func (e *encoder) int(name string, n int) {
-	e.name(name)
+func (e *Encoder) Int(name string, n int) {
+	e.Name(name)
 	e.b = strconv.AppendInt(e.b, int64(n), 10)
 }
 
-func (e *encoder) intOmit(name string, n int) {
+func (e *Encoder) IntOmit(name string, n int) {
 	if n != 0 {
-		e.int(name, n)
+		e.Int(name, n)
 	}
 }
 
-// durationOmit writes d as encoding/json does: its number of nanoseconds.
-func (e *encoder) durationOmit(name string, d time.Duration) {
+// DurationOmit writes d as encoding/json does: its number of nanoseconds.
+func (e *Encoder) DurationOmit(name string, d time.Duration) {
 	if d != 0 {
-		e.name(name)
+		e.Name(name)
 		e.b = strconv.AppendInt(e.b, int64(d), 10)
 	}
 }
 
-func (e *encoder) bool(name string, v bool) {
-	e.name(name)
+func (e *Encoder) bool(name string, v bool) {
+	e.Name(name)
 	e.b = strconv.AppendBool(e.b, v)
 }
 
-func (e *encoder) boolOmit(name string, v bool) {
+func (e *Encoder) boolOmit(name string, v bool) {
 	if v {
 		e.bool(name, v)
 	}
 }
 
-func (e *encoder) time(name string, t time.Time) {
-	e.name(name)
+func (e *Encoder) Time(name string, t time.Time) {
+	e.Name(name)
 	var err error
 	if e.b, err = appendTime(e.b, t); err != nil {
-		e.fail(name, err)
+		e.Fail(name, err)
 	}
 }
 
-// timeOmitZero leaves out a zero time, as omitzero does (Time.IsZero, whatever the location).
-func (e *encoder) timeOmitZero(name string, t time.Time) {
+// TimeOmitZero leaves out a zero time, as omitzero does (Time.IsZero, whatever the location).
+func (e *Encoder) TimeOmitZero(name string, t time.Time) {
 	if !t.IsZero() {
-		e.time(name, t)
+		e.Time(name, t)
 	}
 }
 
-func (e *encoder) raw(name string, raw json.RawMessage) {
-	e.name(name)
+func (e *Encoder) Raw(name string, raw json.RawMessage) {
+	e.Name(name)
 	var err error
 	if e.b, err = appendRaw(e.b, raw); err != nil {
-		e.fail(name, err)
+		e.Fail(name, err)
 	}
 }
 
 // reflected writes v as encoding/json does, with its reflective encoder: for a value off the
 // path of every iteration (an iteration record).
-func (e *encoder) reflected(name string, v any) {
+func (e *Encoder) reflected(name string, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
-		e.fail(name, err)
+		e.Fail(name, err)
 		return
 	}
 	e.b = append(e.b, data...)
 }
 
-// rawOmit leaves out a raw of length 0, as omitempty does (a nil raw, or an empty one, which
+// RawOmit leaves out a raw of length 0, as omitempty does (a nil raw, or an empty one, which
 // encoding/json would refuse).
-func (e *encoder) rawOmit(name string, raw json.RawMessage) {
+func (e *Encoder) RawOmit(name string, raw json.RawMessage) {
 	if len(raw) > 0 {
-		e.raw(name, raw)
+		e.Raw(name, raw)
 	}
 }
 
@@ -692,15 +519,15 @@ type memberError struct {
 func (m *memberError) Error() string { return m.path + ": " + m.err.Error() }
 func (m *memberError) Unwrap() error { return m.err }
 
-// fail records err at the member path, unless an error came first.
-func (e *encoder) fail(path string, err error) {
+// Fail records err at the member path, unless an error came first.
+func (e *Encoder) Fail(path string, err error) {
 	if e.err == nil {
 		e.err = &memberError{path, err}
 	}
 }
 
-// under puts the error recorded inside a nested value under the place of that value.
-func (e *encoder) under(place string) {
+// Under puts the error recorded inside a nested value under the place of that value.
+func (e *Encoder) Under(place string) {
 	m := e.err.(*memberError)
 	if m.path[0] == '[' {
 		m.path = place + m.path

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 )
@@ -91,7 +92,7 @@ func TestAppendStrings(t *testing.T) {
 			Signals: map[string][]json.RawMessage{s: {json.RawMessage(`1`)}, ">" + s: nil},
 			Slot:    &engine.Slot{Key: s, Limit: 3},
 			Limits:  &engine.Limits{MaxSteps: 5, MaxEvents: 100000}, Events: 7,
-		}, wire.AppendRun)
+		}, runstore.AppendRun)
 	}
 }
 
@@ -100,7 +101,7 @@ func TestAppendRaws(t *testing.T) {
 		raw := json.RawMessage(r)
 		sameAsJSON(t, &protocol.Task{Input: raw, HumanInput: raw}, wire.AppendTask)
 		sameAsJSON(t, &protocol.Event{Input: raw, Output: raw, Pending: []protocol.PendingCall{{Arguments: raw}}}, wire.AppendEvent)
-		sameAsJSON(t, &engine.Run{Input: raw, Output: raw, Signals: map[string][]json.RawMessage{"s": {raw, nil, raw}}}, wire.AppendRun)
+		sameAsJSON(t, &engine.Run{Input: raw, Output: raw, Signals: map[string][]json.RawMessage{"s": {raw, nil, raw}}}, runstore.AppendRun)
 	}
 	// An empty raw is omitted where omitempty applies and refused where it does not.
 	sameAsJSON(t, &protocol.Task{Input: json.RawMessage{}, HumanInput: json.RawMessage{}}, wire.AppendTask)
@@ -111,7 +112,7 @@ func TestAppendRaws(t *testing.T) {
 			t.Errorf("raw %q: error %v, want one at input", r, err)
 		}
 		sameAsJSON(t, &protocol.Event{Pending: []protocol.PendingCall{{Arguments: raw}}}, wire.AppendEvent)
-		sameAsJSON(t, &engine.Run{Signals: map[string][]json.RawMessage{"s": {raw}}}, wire.AppendRun)
+		sameAsJSON(t, &engine.Run{Signals: map[string][]json.RawMessage{"s": {raw}}}, runstore.AppendRun)
 	}
 }
 
@@ -119,7 +120,7 @@ func TestAppendTimes(t *testing.T) {
 	for _, at := range append(times, badTimes...) {
 		sameAsJSON(t, &protocol.Task{NotBefore: at}, wire.AppendTask)
 		sameAsJSON(t, &protocol.Event{At: at}, wire.AppendEvent)
-		sameAsJSON(t, &engine.Run{StartedAt: at, Deadline: at, Steps: map[string]*engine.StepRun{"s": {StartedAt: at, Until: at}}, Slot: &engine.Slot{Granted: at}, Limits: &engine.Limits{}}, wire.AppendRun)
+		sameAsJSON(t, &engine.Run{StartedAt: at, Deadline: at, Steps: map[string]*engine.StepRun{"s": {StartedAt: at, Until: at}}, Slot: &engine.Slot{Granted: at}, Limits: &engine.Limits{}}, runstore.AppendRun)
 	}
 }
 
@@ -127,7 +128,7 @@ func TestAppendFloats(t *testing.T) {
 	for _, f := range append(floats, badFloats...) {
 		u := protocol.Usage{CostUSD: f}
 		sameAsJSON(t, &protocol.Event{Usage: &u}, wire.AppendEvent)
-		sameAsJSON(t, &engine.Run{Steps: map[string]*engine.StepRun{"s": {Usage: u}}}, wire.AppendRun)
+		sameAsJSON(t, &engine.Run{Steps: map[string]*engine.StepRun{"s": {Usage: u}}}, runstore.AppendRun)
 	}
 }
 
@@ -146,7 +147,7 @@ func TestAppendEmpty(t *testing.T) {
 		{Signals: map[string][]json.RawMessage{"nil": nil, "empty": {}, "nulls": {nil, json.RawMessage("null")}}, Error: &protocol.RunError{}},
 		{Steps: map[string]*engine.StepRun{"-0": {Usage: protocol.Usage{CostUSD: math.Copysign(0, -1)}}}}, // omitzero keeps nothing
 	} {
-		sameAsJSON(t, r, wire.AppendRun)
+		sameAsJSON(t, r, runstore.AppendRun)
 	}
 	for _, p := range []*protocol.Parent{nil, {}, {RunID: "r<", Step: "s", Item: -1, Activation: 3}} {
 		sameAsJSON(t, p, wire.AppendParent)
@@ -157,7 +158,7 @@ func TestAppendInts(t *testing.T) {
 	for _, n := range []int{0, 1, -1, math.MaxInt, math.MinInt} {
 		sameAsJSON(t, &protocol.Task{Item: n, Activation: n, Timeout: time.Duration(n), Resume: n}, wire.AppendTask)
 		sameAsJSON(t, &protocol.Event{Item: n, Resume: n, Usage: &protocol.Usage{ModelCalls: n}, Parent: &protocol.Parent{Item: n}, Registered: &protocol.Registration{Version: n}}, wire.AppendEvent)
-		sameAsJSON(t, &engine.Run{Executed: n, Edges: []engine.EdgeState{{Uses: n}}, Steps: map[string]*engine.StepRun{"s": {Item: n, Waited: time.Duration(n)}}}, wire.AppendRun)
+		sameAsJSON(t, &engine.Run{Executed: n, Edges: []engine.EdgeState{{Uses: n}}, Steps: map[string]*engine.StepRun{"s": {Item: n, Waited: time.Duration(n)}}}, runstore.AppendRun)
 	}
 }
 
@@ -171,12 +172,12 @@ func TestAppendErrorsSayWhere(t *testing.T) {
 		{appendErr(wire.AppendTask(nil, &protocol.Task{NotBefore: bad})), "not_before: Time.MarshalJSON: year outside of range [0,9999]"},
 		{appendErr(wire.AppendEvent(nil, &protocol.Event{Usage: &protocol.Usage{CostUSD: math.NaN()}})), "usage.cost_usd: NaN is not a JSON number"},
 		{appendErr(wire.AppendEvent(nil, &protocol.Event{Pending: []protocol.PendingCall{{Arguments: json.RawMessage("null")}, {Arguments: json.RawMessage("{ ")}}})), "pending[1].arguments: "},
-		{appendErr(wire.AppendRun(nil, &engine.Run{Steps: map[string]*engine.StepRun{"a": {}, `b"`: {Until: bad}}})), `steps["b\""].until: Time.MarshalJSON: `},
-		{appendErr(wire.AppendRun(nil, &engine.Run{Steps: map[string]*engine.StepRun{"a": {Usage: protocol.Usage{CostUSD: math.Inf(-1)}}}})), `steps["a"].usage.cost_usd: -Inf is not a JSON number`},
-		{appendErr(wire.AppendRun(nil, &engine.Run{Steps: map[string]*engine.StepRun{"a": {Pending: []protocol.PendingCall{{Arguments: json.RawMessage{}}}}}})), `steps["a"].pending[0].arguments: `},
-		{appendErr(wire.AppendRun(nil, &engine.Run{Signals: map[string][]json.RawMessage{"go": {nil, json.RawMessage(" x")}}})), `signals["go"][1]: `},
+		{appendErr(runstore.AppendRun(nil, &engine.Run{Steps: map[string]*engine.StepRun{"a": {}, `b"`: {Until: bad}}})), `steps["b\""].until: Time.MarshalJSON: `},
+		{appendErr(runstore.AppendRun(nil, &engine.Run{Steps: map[string]*engine.StepRun{"a": {Usage: protocol.Usage{CostUSD: math.Inf(-1)}}}})), `steps["a"].usage.cost_usd: -Inf is not a JSON number`},
+		{appendErr(runstore.AppendRun(nil, &engine.Run{Steps: map[string]*engine.StepRun{"a": {Pending: []protocol.PendingCall{{Arguments: json.RawMessage{}}}}}})), `steps["a"].pending[0].arguments: `},
+		{appendErr(runstore.AppendRun(nil, &engine.Run{Signals: map[string][]json.RawMessage{"go": {nil, json.RawMessage(" x")}}})), `signals["go"][1]: `},
 		// The first error is the one reported.
-		{appendErr(wire.AppendRun(nil, &engine.Run{StartedAt: bad, Steps: map[string]*engine.StepRun{"a": {Until: bad}}})), "started_at: "},
+		{appendErr(runstore.AppendRun(nil, &engine.Run{StartedAt: bad, Steps: map[string]*engine.StepRun{"a": {Until: bad}}})), "started_at: "},
 	} {
 		if c.err == nil || !strings.HasPrefix(c.err.Error(), c.want) {
 			t.Errorf("error %v, want one starting with %q", c.err, c.want)
@@ -221,7 +222,7 @@ func TestEncodeIsAppend(t *testing.T) {
 func TestAppendEveryField(t *testing.T) {
 	everyField(t, func() *protocol.Task { return new(protocol.Task) }, wire.AppendTask)
 	everyField(t, func() *protocol.Event { return new(protocol.Event) }, wire.AppendEvent)
-	everyField(t, func() *engine.Run { return new(engine.Run) }, wire.AppendRun)
+	everyField(t, func() *engine.Run { return new(engine.Run) }, runstore.AppendRun)
 	everyField(t, func() *protocol.Parent { return new(protocol.Parent) }, wire.AppendParent)
 }
 
@@ -438,7 +439,7 @@ func FuzzAppendEvent(f *testing.F) {
 func FuzzAppendRun(f *testing.F) {
 	addFuzzSeeds(f)
 	f.Fuzz(func(t *testing.T, s1, s2 string, n int64, fl float64, raw []byte, sec, nsec int64, offset int32, shape uint8) {
-		sameAsJSON(t, newFuzzInput(s1, s2, n, fl, raw, sec, nsec, offset, shape).run(), wire.AppendRun)
+		sameAsJSON(t, newFuzzInput(s1, s2, n, fl, raw, sec, nsec, offset, shape).run(), runstore.AppendRun)
 	})
 }
 
@@ -487,7 +488,7 @@ func benchRun() *engine.Run {
 
 func BenchmarkEncodeTask(b *testing.B)  { benchEncode(b, benchTask(), wire.AppendTask) }
 func BenchmarkEncodeEvent(b *testing.B) { benchEncode(b, benchEvent(), wire.AppendEvent) }
-func BenchmarkEncodeRun(b *testing.B)   { benchEncode(b, benchRun(), wire.AppendRun) }
+func BenchmarkEncodeRun(b *testing.B)   { benchEncode(b, benchRun(), runstore.AppendRun) }
 
 func benchEncode[T any](b *testing.B, v T, appendTo func([]byte, T) ([]byte, error)) {
 	sameAsJSON(b, v, appendTo)
@@ -517,4 +518,27 @@ func benchEncode[T any](b *testing.B, v T, appendTo func([]byte, T) ([]byte, err
 			}
 		}
 	})
+}
+
+// TestAppendAllocatesNothing: the appenders write into the buffer they are given and allocate
+// nothing else, runstore's run records included, whose encoder lives in another package (an
+// Encoder the compiler moves to the heap is one allocation per record the engine saves).
+func TestAppendAllocatesNothing(t *testing.T) {
+	buf := make([]byte, 0, 64<<10)
+	task, ev, run := benchTask(), benchEvent(), goldenRun().Run
+	for _, c := range []struct {
+		name string
+		f    func() ([]byte, error)
+	}{
+		{"AppendTask", func() ([]byte, error) { return wire.AppendTask(buf[:0], task) }},
+		{"AppendEvent", func() ([]byte, error) { return wire.AppendEvent(buf[:0], ev) }},
+		{"runstore.AppendRun", func() ([]byte, error) { return runstore.AppendRun(buf[:0], run) }},
+	} {
+		if _, err := c.f(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if n := testing.AllocsPerRun(50, func() { _, _ = c.f() }); n != 0 {
+			t.Errorf("%s allocates %v times, want 0", c.name, n)
+		}
+	}
 }

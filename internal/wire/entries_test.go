@@ -7,8 +7,32 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/internal/natsbox"
+	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
 	"github.com/reins-run/reins/internal/wire"
 )
+
+// workflowsBucket starts an embedded NATS server with the reins layout and returns its
+// workflows bucket: a bucket to watch.
+func workflowsBucket(t *testing.T) (jetstream.JetStream, jetstream.KeyValue) {
+	t.Helper()
+	ctx := t.Context()
+	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { box.Close() })
+	if err := natsbox.EnsureLayout(ctx, box.JetStream(), natsbox.Layout{}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := box.JetStream().KeyValue(ctx, natsbox.WorkflowsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return box.JetStream(), kv
+}
 
 // Entries yields the live keys matching its filter, once each, and ends; a done context is one
 // error.

@@ -8,12 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/protocol"
 )
@@ -271,52 +269,6 @@ func eventSlots(ev *protocol.Event, visit func(*json.RawMessage)) {
 	}
 }
 
-// runSlots calls visit with every raw value of a run state.
-func runSlots(r *engine.Run, visit func(*json.RawMessage)) {
-	visit(&r.Input)
-	visit(&r.Output)
-	for _, q := range r.Signals {
-		for i := range q {
-			visit(&q[i])
-		}
-	}
-	for _, s := range r.Steps {
-		if s == nil {
-			continue
-		}
-		visit(&s.Input)
-		visit(&s.Output)
-		visit(&s.HumanInput)
-		for i := range s.Pending {
-			visit(&s.Pending[i].Arguments)
-		}
-		for id, r := range s.ChildResults {
-			before := r.Output
-			if visit(&r.Output); !bytes.Equal(before, r.Output) {
-				s.ChildResults[id] = r // only when it changed: a visit that reads writes nothing
-			}
-		}
-	}
-}
-
-// DropValues empties every value of r and the texts rendered for its steps (prompts,
-// instructions, goals), and reports whether there was any: the last resort of a run that ended
-// with a state still too large to save.
-func DropValues(r *engine.Run) bool {
-	dropped := false
-	runSlots(r, func(p *json.RawMessage) {
-		if len(*p) > 0 {
-			*p, dropped = nil, true
-		}
-	})
-	for _, s := range r.Steps {
-		if s != nil && s.Prompt+s.Instructions+s.Goal != "" {
-			s.Prompt, s.Instructions, s.Goal, dropped = "", "", "", true
-		}
-	}
-	return dropped
-}
-
 // anySlot reports whether some slot of walk holds a value of more than n bytes, or one that
 // must not stay inline.
 func anySlot(walk func(func(*json.RawMessage)), n int) bool {
@@ -341,8 +293,27 @@ func (v *Values) outSlots(ctx context.Context, runID string, walk func(func(*jso
 	return err
 }
 
-// inSlots takes back every reference of walk.
-func (v *Values) inSlots(ctx context.Context, runID string, walk func(func(*json.RawMessage))) error {
+// AnyOut reports whether walk, a walk over the raw values of a value of another package's
+// type (internal/runstore's runs), holds one that goes out: larger than the inline bound, or
+// with pack than a kibibyte (what a caller asks for when a state is still too large to save).
+func (v *Values) AnyOut(walk func(func(*json.RawMessage)), pack bool) bool {
+	return anySlot(walk, v.bound(pack))
+}
+
+// OutSlots puts out, in place, every value of walk that AnyOut finds.
+func (v *Values) OutSlots(ctx context.Context, runID string, walk func(func(*json.RawMessage)), pack bool) error {
+	return v.outSlots(ctx, runID, walk, v.bound(pack))
+}
+
+func (v *Values) bound(pack bool) int {
+	if pack {
+		return packMin
+	}
+	return v.inline
+}
+
+// InSlots takes back every reference of walk, in place.
+func (v *Values) InSlots(ctx context.Context, runID string, walk func(func(*json.RawMessage))) error {
 	var err error
 	walk(func(p *json.RawMessage) {
 		if err != nil || !IsRef(*p) {
@@ -366,7 +337,7 @@ func (v *Values) OutTask(ctx context.Context, t *protocol.Task) (*protocol.Task,
 
 // InTask takes back the values of t (decoded from a message) in place.
 func (v *Values) InTask(ctx context.Context, t *protocol.Task) error {
-	return v.inSlots(ctx, t.RunID, func(f func(*json.RawMessage)) { taskSlots(t, f) })
+	return v.InSlots(ctx, t.RunID, func(f func(*json.RawMessage)) { taskSlots(t, f) })
 }
 
 // OutEvent is OutTask for an event.
@@ -381,51 +352,5 @@ func (v *Values) OutEvent(ctx context.Context, ev *protocol.Event) (*protocol.Ev
 
 // InEvent is InTask for an event.
 func (v *Values) InEvent(ctx context.Context, ev *protocol.Event) error {
-	return v.inSlots(ctx, ev.RunID, func(f func(*json.RawMessage)) { eventSlots(ev, f) })
-}
-
-// OutRun returns r, or when it holds values too large to stay inline a copy of r that shares
-// what it does not change, with references in their place. With pack, every value of more
-// than a kibibyte goes out: what a caller asks for when the state is still too large to save.
-func (v *Values) OutRun(ctx context.Context, r *engine.Run, pack bool) (*engine.Run, error) {
-	n := v.inline
-	if pack {
-		n = packMin
-	}
-	if !anySlot(func(f func(*json.RawMessage)) { runSlots(r, f) }, n) {
-		return r, nil
-	}
-	c := shallowRun(r)
-	return c, v.outSlots(ctx, r.ID, func(f func(*json.RawMessage)) { runSlots(c, f) }, n)
-}
-
-// InRun takes back the values of r (decoded from a record) in place.
-func (v *Values) InRun(ctx context.Context, r *engine.Run) error {
-	return v.inSlots(ctx, r.ID, func(f func(*json.RawMessage)) { runSlots(r, f) })
-}
-
-// shallowRun copies r and what holds its raw values (steps, signals, pending calls), sharing
-// the values themselves: OutRun replaces values in the copy, never in r.
-func shallowRun(r *engine.Run) *engine.Run {
-	c := *r
-	if r.Signals != nil {
-		c.Signals = make(map[string][]json.RawMessage, len(r.Signals))
-		for name, q := range r.Signals {
-			c.Signals[name] = append([]json.RawMessage(nil), q...)
-		}
-	}
-	if r.Steps != nil {
-		c.Steps = make(map[string]*engine.StepRun, len(r.Steps))
-		for k, s := range r.Steps {
-			if s == nil {
-				c.Steps[k] = nil
-				continue
-			}
-			sc := *s
-			sc.Pending = append([]protocol.PendingCall(nil), s.Pending...)
-			sc.ChildResults = maps.Clone(s.ChildResults)
-			c.Steps[k] = &sc
-		}
-	}
-	return &c
+	return v.InSlots(ctx, ev.RunID, func(f func(*json.RawMessage)) { eventSlots(ev, f) })
 }

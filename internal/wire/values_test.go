@@ -13,6 +13,7 @@ import (
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 )
@@ -148,7 +149,7 @@ func TestValuesOfARun(t *testing.T) {
 		},
 		Signals: map[string][]json.RawMessage{"go": {small, big}}}
 	keep := run.Clone()
-	out, err := v.OutRun(ctx, run, false)
+	out, err := runstore.OutRun(ctx, v, run, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,17 +163,17 @@ func TestValuesOfARun(t *testing.T) {
 		!bytes.Equal(out.Steps["a"].ChildResults["d"].Output, small) {
 		t.Error("a small value went out")
 	}
-	packed, err := v.OutRun(ctx, &engine.Run{ID: "r", Input: json.RawMessage(strconv.Quote(strings.Repeat("p", 1100))), Output: small}, true)
+	packed, err := runstore.OutRun(ctx, v, &engine.Run{ID: "r", Input: json.RawMessage(strconv.Quote(strings.Repeat("p", 1100))), Output: small}, true)
 	if err != nil || !wire.IsRef(packed.Input) || !bytes.Equal(packed.Output, small) {
 		t.Errorf("packed: input %.40s, output %s, %v; want the kibibyte value out, the small one in", packed.Input, packed.Output, err)
 	}
 	if !equalRuns(run, keep) {
 		t.Fatal("OutRun changed the run it was given")
 	}
-	if err := v.InRun(ctx, out); err != nil || !equalRuns(out, keep) {
+	if err := runstore.InRun(ctx, v, out); err != nil || !equalRuns(out, keep) {
 		t.Errorf("InRun did not restore the run: %v", err)
 	}
-	if !wire.DropValues(out) || out.Input != nil || out.Steps["a"].Output != nil || wire.DropValues(out) {
+	if !runstore.DropValues(out) || out.Input != nil || out.Steps["a"].Output != nil || runstore.DropValues(out) {
 		t.Error("DropValues did not drop every value once")
 	}
 }

@@ -1,7 +1,9 @@
 // Package wire is the protocol the processes of reins speak over NATS: the subjects, bodies and
-// message ids of task and event messages, the workflow bundles stored for engines and workers,
-// and the keys of checkpoints. It owns encoding and decoding, with errors of one sentence; it
-// must not decide anything (package engine does) or run anything (packages runner and worker).
+// message ids of task and event messages, values by reference, and the keys of checkpoints. It
+// owns encoding and decoding, with errors of one sentence; it must not decide anything
+// (package engine does) or run anything (packages runner and worker), and imports nothing of
+// reins but protocol (and what NATS names need): a worker links it without the engine. What
+// the engine's side stores (run records, workflow bundles) is package internal/runstore's.
 //
 // Messages (ARCHITECTURE.md has the table):
 //

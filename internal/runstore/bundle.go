@@ -1,4 +1,4 @@
-package wire
+package runstore
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -195,13 +196,22 @@ func replaceSquatter(ctx context.Context, kv jetstream.KeyValue, h string, data 
 // Store reads bundles from kv by hash and keeps them: a bundle never changes under its hash.
 // It is safe for concurrent use.
 type Store struct {
-	kv    jetstream.KeyValue
+	open  func(context.Context) (jetstream.KeyValue, error)
 	mu    sync.Mutex
 	cache map[string]*Bundle
 }
 
 // NewStore returns a Store over kv (natsbox.WorkflowsBucket).
-func NewStore(kv jetstream.KeyValue) *Store { return &Store{kv: kv, cache: map[string]*Bundle{}} }
+func NewStore(kv jetstream.KeyValue) *Store {
+	return OpenStore(func(context.Context) (jetstream.KeyValue, error) { return kv, nil })
+}
+
+// OpenStore returns a Store over the bucket open returns, called at each read or write that
+// needs it: a worker's bucket is opened on first use, so that a store made before the layout
+// exists works once it does.
+func OpenStore(open func(context.Context) (jetstream.KeyValue, error)) *Store {
+	return &Store{open: open, cache: map[string]*Bundle{}}
+}
 
 // Get returns the bundle stored under hash.
 func (s *Store) Get(ctx context.Context, hash string) (*Bundle, error) {
@@ -211,23 +221,27 @@ func (s *Store) Get(ctx context.Context, hash string) (*Bundle, error) {
 	if b != nil {
 		return b, nil
 	}
-	e, err := s.kv.Get(ctx, hash)
+	kv, err := s.open(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %.12s: %w", hash, err)
+	}
+	e, err := kv.Get(ctx, hash)
 	if err != nil {
 		return nil, fmt.Errorf("workflow %.12s: %w", hash, err)
 	}
 	b = new(Bundle)
 	if err := json.Unmarshal(e.Value(), b); err != nil {
-		return nil, fmt.Errorf("workflow %.12s: %w: the stored bundle is not valid: %v", hash, ErrMalformed, err)
+		return nil, fmt.Errorf("workflow %.12s: %w: the stored bundle is not valid: %v", hash, wire.ErrMalformed, err)
 	}
 	if b.Definition == nil {
-		return nil, fmt.Errorf("workflow %.12s: %w: the stored bundle has no definition", hash, ErrMalformed)
+		return nil, fmt.Errorf("workflow %.12s: %w: the stored bundle has no definition", hash, wire.ErrMalformed)
 	}
 	b.Definition.Normalize()
 	// A bundle is stored under the hash of its definition; one whose definition has another
 	// hash was not stored by reins (anyone who may store workflows can write any key) and
 	// must not run in the place of the workflow that hash names.
 	if h, err := b.Definition.Hash(); err != nil || h != hash {
-		return nil, fmt.Errorf("workflow %.12s: %w: the stored definition does not have the hash it is stored under", hash, ErrMalformed)
+		return nil, fmt.Errorf("workflow %.12s: %w: the stored definition does not have the hash it is stored under", hash, wire.ErrMalformed)
 	}
 	s.mu.Lock()
 	s.cache[hash] = b
@@ -237,7 +251,11 @@ func (s *Store) Get(ctx context.Context, hash string) (*Bundle, error) {
 
 // Put stores bs in the store's bucket and keeps them.
 func (s *Store) Put(ctx context.Context, bs *Bundles) error {
-	if err := bs.Put(ctx, s.kv); err != nil {
+	kv, err := s.open(ctx)
+	if err != nil {
+		return err
+	}
+	if err := bs.Put(ctx, kv); err != nil {
 		return err
 	}
 	s.mu.Lock()

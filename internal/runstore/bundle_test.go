@@ -1,4 +1,4 @@
-package wire_test
+package runstore_test
 
 import (
 	"cmp"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/workflow"
 )
@@ -52,7 +53,7 @@ func abs(t *testing.T, path string) string {
 // ../child.toml: three bundles, the child's once, each file name as written mapped to its hash.
 func TestNewBundles(t *testing.T) {
 	parent := load(t, "testdata/parent.toml")
-	bs, err := wire.NewBundles(parent, "")
+	bs, err := runstore.NewBundles(parent, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestNewBundles(t *testing.T) {
 
 	// An explicit base directory is where the sub-workflow files are read from.
 	moved := t.TempDir()
-	if _, err := wire.NewBundles(parent, moved); err == nil || !strings.Contains(err.Error(), "workflow parent: sub-workflow child.toml: ") {
+	if _, err := runstore.NewBundles(parent, moved); err == nil || !strings.Contains(err.Error(), "workflow parent: sub-workflow child.toml: ") {
 		t.Errorf("NewBundles with a base directory holding no child.toml: %v", err)
 	}
 	for _, f := range []string{"child.toml", "nested/middle.toml"} {
@@ -111,7 +112,7 @@ func TestNewBundles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bs2, err := wire.NewBundles(parent, moved)
+	bs2, err := runstore.NewBundles(parent, moved)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestNewBundlesAgentTools(t *testing.T) {
 		}
 	}
 	def := load(t, filepath.Join(dir, "main.toml"))
-	bs, err := wire.NewBundles(def, "")
+	bs, err := runstore.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestNewBundlesGoDefinition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := wire.NewBundles(def, "")
+	bs, err := runstore.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func TestNewBundlesErrors(t *testing.T) {
 			if len(ps) > 0 {
 				t.Fatal(ps)
 			}
-			_, err := wire.NewBundles(def, "")
+			_, err := runstore.NewBundles(def, "")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("NewBundles: %v, want an error with %q", err, tc.want)
 			}
@@ -213,9 +214,9 @@ func TestNewBundlesErrors(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
-	b := &wire.Bundle{BaseDir: "/srv/flows"}
+	b := &runstore.Bundle{BaseDir: "/srv/flows"}
 	for _, tc := range []struct {
-		bundle     *wire.Bundle
+		bundle     *runstore.Bundle
 		path, want string
 	}{
 		{b, "cassettes/c.json", "/srv/flows/cassettes/c.json"},
@@ -223,7 +224,7 @@ func TestResolve(t *testing.T) {
 		{b, "./child.toml", "/srv/flows/child.toml"},
 		{b, "/abs/c.json", "/abs/c.json"},
 		{b, "", ""},
-		{&wire.Bundle{}, "cassettes/c.json", "cassettes/c.json"},
+		{&runstore.Bundle{}, "cassettes/c.json", "cassettes/c.json"},
 	} {
 		if got := tc.bundle.Resolve(tc.path); got != filepath.FromSlash(tc.want) {
 			t.Errorf("Bundle{BaseDir: %q}.Resolve(%q) = %q, want %q", tc.bundle.BaseDir, tc.path, got, tc.want)
@@ -254,7 +255,7 @@ func workflowsBucket(t *testing.T) (jetstream.JetStream, jetstream.KeyValue) {
 func TestStore(t *testing.T) {
 	ctx := t.Context()
 	_, kv := workflowsBucket(t)
-	bs, err := wire.NewBundles(load(t, "testdata/parent.toml"), "")
+	bs, err := runstore.NewBundles(load(t, "testdata/parent.toml"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +280,7 @@ func TestStore(t *testing.T) {
 	}
 
 	// A fresh store reads a bundle back: its definition hashes to its key, normalized.
-	s := wire.NewStore(kv)
+	s := runstore.NewStore(kv)
 	b, err := s.Get(ctx, bs.Root)
 	if err != nil {
 		t.Fatal(err)
@@ -300,12 +301,12 @@ func TestStore(t *testing.T) {
 	if again, err := s.Get(ctx, bs.Root); err != nil || again != b {
 		t.Errorf("Get after purge: %p, %v; want the kept bundle %p", again, err, b)
 	}
-	if _, err := wire.NewStore(kv).Get(ctx, bs.Root); !errors.Is(err, jetstream.ErrKeyNotFound) || !strings.Contains(err.Error(), "workflow "+bs.Root[:12]+": ") {
+	if _, err := runstore.NewStore(kv).Get(ctx, bs.Root); !errors.Is(err, jetstream.ErrKeyNotFound) || !strings.Contains(err.Error(), "workflow "+bs.Root[:12]+": ") {
 		t.Errorf("Get of a purged key: %v, want ErrKeyNotFound naming the hash", err)
 	}
 
 	// Store.Put stores and keeps: Get then answers without reading the bucket.
-	s2 := wire.NewStore(kv)
+	s2 := runstore.NewStore(kv)
 	if err := s2.Put(ctx, bs); err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +318,7 @@ func TestStore(t *testing.T) {
 
 	// Concurrent readers share one store.
 	var wg sync.WaitGroup
-	s3 := wire.NewStore(kv)
+	s3 := runstore.NewStore(kv)
 	hm := bs.All[bs.Root].Workflows["nested/middle.toml"]
 	for range 8 {
 		wg.Go(func() {
@@ -351,7 +352,7 @@ func TestStoreMalformed(t *testing.T) {
 			if _, err := kv.Put(ctx, key, []byte(tc.value)); err != nil {
 				t.Fatal(err)
 			}
-			s := wire.NewStore(kv)
+			s := runstore.NewStore(kv)
 			b, err := s.Get(ctx, key)
 			if !errors.Is(err, wire.ErrMalformed) || !strings.HasPrefix(err.Error(), "workflow "+key[:12]+": malformed message: ") || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Get = %+v, %v; want ErrMalformed naming the key and %q", b, err, tc.want)

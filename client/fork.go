@@ -238,9 +238,7 @@ func UseModel(def *workflow.Definition, name string, add *workflow.ModelDef) (*w
 	if name == "" {
 		return def, nil
 	}
-	d := *def
-	d.Steps = slices.Clone(def.Steps)
-	d.Models = maps.Clone(def.Models)
+	d := def.Clone()
 	if _, ok := d.Models[name]; !ok {
 		if add == nil {
 			names := slices.Sorted(maps.Keys(d.Models))
@@ -256,7 +254,7 @@ func UseModel(def *workflow.Definition, name string, add *workflow.ModelDef) (*w
 			s.Model = name
 		}
 	}
-	return &d, nil
+	return d, nil
 }
 
 // forkID is want, or RUN-fork-N with N the smallest number not taken.

@@ -101,7 +101,9 @@ type Config struct {
 	// keeps them for its life. Zero bounds nothing.
 	Limits engine.Limits
 	// MaxOutputBytes bounds the output of one answer of a task; a larger one fails the step
-	// for good with stop reason output_too_large. 0: no bound beyond NATS's.
+	// for good with stop reason output_too_large. 0 means DefaultMaxOutputBytes, a server's
+	// max_output_bytes when its operator sets none; a negative bound leaves it out (no bound
+	// beyond NATS's).
 	MaxOutputBytes int64
 	// MaxValueBytes bounds a value the engine reads back from the values' store (a run input
 	// or an output stored by reference, wire.Values); 0 means the larger of
@@ -113,6 +115,22 @@ type Config struct {
 	// Metrics receives what the engine decided (runs, steps, iterations) and reports its
 	// counters, partitions and waiting runs at each scrape; nil: no metrics.
 	Metrics *metrics.Metrics
+}
+
+// DefaultMaxOutputBytes bounds the output of one answer when Config.MaxOutputBytes is 0: 64
+// MiB, as a server's max_output_bytes by default.
+const DefaultMaxOutputBytes = 64 << 20
+
+// outputBound is the engine's bound on an answer's output for Config.MaxOutputBytes n: 0 for
+// none (n negative).
+func outputBound(n int64) int64 {
+	switch {
+	case n == 0:
+		return DefaultMaxOutputBytes
+	case n < 0:
+		return 0
+	}
+	return n
 }
 
 // StopOutputTooLarge is the stop reason of a step whose output passed Config.MaxOutputBytes.
@@ -234,7 +252,7 @@ func New(cfg Config) (*Engine, error) {
 		box: cfg.Box, names: cfg.Box.Names(), js: cfg.Box.JetStream(), log: cfg.Logger, ackWait: cfg.AckWait, now: cfg.Now,
 		id: cfg.ID, leaseTTL: cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
 		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
-		roles: cfg.Roles, admit: cfg.Admit, limits: cfg.Limits, maxOutput: cfg.MaxOutputBytes, maxValue: cfg.MaxValueBytes,
+		roles: cfg.Roles, admit: cfg.Admit, limits: cfg.Limits, maxValue: cfg.MaxValueBytes,
 		metrics: cfg.Metrics, maxQueued: MaxQueued, parentDeliveries: missingDeliveries,
 	}
 	if cfg.CachedRuns < 0 {
@@ -244,14 +262,12 @@ func New(cfg Config) (*Engine, error) {
 	if l := cfg.Limits; l.MaxSteps < 0 || l.MaxSignals < 0 || l.MaxEvents < 0 {
 		return nil, fmt.Errorf("runner: Config.Limits is %+v: want 0 (no bound) or more for each", l)
 	}
-	if cfg.MaxOutputBytes < 0 {
-		return nil, fmt.Errorf("runner: Config.MaxOutputBytes is %d: want 0 (no bound) or more", cfg.MaxOutputBytes)
-	}
+	e.maxOutput = outputBound(cfg.MaxOutputBytes)
 	if cfg.MaxValueBytes < 0 {
 		return nil, fmt.Errorf("runner: Config.MaxValueBytes is %d: want 0 (the default) or more", cfg.MaxValueBytes)
 	}
 	if e.maxValue == 0 {
-		e.maxValue = max(wire.DefaultMaxValue, cfg.MaxOutputBytes)
+		e.maxValue = max(wire.DefaultMaxValue, e.maxOutput)
 	}
 	if e.saveWindow == 0 {
 		e.saveWindow = DefaultSaveWindow

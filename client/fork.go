@@ -161,27 +161,11 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	if err := c.dispatchState(ctx, newID, fb, tasks, subs, now); err != nil {
 		return nil, fmt.Errorf("client: fork run %s into %s: %w", runID, newID, err)
 	}
-	saved, err := c.values.OutRun(ctx, state, false)
-	if err != nil {
-		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
-	}
-	data, err := json.Marshal(&Record{Run: saved})
-	if err != nil {
-		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
-	}
-	runs, _, err := c.buckets(ctx)
-	if err != nil {
-		return nil, err
-	}
-	// As the engine does: the index key of the status before the record (index.go).
-	if _, err := c.index.Put(ctx, wire.StatusKey(saved), []byte{'1'}); err != nil {
-		return nil, fmt.Errorf("client: fork run %s into %s: index the record: %w", runID, newID, err)
-	}
-	if _, err := runs.Create(ctx, newID, data); err != nil {
+	if _, err := c.saver().Create(ctx, &Record{Run: state}); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("client: fork run %s into %s: %w", runID, newID, ErrExists)
 		}
-		return nil, fmt.Errorf("client: fork run %s into %s: save the record: %w", runID, newID, err)
+		return nil, fmt.Errorf("client: fork run %s into %s: %w", runID, newID, err)
 	}
 	// A tick that changes nothing makes an engine load the run, which arms its timers (its
 	// deadline, the timeouts of its parallel, map and call steps).
@@ -255,6 +239,14 @@ func UseModel(def *workflow.Definition, name string, add *workflow.ModelDef) (*w
 		}
 	}
 	return d, nil
+}
+
+// saver is the engine's writer of run records (wire.Saver), on the client's buckets, which
+// Fork opened.
+func (c *Client) saver() *wire.Saver {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &wire.Saver{JS: c.js, Names: c.names, Runs: c.runs, Index: c.index, Values: c.values, MaxPayload: int(c.js.Conn().MaxPayload())}
 }
 
 // forkID is want, or RUN-fork-N with N the smallest number not taken.

@@ -176,6 +176,7 @@ type Engine struct {
 	// cachedPerShard is each shard's share of Config.CachedRuns.
 	cachedPerShard int
 	out            *outbox.Outbox // set by open, with values and maxPayload
+	saver          *wire.Saver    // set by open: the engine's saves of run records
 
 	stats stats
 	// beatsPaused, set by tests, stops the heartbeats as a pause or a cut link would, while
@@ -395,6 +396,7 @@ func (e *Engine) open(ctx context.Context) error {
 		e.maxPayload = int(e.box.MaxPayload())
 	}
 	e.out = &outbox.Outbox{JS: e.js, Names: e.names, Values: e.values, MaxPayload: e.maxPayload, Log: e.log}
+	e.saver = &wire.Saver{JS: e.js, Names: e.names, Runs: e.runs, Index: e.index, Values: e.values, MaxPayload: e.maxPayload}
 	e.legacyEvents(ctx)
 	return nil
 }

@@ -197,7 +197,7 @@ func TestStateTooLargeEvenFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	v.stop()
-	v.eng, v.stop = v.startEngine(func(e *Engine) { e.maxPayload = len(kve.Value()) + recordOverhead + 50 })
+	v.eng, v.stop = v.startEngine(func(e *Engine) { e.maxPayload = len(kve.Value()) + wire.RecordOverhead + 50 })
 	if err := v.Client.Signal(v.Ctx, id, "other", json.RawMessage(bigString(1000))); err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/reins-run/reins/internal/outbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/metrics"
+	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
@@ -98,7 +99,8 @@ type Config struct {
 	Admit func(ctx context.Context, defs []*workflow.Definition, input json.RawMessage) *protocol.RunError
 	// Limits are the bounds of the server's operator on a run's growth (max_steps, signals,
 	// events: engine.Limits), given to every run the engine starts, sub-runs included, which
-	// keeps them for its life. Zero bounds nothing.
+	// keeps them for its life. A field at 0 takes its default (DefaultLimits: those of a server
+	// whose operator sets none); a negative one leaves that bound out.
 	Limits engine.Limits
 	// MaxOutputBytes bounds the output of one answer of a task; a larger one fails the step
 	// for good with stop reason output_too_large. 0 means DefaultMaxOutputBytes, a server's
@@ -117,9 +119,31 @@ type Config struct {
 	Metrics *metrics.Metrics
 }
 
+// DefaultLimits are the bounds of a run's growth that a field of Config.Limits left at 0
+// takes: those of a server whose operator sets none (operator.DefaultGrowth).
+func DefaultLimits() engine.Limits {
+	return engine.Limits{MaxSteps: operator.DefaultMaxSteps, MaxSignals: operator.DefaultMaxSignalsPerRun, MaxEvents: operator.DefaultMaxEventsPerRun}
+}
+
+// runLimits is what the engine gives the runs it starts for Config.Limits l: each field at 0
+// its default, a negative one 0 (no bound, as a run's record says it).
+func runLimits(l engine.Limits) engine.Limits {
+	def := DefaultLimits()
+	pick := func(n, d int) int {
+		switch {
+		case n == 0:
+			return d
+		case n < 0:
+			return 0
+		}
+		return n
+	}
+	return engine.Limits{MaxSteps: pick(l.MaxSteps, def.MaxSteps), MaxSignals: pick(l.MaxSignals, def.MaxSignals), MaxEvents: pick(l.MaxEvents, def.MaxEvents)}
+}
+
 // DefaultMaxOutputBytes bounds the output of one answer when Config.MaxOutputBytes is 0: 64
 // MiB, as a server's max_output_bytes by default.
-const DefaultMaxOutputBytes = 64 << 20
+const DefaultMaxOutputBytes = operator.DefaultMaxBytes
 
 // outputBound is the engine's bound on an answer's output for Config.MaxOutputBytes n: 0 for
 // none (n negative).
@@ -253,16 +277,14 @@ func New(cfg Config) (*Engine, error) {
 		box: cfg.Box, names: cfg.Box.Names(), js: cfg.Box.JetStream(), log: cfg.Logger, ackWait: cfg.AckWait, now: cfg.Now,
 		id: cfg.ID, leaseTTL: cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
 		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
-		roles: cfg.Roles, admit: cfg.Admit, limits: cfg.Limits, maxValue: cfg.MaxValueBytes,
+		roles: cfg.Roles, admit: cfg.Admit, maxValue: cfg.MaxValueBytes,
 		metrics: cfg.Metrics, maxQueued: MaxQueued, parentDeliveries: missingDeliveries,
 	}
 	if cfg.CachedRuns < 0 {
 		return nil, fmt.Errorf("runner: Config.CachedRuns is %d: want 0 (meaning %d) or more", cfg.CachedRuns, DefaultCachedRuns)
 	}
 	e.cachedPerShard = max(1, cmp.Or(cfg.CachedRuns, DefaultCachedRuns)/e.shards)
-	if l := cfg.Limits; l.MaxSteps < 0 || l.MaxSignals < 0 || l.MaxEvents < 0 {
-		return nil, fmt.Errorf("runner: Config.Limits is %+v: want 0 (no bound) or more for each", l)
-	}
+	e.limits = runLimits(cfg.Limits)
 	e.maxOutput = outputBound(cfg.MaxOutputBytes)
 	if cfg.MaxValueBytes < 0 {
 		return nil, fmt.Errorf("runner: Config.MaxValueBytes is %d: want 0 (the default) or more", cfg.MaxValueBytes)

@@ -154,18 +154,28 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	tasks := engine.InFlight(fdef, state)
 	subs := engine.SubRuns(fdef, state)
 	f := &Forked{RunID: newID, Definition: fdef, Hash: hash, Step: key, Iteration: iteration, Tasks: len(tasks), SubRuns: len(subs)}
+	// As the engine does: the record encoded before anything of it happens (a state too large
+	// to save dispatches nothing), what the state dispatched stored before the state, and its
+	// status indexed before the record.
+	saver := c.saver()
+	data, err := saver.Encode(ctx, &Record{Run: state})
+	if err != nil {
+		return nil, fmt.Errorf("client: fork run %s into %s: %w", runID, newID, err)
+	}
 	if f.Checkpoints, err = c.copyCheckpoints(ctx, runID, newID, tasks); err != nil {
 		return nil, err
 	}
-	// As the engine does: what the state dispatched is stored before the state.
 	if err := c.dispatchState(ctx, newID, fb, tasks, subs, now); err != nil {
 		return nil, fmt.Errorf("client: fork run %s into %s: %w", runID, newID, err)
 	}
-	if _, err := c.saver().Create(ctx, &Record{Run: state}); err != nil {
+	if err := saver.IndexStatus(ctx, state); err != nil {
+		return nil, fmt.Errorf("client: fork run %s into %s: %w", runID, newID, err)
+	}
+	if _, err := saver.Put(ctx, newID, data, true, 0); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("client: fork run %s into %s: %w", runID, newID, ErrExists)
 		}
-		return nil, fmt.Errorf("client: fork run %s into %s: %w", runID, newID, err)
+		return nil, fmt.Errorf("client: fork run %s into %s: save the record: %w", runID, newID, err)
 	}
 	// A tick that changes nothing makes an engine load the run, which arms its timers (its
 	// deadline, the timeouts of its parallel, map and call steps).

@@ -81,21 +81,3 @@ func (s *Saver) Put(ctx context.Context, id string, data []byte, create bool, re
 	}
 	return natsbox.UpdateKV(ctx, s.JS, s.Names.RunsBucket(), id, data, rev)
 }
-
-// Create saves the first record of a run, as the engine saves the one of a run it starts:
-// encoded, its status indexed, then created. jetstream.ErrKeyExists when the run has a record.
-func (s *Saver) Create(ctx context.Context, rec *Record) (uint64, error) {
-	data, err := s.Encode(ctx, rec)
-	if err != nil {
-		return 0, err
-	}
-	run := rec.Run
-	if err := s.IndexStatus(ctx, run); err != nil {
-		return 0, err
-	}
-	rev, err := s.Put(ctx, run.ID, data, true, 0)
-	if err != nil {
-		return 0, fmt.Errorf("save run %s: %w", run.ID, err)
-	}
-	return rev, nil
-}

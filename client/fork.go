@@ -69,8 +69,9 @@ type Forked struct {
 // by its hash. The checkpoint keys of every task in flight for the iterations before its own
 // are copied into the new run's scope, so that the task continues from the checkpoint its
 // original had. Then the tasks in flight are published as the engine dispatches them, the
-// sub-runs in flight started, the record created, and a tick sent so that an engine loads the
-// run and arms its timers. Run runID is only read.
+// sub-runs in flight started, the record created as the engine saves one ([wire.Saver]: the
+// same format, values moved out until it fits a message), and a tick sent so that an engine
+// loads the run and arms its timers. Run runID is only read.
 //
 // ErrNotFound when there is no run runID, ErrUnknownStep when its workflow has no step From
 // or the run never dispatched that iteration of it, ErrExists when o.RunID is taken.

@@ -69,7 +69,7 @@ type Forked struct {
 // by its hash. The checkpoint keys of every task in flight for the iterations before its own
 // are copied into the new run's scope, so that the task continues from the checkpoint its
 // original had. Then the tasks in flight are published as the engine dispatches them, the
-// sub-runs in flight started, the record created as the engine saves one ([wire.Saver]: the
+// sub-runs in flight started, the record created as the engine saves one (by its own writer: the
 // same format, values moved out until it fits a message), and a tick sent so that an engine
 // loads the run and arms its timers. Run runID is only read.
 //

@@ -119,6 +119,12 @@ const (
 	EvGranted       = protocol.EvGranted
 )
 
+// The errors of Get, Start and the other calls on runs, for errors.Is.
+var (
+	ErrNotFound = client.ErrNotFound // no run of that id
+	ErrExists   = client.ErrExists   // a run of that id exists already
+)
+
 // ParseWorkflow reads and validates a workflow file's contents (file names it in errors), as
 // reins validate does; the error lists every problem, one per line.
 func ParseWorkflow(file string, data []byte) (*Definition, error) {
@@ -316,7 +322,7 @@ func (r *Reins) Start(ctx context.Context, def *workflow.Definition, input any) 
 type StartOptions struct {
 	// RunID names the run (1 to 64 of A-Z a-z 0-9 _ -, and none of the ids the server gives:
 	// not "t-…", not ending in -fork-N; "": a new id). A start with the id of a run that
-	// exists fails with client.ErrExists: a program that starts "run X" again after a crash
+	// exists fails with [ErrExists]: a program that starts "run X" again after a crash
 	// starts it once.
 	RunID string
 }
@@ -370,7 +376,7 @@ func (r *Reins) Run(ctx context.Context, def *workflow.Definition, input any) (p
 	return client.NewResult(def, rec), nil
 }
 
-// Get returns the record of run id (client.ErrNotFound when there is none).
+// Get returns the record of run id ([ErrNotFound] when there is none).
 func (r *Reins) Get(ctx context.Context, id string) (*client.Record, error) {
 	return r.client.Get(ctx, id)
 }

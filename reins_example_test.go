@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/reins-run/reins"
-	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/tool"
@@ -257,8 +256,11 @@ func TestRestartServesRunsInFlight(t *testing.T) {
 	if err != nil || rec.Run.Status != reins.RunCompleted || string(rec.Run.Output) != `"shipped"` {
 		t.Fatalf("the run after the restart: %+v, %v", rec, err)
 	}
-	if _, err := again.StartWith(ctx, def, nil, reins.StartOptions{RunID: "gated-1"}); !errors.Is(err, client.ErrExists) {
+	if _, err := again.StartWith(ctx, def, nil, reins.StartOptions{RunID: "gated-1"}); !errors.Is(err, reins.ErrExists) {
 		t.Errorf("a second start of gated-1: %v, want ErrExists", err)
+	}
+	if _, err := again.Get(ctx, "gated-2"); !errors.Is(err, reins.ErrNotFound) {
+		t.Errorf("Get of a run never started: %v, want ErrNotFound", err)
 	}
 }
 

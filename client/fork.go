@@ -70,8 +70,9 @@ type Forked struct {
 // by its hash. The checkpoint keys of every task in flight for the iterations before its own
 // are copied into the new run's scope, so that the task continues from the checkpoint its
 // original had. Then the tasks in flight are published as the engine dispatches them, the
-// sub-runs in flight started, the record created, and a tick sent so that an engine loads the
-// run and arms its timers. Run runID is only read.
+// sub-runs in flight started, the record created as the engine saves one (by its own writer: the
+// same format, values moved out until it fits a message), and a tick sent so that an engine
+// loads the run and arms its timers. Run runID is only read.
 //
 // ErrNotFound when there is no run runID, ErrUnknownStep when its workflow has no step From
 // or the run never dispatched that iteration of it, ErrExists when o.RunID is taken.
@@ -155,30 +156,24 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	tasks := engine.InFlight(fdef, state)
 	subs := engine.SubRuns(fdef, state)
 	f := &Forked{RunID: newID, Definition: fdef, Hash: hash, Step: key, Iteration: iteration, Tasks: len(tasks), SubRuns: len(subs)}
+	// As the engine does: the record encoded before anything of it happens (a state too large
+	// to save dispatches nothing), what the state dispatched stored before the state, and its
+	// status indexed before the record.
+	saver := c.saver()
+	data, err := saver.Encode(ctx, &Record{Run: state})
+	if err != nil {
+		return nil, fmt.Errorf("client: fork run %s into %s: %w", runID, newID, err)
+	}
 	if f.Checkpoints, err = c.copyCheckpoints(ctx, runID, newID, tasks); err != nil {
 		return nil, err
 	}
-	// As the engine does: what the state dispatched is stored before the state.
 	if err := c.dispatchState(ctx, newID, fb, tasks, subs, now); err != nil {
 		return nil, fmt.Errorf("client: fork run %s into %s: %w", runID, newID, err)
 	}
-	saved, err := runstore.OutRun(ctx, c.values, state, false)
-	if err != nil {
-		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
+	if err := saver.IndexStatus(ctx, state); err != nil {
+		return nil, fmt.Errorf("client: fork run %s into %s: %w", runID, newID, err)
 	}
-	data, err := json.Marshal(&Record{Run: saved})
-	if err != nil {
-		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
-	}
-	runs, _, err := c.buckets(ctx)
-	if err != nil {
-		return nil, err
-	}
-	// As the engine does: the index key of the status before the record (index.go).
-	if _, err := c.index.Put(ctx, runstore.StatusKey(saved), []byte{'1'}); err != nil {
-		return nil, fmt.Errorf("client: fork run %s into %s: index the record: %w", runID, newID, err)
-	}
-	if _, err := runs.Create(ctx, newID, data); err != nil {
+	if _, err := saver.Put(ctx, newID, data, true, 0); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("client: fork run %s into %s: %w", runID, newID, ErrExists)
 		}
@@ -239,9 +234,7 @@ func UseModel(def *workflow.Definition, name string, add *workflow.ModelDef) (*w
 	if name == "" {
 		return def, nil
 	}
-	d := *def
-	d.Steps = slices.Clone(def.Steps)
-	d.Models = maps.Clone(def.Models)
+	d := def.Clone()
 	if _, ok := d.Models[name]; !ok {
 		if add == nil {
 			names := slices.Sorted(maps.Keys(d.Models))
@@ -257,7 +250,15 @@ func UseModel(def *workflow.Definition, name string, add *workflow.ModelDef) (*w
 			s.Model = name
 		}
 	}
-	return &d, nil
+	return d, nil
+}
+
+// saver is the engine's writer of run records (runstore.Saver), on the client's buckets, which
+// Fork opened.
+func (c *Client) saver() *runstore.Saver {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &runstore.Saver{JS: c.js, Names: c.names, Runs: c.runs, Index: c.index, Values: c.values, MaxPayload: int(c.js.Conn().MaxPayload())}
 }
 
 // forkID is want, or RUN-fork-N with N the smallest number not taken.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
@@ -317,5 +318,77 @@ func TestForkParallelChild(t *testing.T) {
 	defer mu.Unlock()
 	if seen[f.RunID+"/both#0"] != "1" || seen[f.RunID+"/both#1"] != "2" {
 		t.Errorf("tasks of the fork: %v", seen)
+	}
+}
+
+// TestForkSavesAsTheEngine forks a run whose state at the fork's step is larger than a message
+// inline (48 outputs of 30 KiB, each under the inline bound): the fork's record is written as
+// the engine writes its own, values moved out until it fits, byte for byte what the engine
+// would save of that state, and an engine started afterwards takes it and finishes the run.
+func TestForkSavesAsTheEngine(t *testing.T) {
+	v := newEnv(t)
+	const n, size = 48, 30 << 10
+	if total := n * size; int64(total) < v.Box.MaxPayload() {
+		t.Fatalf("the outputs' %d bytes fit in a message of %d: the test proves nothing", total, v.Box.MaxPayload())
+	}
+	wf := workflow.New("wide")
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("part%d", i)
+		wf.Task(ids[i], "part")
+	}
+	wf.Parallel("fan", ids...)
+	wf.Task("last", "last")
+	wf.Edge("fan", "last")
+	_, bs := runtest.Bundles(t, wf)
+	v.Worker("part").Serve(func(task *protocol.Task) *protocol.Event {
+		return runtest.Completed(task, `"`+strings.Repeat("x", size)+`"`)
+	})
+	v.Worker("last").Serve(func(task *protocol.Task) *protocol.Event { return runtest.Completed(task, `"done"`) })
+	v.Start(bs, `null`, "wide-1")
+	if rec := v.Wait("wide-1"); rec.Run.Status != protocol.RunCompleted {
+		t.Fatalf("the original run %s: %+v", rec.Run.Status, rec.Run.Error)
+	}
+
+	v.stop() // no engine saves the fork's record after it
+	f, err := v.Client.Fork(v.Ctx, "wide-1", client.ForkOptions{From: "last"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := v.Box.JetStream().KeyValue(v.Ctx, v.Box.Names().RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kve, err := runs.Get(v.Ctx, f.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(kve.Value())) > v.Box.MaxPayload() {
+		t.Fatalf("the fork's record is %d bytes, more than a message", len(kve.Value()))
+	}
+	rec, err := runstore.DecodeRecord(kve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects, err := natsbox.OpenValues(v.Ctx, v.Box.JetStream(), v.Box.Names())
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := wire.NewValues(objects, 0, 0)
+	saver := &runstore.Saver{JS: v.Box.JetStream(), Names: v.Box.Names(), Runs: runs, Values: values, MaxPayload: int(v.Box.MaxPayload())}
+	if err := runstore.InRun(v.Ctx, values, rec.Run); err != nil {
+		t.Fatal(err)
+	}
+	want, err := saver.Encode(v.Ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(kve.Value()) != string(want) {
+		t.Errorf("the fork's record differs from what the engine saves of its state:\n got %.300s\nwant %.300s", kve.Value(), want)
+	}
+
+	v.eng, v.stop = v.startEngine()
+	if done := v.Wait(f.RunID); done.Run.Status != protocol.RunCompleted || string(done.Run.Output) != `"done"` {
+		t.Errorf("the fork %s, output %s", done.Run.Status, done.Run.Output)
 	}
 }

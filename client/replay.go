@@ -174,10 +174,9 @@ func CheckRecords(def *workflow.Definition, evs []protocol.Event) (int, string) 
 
 // normalized returns a normalized copy of def, leaving def untouched.
 func normalized(def *workflow.Definition) *workflow.Definition {
-	d := *def
-	d.Steps = slices.Clone(def.Steps)
+	d := def.Clone()
 	d.Normalize()
-	return &d
+	return d
 }
 
 // replayer decides a run's recorded events again.

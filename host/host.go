@@ -46,7 +46,7 @@ type Config struct {
 	SaveWindow time.Duration
 	LeaseTTL   time.Duration
 	// Roles, Admit, Limits, MaxOutputBytes and MaxValueBytes are the engine's (runner.Config):
-	// what a shared server's operator configured.
+	// what a shared server's operator configured (zero: a server's defaults).
 	Roles          func(principal string) []string
 	Admit          func(ctx context.Context, defs []*workflow.Definition, input json.RawMessage) *protocol.RunError
 	Limits         engine.Limits

@@ -17,38 +17,12 @@ import (
 )
 
 // Problem is one thing wrong with an operator's configuration file: where (file, line, key)
-// and one sentence. It never quotes a value of the file: a configuration may hold a secret
-// where it should not, and errors reach logs.
-type Problem struct {
-	File    string
-	Line    int
-	Key     string
-	Message string
-}
-
-func (p Problem) String() string {
-	var b strings.Builder
-	b.WriteString(p.File)
-	if p.Line > 0 {
-		fmt.Fprintf(&b, ":%d", p.Line)
-	}
-	if p.Key != "" {
-		b.WriteString(": key " + p.Key)
-	}
-	b.WriteString(": " + p.Message)
-	return b.String()
-}
+// and one sentence, without a code. It never quotes a value of the file: a configuration may
+// hold a secret where it should not, and errors reach logs.
+type Problem = workflow.Problem
 
 // Problems is every problem of a file; as an error it reads as all of them, one a line.
-type Problems []Problem
-
-func (ps Problems) Error() string {
-	lines := make([]string, len(ps))
-	for i, p := range ps {
-		lines[i] = p.String()
-	}
-	return strings.Join(lines, "\n")
-}
+type Problems = workflow.Problems
 
 // namePattern is what names of providers, MCP servers, principals and custom roles match:
 // principal names become NATS subject tokens.

@@ -25,6 +25,7 @@ import (
 	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/metrics"
+	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
@@ -99,10 +100,13 @@ type Config struct {
 	Admit func(ctx context.Context, defs []*workflow.Definition, input json.RawMessage) *protocol.RunError
 	// Limits are the bounds of the server's operator on a run's growth (max_steps, signals,
 	// events: engine.Limits), given to every run the engine starts, sub-runs included, which
-	// keeps them for its life. Zero bounds nothing.
+	// keeps them for its life. A field at 0 takes its default (DefaultLimits: those of a server
+	// whose operator sets none); a negative one leaves that bound out.
 	Limits engine.Limits
 	// MaxOutputBytes bounds the output of one answer of a task; a larger one fails the step
-	// for good with stop reason output_too_large. 0: no bound beyond NATS's.
+	// for good with stop reason output_too_large. 0 means DefaultMaxOutputBytes, a server's
+	// max_output_bytes when its operator sets none; a negative bound leaves it out (no bound
+	// beyond NATS's).
 	MaxOutputBytes int64
 	// MaxValueBytes bounds a value the engine reads back from the values' store (a run input
 	// or an output stored by reference, wire.Values); 0 means the larger of
@@ -114,6 +118,44 @@ type Config struct {
 	// Metrics receives what the engine decided (runs, steps, iterations) and reports its
 	// counters, partitions and waiting runs at each scrape; nil: no metrics.
 	Metrics *metrics.Metrics
+}
+
+// DefaultLimits are the bounds of a run's growth that a field of Config.Limits left at 0
+// takes: those of a server whose operator sets none (operator.DefaultGrowth).
+func DefaultLimits() engine.Limits {
+	return engine.Limits{MaxSteps: operator.DefaultMaxSteps, MaxSignals: operator.DefaultMaxSignalsPerRun, MaxEvents: operator.DefaultMaxEventsPerRun}
+}
+
+// runLimits is what the engine gives the runs it starts for Config.Limits l: each field at 0
+// its default, a negative one 0 (no bound, as a run's record says it).
+func runLimits(l engine.Limits) engine.Limits {
+	def := DefaultLimits()
+	pick := func(n, d int) int {
+		switch {
+		case n == 0:
+			return d
+		case n < 0:
+			return 0
+		}
+		return n
+	}
+	return engine.Limits{MaxSteps: pick(l.MaxSteps, def.MaxSteps), MaxSignals: pick(l.MaxSignals, def.MaxSignals), MaxEvents: pick(l.MaxEvents, def.MaxEvents)}
+}
+
+// DefaultMaxOutputBytes bounds the output of one answer when Config.MaxOutputBytes is 0: 64
+// MiB, as a server's max_output_bytes by default.
+const DefaultMaxOutputBytes = operator.DefaultMaxBytes
+
+// outputBound is the engine's bound on an answer's output for Config.MaxOutputBytes n: 0 for
+// none (n negative).
+func outputBound(n int64) int64 {
+	switch {
+	case n == 0:
+		return DefaultMaxOutputBytes
+	case n < 0:
+		return 0
+	}
+	return n
 }
 
 // StopOutputTooLarge is the stop reason of a step whose output passed Config.MaxOutputBytes.
@@ -158,7 +200,8 @@ type Engine struct {
 	maxPayload int
 	// cachedPerShard is each shard's share of Config.CachedRuns.
 	cachedPerShard int
-	out            *outbox.Outbox // set by open, with values and maxPayload
+	out            *outbox.Outbox  // set by open, with values and maxPayload
+	saver          *runstore.Saver // set by open: the engine's saves of run records
 
 	stats stats
 	// beatsPaused, set by tests, stops the heartbeats as a pause or a cut link would, while
@@ -235,24 +278,20 @@ func New(cfg Config) (*Engine, error) {
 		box: cfg.Box, names: cfg.Box.Names(), js: cfg.Box.JetStream(), log: cfg.Logger, ackWait: cfg.AckWait, now: cfg.Now,
 		id: cfg.ID, leaseTTL: cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
 		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
-		roles: cfg.Roles, admit: cfg.Admit, limits: cfg.Limits, maxOutput: cfg.MaxOutputBytes, maxValue: cfg.MaxValueBytes,
+		roles: cfg.Roles, admit: cfg.Admit, maxValue: cfg.MaxValueBytes,
 		metrics: cfg.Metrics, maxQueued: MaxQueued, parentDeliveries: missingDeliveries,
 	}
 	if cfg.CachedRuns < 0 {
 		return nil, fmt.Errorf("runner: Config.CachedRuns is %d: want 0 (meaning %d) or more", cfg.CachedRuns, DefaultCachedRuns)
 	}
 	e.cachedPerShard = max(1, cmp.Or(cfg.CachedRuns, DefaultCachedRuns)/e.shards)
-	if l := cfg.Limits; l.MaxSteps < 0 || l.MaxSignals < 0 || l.MaxEvents < 0 {
-		return nil, fmt.Errorf("runner: Config.Limits is %+v: want 0 (no bound) or more for each", l)
-	}
-	if cfg.MaxOutputBytes < 0 {
-		return nil, fmt.Errorf("runner: Config.MaxOutputBytes is %d: want 0 (no bound) or more", cfg.MaxOutputBytes)
-	}
+	e.limits = runLimits(cfg.Limits)
+	e.maxOutput = outputBound(cfg.MaxOutputBytes)
 	if cfg.MaxValueBytes < 0 {
 		return nil, fmt.Errorf("runner: Config.MaxValueBytes is %d: want 0 (the default) or more", cfg.MaxValueBytes)
 	}
 	if e.maxValue == 0 {
-		e.maxValue = max(wire.DefaultMaxValue, cfg.MaxOutputBytes)
+		e.maxValue = max(wire.DefaultMaxValue, e.maxOutput)
 	}
 	if e.saveWindow == 0 {
 		e.saveWindow = DefaultSaveWindow
@@ -380,6 +419,7 @@ func (e *Engine) open(ctx context.Context) error {
 		e.maxPayload = int(e.box.MaxPayload())
 	}
 	e.out = &outbox.Outbox{JS: e.js, Names: e.names, Values: e.values, MaxPayload: e.maxPayload, Log: e.log}
+	e.saver = &runstore.Saver{JS: e.js, Names: e.names, Runs: e.runs, Index: e.index, Values: e.values, MaxPayload: e.maxPayload}
 	e.legacyEvents(ctx)
 	return nil
 }

@@ -580,7 +580,7 @@ func (e *Engine) save(ctx context.Context, sh *shard, d decided, old, next *entr
 		// again before anything of it happens.
 		var err error
 		if data, err = e.encode(ctx, next); err != nil {
-			var big *tooLargeError
+			var big *runstore.TooLargeError
 			if !errors.As(err, &big) {
 				return retry, err // handle drops a permanent error
 			}
@@ -671,26 +671,15 @@ func (e *Engine) unsaved(sh *shard, id string, old *entry, tooLarge bool) {
 	e.settleAll(pending, retry)
 }
 
-// encode returns the record of ent as it is saved, its large values stored by reference: those
-// over the inline bound, and when that is not enough, every one over a kibibyte. The error is a
-// *tooLargeError when the record still cannot be saved, permanent when it cannot be encoded,
-// and the store's (worth trying again) otherwise.
+// encode returns the record of ent as it is saved (runstore.Saver.Encode): the error is a
+// *runstore.TooLargeError when the record cannot be saved, permanent when it cannot be encoded, and
+// the store's (worth trying again) otherwise.
 func (e *Engine) encode(ctx context.Context, ent *entry) ([]byte, error) {
-	limit := e.maxPayload - recordOverhead
-	var data []byte
-	for _, pack := range []bool{false, true} {
-		run, err := runstore.OutRun(ctx, e.values, ent.rec.Run, pack)
-		if err != nil {
-			return nil, fmt.Errorf("run %s: %w", ent.rec.Run.ID, err)
-		}
-		if data, err = runstore.EncodeRecord(&runstore.Record{Run: run, Parent: ent.rec.Parent}); err != nil { // cannot happen on a state decoded from JSON
-			return nil, permanent(fmt.Errorf("run %s: %w", ent.rec.Run.ID, err))
-		}
-		if e.maxPayload <= 0 || len(data) <= limit {
-			return data, nil
-		}
+	data, err := e.saver.Encode(ctx, ent.rec)
+	if errors.Is(err, runstore.ErrUnencodable) {
+		return nil, permanent(err)
 	}
-	return nil, &tooLargeError{size: len(data), limit: limit}
+	return data, err
 }
 
 // put saves the record data of run id: creates it, or replaces revision rev.
@@ -701,12 +690,7 @@ func (e *Engine) put(ctx context.Context, id string, data []byte, create bool, r
 	// timeout the event is decided again, and compare-and-set tells a save that did land.
 	ctx, cancel := context.WithTimeout(ctx, recordWait)
 	defer cancel()
-	var err error
-	if create {
-		rev, err = e.runs.Create(ctx, id, data)
-	} else {
-		rev, err = natsbox.UpdateKV(ctx, e.js, e.names.RunsBucket(), id, data, rev)
-	}
+	rev, err := e.saver.Put(ctx, id, data, create, rev)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 		e.stats.conflicts.Add(1)
@@ -747,16 +731,6 @@ func (e *Engine) load(ctx context.Context, sh *shard, runID string) (ent *entry,
 // nats-server) is waited out rather than failed.
 const recordWait = outbox.PublishTimeout
 
-// recordOverhead is what a KV put adds to a run record in its message (subject, headers).
-const recordOverhead = 1 << 10
-
-// tooLargeError is the error of a save of a record larger than a message may be.
-type tooLargeError struct{ size, limit int }
-
-func (e *tooLargeError) Error() string {
-	return fmt.Sprintf("the run's state is %d bytes, more than the %d bytes a record may be (the server's message limit)", e.size, e.limit)
-}
-
 // tooLarge decides again an event whose decision made a state too large to save, so that the
 // run goes on or ends with a clear error instead of retrying the save forever: an answer whose
 // output made it too large fails its step for good with stop reason output_too_large (an edge
@@ -765,7 +739,7 @@ func (e *tooLargeError) Error() string {
 // the first decision went out already: their answers find the attempt they answer over. A run
 // that ended so and whose state is still too large is saved without its values (inputs,
 // outputs, rendered prompts): it ends, whatever it held.
-func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *entry, cmds []engine.Command, big *tooLargeError) (outcome, error) {
+func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *entry, cmds []engine.Command, big *runstore.TooLargeError) (outcome, error) {
 	ev := *d.ev
 	def := next.bundle.Definition
 	switch {

@@ -27,11 +27,7 @@ func (e *Engine) indexBefore(ctx context.Context, old, next *entry) error {
 	if !statusChanged(old, next) {
 		return nil
 	}
-	run := next.rec.Run
-	if _, err := e.index.Put(ctx, runstore.StatusKey(run), []byte{'1'}); err != nil {
-		return fmt.Errorf("index run %s as %s: %w", run.ID, run.Status, err)
-	}
-	return nil
+	return e.saver.IndexStatus(ctx, next.rec.Run)
 }
 
 // indexAfter removes the index key of old's status, once next is saved. A key that stays (the

@@ -9,6 +9,7 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
@@ -61,10 +62,26 @@ func TestRunLimits(t *testing.T) {
 	}
 }
 
-// TestLimitsConfig: negative limits are refused by New, naming the field.
+// TestLimitsConfig: an engine whose Config.Limits is zero gives its runs the limits of a server
+// whose operator sets none; a negative field leaves its bound out, and all negative none.
 func TestLimitsConfig(t *testing.T) {
 	v := newEnv(t)
-	if _, err := New(Config{Box: v.Box, Limits: engine.Limits{MaxEvents: -1}}); err == nil || !strings.Contains(err.Error(), "Config.Limits") {
-		t.Fatalf("New with a negative limit: %v", err)
+	v.Worker("h").Serve(func(tk *protocol.Task) *protocol.Event { return runtest.Completed(tk, `1`) })
+	wf := workflow.New("one")
+	wf.Task("a", "h")
+	_, bs := runtest.Bundles(t, wf)
+	want := engine.Limits{MaxSteps: operator.DefaultMaxSteps, MaxSignals: operator.DefaultMaxSignalsPerRun, MaxEvents: operator.DefaultMaxEventsPerRun}
+	if rec := v.Wait(v.Start(bs, "", "")); rec.Run.Limits == nil || *rec.Run.Limits != want {
+		t.Errorf("a run of an engine with no limits configured has limits %+v; want %+v", rec.Run.Limits, want)
+	}
+
+	v.stop()
+	eng, err := New(Config{Box: v.Box, AckWait: runtest.AckWait, Logger: runtest.Logger(t), Limits: engine.Limits{MaxSteps: -1, MaxSignals: -1, MaxEvents: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.stop = v.Go(eng.Run, eng.Ready())
+	if rec := v.Wait(v.Start(bs, "", "")); rec.Run.Limits != nil || rec.Run.Events != 0 {
+		t.Errorf("a run of an engine with every limit off has limits %+v, %d events counted; want none", rec.Run.Limits, rec.Run.Events)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -130,7 +131,7 @@ func (e *Engine) flush(ctx context.Context, sh *shard, ent *entry) {
 		}
 	}
 	e.log.Warn("runner: a run was not saved: its last events will be decided again", "run_id", id, "events", len(ent.pending), "err", err)
-	e.unsaved(sh, id, ent, errors.As(err, new(*tooLargeError)))
+	e.unsaved(sh, id, ent, errors.As(err, new(*runstore.TooLargeError)))
 }
 
 // evict drops the cached state of a run, after saving what waits for a save.

@@ -13,6 +13,7 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
@@ -197,7 +198,7 @@ func TestStateTooLargeEvenFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	v.stop()
-	v.eng, v.stop = v.startEngine(func(e *Engine) { e.maxPayload = len(kve.Value()) + recordOverhead + 50 })
+	v.eng, v.stop = v.startEngine(func(e *Engine) { e.maxPayload = len(kve.Value()) + runstore.RecordOverhead + 50 })
 	if err := v.Client.Signal(v.Ctx, id, "other", json.RawMessage(bigString(1000))); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package workflow
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -439,100 +438,49 @@ func (b *Builder) BuildWith(opts Options) (*Definition, error) {
 // problems only the builder can see: raw JSON that does not parse (everything else is the
 // validator's).
 func (b *Builder) definition() (*Definition, Problems) {
-	var ps Problems
 	d := b.def
-	d.Source = nil
-	if b.def.Concurrency != nil {
-		c := *b.def.Concurrency
-		d.Concurrency = &c
+	d.Source, d.Steps, d.Edges = nil, nil, nil
+	for _, s := range b.steps {
+		d.Steps = append(d.Steps, *s)
 	}
-	raw := func(key string, v json.RawMessage) json.RawMessage {
-		c, err := canonicalRaw(v)
-		if err != nil {
-			ps = append(ps, Problem{Code: EType, Key: key, Message: "is not valid JSON: " + err.Error()})
-			return bytes.Clone(v)
-		}
-		return c
-	}
-	if b.def.InputSchema != nil {
-		d.InputSchema = raw("input_schema", b.def.InputSchema)
-	}
-	if b.def.Models != nil {
-		d.Models = make(map[string]ModelDef, len(b.def.Models))
-		for _, name := range slices.Sorted(maps.Keys(b.def.Models)) {
-			m := b.def.Models[name]
-			m.Script = raw("models."+name+".script", m.Script)
-			d.Models[name] = m
-		}
-	}
-	if b.def.Tools != nil {
-		d.Tools = make(map[string]ToolDef, len(b.def.Tools))
-		for _, name := range slices.Sorted(maps.Keys(b.def.Tools)) {
-			t := b.def.Tools[name]
-			t.InputSchema = raw("tools."+name+".input_schema", t.InputSchema)
-			t.Mock = raw("tools."+name+".mock", t.Mock)
-			d.Tools[name] = t
-		}
-	}
-	if b.def.MCP != nil {
-		d.MCP = make(map[string]MCPDef, len(b.def.MCP))
-		for name, m := range b.def.MCP {
-			m.Command = slices.Clone(m.Command)
-			d.MCP[name] = m
-		}
-	}
-	d.Steps = nil
-	if len(b.steps) > 0 {
-		d.Steps = make([]Step, len(b.steps))
-	}
-	for i, p := range b.steps {
-		s := *p
-		key := func(k string) string { return fmt.Sprintf("steps[%d].%s", i, k) }
-		if s.Retry != nil {
-			r := *s.Retry
-			s.Retry = &r
-		}
-		s.OutputSchema = raw(key("output_schema"), s.OutputSchema)
-		if s.OutputRepairs != nil {
-			n := *s.OutputRepairs
-			s.OutputRepairs = &n
-		}
-		s.Tools = slices.Clone(s.Tools)
-		if s.Policy != nil {
-			p := Policy{
-				Allow:            slices.Clone(s.Policy.Allow),
-				Forbid:           slices.Clone(s.Policy.Forbid),
-				RequireApproval:  slices.Clone(s.Policy.RequireApproval),
-				RequiredEvidence: slices.Clone(s.Policy.RequiredEvidence),
-				Approvers:        slices.Clone(s.Policy.Approvers),
-			}
-			s.Policy = &p
-		}
-		if s.Budget != nil {
-			bu := *s.Budget
-			s.Budget = &bu
-		}
-		if s.Context != nil {
-			c := *s.Context
-			s.Context = &c
-		}
-		s.Branches = slices.Clone(s.Branches)
-		s.Approvers = slices.Clone(s.Approvers)
-		d.Steps[i] = s
-	}
-	d.Triggers = nil
-	for _, t := range b.def.Triggers {
-		if t.CatchUp != nil {
-			n := *t.CatchUp
-			t.CatchUp = &n
-		}
-		d.Triggers = append(d.Triggers, t)
-	}
-	d.Edges = nil
 	for _, e := range b.edges {
 		d.Edges = append(d.Edges, *e)
 	}
-	return &d, ps
+	c := d.Clone()
+	return c, c.canonicalRaws()
+}
+
+// canonicalRaws rewrites d's raw JSON values (schemas, mocks, scripts) in canonical form, in
+// place, as a file's decoder writes them; a value that is not JSON stays as it is, reported
+// under its key.
+func (d *Definition) canonicalRaws() Problems {
+	var ps Problems
+	raw := func(key string, v *json.RawMessage) {
+		c, err := canonicalRaw(*v)
+		if err != nil {
+			ps = append(ps, Problem{Code: EType, Key: key, Message: "is not valid JSON: " + err.Error()})
+			return
+		}
+		*v = c
+	}
+	if d.InputSchema != nil {
+		raw("input_schema", &d.InputSchema)
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.Models)) {
+		m := d.Models[name]
+		raw("models."+name+".script", &m.Script)
+		d.Models[name] = m
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.Tools)) {
+		t := d.Tools[name]
+		raw("tools."+name+".input_schema", &t.InputSchema)
+		raw("tools."+name+".mock", &t.Mock)
+		d.Tools[name] = t
+	}
+	for i := range d.Steps {
+		raw(fmt.Sprintf("steps[%d].output_schema", i), &d.Steps[i].OutputSchema)
+	}
+	return ps
 }
 
 // mergeProblems appends to ps the problems of more that ps does not already hold (same code and

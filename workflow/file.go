@@ -244,6 +244,31 @@ func subTable[T any](d *decoder, key string, v any, name string, known []string,
 	return &val
 }
 
+// tableItems decodes an array of tables ([[edges]], [[triggers]]), header its form in
+// problems: each item as fields does, its unknown keys reported "in where".
+func tableItems[T any](d *decoder, key string, v any, header, where string, known []string, set func(t *T, fkey, k string, fv any) bool) []T {
+	return eachTable(d, key, v, header, func(ikey string, t map[string]any, val *T) {
+		*val = fields(d, ikey, t, where, known, set)
+	})
+}
+
+// eachTable decodes an array of tables with decode, one item at a time. An item that is not a
+// table stays the zero value in its place, so that indexes still match the file.
+func eachTable[T any](d *decoder, key string, v any, header string, decode func(ikey string, t map[string]any, val *T)) []T {
+	items, ok := d.tableArray(key, v, header)
+	if !ok {
+		return nil
+	}
+	out := make([]T, len(items))
+	for i, item := range items {
+		ikey := indexKey(key, i)
+		if t, ok := d.table(ikey, item, "a table"); ok {
+			decode(ikey, t, &out[i])
+		}
+	}
+	return out
+}
+
 // fields decodes the keys of table t at key: set decodes one key and reports false for a key it
 // does not know, which is reported as unknown "in where" with the known keys.
 func fields[T any](d *decoder, key string, t map[string]any, where string, known []string, set func(t *T, fkey, k string, fv any) bool) T {
@@ -260,95 +285,54 @@ func fields[T any](d *decoder, key string, t map[string]any, where string, known
 var edgeKeys = []string{"from", "to", "when", "max_iterations"}
 
 func (d *decoder) edges(key string, v any) []Edge {
-	items, ok := d.tableArray(key, v, "[[edges]]")
-	if !ok {
-		return nil
-	}
-	edges := make([]Edge, len(items))
-	for i, item := range items {
-		ekey := indexKey(key, i)
-		t, ok := d.table(ekey, item, "a table")
-		if !ok {
-			continue
+	return tableItems(d, key, v, "[[edges]]", "an edge", edgeKeys, func(e *Edge, fkey, k string, fv any) bool {
+		switch k {
+		case "from":
+			e.From, _ = d.str(fkey, fv)
+		case "to":
+			e.To, _ = d.str(fkey, fv)
+		case "when":
+			e.When, _ = d.str(fkey, fv)
+		case "max_iterations":
+			e.MaxIterations, _ = d.integer(fkey, fv)
+		default:
+			return false
 		}
-		e := &edges[i]
-		for _, k := range d.keys(ekey, t) {
-			fkey, fv := joinKey(ekey, k), t[k]
-			switch k {
-			case "from":
-				e.From, _ = d.str(fkey, fv)
-			case "to":
-				e.To, _ = d.str(fkey, fv)
-			case "when":
-				e.When, _ = d.str(fkey, fv)
-			case "max_iterations":
-				e.MaxIterations, _ = d.integer(fkey, fv)
-			default:
-				d.unknownKey(fkey, k, "in an edge", edgeKeys)
-			}
-		}
-	}
-	return edges
+		return true
+	})
 }
 
 // triggerKeys are the keys of a [[triggers]] table.
 var triggerKeys = []string{"name", "schedule", "timezone", "overlap", "catch_up", "subject", "webhook"}
 
 func (d *decoder) triggers(key string, v any) []Trigger {
-	items, ok := d.tableArray(key, v, "[[triggers]]")
-	if !ok {
-		return nil
-	}
-	ts := make([]Trigger, len(items))
-	for i, item := range items {
-		tkey := indexKey(key, i)
-		t, ok := d.table(tkey, item, "a table")
-		if !ok {
-			continue
-		}
-		tr := &ts[i]
-		for _, k := range d.keys(tkey, t) {
-			fkey, fv := joinKey(tkey, k), t[k]
-			switch k {
-			case "name":
-				tr.Name, _ = d.str(fkey, fv)
-			case "schedule":
-				tr.Schedule, _ = d.str(fkey, fv)
-			case "timezone":
-				tr.Timezone, _ = d.str(fkey, fv)
-			case "overlap":
-				tr.Overlap, _ = d.str(fkey, fv)
-			case "catch_up":
-				if n, ok := d.integer(fkey, fv); ok {
-					tr.CatchUp = &n
-				}
-			case "subject":
-				tr.Subject, _ = d.str(fkey, fv)
-			case "webhook":
-				tr.Webhook, _ = d.str(fkey, fv)
-			default:
-				d.unknownKey(fkey, k, "in a trigger", triggerKeys)
+	return tableItems(d, key, v, "[[triggers]]", "a trigger", triggerKeys, func(tr *Trigger, fkey, k string, fv any) bool {
+		switch k {
+		case "name":
+			tr.Name, _ = d.str(fkey, fv)
+		case "schedule":
+			tr.Schedule, _ = d.str(fkey, fv)
+		case "timezone":
+			tr.Timezone, _ = d.str(fkey, fv)
+		case "overlap":
+			tr.Overlap, _ = d.str(fkey, fv)
+		case "catch_up":
+			if n, ok := d.integer(fkey, fv); ok {
+				tr.CatchUp = &n
 			}
+		case "subject":
+			tr.Subject, _ = d.str(fkey, fv)
+		case "webhook":
+			tr.Webhook, _ = d.str(fkey, fv)
+		default:
+			return false
 		}
-	}
-	return ts
+		return true
+	})
 }
 
 func (d *decoder) steps(key string, v any) []Step {
-	items, ok := d.tableArray(key, v, "[[steps]]")
-	if !ok {
-		return nil
-	}
-	steps := make([]Step, len(items))
-	for i, item := range items {
-		skey := indexKey(key, i)
-		t, ok := d.table(skey, item, "a table")
-		if !ok {
-			continue
-		}
-		d.step(skey, t, &steps[i])
-	}
-	return steps
+	return eachTable(d, key, v, "[[steps]]", d.step)
 }
 
 // step decodes one step table. Its type decides which keys it may have: a key of another type

@@ -41,7 +41,8 @@ const (
 )
 
 // Problem is one thing wrong with a definition: a stable code, where (file, line, key) and one
-// plain sentence.
+// plain sentence. It is also the problem type of a server's configuration (package operator),
+// whose problems carry no code.
 type Problem struct {
 	Code    Code   `json:"code"`
 	File    string `json:"file,omitempty"`
@@ -50,7 +51,8 @@ type Problem struct {
 	Message string `json:"message"`
 }
 
-// String renders a problem as FILE:LINE: CODE key: message.
+// String renders a problem as FILE:LINE: CODE key: message, or, without a code, as
+// FILE:LINE: key KEY: message; the parts it lacks are left out.
 func (p Problem) String() string {
 	var b strings.Builder
 	if p.File != "" {
@@ -58,13 +60,24 @@ func (p Problem) String() string {
 		if p.Line > 0 {
 			fmt.Fprintf(&b, ":%d", p.Line)
 		}
+	}
+	label := string(p.Code)
+	switch {
+	case p.Code != "" && p.Key != "":
+		label += " " + p.Key
+	case p.Key != "":
+		label = "key " + p.Key
+	}
+	if label != "" {
+		if b.Len() > 0 {
+			b.WriteString(": ")
+		}
+		b.WriteString(label)
+	}
+	if b.Len() > 0 {
 		b.WriteString(": ")
 	}
-	b.WriteString(string(p.Code))
-	if p.Key != "" {
-		b.WriteString(" " + p.Key)
-	}
-	b.WriteString(": " + p.Message)
+	b.WriteString(p.Message)
 	return b.String()
 }
 

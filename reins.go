@@ -35,7 +35,9 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/host"
+	"github.com/reins-run/reins/internal/auth"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/internal/wire"
@@ -212,7 +214,7 @@ func New(ctx context.Context, cfg Config) (*Reins, error) {
 		r.tmp, opts.DataDir = dir, dir
 	}
 	if cfg.Listen != "" && cfg.NATSURL == "" {
-		auth, err := host.AdminAuth(opts.DataDir)
+		auth, err := auth.AdminAuth(opts.DataDir)
 		if err != nil {
 			r.removeTmp()
 			return nil, fmt.Errorf("reins: %w", err)
@@ -225,11 +227,11 @@ func New(ctx context.Context, cfg Config) (*Reins, error) {
 		return nil, fmt.Errorf("reins: %w", err)
 	}
 	r.box = box
-	if r.eng, err = host.Start(context.WithoutCancel(ctx), host.Config{Box: box, Engine: true, SaveWindow: cfg.SaveWindow, Logger: cfg.Logger, Metrics: cfg.Metrics}); err != nil {
+	if r.eng, err = host.Start(context.WithoutCancel(ctx), host.Config{Conn: (*conn.Conn)(box), Engine: true, SaveWindow: cfg.SaveWindow, Logger: cfg.Logger, Metrics: cfg.Metrics}); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("reins: %w", err)
 	}
-	r.client = client.NewClient(client.ClientConfig{Box: box})
+	r.client = client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})
 	return r, nil
 }
 
@@ -293,7 +295,7 @@ func (r *Reins) StartWorkers(ctx context.Context) error {
 		return nil
 	}
 	bc := builtin.Config{Tools: r.tools, Models: r.models, Model: r.cfg.Model, Registry: r.cfg.Registry, Logger: r.cfg.Logger}
-	h, err := host.Start(context.WithoutCancel(ctx), host.Config{Box: r.box, Handlers: r.handlers, Logger: r.cfg.Logger, Metrics: r.cfg.Metrics,
+	h, err := host.Start(context.WithoutCancel(ctx), host.Config{Conn: (*conn.Conn)(r.box), Handlers: r.handlers, Logger: r.cfg.Logger, Metrics: r.cfg.Metrics,
 		Register: func(w *worker.Worker) error { return builtin.Register(w, bc) }})
 	if err != nil {
 		return fmt.Errorf("reins: start the worker: %w", err)

@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/agent"
-	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/worker"
+	"github.com/reins-run/reins/workflow"
 )
 
 // fakeTask is a worker.TaskContext in memory: the handler's answers and checkpoint appends are
@@ -52,7 +52,7 @@ func (f *fakeTask) KeepText(string) (string, error) {
 func (f *fakeTask) ReadText(string) (string, error) {
 	return "", errors.New("fakeTask: no values here")
 }
-func (f *fakeTask) Bundle() (*wire.Bundle, error) { return nil, errors.New("no bundle") }
+func (f *fakeTask) Bundle() (*workflow.Bundle, error) { return nil, errors.New("no bundle") }
 func (f *fakeTask) Wait([]protocol.PendingCall) error {
 	return errors.New("a composition never waits")
 }

@@ -19,8 +19,10 @@ import (
 	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
+	"github.com/reins-run/reins/internal/auth"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
@@ -129,12 +131,12 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 		s.Tokens[p.name], s.Tokens[p.role] = token, token
 	}
 	log := runtest.Logger(t)
-	s.Box, err = natsbox.Open(ctx, natsbox.Options{DataDir: t.TempDir(), Authenticate: host.Authenticator(res), Logger: log})
+	s.Box, err = natsbox.Open(ctx, natsbox.Options{DataDir: t.TempDir(), Authenticate: auth.Authenticator(res), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Box.Close() })
-	hc := host.Config{Box: s.Box, Engine: true, Logger: log,
+	hc := host.Config{Conn: (*conn.Conn)(s.Box), Engine: true, Logger: log,
 		Register: func(w *worker.Worker) error { return builtin.Register(w, builtin.Config{}) },
 		Roles: func(name string) []string {
 			p, _ := res.Principal(name)
@@ -159,7 +161,7 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 		return h
 	}
 	s.Host = s.startHost()
-	s.Config = api.Config{Box: s.Box, Principals: res, Log: log, MaxInputBytes: testMaxInput, EngineWait: opts.EngineWait, MaxWebhookBytes: testMaxWebhook}
+	s.Config = api.Config{Conn: (*conn.Conn)(s.Box), Principals: res, Log: log, MaxInputBytes: testMaxInput, EngineWait: opts.EngineWait, MaxWebhookBytes: testMaxWebhook}
 	if opts.Log != nil {
 		s.Config.Log = opts.Log
 	}
@@ -167,7 +169,7 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 		op := operator.Default()
 		op.Webhooks = opCfg.Webhooks
 		s.Config.Operator = op
-		s.Config.Hooks = trigger.New(trigger.Config{Box: s.Box, Log: log})
+		s.Config.Hooks = trigger.New(trigger.Config{Conn: (*conn.Conn)(s.Box), Log: log})
 	}
 	if opts.MaxInputBytes != 0 {
 		s.Config.MaxInputBytes = opts.MaxInputBytes
@@ -193,7 +195,7 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
-	s.Admin = client.NewClient(client.ClientConfig{Box: s.Box})
+	s.Admin = client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(s.Box)})
 	return s
 }
 
@@ -227,7 +229,7 @@ func (s *stack) startAs(name, text, input string) string {
 	}
 	c := s.Admin
 	if name != "" {
-		c = client.NewClient(client.ClientConfig{Box: s.Box, Principal: name})
+		c = client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(s.Box), Principal: name})
 	}
 	id, err := c.Start(s.Ctx, bs, in, "")
 	if err != nil {

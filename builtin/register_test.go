@@ -11,6 +11,7 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
@@ -157,11 +158,11 @@ func startHost(t *testing.T) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := runner.New(runner.Config{Box: box})
+	eng, err := runner.New(runner.Config{Conn: (*conn.Conn)(box)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.New(worker.Config{Box: box})
+	w, err := worker.New(worker.Config{Conn: (*conn.Conn)(box)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,5 +190,5 @@ func startHost(t *testing.T) *client.Client {
 			t.Fatal("not ready in 30s")
 		}
 	}
-	return client.NewClient(client.ClientConfig{Box: box})
+	return client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})
 }

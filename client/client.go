@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/outbox"
 	"github.com/reins-run/reins/internal/wire"
@@ -25,8 +26,8 @@ import (
 
 // ClientConfig configures a Client.
 type ClientConfig struct {
-	// Box is the NATS connection (required).
-	Box *natsbox.Box
+	// Conn is the connection to the deployment (required): [Dial] opens one.
+	Conn *conn.Conn
 	// Now is the clock of the start and cancel events; nil means time.Now.
 	Now func() time.Time
 	// Principal is who the client acts as: the name its connection authenticated as (the
@@ -54,8 +55,10 @@ type ClientConfig struct {
 // Client starts, reads, watches and cancels runs. It talks to engines only through NATS: the
 // events it publishes and the records they save. It is safe for concurrent use.
 type Client struct {
+	conn      *conn.Conn
+	closeConn bool // Dial opened conn: Close closes it
 	js        jetstream.JetStream
-	names     natsbox.Names // of Box: every stream, bucket and subject the client uses
+	names     natsbox.Names // of conn: every stream, bucket and subject the client uses
 	now       func() time.Time
 	principal string
 	roles     []string
@@ -69,12 +72,13 @@ type Client struct {
 	reg     jetstream.KeyValue // natsbox.RegistryBucket, opened by registry
 	values  *wire.Values
 	objects *natsbox.ObjectValues
-	layout  natsbox.Layout // of Box: what a client that finds no layout creates
+	layout  natsbox.Layout // of conn: what a client that finds no layout creates
 }
 
-// NewClient returns a client over cfg.Box. It does no I/O until used.
+// NewClient returns a client over cfg.Conn. It does no I/O until used.
 func NewClient(cfg ClientConfig) *Client {
-	c := &Client{js: cfg.Box.JetStream(), names: cfg.Box.Names(), layout: cfg.Box.Layout(), now: cfg.Now, principal: cfg.Principal, roles: slices.Clone(cfg.Roles), may: cfg.May, maxInput: cfg.MaxInputBytes}
+	box := (*natsbox.Box)(cfg.Conn)
+	c := &Client{conn: cfg.Conn, js: box.JetStream(), names: box.Names(), layout: box.Layout(), now: cfg.Now, principal: cfg.Principal, roles: slices.Clone(cfg.Roles), may: cfg.May, maxInput: cfg.MaxInputBytes}
 	if c.maxInput <= 0 {
 		c.maxInput = wire.DefaultMaxValue
 	}
@@ -130,7 +134,7 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 // start another Start published first (the stream took this start for a duplicate of it), even
 // before the engine saved its record: a start retried with its id starts one run. Whose run
 // exists, Origin tells.
-func (c *Client) Start(ctx context.Context, bs *wire.Bundles, input json.RawMessage, runID string) (string, error) {
+func (c *Client) Start(ctx context.Context, bs *workflow.Bundles, input json.RawMessage, runID string) (string, error) {
 	return c.StartWith(ctx, bs, input, StartOptions{RunID: runID})
 }
 
@@ -154,7 +158,7 @@ type StartOptions struct {
 }
 
 // StartWith is Start with the options of o.
-func (c *Client) StartWith(ctx context.Context, bs *wire.Bundles, input json.RawMessage, o StartOptions) (string, error) {
+func (c *Client) StartWith(ctx context.Context, bs *workflow.Bundles, input json.RawMessage, o StartOptions) (string, error) {
 	if bs == nil || bs.All[bs.Root] == nil {
 		return "", errors.New("client: start: the bundles hold no root workflow")
 	}
@@ -204,7 +208,7 @@ func (c *Client) StartWith(ctx context.Context, bs *wire.Bundles, input json.Raw
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return "", fmt.Errorf("client: start run %s: %w", runID, err)
 	}
-	if err := bs.Put(ctx, wfs); err != nil {
+	if err := wire.PutBundles(ctx, wfs, bs); err != nil {
 		return "", fmt.Errorf("client: start run %s: %w", runID, err)
 	}
 	ack, err := c.publishAck(ctx, ev)

@@ -22,6 +22,7 @@ import (
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/trigger"
+	"github.com/reins-run/reins/workflow"
 )
 
 // The attacks of this file forge the events only the engine makes (docs/security.md, "Only
@@ -81,7 +82,7 @@ prompt = "Send me the keys."
 `
 
 // bundles writes files (name: TOML, the first the root) into a directory and loads the root.
-func bundles(t *testing.T, files ...string) *wire.Bundles {
+func bundles(t *testing.T, files ...string) *workflow.Bundles {
 	t.Helper()
 	dir := t.TempDir()
 	for i := 0; i+1 < len(files); i += 2 {

@@ -38,7 +38,7 @@ type shard struct {
 type entry struct {
 	rec     *wire.Record
 	rev     uint64
-	bundle  *wire.Bundle
+	bundle  *workflow.Bundle
 	pending []decided
 }
 
@@ -455,7 +455,7 @@ func (e *Engine) read(ctx context.Context, id string) (*wire.Record, *workflow.D
 // fetch reads the saved record of run runID, its entry in the bucket and its bundle; a nil record when
 // there is none. A record that does not decode, or names a bundle that is not stored, is a
 // permanent error; a store that does not answer within recordWait, one to try again.
-func (e *Engine) fetch(ctx context.Context, runID string) (*wire.Record, jetstream.KeyValueEntry, *wire.Bundle, error) {
+func (e *Engine) fetch(ctx context.Context, runID string) (*wire.Record, jetstream.KeyValueEntry, *workflow.Bundle, error) {
 	// Asked again after an attempt without an answer: a bucket whose leader died answers only
 	// a request sent to the leader elected after it (natsbox.Retry).
 	var kve jetstream.KeyValueEntry
@@ -520,10 +520,10 @@ func (e *Engine) start(ctx context.Context, sh *shard, d decided) (outcome, erro
 
 // workflowsOf returns the definition of b and of every sub-workflow it names (the workflows of
 // its agent tools included), transitively, each once: what a run of b may run.
-func (e *Engine) workflowsOf(ctx context.Context, b *wire.Bundle) ([]*workflow.Definition, error) {
+func (e *Engine) workflowsOf(ctx context.Context, b *workflow.Bundle) ([]*workflow.Definition, error) {
 	defs := []*workflow.Definition{b.Definition}
 	seen := map[string]bool{}
-	queue := []*wire.Bundle{b}
+	queue := []*workflow.Bundle{b}
 	for len(queue) > 0 {
 		cur := queue[0]
 		queue = queue[1:]

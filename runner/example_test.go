@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
@@ -34,7 +35,7 @@ func ExampleClient_Start() {
 	defer box.Close()
 
 	// The engine.
-	eng, err := runner.New(runner.Config{Box: box})
+	eng, err := runner.New(runner.Config{Conn: (*conn.Conn)(box)})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func ExampleClient_Start() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := client.NewClient(client.ClientConfig{Box: box})
+	client := client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})
 	id, err := client.Start(ctx, bs, json.RawMessage(`{"name":"Ada"}`), "example-run")
 	if err != nil {
 		log.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
@@ -64,7 +65,7 @@ func TestRunLimits(t *testing.T) {
 // TestLimitsConfig: negative limits are refused by New, naming the field.
 func TestLimitsConfig(t *testing.T) {
 	v := newEnv(t)
-	if _, err := New(Config{Box: v.Box, Limits: engine.Limits{MaxEvents: -1}}); err == nil || !strings.Contains(err.Error(), "Config.Limits") {
+	if _, err := New(Config{Conn: (*conn.Conn)(v.Box), Limits: engine.Limits{MaxEvents: -1}}); err == nil || !strings.Contains(err.Error(), "Config.Limits") {
 		t.Fatalf("New with a negative limit: %v", err)
 	}
 }

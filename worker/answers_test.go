@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
@@ -315,7 +316,7 @@ func TestBundle(t *testing.T) {
 		}
 		return tc.Complete(b.Definition.Name)
 	}})
-	if err := w.Bundles().Put(testCtx(t), bs); err != nil {
+	if err := w.bundleStore().Put(testCtx(t), bs); err != nil {
 		t.Fatal(err)
 	}
 	tk := task("r", "s", "h", 1, 1)
@@ -326,11 +327,11 @@ func TestBundle(t *testing.T) {
 	if string(ev.Output) != `"bundled"` {
 		t.Fatalf("output %s", ev.Output)
 	}
-	other, err := New(Config{Box: e.box}) // a fresh worker reads the bucket
+	other, err := New(Config{Conn: (*conn.Conn)(e.box)}) // a fresh worker reads the bucket
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := other.Bundles().Get(testCtx(t), bs.Root); err != nil || got.Definition.Name != "bundled" {
+	if got, err := other.bundleStore().Get(testCtx(t), bs.Root); err != nil || got.Definition.Name != "bundled" {
 		t.Fatalf("Bundles().Get: %v, %v", got, err)
 	}
 	tk2 := task("r2", "s", "h", 1, 1) // names no workflow
@@ -342,7 +343,7 @@ func TestBundle(t *testing.T) {
 
 func TestHandlePanics(t *testing.T) {
 	e := newEnv(t)
-	w, err := New(Config{Box: e.box})
+	w, err := New(Config{Conn: (*conn.Conn)(e.box)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +366,7 @@ func TestHandlePanics(t *testing.T) {
 	if _, err := New(Config{}); err == nil {
 		t.Error("New without a Box succeeded")
 	}
-	if _, err := New(Config{Box: e.box, AckWait: -1}); err == nil {
+	if _, err := New(Config{Conn: (*conn.Conn)(e.box), AckWait: -1}); err == nil {
 		t.Error("New with a negative AckWait succeeded")
 	}
 	r := e.start(Config{}, map[string]Handler{"x": ok})

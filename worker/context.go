@@ -23,6 +23,7 @@ import (
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/trace"
+	"github.com/reins-run/reins/workflow"
 )
 
 // TaskContext is what a handler gets for one task: the task, the ways to answer it, checkpoints
@@ -86,7 +87,7 @@ type TaskContext interface {
 	// AddUsage adds u to what the answer reports (the engine adds it to the step's usage).
 	AddUsage(u protocol.Usage)
 	// Bundle returns the workflow definition the run started with (task.Workflow).
-	Bundle() (*wire.Bundle, error)
+	Bundle() (*workflow.Bundle, error)
 	// Record keeps what the iteration did (the last call wins), to be sent with the answer as
 	// its durable record (protocol.Event.Record), with the task's wall time: texts longer than
 	// 2 KiB are clipped there, their whole kept by reference in the run's values.
@@ -223,7 +224,7 @@ func (tc *taskContext) Heartbeat() error {
 	return nil
 }
 
-func (tc *taskContext) Bundle() (*wire.Bundle, error) {
+func (tc *taskContext) Bundle() (*workflow.Bundle, error) {
 	if tc.task.Workflow == "" {
 		return nil, fmt.Errorf("worker: task %s names no workflow", tc.task.MsgID)
 	}

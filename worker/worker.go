@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/metrics"
@@ -47,10 +48,10 @@ type Config struct {
 	// NATS is the server Connect connects to, and how it authenticates: what a worker program
 	// gives.
 	NATS NATS
-	// Box is a connection a program of this module already has (package reins, package host,
-	// the reins command): New serves on it and leaves it open. A worker program leaves it nil
-	// and calls Connect.
-	Box *natsbox.Box
+	// Conn is the connection to serve on, which New leaves open: a dialed client's
+	// (client.Client.Conn), or [conn.Dial]'s. A worker program may leave it nil and call
+	// Connect, which opens one from NATS.
+	Conn *conn.Conn
 	// Logger receives the worker's log; nil discards it.
 	Logger *slog.Logger
 	// AckWait is the AckWait of the handlers' consumers; 0 means DefaultAckWait. A crashed
@@ -146,8 +147,8 @@ type NATS struct {
 func Connect(ctx context.Context, cfg Config) (*Worker, error) {
 	n := cfg.NATS
 	switch {
-	case cfg.Box != nil:
-		return nil, errors.New("worker: Connect opens its own connection: give Config.Box to New instead")
+	case cfg.Conn != nil:
+		return nil, errors.New("worker: Connect opens its own connection: give Config.Conn to New instead")
 	case n.URL == "":
 		return nil, errors.New("worker: Config.NATS.URL is empty: name the NATS server to connect to")
 	}
@@ -160,7 +161,7 @@ func Connect(ctx context.Context, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	cfg.Box = box
+	cfg.Conn = (*conn.Conn)(box)
 	w, err := New(cfg)
 	if err != nil {
 		_ = box.Close()
@@ -170,12 +171,12 @@ func Connect(ctx context.Context, cfg Config) (*Worker, error) {
 	return w, nil
 }
 
-// New returns a Worker on cfg.Box, a connection the caller keeps (Connect opens one). Register
+// New returns a Worker on cfg.Conn, a connection the caller keeps (Connect opens one). Register
 // handlers with Handle, then call Run.
 func New(cfg Config) (*Worker, error) {
 	switch {
-	case cfg.Box == nil:
-		return nil, errors.New("worker: Config.Box is nil: a worker program calls Connect, which opens a connection")
+	case cfg.Conn == nil:
+		return nil, errors.New("worker: Config.Conn is nil: give a dialed connection (client.Dial, conn.Dial), or call Connect, which opens one")
 	case cfg.AckWait < 0:
 		return nil, fmt.Errorf("worker: Config.AckWait is %s: want 0 (meaning %s) or more", cfg.AckWait, DefaultAckWait)
 	case cfg.Concurrency < 0:
@@ -184,9 +185,9 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker: Config.EffectTimeout is %s: want 0 (meaning %s) or more", cfg.EffectTimeout, DefaultEffectTimeout)
 	}
 	w := &Worker{
-		box:         cfg.Box,
-		names:       cfg.Box.Names(),
-		js:          cfg.Box.JetStream(),
+		box:         (*natsbox.Box)(cfg.Conn),
+		names:       (*natsbox.Box)(cfg.Conn).Names(),
+		js:          (*natsbox.Box)(cfg.Conn).JetStream(),
 		log:         cfg.Logger,
 		now:         cfg.Now,
 		ackWait:     orDefault(cfg.AckWait, DefaultAckWait),
@@ -206,7 +207,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w.bundles = wire.NewStore(&workflowsKV{js: w.js, name: w.names.WorkflowsBucket()})
 	w.effects = newEffects(w.js, w.names, w.ackWait, orDefault(cfg.EffectTimeout, DefaultEffectTimeout), cfg.Metrics)
-	w.sessions = session.New(w.js, w.names)
+	w.sessions = session.New((*conn.Conn)(w.box))
 	return w, nil
 }
 
@@ -285,9 +286,9 @@ func (w *Worker) Ready() <-chan struct{} { return w.ready }
 // Metrics returns Config.Metrics, for the handlers registered on the worker to count in.
 func (w *Worker) Metrics() *metrics.Metrics { return w.metrics }
 
-// Bundles returns the workflow definitions (natsbox.WorkflowsBucket), for built-in handlers.
+// bundleStore returns the workflow definitions (natsbox.WorkflowsBucket).
 // The bucket is opened on first use.
-func (w *Worker) Bundles() *wire.Store { return w.bundles }
+func (w *Worker) bundleStore() *wire.Store { return w.bundles }
 
 // errStopped is the cause of the cancellation of the handlers' contexts when the worker stops.
 var errStopped = fmt.Errorf("the worker is stopping: %w", context.Canceled)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
 )
@@ -166,7 +167,7 @@ func (f *natsFlags) open(ctx context.Context, listen string, log *slog.Logger) (
 // data directory's admin on an embedded server of this process, else the name the server
 // gives (natsbox.Box.WhoAmI), with what it may publish.
 func newClient(ctx context.Context, box *natsbox.Box) (*client.Client, error) {
-	cfg := client.ClientConfig{Box: box}
+	cfg := client.ClientConfig{Conn: (*conn.Conn)(box)}
 	if box.Embedded() {
 		return client.NewClient(cfg), nil
 	}

@@ -206,7 +206,7 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 }
 
 // runHere runs def on r (package reins) and follows it to its result.
-func (f *runFlags) runHere(cmd *cobra.Command, r *reins.Reins, def *workflow.Definition, bundles *wire.Bundles, input json.RawMessage) error {
+func (f *runFlags) runHere(cmd *cobra.Command, r *reins.Reins, def *workflow.Definition, bundles *workflow.Bundles, input json.RawMessage) error {
 	if err := checkHandlers(bundles, f.listen); err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -390,7 +390,7 @@ func checkInput(def *workflow.Definition, input json.RawMessage) error {
 
 // checkHandlers refuses to start a run on a private embedded server when a step needs a
 // handler that no process can serve: only the built-in steps run in this process.
-func checkHandlers(bs *wire.Bundles, listen string) error {
+func checkHandlers(bs *workflow.Bundles, listen string) error {
 	if listen != "" {
 		return nil
 	}
@@ -406,7 +406,7 @@ func checkHandlers(bs *wire.Bundles, listen string) error {
 
 // warnUnserved tells, one line each, what the run needs that no running worker serves: it would
 // wait for it. Not knowing (the bucket unreadable) says nothing: the run goes on either way.
-func warnUnserved(ctx context.Context, w io.Writer, c *client.Client, bs *wire.Bundles) {
+func warnUnserved(ctx context.Context, w io.Writer, c *client.Client, bs *workflow.Bundles) {
 	missing, err := c.Unserved(ctx, bs)
 	if err != nil {
 		return

@@ -680,7 +680,7 @@ func forkRunOn(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) er
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
-		if err := checkHandlers(&wire.Bundles{Root: rec.Run.Hash, All: map[string]*wire.Bundle{rec.Run.Hash: {Definition: def}}}, ""); err != nil {
+		if err := checkHandlers(&workflow.Bundles{Root: rec.Run.Hash, All: map[string]*workflow.Bundle{rec.Run.Hash: {Definition: def}}}, ""); err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
 	}

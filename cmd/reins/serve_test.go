@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/operator"
@@ -90,7 +91,7 @@ func (s *server) client(t *testing.T) *client.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { box.Close() })
-	return client.NewClient(client.ClientConfig{Box: box})
+	return client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})
 }
 
 // wait waits for a run to finish.

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
 	"github.com/reins-run/reins/internal/wire"
@@ -58,7 +59,7 @@ func NewWithin(t testing.TB, dir string, bound time.Duration) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = box.Close() })
-	return &Env{T: t, Ctx: ctx, Box: box, Client: client.NewClient(client.ClientConfig{Box: box})}
+	return &Env{T: t, Ctx: ctx, Box: box, Client: client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})}
 }
 
 // Go runs run (an engine's or a worker's Run) until the test ends or stop is called. It returns
@@ -85,7 +86,7 @@ func (v *Env) Go(run func(context.Context) error, ready <-chan struct{}) (stop f
 }
 
 // Start starts a run of bs with input (JSON; "" for none) and returns its id.
-func (v *Env) Start(bs *wire.Bundles, input string, runID string) string {
+func (v *Env) Start(bs *workflow.Bundles, input string, runID string) string {
 	v.T.Helper()
 	var in json.RawMessage
 	if input != "" {
@@ -190,7 +191,7 @@ func PublishEvent(ctx context.Context, t testing.TB, js jetstream.JetStream, ev 
 }
 
 // Bundles builds the workflow of b and its bundles.
-func Bundles(t testing.TB, b *workflow.Builder) (*workflow.Definition, *wire.Bundles) {
+func Bundles(t testing.TB, b *workflow.Builder) (*workflow.Definition, *workflow.Bundles) {
 	t.Helper()
 	def, err := b.Build()
 	if err != nil {
@@ -204,7 +205,7 @@ func Bundles(t testing.TB, b *workflow.Builder) (*workflow.Definition, *wire.Bun
 }
 
 // LoadBundles loads a workflow file and its bundles.
-func LoadBundles(t testing.TB, file string) *wire.Bundles {
+func LoadBundles(t testing.TB, file string) *workflow.Bundles {
 	t.Helper()
 	def, ps := workflow.LoadAndValidate(file, workflow.Options{})
 	if len(ps) > 0 {
@@ -348,7 +349,7 @@ func (w *testWriter) close() {
 
 // LoopWorkflow is a workflow of one agent_loop step, think, served by handler "think", bounded
 // at max iterations.
-func LoopWorkflow(t testing.TB, max int) *wire.Bundles {
+func LoopWorkflow(t testing.TB, max int) *workflow.Bundles {
 	wf := workflow.New("looping")
 	wf.AgentLoop("think", "think").WithMaxIterations(max)
 	_, bs := Bundles(t, wf)
@@ -357,7 +358,7 @@ func LoopWorkflow(t testing.TB, max int) *wire.Bundles {
 
 // ServeFan returns the bundles of a workflow with a parallel step (left, right) then a map
 // (double of each of input.items), and serves its handlers.
-func (v *Env) ServeFan() *wire.Bundles {
+func (v *Env) ServeFan() *workflow.Bundles {
 	v.T.Helper()
 	wf := workflow.New("fan")
 	wf.Parallel("both", "left", "right")

@@ -264,10 +264,10 @@ func TestStore(t *testing.T) {
 	if _, err := kv.Create(ctx, squatted, []byte(`{"definition":{"name":"squatter"}}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := bs.Put(ctx, kv); err != nil {
+	if err := wire.PutBundles(ctx, kv, bs); err != nil {
 		t.Fatal(err)
 	}
-	if err := bs.Put(ctx, kv); err != nil {
+	if err := wire.PutBundles(ctx, kv, bs); err != nil {
 		t.Fatalf("a second Put: %v", err)
 	}
 	keys, err := kv.Keys(ctx)

@@ -420,7 +420,17 @@ func (r *Reins) Signal(ctx context.Context, id, name string, data any) error {
 // finished; Get then gives the finished record. The watch may begin before or after the run
 // starts: it misses nothing.
 func (r *Reins) Watch(ctx context.Context, id string) iter.Seq2[Event, error] {
-	return r.client.WatchEvents(ctx, id)
+	return func(yield func(Event, error) bool) {
+		for u, err := range r.client.Watch(ctx, id, client.WatchOptions{Only: client.WatchEvents}) {
+			if err != nil {
+				yield(Event{}, err)
+				return
+			}
+			if !yield(*u.Event, nil) {
+				return
+			}
+		}
+	}
 }
 
 // Close stops the worker and the engine, then NATS (the embedded server), and removes the

@@ -76,7 +76,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p operator.Pr
 	go func() {
 		defer wg.Done()
 		defer close(updates)
-		for u, err := range c.FollowFrom(ctx, runID, after) {
+		for u, err := range c.Watch(ctx, runID, client.WatchOptions{After: after}) {
 			select {
 			case updates <- followed{u, err}:
 			case <-ctx.Done():

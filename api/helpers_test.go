@@ -241,7 +241,8 @@ func (s *stack) startAs(name, text, input string) string {
 // waitFor waits until run id's record satisfies ok, and returns it.
 func (s *stack) waitFor(id string, ok func(*client.Record) bool) *client.Record {
 	s.t.Helper()
-	for rec, err := range s.Admin.Watch(s.Ctx, id) {
+	for u, err := range s.Admin.Watch(s.Ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			s.t.Fatalf("watch run %s: %v", id, err)
 		}

@@ -207,7 +207,7 @@ func TestCompactedAgentMovesToAnotherWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for u, err := range c.Follow(ctx, id) {
+	for u, err := range c.Watch(ctx, id, client.WatchOptions{}) {
 		if err != nil {
 			t.Fatal(err)
 		}

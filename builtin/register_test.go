@@ -86,7 +86,8 @@ func TestRegisterRunsExamples(t *testing.T) {
 		}},
 		{dir: "evaluator", input: `{"product": "Reins 1.0"}`, check: func(t *testing.T, ctx context.Context, c *client.Client, id string) {
 			var rec *client.Record
-			for r, err := range c.Watch(ctx, id) {
+			for u, err := range c.Watch(ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
+				r := u.Record
 				if err != nil {
 					t.Fatal(err)
 				}

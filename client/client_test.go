@@ -87,7 +87,8 @@ func TestListAndWatch(t *testing.T) {
 	watched := make(chan []protocol.RunStatus, 1)
 	go func() {
 		var seen []protocol.RunStatus
-		for rec, err := range v.Client.Watch(v.Ctx, "second") {
+		for u, err := range v.Client.Watch(v.Ctx, "second", client.WatchOptions{Only: client.WatchRecords}) {
+			rec := u.Record
 			if err != nil {
 				t.Errorf("Watch: %v", err)
 				break

@@ -217,7 +217,7 @@ func (c *Client) isAdmin() bool {
 // (event id → step) and returns ErrForbidden naming the principal when one was refused. A run
 // that ends first has taken no more decisions.
 func (c *Client) awaitVerdicts(ctx context.Context, runID string, ids map[string]string) error {
-	for rec, err := range c.Watch(ctx, runID) {
+	for rec, err := range c.watchRecords(ctx, runID) {
 		if err != nil {
 			return fmt.Errorf("client: run %s: the decision was sent, but the engine's verdict did not come: %w", runID, err)
 		}
@@ -245,7 +245,7 @@ func (c *Client) awaitVerdicts(ctx context.Context, runID string, ids map[string
 // or the step stopped waiting), so that the engine took it without effect and recorded nothing.
 // It ends with ctx's error when ctx is done first (no engine runs).
 func (c *Client) AwaitDecided(ctx context.Context, runID string, ds []Decided) error {
-	for rec, err := range c.Watch(ctx, runID) {
+	for rec, err := range c.watchRecords(ctx, runID) {
 		if err != nil {
 			return fmt.Errorf("client: run %s: the decision was sent, but the engine did not take it: %w", runID, err)
 		}

@@ -122,7 +122,8 @@ func TestLeafRolePermissions(t *testing.T) {
 		t.Fatalf("the submitter starts a run: %v", err)
 	}
 	waiting := false
-	for rec, err := range val.Watch(ctx, id) {
+	for u, err := range val.Watch(ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			t.Fatalf("the viewer watches run %s: %v", id, err)
 		}

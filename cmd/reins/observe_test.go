@@ -403,7 +403,8 @@ func TestServeWaitingRuns(t *testing.T) {
 	}
 	id := strings.TrimSpace(out)
 	c := srv.client(t)
-	for rec, err := range c.Watch(t.Context(), id) {
+	for u, err := range c.Watch(t.Context(), id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -467,7 +467,7 @@ func follow(ctx context.Context, c *client.Client, id string, def *workflow.Defi
 	if p == nil {
 		p = newProgress(w, def, o.quiet)
 	}
-	for u, err := range c.FollowFrom(followCtx, id, o.afterEvent) {
+	for u, err := range c.Watch(followCtx, id, client.WatchOptions{After: o.afterEvent}) {
 		if err != nil {
 			if context.Cause(followCtx) == lost {
 				return nil, lost

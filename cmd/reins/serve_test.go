@@ -110,7 +110,8 @@ func wait(t *testing.T, c *client.Client, id string) *client.Record {
 // for a worker of handler nobody).
 func dispatched(t *testing.T, c *client.Client, id string) {
 	t.Helper()
-	for rec, err := range c.Watch(t.Context(), id) {
+	for u, err := range c.Watch(t.Context(), id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -248,7 +248,8 @@ func running(t *testing.T, r *reins.Reins, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	for rec, err := range r.Client().Watch(ctx, id) {
+	for u, err := range r.Client().Watch(ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -131,7 +131,7 @@ func (m *longMeter) run(b B, box *natsbox.Box, c *client.Client, bs *workflow.Bu
 	}
 	want := map[int]bool{100: true, 200: true, 900: true}
 	var samples []longSample
-	for u, err := range c.Follow(ctx, id) {
+	for u, err := range c.Watch(ctx, id, client.WatchOptions{}) {
 		if err != nil {
 			b.Fatal(err)
 		}

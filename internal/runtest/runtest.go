@@ -112,7 +112,8 @@ func (v *Env) Wait(id string) *client.Record {
 // WaitFor waits until run id's record satisfies ok.
 func (v *Env) WaitFor(id string, ok func(*client.Record) bool) *client.Record {
 	v.T.Helper()
-	for rec, err := range v.Client.Watch(v.Ctx, id) {
+	for u, err := range v.Client.Watch(v.Ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			v.T.Fatalf("Watch %s: %v", id, err)
 		}

@@ -87,6 +87,14 @@ const (
 	StepWaiting   = protocol.StepWaiting
 )
 
+// The errors of the verbs, for errors.Is.
+var (
+	// ErrNotFound: there is no such run.
+	ErrNotFound = client.ErrNotFound
+	// ErrExists: a run of that id exists already (StartWith with a RunID).
+	ErrExists = client.ErrExists
+)
+
 // Query selects runs for Query: by status, by workflow, a page at a time.
 type Query = client.Query
 
@@ -393,14 +401,22 @@ func (r *Reins) Cancel(ctx context.Context, id, reason string) error {
 	return r.client.Cancel(ctx, id, reason)
 }
 
-// Approve decides the approval that run id waits for at target (a step, or an agent's pending
-// call): approve or deny, with a message.
-func (r *Reins) Approve(ctx context.Context, id, target string, approve bool, message string) error {
+// Approve approves what run id waits for at target (a step, or an agent's pending call), with
+// a message.
+func (r *Reins) Approve(ctx context.Context, id, target, message string) error {
 	if err := r.StartWorkers(ctx); err != nil { // what the decision continues needs them
 		return err
 	}
-	_, err := r.client.Decide(ctx, id, target, approve, message, "")
-	return err
+	return r.client.Approve(ctx, id, target, message)
+}
+
+// Deny denies what run id waits for at target, with a message: what a denied call shows the
+// model, or why an approval step failed.
+func (r *Reins) Deny(ctx context.Context, id, target, message string) error {
+	if err := r.StartWorkers(ctx); err != nil { // what the decision continues needs them
+		return err
+	}
+	return r.client.Deny(ctx, id, target, message)
 }
 
 // Signal sends the named signal with data (any JSON-encodable value) to run id.

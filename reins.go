@@ -239,7 +239,7 @@ func New(ctx context.Context, cfg Config) (*Reins, error) {
 		r.Close()
 		return nil, fmt.Errorf("reins: %w", err)
 	}
-	r.client = client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})
+	r.client = client.New(client.Config{Conn: (*conn.Conn)(box)})
 	return r, nil
 }
 

@@ -275,7 +275,7 @@ func (s *Server) client(p operator.Principal) *client.Client {
 	if c, ok := s.clients.Load(p.Name); ok {
 		return c.(*client.Client)
 	}
-	c, _ := s.clients.LoadOrStore(p.Name, client.NewClient(client.ClientConfig{Conn: s.cfg.Conn, Principal: p.Name, Roles: p.Roles, Now: s.cfg.Now,
+	c, _ := s.clients.LoadOrStore(p.Name, client.New(client.Config{Conn: s.cfg.Conn, Principal: p.Name, Roles: p.Roles, Now: s.cfg.Now,
 		MaxInputBytes: s.cfg.MaxInputBytes, May: s.may(p)}))
 	return c.(*client.Client)
 }

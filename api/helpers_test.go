@@ -195,7 +195,7 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
-	s.Admin = client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(s.Box)})
+	s.Admin = client.New(client.Config{Conn: (*conn.Conn)(s.Box)})
 	return s
 }
 
@@ -229,7 +229,7 @@ func (s *stack) startAs(name, text, input string) string {
 	}
 	c := s.Admin
 	if name != "" {
-		c = client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(s.Box), Principal: name})
+		c = client.New(client.Config{Conn: (*conn.Conn)(s.Box), Principal: name})
 	}
 	id, err := c.Start(s.Ctx, bs, in, "")
 	if err != nil {

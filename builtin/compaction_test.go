@@ -202,7 +202,7 @@ func TestCompactedAgentMovesToAnotherWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})
+	c := client.New(client.Config{Conn: (*conn.Conn)(box)})
 	id, err := c.Start(ctx, bundles, json.RawMessage(`null`), "")
 	if err != nil {
 		t.Fatal(err)

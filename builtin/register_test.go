@@ -191,5 +191,5 @@ func startHost(t *testing.T) *client.Client {
 			t.Fatal("not ready in 30s")
 		}
 	}
-	return client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})
+	return client.New(client.Config{Conn: (*conn.Conn)(box)})
 }

@@ -16,7 +16,7 @@ import (
 
 // as is a client of v's server acting as principal with roles.
 func as(v *runtest.Env, principal string, roles ...string) *client.Client {
-	return client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(v.Box), Principal: principal, Roles: roles})
+	return client.New(client.Config{Conn: (*conn.Conn)(v.Box), Principal: principal, Roles: roles})
 }
 
 // latestVersion is the latest version of name, and who registered it.

@@ -24,8 +24,8 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// ClientConfig configures a Client.
-type ClientConfig struct {
+// Config configures a Client.
+type Config struct {
 	// Conn is the connection to the deployment (required): [Dial] opens one.
 	Conn *conn.Conn
 	// Now is the clock of the start and cancel events; nil means time.Now.
@@ -75,8 +75,8 @@ type Client struct {
 	layout  natsbox.Layout // of conn: what a client that finds no layout creates
 }
 
-// NewClient returns a client over cfg.Conn. It does no I/O until used.
-func NewClient(cfg ClientConfig) *Client {
+// New returns a client over cfg.Conn. It does no I/O until used.
+func New(cfg Config) *Client {
 	box := (*natsbox.Box)(cfg.Conn)
 	c := &Client{conn: cfg.Conn, js: box.JetStream(), names: box.Names(), layout: box.Layout(), now: cfg.Now, principal: cfg.Principal, roles: slices.Clone(cfg.Roles), may: cfg.May, maxInput: cfg.MaxInputBytes}
 	if c.maxInput <= 0 {

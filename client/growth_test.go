@@ -28,11 +28,11 @@ func TestSignalWho(t *testing.T) {
 	}
 	v.Go(eng.Run, eng.Ready())
 	as := func(name string, known bool) *client.Client {
-		cfg := client.ClientConfig{Conn: (*conn.Conn)(v.Box), Principal: name, May: func(s string) bool { return strings.HasSuffix(s, "."+name) }}
+		cfg := client.Config{Conn: (*conn.Conn)(v.Box), Principal: name, May: func(s string) bool { return strings.HasSuffix(s, "."+name) }}
 		if known {
 			cfg.Roles = roles[name]
 		}
-		return client.NewClient(cfg)
+		return client.New(cfg)
 	}
 	wf := workflow.New("held")
 	wf.WaitEvent("hold", "go")

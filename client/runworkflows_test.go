@@ -22,7 +22,7 @@ func TestRunWorkflows(t *testing.T) {
 	}
 	base := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	n := 0
-	v.Client = client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(v.Box), Now: func() time.Time {
+	v.Client = client.New(client.Config{Conn: (*conn.Conn)(v.Box), Now: func() time.Time {
 		n++
 		return base.Add(time.Duration(n) * time.Second)
 	}})

@@ -116,7 +116,7 @@ func (h *hostile) client(ctx context.Context, token string) (*natsbox.Box, *clie
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return box, client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box), Principal: name})
+	return box, client.New(client.Config{Conn: (*conn.Conn)(box), Principal: name})
 }
 
 // do sends one HTTP request to the API with token (none when empty) and returns its status,

@@ -126,7 +126,7 @@ func (s *consoleServer) runFile(path, input, runID string) {
 		s.t.Fatal(err)
 	}
 	defer box.Close()
-	c := client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box), Principal: "admin"})
+	c := client.New(client.Config{Conn: (*conn.Conn)(box), Principal: "admin"})
 	id, err := c.Start(ctx, runtest.LoadBundles(s.t, path), json.RawMessage(input), runID)
 	if err != nil {
 		s.t.Fatalf("start a run of %s: %v", path, err)

@@ -43,7 +43,7 @@ func (c *cluster) client(ctx context.Context) *client.Client {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() { box.Close() })
-	return client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})
+	return client.New(client.Config{Conn: (*conn.Conn)(box)})
 }
 
 // startRun starts the count workflow to until and returns the run id.

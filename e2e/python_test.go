@@ -235,7 +235,7 @@ roles = ["worker"]
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.box.Close() })
-	s.client = client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(s.box)})
+	s.client = client.New(client.Config{Conn: (*conn.Conn)(s.box)})
 	return s
 }
 
@@ -712,7 +712,7 @@ func TestPythonExample(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { box.Close() })
-		cl := client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})
+		cl := client.New(client.Config{Conn: (*conn.Conn)(box)})
 		rec, err := cl.Wait(ctx, early)
 		if err != nil {
 			t.Fatal(err)

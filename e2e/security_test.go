@@ -169,7 +169,7 @@ func (s *server) client(ctx context.Context, token string) (*natsbox.Box, *clien
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	return box, client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box), Principal: name})
+	return box, client.New(client.Config{Conn: (*conn.Conn)(box), Principal: name})
 }
 
 // workflowFile copies a workflow of testdata/security into a directory of its own, with

@@ -102,7 +102,7 @@ func TestHostRunsAWorkflow(t *testing.T) {
 	if !registered {
 		t.Error("Register was not called")
 	}
-	c := client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})
+	c := client.New(client.Config{Conn: (*conn.Conn)(box)})
 	id, err := c.Start(ctx, oneTask(t, "double"), json.RawMessage(`21`), "")
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestStartEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := client.NewClient(client.ClientConfig{Conn: h.Conn()})
+	c := client.New(client.Config{Conn: h.Conn()})
 	id, err := c.Start(ctx, oneTask(t, "hello"), nil, "")
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestStartEmbedded(t *testing.T) {
 		t.Error("the connection is open after Stop")
 	}
 	again := openBoxAt(t, dir)
-	rec, err := client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(again)}).Get(ctx, id)
+	rec, err := client.New(client.Config{Conn: (*conn.Conn)(again)}).Get(ctx, id)
 	if err != nil || string(rec.Run.Output) != `"hello"` {
 		t.Fatalf("the run on the next server: %v, %v", rec, err)
 	}

@@ -87,7 +87,7 @@ func TestJSAPIPrefixRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Stop()
-	c := client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})
+	c := client.New(client.Config{Conn: (*conn.Conn)(box)})
 	id, err := c.Start(ctx, oneTask(t, "tag"), json.RawMessage(`7`), "")
 	if err != nil {
 		t.Fatal(err)

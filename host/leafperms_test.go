@@ -236,7 +236,7 @@ func leafClient(ctx context.Context, t *testing.T, box *natsbox.Box) *client.Cli
 	if err != nil {
 		t.Fatal(err)
 	}
-	return client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box), Principal: name, May: func(subject string) bool {
+	return client.New(client.Config{Conn: (*conn.Conn)(box), Principal: name, May: func(subject string) bool {
 		return slices.ContainsFunc(publish, func(p string) bool { return natsbox.SubjectMatches(p, subject) })
 	}})
 }

@@ -43,7 +43,7 @@ func (tn *tenant) seen() []string {
 // {"ns": NAMESPACE, "in": INPUT}.
 func startTenant(ctx context.Context, t *testing.T, box *natsbox.Box) *tenant {
 	t.Helper()
-	tn := &tenant{box: box, c: client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})}
+	tn := &tenant{box: box, c: client.New(client.Config{Conn: (*conn.Conn)(box)})}
 	ns := box.Names().Namespace()
 	h, err := host.Start(ctx, host.Config{Conn: (*conn.Conn)(box), Engine: true, Handlers: map[string]worker.Handler{
 		"tag": func(tc worker.TaskContext) error {

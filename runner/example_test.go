@@ -79,7 +79,7 @@ func ExampleClient_Start() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})
+	client := client.New(client.Config{Conn: (*conn.Conn)(box)})
 	id, err := client.Start(ctx, bs, json.RawMessage(`{"name":"Ada"}`), "example-run")
 	if err != nil {
 		log.Fatal(err)

@@ -162,7 +162,7 @@ func (s *stack) wait(principal, id string) *client.Record {
 
 // client acts as principal (the engine takes the run's StartedBy from its subject).
 func (s *stack) client(principal string) *client.Client {
-	return client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(s.box), Principal: principal})
+	return client.New(client.Config{Conn: (*conn.Conn)(s.box), Principal: principal})
 }
 
 // session reads the session of def's step for principal and customer.

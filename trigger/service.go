@@ -79,7 +79,7 @@ func New(cfg Config) *Service {
 	s.subs.running = map[string]*consumption{}
 	// The start event's time is the real clock's, whatever the schedules' clock: the engine
 	// measures a run's deadline from it.
-	s.admin = client.NewClient(client.ClientConfig{Conn: cfg.Conn, Principal: natsbox.RoleAdmin, MaxInputBytes: cfg.MaxInputBytes})
+	s.admin = client.New(client.Config{Conn: cfg.Conn, Principal: natsbox.RoleAdmin, MaxInputBytes: cfg.MaxInputBytes})
 	return s
 }
 

@@ -236,7 +236,7 @@ func knownWorkflows(ctx context.Context, box *natsbox.Box, m *metrics.Metrics, l
 	if m == nil {
 		return
 	}
-	c := client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})
+	c := client.New(client.Config{Conn: (*conn.Conn)(box)})
 	regs, err := c.Workflows(ctx)
 	if err != nil {
 		log.Warn("metrics: the registered workflows are not counted from 0", "err", err)

@@ -452,7 +452,7 @@ func TestServeMetricsAtZero(t *testing.T) {
 		t.Fatal(ps)
 	}
 	def.Normalize()
-	if _, _, err := client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)}).Register(t.Context(), "orders", []byte(src), def); err != nil {
+	if _, _, err := client.New(client.Config{Conn: (*conn.Conn)(box)}).Register(t.Context(), "orders", []byte(src), def); err != nil {
 		t.Fatal(err)
 	}
 	box.Close()
@@ -487,7 +487,7 @@ func TestServeMetricsAtZero(t *testing.T) {
 	}
 	defer box.Close()
 	later := strings.Replace(src, `"orders"`, `"refunds"`, 1)
-	if _, _, err := client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)}).Register(t.Context(), "refunds", []byte(later), def); err != nil {
+	if _, _, err := client.New(client.Config{Conn: (*conn.Conn)(box)}).Register(t.Context(), "refunds", []byte(later), def); err != nil {
 		t.Fatal(err)
 	}
 	present := func(fams map[string]*dto.MetricFamily) bool {

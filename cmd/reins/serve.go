@@ -286,7 +286,7 @@ func retain(ctx context.Context, box *natsbox.Box, retention time.Duration, log 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	c := client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})
+	c := client.New(client.Config{Conn: (*conn.Conn)(box)})
 	go func() {
 		defer close(done)
 		_ = c.Retain(ctx, client.Retention{

@@ -91,7 +91,7 @@ func (s *server) client(t *testing.T) *client.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { box.Close() })
-	return client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})
+	return client.New(client.Config{Conn: (*conn.Conn)(box)})
 }
 
 // wait waits for a run to finish.

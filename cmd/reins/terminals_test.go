@@ -238,7 +238,7 @@ func TestOrphanedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer box.Close()
-	if rec := wait(t, client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)}), "left"); rec.Run.Status != protocol.RunCancelled {
+	if rec := wait(t, client.New(client.Config{Conn: (*conn.Conn)(box)}), "left"); rec.Run.Status != protocol.RunCancelled {
 		t.Errorf("the orphan cancelled while no engine ran ended %s under reins run, want cancelled", rec.Run.Status)
 	}
 }

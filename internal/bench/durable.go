@@ -46,7 +46,7 @@ func newStack(b B, handlers map[string]worker.Handler) *stack {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &stack{box: (*natsbox.Box)(h.Conn()), client: client.NewClient(client.ClientConfig{Conn: h.Conn()}), stop: h.Stop}
+	return &stack{box: (*natsbox.Box)(h.Conn()), client: client.New(client.Config{Conn: h.Conn()}), stop: h.Stop}
 }
 
 // loopBundles is a workflow of one agent_loop step running handler.

@@ -95,7 +95,7 @@ func AgentLong(b B) {
 		b.Fatal(err)
 	}
 	defer h.Stop()
-	c := client.NewClient(client.ClientConfig{Conn: h.Conn()})
+	c := client.New(client.Config{Conn: h.Conn()})
 	b.ResetTimer()
 	for range b.Loops() {
 		m.run(b, (*natsbox.Box)(h.Conn()), c, bs)

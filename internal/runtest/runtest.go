@@ -59,7 +59,7 @@ func NewWithin(t testing.TB, dir string, bound time.Duration) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = box.Close() })
-	return &Env{T: t, Ctx: ctx, Box: box, Client: client.NewClient(client.ClientConfig{Conn: (*conn.Conn)(box)})}
+	return &Env{T: t, Ctx: ctx, Box: box, Client: client.New(client.Config{Conn: (*conn.Conn)(box)})}
 }
 
 // Go runs run (an engine's or a worker's Run) until the test ends or stop is called. It returns

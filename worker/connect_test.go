@@ -45,7 +45,7 @@ func TestConnect(t *testing.T) {
 		want string
 	}{
 		{Config{}, "Config.NATS.URL is empty"},
-		{Config{Conn: (*conn.Conn)(e.box), NATS: NATS{URL: e.box.ClientURL()}}, "give Config.Box to New"},
+		{Config{Conn: (*conn.Conn)(e.box), NATS: NATS{URL: e.box.ClientURL()}}, "give Config.Conn to New"},
 		{Config{NATS: NATS{URL: e.box.ClientURL(), Token: "not-the-token-4711"}}, "refused the credentials"},
 		{Config{NATS: NATS{URL: e.box.ClientURL(), Token: token, JSDomain: "hub.east"}}, `JetStream domain "hub.east" is not one subject token`},
 		{Config{NATS: NATS{URL: e.box.ClientURL(), Token: token, JSAPIPrefix: "JS.>"}}, `API prefix "JS.>" is not a subject without wildcards`},

@@ -155,19 +155,19 @@ func Connect(ctx context.Context, cfg Config) (*Worker, error) {
 	if n.Name == "" {
 		n.Name = "reins-worker"
 	}
-	box, err := natsbox.Open(ctx, natsbox.Options{URL: n.URL, Token: n.Token, CredsFile: n.CredsFile, NKeyFile: n.NKeyFile,
+	c, err := conn.Dial(ctx, n.URL, conn.WithOptions(conn.Options{Token: n.Token, CredsFile: n.CredsFile, NKeyFile: n.NKeyFile,
 		TLSCert: n.TLSCert, TLSKey: n.TLSKey, TLSCA: n.TLSCA, Name: n.Name, Namespace: n.Namespace,
-		JSDomain: n.JSDomain, JSAPIPrefix: n.JSAPIPrefix, Logger: cfg.Logger})
+		JSDomain: n.JSDomain, JSAPIPrefix: n.JSAPIPrefix, Logger: cfg.Logger}))
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	cfg.Conn = (*conn.Conn)(box)
+	cfg.Conn = c
 	w, err := New(cfg)
 	if err != nil {
-		_ = box.Close()
+		_ = c.Close()
 		return nil, err
 	}
-	w.OnStop(func() { _ = box.Close() })
+	w.OnStop(func() { _ = c.Close() })
 	return w, nil
 }
 

@@ -87,14 +87,6 @@ const (
 	StepWaiting   = protocol.StepWaiting
 )
 
-// The errors of the verbs, for errors.Is.
-var (
-	// ErrNotFound: there is no such run.
-	ErrNotFound = client.ErrNotFound
-	// ErrExists: a run of that id exists already (StartWith with a RunID).
-	ErrExists = client.ErrExists
-)
-
 // Query selects runs for Query: by status, by workflow, a page at a time.
 type Query = client.Query
 
@@ -127,6 +119,12 @@ const (
 	EvResume        = protocol.EvResume
 	EvSignal        = protocol.EvSignal
 	EvGranted       = protocol.EvGranted
+)
+
+// The errors of Get, Start and the other calls on runs, for errors.Is.
+var (
+	ErrNotFound = client.ErrNotFound // no run of that id
+	ErrExists   = client.ErrExists   // a run of that id exists already
 )
 
 // ParseWorkflow reads and validates a workflow file's contents (file names it in errors), as

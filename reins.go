@@ -35,7 +35,9 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/host"
+	"github.com/reins-run/reins/internal/auth"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/internal/runstore"
@@ -218,7 +220,7 @@ func New(ctx context.Context, cfg Config) (*Reins, error) {
 		r.tmp, opts.DataDir = dir, dir
 	}
 	if cfg.Listen != "" && cfg.NATSURL == "" {
-		auth, err := host.AdminAuth(opts.DataDir)
+		auth, err := auth.AdminAuth(opts.DataDir)
 		if err != nil {
 			r.removeTmp()
 			return nil, fmt.Errorf("reins: %w", err)
@@ -231,11 +233,11 @@ func New(ctx context.Context, cfg Config) (*Reins, error) {
 		return nil, fmt.Errorf("reins: %w", err)
 	}
 	r.box = box
-	if r.eng, err = host.Start(context.WithoutCancel(ctx), host.Config{Box: box, Engine: true, SaveWindow: cfg.SaveWindow, Logger: cfg.Logger, Metrics: cfg.Metrics}); err != nil {
+	if r.eng, err = host.Start(context.WithoutCancel(ctx), host.Config{Conn: (*conn.Conn)(box), Engine: true, SaveWindow: cfg.SaveWindow, Logger: cfg.Logger, Metrics: cfg.Metrics}); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("reins: %w", err)
 	}
-	r.client = client.NewClient(client.ClientConfig{Box: box})
+	r.client = client.New(client.Config{Conn: (*conn.Conn)(box)})
 	return r, nil
 }
 
@@ -299,7 +301,7 @@ func (r *Reins) StartWorkers(ctx context.Context) error {
 		return nil
 	}
 	bc := builtin.Config{Tools: r.tools, Models: r.models, Model: r.cfg.Model, Registry: r.cfg.Registry, Logger: r.cfg.Logger, Metrics: r.cfg.Metrics}
-	h, err := host.Start(context.WithoutCancel(ctx), host.Config{Box: r.box, Handlers: r.handlers, Logger: r.cfg.Logger, Metrics: r.cfg.Metrics,
+	h, err := host.Start(context.WithoutCancel(ctx), host.Config{Conn: (*conn.Conn)(r.box), Handlers: r.handlers, Logger: r.cfg.Logger, Metrics: r.cfg.Metrics,
 		Register: func(w *worker.Worker) error { return builtin.Register(w, bc) }})
 	if err != nil {
 		return fmt.Errorf("reins: start the worker: %w", err)
@@ -397,14 +399,22 @@ func (r *Reins) Cancel(ctx context.Context, id, reason string) error {
 	return r.client.Cancel(ctx, id, reason)
 }
 
-// Approve decides the approval that run id waits for at target (a step, or an agent's pending
-// call): approve or deny, with a message.
-func (r *Reins) Approve(ctx context.Context, id, target string, approve bool, message string) error {
+// Approve approves what run id waits for at target (a step, or an agent's pending call), with
+// a message.
+func (r *Reins) Approve(ctx context.Context, id, target, message string) error {
 	if err := r.StartWorkers(ctx); err != nil { // what the decision continues needs them
 		return err
 	}
-	_, err := r.client.Decide(ctx, id, target, approve, message, "")
-	return err
+	return r.client.Approve(ctx, id, target, message)
+}
+
+// Deny denies what run id waits for at target, with a message: what a denied call shows the
+// model, or why an approval step failed.
+func (r *Reins) Deny(ctx context.Context, id, target, message string) error {
+	if err := r.StartWorkers(ctx); err != nil { // what the decision continues needs them
+		return err
+	}
+	return r.client.Deny(ctx, id, target, message)
 }
 
 // Signal sends the named signal with data (any JSON-encodable value) to run id.
@@ -424,7 +434,17 @@ func (r *Reins) Signal(ctx context.Context, id, name string, data any) error {
 // finished; Get then gives the finished record. The watch may begin before or after the run
 // starts: it misses nothing.
 func (r *Reins) Watch(ctx context.Context, id string) iter.Seq2[Event, error] {
-	return r.client.WatchEvents(ctx, id)
+	return func(yield func(Event, error) bool) {
+		for u, err := range r.client.Watch(ctx, id, client.WatchOptions{Only: client.WatchEvents}) {
+			if err != nil {
+				yield(Event{}, err)
+				return
+			}
+			if !yield(*u.Event, nil) {
+				return
+			}
+		}
+	}
 }
 
 // Close stops the worker and the engine, then NATS (the embedded server), and removes the

@@ -54,7 +54,7 @@ func Example() {
 	r.Tool("orders.read", tool.Func("orders.read", "Read an order.", func(_ context.Context, o order) (status, error) {
 		return status{Status: "delivered"}, nil
 	}))
-	r.Handle("answer", func(tc worker.TaskContext) error {
+	r.Handle("answer", func(tc reins.TaskContext) error {
 		var in struct {
 			Answer string `json:"answer"` // an agent step's output: stop_reason, detail, answer
 		}
@@ -85,7 +85,7 @@ func TestRegisterAfterStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	r.Handle("answer", func(tc worker.TaskContext) error { return tc.Complete(1) })
+	r.Handle("answer", func(tc reins.TaskContext) error { return tc.Complete(1) })
 	wf := workflow.New("one")
 	wf.Task("answer", "answer")
 	def, err := wf.Build()
@@ -101,7 +101,7 @@ func TestRegisterAfterStart(t *testing.T) {
 			t.Errorf("a late Handle panicked with %q", p)
 		}
 	}()
-	r.Handle("late", func(tc worker.TaskContext) error { return nil })
+	r.Handle("late", func(tc reins.TaskContext) error { return nil })
 }
 
 // A Go model serves the llm and agent steps whose model has its name; a workflow declares one
@@ -244,7 +244,7 @@ func TestRestartServesRunsInFlight(t *testing.T) {
 	}
 	defer again.Close()
 	again.Handle("ship", func(tc reins.TaskContext) error { return tc.Complete("shipped") })
-	if err := again.Approve(ctx, id, "ask", true, "go"); err != nil {
+	if err := again.Approve(ctx, id, "ask", "go"); err != nil {
 		t.Fatal(err)
 	}
 	for _, err := range again.Watch(ctx, id) {

@@ -39,7 +39,7 @@ func newStack(t *testing.T, handlers map[string]worker.Handler) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Stop)
-	return &stack{box: h.Box(), client: client.NewClient(client.ClientConfig{Box: h.Box()})}
+	return &stack{box: (*natsbox.Box)(h.Conn()), client: client.New(client.Config{Conn: h.Conn()})}
 }
 
 // durableRun is a composition run as a durable agent_loop step.

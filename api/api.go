@@ -8,16 +8,17 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/operator"
 )
 
 // Config configures a Server.
 type Config struct {
-	// Box is the NATS connection the API acts on (required). Its connection must be allowed
+	// Conn is the NATS connection the API acts on (required). Its connection must be allowed
 	// to publish every principal's events: the embedded server's own connection is, and an
 	// external server's operator grants it (docs/api.md).
-	Box *natsbox.Box
+	Conn *conn.Conn
 	// Principals authenticates bearer tokens (required): the operator's principals, and the
 	// data directory's admin where there is one.
 	Principals *operator.Resolved
@@ -278,7 +279,7 @@ func (s *Server) client(p operator.Principal) *client.Client {
 	if c, ok := s.clients.Load(p.Name); ok {
 		return c.(*client.Client)
 	}
-	c, _ := s.clients.LoadOrStore(p.Name, client.NewClient(client.ClientConfig{Box: s.cfg.Box, Principal: p.Name, Roles: p.Roles, Now: s.cfg.Now,
+	c, _ := s.clients.LoadOrStore(p.Name, client.New(client.Config{Conn: s.cfg.Conn, Principal: p.Name, Roles: p.Roles, Now: s.cfg.Now,
 		MaxInputBytes: s.cfg.MaxInputBytes, May: s.may(p)}))
 	return c.(*client.Client)
 }
@@ -293,7 +294,7 @@ func (s *Server) As(p operator.Principal) *client.Client { return s.client(p) }
 func (s *Server) may(p operator.Principal) func(subject string) bool {
 	admin := p.Has(operator.RoleAdmin)
 	return func(subject string) bool {
-		_, kind, _, ok := s.cfg.Box.Names().ParseEventSubject(subject)
+		_, kind, _, ok := s.box().Names().ParseEventSubject(subject)
 		switch {
 		case admin:
 			return true
@@ -327,3 +328,6 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ operator.Princ
 func notYet(w http.ResponseWriter, r *http.Request, _ operator.Principal) error {
 	return problemf(http.StatusNotImplemented, "%s %s is not implemented yet", r.Method, r.URL.Path)
 }
+
+// box is the connection of Config.Conn as the module's code uses it.
+func (s *Server) box() *natsbox.Box { return (*natsbox.Box)(s.cfg.Conn) }

@@ -51,11 +51,11 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p operator.Pr
 	// Deltas first, then the history: a delta published while the events are read back is
 	// held, not missed. The flush makes sure the server has the subscription.
 	deltas := make(chan []byte, deltaBuffer)
-	subj, err := s.cfg.Box.Names().DeltaSubject(runID)
+	subj, err := s.box().Names().DeltaSubject(runID)
 	if err != nil {
 		return err
 	}
-	sub, err := s.cfg.Box.Conn().Subscribe(subj, func(m *nats.Msg) {
+	sub, err := s.box().Conn().Subscribe(subj, func(m *nats.Msg) {
 		select {
 		case deltas <- m.Data:
 		default: // a slow reader loses deltas, never the events
@@ -66,7 +66,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p operator.Pr
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
-	err = s.cfg.Box.Conn().FlushWithContext(fctx)
+	err = s.box().Conn().FlushWithContext(fctx)
 	fcancel()
 	if err != nil {
 		return err
@@ -76,7 +76,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p operator.Pr
 	go func() {
 		defer wg.Done()
 		defer close(updates)
-		for u, err := range c.FollowFrom(ctx, runID, after) {
+		for u, err := range c.Watch(ctx, runID, client.WatchOptions{After: after}) {
 			select {
 			case updates <- followed{u, err}:
 			case <-ctx.Done():

@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/reins-run/reins/api"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/operator"
 )
@@ -35,7 +36,7 @@ func ExampleNew() {
 	}
 	principals.AddPrincipal("vera", "vera-secret-token", operator.RoleViewer)
 
-	srv := httptest.NewServer(api.New(api.Config{Box: box, Principals: principals}))
+	srv := httptest.NewServer(api.New(api.Config{Conn: (*conn.Conn)(box), Principals: principals}))
 	defer srv.Close()
 
 	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/runs?limit=10", nil)

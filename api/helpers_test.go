@@ -19,8 +19,10 @@ import (
 	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
+	"github.com/reins-run/reins/internal/auth"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
@@ -144,12 +146,12 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 		s.Tokens[p.name], s.Tokens[p.role] = token, token
 	}
 	log := runtest.Logger(t)
-	s.Box, err = natsbox.Open(ctx, natsbox.Options{DataDir: t.TempDir(), Authenticate: host.Authenticator(res), Logger: log})
+	s.Box, err = natsbox.Open(ctx, natsbox.Options{DataDir: t.TempDir(), Authenticate: auth.Authenticator(res), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Box.Close() })
-	hc := host.Config{Box: s.Box, Engine: true, Logger: log,
+	hc := host.Config{Conn: (*conn.Conn)(s.Box), Engine: true, Logger: log,
 		Register: func(w *worker.Worker) error { return builtin.Register(w, builtin.Config{}) },
 		Roles: func(name string) []string {
 			p, _ := res.Principal(name)
@@ -174,7 +176,7 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 		return h
 	}
 	s.Host = s.startHost()
-	s.Config = api.Config{Box: s.Box, Principals: res, Log: log, MaxInputBytes: testMaxInput, EngineWait: opts.EngineWait, MaxWebhookBytes: testMaxWebhook,
+	s.Config = api.Config{Conn: (*conn.Conn)(s.Box), Principals: res, Log: log, MaxInputBytes: testMaxInput, EngineWait: opts.EngineWait, MaxWebhookBytes: testMaxWebhook,
 		BuiltinWorkers: opts.ProviderEnv != nil && !opts.NoBuiltinWorkers}
 	if opts.Log != nil {
 		s.Config.Log = opts.Log
@@ -183,7 +185,7 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 		op := operator.Default()
 		op.Webhooks = opCfg.Webhooks
 		s.Config.Operator = op
-		s.Config.Hooks = trigger.New(trigger.Config{Box: s.Box, Log: log})
+		s.Config.Hooks = trigger.New(trigger.Config{Conn: (*conn.Conn)(s.Box), Log: log})
 	}
 	if opts.MaxInputBytes != 0 {
 		s.Config.MaxInputBytes = opts.MaxInputBytes
@@ -209,7 +211,7 @@ func newStackWith(t testing.TB, opts stackOptions) *stack {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
-	s.Admin = client.NewClient(client.ClientConfig{Box: s.Box})
+	s.Admin = client.New(client.Config{Conn: (*conn.Conn)(s.Box)})
 	return s
 }
 
@@ -243,7 +245,7 @@ func (s *stack) startAs(name, text, input string) string {
 	}
 	c := s.Admin
 	if name != "" {
-		c = client.NewClient(client.ClientConfig{Box: s.Box, Principal: name})
+		c = client.New(client.Config{Conn: (*conn.Conn)(s.Box), Principal: name})
 	}
 	id, err := c.Start(s.Ctx, bs, in, "")
 	if err != nil {
@@ -255,7 +257,8 @@ func (s *stack) startAs(name, text, input string) string {
 // waitFor waits until run id's record satisfies ok, and returns it.
 func (s *stack) waitFor(id string, ok func(*client.Record) bool) *client.Record {
 	s.t.Helper()
-	for rec, err := range s.Admin.Watch(s.Ctx, id) {
+	for u, err := range s.Admin.Watch(s.Ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			s.t.Fatalf("watch run %s: %v", id, err)
 		}

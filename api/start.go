@@ -121,7 +121,8 @@ func (s *Server) startedBefore(w http.ResponseWriter, r *http.Request, p operato
 func (s *Server) recorded(ctx context.Context, c *client.Client, id string) bool {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.EngineWait)
 	defer cancel()
-	for rec, err := range c.Watch(ctx, id) {
+	for u, err := range c.Watch(ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		return err == nil && rec != nil
 	}
 	return false

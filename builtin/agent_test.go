@@ -16,10 +16,10 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/clock"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/tool"
 	"github.com/reins-run/reins/worker"
+	"github.com/reins-run/reins/workflow"
 )
 
 // refundWorkflow is a workflow with one agent step "investigate" on a scripted model, with
@@ -94,7 +94,7 @@ func (r *recorder) tool(name string) tool.Tool {
 
 // drive runs an agent step iteration by iteration as the engine and the worker would: each
 // task gets the checkpoint the previous one wrote, until one answers other than continue.
-func drive(t *testing.T, h *builtin.Handlers, b *runstore.Bundle, hash, input string) []*fakeTask {
+func drive(t *testing.T, h *builtin.Handlers, b *workflow.Bundle, hash, input string) []*fakeTask {
 	t.Helper()
 	var checkpoint json.RawMessage
 	var tasks []*fakeTask
@@ -602,7 +602,7 @@ func FuzzAgentStateCache(f *testing.F) {
 // iteration on the Handlers handlers returns, the checkpoint written in place when inPlace (as
 // the worker writes it while a loop stays on it); it returns the tasks and the checkpoint after
 // each.
-func runPages(t testing.TB, b *runstore.Bundle, hash string, n int, handlers func() *builtin.Handlers, inPlace bool) ([]*fakeTask, [][]byte) {
+func runPages(t testing.TB, b *workflow.Bundle, hash string, n int, handlers func() *builtin.Handlers, inPlace bool) ([]*fakeTask, [][]byte) {
 	t.Helper()
 	var checkpoint json.RawMessage
 	var tasks []*fakeTask

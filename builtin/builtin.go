@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/clock"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/mcptool"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/model"
@@ -117,7 +116,7 @@ type Task interface {
 	context.Context
 	Task() *protocol.Task
 	Input() json.RawMessage
-	Bundle() (*runstore.Bundle, error)
+	Bundle() (*workflow.Bundle, error)
 	Continue(output any) error
 	Complete(output any) error
 	// CompleteWithStop completes the task with a stop reason and its sentence
@@ -196,7 +195,7 @@ func New(cfg Config) (*Handlers, error) {
 type job struct {
 	t      Task
 	task   *protocol.Task
-	bundle *runstore.Bundle
+	bundle *workflow.Bundle
 	step   *workflow.Step
 	name   string // the step as errors name it: STEP, or STEP#ITEM for a child
 	down   mcpDown

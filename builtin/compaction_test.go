@@ -13,6 +13,7 @@ import (
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
@@ -188,7 +189,7 @@ func TestCompactedAgentMovesToAnotherWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = box.Close() })
-	eng, err := runner.New(runner.Config{Box: box})
+	eng, err := runner.New(runner.Config{Conn: (*conn.Conn)(box)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,12 +203,12 @@ func TestCompactedAgentMovesToAnotherWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := client.NewClient(client.ClientConfig{Box: box})
+	c := client.New(client.Config{Conn: (*conn.Conn)(box)})
 	id, err := c.Start(ctx, bundles, json.RawMessage(`null`), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for u, err := range c.Follow(ctx, id) {
+	for u, err := range c.Watch(ctx, id, client.WatchOptions{}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +233,7 @@ type builtinWorker struct{ stop func() }
 
 func startBuiltinWorker(t *testing.T, ctx context.Context, box *natsbox.Box) builtinWorker {
 	t.Helper()
-	w, err := worker.New(worker.Config{Box: box})
+	w, err := worker.New(worker.Config{Conn: (*conn.Conn)(box)})
 	if err != nil {
 		t.Fatal(err)
 	}

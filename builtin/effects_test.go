@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/tool"
@@ -33,7 +34,7 @@ func effectStore(t *testing.T) (builtin.EffectStore, jetstream.KeyValue) {
 	if err := natsbox.EnsureLayout(ctx, box.JetStream(), natsbox.Layout{}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.New(worker.Config{Box: box})
+	w, err := worker.New(worker.Config{Conn: (*conn.Conn)(box)})
 	if err != nil {
 		t.Fatal(err)
 	}

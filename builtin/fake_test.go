@@ -27,7 +27,7 @@ import (
 type fakeTask struct {
 	context.Context
 	task       *protocol.Task
-	bundle     *runstore.Bundle
+	bundle     *workflow.Bundle
 	checkpoint json.RawMessage // what LoadCheckpoint returns
 
 	answer     string // continue, complete, wait, fail, fail_permanent
@@ -50,7 +50,7 @@ type fakeTask struct {
 
 func (f *fakeTask) Task() *protocol.Task              { return f.task }
 func (f *fakeTask) Input() json.RawMessage            { return f.task.Input }
-func (f *fakeTask) Bundle() (*runstore.Bundle, error) { return f.bundle, nil }
+func (f *fakeTask) Bundle() (*workflow.Bundle, error) { return f.bundle, nil }
 func (f *fakeTask) AddUsage(u protocol.Usage)         { f.usage.Add(u) }
 func (f *fakeTask) Record(it trace.Iteration)         { f.records = append(f.records, it) }
 
@@ -145,7 +145,7 @@ func (f *fakeTask) CompleteWithStop(output any, stopReason, detail string) error
 }
 
 // bundleOf parses a workflow file's text into a bundle whose relative paths resolve in baseDir.
-func bundleOf(t testing.TB, toml, baseDir string) (*runstore.Bundle, string) {
+func bundleOf(t testing.TB, toml, baseDir string) (*workflow.Bundle, string) {
 	t.Helper()
 	def, ps := workflow.Parse("test.toml", []byte(toml))
 	if len(ps) > 0 {
@@ -160,7 +160,7 @@ func bundleOf(t testing.TB, toml, baseDir string) (*runstore.Bundle, string) {
 }
 
 // newTask is the task of attempt 1 of iteration iter of activation 1 of step.
-func newTask(b *runstore.Bundle, hash, step string, iter int, input string) *fakeTask {
+func newTask(b *workflow.Bundle, hash, step string, iter int, input string) *fakeTask {
 	s := b.Definition.StepByID(step)
 	handler := protocol.HandlerLLM
 	if s != nil && s.Type == workflow.Agent {

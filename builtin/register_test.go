@@ -11,6 +11,7 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
@@ -85,7 +86,8 @@ func TestRegisterRunsExamples(t *testing.T) {
 		}},
 		{dir: "evaluator", input: `{"product": "Reins 1.0"}`, check: func(t *testing.T, ctx context.Context, c *client.Client, id string) {
 			var rec *client.Record
-			for r, err := range c.Watch(ctx, id) {
+			for u, err := range c.Watch(ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
+				r := u.Record
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -157,11 +159,11 @@ func startHost(t *testing.T) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := runner.New(runner.Config{Box: box})
+	eng, err := runner.New(runner.Config{Conn: (*conn.Conn)(box)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.New(worker.Config{Box: box})
+	w, err := worker.New(worker.Config{Conn: (*conn.Conn)(box)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,5 +191,5 @@ func startHost(t *testing.T) *client.Client {
 			t.Fatal("not ready in 30s")
 		}
 	}
-	return client.NewClient(client.ClientConfig{Box: box})
+	return client.New(client.Config{Conn: (*conn.Conn)(box)})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed"
@@ -84,7 +85,7 @@ func newStack(t *testing.T) *stack {
 	}
 	t.Cleanup(func() { _ = box.Close() })
 	s := &stack{t: t, ctx: ctx, box: box, rec: &replier{}, clk: clock.NewVirtual(time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC))}
-	h, err := host.Start(ctx, host.Config{Box: box, Engine: true, Logger: log,
+	h, err := host.Start(ctx, host.Config{Conn: (*conn.Conn)(box), Engine: true, Logger: log,
 		Register: func(w *worker.Worker) error {
 			return builtin.Register(w, builtin.Config{Models: map[string]model.Model{"main": s.rec}, Clock: s.clk})
 		}})
@@ -92,7 +93,7 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Stop)
-	if s.store, err = session.Open(ctx, box.JetStream(), box.Names()); err != nil {
+	if s.store, err = session.Open(ctx, (*conn.Conn)(box)); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -161,7 +162,7 @@ func (s *stack) wait(principal, id string) *client.Record {
 
 // client acts as principal (the engine takes the run's StartedBy from its subject).
 func (s *stack) client(principal string) *client.Client {
-	return client.NewClient(client.ClientConfig{Box: s.box, Principal: principal})
+	return client.New(client.Config{Conn: (*conn.Conn)(s.box), Principal: principal})
 }
 
 // session reads the session of def's step for principal and customer.

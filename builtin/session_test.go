@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed"
 	"github.com/reins-run/reins/internal/runtest"
@@ -26,7 +27,7 @@ func sessionStore(t *testing.T) *session.Store {
 	if err := natsbox.EnsureLayout(ctx, box.JetStream(), box.Layout()); err != nil {
 		t.Fatal(err)
 	}
-	return session.New(box.JetStream(), box.Names())
+	return session.New((*conn.Conn)(box))
 }
 
 // failingSaves is a session store whose first save fails after it wrote nothing: a worker that

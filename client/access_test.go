@@ -9,13 +9,14 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
 )
 
 // as is a client of v's server acting as principal with roles.
 func as(v *runtest.Env, principal string, roles ...string) *client.Client {
-	return client.NewClient(client.ClientConfig{Box: v.Box, Principal: principal, Roles: roles})
+	return client.New(client.Config{Conn: (*conn.Conn)(v.Box), Principal: principal, Roles: roles})
 }
 
 // latestVersion is the latest version of name, and who registered it.

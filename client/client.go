@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/outbox"
 	"github.com/reins-run/reins/internal/runstore"
@@ -24,10 +25,10 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// ClientConfig configures a Client.
-type ClientConfig struct {
-	// Box is the NATS connection (required).
-	Box *natsbox.Box
+// Config configures a Client.
+type Config struct {
+	// Conn is the connection to the deployment (required): [Dial] opens one.
+	Conn *conn.Conn
 	// Now is the clock of the start and cancel events; nil means time.Now.
 	Now func() time.Time
 	// Principal is who the client acts as: the name its connection authenticated as (the
@@ -55,8 +56,10 @@ type ClientConfig struct {
 // Client starts, reads, watches and cancels runs. It talks to engines only through NATS: the
 // events it publishes and the records they save. It is safe for concurrent use.
 type Client struct {
+	conn      *conn.Conn
+	closeConn bool // Dial opened conn: Close closes it
 	js        jetstream.JetStream
-	names     natsbox.Names // of Box: every stream, bucket and subject the client uses
+	names     natsbox.Names // of conn: every stream, bucket and subject the client uses
 	now       func() time.Time
 	principal string
 	roles     []string
@@ -70,14 +73,15 @@ type Client struct {
 	reg     jetstream.KeyValue // natsbox.RegistryBucket, opened by registry
 	values  *wire.Values
 	objects *natsbox.ObjectValues
-	layout  natsbox.Layout // of Box: what a client that finds no layout creates
+	layout  natsbox.Layout // of conn: what a client that finds no layout creates
 
 	defNames definitionNames // of registered versions, read once (RunWorkflows)
 }
 
-// NewClient returns a client over cfg.Box. It does no I/O until used.
-func NewClient(cfg ClientConfig) *Client {
-	c := &Client{js: cfg.Box.JetStream(), names: cfg.Box.Names(), layout: cfg.Box.Layout(), now: cfg.Now, principal: cfg.Principal, roles: slices.Clone(cfg.Roles), may: cfg.May, maxInput: cfg.MaxInputBytes}
+// New returns a client over cfg.Conn. It does no I/O until used.
+func New(cfg Config) *Client {
+	box := (*natsbox.Box)(cfg.Conn)
+	c := &Client{conn: cfg.Conn, js: box.JetStream(), names: box.Names(), layout: box.Layout(), now: cfg.Now, principal: cfg.Principal, roles: slices.Clone(cfg.Roles), may: cfg.May, maxInput: cfg.MaxInputBytes}
 	if c.maxInput <= 0 {
 		c.maxInput = wire.DefaultMaxValue
 	}
@@ -133,7 +137,7 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 // start another Start published first (the stream took this start for a duplicate of it), even
 // before the engine saved its record: a start retried with its id starts one run. Whose run
 // exists, Origin tells.
-func (c *Client) Start(ctx context.Context, bs *runstore.Bundles, input json.RawMessage, runID string) (string, error) {
+func (c *Client) Start(ctx context.Context, bs *workflow.Bundles, input json.RawMessage, runID string) (string, error) {
 	return c.StartWith(ctx, bs, input, StartOptions{RunID: runID})
 }
 
@@ -157,7 +161,7 @@ type StartOptions struct {
 }
 
 // StartWith is Start with the options of o.
-func (c *Client) StartWith(ctx context.Context, bs *runstore.Bundles, input json.RawMessage, o StartOptions) (string, error) {
+func (c *Client) StartWith(ctx context.Context, bs *workflow.Bundles, input json.RawMessage, o StartOptions) (string, error) {
 	if bs == nil || bs.All[bs.Root] == nil {
 		return "", errors.New("client: start: the bundles hold no root workflow")
 	}
@@ -207,7 +211,7 @@ func (c *Client) StartWith(ctx context.Context, bs *runstore.Bundles, input json
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return "", fmt.Errorf("client: start run %s: %w", runID, err)
 	}
-	if err := bs.Put(ctx, wfs); err != nil {
+	if err := runstore.PutBundles(ctx, wfs, bs); err != nil {
 		return "", fmt.Errorf("client: start run %s: %w", runID, err)
 	}
 	ack, err := c.publishAck(ctx, ev)
@@ -487,15 +491,72 @@ func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
 	return nil
 }
 
-// Watch yields the record of run runID after every save, starting with the current one, and
-// ends after the record of the finished run. A run that does not exist yet is waited for. It
-// ends with ctx's error when ctx is done first. The watch starts when the iteration does: a
-// caller that must not miss a save made meanwhile (one that starts the run itself) opens it
-// first with OpenWatch. Values too large for the record are references in the records it
-// yields (wire.IsRef); Get and Wait return them whole, and ReadValues reads them back.
-func (c *Client) Watch(ctx context.Context, runID string) iter.Seq2[*Record, error] {
+// WatchOptions say what Watch yields. The zero value yields the run's events from its start
+// and the saves of its record, and ends with the finished run.
+type WatchOptions struct {
+	// Only limits what Watch yields to WatchRecords (the record after every save, starting with
+	// the current one: no events) or WatchEvents (the events, no records). Zero: both.
+	Only WatchKind
+	// After resumes the events after this stream sequence (an Update.Seq Watch yielded, or
+	// LastEvent's): none missed and none twice. 0 is from the start.
+	After uint64
+}
+
+// WatchKind is what a Watch yields (WatchOptions.Only).
+type WatchKind int
+
+// What a Watch may be limited to.
+const (
+	// WatchAll yields events and records (the zero value).
+	WatchAll WatchKind = iota
+	// WatchRecords yields the record after every save, starting with the current one.
+	WatchRecords
+	// WatchEvents yields the events as the engine receives them.
+	WatchEvents
+)
+
+// Watch yields what happens to run runID, as o says: by default each event of the run in the
+// order it was stored, from the start (or after o.After) on, each with its values whole, and
+// the saves of its record as the watch sees them, each after every event stored before it
+// (the runs bucket keeps the last save, so not every save is seen). It ends after the record
+// of the finished run (WatchEvents: after the last event stored before the run finished), or
+// with ctx's error when ctx is done first. A run that does not exist yet is waited for; the
+// watch starts when the iteration does.
+//
+// With WatchRecords it yields the record after every save, starting with the current one, and
+// takes no consumer of the events: values too large for the record are references in what it
+// yields; Get and Wait return them whole, and ReadValues reads them back.
+func (c *Client) Watch(ctx context.Context, runID string, o WatchOptions) iter.Seq2[Update, error] {
+	switch o.Only {
+	case WatchRecords:
+		return func(yield func(Update, error) bool) {
+			for rec, err := range c.watchRecords(ctx, runID) {
+				if !yield(Update{Record: rec}, err) {
+					return
+				}
+			}
+		}
+	case WatchEvents:
+		return func(yield func(Update, error) bool) {
+			for u, err := range c.follow(ctx, runID, o.After) {
+				if err != nil {
+					yield(Update{}, err)
+					return
+				}
+				if u.Event != nil && !yield(u, nil) {
+					return
+				}
+			}
+		}
+	}
+	return c.follow(ctx, runID, o.After)
+}
+
+// watchRecords yields the record of run runID after every save, starting with the current
+// one, and ends after the record of the finished run.
+func (c *Client) watchRecords(ctx context.Context, runID string) iter.Seq2[*Record, error] {
 	return func(yield func(*Record, error) bool) {
-		records, err := c.OpenWatch(ctx, runID)
+		records, err := c.openWatch(ctx, runID)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -504,11 +565,11 @@ func (c *Client) Watch(ctx context.Context, runID string) iter.Seq2[*Record, err
 	}
 }
 
-// OpenWatch starts watching run runID now and returns the records as Watch yields them: every
+// openWatch starts watching run runID now and returns the records as watchRecords yields them: every
 // save from this moment on is seen, even one made before the iteration begins (the run bucket
 // keeps only the last revision of a record, so a watch opened later would miss it). The watch
 // ends when the iteration does, or with ctx: iterate the result, or cancel ctx.
-func (c *Client) OpenWatch(ctx context.Context, runID string) (iter.Seq2[*Record, error], error) {
+func (c *Client) openWatch(ctx context.Context, runID string) (iter.Seq2[*Record, error], error) {
 	if err := checkKey(runID); err != nil {
 		return nil, err
 	}
@@ -552,7 +613,7 @@ func (c *Client) OpenWatch(ctx context.Context, runID string) (iter.Seq2[*Record
 
 // Wait returns the record of run runID once it has finished.
 func (c *Client) Wait(ctx context.Context, runID string) (*Record, error) {
-	for rec, err := range c.Watch(ctx, runID) {
+	for rec, err := range c.watchRecords(ctx, runID) {
 		if err != nil {
 			return nil, err
 		}
@@ -682,26 +743,7 @@ func (c *Client) EventsPage(ctx context.Context, runID string, after uint64, lim
 	return page, nil
 }
 
-// WatchEvents yields the events of run runID as the engine receives them, from the first
-// one stored (the start) on, each with its values whole, and ends after the last event stored
-// before the run finished. A run that does not exist yet is waited for. It ends with ctx's
-// error when ctx is done first. Events sent after the run finished are left out: the engine
-// takes none of them.
-func (c *Client) WatchEvents(ctx context.Context, runID string) iter.Seq2[protocol.Event, error] {
-	return func(yield func(protocol.Event, error) bool) {
-		for u, err := range c.Follow(ctx, runID) {
-			if err != nil {
-				yield(protocol.Event{}, err)
-				return
-			}
-			if u.Event != nil && !yield(*u.Event, nil) {
-				return
-			}
-		}
-	}
-}
-
-// Update is what Follow yields: an event of the run with its stream sequence, or a save of its
+// Update is what Watch yields: an event of the run with its stream sequence, or a save of its
 // record.
 type Update struct {
 	Event  *protocol.Event
@@ -710,7 +752,7 @@ type Update struct {
 }
 
 // LastEvent returns the stream sequence of the last event stored for run runID (0: none), for
-// a Follow that shows only what comes after it.
+// a Watch that shows only what comes after it.
 func (c *Client) LastEvent(ctx context.Context, runID string) (uint64, error) {
 	filters, err := c.names.RunEventFilters(runID)
 	if err != nil {
@@ -727,26 +769,15 @@ func (c *Client) LastEvent(ctx context.Context, runID string) (uint64, error) {
 	return last, nil
 }
 
-// Follow yields the events of run runID in the order they were stored, from the first (the
-// start) on, none left out, each with its values whole; and the saves of its record as the
-// watch sees them (not every save: the runs bucket keeps the last), each one after every
-// event stored before it was seen, so that a record never runs ahead of the events it shows.
-// It ends with the record of the finished run, after the last event stored before then; with
-// ctx's error when ctx is done first. A run that does not exist yet is waited for.
-func (c *Client) Follow(ctx context.Context, runID string) iter.Seq2[Update, error] {
-	return c.FollowFrom(ctx, runID, 0)
-}
-
-// FollowFrom is Follow resumed after stream sequence after (an Update.Seq it yielded, or
-// LastEvent's): it yields the events stored after it, none missed and none twice, and the saves
-// of the record from now on, the first as soon as the events up to the current record are
-// yielded. After 0 is Follow. A sequence that is not one of the run's events works all the
-// same: the events after it are yielded.
-func (c *Client) FollowFrom(ctx context.Context, runID string, after uint64) iter.Seq2[Update, error] {
+// follow is Watch of events and records resumed after stream sequence after: the events
+// stored after it, none missed and none twice, and the saves of the record from now on, the
+// first as soon as the events up to the current record are yielded. A sequence that is not one
+// of the run's events works all the same: the events after it are yielded.
+func (c *Client) follow(ctx context.Context, runID string, after uint64) iter.Seq2[Update, error] {
 	return func(yield func(Update, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		records, err := c.OpenWatch(ctx, runID)
+		records, err := c.openWatch(ctx, runID)
 		if err != nil {
 			yield(Update{}, err)
 			return
@@ -803,7 +834,7 @@ func (c *Client) FollowFrom(ctx context.Context, runID string, after uint64) ite
 	}
 }
 
-// recordOrErr is a record Follow's watch yielded, or the error that ended it.
+// recordOrErr is a record Watch's watch yielded, or the error that ended it.
 type recordOrErr struct {
 	rec *Record
 	err error
@@ -823,7 +854,7 @@ func pumpRecords(ctx context.Context, records iter.Seq2[*Record, error], out cha
 	}
 }
 
-// follower is Follow's reading of the events: what it has seen, and where it yields.
+// follower is Watch's reading of the events: what it has seen, and where it yields.
 type follower struct {
 	c     *Client
 	runID string

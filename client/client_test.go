@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
@@ -26,7 +27,7 @@ func TestClientStartErrors(t *testing.T) {
 	}
 	// One set of rules (wire.CheckJSON): what the engine could not take is refused here; the
 	// size bound is the client's (a server's max_input_bytes).
-	small := client.NewClient(client.ClientConfig{Box: v.Box, MaxInputBytes: 512 << 10})
+	small := client.New(client.Config{Conn: (*conn.Conn)(v.Box), MaxInputBytes: 512 << 10})
 	for _, tc := range []struct{ name, input, want string }{
 		{"too deep", strings.Repeat("[", 9999) + strings.Repeat("]", 9999), "the input of run r1 nests deeper than 256 levels"},
 		{"not UTF-8", "\"\xff\"", "the input of run r1 is not valid UTF-8 (byte 1)"},
@@ -68,7 +69,7 @@ func TestListAndWatch(t *testing.T) {
 	v := newEnv(t)
 	now := time.Now()
 	times := []time.Time{now.Add(2 * time.Minute), now.Add(time.Minute), now.Add(3 * time.Minute)}
-	v.Client = client.NewClient(client.ClientConfig{Box: v.Box, Now: func() time.Time {
+	v.Client = client.New(client.Config{Conn: (*conn.Conn)(v.Box), Now: func() time.Time {
 		at := times[0]
 		times = times[1:]
 		return at
@@ -86,7 +87,8 @@ func TestListAndWatch(t *testing.T) {
 	watched := make(chan []protocol.RunStatus, 1)
 	go func() {
 		var seen []protocol.RunStatus
-		for rec, err := range v.Client.Watch(v.Ctx, "second") {
+		for u, err := range v.Client.Watch(v.Ctx, "second", client.WatchOptions{Only: client.WatchRecords}) {
+			rec := u.Record
 			if err != nil {
 				t.Errorf("Watch: %v", err)
 				break
@@ -161,7 +163,7 @@ func TestQuery(t *testing.T) {
 	v := newEnv(t)
 	base := time.Now() // the runs' start times, a second apart: within their deadline
 	n := 0
-	v.Client = client.NewClient(client.ClientConfig{Box: v.Box, Now: func() time.Time {
+	v.Client = client.New(client.Config{Conn: (*conn.Conn)(v.Box), Now: func() time.Time {
 		n++
 		return base.Add(time.Duration(n) * time.Second)
 	}})

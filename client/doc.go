@@ -1,6 +1,8 @@
 // Package client is the client of runs: it starts, reads, lists, watches, waits for, cancels,
 // decides, resumes, signals, replays, forks and prunes the runs of a reins deployment, over a
-// NATS connection, as the reins command, package reins and the HTTP API do.
+// NATS connection, as the reins command, package reins and the HTTP API do. A program with no
+// engine of its own reaches a server with [Dial]; one that has a connection ([conn.Conn])
+// makes a client with [New].
 // A Client acts as one principal: a shared server's permissions decide what it may do, and it
 // says so in one sentence (ErrForbidden) before it sends anything.
 //

@@ -17,7 +17,7 @@ import (
 // ended with the finished record.
 func follow(t *testing.T, ctx context.Context, c *client.Client, runID string, after uint64) (seqs []uint64, types []string, finished bool) {
 	t.Helper()
-	for u, err := range c.FollowFrom(ctx, runID, after) {
+	for u, err := range c.Watch(ctx, runID, client.WatchOptions{After: after}) {
 		if err != nil {
 			t.Fatalf("FollowFrom(%d): %v", after, err)
 		}
@@ -108,7 +108,7 @@ func TestFollowFromResumesALiveRun(t *testing.T) {
 	// Read what is there, then stop.
 	ctx, cancel := context.WithTimeout(v.Ctx, 2*time.Second)
 	var seen []uint64
-	for u, err := range v.Client.FollowFrom(ctx, "live", 0) {
+	for u, err := range v.Client.Watch(ctx, "live", client.WatchOptions{After: 0}) {
 		if err != nil {
 			break
 		}
@@ -144,7 +144,7 @@ func TestFollowFromEndsWithCtx(t *testing.T) {
 		ended := make(chan error, 1)
 		go func() {
 			var last error
-			for u, err := range v.Client.FollowFrom(ctx, "idle", 0) {
+			for u, err := range v.Client.Watch(ctx, "idle", client.WatchOptions{After: 0}) {
 				if err != nil {
 					last = err
 				}

@@ -138,8 +138,8 @@ func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked
 	if err != nil {
 		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
 	}
-	fb := &runstore.Bundle{Definition: fdef, Workflows: b.Workflows, Agents: b.Agents, BaseDir: b.BaseDir}
-	if err := store.Put(ctx, &runstore.Bundles{Root: hash, All: map[string]*runstore.Bundle{hash: fb}}); err != nil {
+	fb := &workflow.Bundle{Definition: fdef, Workflows: b.Workflows, Agents: b.Agents, BaseDir: b.BaseDir}
+	if err := store.Put(ctx, &workflow.Bundles{Root: hash, All: map[string]*workflow.Bundle{hash: fb}}); err != nil {
 		return nil, fmt.Errorf("client: fork run %s: %w", runID, err)
 	}
 	newID, err := c.forkID(ctx, runID, o.RunID)
@@ -363,7 +363,7 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 // dispatchState publishes, for run runID, the tasks and the start events of the sub-runs a
 // state has in flight, exactly as the engine does when it decides them (package outbox): same subjects, bodies and
 // message ids.
-func (c *Client) dispatchState(ctx context.Context, runID string, b *runstore.Bundle, tasks []*protocol.Task, subs []engine.ChildRun, at time.Time) error {
+func (c *Client) dispatchState(ctx context.Context, runID string, b *workflow.Bundle, tasks []*protocol.Task, subs []engine.ChildRun, at time.Time) error {
 	o := &outbox.Outbox{JS: c.js, Names: c.names, MaxPayload: int(c.js.Conn().MaxPayload()), Values: c.values}
 	var msgs []*nats.Msg
 	for _, t := range tasks {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
@@ -25,7 +26,7 @@ import (
 // the test ends.
 func (v *env) startWorker(register func(*rworker.Worker)) {
 	v.T.Helper()
-	w, err := rworker.New(rworker.Config{Box: v.Box, AckWait: runtest.AckWait})
+	w, err := rworker.New(rworker.Config{Conn: (*conn.Conn)(v.Box), AckWait: runtest.AckWait})
 	if err != nil {
 		v.T.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
@@ -21,17 +22,17 @@ func TestSignalWho(t *testing.T) {
 	v := newEnv(t)
 	v.stop()
 	roles := map[string][]string{"bob": {"submitter", "approver"}, "mallory": {"submitter", "approver"}, "carol": {"approver", "finance"}}
-	eng, err := runner.New(runner.Config{Box: v.Box, AckWait: runtest.AckWait, Logger: runtest.Logger(t), Roles: func(p string) []string { return roles[p] }})
+	eng, err := runner.New(runner.Config{Conn: (*conn.Conn)(v.Box), AckWait: runtest.AckWait, Logger: runtest.Logger(t), Roles: func(p string) []string { return roles[p] }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	v.Go(eng.Run, eng.Ready())
 	as := func(name string, known bool) *client.Client {
-		cfg := client.ClientConfig{Box: v.Box, Principal: name, May: func(s string) bool { return strings.HasSuffix(s, "."+name) }}
+		cfg := client.Config{Conn: (*conn.Conn)(v.Box), Principal: name, May: func(s string) bool { return strings.HasSuffix(s, "."+name) }}
 		if known {
 			cfg.Roles = roles[name]
 		}
-		return client.NewClient(cfg)
+		return client.New(cfg)
 	}
 	wf := workflow.New("held")
 	wf.WaitEvent("hold", "go")

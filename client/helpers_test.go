@@ -3,6 +3,7 @@ package client_test
 import (
 	"testing"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/runner"
 )
@@ -26,7 +27,7 @@ func newEnv(t testing.TB) *env {
 // (also called at cleanup).
 func (v *env) startEngine() (*runner.Engine, func()) {
 	v.T.Helper()
-	eng, err := runner.New(runner.Config{Box: v.Box, AckWait: runtest.AckWait, Logger: runtest.Logger(v.T)})
+	eng, err := runner.New(runner.Config{Conn: (*conn.Conn)(v.Box), AckWait: runtest.AckWait, Logger: runtest.Logger(v.T)})
 	if err != nil {
 		v.T.Fatal(err)
 	}

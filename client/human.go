@@ -217,7 +217,7 @@ func (c *Client) isAdmin() bool {
 // (event id → step) and returns ErrForbidden naming the principal when one was refused. A run
 // that ends first has taken no more decisions.
 func (c *Client) awaitVerdicts(ctx context.Context, runID string, ids map[string]string) error {
-	for rec, err := range c.Watch(ctx, runID) {
+	for rec, err := range c.watchRecords(ctx, runID) {
 		if err != nil {
 			return fmt.Errorf("client: run %s: the decision was sent, but the engine's verdict did not come: %w", runID, err)
 		}
@@ -238,6 +238,21 @@ func (c *Client) awaitVerdicts(ctx context.Context, runID string, ids map[string
 	return nil
 }
 
+// Approve approves what run runID waits for at target (a pending call's id, a step waiting
+// for approval, or "" for everything that waits), with message: the output of an approval
+// step. It is Decide of an approval by the client's principal; the errors are Decide's.
+func (c *Client) Approve(ctx context.Context, runID, target, message string) error {
+	_, err := c.Decide(ctx, runID, target, true, message, "")
+	return err
+}
+
+// Deny denies what run runID waits for at target, as Approve approves it; message is what a
+// denied call shows the model, or why an approval step failed.
+func (c *Client) Deny(ctx context.Context, runID, target, message string) error {
+	_, err := c.Decide(ctx, runID, target, false, message, "")
+	return err
+}
+
 // AwaitDecided waits until the engine has taken each decision of ds (what Decide returned
 // for run runID): nil once the run's acts record each one, or once the run has finished;
 // ErrForbidden, naming the principal, when the engine refused one (the run keeps waiting);
@@ -245,7 +260,7 @@ func (c *Client) awaitVerdicts(ctx context.Context, runID string, ids map[string
 // or the step stopped waiting), so that the engine took it without effect and recorded nothing.
 // It ends with ctx's error when ctx is done first (no engine runs).
 func (c *Client) AwaitDecided(ctx context.Context, runID string, ds []Decided) error {
-	for rec, err := range c.Watch(ctx, runID) {
+	for rec, err := range c.watchRecords(ctx, runID) {
 		if err != nil {
 			return fmt.Errorf("client: run %s: the decision was sent, but the engine did not take it: %w", runID, err)
 		}

@@ -32,7 +32,7 @@ func TestFollowAndIteration(t *testing.T) {
 	go func() {
 		var got []string
 		answered := 0
-		for u, err := range v.Client.Follow(v.Ctx, "followed") {
+		for u, err := range v.Client.Watch(v.Ctx, "followed", client.WatchOptions{}) {
 			if err != nil {
 				t.Errorf("Follow: %v", err)
 				break

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/client"
-	"github.com/reins-run/reins/internal/runstore"
+	"github.com/reins-run/reins/workflow"
 )
 
 // TestStartRunIDSpaces: a client cannot start a run under an id of the server's spaces (a
@@ -45,7 +45,7 @@ func TestStartRunIDSpaces(t *testing.T) {
 
 // registryBundles registers a file of registryFile(text) as sam and returns the version and
 // its bundles.
-func registryBundles(t *testing.T, v *env, text string) (client.Registered, *runstore.Bundles) {
+func registryBundles(t *testing.T, v *env, text string) (client.Registered, *workflow.Bundles) {
 	t.Helper()
 	src, def := registryFile(t, text)
 	reg, _, err := as(v.Env, "sam").Register(v.Ctx, "greet", src, def)
@@ -72,7 +72,7 @@ func TestOrigin(t *testing.T) {
 	cases := []struct {
 		id      string
 		by      *client.Client
-		bs      *runstore.Bundles
+		bs      *workflow.Bundles
 		claim   *client.Registered
 		who     string
 		shown   string // Registered as NAME vN, "" for none

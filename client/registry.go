@@ -163,7 +163,7 @@ func (c *Client) Register(ctx context.Context, name string, source []byte, def *
 		return Registered{}, false, err
 	}
 	// The definition is stored before any version names it.
-	if err := bs.Put(ctx, wfs); err != nil {
+	if err := runstore.PutBundles(ctx, wfs, bs); err != nil {
 		if errors.Is(err, nats.ErrMaxPayload) {
 			err = fmt.Errorf("its definition is %w for one NATS message: %w", ErrTooLarge, err)
 		}
@@ -222,7 +222,7 @@ func (c *Client) fits(v Registered) error {
 
 // bundlesFit tells whether every bundle of bs fits one message of the NATS server, before any
 // is stored: ErrTooLarge, naming the workflow, its size and the limit, otherwise.
-func (c *Client) bundlesFit(bs *runstore.Bundles) error {
+func (c *Client) bundlesFit(bs *workflow.Bundles) error {
 	for _, h := range slices.Sorted(maps.Keys(bs.All)) {
 		b := bs.All[h]
 		data, err := json.Marshal(b)
@@ -418,13 +418,13 @@ func (c *Client) WorkflowNames(ctx context.Context) iter.Seq2[string, error] {
 // Bundles returns the bundles of registered version r: read from the workflows bucket by its
 // hash, or, when they are not there (removed, or written there by someone else), made again
 // from its source, which must give the same definition (ErrChanged otherwise).
-func (c *Client) Bundles(ctx context.Context, r Registered) (*runstore.Bundles, error) {
+func (c *Client) Bundles(ctx context.Context, r Registered) (*workflow.Bundles, error) {
 	_, wfs, err := c.buckets(ctx)
 	if err != nil {
 		return nil, err
 	}
 	store := runstore.NewStore(wfs)
-	bs := &runstore.Bundles{Root: r.Hash, All: map[string]*runstore.Bundle{}}
+	bs := &workflow.Bundles{Root: r.Hash, All: map[string]*workflow.Bundle{}}
 	var add func(h string) error
 	add = func(h string) error {
 		if bs.All[h] != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/workflow"
 )
@@ -34,7 +35,7 @@ func registryFile(t *testing.T, text string) ([]byte, *workflow.Definition) {
 func TestRegisterVersions(t *testing.T) {
 	v := runtest.New(t)
 	at := time.Date(2026, 11, 27, 17, 0, 0, 0, time.UTC)
-	c := client.NewClient(client.ClientConfig{Box: v.Box, Principal: "sam", Now: func() time.Time { return at }})
+	c := client.New(client.Config{Conn: (*conn.Conn)(v.Box), Principal: "sam", Now: func() time.Time { return at }})
 	if _, err := c.Workflow(v.Ctx, "greet", 0); !errors.Is(err, client.ErrNoWorkflow) {
 		t.Fatalf("Workflow of nothing registered: %v, want ErrNoWorkflow", err)
 	}
@@ -102,7 +103,7 @@ func TestRegisterConcurrently(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c := client.NewClient(client.ClientConfig{Box: v.Box, Principal: "owner"}) // a client each, one principal (who may: access_test.go)
+				c := client.New(client.Config{Conn: (*conn.Conn)(v.Box), Principal: "owner"}) // a client each, one principal (who may: access_test.go)
 				r, created, err := c.Register(v.Ctx, name, src, def)
 				results[i] = result{r.Version, created, err}
 			}()

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/client"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -142,7 +141,7 @@ func loopDefinition(t *testing.T, max int) *workflow.Definition {
 }
 
 // routeWorkflow runs check, then ship on label ok and hold on label bad (swapped: the other way).
-func routeWorkflow(t *testing.T, swapped bool) (*workflow.Definition, *runstore.Bundles) {
+func routeWorkflow(t *testing.T, swapped bool) (*workflow.Definition, *workflow.Bundles) {
 	wf := workflow.New("route")
 	wf.Task("check", "check")
 	wf.Task("ship", "ship")

@@ -36,7 +36,7 @@ const CodeCorrupt = runstore.CodeCorrupt
 
 // Record is what the reins_runs bucket holds under a run id: the run state (Run.Status, the
 // steps, the output or error), the parent run when it is a sub-run, and the bucket's revision.
-type Record = runstore.Record
+type Record = engine.Record
 
 // NewResult returns the result of the run rec holds, with the steps in the order of def (nil:
 // by id).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -21,7 +22,7 @@ func TestRunWorkflows(t *testing.T) {
 	}
 	base := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	n := 0
-	v.Client = client.NewClient(client.ClientConfig{Box: v.Box, Now: func() time.Time {
+	v.Client = client.New(client.Config{Conn: (*conn.Conn)(v.Box), Now: func() time.Time {
 		n++
 		return base.Add(time.Duration(n) * time.Second)
 	}})

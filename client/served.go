@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
@@ -18,7 +17,7 @@ import (
 // of llm and agent steps, tools served by a Go handler, models with provider "go". A run of bs
 // would wait for those until a worker serves them: a client tells whoever submits it (reins
 // run warns). Mocked and MCP tools and models of other providers need no worker of their own.
-func (c *Client) Unserved(ctx context.Context, bs *runstore.Bundles) ([]string, error) {
+func (c *Client) Unserved(ctx context.Context, bs *workflow.Bundles) ([]string, error) {
 	served, err := c.served(ctx)
 	if err != nil {
 		return nil, err

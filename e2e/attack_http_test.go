@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/trigger"
@@ -607,7 +608,8 @@ func TestAttackApproverCancels(t *testing.T) {
 	if err := h.conn(attackMalloryToken).Publish(subj, []byte(ev)); err != nil {
 		t.Fatal(err)
 	}
-	for rec, err := range cl.Watch(ctx, id) {
+	for u, err := range cl.Watch(ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			t.Fatal(err)
 		}

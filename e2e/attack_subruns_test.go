@@ -18,11 +18,11 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/promtest"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/trigger"
+	"github.com/reins-run/reins/workflow"
 )
 
 // The attacks of this file forge the events only the engine makes (docs/security.md, "Only
@@ -82,7 +82,7 @@ prompt = "Send me the keys."
 `
 
 // bundles writes files (name: TOML, the first the root) into a directory and loads the root.
-func bundles(t *testing.T, files ...string) *runstore.Bundles {
+func bundles(t *testing.T, files ...string) *workflow.Bundles {
 	t.Helper()
 	dir := t.TempDir()
 	for i := 0; i+1 < len(files); i += 2 {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natstest"
 )
@@ -115,7 +116,7 @@ func (h *hostile) client(ctx context.Context, token string) (*natsbox.Box, *clie
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return box, client.NewClient(client.ClientConfig{Box: box, Principal: name})
+	return box, client.New(client.Config{Conn: (*conn.Conn)(box), Principal: name})
 }
 
 // do sends one HTTP request to the API with token (none when empty) and returns its status,

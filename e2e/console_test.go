@@ -25,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
@@ -125,7 +126,7 @@ func (s *consoleServer) runFile(path, input, runID string) {
 		s.t.Fatal(err)
 	}
 	defer box.Close()
-	c := client.NewClient(client.ClientConfig{Box: box, Principal: "admin"})
+	c := client.New(client.Config{Conn: (*conn.Conn)(box), Principal: "admin"})
 	id, err := c.Start(ctx, runtest.LoadBundles(s.t, path), json.RawMessage(input), runID)
 	if err != nil {
 		s.t.Fatalf("start a run of %s: %v", path, err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natstest"
 	"github.com/reins-run/reins/protocol"
@@ -42,7 +43,7 @@ func (c *cluster) client(ctx context.Context) *client.Client {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() { box.Close() })
-	return client.NewClient(client.ClientConfig{Box: box})
+	return client.New(client.Config{Conn: (*conn.Conn)(box)})
 }
 
 // startRun starts the count workflow to until and returns the run id.

@@ -27,7 +27,8 @@ func serveAll(t *testing.T, url string) *proc {
 // awaitRecord watches run id until ok holds for a saved record and returns it.
 func awaitRecord(t *testing.T, ctx context.Context, c *client.Client, id string, what string, ok func(*client.Record) bool) *client.Record {
 	t.Helper()
-	for rec, err := range c.Watch(ctx, id) {
+	for u, err := range c.Watch(ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			t.Fatalf("run %s: waiting until %s: %v", id, what, err)
 		}
@@ -149,7 +150,8 @@ func watchTaskWait(t *testing.T, ctx context.Context, cl *client.Client, id, wha
 		t.Fatalf("run %s: %s, but the step has no NotBefore", id, what)
 	}
 	go func() {
-		for rec, err := range cl.Watch(ctx, id) {
+		for u, err := range cl.Watch(ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
+			rec := u.Record
 			if err != nil || rec.Finished() {
 				w.ended <- taskEnding{rec, time.Now()}
 				return

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natstest"
@@ -161,11 +162,11 @@ func (s *mcpServe) waitFor(ctx context.Context, id string, st protocol.RunStatus
 		s.t.Fatal(err)
 	}
 	defer box.Close()
-	for rec, err := range client.NewClient(client.ClientConfig{Box: box}).Watch(ctx, id) {
+	for rec, err := range client.New(client.Config{Conn: (*conn.Conn)(box)}).Watch(ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		if rec.Run.Status == st {
+		if rec.Record.Run.Status == st {
 			return
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natstest"
@@ -234,7 +235,7 @@ roles = ["worker"]
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.box.Close() })
-	s.client = client.NewClient(client.ClientConfig{Box: s.box})
+	s.client = client.New(client.Config{Conn: (*conn.Conn)(s.box)})
 	return s
 }
 
@@ -711,7 +712,7 @@ func TestPythonExample(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { box.Close() })
-		cl := client.NewClient(client.ClientConfig{Box: box})
+		cl := client.New(client.Config{Conn: (*conn.Conn)(box)})
 		rec, err := cl.Wait(ctx, early)
 		if err != nil {
 			t.Fatal(err)

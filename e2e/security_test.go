@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natstest"
 	"github.com/reins-run/reins/internal/runstore"
@@ -169,7 +170,7 @@ func (s *server) client(ctx context.Context, token string) (*natsbox.Box, *clien
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	return box, client.NewClient(client.ClientConfig{Box: box, Principal: name})
+	return box, client.New(client.Config{Conn: (*conn.Conn)(box), Principal: name})
 }
 
 // workflowFile copies a workflow of testdata/security into a directory of its own, with
@@ -405,7 +406,7 @@ func startBundle(t *testing.T, ctx context.Context, c *client.Client, file strin
 }
 
 // bundlesOf loads and validates a workflow file into its bundles.
-func bundlesOf(file string) (*runstore.Bundles, error) {
+func bundlesOf(file string) (*workflow.Bundles, error) {
 	def, ps := workflow.LoadAndValidate(file, workflow.Options{})
 	if len(ps) > 0 {
 		return nil, ps

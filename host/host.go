@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
@@ -26,9 +27,10 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// Config says what a Host runs on Box.
+// Config says what a Host runs on Conn.
 type Config struct {
-	Box *natsbox.Box
+	// Conn is the connection the parts run on (required by Start; StartEmbedded opens it).
+	Conn *conn.Conn
 	// Engine runs the engine.
 	Engine bool
 	// Handlers are served by a worker, with the handlers Register adds (builtin.Register, for
@@ -64,19 +66,19 @@ type Host struct {
 	n      int        // parts whose value has not been received
 	log    *slog.Logger
 	conn   *natsbox.Box // the worker's own connection, closed once it stopped
-	box    *natsbox.Box // Config.Box
+	box    *natsbox.Box // Config.Conn
 	owned  bool         // box was opened by StartEmbedded: Stop closes it
 }
 
 // StartEmbedded opens an embedded NATS server with its file store in dataDir (natsbox.Open),
-// then starts on it what cfg asks for (cfg.Box is that server's connection). The Host owns the
-// server: Stop stops the parts, then the server. Box returns the connection.
+// then starts on it what cfg asks for (cfg.Conn is that server's connection). The Host owns the
+// server: Stop stops the parts, then the server. Conn returns the connection.
 func StartEmbedded(ctx context.Context, dataDir string, cfg Config) (*Host, error) {
 	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: dataDir, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
-	cfg.Box = box
+	cfg.Conn = (*conn.Conn)(box)
 	h, err := Start(ctx, cfg)
 	if err != nil {
 		box.Close()
@@ -86,8 +88,8 @@ func StartEmbedded(ctx context.Context, dataDir string, cfg Config) (*Host, erro
 	return h, nil
 }
 
-// Box returns the NATS connection the parts run on (Config.Box).
-func (h *Host) Box() *natsbox.Box { return h.box }
+// Conn returns the NATS connection the parts run on (Config.Conn).
+func (h *Host) Conn() *conn.Conn { return (*conn.Conn)(h.box) }
 
 // Start starts what cfg asks for and returns once each part consumes. The parts run until
 // Stop, or until ctx is done.
@@ -97,10 +99,10 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Host{cancel: cancel, done: make(chan error, 2), log: log, box: cfg.Box}
+	h := &Host{cancel: cancel, done: make(chan error, 2), log: log, box: (*natsbox.Box)(cfg.Conn)}
 	var ready []<-chan struct{}
 	if cfg.Engine {
-		eng, err := runner.New(runner.Config{Box: cfg.Box, Logger: cfg.Logger, SaveWindow: cfg.SaveWindow, LeaseTTL: cfg.LeaseTTL,
+		eng, err := runner.New(runner.Config{Conn: cfg.Conn, Logger: cfg.Logger, SaveWindow: cfg.SaveWindow, LeaseTTL: cfg.LeaseTTL,
 			Roles: cfg.Roles, Admit: cfg.Admit, Limits: cfg.Limits, MaxOutputBytes: cfg.MaxOutputBytes, MaxValueBytes: cfg.MaxValueBytes, Metrics: cfg.Metrics})
 		if err != nil {
 			cancel()
@@ -138,15 +140,15 @@ func Start(ctx context.Context, cfg Config) (*Host, error) {
 
 // worker creates the worker of cfg with its handlers.
 func (h *Host) worker(ctx context.Context, cfg Config) (*worker.Worker, error) {
-	box := cfg.Box
+	box := h.box
 	if cfg.Engine {
-		c, err := cfg.Box.Connect(ctx, "reins-worker")
+		c, err := h.box.Connect(ctx, "reins-worker")
 		if err != nil {
 			return nil, err
 		}
 		h.conn, box = c, c
 	}
-	w, err := worker.New(worker.Config{Box: box, Logger: cfg.Logger, AckWait: cfg.AckWait, Concurrency: cfg.Concurrency, Metrics: workermetrics.New(cfg.Metrics)})
+	w, err := worker.New(worker.Config{Conn: (*conn.Conn)(box), Logger: cfg.Logger, AckWait: cfg.AckWait, Concurrency: cfg.Concurrency, Metrics: workermetrics.New(cfg.Metrics)})
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runstore"
@@ -62,7 +63,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 }
 
 // oneTask is a workflow of one task step served by handler.
-func oneTask(t *testing.T, handler string) *runstore.Bundles {
+func oneTask(t *testing.T, handler string) *workflow.Bundles {
 	t.Helper()
 	wf := workflow.New(handler)
 	wf.Task("work", handler)
@@ -85,7 +86,7 @@ func TestHostRunsAWorkflow(t *testing.T) {
 	box := openBox(t)
 	registered := false
 	h, err := host.Start(ctx, host.Config{
-		Box: box, Engine: true,
+		Conn: (*conn.Conn)(box), Engine: true,
 		Handlers: map[string]worker.Handler{"double": func(t worker.TaskContext) error {
 			var n int
 			if err := json.Unmarshal(t.Input(), &n); err != nil {
@@ -101,7 +102,7 @@ func TestHostRunsAWorkflow(t *testing.T) {
 	if !registered {
 		t.Error("Register was not called")
 	}
-	c := client.NewClient(client.ClientConfig{Box: box})
+	c := client.New(client.Config{Conn: (*conn.Conn)(box)})
 	id, err := c.Start(ctx, oneTask(t, "double"), json.RawMessage(`21`), "")
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func TestHostRunsAWorkflow(t *testing.T) {
 func TestStartFails(t *testing.T) {
 	box := openBox(t)
 	refused := errors.New("no handlers today")
-	_, err := host.Start(context.Background(), host.Config{Box: box, Engine: true,
+	_, err := host.Start(context.Background(), host.Config{Conn: (*conn.Conn)(box), Engine: true,
 		Register: func(*worker.Worker) error { return refused }})
 	if !errors.Is(err, refused) {
 		t.Fatalf("Start: %v, want the Register error", err)
@@ -131,7 +132,7 @@ func TestStartFails(t *testing.T) {
 // Wait returns nil once its context is done, after stopping the parts.
 func TestWaitUntilDone(t *testing.T) {
 	box := openBox(t)
-	h, err := host.Start(context.Background(), host.Config{Box: box, Engine: true})
+	h, err := host.Start(context.Background(), host.Config{Conn: (*conn.Conn)(box), Engine: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestStartEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := client.NewClient(client.ClientConfig{Box: h.Box()})
+	c := client.New(client.Config{Conn: h.Conn()})
 	id, err := c.Start(ctx, oneTask(t, "hello"), nil, "")
 	if err != nil {
 		t.Fatal(err)
@@ -164,11 +165,11 @@ func TestStartEmbedded(t *testing.T) {
 		t.Fatalf("Wait: %v, %v; the run now: %+v (%v)", rec, err, now, gerr)
 	}
 	h.Stop()
-	if !h.Box().Conn().IsClosed() {
+	if !(*natsbox.Box)(h.Conn()).Conn().IsClosed() {
 		t.Error("the connection is open after Stop")
 	}
 	again := openBoxAt(t, dir)
-	rec, err := client.NewClient(client.ClientConfig{Box: again}).Get(ctx, id)
+	rec, err := client.New(client.Config{Conn: (*conn.Conn)(again)}).Get(ctx, id)
 	if err != nil || string(rec.Run.Output) != `"hello"` {
 		t.Fatalf("the run on the next server: %v, %v", rec, err)
 	}

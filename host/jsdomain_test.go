@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natstest"
@@ -79,14 +80,14 @@ func TestJSAPIPrefixRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { box.Close() })
-	h, err := host.Start(ctx, host.Config{Box: box, Engine: true, Handlers: map[string]worker.Handler{
+	h, err := host.Start(ctx, host.Config{Conn: (*conn.Conn)(box), Engine: true, Handlers: map[string]worker.Handler{
 		"tag": func(tc worker.TaskContext) error { return tc.Complete(tc.Input()) },
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Stop()
-	c := client.NewClient(client.ClientConfig{Box: box})
+	c := client.New(client.Config{Conn: (*conn.Conn)(box)})
 	id, err := c.Start(ctx, oneTask(t, "tag"), json.RawMessage(`7`), "")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natstest"
@@ -63,7 +64,7 @@ func TestLeafRolePermissions(t *testing.T) {
 
 	// The engine is the hub's own, in the namespace.
 	engineBox := openLeafBox(ctx, t, natsbox.Options{URL: hub.ClientURL(), Namespace: "acme"})
-	eng, err := host.Start(ctx, host.Config{Box: engineBox, Engine: true, Logger: failureLog(t),
+	eng, err := host.Start(ctx, host.Config{Conn: (*conn.Conn)(engineBox), Engine: true, Logger: failureLog(t),
 		Roles: func(p string) []string { return []string{leafPrincipals[p]} }})
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +97,7 @@ func TestLeafRolePermissions(t *testing.T) {
 		return openLeafBox(ctx, t, natsbox.Options{URL: as(name), JSDomain: "hub", Namespace: "acme"})
 	}
 	big := strings.Repeat("x", 100<<10) // more than a message holds: stored by reference
-	wk, err := host.Start(ctx, host.Config{Box: onLeaf("wanda"), Logger: failureLog(t), Handlers: map[string]worker.Handler{
+	wk, err := host.Start(ctx, host.Config{Conn: (*conn.Conn)(onLeaf("wanda")), Logger: failureLog(t), Handlers: map[string]worker.Handler{
 		"echo": func(tc worker.TaskContext) error {
 			var in string
 			if err := json.Unmarshal(tc.Input(), &in); err != nil {
@@ -121,7 +122,8 @@ func TestLeafRolePermissions(t *testing.T) {
 		t.Fatalf("the submitter starts a run: %v", err)
 	}
 	waiting := false
-	for rec, err := range val.Watch(ctx, id) {
+	for u, err := range val.Watch(ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			t.Fatalf("the viewer watches run %s: %v", id, err)
 		}
@@ -234,14 +236,14 @@ func leafClient(ctx context.Context, t *testing.T, box *natsbox.Box) *client.Cli
 	if err != nil {
 		t.Fatal(err)
 	}
-	return client.NewClient(client.ClientConfig{Box: box, Principal: name, May: func(subject string) bool {
+	return client.New(client.Config{Conn: (*conn.Conn)(box), Principal: name, May: func(subject string) bool {
 		return slices.ContainsFunc(publish, func(p string) bool { return natsbox.SubjectMatches(p, subject) })
 	}})
 }
 
 // gatedEcho is a workflow whose approval step "ask", once approved, lets the task step "work"
 // (handler "echo") run on the run's input.
-func gatedEcho(t *testing.T) *runstore.Bundles {
+func gatedEcho(t *testing.T) *workflow.Bundles {
 	t.Helper()
 	wf := workflow.New("gated")
 	wf.Approval("ask", "Ship?")

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natsbox/natsserver"
@@ -42,9 +43,9 @@ func (tn *tenant) seen() []string {
 // {"ns": NAMESPACE, "in": INPUT}.
 func startTenant(ctx context.Context, t *testing.T, box *natsbox.Box) *tenant {
 	t.Helper()
-	tn := &tenant{box: box, c: client.NewClient(client.ClientConfig{Box: box})}
+	tn := &tenant{box: box, c: client.New(client.Config{Conn: (*conn.Conn)(box)})}
 	ns := box.Names().Namespace()
-	h, err := host.Start(ctx, host.Config{Box: box, Engine: true, Handlers: map[string]worker.Handler{
+	h, err := host.Start(ctx, host.Config{Conn: (*conn.Conn)(box), Engine: true, Handlers: map[string]worker.Handler{
 		"tag": func(tc worker.TaskContext) error {
 			tn.mu.Lock()
 			tn.inputs = append(tn.inputs, string(tc.Input()))

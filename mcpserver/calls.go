@@ -201,7 +201,7 @@ func (s *Server) await(ctx context.Context, c *client.Client, runID string, onEv
 	if onEvent == nil {
 		return c.Wait(ctx, runID)
 	}
-	for u, err := range c.Follow(ctx, runID) {
+	for u, err := range c.Watch(ctx, runID, client.WatchOptions{}) {
 		if err != nil {
 			return nil, err
 		}

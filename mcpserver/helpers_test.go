@@ -18,7 +18,9 @@ import (
 	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/host"
+	"github.com/reins-run/reins/internal/auth"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/mcpserver"
@@ -124,12 +126,12 @@ func newStack(t *testing.T) *stack {
 		res.AddPrincipal(name, s.Tokens[name], role)
 	}
 	log := runtest.Logger(t)
-	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: t.TempDir(), Authenticate: host.Authenticator(res), Logger: log})
+	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: t.TempDir(), Authenticate: auth.Authenticator(res), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = box.Close() })
-	h, err := host.Start(ctx, host.Config{Box: box, Engine: true, Logger: log,
+	h, err := host.Start(ctx, host.Config{Conn: (*conn.Conn)(box), Engine: true, Logger: log,
 		Register: func(w *worker.Worker) error { return builtin.Register(w, builtin.Config{}) },
 		Roles: func(name string) []string {
 			p, _ := res.Principal(name)
@@ -139,14 +141,14 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Stop)
-	s.API = api.New(api.Config{Box: box, Principals: res, Log: log})
+	s.API = api.New(api.Config{Conn: (*conn.Conn)(box), Principals: res, Log: log})
 	s.MCP = mcpserver.New(mcpserver.Config{As: s.API.As, Principals: res, Log: log, Version: "test"})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.MCP.Handler())
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL + "/mcp"
-	s.Admin = client.NewClient(client.ClientConfig{Box: box})
+	s.Admin = client.New(client.Config{Conn: (*conn.Conn)(box)})
 	for name, text := range testWorkflows {
 		s.register(name, text)
 	}
@@ -270,11 +272,11 @@ func (s *stack) runs(name string) []string {
 // waitStatus waits until run id has status st.
 func (s *stack) waitStatus(id string, st protocol.RunStatus) {
 	s.t.Helper()
-	for rec, err := range s.Admin.Watch(s.Ctx, id) {
+	for rec, err := range s.Admin.Watch(s.Ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		if rec.Run.Status == st {
+		if rec.Record.Run.Status == st {
 			return
 		}
 	}

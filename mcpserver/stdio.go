@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/operator"
 )
 
@@ -90,10 +91,11 @@ func (f *frontConn) respond(handle func(context.Context) (*jsonrpc.Response, str
 func (f *frontConn) notify(id string) {
 	c := f.s.cfg.As(f.p)
 	last := ""
-	for rec, err := range c.Watch(f.ctx, id) {
+	for u, err := range c.Watch(f.ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
 		if err != nil {
 			return
 		}
+		rec := u.Record
 		t, err := f.s.taskOf(f.ctx, c, rec)
 		if err != nil {
 			return

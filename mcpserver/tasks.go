@@ -104,8 +104,8 @@ type taskCreated struct {
 // first returns the record of run runID, waiting for the engine's first save of a run just
 // started.
 func (s *Server) first(ctx context.Context, c *client.Client, runID string) (*client.Record, error) {
-	for rec, err := range c.Watch(ctx, runID) {
-		return rec, err
+	for u, err := range c.Watch(ctx, runID, client.WatchOptions{Only: client.WatchRecords}) {
+		return u.Record, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

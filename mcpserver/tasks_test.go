@@ -137,7 +137,7 @@ func TestTaskInputRequired(t *testing.T) {
 	if got.Status != "input_required" || !strings.Contains(got.StatusMessage, "ask") {
 		t.Errorf("a run waiting for approval: task %+v, want input_required naming the step", got)
 	}
-	if _, err := s.Admin.Decide(s.Ctx, tk.TaskID, "ask", true, "ship it", ""); err != nil {
+	if err := s.Admin.Approve(s.Ctx, tk.TaskID, "ask", "ship it"); err != nil {
 		t.Fatal(err)
 	}
 	var res mcp.CallToolResult

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/outbox"
 	"github.com/reins-run/reins/internal/runtest"
@@ -153,7 +154,7 @@ func TestOnBehalfOnlyAdmin(t *testing.T) {
 	publishOn(t, v, subj, ev, "bob-for-alice")
 	obs.await(t, v.Ctx, refuse, func(ev *protocol.Event) bool { return ev != nil && ev.Nonce == "n1" })
 
-	notAdmin := client.NewClient(client.ClientConfig{Box: v.Box, Principal: "bob", May: func(s string) bool { return strings.Contains(s, ".human.bob") }})
+	notAdmin := client.New(client.Config{Conn: (*conn.Conn)(v.Box), Principal: "bob", May: func(s string) bool { return strings.Contains(s, ".human.bob") }})
 	if _, err := notAdmin.Decide(v.Ctx, id, "ask", true, "", "alice"); !errors.Is(err, client.ErrForbidden) || !strings.Contains(err.Error(), "only an admin") {
 		t.Fatalf("bob on behalf of alice: %v", err)
 	}
@@ -170,7 +171,7 @@ func TestOnBehalfOnlyAdmin(t *testing.T) {
 // sentence naming the principal and the role it lacks, without sending anything.
 func TestClientForbidden(t *testing.T) {
 	v := newEnv(t)
-	viewer := client.NewClient(client.ClientConfig{Box: v.Box, Principal: "val", May: func(string) bool { return false }})
+	viewer := client.New(client.Config{Conn: (*conn.Conn)(v.Box), Principal: "val", May: func(string) bool { return false }})
 	wf := workflow.New("gate")
 	wf.Approval("ask", "Ship?")
 	_, bs := runtest.Bundles(t, wf)

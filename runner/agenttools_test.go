@@ -17,7 +17,7 @@ import (
 
 // toolsWorkflow is an agent "lead" with the agent tool ask (the agent step "helper") and the
 // workflow tool sum (testdata/child.toml, whose task child-work a stand-in serves).
-func toolsWorkflow(t *testing.T) *runstore.Bundles {
+func toolsWorkflow(t *testing.T) *workflow.Bundles {
 	wf := workflow.New("tools")
 	wf.Model("m", workflow.ModelDef{Provider: "scripted", Script: json.RawMessage(`[{"text":"x"}]`)})
 	wf.Tool("ask", workflow.ToolDef{Agent: "helper"})

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
@@ -37,7 +38,7 @@ func TestConfigZeroMeansDefault(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
-			cfg.Box = v.Box
+			cfg.Conn = (*conn.Conn)(v.Box)
 			e, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/fault"
 	"github.com/reins-run/reins/internal/natsbox"
@@ -65,8 +66,8 @@ const (
 
 // Config configures an Engine.
 type Config struct {
-	// Box is the NATS connection (required).
-	Box *natsbox.Box
+	// Conn is the NATS connection (required).
+	Conn *conn.Conn
 	// Logger receives what the engine could not do; nil discards.
 	Logger *slog.Logger
 	// AckWait is the AckWait of the engine's consumers; 0 means DefaultAckWait. An engine that
@@ -258,10 +259,10 @@ type stats struct {
 	partitions atomic.Uint32
 }
 
-// New returns an engine over cfg.Box. It does no I/O: Run does.
+// New returns an engine over cfg.Conn. It does no I/O: Run does.
 func New(cfg Config) (*Engine, error) {
-	if cfg.Box == nil {
-		return nil, errors.New("runner: Config.Box is required")
+	if cfg.Conn == nil {
+		return nil, errors.New("runner: Config.Conn is required")
 	}
 	if cfg.AckWait < 0 {
 		return nil, fmt.Errorf("runner: Config.AckWait is %s: want 0 (meaning %s) or more", cfg.AckWait, DefaultAckWait)
@@ -274,8 +275,9 @@ func New(cfg Config) (*Engine, error) {
 	} else if err := natsbox.CheckToken(cfg.ID); err != nil {
 		return nil, fmt.Errorf("runner: Config.ID: %w", err)
 	}
+	box := (*natsbox.Box)(cfg.Conn)
 	e := &Engine{
-		box: cfg.Box, names: cfg.Box.Names(), js: cfg.Box.JetStream(), log: cfg.Logger, ackWait: cfg.AckWait, now: cfg.Now,
+		box: box, names: box.Names(), js: box.JetStream(), log: cfg.Logger, ackWait: cfg.AckWait, now: cfg.Now,
 		id: cfg.ID, leaseTTL: cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL),
 		saveWindow: cfg.SaveWindow, shards: defaultShards, ready: make(chan struct{}),
 		roles: cfg.Roles, admit: cfg.Admit, maxValue: cfg.MaxValueBytes,

@@ -39,7 +39,7 @@ type shard struct {
 type entry struct {
 	rec     *runstore.Record
 	rev     uint64
-	bundle  *runstore.Bundle
+	bundle  *workflow.Bundle
 	pending []decided
 }
 
@@ -456,7 +456,7 @@ func (e *Engine) read(ctx context.Context, id string) (*runstore.Record, *workfl
 // fetch reads the saved record of run runID, its entry in the bucket and its bundle; a nil record when
 // there is none. A record that does not decode, or names a bundle that is not stored, is a
 // permanent error; a store that does not answer within recordWait, one to try again.
-func (e *Engine) fetch(ctx context.Context, runID string) (*runstore.Record, jetstream.KeyValueEntry, *runstore.Bundle, error) {
+func (e *Engine) fetch(ctx context.Context, runID string) (*engine.Record, jetstream.KeyValueEntry, *workflow.Bundle, error) {
 	// Asked again after an attempt without an answer: a bucket whose leader died answers only
 	// a request sent to the leader elected after it (natsbox.Retry).
 	var kve jetstream.KeyValueEntry
@@ -521,10 +521,10 @@ func (e *Engine) start(ctx context.Context, sh *shard, d decided) (outcome, erro
 
 // workflowsOf returns the definition of b and of every sub-workflow it names (the workflows of
 // its agent tools included), transitively, each once: what a run of b may run.
-func (e *Engine) workflowsOf(ctx context.Context, b *runstore.Bundle) ([]*workflow.Definition, error) {
+func (e *Engine) workflowsOf(ctx context.Context, b *workflow.Bundle) ([]*workflow.Definition, error) {
 	defs := []*workflow.Definition{b.Definition}
 	seen := map[string]bool{}
-	queue := []*runstore.Bundle{b}
+	queue := []*workflow.Bundle{b}
 	for len(queue) > 0 {
 		cur := queue[0]
 		queue = queue[1:]

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
@@ -35,7 +36,7 @@ func ExampleClient_Start() {
 	defer box.Close()
 
 	// The engine.
-	eng, err := runner.New(runner.Config{Box: box})
+	eng, err := runner.New(runner.Config{Conn: (*conn.Conn)(box)})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func ExampleClient_Start() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := client.NewClient(client.ClientConfig{Box: box})
+	client := client.New(client.Config{Conn: (*conn.Conn)(box)})
 	id, err := client.Start(ctx, bs, json.RawMessage(`{"name":"Ada"}`), "example-run")
 	if err != nil {
 		log.Fatal(err)

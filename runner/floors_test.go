@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/protocol"
@@ -16,7 +17,7 @@ import (
 // running: one that never saw a partition's consumer.
 func openEngine(t *testing.T, v *env) *Engine {
 	t.Helper()
-	eng, err := New(Config{Box: v.Box, AckWait: runtest.AckWait, Logger: runtest.Logger(t)})
+	eng, err := New(Config{Conn: (*conn.Conn)(v.Box), AckWait: runtest.AckWait, Logger: runtest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

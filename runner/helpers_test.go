@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/protocol"
 )
@@ -41,7 +42,7 @@ func newEnvWithin(t testing.TB, dir string, bound time.Duration) *env {
 // returns it with the function that stops it (also called at cleanup).
 func (v *env) startEngine(prepare func(*Engine)) (*Engine, func()) {
 	v.T.Helper()
-	eng, err := New(Config{Box: v.Box, AckWait: runtest.AckWait, Logger: runtest.Logger(v.T)})
+	eng, err := New(Config{Conn: (*conn.Conn)(v.Box), AckWait: runtest.AckWait, Logger: runtest.Logger(v.T)})
 	if err != nil {
 		v.T.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
@@ -76,7 +77,7 @@ func TestLimitsConfig(t *testing.T) {
 	}
 
 	v.stop()
-	eng, err := New(Config{Box: v.Box, AckWait: runtest.AckWait, Logger: runtest.Logger(t), Limits: engine.Limits{MaxSteps: -1, MaxSignals: -1, MaxEvents: -1}})
+	eng, err := New(Config{Conn: (*conn.Conn)(v.Box), AckWait: runtest.AckWait, Logger: runtest.Logger(t), Limits: engine.Limits{MaxSteps: -1, MaxSignals: -1, MaxEvents: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

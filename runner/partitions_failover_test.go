@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
@@ -609,11 +610,11 @@ func runIDs(prefix string) []string {
 // every partition. It stops with the test.
 func startDoomed(t *testing.T, v *env, before func(*Engine)) (*Engine, *natsbox.Box) {
 	t.Helper()
-	conn, err := v.Box.Connect(v.Ctx, "doomed")
+	dconn, err := v.Box.Connect(v.Ctx, "doomed")
 	if err != nil {
 		t.Fatal(err)
 	}
-	doomed, err := New(Config{Box: conn, ID: "doomed", AckWait: time.Hour, SaveWindow: time.Hour, LeaseTTL: ttl, Logger: runtest.Logger(t)})
+	doomed, err := New(Config{Conn: (*conn.Conn)(dconn), ID: "doomed", AckWait: time.Hour, SaveWindow: time.Hour, LeaseTTL: ttl, Logger: runtest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,7 +624,7 @@ func startDoomed(t *testing.T, v *env, before func(*Engine)) (*Engine, *natsbox.
 	go func() { _ = doomed.Run(ctx) }()
 	<-doomed.Ready()
 	awaitOwners(t, v, func(int) string { return "doomed" })
-	return doomed, conn
+	return doomed, dconn
 }
 
 // ownersStill checks that every partition key names the engine of ids that rendezvous hashing

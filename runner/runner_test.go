@@ -13,9 +13,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/outbox"
+	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
@@ -532,7 +534,7 @@ func TestFinishedRunNotifiesAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bs.Put(v.Ctx, wfs); err != nil {
+	if err := runstore.PutBundles(v.Ctx, wfs, bs); err != nil {
 		t.Fatal(err)
 	}
 	const id = "p-1/sub/1"
@@ -573,7 +575,7 @@ func TestNewErrors(t *testing.T) {
 		t.Error("New without a Box: no error")
 	}
 	v := newEnv(t)
-	if _, err := New(Config{Box: v.Box, AckWait: -time.Second}); err == nil {
+	if _, err := New(Config{Conn: (*conn.Conn)(v.Box), AckWait: -time.Second}); err == nil {
 		t.Error("New with a negative AckWait: no error")
 	}
 	if err := v.eng.Run(v.Ctx); err == nil {

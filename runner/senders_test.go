@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/protocol"
@@ -292,7 +293,7 @@ func TestAdmitSubRuns(t *testing.T) {
 func TestSubRunStartedAsItsRoot(t *testing.T) {
 	v := newEnv(t)
 	v.Worker("prep").Serve(func(tk *protocol.Task) *protocol.Event { return runtest.Completed(tk, `{"for":"child"}`) })
-	bob := client.NewClient(client.ClientConfig{Box: v.Box, Principal: "bob"})
+	bob := client.New(client.Config{Conn: (*conn.Conn)(v.Box), Principal: "bob"})
 	if _, err := bob.Start(v.Ctx, runtest.LoadBundles(t, "testdata/parent.toml"), json.RawMessage(`{}`), "bobs"); err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +301,7 @@ func TestSubRunStartedAsItsRoot(t *testing.T) {
 	if child.Run.StartedBy != "bob" {
 		t.Fatalf("the sub-run is started by %q, want bob, its root's submitter", child.Run.StartedBy)
 	}
-	mallory := client.NewClient(client.ClientConfig{Box: v.Box, Principal: "mallory", Roles: []string{"submitter", "approver"}})
+	mallory := client.New(client.Config{Conn: (*conn.Conn)(v.Box), Principal: "mallory", Roles: []string{"submitter", "approver"}})
 	if err := mallory.Cancel(v.Ctx, "bobs/sub/1", "mine"); !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("mallory cancels bob's sub-run: %v, want refused", err)
 	}

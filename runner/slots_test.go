@@ -10,14 +10,13 @@ import (
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )
 
 // perKey is one task step (handler "serve") under the concurrency key {{input.c}} with limit.
-func perKey(t testing.TB, limit int) *runstore.Bundles {
+func perKey(t testing.TB, limit int) *workflow.Bundles {
 	t.Helper()
 	wf := workflow.New("per-key").Concurrency("{{input.c}}", limit)
 	wf.Task("serve", "serve")

@@ -19,7 +19,7 @@ const watchSpan = time.Second + engine.MinTaskGrace
 
 // watchedLoop is an agent_loop of three iterations whose attempts have a timeout and no retry:
 // one watch fired early fails the run.
-func watchedLoop(t *testing.T) (*workflow.Definition, *runstore.Bundles) {
+func watchedLoop(t *testing.T) (*workflow.Definition, *workflow.Bundles) {
 	wf := workflow.New("watched")
 	wf.AgentLoop("loop", "count").WithMaxIterations(3).WithTimeout(time.Second)
 	return runtest.Bundles(t, wf)
@@ -76,7 +76,7 @@ func TestLateDecisionWatchesFromDispatch(t *testing.T) {
 func TestRearmedWatchCountsFromTheSave(t *testing.T) {
 	v := newEnv(t)
 	def, bs := watchedLoop(t)
-	if err := bs.Put(v.Ctx, v.KV(natsbox.WorkflowsBucket)); err != nil {
+	if err := runstore.PutBundles(v.Ctx, v.KV(natsbox.WorkflowsBucket), bs); err != nil {
 		t.Fatal(err)
 	}
 	const id = "late-2"

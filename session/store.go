@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 )
@@ -50,13 +51,15 @@ type Store struct {
 	kv    jetstream.KeyValue
 }
 
-// New returns the sessions bucket of namespace names, opened on first use (the layout creates
-// it).
-func New(js jetstream.JetStream, names natsbox.Names) *Store { return &Store{js: js, names: names} }
+// New returns the sessions bucket of c's namespace, opened on first use (the layout creates it).
+func New(c *conn.Conn) *Store {
+	box := (*natsbox.Box)(c)
+	return &Store{js: box.JetStream(), names: box.Names()}
+}
 
 // Open is New that opens the bucket now.
-func Open(ctx context.Context, js jetstream.JetStream, names natsbox.Names) (*Store, error) {
-	s := New(js, names)
+func Open(ctx context.Context, c *conn.Conn) (*Store, error) {
+	s := New(c)
 	if _, err := s.bucket(ctx); err != nil {
 		return nil, err
 	}

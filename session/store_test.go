@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/model"
@@ -31,7 +32,7 @@ func openStore(t testing.TB) (context.Context, *session.Store, jetstream.KeyValu
 	if err := natsbox.EnsureLayout(ctx, box.JetStream(), box.Layout()); err != nil {
 		t.Fatal(err)
 	}
-	st, err := session.Open(ctx, box.JetStream(), box.Names())
+	st, err := session.Open(ctx, (*conn.Conn)(box))
 	if err != nil {
 		t.Fatal(err)
 	}

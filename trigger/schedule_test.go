@@ -9,6 +9,7 @@ import (
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
@@ -68,7 +69,7 @@ overlap = "allow"
 
 func service(t *testing.T, v *runtest.Env, vc clock.Clock) *trigger.Service {
 	t.Helper()
-	s := trigger.New(trigger.Config{Box: v.Box, Clock: vc, Log: runtest.Logger(t)})
+	s := trigger.New(trigger.Config{Conn: (*conn.Conn)(v.Box), Clock: vc, Log: runtest.Logger(t)})
 	if err := s.Sync(v.Ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestScheduleOverlap(t *testing.T) {
 	} {
 		t.Run(c.overlap, func(t *testing.T) {
 			v := runtest.New(t)
-			eng, err := runner.New(runner.Config{Box: v.Box, AckWait: runtest.AckWait, Logger: runtest.Logger(t)})
+			eng, err := runner.New(runner.Config{Conn: (*conn.Conn)(v.Box), AckWait: runtest.AckWait, Logger: runtest.Logger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

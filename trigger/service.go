@@ -13,17 +13,17 @@ import (
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/clock"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/workflow"
 )
 
 // Config configures a Service.
 type Config struct {
-	// Box is the NATS connection (required): the engine's process's own, which may start runs
-	// as any principal and write the triggers bucket.
-	Box *natsbox.Box
+	// Conn is the NATS connection (required): the engine's process's own, which may start
+	// runs as any principal and write the triggers bucket.
+	Conn *conn.Conn
 	// Clock is the clock of schedules; nil means the real clock.
 	Clock clock.Clock
 	// Log receives what triggers did and what went wrong; nil discards.
@@ -58,7 +58,7 @@ type Service struct {
 // active is a registered workflow with triggers: its latest version.
 type active struct {
 	reg client.Registered
-	bs  *runstore.Bundles
+	bs  *workflow.Bundles
 	def *workflow.Definition
 	// schedules are its schedule triggers, parsed.
 	schedules map[string]*workflow.Schedule
@@ -75,11 +75,11 @@ func New(cfg Config) *Service {
 	if cfg.MaxInputBytes <= 0 {
 		cfg.MaxInputBytes = wire.DefaultMaxValue
 	}
-	s := &Service{cfg: cfg, names: cfg.Box.Names(), js: cfg.Box.JetStream(), active: map[string]*active{}}
+	s := &Service{cfg: cfg, names: (*natsbox.Box)(cfg.Conn).Names(), js: (*natsbox.Box)(cfg.Conn).JetStream(), active: map[string]*active{}}
 	s.subs.running = map[string]*consumption{}
 	// The start event's time is the real clock's, whatever the schedules' clock: the engine
 	// measures a run's deadline from it.
-	s.admin = client.NewClient(client.ClientConfig{Box: cfg.Box, Principal: natsbox.RoleAdmin, MaxInputBytes: cfg.MaxInputBytes})
+	s.admin = client.New(client.Config{Conn: cfg.Conn, Principal: natsbox.RoleAdmin, MaxInputBytes: cfg.MaxInputBytes})
 	return s
 }
 
@@ -279,7 +279,7 @@ func (s *Service) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	}
 	err := natsbox.Retry(ctx, open)
 	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		if err = natsbox.EnsureLayout(ctx, s.js, s.cfg.Box.Layout()); err == nil {
+		if err = natsbox.EnsureLayout(ctx, s.js, (*natsbox.Box)(s.cfg.Conn).Layout()); err == nil {
 			err = natsbox.Retry(ctx, open)
 		}
 	}

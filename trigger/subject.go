@@ -63,7 +63,7 @@ func (s *Service) startSubjects(ctx context.Context) error {
 	if len(s.cfg.Subjects) == 0 {
 		return nil
 	}
-	if err := natsbox.EnsureTriggersStream(ctx, s.js, s.cfg.Box.Layout(), s.cfg.Subjects); err != nil {
+	if err := natsbox.EnsureTriggersStream(ctx, s.js, (*natsbox.Box)(s.cfg.Conn).Layout(), s.cfg.Subjects); err != nil {
 		return err
 	}
 	st, err := s.js.Stream(ctx, s.names.TriggersStream())

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/trigger"
@@ -23,7 +24,7 @@ subject = "orders.created"
 // runService runs a Service with the operator's subjects until the returned stop.
 func runService(t *testing.T, v *runtest.Env, subjects ...string) (*trigger.Service, func()) {
 	t.Helper()
-	s := trigger.New(trigger.Config{Box: v.Box, Log: runtest.Logger(t), Subjects: subjects})
+	s := trigger.New(trigger.Config{Conn: (*conn.Conn)(v.Box), Log: runtest.Logger(t), Subjects: subjects})
 	ready := make(chan struct{})
 	stop := v.Go(func(ctx context.Context) error { return s.Run(ctx, ready) }, ready)
 	return s, stop
@@ -46,7 +47,7 @@ func publish(t *testing.T, v *runtest.Env, subject, id, body string) {
 // no Service runs waits in the stream and starts its run when one runs again.
 func TestSubjectTrigger(t *testing.T) {
 	v := runtest.New(t)
-	eng, err := runner.New(runner.Config{Box: v.Box, AckWait: runtest.AckWait, Logger: runtest.Logger(t)})
+	eng, err := runner.New(runner.Config{Conn: (*conn.Conn)(v.Box), AckWait: runtest.AckWait, Logger: runtest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
@@ -312,14 +313,14 @@ func TestWorkflowsBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := New(Config{Box: e.box})
+	w, err := New(Config{Conn: (*conn.Conn)(e.box)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := runstore.OpenStore(w.WorkflowsBucket).Put(testCtx(t), bs); err != nil {
 		t.Fatal(err)
 	}
-	other, err := New(Config{Box: e.box}) // a fresh worker reads the bucket
+	other, err := New(Config{Conn: (*conn.Conn)(e.box)}) // a fresh worker reads the bucket
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +331,7 @@ func TestWorkflowsBucket(t *testing.T) {
 
 func TestHandlePanics(t *testing.T) {
 	e := newEnv(t)
-	w, err := New(Config{Box: e.box})
+	w, err := New(Config{Conn: (*conn.Conn)(e.box)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +354,7 @@ func TestHandlePanics(t *testing.T) {
 	if _, err := New(Config{}); err == nil {
 		t.Error("New without a Box succeeded")
 	}
-	if _, err := New(Config{Box: e.box, AckWait: -1}); err == nil {
+	if _, err := New(Config{Conn: (*conn.Conn)(e.box), AckWait: -1}); err == nil {
 		t.Error("New with a negative AckWait succeeded")
 	}
 	r := e.start(Config{}, map[string]Handler{"x": ok})

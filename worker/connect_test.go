@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/protocol"
 )
@@ -44,7 +45,7 @@ func TestConnect(t *testing.T) {
 		want string
 	}{
 		{Config{}, "Config.NATS.URL is empty"},
-		{Config{Box: e.box, NATS: NATS{URL: e.box.ClientURL()}}, "give Config.Box to New"},
+		{Config{Conn: (*conn.Conn)(e.box), NATS: NATS{URL: e.box.ClientURL()}}, "give Config.Conn to New"},
 		{Config{NATS: NATS{URL: e.box.ClientURL(), Token: "not-the-token-4711"}}, "refused the credentials"},
 		{Config{NATS: NATS{URL: e.box.ClientURL(), Token: token, JSDomain: "hub.east"}}, `JetStream domain "hub.east" is not one subject token`},
 		{Config{NATS: NATS{URL: e.box.ClientURL(), Token: token, JSAPIPrefix: "JS.>"}}, `API prefix "JS.>" is not a subject without wildcards`},

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
@@ -23,7 +24,7 @@ import (
 func effectsEnv(t *testing.T) (*Effects, jetstream.KeyValue) {
 	t.Helper()
 	e := newEnv(t)
-	w, err := New(Config{Box: e.box})
+	w, err := New(Config{Conn: (*conn.Conn)(e.box)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/worker"
 )
@@ -21,7 +22,7 @@ func Example() {
 	}
 	defer box.Close()
 
-	w, err := worker.New(worker.Config{Box: box})
+	w, err := worker.New(worker.Config{Conn: (*conn.Conn)(box)})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
 	"github.com/reins-run/reins/internal/wire"
@@ -107,8 +108,8 @@ func (e *env) start(cfg Config, handlers map[string]Handler) *running {
 // startWith is start with prepare called on the worker before it runs.
 func (e *env) startWith(cfg Config, handlers map[string]Handler, prepare func(*Worker)) *running {
 	e.t.Helper()
-	if cfg.Box == nil {
-		cfg.Box = e.box
+	if cfg.Conn == nil {
+		cfg.Conn = (*conn.Conn)(e.box)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(e.t)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/protocol"
 )
@@ -206,7 +207,7 @@ func TestCrashedWorkerTaskIsRedeliveredAfterAckWait(t *testing.T) {
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})
 	defer close(release)
-	e.start(Config{Box: crashBox, AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Config{Conn: (*conn.Conn)(crashBox), AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
 		started <- struct{}{}
 		<-release
 		return tc.Complete("never stored")

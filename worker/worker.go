@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
@@ -46,10 +47,10 @@ type Config struct {
 	// NATS is the server Connect connects to, and how it authenticates: what a worker program
 	// gives.
 	NATS NATS
-	// Box is a connection a program of this module already has (package reins, package host,
-	// the reins command): New serves on it and leaves it open. A worker program leaves it nil
-	// and calls Connect.
-	Box *natsbox.Box
+	// Conn is the connection to serve on, which New leaves open: a dialed client's
+	// (client.Client.Conn), or [conn.Dial]'s. A worker program may leave it nil and call
+	// Connect, which opens one from NATS.
+	Conn *conn.Conn
 	// Logger receives the worker's log; nil discards it.
 	Logger *slog.Logger
 	// AckWait is the AckWait of the handlers' consumers; 0 means DefaultAckWait. A crashed
@@ -145,36 +146,36 @@ type NATS struct {
 func Connect(ctx context.Context, cfg Config) (*Worker, error) {
 	n := cfg.NATS
 	switch {
-	case cfg.Box != nil:
-		return nil, errors.New("worker: Connect opens its own connection: give Config.Box to New instead")
+	case cfg.Conn != nil:
+		return nil, errors.New("worker: Connect opens its own connection: give Config.Conn to New instead")
 	case n.URL == "":
 		return nil, errors.New("worker: Config.NATS.URL is empty: name the NATS server to connect to")
 	}
 	if n.Name == "" {
 		n.Name = "reins-worker"
 	}
-	box, err := natsbox.Open(ctx, natsbox.Options{URL: n.URL, Token: n.Token, CredsFile: n.CredsFile, NKeyFile: n.NKeyFile,
+	c, err := conn.Dial(ctx, n.URL, conn.WithOptions(conn.Options{Token: n.Token, CredsFile: n.CredsFile, NKeyFile: n.NKeyFile,
 		TLSCert: n.TLSCert, TLSKey: n.TLSKey, TLSCA: n.TLSCA, Name: n.Name, Namespace: n.Namespace,
-		JSDomain: n.JSDomain, JSAPIPrefix: n.JSAPIPrefix, Logger: cfg.Logger})
+		JSDomain: n.JSDomain, JSAPIPrefix: n.JSAPIPrefix, Logger: cfg.Logger}))
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	cfg.Box = box
+	cfg.Conn = c
 	w, err := New(cfg)
 	if err != nil {
-		_ = box.Close()
+		_ = c.Close()
 		return nil, err
 	}
-	w.OnStop(func() { _ = box.Close() })
+	w.OnStop(func() { _ = c.Close() })
 	return w, nil
 }
 
-// New returns a Worker on cfg.Box, a connection the caller keeps (Connect opens one). Register
+// New returns a Worker on cfg.Conn, a connection the caller keeps (Connect opens one). Register
 // handlers with Handle, then call Run.
 func New(cfg Config) (*Worker, error) {
 	switch {
-	case cfg.Box == nil:
-		return nil, errors.New("worker: Config.Box is nil: a worker program calls Connect, which opens a connection")
+	case cfg.Conn == nil:
+		return nil, errors.New("worker: Config.Conn is nil: give a dialed connection (client.Dial, conn.Dial), or call Connect, which opens one")
 	case cfg.AckWait < 0:
 		return nil, fmt.Errorf("worker: Config.AckWait is %s: want 0 (meaning %s) or more", cfg.AckWait, DefaultAckWait)
 	case cfg.Concurrency < 0:
@@ -183,9 +184,9 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker: Config.EffectTimeout is %s: want 0 (meaning %s) or more", cfg.EffectTimeout, DefaultEffectTimeout)
 	}
 	w := &Worker{
-		box:         cfg.Box,
-		names:       cfg.Box.Names(),
-		js:          cfg.Box.JetStream(),
+		box:         (*natsbox.Box)(cfg.Conn),
+		names:       (*natsbox.Box)(cfg.Conn).Names(),
+		js:          (*natsbox.Box)(cfg.Conn).JetStream(),
 		log:         cfg.Logger,
 		now:         cfg.Now,
 		ackWait:     orDefault(cfg.AckWait, DefaultAckWait),
@@ -205,7 +206,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w.workflows = &workflows{js: w.js, name: w.names.WorkflowsBucket()}
 	w.effects = newEffects(w.js, w.names, w.ackWait, orDefault(cfg.EffectTimeout, DefaultEffectTimeout), w.metrics)
-	w.sessions = session.New(w.js, w.names)
+	w.sessions = session.New((*conn.Conn)(w.box))
 	return w, nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/workflow"
 )
@@ -22,7 +21,7 @@ type modelUse struct {
 
 // modelsCalled lists the models the llm and agent steps of bs call (summarizers included),
 // the root workflow's first, each once.
-func modelsCalled(bs *runstore.Bundles) []modelUse {
+func modelsCalled(bs *workflow.Bundles) []modelUse {
 	keys := slices.SortedFunc(maps.Keys(bs.All), func(a, b string) int {
 		switch bs.Root {
 		case a:
@@ -64,7 +63,7 @@ func modelsCalled(bs *runstore.Bundles) []modelUse {
 // server, or a replayed model whose cassette cannot be read. reg is the options of the model
 // flags; getenv reads the environment. The error is one sentence naming the model, the step and
 // what to set.
-func checkCredentials(bs *runstore.Bundles, reg registry.Options, getenv func(string) string) error {
+func checkCredentials(bs *workflow.Bundles, reg registry.Options, getenv func(string) string) error {
 	for _, u := range modelsCalled(bs) {
 		if err := u.check(reg, getenv); err != nil {
 			return err

@@ -14,6 +14,7 @@ import (
 	"github.com/reins-run/reins"
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
@@ -46,7 +47,7 @@ type hostConfig struct {
 
 // startHost starts the engine and the built-in workers cfg asks for on box (package host).
 func startHost(ctx context.Context, box *natsbox.Box, cfg hostConfig) (*host.Host, error) {
-	hc := host.Config{Box: box, Engine: cfg.engine, AckWait: cfg.ackWait, SaveWindow: cfg.saveWindow, LeaseTTL: cfg.leaseTTL, Logger: cfg.log,
+	hc := host.Config{Conn: (*conn.Conn)(box), Engine: cfg.engine, AckWait: cfg.ackWait, SaveWindow: cfg.saveWindow, LeaseTTL: cfg.leaseTTL, Logger: cfg.log,
 		Roles: cfg.roles, Admit: cfg.admit, Limits: cfg.limits, MaxOutputBytes: cfg.maxOutput, MaxValueBytes: cfg.maxValue, Metrics: cfg.metrics}
 	if cfg.builtin.Logger == nil {
 		cfg.builtin.Logger = cfg.log // their debug lines about each task

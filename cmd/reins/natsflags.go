@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
 )
@@ -166,9 +167,9 @@ func (f *natsFlags) open(ctx context.Context, listen string, log *slog.Logger) (
 // data directory's admin on an embedded server of this process, else the name the server
 // gives (natsbox.Box.WhoAmI), with what it may publish.
 func newClient(ctx context.Context, box *natsbox.Box) (*client.Client, error) {
-	cfg := client.ClientConfig{Box: box}
+	cfg := client.Config{Conn: (*conn.Conn)(box)}
 	if box.Embedded() {
-		return client.NewClient(cfg), nil
+		return client.New(cfg), nil
 	}
 	name, publish, err := box.WhoAmI(ctx)
 	if err != nil {
@@ -182,7 +183,7 @@ func newClient(ctx context.Context, box *natsbox.Box) (*client.Client, error) {
 			return slices.ContainsFunc(publish, func(p string) bool { return natsbox.SubjectMatches(p, subject) })
 		}
 	}
-	return client.NewClient(cfg), nil
+	return client.New(cfg), nil
 }
 
 // writeURL records url, the client URL of an embedded server that listens, for other commands

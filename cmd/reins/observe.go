@@ -18,6 +18,7 @@ import (
 
 	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/logs"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/metrics"
@@ -235,7 +236,7 @@ func knownWorkflows(ctx context.Context, box *natsbox.Box, m *metrics.Metrics, l
 	if m == nil {
 		return
 	}
-	c := client.NewClient(client.ClientConfig{Box: box})
+	c := client.New(client.Config{Conn: (*conn.Conn)(box)})
 	regs, err := c.Workflows(ctx)
 	if err != nil {
 		log.Warn("metrics: the registered workflows are not counted from 0", "err", err)

@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/promtest"
 	"github.com/reins-run/reins/metrics"
@@ -402,7 +403,8 @@ func TestServeWaitingRuns(t *testing.T) {
 	}
 	id := strings.TrimSpace(out)
 	c := srv.client(t)
-	for rec, err := range c.Watch(t.Context(), id) {
+	for u, err := range c.Watch(t.Context(), id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -450,7 +452,7 @@ func TestServeMetricsAtZero(t *testing.T) {
 		t.Fatal(ps)
 	}
 	def.Normalize()
-	if _, _, err := client.NewClient(client.ClientConfig{Box: box}).Register(t.Context(), "orders", []byte(src), def); err != nil {
+	if _, _, err := client.New(client.Config{Conn: (*conn.Conn)(box)}).Register(t.Context(), "orders", []byte(src), def); err != nil {
 		t.Fatal(err)
 	}
 	box.Close()
@@ -485,7 +487,7 @@ func TestServeMetricsAtZero(t *testing.T) {
 	}
 	defer box.Close()
 	later := strings.Replace(src, `"orders"`, `"refunds"`, 1)
-	if _, _, err := client.NewClient(client.ClientConfig{Box: box}).Register(t.Context(), "refunds", []byte(later), def); err != nil {
+	if _, _, err := client.New(client.Config{Conn: (*conn.Conn)(box)}).Register(t.Context(), "refunds", []byte(later), def); err != nil {
 		t.Fatal(err)
 	}
 	present := func(fams map[string]*dto.MetricFamily) bool {

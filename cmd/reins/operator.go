@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -78,7 +77,7 @@ func runLimits(cfg *operator.Config) engine.Limits {
 }
 
 // operatorOnly lists what the workflows of bs set that only a server's operator may set.
-func operatorOnly(bs *runstore.Bundles) workflow.Problems {
+func operatorOnly(bs *workflow.Bundles) workflow.Problems {
 	var ps workflow.Problems
 	for _, h := range slices.Sorted(maps.Keys(bs.All)) {
 		ps = append(ps, workflow.OperatorOnly(bs.All[h].Definition)...)

@@ -16,7 +16,6 @@ import (
 	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/workflow"
@@ -109,7 +108,7 @@ func apiFailed(err error) error {
 
 // runRemote registers file under its workflow's name, starts a run of that version with
 // input, and prints its id (--detach) or follows it to its end.
-func runRemote(cmd *cobra.Command, c *api.Client, file string, def *workflow.Definition, bundles *runstore.Bundles, input json.RawMessage, f *runFlags) error {
+func runRemote(cmd *cobra.Command, c *api.Client, file string, def *workflow.Definition, bundles *workflow.Bundles, input json.RawMessage, f *runFlags) error {
 	ctx := cmd.Context()
 	// A server runs what other people submit: what carries power is its operator's.
 	if ps := operatorOnly(bundles); len(ps) > 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -72,7 +73,8 @@ func TestRemote(t *testing.T) {
 		t.Fatalf("run --detach: exit %d\n%s%s", code, out, errOut)
 	}
 	id := strings.TrimSpace(out)
-	for rec, err := range c.Watch(t.Context(), id) {
+	for u, err := range c.Watch(t.Context(), id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +171,8 @@ func TestRemoteWaitAndCancel(t *testing.T) {
 		defer close(done)
 		code, out, errOut = cli(t, "run", gate, "--input", `{"order_id":"O-7"}`, "--server", url, "--token", samToken, "--run-id", "gate-remote")
 	}()
-	for rec, err := range c.Watch(t.Context(), "gate-remote") {
+	for u, err := range c.Watch(t.Context(), "gate-remote", client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +195,8 @@ func TestRemoteWaitAndCancel(t *testing.T) {
 		t.Fatalf("run --detach: exit %d\n%s%s", code, out, errOut)
 	}
 	holdID := strings.TrimSpace(out)
-	for rec, err := range c.Watch(t.Context(), holdID) {
+	for u, err := range c.Watch(t.Context(), holdID, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -335,7 +339,8 @@ func TestRemoteResumeAndPages(t *testing.T) {
 		ids = append(ids, strings.TrimSpace(out))
 	}
 	for _, id := range ids {
-		for rec, err := range c.Watch(t.Context(), id) {
+		for u, err := range c.Watch(t.Context(), id, client.WatchOptions{Only: client.WatchRecords}) {
+			rec := u.Record
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -211,7 +211,7 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 }
 
 // runHere runs def on r (package reins) and follows it to its result.
-func (f *runFlags) runHere(cmd *cobra.Command, r *reins.Reins, def *workflow.Definition, bundles *runstore.Bundles, input json.RawMessage) error {
+func (f *runFlags) runHere(cmd *cobra.Command, r *reins.Reins, def *workflow.Definition, bundles *workflow.Bundles, input json.RawMessage) error {
 	if err := checkHandlers(bundles, f.listen); err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -398,7 +398,7 @@ func checkInput(def *workflow.Definition, input json.RawMessage) error {
 
 // checkHandlers refuses to start a run on a private embedded server when a step needs a
 // handler that no process can serve: only the built-in steps run in this process.
-func checkHandlers(bs *runstore.Bundles, listen string) error {
+func checkHandlers(bs *workflow.Bundles, listen string) error {
 	if listen != "" {
 		return nil
 	}
@@ -414,7 +414,7 @@ func checkHandlers(bs *runstore.Bundles, listen string) error {
 
 // warnUnserved tells, one line each, what the run needs that no running worker serves: it would
 // wait for it. Not knowing (the bucket unreadable) says nothing: the run goes on either way.
-func warnUnserved(ctx context.Context, w io.Writer, c *client.Client, bs *runstore.Bundles) {
+func warnUnserved(ctx context.Context, w io.Writer, c *client.Client, bs *workflow.Bundles) {
 	missing, err := c.Unserved(ctx, bs)
 	if err != nil {
 		return
@@ -475,7 +475,7 @@ func follow(ctx context.Context, c *client.Client, id string, def *workflow.Defi
 	if p == nil {
 		p = newProgress(w, def, o.quiet)
 	}
-	for u, err := range c.FollowFrom(followCtx, id, o.afterEvent) {
+	for u, err := range c.Watch(followCtx, id, client.WatchOptions{After: o.afterEvent}) {
 		if err != nil {
 			if context.Cause(followCtx) == lost {
 				return nil, lost

@@ -20,7 +20,6 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
@@ -681,7 +680,7 @@ func forkRunOn(cmd *cobra.Command, nf *natsFlags, runID string, f *forkFlags) er
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
-		if err := checkHandlers(&runstore.Bundles{Root: rec.Run.Hash, All: map[string]*runstore.Bundle{rec.Run.Hash: {Definition: def}}}, ""); err != nil {
+		if err := checkHandlers(&workflow.Bundles{Root: rec.Run.Hash, All: map[string]*workflow.Bundle{rec.Run.Hash: {Definition: def}}}, ""); err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
 	}

@@ -11,8 +11,9 @@ import (
 
 	"github.com/reins-run/reins/api"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/console"
-	"github.com/reins-run/reins/host"
+	"github.com/reins-run/reins/internal/auth"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/mcpserver"
 	"github.com/reins-run/reins/metrics"
@@ -139,7 +140,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 					return &exitError{code: exitFailed, err: err}
 				}
 				res.AddPrincipal(natsbox.RoleAdmin, token, operator.RoleAdmin)
-				nf.auth = host.Authenticator(res)
+				nf.auth = auth.Authenticator(res)
 				nf.maxConsumers = cfgOp.Limits.MaxConsumersPerPrincipal
 			}
 			box, err := nf.open(ctx, l, log)
@@ -153,7 +154,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			if !box.Embedded() {
 				// Principals in accounts of their own on an external server reach the consumer
 				// proxy of the serve processes (docs/deploy.md); the embedded server's Box runs its own.
-				stop, err := natsbox.ServeConsumerProxy(ctx, box, natsbox.ProxyConfig{Principal: host.Identity(res),
+				stop, err := natsbox.ServeConsumerProxy(ctx, box, natsbox.ProxyConfig{Principal: auth.Identity(res),
 					MaxPerPrincipal: cfgOp.Limits.MaxConsumersPerPrincipal, Logger: log})
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
@@ -162,12 +163,12 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			}
 			// The triggers of the registered workflows: schedules decided here (several serve
 			// processes share them exactly once per due time), webhooks through the API.
-			triggers := trigger.New(trigger.Config{Box: box, Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Subjects: cfgOp.TriggerSubjects})
+			triggers := trigger.New(trigger.Config{Conn: (*conn.Conn)(box), Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Subjects: cfgOp.TriggerSubjects})
 			lim := cfgOp.Limits.HTTP.WithDefaults()
 			obs, err := observe("--listen", httpListen, box, res, log, lim, func(m *metrics.Metrics, ready func() error) http.Handler {
 				// The built-in workers call the workflows' models with the keys of res, unless
 				// --model puts every step on one model of its own.
-				a := api.New(api.Config{Box: box, Principals: res, Operator: cfgOp, BuiltinWorkers: !noWorker && mf.name == "", Metrics: m.Handler(), Ready: ready, Console: console.Handler(),
+				a := api.New(api.Config{Conn: (*conn.Conn)(box), Principals: res, Operator: cfgOp, BuiltinWorkers: !noWorker && mf.name == "", Metrics: m.Handler(), Ready: ready, Console: console.Handler(),
 					Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Hooks: triggers,
 					EngineWait: engineWait(lim.WriteTimeout), MaxWebhookBytes: lim.MaxWebhookBytes, MaxUnauthenticated: lim.MaxUnauthenticated,
 					MaxEventStreams: lim.MaxEventStreams, ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout})
@@ -289,7 +290,7 @@ func retain(ctx context.Context, box *natsbox.Box, retention time.Duration, log 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	c := client.NewClient(client.ClientConfig{Box: box})
+	c := client.New(client.Config{Conn: (*conn.Conn)(box)})
 	go func() {
 		defer close(done)
 		_ = c.Retain(ctx, client.Retention{

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/operator"
@@ -90,7 +91,7 @@ func (s *server) client(t *testing.T) *client.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { box.Close() })
-	return client.NewClient(client.ClientConfig{Box: box})
+	return client.New(client.Config{Conn: (*conn.Conn)(box)})
 }
 
 // wait waits for a run to finish.
@@ -109,7 +110,8 @@ func wait(t *testing.T, c *client.Client, id string) *client.Record {
 // for a worker of handler nobody).
 func dispatched(t *testing.T, c *client.Client, id string) {
 	t.Helper()
-	for rec, err := range c.Watch(t.Context(), id) {
+	for u, err := range c.Watch(t.Context(), id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/session"
@@ -62,7 +63,7 @@ func withSessions(ctx context.Context, nf *natsFlags, f func(st *session.Store, 
 			return &exitError{code: exitFailed, err: err}
 		}
 	}
-	st, err := session.Open(ctx, box.JetStream(), box.Names())
+	st, err := session.Open(ctx, (*conn.Conn)(box))
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return f(nil, false)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/reins-run/reins"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
@@ -237,7 +238,7 @@ func TestOrphanedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer box.Close()
-	if rec := wait(t, client.NewClient(client.ClientConfig{Box: box}), "left"); rec.Run.Status != protocol.RunCancelled {
+	if rec := wait(t, client.New(client.Config{Conn: (*conn.Conn)(box)}), "left"); rec.Run.Status != protocol.RunCancelled {
 		t.Errorf("the orphan cancelled while no engine ran ended %s under reins run, want cancelled", rec.Run.Status)
 	}
 }
@@ -247,7 +248,8 @@ func running(t *testing.T, r *reins.Reins, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	for rec, err := range r.Client().Watch(ctx, id) {
+	for u, err := range r.Client().Watch(ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			t.Fatal(err)
 		}

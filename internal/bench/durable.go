@@ -46,11 +46,11 @@ func newStack(b B, handlers map[string]worker.Handler) *stack {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &stack{box: h.Box(), client: client.NewClient(client.ClientConfig{Box: h.Box()}), stop: h.Stop}
+	return &stack{box: (*natsbox.Box)(h.Conn()), client: client.New(client.Config{Conn: h.Conn()}), stop: h.Stop}
 }
 
 // loopBundles is a workflow of one agent_loop step running handler.
-func loopBundles(b B, handler string, maxIter int, loopDelay time.Duration) *runstore.Bundles {
+func loopBundles(b B, handler string, maxIter int, loopDelay time.Duration) *workflow.Bundles {
 	b.Helper()
 	wb := workflow.New("bench-loop").Deadline(24 * time.Hour).MaxSteps(1 << 30)
 	s := wb.AgentLoop("loop", handler).WithMaxIterations(maxIter)
@@ -72,7 +72,7 @@ func loopBundles(b B, handler string, maxIter int, loopDelay time.Duration) *run
 // handler sends on it the run id of each last iteration it answered: runLoops waits for the n
 // runs to get there before it reads their records, so that it does not watch (and decode) every
 // intermediate record while the loops run. A run counts only once it is saved completed.
-func runLoops(b B, s *stack, bs *runstore.Bundles, n int, lasts <-chan string) {
+func runLoops(b B, s *stack, bs *workflow.Bundles, n int, lasts <-chan string) {
 	b.Helper()
 	ctx := context.Background()
 	ids := make([]string, n)

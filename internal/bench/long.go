@@ -17,6 +17,7 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/runstore"
@@ -79,9 +80,11 @@ func AgentLong(b B) {
 	var h *host.Host
 	if os.Getenv("REINS_BENCH_NATS") == "process" {
 		var server *os.Process
-		if cfg.Box, server = serverProcess(b); server != nil {
+		var box *natsbox.Box
+		if box, server = serverProcess(b); server != nil {
+			cfg.Conn = (*conn.Conn)(box)
 			defer server.Kill()
-			defer cfg.Box.Close()
+			defer box.Close()
 			m.server = server.Pid
 		}
 		h, err = host.Start(context.Background(), cfg)
@@ -92,10 +95,10 @@ func AgentLong(b B) {
 		b.Fatal(err)
 	}
 	defer h.Stop()
-	c := client.NewClient(client.ClientConfig{Box: h.Box()})
+	c := client.New(client.Config{Conn: h.Conn()})
 	b.ResetTimer()
 	for range b.Loops() {
-		m.run(b, h.Box(), c, bs)
+		m.run(b, (*natsbox.Box)(h.Conn()), c, bs)
 	}
 	b.StopTimer()
 	m.report(b)
@@ -120,7 +123,7 @@ type longMeter struct {
 }
 
 // run runs the agent once and samples it at iterations 100, 200, 900 and its end.
-func (m *longMeter) run(b B, box *natsbox.Box, c *client.Client, bs *runstore.Bundles) {
+func (m *longMeter) run(b B, box *natsbox.Box, c *client.Client, bs *workflow.Bundles) {
 	ctx := context.Background()
 	id, err := c.Start(ctx, bs, json.RawMessage(`null`), "")
 	if err != nil {
@@ -128,7 +131,7 @@ func (m *longMeter) run(b B, box *natsbox.Box, c *client.Client, bs *runstore.Bu
 	}
 	want := map[int]bool{100: true, 200: true, 900: true}
 	var samples []longSample
-	for u, err := range c.Follow(ctx, id) {
+	for u, err := range c.Watch(ctx, id, client.WatchOptions{}) {
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -21,10 +21,10 @@ import (
 
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/telemetry"
+	"github.com/reins-run/reins/workflow"
 )
 
 // PublishTimeout bounds the wait for the acknowledgements of one decision's messages.
@@ -86,7 +86,7 @@ func (o *Outbox) undeliverable(t *protocol.Task, at time.Time, why string) *nats
 // StartChildMsg is the start event of a sub-run, its input stored by reference when large;
 // one that cannot be sent fails the step that waits for it. The error is that of the values'
 // store.
-func (o *Outbox) StartChildMsg(ctx context.Context, runID string, b *runstore.Bundle, c *engine.ChildRun, at time.Time) (*nats.Msg, error) {
+func (o *Outbox) StartChildMsg(ctx context.Context, runID string, b *workflow.Bundle, c *engine.ChildRun, at time.Time) (*nats.Msg, error) {
 	hash, ok := b.Workflows[c.Workflow]
 	if c.Agent != "" {
 		hash, ok = b.Agents[c.Agent]

@@ -260,15 +260,15 @@ func TestStore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Bundles.Put stores every bundle, and leaves one already there as it is.
+	// PutBundles stores every bundle, and leaves one already there as it is.
 	squatted := bs.All[bs.Root].Workflows["child.toml"]
 	if _, err := kv.Create(ctx, squatted, []byte(`{"definition":{"name":"squatter"}}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := bs.Put(ctx, kv); err != nil {
+	if err := runstore.PutBundles(ctx, kv, bs); err != nil {
 		t.Fatal(err)
 	}
-	if err := bs.Put(ctx, kv); err != nil {
+	if err := runstore.PutBundles(ctx, kv, bs); err != nil {
 		t.Fatalf("a second Put: %v", err)
 	}
 	keys, err := kv.Keys(ctx)

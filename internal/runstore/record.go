@@ -27,19 +27,8 @@ const StatusCorrupt protocol.RunStatus = "corrupt"
 // CodeCorrupt is the error code of a run whose record cannot be decoded.
 const CodeCorrupt = "E_CORRUPT_RECORD"
 
-// Record is what the reins_runs bucket holds under a run id: the run state, and the parent run
-// waiting for it when it is a sub-run.
-type Record struct {
-	Run    *engine.Run      `json:"run"`
-	Parent *protocol.Parent `json:"parent,omitempty"`
-	// Revision is the bucket's revision of the record (not stored).
-	Revision uint64 `json:"-"`
-}
-
-// Finished reports whether the run has ended.
-func (r *Record) Finished() bool {
-	return r != nil && r.Run.Finished()
-}
+// Record is what the reins_runs bucket holds under a run id ([engine.Record]).
+type Record = engine.Record
 
 // EncodeRecord returns json.Marshal(rec), written without reflection by wire's Encoder: the
 // engine encodes a record after every decision.

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
 	"github.com/reins-run/reins/internal/runstore"
@@ -59,7 +60,7 @@ func NewWithin(t testing.TB, dir string, bound time.Duration) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = box.Close() })
-	return &Env{T: t, Ctx: ctx, Box: box, Client: client.NewClient(client.ClientConfig{Box: box})}
+	return &Env{T: t, Ctx: ctx, Box: box, Client: client.New(client.Config{Conn: (*conn.Conn)(box)})}
 }
 
 // Go runs run (an engine's or a worker's Run) until the test ends or stop is called. It returns
@@ -86,7 +87,7 @@ func (v *Env) Go(run func(context.Context) error, ready <-chan struct{}) (stop f
 }
 
 // Start starts a run of bs with input (JSON; "" for none) and returns its id.
-func (v *Env) Start(bs *runstore.Bundles, input string, runID string) string {
+func (v *Env) Start(bs *workflow.Bundles, input string, runID string) string {
 	v.T.Helper()
 	var in json.RawMessage
 	if input != "" {
@@ -112,7 +113,8 @@ func (v *Env) Wait(id string) *client.Record {
 // WaitFor waits until run id's record satisfies ok.
 func (v *Env) WaitFor(id string, ok func(*client.Record) bool) *client.Record {
 	v.T.Helper()
-	for rec, err := range v.Client.Watch(v.Ctx, id) {
+	for u, err := range v.Client.Watch(v.Ctx, id, client.WatchOptions{Only: client.WatchRecords}) {
+		rec := u.Record
 		if err != nil {
 			v.T.Fatalf("Watch %s: %v", id, err)
 		}
@@ -191,7 +193,7 @@ func PublishEvent(ctx context.Context, t testing.TB, js jetstream.JetStream, ev 
 }
 
 // Bundles builds the workflow of b and its bundles.
-func Bundles(t testing.TB, b *workflow.Builder) (*workflow.Definition, *runstore.Bundles) {
+func Bundles(t testing.TB, b *workflow.Builder) (*workflow.Definition, *workflow.Bundles) {
 	t.Helper()
 	def, err := b.Build()
 	if err != nil {
@@ -205,7 +207,7 @@ func Bundles(t testing.TB, b *workflow.Builder) (*workflow.Definition, *runstore
 }
 
 // LoadBundles loads a workflow file and its bundles.
-func LoadBundles(t testing.TB, file string) *runstore.Bundles {
+func LoadBundles(t testing.TB, file string) *workflow.Bundles {
 	t.Helper()
 	def, ps := workflow.LoadAndValidate(file, workflow.Options{})
 	if len(ps) > 0 {
@@ -349,7 +351,7 @@ func (w *testWriter) close() {
 
 // LoopWorkflow is a workflow of one agent_loop step, think, served by handler "think", bounded
 // at max iterations.
-func LoopWorkflow(t testing.TB, max int) *runstore.Bundles {
+func LoopWorkflow(t testing.TB, max int) *workflow.Bundles {
 	wf := workflow.New("looping")
 	wf.AgentLoop("think", "think").WithMaxIterations(max)
 	_, bs := Bundles(t, wf)
@@ -358,7 +360,7 @@ func LoopWorkflow(t testing.TB, max int) *runstore.Bundles {
 
 // ServeFan returns the bundles of a workflow with a parallel step (left, right) then a map
 // (double of each of input.items), and serves its handlers.
-func (v *Env) ServeFan() *runstore.Bundles {
+func (v *Env) ServeFan() *workflow.Bundles {
 	v.T.Helper()
 	wf := workflow.New("fan")
 	wf.Parallel("both", "left", "right")

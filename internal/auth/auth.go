@@ -1,4 +1,9 @@
-package host
+// Package auth builds the authenticators of an embedded NATS server from the operator's
+// principals: who a token is, and who a name is, with their roles.
+//
+// It must not decide what a role may do (natsbox's permissions do) or read a secret (operator
+// reads tokens at start).
+package auth
 
 import (
 	"github.com/reins-run/reins/internal/natsbox"

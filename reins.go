@@ -40,7 +40,6 @@ import (
 	"github.com/reins-run/reins/internal/auth"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/protocol"
@@ -338,7 +337,7 @@ func (r *Reins) StartWith(ctx context.Context, def *workflow.Definition, input a
 	if err != nil {
 		return "", fmt.Errorf("reins: the input cannot be encoded as JSON: %w", err)
 	}
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		return "", fmt.Errorf("reins: %w", err)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
@@ -65,7 +64,7 @@ func (s *stack) runDurable(t *testing.T, handler, runID string, maxTurns int, in
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}

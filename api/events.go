@@ -167,7 +167,7 @@ func (s *Server) runExists(ctx context.Context, c *client.Client, runID string) 
 	return nil
 }
 
-// followed is what FollowFrom yielded, through a channel.
+// followed is what client.Watch yielded, through a channel.
 type followed struct {
 	u   client.Update
 	err error

@@ -24,7 +24,6 @@ import (
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/auth"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
@@ -235,7 +234,7 @@ func (s *stack) startAs(name, text, input string) string {
 	if len(ps) > 0 {
 		s.t.Fatalf("the test's workflow: %v", ps)
 	}
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		s.t.Fatal(err)
 	}

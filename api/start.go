@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/reins-run/reins/client"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/workflow"
@@ -132,7 +131,7 @@ func (s *Server) recorded(ctx context.Context, c *client.Client, id string) bool
 // want of its provider's key: what they would fail on after the run started, it does not start
 // with. A server whose steps run on other workers (reins serve --no-workers) cannot know their
 // keys, and checks nothing.
-func (s *Server) checkKeys(bs *runstore.Bundles) error {
+func (s *Server) checkKeys(bs *workflow.Bundles) error {
 	if !s.cfg.BuiltinWorkers || s.cfg.Principals == nil {
 		return nil
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
@@ -199,7 +198,7 @@ func TestCompactedAgentMovesToAnotherWorker(t *testing.T) {
 	if len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	bundles, err := runstore.NewBundles(def, "")
+	bundles, err := workflow.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}

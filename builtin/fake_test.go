@@ -15,7 +15,6 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/clock"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/workflow"
@@ -156,7 +155,7 @@ func bundleOf(t testing.TB, toml, baseDir string) (*workflow.Bundle, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &runstore.Bundle{Definition: def, BaseDir: baseDir}, hash
+	return &workflow.Bundle{Definition: def, BaseDir: baseDir}, hash
 }
 
 // newTask is the task of attempt 1 of iteration iter of activation 1 of step.

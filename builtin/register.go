@@ -8,6 +8,7 @@ import (
 	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
+	"github.com/reins-run/reins/workflow"
 )
 
 // Register registers the built-in handlers on w: protocol.HandlerLLM and protocol.HandlerAgent, or
@@ -71,7 +72,7 @@ type taskContext struct {
 }
 
 // Bundle returns the workflow definition the run started with (Task.Workflow).
-func (c taskContext) Bundle() (*runstore.Bundle, error) {
+func (c taskContext) Bundle() (*workflow.Bundle, error) {
 	t := c.Task()
 	if t.Workflow == "" {
 		return nil, fmt.Errorf("task %s names no workflow", t.MsgID)

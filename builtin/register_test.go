@@ -15,7 +15,6 @@ import (
 	"github.com/reins-run/reins/engine"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/worker"
@@ -124,7 +123,7 @@ func TestRegisterRunsExamples(t *testing.T) {
 			if len(ps) > 0 {
 				t.Fatal(ps)
 			}
-			bundles, err := runstore.NewBundles(def, "")
+			bundles, err := workflow.NewBundles(def, "")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,7 +17,6 @@ import (
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/protocol"
@@ -136,7 +135,7 @@ func (s *stack) run(def *workflow.Definition, principal, customer, q string) *cl
 
 func (s *stack) start(def *workflow.Definition, principal, customer, q string) string {
 	s.t.Helper()
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		s.t.Fatal(err)
 	}

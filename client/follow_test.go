@@ -13,13 +13,13 @@ import (
 	"github.com/reins-run/reins/protocol"
 )
 
-// follow collects what FollowFrom yields: the stream sequences of the events, and whether it
+// follow collects what Watch after a sequence yields: the stream sequences of the events, and whether it
 // ended with the finished record.
 func follow(t *testing.T, ctx context.Context, c *client.Client, runID string, after uint64) (seqs []uint64, types []string, finished bool) {
 	t.Helper()
 	for u, err := range c.Watch(ctx, runID, client.WatchOptions{After: after}) {
 		if err != nil {
-			t.Fatalf("FollowFrom(%d): %v", after, err)
+			t.Fatalf("Watch after %d: %v", after, err)
 		}
 		if u.Event != nil {
 			seqs, types = append(seqs, u.Seq), append(types, string(u.Event.Type))
@@ -31,7 +31,7 @@ func follow(t *testing.T, ctx context.Context, c *client.Client, runID string, a
 	return seqs, types, finished
 }
 
-// FollowFrom resumes after any sequence Follow yielded: the events after it, none missed and
+// Watch resumes after any sequence it yielded: the events after it, none missed and
 // none twice, then the finished record; after the last event, or past it, only the record.
 // A run that is still going is followed to its end from where the caller left off.
 func TestFollowFrom(t *testing.T) {
@@ -69,7 +69,7 @@ func TestFollowFrom(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, _, finished := follow(t, v.Ctx, v.Client, "resumed", tc.after)
 			if !slices.Equal(got, tc.want) || !finished {
-				t.Errorf("FollowFrom(%d) = %v finished %t, want %v and the finished record", tc.after, got, finished, tc.want)
+				t.Errorf("Watch after %d = %v finished %t, want %v and the finished record", tc.after, got, finished, tc.want)
 			}
 		})
 	}
@@ -88,7 +88,7 @@ func wantAfter(seqs []uint64, after uint64) []uint64 {
 	return out
 }
 
-// A FollowFrom of a run in progress, stopped and resumed after the last sequence it saw, sees
+// A Watch of a run in progress, stopped and resumed after the last sequence it saw, sees
 // every event once.
 func TestFollowFromResumesALiveRun(t *testing.T) {
 	v := newEnv(t)
@@ -135,7 +135,7 @@ func TestFollowFromResumesALiveRun(t *testing.T) {
 	}
 }
 
-// FollowFrom of a run that goes on ends with ctx's error once ctx is done, every time.
+// A Watch of a run that goes on ends with ctx's error once ctx is done, every time.
 func TestFollowFromEndsWithCtx(t *testing.T) {
 	v := newEnv(t)
 	v.Start(runtest.LoopWorkflow(t, 3), "", "idle") // no worker: the run stays running
@@ -157,10 +157,10 @@ func TestFollowFromEndsWithCtx(t *testing.T) {
 		select {
 		case err := <-ended:
 			if !errors.Is(err, context.Canceled) {
-				t.Errorf("try %d: FollowFrom ended with %v, want context.Canceled", i, err)
+				t.Errorf("try %d: Watch ended with %v, want context.Canceled", i, err)
 			}
 		case <-time.After(10 * time.Second):
-			t.Fatalf("try %d: FollowFrom did not end after its context was cancelled", i)
+			t.Fatalf("try %d: Watch did not end after its context was cancelled", i)
 		}
 		cancel()
 	}

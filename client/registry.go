@@ -126,7 +126,7 @@ func (c *Client) Register(ctx context.Context, name string, source []byte, def *
 	if err := CheckName(name); err != nil {
 		return Registered{}, false, err
 	}
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		return Registered{}, false, fmt.Errorf("client: register %s: %w", name, err)
 	}
@@ -459,7 +459,7 @@ func (c *Client) Bundles(ctx context.Context, r Registered) (*workflow.Bundles, 
 		return nil, fmt.Errorf("client: workflow %s version %d: %w (its bundle is gone and the source does not parse)", r.Name, r.Version, ErrChanged)
 	}
 	def.Normalize()
-	rebuilt, err := runstore.NewBundles(def, "")
+	rebuilt, err := workflow.NewBundles(def, "")
 	if err != nil {
 		return nil, fmt.Errorf("client: workflow %s version %d: %w", r.Name, r.Version, err)
 	}

@@ -197,7 +197,7 @@ budget = { max_iterations = 5000 }
 		t.Fatal(ps)
 	}
 	def.Normalize()
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/trigger"
 	"github.com/reins-run/reins/workflow"
 )
@@ -227,7 +226,7 @@ func TestAttackOwnersTriggerRunIDs(t *testing.T) {
 		t.Fatal(ps)
 	}
 	def.Normalize()
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +340,7 @@ func TestAttackOwnersPinnedVersion(t *testing.T) {
 		t.Fatal(ps)
 	}
 	def.Normalize()
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,6 @@ import (
 	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natstest"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -411,5 +410,5 @@ func bundlesOf(file string) (*workflow.Bundles, error) {
 	if len(ps) > 0 {
 		return nil, ps
 	}
-	return runstore.NewBundles(def, "")
+	return workflow.NewBundles(def, "")
 }

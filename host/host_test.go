@@ -14,7 +14,6 @@ import (
 	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -71,7 +70,7 @@ func oneTask(t *testing.T, handler string) *workflow.Bundles {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/natstest"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -253,7 +252,7 @@ func gatedEcho(t *testing.T) *workflow.Bundles {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/runtest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
@@ -28,7 +27,7 @@ func toolsWorkflow(t *testing.T) *workflow.Bundles {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := runstore.NewBundles(def, "testdata")
+	bs, err := workflow.NewBundles(def, "testdata")
 	if err != nil {
 		t.Fatal(err)
 	}

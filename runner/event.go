@@ -37,7 +37,7 @@ type shard struct {
 // entry is a run as last decided: the record, the revision of its last save, its bundle, and
 // the events decided since that save (pending), acknowledged once a save covers them.
 type entry struct {
-	rec     *runstore.Record
+	rec     *engine.Record
 	rev     uint64
 	bundle  *workflow.Bundle
 	pending []decided
@@ -408,7 +408,7 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m je
 		}
 		return ack, nil
 	}
-	return e.save(ctx, sh, decided{m: m, ev: ev}, ent, &entry{rec: &runstore.Record{Run: next, Parent: ent.rec.Parent}, bundle: ent.bundle}, cmds)
+	return e.save(ctx, sh, decided{m: m, ev: ev}, ent, &entry{rec: &engine.Record{Run: next, Parent: ent.rec.Parent}, bundle: ent.bundle}, cmds)
 }
 
 // awaited decides whether the start ev of a sub-run (Parent set: it came on the engine's
@@ -442,7 +442,7 @@ func (e *Engine) awaited(ctx context.Context, ev *protocol.Event, n uint64) (out
 // read returns the saved record of run id and its definition, nil when there is none: what a
 // decision about another run (its sub-run) reads of it, without caching it (it may be
 // another shard's, or another engine's).
-func (e *Engine) read(ctx context.Context, id string) (*runstore.Record, *workflow.Definition, error) {
+func (e *Engine) read(ctx context.Context, id string) (*engine.Record, *workflow.Definition, error) {
 	rec, _, b, err := e.fetch(ctx, id)
 	if rec == nil || err != nil {
 		if errors.Is(err, jetstream.ErrInvalidKey) {
@@ -516,7 +516,7 @@ func (e *Engine) start(ctx context.Context, sh *shard, d decided) (outcome, erro
 	if run, cmds, err = e.acquireAtStart(ctx, b.Definition, run, cmds, start); err != nil {
 		return retry, err
 	}
-	return e.save(ctx, sh, d, nil, &entry{rec: &runstore.Record{Run: run, Parent: ev.Parent}, bundle: b}, cmds)
+	return e.save(ctx, sh, d, nil, &entry{rec: &engine.Record{Run: run, Parent: ev.Parent}, bundle: b}, cmds)
 }
 
 // workflowsOf returns the definition of b and of every sub-workflow it names (the workflows of
@@ -772,7 +772,7 @@ func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *
 	if err != nil {
 		return drop, permanent(err)
 	}
-	return e.save(ctx, sh, decided{m: d.m, ev: &ev}, old, &entry{rec: &runstore.Record{Run: run, Parent: parent}, bundle: next.bundle}, cmds)
+	return e.save(ctx, sh, decided{m: d.m, ev: &ev}, old, &entry{rec: &engine.Record{Run: run, Parent: parent}, bundle: next.bundle}, cmds)
 }
 
 // armSchedules arms the timers of the schedule commands of run id, whose tasks went out now.

@@ -13,7 +13,6 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
@@ -76,7 +75,7 @@ func ExampleClient_Start() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		log.Fatal(err)
 	}

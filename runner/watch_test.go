@@ -84,7 +84,7 @@ func TestRearmedWatchCountsFromTheSave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := runstore.EncodeRecord(&runstore.Record{Run: run})
+	data, err := runstore.EncodeRecord(&engine.Record{Run: run})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -309,7 +309,7 @@ func TestWorkflowsBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := runstore.NewBundles(def, t.TempDir())
+	bs, err := workflow.NewBundles(def, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"testing"
 
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/workflow"
 )
@@ -67,7 +66,7 @@ func TestCheckCredentials(t *testing.T) {
 	if len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	bs, err := runstore.NewBundles(def, t.TempDir())
+	bs, err := workflow.NewBundles(def, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/reins-run/reins"
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/client"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
@@ -147,7 +146,7 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "reins: note: workflow %s has %d trigger(s): reins run runs it once, now, and ignores them; they start runs once the workflow is registered with reins serve (PUT /v1/workflows/%s)\n", def.Name, n, def.Name)
 	}
 	if remote != nil {
-		bundles, err := runstore.NewBundles(def, "")
+		bundles, err := workflow.NewBundles(def, "")
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
@@ -156,7 +155,7 @@ func runWorkflow(cmd *cobra.Command, file string, f *runFlags) error {
 	if def, err = f.useModel(def); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	bundles, err := runstore.NewBundles(def, "")
+	bundles, err := workflow.NewBundles(def, "")
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}

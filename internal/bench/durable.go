@@ -23,7 +23,6 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -61,7 +60,7 @@ func loopBundles(b B, handler string, maxIter int, loopDelay time.Duration) *wor
 	if err != nil {
 		b.Fatal(err)
 	}
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
@@ -70,7 +69,7 @@ func AgentLong(b B) {
 	if len(problems) > 0 {
 		b.Fatal(problems.Error())
 	}
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		b.Fatal(err)
 	}

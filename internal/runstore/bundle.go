@@ -14,21 +14,10 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// Bundle is what natsbox.WorkflowsBucket stores under a definition's hash ([workflow.Bundle]).
-type Bundle = workflow.Bundle
-
-// Bundles holds a definition and its sub-workflows, by hash ([workflow.Bundles]).
-type Bundles = workflow.Bundles
-
-// NewBundles is [workflow.NewBundles].
-func NewBundles(def *workflow.Definition, baseDir string) (*Bundles, error) {
-	return workflow.NewBundles(def, baseDir)
-}
-
 // PutBundles stores every bundle of bs in kv (natsbox.WorkflowsBucket). A bundle already there
 // is left as it is (the key is the hash of the definition), unless its definition has another
 // hash.
-func PutBundles(ctx context.Context, kv jetstream.KeyValue, bs *Bundles) error {
+func PutBundles(ctx context.Context, kv jetstream.KeyValue, bs *workflow.Bundles) error {
 	for h, b := range bs.All {
 		data, err := json.Marshal(b)
 		if err != nil {
@@ -58,7 +47,7 @@ func replaceSquatter(ctx context.Context, kv jetstream.KeyValue, h string, data 
 	if err != nil {
 		return err
 	}
-	var have Bundle
+	var have workflow.Bundle
 	if json.Unmarshal(e.Value(), &have) == nil && have.Definition != nil {
 		if hh, err := have.Definition.Hash(); err == nil && hh == h {
 			return nil
@@ -73,7 +62,7 @@ func replaceSquatter(ctx context.Context, kv jetstream.KeyValue, h string, data 
 type Store struct {
 	open  func(context.Context) (jetstream.KeyValue, error)
 	mu    sync.Mutex
-	cache map[string]*Bundle
+	cache map[string]*workflow.Bundle
 }
 
 // NewStore returns a Store over kv (natsbox.WorkflowsBucket).
@@ -85,11 +74,11 @@ func NewStore(kv jetstream.KeyValue) *Store {
 // needs it: a worker's bucket is opened on first use, so that a store made before the layout
 // exists works once it does.
 func OpenStore(open func(context.Context) (jetstream.KeyValue, error)) *Store {
-	return &Store{open: open, cache: map[string]*Bundle{}}
+	return &Store{open: open, cache: map[string]*workflow.Bundle{}}
 }
 
 // Get returns the bundle stored under hash.
-func (s *Store) Get(ctx context.Context, hash string) (*Bundle, error) {
+func (s *Store) Get(ctx context.Context, hash string) (*workflow.Bundle, error) {
 	s.mu.Lock()
 	b := s.cache[hash]
 	s.mu.Unlock()
@@ -104,7 +93,7 @@ func (s *Store) Get(ctx context.Context, hash string) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workflow %.12s: %w", hash, err)
 	}
-	b = new(Bundle)
+	b = new(workflow.Bundle)
 	if err := json.Unmarshal(e.Value(), b); err != nil {
 		return nil, fmt.Errorf("workflow %.12s: %w: the stored bundle is not valid: %v", hash, wire.ErrMalformed, err)
 	}
@@ -125,7 +114,7 @@ func (s *Store) Get(ctx context.Context, hash string) (*Bundle, error) {
 }
 
 // Put stores bs in the store's bucket and keeps them.
-func (s *Store) Put(ctx context.Context, bs *Bundles) error {
+func (s *Store) Put(ctx context.Context, bs *workflow.Bundles) error {
 	kv, err := s.open(ctx)
 	if err != nil {
 		return err

@@ -53,7 +53,7 @@ func abs(t *testing.T, path string) string {
 // ../child.toml: three bundles, the child's once, each file name as written mapped to its hash.
 func TestNewBundles(t *testing.T) {
 	parent := load(t, "testdata/parent.toml")
-	bs, err := runstore.NewBundles(parent, "")
+	bs, err := workflow.NewBundles(parent, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestNewBundles(t *testing.T) {
 
 	// An explicit base directory is where the sub-workflow files are read from.
 	moved := t.TempDir()
-	if _, err := runstore.NewBundles(parent, moved); err == nil || !strings.Contains(err.Error(), "workflow parent: sub-workflow child.toml: ") {
+	if _, err := workflow.NewBundles(parent, moved); err == nil || !strings.Contains(err.Error(), "workflow parent: sub-workflow child.toml: ") {
 		t.Errorf("NewBundles with a base directory holding no child.toml: %v", err)
 	}
 	for _, f := range []string{"child.toml", "nested/middle.toml"} {
@@ -112,7 +112,7 @@ func TestNewBundles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bs2, err := runstore.NewBundles(parent, moved)
+	bs2, err := workflow.NewBundles(parent, moved)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestNewBundlesAgentTools(t *testing.T) {
 		}
 	}
 	def := load(t, filepath.Join(dir, "main.toml"))
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestNewBundlesGoDefinition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestNewBundlesErrors(t *testing.T) {
 			if len(ps) > 0 {
 				t.Fatal(ps)
 			}
-			_, err := runstore.NewBundles(def, "")
+			_, err := workflow.NewBundles(def, "")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("NewBundles: %v, want an error with %q", err, tc.want)
 			}
@@ -214,9 +214,9 @@ func TestNewBundlesErrors(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
-	b := &runstore.Bundle{BaseDir: "/srv/flows"}
+	b := &workflow.Bundle{BaseDir: "/srv/flows"}
 	for _, tc := range []struct {
-		bundle     *runstore.Bundle
+		bundle     *workflow.Bundle
 		path, want string
 	}{
 		{b, "cassettes/c.json", "/srv/flows/cassettes/c.json"},
@@ -224,10 +224,10 @@ func TestResolve(t *testing.T) {
 		{b, "./child.toml", "/srv/flows/child.toml"},
 		{b, "/abs/c.json", "/abs/c.json"},
 		{b, "", ""},
-		{&runstore.Bundle{}, "cassettes/c.json", "cassettes/c.json"},
+		{&workflow.Bundle{}, "cassettes/c.json", "cassettes/c.json"},
 	} {
 		if got := tc.bundle.Resolve(tc.path); got != filepath.FromSlash(tc.want) {
-			t.Errorf("Bundle{BaseDir: %q}.Resolve(%q) = %q, want %q", tc.bundle.BaseDir, tc.path, got, tc.want)
+			t.Errorf("workflow.Bundle{BaseDir: %q}.Resolve(%q) = %q, want %q", tc.bundle.BaseDir, tc.path, got, tc.want)
 		}
 	}
 }
@@ -255,7 +255,7 @@ func workflowsBucket(t *testing.T) (jetstream.JetStream, jetstream.KeyValue) {
 func TestStore(t *testing.T) {
 	ctx := t.Context()
 	_, kv := workflowsBucket(t)
-	bs, err := runstore.NewBundles(load(t, "testdata/parent.toml"), "")
+	bs, err := workflow.NewBundles(load(t, "testdata/parent.toml"), "")
 	if err != nil {
 		t.Fatal(err)
 	}

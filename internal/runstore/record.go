@@ -27,15 +27,12 @@ const StatusCorrupt protocol.RunStatus = "corrupt"
 // CodeCorrupt is the error code of a run whose record cannot be decoded.
 const CodeCorrupt = "E_CORRUPT_RECORD"
 
-// Record is what the reins_runs bucket holds under a run id ([engine.Record]).
-type Record = engine.Record
-
 // EncodeRecord returns json.Marshal(rec), written without reflection by wire's Encoder: the
 // engine encodes a record after every decision.
-func EncodeRecord(rec *Record) ([]byte, error) { return wire.Encode(rec, appendRecord) }
+func EncodeRecord(rec *engine.Record) ([]byte, error) { return wire.Encode(rec, appendRecord) }
 
 // appendRecord appends json.Marshal(rec) to b: the run, and the parent when there is one.
-func appendRecord(b []byte, rec *Record) ([]byte, error) {
+func appendRecord(b []byte, rec *engine.Record) ([]byte, error) {
 	if rec == nil {
 		return append(b, "null"...), nil
 	}
@@ -49,8 +46,8 @@ func appendRecord(b []byte, rec *Record) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
-func DecodeRecord(e jetstream.KeyValueEntry) (*Record, error) {
-	var rec Record
+func DecodeRecord(e jetstream.KeyValueEntry) (*engine.Record, error) {
+	var rec engine.Record
 	err := json.Unmarshal(e.Value(), &rec)
 	switch {
 	case err != nil:
@@ -64,10 +61,10 @@ func DecodeRecord(e jetstream.KeyValueEntry) (*Record, error) {
 
 // CorruptRecord stands for a record that cannot be decoded, in a list: the run id, status
 // StatusCorrupt, and the error saying why.
-func CorruptRecord(e jetstream.KeyValueEntry, err error) *Record {
+func CorruptRecord(e jetstream.KeyValueEntry, err error) *engine.Record {
 	run := &engine.Run{ID: e.Key(), Status: StatusCorrupt, StartedAt: e.Created().UTC(),
 		Error: &protocol.RunError{Code: CodeCorrupt, Message: err.Error()}}
-	return &Record{Run: run, Revision: e.Revision()}
+	return &engine.Record{Run: run, Revision: e.Revision()}
 }
 
 // StatusKey is the key of run in the status index (natsbox.StatusBucket):

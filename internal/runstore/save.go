@@ -46,7 +46,7 @@ func (e *TooLargeError) Error() string {
 // inline bound, and when that is not enough, every one over a kibibyte. The error is a
 // *TooLargeError when the record still cannot be saved, ErrUnencodable when it cannot be
 // encoded, and the values' store's (worth trying again) otherwise.
-func (s *Saver) Encode(ctx context.Context, rec *Record) ([]byte, error) {
+func (s *Saver) Encode(ctx context.Context, rec *engine.Record) ([]byte, error) {
 	limit := s.MaxPayload - RecordOverhead
 	var data []byte
 	for _, pack := range []bool{false, true} {
@@ -54,7 +54,7 @@ func (s *Saver) Encode(ctx context.Context, rec *Record) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", rec.Run.ID, err)
 		}
-		if data, err = EncodeRecord(&Record{Run: run, Parent: rec.Parent}); err != nil { // cannot happen on a state decoded from JSON
+		if data, err = EncodeRecord(&engine.Record{Run: run, Parent: rec.Parent}); err != nil { // cannot happen on a state decoded from JSON
 			return nil, fmt.Errorf("run %s: %w: %w", rec.Run.ID, ErrUnencodable, err)
 		}
 		if s.MaxPayload <= 0 || len(data) <= limit {

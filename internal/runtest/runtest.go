@@ -25,7 +25,6 @@ import (
 	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
-	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -199,7 +198,7 @@ func Bundles(t testing.TB, b *workflow.Builder) (*workflow.Definition, *workflow
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +212,7 @@ func LoadBundles(t testing.TB, file string) *workflow.Bundles {
 	if len(ps) > 0 {
 		t.Fatalf("%s: %v", file, ps)
 	}
-	bs, err := runstore.NewBundles(def, "")
+	bs, err := workflow.NewBundles(def, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,8 +104,8 @@ func goldenEvents() map[string]*protocol.Event {
 }
 
 // goldenRun is the record of a run waiting for a decision, with a map step's children.
-func goldenRun() *runstore.Record {
-	return &runstore.Record{Run: &engine.Run{ID: "r-1", Workflow: "triage", Hash: "5f2b9c", Status: protocol.RunWaiting,
+func goldenRun() *engine.Record {
+	return &engine.Record{Run: &engine.Run{ID: "r-1", Workflow: "triage", Hash: "5f2b9c", Status: protocol.RunWaiting,
 		Input: json.RawMessage(`{"ticket":"T-1"}`), StartedAt: at, Deadline: at.Add(time.Hour), Executed: 4,
 		Steps: map[string]*engine.StepRun{
 			"fetch": {Step: "fetch", Status: protocol.StepCompleted, Activation: 1, Iteration: 1, Attempt: 1, Attempts: 1,
@@ -160,7 +160,7 @@ func goldenMessages(t *testing.T) map[string][]byte {
 	sub := goldenRun()
 	sub.Run.ID, sub.Parent = "r-1/triage/c3", &protocol.Parent{RunID: "r-1", Step: "triage", Item: -1, Activation: 1, Iteration: 3, CallID: "c3"}
 	put("record-subrun")(runstore.EncodeRecord(sub))
-	every := &runstore.Record{Run: everyFieldOf[engine.Run](t), Parent: everyFieldOf[protocol.Parent](t)}
+	every := &engine.Record{Run: everyFieldOf[engine.Run](t), Parent: everyFieldOf[protocol.Parent](t)}
 	put("record-every-field")(runstore.EncodeRecord(every))
 	return out
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/internal/buildtest"
+	"github.com/reins-run/reins/internal/testkit/buildtest"
 )
 
 // deadWeight are packages the shipped reins must not link, each with why (BENCHMARKS.md,

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins"
-	"github.com/reins-run/reins/internal/natstest"
+	"github.com/reins-run/reins/internal/testkit/natstest"
 )
 
 // TestConfigJSDomain: Config.JSDomain reaches the Box: on a leaf node with a JetStream domain

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/internal/mdtest"
+	"github.com/reins-run/reins/internal/testkit/mdtest"
 )
 
 // mdLink is a Markdown link's target: a path, and an optional #anchor.

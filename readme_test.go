@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/internal/mdtest"
+	"github.com/reins-run/reins/internal/testkit/mdtest"
 )
 
 // docFiles are the Markdown files whose Go samples must compile: the README and docs/.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/internal/reftest"
+	"github.com/reins-run/reins/internal/testkit/reftest"
 )
 
 // httpReference is the page that lists every route of the API.

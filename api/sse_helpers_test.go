@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/api"
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 	"github.com/reins-run/reins/workflow"
 )
 

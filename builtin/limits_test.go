@@ -8,8 +8,8 @@ import (
 
 	"github.com/reins-run/reins/builtin"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/promtest"
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/promtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/ratelimit"

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/builtin"
-	"github.com/reins-run/reins/internal/buildtest"
+	"github.com/reins-run/reins/internal/testkit/buildtest"
 	"github.com/reins-run/reins/operator"
 )
 

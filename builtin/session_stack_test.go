@@ -17,7 +17,7 @@ import (
 	"github.com/reins-run/reins/host"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed"
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/session"

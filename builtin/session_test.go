@@ -10,7 +10,7 @@ import (
 	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed"
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 	"github.com/reins-run/reins/session"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 )
 
 // as is a client of v's server acting as principal with roles.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/conn"
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/runner"
 	"github.com/reins-run/reins/workflow"

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/conn"
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 	"github.com/reins-run/reins/runner"
 )
 

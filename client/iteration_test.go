@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/client"
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/trace"
 	"github.com/reins-run/reins/workflow"

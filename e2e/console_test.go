@@ -26,9 +26,9 @@ import (
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/conn"
-	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/buildtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 	"github.com/reins-run/reins/telemetry"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/internal/buildtest"
+	"github.com/reins-run/reins/internal/testkit/buildtest"
 )
 
 // The container image's promises, kept without a Docker engine: its go build makes a static

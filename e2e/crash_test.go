@@ -13,7 +13,7 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/natstest"
+	"github.com/reins-run/reins/internal/testkit/natstest"
 	"github.com/reins-run/reins/protocol"
 )
 

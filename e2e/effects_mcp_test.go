@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/internal/buildtest"
+	"github.com/reins-run/reins/internal/testkit/buildtest"
 )
 
 // mcpEffectsWorkflow is the workflow of the MCP side-effect test: the agent of slow.toml, its

@@ -19,8 +19,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/builtin"
-	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/testkit/buildtest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"

@@ -19,8 +19,8 @@ import (
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/natstest"
 	"github.com/reins-run/reins/internal/runstore"
+	"github.com/reins-run/reins/internal/testkit/natstest"
 	"github.com/reins-run/reins/protocol"
 )
 

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/internal/buildtest"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
+	"github.com/reins-run/reins/internal/testkit/buildtest"
 )
 
 // bins holds the programs most tests run, found or built once by TestMain.

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/internal/buildtest"
-	"github.com/reins-run/reins/internal/natstest"
+	"github.com/reins-run/reins/internal/testkit/buildtest"
+	"github.com/reins-run/reins/internal/testkit/natstest"
 	"github.com/reins-run/reins/protocol"
 )
 

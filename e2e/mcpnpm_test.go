@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/internal/buildtest"
+	"github.com/reins-run/reins/internal/testkit/buildtest"
 	"github.com/reins-run/reins/mcptool"
 	"github.com/reins-run/reins/tool"
 )

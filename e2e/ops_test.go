@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/internal/natstest"
+	"github.com/reins-run/reins/internal/testkit/natstest"
 )
 
 // documentedTenantBlock reads the tenant's permissions of docs/deploy.md: the nats-server

@@ -24,10 +24,10 @@ import (
 
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/conn"
-	"github.com/reins-run/reins/internal/buildtest"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/natstest"
-	"github.com/reins-run/reins/internal/protocoltest"
+	"github.com/reins-run/reins/internal/testkit/buildtest"
+	"github.com/reins-run/reins/internal/testkit/natstest"
+	"github.com/reins-run/reins/internal/testkit/protocoltest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"

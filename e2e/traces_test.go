@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/internal/otlptest"
+	"github.com/reins-run/reins/internal/testkit/otlptest"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/telemetry"
 )

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/clock"
-	"github.com/reins-run/reins/internal/buildtest"
+	"github.com/reins-run/reins/internal/testkit/buildtest"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/tool"

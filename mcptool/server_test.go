@@ -18,7 +18,7 @@ import (
 	"github.com/kballard/go-shellquote"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/reins-run/reins/internal/mcptest"
+	"github.com/reins-run/reins/internal/testkit/mcptest"
 )
 
 // serverEnv makes the test binary act as an MCP server instead of running the tests: "stdio"

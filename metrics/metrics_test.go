@@ -15,7 +15,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/reins-run/reins/internal/promtest"
+	"github.com/reins-run/reins/internal/testkit/promtest"
 	"github.com/reins-run/reins/metrics"
 )
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/internal/reftest"
+	"github.com/reins-run/reins/internal/testkit/reftest"
 	"github.com/reins-run/reins/operator"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/reins-run/reins/clock"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/provider"
 	"github.com/reins-run/reins/provider/openai"

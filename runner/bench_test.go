@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )

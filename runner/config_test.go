@@ -6,7 +6,7 @@ import (
 
 	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/engine"
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/operator"
 )

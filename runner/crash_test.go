@@ -18,7 +18,7 @@ import (
 
 	"github.com/reins-run/reins/internal/fault"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 	"github.com/reins-run/reins/protocol"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/clock"
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
 )

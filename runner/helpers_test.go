@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/conn"
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 	"github.com/reins-run/reins/protocol"
 )
 

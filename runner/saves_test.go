@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/client"
-	"github.com/reins-run/reins/internal/runtest"
+	"github.com/reins-run/reins/internal/testkit/runtest"
 	"github.com/reins-run/reins/protocol"
 )
 

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/internal/otlptest"
+	"github.com/reins-run/reins/internal/testkit/otlptest"
 	"go.opentelemetry.io/otel"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"

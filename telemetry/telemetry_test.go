@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/reins-run/reins/internal/otlptest"
+	"github.com/reins-run/reins/internal/testkit/otlptest"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/tool"

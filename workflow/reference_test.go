@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/internal/reftest"
+	"github.com/reins-run/reins/internal/testkit/reftest"
 )
 
 // referencePage is the reference of the workflow file that these tests hold to the decoder.

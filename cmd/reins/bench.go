@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/reins-run/reins/internal/bench"
+	"github.com/reins-run/reins/cmd/reins/internal/bench"
 	"github.com/spf13/cobra"
 )
 
@@ -22,7 +22,7 @@ func newBenchCmd() *cobra.Command {
 		Long: `Runs the benchmarks behind BENCHMARKS.md in this process and prints each figure with its
 ratio to the floor measured in the same run: one durable JetStream message published, fetched
 and acknowledged on an embedded server. The same functions run under
-"go test -bench . ./internal/bench", so both commands measure the same code.`,
+"go test -bench . ./cmd/reins/internal/bench", so both commands measure the same code.`,
 		Example: "  reins bench\n  reins bench --only loop_iteration --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

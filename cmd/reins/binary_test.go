@@ -19,7 +19,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/internal/buildtest"
+	"github.com/reins-run/reins/internal/testkit/buildtest"
 )
 
 // TestBinary runs the real reins binary, built as the container image builds it, as a user

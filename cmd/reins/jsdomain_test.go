@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/internal/natstest"
+	"github.com/reins-run/reins/internal/testkit/natstest"
 	"github.com/reins-run/reins/protocol"
 )
 

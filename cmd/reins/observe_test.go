@@ -20,7 +20,7 @@ import (
 	"github.com/reins-run/reins/client"
 	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/promtest"
+	"github.com/reins-run/reins/internal/testkit/promtest"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"

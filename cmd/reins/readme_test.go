@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/internal/mdtest"
+	"github.com/reins-run/reins/internal/testkit/mdtest"
 )
 
 // TestReinsProgram is the reins command when a README's command runs this test binary through

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/reins-run/reins/internal/mdtest"
-	"github.com/reins-run/reins/internal/reftest"
+	"github.com/reins-run/reins/internal/testkit/mdtest"
+	"github.com/reins-run/reins/internal/testkit/reftest"
 )
 
 // referenceFile is the reference of every command and flag, which TestCLIReference holds to

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/client"
-	"github.com/reins-run/reins/internal/buildtest"
+	"github.com/reins-run/reins/internal/testkit/buildtest"
 	"github.com/reins-run/reins/internal/wire"
 )
 

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/reins-run/reins/internal/buildtest"
+	"github.com/reins-run/reins/internal/testkit/buildtest"
 	"github.com/reins-run/reins/protocol"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reins-run/reins/internal/otlptest"
+	"github.com/reins-run/reins/internal/testkit/otlptest"
 	"github.com/reins-run/reins/telemetry"
 )
 

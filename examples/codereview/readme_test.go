@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/reins-run/reins/internal/mdtest"
+	"github.com/reins-run/reins/internal/testkit/mdtest"
 )
 
 // TestReadmeProgram is this program when a README's command runs the test binary through its

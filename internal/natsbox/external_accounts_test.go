@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/natsbox/serverspec"
-	"github.com/reins-run/reins/internal/natstest"
+	"github.com/reins-run/reins/internal/testkit/natstest"
 )
 
 // accountsConf renders, in a nats-server configuration's syntax, the account REINS (JetStream,

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/reins-run/reins/internal/natstest"
+	"github.com/reins-run/reins/internal/testkit/natstest"
 )
 
 // TestLayoutNamesRefusedPermission: a tenant's user lacking one permission of its list, on a

@@ -10,7 +10,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/reins-run/reins/internal/promtest"
+	"github.com/reins-run/reins/internal/testkit/promtest"
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/metrics/workermetrics"
 	"github.com/reins-run/reins/worker"

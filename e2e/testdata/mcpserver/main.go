@@ -18,7 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/reins-run/reins/internal/mcptest"
+	"github.com/reins-run/reins/internal/testkit/mcptest"
 )
 
 var (

@@ -4,10 +4,10 @@
 // round, and prints each figure per round with its ratio tree/base, flagging a figure that is
 // more than 5% worse than the base in every round.
 //
-//	go run ./internal/abbench                                  # against the baseline, two rounds
-//	go run ./internal/abbench --base HEAD --rounds 4           # against the last commit, four
+//	go run ./cmd/reins/internal/abbench                        # against the baseline, two rounds
+//	go run ./cmd/reins/internal/abbench --base HEAD --rounds 4 # against the last commit, four
 //
-// It owns the A/B procedure and its verdict; what is measured is internal/bench's.
+// It owns the A/B procedure and its verdict; what is measured is cmd/reins/internal/bench's.
 package main
 
 import (
@@ -62,7 +62,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.treeBin, "tree-bin", "", "a reins `binary` to run as the tree instead of building --tree")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory: the binaries and each run's JSON")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./internal/abbench [flags]\n\nBuilds --base and the working tree alike, runs reins bench --only %s --json with both alternately\nand prints each figure's ratio tree/base per round (BENCHMARKS.md, \"Drift against the baseline\").\n\n", joinNames())
+		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/reins/internal/abbench [flags]\n\nBuilds --base and the working tree alike, runs reins bench --only %s --json with both alternately\nand prints each figure's ratio tree/base per round (BENCHMARKS.md, \"Drift against the baseline\").\n\n", joinNames())
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

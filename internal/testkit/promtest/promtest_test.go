@@ -3,7 +3,7 @@ package promtest_test
 import (
 	"testing"
 
-	"github.com/reins-run/reins/internal/promtest"
+	"github.com/reins-run/reins/internal/testkit/promtest"
 )
 
 // TestValue: a sample is found by its exact label set in any order, a histogram by its count;

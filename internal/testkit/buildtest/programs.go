@@ -12,7 +12,7 @@ import (
 )
 
 // BinEnv names a directory of the programs of [Programs], built before the tests run (.ci/run
-// builds them with `go run ./internal/buildtest/prebuild DIR`). When it is set, [Program] takes
+// builds them with `go run ./internal/testkit/buildtest/prebuild DIR`). When it is set, [Program] takes
 // every program from it and builds nothing, so that no build runs inside a test's timeout.
 const BinEnv = "REINS_TEST_BIN"
 
@@ -79,7 +79,7 @@ func ProgramsIn(dir string, pkgs ...string) ([]string, error) {
 		}
 		bin := filepath.Join(pre, Name(pkg))
 		if _, err := os.Stat(bin); err != nil {
-			return nil, fmt.Errorf("buildtest: %s=%s has no %s (%w): build the tests' programs with go run ./internal/buildtest/prebuild %s, or unset %s", BinEnv, pre, Name(pkg), err, pre, BinEnv)
+			return nil, fmt.Errorf("buildtest: %s=%s has no %s (%w): build the tests' programs with go run ./internal/testkit/buildtest/prebuild %s, or unset %s", BinEnv, pre, Name(pkg), err, pre, BinEnv)
 		}
 		bins = append(bins, bin)
 	}

@@ -27,7 +27,7 @@ const Base = "https://github.com/reins-run/reins/docs/protocol/"
 // Dir is the directory of the schemas, found from this file's place in the module.
 func Dir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "docs", "protocol")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "docs", "protocol")
 }
 
 var (

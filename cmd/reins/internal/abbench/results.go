@@ -11,7 +11,7 @@ import (
 )
 
 // result is one benchmark of `reins bench --json`: the members abbench reads of
-// internal/bench's Result (the other members are ignored, so that a base older or newer than
+// cmd/reins/internal/bench's Result (the other members are ignored, so that a base older or newer than
 // the tree can still be read).
 type result struct {
 	Name        string             `json:"name"`

@@ -161,7 +161,7 @@ func TestNeedSays(t *testing.T) {
 		t.Errorf("need of a file that is there = %q, want %q", got, present)
 	}
 	gone := System{What: "Chromium", Debian: "chromium", Paths: []string{"no-such-command-reins", filepath.Join(t.TempDir(), "none")}}
-	want := "TestConsole/approver needs Chromium, which is not installed: install the Debian package chromium as root (apt-get install -y chromium), then run go test -tags e2e ./internal/buildtest -run TestConsole"
+	want := "TestConsole/approver needs Chromium, which is not installed: install the Debian package chromium as root (apt-get install -y chromium), then run go test -tags e2e ./internal/testkit/buildtest -run TestConsole"
 	for _, ci := range []bool{false, true} {
 		f := &fakeTB{TB: t}
 		var how stopped

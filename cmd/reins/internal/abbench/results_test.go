@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// What reins bench --json prints today (internal/bench's Result, indented as reins bench prints
-// it: internal/bench's TestResultJSON writes and checks testdata/results.json) is read, member
+// What reins bench --json prints today (cmd/reins/internal/bench's Result, indented as reins bench prints
+// it: cmd/reins/internal/bench's TestResultJSON writes and checks testdata/results.json) is read, member
 // for member.
 func TestParseResultsOfReinsBench(t *testing.T) {
 	printed, err := os.ReadFile("testdata/results.json")

@@ -6,15 +6,15 @@ import (
 	"os"
 	"testing"
 
-	"github.com/reins-run/reins/internal/bench"
+	"github.com/reins-run/reins/cmd/reins/internal/bench"
 )
 
 // printedResults is what `reins bench --json` prints for the hot path's three benchmarks
-// (indented as it prints them). internal/abbench reads this file in its own tests, so the two
+// (indented as it prints them). cmd/reins/internal/abbench reads this file in its own tests, so the two
 // agree on the format without abbench's tests linking the benchmarks.
 const printedResults = "../abbench/testdata/results.json"
 
-// TestResultJSON: the JSON of [bench.Result] is the one internal/abbench's tests read. A change
+// TestResultJSON: the JSON of [bench.Result] is the one cmd/reins/internal/abbench's tests read. A change
 // of the format fails here; write the file again with REINS_UPDATE_GOLDEN=1 and abbench's
 // TestParseResultsOfReinsBench says whether its reader still follows.
 func TestResultJSON(t *testing.T) {

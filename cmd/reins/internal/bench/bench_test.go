@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/internal/bench"
+	"github.com/reins-run/reins/cmd/reins/internal/bench"
 )
 
 func BenchmarkLoopIteration(b *testing.B) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reins-run/reins/internal/bench"
+	"github.com/reins-run/reins/cmd/reins/internal/bench"
 )
 
 var sink []byte

@@ -12,7 +12,7 @@ import (
 
 // The base and the tree are built as the Dockerfile builds the shipped reins.
 func TestBuildFlagsAreTheImages(t *testing.T) {
-	f, err := os.Open("../../Dockerfile")
+	f, err := os.Open("../../../../Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}

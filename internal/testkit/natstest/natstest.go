@@ -1,5 +1,5 @@
 // Package natstest holds what the tests that run NATS server processes or clusters share, for
-// test packages that cannot import internal/runtest (natsbox's own, whose package runtest
+// test packages that cannot import internal/testkit/runtest (natsbox's own, whose package runtest
 // imports): a free loopback port, the wait for a cluster's JetStream, and nats-servers in this
 // process (a hub and its leaf node, each with a JetStream domain; a server with accounts). It
 // imports no reins package, and nothing but tests imports it.

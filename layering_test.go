@@ -103,6 +103,42 @@ func TestWorkerLinksNoEngineCatches(t *testing.T) {
 	}
 }
 
+// TestProtocolLinksNoReins: the types that cross process boundaries depend on nothing of reins,
+// so that a worker, a client or a codec in another module links them alone.
+func TestProtocolLinksNoReins(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./protocol").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, bad := range reinsPackages(string(out), module+"/protocol") {
+		t.Errorf("package protocol links %s", bad)
+	}
+}
+
+// TestProtocolLinksNoReinsCatches: every package of the module but the one named is reported,
+// and nothing outside the module is, however its path begins.
+func TestProtocolLinksNoReinsCatches(t *testing.T) {
+	deps := strings.Join([]string{"fmt", "encoding/json", module + "-other/x", module + "/trace",
+		module + "/protocol", module + "/internal/intern", module}, "\n")
+	got := reinsPackages(deps, module+"/protocol")
+	want := []string{module + "/trace", module + "/internal/intern", module}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("reins packages:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// reinsPackages returns the packages of deps (one a line) that belong to the module, but self.
+func reinsPackages(deps, self string) []string {
+	var out []string
+	for line := range strings.Lines(deps) {
+		pkg := strings.TrimSpace(line)
+		if pkg != self && (pkg == module || strings.HasPrefix(pkg, module+"/")) {
+			out = append(out, pkg)
+		}
+	}
+	return out
+}
+
 // forbiddenInWorker returns the packages of deps (one a line) a worker must not link.
 func forbiddenInWorker(deps string) []string {
 	roots := []string{module + "/engine", module + "/runner", module + "/loop", module + "/workflow",

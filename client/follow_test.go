@@ -34,7 +34,7 @@ func follow(t *testing.T, ctx context.Context, c *client.Client, runID string, a
 // Watch resumes after any sequence it yielded: the events after it, none missed and
 // none twice, then the finished record; after the last event, or past it, only the record.
 // A run that is still going is followed to its end from where the caller left off.
-func TestFollowFrom(t *testing.T) {
+func TestWatchAfter(t *testing.T) {
 	v := newEnv(t)
 	const n = 4
 	bs := runtest.LoopWorkflow(t, n)
@@ -90,7 +90,7 @@ func wantAfter(seqs []uint64, after uint64) []uint64 {
 
 // A Watch of a run in progress, stopped and resumed after the last sequence it saw, sees
 // every event once.
-func TestFollowFromResumesALiveRun(t *testing.T) {
+func TestWatchAfterResumesALiveRun(t *testing.T) {
 	v := newEnv(t)
 	const n = 6
 	bs := runtest.LoopWorkflow(t, n)
@@ -136,7 +136,7 @@ func TestFollowFromResumesALiveRun(t *testing.T) {
 }
 
 // A Watch of a run that goes on ends with ctx's error once ctx is done, every time.
-func TestFollowFromEndsWithCtx(t *testing.T) {
+func TestWatchEndsWithCtx(t *testing.T) {
 	v := newEnv(t)
 	v.Start(runtest.LoopWorkflow(t, 3), "", "idle") // no worker: the run stays running
 	for i := range 20 {

@@ -6,8 +6,6 @@ import (
 	"math"
 	"strconv"
 	"time"
-
-	"github.com/reins-run/reins/trace"
 )
 
 // Version is the version of the task and result protocol (docs/protocol.md, its JSON Schemas in
@@ -236,7 +234,7 @@ type Event struct {
 	// agent does: its proposal, validation decisions, tool results, usage and stop), texts
 	// clipped with the whole kept by reference. The engine does not read it: it is the run's
 	// history, which reins runs show --iteration and reins run's progress print.
-	Record *trace.Iteration `json:"record,omitempty"`
+	Record *Iteration `json:"record,omitempty"`
 	// Reason is why the run is cancelled.
 	Reason string `json:"reason,omitempty"`
 	// Status is the final status of a sub-run (child_finished); anything but completed, or an

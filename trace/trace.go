@@ -2,15 +2,16 @@
 // the Sink interface that receives them as they happen.
 //
 // It owns the event vocabulary (the type strings are stable: fixtures name them, see
-// docs/reference/eval-fixtures.md) and nothing else: it must not import the loop, models or tools.
+// docs/reference/eval-fixtures.md) and nothing else. The event and the record of an iteration
+// travel with a worker's answer, so their types are package protocol's, named here by aliases:
+// it imports protocol and must not import the loop, models or tools.
 package trace
 
-import (
-	"time"
-)
+import "github.com/reins-run/reins/protocol"
 
-// Type is the kind of a trace event. The string values are stable: fixtures name them.
-type Type string
+// Type is the kind of a trace event ([protocol.TraceType]). The string values are stable:
+// fixtures name them.
+type Type = protocol.TraceType
 
 // Event types, in the order of docs/reference/eval-fixtures.md. Context comes only with a
 // context policy.
@@ -39,49 +40,10 @@ const (
 	DecisionTruncated = "truncated"
 )
 
-// Event is one thing that happened in a run. The payload fields that apply depend on Type:
-//
-//   - iteration_start: nothing beyond the header.
-//   - model_call: Duration, InputTokens, OutputTokens, CostUSD; Error and Retryable when it failed.
-//   - proposal: Proposal (answer, tool_calls, escalate, refuse), Calls, Reason for escalate/refuse.
-//   - validation: Decision, Reason, and Tool/CallID for a tool call (empty for an answer, and
-//     for a reply cut off at its output limit: truncated, whatever its kind).
-//   - approval: Tool, CallID, Decision (approved, denied, pending), Reason (the human's message),
-//     By (who decided, when known).
-//   - tool_call: Tool, CallID, Key (the idempotency key).
-//   - tool_result: Tool, CallID, Executed, Error and Retryable when the call failed, Duration.
-//   - stop: StopReason and Reason (the detail).
-//   - context: Decision (the strategy that acted: drop_oldest, truncate_tool_results or
-//     summarize; drop_oldest when the loop fell back to it after a summarizer failed), Reason
-//     (one sentence: what was left out or truncated, the request's input tokens before and
-//     after, the limit, a summarizer's failure). When a summarizer was called: its Duration,
-//     InputTokens, OutputTokens and CostUSD, as a model_call carries them (so that summing the
-//     events' tokens and cost still gives what the run spent), and Error when it failed.
-//
-// A flat struct rather than an interface payload keeps emitting an event free of allocations.
-type Event struct {
-	Type      Type      `json:"type"`
-	RunID     string    `json:"run_id"`
-	Iteration int       `json:"iteration"`
-	Time      time.Time `json:"time"`
-
-	Proposal     string        `json:"proposal,omitempty"`
-	Calls        int           `json:"calls,omitempty"`
-	Tool         string        `json:"tool,omitempty"`
-	CallID       string        `json:"call_id,omitempty"`
-	Key          string        `json:"key,omitempty"`
-	Decision     string        `json:"decision,omitempty"`
-	By           string        `json:"by,omitempty"`
-	Reason       string        `json:"reason,omitempty"`
-	Executed     bool          `json:"executed,omitempty"`
-	Error        string        `json:"error,omitempty"`
-	Retryable    bool          `json:"retryable,omitempty"`
-	StopReason   string        `json:"stop_reason,omitempty"`
-	InputTokens  int64         `json:"input_tokens,omitempty"`
-	OutputTokens int64         `json:"output_tokens,omitempty"`
-	CostUSD      float64       `json:"cost_usd,omitempty"`
-	Duration     time.Duration `json:"duration_ns,omitempty"`
-}
+// Event is one thing that happened in a loop's iteration: its fields, and which of them each
+// Type carries, are [protocol.TraceEvent]'s, since an answer carries the events of its iteration's
+// record ([Iteration]) to the engine.
+type Event = protocol.TraceEvent
 
 // Sink receives events as they happen. Emit is called from the loop's goroutine, in order; it
 // must not block for long, since the loop waits for it.

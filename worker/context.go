@@ -21,7 +21,6 @@ import (
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/telemetry"
-	"github.com/reins-run/reins/trace"
 )
 
 // TaskContext is what a handler gets for one task: the task, the ways to answer it, checkpoints
@@ -85,9 +84,10 @@ type TaskContext interface {
 	// AddUsage adds u to what the answer reports (the engine adds it to the step's usage).
 	AddUsage(u protocol.Usage)
 	// Record keeps what the iteration did (the last call wins), to be sent with the answer as
-	// its durable record (protocol.Event.Record), with the task's wall time: texts longer than
-	// 2 KiB are clipped there, their whole kept by reference in the run's values.
-	Record(it trace.Iteration)
+	// its durable record ([protocol.Event].Record), with the task's wall time: texts longer
+	// than 2 KiB are clipped there, their whole kept by reference in the run's values. A
+	// loop's trace.Iteration is the same type.
+	Record(it protocol.Iteration)
 	// KeepText stores a text with the run's values and returns a reference to it (a string that
 	// starts with NUL); ReadText reads it back. For texts a handler keeps out of its checkpoint.
 	KeepText(text string) (string, error)
@@ -140,8 +140,8 @@ type taskContext struct {
 	reason   error         // why later answers are refused
 	finished chan struct{} // closed when state becomes stateDone
 	usage    protocol.Usage
-	record   *trace.Iteration // what the handler recorded (Record)
-	started  time.Time        // when the handler started, for the record's Duration
+	record   *protocol.Iteration // what the handler recorded (Record)
+	started  time.Time           // when the handler started, for the record's Duration
 	// ranFrom is started on the real clock, for the metrics (Config.Now may be a test's).
 	ranFrom time.Time
 	span    oteltrace.Span // the iteration's span, nil when tracing is off

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/trace"
 )
 
 // The texts of an iteration record travel with the answer: each is clipped at recordInline
@@ -19,7 +18,7 @@ const (
 	recordMax    = 256 << 10
 )
 
-func (tc *taskContext) Record(it trace.Iteration) {
+func (tc *taskContext) Record(it protocol.Iteration) {
 	tc.mu.Lock()
 	tc.record = &it
 	tc.mu.Unlock()
@@ -35,7 +34,7 @@ func (tc *taskContext) withRecord(ev *protocol.Event, keep bool) error {
 		return nil
 	}
 	it := *rec
-	it.Calls = append([]trace.CallRecord(nil), rec.Calls...)
+	it.Calls = append([]protocol.CallRecord(nil), rec.Calls...)
 	if p := rec.Proposal; p != nil {
 		cp := *p
 		it.Proposal = &cp

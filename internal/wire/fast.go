@@ -14,7 +14,6 @@ import (
 	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/reins-run/reins/internal/intern"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/trace"
 )
 
 // The decoding of tasks and events, on the path of every durable iteration. A worker decodes a
@@ -227,7 +226,7 @@ func decodeEventFast(data []byte, ev *protocol.Event) bool {
 			return boolean(v, &ev.Permanent)
 		case "record":
 			if ev.Record == nil {
-				ev.Record = new(trace.Iteration)
+				ev.Record = new(protocol.Iteration)
 			}
 			return nested(v, ev.Record)
 		case "reason":

@@ -1,4 +1,4 @@
-package trace_test
+package protocol_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/reins-run/reins/trace"
+	"github.com/reins-run/reins/protocol"
 )
 
 func TestClipText(t *testing.T) {
@@ -21,7 +21,7 @@ func TestClipText(t *testing.T) {
 		{"ééééé", 3, "é… [8 more bytes]"}, // é is 2 bytes: the cut falls back to a rune start
 		{"abc", 0, "… [3 more bytes]"},
 	} {
-		if got := trace.ClipText(tc.s, tc.max); got != tc.want {
+		if got := protocol.ClipText(tc.s, tc.max); got != tc.want {
 			t.Errorf("ClipText(%q, %d) = %q, want %q", tc.s, tc.max, got, tc.want)
 		}
 	}
@@ -30,9 +30,9 @@ func TestClipText(t *testing.T) {
 // Clip keeps every long text whole before it cuts it, and names where in the text's Ref.
 func TestIterationClip(t *testing.T) {
 	long := strings.Repeat("x", 100)
-	it := trace.Iteration{
-		Proposal: &trace.ProposalRecord{Kind: "tool_calls", Text: long},
-		Calls: []trace.CallRecord{
+	it := protocol.Iteration{
+		Proposal: &protocol.ProposalRecord{Kind: "tool_calls", Text: long},
+		Calls: []protocol.CallRecord{
 			{ID: "c1", Tool: "read", Arguments: `{"id":1}`, Output: long, OutputBytes: 100},
 			{ID: "c2", Tool: "read", Arguments: long, Output: "ok"},
 		},
@@ -64,7 +64,7 @@ func TestIterationClip(t *testing.T) {
 	}
 
 	broken := errors.New("store down")
-	it2 := trace.Iteration{Calls: []trace.CallRecord{{ID: "c", Output: long}}}
+	it2 := protocol.Iteration{Calls: []protocol.CallRecord{{ID: "c", Output: long}}}
 	if _, err := it2.Clip(10, func(string) (string, error) { return "", broken }); !errors.Is(err, broken) {
 		t.Errorf("Clip with a failing keep = %v, want its error", err)
 	}
@@ -83,7 +83,7 @@ func FuzzClipText(f *testing.F) {
 		if max < 0 || max > 1<<16 {
 			return
 		}
-		got := trace.ClipText(s, max)
+		got := protocol.ClipText(s, max)
 		if len(s) <= max {
 			if got != s {
 				t.Fatalf("ClipText(%q, %d) = %q, want it unchanged", s, max, got)

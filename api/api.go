@@ -43,11 +43,13 @@ type Config struct {
 	Log *slog.Logger
 	// Now is the clock of registrations; nil means time.Now.
 	Now func() time.Time
-	// MaxInputBytes bounds a run's input and a request's body; 0 means 64 MiB.
+	// MaxInputBytes bounds a run's input and a request's body; 0 (or less) means
+	// operator.DefaultMaxBytes, the default max_input_bytes.
 	MaxInputBytes int64
 	// EngineWait bounds how long an answer that needs the engine (a run's start, a decision)
 	// waits for it to take what was sent; past it the answer is 202 (stored, not yet taken).
-	// 0 means 30 s.
+	// 0 (or less) means DefaultEngineWait, or half of WriteTimeout when that is shorter, so
+	// that the 202 is still written in time.
 	EngineWait time.Duration
 	// KeepAlive returns the ticks on which a stream of a run's events sends a keep-alive
 	// comment, and what stops them; nil means every KeepAliveEvery (tests pass their own).
@@ -55,21 +57,24 @@ type Config struct {
 
 	// The bounds of the listener (docs/api.md, "Limits"; the operator's [limits]).
 
-	// MaxWebhookBytes bounds a webhook delivery's body; 0 means DefaultMaxWebhookBytes.
+	// MaxWebhookBytes bounds a webhook delivery's body; 0 (or less) means
+	// DefaultMaxWebhookBytes.
 	MaxWebhookBytes int64
 	// MaxUnauthenticated bounds the requests in flight that no token vouches for: webhook
 	// deliveries, whose body is read before its signature says who sent it (a request to a
 	// route of tokens is checked before a byte of its body is read, and holds nothing); more
-	// are answered 503 with Retry-After. 0 means DefaultMaxUnauthenticated.
+	// are answered 503 with Retry-After. 0 (or less) means DefaultMaxUnauthenticated.
 	MaxUnauthenticated int
 	// MaxEventStreams bounds the event streams one principal has open at once; more are
-	// answered 429 with Retry-After. 0 means DefaultMaxEventStreams.
+	// answered 429 with Retry-After. 0 (or less) means DefaultMaxEventStreams.
 	MaxEventStreams int
 	// ReadTimeout is the http.Server's: the deadline of a request's arrival, which an
-	// authenticated body moves at each read (it is cut when it stalls that long). 0: none.
+	// authenticated body moves at each read (it is cut when it stalls that long). 0 means
+	// DefaultReadTimeout, as the operator's http_read_timeout; negative means none.
 	ReadTimeout time.Duration
 	// WriteTimeout is the http.Server's: an event stream moves its write deadline by it
-	// before each message. 0: none.
+	// before each message. 0 means DefaultWriteTimeout, as the operator's http_write_timeout;
+	// negative means none.
 	WriteTimeout time.Duration
 }
 
@@ -111,23 +116,9 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.MaxInputBytes <= 0 {
-		cfg.MaxInputBytes = 64 << 20
-	}
-	if cfg.EngineWait <= 0 {
-		cfg.EngineWait = 30 * time.Second
-	}
+	cfg = cfg.withDefaults()
 	if cfg.Ready == nil {
 		cfg.Ready = func() error { return nil }
-	}
-	if cfg.MaxWebhookBytes <= 0 {
-		cfg.MaxWebhookBytes = DefaultMaxWebhookBytes
-	}
-	if cfg.MaxUnauthenticated <= 0 {
-		cfg.MaxUnauthenticated = DefaultMaxUnauthenticated
-	}
-	if cfg.MaxEventStreams <= 0 {
-		cfg.MaxEventStreams = DefaultMaxEventStreams
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), unauthenticated: make(slots, cfg.MaxUnauthenticated),
 		streams: &streamCounts{max: cfg.MaxEventStreams, n: map[string]int{}}}

@@ -92,7 +92,7 @@ type stackOptions struct {
 	Limits engine.Limits
 	// TraceURL is the operator's [console] trace_url ("": none).
 	TraceURL string
-	// ReadTimeout and WriteTimeout are the HTTP server's, and the API's (0: none).
+	// ReadTimeout and WriteTimeout are the HTTP server's (0: none) and the API's (0: its defaults).
 	ReadTimeout, WriteTimeout time.Duration
 	// MaxUnauthenticated and MaxEventStreams are the API's (0: their defaults).
 	MaxUnauthenticated, MaxEventStreams int

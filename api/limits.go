@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/reins-run/reins/operator"
 )
 
 // The bounds of the listener before and around authentication (docs/api.md, "Limits"): what
@@ -15,12 +17,49 @@ import (
 // a body of at most Config.MaxWebhookBytes read before the server's read deadline), how long
 // an authenticated body may stall, and how many event streams a principal keeps open.
 
-// Defaults of the limits of Config.
+// Defaults of the limits of Config: those of a server whose configuration sets none
+// (operator.DefaultHTTPLimits), so that a Config's zero value bounds as reins serve does.
 const (
 	DefaultMaxWebhookBytes    = 1 << 20
 	DefaultMaxUnauthenticated = 64
 	DefaultMaxEventStreams    = 16
+	DefaultReadTimeout        = 30 * time.Second
+	DefaultWriteTimeout       = 60 * time.Second
+	DefaultEngineWait         = 30 * time.Second
 )
+
+// withDefaults returns c with each zero bound replaced by its default, and a negative
+// timeout by 0, which the server reads as none.
+func (c Config) withDefaults() Config {
+	bound := func(v, def int64) int64 {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	timeout := func(v, def time.Duration) time.Duration {
+		switch {
+		case v < 0:
+			return 0
+		case v == 0:
+			return def
+		}
+		return v
+	}
+	c.MaxInputBytes = bound(c.MaxInputBytes, operator.DefaultMaxBytes)
+	c.MaxWebhookBytes = bound(c.MaxWebhookBytes, DefaultMaxWebhookBytes)
+	c.MaxUnauthenticated = int(bound(int64(c.MaxUnauthenticated), DefaultMaxUnauthenticated))
+	c.MaxEventStreams = int(bound(int64(c.MaxEventStreams), DefaultMaxEventStreams))
+	c.ReadTimeout = timeout(c.ReadTimeout, DefaultReadTimeout)
+	c.WriteTimeout = timeout(c.WriteTimeout, DefaultWriteTimeout)
+	// The 202 of an answer past EngineWait must still be written within the write timeout.
+	wait := DefaultEngineWait
+	if c.WriteTimeout > 0 {
+		wait = min(wait, c.WriteTimeout/2)
+	}
+	c.EngineWait = time.Duration(bound(int64(c.EngineWait), int64(wait)))
+	return c
+}
 
 // How long a client refused for a full cap is told to wait (Retry-After, in seconds): a slot
 // of the unauthenticated requests frees within a read timeout, a principal's stream when it

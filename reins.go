@@ -179,8 +179,8 @@ type Config struct {
 	// directory's admin token (DATA/admin.token, made on first use), as with reins run --listen.
 	Listen string
 	// SaveWindow is how long the engine may hold the saves of a fast loop's decisions to make
-	// one (0: 100 ms); -1 saves after every decision, so that a watcher of the records (the
-	// progress of reins run) sees every iteration.
+	// one (0: 100 ms); a negative window (-1) saves after every decision, so that a watcher
+	// of the records (the progress of reins run) sees every iteration.
 	SaveWindow time.Duration
 	// Logger receives what the engine and workers could not do, and the warnings of Start;
 	// nil discards.

@@ -39,7 +39,7 @@ func newServeCmd() *cobra.Command {
 		lf         logFlags
 		noWorker   bool
 		ackWait    time.Duration
-		saveWindow time.Duration
+		saveWindow saveWindowFlag
 		leaseTTL   time.Duration
 		retention  time.Duration
 		configFile string
@@ -78,8 +78,9 @@ reins run FILE runs a file once and ignores its triggers.
 
 A loop whose iterations come faster than --save-window (default 100ms) has them saved together:
 the engine dispatches each next iteration at once and saves the run once per window, then
-acknowledges the events the save covers (a crash has them decided again). --save-window 0 saves
-after every decision, as reins run does.
+acknowledges the events the save covers (a crash has them decided again). --save-window 0 is
+the default window; --save-window off (or a negative duration) saves after every decision, as
+reins run does.
 
 --memory-limit SIZE (or GOMEMLIMIT) is the process's soft memory limit: the Go heap, which
 otherwise grows to twice what stays live, collects sooner to stay under it (docs/deploy.md).
@@ -111,9 +112,6 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			}
 			if leaseTTL <= 0 {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--lease-ttl %s: want a duration of more than 0", leaseTTL)}
-			}
-			if saveWindow < 0 {
-				return &exitError{code: exitUsage, err: fmt.Errorf("--save-window %s: want a duration of 0 (save after every decision) or more", saveWindow)}
 			}
 			if nf.url != "" && cmd.Flags().Changed("nats-listen") {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--nats-listen applies to the embedded server; it cannot be used with --nats")}
@@ -170,7 +168,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 				// --model puts every step on one model of its own.
 				a := api.New(api.Config{Conn: (*conn.Conn)(box), Principals: res, Operator: cfgOp, BuiltinWorkers: !noWorker && mf.name == "", Metrics: m.Handler(), Ready: ready, Console: console.Handler(),
 					Log: log, MaxInputBytes: cfgOp.Limits.MaxInputBytes, Hooks: triggers,
-					EngineWait: engineWait(lim.WriteTimeout), MaxWebhookBytes: lim.MaxWebhookBytes, MaxUnauthenticated: lim.MaxUnauthenticated,
+					MaxWebhookBytes: lim.MaxWebhookBytes, MaxUnauthenticated: lim.MaxUnauthenticated,
 					MaxEventStreams: lim.MaxEventStreams, ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout})
 				return withMCP(a, mcpserver.New(mcpserver.Config{As: a.As, Principals: res, Log: log, Version: buildVersion()}))
 			})
@@ -193,7 +191,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 				return &exitError{code: exitFailed, err: err}
 			}
 			defer remove()
-			cfg := hostConfig{engine: true, ackWait: ackWait, saveWindow: engineSaveWindow(saveWindow), leaseTTL: leaseTTL, log: log,
+			cfg := hostConfig{engine: true, ackWait: ackWait, saveWindow: time.Duration(saveWindow), leaseTTL: leaseTTL, log: log,
 				roles: rolesOf(res), admit: admit(cfgOp), limits: runLimits(cfgOp), maxOutput: cfgOp.Limits.MaxOutputBytes,
 				maxValue: max(cfgOp.Limits.MaxInputBytes, cfgOp.Limits.MaxOutputBytes), metrics: obs.metrics}
 			if !noWorker {
@@ -237,7 +235,8 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 	fl.StringVar(&listen, "nats-listen", "127.0.0.1:4222", "where the embedded NATS server accepts clients (loopback only)")
 	fl.BoolVar(&noWorker, "no-workers", false, "run only the engine: serve no built-in step")
 	fl.DurationVar(&ackWait, "ack-wait", worker.DefaultAckWait, "how long a task may stay unacknowledged before another worker gets it (a crashed worker's iteration runs again after it; a running handler renews it)")
-	fl.DurationVar(&saveWindow, "save-window", runner.DefaultSaveWindow, "how long the engine may hold a decision that only dispatches a run's next task before it saves the run, so that a fast loop's iterations are saved together (0: save after every decision)")
+	saveWindow = saveWindowFlag(runner.DefaultSaveWindow)
+	fl.Var(&saveWindow, "save-window", "how long the engine may hold a decision that only dispatches a run's next task before it saves the run, so that a fast loop's iterations are saved together (0: the default; off or negative: save after every decision)")
 	fl.DurationVar(&leaseTTL, "lease-ttl", runner.DefaultLeaseTTL, "how long the other engines wait without a heartbeat of this one before they take its partitions over (the same on every engine; longer on machines too busy to answer within it)")
 	fl.DurationVar(&retention, "retention", client.DefaultRetention, "remove finished runs that ended longer ago than this `DURATION` (0: keep them forever)")
 	fl.StringVar(&httpListen, "listen", DefaultListen, "where to serve HTTP, `ADDR` (HOST:PORT): /metrics (Prometheus), /healthz and /readyz; loopback by default, \"\" serves no HTTP")
@@ -247,15 +246,32 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 	return cmd
 }
 
-// engineSaveWindow is the engine's runner.Config.SaveWindow for serve's --save-window: the
-// flag's 0 saves after every decision, which the engine's negative window means (its 0 is its
-// default).
-func engineSaveWindow(flag time.Duration) time.Duration {
-	if flag == 0 {
-		return -1
+// saveWindowFlag is --save-window: a duration read as runner.Config.SaveWindow reads it (0:
+// the default, negative: save after every decision), or "off", which is -1.
+type saveWindowFlag time.Duration
+
+func (f *saveWindowFlag) Set(s string) error {
+	if s == "off" {
+		*f = -1
+		return nil
 	}
-	return flag
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration (0: the default, %s) or off (save after every decision)", runner.DefaultSaveWindow)
+	}
+	*f = saveWindowFlag(d)
+	return nil
 }
+
+func (f *saveWindowFlag) String() string {
+	if *f < 0 {
+		return "off"
+	}
+	return time.Duration(*f).String()
+}
+
+// Type is the reference's type of the flag: a duration, which may also be off.
+func (f *saveWindowFlag) Type() string { return "duration" }
 
 // runTriggers runs the triggers of the registered workflows until the returned function is
 // called; a failure to start is logged and tried again, never fatal to serving runs.
@@ -311,11 +327,4 @@ func retain(ctx context.Context, box *natsbox.Box, retention time.Duration, log 
 		cancel()
 		<-done
 	}
-}
-
-// engineWait is how long an answer of the API waits for the engine to take what it sent: 30 s,
-// or half the write timeout when that is shorter, so that the answer (202: sent, not yet taken)
-// is still written in time.
-func engineWait(writeTimeout time.Duration) time.Duration {
-	return min(30*time.Second, writeTimeout/2)
 }

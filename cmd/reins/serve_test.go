@@ -328,18 +328,13 @@ func TestServeUsage(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, "--retention -1h0m0s: want a duration of 0 (keep forever) or more") {
 		t.Errorf("exit %d, want 2\n%s%s", code, out, errOut)
 	}
-	code, out, errOut = cli(t, "serve", "--data", t.TempDir(), "--save-window", "-1s")
-	if code != exitUsage || !strings.Contains(errOut, "--save-window -1s: want a duration of 0 (save after every decision) or more") {
+	code, out, errOut = cli(t, "serve", "--data", t.TempDir(), "--save-window", "soon")
+	if code != exitUsage || !strings.Contains(errOut, `invalid argument "soon" for "--save-window" flag: want a duration (0: the default, 100ms) or off (save after every decision)`) {
 		t.Errorf("exit %d, want 2\n%s%s", code, out, errOut)
 	}
 	code, out, errOut = cli(t, "serve", "--data", t.TempDir(), "--lease-ttl", "0s")
 	if code != exitUsage || !strings.Contains(errOut, "--lease-ttl 0s: want a duration of more than 0") {
 		t.Errorf("exit %d, want 2\n%s%s", code, out, errOut)
-	}
-	for flag, want := range map[time.Duration]time.Duration{0: -1, time.Millisecond: time.Millisecond, runner.DefaultSaveWindow: runner.DefaultSaveWindow} {
-		if got := engineSaveWindow(flag); got != want {
-			t.Errorf("--save-window %s: the engine's window is %s, want %s", flag, got, want)
-		}
 	}
 	code, out, errOut = cli(t, "serve", "--data", t.TempDir(), "--nats-listen", "0.0.0.0:0")
 	if code != exitFailed || !strings.Contains(errOut, `Listen "0.0.0.0:0" is not a loopback address`) {
@@ -472,6 +467,37 @@ func TestServeMemoryLimit(t *testing.T) {
 		code, out, errOut := cli(t, "serve", "--data", t.TempDir(), "--memory-limit", bad)
 		if code != exitUsage || !strings.Contains(errOut, "--memory-limit "+bad+": want a size") {
 			t.Errorf("--memory-limit %q: exit %d, want 2 with the reason\n%s%s", bad, code, out, errOut)
+		}
+	}
+}
+
+// TestServeSaveWindow: --save-window means what runner.Config.SaveWindow means (0: the
+// default; negative: save after every decision), and off is -1.
+func TestServeSaveWindow(t *testing.T) {
+	for _, tt := range []struct {
+		arg  string
+		want time.Duration
+	}{
+		{"", runner.DefaultSaveWindow},
+		{"0", 0},
+		{"250ms", 250 * time.Millisecond},
+		{"off", -1},
+		{"-1ms", -time.Millisecond},
+	} {
+		serve, _, err := commandTree().Find([]string{"serve"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := []string{}
+		if tt.arg != "" {
+			args = append(args, "--save-window", tt.arg)
+		}
+		if err := serve.ParseFlags(args); err != nil {
+			t.Fatalf("--save-window %q: %v", tt.arg, err)
+		}
+		got := time.Duration(*serve.Flags().Lookup("save-window").Value.(*saveWindowFlag))
+		if got != tt.want {
+			t.Errorf("--save-window %q gives the engine a window of %s, want %s", tt.arg, got, tt.want)
 		}
 	}
 }

@@ -146,7 +146,8 @@ func (s *Server) calls(p operator.Principal) mcp.Middleware {
 }
 
 // callTool starts the call's run, waits for its end, and answers with its outcome; with a
-// progress token, each iteration of the run is a progress notification.
+// progress token, each iteration of the run is a progress notification, and a host that can
+// elicit is asked about each wait for approval (follower).
 func (s *Server) callTool(ctx context.Context, p operator.Principal, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	prm := r.Params
 	runID, _ := prm.Meta[RunIDMetaKey].(string)
@@ -163,20 +164,18 @@ func (s *Server) callTool(ctx context.Context, p operator.Principal, r *mcp.Call
 		return nil, s.internal(err, "tools/call", p)
 	}
 	c := s.cfg.As(p)
-	rec, err := s.await(ctx, c, runID, s.progress(ctx, r))
+	f := s.newFollower(ctx, p, r.Session, runID, prm.GetProgressToken())
+	rec, err := s.await(ctx, c, runID, f)
+	f.wait()
 	if err != nil {
 		return nil, s.internal(err, "tools/call", p)
 	}
 	return s.outcome(ctx, c, rec)
 }
 
-// progress returns what sends a progress notification per iteration of the run r started,
-// when r has a progress token (nil otherwise).
-func (s *Server) progress(ctx context.Context, r *mcp.CallToolRequest) func(*protocol.Event) {
-	token := r.Params.GetProgressToken()
-	if token == nil {
-		return nil
-	}
+// progress returns what sends to session ss a progress notification of token per iteration
+// of a run.
+func (s *Server) progress(ctx context.Context, ss *mcp.ServerSession, token any) func(*protocol.Event) {
 	n := 0
 	return func(ev *protocol.Event) {
 		if ev.Type != protocol.EvContinued && (ev.Type != protocol.EvCompleted || ev.Iteration == 0) {
@@ -188,26 +187,24 @@ func (s *Server) progress(ctx context.Context, r *mcp.CallToolRequest) func(*pro
 			u = *ev.Usage
 		}
 		msg := fmt.Sprintf("step %s iteration %d: %d tool calls, %d tokens", ev.Step, ev.Iteration, u.ToolCalls, u.InputTokens+u.OutputTokens)
-		err := r.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(n), Message: msg})
+		err := ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(n), Message: msg})
 		if err != nil {
 			s.cfg.Log.Debug("mcp: a progress notification was not sent", "err", err)
 		}
 	}
 }
 
-// await waits for the end of run runID and returns its record; each event of the run goes to
-// onEvent first when it is not nil.
-func (s *Server) await(ctx context.Context, c *client.Client, runID string, onEvent func(*protocol.Event)) (*client.Record, error) {
-	if onEvent == nil {
+// await waits for the end of run runID and returns its record; each update of the run goes to
+// f first when it is not nil.
+func (s *Server) await(ctx context.Context, c *client.Client, runID string, f *follower) (*client.Record, error) {
+	if f == nil {
 		return c.Wait(ctx, runID)
 	}
 	for u, err := range c.Watch(ctx, runID, client.WatchOptions{}) {
 		if err != nil {
 			return nil, err
 		}
-		if u.Event != nil {
-			onEvent(u.Event)
-		}
+		f.see(ctx, u)
 		if u.Record != nil && u.Record.Finished() {
 			return u.Record, nil
 		}

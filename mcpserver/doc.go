@@ -3,7 +3,8 @@
 // workflow's input_schema; a call starts a run and answers with its output, or its failure as a
 // tool error; a call made as an MCP task (2025-11-25) answers at once with a task whose id is the
 // run's, which tasks/get, tasks/result, tasks/list and tasks/cancel follow; a run and its
-// iterations are resources (reins://runs/ID). It serves Streamable HTTP (Handler, mounted at /mcp
+// iterations are resources (reins://runs/ID); a host that can elicit is asked to approve what a
+// call's run waits for, as its principal. It serves Streamable HTTP (Handler, mounted at /mcp
 // by reins serve, authenticated by the bearer token of a principal of the operator's
 // configuration) and any other transport for one principal (Serve: reins mcp over stdio).
 //

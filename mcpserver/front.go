@@ -37,19 +37,19 @@ func withTasks(result []byte) []byte {
 // (tools/list, a task-augmented tools/call, resources, tasks), as p in session (over stdio,
 // the connection's own); ok is false for any other, which goes on to the SDK, a tools/call with the id of its
 // run in its _meta (RunIDMetaKey). What it returns may take as long as a run (tasks/result):
-// the transport runs it apart from the messages that follow. Its second result names the run
-// of a task it created ("" for none).
-func (s *Server) front(p operator.Principal, session string, req *jsonrpc.Request) (handle func(context.Context) (*jsonrpc.Response, string), ok bool) {
+// the transport runs it apart from the messages that follow. Its second result is the task it
+// created (nil for none).
+func (s *Server) front(p operator.Principal, session string, req *jsonrpc.Request) (handle func(context.Context) (*jsonrpc.Response, *created), ok bool) {
 	if !req.IsCall() {
 		return nil, false
 	}
-	answer := func(f func(context.Context) (any, error)) func(context.Context) (*jsonrpc.Response, string) {
-		return func(ctx context.Context) (*jsonrpc.Response, string) {
+	answer := func(f func(context.Context) (any, error)) func(context.Context) (*jsonrpc.Response, *created) {
+		return func(ctx context.Context) (*jsonrpc.Response, *created) {
 			result, err := f(ctx)
-			return s.answer(req, p, result, err), ""
+			return s.answer(req, p, result, err), nil
 		}
 	}
-	withParams := func(f func(context.Context, operator.Principal, json.RawMessage) (any, error)) func(context.Context) (*jsonrpc.Response, string) {
+	withParams := func(f func(context.Context, operator.Principal, json.RawMessage) (any, error)) func(context.Context) (*jsonrpc.Response, *created) {
 		return answer(func(ctx context.Context) (any, error) { return f(ctx, p, req.Params) })
 	}
 	switch req.Method {
@@ -65,13 +65,13 @@ func (s *Server) front(p operator.Principal, session string, req *jsonrpc.Reques
 			stampRunID(req, runID)
 			return nil, false
 		}
-		return func(ctx context.Context) (*jsonrpc.Response, string) {
+		return func(ctx context.Context) (*jsonrpc.Response, *created) {
 			result, err := s.callAsTask(ctx, p, prm, runID)
-			created := ""
+			var c *created
 			if _, isTask := result.(taskCreated); err == nil && isTask {
-				created = runID
+				c = &created{runID: runID, progress: progressToken(prm.Meta)}
 			}
-			return s.answer(req, p, result, err), created
+			return s.answer(req, p, result, err), c
 		}, true
 	case "resources/list":
 		return withParams(s.listResources), true

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -96,9 +97,9 @@ tools = ["lookup"]
 `,
 }
 
-// The principals of the tests, by name, with their roles.
+// The principals of the tests, by name, with their roles (separated by commas).
 var testPrincipals = map[string]string{"admin": operator.RoleAdmin, "sam": operator.RoleSubmitter, "sue": operator.RoleSubmitter,
-	"vera": operator.RoleViewer, "alice": operator.RoleApprover}
+	"vera": operator.RoleViewer, "alice": operator.RoleApprover, "pat": operator.RoleSubmitter + "," + operator.RoleApprover}
 
 // stack is reins serve's MCP server over HTTP on a real embedded NATS server, with the engine
 // and the built-in workers, and the test's workflows registered.
@@ -110,6 +111,41 @@ type stack struct {
 	Admin  *client.Client
 	MCP    *mcpserver.Server
 	API    *api.Server
+	// Said receives the messages the MCP server logs at warning level and above.
+	Said chan string
+}
+
+// tee is a log handler that also hands the messages of warning level and above to said.
+type tee struct {
+	slog.Handler
+	said chan string
+}
+
+func (t tee) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		select {
+		case t.said <- r.Message:
+		default:
+		}
+	}
+	return t.Handler.Handle(ctx, r)
+}
+func (t tee) WithAttrs(as []slog.Attr) slog.Handler { return tee{t.Handler.WithAttrs(as), t.said} }
+func (t tee) WithGroup(g string) slog.Handler       { return tee{t.Handler.WithGroup(g), t.said} }
+
+// said waits until the MCP server logs msg at warning level or above.
+func (s *stack) said(msg string) {
+	s.t.Helper()
+	for {
+		select {
+		case m := <-s.Said:
+			if m == msg {
+				return
+			}
+		case <-s.Ctx.Done():
+			s.t.Fatalf("the server never logged %q", msg)
+		}
+	}
 }
 
 func newStack(t *testing.T) *stack {
@@ -123,7 +159,7 @@ func newStack(t *testing.T) *stack {
 	s := &stack{t: t, Ctx: ctx, Tokens: map[string]string{}}
 	for name, role := range testPrincipals {
 		s.Tokens[name] = "tok-" + name + "-" + client.NewRunID()
-		res.AddPrincipal(name, s.Tokens[name], role)
+		res.AddPrincipal(name, s.Tokens[name], strings.Split(role, ",")...)
 	}
 	log := runtest.Logger(t)
 	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: t.TempDir(), Authenticate: auth.Authenticator(res), Logger: log})
@@ -142,7 +178,8 @@ func newStack(t *testing.T) *stack {
 	}
 	t.Cleanup(h.Stop)
 	s.API = api.New(api.Config{Conn: (*conn.Conn)(box), Principals: res, Log: log})
-	s.MCP = mcpserver.New(mcpserver.Config{As: s.API.As, Principals: res, Log: log, Version: "test"})
+	s.Said = make(chan string, 64)
+	s.MCP = mcpserver.New(mcpserver.Config{As: s.API.As, Principals: res, Log: slog.New(tee{log.Handler(), s.Said}), Version: "test"})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", s.MCP.Handler())
 	srv := httptest.NewServer(mux)

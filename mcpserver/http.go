@@ -121,7 +121,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request, sdk http.Hand
 		http.Error(w, "session user mismatch", http.StatusForbidden)
 		return
 	}
-	res, _ := handle(r.Context())
+	res, c := handle(r.Context())
 	out, err := jsonrpc.EncodeMessage(res)
 	if err != nil {
 		s.cfg.Log.Error("mcp: an answer could not be encoded", "method", req.Method, "err", err)
@@ -130,6 +130,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request, sdk http.Hand
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)
+	if ss := s.sdkSession(p, session); c != nil && ss != nil { // its notifications and questions go on the session's stream
+		go s.followTask(s.lifetime(ss), p, ss, *c)
+	}
 }
 
 // pass gives r, with body, to the SDK.

@@ -37,6 +37,7 @@ type Server struct {
 	mu       sync.Mutex
 	servers  map[string]*mcp.Server // by principal: an SDK server knows whom it serves
 	sessions map[string]string      // Streamable HTTP session id → its principal
+	live     map[*mcp.ServerSession]context.Context
 }
 
 // New returns the MCP server of cfg.
@@ -50,16 +51,19 @@ func New(cfg Config) *Server {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Second
 	}
-	return &Server{cfg: cfg, servers: map[string]*mcp.Server{}, sessions: map[string]string{}}
+	return &Server{cfg: cfg, servers: map[string]*mcp.Server{}, sessions: map[string]string{}, live: map[*mcp.ServerSession]context.Context{}}
 }
 
 // Serve serves one host on t as principal p until the host leaves or ctx ends: reins mcp's
 // stdio (mcp.StdioTransport).
 func (s *Server) Serve(ctx context.Context, p operator.Principal, t mcp.Transport) error {
-	ss, err := s.sdk(p).Connect(ctx, &frontTransport{Transport: t, s: s, p: p}, nil)
+	ft := &frontTransport{Transport: t, s: s, p: p, ready: make(chan struct{})}
+	ss, err := s.sdk(p).Connect(ctx, ft, nil)
 	if err != nil {
 		return err
 	}
+	ft.ss = ss
+	close(ft.ready)
 	return ss.Wait()
 }
 
@@ -99,6 +103,36 @@ func (s *Server) sessionOf(id string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.sessions[id]
+}
+
+// sdkSession returns the SDK's session of p of the Streamable HTTP session id (nil for none).
+func (s *Server) sdkSession(p operator.Principal, id string) *mcp.ServerSession {
+	for ss := range s.sdk(p).Sessions() {
+		if ss.ID() == id {
+			return ss
+		}
+	}
+	return nil
+}
+
+// lifetime returns a context that ends with the session ss: what follows a task for its host
+// stops when the host is gone.
+func (s *Server) lifetime(ss *mcp.ServerSession) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ctx, ok := s.live[ss]; ok {
+		return ctx
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.live[ss] = ctx
+	go func() {
+		_ = ss.Wait()
+		cancel()
+		s.mu.Lock()
+		delete(s.live, ss)
+		s.mu.Unlock()
+	}()
+	return ctx
 }
 
 // mayStart reports whether p may start runs: a submitter or an admin.

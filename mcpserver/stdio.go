@@ -19,6 +19,19 @@ type frontTransport struct {
 	mcp.Transport
 	s *Server
 	p operator.Principal
+	// ready is closed once ss, the SDK's session of the connection, is known (Serve).
+	ready chan struct{}
+	ss    *mcp.ServerSession
+}
+
+// session returns the SDK's session of the connection, once Serve knows it (nil if ctx ends).
+func (t *frontTransport) session(ctx context.Context) *mcp.ServerSession {
+	select {
+	case <-t.ready:
+		return t.ss
+	case <-ctx.Done():
+		return nil
+	}
 }
 
 func (t *frontTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -29,7 +42,7 @@ func (t *frontTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	// A connection is a session of its own: a host that starts reins mcp again numbers its
 	// requests from 1 again, and its calls must not find the runs of the last one's.
-	return &frontConn{Connection: conn, s: t.s, p: t.p, ctx: ctx, cancel: cancel, session: rand.Text()}, nil
+	return &frontConn{Connection: conn, t: t, s: t.s, p: t.p, ctx: ctx, cancel: cancel, session: rand.Text()}, nil
 }
 
 // frontConn is a connection whose reads the front sees first: what it answers is written back
@@ -37,6 +50,7 @@ func (t *frontTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // SDK; the answer of initialize gets the tasks capability on its way out.
 type frontConn struct {
 	mcp.Connection
+	t      *frontTransport
 	s      *Server
 	p      operator.Principal
 	ctx    context.Context // ends with the connection: its answers and notifications stop
@@ -72,17 +86,19 @@ func (f *frontConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
-// respond writes the answer of handle, and follows the task it created, if any.
-func (f *frontConn) respond(handle func(context.Context) (*jsonrpc.Response, string)) {
-	res, created := handle(f.ctx)
+// respond writes the answer of handle, and follows the task it created, if any: its status,
+// its progress, its waits for approval.
+func (f *frontConn) respond(handle func(context.Context) (*jsonrpc.Response, *created)) {
+	res, c := handle(f.ctx)
 	if f.ctx.Err() != nil {
 		return // the host left: the run goes on, and its task is found again by id
 	}
 	if err := f.Connection.Write(f.ctx, res); err != nil {
 		return
 	}
-	if created != "" {
-		f.notify(created)
+	if c != nil {
+		go f.s.followTask(f.ctx, f.p, f.t.session(f.ctx), *c)
+		f.notify(c.runID)
 	}
 }
 

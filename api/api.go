@@ -238,9 +238,9 @@ func allowed(p operator.Principal, a access) bool {
 	}
 	switch a {
 	case read:
-		return p.Has(operator.RoleViewer) || p.Has(operator.RoleSubmitter) || p.Has(operator.RoleApprover)
+		return p.MayRead()
 	case submit:
-		return p.Has(operator.RoleSubmitter)
+		return p.MayStart()
 	case decide:
 		return p.Has(operator.RoleApprover)
 	case cancel:

@@ -88,7 +88,7 @@ func refuseStart(p operator.Principal) error {
 // p; a run of that id that p started before (a call made again) is left as it is. The error
 // is a *toolError when the host's model should see it, else a JSON-RPC error.
 func (s *Server) begin(ctx context.Context, p operator.Principal, tool string, args json.RawMessage, runID string) error {
-	if !mayStart(p) {
+	if !p.MayStart() {
 		return refuseStart(p)
 	}
 	c := s.cfg.As(p)

@@ -80,7 +80,7 @@ func (s *Server) readResource(ctx context.Context, p operator.Principal, params 
 	if err := decodeParams("resources/read", params, &prm); err != nil {
 		return nil, err
 	}
-	if !mayRead(p) {
+	if !p.MayRead() {
 		return nil, rpcError(jsonrpc.CodeInvalidRequest, "principal %s (roles %s) may not read runs: it needs the role viewer, submitter, approver or admin", p.Name, strings.Join(p.Roles, ", "))
 	}
 	id, step, n, err := parseRunURI(prm.URI)

@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -133,14 +132,4 @@ func (s *Server) lifetime(ss *mcp.ServerSession) context.Context {
 		s.mu.Unlock()
 	}()
 	return ctx
-}
-
-// mayStart reports whether p may start runs: a submitter or an admin.
-func mayStart(p operator.Principal) bool {
-	return p.Has(operator.RoleSubmitter) || p.Has(operator.RoleAdmin)
-}
-
-// mayRead reports whether p may read runs: anyone but a worker.
-func mayRead(p operator.Principal) bool {
-	return slices.ContainsFunc(p.Roles, func(r string) bool { return r != operator.RoleWorker })
 }

@@ -244,7 +244,7 @@ const ownRunsPage = 100
 // ownRuns returns a page of the runs p started with tool calls, newest first, after cursor,
 // and the cursor of the next page ("" for none).
 func (s *Server) ownRuns(ctx context.Context, p operator.Principal, cursor string) ([]*client.Record, string, error) {
-	if !mayRead(p) {
+	if !p.MayRead() {
 		return nil, "", nil
 	}
 	page, err := s.cfg.As(p).Query(ctx, client.Query{Newest: true, Limit: ownRunsPage, After: cursor})

@@ -29,7 +29,7 @@ func (s *Server) listTools(ctx context.Context, p operator.Principal) (any, erro
 	out := struct {
 		Tools []toolDef `json:"tools"`
 	}{Tools: []toolDef{}}
-	if !mayStart(p) {
+	if !p.MayStart() {
 		return out, nil
 	}
 	c := s.cfg.As(p)

@@ -223,6 +223,15 @@ func (r *Resolved) Principal(name string) (Principal, bool) {
 // Has reports whether p holds role.
 func (p Principal) Has(role string) bool { return slices.Contains(p.Roles, role) }
 
+// MayRead reports whether p may read runs: a viewer, submitter, approver or admin (the API's
+// read routes and the MCP server's resources and tasks).
+func (p Principal) MayRead() bool {
+	return p.Has(RoleAdmin) || p.Has(RoleViewer) || p.Has(RoleSubmitter) || p.Has(RoleApprover)
+}
+
+// MayStart reports whether p may start runs: a submitter or an admin.
+func (p Principal) MayStart() bool { return p.Has(RoleAdmin) || p.Has(RoleSubmitter) }
+
 // String names what r holds, never a secret.
 func (r *Resolved) String() string {
 	return fmt.Sprintf("operator configuration %q: providers %v, MCP servers %v, principals %v",

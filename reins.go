@@ -42,6 +42,7 @@ import (
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // Open starts embedded servers
 	"github.com/reins-run/reins/metrics"
 	"github.com/reins-run/reins/model"
+	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/provider/registry"
 	"github.com/reins-run/reins/tool"
@@ -176,8 +177,18 @@ type Config struct {
 	// Listen, with an embedded server, also accepts TCP clients at this loopback address
 	// (127.0.0.1:PORT, 127.0.0.1:0 for a free port; ClientURL says which): workers of other
 	// processes and other reins commands on DataDir. They authenticate with the data
-	// directory's admin token (DATA/admin.token, made on first use), as with reins run --listen.
+	// directory's admin token (DATA/admin.token, made on first use), as with reins run --listen,
+	// or with the token of one of Principals.
 	Listen string
+	// Principals, with Listen, let other processes in as the operator's principals, as reins
+	// serve does with the [principals] of its configuration (docs/reference/server.md): a
+	// token identifies a name with roles ([operator.RoleWorker] serves tasks,
+	// [operator.RoleSubmitter] starts runs, [operator.RoleApprover] decides approvals,
+	// [operator.RoleViewer] reads runs), the server lets each do what its roles allow, and the
+	// engine records who started and decided (Record's Run.StartedBy, a decision's By). Each
+	// names its token by TokenEnv or TokenSHA256, never in the clear. None: the data
+	// directory's admin alone.
+	Principals []operator.Principal
 	// SaveWindow is how long the engine may hold the saves of a fast loop's decisions to make
 	// one (0: 100 ms); a negative window (-1) saves after every decision, so that a watcher
 	// of the records (the progress of reins run) sees every iteration.
@@ -218,13 +229,10 @@ func New(ctx context.Context, cfg Config) (*Reins, error) {
 		}
 		r.tmp, opts.DataDir = dir, dir
 	}
-	if cfg.Listen != "" && cfg.NATSURL == "" {
-		auth, err := auth.AdminAuth(opts.DataDir)
-		if err != nil {
-			r.removeTmp()
-			return nil, fmt.Errorf("reins: %w", err)
-		}
-		opts.Authenticate = auth
+	roles, err := r.letIn(&opts)
+	if err != nil {
+		r.removeTmp()
+		return nil, err
 	}
 	box, err := natsbox.Open(ctx, opts)
 	if err != nil {
@@ -232,12 +240,42 @@ func New(ctx context.Context, cfg Config) (*Reins, error) {
 		return nil, fmt.Errorf("reins: %w", err)
 	}
 	r.box = box
-	if r.eng, err = host.Start(context.WithoutCancel(ctx), host.Config{Conn: (*conn.Conn)(box), Engine: true, SaveWindow: cfg.SaveWindow, Logger: cfg.Logger, Metrics: cfg.Metrics}); err != nil {
+	if r.eng, err = host.Start(context.WithoutCancel(ctx), host.Config{Conn: (*conn.Conn)(box), Engine: true, SaveWindow: cfg.SaveWindow, Roles: roles, Logger: cfg.Logger, Metrics: cfg.Metrics}); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("reins: %w", err)
 	}
 	r.client = client.New(client.Config{Conn: (*conn.Conn)(box)})
 	return r, nil
+}
+
+// letIn sets who the embedded server lets in through Config.Listen: the data directory's admin
+// and Config.Principals. It returns the engine's roles of principals (nil: the admin's alone).
+func (r *Reins) letIn(opts *natsbox.Options) (func(string) []string, error) {
+	cfg := r.cfg
+	switch {
+	case len(cfg.Principals) > 0 && cfg.NATSURL != "":
+		return nil, errors.New("reins: Config.Principals applies to the embedded server: an external server (NATSURL) authenticates its own users")
+	case len(cfg.Principals) > 0 && cfg.Listen == "":
+		return nil, errors.New("reins: Config.Principals lets other processes in through Config.Listen: set Listen too")
+	case cfg.Listen == "" || cfg.NATSURL != "":
+		return nil, nil
+	}
+	var op *operator.Config
+	if len(cfg.Principals) > 0 {
+		var err error
+		if op, err = operator.WithPrincipals(cfg.Principals); err != nil {
+			return nil, fmt.Errorf("reins: Config.%w", err)
+		}
+	}
+	res, err := auth.Principals(opts.DataDir, op)
+	if err != nil {
+		return nil, fmt.Errorf("reins: %w", err)
+	}
+	opts.Authenticate = auth.Authenticator(res)
+	if op == nil {
+		return nil, nil
+	}
+	return auth.Roles(res), nil
 }
 
 // Tool registers a Go tool under name, for the agent steps whose workflow tools name it as

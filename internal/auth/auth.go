@@ -10,19 +10,23 @@ import (
 	"github.com/reins-run/reins/operator"
 )
 
-// AdminAuth is the Authenticator of an embedded server that lets in the data directory's
-// admin alone (reins run --listen), creating its token at the first start.
-func AdminAuth(dataDir string) (natsbox.Authenticator, error) {
+// Principals resolves the principals of cfg (nil: none) and adds the data directory's admin,
+// creating its token at the first start: who an embedded server that listens lets in (reins
+// run --listen, reins.New with Listen).
+func Principals(dataDir string, cfg *operator.Config) (*operator.Resolved, error) {
 	token, err := operator.AdminToken(dataDir)
 	if err != nil {
 		return nil, err
 	}
-	res, err := (&operator.Config{}).Resolve(nil, nil)
+	if cfg == nil {
+		cfg = &operator.Config{}
+	}
+	res, err := cfg.Resolve(nil, nil)
 	if err != nil {
 		return nil, err
 	}
 	res.AddPrincipal(natsbox.RoleAdmin, token, operator.RoleAdmin)
-	return Authenticator(res), nil
+	return res, nil
 }
 
 // Authenticator is the Authenticator of an embedded server serving res's principals.
@@ -45,5 +49,14 @@ func Identity(res *operator.Resolved) func(name string) (natsbox.Identity, bool)
 			return natsbox.Identity{}, false
 		}
 		return natsbox.Identity{Name: p.Name, Roles: p.Roles}, true
+	}
+}
+
+// Roles is the engine's runner.Config.Roles over res: the roles of a principal it knows, none
+// of one it does not.
+func Roles(res *operator.Resolved) func(principal string) []string {
+	return func(name string) []string {
+		p, _ := res.Principal(name)
+		return p.Roles
 	}
 }

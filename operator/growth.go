@@ -6,6 +6,8 @@ import "github.com/reins-run/reins/workflow"
 // submitted workflow may ask for, refused at registration and again when a run starts
 // (workflow.EOverLimit), and what a run may take while it runs, which the engine enforces
 // (package engine: the shell gives every run they start its limits). A workflow may ask for less, never more.
+// A field at 0 takes its default (DefaultGrowth) and a negative one leaves that bound out, in
+// the submission check ([workflow.Bounds]) and in the engine (runner.Config.Limits) alike.
 type Growth struct {
 	// MaxLoopIterations caps a loop edge's max_iterations (max_loop_iterations).
 	MaxLoopIterations int
@@ -26,9 +28,9 @@ type Growth struct {
 // written to grow. An agent_loop that watches something with a loop_delay may run for days,
 // an iteration (and a few events) at a time: its bounds are the largest.
 const (
-	DefaultMaxLoopIterations  = 1000
-	DefaultMaxAgentIterations = 1000000
-	DefaultMaxSteps           = 100000
+	DefaultMaxLoopIterations  = workflow.DefaultBoundLoopIterations
+	DefaultMaxAgentIterations = workflow.DefaultBoundAgentIterations
+	DefaultMaxSteps           = workflow.DefaultBoundSteps
 	DefaultMaxSignalsPerRun   = 1000
 	DefaultMaxEventsPerRun    = 10000000
 )

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/reins-run/reins/workflow"
 )
 
 // Defaults of the tool timeouts ([limits] tool_timeout and max_tool_timeout). A minute is the
@@ -11,7 +13,7 @@ import (
 // started without a configuration uses).
 const (
 	DefaultToolTimeout    = time.Minute
-	DefaultMaxToolTimeout = time.Hour
+	DefaultMaxToolTimeout = workflow.DefaultBoundToolTimeout
 )
 
 // toolTimeoutKeys are the keys of [limits] that bound the calls of tools.

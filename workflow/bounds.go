@@ -15,7 +15,9 @@ import (
 const EOverLimit Code = "E_OVER_LIMIT"
 
 // Bounds are the caps a server's operator puts on what a submitted workflow may ask for
-// (the operator's [limits]); 0 leaves a cap out. A workflow may ask for less, never more.
+// (the operator's [limits]). A field at 0 takes its default, the cap of a server whose
+// operator sets none (DefaultBoundLoopIterations and the others: operator.Default has the
+// same); a negative field leaves that cap out. A workflow may ask for less, never more.
 type Bounds struct {
 	// LoopIterations caps a loop edge's max_iterations (limits.max_loop_iterations).
 	LoopIterations int
@@ -25,14 +27,47 @@ type Bounds struct {
 	// Steps caps max_steps, the default of 10000 when the workflow leaves it out
 	// (limits.max_steps).
 	Steps int
-	// ToolTimeout caps a tool's timeout (limits.max_tool_timeout); 0: no cap.
+	// ToolTimeout caps a tool's timeout (limits.max_tool_timeout).
 	ToolTimeout time.Duration
 }
 
+// The caps a field of Bounds left at 0 takes: generous for a workflow written by hand, finite
+// for one written to grow (docs/reference/server.md, [limits]).
+const (
+	DefaultBoundLoopIterations  = 1000
+	DefaultBoundAgentIterations = 1000000
+	DefaultBoundSteps           = 100000
+	DefaultBoundToolTimeout     = time.Hour
+)
+
+// withDefaults is b with each field at 0 its default and each negative one 0 (no cap).
+func (b Bounds) withDefaults() Bounds {
+	pick := func(n, d int) int {
+		switch {
+		case n == 0:
+			return d
+		case n < 0:
+			return 0
+		}
+		return n
+	}
+	b.LoopIterations = pick(b.LoopIterations, DefaultBoundLoopIterations)
+	b.AgentIterations = pick(b.AgentIterations, DefaultBoundAgentIterations)
+	b.Steps = pick(b.Steps, DefaultBoundSteps)
+	switch {
+	case b.ToolTimeout == 0:
+		b.ToolTimeout = DefaultBoundToolTimeout
+	case b.ToolTimeout < 0:
+		b.ToolTimeout = 0
+	}
+	return b
+}
+
 // CheckBounds reports what d asks for beyond b (E_OVER_LIMIT), one problem per key, each naming
-// the operator's key and its cap. Values a workflow leaves out count as their defaults: a cap
+// the operator's key and its cap (a field of b at 0 is its default, a negative one no cap). Values a workflow leaves out count as their defaults: a cap
 // below a default refuses the workflows that rely on it, which must then state a lower value.
 func CheckBounds(d *Definition, b Bounds) Problems {
+	b = b.withDefaults()
 	var ps Problems
 	over := func(key string, asked, limit int, what, opKey, fix string) {
 		if limit <= 0 || asked <= limit {

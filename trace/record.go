@@ -13,7 +13,7 @@ type (
 	ProposalRecord = protocol.ProposalRecord
 	// CallRecord is one proposed tool call in an [Iteration] ([protocol.CallRecord]).
 	CallRecord = protocol.CallRecord
-	// Keep stores a whole text that [Iteration.Clip] shortens and returns a reference to it
+	// Keep stores a whole text that [protocol.Iteration.Clip] shortens and returns a reference to it
 	// ([protocol.Keep]).
 	Keep = protocol.Keep
 )

@@ -9,7 +9,7 @@
 //	res, err := r.Run(ctx, def, map[string]any{"order_id": "O-1"})
 //
 // New starts or connects to NATS: an embedded server whose JetStream files live in
-// Config.DataDir (a temporary directory when empty), or the server at Config.NATSURL. The
+// [Config.DataDir] (a temporary directory when empty), or the server at [Config.NATSURL]. The
 // engine starts at once; the worker that serves the registered tools, handlers and the built-in
 // llm and agent steps starts with the first Start, Run, Approve or Signal (or StartWorkers, for
 // a program that restarts with runs in flight), so register everything before that (a
@@ -52,7 +52,7 @@ import (
 
 // The types that this package's API takes and returns, so that a program needs no other package for them.
 type (
-	// Definition is a workflow: built with workflow.New or read with ParseWorkflow.
+	// Definition is a workflow: built with [workflow.New] or read with [ParseWorkflow].
 	Definition = workflow.Definition
 	// Handler serves the tasks of a task or agent_loop step (Handle).
 	Handler = worker.Handler
@@ -121,7 +121,7 @@ const (
 	EvGranted       = protocol.EvGranted
 )
 
-// The errors of Get, Start and the other calls on runs, for errors.Is.
+// The errors of Get, Start and the other calls on runs, for [errors.Is].
 var (
 	ErrNotFound = client.ErrNotFound // no run of that id
 	ErrExists   = client.ErrExists   // a run of that id exists already
@@ -142,7 +142,7 @@ func ParseWorkflow(file string, data []byte) (*Definition, error) {
 }
 
 // NewWorkflow begins a workflow built in Go: add its steps and edges to the builder, then
-// Build it (see workflow.Builder). A workflow file is read with ParseWorkflow instead.
+// Build it (see [workflow.Builder]). A workflow file is read with [ParseWorkflow] instead.
 func NewWorkflow(name string) *workflow.Builder { return workflow.New(name) }
 
 // Config configures a Reins. The zero value runs everything in this process on an embedded
@@ -197,7 +197,7 @@ type Config struct {
 	// nil discards.
 	Logger *slog.Logger
 	// Metrics receives the engine's, the workers' and the built-in steps' metrics
-	// (metrics.New; serve Metrics.Handler on /metrics); nil: none.
+	// ([metrics.New]; serve Metrics.Handler on /metrics); nil: none.
 	Metrics *metrics.Metrics
 }
 
@@ -279,7 +279,7 @@ func (r *Reins) letIn(opts *natsbox.Options) (func(string) []string, error) {
 }
 
 // Tool registers a Go tool under name, for the agent steps whose workflow tools name it as
-// their handler (workflow.ToolDef.Handler). It panics once the worker started (the first
+// their handler ([workflow.ToolDef.Handler]). It panics once the worker started (the first
 // Start or Run), or on a name registered before.
 func (r *Reins) Tool(name string, t tool.Tool) {
 	r.register(name, func() {
@@ -292,7 +292,7 @@ func (r *Reins) Tool(name string, t tool.Tool) {
 
 // Model registers a Go model under name: it serves every llm and agent step whose model has
 // that name, whatever the workflow declares for it (declare it with provider = "go" when only
-// the program provides it, or keep a scripted model there for tests). Config.Model, when set,
+// the program provides it, or keep a scripted model there for tests). [Config.Model], when set,
 // replaces every model, Go models included. It panics once the worker started, or on a name
 // registered before.
 func (r *Reins) Model(name string, m model.Model) {
@@ -391,7 +391,7 @@ func (r *Reins) StartWith(ctx context.Context, def *workflow.Definition, input a
 // prune, the records as the engine saves them (Client.Watch).
 func (r *Reins) Client() *client.Client { return r.client }
 
-// ClientURL is where other processes reach the embedded server that Config.Listen opened ("":
+// ClientURL is where other processes reach the embedded server that [Config.Listen] opened ("":
 // it does not listen).
 func (r *Reins) ClientURL() string { return r.box.ClientURL() }
 

@@ -43,10 +43,10 @@ type progress struct {
 // the first activation).
 //
 // A leaf that fails fails the attempt (Fail: the step's retry policy runs the turn again from the
-// same checkpoint); a run that breaks the composition's rules (ErrComposition) fails the step for
+// same checkpoint); a run that breaks the composition's rules ([ErrComposition]) fails the step for
 // good (FailPermanent). A task interrupted by its context (timeout, the run's end, the worker
 // stopping) fails the attempt without writing anything. The step's max_iterations must leave room
-// for the composition's turns plus one (Budget.MaxTurns+1): it is the engine's bound, and the
+// for the composition's turns plus one ([Budget.MaxTurns]+1): it is the engine's bound, and the
 // composition's own budget should end the run first.
 func Handler(a Agent, cfg Config) worker.Handler {
 	cfg = cfg.withDefaults()
@@ -213,7 +213,7 @@ func usageSince(a, b protocol.Usage) protocol.Usage {
 }
 
 // Events returns the events a durable composition recorded in its checkpoint (the value
-// worker.TaskContext.LoadCheckpoint returns for its step), in order.
+// [worker.TaskContext.LoadCheckpoint] returns for its step), in order.
 func Events(checkpoint json.RawMessage) ([]Event, error) {
 	recs, err := decodeRecords(checkpoint)
 	if err != nil {

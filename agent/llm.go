@@ -39,7 +39,7 @@ type LLMConfig struct {
 //   - completed: a message with the answer, the answer under OutputKey, and an escalation if
 //     EscalateWhen says so;
 //   - needs_human without calls waiting (the model escalated, or a tool kept failing): an
-//     escalation with the loop's reason, to EscalateTo;
+//     escalation with the loop's reason, to [EscalateTo];
 //   - stopped by the context: the turn fails with the context's error, which the run reports
 //     as cancelled or timeout;
 //   - any other stop reason, and calls waiting for approval (a composition has no way to wait
@@ -47,7 +47,7 @@ type LLMConfig struct {
 //
 // Each turn is a new loop run (RunID from the Invocation), so the model sees the goal, not
 // earlier turns: what passes between turns and agents goes through state keys. The model's
-// Request.Seq and the tools' tool.Info.Seq count across the agent's turns in the run, so a
+// Request.Seq and the tools' [tool.Info.Seq] count across the agent's turns in the run, so a
 // scripted model or a mocked tool goes on where the previous turn stopped.
 type LLM struct {
 	cfg  LLMConfig

@@ -13,7 +13,7 @@ import (
 )
 
 // Budget bounds a whole composition run, whatever its loops say: a Loop with MaxIterations 0
-// ends at the first budget spent. Zero fields take the defaults of DefaultBudget; MaxTokens and
+// ends at the first budget spent. Zero fields take the defaults of [DefaultBudget]; MaxTokens and
 // MaxCostUSD are unlimited when zero.
 type Budget struct {
 	MaxTurns    int           // leaf turns (invocations) in the whole run
@@ -36,7 +36,7 @@ func (b Budget) withDefaults() Budget {
 	return b
 }
 
-// Config configures a composition run, in process (NewSession) or durable (Handler).
+// Config configures a composition run, in process ([NewSession]) or durable (Handler).
 type Config struct {
 	Budget Budget
 	// Clock measures the wall-clock budget and stamps events; nil means the real clock. An LLM
@@ -95,7 +95,7 @@ type Invocation struct {
 }
 
 // Session is the state of a composition run and the handle of the run: create it with
-// NewSession, set the inputs with Put, run it once with Run, then read Result. Leaves receive a
+// [NewSession], set the inputs with Put, run it once with Run, then read Result. Leaves receive a
 // Session too, to read the state (Get, Text, Keys) and their Invocation; in a Parallel branch it
 // shows the branch's view.
 type Session struct {

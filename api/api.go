@@ -22,7 +22,7 @@ type Config struct {
 	// Principals authenticates bearer tokens (required): the operator's principals, and the
 	// data directory's admin where there is one.
 	Principals *operator.Resolved
-	// Operator is the configuration whose submission check (operator.CheckWorkflow) a
+	// Operator is the configuration whose submission check ([operator.CheckWorkflow]) a
 	// registered workflow passes; nil means the defaults of a server without --config.
 	Operator *operator.Config
 	// BuiltinWorkers says that this server's built-in workers call the models of its runs, with
@@ -41,14 +41,14 @@ type Config struct {
 	Console http.Handler
 	// Log receives what a client must not see (the causes of 500s); nil discards.
 	Log *slog.Logger
-	// Now is the clock of registrations; nil means time.Now.
+	// Now is the clock of registrations; nil means [time.Now].
 	Now func() time.Time
 	// MaxInputBytes bounds a run's input and a request's body; 0 (or less) means
-	// operator.DefaultMaxBytes, the default max_input_bytes.
+	// [operator.DefaultMaxBytes], the default max_input_bytes.
 	MaxInputBytes int64
 	// EngineWait bounds how long an answer that needs the engine (a run's start, a decision)
 	// waits for it to take what was sent; past it the answer is 202 (stored, not yet taken).
-	// 0 (or less) means DefaultEngineWait, or half of WriteTimeout when that is shorter, so
+	// 0 (or less) means [DefaultEngineWait], or half of WriteTimeout when that is shorter, so
 	// that the 202 is still written in time.
 	EngineWait time.Duration
 	// KeepAlive returns the ticks on which a stream of a run's events sends a keep-alive
@@ -58,27 +58,27 @@ type Config struct {
 	// The bounds of the listener (docs/api.md, "Limits"; the operator's [limits]).
 
 	// MaxWebhookBytes bounds a webhook delivery's body; 0 (or less) means
-	// DefaultMaxWebhookBytes.
+	// [DefaultMaxWebhookBytes].
 	MaxWebhookBytes int64
 	// MaxUnauthenticated bounds the requests in flight that no token vouches for: webhook
 	// deliveries, whose body is read before its signature says who sent it (a request to a
 	// route of tokens is checked before a byte of its body is read, and holds nothing); more
-	// are answered 503 with Retry-After. 0 (or less) means DefaultMaxUnauthenticated.
+	// are answered 503 with Retry-After. 0 (or less) means [DefaultMaxUnauthenticated].
 	MaxUnauthenticated int
 	// MaxEventStreams bounds the event streams one principal has open at once; more are
-	// answered 429 with Retry-After. 0 (or less) means DefaultMaxEventStreams.
+	// answered 429 with Retry-After. 0 (or less) means [DefaultMaxEventStreams].
 	MaxEventStreams int
 	// ReadTimeout is the http.Server's: the deadline of a request's arrival, which an
 	// authenticated body moves at each read (it is cut when it stalls that long). 0 means
-	// DefaultReadTimeout, as the operator's http_read_timeout; negative means none.
+	// [DefaultReadTimeout], as the operator's http_read_timeout; negative means none.
 	ReadTimeout time.Duration
 	// WriteTimeout is the http.Server's: an event stream moves its write deadline by it
-	// before each message. 0 means DefaultWriteTimeout, as the operator's http_write_timeout;
+	// before each message. 0 means [DefaultWriteTimeout], as the operator's http_write_timeout;
 	// negative means none.
 	WriteTimeout time.Duration
 }
 
-// Server is the HTTP API. It is an http.Handler and safe for concurrent use.
+// Server is the HTTP API. It is an [http.Handler] and safe for concurrent use.
 type Server struct {
 	cfg     Config
 	mux     *http.ServeMux

@@ -28,13 +28,13 @@ type ClientConfig struct {
 	// Token is the bearer token of a principal, sent in the Authorization header only: never
 	// in a URL, never in an error.
 	Token string
-	// HTTP sends the requests; nil means http.DefaultClient. Its Timeout, if any, bounds the
+	// HTTP sends the requests; nil means [http.DefaultClient]. Its Timeout, if any, bounds the
 	// live event streams too: the Client's callers use a context instead.
 	HTTP *http.Client
 }
 
 // Client is a client of the HTTP API (docs/api.md): a method per route. An answer that is an
-// error comes back as a *Problem (errors.As), with the status and the server's detail; a
+// error comes back as a *Problem ([errors.As]), with the status and the server's detail; a
 // server that cannot be reached is an error naming the server's URL. It is safe for
 // concurrent use.
 type Client struct {
@@ -257,7 +257,7 @@ type RunDetail struct {
 	TraceMore bool              `json:"trace_more"`
 	Workflow  string            `json:"workflow"`
 	Graph     *workflow.Drawing `json:"graph,omitempty"`
-	// Registered is the registered workflow and version the run runs (client.Origin); absent
+	// Registered is the registered workflow and version the run runs ([client.Origin]); absent
 	// for a run of no registered version.
 	Registered *protocol.Registration `json:"registered,omitempty"`
 	// TraceID is the OpenTelemetry trace id of the run's spans, hex (telemetry.TraceID).

@@ -17,5 +17,5 @@
 //
 // It must not decide anything about runs (the engine does), name a NATS subject, stream or
 // bucket of its own (natsbox.Names does), or hold the console's files (package console does;
-// the caller mounts it with Config.Console). A token is never logged, echoed or put in a URL.
+// the caller mounts it with [Config.Console]). A token is never logged, echoed or put in a URL.
 package api

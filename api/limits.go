@@ -18,7 +18,7 @@ import (
 // an authenticated body may stall, and how many event streams a principal keeps open.
 
 // Defaults of the limits of Config: those of a server whose configuration sets none
-// (operator.DefaultHTTPLimits), so that a Config's zero value bounds as reins serve does.
+// ([operator.DefaultHTTPLimits]), so that a Config's zero value bounds as reins serve does.
 const (
 	DefaultMaxWebhookBytes    = 1 << 20
 	DefaultMaxUnauthenticated = 64

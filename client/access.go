@@ -41,12 +41,12 @@ const MaxWriters = 64
 
 var (
 	// ErrNotWriter: the principal is neither the name's owner, nor one of its writers, nor an
-	// admin. It wraps ErrForbidden.
+	// admin. It wraps [ErrForbidden].
 	ErrNotWriter = fmt.Errorf("not a writer of the registered workflow: %w", ErrForbidden)
 	// ErrNotOwner: the principal is neither the name's owner nor an admin. It wraps
-	// ErrForbidden.
+	// [ErrForbidden].
 	ErrNotOwner = fmt.Errorf("not the owner of the registered workflow: %w", ErrForbidden)
-	// ErrBadWriters: a list of writers that is not one (CheckWriters).
+	// ErrBadWriters: a list of writers that is not one ([CheckWriters]).
 	ErrBadWriters = errors.New("not a list of writers")
 )
 
@@ -93,7 +93,7 @@ func (c *Client) admin() bool {
 	return c.principal == natsbox.RoleAdmin || slices.Contains(c.roles, natsbox.RoleAdmin)
 }
 
-// Access returns who may add versions to the workflow registered as name: ErrNoWorkflow when
+// Access returns who may add versions to the workflow registered as name: [ErrNoWorkflow] when
 // nothing is registered under it.
 func (c *Client) Access(ctx context.Context, name string) (Access, error) {
 	if err := CheckName(name); err != nil {
@@ -165,7 +165,7 @@ func decodeAccess(e jetstream.KeyValueEntry) (*Access, error) {
 }
 
 // CheckWriter tells, before anything is sent, whether the client's principal may add a
-// version to name (Register checks again as it stores): ErrNotWriter when it may not. Anyone
+// version to name (Register checks again as it stores): [ErrNotWriter] when it may not. Anyone
 // may register a name nothing is registered under.
 func (c *Client) CheckWriter(ctx context.Context, name string) error {
 	if err := CheckName(name); err != nil {
@@ -229,9 +229,9 @@ func (c *Client) checkWriter(a Access) error {
 	return fmt.Errorf("client: principal %s may not add a version to workflow %s: it belongs to %s, and only %s, the writers %s names and admins may: %w", c.principal, a.Name, a.Owner, a.Owner, a.Owner, ErrNotWriter)
 }
 
-// SetWriters makes writers (principals' names and "role:NAME", CheckWriters) the writers of
+// SetWriters makes writers (principals' names and "role:NAME", [CheckWriters]) the writers of
 // the workflow registered as name, in place of those it had: what the name's owner and admins
-// may do (ErrNotOwner for anyone else; nothing is stored then). ErrNoWorkflow when nothing is
+// may do ([ErrNotOwner] for anyone else; nothing is stored then). [ErrNoWorkflow] when nothing is
 // registered under name.
 func (c *Client) SetWriters(ctx context.Context, name string, writers []string) (Access, error) {
 	if err := CheckName(name); err != nil {

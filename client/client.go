@@ -29,12 +29,12 @@ import (
 type Config struct {
 	// Conn is the connection to the deployment (required): [Dial] opens one.
 	Conn *conn.Conn
-	// Now is the clock of the start and cancel events; nil means time.Now.
+	// Now is the clock of the start and cancel events; nil means [time.Now].
 	Now func() time.Time
 	// Principal is who the client acts as: the name its connection authenticated as (the
 	// server's permissions let it publish a person's events only under that name, and the
 	// engine reads who acted from the subject). "" means "admin", the operator of a data
-	// directory (natsbox.RoleAdmin), as local commands are.
+	// directory ([natsbox.RoleAdmin]), as local commands are.
 	Principal string
 	// Roles are the roles of Principal, as the operator's configuration gives them, when the
 	// caller knows them (the HTTP API does): what the registry checks a principal's right to
@@ -43,13 +43,13 @@ type Config struct {
 	// what Principal "admin" implies; a role named by a workflow's approvers is left to the
 	// engine.
 	Roles []string
-	// May reports whether the connection may publish on a subject (from natsbox.Box.WhoAmI),
+	// May reports whether the connection may publish on a subject (from [natsbox.Box.WhoAmI]),
 	// so that the client tells a principal what its roles do not allow in one sentence
 	// instead of waiting for an acknowledgement that never comes. Nil: it may publish on any.
 	May func(subject string) bool
 	// MaxInputBytes bounds a run input, human input or signal data the client sends; 0 means
-	// wire.DefaultMaxValue (64 MiB, the default max_input_bytes of a server). Values too large
-	// for a message are stored by reference (wire.Values).
+	// [wire.DefaultMaxValue] (64 MiB, the default max_input_bytes of a server). Values too large
+	// for a message are stored by reference ([wire.Values]).
 	MaxInputBytes int64
 }
 
@@ -132,8 +132,8 @@ func (c *Client) buckets(ctx context.Context) (runs, wfs jetstream.KeyValue, err
 
 // Start stores the bundles and publishes the start event of a run of bs.Root with input (nil
 // means null), and returns the run id: runID, or a new one when runID is "". runID is the
-// client's choice, so it must be one a client may choose (wire.CheckClientRunID: none of the
-// ids triggers, sub-runs and forks get). A run that exists is ErrExists, and so is one whose
+// client's choice, so it must be one a client may choose ([wire.CheckClientRunID]: none of the
+// ids triggers, sub-runs and forks get). A run that exists is [ErrExists], and so is one whose
 // start another Start published first (the stream took this start for a duplicate of it), even
 // before the engine saved its record: a start retried with its id starts one run. Whose run
 // exists, Origin tells.
@@ -143,18 +143,18 @@ func (c *Client) Start(ctx context.Context, bs *workflow.Bundles, input json.Raw
 
 // StartOptions are the options of a start (StartWith).
 type StartOptions struct {
-	// RunID is the run's id; "" means a new one (NewRunID).
+	// RunID is the run's id; "" means a new one ([NewRunID]).
 	RunID string
 	// Registered is the registered version bs is (Workflow, Bundles): the start says so, and
 	// the run is shown as that version (Origin) when its definition is that version's.
 	Registered *Registered
 	// Trigger says RunID is a trigger's (trigger.RunID), which a client may not choose: for
 	// the trigger service of a server only. Without it RunID must pass
-	// wire.CheckClientRunID.
+	// [wire.CheckClientRunID].
 	Trigger bool
 	// As, for the server's own processes (the triggers of a reins serve), names the principal
 	// the run is started as: the start goes on the run's engine subject
-	// (natsbox.Names.EngineSubject), which only the engine's identity and admins may publish
+	// ([natsbox.Names.EngineSubject]), which only the engine's identity and admins may publish
 	// on, and the engine admits it as that principal's own start and records it as started by
 	// that principal. "": the client's own start, on its principal's subject.
 	As string
@@ -297,7 +297,7 @@ func actName(t protocol.EventType) string {
 	return "signal runs"
 }
 
-// Get returns the record of run runID (a sub-run's id too); ErrNotFound when there is none.
+// Get returns the record of run runID (a sub-run's id too); [ErrNotFound] when there is none.
 func (c *Client) Get(ctx context.Context, runID string) (*Record, error) {
 	if err := checkKey(runID); err != nil {
 		return nil, err
@@ -320,7 +320,7 @@ func (c *Client) Get(ctx context.Context, runID string) (*Record, error) {
 	return rec, c.ReadValues(ctx, rec)
 }
 
-// ReadValues reads back, in place, the values of rec stored by reference (wire.Values): those
+// ReadValues reads back, in place, the values of rec stored by reference ([wire.Values]): those
 // of a record Watch yielded.
 func (c *Client) ReadValues(ctx context.Context, rec *Record) error {
 	if _, _, err := c.buckets(ctx); err != nil {
@@ -365,7 +365,7 @@ func (c *Client) List(ctx context.Context, status protocol.RunStatus) ([]*Record
 	return recs, nil
 }
 
-// Query selects runs through the status index (Client.Query): by status, by workflow, a page
+// Query selects runs through the status index ([Client.Query]): by status, by workflow, a page
 // at a time.
 type Query struct {
 	// Status and Workflow select the runs of that status and that workflow's name ("": any).
@@ -382,7 +382,7 @@ type Query struct {
 	Newest bool
 }
 
-// Page is one page of a Query's runs, oldest first (newest first for Query.Newest).
+// Page is one page of a Query's runs, oldest first (newest first for [Query.Newest]).
 type Page struct {
 	Records []*Record
 	// Next is the After of the next page; "" when no run follows.
@@ -472,7 +472,7 @@ func sortRecords(recs []*Record) {
 }
 
 // Cancel publishes a cancel event for run runID with reason (""; the engine says why); the run
-// ends cancelled once an engine decides it. ErrNotFound when there is no such run, ErrFinished
+// ends cancelled once an engine decides it. [ErrNotFound] when there is no such run, [ErrFinished]
 // when it has already finished.
 func (c *Client) Cancel(ctx context.Context, runID, reason string) error {
 	rec, err := c.Get(ctx, runID)
@@ -497,12 +497,12 @@ type WatchOptions struct {
 	// Only limits what Watch yields to WatchRecords (the record after every save, starting with
 	// the current one: no events) or WatchEvents (the events, no records). Zero: both.
 	Only WatchKind
-	// After resumes the events after this stream sequence (an Update.Seq Watch yielded, or
+	// After resumes the events after this stream sequence (an [Update.Seq] Watch yielded, or
 	// LastEvent's): none missed and none twice. 0 is from the start.
 	After uint64
 }
 
-// WatchKind is what a Watch yields (WatchOptions.Only).
+// WatchKind is what a Watch yields ([WatchOptions.Only]).
 type WatchKind int
 
 // What a Watch may be limited to.
@@ -651,7 +651,7 @@ func (c *Client) Definition(ctx context.Context, rec *Record) (*workflow.Definit
 }
 
 // Events returns the events of run runID stored in REINS_EVENTS, in order. Messages that are
-// not events of the run are left out. ErrNotFound when the run has neither events nor a record.
+// not events of the run are left out. [ErrNotFound] when the run has neither events nor a record.
 func (c *Client) Events(ctx context.Context, runID string) ([]protocol.Event, error) {
 	s, filters, last, err := c.runEvents(ctx, runID)
 	if err != nil {
@@ -694,7 +694,7 @@ type EventPage struct {
 
 // EventsPage returns the events of run runID stored after stream sequence after (0: from the
 // first), in order, at most limit of them (limit > 0), each with its values whole: what it
-// reads grows with the page, not with the run's events. ErrNotFound when the run has
+// reads grows with the page, not with the run's events. [ErrNotFound] when the run has
 // neither events nor a record.
 func (c *Client) EventsPage(ctx context.Context, runID string, after uint64, limit int) (EventPage, error) {
 	page := EventPage{Events: []protocol.Event{}, Last: after}

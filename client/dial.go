@@ -10,7 +10,7 @@ import (
 )
 
 // Dial connects to the NATS server of a reins deployment at url (`reins serve`'s listen
-// address, or an external server or cluster) with opts (conn.Token, conn.Namespace, ...) and
+// address, or an external server or cluster) with opts ([conn.Token], [conn.Namespace], ...) and
 // returns a client acting as the principal the server knows the connection as, with what it
 // may publish: a program with no engine of its own starts, watches, approves and signals runs
 // on that deployment. Close closes the connection; workers serve on it too

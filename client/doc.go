@@ -4,7 +4,7 @@
 // engine of its own reaches a server with [Dial]; one that has a connection ([conn.Conn])
 // makes a client with [New].
 // A Client acts as one principal: a shared server's permissions decide what it may do, and it
-// says so in one sentence (ErrForbidden) before it sends anything.
+// says so in one sentence ([ErrForbidden]) before it sends anything.
 //
 // It owns the client's side of the protocol: the events a person sends (on the subjects of its
 // principal), the reading of run records (Record) and of a run's events, the run Result

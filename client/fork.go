@@ -40,7 +40,7 @@ type ForkOptions struct {
 	// under that name in the fork's definition.
 	Model    string
 	AddModel *workflow.ModelDef
-	// RunID is the fork's run id, one a client may choose (wire.CheckClientRunID); "" means
+	// RunID is the fork's run id, one a client may choose ([wire.CheckClientRunID]); "" means
 	// RUN-fork-N with N the smallest number not taken (a new random id when that is not a
 	// valid run id: RUN is a sub-run, or too long).
 	RunID string
@@ -49,7 +49,7 @@ type ForkOptions struct {
 // Forked describes a fork that started.
 type Forked struct {
 	RunID string
-	// Definition is the fork's definition (its model replaced, with ForkOptions.Model), stored
+	// Definition is the fork's definition (its model replaced, with [ForkOptions.Model]), stored
 	// under Hash.
 	Definition *workflow.Definition
 	Hash       string
@@ -74,8 +74,8 @@ type Forked struct {
 // same format, values moved out until it fits a message), and a tick sent so that an engine
 // loads the run and arms its timers. Run runID is only read.
 //
-// ErrNotFound when there is no run runID, ErrUnknownStep when its workflow has no step From
-// or the run never dispatched that iteration of it, ErrExists when o.RunID is taken.
+// [ErrNotFound] when there is no run runID, [ErrUnknownStep] when its workflow has no step From
+// or the run never dispatched that iteration of it, [ErrExists] when o.RunID is taken.
 func (c *Client) Fork(ctx context.Context, runID string, o ForkOptions) (*Forked, error) {
 	rec, err := c.Get(ctx, runID)
 	if err != nil {
@@ -227,7 +227,7 @@ func notReached(runID, from string, it int, log []dispatch) error {
 
 // UseModel returns def when name is "", else a copy of def whose llm and agent steps all use
 // model name: a model of def's [models], or, when def declares none of that name, add declared
-// under that name in the copy. It is how a fork (ForkOptions.Model) and reins run --model NAME
+// under that name in the copy. It is how a fork ([ForkOptions.Model]) and reins run --model NAME
 // replace a workflow's models; def is not modified. The error, when def declares no model name
 // and add is nil, is one sentence listing the models it declares.
 func UseModel(def *workflow.Definition, name string, add *workflow.ModelDef) (*workflow.Definition, error) {

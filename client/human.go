@@ -16,12 +16,12 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// Errors of the answers to a waiting run (Decide, Resume), to match with errors.Is.
+// Errors of the answers to a waiting run (Decide, Resume), to match with [errors.Is].
 var (
 	// ErrNotWaiting: the run has no step waiting for what was asked (a decision, input).
 	ErrNotWaiting = errors.New("nothing in the run waits for it")
 	// ErrRunNotWaiting: no step of the run waits for anything (it is running). It is an
-	// ErrNotWaiting too: errors.Is(err, ErrNotWaiting) holds for both, and ErrRunNotWaiting
+	// [ErrNotWaiting] too: errors.Is(err, ErrNotWaiting) holds for both, and ErrRunNotWaiting
 	// tells a run that waits for nothing from one that waits for something else.
 	ErrRunNotWaiting error = runNotWaiting{}
 	// ErrAmbiguous: several steps wait for what was asked; the caller must name one.
@@ -83,7 +83,7 @@ type Decided struct {
 	Step   string // the step's key
 	CallID string // "" for an approval step
 	Tool   string // the pending call's tool
-	// Event is the id of the decision's event: the run's acts (engine.Run.Acts) record it
+	// Event is the id of the decision's event: the run's acts ([engine.Run.Acts]) record it
 	// once the engine took it (AwaitDecided).
 	Event string
 	// wait is the waiting the decision addresses: activation, iteration, attempt, resume.
@@ -95,12 +95,12 @@ type Decided struct {
 // principal's; onBehalfOf, when not empty, names the principal an admin decides for (the
 // engine refuses it from anyone else). target is a pending call's id, or the key of a step
 // waiting for approval (every call it has pending, or the approval step), or "" for everything
-// in the run that waits for approval. It returns what it decided. ErrNotWaiting when nothing
-// matches target (ErrRunNotWaiting when no step of the run waits at all), ErrFinished when the
-// run has finished, ErrNotFound when there is no such run.
+// in the run that waits for approval. It returns what it decided. [ErrNotWaiting] when nothing
+// matches target ([ErrRunNotWaiting] when no step of the run waits at all), [ErrFinished] when the
+// run has finished, [ErrNotFound] when there is no such run.
 //
 // A step with approvers (docs/reference/server.md, "Identity") is decided only by one of them: a principal
-// the client can tell is not one is refused at once (ErrForbidden, naming the principal, and
+// the client can tell is not one is refused at once ([ErrForbidden], naming the principal, and
 // nothing is sent); otherwise, the decision sent, Decide waits for the engine's verdict on it
 // (until ctx ends) and returns ErrForbidden when the engine refused it: the run keeps waiting.
 func (c *Client) Decide(ctx context.Context, runID, target string, approve bool, message, onBehalfOf string) ([]Decided, error) {
@@ -255,8 +255,8 @@ func (c *Client) Deny(ctx context.Context, runID, target, message string) error 
 
 // AwaitDecided waits until the engine has taken each decision of ds (what Decide returned
 // for run runID): nil once the run's acts record each one, or once the run has finished;
-// ErrForbidden, naming the principal, when the engine refused one (the run keeps waiting);
-// ErrNotWaiting when one no longer fits what its step waits for (another decision came first,
+// [ErrForbidden], naming the principal, when the engine refused one (the run keeps waiting);
+// [ErrNotWaiting] when one no longer fits what its step waits for (another decision came first,
 // or the step stopped waiting), so that the engine took it without effect and recorded nothing.
 // It ends with ctx's error when ctx is done first (no engine runs).
 func (c *Client) AwaitDecided(ctx context.Context, runID string, ds []Decided) error {
@@ -304,8 +304,8 @@ func moot(run *engine.Run, d Decided) bool {
 }
 
 // Resume sends a human's input to the step of run runID paused on needs_human: step names it,
-// or "" when only one step is paused. It returns the step's key. ErrNotWaiting when no step
-// (or not step) waits for input (ErrRunNotWaiting when no step waits at all), ErrAmbiguous
+// or "" when only one step is paused. It returns the step's key. [ErrNotWaiting] when no step
+// (or not step) waits for input ([ErrRunNotWaiting] when no step waits at all), [ErrAmbiguous]
 // when several do and step is "".
 func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawMessage) (string, error) {
 	if err := wire.CheckJSON(input, int(c.maxInput)); err != nil {
@@ -351,9 +351,9 @@ func (c *Client) Resume(ctx context.Context, runID, step string, input json.RawM
 
 // Signal sends the event name with data to run runID. A wait_event step waiting for it takes
 // it; otherwise the run keeps it for the first wait_event step on name that starts later. A
-// principal who may not signal the run (engine.ActRefusal: only its submitter, the approvers
+// principal who may not signal the run ([engine.ActRefusal]: only its submitter, the approvers
 // its workflow names and admins may), or a run that took as many signals as its server
-// allows (engine.SignalsSpent), is refused at once with ErrForbidden, and nothing is sent;
+// allows ([engine.SignalsSpent]), is refused at once with [ErrForbidden], and nothing is sent;
 // what the client cannot tell, the engine refuses, recording it in the run's acts.
 func (c *Client) Signal(ctx context.Context, runID, name string, data json.RawMessage) error {
 	if name == "" {

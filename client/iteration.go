@@ -67,7 +67,7 @@ func ParseIteration(s string) (string, int, error) {
 	return s[:i], n, nil
 }
 
-// Iteration returns the parts of iteration n of step in run runID. ErrNoIteration when the
+// Iteration returns the parts of iteration n of step in run runID. [ErrNoIteration] when the
 // run's events hold none (the step did not reach it, or its events were pruned).
 func (c *Client) Iteration(ctx context.Context, runID, step string, n int) ([]IterationPart, error) {
 	evs, err := c.Events(ctx, runID)

@@ -28,7 +28,7 @@ type Origin struct {
 	Registered *protocol.Registration
 }
 
-// Origin returns the origin of run runID: ErrNotFound when there is neither a record nor a
+// Origin returns the origin of run runID: [ErrNotFound] when there is neither a record nor a
 // start of it.
 func (c *Client) Origin(ctx context.Context, runID string) (Origin, error) {
 	o := Origin{RunID: runID}

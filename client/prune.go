@@ -21,7 +21,7 @@ const DefaultRetention = 7 * 24 * time.Hour
 // PruneReport says what a prune removed.
 type PruneReport struct {
 	// Runs counts the runs removed (started by clients), SubRuns the sub-runs removed with them,
-	// Checkpoints the checkpoint keys, Values the values stored by reference (wire.Values).
+	// Checkpoints the checkpoint keys, Values the values stored by reference ([wire.Values]).
 	Runs        int `json:"runs"`
 	SubRuns     int `json:"sub_runs"`
 	Checkpoints int `json:"checkpoints"`
@@ -136,8 +136,8 @@ func (c *Client) removeRun(ctx context.Context, runs jetstream.KeyValue, p prune
 }
 
 // Delete removes run runID for good: its record, events, checkpoints and values, and those of its
-// sub-runs. It refuses a run that has not finished (ErrNotFinished: cancel it first); a run
-// whose record is corrupt (ErrCorrupt) can be deleted.
+// sub-runs. It refuses a run that has not finished ([ErrNotFinished]: cancel it first); a run
+// whose record is corrupt ([ErrCorrupt]) can be deleted.
 func (c *Client) Delete(ctx context.Context, runID string) error {
 	if err := checkKey(runID); err != nil {
 		return err
@@ -299,7 +299,7 @@ type Retention struct {
 	OlderThan time.Duration
 	// Every is the time between two prunes; 0 means RetentionEvery(OlderThan).
 	Every time.Duration
-	// Now and After are the clock (nil: time.Now and time.After); tests drive them.
+	// Now and After are the clock (nil: [time.Now] and [time.After]); tests drive them.
 	Now   func() time.Time
 	After func(time.Duration) <-chan time.Time
 	// Pruned, when set, sees the outcome of every prune.

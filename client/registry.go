@@ -44,7 +44,7 @@ var (
 	ErrNoWorkflow = errors.New("no workflow is registered under this name")
 	// ErrNoVersion: the workflow is registered, but not in that version.
 	ErrNoVersion = errors.New("the registered workflow has no such version")
-	// ErrBadName: not a name a workflow may be registered under (CheckName).
+	// ErrBadName: not a name a workflow may be registered under ([CheckName]).
 	ErrBadName = errors.New("not a valid workflow name")
 	// ErrTooLarge: the workflow is too large to store in one NATS message.
 	ErrTooLarge = errors.New("too large to store")
@@ -115,9 +115,9 @@ func (c *Client) registry(ctx context.Context) (jetstream.KeyValue, error) {
 }
 
 // Register registers source, the workflow file def was read from, under name, as the client's
-// principal, who must be the name's owner, one of its writers or an admin (ErrNotWriter,
+// principal, who must be the name's owner, one of its writers or an admin ([ErrNotWriter],
 // before anything is stored); the principal who registers a new name owns it (Access). The
-// caller has validated def (workflow.Validate with OneFile, and the server's
+// caller has validated def ([workflow.Validate] with OneFile, and the server's
 // submission check): Register stores what it is given. It returns the version: a new one
 // (created true, numbered one more than the latest), or the latest when def is the same
 // definition as the latest's (created false). Two registrations of different files at once
@@ -329,7 +329,7 @@ func decodeRegistered(e jetstream.KeyValueEntry) (*Registered, error) {
 }
 
 // Workflow returns version (0: the latest) of the workflow registered as name, with its
-// source: ErrNoWorkflow when nothing is registered under name, ErrNoVersion when that version
+// source: [ErrNoWorkflow] when nothing is registered under name, [ErrNoVersion] when that version
 // is not.
 func (c *Client) Workflow(ctx context.Context, name string, version int) (Registered, error) {
 	if err := CheckName(name); err != nil {
@@ -417,7 +417,7 @@ func (c *Client) WorkflowNames(ctx context.Context) iter.Seq2[string, error] {
 
 // Bundles returns the bundles of registered version r: read from the workflows bucket by its
 // hash, or, when they are not there (removed, or written there by someone else), made again
-// from its source, which must give the same definition (ErrChanged otherwise).
+// from its source, which must give the same definition ([ErrChanged] otherwise).
 func (c *Client) Bundles(ctx context.Context, r Registered) (*workflow.Bundles, error) {
 	_, wfs, err := c.buckets(ctx)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// Errors of Replay and Fork, to match with errors.Is.
+// Errors of Replay and Fork, to match with [errors.Is].
 var (
 	// ErrNotFinished: the run has not finished (it is running or waiting).
 	ErrNotFinished = errors.New("the run has not finished")
@@ -57,20 +57,20 @@ type ReplayReport struct {
 }
 
 // Replay re-executes the finished run runID from its recorded events, without NATS traffic
-// other than reading them, without workers and without side effects: engine.Start with the
+// other than reading them, without workers and without side effects: [engine.Start] with the
 // recorded input and start time, then every recorded event in its recorded order through
-// engine.Decide. An answer to a task the replay has not dispatched yet is held back (as
-// engine.Ahead says, as the engine does) and decided once the replay dispatches that task;
+// [engine.Decide]. An answer to a task the replay has not dispatched yet is held back (as
+// [engine.Ahead] says, as the engine does) and decided once the replay dispatches that task;
 // external events (cancel, tick, decision, resume, signal, child_finished) come in their
 // recorded order. Nothing is started: sub-runs' ends come from the recorded child_finished
 // events.
 //
-// def nil replays the run's own definition. Another definition (normalized, as workflow.Load
+// def nil replays the run's own definition. Another definition (normalized, as [workflow.Load]
 // returns it) answers "would this definition take the same path on this recorded run?": the
 // report then names the first task one of the two dispatched and the other did not, found by
 // comparing with a replay of the run's own definition.
 //
-// ErrNotFound when there is no such run, ErrNotFinished when it has not finished, ErrNoStart
+// [ErrNotFound] when there is no such run, [ErrNotFinished] when it has not finished, [ErrNoStart]
 // when its events hold no start event (a forked run, or a run whose events were pruned).
 func (c *Client) Replay(ctx context.Context, runID string, def *workflow.Definition) (*ReplayReport, error) {
 	rec, err := c.Get(ctx, runID)

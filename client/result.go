@@ -14,7 +14,7 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// Errors a Client returns, to match with errors.Is.
+// Errors a Client returns, to match with [errors.Is].
 var (
 	// ErrNotFound: no run has this id.
 	ErrNotFound = errors.New("no such run")

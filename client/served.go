@@ -13,7 +13,7 @@ import (
 )
 
 // Unserved says, one sentence each, what the workflows of bs need that no running worker
-// serves (natsbox.ServedBucket): handlers of task and agent_loop steps, the built-in handlers
+// serves ([natsbox.ServedBucket]): handlers of task and agent_loop steps, the built-in handlers
 // of llm and agent steps, tools served by a Go handler, models with provider "go". A run of bs
 // would wait for those until a worker serves them: a client tells whoever submits it (reins
 // run warns). Mocked and MCP tools and models of other providers need no worker of their own.

@@ -4,7 +4,7 @@
 //	Start(def, runID, input, at)  → (*Run, []Command, error)
 //	Decide(def, run, event)       → (*Run, []Command, error)
 //
-// It owns the run state (Run, StepRun, EdgeState) and every decision: which step runs next,
+// It owns the run state ([Run], [StepRun], [EdgeState]) and every decision: which step runs next,
 // with what input, which edge a label takes, when to retry and how long to wait, when an
 // agent_loop iterates or stops at a bound, how parallel and map steps fan out and join, what a
 // step waiting for a human or a signal does with a decision, an answer, a signal or a timeout,
@@ -32,7 +32,7 @@
 // writes it, so a Run that goes through JSON and back decides exactly as the original (a
 // restarted engine continues where it stopped). Times are kept in UTC. Task.MsgID is
 // run/step[#item]/activation/iteration/attempt, followed by /r<Resume> for a task dispatched
-// again after decisions: the same task always has the same id, and InFlight rebuilds the tasks
+// again after decisions: the same task always has the same id, and [InFlight] rebuilds the tasks
 // in flight from the state alone (decisions and a human's input included).
 //
 // # Starting and ending
@@ -41,7 +41,7 @@
 // step with the run input (a run of a workflow with a concurrency key first waits queued for a
 // slot: "Concurrency keys" below). A run that has not finished is queued until then, waiting
 // while at least one of its steps waits (StepWaiting: for a decision, a human's input or a
-// signal), and running otherwise; Run.Finished tells the three from the ends. Every event first checks its time against
+// signal), and running otherwise; [Run.Finished] tells the three from the ends. Every event first checks its time against
 // the deadline: at or after it, the run ends timed_out (E_DEADLINE), waiting or not. A cancel
 // event ends it cancelled (E_CANCELLED, with the event's Reason), waiting or not. A run ends
 // with exactly one finish command carrying its status, output and error; the shell cancels
@@ -53,18 +53,18 @@
 //
 // A workflow with a concurrency key (workflow.Concurrency) does not start its start step at
 // once: Start renders the key from the run input (template.Render, the input as the only scope),
-// sets Run.Slot {Key, Limit}, makes the run queued (RunQueued: neither waiting nor finished),
+// sets [Run.Slot] {Key, Limit}, makes the run queued (RunQueued: neither waiting nor finished),
 // schedules the deadline as any run, and emits one acquire command with the Slot. A key that
 // cannot be rendered (a path the input does not have, with no default) fails the run at once
 // with E_CONCURRENCY_KEY: no deadline, no acquire, every step skipped. Which runs hold the
 // key's slots and in what order the others wait is not a run's state: the shell keeps it for
 // every run of the key, and sends a granted event to a queued run once it holds a slot.
 //
-// While the run is queued: granted sets Slot.Granted to the event's time, makes the run
+// While the run is queued: granted sets [Slot.Granted] to the event's time, makes the run
 // running and activates the start step with the run input, at that time (the run's deadline
 // still counts from its start: the queue is part of its time); cancel, the deadline (a tick or
 // any event at or after it) and state_too_large end it as any run; a signal is kept in
-// Run.Signals for a wait_event step that starts later; any other event changes nothing. A
+// [Run.Signals] for a wait_event step that starts later; any other event changes nothing. A
 // granted event for a run that is not queued changes nothing.
 //
 // The finish command of a run of a workflow with a concurrency key is followed by one release
@@ -75,7 +75,7 @@
 // A start event whose Refused is set (the shell refused to admit the run: a workflow the
 // server's operator does not allow, an input too large) ends the run failed with that error at
 // once: no deadline is scheduled, every step is skipped, and the one command is the finish.
-// Run.StartedBy is the start event's By: for a sub-run, the StartedBy of the ChildRun command
+// [Run.StartedBy] is the start event's By: for a sub-run, the StartedBy of the [ChildRun] command
 // that started it, its parent's (so the root run's submitter signals, resumes and cancels the
 // sub-runs of its run as its own).
 //
@@ -88,7 +88,7 @@
 //   - MaxSteps lowers the definition's max_steps (the smaller of the two counts).
 //   - MaxSignals: a signal past the MaxSignals the run took (len(SignalIDs)) is refused (see
 //     "Humans and signals").
-//   - MaxEvents: Run.Events counts the events the run took, its start included: every event
+//   - MaxEvents: [Run.Events] counts the events the run took, its start included: every event
 //     that changed the run (it has commands, or a state that differs) but for a refused act,
 //     so that nobody refused can end someone else's run and a repeated event counts once. The
 //     event that brings the count to MaxEvents ends a run that has not finished failed with
@@ -97,7 +97,7 @@
 //
 // # Activating a step
 //
-// Activating a step counts one execution (Run.Executed; past max_steps the run fails with
+// Activating a step counts one execution ([Run.Executed]; past max_steps the run fails with
 // E_MAX_STEPS), increments its Activation, resets its iteration and attempt to 1 and its
 // outgoing edges to pending, and computes its input: the step's `input` (template.Value) when
 // set, else the output of the step whose fired edge led here; when several incoming edges
@@ -128,7 +128,7 @@
 //     (Error, or a Status other than completed, fails it), and its Usage (what the sub-run's
 //     steps spent) is added to the step's. The event counts only when its Child is that run id:
 //     the end of any other run, however it names the step, changes nothing.
-//   - approval: its prompt is rendered (once per activation, into StepRun.Prompt; a template
+//   - approval: its prompt is rendered (once per activation, into [StepRun.Prompt]; a template
 //     that cannot be rendered fails the step) and the step waits for a decision (Wait
 //     approval), until at + timeout when it has one.
 //   - wait_event: when Run.Signals holds a signal named `event`, the step takes the oldest at
@@ -145,7 +145,7 @@
 // the step. So does a waiting step with a timeout (at Until), and a sleep step. A task's timeout
 // is first the worker's to watch (it knows when it took the task): it sends timed_out. The
 // engine watches too, whatever workers or stray messages do: dispatching a task of a step with
-// a timeout asks for a tick at TaskWatch (the attempt's due time, its NotBefore or when it was
+// a timeout asks for a tick at [TaskWatch] (the attempt's due time, its NotBefore or when it was
 // dispatched, plus the timeout, plus a grace of the timeout again and at least MinTaskGrace,
 // time in the queue included; the command has Watch set: each replaces the step's previous
 // one; its Dispatched is the attempt's, so that a shell that carries the decision out late,
@@ -217,10 +217,10 @@
 //
 // child_finished with a CallID is the end of such a sub-run: it counts for a call pending with
 // Child in the step's current activation and iteration (running or waiting) that has no result
-// yet, when its Child is that call's sub-run's id, and records its ChildResult (StepRun.ChildResults): the run id, Status (completed when
+// yet, when its Child is that call's sub-run's id, and records its ChildResult ([StepRun.ChildResults]): the run id, Status (completed when
 // the event gives none), the Output when it completed without an Error (output that is not
 // JSON makes it failed), the StopReason and StopDetail of the step that ended it (an agent
-// tool's agent: the shell sends Run.Ending) and its Usage. The step's own Usage does not add
+// tool's agent: the shell sends [Run.Ending]) and its Usage. The step's own Usage does not add
 // that usage: the resumed task reports it (its loop counts it against its budgets). Anything
 // else changes nothing. It is Ahead when its activation and iteration come after the step's,
 // or are the step's while the call is not pending yet (the waiting answer that starts it is
@@ -230,7 +230,7 @@
 // and with on_timeout "fail" the step fails. Whenever the engine gives up on a step whose
 // sub-runs have not all ended (that failure, a loop edge that starts the step's region again,
 // a parent that fails) it cancels them (cancel_child, addressed like start_child); when the run
-// ends, SubRuns lists them for the shell to cancel.
+// ends, [SubRuns] lists them for the shell to cancel.
 //
 // # Sub-runs a parent awaits
 //
@@ -252,7 +252,7 @@
 // authenticated principal), with the Roles it knows for them; an admin may act OnBehalfOf
 // another principal. A decision for a step with approvers (an approval step's approvers, an
 // agent policy's) counts only when MayDecide(approvers, OnBehalfOf or By, Roles): a name, or
-// "role:NAME" held. Any other decision changes nothing but Run.Acts, which records it refused
+// "role:NAME" held. Any other decision changes nothing but [Run.Acts], which records it refused
 // ("principal P is not one of the approvers (...)"); the step keeps waiting.
 //
 // A signal, a resume or a cancel that names who sent it (By) counts only from the run's
@@ -260,8 +260,8 @@
 // (Signallers: every approval step's approvers and agent policy's, by name or "role:NAME"
 // held) or an admin (Roles hold "admin"; the shell gives the engine's own events, the cancels
 // of sub-runs among them, an admin's roles), judged as OnBehalfOf when an admin acts for
-// someone (ActRefusal). A cancel refused is recorded refused, and the run goes on. A signal also counts only while the
-// run took fewer than its Limits' MaxSignals (SignalsSpent). Any other is recorded refused
+// someone ([ActRefusal]). A cancel refused is recorded refused, and the run goes on. A signal also counts only while the
+// run took fewer than its Limits' MaxSignals ([SignalsSpent]). Any other is recorded refused
 // with the sentence of ActRefusal or SignalsSpent, without its data, and changes nothing else:
 // no signal id, nothing kept, the step keeps waiting.
 //
@@ -294,7 +294,7 @@
 // signal (Name, Output, ID): it goes to the first wait_event step waiting for Name, in
 // declaration order (a child of a parallel or map step in its parent's place, children by
 // index), which completes with the data as its output; else it is appended to
-// Run.Signals[Name] for a wait_event step that starts later: nothing is lost. Run.SignalIDs
+// Run.Signals[Name] for a wait_event step that starts later: nothing is lost. [Run.SignalIDs]
 // records every signal taken, so the same ID again changes nothing. A signal without a name, or
 // whose data is not JSON, changes nothing.
 //

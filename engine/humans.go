@@ -388,7 +388,7 @@ func Signallers(def *workflow.Definition) []string {
 
 // ActRefusal says in one sentence why principal, holding roles, may not act (signal or resume,
 // as act names it) on run, a run of def, or "" when it may: the run's submitter
-// (Run.StartedBy) may, and so may an admin and an approver def names (Signallers: by name, or
+// ([Run.StartedBy]) may, and so may an admin and an approver def names (Signallers: by name, or
 // by "role:NAME" held). A sub-run has no submitter of its own.
 func ActRefusal(def *workflow.Definition, run *Run, act, principal string, roles []string) string {
 	approvers := Signallers(def)

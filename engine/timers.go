@@ -13,7 +13,7 @@ import (
 // Timers returns the schedule commands a run that has not finished waits for, as Decide emitted
 // them: the run's deadline (Step "", Item -1); the end of the timeout of every running parallel,
 // map or call step (a call step that runs as a parallel branch included), at StartedAt +
-// timeout; the TaskWatch of every running task with a timeout; the end of every sleep, and the timeout of every waiting step that has one, at their
+// timeout; the [TaskWatch] of every running task with a timeout; the end of every sleep, and the timeout of every waiting step that has one, at their
 // Until. Each is addressed by step (or parent) and item, and activation. A shell that keeps
 // timers in memory arms them again from the saved state with it (after a restart, or when it
 // loads a run another engine decided), so that sleeps and waits are durable. A finished run
@@ -105,7 +105,7 @@ func inFlight(s protocol.StepStatus) bool {
 }
 
 // AwaitsChild reports whether run, still going on, waits for the sub-run childID that p says
-// it started: a sub-run SubRuns lists under that id, at p's step, item, activation, iteration
+// it started: a sub-run [SubRuns] lists under that id, at p's step, item, activation, iteration
 // and call. A shell starts a sub-run only then, so that nobody but the parent's own decision
 // makes a run another run's child. A start decided before the parent's state that emitted it
 // was saved (the commands go out first) finds no such child yet: the shell waits for the save.

@@ -90,7 +90,7 @@ type Slot struct {
 	Granted time.Time `json:"granted,omitzero"`
 }
 
-// Act is one thing a person did to a run, as Run.Acts records it.
+// Act is one thing a person did to a run, as [Run.Acts] records it.
 type Act struct {
 	// ID identifies the act's event (the shell gives every event a person sends one), so that
 	// an event delivered again is recorded once.
@@ -185,7 +185,7 @@ type StepRun struct {
 	// NotBefore is when the current attempt may start (loop_delay, retry backoff).
 	NotBefore time.Time `json:"not_before,omitzero"`
 	// Dispatched is when the task of the current attempt was sent: with NotBefore and the
-	// step's timeout it says when the engine times the attempt out itself (TaskWatch).
+	// step's timeout it says when the engine times the attempt out itself ([TaskWatch]).
 	Dispatched time.Time `json:"dispatched,omitzero"`
 
 	// Input is what the current task receives: the step's input, or for a later iteration of
@@ -257,7 +257,7 @@ const (
 	CmdCancelChild CommandType = "cancel_child" // the engine gave up on Child: cancel it
 	CmdFinish      CommandType = "finish"       // the run ended: Status, Output, Error; cancel what is in flight
 	// CmdAcquire: the run starts queued for a slot of its workflow's concurrency key (Slot):
-	// the shell queues it under Slot.Key and answers with a granted event once it holds one.
+	// the shell queues it under [Slot.Key] and answers with a granted event once it holds one.
 	CmdAcquire CommandType = "acquire"
 	// CmdRelease: the run of a workflow with a concurrency key ended (after the finish): the
 	// shell frees whatever the run held or waited for under its key, once, and grants the
@@ -275,11 +275,11 @@ type Command struct {
 	Step       string `json:"step,omitempty"`
 	Item       int    `json:"item,omitempty"`
 	Activation int    `json:"activation,omitempty"`
-	// Watch marks the schedule of a task's watch (TaskWatch): a step has one at a time, so a
+	// Watch marks the schedule of a task's watch ([TaskWatch]): a step has one at a time, so a
 	// shell may let each one replace the step's previous watch.
 	Watch bool `json:"watch,omitempty"`
 	// Dispatched is, for a task's watch, when the attempt it watches was dispatched
-	// (StepRun.Dispatched: the time of the decision that dispatched it), which At counts from.
+	// ([StepRun.Dispatched]: the time of the decision that dispatched it), which At counts from.
 	// The task went out when the shell carried that decision out, which may be long after it
 	// (an event decided late, behind a backlog): a shell fires the tick no earlier than At plus
 	// that lateness, so that the attempt has its whole timeout and grace (the tick's At stays
@@ -313,7 +313,7 @@ type ChildRun struct {
 	// Iteration and CallID address the call of an agent step a tool's sub-run runs.
 	Iteration int    `json:"iteration,omitempty"`
 	CallID    string `json:"call_id,omitempty"`
-	// StartedBy is the principal the sub-run is started as: its parent's Run.StartedBy, the
+	// StartedBy is the principal the sub-run is started as: its parent's [Run.StartedBy], the
 	// submitter of the root run, who may signal, resume and cancel it as the root's own.
 	StartedBy string `json:"started_by,omitempty"`
 }

@@ -19,8 +19,8 @@ import (
 // the same case_id, is an *fixture.InvalidError.
 func LoadAll(paths []string) ([]*fixture.Fixture, error) { return LoadSuite(paths, nil) }
 
-// LoadSuite is LoadAll, except that a *.json file found inside a directory of paths that is not
-// meant as a fixture (fixture.IsFixture: JSON without any key every fixture has) is left out and
+// LoadSuite is [LoadAll], except that a *.json file found inside a directory of paths that is not
+// meant as a fixture ([fixture.IsFixture]: JSON without any key every fixture has) is left out and
 // passed to skipped (nil: left out silently). A file that paths names itself is always loaded
 // as a fixture, and so is one that has some of a fixture's keys: its problems are errors.
 func LoadSuite(paths []string, skipped func(file string)) ([]*fixture.Fixture, error) {

@@ -1,5 +1,5 @@
 // Package host runs the parts of reins that serve runs, the engine and workers, in one process
-// on a NATS connection (or on an embedded server it opens, StartEmbedded): it starts them,
+// on a NATS connection (or on an embedded server it opens, [StartEmbedded]): it starts them,
 // returns once each one consumes, and stops them together. `reins run`, `reins serve`, the
 // examples and the benchmarks host their parts with it.
 //
@@ -29,7 +29,7 @@ import (
 
 // Config says what a Host runs on Conn.
 type Config struct {
-	// Conn is the connection the parts run on (required by Start; StartEmbedded opens it).
+	// Conn is the connection the parts run on (required by Start; [StartEmbedded] opens it).
 	Conn *conn.Conn
 	// Engine runs the engine.
 	Engine bool
@@ -40,14 +40,14 @@ type Config struct {
 	Handlers map[string]worker.Handler
 	Register func(*worker.Worker) error
 	// AckWait and Concurrency configure the worker (zero: its defaults). The engine keeps
-	// runner.DefaultAckWait: an engine that dies is replaced by its partitions' leases, and an
+	// [runner.DefaultAckWait]: an engine that dies is replaced by its partitions' leases, and an
 	// event lost with a NATS node comes again after it.
 	AckWait     time.Duration
 	Concurrency int
-	// SaveWindow and LeaseTTL are the engine's runner.Config ones (zero: their defaults).
+	// SaveWindow and LeaseTTL are the engine's [runner.Config] ones (zero: their defaults).
 	SaveWindow time.Duration
 	LeaseTTL   time.Duration
-	// Roles, Admit, Limits, MaxOutputBytes and MaxValueBytes are the engine's (runner.Config):
+	// Roles, Admit, Limits, MaxOutputBytes and MaxValueBytes are the engine's ([runner.Config]):
 	// what a shared server's operator configured (zero: a server's defaults).
 	Roles          func(principal string) []string
 	Admit          func(ctx context.Context, defs []*workflow.Definition, input json.RawMessage) *protocol.RunError
@@ -70,7 +70,7 @@ type Host struct {
 	owned  bool         // box was opened by StartEmbedded: Stop closes it
 }
 
-// StartEmbedded opens an embedded NATS server with its file store in dataDir (natsbox.Open),
+// StartEmbedded opens an embedded NATS server with its file store in dataDir ([natsbox.Open]),
 // then starts on it what cfg asks for (cfg.Conn is that server's connection). The Host owns the
 // server: Stop stops the parts, then the server. Conn returns the connection.
 func StartEmbedded(ctx context.Context, dataDir string, cfg Config) (*Host, error) {
@@ -88,7 +88,7 @@ func StartEmbedded(ctx context.Context, dataDir string, cfg Config) (*Host, erro
 	return h, nil
 }
 
-// Conn returns the NATS connection the parts run on (Config.Conn).
+// Conn returns the NATS connection the parts run on ([Config.Conn]).
 func (h *Host) Conn() *conn.Conn { return (*conn.Conn)(h.box) }
 
 // Start starts what cfg asks for and returns once each part consumes. The parts run until
@@ -185,7 +185,7 @@ func (h *Host) Wait(ctx context.Context) error {
 	}
 }
 
-// Stop stops every part and waits for them, then closes the server StartEmbedded opened. It may
+// Stop stops every part and waits for them, then closes the server [StartEmbedded] opened. It may
 // be called more than once.
 func (h *Host) Stop() {
 	h.cancel()

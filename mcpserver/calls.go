@@ -20,7 +20,7 @@ import (
 )
 
 // RunIDMetaKey is the key of a tools/call's _meta under which the server puts the id of the
-// run the call starts, derived in front of the SDK (RunID) and read by the call's handler; a
+// run the call starts, derived in front of the SDK ([RunID]) and read by the call's handler; a
 // host's own value under it is replaced. Every answer of a call names its run under it too.
 const RunIDMetaKey = "reins/run_id"
 

@@ -33,7 +33,7 @@ type ToolCall struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
-// Message is one entry of the conversation. Tool-role messages answer exactly one ToolCall, named
+// Message is one entry of the conversation. Tool-role messages answer exactly one [ToolCall], named
 // by CallID; IsError marks a call that failed or was not executed.
 type Message struct {
 	Role    Role       `json:"role"`

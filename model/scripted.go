@@ -31,7 +31,7 @@ type Turn struct {
 	Truncated bool `json:"truncated,omitempty"`
 }
 
-// ErrBadTurn is wrapped by Turn.Validate errors.
+// ErrBadTurn is wrapped by [Turn.Validate] errors.
 var ErrBadTurn = errors.New("invalid scripted turn")
 
 // Validate reports what is wrong with a turn, if anything.
@@ -63,7 +63,7 @@ func (t *Turn) Validate() error {
 }
 
 // Scripted is a model that replays a fixed list of turns, one per model call, chosen by
-// Request.Seq. When the script is exhausted it escalates with reason "script_exhausted". Latency is
+// [Request.Seq]. When the script is exhausted it escalates with reason "script_exhausted". Latency is
 // spent on Clock (a virtual clock in evals), so a slow scripted reply costs no real time there.
 type Scripted struct {
 	Turns []Turn

@@ -9,7 +9,7 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// Codes of the submission check besides workflow.EOperatorOnly.
+// Codes of the submission check besides [workflow.EOperatorOnly].
 const (
 	// EUnknownProvider: a model names a provider the operator did not configure.
 	EUnknownProvider workflow.Code = "E_UNKNOWN_PROVIDER"
@@ -26,10 +26,10 @@ const (
 )
 
 // CheckWorkflow is the submission check of a shared server (docs/reference/server.md) for a
-// workflow and its sub-workflows: what only the operator may set (workflow.OperatorOnly, and a
+// workflow and its sub-workflows: what only the operator may set ([workflow.OperatorOnly], and a
 // replay model, which reads a file), providers the operator did not configure, models their
 // allow-lists do not name, MCP servers the operator does not run, and bounds above the
-// operator's growth limits (workflow.EOverLimit).
+// operator's growth limits ([workflow.EOverLimit]).
 func CheckWorkflow(cfg *Config, defs ...*workflow.Definition) workflow.Problems {
 	var ps workflow.Problems
 	for _, d := range defs {

@@ -4,9 +4,9 @@ import "github.com/reins-run/reins/workflow"
 
 // Growth bounds how far a run may grow on a server (the [limits] keys below): what a
 // submitted workflow may ask for, refused at registration and again when a run starts
-// (workflow.EOverLimit), and what a run may take while it runs, which the engine enforces
+// ([workflow.EOverLimit]), and what a run may take while it runs, which the engine enforces
 // (package engine: the shell gives every run they start its limits). A workflow may ask for less, never more.
-// A field at 0 takes its default (DefaultGrowth) and a negative one leaves that bound out, in
+// A field at 0 takes its default ([DefaultGrowth]) and a negative one leaves that bound out, in
 // the submission check ([workflow.Bounds]) and in the engine (runner.Config.Limits) alike.
 type Growth struct {
 	// MaxLoopIterations caps a loop edge's max_iterations (max_loop_iterations).
@@ -73,7 +73,7 @@ func defaultOf(k string) int {
 		"max_steps": d.MaxSteps, "max_signals_per_run": d.MaxSignalsPerRun, "max_events_per_run": d.MaxEventsPerRun}[k]
 }
 
-// Bounds are the caps of g on what a submitted workflow asks for (CheckWorkflow).
+// Bounds are the caps of g on what a submitted workflow asks for ([CheckWorkflow]).
 func (g Growth) Bounds() workflow.Bounds {
 	return workflow.Bounds{LoopIterations: g.MaxLoopIterations, AgentIterations: g.MaxAgentIterations, Steps: g.MaxSteps}
 }

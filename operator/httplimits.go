@@ -5,7 +5,7 @@ import "time"
 // HTTPLimits bound the HTTP listener of reins serve before and around authentication
 // (docs/security.md, "The HTTP listener"): what a sender without a token can hold, how long
 // any request may take to arrive and to be answered, and how many event streams one principal
-// keeps open. They are keys of [limits]; zero values mean the defaults (DefaultHTTPLimits).
+// keeps open. They are keys of [limits]; zero values mean the defaults ([DefaultHTTPLimits]).
 type HTTPLimits struct {
 	// MaxWebhookBytes bounds the body of a webhook delivery (max_webhook_bytes): a larger
 	// Content-Length is answered 413 before a byte of the body is read.

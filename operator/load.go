@@ -38,7 +38,7 @@ var officialURL = map[string]string{
 // anthropic on their official endpoints with the keys of OPENAI_API_KEY and ANTHROPIC_API_KEY
 // (optional: a missing key fails only the calls through that provider), no MCP servers, no
 // principals but the data directory's admin (added by the server), 64 MiB limits and the
-// default growth limits (DefaultGrowth).
+// default growth limits ([DefaultGrowth]).
 func Default() *Config {
 	return &Config{
 		Providers: map[string]Provider{

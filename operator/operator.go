@@ -121,7 +121,7 @@ type Limits struct {
 	// side-effecting call runs on past its attempt's end up to it (docs/engine.md).
 	ToolTimeout time.Duration
 	// MaxToolTimeout caps what a workflow's tool asks for (max_tool_timeout): more is refused
-	// at submission (workflow.EOverLimit). 0 takes the default (DefaultMaxToolTimeout), a
+	// at submission (workflow.EOverLimit). 0 takes the default ([DefaultMaxToolTimeout]), a
 	// negative one leaves the cap out, as in [workflow.Bounds].
 	MaxToolTimeout time.Duration
 }

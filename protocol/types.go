@@ -242,7 +242,7 @@ type Event struct {
 	Status RunStatus `json:"status,omitempty"`
 
 	// Resume addresses a task dispatched again after a human decision or input (see
-	// Task.Resume); answers carry their task's Resume.
+	// [Task.Resume]); answers carry their task's Resume.
 	Resume int `json:"resume,omitempty"`
 	// Pending lists the calls waiting for approval, or with Child for their sub-runs (waiting).
 	Pending []PendingCall `json:"pending,omitempty"`
@@ -397,11 +397,11 @@ type Task struct {
 	// that iteration has Decisions instead: its checkpoint already holds the answer.
 	HumanInput json.RawMessage `json:"human_input,omitempty"`
 	// ChildResults is set on a resumed task whose iteration waited for the sub-runs of its
-	// calls (PendingCall.Child): how each ended, in the order of the pending calls.
+	// calls ([PendingCall.Child]): how each ended, in the order of the pending calls.
 	ChildResults []ChildResult `json:"child_results,omitempty"`
 	// Protocol is the version of the task and result protocol (docs/protocol.md) the task
 	// speaks: the engine sets Version. 0, absent, is version 1, which tasks written before the
-	// member existed speak. A worker that does not speak it refuses the task (CheckVersion).
+	// member existed speak. A worker that does not speak it refuses the task ([CheckVersion]).
 	Protocol int `json:"protocol,omitempty"`
 }
 

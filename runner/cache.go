@@ -7,7 +7,7 @@ import (
 )
 
 // DefaultCachedRuns is how many running or waiting runs an engine keeps decoded in memory when
-// Config.CachedRuns is 0. The others are read from the bucket when an event comes for them, as
+// [Config.CachedRuns] is 0. The others are read from the bucket when an event comes for them, as
 // after a restart: thousands of runs waiting for a human or a timer cost the bucket, not the
 // engine's memory.
 const DefaultCachedRuns = 1024

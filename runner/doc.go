@@ -36,8 +36,8 @@
 // Events are dispatched by a hash of their run id to a fixed set of shard goroutines: the events
 // of one run are decided one at a time and in order, while runs proceed in parallel. A shard keeps
 // the runs it decided (record, revision, definition) in a cache; a run that finished leaves it,
-// and so does the least recently decided one beyond the shard's share of Config.CachedRuns
-// (DefaultCachedRuns, 1024), its waiting save made first: thousands of runs waiting for a human
+// and so does the least recently decided one beyond the shard's share of [Config.CachedRuns]
+// ([DefaultCachedRuns], 1024), its waiting save made first: thousands of runs waiting for a human
 // or a timer cost the bucket, not the engine's memory, and the next event of a run let go reads
 // it back as after a restart. A cached run of a partition that moved to another engine and back
 // is stale, which the next save's compare-and-set finds (below).
@@ -60,7 +60,7 @@
 //     it in flight (engine.AwaitsChild); while it does not, it is held back (20ms, doubling to
 //     5s) for up to 20 deliveries, as the parent publishes it before saving, then refused; a parent that ended
 //     refuses it at once. Else read the bundle of the start event's Workflow, admit the run
-//     (Config.Admit, every start, a sub-run's too), engine.Start, carry out the commands,
+//     ([Config.Admit], every start, a sub-run's too), engine.Start, carry out the commands,
 //     create the record (KeyValue.Create), then ack.
 //  3. Any other event: with no record yet, the event is held back (NakWithDelay, 250ms growing
 //     to 5s) for up to 20 deliveries, then terminated with a log line. An event engine.Ahead
@@ -70,7 +70,7 @@
 //     engine.Decide; nothing changed and nothing to do: ack. Else carry out the commands, THEN
 //     save the record with compare-and-set (KeyValue.Update on the cached revision), THEN ack.
 //  4. The save of a decision that only dispatches the next task of a running run (an answer that
-//     continues a loop or completes a step) may wait, up to Config.SaveWindow (100ms) and
+//     continues a loop or completes a step) may wait, up to [Config.SaveWindow] (100ms) and
 //     maxWaiting decisions of the run: the task is out at once, the event stays unacknowledged,
 //     and one save covers the run's decisions of the window, then acknowledges their events
 //     (saves.go). Any other decision of the run, the window's end, an eviction from the cache and

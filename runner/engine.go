@@ -31,7 +31,7 @@ import (
 	"github.com/reins-run/reins/workflow"
 )
 
-// DefaultAckWait is the AckWait of the engine's consumers when Config.AckWait is 0: how long an
+// DefaultAckWait is the AckWait of the engine's consumers when [Config.AckWait] is 0: how long an
 // event whose delivery or acknowledgement was lost with a NATS node waits before it comes
 // again. Events the engine holds longer are kept from redelivery (keepalive.go).
 const DefaultAckWait = 5 * time.Second
@@ -70,24 +70,24 @@ type Config struct {
 	Conn *conn.Conn
 	// Logger receives what the engine could not do; nil discards.
 	Logger *slog.Logger
-	// AckWait is the AckWait of the engine's consumers; 0 means DefaultAckWait. An engine that
+	// AckWait is the AckWait of the engine's consumers; 0 means [DefaultAckWait]. An engine that
 	// dies is replaced after LeaseTTL, not AckWait: the events it had not acknowledged come at
 	// once to the engine that takes its partitions. AckWait is how long an event lost in transit
 	// with a NATS node waits to come again (keepalive.go).
 	AckWait time.Duration
 	// LeaseTTL is how long an engine's heartbeat counts: another engine takes the partitions of
-	// one not heard for this long (partitions.go); 0 means DefaultLeaseTTL. Engines sharing a
+	// one not heard for this long (partitions.go); 0 means [DefaultLeaseTTL]. Engines sharing a
 	// server should use the same.
 	LeaseTTL time.Duration
-	// ID names the engine in natsbox.EnginesBucket; "" means a new unique id.
+	// ID names the engine in [natsbox.EnginesBucket]; "" means a new unique id.
 	ID string
 	// Now is the engine's clock: a timer fires when Now reaches the time of its schedule
 	// command (the tick carries that time, as every event the engine makes carries the time of
-	// the decision that made it); nil means time.Now.
+	// the decision that made it); nil means [time.Now].
 	Now func() time.Time
 	// SaveWindow is how long a decision that only dispatches the next task of a running run
 	// may wait for the save of the run record, so that a fast loop's iterations are saved
-	// together (saves.go); its event is acknowledged once saved. 0 means DefaultSaveWindow, a
+	// together (saves.go); its event is acknowledged once saved. 0 means [DefaultSaveWindow], a
 	// negative window saves after every decision. It runs on the wall clock, not on Now: it
 	// bounds how late a save is, not when anything happens in a run.
 	SaveWindow time.Duration
@@ -100,29 +100,29 @@ type Config struct {
 	// any step runs (a server refuses what its operator does not allow). Nil admits all.
 	Admit func(ctx context.Context, defs []*workflow.Definition, input json.RawMessage) *protocol.RunError
 	// Limits are the bounds of the server's operator on a run's growth (max_steps, signals,
-	// events: engine.Limits), given to every run the engine starts, sub-runs included, which
-	// keeps them for its life. A field at 0 takes its default (DefaultLimits: those of a server
+	// events: [engine.Limits]), given to every run the engine starts, sub-runs included, which
+	// keeps them for its life. A field at 0 takes its default ([DefaultLimits]: those of a server
 	// whose operator sets none); a negative one leaves that bound out.
 	Limits engine.Limits
 	// MaxOutputBytes bounds the output of one answer of a task; a larger one fails the step
-	// for good with stop reason output_too_large. 0 means DefaultMaxOutputBytes, a server's
+	// for good with stop reason output_too_large. 0 means [DefaultMaxOutputBytes], a server's
 	// max_output_bytes when its operator sets none; a negative bound leaves it out (no bound
 	// beyond NATS's).
 	MaxOutputBytes int64
 	// MaxValueBytes bounds a value the engine reads back from the values' store (a run input
-	// or an output stored by reference, wire.Values); 0 means the larger of
-	// wire.DefaultMaxValue and MaxOutputBytes. A server gives the larger of its limits.
+	// or an output stored by reference, [wire.Values]); 0 means the larger of
+	// [wire.DefaultMaxValue] and MaxOutputBytes. A server gives the larger of its limits.
 	MaxValueBytes int64
 	// CachedRuns is how many running or waiting runs the engine keeps decoded in memory (0:
-	// DefaultCachedRuns); a run the cache let go is read from the bucket when an event comes.
+	// [DefaultCachedRuns]); a run the cache let go is read from the bucket when an event comes.
 	CachedRuns int
 	// Metrics receives what the engine decided (runs, steps, iterations) and reports its
 	// counters, partitions and waiting runs at each scrape; nil: no metrics.
 	Metrics *metrics.Metrics
 }
 
-// DefaultLimits are the bounds of a run's growth that a field of Config.Limits left at 0
-// takes: those of a server whose operator sets none (operator.DefaultGrowth).
+// DefaultLimits are the bounds of a run's growth that a field of [Config.Limits] left at 0
+// takes: those of a server whose operator sets none ([operator.DefaultGrowth]).
 func DefaultLimits() engine.Limits {
 	return engine.Limits{MaxSteps: operator.DefaultMaxSteps, MaxSignals: operator.DefaultMaxSignalsPerRun, MaxEvents: operator.DefaultMaxEventsPerRun}
 }
@@ -143,7 +143,7 @@ func runLimits(l engine.Limits) engine.Limits {
 	return engine.Limits{MaxSteps: pick(l.MaxSteps, def.MaxSteps), MaxSignals: pick(l.MaxSignals, def.MaxSignals), MaxEvents: pick(l.MaxEvents, def.MaxEvents)}
 }
 
-// DefaultMaxOutputBytes bounds the output of one answer when Config.MaxOutputBytes is 0: 64
+// DefaultMaxOutputBytes bounds the output of one answer when [Config.MaxOutputBytes] is 0: 64
 // MiB, as a server's max_output_bytes by default.
 const DefaultMaxOutputBytes = operator.DefaultMaxBytes
 
@@ -159,7 +159,7 @@ func outputBound(n int64) int64 {
 	return n
 }
 
-// StopOutputTooLarge is the stop reason of a step whose output passed Config.MaxOutputBytes.
+// StopOutputTooLarge is the stop reason of a step whose output passed [Config.MaxOutputBytes].
 const StopOutputTooLarge = "output_too_large"
 
 // Engine consumes run events and decides them with package engine. Run it once.

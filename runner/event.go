@@ -232,7 +232,7 @@ func failAnswer(ev *protocol.Event, stopReason, why string) {
 }
 
 // StopValueUnreadable is the stop reason of a step whose answer's output, stored by reference,
-// cannot be read back (wire.ErrValue): deleted, changed, or larger than Config.MaxValueBytes.
+// cannot be read back ([wire.ErrValue]): deleted, changed, or larger than [Config.MaxValueBytes].
 const StopValueUnreadable = "value_unreadable"
 
 // takeValues reads back the values of ev stored by reference. One that can never be read ends

@@ -51,7 +51,7 @@ import (
 // wakes up before it notices) is safe as before: every save is a compare-and-set, and the
 // commands of the same decision carry the same message ids.
 
-// DefaultLeaseTTL is how long an engine's heartbeat counts when Config.LeaseTTL is 0: an engine
+// DefaultLeaseTTL is how long an engine's heartbeat counts when [Config.LeaseTTL] is 0: an engine
 // that died is replaced after about this long.
 const DefaultLeaseTTL = 1200 * time.Millisecond
 

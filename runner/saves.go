@@ -21,7 +21,7 @@ import (
 // signals, decisions of humans.
 
 // DefaultSaveWindow is how long a decision may wait for the save that covers it when
-// Config.SaveWindow is 0.
+// [Config.SaveWindow] is 0.
 const DefaultSaveWindow = 100 * time.Millisecond
 
 // maxWaiting bounds the decisions of a run that wait for a save, and so the events an engine

@@ -42,7 +42,7 @@ const (
 	saveAttempts = 16
 )
 
-// Store is the sessions bucket (natsbox.Names.SessionsBucket). It is safe for concurrent use,
+// Store is the sessions bucket ([natsbox.Names.SessionsBucket]). It is safe for concurrent use,
 // and opens the bucket on first use.
 type Store struct {
 	js    jetstream.JetStream
@@ -87,7 +87,7 @@ func (s *Store) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
-// Get reads the session under key with its messages and revision, or ErrNotFound.
+// Get reads the session under key with its messages and revision, or [ErrNotFound].
 func (s *Store) Get(ctx context.Context, key string) (*Session, error) {
 	if !validKey(key) {
 		return nil, fmt.Errorf("session %q: %w: a session key is 32 hexadecimal digits", key, ErrNotFound)
@@ -282,7 +282,7 @@ func (s *Store) purge(ctx context.Context, keys []string) {
 	}
 }
 
-// Delete removes the session under key and its chunks, or returns ErrNotFound.
+// Delete removes the session under key and its chunks, or returns [ErrNotFound].
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if !validKey(key) {
 		return fmt.Errorf("session %q: %w: a session key is 32 hexadecimal digits", key, ErrNotFound)
@@ -299,7 +299,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 }
 
 // List returns the heads of every session (without the messages of chunked ones), in no
-// particular order; expired ones too (Session.Expired tells them).
+// particular order; expired ones too ([Session.Expired] tells them).
 func (s *Store) List(ctx context.Context) ([]*Session, error) {
 	var out []*Session
 	kv, err := s.bucket(ctx)

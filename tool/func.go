@@ -32,7 +32,7 @@ func RequiresApproval() Option { return func(s *Spec) { s.NeedsApproval = true }
 // The loop validates the arguments against that schema before the call, then Func decodes them
 // into In and encodes the result as JSON. The idempotency key is in tool.InfoFrom(ctx).Key.
 // Func panics if In cannot be described by a JSON Schema (a channel, a func, a map with non-string
-// keys): like regexp.MustCompile, it is meant for package-level tool declarations; NewFunc returns
+// keys): like regexp.MustCompile, it is meant for package-level tool declarations; [NewFunc] returns
 // the error instead.
 func Func[In, Out any](name, description string, fn func(context.Context, In) (Out, error), opts ...Option) Tool {
 	t, err := NewFunc(name, description, fn, opts...)

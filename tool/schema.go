@@ -54,7 +54,7 @@ func CompileSchema(url string, schema json.RawMessage) (*jsonschema.Schema, erro
 }
 
 // Parse decodes args into the generic form the schema validator checks. Numbers become float64,
-// which costs fewer allocations per call than json.Number; validation of integers beyond 2^53
+// which costs fewer allocations per call than [json.Number]; validation of integers beyond 2^53
 // is therefore approximate, while the tool still receives the original bytes.
 func Parse(args json.RawMessage) (any, error) {
 	var v any

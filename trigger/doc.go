@@ -5,7 +5,7 @@
 //
 // The rules are pure and live here: which due times of a schedule start a run now, given the
 // trigger, what was decided before, whether the previous run still runs and the time (Plan);
-// the id of the run a due time, a message or a delivery starts (RunID), the same in every
+// the id of the run a due time, a message or a delivery starts ([RunID]), the same in every
 // process, so that a start made twice starts one run; the signature of a webhook delivery
 // (Sign, Verify). The Service is a thin shell around them: it follows the registry of workflows
 // (client), keeps each schedule's state in the bucket natsbox.Names.TriggersBucket with

@@ -11,7 +11,7 @@ import (
 )
 
 // State is what a schedule trigger keeps between two decisions, in the triggers bucket under
-// its key (ScheduleKey).
+// its key ([ScheduleKey]).
 type State struct {
 	// Last is the latest due time decided: started, skipped or queued. Due times after it are
 	// still to decide. A trigger seen for the first time starts from the time it was seen:
@@ -137,7 +137,7 @@ var runIDEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithP
 // characters), "-", and 20 characters of a hash of the four. Every process derives the same id
 // for the same due time, message or delivery, so a start made twice starts one run (a start of
 // a run that exists is a no-op, within JetStream's duplicate window and beyond). The id is in
-// the server's space (wire.ServerRunID): the engine takes its start only from the engine's own
+// the server's space ([wire.ServerRunID]): the engine takes its start only from the engine's own
 // subject, where the Service sends it, never from a person who would take it first.
 func RunID(kind, wf, trigger, key string) string {
 	h := sha256.Sum256([]byte(kind + "\x00" + wf + "\x00" + trigger + "\x00" + key))
@@ -148,7 +148,7 @@ func RunID(kind, wf, trigger, key string) string {
 	return wire.TriggerRunIDPrefix + strings.TrimRight(name, "-_") + "-" + runIDEncoding.EncodeToString(h[:])[:20]
 }
 
-// DueKey is the key of RunID for a schedule's due time.
+// DueKey is the key of [RunID] for a schedule's due time.
 func DueKey(due time.Time) string { return due.UTC().Format(time.RFC3339) }
 
 // ScheduleKey is the key of a schedule trigger's State in the triggers bucket:

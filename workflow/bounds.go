@@ -16,7 +16,7 @@ const EOverLimit Code = "E_OVER_LIMIT"
 
 // Bounds are the caps a server's operator puts on what a submitted workflow may ask for
 // (the operator's [limits]). A field at 0 takes its default, the cap of a server whose
-// operator sets none (DefaultBoundLoopIterations and the others: operator.Default has the
+// operator sets none ([DefaultBoundLoopIterations] and the others: operator.Default has the
 // same); a negative field leaves that cap out. A workflow may ask for less, never more.
 type Bounds struct {
 	// LoopIterations caps a loop edge's max_iterations (limits.max_loop_iterations).

@@ -233,7 +233,7 @@ func (t *AgentStep) WithStream() *AgentStep { t.s.Stream = true; return t }
 // WithSession makes the step continue a conversation across runs: tmpl (a template such as
 // "{{input.customer_id}}") is rendered when the step starts, and runs that render the same value
 // share the conversation (docs/agents.md, Sessions). ttl is how long the session is kept after
-// its last save (0: DefaultSessionTTL).
+// its last save (0: [DefaultSessionTTL]).
 func (t *AgentStep) WithSession(tmpl string, ttl time.Duration) *AgentStep {
 	t.s.Session, t.s.SessionTTL = tmpl, clock.Duration(ttl)
 	return t

@@ -19,7 +19,7 @@ type Bundle struct {
 	// workflow its sub-runs run ([Definition.AgentDefinition]).
 	Agents map[string]string `json:"agents,omitempty"`
 	// BaseDir is the absolute directory relative paths resolve against: that of the
-	// definition's file, or for a definition built in Go the base directory given to NewBundles
+	// definition's file, or for a definition built in Go the base directory given to [NewBundles]
 	// (by default the working directory of the process that made the bundles). "" (a bundle
 	// made by hand) resolves them against the reader's working directory.
 	BaseDir string `json:"base_dir,omitempty"`

@@ -143,7 +143,7 @@ func (t ToolDef) RunsChild() bool { return t.Agent != "" || t.Workflow != "" }
 
 // MCPDef is an MCP server a workflow declares ([mcp.NAME]): a program started over stdio, or
 // a streamable HTTP endpoint. Only reins run honours it: on a server, MCP servers are the
-// operator's, and a submitted workflow that declares one is refused (OperatorOnly).
+// operator's, and a submitted workflow that declares one is refused ([OperatorOnly]).
 type MCPDef struct {
 	Command []string `json:"command,omitempty"`
 	URL     string   `json:"url,omitempty"`
@@ -226,7 +226,7 @@ type Step struct {
 	// scope of the principal, the workflow's name and the step) share one conversation.
 	Session string `json:"session,omitempty"` // agent
 	// SessionTTL is how long a session is kept after the step last saved it (zero:
-	// DefaultSessionTTL; at most MaxSessionTTL).
+	// [DefaultSessionTTL]; at most MaxSessionTTL).
 	SessionTTL clock.Duration `json:"session_ttl,omitempty"` // agent
 }
 

@@ -184,7 +184,7 @@ func indexKey(path string, i int) string {
 }
 
 // KeyLines returns the 1-based line of every key of a valid TOML document, addressed as
-// Source.Lines addresses them ("providers.openai.kind", "principals.alice.roles[1]"): for
+// [Source.Lines] addresses them ("providers.openai.kind", "principals.alice.roles[1]"): for
 // other files of reins (the operator's configuration) whose errors name lines too.
 func KeyLines(data []byte) map[string]int {
 	lines, _ := keyPositions(data)

@@ -29,7 +29,7 @@ func (d *Definition) inputSchema() (*jsonschema.Schema, error) {
 
 // CheckInput checks a run input against the workflow's input_schema, so that an input that
 // would fail the run is refused before it starts: nil when the workflow has none. The error
-// wraps ErrInput and names the first offending place of the input, as one sentence.
+// wraps [ErrInput] and names the first offending place of the input, as one sentence.
 func (d *Definition) CheckInput(input json.RawMessage) error {
 	sch, err := d.inputSchema()
 	if err != nil {

@@ -77,7 +77,7 @@ func (t Trigger) kinds() []string {
 	return k
 }
 
-// CatchUpOr returns CatchUp, or DefaultCatchUp when unset.
+// CatchUpOr returns CatchUp, or [DefaultCatchUp] when unset.
 func (t Trigger) CatchUpOr() int {
 	if t.CatchUp == nil {
 		return DefaultCatchUp
@@ -275,7 +275,7 @@ func CheckSubject(subj string) error {
 }
 
 // ReservedSubject reports whether a concrete subject, one a message was published on, is one of
-// reins's or the server's (see CheckSubject): a message on it never starts a run, whatever
+// reins's or the server's (see [CheckSubject]): a message on it never starts a run, whatever
 // pattern matched it.
 func ReservedSubject(subj string) bool {
 	first, rest, _ := strings.Cut(subj, ".")

@@ -58,7 +58,7 @@ func Validate(d *Definition, opts Options) Problems {
 
 // LoadAndValidate loads the workflow file at path and, when it could be read and decoded,
 // validates it, with BaseDir defaulting to the file's directory. It returns the problems of both,
-// sorted by line then key, and the definition, normalized (see Definition.Normalize) when there
+// sorted by line then key, and the definition, normalized (see [Definition.Normalize]) when there
 // are no problems. A key the loader already reported (a value of the wrong type, an unknown step
 // type, ...) is not reported again by the validator, nor are the keys under it.
 func LoadAndValidate(path string, opts Options) (*Definition, Problems) {

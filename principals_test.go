@@ -190,7 +190,7 @@ func TestPrincipalsRefused(t *testing.T) {
 		{"bad env name", reins.Config{Listen: "127.0.0.1:0", Principals: []operator.Principal{{Name: "w", TokenEnv: "1W", Roles: worker}}},
 			"Config.Principals[0] (w): TokenEnv: want the name of an environment variable"},
 		{"unset env", reins.Config{Listen: "127.0.0.1:0", Principals: []operator.Principal{{Name: "w", TokenEnv: "REINS_TEST_UNSET_TOKEN", Roles: worker}}},
-			"key principals.w.token_env: the environment variable REINS_TEST_UNSET_TOKEN is not set"},
+			"Config.Principals[0] (w): TokenEnv: the environment variable REINS_TEST_UNSET_TOKEN is not set"},
 		{"no roles", reins.Config{Listen: "127.0.0.1:0", Principals: []operator.Principal{{Name: "w", TokenEnv: "W"}}},
 			"Config.Principals[0] (w): missing roles"},
 		{"unknown role", reins.Config{Listen: "127.0.0.1:0", Principals: []operator.Principal{{Name: "w", TokenEnv: "W", Roles: []string{"wroker"}}}},

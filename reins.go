@@ -30,6 +30,7 @@ import (
 	"iter"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -265,6 +266,11 @@ func (r *Reins) letIn(opts *natsbox.Options) (func(string) []string, error) {
 		var err error
 		if op, err = operator.WithPrincipals(cfg.Principals); err != nil {
 			return nil, fmt.Errorf("reins: Config.%w", err)
+		}
+		for i, p := range cfg.Principals {
+			if p.TokenEnv != "" && strings.TrimSpace(os.Getenv(p.TokenEnv)) == "" {
+				return nil, fmt.Errorf("reins: Config.Principals[%d] (%s): TokenEnv: the environment variable %s is not set", i, p.Name, p.TokenEnv)
+			}
 		}
 	}
 	res, err := auth.Principals(opts.DataDir, op)

@@ -186,9 +186,9 @@ type Config struct {
 	// token identifies a name with roles ([operator.RoleWorker] serves tasks,
 	// [operator.RoleSubmitter] starts runs, [operator.RoleApprover] decides approvals,
 	// [operator.RoleViewer] reads runs), the server lets each do what its roles allow, and the
-	// engine records who started and decided (Record's Run.StartedBy, a decision's By). Each
-	// names its token by TokenEnv or TokenSHA256, never in the clear. None: the data
-	// directory's admin alone.
+	// engine records who started and who decided (a [Record]'s Run.StartedBy and Run.Acts).
+	// Each names its token by TokenEnv or TokenSHA256, never in the clear. None: the data
+	// directory's admin alone. Not with NATSURL: an external server authenticates its own users.
 	Principals []operator.Principal
 	// SaveWindow is how long the engine may hold the saves of a fast loop's decisions to make
 	// one (0: 100 ms); a negative window (-1) saves after every decision, so that a watcher

@@ -489,7 +489,7 @@ func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
 // after that anyway. Not under the task's context: an answer is published even when the
 // task's context ended as the handler answered.
 func (w *Worker) publish(ev *protocol.Event, data []byte, sc oteltrace.SpanContext) error {
-	subject, err := wire.EventSubject(w.names, ev)
+	subject, err := w.names.EventSubject(ev.RunID)
 	if err != nil {
 		return err
 	}

@@ -179,7 +179,7 @@ func (e *env) publish(t *protocol.Task) {
 // publishAs dispatches t with the message id msgID ("" for none).
 func (e *env) publishAs(t *protocol.Task, msgID string) {
 	e.t.Helper()
-	subject, err := wire.TaskSubject(natsbox.Names{}, t)
+	subject, err := natsbox.Names{}.TaskSubject(t.Handler)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func (e *env) checkpointValues(scope string) map[string][]byte {
 		e.t.Fatal(err)
 	}
 	out := map[string][]byte{}
-	for ke, err := range wire.Entries(ctx, kv, scope+".>") {
+	for ke, err := range natsbox.Entries(ctx, kv, scope+".>") {
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -18,9 +18,9 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/tracing"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/telemetry"
 )
 
 // TaskContext is what a handler gets for one task: the task, the ways to answer it, checkpoints
@@ -343,7 +343,7 @@ func (tc *taskContext) fits(ev *protocol.Event) ([]byte, error) {
 		return nil, fmt.Errorf("the answer to step %s cannot be encoded: %w", tc.stepName(), err)
 	}
 	limit := tc.w.box.MaxPayload()
-	size := int64(len(data) + natsHeaderOverhead + len(wire.EventMsgID(ev, "")) + telemetry.HeaderSize())
+	size := int64(len(data) + natsHeaderOverhead + len(wire.EventMsgID(ev, "")) + tracing.HeaderSize())
 	switch {
 	case size <= limit:
 		return data, nil
@@ -499,7 +499,7 @@ func (w *Worker) publish(ev *protocol.Event, data []byte, sc oteltrace.SpanConte
 		}
 	}
 	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{wire.EventMsgID(ev, "")}}}
-	telemetry.Inject(m.Header, sc)
+	tracing.Inject(m.Header, sc)
 	_, err = natsbox.PublishWithin(context.Background(), w.js.Conn(), m, w.ackWait)
 	return err
 }

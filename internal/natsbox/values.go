@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/reins-run/reins/internal/wirespec"
 )
 

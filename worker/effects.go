@@ -15,10 +15,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/session"
 )
 
 // ErrLeaseLost is wrapped by the error of a side effect whose holder lost its claim while the
@@ -80,9 +80,9 @@ type Effects struct {
 // results there; TaskContext.Effect is the way for a handler).
 func (w *Worker) Effects() *Effects { return w.effects }
 
-// Sessions returns the worker's sessions bucket (package builtin loads and saves the sessions
-// of agent steps in it).
-func (w *Worker) Sessions() *session.Store { return w.sessions }
+// Conn returns the connection the worker serves on: package builtin opens the sessions of
+// agent steps on it.
+func (w *Worker) Conn() *conn.Conn { return (*conn.Conn)(w.box) }
 
 // newEffects returns the record of side effects of a worker with AckWait ackWait.
 func newEffects(js jetstream.JetStream, names natsbox.Names, ackWait, timeout time.Duration, m Metrics) *Effects {

@@ -17,7 +17,6 @@ import (
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/session"
 )
 
 // Defaults of Config.
@@ -94,7 +93,6 @@ type Worker struct {
 	goroutines  *goroutines // where the handlers run (set by Run)
 	workflows   *workflows
 	effects     *Effects
-	sessions    *session.Store
 	metrics     Metrics
 
 	mu         sync.Mutex
@@ -206,7 +204,6 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w.workflows = &workflows{js: w.js, name: w.names.WorkflowsBucket()}
 	w.effects = newEffects(w.js, w.names, w.ackWait, orDefault(cfg.EffectTimeout, DefaultEffectTimeout), w.metrics)
-	w.sessions = session.New((*conn.Conn)(w.box))
 	return w, nil
 }
 

@@ -76,7 +76,7 @@ type Config struct {
 	// the worker's connection, over natsbox.SessionsBucket). Nil: such a step fails for good, naming it.
 	Sessions SessionStore
 	// ToolTimeout bounds a call of a workflow tool that sets no timeout of its own (the
-	// operator's limits.tool_timeout); 0: the lease's (worker.Config.EffectTimeout, a minute by
+	// operator's limits.tool_timeout); 0: the lease's (worker.Options.EffectTimeout, a minute by
 	// default). A side-effecting call runs on past its attempt's end up to it.
 	ToolTimeout time.Duration
 }

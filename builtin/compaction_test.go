@@ -232,7 +232,7 @@ type builtinWorker struct{ stop func() }
 
 func startBuiltinWorker(t *testing.T, ctx context.Context, box *natsbox.Box) builtinWorker {
 	t.Helper()
-	w, err := worker.New(worker.Config{Conn: (*conn.Conn)(box)})
+	w, err := worker.New((*conn.Conn)(box), worker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

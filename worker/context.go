@@ -142,7 +142,7 @@ type taskContext struct {
 	usage    protocol.Usage
 	record   *protocol.Iteration // what the handler recorded (Record)
 	started  time.Time           // when the handler started, for the record's Duration
-	// ranFrom is started on the real clock, for the metrics (Config.Now may be a test's).
+	// ranFrom is started on the real clock, for the metrics (Options.Now may be a test's).
 	ranFrom time.Time
 	span    oteltrace.Span // the iteration's span, nil when tracing is off
 	// redelivered: the task was delivered before (its message's metadata says).

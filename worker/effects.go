@@ -35,7 +35,7 @@ var ErrNotRecorded = errors.New("the result of the side effect could not be reco
 // context: once a side effect happened, recording it matters even if the task is abandoned.
 const recordTimeout = 10 * time.Second
 
-// DefaultEffectTimeout bounds a side effect's call when nothing else does (Config.EffectTimeout,
+// DefaultEffectTimeout bounds a side effect's call when nothing else does (Options.EffectTimeout,
 // Lease.Timeout): the call runs on after its attempt ends, for at most this long from its start.
 // It is the MCP reference client's request timeout: long enough for a remote system's honest
 // work, short enough that a worker shutting down waits for it.
@@ -64,7 +64,7 @@ type Effects struct {
 
 	// metrics counts the claims (nil: not counted).
 	metrics Metrics
-	// timeout is the default Lease.Timeout (Config.EffectTimeout).
+	// timeout is the default Lease.Timeout (Options.EffectTimeout).
 	timeout time.Duration
 
 	mu     sync.Mutex

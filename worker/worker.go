@@ -109,7 +109,7 @@ type Worker struct {
 }
 
 // New returns a Worker that serves on c, the connection to the deployment's NATS server as the
-// worker principal: [conn.Dial]'s, or a dialed client's ([client.Client.Conn]). The worker
+// worker principal: [conn.Dial]'s, or a dialed client's (client.Client.Conn). The worker
 // takes the tasks of the engines in c's namespace. It leaves c open: the caller closes it once
 // Run has returned. Register handlers with Handle, then call Run. A worker program built on
 // it links no NATS server.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/reins-run/reins"
 	"github.com/reins-run/reins/agent"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/loop"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/tool"
@@ -127,7 +128,12 @@ type review func(ctx context.Context, input, history json.RawMessage) (reply any
 // guideWorker is the guide's worker program: an agent_loop handler that keeps its conversation
 // in the step's checkpoint.
 func guideWorker(ctx context.Context, url, token string, review review) error {
-	w, err := worker.Connect(ctx, worker.Config{NATS: worker.NATS{URL: url, Token: token}}) // links no nats-server
+	c, err := conn.Dial(ctx, url, conn.Token(token)) // links no nats-server
+	if err != nil {
+		return err
+	}
+	defer c.Close() // once Run returned: the worker leaves its connection open
+	w, err := worker.New(c, worker.Options{})
 	if err != nil {
 		return err
 	}
@@ -153,7 +159,15 @@ func guideWorker(ctx context.Context, url, token string, review review) error {
 
 // engineWorker is docs/engine.md's worker.
 func engineWorker(ctx context.Context, token string, review review) error {
-	w, err := worker.Connect(ctx, worker.Config{NATS: worker.NATS{URL: "nats://127.0.0.1:4222", Token: token}})
+	c, err := conn.Dial(ctx, "nats://127.0.0.1:4222", conn.Token(token)) // a worker principal's
+	if err != nil {
+		return err
+	}
+	defer c.Close() // once Run returned
+	w, err := worker.New(c, worker.Options{})
+	if err != nil {
+		return err
+	}
 	w.Handle("llm-review", func(t worker.TaskContext) error {
 		history, err := t.LoadCheckpoint() // nil on the first iteration
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -77,8 +78,10 @@ func TestLayeringCatches(t *testing.T) {
 }
 
 // TestWorkerLinksNoEngine: a worker program links the worker SDK and what it needs to speak the
-// protocol, not the engine, the loop, the workflow model (with its TOML parser and cron) or the
-// process's Prometheus metrics: what a third-party worker builds and ships stays small.
+// protocol over the public connection, not the engine, the loop, the workflow model (with its
+// TOML parser and cron), the process's Prometheus metrics, OpenTelemetry's SDK and exporters
+// (with gRPC and protobuf) or a NATS server: what a third-party worker builds and ships stays
+// small. Its reins packages are exactly workerLinks.
 func TestWorkerLinksNoEngine(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "./worker").Output()
 	if err != nil {
@@ -87,19 +90,79 @@ func TestWorkerLinksNoEngine(t *testing.T) {
 	for _, bad := range forbiddenInWorker(string(out)) {
 		t.Errorf("package worker links %s", bad)
 	}
+	for _, v := range unexpected(reinsPackages(string(out), module+"/worker"), workerLinks) {
+		t.Errorf("package worker: %s", v)
+	}
+}
+
+// workerLinks are the reins packages a worker links: the protocol, its codec, the public
+// connection and what the connection stands on, and the spans' makers on the OpenTelemetry
+// API.
+var workerLinks = []string{"conn", "internal/intern", "internal/natsbox", "internal/natsbox/serverspec",
+	"internal/tracing", "internal/wire", "internal/wirespec", "protocol"}
+
+// TestWireLinksOnlyProtocol: the codec of tasks and events links no reins package but the
+// protocol's types and two leaves, and no NATS: a program decodes the wire without a connection.
+func TestWireLinksOnlyProtocol(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./internal/wire").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, v := range unexpected(reinsPackages(string(out), module+"/internal/wire"), []string{"internal/intern", "internal/wirespec", "protocol"}) {
+		t.Errorf("package internal/wire: %s", v)
+	}
+	for line := range strings.Lines(string(out)) {
+		if pkg := strings.TrimSpace(line); strings.HasPrefix(pkg, "github.com/nats-io/") {
+			t.Errorf("package internal/wire links %s", pkg)
+		}
+	}
+}
+
+// unexpected compares the reins packages got (full paths) with want (paths in the module): one
+// line for each linked that is not wanted, and for each wanted that is not linked (the list is
+// exact, so that it says what a worker links).
+func unexpected(got, want []string) []string {
+	var out []string
+	wanted := map[string]bool{}
+	for _, w := range want {
+		wanted[module+"/"+w] = true
+	}
+	linked := map[string]bool{}
+	for _, g := range got {
+		linked[g] = true
+		if !wanted[g] {
+			out = append(out, "links "+strings.TrimPrefix(g, module+"/")+", which is not in its list")
+		}
+	}
+	for _, w := range want {
+		if !linked[module+"/"+w] {
+			out = append(out, "no longer links "+w+": take it off its list")
+		}
+	}
+	return out
 }
 
 // TestWorkerLinksNoEngineCatches: each forbidden package, or a package under it, is reported;
-// a name that only begins like one is not.
+// a name that only begins like one is not. A reins package off the list, or one on it not
+// linked, is reported.
 func TestWorkerLinksNoEngineCatches(t *testing.T) {
 	deps := strings.Join([]string{"fmt", module + "/protocol", module + "/engine", module + "/workflow",
 		module + "/workflowx", "github.com/pelletier/go-toml/v2/unstable", "github.com/prometheus/client_golang/prometheus",
-		"github.com/robfig/cron/v3"}, "\n")
+		"github.com/robfig/cron/v3", "go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/sdk/trace",
+		"go.opentelemetry.io/otel/exporters/otlp/otlptrace", "google.golang.org/protobuf/proto", "google.golang.org/grpc",
+		"github.com/nats-io/nats.go", "github.com/nats-io/nats-server/v2/server"}, "\n")
 	got := forbiddenInWorker(deps)
 	want := []string{module + "/engine", module + "/workflow", "github.com/pelletier/go-toml/v2/unstable",
-		"github.com/prometheus/client_golang/prometheus", "github.com/robfig/cron/v3"}
+		"github.com/prometheus/client_golang/prometheus", "github.com/robfig/cron/v3", "go.opentelemetry.io/otel/sdk/trace",
+		"go.opentelemetry.io/otel/exporters/otlp/otlptrace", "google.golang.org/protobuf/proto", "google.golang.org/grpc",
+		"github.com/nats-io/nats-server/v2/server"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("forbidden:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	gotList := unexpected([]string{module + "/protocol", module + "/session"}, []string{"protocol", "conn"})
+	wantList := []string{"links session, which is not in its list", "no longer links conn: take it off its list"}
+	if !slices.Equal(gotList, wantList) {
+		t.Errorf("unexpected = %q, want %q", gotList, wantList)
 	}
 }
 
@@ -142,7 +205,9 @@ func reinsPackages(deps, self string) []string {
 // forbiddenInWorker returns the packages of deps (one a line) a worker must not link.
 func forbiddenInWorker(deps string) []string {
 	roots := []string{module + "/engine", module + "/runner", module + "/loop", module + "/workflow",
-		module + "/metrics", "github.com/pelletier/go-toml", "github.com/robfig/cron", "github.com/prometheus/"}
+		module + "/metrics", "github.com/pelletier/go-toml", "github.com/robfig/cron", "github.com/prometheus/",
+		"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters", "go.opentelemetry.io/proto",
+		"google.golang.org/grpc", "google.golang.org/protobuf", "github.com/nats-io/nats-server"}
 	var out []string
 	for line := range strings.Lines(deps) {
 		pkg := strings.TrimSpace(line)

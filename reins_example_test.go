@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/model"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/tool"
@@ -281,10 +282,15 @@ func TestListen(t *testing.T) {
 	if err != nil || url == "" {
 		t.Fatalf("url %q, admin token: %v", url, err)
 	}
-	if _, err := worker.Connect(ctx, worker.Config{NATS: worker.NATS{URL: url, Token: "not-the-admin-token"}}); err == nil {
+	if _, err := conn.Dial(ctx, url, conn.Token("not-the-admin-token")); err == nil {
 		t.Error("a worker with a wrong token connected")
 	}
-	w, err := worker.Connect(ctx, worker.Config{NATS: worker.NATS{URL: url, Token: token}})
+	c, err := conn.Dial(ctx, url, conn.Token(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w, err := worker.New(c, worker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

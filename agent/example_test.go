@@ -114,7 +114,7 @@ func ExampleHandler() {
 	root := agent.NewLoop("refine", 0,
 		agent.Func("work", func(_ context.Context, t *agent.Turn) error { return t.Set("done", true) }),
 		agent.Func("check", func(_ context.Context, t *agent.Turn) error { t.Escalate("done"); return nil }))
-	var w *worker.Worker // worker.New(worker.Config{Conn: c.Conn()}), c a dialed client
+	var w *worker.Worker // worker.New(c.Conn(), worker.Options{}), c a dialed client
 	if w != nil {
 		// The workflow's agent_loop step names the handler, with max_iterations >= MaxTurns+1.
 		w.Handle("refine", agent.Handler(root, agent.Config{Budget: agent.Budget{MaxTurns: 20}}))

@@ -72,11 +72,11 @@ type Config struct {
 	// as they arrive (Register passes the worker's PublishDelta: core NATS, fire and forget). It
 	// must not block. Nil: steps do not stream.
 	Deltas func(protocol.Delta)
-	// Sessions keeps the conversations of agent steps with a session (Register passes the
-	// worker's, over natsbox.SessionsBucket). Nil: such a step fails for good, naming it.
+	// Sessions keeps the conversations of agent steps with a session (Register opens one on
+	// the worker's connection, over natsbox.SessionsBucket). Nil: such a step fails for good, naming it.
 	Sessions SessionStore
 	// ToolTimeout bounds a call of a workflow tool that sets no timeout of its own (the
-	// operator's limits.tool_timeout); 0: the lease's (worker.Config.EffectTimeout, a minute by
+	// operator's limits.tool_timeout); 0: the lease's (worker.Options.EffectTimeout, a minute by
 	// default). A side-effecting call runs on past its attempt's end up to it.
 	ToolTimeout time.Duration
 }

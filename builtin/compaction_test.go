@@ -232,7 +232,7 @@ type builtinWorker struct{ stop func() }
 
 func startBuiltinWorker(t *testing.T, ctx context.Context, box *natsbox.Box) builtinWorker {
 	t.Helper()
-	w, err := worker.New(worker.Config{Conn: (*conn.Conn)(box)})
+	w, err := worker.New((*conn.Conn)(box), worker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func compactions(t *testing.T, ctx context.Context, box *natsbox.Box, id string)
 		t.Fatal(err)
 	}
 	var sets []int
-	for ke, err := range wire.Entries(ctx, kv, wire.CheckpointScope(id, "investigate", -1, 1)+".>") {
+	for ke, err := range natsbox.Entries(ctx, kv, wire.CheckpointScope(id, "investigate", -1, 1)+".>") {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,7 +34,7 @@ func effectStore(t *testing.T) (builtin.EffectStore, jetstream.KeyValue) {
 	if err := natsbox.EnsureLayout(ctx, box.JetStream(), natsbox.Layout{}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.New(worker.Config{Conn: (*conn.Conn)(box)})
+	w, err := worker.New((*conn.Conn)(box), worker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,13 +7,15 @@ import (
 
 	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/session"
 	"github.com/reins-run/reins/worker"
 	"github.com/reins-run/reins/workflow"
 )
 
 // Register registers the built-in handlers on w: protocol.HandlerLLM and protocol.HandlerAgent, or
 // only those named in handlers when any are given. Side effects are recorded in cfg.Effects, or
-// in w.Effects() when it is nil, and sessions kept in cfg.Sessions, or w.Sessions(); model and tool calls are counted in
+// in w.Effects() when it is nil, and sessions kept in cfg.Sessions, or in the sessions bucket on
+// the worker's connection (session.New(w.Conn())); model and tool calls are counted in
 // cfg.Metrics (nil: not counted). It fails on a configuration New refuses and on a name that is not
 // a built-in handler, registering nothing then.
 func Register(w *worker.Worker, cfg Config, handlers ...string) error {
@@ -24,7 +26,7 @@ func Register(w *worker.Worker, cfg Config, handlers ...string) error {
 		cfg.Deltas = w.PublishDelta
 	}
 	if cfg.Sessions == nil {
-		cfg.Sessions = w.Sessions()
+		cfg.Sessions = session.New(w.Conn())
 	}
 	h, err := New(cfg)
 	if err != nil {

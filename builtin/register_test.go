@@ -162,7 +162,7 @@ func startHost(t *testing.T) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.New(worker.Config{Conn: (*conn.Conn)(box)})
+	w, err := worker.New((*conn.Conn)(box), worker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/wire"
 )
 
 // Who may add versions to a registered name (docs/api.md, "Owners and writers"): the
@@ -115,7 +114,7 @@ func (c *Client) Accesses(ctx context.Context) (map[string]Access, error) {
 		return nil, err
 	}
 	all := map[string]Access{}
-	for e, err := range wire.Entries(ctx, reg, AccessKey("*")) {
+	for e, err := range natsbox.Entries(ctx, reg, AccessKey("*")) {
 		if err != nil {
 			return nil, fmt.Errorf("client: list the owners of the registered workflows: %w", err)
 		}

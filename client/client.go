@@ -236,7 +236,7 @@ var ErrForbidden = errors.New("not allowed")
 
 // publish publishes ev: what a person does (start, cancel, decide, resume, signal) on the
 // subject of the client's principal, anything else on the subject of its maker
-// (wire.SenderSubject); a start made As a principal (StartOptions.As, OnBehalfOf set) on the engine's.
+// (outbox.Subject); a start made As a principal (StartOptions.As, OnBehalfOf set) on the engine's.
 func (c *Client) publish(ctx context.Context, ev *protocol.Event) error {
 	_, err := c.publishAck(ctx, ev)
 	return err
@@ -345,7 +345,7 @@ func (c *Client) List(ctx context.Context, status protocol.RunStatus) ([]*Record
 		return nil, err
 	}
 	var recs []*Record
-	for e, err := range wire.Entries(ctx, runs, ">") {
+	for e, err := range natsbox.Entries(ctx, runs, ">") {
 		if err != nil {
 			return nil, fmt.Errorf("client: list runs: %w", err)
 		}
@@ -994,8 +994,8 @@ func lastSequence(ctx context.Context, s jetstream.Stream, filters []string) (ui
 // senderOK reports whether the engine takes ev from the sender of subject (wire.Sender,
 // wire.CheckSender): a run's history holds no event the engine refused.
 func (c *Client) senderOK(subject string, ev *protocol.Event) bool {
-	kind, principal, ok := wire.Sender(c.names, subject, ev)
-	return ok && wire.CheckSender(kind, principal, ev) == nil
+	runID, kind, principal, ok := c.names.ParseEventSubject(subject)
+	return ok && wire.Sender(runID, kind, principal, ev) && wire.CheckSender(kind, principal, ev) == nil
 }
 
 // readEvents reads the events of run runID from an ordered consumer, up to stream sequence last.

@@ -14,7 +14,7 @@ import (
 // returns a client acting as the principal the server knows the connection as, with what it
 // may publish: a program with no engine of its own starts, watches, approves and signals runs
 // on that deployment. Close closes the connection; workers serve on it too
-// (worker.Config.Conn: [Client.Conn]).
+// (worker.New on [Client.Conn]).
 func Dial(ctx context.Context, url string, opts ...conn.Option) (*Client, error) {
 	cn, err := conn.Dial(ctx, url, opts...)
 	if err != nil {

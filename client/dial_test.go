@@ -77,7 +77,7 @@ func TestDial(t *testing.T) {
 	if c.Principal() != "admin" {
 		t.Errorf("Principal: %q, want admin", c.Principal())
 	}
-	w, err := worker.New(worker.Config{Conn: c.Conn()})
+	w, err := worker.New(c.Conn(), worker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

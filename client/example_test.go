@@ -33,7 +33,7 @@ func ExampleDial() {
 		panic(err)
 	}
 	defer c.Close()
-	w, err := worker.New(worker.Config{Conn: c.Conn()})
+	w, err := worker.New(c.Conn(), worker.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/outbox"
 	"github.com/reins-run/reins/internal/runstore"
 	"github.com/reins-run/reins/internal/wire"
@@ -338,7 +339,7 @@ func (c *Client) copyCheckpoints(ctx context.Context, from, to string, tasks []*
 		}
 		src := wire.CheckpointScope(from, t.Step, t.Item, t.Activation)
 		dst := wire.CheckpointScope(to, t.Step, t.Item, t.Activation)
-		for e, err := range wire.Entries(ctx, kv, src+".>") { // the copies go to other keys: dst's
+		for e, err := range natsbox.Entries(ctx, kv, src+".>") { // the copies go to other keys: dst's
 			if err != nil {
 				return n, fmt.Errorf("client: read the checkpoint of step %s of run %s: %w", wire.TaskKey(t), from, err)
 			}

@@ -26,7 +26,7 @@ import (
 // the test ends.
 func (v *env) startWorker(register func(*rworker.Worker)) {
 	v.T.Helper()
-	w, err := rworker.New(rworker.Config{Conn: (*conn.Conn)(v.Box), AckWait: runtest.AckWait})
+	w, err := rworker.New((*conn.Conn)(v.Box), rworker.Options{AckWait: runtest.AckWait})
 	if err != nil {
 		v.T.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, now time.Ti
 		created  time.Time
 	}
 	recs := map[string]info{} // what the prune needs of every record, not the records
-	for e, err := range wire.Entries(ctx, runs, ">") {
+	for e, err := range natsbox.Entries(ctx, runs, ">") {
 		if err != nil {
 			return rep, fmt.Errorf("client: prune: list the runs: %w", err)
 		}
@@ -157,7 +157,7 @@ func (c *Client) Delete(ctx context.Context, runID string) error {
 		return fmt.Errorf("client: delete run %s: it is %s: %w (cancel it first)", runID, rec.Run.Status, ErrNotFinished)
 	}
 	gone := []pruned{{runID, e.Revision()}}
-	for sub, err := range wire.Entries(ctx, runs, ">") {
+	for sub, err := range natsbox.Entries(ctx, runs, ">") {
 		if err != nil {
 			return fmt.Errorf("client: delete run %s: list its sub-runs: %w", runID, err)
 		}

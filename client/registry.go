@@ -364,7 +364,7 @@ func (c *Client) Workflows(ctx context.Context) ([]Registered, error) {
 		return nil, err
 	}
 	var all []Registered
-	for e, err := range wire.Entries(ctx, reg, "*") { // the latest keys: one token, NAME
+	for e, err := range natsbox.Entries(ctx, reg, "*") { // the latest keys: one token, NAME
 		if err != nil {
 			return nil, fmt.Errorf("client: list the registered workflows: %w", err)
 		}

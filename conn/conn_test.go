@@ -69,10 +69,15 @@ func TestDial(t *testing.T) {
 	}{
 		{"", nil, "the URL is empty"},
 		{r.ClientURL(), []conn.Option{conn.Token(token), conn.Namespace("Not A Namespace")}, "namespace"},
+		{r.ClientURL(), []conn.Option{conn.Token("not-the-token-4711")}, "refused the credentials"},
+		{r.ClientURL(), []conn.Option{conn.Token(token), conn.JSDomain("hub.east")}, `JetStream domain "hub.east" is not one subject token`},
+		{r.ClientURL(), []conn.Option{conn.Token(token), conn.JSAPIPrefix("JS.>")}, `API prefix "JS.>" is not a subject without wildcards`},
 	} {
 		_, err := conn.Dial(ctx, tc.url, tc.opts...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("Dial(%q): %v, want one sentence with %q", tc.url, err, tc.want)
+		} else if strings.Contains(err.Error(), "4711") {
+			t.Errorf("Dial(%q): the error shows the token: %v", tc.url, err)
 		}
 	}
 }

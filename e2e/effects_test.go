@@ -156,7 +156,7 @@ func kvValues(t *testing.T, ctx context.Context, js jetstream.JetStream, bucket,
 		t.Fatal(err)
 	}
 	var out []jetstream.KeyValueEntry
-	for e, err := range wire.Entries(ctx, kv, filter) {
+	for e, err := range natsbox.Entries(ctx, kv, filter) {
 		if err != nil {
 			t.Fatalf("bucket %s: %v", bucket, err)
 		}

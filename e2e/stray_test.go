@@ -39,7 +39,7 @@ func TestStrayMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subj, err := wire.EventSubject(natsbox.Names{}, forged)
+	subj, err := natsbox.Names{}.EventSubject(forged.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}

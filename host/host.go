@@ -148,7 +148,7 @@ func (h *Host) worker(ctx context.Context, cfg Config) (*worker.Worker, error) {
 		}
 		h.conn, box = c, c
 	}
-	w, err := worker.New(worker.Config{Conn: (*conn.Conn)(box), Logger: cfg.Logger, AckWait: cfg.AckWait, Concurrency: cfg.Concurrency, Metrics: workermetrics.New(cfg.Metrics)})
+	w, err := worker.New((*conn.Conn)(box), worker.Options{Logger: cfg.Logger, AckWait: cfg.AckWait, Concurrency: cfg.Concurrency, Metrics: workermetrics.New(cfg.Metrics)})
 	if err != nil {
 		return nil, err
 	}

@@ -447,7 +447,7 @@ func (e *Engine) legacyEvents(ctx context.Context) {
 func (e *Engine) rearm(ctx context.Context, mine map[int]bool, tidy bool) error {
 	n := 0
 	keys := map[string]bool{} // the index keys of the saved records
-	for ent, err := range wire.Entries(ctx, e.runs, ">") {
+	for ent, err := range natsbox.Entries(ctx, e.runs, ">") {
 		if err != nil {
 			return fmt.Errorf("runner: read the runs to arm their timers: %w", err)
 		}

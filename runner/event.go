@@ -156,8 +156,8 @@ func (e *Engine) admitSubject(subject string, ev *protocol.Event) error {
 	if ev.Type == protocol.EvStateTooLarge {
 		return fmt.Errorf("a %s event for run %s came in a message: only the engine makes it", ev.Type, ev.RunID)
 	}
-	kind, principal, ok := wire.Sender(e.names, subject, ev)
-	if !ok {
+	runID, kind, principal, ok := e.names.ParseEventSubject(subject)
+	if !ok || !wire.Sender(runID, kind, principal, ev) {
 		return fmt.Errorf("the event of run %s came on subject %s", ev.RunID, subject)
 	}
 	if err := wire.CheckSender(kind, principal, ev); err != nil {

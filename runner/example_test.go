@@ -59,7 +59,7 @@ func ExampleClient_Start() {
 		ev := wire.Answer(task, protocol.EvCompleted, time.Now())
 		ev.Output, _ = json.Marshal(map[string]string{"greeting": "hello, " + in.Name})
 		data, _ := wire.EncodeEvent(ev)
-		subj, _ := wire.EventSubject(natsbox.Names{}, ev)
+		subj, _ := natsbox.Names{}.EventSubject(ev.RunID)
 		_, _ = box.JetStream().Publish(ctx, subj, data, jetstream.WithMsgID(wire.EventMsgID(ev, "")))
 		_ = m.Ack()
 	})

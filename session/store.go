@@ -18,7 +18,6 @@ import (
 
 	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
-	"github.com/reins-run/reins/internal/wire"
 )
 
 // ErrNotFound is returned by Get and Delete for a key the bucket does not hold.
@@ -306,7 +305,7 @@ func (s *Store) List(ctx context.Context) ([]*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	for e, err := range wire.Entries(ctx, kv, "*") {
+	for e, err := range natsbox.Entries(ctx, kv, "*") {
 		if err != nil {
 			return nil, fmt.Errorf("session: list: %w", err)
 		}

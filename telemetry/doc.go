@@ -2,7 +2,7 @@
 // from the standard OTEL_* environment variables with the OTLP/HTTP exporter and off unless an
 // endpoint is configured (Setup); the deterministic ids that let the processes of a durable run
 // add to one trace without holding a span open across them (TraceID, RunSpan, StepSpan); the
-// W3C trace context carried in NATS message headers (Header, Inject, Extract); the spans of
+// W3C trace context carried in NATS message headers (Inject, Extract); the spans of
 // runs and steps emitted once they ended (Emit); and the GenAI spans of model and tool calls
 // (WrapModel, WrapTool), named as OpenTelemetry's semconv package names the GenAI semantic
 // conventions, with token usage on the chat spans only (Usage gives the other spans their sums
@@ -16,5 +16,8 @@
 // OTEL_* variables, and only the attributes its callers pass.
 //
 // The provider is process-wide, like otel's own global: a process has one exporter, and the
-// packages that emit spans (outbox, runner, worker, builtin) reach it without plumbing.
+// packages that emit spans (outbox, runner, worker, builtin) reach it without plumbing. What a
+// span's maker needs on the OpenTelemetry API alone (Enabled, Start, Inject, Extract, the
+// reins.* attributes) is internal/tracing's, which Setup turns on and this package re-exports:
+// a worker imports that package alone and links no SDK, exporter or protobuf.
 package telemetry

@@ -9,6 +9,8 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/reins-run/reins/internal/tracing"
 )
 
 // A durable run outlives the processes that serve it, so no process holds its span or its
@@ -62,7 +64,7 @@ func spanID(sum [sha256.Size]byte) trace.SpanID {
 // decides for trace tid: the same in every process.
 func spanContext(tid trace.TraceID, sid trace.SpanID) trace.SpanContext {
 	var flags trace.TraceFlags
-	if t := active.Load(); t != nil && t.sampler.ShouldSample(sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: tid}).Decision == sdktrace.RecordAndSample {
+	if t := tracing.Active(); t != nil && t.Sampled(tid) {
 		flags = trace.FlagsSampled
 	}
 	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: flags, Remote: true})

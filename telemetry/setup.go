@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -17,6 +16,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/reins-run/reins/internal/tracing"
 )
 
 // ScopeName is the instrumentation scope of reins's spans.
@@ -33,23 +34,13 @@ type Config struct {
 	ServiceName string
 }
 
-// tracing is what an enabled process traces with.
-type tracing struct {
-	tracer  trace.Tracer
-	sampler sdktrace.Sampler
-	content bool
-}
-
-// active is the process's tracing; nil when off.
-var active atomic.Pointer[tracing]
-
 // Enabled reports whether the process exports spans: callers do nothing for traces otherwise.
-func Enabled() bool { return active.Load() != nil }
+func Enabled() bool { return tracing.Enabled() }
 
 // CaptureContent reports whether prompts, completions and tool payloads may be recorded.
 func CaptureContent() bool {
-	t := active.Load()
-	return t != nil && t.content
+	t := tracing.Active()
+	return t != nil && t.Content
 }
 
 // Provider is the process's tracer provider as Setup made it.
@@ -61,7 +52,7 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
-	active.Store(nil)
+	tracing.Use(nil)
 	if err := p.tp.Shutdown(ctx); err != nil {
 		return fmt.Errorf("telemetry: flush the spans: %w", err)
 	}
@@ -110,9 +101,16 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	)
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
-	active.Store(&tracing{tracer: tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)), sampler: sampler,
-		content: strings.EqualFold(strings.TrimSpace(getenv(CaptureContentEnv)), "true")})
+	tracing.Use(&tracing.On{Tracer: tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)), Sampled: sampledBy(sampler),
+		Content: strings.EqualFold(strings.TrimSpace(getenv(CaptureContentEnv)), "true")})
 	return &Provider{tp: tp}, nil
+}
+
+// sampledBy reports whether sampler keeps the spans of a trace, as it decides for a root span.
+func sampledBy(sampler sdktrace.Sampler) func(trace.TraceID) bool {
+	return func(tid trace.TraceID) bool {
+		return sampler.ShouldSample(sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: tid}).Decision == sdktrace.RecordAndSample
+	}
 }
 
 // wanted reports whether the environment asks for traces.

@@ -4,15 +4,18 @@ import (
 	"context"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/reins-run/reins/internal/tracing"
 )
 
 // The attributes of reins's spans: the GenAI semantic conventions' where they have one, named
 // by OpenTelemetry's semconv package (the newest version the pinned otel module ships with the
-// gen_ai attributes), reins's own (reins.*) otherwise.
+// gen_ai attributes), reins's own (reins.*, the tokens' sums among them) otherwise.
 const (
 	AttrOperation      = semconv.GenAIOperationNameKey
 	AttrProvider       = semconv.GenAIProviderNameKey
@@ -30,34 +33,30 @@ const (
 	AttrInstructions   = semconv.GenAISystemInstructionsKey
 	AttrErrorType      = semconv.ErrorTypeKey
 
-	AttrRunID       = attribute.Key("reins.run_id")
-	AttrParentRunID = attribute.Key("reins.parent_run_id")
-	AttrWorkflow    = attribute.Key("reins.workflow")
-	AttrStatus      = attribute.Key("reins.status")
-	AttrStep        = attribute.Key("reins.step")
-	AttrItem        = attribute.Key("reins.item")
-	AttrActivation  = attribute.Key("reins.activation")
-	AttrIteration   = attribute.Key("reins.iteration")
-	AttrAttempt     = attribute.Key("reins.attempt")
-	AttrHandler     = attribute.Key("reins.handler")
-	AttrAnswer      = attribute.Key("reins.answer")
-	AttrRedelivered = attribute.Key("reins.redelivered")
-	AttrStopReason  = attribute.Key("reins.stop_reason")
-	AttrCostUSD     = attribute.Key("reins.cost_usd")
-	AttrModelCalls  = attribute.Key("reins.model_calls")
-	AttrToolCalls   = attribute.Key("reins.tool_calls")
-	// AttrSumInputTokens and AttrSumOutputTokens are the tokens of the model calls under an
-	// iteration, step or run span: sums, under reins's own names, so that a backend adding up
-	// gen_ai.usage.* over a trace counts each call once (on its chat span).
-	AttrSumInputTokens  = attribute.Key("reins.input_tokens")
-	AttrSumOutputTokens = attribute.Key("reins.output_tokens")
+	AttrRunID           = tracing.AttrRunID
+	AttrParentRunID     = tracing.AttrParentRunID
+	AttrWorkflow        = tracing.AttrWorkflow
+	AttrStatus          = tracing.AttrStatus
+	AttrStep            = tracing.AttrStep
+	AttrItem            = tracing.AttrItem
+	AttrActivation      = tracing.AttrActivation
+	AttrIteration       = tracing.AttrIteration
+	AttrAttempt         = tracing.AttrAttempt
+	AttrHandler         = tracing.AttrHandler
+	AttrAnswer          = tracing.AttrAnswer
+	AttrRedelivered     = tracing.AttrRedelivered
+	AttrStopReason      = tracing.AttrStopReason
+	AttrCostUSD         = tracing.AttrCostUSD
+	AttrModelCalls      = tracing.AttrModelCalls
+	AttrToolCalls       = tracing.AttrToolCalls
+	AttrSumInputTokens  = tracing.AttrSumInputTokens
+	AttrSumOutputTokens = tracing.AttrSumOutputTokens
 )
 
 // Usage is the attributes of what the model and tool calls under an iteration, step or run
 // span spent: never gen_ai.usage.*, which only a chat span carries.
 func Usage(modelCalls, toolCalls, inputTokens, outputTokens int, costUSD float64) []attribute.KeyValue {
-	return []attribute.KeyValue{AttrModelCalls.Int(modelCalls), AttrToolCalls.Int(toolCalls),
-		AttrSumInputTokens.Int(inputTokens), AttrSumOutputTokens.Int(outputTokens), AttrCostUSD.Float64(costUSD)}
+	return tracing.Usage(modelCalls, toolCalls, inputTokens, outputTokens, costUSD)
 }
 
 // Ended is a span that ended already, emitted with the ids ID names (RunSpan, StepSpan).
@@ -73,7 +72,7 @@ type Ended struct {
 
 // Emit exports s. It does nothing when tracing is off.
 func Emit(s Ended) {
-	t := active.Load()
+	t := tracing.Active()
 	if t == nil {
 		return
 	}
@@ -81,7 +80,7 @@ func Emit(s Ended) {
 	if s.Parent.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, s.Parent)
 	}
-	_, span := t.tracer.Start(ctx, s.Name, trace.WithTimestamp(s.Start), trace.WithAttributes(s.Attrs...), trace.WithLinks(s.Links...))
+	_, span := t.Tracer.Start(ctx, s.Name, trace.WithTimestamp(s.Start), trace.WithAttributes(s.Attrs...), trace.WithLinks(s.Links...))
 	if s.Error != "" {
 		span.SetStatus(codes.Error, s.Error)
 	}
@@ -91,12 +90,16 @@ func Emit(s Ended) {
 // Start starts a span in ctx under parent (invalid: ctx's span) when tracing is on; when off
 // it returns ctx and a span that does nothing, without allocating.
 func Start(ctx context.Context, parent trace.SpanContext, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	t := active.Load()
-	if t == nil {
-		return ctx, trace.SpanFromContext(context.Background()) // the no-op span
-	}
-	if parent.IsValid() {
-		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
-	}
-	return t.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+	return tracing.Start(ctx, parent, name, kind, attrs...)
 }
+
+// Inject writes sc into h as traceparent (and tracestate); an invalid sc writes nothing.
+func Inject(h nats.Header, sc trace.SpanContext) { tracing.Inject(h, sc) }
+
+// Extract reads the span context h carries; invalid when it carries none, or one that does
+// not parse.
+func Extract(h nats.Header) trace.SpanContext { return tracing.Extract(h) }
+
+// HeaderSize is what Inject adds to a message's headers when tracing is on (0 when off), for
+// the callers that check a message against the server's max payload before building it.
+func HeaderSize() int { return tracing.HeaderSize() }

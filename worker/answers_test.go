@@ -59,7 +59,7 @@ func TestAnswers(t *testing.T) {
 	for _, c := range cases {
 		byRun[c.name] = c.h
 	}
-	e.start(Config{Now: func() time.Time { return at }}, map[string]Handler{
+	e.start(Options{Now: func() time.Time { return at }}, map[string]Handler{
 		"h": func(tc TaskContext) error { return byRun[tc.RunID()](tc) },
 	})
 	for _, c := range cases {
@@ -96,7 +96,7 @@ func TestAnswers(t *testing.T) {
 func TestOnlyTheFirstAnswerCounts(t *testing.T) {
 	e := newEnv(t)
 	errs := make(chan []error, 1)
-	e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"h": func(tc TaskContext) error {
 		first := tc.Complete("first")
 		errs <- []error{first, tc.Complete("second"), tc.Continue(1), tc.Fail(errors.New("x")),
 			tc.FailPermanent(nil), tc.CompleteWith(1, Outcome{Label: "l"}), tc.Checkpoint(1)}
@@ -134,7 +134,7 @@ func TestOnlyTheFirstAnswerCounts(t *testing.T) {
 func TestContinueTwiceIsStoredTwice(t *testing.T) {
 	e := newEnv(t)
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) // a frozen clock: the nonce is not only the time
-	cfg := Config{Now: func() time.Time { return at }}
+	cfg := Options{Now: func() time.Time { return at }}
 	hold := make(chan struct{})
 	defer close(hold)
 	crashed := e.start(cfg, map[string]Handler{"h": func(tc TaskContext) error {
@@ -170,7 +170,7 @@ func TestACopyOfATaskRunningHereIsNotRunAgain(t *testing.T) {
 	e := newEnv(t)
 	hold := make(chan struct{})
 	runs := make(chan struct{}, 2)
-	e.start(Config{AckWait: 300 * time.Millisecond}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{AckWait: 300 * time.Millisecond}, map[string]Handler{"h": func(tc TaskContext) error {
 		runs <- struct{}{}
 		err := tc.Continue("next")
 		<-hold
@@ -203,7 +203,7 @@ func TestACopyOfATaskRunningHereIsNotRunAgain(t *testing.T) {
 
 func TestPanicFailsTheAttemptAndTheWorkerLivesOn(t *testing.T) {
 	e := newEnv(t)
-	e.start(Config{}, map[string]Handler{"p": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"p": func(tc TaskContext) error {
 		if tc.RunID() == "boom" {
 			var m map[string]int
 			m["x"] = 1 // a runtime panic
@@ -227,7 +227,7 @@ func TestLargeAnswers(t *testing.T) {
 	limit := e.box.MaxPayload()
 	errs := make(chan error, 1)
 	huge := strings.Repeat("x", int(limit)+10)
-	e.start(Config{}, map[string]Handler{"big": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"big": func(tc TaskContext) error {
 		var err error
 		switch tc.RunID() {
 		case "huge": // larger than a message: by reference
@@ -278,7 +278,7 @@ func TestLargeAnswers(t *testing.T) {
 
 func TestMalformedTaskIsTerminated(t *testing.T) {
 	e := newEnv(t)
-	e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error { return tc.Complete(1) }})
+	e.start(Options{}, map[string]Handler{"h": func(tc TaskContext) error { return tc.Complete(1) }})
 	subject, _ := natsbox.TaskSubject("h")
 	for _, body := range []string{"not json", `{"run_id":"r"}`} {
 		if _, err := e.js.Publish(testCtx(t), subject, []byte(body)); err != nil {
@@ -313,14 +313,14 @@ func TestWorkflowsBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := New(Config{Conn: (*conn.Conn)(e.box)})
+	w, err := New((*conn.Conn)(e.box), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := runstore.OpenStore(w.WorkflowsBucket).Put(testCtx(t), bs); err != nil {
 		t.Fatal(err)
 	}
-	other, err := New(Config{Conn: (*conn.Conn)(e.box)}) // a fresh worker reads the bucket
+	other, err := New((*conn.Conn)(e.box), Options{}) // a fresh worker reads the bucket
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestWorkflowsBucket(t *testing.T) {
 
 func TestHandlePanics(t *testing.T) {
 	e := newEnv(t)
-	w, err := New(Config{Conn: (*conn.Conn)(e.box)})
+	w, err := New((*conn.Conn)(e.box), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,13 +351,13 @@ func TestHandlePanics(t *testing.T) {
 			w.Handle(c.name, c.h)
 		}()
 	}
-	if _, err := New(Config{}); err == nil {
-		t.Error("New without a Box succeeded")
+	if _, err := New(nil, Options{}); err == nil {
+		t.Error("New without a connection succeeded")
 	}
-	if _, err := New(Config{Conn: (*conn.Conn)(e.box), AckWait: -1}); err == nil {
+	if _, err := New((*conn.Conn)(e.box), Options{AckWait: -1}); err == nil {
 		t.Error("New with a negative AckWait succeeded")
 	}
-	r := e.start(Config{}, map[string]Handler{"x": ok})
+	r := e.start(Options{}, map[string]Handler{"x": ok})
 	func() {
 		defer func() {
 			if recover() == nil {
@@ -373,7 +373,7 @@ func TestHandlePanics(t *testing.T) {
 
 func TestTaskContextAccessors(t *testing.T) {
 	e := newEnv(t)
-	e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"h": func(tc TaskContext) error {
 		if err := tc.Heartbeat(); err != nil {
 			return tc.FailPermanent(err)
 		}

@@ -30,7 +30,7 @@ func BenchmarkAppendCheckpoint(b *testing.B) {
 func benchAppend(b *testing.B, load bool) {
 	e := newEnv(b)
 	item := strings.Repeat("x", 1024)
-	r := e.start(Config{}, map[string]Handler{"bench": func(tc TaskContext) error {
+	r := e.start(Options{}, map[string]Handler{"bench": func(tc TaskContext) error {
 		if err := tc.AppendCheckpoint(item); err != nil {
 			return tc.FailPermanent(err)
 		}

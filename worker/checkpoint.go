@@ -327,7 +327,7 @@ func (c *checkpoints) fold(ctx context.Context, kv jetstream.KeyValue, include f
 // read returns the values of the keys of c's scope, by key.
 func (c *checkpoints) read(ctx context.Context, kv jetstream.KeyValue) (map[string][]byte, error) {
 	writes := map[string][]byte{}
-	for ke, err := range wire.Entries(ctx, kv, c.scope+".>") {
+	for ke, err := range natsbox.Entries(ctx, kv, c.scope+".>") {
 		if err != nil {
 			return nil, err
 		}
@@ -407,7 +407,7 @@ func applyWrite(raw, value []byte) ([]byte, error) {
 func purgeIteration(ctx context.Context, kv jetstream.KeyValue, scope string, iter int) error {
 	// The keys are read first and purged after: a purge is a write the watch would see.
 	var keys []string
-	for ke, err := range wire.Entries(ctx, kv, fmt.Sprintf("%s.%d.*", scope, iter), jetstream.MetaOnly()) {
+	for ke, err := range natsbox.Entries(ctx, kv, fmt.Sprintf("%s.%d.*", scope, iter), jetstream.MetaOnly()) {
 		if err != nil {
 			return err
 		}

@@ -104,7 +104,7 @@ func TestCheckpointSetAndLoad(t *testing.T) {
 			return tc.Complete(cp)
 		}
 	}
-	r := e.start(Config{}, map[string]Handler{"cp": step})
+	r := e.start(Options{}, map[string]Handler{"cp": step})
 	ev := e.iterate("r", "loop", "cp", 1)
 	if ev.Type != protocol.EvCompleted {
 		t.Fatalf("ended with %s: %s (%v)", ev.Type, ev.Error, drain(steps))
@@ -147,7 +147,7 @@ func appender(last int) Handler {
 
 func TestAppendAcrossIterationsAndWorkers(t *testing.T) {
 	e := newEnv(t)
-	a := e.start(Config{}, map[string]Handler{"app": appender(5)})
+	a := e.start(Options{}, map[string]Handler{"app": appender(5)})
 	ev := e.iterate("r1", "loop", "app", 1)
 	jsonEq(t, ev.Output, `[1,2,3,4,5]`)
 	if n := a.reloads.load(); n != 0 {
@@ -162,7 +162,7 @@ func TestAppendAcrossIterationsAndWorkers(t *testing.T) {
 	e.publish(tk)
 	wantEvent(t, e.event(), protocol.EvContinued, tk)
 	a.stop()
-	b := e.start(Config{}, map[string]Handler{"app": appender(5)})
+	b := e.start(Options{}, map[string]Handler{"app": appender(5)})
 	ev = e.iterate("r2", "loop", "app", 3)
 	jsonEq(t, ev.Output, `[1,2,3,4,5]`)
 	if n := b.reloads.load(); n != 1 {
@@ -193,7 +193,7 @@ func TestReloadStartsAtTheLastSet(t *testing.T) {
 		}
 		return tc.Continue(nil)
 	}
-	a := e.start(Config{}, map[string]Handler{"h": h})
+	a := e.start(Options{}, map[string]Handler{"h": h})
 	for it := 1; it <= 5; it++ {
 		tk := task("r", "loop", "h", it, 1)
 		e.publish(tk)
@@ -208,7 +208,7 @@ func TestReloadStartsAtTheLastSet(t *testing.T) {
 	if _, err := kv.Put(testCtx(t), wire.CheckpointWrite{Scope: scope, Iteration: 1}.Key(), []byte("not JSON")); err != nil {
 		t.Fatal(err)
 	}
-	b := e.start(Config{}, map[string]Handler{"h": h})
+	b := e.start(Options{}, map[string]Handler{"h": h})
 	tk := task("r", "loop", "h", 6, 1)
 	e.publish(tk)
 	ev := e.event()
@@ -224,7 +224,7 @@ func TestReloadStartsAtTheLastSet(t *testing.T) {
 func TestRetryPurgesTheFailedAttemptsWrites(t *testing.T) {
 	e := newEnv(t)
 	loaded := make(chan string, 4)
-	e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"h": func(tc TaskContext) error {
 		cp, err := tc.LoadCheckpoint()
 		if err != nil {
 			return tc.FailPermanent(err)
@@ -270,7 +270,7 @@ func TestRetryPurgesTheFailedAttemptsWrites(t *testing.T) {
 func TestRedeliveryPurgesTheLostAttemptsWrites(t *testing.T) {
 	e := newEnv(t)
 	wrote := make(chan struct{}, 1)
-	first := e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+	first := e.start(Options{}, map[string]Handler{"h": func(tc TaskContext) error {
 		if tc.Iteration() == 1 {
 			_ = tc.Checkpoint([]string{"a"})
 			return tc.Continue(nil)
@@ -287,7 +287,7 @@ func TestRedeliveryPurgesTheLostAttemptsWrites(t *testing.T) {
 	e.publish(tk)
 	recv(t, wrote)
 	first.stop()
-	e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"h": func(tc TaskContext) error {
 		cp, err := tc.LoadCheckpoint()
 		if err != nil {
 			return tc.FailPermanent(err)
@@ -308,7 +308,7 @@ func TestAppendWritesOnlyTheItems(t *testing.T) {
 	e := newEnv(t)
 	item := strings.Repeat("z", 1024)
 	const iterations = 40
-	e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"h": func(tc TaskContext) error {
 		if err := tc.AppendCheckpoint(item); err != nil {
 			return tc.FailPermanent(err)
 		}
@@ -342,7 +342,7 @@ func TestAppendWritesOnlyTheItems(t *testing.T) {
 func TestCheckpointAfterTheAnswerIsRefused(t *testing.T) {
 	e := newEnv(t)
 	errs := make(chan [3]error, 1)
-	e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"h": func(tc TaskContext) error {
 		_ = tc.Checkpoint(1)
 		_ = tc.Continue(nil)
 		_, lerr := tc.LoadCheckpoint()
@@ -360,7 +360,7 @@ func TestCheckpointAfterTheAnswerIsRefused(t *testing.T) {
 // The handler of Example, run: it continues until iteration 3, then completes with the log.
 func TestContinueUntilIterationThree(t *testing.T) {
 	e := newEnv(t)
-	e.start(Config{}, map[string]Handler{"count-to-three": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"count-to-three": func(tc TaskContext) error {
 		if err := tc.AppendCheckpoint(map[string]any{"iteration": tc.Iteration(), "input": tc.Input()}); err != nil {
 			return err
 		}

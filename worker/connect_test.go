@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/reins-run/reins/conn"
@@ -10,9 +9,10 @@ import (
 	"github.com/reins-run/reins/protocol"
 )
 
-// A worker program connects with Connect: over TCP, with a worker principal's token, to the
-// embedded server of another process. It serves, and its connection closes when Run returns.
-func TestConnect(t *testing.T) {
+// A worker program dials with conn.Dial (over TCP, with a worker principal's token, to the
+// embedded server of another process) and builds its worker on that connection: it serves,
+// and the connection stays open when Run returns, for the program to close.
+func TestNewOnDialedConn(t *testing.T) {
 	const token = "worker-token-0123456789"
 	e := newEnvOpts(t, natsbox.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0",
 		Authenticate: func(tok string) (natsbox.Identity, bool) {
@@ -20,9 +20,17 @@ func TestConnect(t *testing.T) {
 		}})
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
-	w, err := Connect(ctx, Config{NATS: NATS{URL: e.box.ClientURL(), Token: token}})
+	c, err := conn.Dial(ctx, e.box.ClientURL(), conn.Token(token), conn.Name("test-worker"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer c.Close()
+	w, err := New(c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Conn() != c {
+		t.Error("Conn is not the connection the worker was built on")
 	}
 	w.Handle("echo", func(tc TaskContext) error { return tc.Complete(tc.Input()) })
 	done := make(chan error, 1)
@@ -36,25 +44,10 @@ func TestConnect(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if !w.box.Conn().IsClosed() {
-		t.Error("the connection Connect opened is still open after Run returned")
+	if w.box.Conn().IsClosed() {
+		t.Error("Run closed the connection it was given: its program closes it")
 	}
-
-	for _, c := range []struct {
-		cfg  Config
-		want string
-	}{
-		{Config{}, "Config.NATS.URL is empty"},
-		{Config{Conn: (*conn.Conn)(e.box), NATS: NATS{URL: e.box.ClientURL()}}, "give Config.Conn to New"},
-		{Config{NATS: NATS{URL: e.box.ClientURL(), Token: "not-the-token-4711"}}, "refused the credentials"},
-		{Config{NATS: NATS{URL: e.box.ClientURL(), Token: token, JSDomain: "hub.east"}}, `JetStream domain "hub.east" is not one subject token`},
-		{Config{NATS: NATS{URL: e.box.ClientURL(), Token: token, JSAPIPrefix: "JS.>"}}, `API prefix "JS.>" is not a subject without wildcards`},
-	} {
-		_, err := Connect(testCtx(t), c.cfg)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("Connect to %q: %v, want an error with %q", c.cfg.NATS.URL, err, c.want)
-		} else if strings.Contains(err.Error(), "4711") {
-			t.Errorf("the error shows the token: %v", err)
-		}
+	if p, err := c.Principal(testCtx(t)); err != nil || p != "w1" {
+		t.Errorf("after Run: Principal %q, %v; want w1 on the open connection", p, err)
 	}
 }

@@ -18,9 +18,9 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/tracing"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/telemetry"
 )
 
 // TaskContext is what a handler gets for one task: the task, the ways to answer it, checkpoints
@@ -142,7 +142,7 @@ type taskContext struct {
 	usage    protocol.Usage
 	record   *protocol.Iteration // what the handler recorded (Record)
 	started  time.Time           // when the handler started, for the record's Duration
-	// ranFrom is started on the real clock, for the metrics (Config.Now may be a test's).
+	// ranFrom is started on the real clock, for the metrics (Options.Now may be a test's).
 	ranFrom time.Time
 	span    oteltrace.Span // the iteration's span, nil when tracing is off
 	// redelivered: the task was delivered before (its message's metadata says).
@@ -343,7 +343,7 @@ func (tc *taskContext) fits(ev *protocol.Event) ([]byte, error) {
 		return nil, fmt.Errorf("the answer to step %s cannot be encoded: %w", tc.stepName(), err)
 	}
 	limit := tc.w.box.MaxPayload()
-	size := int64(len(data) + natsHeaderOverhead + len(wire.EventMsgID(ev, "")) + telemetry.HeaderSize())
+	size := int64(len(data) + natsHeaderOverhead + len(wire.EventMsgID(ev, "")) + tracing.HeaderSize())
 	switch {
 	case size <= limit:
 		return data, nil
@@ -489,7 +489,7 @@ func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
 // after that anyway. Not under the task's context: an answer is published even when the
 // task's context ended as the handler answered.
 func (w *Worker) publish(ev *protocol.Event, data []byte, sc oteltrace.SpanContext) error {
-	subject, err := wire.EventSubject(w.names, ev)
+	subject, err := w.names.EventSubject(ev.RunID)
 	if err != nil {
 		return err
 	}
@@ -499,7 +499,7 @@ func (w *Worker) publish(ev *protocol.Event, data []byte, sc oteltrace.SpanConte
 		}
 	}
 	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{wire.EventMsgID(ev, "")}}}
-	telemetry.Inject(m.Header, sc)
+	tracing.Inject(m.Header, sc)
 	_, err = natsbox.PublishWithin(context.Background(), w.js.Conn(), m, w.ackWait)
 	return err
 }

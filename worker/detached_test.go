@@ -156,7 +156,7 @@ func TestEffectsCallTimeout(t *testing.T) {
 func TestWorkerStopWaitsForEffects(t *testing.T) {
 	e := newEnv(t)
 	h := newHonest()
-	r := e.startWith(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+	r := e.startWith(Options{}, map[string]Handler{"h": func(tc TaskContext) error {
 		_, err := tc.Effect("refund", func(ctx context.Context, _ string) (any, error) {
 			v, err := h.do(ctx)
 			return string(v), err

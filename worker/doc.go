@@ -1,8 +1,10 @@
 // Package worker is the Go SDK that serves the tasks of reins workflows: a user registers a
 // Handler under a name with Handle, Run consumes the tasks the engine sends to that name, and
 // the handler answers each one through its TaskContext (Continue, Complete, Fail...). A worker
-// program connects with Connect (Config.NATS: the server and the worker principal's token) and
-// links no NATS server; a program that runs everything in one process uses package reins. The
+// program dials the deployment's NATS server with [conn.Dial] (its URL and the worker
+// principal's token), builds the worker on that connection with [New], and closes the
+// connection once [Worker.Run] returned; it links no NATS server. A program that runs
+// everything in one process uses package reins. The
 // built-in llm and agent steps are served the same way (package builtin registers
 // protocol.HandlerLLM and protocol.HandlerAgent here).
 //
@@ -31,7 +33,7 @@
 // if the first answered. Only a copy of a task published again, not delivered again, that comes
 // once the first delivery's handler returned runs again here; a worker that did not answer
 // the task runs any copy. Every other task runs its handler in a goroutine of its own, at most
-// Config.Concurrency at once per handler, with a context that is cancelled when the task's
+// Options.Concurrency at once per handler, with a context that is cancelled when the task's
 // Timeout passes (counted from the handler's start), when its run ends, or when the worker
 // stops. While the handler has not
 // answered, the worker tells JetStream every AckWait/3 that the task is in progress.

@@ -15,10 +15,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/session"
 )
 
 // ErrLeaseLost is wrapped by the error of a side effect whose holder lost its claim while the
@@ -35,7 +35,7 @@ var ErrNotRecorded = errors.New("the result of the side effect could not be reco
 // context: once a side effect happened, recording it matters even if the task is abandoned.
 const recordTimeout = 10 * time.Second
 
-// DefaultEffectTimeout bounds a side effect's call when nothing else does (Config.EffectTimeout,
+// DefaultEffectTimeout bounds a side effect's call when nothing else does (Options.EffectTimeout,
 // Lease.Timeout): the call runs on after its attempt ends, for at most this long from its start.
 // It is the MCP reference client's request timeout: long enough for a remote system's honest
 // work, short enough that a worker shutting down waits for it.
@@ -64,7 +64,7 @@ type Effects struct {
 
 	// metrics counts the claims (nil: not counted).
 	metrics Metrics
-	// timeout is the default Lease.Timeout (Config.EffectTimeout).
+	// timeout is the default Lease.Timeout (Options.EffectTimeout).
 	timeout time.Duration
 
 	mu     sync.Mutex
@@ -80,9 +80,9 @@ type Effects struct {
 // results there; TaskContext.Effect is the way for a handler).
 func (w *Worker) Effects() *Effects { return w.effects }
 
-// Sessions returns the worker's sessions bucket (package builtin loads and saves the sessions
-// of agent steps in it).
-func (w *Worker) Sessions() *session.Store { return w.sessions }
+// Conn returns the connection the worker serves on: package builtin opens the sessions of
+// agent steps on it.
+func (w *Worker) Conn() *conn.Conn { return (*conn.Conn)(w.box) }
 
 // newEffects returns the record of side effects of a worker with AckWait ackWait.
 func newEffects(js jetstream.JetStream, names natsbox.Names, ackWait, timeout time.Duration, m Metrics) *Effects {

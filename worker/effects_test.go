@@ -24,7 +24,7 @@ import (
 func effectsEnv(t *testing.T) (*Effects, jetstream.KeyValue) {
 	t.Helper()
 	e := newEnv(t)
-	w, err := New(Config{Conn: (*conn.Conn)(e.box)})
+	w, err := New((*conn.Conn)(e.box), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestTaskContextEffect(t *testing.T) {
 	e := newEnv(t)
 	var runs atomic.Int64
 	keys := make(chan string, 4)
-	e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"h": func(tc TaskContext) error {
 		out, err := tc.Effect("refund", func(_ context.Context, key string) (any, error) {
 			runs.Add(1)
 			keys <- key
@@ -292,7 +292,7 @@ func TestCheckpointByReference(t *testing.T) {
 	e := newEnv(t)
 	big := strings.Repeat("x", 2<<20)
 	got := make(chan error, 2)
-	r := e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+	r := e.start(Options{}, map[string]Handler{"h": func(tc TaskContext) error {
 		if tc.Task().Iteration == 1 {
 			if err := tc.Checkpoint(big); err != nil {
 				got <- err

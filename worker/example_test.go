@@ -3,11 +3,11 @@ package worker_test
 import (
 	"context"
 	"log"
+	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/reins-run/reins/conn"
-	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/worker"
 )
 
@@ -16,13 +16,14 @@ import (
 func Example() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: "data"})
+	// The deployment's NATS server, as a worker principal (its token).
+	c, err := conn.Dial(ctx, "nats://127.0.0.1:4222", conn.Token(os.Getenv("REINS_TOKEN")), conn.Name("count-worker"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer box.Close()
+	defer c.Close() // the worker leaves its connection open: closed once Run returned
 
-	w, err := worker.New(worker.Config{Conn: (*conn.Conn)(box)})
+	w, err := worker.New(c, worker.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -98,23 +98,25 @@ type running struct {
 	stop func() // cancels Run and waits for it to return
 }
 
-// start runs a worker with handlers on e's connection (or on box when given) until stopped or
-// the test ends.
-func (e *env) start(cfg Config, handlers map[string]Handler) *running {
+// start runs a worker with handlers on e's connection until stopped or the test ends.
+func (e *env) start(opts Options, handlers map[string]Handler) *running {
 	e.t.Helper()
-	return e.startWith(cfg, handlers, nil)
+	return e.startOn((*conn.Conn)(e.box), opts, handlers, nil)
 }
 
 // startWith is start with prepare called on the worker before it runs.
-func (e *env) startWith(cfg Config, handlers map[string]Handler, prepare func(*Worker)) *running {
+func (e *env) startWith(opts Options, handlers map[string]Handler, prepare func(*Worker)) *running {
 	e.t.Helper()
-	if cfg.Conn == nil {
-		cfg.Conn = (*conn.Conn)(e.box)
+	return e.startOn((*conn.Conn)(e.box), opts, handlers, prepare)
+}
+
+// startOn is startWith on connection c.
+func (e *env) startOn(c *conn.Conn, opts Options, handlers map[string]Handler, prepare func(*Worker)) *running {
+	e.t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = testLogger(e.t)
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = testLogger(e.t)
-	}
-	w, err := New(cfg)
+	w, err := New(c, opts)
 	if err != nil {
 		e.t.Fatalf("New: %v", err)
 	}
@@ -179,7 +181,7 @@ func (e *env) publish(t *protocol.Task) {
 // publishAs dispatches t with the message id msgID ("" for none).
 func (e *env) publishAs(t *protocol.Task, msgID string) {
 	e.t.Helper()
-	subject, err := wire.TaskSubject(natsbox.Names{}, t)
+	subject, err := natsbox.Names{}.TaskSubject(t.Handler)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -291,7 +293,7 @@ func (e *env) checkpointValues(scope string) map[string][]byte {
 		e.t.Fatal(err)
 	}
 	out := map[string][]byte{}
-	for ke, err := range wire.Entries(ctx, kv, scope+".>") {
+	for ke, err := range natsbox.Entries(ctx, kv, scope+".>") {
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ func TestTimeoutAnswersWithoutWaitingForTheHandler(t *testing.T) {
 	release := make(chan struct{})
 	late := make(chan error, 1)
 	ctxErr := make(chan error, 1)
-	e.start(Config{}, map[string]Handler{"slow": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"slow": func(tc TaskContext) error {
 		<-tc.Done()
 		ctxErr <- context.Cause(tc)
 		<-release // blocks until the test has seen timed_out: the worker must not wait for it
@@ -56,7 +56,7 @@ func TestNotBeforeDelaysTheTask(t *testing.T) {
 	e := newEnv(t)
 	now := time.Now // the worker's clock; the handler reads the same one
 	started := make(chan time.Time, 1)
-	e.start(Config{Now: now}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{Now: now}, map[string]Handler{"h": func(tc TaskContext) error {
 		started <- now()
 		return tc.Complete(nil)
 	}})
@@ -86,7 +86,7 @@ func TestRunEndCancelsItsTasks(t *testing.T) {
 	}
 	results := make(chan result, 4)
 	started := make(chan string, 4)
-	e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"h": func(tc TaskContext) error {
 		n, _ := calls.LoadOrStore(tc.RunID(), new(atomic.Int32))
 		n.(*atomic.Int32).Add(1)
 		if tc.RunID() == "sentinel" {
@@ -163,7 +163,7 @@ func TestStopHandsTheTaskToAnotherWorker(t *testing.T) {
 	e := newEnv(t)
 	started := make(chan struct{}, 1)
 	late := make(chan error, 1)
-	first := e.start(Config{AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
+	first := e.start(Options{AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
 		started <- struct{}{}
 		<-tc.Done()
 		late <- tc.Complete("from the stopped worker")
@@ -179,7 +179,7 @@ func TestStopHandsTheTaskToAnotherWorker(t *testing.T) {
 	if err := recv(t, late); !isAnswered(err) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("the stopped worker's answer returned %v", err)
 	}
-	e.start(Config{AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
 		return tc.Complete("from the second worker")
 	}})
 	ev := e.event()
@@ -207,18 +207,18 @@ func TestCrashedWorkerTaskIsRedeliveredAfterAckWait(t *testing.T) {
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})
 	defer close(release)
-	e.start(Config{Conn: (*conn.Conn)(crashBox), AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.startOn((*conn.Conn)(crashBox), Options{AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
 		started <- struct{}{}
 		<-release
 		return tc.Complete("never stored")
-	}})
+	}}, nil)
 	tk := task("r", "s", "h", 1, 1)
 	published := time.Now() // before the first delivery, from which AckWait counts
 	e.publish(tk)
 	recv(t, started)
 	crashBox.Conn().Close() // the crash: no answer, no acknowledgement
 
-	e.start(Config{AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
 		return tc.Complete("second worker")
 	}})
 	ev := e.event()
@@ -235,7 +235,7 @@ func TestCrashedWorkerTaskIsRedeliveredAfterAckWait(t *testing.T) {
 func TestHeartbeatsKeepALongTask(t *testing.T) {
 	e := newEnv(t)
 	var calls atomic.Int32
-	e.start(Config{AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{AckWait: time.Second}, map[string]Handler{"h": func(tc TaskContext) error {
 		calls.Add(1)
 		work := time.NewTimer(2500 * time.Millisecond) // the handler's work, longer than AckWait
 		defer work.Stop()

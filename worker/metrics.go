@@ -7,7 +7,7 @@ import (
 
 // Metrics hears what a worker does, for the process's metrics: package host reports it to the
 // process's Prometheus instruments. The worker owns this interface, so that a worker program
-// links no metrics library; Config.Metrics nil hears nothing.
+// links no metrics library; Options.Metrics nil hears nothing.
 type Metrics interface {
 	// Handler returns what hears the tasks of the handler name: Run asks once for each.
 	Handler(name string) HandlerMetrics
@@ -56,7 +56,7 @@ func orNoMetrics(m Metrics) Metrics {
 	return m
 }
 
-// noMetrics hears nothing: a worker without Config.Metrics.
+// noMetrics hears nothing: a worker without Options.Metrics.
 type noMetrics struct{}
 
 func (noMetrics) Handler(string) HandlerMetrics { return noMetrics{} }

@@ -24,7 +24,7 @@ func TestRecordTravelsWithTheAnswer(t *testing.T) {
 		}
 		return tc.Complete("done")
 	}
-	e.start(Config{}, map[string]Handler{"rec": h})
+	e.start(Options{}, map[string]Handler{"rec": h})
 	first := task("r", "s", "rec", 1, 1)
 	e.publish(first)
 	failed := e.event()
@@ -67,7 +67,7 @@ func TestRecordTooLargeIsClippedHarder(t *testing.T) {
 		tc.Record(it)
 		return tc.Complete(nil)
 	}
-	e.start(Config{}, map[string]Handler{"big": h})
+	e.start(Options{}, map[string]Handler{"big": h})
 	tk := task("r", "s", "big", 1, 1)
 	e.publish(tk)
 	ev := e.event()

@@ -25,7 +25,7 @@ var refundCall = protocol.PendingCall{CallID: "call_1", Tool: "refund", Argument
 func TestWait(t *testing.T) {
 	e := newEnv(t)
 	errs := make(chan error, 4)
-	e.start(Config{}, map[string]Handler{"agent": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"agent": func(tc TaskContext) error {
 		switch tc.RunID() {
 		case "empty":
 			err := tc.Wait(nil)
@@ -93,7 +93,7 @@ func TestWait(t *testing.T) {
 // and attempt are all stored.
 func TestResumedTaskAnswers(t *testing.T) {
 	e := newEnv(t)
-	e.start(Config{}, map[string]Handler{"agent": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"agent": func(tc TaskContext) error {
 		if tc.Task().Resume == 0 {
 			return tc.Wait([]protocol.PendingCall{refundCall})
 		}
@@ -147,7 +147,7 @@ func TestResumedTaskCheckpoints(t *testing.T) {
 	}
 	// The first worker: iteration 1 appends 1; iteration 2 appends 2 and waits; the resumed
 	// iteration 2 appends 3 and is interrupted before answering (the worker stops).
-	first := e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+	first := e.start(Options{}, map[string]Handler{"h": func(tc TaskContext) error {
 		if err := load(tc); err != nil {
 			return tc.FailPermanent(err)
 		}
@@ -180,7 +180,7 @@ func TestResumedTaskCheckpoints(t *testing.T) {
 
 	// The second worker gets the resumed task again (delivered twice): it finds the
 	// interrupted delivery's write, appends 4 and continues; iteration 3 reads everything.
-	e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"h": func(tc TaskContext) error {
 		if err := load(tc); err != nil {
 			return tc.FailPermanent(err)
 		}
@@ -235,7 +235,7 @@ func TestRedeliveryKeepsResumedWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"h": func(tc TaskContext) error {
 		cp, err := tc.LoadCheckpoint()
 		if err != nil {
 			return tc.FailPermanent(err)

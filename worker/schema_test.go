@@ -67,7 +67,7 @@ func TestWhatTheWorkerSendsConforms(t *testing.T) {
 			return tc.Err()
 		},
 	}
-	w := e.start(Config{}, handlers)
+	w := e.start(Options{}, handlers)
 	types := map[string]protocol.EventType{"continue": protocol.EvContinued, "complete": protocol.EvCompleted,
 		"wait": protocol.EvWaiting, "fail": protocol.EvFailed, "retryable": protocol.EvFailed, "slow": protocol.EvTimedOut}
 	for _, name := range []string{"continue", "complete", "wait", "fail", "retryable", "slow"} {

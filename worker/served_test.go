@@ -30,7 +30,7 @@ func servedNow(t *testing.T, e *env) []string {
 // when it stops.
 func TestServedAnnounced(t *testing.T) {
 	e := newEnv(t)
-	r := e.startWith(Config{}, map[string]Handler{"review": func(tc TaskContext) error { return nil }}, func(w *Worker) {
+	r := e.startWith(Options{}, map[string]Handler{"review": func(tc TaskContext) error { return nil }}, func(w *Worker) {
 		w.Advertise(ServedTool, "orders.read")
 		w.Advertise(ServedModel, "mine", "not a key")
 	})

@@ -5,8 +5,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/reins-run/reins/internal/tracing"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/telemetry"
 )
 
 // startSpan starts the span of the task's iteration, when tracing is on, as a child of the
@@ -14,22 +14,22 @@ import (
 // it, so a redelivery runs under the same step span), and makes it the handler's context's:
 // the model and tool calls of the handler nest under it.
 func (tc *taskContext) startSpan() {
-	if !telemetry.Enabled() {
+	if !tracing.Enabled() {
 		return
 	}
 	t := tc.task
 	attrs := []attribute.KeyValue{
-		telemetry.AttrRunID.String(t.RunID), telemetry.AttrStep.String(t.Step),
-		telemetry.AttrActivation.Int(t.Activation), telemetry.AttrIteration.Int(t.Iteration),
-		telemetry.AttrAttempt.Int(t.Attempt), telemetry.AttrHandler.String(tc.handler),
+		tracing.AttrRunID.String(t.RunID), tracing.AttrStep.String(t.Step),
+		tracing.AttrActivation.Int(t.Activation), tracing.AttrIteration.Int(t.Iteration),
+		tracing.AttrAttempt.Int(t.Attempt), tracing.AttrHandler.String(tc.handler),
 	}
 	if t.Item >= 0 {
-		attrs = append(attrs, telemetry.AttrItem.Int(t.Item))
+		attrs = append(attrs, tracing.AttrItem.Int(t.Item))
 	}
 	if tc.redelivered {
-		attrs = append(attrs, telemetry.AttrRedelivered.Bool(true))
+		attrs = append(attrs, tracing.AttrRedelivered.Bool(true))
 	}
-	tc.Context, tc.span = telemetry.Start(tc.Context, telemetry.Extract(tc.msg.Headers()),
+	tc.Context, tc.span = tracing.Start(tc.Context, tracing.Extract(tc.msg.Headers()),
 		"iteration "+protocol.StepKey(t.Step, t.Item), trace.SpanKindConsumer, attrs...)
 }
 
@@ -40,7 +40,7 @@ func (tc *taskContext) spanAnswer(ev *protocol.Event) {
 		return
 	}
 	if ev.StopReason != "" {
-		tc.span.SetAttributes(telemetry.AttrStopReason.String(ev.StopReason))
+		tc.span.SetAttributes(tracing.AttrStopReason.String(ev.StopReason))
 	}
 	if ev.Type == protocol.EvFailed || ev.Type == protocol.EvTimedOut {
 		tc.span.SetStatus(codes.Error, string(ev.Type))
@@ -53,8 +53,8 @@ func (tc *taskContext) endSpan(how string, u protocol.Usage) {
 	if tc.span == nil {
 		return
 	}
-	tc.span.SetAttributes(telemetry.AttrAnswer.String(how))
-	tc.span.SetAttributes(telemetry.Usage(u.ModelCalls, u.ToolCalls, u.InputTokens, u.OutputTokens, u.CostUSD)...)
+	tc.span.SetAttributes(tracing.AttrAnswer.String(how))
+	tc.span.SetAttributes(tracing.Usage(u.ModelCalls, u.ToolCalls, u.InputTokens, u.OutputTokens, u.CostUSD)...)
 	tc.span.End()
 }
 

@@ -15,7 +15,7 @@ import (
 func TestProtocolVersions(t *testing.T) {
 	e := newEnv(t)
 	var ran atomic.Int32
-	e.start(Config{}, map[string]Handler{"h": func(tc TaskContext) error {
+	e.start(Options{}, map[string]Handler{"h": func(tc TaskContext) error {
 		ran.Add(1)
 		return tc.Complete("ok")
 	}})

@@ -17,10 +17,9 @@ import (
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
-	"github.com/reins-run/reins/session"
 )
 
-// Defaults of Config.
+// Defaults of Options.
 const (
 	// DefaultAckWait is short so that the iteration of a worker that died runs again within
 	// seconds, well within a step's timeout; a running handler renews it every AckWait/3.
@@ -42,15 +41,8 @@ const (
 	retryConsume = time.Second
 )
 
-// Config configures a Worker.
-type Config struct {
-	// NATS is the server Connect connects to, and how it authenticates: what a worker program
-	// gives.
-	NATS NATS
-	// Conn is the connection to serve on, which New leaves open: a dialed client's
-	// (client.Client.Conn), or [conn.Dial]'s. A worker program may leave it nil and call
-	// Connect, which opens one from NATS.
-	Conn *conn.Conn
+// Options configure a Worker; the zero value serves with the defaults.
+type Options struct {
 	// Logger receives the worker's log; nil discards it.
 	Logger *slog.Logger
 	// AckWait is the AckWait of the handlers' consumers; 0 means DefaultAckWait. A crashed
@@ -94,7 +86,6 @@ type Worker struct {
 	goroutines  *goroutines // where the handlers run (set by Run)
 	workflows   *workflows
 	effects     *Effects
-	sessions    *session.Store
 	metrics     Metrics
 
 	mu         sync.Mutex
@@ -117,86 +108,37 @@ type Worker struct {
 	reloads counter
 }
 
-// NATS names the NATS server of a reins deployment, as a worker program reaches it: an external
-// server or cluster, or the embedded server of `reins serve` at its listen address.
-type NATS struct {
-	// URL is the server, or several of a cluster, comma-separated (nats://host:4222).
-	URL string
-	// Token is the worker principal's token (an embedded server always requires one).
-	Token string
-	// CredsFile (JWT and seed) or NKeyFile (a seed) authenticate to an external server instead.
-	CredsFile, NKeyFile string
-	// TLSCert and TLSKey are a client certificate and its key (both or neither); TLSCA is a
-	// file of CA certificates the server's certificate must chain to.
-	TLSCert, TLSKey, TLSCA string
-	// Name is the connection's name as the server shows it; "" means "reins-worker".
-	Name string
-	// Namespace is the deployment's namespace (natsbox.NewNames): the worker takes the tasks
-	// of the engines in the same namespace only. "" is the default namespace.
-	Namespace string
-	// JSDomain or JSAPIPrefix (exclusive) says where the server's JetStream is: in another
-	// JetStream domain (a leaf node reaching its hub's), or another account's API imported
-	// under a prefix (natsbox.Options).
-	JSDomain, JSAPIPrefix string
-}
-
-// Connect connects to the server cfg.NATS names and returns a Worker on that connection, which
-// the worker closes once Run returns. Register handlers with Handle, then call Run. A worker
-// program built on it links no NATS server.
-func Connect(ctx context.Context, cfg Config) (*Worker, error) {
-	n := cfg.NATS
+// New returns a Worker that serves on c, the connection to the deployment's NATS server as the
+// worker principal: [conn.Dial]'s, or a dialed client's (client.Client.Conn). The worker
+// takes the tasks of the engines in c's namespace. It leaves c open: the caller closes it once
+// Run has returned. Register handlers with Handle, then call Run. A worker program built on
+// it links no NATS server.
+func New(c *conn.Conn, opts Options) (*Worker, error) {
 	switch {
-	case cfg.Conn != nil:
-		return nil, errors.New("worker: Connect opens its own connection: give Config.Conn to New instead")
-	case n.URL == "":
-		return nil, errors.New("worker: Config.NATS.URL is empty: name the NATS server to connect to")
+	case c == nil:
+		return nil, errors.New("worker: the connection is nil: give New a dialed one (conn.Dial, client.Dial)")
+	case opts.AckWait < 0:
+		return nil, fmt.Errorf("worker: Options.AckWait is %s: want 0 (meaning %s) or more", opts.AckWait, DefaultAckWait)
+	case opts.Concurrency < 0:
+		return nil, fmt.Errorf("worker: Options.Concurrency is %d: want 0 (meaning %d) or more", opts.Concurrency, DefaultConcurrency)
+	case opts.EffectTimeout < 0:
+		return nil, fmt.Errorf("worker: Options.EffectTimeout is %s: want 0 (meaning %s) or more", opts.EffectTimeout, DefaultEffectTimeout)
 	}
-	if n.Name == "" {
-		n.Name = "reins-worker"
-	}
-	c, err := conn.Dial(ctx, n.URL, conn.WithOptions(conn.Options{Token: n.Token, CredsFile: n.CredsFile, NKeyFile: n.NKeyFile,
-		TLSCert: n.TLSCert, TLSKey: n.TLSKey, TLSCA: n.TLSCA, Name: n.Name, Namespace: n.Namespace,
-		JSDomain: n.JSDomain, JSAPIPrefix: n.JSAPIPrefix, Logger: cfg.Logger}))
-	if err != nil {
-		return nil, fmt.Errorf("worker: %w", err)
-	}
-	cfg.Conn = c
-	w, err := New(cfg)
-	if err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	w.OnStop(func() { _ = c.Close() })
-	return w, nil
-}
-
-// New returns a Worker on cfg.Conn, a connection the caller keeps (Connect opens one). Register
-// handlers with Handle, then call Run.
-func New(cfg Config) (*Worker, error) {
-	switch {
-	case cfg.Conn == nil:
-		return nil, errors.New("worker: Config.Conn is nil: give a dialed connection (client.Dial, conn.Dial), or call Connect, which opens one")
-	case cfg.AckWait < 0:
-		return nil, fmt.Errorf("worker: Config.AckWait is %s: want 0 (meaning %s) or more", cfg.AckWait, DefaultAckWait)
-	case cfg.Concurrency < 0:
-		return nil, fmt.Errorf("worker: Config.Concurrency is %d: want 0 (meaning %d) or more", cfg.Concurrency, DefaultConcurrency)
-	case cfg.EffectTimeout < 0:
-		return nil, fmt.Errorf("worker: Config.EffectTimeout is %s: want 0 (meaning %s) or more", cfg.EffectTimeout, DefaultEffectTimeout)
-	}
+	box := (*natsbox.Box)(c)
 	w := &Worker{
-		box:         (*natsbox.Box)(cfg.Conn),
-		names:       (*natsbox.Box)(cfg.Conn).Names(),
-		js:          (*natsbox.Box)(cfg.Conn).JetStream(),
-		log:         cfg.Logger,
-		now:         cfg.Now,
-		ackWait:     orDefault(cfg.AckWait, DefaultAckWait),
-		concurrency: orDefault(cfg.Concurrency, DefaultConcurrency),
+		box:         box,
+		names:       box.Names(),
+		js:          box.JetStream(),
+		log:         opts.Logger,
+		now:         opts.Now,
+		ackWait:     orDefault(opts.AckWait, DefaultAckWait),
+		concurrency: orDefault(opts.Concurrency, DefaultConcurrency),
 		handlers:    map[string]Handler{},
 		ready:       make(chan struct{}),
 		runs:        newRunTable(maxEndedRuns),
 		answered:    newAnsweredSet(maxEndedRuns),
 		cache:       newCkCache(maxCacheEntries, maxCacheBytes),
-		metrics:     orNoMetrics(cfg.Metrics),
+		metrics:     orNoMetrics(opts.Metrics),
 	}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
@@ -205,8 +147,7 @@ func New(cfg Config) (*Worker, error) {
 		w.now = time.Now
 	}
 	w.workflows = &workflows{js: w.js, name: w.names.WorkflowsBucket()}
-	w.effects = newEffects(w.js, w.names, w.ackWait, orDefault(cfg.EffectTimeout, DefaultEffectTimeout), w.metrics)
-	w.sessions = session.New((*conn.Conn)(w.box))
+	w.effects = newEffects(w.js, w.names, w.ackWait, orDefault(opts.EffectTimeout, DefaultEffectTimeout), w.metrics)
 	return w, nil
 }
 
@@ -288,7 +229,7 @@ var errStopped = fmt.Errorf("the worker is stopping: %w", context.Canceled)
 // Run ensures the layout, creates or updates the durable consumer of every handler, listens for
 // the ends of runs and serves tasks until ctx is done; then it cancels the running handlers,
 // hands their tasks back to JetStream, waits for the side effects whose calls still run (each
-// at most until its timeout, Config.EffectTimeout) and returns nil. It returns an error if it cannot
+// at most until its timeout, Options.EffectTimeout) and returns nil. It returns an error if it cannot
 // start, and may be called once.
 func (w *Worker) Run(ctx context.Context) error {
 	handlers, err := w.start()

@@ -27,7 +27,7 @@ func newWorkerCmd() *cobra.Command {
 server that runs on --data. --handlers chooses which of the built-in handlers to serve
 (reins-llm for llm steps, reins-agent for agent steps; default both). Handlers of task and
 agent_loop steps are Go functions: programs serve them with package worker
-(worker.New(...).Handle(name, fn)), against the same server.
+(worker.New(conn, options), then Handle(name, fn)), against the same server.
 
 Several workers may serve the same handlers: each task goes to one of them, and a task whose
 worker dies is redelivered to another after --ack-wait.

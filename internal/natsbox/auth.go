@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/reins-run/reins/internal/natsbox/serverspec"
+	"github.com/reins-run/reins/internal/wirespec"
 )
 
 // Roles the embedded server knows: the five of docs/reference/server.md, and RoleEngine, the
@@ -43,15 +44,15 @@ func (id Identity) Has(role string) bool { return slices.Contains(id.Roles, role
 type Authenticator func(token string) (id Identity, ok bool)
 
 // EngineName is the principal name of a Box's own connections to its embedded server.
-const EngineName = "reins-engine"
+const EngineName = wirespec.EngineName
 
 // The subjects a principal's decisions travel on: EventSubject(run) + ".submit.NAME" for what
 // a submitter may do (start, cancel), + ".human.NAME" for what an approver may do (decide,
 // resume, signal, cancel). The server's permissions let a principal publish only on its own
 // name, so the engine reads who acted from the subject, never from the message.
 const (
-	SubmitKind = "submit"
-	HumanKind  = "human"
+	SubmitKind = wirespec.SubmitKind
+	HumanKind  = wirespec.HumanKind
 )
 
 // PrincipalSubject returns the subject on which principal publishes an event of kind

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/reins-run/reins/internal/wirespec"
 )
 
 // The permission lists of docs/deploy.md and docs/security.md are generated from this package's
@@ -176,7 +178,7 @@ func (n Names) EventPrefixLen() int { return len(n.subject) + len(eventPrefix) +
 // EngineKind is the kind of the engine's own subject of a run (EngineSubject): the events only
 // the engine makes about runs travel on it, and the server lets no principal publish on it but
 // the engine's identity and admins (Permissions grants it to no other role).
-const EngineKind = "engine"
+const EngineKind = wirespec.EngineKind
 
 // EngineSubject returns the subject on which the engine publishes the events only it makes
 // about run runID (the start of a sub-run or of a trigger's run, child_finished, the cancel of

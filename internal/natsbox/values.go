@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/internal/wirespec"
 )
 
 // ValuesBucket is the object store of values too large to travel inline (wire.Values): object
@@ -20,8 +22,8 @@ const ValuesBucket = "reins_values"
 // ErrValueChanged when the object is larger than asked or its chunks do not match its digest.
 // Other errors of GetValue are the server's or the connection's: worth trying again.
 var (
-	ErrNoValue      = errors.New("no such value")
-	ErrValueChanged = errors.New("the stored value is not the one asked for")
+	ErrNoValue      = wirespec.ErrNoValue
+	ErrValueChanged = wirespec.ErrValueChanged
 )
 
 // ObjectValues keeps values in ValuesBucket (it implements wire.ValueStore).

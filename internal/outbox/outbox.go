@@ -1,6 +1,6 @@
 // Package outbox builds the messages a decision of the engine sends (tasks, events, the starts
 // of sub-runs) and publishes them, each event on the subject of its maker
-// (wire.SenderSubject: the engine's own subject of the run for what only the engine makes): the engine's shell (package runner) sends what engine.Decide
+// (Subject: the engine's own subject of the run for what only the engine makes): the engine's shell (package runner) sends what engine.Decide
 // commands through it, and the client (package client) sends a forked run's tasks through it,
 // so that both send the same subjects, bodies and message ids. A task or a start that cannot
 // be sent becomes the failure event that answers it, never a lost message.
@@ -48,7 +48,7 @@ type Outbox struct {
 // be sent is answered by a permanent failure instead, on the run's own subject. The error is
 // that of the values' store, worth trying again.
 func (o *Outbox) TaskMsg(ctx context.Context, t *protocol.Task, at time.Time) (*nats.Msg, error) {
-	subj, err := wire.TaskSubject(o.Names, t)
+	subj, err := o.Names.TaskSubject(t.Handler)
 	if err != nil {
 		return o.undeliverable(t, at, fmt.Sprintf("the task for step %s cannot be sent: %v", wire.TaskKey(t), err)), nil
 	}
@@ -268,6 +268,17 @@ func Own(ctx context.Context, js jetstream.JetStream, n natsbox.Names, m *nats.M
 // again, unlike the others.
 var ErrStore = errors.New("the values' store failed")
 
+// Subject is the subject the maker of ev publishes it on in namespace n: a worker's answer
+// (wire.IsAnswer) on the run's subject, anything else on the engine's (the engine's and an
+// admin's connections may publish there). A person's events go on the person's own subject
+// instead (natsbox.Names.PrincipalSubject), which the client chooses.
+func Subject(n natsbox.Names, ev *protocol.Event) (string, error) {
+	if wire.IsAnswer(ev.Type) {
+		return n.EventSubject(ev.RunID)
+	}
+	return n.EngineSubject(ev.RunID)
+}
+
 // ValuesEventMsg is EventMsg for an event that may carry large values (an input, an output):
 // they are stored by reference.
 func ValuesEventMsg(ctx context.Context, n natsbox.Names, values *wire.Values, ev *protocol.Event, child string) (*nats.Msg, error) {
@@ -279,10 +290,10 @@ func ValuesEventMsg(ctx context.Context, n natsbox.Names, values *wire.Values, e
 }
 
 // EventMsg is the message of ev in namespace n (child: the sub-run a child_finished event is
-// about), on the subject of its maker (wire.SenderSubject): a task's answer on the run's, any
-// other event on the engine's.
+// about), on the subject of its maker (Subject): a task's answer on the run's, any other event
+// on the engine's.
 func EventMsg(n natsbox.Names, ev *protocol.Event, child string) (*nats.Msg, error) {
-	subj, err := wire.SenderSubject(n, ev)
+	subj, err := Subject(n, ev)
 	if err != nil {
 		return nil, err
 	}

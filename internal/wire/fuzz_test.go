@@ -44,7 +44,7 @@ func FuzzDecodeTask(f *testing.F) {
 		if t1.RunID == "" || t1.Step == "" || t1.MsgID == "" || t1.Activation < 1 || t1.Iteration < 1 || t1.Attempt < 1 {
 			t.Fatalf("DecodeTask accepted an invalid task %+v", t1)
 		}
-		_, _ = wire.TaskSubject(natsbox.Names{}, t1)
+		_, _ = natsbox.Names{}.TaskSubject(t1.Handler)
 		b1, err := wire.EncodeTask(t1)
 		if err != nil {
 			t.Fatalf("EncodeTask of a decoded task %+v: %v", t1, err)
@@ -105,7 +105,7 @@ func FuzzDecodeEvent(f *testing.F) {
 			t.Fatalf("DecodeEvent accepted an invalid event %+v", e1)
 		}
 		_ = wire.EventMsgID(e1, "child")
-		_, _ = wire.EventSubject(natsbox.Names{}, e1)
+		_, _ = natsbox.Names{}.EventSubject(e1.RunID)
 		b1, err := wire.EncodeEvent(e1)
 		if err != nil {
 			t.Fatalf("EncodeEvent of a decoded event %+v: %v", e1, err)

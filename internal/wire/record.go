@@ -4,7 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 
-	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/wirespec"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -19,40 +19,39 @@ func Nonce() string {
 	return hex.EncodeToString(b)
 }
 
-// Sender sets what the subject of ev's message (in namespace n) says of its sender, as the
-// engine reads it, and returns the subject's kind and principal; ok false for a subject no
-// event of the run can come on.
+// Sender sets what the subject of ev's message says of its sender, as the engine reads it: the
+// run id, kind and principal natsbox.Names.ParseEventSubject read from it. ok is false for a
+// subject of another run.
 //
 //   - The run's own subject (kind ""): a worker's; By and OnBehalfOf are cleared.
-//   - A person's subject (natsbox.SubmitKind, natsbox.HumanKind): By is the principal whose
+//   - A person's subject (wirespec.SubmitKind, wirespec.HumanKind): By is the principal whose
 //     subject it is; OnBehalfOf is as the message says (the engine lets only an admin set it).
-//   - The engine's subject (natsbox.EngineKind, principal natsbox.EngineName): a start is by
+//   - The engine's subject (wirespec.EngineKind, principal wirespec.EngineName): a start is by
 //     the principal the engine starts it as, its OnBehalfOf (a trigger's run: the principal
 //     that registered it; a sub-run: its parent's submitter), or by nobody; any other event is
-//     by natsbox.EngineName.
-func Sender(n natsbox.Names, subject string, ev *protocol.Event) (kind, principal string, ok bool) {
-	runID, kind, principal, ok := n.ParseEventSubject(subject)
-	if !ok || runID != ev.RunID {
-		return "", "", false
+//     by wirespec.EngineName.
+func Sender(runID, kind, principal string, ev *protocol.Event) (ok bool) {
+	if runID != ev.RunID {
+		return false
 	}
 	switch kind {
 	case "":
 		ev.By, ev.OnBehalfOf = "", ""
-		return "", "", true
-	case natsbox.EngineKind:
+		return true
+	case wirespec.EngineKind:
 		if ev.Type == protocol.EvStart {
 			ev.By = ev.OnBehalfOf
 		} else {
-			ev.By = natsbox.EngineName
+			ev.By = wirespec.EngineName
 		}
 		ev.OnBehalfOf = ""
-		return kind, principal, true
+		return true
 	}
 	ev.By = principal
 	if ev.ID == "" {
 		ev.ID = ev.Nonce
 	}
-	return kind, principal, true
+	return true
 }
 
 // PersonKind is the kind of principal subject an event a person sends travels on ("" for
@@ -60,9 +59,9 @@ func Sender(n natsbox.Names, subject string, ev *protocol.Event) (kind, principa
 func PersonKind(t protocol.EventType) string {
 	switch t {
 	case protocol.EvStart, protocol.EvCancel:
-		return natsbox.SubmitKind
+		return wirespec.SubmitKind
 	case protocol.EvDecision, protocol.EvResume, protocol.EvSignal:
-		return natsbox.HumanKind
+		return wirespec.HumanKind
 	}
 	return ""
 }

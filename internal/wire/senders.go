@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/wirespec"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -19,7 +19,9 @@ import (
 //     of sub-runs, ticks, granted, and the failure that answers a task it could not send.
 //
 // The engine reads who sent an event from the subject it came on (Sender), never from the
-// message, and refuses an event on a subject its sender may not send it on.
+// message, and refuses an event on a subject its sender may not send it on. The maker of an
+// event that is not a person's publishes an answer on the run's subject and anything else on
+// the engine's (outbox.Subject).
 
 // IsAnswer reports whether events of type t answer a task: the events workers send.
 func IsAnswer(t protocol.EventType) bool {
@@ -42,17 +44,6 @@ func EngineMade(t protocol.EventType) bool {
 	return false
 }
 
-// SenderSubject is the subject the maker of ev publishes it on in namespace n: a worker's
-// answer on the run's subject, anything else on the engine's (the engine's and an admin's
-// connections may publish there). A person's events go on the person's own subject instead
-// (natsbox.Names.PrincipalSubject), which the client chooses.
-func SenderSubject(n natsbox.Names, ev *protocol.Event) (string, error) {
-	if IsAnswer(ev.Type) {
-		return n.EventSubject(ev.RunID)
-	}
-	return n.EngineSubject(ev.RunID)
-}
-
 // CheckSender reports whether the sender of ev, as Sender read it from the subject (kind and
 // principal), may send it there; the error is one sentence naming the sender ("a worker", the
 // principal, the engine's subject) and what it may not do. The rules:
@@ -69,8 +60,8 @@ func CheckSender(kind, principal string, ev *protocol.Event) error {
 	switch kind {
 	case "":
 		return workerMay(ev)
-	case natsbox.EngineKind:
-		if PersonKind(ev.Type) == natsbox.HumanKind {
+	case wirespec.EngineKind:
+		if PersonKind(ev.Type) == wirespec.HumanKind {
 			return fmt.Errorf("the engine's subject of run %s carries no %s event: a person's decisions come on the subject of its principal", ev.RunID, ev.Type)
 		}
 		return nil
@@ -86,7 +77,7 @@ func workerMay(ev *protocol.Event) error {
 		return nil
 	case ev.Type == protocol.EvCancel:
 		return fmt.Errorf("a worker may not cancel run %s: workers answer tasks, and only a person on its own subject or the engine cancels a run", ev.RunID)
-	case PersonKind(ev.Type) == natsbox.HumanKind:
+	case PersonKind(ev.Type) == wirespec.HumanKind:
 		return fmt.Errorf("a worker may not send a %s event for run %s: a person's decisions come on the subject of its principal", ev.Type, ev.RunID)
 	}
 	return fmt.Errorf("a worker may not send a %s event for run %s: on the run's subject workers only answer tasks, and only the engine makes %s events, on its own subject", ev.Type, ev.RunID, ev.Type)
@@ -103,7 +94,7 @@ func personMay(kind, principal string, ev *protocol.Event) error {
 	case ev.Type == protocol.EvStart && ServerRunID(ev.RunID) != "":
 		return fmt.Errorf("principal %s may not start run %s: %s", principal, ev.RunID, ServerRunID(ev.RunID))
 	}
-	if want := PersonKind(ev.Type); want != kind && !(ev.Type == protocol.EvCancel && kind == natsbox.HumanKind) {
+	if want := PersonKind(ev.Type); want != kind && !(ev.Type == protocol.EvCancel && kind == wirespec.HumanKind) {
 		if want == "" {
 			return errors.New("principal " + principal + " may not send a " + string(ev.Type) + " event for run " + ev.RunID + ": reins knows no such event of a person")
 		}

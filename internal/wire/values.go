@@ -12,7 +12,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/reins-run/reins/internal/natsbox"
+	"github.com/reins-run/reins/internal/wirespec"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -61,8 +61,8 @@ type ValueStore interface {
 	// PutValue stores data under name; storing a name that exists does nothing (names are
 	// digests of their data).
 	PutValue(ctx context.Context, name string, data []byte) error
-	// GetValue returns the data stored under name. Its error wraps natsbox.ErrNoValue when
-	// there is none, natsbox.ErrValueChanged when it is larger than max bytes (not read) or not
+	// GetValue returns the data stored under name. Its error wraps wirespec.ErrNoValue when
+	// there is none, wirespec.ErrValueChanged when it is larger than max bytes (not read) or not
 	// what was stored; any other error is taken to be worth trying again.
 	GetValue(ctx context.Context, name string, max int64) ([]byte, error)
 }
@@ -189,9 +189,9 @@ func (v *Values) In(ctx context.Context, runID string, raw json.RawMessage) (jso
 	}
 	data, err := v.store.GetValue(ctx, name, size)
 	switch {
-	case errors.Is(err, natsbox.ErrNoValue):
+	case errors.Is(err, wirespec.ErrNoValue):
 		return nil, fmt.Errorf("%w: %w: %w", ErrValue, ErrValueMissing, err)
-	case errors.Is(err, natsbox.ErrValueChanged):
+	case errors.Is(err, wirespec.ErrValueChanged):
 		return nil, fmt.Errorf("%w: the object %s is not the value its reference names: %w", ErrValue, name, err)
 	case err != nil:
 		return nil, fmt.Errorf("read the value %s: %w", name, err) // the store's: worth trying again

@@ -32,7 +32,6 @@ import (
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
-	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -113,9 +112,6 @@ func CheckClientRunID(id string) error {
 	return CheckRunID(id)
 }
 
-// TaskSubject is the subject of a task in namespace n: n.TaskSubject(t.Handler).
-func TaskSubject(n natsbox.Names, t *protocol.Task) (string, error) { return n.TaskSubject(t.Handler) }
-
 // Tasks and events are decoded by decodeTaskFast and decodeEventFast (fast.go), and what they do
 // not take by go-json-experiment's v1 package: encoding/json's semantics (what the engine and
 // workers encode with) on the v2 decoder, which allocates 2 times where encoding/json allocates
@@ -165,11 +161,6 @@ func DecodeEvent(data []byte) (*protocol.Event, error) {
 		return nil, fmt.Errorf("event for run %s: %w: no type", ev.RunID, ErrMalformed)
 	}
 	return &ev, nil
-}
-
-// EventSubject is the subject of an event in namespace n: n.EventSubject(ev.RunID).
-func EventSubject(n natsbox.Names, ev *protocol.Event) (string, error) {
-	return n.EventSubject(ev.RunID)
 }
 
 // Answer returns the event a worker publishes to answer task t: typ completed, continued,

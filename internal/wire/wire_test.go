@@ -43,15 +43,15 @@ func TestTaskRoundTrip(t *testing.T) {
 		}
 	}
 	want := sampleTask()
-	subj, err := wire.TaskSubject(natsbox.Names{}, want)
+	subj, err := natsbox.Names{}.TaskSubject(want.Handler)
 	if err != nil || subj != "reins.task."+protocol.HandlerAgent {
 		t.Errorf("TaskSubject = %q, %v", subj, err)
 	}
-	if subj, err := wire.TaskSubject(natsbox.Names{}, &protocol.Task{Handler: "payments.charge"}); err != nil || subj != "reins.task.payments.charge" {
+	if subj, err := (natsbox.Names{}).TaskSubject("payments.charge"); err != nil || subj != "reins.task.payments.charge" {
 		t.Errorf("TaskSubject(payments.charge) = %q, %v: a dotted handler names a subject of several tokens", subj, err)
 	}
 	for _, h := range []string{"a..b", "a.", "a b", "a*"} {
-		if _, err := wire.TaskSubject(natsbox.Names{}, &protocol.Task{Handler: h}); err == nil {
+		if _, err := (natsbox.Names{}).TaskSubject(h); err == nil {
 			t.Errorf("TaskSubject accepted handler %q, which cannot name a subject", h)
 		}
 	}
@@ -127,13 +127,13 @@ func TestEventRoundTrip(t *testing.T) {
 			if !eventEqual(got, want) {
 				t.Errorf("decoded %+v\nwant %+v", got, want)
 			}
-			subj, err := wire.EventSubject(natsbox.Names{}, want)
+			subj, err := natsbox.Names{}.EventSubject(want.RunID)
 			if err != nil || subj != "reins.event.11.r-1" {
 				t.Errorf("EventSubject = %q, %v", subj, err)
 			}
 		})
 	}
-	if _, err := wire.EventSubject(natsbox.Names{}, &protocol.Event{RunID: "a b"}); err == nil {
+	if _, err := (natsbox.Names{}).EventSubject("a b"); err == nil {
 		t.Error("EventSubject accepted run id \"a b\"")
 	}
 }
@@ -632,13 +632,16 @@ func TestSender(t *testing.T) {
 	} {
 		ev := tc.ev
 		ev.RunID = "r-1"
-		kind, _, ok := wire.Sender(n, tc.subject, &ev)
+		runID, kind, principal, ok := n.ParseEventSubject(tc.subject)
+		if ok {
+			ok = wire.Sender(runID, kind, principal, &ev)
+		}
 		if !ok || kind != tc.kind || ev.By != tc.by || ev.OnBehalfOf != tc.obo {
 			t.Errorf("%s: kind %q by %q on behalf of %q (%t); want %q %q %q", tc.name, kind, ev.By, ev.OnBehalfOf, ok, tc.kind, tc.by, tc.obo)
 		}
 	}
 	other := protocol.Event{RunID: "r-2", Type: protocol.EvCancel}
-	if _, _, ok := wire.Sender(n, eng, &other); ok {
+	if runID, kind, principal, _ := n.ParseEventSubject(eng); wire.Sender(runID, kind, principal, &other) {
 		t.Error("the engine's subject of run r-1 carries an event of run r-2")
 	}
 }

@@ -1,6 +1,6 @@
 // Package workermetrics reports what a worker hears ([worker.Metrics]) to a process's
 // Prometheus instruments ([metrics.Metrics]): what package host gives the workers it starts,
-// and what a worker program that serves its own /metrics gives [worker.Config]. It decides
+// and what a worker program that serves its own /metrics gives [worker.Options]. It decides
 // nothing, and is the one package that knows both: the worker links no Prometheus without it.
 package workermetrics
 

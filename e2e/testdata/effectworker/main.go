@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/reins-run/reins/builtin"
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/operator"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/tool"
@@ -82,7 +83,12 @@ func run(ctx context.Context, url string, ackWait, slow time.Duration, config st
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	w, err := worker.Connect(ctx, worker.Config{NATS: worker.NATS{URL: url, Name: "effectworker"}, AckWait: ackWait, Logger: log})
+	c, err := conn.Dial(ctx, url, conn.Name("effectworker"), conn.Logger(log))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	w, err := worker.New(c, worker.Options{AckWait: ackWait, Logger: log})
 	if err != nil {
 		return err
 	}

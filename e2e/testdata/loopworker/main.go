@@ -31,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/telemetry"
 	"github.com/reins-run/reins/worker"
 )
@@ -138,7 +139,12 @@ func run(ctx context.Context, url string, ackWait time.Duration, hang int, state
 		return err
 	}
 	defer func() { _ = tp.Shutdown(context.WithoutCancel(ctx)) }()
-	w, err := worker.Connect(ctx, worker.Config{NATS: worker.NATS{URL: url, Name: "loopworker"}, AckWait: ackWait, Logger: log})
+	c, err := conn.Dial(ctx, url, conn.Name("loopworker"), conn.Logger(log))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	w, err := worker.New(c, worker.Options{AckWait: ackWait, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
+	"github.com/reins-run/reins/internal/outbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 	"github.com/reins-run/reins/workflow"
@@ -171,9 +172,9 @@ func (v *Env) StreamMsgs(name string) uint64 {
 }
 
 // PublishEvent publishes ev on js with msgID ("" for its own id), as a worker or the engine
-// would: an answer on the run's subject, any other event on the engine's (wire.SenderSubject).
+// would: an answer on the run's subject, any other event on the engine's (outbox.Subject).
 func PublishEvent(ctx context.Context, t testing.TB, js jetstream.JetStream, ev *protocol.Event, msgID string) {
-	subj, err := wire.SenderSubject(natsbox.Names{}, ev)
+	subj, err := outbox.Subject(natsbox.Names{}, ev)
 	if err != nil {
 		t.Error(err)
 		return

@@ -1,4 +1,4 @@
-package wire_test
+package natsbox
 
 import (
 	"context"
@@ -8,10 +8,6 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/reins-run/reins/internal/natsbox"
-	_ "github.com/reins-run/reins/internal/natsbox/embed" // natsbox.Open starts embedded servers
-	"github.com/reins-run/reins/internal/wire"
 )
 
 // workflowsBucket starts an embedded NATS server with the reins layout and returns its
@@ -19,15 +15,15 @@ import (
 func workflowsBucket(t *testing.T) (jetstream.JetStream, jetstream.KeyValue) {
 	t.Helper()
 	ctx := t.Context()
-	box, err := natsbox.Open(ctx, natsbox.Options{DataDir: t.TempDir()})
+	box, err := Open(ctx, Options{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { box.Close() })
-	if err := natsbox.EnsureLayout(ctx, box.JetStream(), natsbox.Layout{}); err != nil {
+	if err := EnsureLayout(ctx, box.JetStream(), Layout{}); err != nil {
 		t.Fatal(err)
 	}
-	kv, err := box.JetStream().KeyValue(ctx, natsbox.WorkflowsBucket)
+	kv, err := box.JetStream().KeyValue(ctx, WorkflowsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +52,7 @@ func TestEntries(t *testing.T) {
 		{"c.>", nil},
 	} {
 		got := map[string]string{}
-		for e, err := range wire.Entries(ctx, kv, tc.filter) {
+		for e, err := range Entries(ctx, kv, tc.filter) {
 			if err != nil {
 				t.Fatalf("%s: %v", tc.filter, err)
 			}
@@ -74,7 +70,7 @@ func TestEntries(t *testing.T) {
 	done, cancel := context.WithCancel(ctx)
 	cancel()
 	n := 0
-	for _, err := range wire.Entries(done, kv, ">") {
+	for _, err := range Entries(done, kv, ">") {
 		n++
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("with a done context: %v, want context.Canceled", err)

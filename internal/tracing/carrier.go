@@ -1,4 +1,4 @@
-package telemetry
+package tracing
 
 import (
 	"context"
@@ -8,22 +8,22 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Header carries W3C trace context (traceparent, tracestate) in the headers of a NATS
+// header carries W3C trace context (traceparent, tracestate) in the headers of a NATS
 // message. Its keys are used as written, as nats.Header's own methods do.
-type Header nats.Header
+type header nats.Header
 
-var _ propagation.TextMapCarrier = Header(nil)
+var _ propagation.TextMapCarrier = header(nil)
 
-func (h Header) Get(key string) string {
+func (h header) Get(key string) string {
 	if vs := h[key]; len(vs) > 0 {
 		return vs[0]
 	}
 	return ""
 }
 
-func (h Header) Set(key, value string) { h[key] = []string{value} }
+func (h header) Set(key, value string) { h[key] = []string{value} }
 
-func (h Header) Keys() []string {
+func (h header) Keys() []string {
 	keys := make([]string, 0, len(h))
 	for k := range h {
 		keys = append(keys, k)
@@ -38,7 +38,7 @@ func Inject(h nats.Header, sc trace.SpanContext) {
 	if !sc.IsValid() || h == nil {
 		return
 	}
-	propagator.Inject(trace.ContextWithSpanContext(context.Background(), sc), Header(h))
+	propagator.Inject(trace.ContextWithSpanContext(context.Background(), sc), header(h))
 }
 
 // Extract reads the span context h carries; invalid when it carries none, or one that does
@@ -47,7 +47,7 @@ func Extract(h nats.Header) trace.SpanContext {
 	if h == nil {
 		return trace.SpanContext{}
 	}
-	return trace.SpanContextFromContext(propagator.Extract(context.Background(), Header(h)))
+	return trace.SpanContextFromContext(propagator.Extract(context.Background(), header(h)))
 }
 
 // traceparentSize is what Inject adds to a message's headers as the server counts them:

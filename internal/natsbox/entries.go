@@ -1,4 +1,4 @@
-package wire
+package natsbox
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/reins-run/reins/internal/natsbox"
 )
 
 // errWatchEnded is yielded when a watch stops before it delivered every current entry.
@@ -52,8 +50,8 @@ const (
 // adding them); it reports whether the watch stalled, having yielded what it yielded, rather
 // than ended (done, stopped by yield, or failed with its error yielded).
 func entriesOnce(ctx context.Context, kv jetstream.KeyValue, filter string, opts []jetstream.WatchOpt, seen map[string]bool, yield func(jetstream.KeyValueEntry, error) bool) (stalled bool) {
-	// Starting the watch is a request that can be lost too (natsbox.StartWatch).
-	w, stop, err := natsbox.StartWatch(ctx, func(ctx context.Context) (jetstream.KeyWatcher, error) {
+	// Starting the watch is a request that can be lost too (StartWatch).
+	w, stop, err := StartWatch(ctx, func(ctx context.Context) (jetstream.KeyWatcher, error) {
 		return kv.WatchFiltered(ctx, []string{filter}, append([]jetstream.WatchOpt{jetstream.IgnoreDeletes()}, opts...)...)
 	})
 	if err != nil {

@@ -87,7 +87,7 @@ func TestPrincipals(t *testing.T) {
 	if packers.Principal() != "packers" {
 		t.Errorf("the worker's principal: %q, want packers", packers.Principal())
 	}
-	w, err := worker.New(worker.Config{Conn: packers.Conn()})
+	w, err := worker.New(packers.Conn(), worker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,10 @@
 // Package telemetry owns reins's OpenTelemetry traces: the process's tracer provider, set up
 // from the standard OTEL_* environment variables with the OTLP/HTTP exporter and off unless an
 // endpoint is configured (Setup); the deterministic ids that let the processes of a durable run
-// add to one trace without holding a span open across them (TraceID, RunSpan, StepSpan); the
+// add to one trace without holding a span open across them ([TraceID], [RunSpan], [StepSpan]); the
 // W3C trace context carried in NATS message headers (Inject, Extract); the spans of
 // runs and steps emitted once they ended (Emit); and the GenAI spans of model and tool calls
-// (WrapModel, WrapTool), named as OpenTelemetry's semconv package names the GenAI semantic
+// ([WrapModel], [WrapTool]), named as OpenTelemetry's semconv package names the GenAI semantic
 // conventions, with token usage on the chat spans only (Usage gives the other spans their sums
 // under reins.* names), and prompts, completions and tool payloads recorded, in the
 // conventions' message format, only when OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true.

@@ -33,7 +33,7 @@
 // if the first answered. Only a copy of a task published again, not delivered again, that comes
 // once the first delivery's handler returned runs again here; a worker that did not answer
 // the task runs any copy. Every other task runs its handler in a goroutine of its own, at most
-// Options.Concurrency at once per handler, with a context that is cancelled when the task's
+// [Options.Concurrency] at once per handler, with a context that is cancelled when the task's
 // Timeout passes (counted from the handler's start), when its run ends, or when the worker
 // stops. While the handler has not
 // answered, the worker tells JetStream every AckWait/3 that the task is in progress.
@@ -46,7 +46,7 @@
 // acknowledgement, then acknowledges the task. Wait answers waiting: the iteration stopped on
 // tool calls that need a human decision, and the engine dispatches it again, as a resumed task
 // (Task.Resume > 0, with Task.Decisions), once every call is decided. Every answer carries its
-// task's Resume, and the answers of a resumed task have message ids of their own. Every later answer returns an error that wraps ErrAnswered and changes
+// task's Resume, and the answers of a resumed task have message ids of their own. Every later answer returns an error that wraps [ErrAnswered] and changes
 // nothing. A continued event carries a fresh nonce, so that a handler that runs an iteration
 // again (its worker crashed after continuing but before acknowledging the task) is not dropped
 // as a duplicate; the engine ignores the answer to an iteration it has left.
@@ -120,10 +120,10 @@
 // # Side effects
 //
 // Effects is the record of side effects (natsbox.EffectsBucket), by an id naming the call: a
-// claim while an attempt makes it, then its result. Effects.Once is the protocol (claim with a
+// claim while an attempt makes it, then its result. [Effects.Once] is the protocol (claim with a
 // lease, renewed while the call runs; wait for a live claim; take over one whose lease ran out;
 // record on the claim's revision, so that a holder that lost its claim cannot record), and
-// TaskContext.Effect the way for a handler; package builtin runs every side-effecting tool
+// [TaskContext.Effect] the way for a handler; package builtin runs every side-effecting tool
 // through it. docs/engine.md says what is exactly-once and what is at-least-once with a key.
 // A claim, a takeover or a renewal is asked again while the bucket has no leader (a NATS node
 // died), and one that then finds the key taken reads it back: the value it wrote, landed by a

@@ -35,8 +35,8 @@ var ErrNotRecorded = errors.New("the result of the side effect could not be reco
 // context: once a side effect happened, recording it matters even if the task is abandoned.
 const recordTimeout = 10 * time.Second
 
-// DefaultEffectTimeout bounds a side effect's call when nothing else does (Options.EffectTimeout,
-// Lease.Timeout): the call runs on after its attempt ends, for at most this long from its start.
+// DefaultEffectTimeout bounds a side effect's call when nothing else does ([Options.EffectTimeout],
+// [Lease.Timeout]): the call runs on after its attempt ends, for at most this long from its start.
 // It is the MCP reference client's request timeout: long enough for a remote system's honest
 // work, short enough that a worker shutting down waits for it.
 const DefaultEffectTimeout = time.Minute
@@ -77,7 +77,7 @@ type Effects struct {
 }
 
 // Effects returns the worker's record of side effects (package builtin records its tools'
-// results there; TaskContext.Effect is the way for a handler).
+// results there; [TaskContext.Effect] is the way for a handler).
 func (w *Worker) Effects() *Effects { return w.effects }
 
 // Conn returns the connection the worker serves on: package builtin opens the sessions of
@@ -140,7 +140,7 @@ type Lease struct {
 	// reference with the run's values (wire.Values), and goes when the run is pruned. The end of
 	// the run (a cancel) cancels its calls.
 	Run string
-	// Timeout bounds the call from its start (0: DefaultEffectTimeout). The call runs under a
+	// Timeout bounds the call from its start (0: [DefaultEffectTimeout]). The call runs under a
 	// context of its own, detached from the attempt's: an attempt that ends (its timeout, the
 	// worker stopping) does not end the call, whose result is recorded for the next attempt.
 	Timeout time.Duration
@@ -161,14 +161,14 @@ type effectRecord struct {
 // returned. Before do runs, the attempt claims id with lease; another attempt that finds a
 // live claim waits for its result (at most until ctx ends); a claim whose lease ran out is
 // taken over, and do runs again. A holder that lost its claim while do ran cannot record its
-// result (the record is written on the claim's revision): Once returns ErrLeaseLost. A result
-// that cannot be recorded returns ErrNotRecorded.
+// result (the record is written on the claim's revision): Once returns [ErrLeaseLost]. A result
+// that cannot be recorded returns [ErrNotRecorded].
 //
 // do runs under a context detached from ctx, bounded by lease.Timeout: when ctx ends while do
 // runs, Once returns ctx's cause at once, and do runs on, its claim renewed, until its result
 // is recorded for the attempt that comes next (which waits for it). Only the end of the run
 // (a cancel) cancels do's context. A worker that stops waits for the calls still running
-// (Worker.Run).
+// ([Worker.Run]).
 func (e *Effects) Once(ctx context.Context, id string, lease Lease, do func(context.Context) ([]byte, error)) ([]byte, error) {
 	if lease.For <= 0 || lease.Holder == "" || lease.Timeout < 0 {
 		return nil, fmt.Errorf("worker: side effect %s: lease %+v: want a holder, a duration over 0 and a timeout of 0 or more", wire.EffectKey(id), lease)
@@ -615,7 +615,7 @@ func decodeEffect(data []byte) (effectRecord, error) {
 // maps every such failure of Create and Update to ErrKeyExists).
 func isWrongRevision(err error) bool { return errors.Is(err, jetstream.ErrKeyExists) }
 
-// Effect implements TaskContext.Effect.
+// Effect implements [TaskContext.Effect].
 func (tc *taskContext) Effect(key string, fn func(ctx context.Context, idempotencyKey string) (any, error)) (json.RawMessage, error) {
 	t := tc.task
 	idem := fmt.Sprintf("%s/%s/%d/%d/%d/%s", t.RunID, t.Step, t.Item, t.Activation, t.Iteration, key)

@@ -7,11 +7,11 @@ import (
 
 // Metrics hears what a worker does, for the process's metrics: package host reports it to the
 // process's Prometheus instruments. The worker owns this interface, so that a worker program
-// links no metrics library; Options.Metrics nil hears nothing.
+// links no metrics library; [Options.Metrics] nil hears nothing.
 type Metrics interface {
 	// Handler returns what hears the tasks of the handler name: Run asks once for each.
 	Handler(name string) HandlerMetrics
-	// EffectClaim hears a claim of a side effect (Effects.Once) with its outcome: one of
+	// EffectClaim hears a claim of a side effect ([Effects.Once]) with its outcome: one of
 	// EffectOutcomes.
 	EffectClaim(outcome string)
 	// TaskQueues adds the handlers' task queues, for the metrics to read when they are read,
@@ -38,7 +38,7 @@ type TaskQueue struct {
 	Pending, Unacknowledged, Redelivered uint64
 }
 
-// The outcomes of a side effect's claim (Metrics.EffectClaim).
+// The outcomes of a side effect's claim ([Metrics.EffectClaim]).
 const (
 	EffectClaimed   = "claimed"    // the call ran here
 	EffectRecorded  = "recorded"   // a recorded result was reused

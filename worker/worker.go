@@ -45,19 +45,19 @@ const (
 type Options struct {
 	// Logger receives the worker's log; nil discards it.
 	Logger *slog.Logger
-	// AckWait is the AckWait of the handlers' consumers; 0 means DefaultAckWait. A crashed
+	// AckWait is the AckWait of the handlers' consumers; 0 means [DefaultAckWait]. A crashed
 	// worker's task is delivered again after it. While a handler runs, the worker tells
 	// JetStream every AckWait/3 that the task is in progress. Workers that share a handler
 	// should use the same AckWait (the consumer is shared and takes the last one).
 	AckWait time.Duration
-	// Concurrency is how many tasks of one handler run at once; 0 means DefaultConcurrency.
+	// Concurrency is how many tasks of one handler run at once; 0 means [DefaultConcurrency].
 	Concurrency int
 	// Now is the clock of the answers' times and of NotBefore; nil means time.Now. Timeouts
 	// and heartbeats run on the real clock.
 	Now func() time.Time
-	// EffectTimeout bounds a side effect's call (TaskContext.Effect, and the built-in agent's
+	// EffectTimeout bounds a side effect's call ([TaskContext.Effect], and the built-in agent's
 	// side-effecting tools that set no timeout of their own) from its start; 0 means
-	// DefaultEffectTimeout. The call runs on after its attempt ends (its timeout, the worker
+	// [DefaultEffectTimeout]. The call runs on after its attempt ends (its timeout, the worker
 	// stopping) until its result is recorded, at most this long: a worker that stops waits
 	// for it (docs/engine.md, "Side effects, once per call").
 	EffectTimeout time.Duration
@@ -229,7 +229,7 @@ var errStopped = fmt.Errorf("the worker is stopping: %w", context.Canceled)
 // Run ensures the layout, creates or updates the durable consumer of every handler, listens for
 // the ends of runs and serves tasks until ctx is done; then it cancels the running handlers,
 // hands their tasks back to JetStream, waits for the side effects whose calls still run (each
-// at most until its timeout, Options.EffectTimeout) and returns nil. It returns an error if it cannot
+// at most until its timeout, [Options.EffectTimeout]) and returns nil. It returns an error if it cannot
 // start, and may be called once.
 func (w *Worker) Run(ctx context.Context) error {
 	handlers, err := w.start()

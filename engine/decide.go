@@ -657,8 +657,9 @@ func (d *decider) task(key string, sr *StepRun, step *workflow.Step) *protocol.T
 // taskMsgID is RUN/KEY/ACTIVATION/ITERATION/ATTEMPT, built in one buffer (every iteration
 // dispatches a task: fmt.Sprintf boxed its numbers).
 func taskMsgID(run, key string, activation, iteration, attempt int) string {
-	id := make([]byte, 0, len(run)+len(key)+32)
-	id = append(append(append(id, run...), '/'), key...)
+	var buf [96]byte // on the stack: only the string is allocated
+	id := append(buf[:0], run...)
+	id = append(append(id, '/'), key...)
 	for _, n := range [...]int{activation, iteration, attempt} {
 		id = strconv.AppendInt(append(id, '/'), int64(n), 10)
 	}

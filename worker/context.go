@@ -147,6 +147,8 @@ type taskContext struct {
 	span    oteltrace.Span // the iteration's span, nil when tracing is off
 	// redelivered: the task was delivered before (its message's metadata says).
 	redelivered bool
+	// slot is the handler's semaphore, one token of which the task holds while it runs.
+	slot chan struct{}
 
 	ck checkpoints
 }
@@ -294,13 +296,21 @@ func (tc *taskContext) answer(typ protocol.EventType, output any, o Outcome) err
 	}
 	ev.Output = raw
 	if typ == protocol.EvContinued {
-		ev.Nonce = strconv.FormatInt(ev.At.UnixNano(), 36) + "-" + strconv.FormatUint(uint64(rand.Uint32()), 36)
+		ev.Nonce = nonce(ev.At, rand.Uint32())
 	}
 	data, err := tc.fits(ev)
 	if err != nil {
 		return tc.deliverProblem(err)
 	}
 	return tc.deliverData(ev, data)
+}
+
+// nonce tells apart the continued answers of one attempt: the time of the answer and r, both
+// in base 36, as NANOS-R; built in one buffer, every iteration of a loop has one.
+func nonce(at time.Time, r uint32) string {
+	var buf [32]byte
+	b := strconv.AppendInt(buf[:0], at.UnixNano(), 36)
+	return string(strconv.AppendUint(append(b, '-'), uint64(r), 36))
 }
 
 // storeError is a problem of an answer that the values' store caused: worth trying again.
@@ -343,7 +353,8 @@ func (tc *taskContext) fits(ev *protocol.Event) ([]byte, error) {
 		return nil, fmt.Errorf("the answer to step %s cannot be encoded: %w", tc.stepName(), err)
 	}
 	limit := tc.w.box.MaxPayload()
-	size := int64(len(data) + natsHeaderOverhead + len(wire.EventMsgID(ev, "")) + telemetry.HeaderSize())
+	var id [128]byte // the message id's length, without making the string
+	size := int64(len(data) + natsHeaderOverhead + len(wire.AppendEventMsgID(id[:0], ev, "")) + telemetry.HeaderSize())
 	switch {
 	case size <= limit:
 		return data, nil
@@ -498,8 +509,40 @@ func (w *Worker) publish(ev *protocol.Event, data []byte, sc oteltrace.SpanConte
 			return err
 		}
 	}
-	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{wire.EventMsgID(ev, "")}}}
+	am := answerMsgs.Get().(*answerMsg)
+	defer am.release()
+	m := am.build(subject, data, wire.EventMsgID(ev, ""))
 	telemetry.Inject(m.Header, sc)
 	_, err = natsbox.PublishWithin(context.Background(), w.js.Conn(), m, w.ackWait)
 	return err
+}
+
+// answerMsg is the message of an answer, kept for the next one: nats.go is done with a message
+// once its publish returns, and the message, its headers and their value were three of the
+// allocations of every iteration.
+type answerMsg struct {
+	m  nats.Msg
+	id [1]string // the Nats-Msg-Id header's values
+}
+
+var answerMsgs = sync.Pool{New: func() any { return &answerMsg{m: nats.Msg{Header: nats.Header{}}} }}
+
+// build makes am the message of data on subject with message id id, and returns it.
+func (am *answerMsg) build(subject string, data []byte, id string) *nats.Msg {
+	am.id[0] = id
+	am.m.Subject, am.m.Data = subject, data
+	am.m.Header[jetstream.MsgIDHeader] = am.id[:]
+	return &am.m
+}
+
+// release keeps am for the next answer.
+func (am *answerMsg) release() {
+	am.reset()
+	answerMsgs.Put(am)
+}
+
+// reset forgets what the last message held, a trace context among its headers too.
+func (am *answerMsg) reset() {
+	clear(am.m.Header)
+	am.id[0], am.m.Subject, am.m.Data = "", "", nil
 }

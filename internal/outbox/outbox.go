@@ -160,7 +160,7 @@ func (o *Outbox) Publish(ctx context.Context, msgs []*nats.Msg) error {
 		if err == nil && ack.Duplicate {
 			ctx, cancel := context.WithTimeout(ctx, PublishTimeout)
 			defer cancel()
-			_, err = Own(ctx, o.JS, o.Names, msgs[0], ack)
+			_, err = Own(ctx, o.JS, o.Names, msgs[0], &ack)
 		}
 		return err
 	}

@@ -81,9 +81,8 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 	if err == nil {
 		err = e.admitSubject(m.Subject(), ev)
 	}
-	var ref *refusal
 	switch {
-	case errors.As(err, &ref):
+	case isRefusal(err):
 		e.log.Warn("runner: an event was refused", eventAttrs(ev, "subject", m.Subject(), "err", err)...)
 		e.settle(m, refuse, ev)
 		return
@@ -107,7 +106,7 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 	if err != nil {
 		var d *dropError
 		switch {
-		case errors.As(err, &ref):
+		case isRefusal(err):
 			out = refuse
 			e.log.WarnContext(ctx, "runner: an event was refused", eventAttrs(ev, "subject", m.Subject(), "err", err)...)
 		case errors.As(err, &d):
@@ -119,6 +118,16 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 		}
 	}
 	e.settle(m, out, ev)
+}
+
+// isRefusal reports whether err is a refusal of the event's sender. The target errors.As
+// writes to is made only for an error: on the path of every event it was an allocation.
+func isRefusal(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ref *refusal
+	return errors.As(err, &ref)
 }
 
 // eventAttrs are the log attributes of ev, the run's id, the event's type and, for an event

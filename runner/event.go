@@ -280,11 +280,11 @@ func (e *Engine) rolesOf(principal string) []string {
 }
 
 func delivered(m jetstream.Msg) uint64 {
-	md, err := m.Metadata()
-	if err != nil {
+	d, ok := natsbox.DeliveryOf(m.Reply()) // Metadata, without allocating it
+	if !ok {
 		return 1
 	}
-	return md.NumDelivered
+	return d.NumDelivered
 }
 
 func (e *Engine) settle(m jetstream.Msg, out outcome, ev *protocol.Event) {
@@ -417,7 +417,18 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m je
 		}
 		return ack, nil
 	}
-	return e.save(ctx, sh, decided{m: m, ev: ev}, ent, &entry{rec: &engine.Record{Run: next, Parent: ent.rec.Parent}, bundle: ent.bundle}, cmds)
+	return e.save(ctx, sh, decided{m: m, ev: ev}, ent, newEntry(engine.Record{Run: next, Parent: ent.rec.Parent}, ent.bundle), cmds)
+}
+
+// newEntry is the entry of rec and bundle, the record in the same allocation: every decision
+// makes one.
+func newEntry(rec engine.Record, bundle *workflow.Bundle) *entry {
+	both := &struct {
+		entry
+		rec engine.Record
+	}{rec: rec}
+	both.entry = entry{rec: &both.rec, bundle: bundle}
+	return &both.entry
 }
 
 // awaited decides whether the start ev of a sub-run (Parent set: it came on the engine's

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 )
@@ -32,8 +33,8 @@ func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Ms
 		return
 	}
 	published, redelivered := time.Time{}, false
-	if md, err := msg.Metadata(); err == nil {
-		published, redelivered = md.Timestamp, md.NumDelivered > 1
+	if d, ok := natsbox.DeliveryOf(msg.Reply()); ok { // Metadata, without allocating it
+		published, redelivered = d.Timestamp, d.NumDelivered > 1
 	}
 	if redelivered {
 		s.m.Redelivered()

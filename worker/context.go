@@ -243,10 +243,11 @@ func (tc *taskContext) Wait(pending []protocol.PendingCall) error {
 	}
 	ev := tc.event(protocol.EvWaiting)
 	ev.Pending = pending
-	data, err := tc.fits(ev)
+	data, buf, err := tc.fits(ev)
 	if err != nil {
 		return tc.deliverProblem(err)
 	}
+	defer keepAnswerBuffer(buf)
 	return tc.deliverData(ev, data)
 }
 
@@ -298,10 +299,11 @@ func (tc *taskContext) answer(typ protocol.EventType, output any, o Outcome) err
 	if typ == protocol.EvContinued {
 		ev.Nonce = nonce(ev.At, rand.Uint32())
 	}
-	data, err := tc.fits(ev)
+	data, buf, err := tc.fits(ev)
 	if err != nil {
 		return tc.deliverProblem(err)
 	}
+	defer keepAnswerBuffer(buf)
 	return tc.deliverData(ev, data)
 }
 
@@ -339,31 +341,53 @@ func (tc *taskContext) stepName() string { return protocol.StepKey(tc.task.Step,
 const natsHeaderOverhead = len("NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
 
 // fits encodes an answer and reports one larger than the server's max payload; it returns the
-// encoded answer, which deliverData publishes as is.
-func (tc *taskContext) fits(ev *protocol.Event) ([]byte, error) {
+// encoded answer, which deliverData publishes as is, in buf: the caller hands buf to
+// keepAnswerBuffer once the answer is published (nats.go copies what it sends).
+func (tc *taskContext) fits(ev *protocol.Event) (data []byte, buf *[]byte, err error) {
 	if err := tc.withRecord(ev, true); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ev, err := tc.w.values.OutEvent(tc, ev)
+	ev, err = tc.w.values.OutEvent(tc, ev)
 	if err != nil {
-		return nil, &storeError{fmt.Errorf("the answer to step %s cannot be stored: %w", tc.stepName(), err)}
+		return nil, nil, &storeError{fmt.Errorf("the answer to step %s cannot be stored: %w", tc.stepName(), err)}
 	}
-	data, err := wire.EncodeEvent(ev)
+	buf = answerBuffers.Get().(*[]byte)
+	data, err = wire.AppendEvent((*buf)[:0], ev)
 	if err != nil {
-		return nil, fmt.Errorf("the answer to step %s cannot be encoded: %w", tc.stepName(), err)
+		keepAnswerBuffer(buf)
+		return nil, nil, fmt.Errorf("the answer to step %s cannot be encoded: %w", tc.stepName(), err)
 	}
+	*buf = data
 	limit := tc.w.box.MaxPayload()
 	var id [128]byte // the message id's length, without making the string
 	size := int64(len(data) + natsHeaderOverhead + len(wire.AppendEventMsgID(id[:0], ev, "")) + telemetry.HeaderSize())
+	if size <= limit {
+		return data, buf, nil
+	}
+	keepAnswerBuffer(buf)
 	switch {
-	case size <= limit:
-		return data, nil
 	case int64(len(ev.Output)) > limit:
-		return nil, fmt.Errorf("the output of step %s is %d bytes, more than the message limit of %d bytes", tc.stepName(), len(ev.Output), limit)
+		return nil, nil, fmt.Errorf("the output of step %s is %d bytes, more than the message limit of %d bytes", tc.stepName(), len(ev.Output), limit)
 	case len(ev.Pending) > 0:
-		return nil, fmt.Errorf("the answer to step %s is %d bytes with its %d pending call(s), more than the message limit of %d bytes", tc.stepName(), size, len(ev.Pending), limit)
+		return nil, nil, fmt.Errorf("the answer to step %s is %d bytes with its %d pending call(s), more than the message limit of %d bytes", tc.stepName(), size, len(ev.Pending), limit)
 	default:
-		return nil, fmt.Errorf("the answer to step %s is %d bytes with its output of %d bytes, more than the message limit of %d bytes", tc.stepName(), size, len(ev.Output), limit)
+		return nil, nil, fmt.Errorf("the answer to step %s is %d bytes with its output of %d bytes, more than the message limit of %d bytes", tc.stepName(), size, len(ev.Output), limit)
+	}
+}
+
+// answerBuffers keeps the buffers answers are encoded in: an answer's bytes are needed only
+// until its publish returns, and copying them out of a scratch buffer was an allocation of
+// every iteration.
+var answerBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxAnswerBuffer bounds the buffers kept, so that one large answer does not pin its buffer.
+const maxAnswerBuffer = 64 << 10
+
+// keepAnswerBuffer hands buf back for the next answer.
+func keepAnswerBuffer(buf *[]byte) {
+	if cap(*buf) <= maxAnswerBuffer {
+		*buf = (*buf)[:0]
+		answerBuffers.Put(buf)
 	}
 }
 

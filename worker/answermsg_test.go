@@ -1,13 +1,18 @@
 package worker
 
 import (
+	"context"
+	"log/slog"
 	"maps"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/protocol"
 )
 
 // FuzzNonce: the nonce built in one buffer equals the plain NANOS-R, both in base 36.
@@ -53,5 +58,42 @@ func TestAnswerMsgReused(t *testing.T) {
 		am.reset()
 	}); n != 0 {
 		t.Errorf("build and reset allocate %v times, want 0", n)
+	}
+}
+
+// TestClaimWaitsForAnswer: the worker's claim while the handler's answer is in flight waits
+// for it to finish (the channel it waits on made then), and a claim after it does not wait.
+func TestClaimWaitsForAnswer(t *testing.T) {
+	w := &Worker{log: slog.New(slog.DiscardHandler)}
+	tc := &taskContext{Context: context.Background(), w: w, m: noMetrics{}, task: &protocol.Task{MsgID: "r-1/a/1/1/1"}}
+	if err := tc.begin(); err != nil {
+		t.Fatal(err)
+	}
+	claimed := make(chan bool)
+	go func() { claimed <- tc.claim(errTimedOut) }()
+	// The claim waits on the channel it made under mu: wait for it to exist, then finish.
+	for made := false; !made; {
+		tc.mu.Lock()
+		made = tc.finished != nil
+		tc.mu.Unlock()
+		runtime.Gosched()
+	}
+	select {
+	case <-claimed:
+		t.Fatal("claim returned while the answer was in flight")
+	default:
+	}
+	tc.finish(nil, "continued")
+	if <-claimed {
+		t.Error("claim = true after the handler answered, want false")
+	}
+	if tc.claim(errTimedOut) {
+		t.Error("a claim after the answer = true, want false")
+	}
+	if n := testing.AllocsPerRun(10, func() {
+		fresh := &taskContext{Context: context.Background(), w: w, m: noMetrics{}, task: tc.task}
+		fresh.finish(nil, "completed")
+	}); n != 1 {
+		t.Errorf("a task answered without a claim allocates %v times (its context only), want 1", n)
 	}
 }

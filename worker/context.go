@@ -135,10 +135,12 @@ type taskContext struct {
 	cancelBase   context.CancelCauseFunc
 	stopDeadline context.CancelFunc
 
-	mu       sync.Mutex
-	state    answerState
-	reason   error         // why later answers are refused
-	finished chan struct{} // closed when state becomes stateDone
+	mu     sync.Mutex
+	state  answerState
+	reason error // why later answers are refused
+	// finished is closed when state becomes stateDone; made under mu by the first that waits
+	// for it (claim), most tasks having none.
+	finished chan struct{}
 	usage    protocol.Usage
 	record   *protocol.Iteration // what the handler recorded (Record)
 	started  time.Time           // when the handler started, for the record's Duration
@@ -168,7 +170,6 @@ func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.M
 		redelivered:  redelivered,
 		cancelBase:   cancel,
 		stopDeadline: func() {},
-		finished:     make(chan struct{}),
 	}
 	tc.ck = checkpoints{tc: tc, scope: wire.CheckpointScope(t.RunID, t.Step, t.Item, t.Activation),
 		iter: t.Iteration, resume: t.Resume, mayFollowAttempt: t.Attempt > 1 || redelivered}
@@ -429,9 +430,16 @@ func (tc *taskContext) claim(cause error) bool {
 		tc.state = stateAnswering
 		tc.reason = cause
 	}
-	tc.mu.Unlock()
+	var finished chan struct{}
 	if st == stateAnswering {
-		<-tc.finished
+		if tc.finished == nil {
+			tc.finished = make(chan struct{})
+		}
+		finished = tc.finished
+	}
+	tc.mu.Unlock()
+	if finished != nil {
+		<-finished
 	}
 	return st == stateOpen
 }
@@ -462,7 +470,9 @@ func (tc *taskContext) finish(reason error, how string) {
 	if reason != nil && tc.reason == nil {
 		tc.reason = reason
 	}
-	close(tc.finished)
+	if tc.finished != nil {
+		close(tc.finished)
+	}
 	ranFrom, u := tc.ranFrom, tc.usage
 	tc.mu.Unlock()
 	var ran time.Duration

@@ -40,3 +40,18 @@ func TestDeliveryOfAllocs(t *testing.T) {
 		t.Errorf("DeliveryOf allocates %v times, want 0", n)
 	}
 }
+
+// TestTaskSubjectAllocs: a handler's task subject is the same string each time, made once.
+func TestTaskSubjectAllocs(t *testing.T) {
+	n := Names{}
+	want := n.TaskSubjectPrefix() + "agent.loop"
+	if s, err := n.TaskSubject("agent.loop"); err != nil || s != want {
+		t.Fatalf("TaskSubject = %q, %v; want %q", s, err, want)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = n.TaskSubject("agent.loop") }); n != 0 {
+		t.Errorf("TaskSubject allocates %v times, want 0", n)
+	}
+	if _, err := n.TaskSubject("bad handler"); err == nil {
+		t.Error("TaskSubject of a handler with a space: no error")
+	}
+}

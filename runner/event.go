@@ -81,9 +81,8 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 	if err == nil {
 		err = e.admitSubject(m.Subject(), ev)
 	}
-	var ref *refusal
 	switch {
-	case errors.As(err, &ref):
+	case isRefusal(err):
 		e.log.Warn("runner: an event was refused", eventAttrs(ev, "subject", m.Subject(), "err", err)...)
 		e.settle(m, refuse, ev)
 		return
@@ -107,7 +106,7 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 	if err != nil {
 		var d *dropError
 		switch {
-		case errors.As(err, &ref):
+		case isRefusal(err):
 			out = refuse
 			e.log.WarnContext(ctx, "runner: an event was refused", eventAttrs(ev, "subject", m.Subject(), "err", err)...)
 		case errors.As(err, &d):
@@ -119,6 +118,16 @@ func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
 		}
 	}
 	e.settle(m, out, ev)
+}
+
+// isRefusal reports whether err is a refusal of the event's sender. The target errors.As
+// writes to is made only for an error: on the path of every event it was an allocation.
+func isRefusal(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ref *refusal
+	return errors.As(err, &ref)
 }
 
 // eventAttrs are the log attributes of ev, the run's id, the event's type and, for an event
@@ -271,11 +280,11 @@ func (e *Engine) rolesOf(principal string) []string {
 }
 
 func delivered(m jetstream.Msg) uint64 {
-	md, err := m.Metadata()
-	if err != nil {
+	d, ok := natsbox.DeliveryOf(m.Reply()) // Metadata, without allocating it
+	if !ok {
 		return 1
 	}
-	return md.NumDelivered
+	return d.NumDelivered
 }
 
 func (e *Engine) settle(m jetstream.Msg, out outcome, ev *protocol.Event) {
@@ -408,7 +417,18 @@ func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m je
 		}
 		return ack, nil
 	}
-	return e.save(ctx, sh, decided{m: m, ev: ev}, ent, &entry{rec: &engine.Record{Run: next, Parent: ent.rec.Parent}, bundle: ent.bundle}, cmds)
+	return e.save(ctx, sh, decided{m: m, ev: ev}, ent, newEntry(engine.Record{Run: next, Parent: ent.rec.Parent}, ent.bundle), cmds)
+}
+
+// newEntry is the entry of rec and bundle, the record in the same allocation: every decision
+// makes one.
+func newEntry(rec engine.Record, bundle *workflow.Bundle) *entry {
+	both := &struct {
+		entry
+		rec engine.Record
+	}{rec: rec}
+	both.entry = entry{rec: &both.rec, bundle: bundle}
+	return &both.entry
 }
 
 // awaited decides whether the start ev of a sub-run (Parent set: it came on the engine's

@@ -135,10 +135,12 @@ type taskContext struct {
 	cancelBase   context.CancelCauseFunc
 	stopDeadline context.CancelFunc
 
-	mu       sync.Mutex
-	state    answerState
-	reason   error         // why later answers are refused
-	finished chan struct{} // closed when state becomes stateDone
+	mu     sync.Mutex
+	state  answerState
+	reason error // why later answers are refused
+	// finished is closed when state becomes stateDone; made under mu by the first that waits
+	// for it (claim), most tasks having none.
+	finished chan struct{}
 	usage    protocol.Usage
 	record   *protocol.Iteration // what the handler recorded (Record)
 	started  time.Time           // when the handler started, for the record's Duration
@@ -147,6 +149,8 @@ type taskContext struct {
 	span    oteltrace.Span // the iteration's span, nil when tracing is off
 	// redelivered: the task was delivered before (its message's metadata says).
 	redelivered bool
+	// slot is the handler's semaphore, one token of which the task holds while it runs.
+	slot chan struct{}
 
 	ck checkpoints
 }
@@ -166,7 +170,6 @@ func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.M
 		redelivered:  redelivered,
 		cancelBase:   cancel,
 		stopDeadline: func() {},
-		finished:     make(chan struct{}),
 	}
 	tc.ck = checkpoints{tc: tc, scope: wire.CheckpointScope(t.RunID, t.Step, t.Item, t.Activation),
 		iter: t.Iteration, resume: t.Resume, mayFollowAttempt: t.Attempt > 1 || redelivered}
@@ -241,10 +244,11 @@ func (tc *taskContext) Wait(pending []protocol.PendingCall) error {
 	}
 	ev := tc.event(protocol.EvWaiting)
 	ev.Pending = pending
-	data, err := tc.fits(ev)
+	data, buf, err := tc.fits(ev)
 	if err != nil {
 		return tc.deliverProblem(err)
 	}
+	defer keepAnswerBuffer(buf)
 	return tc.deliverData(ev, data)
 }
 
@@ -294,13 +298,22 @@ func (tc *taskContext) answer(typ protocol.EventType, output any, o Outcome) err
 	}
 	ev.Output = raw
 	if typ == protocol.EvContinued {
-		ev.Nonce = strconv.FormatInt(ev.At.UnixNano(), 36) + "-" + strconv.FormatUint(uint64(rand.Uint32()), 36)
+		ev.Nonce = nonce(ev.At, rand.Uint32())
 	}
-	data, err := tc.fits(ev)
+	data, buf, err := tc.fits(ev)
 	if err != nil {
 		return tc.deliverProblem(err)
 	}
+	defer keepAnswerBuffer(buf)
 	return tc.deliverData(ev, data)
+}
+
+// nonce tells apart the continued answers of one attempt: the time of the answer and r, both
+// in base 36, as NANOS-R; built in one buffer, every iteration of a loop has one.
+func nonce(at time.Time, r uint32) string {
+	var buf [32]byte
+	b := strconv.AppendInt(buf[:0], at.UnixNano(), 36)
+	return string(strconv.AppendUint(append(b, '-'), uint64(r), 36))
 }
 
 // storeError is a problem of an answer that the values' store caused: worth trying again.
@@ -329,30 +342,53 @@ func (tc *taskContext) stepName() string { return protocol.StepKey(tc.task.Step,
 const natsHeaderOverhead = len("NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
 
 // fits encodes an answer and reports one larger than the server's max payload; it returns the
-// encoded answer, which deliverData publishes as is.
-func (tc *taskContext) fits(ev *protocol.Event) ([]byte, error) {
+// encoded answer, which deliverData publishes as is, in buf: the caller hands buf to
+// keepAnswerBuffer once the answer is published (nats.go copies what it sends).
+func (tc *taskContext) fits(ev *protocol.Event) (data []byte, buf *[]byte, err error) {
 	if err := tc.withRecord(ev, true); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ev, err := tc.w.values.OutEvent(tc, ev)
+	ev, err = tc.w.values.OutEvent(tc, ev)
 	if err != nil {
-		return nil, &storeError{fmt.Errorf("the answer to step %s cannot be stored: %w", tc.stepName(), err)}
+		return nil, nil, &storeError{fmt.Errorf("the answer to step %s cannot be stored: %w", tc.stepName(), err)}
 	}
-	data, err := wire.EncodeEvent(ev)
+	buf = answerBuffers.Get().(*[]byte)
+	data, err = wire.AppendEvent((*buf)[:0], ev)
 	if err != nil {
-		return nil, fmt.Errorf("the answer to step %s cannot be encoded: %w", tc.stepName(), err)
+		keepAnswerBuffer(buf)
+		return nil, nil, fmt.Errorf("the answer to step %s cannot be encoded: %w", tc.stepName(), err)
 	}
+	*buf = data
 	limit := tc.w.box.MaxPayload()
-	size := int64(len(data) + natsHeaderOverhead + len(wire.EventMsgID(ev, "")) + tracing.HeaderSize())
+	var id [128]byte // the message id's length, without making the string
+	size := int64(len(data) + natsHeaderOverhead + len(wire.AppendEventMsgID(id[:0], ev, "")) + tracing.HeaderSize())
+	if size <= limit {
+		return data, buf, nil
+	}
+	keepAnswerBuffer(buf)
 	switch {
-	case size <= limit:
-		return data, nil
 	case int64(len(ev.Output)) > limit:
-		return nil, fmt.Errorf("the output of step %s is %d bytes, more than the message limit of %d bytes", tc.stepName(), len(ev.Output), limit)
+		return nil, nil, fmt.Errorf("the output of step %s is %d bytes, more than the message limit of %d bytes", tc.stepName(), len(ev.Output), limit)
 	case len(ev.Pending) > 0:
-		return nil, fmt.Errorf("the answer to step %s is %d bytes with its %d pending call(s), more than the message limit of %d bytes", tc.stepName(), size, len(ev.Pending), limit)
+		return nil, nil, fmt.Errorf("the answer to step %s is %d bytes with its %d pending call(s), more than the message limit of %d bytes", tc.stepName(), size, len(ev.Pending), limit)
 	default:
-		return nil, fmt.Errorf("the answer to step %s is %d bytes with its output of %d bytes, more than the message limit of %d bytes", tc.stepName(), size, len(ev.Output), limit)
+		return nil, nil, fmt.Errorf("the answer to step %s is %d bytes with its output of %d bytes, more than the message limit of %d bytes", tc.stepName(), size, len(ev.Output), limit)
+	}
+}
+
+// answerBuffers keeps the buffers answers are encoded in: an answer's bytes are needed only
+// until its publish returns, and copying them out of a scratch buffer was an allocation of
+// every iteration.
+var answerBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxAnswerBuffer bounds the buffers kept, so that one large answer does not pin its buffer.
+const maxAnswerBuffer = 64 << 10
+
+// keepAnswerBuffer hands buf back for the next answer.
+func keepAnswerBuffer(buf *[]byte) {
+	if cap(*buf) <= maxAnswerBuffer {
+		*buf = (*buf)[:0]
+		answerBuffers.Put(buf)
 	}
 }
 
@@ -394,9 +430,16 @@ func (tc *taskContext) claim(cause error) bool {
 		tc.state = stateAnswering
 		tc.reason = cause
 	}
-	tc.mu.Unlock()
+	var finished chan struct{}
 	if st == stateAnswering {
-		<-tc.finished
+		if tc.finished == nil {
+			tc.finished = make(chan struct{})
+		}
+		finished = tc.finished
+	}
+	tc.mu.Unlock()
+	if finished != nil {
+		<-finished
 	}
 	return st == stateOpen
 }
@@ -427,7 +470,9 @@ func (tc *taskContext) finish(reason error, how string) {
 	if reason != nil && tc.reason == nil {
 		tc.reason = reason
 	}
-	close(tc.finished)
+	if tc.finished != nil {
+		close(tc.finished)
+	}
 	ranFrom, u := tc.ranFrom, tc.usage
 	tc.mu.Unlock()
 	var ran time.Duration
@@ -498,8 +543,40 @@ func (w *Worker) publish(ev *protocol.Event, data []byte, sc oteltrace.SpanConte
 			return err
 		}
 	}
-	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{wire.EventMsgID(ev, "")}}}
+	am := answerMsgs.Get().(*answerMsg)
+	defer am.release()
+	m := am.build(subject, data, wire.EventMsgID(ev, ""))
 	tracing.Inject(m.Header, sc)
 	_, err = natsbox.PublishWithin(context.Background(), w.js.Conn(), m, w.ackWait)
 	return err
+}
+
+// answerMsg is the message of an answer, kept for the next one: nats.go is done with a message
+// once its publish returns, and the message, its headers and their value were three of the
+// allocations of every iteration.
+type answerMsg struct {
+	m  nats.Msg
+	id [1]string // the Nats-Msg-Id header's values
+}
+
+var answerMsgs = sync.Pool{New: func() any { return &answerMsg{m: nats.Msg{Header: nats.Header{}}} }}
+
+// build makes am the message of data on subject with message id id, and returns it.
+func (am *answerMsg) build(subject string, data []byte, id string) *nats.Msg {
+	am.id[0] = id
+	am.m.Subject, am.m.Data = subject, data
+	am.m.Header[jetstream.MsgIDHeader] = am.id[:]
+	return &am.m
+}
+
+// release keeps am for the next answer.
+func (am *answerMsg) release() {
+	am.reset()
+	answerMsgs.Put(am)
+}
+
+// reset forgets what the last message held, a trace context among its headers too.
+func (am *answerMsg) reset() {
+	clear(am.m.Header)
+	am.id[0], am.m.Subject, am.m.Data = "", "", nil
 }

@@ -14,12 +14,12 @@ func TestGoroutinesKeep(t *testing.T) {
 	g.ended = ended
 
 	first := make(chan struct{})
-	g.run(func() { close(first) })
+	g.run(jobFunc(func() { close(first) }))
 	<-first
 	// The goroutine that ran it now waits for work: a send is taken.
 	ran := make(chan struct{})
 	select {
-	case g.next <- func() { close(ran) }:
+	case g.next <- jobFunc(func() { close(ran) }):
 	case <-time.After(failsafe):
 		t.Fatal("no goroutine waits for work after running a function")
 	}
@@ -29,8 +29,8 @@ func TestGoroutinesKeep(t *testing.T) {
 	release := make(chan struct{})
 	var both sync.WaitGroup
 	both.Add(2)
-	g.run(func() { both.Done(); <-release })
-	g.run(func() { both.Done() })
+	g.run(jobFunc(func() { both.Done(); <-release }))
+	g.run(jobFunc(func() { both.Done() }))
 	both.Wait()
 	close(release)
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 )
@@ -32,8 +33,8 @@ func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Ms
 		return
 	}
 	published, redelivered := time.Time{}, false
-	if md, err := msg.Metadata(); err == nil {
-		published, redelivered = md.Timestamp, md.NumDelivered > 1
+	if d, ok := natsbox.DeliveryOf(msg.Reply()); ok { // Metadata, without allocating it
+		published, redelivered = d.Timestamp, d.NumDelivered > 1
 	}
 	if redelivered {
 		s.m.Redelivered()
@@ -89,38 +90,45 @@ func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Ms
 		return
 	}
 	w.tasks.Add(1)
-	w.goroutines.run(func() {
-		w.serve(tc, func() {
-			tc.stopContext()
-			w.runs.remove(tc)
-			<-s.sem
-			w.tasks.Done()
-		})
-	})
+	tc.slot = s.sem
+	w.goroutines.run(tc) // tc.run: the task, not a closure, is what the goroutine gets
+}
+
+// run serves the task on the goroutine that runs it ([Worker.serve]).
+func (tc *taskContext) run() { tc.w.serve(tc) }
+
+// release frees the task's slot (tc.slot) once it is settled.
+func (tc *taskContext) release() {
+	tc.stopContext()
+	tc.w.runs.remove(tc)
+	<-tc.slot
+	tc.w.tasks.Done()
+}
+
+// settleAndRelease settles a task whose context ended before its handler returned.
+func (tc *taskContext) settleAndRelease() {
+	tc.settle()
+	tc.release()
 }
 
 // serve runs the handler of tc in this goroutine and answers for it: the fallback answer when
 // it returns without one, or, as soon as its context is done (timeout, end of its run, worker
-// stopping), the worker's own answer without waiting for it to return. release frees the task's
-// slot once it is settled; a handler abandoned that way runs on without one. The worker's
-// heartbeat loop tells JetStream the task is in progress while it has not answered.
-func (w *Worker) serve(tc *taskContext, release func()) {
+// stopping), the worker's own answer without waiting for it to return. The task's slot is freed
+// once it is settled; a handler abandoned that way runs on without one. The worker's heartbeat
+// loop tells JetStream the task is in progress while it has not answered.
+func (w *Worker) serve(tc *taskContext) {
 	if tc.Err() != nil { // the run ended, or the worker stopped, while the task waited for a slot
-		tc.settle()
-		release()
+		tc.settleAndRelease()
 		return
 	}
 	tc.startClock()
 	// Runs (in a goroutine of its own) only when the context is done before stop is called.
-	stop := context.AfterFunc(tc.Context, func() {
-		tc.settle()
-		release()
-	})
+	stop := context.AfterFunc(tc.Context, tc.settleAndRelease)
 	tc.running.Store(true)
 	err := tc.call()
 	if stop() { // the context was not done: settle here; else the AfterFunc settles
 		tc.returned(err)
-		release()
+		tc.release()
 	}
 }
 

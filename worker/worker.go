@@ -425,8 +425,9 @@ func (w *Worker) consumeOnce(ctx, base context.Context, s *serving) error {
 		return err
 	}
 	defer w.drain(s, iter)
+	next := []jetstream.NextOpt{jetstream.NextContext(ctx)} // made once, not per task
 	for {
-		msg, err := iter.Next(jetstream.NextContext(ctx))
+		msg, err := iter.Next(next...)
 		switch {
 		case ctx.Err() != nil:
 			if msg != nil {

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/internal/intern"
 )
 
 // Streams, buckets and subjects of the reins layout (ARCHITECTURE.md has the table).
@@ -228,11 +230,14 @@ func CheckHandler(handler string) error {
 	return nil
 }
 
+// handlerSubject is prefix+handler, the same string each time: a deployment has a few
+// handlers, and every task's subject was an allocation.
 func handlerSubject(prefix, handler string) (string, error) {
 	if err := CheckHandler(handler); err != nil {
 		return "", err
 	}
-	return prefix + handler, nil
+	var buf [128]byte
+	return intern.Bytes(append(append(buf[:0], prefix...), handler...)), nil
 }
 
 // Partitions is how many partitions the events of runs are spread over: a run's events all

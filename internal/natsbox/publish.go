@@ -61,28 +61,36 @@ const (
 // expectations in m.Header. An error reply of the stream is returned as a *jetstream.APIError.
 // It is [PublishWithin] bounded by ctx alone.
 func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*jetstream.PubAck, error) {
-	return PublishWithin(ctx, nc, m, 0)
+	ack, err := PublishWithin(ctx, nc, m, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &ack, nil
 }
 
 // PublishWithin is Publish that also ends within the duration given (none when 0), as a
 // context with that timeout would, without one: the hot path of an iteration publishes an
-// answer and a task, and a context and timer per publish were six of its allocations. Each
+// answer and a task, and a context and timer per publish were six of its allocations (and the
+// acknowledgement, returned as a value, one more). Each
 // attempt waits PublishAttempt at most (nats.go pools those timers) and is sent again when
 // unanswered; a publish no stream answers is tried again every publishRetryWait for
 // publishNoStream (RetryNoStream's rule). A cancellation of ctx is seen between attempts.
-func PublishWithin(ctx context.Context, nc *nats.Conn, m *nats.Msg, within time.Duration) (*jetstream.PubAck, error) {
+func PublishWithin(ctx context.Context, nc *nats.Conn, m *nats.Msg, within time.Duration) (jetstream.PubAck, error) {
 	resp, err := request(ctx, nc, m, publishDeadline(ctx, within))
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return nil, fmt.Errorf("publish on %s: %w", m.Subject, jetstream.ErrNoStreamResponse)
+		return jetstream.PubAck{}, fmt.Errorf("publish on %s: %w", m.Subject, jetstream.ErrNoStreamResponse)
 	case err != nil:
-		return nil, fmt.Errorf("publish on %s: %w", m.Subject, err)
+		return jetstream.PubAck{}, fmt.Errorf("publish on %s: %w", m.Subject, err)
+	}
+	if ack, ok := parseTemplateAck(resp.Data); ok {
+		return ack, nil
 	}
 	ack, err := ParsePubAck(resp.Data)
 	if err != nil {
-		return nil, fmt.Errorf("publish on %s: %w", m.Subject, err)
+		return jetstream.PubAck{}, fmt.Errorf("publish on %s: %w", m.Subject, err)
 	}
-	return ack, nil
+	return *ack, nil
 }
 
 // publishDeadline is when a publish within the duration given (none when 0) under ctx ends:
@@ -211,7 +219,7 @@ func CheckKey(key string) error {
 // batch, a counter) is decoded with encoding/json, so the result is the same for every input.
 func ParsePubAck(data []byte) (*jetstream.PubAck, error) {
 	if ack, ok := parseTemplateAck(data); ok {
-		return ack, nil
+		return &ack, nil
 	}
 	var resp struct {
 		Error *jetstream.APIError `json:"error"`
@@ -230,35 +238,36 @@ func ParsePubAck(data []byte) (*jetstream.PubAck, error) {
 }
 
 // parseTemplateAck reads the acknowledgements nats-server writes from its template, or reports
-// false for anything else (which the caller then decodes in full).
-func parseTemplateAck(data []byte) (*jetstream.PubAck, bool) {
+// false for anything else (which the caller then decodes in full). The acknowledgement is a
+// value: a publish of the hot path allocates none.
+func parseTemplateAck(data []byte) (jetstream.PubAck, bool) {
 	var ack jetstream.PubAck
 	rest, ok := bytes.CutPrefix(data, []byte(`{"stream":`))
 	stream, rest, ok := plainString(rest, ok)
 	if !ok || len(stream) == 0 {
-		return nil, false
+		return jetstream.PubAck{}, false
 	}
 	ack.Stream = intern.Bytes(stream) // one of a few names: not allocated per publish
 	if after, found := bytes.CutPrefix(rest, []byte(`,"domain":`)); found {
 		var domain []byte
 		if domain, rest, ok = plainString(after, true); !ok {
-			return nil, false
+			return jetstream.PubAck{}, false
 		}
 		ack.Domain = string(domain)
 	}
 	if rest, ok = bytes.CutPrefix(rest, []byte(`,"seq":`)); !ok {
-		return nil, false
+		return jetstream.PubAck{}, false
 	}
 	n := 0
 	for n < len(rest) && '0' <= rest[n] && rest[n] <= '9' {
 		n++
 	}
 	if n == 0 || n > 1 && rest[0] == '0' {
-		return nil, false
+		return jetstream.PubAck{}, false
 	}
 	seq, err := strconv.ParseUint(string(rest[:n]), 10, 64)
 	if err != nil {
-		return nil, false
+		return jetstream.PubAck{}, false
 	}
 	ack.Sequence = seq
 	switch string(rest[n:]) {
@@ -266,9 +275,9 @@ func parseTemplateAck(data []byte) (*jetstream.PubAck, bool) {
 	case `,"duplicate": true}`, `,"duplicate":true}`:
 		ack.Duplicate = true
 	default:
-		return nil, false
+		return jetstream.PubAck{}, false
 	}
-	return &ack, true
+	return ack, true
 }
 
 // plainString reads a JSON string without escapes at the start of b (when ok) and returns its

@@ -160,7 +160,7 @@ func (o *Outbox) Publish(ctx context.Context, msgs []*nats.Msg) error {
 		if err == nil && ack.Duplicate {
 			ctx, cancel := context.WithTimeout(ctx, PublishTimeout)
 			defer cancel()
-			_, err = Own(ctx, o.JS, o.Names, msgs[0], ack)
+			_, err = Own(ctx, o.JS, o.Names, msgs[0], &ack)
 		}
 		return err
 	}
@@ -305,10 +305,17 @@ func EventMsg(n natsbox.Names, ev *protocol.Event, child string) (*nats.Msg, err
 }
 
 func NewMsg(subject string, data []byte, msgID string) *nats.Msg {
-	m := nats.NewMsg(subject)
-	m.Data = data
-	m.Header.Set(jetstream.MsgIDHeader, msgID)
-	return m
+	im := &idMsg{}
+	im.id[0] = msgID
+	im.m = nats.Msg{Subject: subject, Data: data, Header: nats.Header{jetstream.MsgIDHeader: im.id[:]}}
+	return &im.m
+}
+
+// idMsg is a message and the values of its one header in one allocation: every iteration's
+// task is one.
+type idMsg struct {
+	m  nats.Msg
+	id [1]string
 }
 
 // MsgSize is the size of m as the server counts it against max payload: headers and data.

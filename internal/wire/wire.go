@@ -201,13 +201,27 @@ func EventMsgID(ev *protocol.Event, child string) string {
 	case protocol.EvGranted:
 		return ev.RunID + "/granted"
 	}
-	// Built in one buffer: every answer of every iteration has one.
-	id := make([]byte, 0, len(ev.RunID)+len(ev.Step)+len(ev.Type)+len(ev.Nonce)+32)
+	var buf [128]byte // on the stack: every answer of every iteration has an id
+	return string(appendAnswerMsgID(buf[:0], ev))
+}
+
+// AppendEventMsgID appends [EventMsgID] of ev to dst: a worker sizes its answer with it
+// without making the string.
+func AppendEventMsgID(dst []byte, ev *protocol.Event, child string) []byte {
+	switch ev.Type {
+	case protocol.EvStart, protocol.EvCancel, protocol.EvTick, protocol.EvChildFinished, protocol.EvGranted:
+		return append(dst, EventMsgID(ev, child)...)
+	}
+	return appendAnswerMsgID(dst, ev)
+}
+
+// appendAnswerMsgID appends the message id of an answer, a human's or an outside event.
+func appendAnswerMsgID(id []byte, ev *protocol.Event) []byte {
 	id = append(append(append(id, ev.RunID...), '/'), ev.Step...)
 	if ev.Item >= 0 {
 		id = strconv.AppendInt(append(id, '#'), int64(ev.Item), 10)
 	}
-	for _, n := range []int{ev.Activation, ev.Iteration, ev.Attempt} {
+	for _, n := range [...]int{ev.Activation, ev.Iteration, ev.Attempt} {
 		id = strconv.AppendInt(append(id, '/'), int64(n), 10)
 	}
 	if ev.Resume > 0 {
@@ -219,7 +233,7 @@ func EventMsgID(ev *protocol.Event, child string) string {
 	if ev.Nonce != "" {
 		id = append(append(id, '/'), ev.Nonce...)
 	}
-	return string(id)
+	return id
 }
 
 // CheckpointScope is the KV key prefix (one token) of the checkpoint of one activation of a

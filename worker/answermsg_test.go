@@ -1,0 +1,99 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/reins-run/reins/protocol"
+)
+
+// FuzzNonce: the nonce built in one buffer equals the plain NANOS-R, both in base 36.
+func FuzzNonce(f *testing.F) {
+	f.Add(int64(1795255200123456789), uint32(7))
+	f.Add(int64(-1), uint32(1<<32-1))
+	f.Add(int64(0), uint32(0))
+	f.Fuzz(func(t *testing.T, nanos int64, r uint32) {
+		at := time.Unix(0, nanos)
+		want := strconv.FormatInt(at.UnixNano(), 36) + "-" + strconv.FormatUint(uint64(r), 36)
+		if got := nonce(at, r); got != want {
+			t.Fatalf("nonce = %q, want %q", got, want)
+		}
+	})
+}
+
+// TestNonceAllocs: a continued answer's nonce is one allocation, its string.
+func TestNonceAllocs(t *testing.T) {
+	at := time.Now()
+	if n := testing.AllocsPerRun(100, func() { _ = nonce(at, 1<<31) }); n != 1 {
+		t.Errorf("nonce allocates %v times, want 1", n)
+	}
+}
+
+// TestAnswerMsgReused: a kept answer message carries only what its last build put in it (no
+// trace context of an answer before), and building and resetting it allocates nothing.
+func TestAnswerMsgReused(t *testing.T) {
+	am := &answerMsg{m: nats.Msg{Header: nats.Header{}}}
+	m := am.build("reins.event.03.r-1", []byte(`{"a":1}`), "r-1/agent/1/1/1/continued/x")
+	m.Header.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	am.reset()
+	if am.m.Data != nil || am.m.Subject != "" || len(am.m.Header) != 0 {
+		t.Fatalf("reset kept %+v", am.m)
+	}
+	m = am.build("reins.event.04.r-2", []byte(`{"b":2}`), "r-2/agent/1/2/1/completed")
+	want := nats.Header{jetstream.MsgIDHeader: {"r-2/agent/1/2/1/completed"}}
+	if m.Subject != "reins.event.04.r-2" || string(m.Data) != `{"b":2}` || !maps.EqualFunc(m.Header, want, func(a, b []string) bool { return len(a) == 1 && a[0] == b[0] && len(b) == 1 }) {
+		t.Fatalf("second build = %q %s %v, want its own subject, data and id only", m.Subject, m.Data, m.Header)
+	}
+	data := []byte(`{}`)
+	if n := testing.AllocsPerRun(100, func() {
+		am.build("reins.event.04.r-2", data, "r-2/agent/1/2/1/completed")
+		am.reset()
+	}); n != 0 {
+		t.Errorf("build and reset allocate %v times, want 0", n)
+	}
+}
+
+// TestClaimWaitsForAnswer: the worker's claim while the handler's answer is in flight waits
+// for it to finish (the channel it waits on made then), and a claim after it does not wait.
+func TestClaimWaitsForAnswer(t *testing.T) {
+	w := &Worker{log: slog.New(slog.DiscardHandler)}
+	tc := &taskContext{Context: context.Background(), w: w, m: noMetrics{}, task: &protocol.Task{MsgID: "r-1/a/1/1/1"}}
+	if err := tc.begin(); err != nil {
+		t.Fatal(err)
+	}
+	claimed := make(chan bool)
+	go func() { claimed <- tc.claim(errTimedOut) }()
+	// The claim waits on the channel it made under mu: wait for it to exist, then finish.
+	for made := false; !made; {
+		tc.mu.Lock()
+		made = tc.finished != nil
+		tc.mu.Unlock()
+		runtime.Gosched()
+	}
+	select {
+	case <-claimed:
+		t.Fatal("claim returned while the answer was in flight")
+	default:
+	}
+	tc.finish(nil, "continued")
+	if <-claimed {
+		t.Error("claim = true after the handler answered, want false")
+	}
+	if tc.claim(errTimedOut) {
+		t.Error("a claim after the answer = true, want false")
+	}
+	if n := testing.AllocsPerRun(10, func() {
+		fresh := &taskContext{Context: context.Background(), w: w, m: noMetrics{}, task: tc.task}
+		fresh.finish(nil, "completed")
+	}); n != 1 {
+		t.Errorf("a task answered without a claim allocates %v times (its context only), want 1", n)
+	}
+}

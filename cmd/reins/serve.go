@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -84,6 +85,8 @@ reins run does.
 
 --memory-limit SIZE (or GOMEMLIMIT) is the process's soft memory limit: the Go heap, which
 otherwise grows to twice what stays live, collects sooner to stay under it (docs/deploy.md).
+Without either, a process in a control group with a memory limit (a container) takes 90% of
+that limit, so that a burst does not take it past the limit.
 
 The web console is at / on --listen: http://127.0.0.1:7400/ by default (docs/console.md). To
 sign in, paste the data directory's admin token, the contents of DATA/admin.token
@@ -116,7 +119,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			if nf.url != "" && cmd.Flags().Changed("nats-listen") {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--nats-listen applies to the embedded server; it cannot be used with --nats")}
 			}
-			if err := memoryLimit(memLimit, log); err != nil {
+			if err := memoryLimit(memLimit, os.DirFS("/"), log); err != nil {
 				return err
 			}
 			cfgOp, res, err := loadOperator(configFile)
@@ -240,7 +243,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 	fl.DurationVar(&leaseTTL, "lease-ttl", runner.DefaultLeaseTTL, "how long the other engines wait without a heartbeat of this one before they take its partitions over (the same on every engine; longer on machines too busy to answer within it)")
 	fl.DurationVar(&retention, "retention", client.DefaultRetention, "remove finished runs that ended longer ago than this `DURATION` (0: keep them forever)")
 	fl.StringVar(&httpListen, "listen", DefaultListen, "where to serve HTTP, `ADDR` (HOST:PORT): /metrics (Prometheus), /healthz and /readyz; loopback by default, \"\" serves no HTTP")
-	fl.StringVar(&memLimit, "memory-limit", "", "the soft memory limit of the process, `SIZE` (such as 512MiB): the Go heap collects sooner to stay under it, at the price of CPU (docs/deploy.md, \"Memory\"); default: GOMEMLIMIT's, or none")
+	fl.StringVar(&memLimit, "memory-limit", "", "the soft memory limit of the process, `SIZE` (such as 512MiB): the Go heap collects sooner to stay under it, at the price of CPU (docs/deploy.md, \"Memory\"); default: GOMEMLIMIT's, or 90% of the control group's memory limit, or none")
 	lf.add(cmd)
 	fl.StringVar(&configFile, "config", "", "the operator's configuration `FILE`: providers, MCP servers, principals, limits (docs/security.md); default: providers openai and anthropic with the keys of OPENAI_API_KEY and ANTHROPIC_API_KEY, and the data directory's admin")
 	return cmd

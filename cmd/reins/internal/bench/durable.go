@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -301,6 +302,7 @@ func waitingRuns(b B, runs int) {
 	defer s.stop()
 	bs := loopBundles(b, "wait", 2, time.Hour)
 	ctx := context.Background()
+	delayed := watchDelayed(b, s, b.Loops()*runs)
 	b.ResetTimer()
 	for range b.Loops() {
 		for range runs {
@@ -315,7 +317,9 @@ func waitingRuns(b B, runs int) {
 	b.StopTimer()
 	// The engine decides the last continued events after the worker answered them; wait until
 	// every run is saved waiting for iteration 2.
-	waitAllDelayed(b, s, b.Loops()*runs)
+	if err := <-delayed; err != nil {
+		b.Fatal(err)
+	}
 	b.ReportMetric(float64(statusBytes(b, "/proc/self/status", "VmHWM:"))/(1<<20), "peak-rss-MB")
 	runtime.GC()
 	writeHeapProfile(b, "waiting")
@@ -341,14 +345,63 @@ func waitingRuns(b B, runs int) {
 // expiration (nats-server's defaultCacheBufferExpiration, 10 s).
 const idleAfter = 12 * time.Second
 
-// waitAllDelayed waits until n runs are saved at iteration 2, reading each saved record once
-// from a watch of the runs bucket.
-func waitAllDelayed(b B, s *stack, n int) {
+// watchDelayed watches the runs bucket's new records from now on and sends nil on the channel
+// it returns once n runs are saved waiting at iteration 2 (an error if the watch ends first).
+// Each record is read as it is saved, from the block the server is writing: a watch of every
+// record once the runs wait would load the bucket's blocks again (4 MB each) and queue all
+// 10,000 records in the client, which the peak resident set would count as the runs' memory.
+func watchDelayed(b B, s *stack, n int) <-chan error {
 	b.Helper()
-	watchRuns(b, s, n, func(rec *client.Record) bool {
-		sr := rec.Run.Steps["loop"]
-		return sr != nil && sr.Iteration == 2 && !rec.Run.Finished()
-	})
+	ctx, cancel := context.WithCancel(context.Background())
+	kv, err := s.box.JetStream().KeyValue(ctx, s.box.Names().RunsBucket())
+	if err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	w, err := kv.WatchAll(ctx, jetstream.UpdatesOnly())
+	if err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		defer w.Stop()
+		done <- countDelayed(w.Updates(), n)
+	}()
+	return done
+}
+
+// delayedRecord is what countDelayed reads of a run record.
+type delayedRecord struct {
+	Run struct {
+		Status protocol.RunStatus `json:"status"`
+		Steps  map[string]struct {
+			Iteration int `json:"iteration"`
+		} `json:"steps"`
+	} `json:"run"`
+}
+
+// countDelayed reads updates until n distinct runs were saved running at iteration 2 of their
+// loop.
+func countDelayed(updates <-chan jetstream.KeyValueEntry, n int) error {
+	seen := make(map[string]bool, n)
+	for e := range updates {
+		if e == nil || e.Operation() != jetstream.KeyValuePut {
+			continue
+		}
+		var rec delayedRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			return fmt.Errorf("run record %s: %w", e.Key(), err)
+		}
+		if rec.Run.Status == protocol.RunRunning && rec.Run.Steps["loop"].Iteration == 2 {
+			seen[e.Key()] = true
+		}
+		if len(seen) >= n {
+			return nil
+		}
+	}
+	return errors.New("the watch of the runs bucket ended early")
 }
 
 // watchRuns watches the runs bucket until n distinct runs had a saved record for which ok

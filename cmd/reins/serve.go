@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/cobra"
 
 	"github.com/reins-run/reins/api"
@@ -119,7 +119,7 @@ with the reason otherwise). docs/observability.md lists the metrics. The log goe
 			if nf.url != "" && cmd.Flags().Changed("nats-listen") {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--nats-listen applies to the embedded server; it cannot be used with --nats")}
 			}
-			if err := memoryLimit(memLimit, os.DirFS("/"), log); err != nil {
+			if err := memoryLimit(memLimit, memlimit.FromCgroup, log); err != nil {
 				return err
 			}
 			cfgOp, res, err := loadOperator(configFile)

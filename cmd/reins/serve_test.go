@@ -7,15 +7,14 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"path"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"testing/fstest"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/client"
@@ -459,7 +458,7 @@ func TestServeMemoryLimit(t *testing.T) {
 		{"1GB", 1e9},
 		{"", 1e9}, // not given: the limit stays what it was
 	} {
-		if err := memoryLimit(tc.flag, fstest.MapFS{}, slog.New(slog.DiscardHandler)); err != nil {
+		if err := memoryLimit(tc.flag, func() (uint64, error) { return 0, memlimit.ErrNoLimit }, slog.New(slog.DiscardHandler)); err != nil {
 			t.Fatalf("--memory-limit %q: %v", tc.flag, err)
 		}
 		if got := debug.SetMemoryLimit(-1); got != tc.want {
@@ -474,40 +473,41 @@ func TestServeMemoryLimit(t *testing.T) {
 	}
 }
 
-// Without --memory-limit and GOMEMLIMIT, serve's soft limit is 90% of its control group's
-// memory limit, the smallest of its group and those above it, in cgroup v2 and v1; a group
-// without a limit, or none to read, leaves the runtime's.
+// Without --memory-limit and GOMEMLIMIT, serve's soft limit is 90% of the limit its control
+// group reports (memlimit.FromCgroup reads the group; its reading of v1 and v2 hierarchies is
+// the library's); a group without a limit leaves the runtime's, and so does one that cannot be
+// read, GOMEMLIMIT, or AUTOMEMLIMIT=off.
 func TestServeMemoryLimitOfTheContainer(t *testing.T) {
 	prev := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(prev)
 	t.Setenv("GOMEMLIMIT", "")
+	os.Unsetenv("GOMEMLIMIT") // the library reads whether it is set at all
 	const mib = 1 << 20
+	limit := func(n uint64, err error) memlimit.Provider {
+		return func() (uint64, error) { return n, err }
+	}
 	for _, tc := range []struct {
-		name string
-		sys  fstest.MapFS
-		want int64 // 0: the limit stays the runtime's
+		name  string
+		group memlimit.Provider
+		env   map[string]string
+		want  int64 // 0: the limit stays the runtime's
+		log   string
 	}{
-		{"no control group", fstest.MapFS{}, 0},
-		{"v2, a container's own group", sysFS("0::/\n", map[string]string{"sys/fs/cgroup/memory.max": "536870912\n"}), 512 * mib * 9 / 10},
-		{"v2, no limit", sysFS("0::/\n", map[string]string{"sys/fs/cgroup/memory.max": "max\n"}), 0},
-		{"v2, the group above is smaller", sysFS("0::/app.slice/reins.service\n", map[string]string{
-			"sys/fs/cgroup/app.slice/reins.service/memory.max": "1073741824\n",
-			"sys/fs/cgroup/app.slice/memory.max":               "268435456\n",
-		}), 256 * mib * 9 / 10},
-		{"v1, the memory controller's line", sysFS("4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n", map[string]string{
-			"sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": "209715200\n",
-		}), 200 * mib * 9 / 10},
-		{"v1, no limit", sysFS("4:memory:/\n", map[string]string{"sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n"}), 0},
-		{"the host's path of the group, not mounted here", sysFS("4:memory:/process_api/5860\n0::/\n", nil), 0},
-		{"both hierarchies, the smaller wins", sysFS("4:memory:/\n0::/\n", map[string]string{
-			"sys/fs/cgroup/memory/memory.limit_in_bytes": "104857600\n",
-			"sys/fs/cgroup/memory.max":                   "209715200\n",
-		}), 100 * mib * 9 / 10},
-		{"not a number: logged, no limit", sysFS("0::/\n", map[string]string{"sys/fs/cgroup/memory.max": "lots\n"}), 0},
+		{name: "a group of 512 MiB", group: limit(512*mib, nil), want: 512 * mib * 9 / 10, log: "a share of the control group's"},
+		{name: "a group of 200 MiB", group: limit(200*mib, nil), want: 200 * mib * 9 / 10},
+		{name: "no limit", group: limit(0, memlimit.ErrNoLimit)},
+		{name: "not readable: logged", group: limit(0, errors.New("/sys/fs/cgroup/memory.max: lots")), log: "the control group's limit cannot be read"},
+		{name: "GOMEMLIMIT wins", group: limit(512*mib, nil), env: map[string]string{"GOMEMLIMIT": "300MiB"}},
+		{name: "AUTOMEMLIMIT=off", group: limit(512*mib, nil), env: map[string]string{"AUTOMEMLIMIT": "off"}},
+		{name: "AUTOMEMLIMIT=0.5", group: limit(512*mib, nil), env: map[string]string{"AUTOMEMLIMIT": "0.5"}, want: 256 * mib},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
 			debug.SetMemoryLimit(math.MaxInt64)
-			if err := memoryLimit("", tc.sys, slog.New(slog.DiscardHandler)); err != nil {
+			var logs strings.Builder
+			if err := memoryLimit("", tc.group, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
 				t.Fatal(err)
 			}
 			want := tc.want
@@ -517,53 +517,11 @@ func TestServeMemoryLimitOfTheContainer(t *testing.T) {
 			if got := debug.SetMemoryLimit(-1); got != want {
 				t.Errorf("the limit is %d, want %d", got, want)
 			}
+			if tc.log != "" && !strings.Contains(logs.String(), tc.log) {
+				t.Errorf("the log does not say %q:\n%s", tc.log, logs.String())
+			}
 		})
 	}
-	t.Run("GOMEMLIMIT wins", func(t *testing.T) {
-		t.Setenv("GOMEMLIMIT", "300MiB")
-		debug.SetMemoryLimit(math.MaxInt64)
-		sys := sysFS("0::/\n", map[string]string{"sys/fs/cgroup/memory.max": "536870912\n"})
-		if err := memoryLimit("", sys, slog.New(slog.DiscardHandler)); err != nil {
-			t.Fatal(err)
-		}
-		if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
-			t.Errorf("the limit is %d, want the runtime's (GOMEMLIMIT's)", got)
-		}
-	})
-	_, err := cgroupMemoryLimit(sysFS("0::/\n", map[string]string{"sys/fs/cgroup/memory.max": "lots\n"}))
-	if err == nil || !strings.Contains(err.Error(), "/sys/fs/cgroup/memory.max: want a number of bytes or max, not \"lots\"") {
-		t.Errorf("a limit that is not a number: %v, want the file and what it holds", err)
-	}
-}
-
-// sysFS is a root of /proc and /sys with the process's control groups and their files.
-func sysFS(groups string, files map[string]string) fstest.MapFS {
-	sys := fstest.MapFS{"proc/self/cgroup": {Data: []byte(groups)}}
-	for name, data := range files {
-		sys[name] = &fstest.MapFile{Data: []byte(data)}
-	}
-	return sys
-}
-
-// FuzzCgroupMemoryLimit: whatever the control group files hold, the limit read is 0 or more,
-// or an error.
-func FuzzCgroupMemoryLimit(f *testing.F) {
-	f.Add("0::/\n", "536870912\n")
-	f.Add("4:memory:/a/b\n0::/a\n", "max")
-	f.Add("0::/../..\n", "-1")
-	f.Fuzz(func(t *testing.T, groups, limit string) {
-		sys := fstest.MapFS{"proc/self/cgroup": {Data: []byte(groups)}}
-		for _, line := range strings.Split(groups, "\n") {
-			if root, file, dir, ok := cgroupMemoryDir(line); ok {
-				if name := path.Join(root, dir, file); fs.ValidPath(name) {
-					sys[name] = &fstest.MapFile{Data: []byte(limit)}
-				}
-			}
-		}
-		if n, err := cgroupMemoryLimit(sys); err == nil && n < 0 {
-			t.Errorf("limit %d of %q, %q", n, groups, limit)
-		}
-	})
 }
 
 // TestServeSaveWindow: --save-window means what runner.Config.SaveWindow means (0: the

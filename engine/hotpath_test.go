@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/reins-run/reins/internal/testkit/allocs"
 )
 
 // FuzzTaskMsgID: the id built in a buffer on the stack equals the plain RUN/KEY/ACTIVATION/
@@ -25,7 +27,7 @@ func FuzzTaskMsgID(f *testing.F) {
 
 // TestTaskMsgIDAllocs: a task's id is one allocation, its string.
 func TestTaskMsgIDAllocs(t *testing.T) {
-	if n := testing.AllocsPerRun(100, func() { _ = taskMsgID("01JDV3N6Q0R1S2T3U4V5W6X7Y8", "agent", 1, 12, 1) }); n != 1 {
+	if n := allocs.PerRun(100, func() { _ = taskMsgID("01JDV3N6Q0R1S2T3U4V5W6X7Y8", "agent", 1, 12, 1) }); n != 1 {
 		t.Errorf("taskMsgID allocates %v times, want 1", n)
 	}
 }
@@ -67,7 +69,7 @@ func FuzzCanon(f *testing.F) {
 // TestCanonAllocs: an answer's compact output is one allocation, its copy.
 func TestCanonAllocs(t *testing.T) {
 	raw := json.RawMessage(`{"turn":12,"messages":[{"role":"assistant","content":"done, see a.go"}]}`)
-	if n := testing.AllocsPerRun(100, func() { _, _ = canon(raw) }); n != 1 {
+	if n := allocs.PerRun(100, func() { _, _ = canon(raw) }); n != 1 {
 		t.Errorf("canon allocates %v times, want 1", n)
 	}
 }

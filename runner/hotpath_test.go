@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/testkit/allocs"
 	"github.com/reins-run/reins/workflow"
 )
 
@@ -17,7 +18,7 @@ func TestNewEntryAllocs(t *testing.T) {
 	if ent.rec.Run != run || ent.bundle != b {
 		t.Fatalf("newEntry = %+v", ent)
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = newEntry(engine.Record{Run: run}, b) }); n != 1 {
+	if n := allocs.PerRun(100, func() { _ = newEntry(engine.Record{Run: run}, b) }); n != 1 {
 		t.Errorf("newEntry allocates %v times, want 1", n)
 	}
 }
@@ -34,7 +35,7 @@ func TestIsRefusal(t *testing.T) {
 			t.Errorf("isRefusal(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = isRefusal(nil) }); n != 0 {
+	if n := allocs.PerRun(100, func() { _ = isRefusal(nil) }); n != 0 {
 		t.Errorf("isRefusal(nil) allocates %v times, want 0", n)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/internal/testkit/allocs"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -32,7 +33,7 @@ func FuzzNonce(f *testing.F) {
 // TestNonceAllocs: a continued answer's nonce is one allocation, its string.
 func TestNonceAllocs(t *testing.T) {
 	at := time.Now()
-	if n := testing.AllocsPerRun(100, func() { _ = nonce(at, 1<<31) }); n != 1 {
+	if n := allocs.PerRun(100, func() { _ = nonce(at, 1<<31) }); n != 1 {
 		t.Errorf("nonce allocates %v times, want 1", n)
 	}
 }
@@ -53,7 +54,7 @@ func TestAnswerMsgReused(t *testing.T) {
 		t.Fatalf("second build = %q %s %v, want its own subject, data and id only", m.Subject, m.Data, m.Header)
 	}
 	data := []byte(`{}`)
-	if n := testing.AllocsPerRun(100, func() {
+	if n := allocs.PerRun(100, func() {
 		am.build("reins.event.04.r-2", data, "r-2/agent/1/2/1/completed")
 		am.reset()
 	}); n != 0 {
@@ -90,7 +91,7 @@ func TestClaimWaitsForAnswer(t *testing.T) {
 	if tc.claim(errTimedOut) {
 		t.Error("a claim after the answer = true, want false")
 	}
-	if n := testing.AllocsPerRun(10, func() {
+	if n := allocs.PerRun(10, func() {
 		fresh := &taskContext{Context: context.Background(), w: w, m: noMetrics{}, task: tc.task}
 		fresh.finish(nil, "completed")
 	}); n != 1 {

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/reins-run/reins/internal/testkit/allocs"
 )
 
 // FuzzDeliveryOf: DeliveryOf reads any reply subject as the library's Metadata does (the same
@@ -36,7 +38,7 @@ func TestDeliveryOfAllocs(t *testing.T) {
 	if d, ok := DeliveryOf(reply); !ok || d.NumDelivered != 1 || d.Timestamp.UnixNano() != 1795255200123456789 {
 		t.Fatalf("DeliveryOf = %+v, %v", d, ok)
 	}
-	if n := testing.AllocsPerRun(100, func() { _, _ = DeliveryOf(reply) }); n != 0 {
+	if n := allocs.PerRun(100, func() { _, _ = DeliveryOf(reply) }); n != 0 {
 		t.Errorf("DeliveryOf allocates %v times, want 0", n)
 	}
 }
@@ -48,7 +50,7 @@ func TestTaskSubjectAllocs(t *testing.T) {
 	if s, err := n.TaskSubject("agent.loop"); err != nil || s != want {
 		t.Fatalf("TaskSubject = %q, %v; want %q", s, err, want)
 	}
-	if n := testing.AllocsPerRun(100, func() { _, _ = n.TaskSubject("agent.loop") }); n != 0 {
+	if n := allocs.PerRun(100, func() { _, _ = n.TaskSubject("agent.loop") }); n != 0 {
 		t.Errorf("TaskSubject allocates %v times, want 0", n)
 	}
 	if _, err := n.TaskSubject("bad handler"); err == nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reins-run/reins/internal/testkit/allocs"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 )
@@ -67,11 +68,11 @@ func FuzzEventMsgID(f *testing.F) {
 func TestEventMsgIDAllocs(t *testing.T) {
 	ev := wire.Answer(sampleTask(), protocol.EvContinued, time.Now())
 	ev.Nonce = "lq2x8d1k-1z141z3"
-	if n := testing.AllocsPerRun(100, func() { _ = wire.EventMsgID(ev, "") }); n != 1 {
+	if n := allocs.PerRun(100, func() { _ = wire.EventMsgID(ev, "") }); n != 1 {
 		t.Errorf("EventMsgID of an answer allocates %v times, want 1", n)
 	}
 	buf := make([]byte, 0, 256)
-	if n := testing.AllocsPerRun(100, func() { _ = wire.AppendEventMsgID(buf[:0], ev, "") }); n != 0 {
+	if n := allocs.PerRun(100, func() { _ = wire.AppendEventMsgID(buf[:0], ev, "") }); n != 0 {
 		t.Errorf("AppendEventMsgID allocates %v times, want 0", n)
 	}
 }

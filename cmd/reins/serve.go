@@ -86,7 +86,8 @@ reins run does.
 --memory-limit SIZE (or GOMEMLIMIT) is the process's soft memory limit: the Go heap, which
 otherwise grows to twice what stays live, collects sooner to stay under it (docs/deploy.md).
 Without either, a process in a control group with a memory limit (a container) takes 90% of
-that limit, so that a burst does not take it past the limit.
+that limit, so that a burst does not take it past the limit (AUTOMEMLIMIT=off: none,
+AUTOMEMLIMIT=0.8: another share).
 
 The web console is at / on --listen: http://127.0.0.1:7400/ by default (docs/console.md). To
 sign in, paste the data directory's admin token, the contents of DATA/admin.token

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reins-run/reins/internal/defaults"
 	"github.com/reins-run/reins/operator"
 )
 
@@ -37,21 +38,12 @@ func (c Config) withDefaults() Config {
 		}
 		return def
 	}
-	timeout := func(v, def time.Duration) time.Duration {
-		switch {
-		case v < 0:
-			return 0
-		case v == 0:
-			return def
-		}
-		return v
-	}
 	c.MaxInputBytes = bound(c.MaxInputBytes, operator.DefaultMaxBytes)
 	c.MaxWebhookBytes = bound(c.MaxWebhookBytes, DefaultMaxWebhookBytes)
 	c.MaxUnauthenticated = int(bound(int64(c.MaxUnauthenticated), DefaultMaxUnauthenticated))
 	c.MaxEventStreams = int(bound(int64(c.MaxEventStreams), DefaultMaxEventStreams))
-	c.ReadTimeout = timeout(c.ReadTimeout, DefaultReadTimeout)
-	c.WriteTimeout = timeout(c.WriteTimeout, DefaultWriteTimeout)
+	c.ReadTimeout = defaults.OrNone(c.ReadTimeout, DefaultReadTimeout)
+	c.WriteTimeout = defaults.OrNone(c.WriteTimeout, DefaultWriteTimeout)
 	// The 202 of an answer past EngineWait must still be written within the write timeout.
 	wait := DefaultEngineWait
 	if c.WriteTimeout > 0 {

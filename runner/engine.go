@@ -20,6 +20,7 @@ import (
 
 	"github.com/reins-run/reins/conn"
 	"github.com/reins-run/reins/engine"
+	"github.com/reins-run/reins/internal/defaults"
 	"github.com/reins-run/reins/internal/fault"
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/outbox"
@@ -131,16 +132,8 @@ func DefaultLimits() engine.Limits {
 // its default, a negative one 0 (no bound, as a run's record says it).
 func runLimits(l engine.Limits) engine.Limits {
 	def := DefaultLimits()
-	pick := func(n, d int) int {
-		switch {
-		case n == 0:
-			return d
-		case n < 0:
-			return 0
-		}
-		return n
-	}
-	return engine.Limits{MaxSteps: pick(l.MaxSteps, def.MaxSteps), MaxSignals: pick(l.MaxSignals, def.MaxSignals), MaxEvents: pick(l.MaxEvents, def.MaxEvents)}
+	return engine.Limits{MaxSteps: defaults.OrNone(l.MaxSteps, def.MaxSteps), MaxSignals: defaults.OrNone(l.MaxSignals, def.MaxSignals),
+		MaxEvents: defaults.OrNone(l.MaxEvents, def.MaxEvents)}
 }
 
 // DefaultMaxOutputBytes bounds the output of one answer when [Config.MaxOutputBytes] is 0: 64
@@ -149,15 +142,7 @@ const DefaultMaxOutputBytes = operator.DefaultMaxBytes
 
 // outputBound is the engine's bound on an answer's output for Config.MaxOutputBytes n: 0 for
 // none (n negative).
-func outputBound(n int64) int64 {
-	switch {
-	case n == 0:
-		return DefaultMaxOutputBytes
-	case n < 0:
-		return 0
-	}
-	return n
-}
+func outputBound(n int64) int64 { return defaults.OrNone(n, DefaultMaxOutputBytes) }
 
 // StopOutputTooLarge is the stop reason of a step whose output passed [Config.MaxOutputBytes].
 const StopOutputTooLarge = "output_too_large"

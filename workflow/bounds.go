@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/reins-run/reins/internal/defaults"
 	"github.com/reins-run/reins/loop"
 )
 
@@ -42,24 +43,10 @@ const (
 
 // withDefaults is b with each field at 0 its default and each negative one 0 (no cap).
 func (b Bounds) withDefaults() Bounds {
-	pick := func(n, d int) int {
-		switch {
-		case n == 0:
-			return d
-		case n < 0:
-			return 0
-		}
-		return n
-	}
-	b.LoopIterations = pick(b.LoopIterations, DefaultBoundLoopIterations)
-	b.AgentIterations = pick(b.AgentIterations, DefaultBoundAgentIterations)
-	b.Steps = pick(b.Steps, DefaultBoundSteps)
-	switch {
-	case b.ToolTimeout == 0:
-		b.ToolTimeout = DefaultBoundToolTimeout
-	case b.ToolTimeout < 0:
-		b.ToolTimeout = 0
-	}
+	b.LoopIterations = defaults.OrNone(b.LoopIterations, DefaultBoundLoopIterations)
+	b.AgentIterations = defaults.OrNone(b.AgentIterations, DefaultBoundAgentIterations)
+	b.Steps = defaults.OrNone(b.Steps, DefaultBoundSteps)
+	b.ToolTimeout = defaults.OrNone(b.ToolTimeout, DefaultBoundToolTimeout)
 	return b
 }
 

@@ -411,15 +411,14 @@ func (l *loader) principal(key, name string, t map[string]any, custom []string) 
 	n := len(l.problems)
 	p := Principal{Name: name, TokenEnv: l.str(key+".token_env", t["token_env"]), TokenSHA256: l.str(key+".token_sha256", t["token_sha256"]),
 		Roles: l.strings(key+".roles", t["roles"])}
-	switch {
-	case p.TokenEnv != "" && p.TokenSHA256 != "":
-		l.add(key, "set token_env or token_sha256, not both")
-	case p.TokenEnv == "" && p.TokenSHA256 == "" && len(l.problems) == n:
-		l.add(key, "missing a token: set token_env (an environment variable holding it) or token_sha256 (the hex SHA-256 of it)")
-	case p.TokenEnv != "" && !envName(p.TokenEnv):
-		l.add(key+".token_env", "want the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*)")
-	case p.TokenSHA256 != "" && !sha256Hex.MatchString(p.TokenSHA256):
-		l.add(key+".token_sha256", "want 64 hexadecimal characters: the SHA-256 of the token")
+	switch field, problem := tokenProblem(p, "token_env", "token_sha256"); {
+	case problem == "":
+	case p.TokenEnv == "" && p.TokenSHA256 == "" && len(l.problems) > n:
+		// a token key of the wrong type, said already
+	case field != "":
+		l.add(key+"."+field, "%s", problem)
+	default:
+		l.add(key, "%s", problem)
 	}
 	p.TokenSHA256 = strings.ToLower(p.TokenSHA256)
 	builtin := false
@@ -441,6 +440,23 @@ func (l *loader) principal(key, name string, t map[string]any, custom []string) 
 }
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+
+// tokenProblem says what is wrong with where p's token comes from, naming its two sources
+// envKey and shaKey as the caller's input names them (a file's keys, a Go field's names): the
+// source at fault ("" for the principal as a whole) and the problem, or "" when nothing is.
+func tokenProblem(p Principal, envKey, shaKey string) (field, problem string) {
+	switch {
+	case p.TokenEnv != "" && p.TokenSHA256 != "":
+		return "", fmt.Sprintf("set %s or %s, not both", envKey, shaKey)
+	case p.TokenEnv == "" && p.TokenSHA256 == "":
+		return "", fmt.Sprintf("missing a token: set %s (an environment variable holding it) or %s (the hex SHA-256 of it)", envKey, shaKey)
+	case p.TokenEnv != "" && !envName(p.TokenEnv):
+		return envKey, "want the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*)"
+	case p.TokenSHA256 != "" && !sha256Hex.MatchString(p.TokenSHA256):
+		return shaKey, "want 64 hexadecimal characters: the SHA-256 of the token"
+	}
+	return "", ""
+}
 
 func envName(s string) bool {
 	for i, c := range s {

@@ -44,14 +44,12 @@ func principalProblem(p Principal) string {
 		return "the principal admin is the data directory's (its token is in DATA/admin.token): give the admin role to a principal of another name"
 	case !namePattern.MatchString(p.Name):
 		return "a name is 1 to 64 characters of [a-z0-9_-]"
-	case p.TokenEnv != "" && p.TokenSHA256 != "":
-		return "set TokenEnv or TokenSHA256, not both"
-	case p.TokenEnv == "" && p.TokenSHA256 == "":
-		return "missing a token: set TokenEnv (an environment variable holding it) or TokenSHA256 (the hex SHA-256 of it)"
-	case p.TokenEnv != "" && !envName(p.TokenEnv):
-		return "TokenEnv: want the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*)"
-	case p.TokenSHA256 != "" && !sha256Hex.MatchString(p.TokenSHA256):
-		return "TokenSHA256: want 64 hexadecimal characters: the SHA-256 of the token"
+	}
+	switch field, problem := tokenProblem(p, "TokenEnv", "TokenSHA256"); {
+	case field != "":
+		return field + ": " + problem
+	case problem != "":
+		return problem
 	case len(p.Roles) == 0:
 		return fmt.Sprintf("missing roles: name the principal's roles (%s)", strings.Join(Roles, ", "))
 	}

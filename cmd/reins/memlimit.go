@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime/debug"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
@@ -44,14 +43,15 @@ const containerShare = 0.9
 // group without a limit leaves the runtime's; one that cannot be read is logged and changes
 // nothing.
 func containerLimit(group memlimit.Provider, log *slog.Logger) {
-	_, err := memlimit.Set(memlimit.WithProvider(keepWithoutLimit(group)), memlimit.WithRatio(containerShare),
+	before := debug.SetMemoryLimit(-1)
+	limit, err := memlimit.Set(memlimit.WithProvider(keepWithoutLimit(group)), memlimit.WithRatio(containerShare),
 		memlimit.WithLogger(slog.New(slog.DiscardHandler)))
 	switch {
 	case errors.Is(err, errNoGroupLimit):
 	case err != nil:
 		log.Warn("reins: no default memory limit: the control group's limit cannot be read", "err", err)
-	case !envSet("GOMEMLIMIT") && os.Getenv("AUTOMEMLIMIT") != "off":
-		log.Info("reins: the Go heap collects to stay under the memory limit, a share of the control group's", "memory_limit_bytes", debug.SetMemoryLimit(-1))
+	case limit != before: // not left as it was (GOMEMLIMIT, AUTOMEMLIMIT=off)
+		log.Info("reins: the Go heap collects to stay under the memory limit, a share of the control group's", "memory_limit_bytes", limit)
 	}
 }
 
@@ -67,10 +67,4 @@ func keepWithoutLimit(group memlimit.Provider) memlimit.Provider {
 		}
 		return n, err
 	}
-}
-
-// envSet reports whether the environment has name, empty or not (as the library reads it).
-func envSet(name string) bool {
-	_, ok := os.LookupEnv(name)
-	return ok
 }

@@ -223,10 +223,12 @@ func (e *Engine) cutAll(ctx context.Context) {
 	if err != nil || cons.CachedInfo().NumWaiting == 0 {
 		return
 	}
+	kctx, cancel := context.WithTimeout(ctx, floorWait)
 	for p := range natsbox.Partitions {
 		e.sawFloor(p, cons.CachedInfo())
-		e.keepFloor(ctx, p)
+		e.keepFloor(kctx, p)
 	}
+	cancel()
 	if err := e.js.DeleteConsumer(ctx, e.names.EventsStream(), natsbox.EngineAllConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		e.log.Warn("runner: cut off the pulls at the consumer of every partition", "err", err)
 		return

@@ -109,7 +109,7 @@ func TestResetConsumerTo(t *testing.T) {
 		want      []string
 		wantFloor uint64
 	}{
-		{to: 4, want: []string{"4", "5"}, wantFloor: 3},          // forward: 1 to 3 taken as acknowledged
+		{to: 4, want: []string{"4", "5"}, wantFloor: 3},           // forward: 1 to 3 taken as acknowledged
 		{to: 2, want: []string{"2", "3", "4", "5"}, wantFloor: 1}, // back: acknowledged ones come again
 	} {
 		seq, err := ResetConsumer(ctx, js, "RESETTO", "c", c.to)

@@ -31,7 +31,11 @@
 // event. When a consumer's leader changes (a NATS node stopped or lost) or the engine's
 // connection comes back, the consumer is reset to its acknowledged floor (redeliver), so that
 // a delivery lost on its way comes at once rather than after AckWait. One
-// engine alone owns them all. An engine that stops hands everything over.
+// engine alone owns them all, and reads them through one consumer, "reins-engine-all"
+// (natsbox.EngineAllConsumer, solo.go): sixteen cost the server sixteen writes of their state
+// and reads past the other partitions' events; it goes back to the partitions' consumers, each
+// moved past what that one acknowledged, when another engine comes. An engine that stops hands
+// everything over.
 //
 // Events are dispatched by a hash of their run id to a fixed set of shard goroutines: the events
 // of one run are decided one at a time and in order, while runs proceed in parallel. A shard keeps

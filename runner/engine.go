@@ -223,6 +223,9 @@ type Engine struct {
 	// remaking, when set (tests), is called in a takeover between the deletion of a
 	// partition's consumer and its creation: an error stands for a creation that failed.
 	remaking func(p int) error
+	// partitioned, set by tests, keeps an engine alone on the partitions' own consumers, as
+	// when other engines share them (solo.go).
+	partitioned bool
 }
 
 // stats counts what the engine did, for tests and logs.
@@ -516,7 +519,7 @@ func (e *Engine) watchConsumer(ctx context.Context, p int, cons jetstream.Consum
 			return
 		case err != nil && ctx.Err() == nil:
 			e.log.Debug("runner: look the consumer up", "consumer", name, "err", err)
-		case err == nil && periodic && e.flight.settled(p) && stalled(prev, info):
+		case err == nil && periodic && e.flight.settledAll(each(p)) && stalled(prev, info):
 			err = fmt.Errorf("the consumer %s of %s delivered nothing for %s with %d events waiting", name, e.names.EventsStream(), lookEvery, info.NumPending)
 			e.log.Warn("runner: the consumption of a partition stalled", "consumer", name, "err", err)
 			lost <- err
@@ -525,8 +528,13 @@ func (e *Engine) watchConsumer(ctx context.Context, p int, cons jetstream.Consum
 			prev = info
 		}
 		if err == nil {
-			e.sawFloor(p, info)
-			e.keepFloor(ctx, p)
+			// One bound for them all: a bucket that answers nothing holds the looks back once.
+			kctx, cancel := context.WithTimeout(ctx, floorWait)
+			for _, q := range each(p) {
+				e.sawFloor(q, info)
+				e.keepFloor(kctx, q)
+			}
+			cancel()
 		}
 		rest, looks, ticks = time.After(natsbox.PullExpiry/2), nil, nil
 	}
@@ -547,7 +555,7 @@ func (e *Engine) redeliver(ctx context.Context, p int, cons jetstream.Consumer) 
 	var err error
 	for {
 		actx, acancel := context.WithTimeout(ctx, time.Second)
-		seq, err = natsbox.ResetConsumer(actx, e.js, e.names.EventsStream(), name)
+		seq, err = natsbox.ResetConsumer(actx, e.js, e.names.EventsStream(), name, 0)
 		if err != nil {
 			<-actx.Done() // an attempt a second at most, and one a second
 		}
@@ -561,7 +569,7 @@ func (e *Engine) redeliver(ctx context.Context, p int, cons jetstream.Consumer) 
 		return
 	}
 	e.stats.redelivered.Add(1)
-	e.log.Info("runner: a partition's consumer delivers again past its acknowledged floor", "partition", p, "from", seq)
+	e.log.Info("runner: a partition's consumer delivers again past its acknowledged floor", "consumer", name, "from", seq)
 }
 
 // lookEvery is how often a partition's consumer is looked up when nothing asks for it.

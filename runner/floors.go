@@ -31,9 +31,10 @@ type keptFloor struct {
 }
 
 // floorIn returns the acknowledged floor of partition p's consumer to make it again from: the
-// higher of the one this engine saw and the one kept in the bucket, as long as the events
-// stream still holds it and, for the kept one, is the stream it was kept of; else 0 (from the
-// first event). When the stream cannot be read, the consumer's creation fails as well and is
+// highest of the one this engine saw, the one kept in the bucket and that of the consumer of
+// every partition (solo.go: what it acknowledged, of any partition, was decided), as long as
+// the events stream still holds it and, for the kept one, is the stream it was kept of; else 0
+// (from the first event). When the stream cannot be read, the consumer's creation fails as well and is
 // tried again.
 func (e *Engine) floorIn(ctx context.Context, p int) uint64 {
 	floor := e.floors[p].Load()
@@ -58,6 +59,9 @@ func (e *Engine) floorIn(ctx context.Context, p int) uint64 {
 		e.log.Warn("runner: the floor kept of a partition is of an events stream made again since: it is not used", "partition", p, "floor", kept.Floor)
 	default:
 		floor = kept.Floor
+	}
+	if all := e.allFloor(ctx); all > floor && all <= info.State.LastSeq {
+		floor = all
 	}
 	return floor
 }

@@ -23,6 +23,18 @@ func newEnv(t testing.TB) *env {
 	return newEnvAt(t, t.TempDir())
 }
 
+// newEnvWith is newEnv whose engine prepare sees before it runs.
+func newEnvWith(t testing.TB, prepare func(*Engine)) *env {
+	t.Helper()
+	v := &env{Env: runtest.NewWithin(t, t.TempDir(), 60*time.Second)}
+	v.eng, v.stop = v.startEngine(prepare)
+	return v
+}
+
+// partitioned keeps an engine alone on the partitions' own consumers (solo.go), for the tests
+// of what engines that share the partitions do with them.
+func partitioned(e *Engine) { e.partitioned = true }
+
 // newEnvAt is newEnv on the data directory dir.
 func newEnvAt(t testing.TB, dir string) *env {
 	t.Helper()

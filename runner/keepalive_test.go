@@ -64,7 +64,7 @@ func TestHeldEventsNotRedelivered(t *testing.T) {
 		t.Fatalf("the event delivered again: %+v (%v), want its second delivery", md, err)
 	}
 	eng.flight.done(p, held)
-	if !eng.flight.settled(p) {
+	if !eng.flight.settledAll(each(p)) {
 		t.Error("the event settled is still counted in flight")
 	}
 }

@@ -37,17 +37,26 @@ type leases struct {
 	beatAt            time.Time
 	beatRev, checkRev uint64
 	checkAt           time.Time
+	// soloAfter is when the engine may try again to consume alone, after it failed (solo.go).
+	soloAfter time.Time
 
-	parts [natsbox.Partitions]*partition // consumed partitions, nil for the others
-	lost  chan *partition                // consumptions that ended on their own
+	// parts holds the consumption of each partition consumed, nil for the others: the
+	// partition's own consumer's, or the same one for all of them while the engine consumes
+	// alone (solo.go).
+	parts [natsbox.Partitions]*partition
+	lost  chan *partition // consumptions that ended on their own
 }
 
-// partition is the consumption of one partition's consumer.
+// partition is the consumption of one consumer: of partition n's, or of every partition's
+// (n is all, solo.go).
 type partition struct {
 	n         int
 	cc        jetstream.ConsumeContext
 	stopWatch context.CancelFunc
 }
+
+// first is a partition the consumption covers.
+func (part *partition) first() int { return max(part.n, 0) }
 
 // consumerName is the durable consumer of partition p.
 func consumerName(p int) string { return natsbox.EngineConsumerPrefix + natsbox.PartitionToken(p) }
@@ -106,9 +115,9 @@ func (l *leases) loop(ctx context.Context) error {
 			}
 			l.apply(ent, time.Now())
 		case part := <-l.lost:
-			if l.parts[part.n] == part {
-				l.e.log.Warn("runner: the consumption of a partition stopped; it is taken again", "partition", part.n)
-				l.stop(part.n, false)
+			if l.parts[part.first()] == part {
+				l.e.log.Warn("runner: the consumption of a partition stopped; it is taken again", "consumer", consumerName(part.n))
+				l.stop(part.first(), false)
 			}
 		case <-tick.C:
 			l.round(ctx, false)
@@ -207,12 +216,18 @@ func (l *leases) round(ctx context.Context, first bool) {
 		consuming[p] = part != nil
 	}
 	plan := planLeases(l.view, l.id, &consuming, now, l.ttl)
+	if l.solo() && len(plan.drop)+len(plan.release) > 0 {
+		l.split(ctx)
+	}
 	for _, p := range plan.drop {
 		l.e.log.Info("runner: another engine owns a partition now", "partition", p, "owner", l.view.owners[p].id)
 		l.stop(p, false)
 	}
 	l.release(ctx, plan.release)
 	l.acquire(ctx, plan.acquire, first)
+	if l.alone(now) {
+		l.goSolo(ctx)
+	}
 	for _, id := range plan.forget {
 		if err := l.kv.Delete(ctx, memberKey(id), jetstream.LastRevision(l.view.members[id].rev)); err == nil {
 			delete(l.view.members, id)
@@ -456,7 +471,8 @@ func (l *leases) stillBeating(ctx context.Context, id string) bool {
 	return false
 }
 
-// start consumes partition p from cons.
+// start consumes partition p from cons, or every partition (p is all) from the consumer of
+// them all.
 func (l *leases) start(ctx context.Context, p int, cons jetstream.Consumer) error {
 	e := l.e
 	why := make(chan error, 1)
@@ -473,9 +489,11 @@ func (l *leases) start(ctx context.Context, p int, cons jetstream.Consumer) erro
 	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	part := &partition{n: p, cc: cc, stopWatch: stopWatch}
-	l.parts[p] = part
-	e.flight.consumed(p)
-	e.stats.consuming(p, true)
+	for _, q := range each(p) {
+		l.parts[q] = part
+		e.flight.consumed(q)
+		e.stats.consuming(q, true)
+	}
 	gone := make(chan error, 1)
 	go e.watchConsumer(wctx, p, cons, look, reset, back, gone)
 	go func() {
@@ -493,15 +511,32 @@ func (l *leases) start(ctx context.Context, p int, cons jetstream.Consumer) erro
 	return nil
 }
 
-// stop ends the consumption of partition p, if any: drain lets what was pulled reach the
-// shards, else it goes back to the server unacknowledged. The timers of its runs stop.
+// stop ends the consumption of partition p, if any, and of every partition it covers (all of
+// them, for the consumer of every partition): drain lets what was pulled reach the shards,
+// else it goes back to the server unacknowledged. The timers of their runs stop.
 func (l *leases) stop(p int, drain bool) {
-	part := l.parts[p]
+	part := l.halt(p, drain)
 	if part == nil {
 		return
 	}
-	l.parts[p] = nil
-	l.e.stats.consuming(p, false)
+	if part.n == all {
+		l.e.timers.cancelWhere(func(string) bool { return true })
+		return
+	}
+	l.e.timers.cancelWhere(func(runID string) bool { return natsbox.Partition(runID) == p })
+}
+
+// halt ends the consumption that covers partition p, if any, as stop does, and returns it;
+// the timers go on.
+func (l *leases) halt(p int, drain bool) *partition {
+	part := l.parts[p]
+	if part == nil {
+		return nil
+	}
+	for _, q := range each(part.n) {
+		l.parts[q] = nil
+		l.e.stats.consuming(q, false)
+	}
 	part.stopWatch()
 	if drain {
 		part.cc.Drain()
@@ -509,7 +544,7 @@ func (l *leases) stop(p int, drain bool) {
 		part.cc.Stop()
 	}
 	<-part.cc.Closed()
-	l.e.timers.cancelWhere(func(runID string) bool { return natsbox.Partition(runID) == p })
+	return part
 }
 
 // leave deletes the keys of the partitions this engine holds and its member key, so that
@@ -563,6 +598,7 @@ func (e *Engine) partitionConsumer(ctx context.Context, p int, takeover bool) (j
 		if e.takingOver != nil {
 			e.takingOver(p)
 		}
+		e.cutAll(ctx)
 		if e.resetForTakeover(ctx, p, cons.CachedInfo()) {
 			return cons, nil
 		}
@@ -581,13 +617,35 @@ func (e *Engine) partitionConsumer(ctx context.Context, p int, takeover bool) (j
 	case cons.CachedInfo().Config.AckWait != e.ackWait:
 		have := cons.CachedInfo().Config
 		have.AckWait = e.ackWait
-		return e.js.UpdateConsumer(ctx, e.names.EventsStream(), have)
+		if cons, err = e.js.UpdateConsumer(ctx, e.names.EventsStream(), have); err != nil {
+			return nil, err
+		}
 	}
-	return cons, nil
+	return cons, e.catchUp(ctx, p, cons)
+}
+
+// catchUp moves partition p's consumer, taken as it is, past the floor known of the partition
+// when it stands below it: an engine consumed every partition through the consumer of them all
+// meanwhile (solo.go), and what it acknowledged there need not be decided again.
+func (e *Engine) catchUp(ctx context.Context, p int, cons jetstream.Consumer) error {
+	info := cons.CachedInfo()
+	floor := e.floorIn(ctx, p)
+	if floor <= info.AckFloor.Stream {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, resetWait)
+	defer cancel()
+	if _, err := natsbox.ResetConsumer(rctx, e.js, e.names.EventsStream(), info.Name, floor+1); err != nil {
+		return fmt.Errorf("consumer %s: move it past the floor %d: %w", info.Name, floor, err)
+	}
+	e.log.Debug("runner: a partition's consumer moved past the floor the consumer of every partition reached", "partition", p, "floor", floor)
+	return nil
 }
 
 // resetForTakeover delivers again everything of partition p's consumer past its acknowledged
-// floor (natsbox.ResetConsumer), when info, read just now from its leader, shows no pull
+// floor, or past the floor known of the partition when that is higher (floorIn: the engine
+// that held it consumed every partition through the consumer of them all, solo.go)
+// (natsbox.ResetConsumer), when info, read just now from its leader, shows no pull
 // waiting: the engine that held the partition then has nothing on its way to it. Making the
 // consumer again (a deletion and a creation, each through the JetStream meta leader, and a new
 // Raft group at R3) cost a takeover 1.5 s on a loaded three-node cluster; a reset is one
@@ -607,15 +665,18 @@ func (e *Engine) resetForTakeover(ctx context.Context, p int, info *jetstream.Co
 		e.log.Debug("runner: pulls wait at a partition's consumer taken over: it is made again, which cuts them off", "partition", p, "pulls", info.NumWaiting)
 		return false
 	}
+	var seq, to uint64 // to: 0, its own floor; else past the floor known of the partition
+	if floor := e.floorIn(ctx, p); floor > info.AckFloor.Stream {
+		to = floor + 1
+	}
 	rctx, cancel := context.WithTimeout(ctx, resetWait)
 	defer cancel()
-	var seq uint64
 	var err error
 	if e.resetting != nil {
 		err = e.resetting(p)
 	}
 	if err == nil {
-		seq, err = natsbox.ResetConsumer(rctx, e.js, e.names.EventsStream(), info.Name)
+		seq, err = natsbox.ResetConsumer(rctx, e.js, e.names.EventsStream(), info.Name, to)
 	}
 	if err != nil {
 		e.log.Debug("runner: reset a partition's consumer taken over; it is made again", "partition", p, "err", err)
@@ -659,11 +720,17 @@ func (f *flight) done(p int, m jetstream.Msg) {
 	}
 }
 
-// settled reports whether nothing of partition p is in flight: what the engine pulled is decided.
-func (f *flight) settled(p int) bool {
+// settledAll reports whether nothing of partitions ps is in flight: what the engine pulled is
+// decided.
+func (f *flight) settledAll(ps []int) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.held[p]) == 0
+	for _, p := range ps {
+		if len(f.held[p]) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // wait returns once nothing of partition p is in flight (true), or ctx is done first (false).

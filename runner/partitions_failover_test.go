@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,14 +100,23 @@ func TestTakeoverFromAnEngineThatDied(t *testing.T) {
 // connected, its heartbeats stopped and its pulls still waiting at the consumer (its rounds of
 // the leases are held here, so it is not fenced yet), the consumer is made again: those pulls
 // get nothing more, and what comes after the takeover is the heir's alone.
+//
+// An engine alone consumes every partition through one consumer (solo.go), where its pulls
+// wait: that consumer is kept when it died and made again when it is silent, and the heir,
+// alone in turn, consumes through it.
 func TestTakeoverResetsTheConsumerOfAnEngineThatDied(t *testing.T) {
+	died := func(_ *Engine, conn *natsbox.Box) { conn.JetStream().Conn().Close() }
+	silent := func(doomed *Engine, _ *natsbox.Box) { doomed.beatsPaused.Store(true) }
 	for _, tc := range []struct {
-		name string
-		lose func(doomed *Engine, conn *natsbox.Box)
-		same bool // the consumer after the takeover is the one before (reset, not made again)
+		name  string
+		lose  func(doomed *Engine, conn *natsbox.Box)
+		alone bool // the doomed engine consumes alone, and so does the heir after it
+		same  bool // the consumer after the takeover is the one before (reset, not made again)
 	}{
-		{"died", func(_ *Engine, conn *natsbox.Box) { conn.JetStream().Conn().Close() }, true},
-		{"silent", func(doomed *Engine, _ *natsbox.Box) { doomed.beatsPaused.Store(true) }, false},
+		{"died", died, false, true},
+		{"silent", silent, false, false},
+		{"alone-died", died, true, true},
+		{"alone-silent", silent, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := newEnv(t)
@@ -117,12 +125,18 @@ func TestTakeoverResetsTheConsumerOfAnEngineThatDied(t *testing.T) {
 			release := make(chan struct{})
 			defer close(release) // before the cleanups stop the engines
 			doomed, conn := startDoomed(t, v, func(e *Engine) {
+				e.partitioned = !tc.alone
 				e.rounding = func() {
 					if hold.Load() {
 						<-release
 					}
 				}
 			})
+			consumer := consumerName(natsbox.Partition("r-" + tc.name))
+			if tc.alone {
+				consumer = natsbox.EngineAllConsumer
+				waitPulling(t, v, consumer)
+			}
 
 			w := v.Worker("think")
 			id := v.Start(runtest.LoopWorkflow(t, 5), "", "r-"+tc.name)
@@ -130,14 +144,16 @@ func TestTakeoverResetsTheConsumerOfAnEngineThatDied(t *testing.T) {
 			v.Publish(runtest.Continued(t1, `1`), "")
 			t2 := w.Next() // the continued event was decided: its save waits, unacknowledged
 			js := v.Box.JetStream()
-			before, err := js.Consumer(v.Ctx, natsbox.EventsStream, consumerName(natsbox.Partition(id)))
+			before, err := js.Consumer(v.Ctx, natsbox.EventsStream, consumer)
 			if err != nil {
 				t.Fatal(err)
 			}
 			hold.Store(true)
 			tc.lose(doomed, conn)
 
-			heir, _ := v.startEngine(func(e *Engine) { e.id, e.leaseTTL, e.ackWait = "heir", ttl, time.Hour })
+			heir, _ := v.startEngine(func(e *Engine) {
+				e.id, e.leaseTTL, e.ackWait, e.partitioned = "heir", ttl, time.Hour, !tc.alone
+			})
 			awaitOwners(t, v, func(int) string { return "heir" })
 			// The heir decides the continued event again, at once, and saves it.
 			v.WaitFor(id, func(rec *client.Record) bool { return rec.Run.Steps["think"].Iteration == 2 })
@@ -152,7 +168,10 @@ func TestTakeoverResetsTheConsumerOfAnEngineThatDied(t *testing.T) {
 			if n := doomed.stats.decided.Load(); n != decided {
 				t.Errorf("the engine that lost the partition decided %d events after the takeover", n-decided)
 			}
-			after, err := js.Consumer(v.Ctx, natsbox.EventsStream, consumerName(natsbox.Partition(id)))
+			if tc.alone {
+				waitPulling(t, v, consumer) // the heir's
+			}
+			after, err := js.Consumer(v.Ctx, natsbox.EventsStream, consumer)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -423,7 +442,7 @@ func TestTakeoverMakesConsumersAtOnce(t *testing.T) {
 func TestLostDeliveryComesBackWithTheConnection(t *testing.T) {
 	v := newEnv(t)
 	v.stop()
-	hour := func(e *Engine) { e.ackWait = time.Hour }
+	hour := func(e *Engine) { e.ackWait, e.partitioned = time.Hour, true }
 	_, stopFirst := v.startEngine(hour)
 	w := v.Worker("think")
 	const id = "lost-1"
@@ -591,18 +610,33 @@ func TestConsumerMadeAgainAfterTheStreamWas(t *testing.T) {
 	}
 }
 
-// runIDs returns one run id per partition.
-func runIDs(prefix string) []string {
-	ids := make([]string, natsbox.Partitions)
-	left := natsbox.Partitions
-	for i := 0; left > 0; i++ {
-		id := prefix + strconv.Itoa(i)
-		if p := natsbox.Partition(id); ids[p] == "" {
-			ids[p] = id
-			left--
+// An engine that takes over from an engine alone that died starts every partition past what
+// the consumer of every partition acknowledged, not from the partitions' own consumers, which
+// stood still meanwhile: the runs the dead engine finished are not decided again, and a run it
+// left waiting goes on.
+func TestTakeoverFromAnEngineAlone(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	_, conn := startDoomed(t, v, func(*Engine) {})
+	waitPulling(t, v, natsbox.EngineAllConsumer)
+	v.ServeThink(3)
+	for _, id := range runIDs("done-") {
+		if rec := v.Wait(v.Start(runtest.LoopWorkflow(t, 3), "", id)); rec.Run.Status != protocol.RunCompleted {
+			t.Fatalf("run %s: %s", id, rec.Run.Status)
 		}
 	}
-	return ids
+	waitAcked(t, v, natsbox.EngineAllConsumer)
+	conn.JetStream().Conn().Close() // dies: no handover
+
+	heir, _ := v.startEngine(func(e *Engine) { e.id, e.leaseTTL = "heir", ttl })
+	awaitOwners(t, v, func(int) string { return "heir" })
+	waitPulling(t, v, natsbox.EngineAllConsumer)
+	if n := heir.stats.decided.Load() + heir.stats.acked.Load(); n != 0 {
+		t.Errorf("the heir got %d events of runs the dead engine finished", n)
+	}
+	if rec := v.Wait(v.Start(runtest.LoopWorkflow(t, 3), "", "after")); rec.Run.Status != protocol.RunCompleted {
+		t.Fatalf("run after the takeover: %s", rec.Run.Status)
+	}
 }
 
 // startDoomed starts the engine "doomed" on a connection of its own (AckWait and save window an

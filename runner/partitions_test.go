@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -254,6 +255,20 @@ func awaitOwners(t *testing.T, v *env, want func(p int) string) {
 			t.Fatalf("the partitions never reached their owners: %v", have)
 		}
 	}
+}
+
+// runIDs returns one run id per partition.
+func runIDs(prefix string) []string {
+	ids := make([]string, natsbox.Partitions)
+	left := natsbox.Partitions
+	for i := 0; left > 0; i++ {
+		id := prefix + strconv.Itoa(i)
+		if p := natsbox.Partition(id); ids[p] == "" {
+			ids[p] = id
+			left--
+		}
+	}
+	return ids
 }
 
 // decidedBy records which engine decided the events of which run.

@@ -359,5 +359,5 @@ func ExampleAPI_Permissions() {
 	//   $JS.hub.API.CONSUMER.INFO.KV_acme_reins_limits.*
 	//   acme.reins.delta.>
 	// subscribe: _INBOX.> acme.reins.cancel.>
-	// publish deny: 65 subjects, such as $JS.hub.API.CONSUMER.DURABLE.CREATE.>
+	// publish deny: 69 subjects, such as $JS.hub.API.CONSUMER.DURABLE.CREATE.>
 }

@@ -151,8 +151,7 @@ func (n Names) Permissions(id Identity) *Perms {
 	// No principal creates a durable consumer the legacy way (its consumers go through the
 	// consumer proxy, which refuses durables but a worker's of its tasks).
 	deny := []string{"$JS.API.CONSUMER.DURABLE.CREATE.>"}
-	for p := range Partitions {
-		name := EngineConsumerPrefix + PartitionToken(p)
+	for _, name := range EngineConsumers() {
 		deny = append(deny, "$JS.API.CONSUMER.CREATE."+n.EventsStream()+"."+name,
 			"$JS.API.CONSUMER.CREATE."+n.EventsStream()+"."+name+".>",
 			"$JS.API.CONSUMER.DELETE."+n.EventsStream()+"."+name,
@@ -164,6 +163,20 @@ func (n Names) Permissions(id Identity) *Perms {
 // EngineConsumerPrefix begins the name of the engine's consumer of each partition:
 // "reins-engine-NN".
 const EngineConsumerPrefix = "reins-engine-"
+
+// EngineAllConsumer is the engine's consumer of every partition at once, which an engine that
+// owns them all alone reads instead of the partitions' (package runner).
+const EngineAllConsumer = EngineConsumerPrefix + "all"
+
+// EngineConsumers returns the names of the engine's consumers of REINS_EVENTS: each
+// partition's, then EngineAllConsumer.
+func EngineConsumers() []string {
+	names := make([]string, 0, Partitions+1)
+	for p := range Partitions {
+		names = append(names, EngineConsumerPrefix+PartitionToken(p))
+	}
+	return append(names, EngineAllConsumer)
+}
 
 // kvRead are the JetStream API subjects that read a bucket's keys one by one.
 func kvRead(bucket string) []string {

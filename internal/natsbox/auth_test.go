@@ -149,6 +149,8 @@ func TestPermissionsByRole(t *testing.T) {
 		{"tok-worker", "$JS.API.CONSUMER.DURABLE.CREATE." + TasksStream + ".reins-worker-h", false},
 		{"tok-viewer", "$JS.API.CONSUMER.MSG.NEXT." + EventsStream + ".reins-engine-00", false},
 		{"tok-submitter", "$JS.API.CONSUMER.MSG.NEXT." + EventsStream + ".reins-engine-15", false},
+		{"tok-viewer", "$JS.API.CONSUMER.MSG.NEXT." + EventsStream + ".reins-engine-all", false},
+		{"tok-worker", "$JS.API.CONSUMER.DELETE." + EventsStream + ".reins-engine-all", false},
 		{"tok-viewer", "$JS.API.CONSUMER.MSG.NEXT." + EventsStream + ".mine", true},
 		{"tok-admin", "$JS.API.CONSUMER.MSG.NEXT." + EventsStream + ".reins-engine-00", true},
 	} {

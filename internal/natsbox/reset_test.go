@@ -3,6 +3,7 @@ package natsbox
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +45,7 @@ func TestResetConsumer(t *testing.T) {
 	if n != 3 {
 		t.Fatalf("fetched %d messages, want 3", n)
 	}
-	seq, err := ResetConsumer(ctx, js, "RESET", "c")
+	seq, err := ResetConsumer(ctx, js, "RESET", "c", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,69 @@ func TestResetConsumer(t *testing.T) {
 	}
 	mctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond) // the server answers nothing: callers bound it
 	defer cancel()
-	if _, err = ResetConsumer(mctx, js, "RESET", "missing"); err == nil {
+	if _, err = ResetConsumer(mctx, js, "RESET", "missing", 0); err == nil {
 		t.Error("the reset of a consumer that does not exist succeeded")
+	}
+}
+
+// TestResetConsumerTo: a reset to a sequence moves the consumer there, both ways: what lies
+// below it counts as acknowledged (the floor is the sequence before it), and what lies from it
+// on is delivered, acknowledged before or not.
+func TestResetConsumerTo(t *testing.T) {
+	ctx := testCtx(t)
+	b := open(t, Options{DataDir: t.TempDir()})
+	js := b.JetStream()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RESETTO", Subjects: []string{"to.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.CreateConsumer(ctx, "RESETTO", jetstream.ConsumerConfig{Durable: "c", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 5; i++ {
+		if _, err := js.Publish(ctx, "to.x", []byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fetch := func(n int) []string {
+		t.Helper()
+		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for m := range batch.Messages() {
+			got = append(got, string(m.Data()))
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return got
+	}
+	for _, c := range []struct {
+		to        uint64
+		want      []string
+		wantFloor uint64
+	}{
+		{to: 4, want: []string{"4", "5"}, wantFloor: 3},           // forward: 1 to 3 taken as acknowledged
+		{to: 2, want: []string{"2", "3", "4", "5"}, wantFloor: 1}, // back: acknowledged ones come again
+	} {
+		seq, err := ResetConsumer(ctx, js, "RESETTO", "c", c.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seq != c.to {
+			t.Errorf("a reset to %d delivers from %d", c.to, seq)
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.AckFloor.Stream != c.wantFloor {
+			t.Errorf("after a reset to %d the acknowledged floor is %d, want %d", c.to, info.AckFloor.Stream, c.wantFloor)
+		}
+		if got := fetch(len(c.want)); strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("after a reset to %d: %q, want %q", c.to, got, c.want)
+		}
 	}
 }

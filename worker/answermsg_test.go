@@ -98,3 +98,28 @@ func TestClaimWaitsForAnswer(t *testing.T) {
 		t.Errorf("a task answered without a claim allocates %v times (its context only), want 1", n)
 	}
 }
+
+// TestTaskContextAllocs: a task's context without a timeout, from its making to its release, is
+// four allocations (the task's state, its cancellable context and the function that cancels
+// it, its checkpoints' scope). The end of its run and the worker's stop reach a running
+// handler through the worker's own calls (taskContext.arm), not through an AfterFunc on every
+// task's context, which cost six more (a task with a timeout still has one: its timer ends
+// the context by itself).
+func TestTaskContextAllocs(t *testing.T) {
+	w := &Worker{log: slog.New(slog.DiscardHandler), now: time.Now}
+	s := &serving{name: "h", m: noMetrics{}}
+	base, stop := context.WithCancelCause(context.Background()) // as the worker's: handlers' contexts are its children
+	defer stop(nil)
+	tk := task("r-1", "agent", "h", 12, 1)
+	n := allocs.PerRun(100, func() {
+		tc := w.newTaskContext(base, s, nil, tk, false)
+		tc.arm()
+		if !tc.disarm() {
+			t.Fatal("disarm = false: nothing ended the context")
+		}
+		tc.stopContext()
+	})
+	if n != 4 {
+		t.Errorf("a task's context allocates %v times, want 4", n)
+	}
+}

@@ -131,6 +131,10 @@ type taskContext struct {
 	published time.Time
 	// running is set once the handler starts: the heartbeat loop beats the task from then on.
 	running atomic.Bool
+	// phase says whether the handler runs, returned, or was interrupted by the end of its
+	// context ([taskContext.arm]); stopHook stops the AfterFunc of a task with a timeout.
+	phase    atomic.Int32
+	stopHook func() bool
 
 	cancelBase   context.CancelCauseFunc
 	stopDeadline context.CancelFunc
@@ -191,7 +195,12 @@ func (tc *taskContext) logger() *slog.Logger {
 	return tc.w.log.With(taskAttrs(tc.handler, tc.task)...)
 }
 
-func (tc *taskContext) cancel(cause error) { tc.cancelBase(cause) }
+// cancel ends the task's context with cause (its run ended), and settles the task if its
+// handler runs.
+func (tc *taskContext) cancel(cause error) {
+	tc.cancelBase(cause)
+	tc.interrupt()
+}
 
 // stopContext releases the task's contexts once the worker is done with the task.
 func (tc *taskContext) stopContext() {

@@ -287,6 +287,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	loops.Wait()
 	w.handBack(servings)
 	stop(errStopped)
+	w.runs.interruptAll() // the handlers that run are answered for, and freed, at once
 	w.tasks.Wait()
 	w.drainEffects()
 	close(stopBeats)

@@ -99,27 +99,35 @@ func TestClaimWaitsForAnswer(t *testing.T) {
 	}
 }
 
-// TestTaskContextAllocs: a task's context without a timeout, from its making to its release, is
-// four allocations (the task's state, its cancellable context and the function that cancels
-// it, its checkpoints' scope). The end of its run and the worker's stop reach a running
-// handler through the worker's own calls (taskContext.arm), not through an AfterFunc on every
-// task's context, which cost six more (a task with a timeout still has one: its timer ends
-// the context by itself).
+// TestTaskContextAllocs: a task's context, from its making to its release, is four allocations
+// without a timeout (the task's state, its cancellable context and the function that cancels
+// it, its checkpoints' scope), and thirteen with one (its deadline, seven in package context;
+// the timer that settles the task when it passes, two). The end of its run, the worker's stop
+// and the timeout reach a running handler through the worker's own calls (taskContext.arm),
+// not through an AfterFunc on every task's context, which cost six (seven on a context with a
+// deadline).
 func TestTaskContextAllocs(t *testing.T) {
 	w := &Worker{log: slog.New(slog.DiscardHandler), now: time.Now}
 	s := &serving{name: "h", m: noMetrics{}}
 	base, stop := context.WithCancelCause(context.Background()) // as the worker's: handlers' contexts are its children
 	defer stop(nil)
-	tk := task("r-1", "agent", "h", 12, 1)
-	n := allocs.PerRun(100, func() {
-		tc := w.newTaskContext(base, s, nil, tk, false)
-		tc.arm()
-		if !tc.disarm() {
-			t.Fatal("disarm = false: nothing ended the context")
+	for _, c := range []struct {
+		timeout time.Duration
+		want    float64
+	}{{0, 4}, {time.Hour, 13}} {
+		tk := task("r-1", "agent", "h", 12, 1)
+		tk.Timeout = c.timeout
+		n := allocs.PerRun(100, func() {
+			tc := w.newTaskContext(base, s, nil, tk, false)
+			tc.startClock()
+			tc.arm()
+			if !tc.disarm() {
+				t.Fatal("disarm = false: nothing ended the context")
+			}
+			tc.stopContext()
+		})
+		if n != c.want {
+			t.Errorf("the context of a task with timeout %v allocates %v times, want %v", c.timeout, n, c.want)
 		}
-		tc.stopContext()
-	})
-	if n != 4 {
-		t.Errorf("a task's context allocates %v times, want 4", n)
 	}
 }

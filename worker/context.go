@@ -132,9 +132,9 @@ type taskContext struct {
 	// running is set once the handler starts: the heartbeat loop beats the task from then on.
 	running atomic.Bool
 	// phase says whether the handler runs, returned, or was interrupted by the end of its
-	// context ([taskContext.arm]); stopHook stops the AfterFunc of a task with a timeout.
-	phase    atomic.Int32
-	stopHook func() bool
+	// context ([taskContext.arm]); timer settles a task with a timeout when it passes.
+	phase atomic.Int32
+	timer *time.Timer
 
 	cancelBase   context.CancelCauseFunc
 	stopDeadline context.CancelFunc
@@ -204,6 +204,9 @@ func (tc *taskContext) cancel(cause error) {
 
 // stopContext releases the task's contexts once the worker is done with the task.
 func (tc *taskContext) stopContext() {
+	if tc.timer != nil {
+		tc.timer.Stop() // one that fired already waits for the context, ended here
+	}
 	tc.stopDeadline()
 	tc.cancelBase(context.Canceled)
 }

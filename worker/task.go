@@ -142,12 +142,11 @@ const (
 
 // arm makes the end of tc's context, from now on, settle the task without waiting for the
 // handler. What ends it calls interrupt after: the end of its run (cancel), the worker
-// stopping (interruptAll) and, for a task with a timeout, the timeout, through an AfterFunc on
-// the context (the one cause without a call of the worker's own). An end before arm is
-// caught here. (An AfterFunc on every task cost six allocations: the calls cost none.)
+// stopping (interruptAll) and, for a task with a timeout, a timer of its own (expired). An
+// end before arm is caught here. (An AfterFunc on every task's context cost six allocations.)
 func (tc *taskContext) arm() {
 	if tc.task.Timeout > 0 {
-		tc.stopHook = context.AfterFunc(tc.Context, tc.interrupt)
+		tc.timer = time.AfterFunc(tc.task.Timeout, tc.expired)
 	}
 	tc.phase.Store(phaseRunning)
 	if tc.Err() != nil { // ended before the phase said running: its interrupt found nothing to do
@@ -155,16 +154,18 @@ func (tc *taskContext) arm() {
 	}
 }
 
+// expired settles a task whose timeout passed. The context's own timer (startClock), set
+// before this one for the same span, ends the context: expired waits for it, a moment at most,
+// so that the task is settled as timed out.
+func (tc *taskContext) expired() {
+	<-tc.Done()
+	tc.interrupt()
+}
+
 // disarm reports whether the handler returned before its context ended, in which case the
 // caller settles the task; else interrupt did, or does.
 func (tc *taskContext) disarm() bool {
-	if !tc.phase.CompareAndSwap(phaseRunning, phaseReturned) {
-		return false
-	}
-	if tc.stopHook != nil {
-		tc.stopHook()
-	}
-	return true
+	return tc.phase.CompareAndSwap(phaseRunning, phaseReturned)
 }
 
 // interrupt settles the task, in a goroutine of its own, when its context ended while its

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -304,7 +305,14 @@ func EventMsg(n natsbox.Names, ev *protocol.Event, child string) (*nats.Msg, err
 	return NewMsg(subj, data, wire.EventMsgID(ev, child)), nil
 }
 
+// NewMsg is the message of data on subject with the message id msgID: one [Recycle] kept, or
+// a new one.
 func NewMsg(subject string, data []byte, msgID string) *nats.Msg {
+	if m, ok := kept.Get().(*nats.Msg); ok {
+		m.Subject, m.Data = subject, data
+		m.Header[jetstream.MsgIDHeader][0] = msgID
+		return m
+	}
 	im := &idMsg{}
 	im.id[0] = msgID
 	im.m = nats.Msg{Subject: subject, Data: data, Header: nats.Header{jetstream.MsgIDHeader: im.id[:]}}
@@ -316,6 +324,27 @@ func NewMsg(subject string, data []byte, msgID string) *nats.Msg {
 type idMsg struct {
 	m  nats.Msg
 	id [1]string
+}
+
+// kept holds the messages given to Recycle, each with its header map and the value of its
+// message id: the message, its map and the map's slots were three of the allocations of every
+// iteration.
+var kept sync.Pool
+
+// Recycle keeps m, a message of [NewMsg], for a later one. Only for a message that nothing
+// holds any more: nats.go is done with one once its synchronous publish returned (Publish of
+// one message), not with one published asynchronously. Its headers are all dropped (a trace
+// context, a reason).
+func Recycle(m *nats.Msg) {
+	id := m.Header[jetstream.MsgIDHeader]
+	if len(id) != 1 {
+		return // not one of NewMsg's
+	}
+	clear(m.Header)
+	id[0] = ""
+	*m = nats.Msg{Header: m.Header}
+	m.Header[jetstream.MsgIDHeader] = id
+	kept.Put(m)
 }
 
 // MsgSize is the size of m as the server counts it against max payload: headers and data.

@@ -716,6 +716,9 @@ func (d *decider) dispatch(key string, sr *StepRun, step *workflow.Step, notBefo
 	sr.NotBefore = notBefore
 	sr.Dispatched = d.at
 	sr.Attempts++
+	if d.cmds == nil && step.Timeout > 0 && runsTask(step.Type) {
+		d.cmds = make([]Command, 0, 2) // the task and its watch, in one allocation
+	}
 	d.emit(Command{Type: CmdDispatch, Task: d.task(key, sr, step)})
 	if at := TaskWatch(sr, step); !at.IsZero() {
 		name, item := address(key, sr)

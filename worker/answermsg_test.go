@@ -6,6 +6,7 @@ import (
 	"maps"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,28 +14,37 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/reins-run/reins/internal/testkit/allocs"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 )
 
-// FuzzNonce: the nonce built in one buffer equals the plain NANOS-R, both in base 36.
+// FuzzNonce: the nonce appended in one buffer equals the plain NANOS-R, both in base 36, and a
+// continued answer's message id made with it is the id of the answer with that nonce, which
+// ends it.
 func FuzzNonce(f *testing.F) {
-	f.Add(int64(1795255200123456789), uint32(7))
-	f.Add(int64(-1), uint32(1<<32-1))
-	f.Add(int64(0), uint32(0))
-	f.Fuzz(func(t *testing.T, nanos int64, r uint32) {
+	f.Add(int64(1795255200123456789), uint32(7), "r-1", "agent", 12, 0)
+	f.Add(int64(-1), uint32(1<<32-1), strings.Repeat("r", 200), "fan", 1, 3)
+	f.Add(int64(0), uint32(0), "", "", 0, 0)
+	f.Fuzz(func(t *testing.T, nanos int64, r uint32, run, step string, iteration, resume int) {
 		at := time.Unix(0, nanos)
 		want := strconv.FormatInt(at.UnixNano(), 36) + "-" + strconv.FormatUint(uint64(r), 36)
-		if got := nonce(at, r); got != want {
+		if got := string(appendNonce(nil, at, r)); got != want {
 			t.Fatalf("nonce = %q, want %q", got, want)
+		}
+		ev := &protocol.Event{RunID: run, Type: protocol.EvContinued, At: at, Step: step, Item: -1, Activation: 1, Iteration: iteration, Attempt: 1, Resume: resume}
+		id := continuedID(ev, r)
+		if ev.Nonce != want || id != wire.EventMsgID(ev, "") || !strings.HasSuffix(id, "/"+want) {
+			t.Fatalf("continuedID = %q, nonce %q; want the id of the answer with nonce %q", id, ev.Nonce, want)
 		}
 	})
 }
 
-// TestNonceAllocs: a continued answer's nonce is one allocation, its string.
+// TestNonceAllocs: a continued answer's message id and nonce are one allocation, the id's
+// string, which the nonce ends.
 func TestNonceAllocs(t *testing.T) {
-	at := time.Now()
-	if n := allocs.PerRun(100, func() { _ = nonce(at, 1<<31) }); n != 1 {
-		t.Errorf("nonce allocates %v times, want 1", n)
+	ev := &protocol.Event{RunID: "01JDV3N6Q0R1S2T3U4V5W6X7Y8", Type: protocol.EvContinued, At: time.Now(), Step: "agent", Item: -1, Activation: 1, Iteration: 12, Attempt: 1}
+	if n := allocs.PerRun(100, func() { _ = continuedID(ev, 1<<31) }); n != 1 {
+		t.Errorf("continuedID allocates %v times, want 1", n)
 	}
 }
 

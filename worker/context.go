@@ -261,7 +261,7 @@ func (tc *taskContext) Wait(pending []protocol.PendingCall) error {
 		return tc.deliverProblem(err)
 	}
 	defer keepAnswerBuffer(buf)
-	return tc.deliverData(ev, data)
+	return tc.deliverData(ev, data, "")
 }
 
 func (tc *taskContext) Fail(err error) error { return tc.fail(err, false) }
@@ -309,23 +309,36 @@ func (tc *taskContext) answer(typ protocol.EventType, output any, o Outcome) err
 		return tc.deliverProblem(fmt.Errorf("the output of step %s cannot be encoded as JSON: %w", tc.stepName(), err))
 	}
 	ev.Output = raw
+	var id string // made when published, but for a continued answer (continuedID)
 	if typ == protocol.EvContinued {
-		ev.Nonce = nonce(ev.At, rand.Uint32())
+		id = continuedID(ev, rand.Uint32())
 	}
 	data, buf, err := tc.fits(ev)
 	if err != nil {
 		return tc.deliverProblem(err)
 	}
 	defer keepAnswerBuffer(buf)
-	return tc.deliverData(ev, data)
+	return tc.deliverData(ev, data, id)
 }
 
-// nonce tells apart the continued answers of one attempt: the time of the answer and r, both
-// in base 36, as NANOS-R; built in one buffer, every iteration of a loop has one.
-func nonce(at time.Time, r uint32) string {
-	var buf [32]byte
-	b := strconv.AppendInt(buf[:0], at.UnixNano(), 36)
-	return string(strconv.AppendUint(append(b, '-'), uint64(r), 36))
+// appendNonce appends what tells apart the continued answers of one attempt: the time of the
+// answer and r, both in base 36, as NANOS-R.
+func appendNonce(dst []byte, at time.Time, r uint32) []byte {
+	b := strconv.AppendInt(dst, at.UnixNano(), 36)
+	return strconv.AppendUint(append(b, '-'), uint64(r), 36)
+}
+
+// continuedID gives continued answer ev its nonce (of its time and r) and returns its message
+// id, which ends with the nonce: one string for both, ev.Nonce the end of it (every iteration
+// of a loop has one).
+func continuedID(ev *protocol.Event, r uint32) string {
+	var buf [192]byte // on the stack: only the string is allocated
+	ev.Nonce = ""
+	id := append(wire.AppendEventMsgID(buf[:0], ev, ""), '/')
+	start := len(id)
+	s := string(appendNonce(id, ev.At, r))
+	ev.Nonce = s[start:]
+	return s
 }
 
 // storeError is a problem of an answer that the values' store caused: worth trying again.
@@ -511,17 +524,18 @@ func (w *Worker) settled(m HandlerMetrics, t *protocol.Task, how string, ran tim
 // deliver publishes ev, waits for JetStream to store it, then acknowledges the task. A continued
 // event keeps the checkpoint for the next iteration; any other drops it. When ev cannot be
 // published, the task goes back to JetStream to run again.
-func (tc *taskContext) deliver(ev *protocol.Event) error { return tc.deliverData(ev, nil) }
+func (tc *taskContext) deliver(ev *protocol.Event) error { return tc.deliverData(ev, nil, "") }
 
-// deliverData is deliver with ev already encoded as data (nil: encode it here).
-func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
+// deliverData is deliver with ev already encoded as data (nil: encode it here), with message
+// id id ("": made here).
+func (tc *taskContext) deliverData(ev *protocol.Event, data []byte, id string) error {
 	if ev.Type == protocol.EvContinued {
 		tc.ck.keep()
 	} else {
 		tc.ck.forget()
 	}
 	tc.spanAnswer(ev)
-	if err := tc.w.publish(ev, data, tc.spanContext()); err != nil {
+	if err := tc.w.publish(ev, data, id, tc.spanContext()); err != nil {
 		tc.ck.forget()
 		err = fmt.Errorf("worker: publish the %s answer to task %s: %w", ev.Type, tc.task.MsgID, err)
 		tc.logger().WarnContext(tc, "worker: an answer could not be published: the task goes back to JetStream", "err", err)
@@ -541,11 +555,11 @@ func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
 	return nil
 }
 
-// publish stores ev, encoded as data (nil: encode it here), in REINS_EVENTS, with the trace
-// context of sc (the task's span) when valid, within an AckWait: the task is redelivered
-// after that anyway. Not under the task's context: an answer is published even when the
-// task's context ended as the handler answered.
-func (w *Worker) publish(ev *protocol.Event, data []byte, sc oteltrace.SpanContext) error {
+// publish stores ev, encoded as data (nil: encode it here), in REINS_EVENTS under message id id
+// ("": made here), with the trace context of sc (the task's span) when valid, within an
+// AckWait: the task is redelivered after that anyway. Not under the task's context: an answer
+// is published even when the task's context ended as the handler answered.
+func (w *Worker) publish(ev *protocol.Event, data []byte, id string, sc oteltrace.SpanContext) error {
 	subject, err := w.names.EventSubject(ev.RunID)
 	if err != nil {
 		return err
@@ -557,7 +571,10 @@ func (w *Worker) publish(ev *protocol.Event, data []byte, sc oteltrace.SpanConte
 	}
 	am := answerMsgs.Get().(*answerMsg)
 	defer am.release()
-	m := am.build(subject, data, wire.EventMsgID(ev, ""))
+	if id == "" {
+		id = wire.EventMsgID(ev, "")
+	}
+	m := am.build(subject, data, id)
 	tracing.Inject(m.Header, sc)
 	_, err = natsbox.PublishWithin(context.Background(), w.js.Conn(), m, w.ackWait)
 	return err

@@ -1,7 +1,10 @@
 package outbox_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +16,8 @@ import (
 	_ "github.com/reins-run/reins/internal/natsbox/embed"
 	"github.com/reins-run/reins/internal/outbox"
 	"github.com/reins-run/reins/internal/testkit/allocs"
+	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 )
 
 // lossy answers the publishes of subject as a stream would, after dropping the first drop of
@@ -169,5 +174,44 @@ func TestMsgRecycled(t *testing.T) {
 		t.Errorf("a message made and recycled allocates %v times under -race, want at most 3", n)
 	case !allocs.Race && n != 0:
 		t.Errorf("a message made and recycled allocates %v times, want 0", n)
+	}
+}
+
+// TestTaskMsgRecycled: a task's message made after Recycle holds the task's own bytes, written
+// into the buffer the recycled message kept, and making and recycling one allocates nothing.
+func TestTaskMsgRecycled(t *testing.T) {
+	o := &outbox.Outbox{Values: wire.NewValues(nil, 0, 0), MaxPayload: 1 << 20}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	long := &protocol.Task{RunID: "r-1", Step: "agent", Item: -1, Handler: "h", Activation: 1, Iteration: 1, Attempt: 1,
+		Input: json.RawMessage(`{"notes":"` + strings.Repeat("x", 200) + `"}`), MsgID: "r-1/agent/1/1/1", Protocol: protocol.Version}
+	short := &protocol.Task{RunID: "r-2", Step: "agent", Item: -1, Handler: "h", Activation: 1, Iteration: 2, Attempt: 1,
+		Input: json.RawMessage(`{}`), MsgID: "r-2/agent/1/2/1", Protocol: protocol.Version}
+	for range 3 { // a pool under -race drops at random: several rounds reach a kept message
+		for _, tk := range []*protocol.Task{long, short, long} {
+			m, err := o.TaskMsg(context.Background(), tk, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := wire.EncodeTask(tk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(m.Data, want) || m.Header.Get(jetstream.MsgIDHeader) != tk.MsgID || len(m.Header) != 1 {
+				t.Fatalf("the message of task %s: %s, headers %v; want %s and its id only", tk.MsgID, m.Data, m.Header, want)
+			}
+			outbox.Recycle(m)
+		}
+	}
+	switch n := allocs.PerRun(100, func() {
+		m, err := o.TaskMsg(context.Background(), long, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outbox.Recycle(m)
+	}); {
+	case allocs.Race && n > 5: // -race empties the pool at random: at most a new message and its bytes
+		t.Errorf("a task's message made and recycled allocates %v times under -race, want at most 5", n)
+	case !allocs.Race && n != 0:
+		t.Errorf("a task's message made and recycled allocates %v times, want 0", n)
 	}
 }

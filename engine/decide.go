@@ -23,7 +23,9 @@ func Start(def *workflow.Definition, runID string, input json.RawMessage, at tim
 }
 
 // Decide applies one event to a run and returns the new state and the commands to carry out.
-// It never modifies run: the state it returns is a copy. An event that is not for the current
+// It never modifies run: the state it returns is a copy, which shares with run what the
+// decision left alone (steps, values, lists), so a caller changes neither in place ([Run.Clone]
+// makes one of its own). An event that is not for the current
 // step, activation, iteration, attempt and resume (or for what a waiting step waits for), a
 // repeated event, or any event for a finished run returns the state unchanged and no commands.
 // The error is for programming errors only (a nil definition or run, an unknown event type, an
@@ -47,7 +49,7 @@ func Decide(def *workflow.Definition, run *Run, ev protocol.Event) (*Run, []Comm
 	default:
 		return nil, nil, fmt.Errorf("engine: unknown event type %q", ev.Type)
 	}
-	d := &decider{def: def, g: graphOf(def), run: run.Clone(), at: ev.At.Round(0).UTC()}
+	d := &decider{def: def, g: graphOf(def), run: run.fork(), orig: run, at: ev.At.Round(0).UTC()}
 	if d.run.Status == "" {
 		if ev.Type != protocol.EvStart {
 			return nil, nil, fmt.Errorf("engine: run %q has not started: its first event must be start, not %s", run.ID, ev.Type)
@@ -183,13 +185,54 @@ func InFlight(def *workflow.Definition, run *Run) []*protocol.Task {
 
 // decider is one decision in progress: the copy of the run it changes and the commands so far.
 type decider struct {
-	def  *workflow.Definition
-	g    *graph
-	run  *Run
-	at   time.Time
-	cmds []Command
+	def *workflow.Definition
+	g   *graph
+	run *Run
+	// orig is the run Decide was given, which run shares what the decision has not changed
+	// yet with ([Run.fork]): a step, the edges and the signals are copied before their first
+	// change. Nil when the decider only reads run (InFlight, SubRuns).
+	orig *Run
+	// edgesOwn and signalsOwn say that run's Edges and Signals are the decision's own.
+	edgesOwn, signalsOwn bool
+	at                   time.Time
+	cmds                 []Command
 	// queue holds the steps a fired loop edge starts again, in the order the edges fired.
 	queue []queued
+}
+
+// step returns the state of step key for the decision to change, nil when the run has none: on
+// the first call, a copy of the one the run given to Decide holds ([ownStep]), which stays as
+// it was. Whatever may change a step reaches it through step; a bare read of run.Steps is
+// only for reading, and the pointer it gives is not kept.
+func (d *decider) step(key string) *StepRun {
+	sr := d.run.Steps[key]
+	if sr == nil || d.orig == nil || d.orig.Steps[key] != sr {
+		return sr // the decision's own already (or made by it)
+	}
+	sr = ownStep(sr)
+	d.run.Steps[key] = sr
+	return sr
+}
+
+// edge returns edge i's state for the decision to change, the edges copied on the first call.
+func (d *decider) edge(i int) *EdgeState {
+	if !d.edgesOwn {
+		d.run.Edges, d.edgesOwn = slices.Clone(d.run.Edges), true
+	}
+	return &d.run.Edges[i]
+}
+
+// ownSignals makes the kept signals the decision's own before it changes them: the map, and
+// the queues clipped so that an append moves them.
+func (d *decider) ownSignals() {
+	if d.signalsOwn || d.run.Signals == nil {
+		return
+	}
+	own := make(map[string][]json.RawMessage, len(d.run.Signals))
+	for name, q := range d.run.Signals {
+		own[name] = slices.Clip(q)
+	}
+	d.run.Signals, d.signalsOwn = own, true
 }
 
 type queued struct {
@@ -267,12 +310,13 @@ func (d *decider) settle(status protocol.RunStatus) {
 	if status == protocol.RunTimedOut {
 		reason = protocol.LabelTimeout
 	}
-	for _, sr := range d.run.Steps {
+	for key, sr := range d.run.Steps {
 		switch sr.Status {
 		case protocol.StepRunning, protocol.StepWaiting:
+			sr = d.step(key) // replacing the value of a key the loop reached is allowed
 			sr.Status, sr.StopReason, sr.StopDetail = protocol.StepCancelled, reason, "the run ended while the step ran"
 		case protocol.StepPending:
-			sr.Status = protocol.StepSkipped
+			d.step(key).Status = protocol.StepSkipped
 		}
 	}
 }
@@ -303,7 +347,7 @@ func (d *decider) start(input json.RawMessage, refused *protocol.RunError) error
 			r.Steps[s.ID] = &StepRun{Step: s.ID, Status: protocol.StepPending}
 		}
 	}
-	r.Edges = make([]EdgeState, len(def.Edges))
+	r.Edges, d.edgesOwn = make([]EdgeState, len(def.Edges)), true
 	for i, e := range def.Edges {
 		r.Edges[i].State = EdgePending
 		if d.g.childOnly[e.From] {
@@ -336,7 +380,9 @@ func (d *decider) start(input json.RawMessage, refused *protocol.RunError) error
 // activated with the run input, at the time of the grant.
 func (d *decider) granted() {
 	if d.run.Slot != nil {
-		d.run.Slot.Granted = d.at
+		slot := *d.run.Slot // shared with the run given to Decide
+		slot.Granted = d.at
+		d.run.Slot = &slot
 	}
 	d.run.Status = protocol.RunRunning
 	d.queue = append(d.queue, queued{step: d.def.Start, input: d.run.Input})
@@ -387,9 +433,9 @@ func (d *decider) advance() bool {
 		case fired:
 			d.activate(s.ID, d.joinInput(ins))
 		default:
-			sr.Status = protocol.StepSkipped
+			d.step(s.ID).Status = protocol.StepSkipped
 			for _, i := range d.g.out[s.ID] {
-				d.run.Edges[i].State = EdgeDead
+				d.edge(i).State = EdgeDead
 			}
 		}
 		return true
@@ -445,7 +491,7 @@ func (d *decider) count() bool {
 
 // activate starts a step that is not a child, with the default input given.
 func (d *decider) activate(id string, input json.RawMessage) {
-	sr, step := d.run.Steps[id], d.g.steps[id]
+	sr, step := d.step(id), d.g.steps[id]
 	if sr == nil || step == nil || !d.live() {
 		return
 	}
@@ -463,7 +509,7 @@ func (d *decider) activate(id string, input json.RawMessage) {
 	sr.Waited = 0
 	sr.Pending, sr.Decisions, sr.ChildResults, sr.Resume, sr.HumanInput = nil, nil, nil, 0, nil
 	for _, i := range d.g.out[id] {
-		d.run.Edges[i].State = EdgePending
+		d.edge(i).State = EdgePending
 	}
 	sr.Input = input
 	if step.Input != "" {
@@ -670,6 +716,9 @@ func (d *decider) dispatch(key string, sr *StepRun, step *workflow.Step, notBefo
 	sr.NotBefore = notBefore
 	sr.Dispatched = d.at
 	sr.Attempts++
+	if d.cmds == nil && step.Timeout > 0 && runsTask(step.Type) {
+		d.cmds = make([]Command, 0, 2) // the task and its watch, in one allocation
+	}
 	d.emit(Command{Type: CmdDispatch, Task: d.task(key, sr, step)})
 	if at := TaskWatch(sr, step); !at.IsZero() {
 		name, item := address(key, sr)
@@ -748,6 +797,7 @@ func (d *decider) abandon(key string, sr *StepRun) {
 				continue
 			}
 			if c.Status == protocol.StepRunning || c.Status == protocol.StepWaiting || c.Status == protocol.StepPending {
+				c = d.step(ck)
 				d.abandon(ck, c)
 				c.Status = protocol.StepSkipped
 			}
@@ -821,11 +871,12 @@ func (d *decider) route(key string, sr *StepRun, label string, failed bool, boun
 			take = false
 		}
 		if take {
-			d.run.Edges[i].State = EdgeFired
-			d.run.Edges[i].Uses++
+			e := d.edge(i)
+			e.State = EdgeFired
+			e.Uses++
 			taken = append(taken, i)
 		} else {
-			d.run.Edges[i].State = EdgeDead
+			d.edge(i).State = EdgeDead
 		}
 	}
 	if len(taken) == 0 {
@@ -861,7 +912,7 @@ func (d *decider) route(key string, sr *StepRun, label string, failed bool, boun
 // edges: u and every step reachable from it through non-loop edges.
 func (d *decider) resetRegion(u string) {
 	for _, s := range d.g.region(u) {
-		sr := d.run.Steps[s]
+		sr := d.step(s)
 		if sr == nil {
 			continue
 		}
@@ -869,7 +920,7 @@ func (d *decider) resetRegion(u string) {
 		sr.Status = protocol.StepPending
 		clearWait(sr)
 		for _, i := range d.g.out[s] {
-			d.run.Edges[i].State = EdgePending
+			d.edge(i).State = EdgePending
 		}
 	}
 }

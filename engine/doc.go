@@ -21,7 +21,9 @@
 //
 // # Purity and idempotence
 //
-// Decide never modifies the run it is given; it returns a copy. An event that does not address
+// Decide never modifies the run it is given; it returns a copy, which shares with it what the
+// decision left alone (the steps it did not change, raw values, lists it did not add to): a
+// caller treats both as read-only, and clones one ([Run.Clone]) to change it. An event that does not address
 // the current activation, iteration, attempt and resume of a running step (or what a waiting
 // step waits for), an event repeated, or any event for a finished run changes nothing and
 // returns no commands, so a redelivered event is harmless; a signal is recognized as repeated

@@ -32,7 +32,7 @@ func (d *decider) lookup(name string, item int) (key string, sr *StepRun, step *
 			return "", nil, nil
 		}
 	}
-	return key, sr, d.g.steps[sr.Step]
+	return key, d.step(key), d.g.steps[sr.Step] // the callers change what the event addresses
 }
 
 // keyOf is the key in Run.Steps of the step an event addresses: the step's id, or for item >= 0
@@ -374,7 +374,7 @@ func (d *decider) startChildren(key string, sr *StepRun, step *workflow.Step) {
 func (d *decider) fill(key string) {
 	step := d.g.steps[key]
 	for d.live() {
-		p := d.run.Steps[key]
+		p := d.step(key)
 		limit := step.MaxConcurrent
 		if limit <= 0 {
 			limit = p.Children
@@ -393,7 +393,7 @@ func (d *decider) fill(key string) {
 // unless a branch step has an input of its own (parallel).
 func (d *decider) startChild(parent string, i int) {
 	ck := childKey(parent, i)
-	c := d.run.Steps[ck]
+	c := d.step(ck)
 	if !d.count() {
 		return
 	}
@@ -422,7 +422,7 @@ func (d *decider) startChild(parent string, i int) {
 
 // childCompleted counts a completed child; the parent completes with the last one.
 func (d *decider) childCompleted(parent string) {
-	p := d.run.Steps[parent]
+	p := d.step(parent)
 	p.Running--
 	p.Done++
 	if p.Done == p.Children {
@@ -454,7 +454,7 @@ func (d *decider) parentCompleted(key string, p *StepRun, step *workflow.Step) {
 // childFailed fails the parent of a child that failed for good, giving up on its other
 // children.
 func (d *decider) childFailed(parent string, c *StepRun) {
-	p := d.run.Steps[parent]
+	p := d.step(parent)
 	p.Running--
 	d.abandon(parent, p)
 	what, name := "branch", c.Step

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/reins-run/reins/internal/testkit/allocs"
+	"github.com/reins-run/reins/protocol"
+	"github.com/reins-run/reins/workflow"
 )
 
 // FuzzTaskMsgID: the id built in a buffer on the stack equals the plain RUN/KEY/ACTIVATION/
@@ -80,5 +83,44 @@ func TestCanonAllocs(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("canon allocates %v times, want 1", n)
+	}
+}
+
+// TestDecideAllocs: one iteration of an agent_loop step, as the shell decides it (a run with
+// its server's limits) is eight allocations, with a timeout or without: the run and its map of
+// steps (two), the step it changes, the output made canonical, the list of commands (the task's
+// watch too, with a timeout), the task and its id. The copy of the run shares what the decision
+// leaves alone (Run.fork): a deep copy was three more here.
+func TestDecideAllocs(t *testing.T) {
+	for _, timeout := range []time.Duration{0, time.Minute} {
+		wf := workflow.New("allocs")
+		wf.AgentLoop("review", "h").WithMaxIterations(1 << 30).WithTimeout(timeout)
+		def, err := wf.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		run, _, err := Decide(def, &Run{ID: "r", Limits: &Limits{MaxSteps: 100, MaxEvents: 1 << 30}},
+			protocol.Event{Type: protocol.EvStart, At: at, Input: json.RawMessage(`{"pr":42}`), Item: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := protocol.Event{Type: protocol.EvContinued, At: at, Step: "review", Item: -1, Activation: 1, Iteration: 1, Attempt: 1,
+			Output: json.RawMessage(`{"notes":"looked at one more file"}`)}
+		want := 1
+		if timeout > 0 {
+			want = 2
+		}
+		n := allocs.PerRun(100, func() {
+			if _, cmds, err := Decide(def, run, ev); err != nil || len(cmds) != want {
+				t.Fatalf("Decide: %d commands, %v; want %d", len(cmds), err, want)
+			}
+		})
+		switch {
+		case allocs.Race && n > 8+2: // canon's json.Valid takes its scanner from a sync.Pool, which -race empties at random
+			t.Errorf("Decide of an iteration with timeout %v allocates %v times under -race, want at most 10", timeout, n)
+		case !allocs.Race && n != 8:
+			t.Errorf("Decide of an iteration with timeout %v allocates %v times, want 8", timeout, n)
+		}
 	}
 }

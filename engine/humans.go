@@ -241,8 +241,9 @@ func (d *decider) onSignal(ev protocol.Event) {
 		return
 	}
 	if d.run.Signals == nil {
-		d.run.Signals = map[string][]json.RawMessage{}
+		d.run.Signals, d.signalsOwn = map[string][]json.RawMessage{}, true
 	}
+	d.ownSignals()
 	d.run.Signals[name] = append(d.run.Signals[name], data)
 }
 
@@ -261,7 +262,7 @@ func (d *decider) eventWaiter(name string) (string, *StepRun, *workflow.Step) {
 	for _, s := range d.def.Steps {
 		sr := d.run.Steps[s.ID]
 		if step := waits(sr); step != nil {
-			return s.ID, sr, step
+			return s.ID, d.step(s.ID), step // the signal completes it
 		}
 		if (s.Type != workflow.Parallel && s.Type != workflow.Map) || sr == nil || sr.Status != protocol.StepRunning {
 			continue
@@ -270,7 +271,7 @@ func (d *decider) eventWaiter(name string) (string, *StepRun, *workflow.Step) {
 			ck := childKey(s.ID, i)
 			if c := d.run.Steps[ck]; c != nil && c.Activation == sr.Activation {
 				if step := waits(c); step != nil {
-					return ck, c, step
+					return ck, d.step(ck), step
 				}
 			}
 		}
@@ -284,6 +285,7 @@ func (d *decider) takeSignal(name string) (json.RawMessage, bool) {
 	if len(q) == 0 {
 		return nil, false
 	}
+	d.ownSignals()
 	if len(q) == 1 {
 		delete(d.run.Signals, name)
 		if len(d.run.Signals) == 0 {

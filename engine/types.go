@@ -318,7 +318,8 @@ type ChildRun struct {
 	StartedBy string `json:"started_by,omitempty"`
 }
 
-// Clone returns a deep copy of r.
+// Clone returns a deep copy of r: one a caller may change without touching r. ([Decide] makes
+// a cheaper copy of its own, which shares with r what the decision leaves alone.)
 func (r *Run) Clone() *Run {
 	if r == nil {
 		return nil
@@ -358,6 +359,43 @@ func (r *Run) Clone() *Run {
 			c.Steps[k] = &sc
 		}
 	}
+	return &c
+}
+
+// fork returns the copy of r that a decision changes: a Run and a Steps map of its own, sharing
+// everything else with r until the decision changes it, which [decider] does only through
+// what copies first ([decider.step], [decider.edge], [decider.ownSignals], and granted for
+// Slot). The rest is never written in place, so sharing it is safe:
+//
+//   - raw JSON values (Input, Output, a step's Input, Output and HumanInput, signals' data,
+//     pending calls' Arguments, sub-runs' outputs): the engine only replaces them with values
+//     of its own (canon copies what an event brings), and no caller writes into them (the
+//     shell's values by reference replace them in a copy, runstore.OutRun; DropValues empties
+//     a copy too);
+//   - Path, SignalIDs and Acts: appended to only, clipped here so that the first append moves
+//     them (Acts drops refused acts in place only after appending to it in the same decision);
+//   - Error, Limits and a step's Pending: replaced whole, never written through;
+//   - Signals' queues: taken from by slicing, appended to only once the map is the decision's.
+func (r *Run) fork() *Run {
+	c := *r
+	c.Path, c.SignalIDs, c.Acts = slices.Clip(r.Path), slices.Clip(r.SignalIDs), slices.Clip(r.Acts)
+	if r.Steps != nil {
+		c.Steps = make(map[string]*StepRun, len(r.Steps))
+		for k, s := range r.Steps {
+			if s != nil { // as Clone: a step without state is not kept
+				c.Steps[k] = s
+			}
+		}
+	}
+	return &c
+}
+
+// ownStep copies s for a decision to change: the raw values and pending calls are shared
+// (replaced whole, never written in place: see [Run.fork]), the maps it writes into are not.
+func ownStep(s *StepRun) *StepRun {
+	c := *s
+	c.Decisions = maps.Clone(s.Decisions)
+	c.ChildResults = maps.Clone(s.ChildResults)
 	return &c
 }
 

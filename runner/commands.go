@@ -54,6 +54,9 @@ func (e *Engine) carryOut(ctx context.Context, at time.Time, next *entry, cmds [
 		return err
 	}
 	e.keep(ctx, msgs)
+	if len(msgs) == 1 {
+		outbox.Recycle(msgs[0]) // published synchronously (an iteration's task): nothing holds it, nor its data
+	}
 	return nil
 }
 

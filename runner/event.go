@@ -764,11 +764,14 @@ func (e *Engine) tooLarge(ctx context.Context, sh *shard, d decided, old, next *
 	def := next.bundle.Definition
 	switch {
 	case ev.Type == protocol.EvStateTooLarge || ev.Refused != nil:
-		if run := next.rec.Run; run.Finished() && runstore.DropValues(run) {
+		if run, dropped := runstore.DropValues(next.rec.Run); run.Finished() && dropped {
 			e.log.WarnContext(ctx, "runner: a run ended with a state too large to save: saved without its values", eventAttrs(&ev, "err", big)...)
 			if run.Error != nil {
-				run.Error.Message += " (the run's inputs and outputs are not kept)"
+				why := *run.Error // the copy shares it with the decided state
+				why.Message += " (the run's inputs and outputs are not kept)"
+				run.Error = &why
 			}
+			next.rec.Run = run
 			return e.save(ctx, sh, d, old, next, cmds)
 		}
 		return drop, permanent(fmt.Errorf("run %s: %w, even after it failed", ev.RunID, big))

@@ -6,35 +6,46 @@ import (
 	"maps"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/testkit/allocs"
+	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
 )
 
-// FuzzNonce: the nonce built in one buffer equals the plain NANOS-R, both in base 36.
+// FuzzNonce: the nonce appended in one buffer equals the plain NANOS-R, both in base 36, and a
+// continued answer's message id made with it is the id of the answer with that nonce, which
+// ends it.
 func FuzzNonce(f *testing.F) {
-	f.Add(int64(1795255200123456789), uint32(7))
-	f.Add(int64(-1), uint32(1<<32-1))
-	f.Add(int64(0), uint32(0))
-	f.Fuzz(func(t *testing.T, nanos int64, r uint32) {
+	f.Add(int64(1795255200123456789), uint32(7), "r-1", "agent", 12, 0)
+	f.Add(int64(-1), uint32(1<<32-1), strings.Repeat("r", 200), "fan", 1, 3)
+	f.Add(int64(0), uint32(0), "", "", 0, 0)
+	f.Fuzz(func(t *testing.T, nanos int64, r uint32, run, step string, iteration, resume int) {
 		at := time.Unix(0, nanos)
 		want := strconv.FormatInt(at.UnixNano(), 36) + "-" + strconv.FormatUint(uint64(r), 36)
-		if got := nonce(at, r); got != want {
+		if got := string(appendNonce(nil, at, r)); got != want {
 			t.Fatalf("nonce = %q, want %q", got, want)
+		}
+		ev := &protocol.Event{RunID: run, Type: protocol.EvContinued, At: at, Step: step, Item: -1, Activation: 1, Iteration: iteration, Attempt: 1, Resume: resume}
+		id := continuedID(ev, r)
+		if ev.Nonce != want || id != wire.EventMsgID(ev, "") || !strings.HasSuffix(id, "/"+want) {
+			t.Fatalf("continuedID = %q, nonce %q; want the id of the answer with nonce %q", id, ev.Nonce, want)
 		}
 	})
 }
 
-// TestNonceAllocs: a continued answer's nonce is one allocation, its string.
+// TestNonceAllocs: a continued answer's message id and nonce are one allocation, the id's
+// string, which the nonce ends.
 func TestNonceAllocs(t *testing.T) {
-	at := time.Now()
-	if n := allocs.PerRun(100, func() { _ = nonce(at, 1<<31) }); n != 1 {
-		t.Errorf("nonce allocates %v times, want 1", n)
+	ev := &protocol.Event{RunID: "01JDV3N6Q0R1S2T3U4V5W6X7Y8", Type: protocol.EvContinued, At: time.Now(), Step: "agent", Item: -1, Activation: 1, Iteration: 12, Attempt: 1}
+	if n := allocs.PerRun(100, func() { _ = continuedID(ev, 1<<31) }); n != 1 {
+		t.Errorf("continuedID allocates %v times, want 1", n)
 	}
 }
 
@@ -96,5 +107,70 @@ func TestClaimWaitsForAnswer(t *testing.T) {
 		fresh.finish(nil, "completed")
 	}); n != 1 {
 		t.Errorf("a task answered without a claim allocates %v times (its context only), want 1", n)
+	}
+}
+
+// TestTaskContextAllocs: a task's context, from its making to its release, is four allocations
+// without a timeout (the task's state, its cancellable context and the function that cancels
+// it, its checkpoints' scope), and thirteen with one (its deadline, seven in package context;
+// the timer that settles the task when it passes, two). The end of its run, the worker's stop
+// and the timeout reach a running handler through the worker's own calls (taskContext.arm),
+// not through an AfterFunc on every task's context, which cost six (seven on a context with a
+// deadline).
+func TestTaskContextAllocs(t *testing.T) {
+	w := &Worker{log: slog.New(slog.DiscardHandler), now: time.Now}
+	s := &serving{name: "h", m: noMetrics{}}
+	base, stop := context.WithCancelCause(context.Background()) // as the worker's: handlers' contexts are its children
+	defer stop(nil)
+	for _, c := range []struct {
+		timeout time.Duration
+		want    float64
+	}{{0, 4}, {time.Hour, 13}} {
+		tk := task("r-1", "agent", "h", 12, 1)
+		tk.Timeout = c.timeout
+		n := allocs.PerRun(100, func() {
+			tc := w.newTaskContext(base, s, nil, tk, false)
+			tc.startClock()
+			tc.arm()
+			if !tc.disarm() {
+				t.Fatal("disarm = false: nothing ended the context")
+			}
+			tc.stopContext()
+		})
+		if n != c.want {
+			t.Errorf("the context of a task with timeout %v allocates %v times, want %v", c.timeout, n, c.want)
+		}
+	}
+}
+
+// TestEventSubjectsKept: the subject of a run's answers is natsbox's, made once: a run's next
+// answers take it without allocating; past maxEventSubjects runs, the subjects kept are
+// forgotten, and made again when asked for.
+func TestEventSubjectsKept(t *testing.T) {
+	var c eventSubjects
+	names, err := natsbox.NewNames("team")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []string{"r-1", "r-2/call/1", "r-1"} {
+		got, err := c.of(names, run)
+		want, werr := names.EventSubject(run)
+		if got != want || err != nil || werr != nil {
+			t.Fatalf("the subject of run %s: %q, %v; want %q, %v", run, got, err, want, werr)
+		}
+	}
+	if _, err := c.of(names, "r.1"); err == nil {
+		t.Error("a run id that is no subject token was given a subject")
+	}
+	if n := allocs.PerRun(100, func() { _, _ = c.of(names, "r-1") }); n != 0 {
+		t.Errorf("a run's subject taken again allocates %v times, want 0", n)
+	}
+	for i := range maxEventSubjects + 1 {
+		if _, err := c.of(names, "r-"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(c.m) > maxEventSubjects {
+		t.Errorf("%d subjects kept, more than %d", len(c.m), maxEventSubjects)
 	}
 }

@@ -131,6 +131,10 @@ type taskContext struct {
 	published time.Time
 	// running is set once the handler starts: the heartbeat loop beats the task from then on.
 	running atomic.Bool
+	// phase says whether the handler runs, returned, or was interrupted by the end of its
+	// context ([taskContext.arm]); timer settles a task with a timeout when it passes.
+	phase atomic.Int32
+	timer *time.Timer
 
 	cancelBase   context.CancelCauseFunc
 	stopDeadline context.CancelFunc
@@ -191,10 +195,18 @@ func (tc *taskContext) logger() *slog.Logger {
 	return tc.w.log.With(taskAttrs(tc.handler, tc.task)...)
 }
 
-func (tc *taskContext) cancel(cause error) { tc.cancelBase(cause) }
+// cancel ends the task's context with cause (its run ended), and settles the task if its
+// handler runs.
+func (tc *taskContext) cancel(cause error) {
+	tc.cancelBase(cause)
+	tc.interrupt()
+}
 
 // stopContext releases the task's contexts once the worker is done with the task.
 func (tc *taskContext) stopContext() {
+	if tc.timer != nil {
+		tc.timer.Stop() // one that fired already waits for the context, ended here
+	}
 	tc.stopDeadline()
 	tc.cancelBase(context.Canceled)
 }
@@ -249,7 +261,7 @@ func (tc *taskContext) Wait(pending []protocol.PendingCall) error {
 		return tc.deliverProblem(err)
 	}
 	defer keepAnswerBuffer(buf)
-	return tc.deliverData(ev, data)
+	return tc.deliverData(ev, data, "")
 }
 
 func (tc *taskContext) Fail(err error) error { return tc.fail(err, false) }
@@ -297,23 +309,36 @@ func (tc *taskContext) answer(typ protocol.EventType, output any, o Outcome) err
 		return tc.deliverProblem(fmt.Errorf("the output of step %s cannot be encoded as JSON: %w", tc.stepName(), err))
 	}
 	ev.Output = raw
+	var id string // made when published, but for a continued answer (continuedID)
 	if typ == protocol.EvContinued {
-		ev.Nonce = nonce(ev.At, rand.Uint32())
+		id = continuedID(ev, rand.Uint32())
 	}
 	data, buf, err := tc.fits(ev)
 	if err != nil {
 		return tc.deliverProblem(err)
 	}
 	defer keepAnswerBuffer(buf)
-	return tc.deliverData(ev, data)
+	return tc.deliverData(ev, data, id)
 }
 
-// nonce tells apart the continued answers of one attempt: the time of the answer and r, both
-// in base 36, as NANOS-R; built in one buffer, every iteration of a loop has one.
-func nonce(at time.Time, r uint32) string {
-	var buf [32]byte
-	b := strconv.AppendInt(buf[:0], at.UnixNano(), 36)
-	return string(strconv.AppendUint(append(b, '-'), uint64(r), 36))
+// appendNonce appends what tells apart the continued answers of one attempt: the time of the
+// answer and r, both in base 36, as NANOS-R.
+func appendNonce(dst []byte, at time.Time, r uint32) []byte {
+	b := strconv.AppendInt(dst, at.UnixNano(), 36)
+	return strconv.AppendUint(append(b, '-'), uint64(r), 36)
+}
+
+// continuedID gives continued answer ev its nonce (of its time and r) and returns its message
+// id, which ends with the nonce: one string for both, ev.Nonce the end of it (every iteration
+// of a loop has one).
+func continuedID(ev *protocol.Event, r uint32) string {
+	var buf [192]byte // on the stack: only the string is allocated
+	ev.Nonce = ""
+	id := append(wire.AppendEventMsgID(buf[:0], ev, ""), '/')
+	start := len(id)
+	s := string(appendNonce(id, ev.At, r))
+	ev.Nonce = s[start:]
+	return s
 }
 
 // storeError is a problem of an answer that the values' store caused: worth trying again.
@@ -499,17 +524,18 @@ func (w *Worker) settled(m HandlerMetrics, t *protocol.Task, how string, ran tim
 // deliver publishes ev, waits for JetStream to store it, then acknowledges the task. A continued
 // event keeps the checkpoint for the next iteration; any other drops it. When ev cannot be
 // published, the task goes back to JetStream to run again.
-func (tc *taskContext) deliver(ev *protocol.Event) error { return tc.deliverData(ev, nil) }
+func (tc *taskContext) deliver(ev *protocol.Event) error { return tc.deliverData(ev, nil, "") }
 
-// deliverData is deliver with ev already encoded as data (nil: encode it here).
-func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
+// deliverData is deliver with ev already encoded as data (nil: encode it here), with message
+// id id ("": made here).
+func (tc *taskContext) deliverData(ev *protocol.Event, data []byte, id string) error {
 	if ev.Type == protocol.EvContinued {
 		tc.ck.keep()
 	} else {
 		tc.ck.forget()
 	}
 	tc.spanAnswer(ev)
-	if err := tc.w.publish(ev, data, tc.spanContext()); err != nil {
+	if err := tc.w.publish(ev, data, id, tc.spanContext()); err != nil {
 		tc.ck.forget()
 		err = fmt.Errorf("worker: publish the %s answer to task %s: %w", ev.Type, tc.task.MsgID, err)
 		tc.logger().WarnContext(tc, "worker: an answer could not be published: the task goes back to JetStream", "err", err)
@@ -529,12 +555,12 @@ func (tc *taskContext) deliverData(ev *protocol.Event, data []byte) error {
 	return nil
 }
 
-// publish stores ev, encoded as data (nil: encode it here), in REINS_EVENTS, with the trace
-// context of sc (the task's span) when valid, within an AckWait: the task is redelivered
-// after that anyway. Not under the task's context: an answer is published even when the
-// task's context ended as the handler answered.
-func (w *Worker) publish(ev *protocol.Event, data []byte, sc oteltrace.SpanContext) error {
-	subject, err := w.names.EventSubject(ev.RunID)
+// publish stores ev, encoded as data (nil: encode it here), in REINS_EVENTS under message id id
+// ("": made here), with the trace context of sc (the task's span) when valid, within an
+// AckWait: the task is redelivered after that anyway. Not under the task's context: an answer
+// is published even when the task's context ended as the handler answered.
+func (w *Worker) publish(ev *protocol.Event, data []byte, id string, sc oteltrace.SpanContext) error {
+	subject, err := w.subjects.of(w.names, ev.RunID)
 	if err != nil {
 		return err
 	}
@@ -545,10 +571,47 @@ func (w *Worker) publish(ev *protocol.Event, data []byte, sc oteltrace.SpanConte
 	}
 	am := answerMsgs.Get().(*answerMsg)
 	defer am.release()
-	m := am.build(subject, data, wire.EventMsgID(ev, ""))
+	if id == "" {
+		id = wire.EventMsgID(ev, "")
+	}
+	m := am.build(subject, data, id)
 	tracing.Inject(m.Header, sc)
 	_, err = natsbox.PublishWithin(context.Background(), w.js.Conn(), m, w.ackWait)
 	return err
+}
+
+// eventSubjects keeps the subjects the answers of runs go on (natsbox.Names.EventSubject), so
+// that a run's answers after its first do not make theirs again: every iteration of a loop
+// answers on its run's. It keeps at most maxEventSubjects, and forgets them all beyond.
+type eventSubjects struct {
+	mu sync.Mutex
+	m  map[string]string // by run id
+}
+
+const maxEventSubjects = 1024
+
+// of returns the subject of the answers of run, in names.
+func (c *eventSubjects) of(names natsbox.Names, run string) (string, error) {
+	c.mu.Lock()
+	subject, ok := c.m[run]
+	c.mu.Unlock()
+	if ok {
+		return subject, nil
+	}
+	subject, err := names.EventSubject(run)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = make(map[string]string)
+	}
+	if len(c.m) >= maxEventSubjects {
+		clear(c.m)
+	}
+	c.m[run] = subject
+	c.mu.Unlock()
+	return subject, nil
 }
 
 // answerMsg is the message of an answer, kept for the next one: nats.go is done with a message

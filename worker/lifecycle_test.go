@@ -52,6 +52,48 @@ func TestTimeoutAnswersWithoutWaitingForTheHandler(t *testing.T) {
 	}
 }
 
+// Whatever ends a task's context while its handler runs (its run's end, the worker stopping,
+// its timeout), the worker settles the task at once, without waiting for a handler that does
+// not look at its context, and frees its slot: a stopping worker returns.
+func TestContextEndsSettleWithoutTheHandler(t *testing.T) {
+	for _, tc := range []struct {
+		name, how string
+		timeout   time.Duration
+		end       func(e *env, w *running)
+	}{
+		{name: "run ended", how: "run_ended", end: func(e *env, _ *running) {
+			subject, err := natsbox.CancelSubject("r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.box.Conn().Publish(subject, nil); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "worker stops", how: "stopped", end: func(_ *env, w *running) { w.stop() }},
+		{name: "timeout", how: string(protocol.EvTimedOut), timeout: 100 * time.Millisecond, end: func(*env, *running) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			started, release := make(chan struct{}, 1), make(chan struct{})
+			defer close(release)
+			w := e.start(Options{}, map[string]Handler{"deaf": func(TaskContext) error {
+				started <- struct{}{}
+				<-release // never looks at its context
+				return nil
+			}})
+			tk := task("r", "s", "deaf", 1, 1)
+			tk.Timeout = tc.timeout
+			e.publish(tk)
+			recv(t, started)
+			tc.end(e, w)
+			if how := e.waitSettled(tk.MsgID); how != tc.how {
+				t.Fatalf("settled as %s, want %s", how, tc.how)
+			}
+		})
+	}
+}
+
 func TestNotBeforeDelaysTheTask(t *testing.T) {
 	e := newEnv(t)
 	now := time.Now // the worker's clock; the handler reads the same one

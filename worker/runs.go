@@ -69,6 +69,20 @@ func (r *runTable) runningTasks(dst []*taskContext) []*taskContext {
 	return dst
 }
 
+// interruptAll settles, without waiting for their handlers, the tasks whose contexts the
+// worker's stop ended ([taskContext.interrupt]).
+func (r *runTable) interruptAll() {
+	r.mu.Lock()
+	all := make([]*taskContext, 0, len(r.running))
+	for tc := range r.running {
+		all = append(all, tc)
+	}
+	r.mu.Unlock()
+	for _, tc := range all {
+		tc.interrupt()
+	}
+}
+
 // isEnded reports whether run, or a run whose sub-run it is, ended after a task of it was
 // published (at published).
 func (r *runTable) isEnded(run string, published time.Time) bool {

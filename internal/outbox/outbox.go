@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -56,11 +57,15 @@ func (o *Outbox) TaskMsg(ctx context.Context, t *protocol.Task, at time.Time) (*
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", t.MsgID, err)
 	}
-	data, err := wire.EncodeTask(out)
+	m := newMsg(subj, t.MsgID)
+	if m.Data != nil { // a kept message's buffer (Recycle)
+		m.Data, err = wire.AppendTask(m.Data, out)
+	} else {
+		m.Data, err = wire.EncodeTask(out)
+	}
 	if err != nil {
 		return o.undeliverable(t, at, fmt.Sprintf("the task for step %s cannot be encoded: %v", wire.TaskKey(t), err)), nil
 	}
-	m := NewMsg(subj, data, t.MsgID)
 	if telemetry.Enabled() {
 		// The worker's span of the task is a child of the step's: the same for every attempt,
 		// iteration and redelivery of one activation.
@@ -304,10 +309,25 @@ func EventMsg(n natsbox.Names, ev *protocol.Event, child string) (*nats.Msg, err
 	return NewMsg(subj, data, wire.EventMsgID(ev, child)), nil
 }
 
+// NewMsg is the message of data on subject with the message id msgID: one [Recycle] kept, or
+// a new one.
 func NewMsg(subject string, data []byte, msgID string) *nats.Msg {
+	m := newMsg(subject, msgID)
+	m.Data = data
+	return m
+}
+
+// newMsg is NewMsg before its data: a message Recycle kept brings the buffer of the data it
+// had, empty, to append to (TaskMsg); a new one has none.
+func newMsg(subject, msgID string) *nats.Msg {
+	if m, ok := kept.Get().(*nats.Msg); ok {
+		m.Subject = subject
+		m.Header[jetstream.MsgIDHeader][0] = msgID
+		return m
+	}
 	im := &idMsg{}
 	im.id[0] = msgID
-	im.m = nats.Msg{Subject: subject, Data: data, Header: nats.Header{jetstream.MsgIDHeader: im.id[:]}}
+	im.m = nats.Msg{Subject: subject, Header: nats.Header{jetstream.MsgIDHeader: im.id[:]}}
 	return &im.m
 }
 
@@ -316,6 +336,36 @@ func NewMsg(subject string, data []byte, msgID string) *nats.Msg {
 type idMsg struct {
 	m  nats.Msg
 	id [1]string
+}
+
+// kept holds the messages given to Recycle, each with its header map, the value of its message
+// id and the buffer of its data: the message, its map, the map's slots and a task's bytes were
+// four of the allocations of every iteration.
+var kept sync.Pool
+
+// maxKeptData bounds the data buffer a kept message keeps, so that one large task does not pin
+// its buffer.
+const maxKeptData = 64 << 10
+
+// Recycle keeps m, a message of [NewMsg] or [Outbox.TaskMsg], and the buffer of its data, for a
+// later one. Only for a message that nothing holds any more, nor its data: nats.go is done with
+// one once its synchronous publish returned (Publish of one message), not with one published
+// asynchronously; and the data of every message a decision sends is encoded for it. Its
+// headers are all dropped (a trace context, a reason).
+func Recycle(m *nats.Msg) {
+	id := m.Header[jetstream.MsgIDHeader]
+	if len(id) != 1 {
+		return // not one of NewMsg's
+	}
+	clear(m.Header)
+	id[0] = ""
+	data := m.Data[:0]
+	if cap(data) > maxKeptData {
+		data = nil
+	}
+	*m = nats.Msg{Header: m.Header, Data: data}
+	m.Header[jetstream.MsgIDHeader] = id
+	kept.Put(m)
 }
 
 // MsgSize is the size of m as the server counts it against max payload: headers and data.

@@ -1,7 +1,10 @@
 package outbox_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +15,9 @@ import (
 	"github.com/reins-run/reins/internal/natsbox"
 	_ "github.com/reins-run/reins/internal/natsbox/embed"
 	"github.com/reins-run/reins/internal/outbox"
+	"github.com/reins-run/reins/internal/testkit/allocs"
+	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 )
 
 // lossy answers the publishes of subject as a stream would, after dropping the first drop of
@@ -144,5 +150,68 @@ func TestPublishOutlivesSquattedIDs(t *testing.T) {
 	}
 	if got := stored(m.Subject); got != 1 {
 		t.Errorf("an event sent twice is stored %d times, want once", got)
+	}
+}
+
+// TestMsgRecycled: a message NewMsg makes after Recycle carries only what it was made with (no
+// header, subject or data of the one before), and making and recycling one allocates nothing.
+func TestMsgRecycled(t *testing.T) {
+	for range 3 { // a pool under -race drops at random: several rounds reach a kept message
+		m := outbox.NewMsg("reins.task.a", []byte(`{"a":1}`), "r-1/a/1/1/1")
+		m.Header.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+		m.Reply = "inbox"
+		outbox.Recycle(m)
+		m = outbox.NewMsg("reins.task.b", []byte(`{"b":2}`), "r-2/b/1/2/1")
+		if m.Subject != "reins.task.b" || string(m.Data) != `{"b":2}` || m.Reply != "" || len(m.Header) != 1 ||
+			len(m.Header[jetstream.MsgIDHeader]) != 1 || m.Header.Get(jetstream.MsgIDHeader) != "r-2/b/1/2/1" {
+			t.Fatalf("a recycled message: %q %s reply %q, headers %v; want its own subject, data and id only", m.Subject, m.Data, m.Reply, m.Header)
+		}
+		outbox.Recycle(m)
+	}
+	data := []byte(`{}`)
+	switch n := allocs.PerRun(100, func() { outbox.Recycle(outbox.NewMsg("reins.task.a", data, "r-1/a/1/1/1")) }); {
+	case allocs.Race && n > 3: // -race empties the pool at random: at most a new message each time
+		t.Errorf("a message made and recycled allocates %v times under -race, want at most 3", n)
+	case !allocs.Race && n != 0:
+		t.Errorf("a message made and recycled allocates %v times, want 0", n)
+	}
+}
+
+// TestTaskMsgRecycled: a task's message made after Recycle holds the task's own bytes, written
+// into the buffer the recycled message kept, and making and recycling one allocates nothing.
+func TestTaskMsgRecycled(t *testing.T) {
+	o := &outbox.Outbox{Values: wire.NewValues(nil, 0, 0), MaxPayload: 1 << 20}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	long := &protocol.Task{RunID: "r-1", Step: "agent", Item: -1, Handler: "h", Activation: 1, Iteration: 1, Attempt: 1,
+		Input: json.RawMessage(`{"notes":"` + strings.Repeat("x", 200) + `"}`), MsgID: "r-1/agent/1/1/1", Protocol: protocol.Version}
+	short := &protocol.Task{RunID: "r-2", Step: "agent", Item: -1, Handler: "h", Activation: 1, Iteration: 2, Attempt: 1,
+		Input: json.RawMessage(`{}`), MsgID: "r-2/agent/1/2/1", Protocol: protocol.Version}
+	for range 3 { // a pool under -race drops at random: several rounds reach a kept message
+		for _, tk := range []*protocol.Task{long, short, long} {
+			m, err := o.TaskMsg(context.Background(), tk, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := wire.EncodeTask(tk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(m.Data, want) || m.Header.Get(jetstream.MsgIDHeader) != tk.MsgID || len(m.Header) != 1 {
+				t.Fatalf("the message of task %s: %s, headers %v; want %s and its id only", tk.MsgID, m.Data, m.Header, want)
+			}
+			outbox.Recycle(m)
+		}
+	}
+	switch n := allocs.PerRun(100, func() {
+		m, err := o.TaskMsg(context.Background(), long, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outbox.Recycle(m)
+	}); {
+	case allocs.Race && n > 5: // -race empties the pool at random: at most a new message and its bytes
+		t.Errorf("a task's message made and recycled allocates %v times under -race, want at most 5", n)
+	case !allocs.Race && n != 0:
+		t.Errorf("a task's message made and recycled allocates %v times, want 0", n)
 	}
 }

@@ -39,22 +39,24 @@ func runSlots(r *engine.Run, visit func(*json.RawMessage)) {
 	}
 }
 
-// DropValues empties every value of r and the texts rendered for its steps (prompts,
-// instructions, goals), and reports whether there was any: the last resort of a run that ended
-// with a state still too large to save.
-func DropValues(r *engine.Run) bool {
-	dropped := false
-	runSlots(r, func(p *json.RawMessage) {
+// DropValues returns a copy of r without its values and the texts rendered for its steps
+// (prompts, instructions, goals), and reports whether there was any: the last resort of a run
+// that ended with a state still too large to save. r is left as it was: a decided state shares
+// its steps and values with the state it was decided from (engine.Decide), which the engine
+// still holds.
+func DropValues(r *engine.Run) (*engine.Run, bool) {
+	c, dropped := shallowRun(r), false
+	runSlots(c, func(p *json.RawMessage) {
 		if len(*p) > 0 {
 			*p, dropped = nil, true
 		}
 	})
-	for _, s := range r.Steps {
+	for _, s := range c.Steps {
 		if s != nil && s.Prompt+s.Instructions+s.Goal != "" {
 			s.Prompt, s.Instructions, s.Goal, dropped = "", "", "", true
 		}
 	}
-	return dropped
+	return c, dropped
 }
 
 // OutRun returns r, or when it holds values too large to stay inline a copy of r that shares

@@ -173,8 +173,13 @@ func TestValuesOfARun(t *testing.T) {
 	if err := runstore.InRun(ctx, v, out); err != nil || !equalRuns(out, keep) {
 		t.Errorf("InRun did not restore the run: %v", err)
 	}
-	if !runstore.DropValues(out) || out.Input != nil || out.Steps["a"].Output != nil || runstore.DropValues(out) {
+	kept := out.Clone()
+	dropped, had := runstore.DropValues(out)
+	if _, again := runstore.DropValues(dropped); !had || dropped.Input != nil || dropped.Steps["a"].Output != nil || again {
 		t.Error("DropValues did not drop every value once")
+	}
+	if !equalRuns(out, kept) {
+		t.Error("DropValues changed the run it was given")
 	}
 }
 

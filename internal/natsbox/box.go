@@ -288,7 +288,7 @@ func openEmbedded(ctx context.Context, opts Options, names Names, log *slog.Logg
 	copts := append(b.connOptions(opts.Name), nats.Token(own))
 	url := ""
 	if opts.Listen == "" {
-		copts = append(copts, nats.InProcessServer(srv))
+		copts = append(copts, nats.InProcessServer(inProcess{srv}))
 	} else {
 		url = srv.ClientURL()
 		b.clientURL = url
@@ -445,7 +445,7 @@ func (b *Box) Connect(ctx context.Context, name string) (*Box, error) {
 		return c, nil
 	}
 	c := &Box{log: b.log, clientURL: b.clientURL, closed: make(chan struct{}), replicas: b.replicas, names: b.names, inproc: b.inproc, ownToken: b.ownToken}
-	nc, err := nats.Connect("", append(c.connOptions(name), nats.InProcessServer(b.inproc), nats.Token(b.ownToken))...)
+	nc, err := nats.Connect("", append(c.connOptions(name), nats.InProcessServer(inProcess{b.inproc}), nats.Token(b.ownToken))...)
 	if err != nil {
 		return nil, fmt.Errorf("natsbox: connect to the embedded server: %w", err)
 	}

@@ -447,6 +447,9 @@ func (l *leases) acquire(ctx context.Context, ps []int, first bool) {
 		}
 		if from[p] != "" && from[p] != l.id {
 			l.e.log.Info("runner: a partition was taken over from an engine that stopped beating", "partition", p)
+			// Not alone at once: a takeover's runs go on first, and the engine that died is
+			// often started again within seconds, which would split what was just joined.
+			l.soloAfter = time.Now().Add(soloAfterTakeover * l.ttl)
 		}
 	}
 }

@@ -26,7 +26,8 @@ import (
 // floor known of a partition (floorIn) is the highest of its consumer's, the one kept in the
 // bucket and the consumer of every partition's, and a consumer may start anywhere past it:
 //
-//   - goSolo (every partition owned and consumed on its own consumer, no other engine live):
+//   - goSolo (every partition owned and consumed on its own consumer, no other engine live;
+//     after a takeover, only once soloAfterTakeover lease TTLs passed):
 //     the partitions' consumptions stop, drained, and the consumer of every partition delivers
 //     from past the lowest floor known of a partition; it is made again when pulls wait at it
 //     (an engine paused while it consumed alone, whose partitions were taken since), else
@@ -65,11 +66,16 @@ func each(p int) []int {
 // soloRetry is how long an engine that failed to consume alone waits before it tries again.
 const soloRetry = lookEvery
 
+// soloAfterTakeover is how many lease TTLs an engine that took a partition over waits before
+// it consumes alone.
+const soloAfterTakeover = 4
+
 // solo reports whether the engine consumes every partition through the consumer of them all.
 func (l *leases) solo() bool { return l.parts[0] != nil && l.parts[0].n == all }
 
 // alone reports whether the engine should consume alone: it owns every partition and consumes
-// each on its own consumer, no other engine is live, and no attempt failed lately.
+// each on its own consumer, no other engine is live, and neither a failed attempt nor a
+// takeover was recent.
 func (l *leases) alone(now time.Time) bool {
 	if l.e.partitioned || now.Before(l.soloAfter) {
 		return false

@@ -23,6 +23,7 @@ type binary struct {
 	side  string // "base" or "tree"
 	path  string
 	label string
+	test  string // its benchmarks' test binary, with --test-binaries
 }
 
 // prepare builds the base revision and the working tree into dir, or takes the binaries the
@@ -46,7 +47,48 @@ func prepare(ctx context.Context, cfg config, dir string, stderr io.Writer) (bas
 			}
 		}
 	}
-	return base, tree, nil
+	if cfg.testBins {
+		base.test, tree.test = cfg.baseTest, cfg.treeTest
+		err = prepareTests(ctx, cfg, dir, &base, &tree, stderr)
+	}
+	return base, tree, err
+}
+
+// prepareTests builds the test binaries the flags do not name: the base's from the revision
+// exported (again, when its reins binary was given), the tree's where it is.
+func prepareTests(ctx context.Context, cfg config, dir string, base, tree *binary, stderr io.Writer) error {
+	if base.test != "" && tree.test != "" {
+		return nil
+	}
+	root, err := git(ctx, cfg.tree, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return fmt.Errorf("--tree %s: not in a git repository: %w", cfg.tree, err)
+	}
+	if base.test == "" {
+		src := filepath.Join(dir, "base-src")
+		if _, err := os.Stat(src); err != nil {
+			sha, err := git(ctx, root, "rev-parse", "--verify", "--quiet", cfg.base+"^{commit}")
+			if err != nil {
+				return fmt.Errorf("--base %s: not a commit of the repository at %s", cfg.base, root)
+			}
+			if err := export(ctx, root, sha, src); err != nil {
+				return fmt.Errorf("--base %s: %w", cfg.base, err)
+			}
+		}
+		base.test = filepath.Join(dir, "base", "bench.test")
+		fmt.Fprintf(stderr, "abbench: building the base's test binary, %s...\n", cfg.base)
+		if err := buildTest(ctx, src, base.test); err != nil {
+			return err
+		}
+	}
+	if tree.test == "" {
+		tree.test = filepath.Join(dir, "tree", "bench.test")
+		fmt.Fprintln(stderr, "abbench: building the tree's test binary...")
+		if err := buildTest(ctx, root, tree.test); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // buildBase exports the revision rev of the repository at root with git archive (the caller's

@@ -102,3 +102,11 @@ func TestBaseNotACommit(t *testing.T) {
 		t.Errorf("buildBase(nope) = %v", err)
 	}
 }
+
+// A revision with neither benchmark package gets one sentence naming where it looked.
+func TestBuildTestWithoutBenchmarks(t *testing.T) {
+	err := buildTest(context.Background(), t.TempDir(), filepath.Join(t.TempDir(), "bench.test"))
+	if err == nil || !strings.Contains(err.Error(), "no benchmark package in") || !strings.Contains(err.Error(), "cmd/reins/internal/bench, bench") {
+		t.Errorf("err = %v, want one naming the packages looked for", err)
+	}
+}

@@ -63,6 +63,10 @@ var figures = []figure{
 	{"one loop, CPU µs/iteration", benchOne, lowerIsBetter, fixed(0), extra("cpu-ns/iteration", 1e-3)},
 	{"64 loops, iterations/s", bench64, higherIsBetter, thousands, extra("iterations/s", 1)},
 	{"64 loops, CPU µs/iteration", bench64, lowerIsBetter, fixed(0), extra("cpu-ns/iteration", 1e-3)},
+	// --test-binaries: a fixed number of iterations, so allocs/op is per iteration.
+	{"64 loops, test binaries, iterations/s", benchTest64, higherIsBetter, thousands, extra("iterations/s", 1)},
+	{"64 loops, test binaries, CPU µs/iteration", benchTest64, lowerIsBetter, fixed(0), extra("cpu-ns/iteration", 1e-3)},
+	{"64 loops, test binaries, allocs/iteration", benchTest64, lowerIsBetter, fixed(0), allocs},
 }
 
 // round is one round's runs of both binaries.
@@ -83,6 +87,9 @@ type row struct {
 func compare(rounds []round) []row {
 	rows := make([]row, 0, len(figures))
 	for _, f := range figures {
+		if !ranAny(rounds, f.bench) {
+			continue // the test binaries' rows, without --test-binaries
+		}
 		r := row{fig: f}
 		for _, rd := range rounds {
 			b, okB := f.value(rd.base[f.bench])
@@ -100,6 +107,19 @@ func compare(rounds []round) []row {
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+// ranAny reports whether benchmark bench has a result in any round, of either side.
+func ranAny(rounds []round, bench string) bool {
+	for _, rd := range rounds {
+		if _, ok := rd.base[bench]; ok {
+			return true
+		}
+		if _, ok := rd.tree[bench]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // drifted reports whether a figure is more than tolerance worse than the base in every round
@@ -130,6 +150,7 @@ type header struct {
 	base, tree string // what was built: a revision, the working tree
 	rounds     int
 	benchtime  string // "" when reins bench ran with its default
+	testBins   bool   // the 64 loops also ran through the test binaries
 }
 
 const verdictDrift = "**more than 5% worse in every round: needs a cause written down or a fix**"
@@ -143,7 +164,11 @@ func printTable(w io.Writer, h header, rows []row) error {
 	if h.benchtime != "" {
 		fmt.Fprintf(&b, " --benchtime %s", h.benchtime)
 	}
-	fmt.Fprintf(&b, "; base %s, tree %s; %d round(s), base first in odd rounds, tree first in even ones.\n\n", h.base, h.tree, h.rounds)
+	fmt.Fprintf(&b, "; base %s, tree %s; %d round(s), base first in odd rounds, tree first in even ones", h.base, h.tree, h.rounds)
+	if h.testBins {
+		fmt.Fprintf(&b, "; in each round too, each side's test binary (go test -c of its bench package) %s", strings.Join(testArgs, " "))
+	}
+	b.WriteString(".\n\n")
 	fmt.Fprintf(&b, "| figure | base, rounds %s | tree, rounds %s | tree/base, rounds %s | verdict |\n", rl, rl, rl)
 	b.WriteString("|---|---|---|---|---|\n")
 	flagged := 0

@@ -48,6 +48,10 @@ type config struct {
 	baseBin   string        // a reins binary to use instead of building base
 	treeBin   string        // a reins binary to use instead of building the tree
 	keep      bool          // keep the binaries and each run's JSON
+	// testBins also times the 64 loops through each side's benchmark test binary (testbin.go);
+	// baseTest and treeTest are test binaries to use instead of building them.
+	testBins           bool
+	baseTest, treeTest string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -61,6 +65,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.baseBin, "base-bin", "", "a reins `binary` to run as the base instead of building --base")
 	fs.StringVar(&c.treeBin, "tree-bin", "", "a reins `binary` to run as the tree instead of building --tree")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory: the binaries and each run's JSON")
+	fs.BoolVar(&c.testBins, "test-binaries", false, "also time the 64 loops through each side's benchmark test binary (go test -c), alternated in each round: steadier than reins bench's rounds")
+	fs.StringVar(&c.baseTest, "base-test-bin", "", "with --test-binaries, a test `binary` to run as the base's instead of building it")
+	fs.StringVar(&c.treeTest, "tree-test-bin", "", "with --test-binaries, a test `binary` to run as the tree's instead of building it")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/reins/internal/abbench [flags]\n\nBuilds --base and the working tree alike, runs reins bench --only %s --json with both alternately\nand prints each figure's ratio tree/base per round (BENCHMARKS.md, \"Drift against the baseline\").\n\n", joinNames())
 		fs.PrintDefaults()
@@ -77,6 +84,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("--benchtime %s: want more than 0", c.benchtime)
 	case c.base == "" && c.baseBin == "":
 		return c, errors.New("--base is empty: name a revision, or a binary with --base-bin")
+	case (c.baseTest != "" || c.treeTest != "") && !c.testBins:
+		return c, errors.New("--base-test-bin and --tree-test-bin go with --test-binaries")
+	case c.testBins && c.base == "" && c.baseTest == "":
+		return c, errors.New("--base is empty: --test-binaries builds the base's test binary from it, or name one with --base-test-bin")
 	}
 	return c, nil
 }
@@ -119,7 +130,7 @@ func compareBinaries(ctx context.Context, cfg config, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	h := header{base: base.label, tree: tree.label, rounds: cfg.rounds}
+	h := header{base: base.label, tree: tree.label, rounds: cfg.rounds, testBins: cfg.testBins}
 	if cfg.benchtime > 0 {
 		h.benchtime = cfg.benchtime.String()
 	}

@@ -41,6 +41,21 @@ func measure(ctx context.Context, cfg config, dir string, base, tree binary, std
 				rounds[i].tree = rs
 			}
 		}
+		for _, b := range order {
+			if b.test == "" {
+				continue
+			}
+			fmt.Fprintf(stderr, "abbench: round %d of %d, %s's test binary\n", i+1, cfg.rounds, b.side)
+			r, err := testOnce(ctx, b, filepath.Join(dir, fmt.Sprintf("round%d-%s-test.txt", i+1, b.side)), stderr)
+			if err != nil {
+				return nil, fmt.Errorf("round %d, %s's test binary: %w", i+1, b.side, err)
+			}
+			side := rounds[i].base
+			if b.side == "tree" {
+				side = rounds[i].tree
+			}
+			side[benchTest64] = r
+		}
 	}
 	return rounds, nil
 }

@@ -139,10 +139,102 @@ func TestUsage(t *testing.T) {
 		{[]string{"HEAD"}, `unexpected argument "HEAD"`},
 		{[]string{"--base", ""}, "--base is empty"},
 		{[]string{"--nope"}, "flag provided but not defined: -nope"},
+		{[]string{"--tree-test-bin", "x"}, "--base-test-bin and --tree-test-bin go with --test-binaries"},
+		{[]string{"--test-binaries", "--base", "", "--base-bin", "x"}, "--test-binaries builds the base's test binary from it"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), tc.args, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("run %q: exit %d, stderr %q; want %d and %q", tc.args, code, errb.String(), exitUsage, tc.want)
+		}
+	}
+}
+
+// fakeTest writes a shell script standing for a benchmarks' test binary: each run logs its side
+// and arguments to log and prints a benchmark line with the next of itersPerS (its exit
+// status, status).
+func fakeTest(t *testing.T, dir, side, log string, status int, itersPerS ...float64) string {
+	t.Helper()
+	var lines strings.Builder
+	for i, v := range itersPerS {
+		fmt.Fprintf(&lines, "%d) echo 'BenchmarkAgentLoopThroughput64-2   40000   77000 ns/op   %g cpu-ns/iteration   %g iterations/s   77000 ns/iteration   17000 B/op   %d allocs/op';;\n",
+			i+1, 1.4e9/v, v, 140+i)
+	}
+	script := fmt.Sprintf(`#!/bin/sh
+echo "%s-test $*" >> '%s'
+n=$(cat '%s/%s-test.count' 2>/dev/null || echo 0); n=$((n+1)); echo $n > '%s/%s-test.count'
+echo 'goos: linux'
+case $n in
+%sesac
+echo PASS
+exit %d
+`, side, log, dir, side, dir, side, lines.String(), status)
+	path := filepath.Join(dir, side+".test")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// With --test-binaries each round also runs both sides' test binaries, in the round's order,
+// after the reins bench runs, with the same arguments; their three rows join the table and
+// are judged like the others (the tree's 64 loops 10% slower in both rounds: flagged).
+func TestPlumbingTestBinaries(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "runs.log")
+	good := benchJSON(7, 13000)
+	base := fakeReins(t, dir, "base", log, true, 0, good, good)
+	tree := fakeReins(t, dir, "tree", log, true, 0, good, good)
+	baseTest := fakeTest(t, dir, "base", log, 0, 14000, 13000)
+	treeTest := fakeTest(t, dir, "tree", log, 0, 12600, 11700)
+	var out, errb bytes.Buffer
+	args := []string{"--base-bin", base, "--tree-bin", tree, "--test-binaries", "--base-test-bin", baseTest, "--tree-test-bin", treeTest}
+	if code := run(context.Background(), args, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
+	}
+	logged, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bench := "bench --only jetstream_floor,agent_loop_iteration,agent_loop_64 --json"
+	testRun := strings.Join(testArgs, " ")
+	want := strings.Join([]string{
+		"base " + bench, "tree " + bench, "base-test " + testRun, "tree-test " + testRun,
+		"tree " + bench, "base " + bench, "tree-test " + testRun, "base-test " + testRun,
+	}, "\n") + "\n"
+	if string(logged) != want {
+		t.Errorf("runs:\n%swant:\n%s", logged, want)
+	}
+	table := out.String()
+	for _, line := range []string{
+		"| 64 loops, test binaries, iterations/s | 14,000 / 13,000 | 12,600 / 11,700 | 0.900 / 0.900 | " + verdictDrift + " |",
+		"| 64 loops, test binaries, CPU µs/iteration | 100 / 108 | 111 / 120 | 1.111 / 1.111 | " + verdictDrift + " |",
+		"| 64 loops, test binaries, allocs/iteration | 140 / 141 | 140 / 141 | 1.000 / 1.000 | ok |",
+		"each side's test binary (go test -c of its bench package) " + testRun,
+		"Flagged: 2 ",
+	} {
+		if !strings.Contains(table, line) {
+			t.Errorf("the table lacks %q:\n%s", line, table)
+		}
+	}
+
+	// A test binary that fails ends abbench with one sentence naming the round and the side.
+	dir = t.TempDir()
+	log = filepath.Join(dir, "runs.log")
+	args = []string{"--base-bin", fakeReins(t, dir, "base", log, true, 0, good), "--tree-bin", fakeReins(t, dir, "tree", log, true, 0, good),
+		"--test-binaries", "--base-test-bin", fakeTest(t, dir, "base", log, 0, 14000), "--tree-test-bin", fakeTest(t, dir, "tree", log, 1, 12000)}
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), args, &out, &errb); code != exitFailed || !strings.Contains(errb.String(), "round 1, tree's test binary") || out.Len() > 0 {
+		t.Errorf("a failing test binary: exit %d, stderr %q, table %q", code, errb.String(), out.String())
+	}
+}
+
+// Without --test-binaries the table has no row of them.
+func TestNoTestBinaryRows(t *testing.T) {
+	rows := compare([]round{{base: results{bench64: {Name: bench64}}, tree: results{bench64: {Name: bench64}}}})
+	for _, r := range rows {
+		if r.fig.bench == benchTest64 {
+			t.Errorf("a row of the test binaries without them: %s", r.fig.label)
 		}
 	}
 }

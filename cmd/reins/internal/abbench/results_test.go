@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -87,6 +90,63 @@ func FuzzParseResults(f *testing.F) {
 					t.Errorf("accepted extra %q = %v", k, v)
 				}
 			}
+		}
+	})
+}
+
+// TestParseBenchLine reads the line go test -bench prints for a benchmark: ns/op and
+// allocs/op as such, every other unit as an extra figure; and refuses, in one sentence, a
+// line that is not one.
+func TestParseBenchLine(t *testing.T) {
+	out := []byte("goos: linux\ngoarch: amd64\n" +
+		"BenchmarkAgentLoopThroughput64-2   \t   40000\t     78072 ns/op\t    144844 cpu-ns/iteration\t     12809 iterations/s\t     78072 ns/iteration\t   16183 B/op\t     142 allocs/op\n" +
+		"PASS\n")
+	r, err := parseBenchLine(out, testBenchmark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Name != benchTest64 || r.NsPerOp != 78072 || r.AllocsPerOp != 142 || r.Extra["iterations/s"] != 12809 ||
+		r.Extra["cpu-ns/iteration"] != 144844 || r.Extra["B/op"] != 16183 || len(r.Extra) != 4 {
+		t.Errorf("read %+v", r)
+	}
+	for _, tc := range []struct{ out, want string }{
+		{"PASS\n", "no line of BenchmarkAgentLoopThroughput64"},
+		{"BenchmarkAgentLoopThroughput64000-2 1 1 ns/op\n", "no line of BenchmarkAgentLoopThroughput64"},
+		{"BenchmarkAgentLoopThroughput64-2 40000 1 ns/op 2\n", "has 5 fields"},
+		{"BenchmarkAgentLoopThroughput64-2 0 1 ns/op\n", `counts "0" iterations`},
+		{"BenchmarkAgentLoopThroughput64-2 40000 -1 ns/op\n", `has "-1" ns/op, not a figure`},
+		{"BenchmarkAgentLoopThroughput64-2 40000 NaN iterations/s\n", `has "NaN" iterations/s, not a figure`},
+		{"BenchmarkAgentLoopThroughput64-2 40000 1.5 allocs/op\n", `has "1.5" allocs/op, not a whole number`},
+	} {
+		if _, err := parseBenchLine([]byte(tc.out), testBenchmark); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want an error with %q", tc.out, err, tc.want)
+		}
+	}
+}
+
+// FuzzParseBenchLine: whatever go test printed, parseBenchLine returns an error or figures
+// that are neither negative nor NaN, and a line made of figures reads back as them.
+func FuzzParseBenchLine(f *testing.F) {
+	f.Add([]byte("BenchmarkAgentLoopThroughput64-2 40000 78072 ns/op 12809 iterations/s 142 allocs/op\n"), 78072.0, uint32(142))
+	f.Add([]byte("PASS"), 0.0, uint32(0))
+	f.Fuzz(func(t *testing.T, out []byte, ns float64, allocs uint32) {
+		if r, err := parseBenchLine(out, testBenchmark); err == nil {
+			if r.NsPerOp < 0 || r.AllocsPerOp < 0 {
+				t.Fatalf("read %+v from %q", r, out)
+			}
+			for k, v := range r.Extra {
+				if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+					t.Fatalf("extra %q = %v from %q", k, v, out)
+				}
+			}
+		}
+		if ns < 0 || math.IsNaN(ns) || math.IsInf(ns, 0) {
+			return
+		}
+		line := fmt.Sprintf("%s-2 40000 %s ns/op %d allocs/op\n", testBenchmark, strconv.FormatFloat(ns, 'g', -1, 64), allocs)
+		r, err := parseBenchLine([]byte(line), testBenchmark)
+		if err != nil || r.NsPerOp != ns || r.AllocsPerOp != int64(allocs) {
+			t.Fatalf("%q read as %+v, %v", line, r, err)
 		}
 	})
 }

@@ -222,22 +222,25 @@ func (e *Engine) allFloor(ctx context.Context) uint64 {
 
 // cutAll deletes the consumer of every partition when a pull waits at it: the engine that
 // consumed alone, whose partitions are being taken over, may be paused rather than dead, and
-// would be given events when it wakes up. Its floor is kept first, as every partition's (the
-// floor of each is then known without it).
+// would be given events when it wakes up, or decide them meanwhile. It is deleted first, and its
+// floor kept afterwards as every partition's (this engine knows it at once): each moment it
+// stands is one in which that engine may still decide.
 func (e *Engine) cutAll(ctx context.Context) {
 	cons, err := e.js.Consumer(ctx, e.names.EventsStream(), natsbox.EngineAllConsumer)
 	if err != nil || cons.CachedInfo().NumWaiting == 0 {
 		return
 	}
-	kctx, cancel := context.WithTimeout(ctx, floorWait)
 	for p := range natsbox.Partitions {
 		e.sawFloor(p, cons.CachedInfo())
-		e.keepFloor(kctx, p)
 	}
-	cancel()
 	if err := e.js.DeleteConsumer(ctx, e.names.EventsStream(), natsbox.EngineAllConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		e.log.Warn("runner: cut off the pulls at the consumer of every partition", "err", err)
 		return
 	}
 	e.log.Info("runner: pulls waited at the consumer of every partition, of an engine whose partitions are taken over: it is deleted, which cuts them off")
+	kctx, cancel := context.WithTimeout(ctx, floorWait)
+	defer cancel()
+	for p := range natsbox.Partitions {
+		e.keepFloor(kctx, p)
+	}
 }

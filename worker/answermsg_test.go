@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/testkit/allocs"
 	"github.com/reins-run/reins/internal/wire"
 	"github.com/reins-run/reins/protocol"
@@ -140,37 +139,5 @@ func TestTaskContextAllocs(t *testing.T) {
 		if n != c.want {
 			t.Errorf("the context of a task with timeout %v allocates %v times, want %v", c.timeout, n, c.want)
 		}
-	}
-}
-
-// TestEventSubjectsKept: the subject of a run's answers is natsbox's, made once: a run's next
-// answers take it without allocating; past maxEventSubjects runs, the subjects kept are
-// forgotten, and made again when asked for.
-func TestEventSubjectsKept(t *testing.T) {
-	var c eventSubjects
-	names, err := natsbox.NewNames("team")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, run := range []string{"r-1", "r-2/call/1", "r-1"} {
-		got, err := c.of(names, run)
-		want, werr := names.EventSubject(run)
-		if got != want || err != nil || werr != nil {
-			t.Fatalf("the subject of run %s: %q, %v; want %q, %v", run, got, err, want, werr)
-		}
-	}
-	if _, err := c.of(names, "r.1"); err == nil {
-		t.Error("a run id that is no subject token was given a subject")
-	}
-	if n := allocs.PerRun(100, func() { _, _ = c.of(names, "r-1") }); n != 0 {
-		t.Errorf("a run's subject taken again allocates %v times, want 0", n)
-	}
-	for i := range maxEventSubjects + 1 {
-		if _, err := c.of(names, "r-"+strconv.Itoa(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(c.m) > maxEventSubjects {
-		t.Errorf("%d subjects kept, more than %d", len(c.m), maxEventSubjects)
 	}
 }

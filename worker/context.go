@@ -560,7 +560,7 @@ func (tc *taskContext) deliverData(ev *protocol.Event, data []byte, id string) e
 // AckWait: the task is redelivered after that anyway. Not under the task's context: an answer
 // is published even when the task's context ended as the handler answered.
 func (w *Worker) publish(ev *protocol.Event, data []byte, id string, sc oteltrace.SpanContext) error {
-	subject, err := w.subjects.of(w.names, ev.RunID)
+	subject, err := w.names.EventSubject(ev.RunID)
 	if err != nil {
 		return err
 	}
@@ -578,40 +578,6 @@ func (w *Worker) publish(ev *protocol.Event, data []byte, id string, sc oteltrac
 	tracing.Inject(m.Header, sc)
 	_, err = natsbox.PublishWithin(context.Background(), w.js.Conn(), m, w.ackWait)
 	return err
-}
-
-// eventSubjects keeps the subjects the answers of runs go on (natsbox.Names.EventSubject), so
-// that a run's answers after its first do not make theirs again: every iteration of a loop
-// answers on its run's. It keeps at most maxEventSubjects, and forgets them all beyond.
-type eventSubjects struct {
-	mu sync.Mutex
-	m  map[string]string // by run id
-}
-
-const maxEventSubjects = 1024
-
-// of returns the subject of the answers of run, in names.
-func (c *eventSubjects) of(names natsbox.Names, run string) (string, error) {
-	c.mu.Lock()
-	subject, ok := c.m[run]
-	c.mu.Unlock()
-	if ok {
-		return subject, nil
-	}
-	subject, err := names.EventSubject(run)
-	if err != nil {
-		return "", err
-	}
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = make(map[string]string)
-	}
-	if len(c.m) >= maxEventSubjects {
-		clear(c.m)
-	}
-	c.m[run] = subject
-	c.mu.Unlock()
-	return subject, nil
 }
 
 // answerMsg is the message of an answer, kept for the next one: nats.go is done with a message

@@ -94,13 +94,12 @@ type Worker struct {
 	started    bool
 	onStop     []func()
 
-	ready    chan struct{}
-	runs     *runTable
-	subjects eventSubjects
-	cache    *ckCache
-	ckv      jetstream.KeyValue // set by Run before ready is closed
-	values   *wire.Values       // set by Run before ready is closed
-	tasks    sync.WaitGroup     // the tasks started and not settled yet
+	ready  chan struct{}
+	runs   *runTable
+	cache  *ckCache
+	ckv    jetstream.KeyValue // set by Run before ready is closed
+	values *wire.Values       // set by Run before ready is closed
+	tasks  sync.WaitGroup     // the tasks started and not settled yet
 
 	// testSettled, when set (tests only), is called once the worker has settled a task: answered
 	// and acknowledged it, or handed it back.

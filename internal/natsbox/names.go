@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/reins-run/reins/internal/intern"
 	"github.com/reins-run/reins/internal/wirespec"
 )
 
@@ -157,12 +158,17 @@ func (n Names) DeltaSubject(runID string) (string, error) {
 }
 
 // EventSubject returns the subject of the events of run runID: "[NS.]reins.event.NN.RUNID", NN
-// its partition.
+// its partition. It is the same string each time for a run (internal/intern): a worker puts
+// every answer of a run on it, and it was an allocation of every iteration.
 func (n Names) EventSubject(runID string) (string, error) {
 	if err := checkToken(runID); err != nil {
 		return "", fmt.Errorf("natsbox: run id %w", err)
 	}
-	return n.subject + eventPrefix + PartitionToken(Partition(runID)) + "." + runID, nil
+	p := Partition(runID)
+	var buf [128]byte
+	b := append(append(buf[:0], n.subject...), eventPrefix...)
+	b = append(b, '0'+byte(p/10), '0'+byte(p%10), '.')
+	return intern.Bytes(append(b, runID...)), nil
 }
 
 // PartitionSubjects returns the subject filter of the events of partition p:

@@ -3,8 +3,11 @@ package natsbox
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/reins-run/reins/internal/testkit/allocs"
 )
 
 // names lists what a Names says, by what it is, so that the table of TestNewNames compares all
@@ -359,4 +362,41 @@ func TestOpenRefusesBadNamespace(t *testing.T) {
 	if !errors.Is(err, ErrBadNamespace) {
 		t.Fatalf("Open: %v, want ErrBadNamespace", err)
 	}
+}
+
+// TestEventSubjectOnce: a run's event subject is what it always was, in every namespace and for
+// every partition; a run id that is no subject token has none; and the subject of a run seen
+// before is taken again without allocating (a worker answers every iteration on it).
+func TestEventSubjectOnce(t *testing.T) {
+	team, err := NewNames("team")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []Names{{}, team} {
+		for _, run := range append(runIDsOfEveryPartition(), "r-2/call/1", strings.Repeat("r", 200)) {
+			got, err := n.EventSubject(run)
+			want := n.subject + "reins.event." + PartitionToken(Partition(run)) + "." + run
+			if got != want || err != nil {
+				t.Fatalf("%s: the subject of run %s: %q, %v; want %q", n, run, got, err, want)
+			}
+		}
+		if _, err := n.EventSubject("r.1"); err == nil {
+			t.Errorf("%s: a run id that is no subject token was given a subject", n)
+		}
+		if a := allocs.PerRun(100, func() { _, _ = n.EventSubject("r-1") }); a != 0 {
+			t.Errorf("%s: a run's subject taken again allocates %v times, want 0", n, a)
+		}
+	}
+}
+
+// runIDsOfEveryPartition returns one run id in each partition.
+func runIDsOfEveryPartition() []string {
+	ids := make([]string, Partitions)
+	for i, left := 0, Partitions; left > 0; i++ {
+		id := "run-" + strconv.Itoa(i)
+		if p := Partition(id); ids[p] == "" {
+			ids[p], left = id, left-1
+		}
+	}
+	return ids
 }

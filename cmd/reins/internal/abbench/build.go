@@ -31,52 +31,42 @@ type binary struct {
 func prepare(ctx context.Context, cfg config, dir string, stderr io.Writer) (base, tree binary, err error) {
 	base = binary{side: "base", path: cfg.baseBin, label: cfg.baseBin}
 	tree = binary{side: "tree", path: cfg.treeBin, label: cfg.treeBin}
-	if cfg.baseBin == "" || cfg.treeBin == "" {
-		root, err := git(ctx, cfg.tree, "rev-parse", "--show-toplevel")
-		if err != nil {
-			return base, tree, fmt.Errorf("--tree %s: not in a git repository: %w", cfg.tree, err)
+	buildTests := cfg.testBins && (cfg.baseTest == "" || cfg.treeTest == "")
+	if cfg.baseBin != "" && cfg.treeBin != "" && !buildTests {
+		base.test, tree.test = cfg.baseTest, cfg.treeTest
+		return base, tree, nil // nothing to build
+	}
+	root, err := git(ctx, cfg.tree, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return base, tree, fmt.Errorf("--tree %s: not in a git repository: %w", cfg.tree, err)
+	}
+	if cfg.baseBin == "" {
+		if base, err = buildBase(ctx, root, cfg.base, dir, stderr); err != nil {
+			return base, tree, err
 		}
-		if cfg.baseBin == "" {
-			if base, err = buildBase(ctx, root, cfg.base, dir, stderr); err != nil {
-				return base, tree, err
-			}
-		}
-		if cfg.treeBin == "" {
-			if tree, err = buildTree(ctx, root, dir, stderr); err != nil {
-				return base, tree, err
-			}
+	}
+	if cfg.treeBin == "" {
+		if tree, err = buildTree(ctx, root, dir, stderr); err != nil {
+			return base, tree, err
 		}
 	}
 	if cfg.testBins {
 		base.test, tree.test = cfg.baseTest, cfg.treeTest
-		err = prepareTests(ctx, cfg, dir, &base, &tree, stderr)
+		err = prepareTests(ctx, cfg.base, root, dir, &base, &tree, stderr)
 	}
 	return base, tree, err
 }
 
-// prepareTests builds the test binaries the flags do not name: the base's from the revision
-// exported (again, when its reins binary was given), the tree's where it is.
-func prepareTests(ctx context.Context, cfg config, dir string, base, tree *binary, stderr io.Writer) error {
-	if base.test != "" && tree.test != "" {
-		return nil
-	}
-	root, err := git(ctx, cfg.tree, "rev-parse", "--show-toplevel")
-	if err != nil {
-		return fmt.Errorf("--tree %s: not in a git repository: %w", cfg.tree, err)
-	}
+// prepareTests builds the test binaries the flags do not name: the base's from revision rev
+// exported (again, when its reins binary was given), the tree's where it is (root).
+func prepareTests(ctx context.Context, rev, root, dir string, base, tree *binary, stderr io.Writer) error {
 	if base.test == "" {
-		src := filepath.Join(dir, "base-src")
-		if _, err := os.Stat(src); err != nil {
-			sha, err := git(ctx, root, "rev-parse", "--verify", "--quiet", cfg.base+"^{commit}")
-			if err != nil {
-				return fmt.Errorf("--base %s: not a commit of the repository at %s", cfg.base, root)
-			}
-			if err := export(ctx, root, sha, src); err != nil {
-				return fmt.Errorf("--base %s: %w", cfg.base, err)
-			}
+		src, _, err := baseSource(ctx, root, rev, dir)
+		if err != nil {
+			return err
 		}
 		base.test = filepath.Join(dir, "base", "bench.test")
-		fmt.Fprintf(stderr, "abbench: building the base's test binary, %s...\n", cfg.base)
+		fmt.Fprintf(stderr, "abbench: building the base's test binary, %s...\n", rev)
 		if err := buildTest(ctx, src, base.test); err != nil {
 			return err
 		}
@@ -94,13 +84,9 @@ func prepareTests(ctx context.Context, cfg config, dir string, base, tree *binar
 // buildBase exports the revision rev of the repository at root with git archive (the caller's
 // tree, index and worktrees untouched) and builds it.
 func buildBase(ctx context.Context, root, rev, dir string, stderr io.Writer) (binary, error) {
-	sha, err := git(ctx, root, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
+	src, sha, err := baseSource(ctx, root, rev, dir)
 	if err != nil {
-		return binary{}, fmt.Errorf("--base %s: not a commit of the repository at %s", rev, root)
-	}
-	src := filepath.Join(dir, "base-src")
-	if err := export(ctx, root, sha, src); err != nil {
-		return binary{}, fmt.Errorf("--base %s: %w", rev, err)
+		return binary{}, err
 	}
 	b := binary{side: "base", path: filepath.Join(dir, "base", "reins"), label: fmt.Sprintf("%s (%.12s)", rev, sha)}
 	fmt.Fprintf(stderr, "abbench: building the base, %s...\n", b.label)
@@ -124,6 +110,24 @@ func buildTree(ctx context.Context, root, dir string, stderr io.Writer) (binary,
 	}
 	fmt.Fprintf(stderr, "abbench: building the tree, %s...\n", b.label)
 	return b, build(ctx, root, b.path)
+}
+
+// baseSource returns the directory in dir holding the files of revision rev of the
+// repository at root, and its commit: exported with git archive (the caller's tree, index and
+// worktrees untouched) by the first call, and found there by the next.
+func baseSource(ctx context.Context, root, rev, dir string) (src, sha string, err error) {
+	sha, err = git(ctx, root, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
+	if err != nil {
+		return "", "", fmt.Errorf("--base %s: not a commit of the repository at %s", rev, root)
+	}
+	src = filepath.Join(dir, "base-src")
+	if _, err := os.Stat(src); err == nil {
+		return src, sha, nil
+	}
+	if err := export(ctx, root, sha, src); err != nil {
+		return "", "", fmt.Errorf("--base %s: %w", rev, err)
+	}
+	return src, sha, nil
 }
 
 // export writes the files of the commit sha into the new directory dst.

@@ -528,13 +528,10 @@ func (e *Engine) watchConsumer(ctx context.Context, p int, cons jetstream.Consum
 			prev = info
 		}
 		if err == nil {
-			// One bound for them all: a bucket that answers nothing holds the looks back once.
-			kctx, cancel := context.WithTimeout(ctx, floorWait)
 			for _, q := range each(p) {
 				e.sawFloor(q, info)
-				e.keepFloor(kctx, q)
 			}
-			cancel()
+			e.keepFloors(ctx, each(p))
 		}
 		rest, looks, ticks = time.After(natsbox.PullExpiry/2), nil, nil
 	}

@@ -114,6 +114,16 @@ func (e *Engine) keepFloor(ctx context.Context, p int) {
 	raise(&e.kept[p], floor)
 }
 
+// keepFloors keeps the floors seen of partitions ps (keepFloor), all within one floorWait: a
+// bucket that answers nothing holds the caller back once, not once per partition.
+func (e *Engine) keepFloors(ctx context.Context, ps []int) {
+	ctx, cancel := context.WithTimeout(ctx, floorWait)
+	defer cancel()
+	for _, p := range ps {
+		e.keepFloor(ctx, p)
+	}
+}
+
 // readFloor reads partition p's key "floor.NN" and its revision (0 and
 // jetstream.ErrKeyNotFound when there is none). A value that cannot be read counts as no floor:
 // it is written over.

@@ -632,17 +632,27 @@ func (e *Engine) partitionConsumer(ctx context.Context, p int, takeover bool) (j
 // meanwhile (solo.go), and what it acknowledged there need not be decided again.
 func (e *Engine) catchUp(ctx context.Context, p int, cons jetstream.Consumer) error {
 	info := cons.CachedInfo()
-	floor := e.floorIn(ctx, p)
-	if floor <= info.AckFloor.Stream {
+	to := e.pastFloor(ctx, p, info)
+	if to == 0 {
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, resetWait)
 	defer cancel()
-	if _, err := natsbox.ResetConsumer(rctx, e.js, e.names.EventsStream(), info.Name, floor+1); err != nil {
-		return fmt.Errorf("consumer %s: move it past the floor %d: %w", info.Name, floor, err)
+	if _, err := natsbox.ResetConsumer(rctx, e.js, e.names.EventsStream(), info.Name, to); err != nil {
+		return fmt.Errorf("consumer %s: move it to %d, past the floor known: %w", info.Name, to, err)
 	}
-	e.log.Debug("runner: a partition's consumer moved past the floor the consumer of every partition reached", "partition", p, "floor", floor)
+	e.log.Debug("runner: a partition's consumer moved past the floor the consumer of every partition reached", "partition", p, "to", to)
 	return nil
+}
+
+// pastFloor returns where partition p's consumer, as info shows it, should deliver from when
+// the floor known of the partition (floorIn) stands above its own: the sequence after it;
+// else 0.
+func (e *Engine) pastFloor(ctx context.Context, p int, info *jetstream.ConsumerInfo) uint64 {
+	if floor := e.floorIn(ctx, p); floor > info.AckFloor.Stream {
+		return floor + 1
+	}
+	return 0
 }
 
 // resetForTakeover delivers again everything of partition p's consumer past its acknowledged
@@ -668,12 +678,10 @@ func (e *Engine) resetForTakeover(ctx context.Context, p int, info *jetstream.Co
 		e.log.Debug("runner: pulls wait at a partition's consumer taken over: it is made again, which cuts them off", "partition", p, "pulls", info.NumWaiting)
 		return false
 	}
-	var seq, to uint64 // to: 0, its own floor; else past the floor known of the partition
-	if floor := e.floorIn(ctx, p); floor > info.AckFloor.Stream {
-		to = floor + 1
-	}
+	to := e.pastFloor(ctx, p, info) // 0: from its own floor
 	rctx, cancel := context.WithTimeout(ctx, resetWait)
 	defer cancel()
+	var seq uint64
 	var err error
 	if e.resetting != nil {
 		err = e.resetting(p)

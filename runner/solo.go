@@ -238,9 +238,5 @@ func (e *Engine) cutAll(ctx context.Context) {
 		return
 	}
 	e.log.Info("runner: pulls waited at the consumer of every partition, of an engine whose partitions are taken over: it is deleted, which cuts them off")
-	kctx, cancel := context.WithTimeout(ctx, floorWait)
-	defer cancel()
-	for p := range natsbox.Partitions {
-		e.keepFloor(kctx, p)
-	}
+	e.keepFloors(ctx, everyPartition)
 }

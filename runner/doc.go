@@ -33,7 +33,8 @@
 // a delivery lost on its way comes at once rather than after AckWait. One
 // engine alone owns them all, and reads them through one consumer, "reins-engine-all"
 // (natsbox.EngineAllConsumer, solo.go): sixteen cost the server sixteen writes of their state
-// and reads past the other partitions' events; it goes back to the partitions' consumers, each
+// and reads past the other partitions' events (alone from the start, it makes theirs and does
+// not read them); it goes back to the partitions' consumers, each
 // moved past what that one acknowledged, when another engine comes. An engine that stops hands
 // everything over.
 //

@@ -225,7 +225,7 @@ func (l *leases) round(ctx context.Context, first bool) {
 	}
 	l.release(ctx, plan.release)
 	l.acquire(ctx, plan.acquire, first)
-	if l.alone(now) {
+	if l.apart() && l.alone(now) {
 		l.goSolo(ctx)
 	}
 	for _, id := range plan.forget {
@@ -390,6 +390,7 @@ func (l *leases) release(ctx context.Context, ps []int) {
 func (l *leases) acquire(ctx context.Context, ps []int, first bool) {
 	var took []int
 	from := map[int]string{} // the engine a key named before this one took it ("": no key)
+	held := false            // a key taken was there
 	for _, p := range ps {
 		o := l.view.owners[p]
 		if o.id != "" && o.id != l.id && l.stillBeating(ctx, o.id) {
@@ -411,6 +412,7 @@ func (l *leases) acquire(ctx context.Context, ps []int, first bool) {
 		// a fence or a lost consumption), may leave events pulled and never acknowledged: the
 		// consumer is made again so that they come at once, not after AckWait.
 		from[p] = o.id
+		held = held || o.id != ""
 		took = append(took, p)
 	}
 	if len(took) == 0 && !first {
@@ -435,6 +437,16 @@ func (l *leases) acquire(ctx context.Context, ps []int, first bool) {
 		l.e.log.Warn("runner: arm the timers of the partitions taken", "err", err)
 	}
 	making.Wait()
+	if first && !held && len(took) == natsbox.Partitions && l.alone(time.Now()) {
+		// Alone from the start, with no key another process held: every partition through the
+		// consumer of them all at once. The partitions' own consumers are made (a takeover after
+		// this engine dies resets them, and does not wait for their creation) but not
+		// consumed: started and then halted, their consumptions left deliveries unacknowledged
+		// at them (with leaf nodes, the server delivers to a pull up to 2 s after its
+		// subscription went away).
+		l.goSolo(ctx)
+		return
+	}
 	for i, p := range took {
 		err := failed[i]
 		if err == nil {
@@ -584,24 +596,29 @@ func (e *Engine) partitionConsumer(ctx context.Context, p int, takeover bool) (j
 	if err == nil {
 		e.sawFloor(p, cons.CachedInfo())
 	}
+	if takeover && (err == nil || errors.Is(err, jetstream.ErrConsumerNotFound)) {
+		if e.takingOver != nil {
+			e.takingOver(p)
+		}
+		// The engine that held the partition may have pulled at the consumer of them all,
+		// whether or not the partition's own is there (its creation may have failed): those
+		// pulls are cut off first.
+		e.cutAll(ctx)
+	}
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 		// Missing: new, or deleted by a takeover (this engine's or another's) whose creation
-		// failed or is not done. From the floor last seen, if any, and not from the first event
+		// failed or is not done. From the floor known, if any, and not from the first event
 		// the partition ever had: deciding them all again took minutes of a busy partition,
 		// behind which its runs waited (a node-failover benchmark's 3.5 minutes).
 		if floor := e.floorIn(ctx, p); floor > 0 {
-			e.log.Warn("runner: the consumer of a partition is missing: it is made again from the acknowledged floor last seen", "consumer", name, "floor", floor)
+			e.log.Warn("runner: the consumer of a partition is missing: it is made again from the acknowledged floor known", "consumer", name, "floor", floor)
 			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, floor+1
 		}
 		return e.js.CreateConsumer(ctx, e.names.EventsStream(), cfg)
 	case err != nil:
 		return nil, fmt.Errorf("consumer %s: %w", name, err)
 	case takeover:
-		if e.takingOver != nil {
-			e.takingOver(p)
-		}
-		e.cutAll(ctx)
 		if e.resetForTakeover(ctx, p, cons.CachedInfo()) {
 			return cons, nil
 		}

@@ -27,7 +27,8 @@ import (
 // bucket and the consumer of every partition's, and a consumer may start anywhere past it:
 //
 //   - goSolo (every partition owned and consumed on its own consumer, no other engine live;
-//     after a takeover, only once soloAfterTakeover lease TTLs passed):
+//     after a takeover, only once soloAfterTakeover lease TTLs passed; or at once, from the
+//     first round, when the engine took every partition's key and none was there before):
 //     the partitions' consumptions stop, drained, and the consumer of every partition delivers
 //     from past the lowest floor known of a partition; it is made again when pulls wait at it
 //     (an engine paused while it consumed alone, whose partitions were taken since), else
@@ -73,20 +74,29 @@ const soloAfterTakeover = 4
 // solo reports whether the engine consumes every partition through the consumer of them all.
 func (l *leases) solo() bool { return l.parts[0] != nil && l.parts[0].n == all }
 
-// alone reports whether the engine should consume alone: it owns every partition and consumes
-// each on its own consumer, no other engine is live, and neither a failed attempt nor a
-// takeover was recent.
+// alone reports whether the engine should consume alone: it owns every partition, no other
+// engine is live, and neither a failed attempt nor a takeover was recent.
 func (l *leases) alone(now time.Time) bool {
 	if l.e.partitioned || now.Before(l.soloAfter) {
 		return false
 	}
-	for p, part := range l.parts {
-		if part == nil || part.n != p || l.view.owners[p].id != l.id {
+	for p := range l.parts {
+		if l.view.owners[p].id != l.id {
 			return false
 		}
 	}
 	for id := range l.view.members {
 		if id != l.id && l.view.alive(id, l.id, now, l.ttl) {
+			return false
+		}
+	}
+	return true
+}
+
+// apart reports whether every partition is consumed on its own consumer.
+func (l *leases) apart() bool {
+	for p, part := range l.parts {
+		if part == nil || part.n != p {
 			return false
 		}
 	}
@@ -120,6 +130,9 @@ func (l *leases) goSolo(ctx context.Context) {
 func (l *leases) split(ctx context.Context) {
 	l.halt(0, true)
 	l.settle(ctx)
+	if c, err := l.e.js.Consumer(ctx, l.e.names.EventsStream(), natsbox.EngineAllConsumer); err == nil {
+		l.e.dropPending(ctx, c.CachedInfo())
+	}
 	made := make([]jetstream.Consumer, natsbox.Partitions)
 	failed := make([]error, natsbox.Partitions)
 	var making sync.WaitGroup
@@ -163,6 +176,7 @@ func (e *Engine) allConsumer(ctx context.Context) (jetstream.Consumer, error) {
 	for p := range natsbox.Partitions {
 		if c, err := e.js.Consumer(ctx, e.names.EventsStream(), consumerName(p)); err == nil {
 			e.sawFloor(p, c.CachedInfo())
+			e.dropPending(ctx, c.CachedInfo())
 		}
 		from = min(from, e.floorIn(ctx, p))
 	}
@@ -186,6 +200,22 @@ func (e *Engine) allConsumer(ctx context.Context) (jetstream.Consumer, error) {
 		return nil, fmt.Errorf("consumer %s: deliver from %d: %w", name, from+1, err)
 	}
 	return cons, nil
+}
+
+// dropPending resets a consumer the engine stopped consuming, as info shows it, to its
+// acknowledged floor when events delivered past it stay unacknowledged: those the server sent as
+// the consumption was drained reached no one, and would be counted unacknowledged until AckWait,
+// then delivered again to whichever engine consumes it next. Whatever was sent is decided
+// through the consumer that takes over (every event past the floor known comes again there).
+func (e *Engine) dropPending(ctx context.Context, info *jetstream.ConsumerInfo) {
+	if info.NumAckPending == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, resetWait)
+	defer cancel()
+	if _, err := natsbox.ResetConsumer(ctx, e.js, e.names.EventsStream(), info.Name, 0); err != nil {
+		e.log.Debug("runner: reset a consumer no longer consumed to its floor", "consumer", info.Name, "err", err)
+	}
 }
 
 // makeAllConsumer creates the consumer of every partition. It delivers every event (a reset

@@ -152,3 +152,45 @@ func TestAloneSplitsWhenAnotherEngineJoins(t *testing.T) {
 		t.Errorf("run %s decided by %v, want engine-a alone", id, got)
 	}
 }
+
+// An engine that goes alone leaves nothing unacknowledged at the partitions' own consumers,
+// which it does not consume: an event the server delivered there as an engine's consumption of
+// the partition was drained (reaching no one) is dropped from it, and decided through the
+// consumer of every partition. Such a delivery is made here by hand: a pull no engine sees.
+func TestAloneLeavesNothingPendingAtThePartitions(t *testing.T) {
+	v := newEnv(t)
+	v.stop()
+	id := runIDs("pending-")[3]
+	p := natsbox.Partition(id)
+	v.Start(runtest.LoopWorkflow(t, 2), "", id)
+	cons, err := v.Box.JetStream().Consumer(v.Ctx, natsbox.EventsStream, consumerName(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.FetchNoWait(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range batch.Messages() {
+		n++
+	}
+	if err := batch.Error(); err != nil || n != 1 {
+		t.Fatalf("fetched %d events of partition %d (%v), want the run's first", n, p, err)
+	}
+	if got := consumerInfo(t, v, consumerName(p)).NumAckPending; got != 1 {
+		t.Fatalf("partition %d's consumer has %d events unacknowledged, want the one fetched", p, got)
+	}
+
+	// A long AckWait: were the engine to consume the partition on its own consumer first, it
+	// would not get the event again from it.
+	v.startEngine(func(e *Engine) { e.ackWait = time.Hour })
+	v.ServeThink(2)
+	if rec := v.Wait(id); rec.Run.Status != protocol.RunCompleted {
+		t.Fatalf("run %s: %s", id, rec.Run.Status)
+	}
+	waitPulling(t, v, natsbox.EngineAllConsumer)
+	if got := consumerInfo(t, v, consumerName(p)).NumAckPending; got != 0 {
+		t.Errorf("partition %d's own consumer, no longer consumed, has %d events unacknowledged", p, got)
+	}
+}

@@ -102,8 +102,9 @@ func TestTakeoverFromAnEngineThatDied(t *testing.T) {
 // get nothing more, and what comes after the takeover is the heir's alone.
 //
 // An engine alone consumes every partition through one consumer (solo.go), where its pulls
-// wait: that consumer is kept when it died and made again when it is silent, and the heir,
-// alone in turn, consumes through it.
+// wait: that consumer is kept when it died and made again when it is silent (also when the
+// partitions' own consumers are missing, and the heir makes them), and the heir, alone in
+// turn, consumes through it.
 func TestTakeoverResetsTheConsumerOfAnEngineThatDied(t *testing.T) {
 	died := func(_ *Engine, conn *natsbox.Box) { conn.JetStream().Conn().Close() }
 	silent := func(doomed *Engine, _ *natsbox.Box) { doomed.beatsPaused.Store(true) }
@@ -112,11 +113,14 @@ func TestTakeoverResetsTheConsumerOfAnEngineThatDied(t *testing.T) {
 		lose  func(doomed *Engine, conn *natsbox.Box)
 		alone bool // the doomed engine consumes alone, and so does the heir after it
 		same  bool // the consumer after the takeover is the one before (reset, not made again)
+		// the partitions' own consumers are missing at the takeover (their creation failed)
+		missing bool
 	}{
-		{"died", died, false, true},
-		{"silent", silent, false, false},
-		{"alone-died", died, true, true},
-		{"alone-silent", silent, true, false},
+		{"died", died, false, true, false},
+		{"silent", silent, false, false, false},
+		{"alone-died", died, true, true, false},
+		{"alone-silent", silent, true, false, false},
+		{"alone-silent-missing", silent, true, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := newEnv(t)
@@ -150,6 +154,13 @@ func TestTakeoverResetsTheConsumerOfAnEngineThatDied(t *testing.T) {
 			}
 			hold.Store(true)
 			tc.lose(doomed, conn)
+			if tc.missing {
+				for p := range natsbox.Partitions {
+					if err := js.DeleteConsumer(v.Ctx, natsbox.EventsStream, consumerName(p)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 
 			heir, _ := v.startEngine(func(e *Engine) {
 				e.id, e.leaseTTL, e.ackWait, e.partitioned = "heir", ttl, time.Hour, !tc.alone

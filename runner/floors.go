@@ -36,13 +36,30 @@ type keptFloor struct {
 // the events stream still holds it and, for the kept one, is the stream it was kept of; else 0
 // (from the first event). When the stream cannot be read, the consumer's creation fails as well and is
 // tried again.
-func (e *Engine) floorIn(ctx context.Context, p int) uint64 {
-	floor := e.floors[p].Load()
+func (e *Engine) floorIn(ctx context.Context, p int) uint64 { return e.floorsIn(ctx, each(p))[0] }
+
+// floorsIn returns floorIn of each partition of ps, reading the events stream and the consumer
+// of every partition once for them all.
+func (e *Engine) floorsIn(ctx context.Context, ps []int) []uint64 {
+	floors := make([]uint64, len(ps))
+	for i, p := range ps {
+		floors[i] = e.floors[p].Load()
+	}
 	s, err := e.js.Stream(ctx, e.names.EventsStream())
 	if err != nil {
-		return floor
+		return floors
 	}
 	info := s.CachedInfo()
+	all := e.allFloor(ctx)
+	for i, p := range ps {
+		floors[i] = e.floorOf(ctx, p, floors[i], info, all)
+	}
+	return floors
+}
+
+// floorOf is floorIn of partition p, from the floor seen of it, the events stream's info and
+// the floor of the consumer of every partition.
+func (e *Engine) floorOf(ctx context.Context, p int, floor uint64, info *jetstream.StreamInfo, all uint64) uint64 {
 	if last := info.State.LastSeq; last < floor {
 		e.log.Warn("runner: the events stream ends before the floor last seen of a partition: it was made again, and the floor is not used", "partition", p, "floor", floor, "last", last)
 		e.floors[p].CompareAndSwap(floor, 0)
@@ -60,7 +77,7 @@ func (e *Engine) floorIn(ctx context.Context, p int) uint64 {
 	default:
 		floor = kept.Floor
 	}
-	if all := e.allFloor(ctx); all > floor && all <= info.State.LastSeq {
+	if all > floor && all <= info.State.LastSeq {
 		floor = all
 	}
 	return floor

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -172,14 +172,13 @@ func (l *leases) settle(ctx context.Context) {
 // allConsumer returns the consumer of every partition, delivering from past the lowest floor
 // known of a partition (and made again when a pull waits at it).
 func (e *Engine) allConsumer(ctx context.Context) (jetstream.Consumer, error) {
-	from := uint64(math.MaxUint64)
 	for p := range natsbox.Partitions {
 		if c, err := e.js.Consumer(ctx, e.names.EventsStream(), consumerName(p)); err == nil {
 			e.sawFloor(p, c.CachedInfo())
 			e.dropPending(ctx, c.CachedInfo())
 		}
-		from = min(from, e.floorIn(ctx, p))
 	}
+	from := slices.Min(e.floorsIn(ctx, everyPartition))
 	name := natsbox.EngineAllConsumer
 	cons, err := e.js.Consumer(ctx, e.names.EventsStream(), name)
 	switch {

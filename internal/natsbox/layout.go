@@ -257,7 +257,13 @@ func Partition(runID string) int {
 }
 
 // PartitionToken returns the subject token of partition p: two decimal digits.
-func PartitionToken(p int) string { return string([]byte{'0' + byte(p/10), '0' + byte(p%10)}) }
+func PartitionToken(p int) string {
+	var b [2]byte
+	return string(appendPartitionToken(b[:0], p))
+}
+
+// appendPartitionToken appends partition p's two digits to b.
+func appendPartitionToken(b []byte, p int) []byte { return append(b, '0'+byte(p/10), '0'+byte(p%10)) }
 
 // PartitionSubjects returns the subject filter of the events of partition p in the default
 // namespace: "reins.event.NN.>".

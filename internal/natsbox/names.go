@@ -164,10 +164,9 @@ func (n Names) EventSubject(runID string) (string, error) {
 	if err := checkToken(runID); err != nil {
 		return "", fmt.Errorf("natsbox: run id %w", err)
 	}
-	p := Partition(runID)
 	var buf [128]byte
 	b := append(append(buf[:0], n.subject...), eventPrefix...)
-	b = append(b, '0'+byte(p/10), '0'+byte(p%10), '.')
+	b = append(appendPartitionToken(b, Partition(runID)), '.')
 	return intern.Bytes(append(b, runID...)), nil
 }
 

@@ -10,14 +10,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// TestResetConsumer: deliveries lost on their way (fetched and never acknowledged, as when a
-// node stops with them in a buffer) come again at once after a reset, without waiting for
-// AckWait (an hour here); what was acknowledged does not, and the reset names where it starts.
-// A consumer that does not exist is an error (the server answers nothing: the caller's bound).
-func TestResetConsumer(t *testing.T) {
-	ctx := testCtx(t)
-	b := open(t, Options{DataDir: t.TempDir()})
-	js := b.JetStream()
+// resetStream opens a server with the stream RESET holding the messages "1" … "n" and its
+// consumer "c", explicitly acknowledged, with an AckWait of an hour.
+func resetStream(ctx context.Context, t *testing.T, n int) (jetstream.JetStream, jetstream.Consumer) {
+	t.Helper()
+	js := open(t, Options{DataDir: t.TempDir()}).JetStream()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RESET", Subjects: []string{"reset.>"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -25,11 +22,21 @@ func TestResetConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= n; i++ {
 		if _, err := js.Publish(ctx, "reset.x", []byte(strconv.Itoa(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return js, cons
+}
+
+// TestResetConsumer: deliveries lost on their way (fetched and never acknowledged, as when a
+// node stops with them in a buffer) come again at once after a reset, without waiting for
+// AckWait (an hour here); what was acknowledged does not, and the reset names where it starts.
+// A consumer that does not exist is an error (the server answers nothing: the caller's bound).
+func TestResetConsumer(t *testing.T) {
+	ctx := testCtx(t)
+	js, cons := resetStream(ctx, t, 3)
 	first, err := cons.Fetch(3, jetstream.FetchMaxWait(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -75,20 +82,7 @@ func TestResetConsumer(t *testing.T) {
 // on is delivered, acknowledged before or not.
 func TestResetConsumerTo(t *testing.T) {
 	ctx := testCtx(t)
-	b := open(t, Options{DataDir: t.TempDir()})
-	js := b.JetStream()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RESETTO", Subjects: []string{"to.>"}}); err != nil {
-		t.Fatal(err)
-	}
-	cons, err := js.CreateConsumer(ctx, "RESETTO", jetstream.ConsumerConfig{Durable: "c", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i <= 5; i++ {
-		if _, err := js.Publish(ctx, "to.x", []byte(strconv.Itoa(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	js, cons := resetStream(ctx, t, 5)
 	fetch := func(n int) []string {
 		t.Helper()
 		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(5*time.Second))
@@ -112,7 +106,7 @@ func TestResetConsumerTo(t *testing.T) {
 		{to: 4, want: []string{"4", "5"}, wantFloor: 3},           // forward: 1 to 3 taken as acknowledged
 		{to: 2, want: []string{"2", "3", "4", "5"}, wantFloor: 1}, // back: acknowledged ones come again
 	} {
-		seq, err := ResetConsumer(ctx, js, "RESETTO", "c", c.to)
+		seq, err := ResetConsumer(ctx, js, "RESET", "c", c.to)
 		if err != nil {
 			t.Fatal(err)
 		}

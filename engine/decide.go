@@ -716,11 +716,12 @@ func (d *decider) dispatch(key string, sr *StepRun, step *workflow.Step, notBefo
 	sr.NotBefore = notBefore
 	sr.Dispatched = d.at
 	sr.Attempts++
-	if d.cmds == nil && step.Timeout > 0 && runsTask(step.Type) {
+	at := TaskWatch(sr, step)
+	if d.cmds == nil && !at.IsZero() {
 		d.cmds = make([]Command, 0, 2) // the task and its watch, in one allocation
 	}
 	d.emit(Command{Type: CmdDispatch, Task: d.task(key, sr, step)})
-	if at := TaskWatch(sr, step); !at.IsZero() {
+	if !at.IsZero() {
 		name, item := address(key, sr)
 		d.emit(Command{Type: CmdSchedule, At: at, Step: name, Item: item, Activation: sr.Activation, Watch: true, Dispatched: sr.Dispatched})
 	}

@@ -72,6 +72,14 @@ var figures = []figure{
 // round is one round's runs of both binaries.
 type round struct{ base, tree results }
 
+// of returns where the results of side ("base" or "tree") go in rd.
+func (rd *round) of(side string) *results {
+	if side == "tree" {
+		return &rd.tree
+	}
+	return &rd.base
+}
+
 // row is one figure across the rounds: its values, ratios tree/base (0 where a value is
 // missing), and whether it drifted.
 type row struct {

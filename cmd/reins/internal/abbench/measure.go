@@ -35,11 +35,7 @@ func measure(ctx context.Context, cfg config, dir string, base, tree binary, std
 			if err != nil {
 				return nil, fmt.Errorf("round %d, %s (%s): %w", i+1, b.side, b.path, err)
 			}
-			if b.side == "base" {
-				rounds[i].base = rs
-			} else {
-				rounds[i].tree = rs
-			}
+			*rounds[i].of(b.side) = rs
 		}
 		for _, b := range order {
 			if b.test == "" {
@@ -50,11 +46,7 @@ func measure(ctx context.Context, cfg config, dir string, base, tree binary, std
 			if err != nil {
 				return nil, fmt.Errorf("round %d, %s's test binary: %w", i+1, b.side, err)
 			}
-			side := rounds[i].base
-			if b.side == "tree" {
-				side = rounds[i].tree
-			}
-			side[benchTest64] = r
+			(*rounds[i].of(b.side))[benchTest64] = r
 		}
 	}
 	return rounds, nil

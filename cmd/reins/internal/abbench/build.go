@@ -148,12 +148,17 @@ func export(ctx context.Context, root, sha, dst string) error {
 
 // build builds ./cmd/reins of the module at src into out.
 func build(ctx context.Context, src, out string) error {
-	args := append(append([]string{"build"}, buildFlags...), "-o", out, "./cmd/reins")
+	return goIn(ctx, src, buildEnv, append(append([]string{"build"}, buildFlags...), "-o", out, "./cmd/reins")...)
+}
+
+// goIn runs go with args in the module at src, its environment this process's with env added,
+// and returns an error with what go printed when it fails.
+func goIn(ctx context.Context, src string, env []string, args ...string) error {
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), buildEnv...)
+	cmd.Env = append(os.Environ(), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build in %s: %w: %s", src, err, bytes.TrimSpace(b))
+		return fmt.Errorf("go %s in %s: %w: %s", strings.Join(args, " "), src, err, bytes.TrimSpace(b))
 	}
 	return nil
 }

@@ -38,13 +38,7 @@ func buildTest(ctx context.Context, src, out string) error {
 		if _, err := os.Stat(filepath.Join(src, pkg)); err != nil {
 			continue
 		}
-		cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", out, "./"+pkg)
-		cmd.Dir = src
-		cmd.Env = append(os.Environ(), "GOWORK=off")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go test -c ./%s in %s: %w: %s", pkg, src, err, bytes.TrimSpace(b))
-		}
-		return nil
+		return goIn(ctx, src, []string{"GOWORK=off"}, "test", "-c", "-o", out, "./"+pkg)
 	}
 	return fmt.Errorf("no benchmark package in %s (looked for %s)", src, strings.Join(testPackages, ", "))
 }

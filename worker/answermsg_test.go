@@ -49,13 +49,15 @@ func TestNonceAllocs(t *testing.T) {
 }
 
 // TestAnswerMsgReused: a kept answer message carries only what its last build put in it (no
-// trace context of an answer before), and building and resetting it allocates nothing.
+// trace context nor reply subject of an answer before), and building and resetting it
+// allocates nothing.
 func TestAnswerMsgReused(t *testing.T) {
 	am := &answerMsg{m: nats.Msg{Header: nats.Header{}}}
 	m := am.build("reins.event.03.r-1", []byte(`{"a":1}`), "r-1/agent/1/1/1/continued/x")
 	m.Header.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	m.Reply = "_INBOX.a.b.0" // what a publish waiting for its acknowledgement sets
 	am.reset()
-	if am.m.Data != nil || am.m.Subject != "" || len(am.m.Header) != 0 {
+	if am.m.Data != nil || am.m.Subject != "" || am.m.Reply != "" || len(am.m.Header) != 0 {
 		t.Fatalf("reset kept %+v", am.m)
 	}
 	m = am.build("reins.event.04.r-2", []byte(`{"b":2}`), "r-2/agent/1/2/1/completed")

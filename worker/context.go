@@ -607,5 +607,5 @@ func (am *answerMsg) release() {
 // reset forgets what the last message held, a trace context among its headers too.
 func (am *answerMsg) reset() {
 	clear(am.m.Header)
-	am.id[0], am.m.Subject, am.m.Data = "", "", nil
+	am.id[0], am.m.Subject, am.m.Reply, am.m.Data = "", "", "", nil
 }

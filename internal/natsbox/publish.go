@@ -122,7 +122,7 @@ func request(ctx context.Context, nc *nats.Conn, m *nats.Msg, deadline time.Time
 		if wait <= 0 {
 			return nil, context.DeadlineExceeded
 		}
-		resp, err := nc.RequestMsg(m, wait)
+		resp, err := sendForReply(nc, m, wait)
 		switch {
 		case err == nil:
 			return resp, nil

@@ -1,0 +1,149 @@
+package natsbox
+
+import (
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+	"weak"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+)
+
+// Replies to the requests of the hot path. nats.go answers each request on an inbox of its
+// own: a token, a channel and an entry of a map per request, and at the server a subject it
+// matches for the first time, which misses its subject cache. Every iteration publishes an
+// answer and a task and waits for their acknowledgements, so that was about 15 of an
+// iteration's allocations (BENCHMARKS.md). [sendForReply] is answered on a subject kept by a
+// slot from one request to the next, which the server's cache holds.
+//
+// A slot serves one request at a time. Its subject changes when a request gives up on its
+// reply (timeout, a failed send), so that a reply that comes late goes to a subject no slot
+// has any more and is dropped, never taken for the reply of the slot's next request: the
+// server sends one reply per request, so a slot whose request got its reply gets no other.
+
+// replies is the reply subscription of one connection and its slots.
+type replies struct {
+	prefix string // the subscription's subjects: prefix + a slot's token + "." + its gen
+
+	mu     sync.Mutex
+	bySubj map[string]*replySlot // every slot, by its subject
+	free   []*replySlot          // the slots no request holds
+}
+
+// replySlot is where the reply of one request at a time comes.
+type replySlot struct {
+	token string // unique to the slot (a NUID)
+	gen   int    // how many times its subject changed
+	subj  string // prefix + token + "." + gen
+	ch    chan *nats.Msg
+	timer *time.Timer // reused by each request
+}
+
+// repliesOf holds the replies of each connection, by a weak pointer: a connection no one
+// holds any more takes its entry with it (the entry holds nothing that holds the connection).
+var repliesOf sync.Map // weak.Pointer[nats.Conn] → *replies
+
+// repliesFor returns nc's replies, subscribing them on first use.
+func repliesFor(nc *nats.Conn) (*replies, error) {
+	key := weak.Make(nc)
+	if r, ok := repliesOf.Load(key); ok {
+		return r.(*replies), nil
+	}
+	r := &replies{prefix: nc.NewInbox() + ".", bySubj: map[string]*replySlot{}}
+	if got, loaded := repliesOf.LoadOrStore(key, r); loaded {
+		return got.(*replies), nil
+	}
+	if _, err := nc.Subscribe(r.prefix+"*.*", r.deliver); err != nil {
+		repliesOf.Delete(key)
+		return nil, err
+	}
+	runtime.AddCleanup(nc, func(k weak.Pointer[nats.Conn]) { repliesOf.Delete(k) }, key)
+	return r, nil
+}
+
+// deliver hands a reply to the slot of its subject; a reply to a subject no slot has (a
+// request that gave up) is dropped.
+func (r *replies) deliver(m *nats.Msg) {
+	r.mu.Lock()
+	s := r.bySubj[m.Subject]
+	r.mu.Unlock()
+	if s == nil {
+		return
+	}
+	select {
+	case s.ch <- m:
+	default: // never: one reply per request, and a slot's request waits for it
+	}
+}
+
+// take returns a free slot, or a new one.
+func (r *replies) take() *replySlot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := len(r.free); n > 0 {
+		s := r.free[n-1]
+		r.free = r.free[:n-1]
+		return s
+	}
+	s := &replySlot{token: nuid.Next(), ch: make(chan *nats.Msg, 1)}
+	s.subj = r.subject(s)
+	r.bySubj[s.subj] = s
+	return s
+}
+
+// release frees s for the next request; gaveUp says its request did not get its reply, and
+// gives s a new subject.
+func (r *replies) release(s *replySlot, gaveUp bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if gaveUp {
+		delete(r.bySubj, s.subj)
+		s.gen++
+		s.subj = r.subject(s)
+		r.bySubj[s.subj] = s
+		select {
+		case <-s.ch: // a reply that came as the request gave up
+		default:
+		}
+	}
+	r.free = append(r.free, s)
+}
+
+func (r *replies) subject(s *replySlot) string {
+	return r.prefix + s.token + "." + strconv.Itoa(s.gen)
+}
+
+// sendForReply sends m with a reply subject of its own and returns the reply, within wait: as
+// nats.Conn.RequestMsg does, nats.ErrNoResponders when no one subscribes to m's subject and
+// nats.ErrTimeout when no reply came. It sets m.Reply.
+func sendForReply(nc *nats.Conn, m *nats.Msg, wait time.Duration) (*nats.Msg, error) {
+	r, err := repliesFor(nc)
+	if err != nil {
+		return nil, err
+	}
+	s := r.take()
+	m.Reply = s.subj
+	if err := nc.PublishMsg(m); err != nil {
+		r.release(s, true)
+		return nil, err
+	}
+	if s.timer == nil {
+		s.timer = time.NewTimer(wait)
+	} else {
+		s.timer.Reset(wait)
+	}
+	select {
+	case reply := <-s.ch:
+		s.timer.Stop()
+		r.release(s, false)
+		if len(reply.Data) == 0 && reply.Header.Get("Status") == "503" {
+			return nil, nats.ErrNoResponders
+		}
+		return reply, nil
+	case <-s.timer.C:
+		r.release(s, true)
+		return nil, nats.ErrTimeout
+	}
+}

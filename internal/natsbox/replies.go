@@ -22,6 +22,9 @@ import (
 // reply (timeout, a failed send), so that a reply that comes late goes to a subject no slot
 // has any more and is dropped, never taken for the reply of the slot's next request: the
 // server sends one reply per request, so a slot whose request got its reply gets no other.
+// A kept subject is no easier to forge a reply on than nats.go's: anyone who can make the
+// server answer on another connection's inbox (a user of the same account, docs/security.md,
+// "Consumers and replies") can read that inbox's subjects as they go by, kept or not.
 
 // replies is the reply subscription of one connection and its slots.
 type replies struct {

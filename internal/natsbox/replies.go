@@ -30,6 +30,12 @@ import (
 type replies struct {
 	prefix string // the subscription's subjects: prefix + a slot's token + "." + its gen
 
+	// subscribed is done once the subscription is sent (its error in err), before any
+	// request names one of its subjects: the server reads a connection's subscription and
+	// publishes in the order they were written.
+	subscribed sync.Once
+	err        error
+
 	mu     sync.Mutex
 	bySubj map[string]*replySlot // every slot, by its subject
 	free   []*replySlot          // the slots no request holds
@@ -48,22 +54,25 @@ type replySlot struct {
 // holds any more takes its entry with it (the entry holds nothing that holds the connection).
 var repliesOf sync.Map // weak.Pointer[nats.Conn] → *replies
 
-// repliesFor returns nc's replies, subscribing them on first use.
+// repliesFor returns nc's replies, subscribed.
 func repliesFor(nc *nats.Conn) (*replies, error) {
 	key := weak.Make(nc)
-	if r, ok := repliesOf.Load(key); ok {
-		return r.(*replies), nil
+	got, ok := repliesOf.Load(key)
+	if !ok {
+		got, _ = repliesOf.LoadOrStore(key, &replies{prefix: nc.NewInbox() + ".", bySubj: map[string]*replySlot{}})
 	}
-	r := &replies{prefix: nc.NewInbox() + ".", bySubj: map[string]*replySlot{}}
-	if got, loaded := repliesOf.LoadOrStore(key, r); loaded {
-		return got.(*replies), nil
-	}
-	if _, err := nc.Subscribe(r.prefix+"*.*", r.deliver); err != nil {
-		repliesOf.Delete(key)
-		return nil, err
+	r := got.(*replies)
+	r.subscribed.Do(func() { r.subscribe(nc, key) })
+	return r, r.err
+}
+
+// subscribe subscribes r on nc, whose key in repliesOf is key.
+func (r *replies) subscribe(nc *nats.Conn, key weak.Pointer[nats.Conn]) {
+	if _, r.err = nc.Subscribe(r.prefix+"*.*", r.deliver); r.err != nil {
+		repliesOf.CompareAndDelete(key, r) // the next request tries again
+		return
 	}
 	runtime.AddCleanup(nc, func(k weak.Pointer[nats.Conn]) { repliesOf.Delete(k) }, key)
-	return r, nil
 }
 
 // deliver hands a reply to the slot of its subject; a reply to a subject no slot has (a

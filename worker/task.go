@@ -86,7 +86,7 @@ func (w *Worker) receive(ctx, base context.Context, s *serving, msg jetstream.Ms
 	case <-ctx.Done(): // stopping: the task goes back to JetStream once the subscription is drained
 		w.runs.remove(tc)
 		tc.stopContext()
-		s.handBack = append(s.handBack, msg)
+		s.keepBack(msg)
 		return
 	}
 	w.tasks.Add(1)

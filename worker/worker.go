@@ -318,7 +318,10 @@ func (w *Worker) handBack(servings []*serving) {
 		w.log.Warn("worker: cannot flush the connection before handing tasks back", "err", err)
 	}
 	for _, s := range servings {
-		for _, msg := range s.handBack {
+		s.backMu.Lock()
+		back := s.handBack
+		s.backMu.Unlock()
+		for _, msg := range back {
 			if err := msg.Nak(); err != nil {
 				w.log.Warn("worker: cannot hand a task back", "handler", s.name, "err", err)
 			}
@@ -377,9 +380,17 @@ type serving struct {
 	cons jetstream.Consumer
 	sem  chan struct{} // one token per running task
 	m    HandlerMetrics
-	// handBack holds the messages received but not started when the worker stopped; only the
-	// consume loop touches it until it returns.
+	// handBack holds the messages received but not started when the worker stopped: the
+	// consumption's callback adds them (keepBack), Run reads them once every consumption ended.
+	backMu   sync.Mutex
 	handBack []jetstream.Msg
+}
+
+// keepBack keeps msg, received but not started, to hand back once the worker stops.
+func (s *serving) keepBack(msg jetstream.Msg) {
+	s.backMu.Lock()
+	s.handBack = append(s.handBack, msg)
+	s.backMu.Unlock()
 }
 
 // taskQueues reads the consumer of each handler, for the metrics.
@@ -418,44 +429,70 @@ func (w *Worker) consume(ctx, base context.Context, s *serving) {
 	}
 }
 
-// consumeOnce receives tasks from one subscription until it fails or ctx is done; then it
-// drains the subscription, keeping what was buffered to hand back.
+// consumeOnce receives tasks from one consumption until it ends or ctx is done; then it
+// drains the consumption, keeping what it had pulled to hand back. A consumption's callback,
+// not an iterator: an iterator's Next armed a heartbeat timer of its own for every task, five
+// of an iteration's allocations, where a consumption resets one.
 func (w *Worker) consumeOnce(ctx, base context.Context, s *serving) error {
-	iter, err := s.cons.Messages(jetstream.PullMaxMessages(min(w.concurrency, 256)), jetstream.PullExpiry(natsbox.PullExpiry), jetstream.PullHeartbeat(natsbox.PullHeartbeat))
+	var failure lastError
+	cc, err := s.cons.Consume(func(msg jetstream.Msg) {
+		if ctx.Err() != nil { // stopping: what was pulled goes back
+			s.keepBack(msg)
+			return
+		}
+		w.receive(ctx, base, s, msg)
+	},
+		jetstream.PullMaxMessages(min(w.concurrency, 256)), jetstream.PullExpiry(natsbox.PullExpiry), jetstream.PullHeartbeat(natsbox.PullHeartbeat),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if errors.Is(err, jetstream.ErrNoHeartbeat) { // the library pulls again
+				w.log.Debug("worker: missed a heartbeat of the task subscription", "handler", s.name)
+				return
+			}
+			failure.set(err)
+		}))
 	if err != nil {
 		return err
 	}
-	defer w.drain(s, iter)
-	next := []jetstream.NextOpt{jetstream.NextContext(ctx)} // made once, not per task
-	for {
-		msg, err := iter.Next(next...)
-		switch {
-		case ctx.Err() != nil:
-			if msg != nil {
-				s.handBack = append(s.handBack, msg)
-			}
-			return ctx.Err()
-		case errors.Is(err, jetstream.ErrNoHeartbeat):
-			w.log.Debug("worker: missed a heartbeat of the task subscription", "handler", s.name)
-			continue
-		case err != nil:
-			return err
-		}
-		w.receive(ctx, base, s, msg)
+	select {
+	case <-ctx.Done():
+		drainConsumption(cc)
+		return ctx.Err()
+	case <-cc.Closed(): // the library stopped it: an error it cannot get past
+		return failure.or(errors.New("the task subscription ended"))
 	}
 }
 
-// drain stops iter and keeps the messages it had buffered.
-func (w *Worker) drain(s *serving, iter jetstream.MessagesContext) {
-	iter.Drain()
-	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-	defer cancel()
-	for {
-		msg, err := iter.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			iter.Stop()
-			return
-		}
-		s.handBack = append(s.handBack, msg)
+// drainConsumption ends cc once what it had pulled reached its callback (which keeps it to hand back),
+// within flushTimeout; past that, what is left goes back to JetStream after its AckWait.
+func drainConsumption(cc jetstream.ConsumeContext) {
+	cc.Drain()
+	t := time.NewTimer(flushTimeout)
+	defer t.Stop()
+	select {
+	case <-cc.Closed():
+	case <-t.C:
+		cc.Stop()
 	}
+}
+
+// lastError is the last error a consumption reported, for when it ends.
+type lastError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (l *lastError) set(err error) {
+	l.mu.Lock()
+	l.err = err
+	l.mu.Unlock()
+}
+
+// or returns the last error, or otherwise if there was none.
+func (l *lastError) or(otherwise error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	return otherwise
 }

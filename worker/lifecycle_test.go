@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -232,6 +233,64 @@ func TestStopHandsTheTaskToAnotherWorker(t *testing.T) {
 	if n := e.streamMsgs(natsbox.EventsStream); n != 1 {
 		t.Fatalf("%d events, want 1: the stopped worker answers nothing", n)
 	}
+}
+
+// A worker that stops hands back at once, not after their AckWait, the tasks it had received
+// but not started (waiting for a free slot), as well as the one it ran; another worker runs
+// them all.
+func TestStopHandsBackTheTasksItHadNotStarted(t *testing.T) {
+	e := newEnv(t)
+	opts := Options{Concurrency: 1, AckWait: time.Hour} // longer than the test: only a hand-back brings a task back
+	started := make(chan string, 3)
+	first := e.start(opts, map[string]Handler{"h": func(tc TaskContext) error {
+		started <- tc.Task().MsgID
+		<-tc.Done()
+		return tc.Err()
+	}})
+	tasks := []*protocol.Task{task("r1", "s", "h", 1, 1), task("r2", "s", "h", 1, 1), task("r3", "s", "h", 1, 1)}
+	for _, tk := range tasks {
+		e.publish(tk)
+	}
+	running := recv(t, started)
+	waitAckPending(t, e, 2) // the running task, and the next one received and waiting for the slot
+	first.stop()
+	if n := len(started); n != 0 {
+		t.Fatalf("%d more tasks started with one slot, want none", n)
+	}
+	e.start(opts, map[string]Handler{"h": func(tc TaskContext) error {
+		return tc.Complete(tc.Task().MsgID)
+	}})
+	done := map[string]bool{}
+	for range tasks {
+		ev := e.event()
+		if ev.Type != protocol.EvCompleted {
+			t.Fatalf("event %s of run %s, want completed", ev.Type, ev.RunID)
+		}
+		done[ev.RunID] = true
+	}
+	if len(done) != len(tasks) {
+		t.Fatalf("the second worker completed runs %v, want r1, r2 and r3 (the first worker ran %s)", done, running)
+	}
+}
+
+// waitAckPending waits until the consumer of handler h has n deliveries not acknowledged.
+func waitAckPending(t *testing.T, e *env, n int) {
+	t.Helper()
+	c, err := e.js.Consumer(testCtx(t), natsbox.TasksStream, consumerName("h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(failsafe); time.Now().Before(deadline); {
+		info, err := c.Info(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending == n {
+			return
+		}
+		runtime.Gosched()
+	}
+	t.Fatalf("the consumer never had %d deliveries waiting for their acknowledgement", n)
 }
 
 // A worker that crashes (its connection dies) answers nothing; JetStream delivers the task again

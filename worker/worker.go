@@ -462,8 +462,9 @@ func (w *Worker) consumeOnce(ctx, base context.Context, s *serving) error {
 	}
 }
 
-// drainConsumption ends cc once what it had pulled reached its callback (which keeps it to hand back),
-// within flushTimeout; past that, what is left goes back to JetStream after its AckWait.
+// drainConsumption ends cc once what it had pulled reached its callback (which keeps it to
+// hand back), within flushTimeout; past that, what is left goes back to JetStream after its
+// AckWait.
 func drainConsumption(cc jetstream.ConsumeContext) {
 	cc.Drain()
 	t := time.NewTimer(flushTimeout)

@@ -3,6 +3,8 @@ package worker
 import (
 	"container/list"
 	"sync"
+
+	"github.com/reins-run/reins/internal/wire"
 )
 
 // Bounds of the checkpoint cache of a worker.
@@ -10,6 +12,17 @@ const (
 	maxCacheEntries = 4096
 	maxCacheBytes   = 256 << 20
 )
+
+// ckScope names the checkpoint of one activation of a step: what wire.CheckpointScope makes
+// its KV keys' prefix of. The cache is keyed by it, not by that prefix, so that an iteration
+// that reads and writes no checkpoint makes no string to find its entry.
+type ckScope struct {
+	run, step        string
+	item, activation int
+}
+
+// String is the scope's KV key prefix, wire.CheckpointScope.
+func (s ckScope) String() string { return wire.CheckpointScope(s.run, s.step, s.item, s.activation) }
 
 // ckCache keeps, per checkpoint scope, the value as of the end of the last iteration this
 // worker continued, so that the next iteration, when it runs here, reads nothing back. The
@@ -19,22 +32,22 @@ type ckCache struct {
 	maxEntries int
 	maxBytes   int
 	bytes      int
-	entries    map[string]*list.Element // of *ckEntry
-	order      *list.List               // most recent first
+	entries    map[ckScope]*list.Element // of *ckEntry
+	order      *list.List                // most recent first
 }
 
 type ckEntry struct {
-	scope string
+	scope ckScope
 	iter  int
 	raw   []byte
 }
 
 func newCkCache(maxEntries, maxBytes int) *ckCache {
-	return &ckCache{maxEntries: maxEntries, maxBytes: maxBytes, entries: map[string]*list.Element{}, order: list.New()}
+	return &ckCache{maxEntries: maxEntries, maxBytes: maxBytes, entries: map[ckScope]*list.Element{}, order: list.New()}
 }
 
 // take removes the entry of scope and returns its value when it is as of the end of iter.
-func (c *ckCache) take(scope string, iter int) ([]byte, bool) {
+func (c *ckCache) take(scope ckScope, iter int) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el := c.entries[scope]
@@ -46,7 +59,7 @@ func (c *ckCache) take(scope string, iter int) ([]byte, bool) {
 }
 
 // put stores raw as the value of scope at the end of iter; the cache owns raw from then on.
-func (c *ckCache) put(scope string, iter int, raw []byte) {
+func (c *ckCache) put(scope ckScope, iter int, raw []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el := c.entries[scope]; el != nil {
@@ -63,7 +76,7 @@ func (c *ckCache) put(scope string, iter int, raw []byte) {
 }
 
 // bump marks the entry of scope, when it is as of the end of from, as of the end of to.
-func (c *ckCache) bump(scope string, from, to int) {
+func (c *ckCache) bump(scope ckScope, from, to int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el := c.entries[scope]
@@ -78,7 +91,7 @@ func (c *ckCache) bump(scope string, from, to int) {
 }
 
 // drop removes the entry of scope.
-func (c *ckCache) drop(scope string) {
+func (c *ckCache) drop(scope ckScope) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el := c.entries[scope]; el != nil {

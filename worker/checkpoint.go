@@ -21,7 +21,7 @@ import (
 // of the earlier iterations and this attempt's writes.
 type checkpoints struct {
 	tc    *taskContext
-	scope string
+	scope ckScope
 	iter  int
 	// resume is the task's Resume: > 0 for a task of an iteration dispatched again after a
 	// human, which goes on from the iteration's writes and never purges (see resolve).
@@ -157,7 +157,7 @@ func (c *checkpoints) resolve(ctx context.Context) error {
 		// Asked again while the bucket elects a leader (a purge is safe to repeat), instead
 		// of failing the attempt: a task delivered again after a NATS node died lands here.
 		if err := natsbox.RetryWrite(ctx, func(actx context.Context) error {
-			return purgeIteration(actx, kv, c.scope, c.iter)
+			return purgeIteration(actx, kv, c.scope.String(), c.iter)
 		}); err != nil {
 			return err
 		}
@@ -181,7 +181,7 @@ func (c *checkpoints) resolve(ctx context.Context) error {
 
 // put writes the next key of this attempt.
 func (c *checkpoints) put(ctx context.Context, value []byte) error {
-	key := wire.CheckpointWrite{Scope: c.scope, Iteration: c.iter, Resume: c.resume, N: c.n}.Key()
+	key := wire.CheckpointWrite{Scope: c.scope.String(), Iteration: c.iter, Resume: c.resume, N: c.n}.Key()
 	if len(value) > wire.DefaultMaxValue {
 		return fmt.Errorf("worker: checkpoint of task %s: the write is %d bytes, more than the %d bytes one may be: %w", c.tc.task.MsgID, len(value), wire.DefaultMaxValue, ErrCheckpointTooLarge)
 	}
@@ -295,7 +295,7 @@ func (c *checkpoints) fold(ctx context.Context, kv jetstream.KeyValue, include f
 		return nil, 0, err
 	}
 	err = natsbox.RetryNoStream(ctx, func() (err error) {
-		missing, err = natsbox.MissingFromLeader(ctx, c.tc.w.js, c.tc.w.names.CheckpointsBucket(), c.scope+".>", func(key string) bool {
+		missing, err = natsbox.MissingFromLeader(ctx, c.tc.w.js, c.tc.w.names.CheckpointsBucket(), c.scope.String()+".>", func(key string) bool {
 			_, ok := writes[key]
 			return ok
 		})
@@ -327,7 +327,7 @@ func (c *checkpoints) fold(ctx context.Context, kv jetstream.KeyValue, include f
 // read returns the values of the keys of c's scope, by key.
 func (c *checkpoints) read(ctx context.Context, kv jetstream.KeyValue) (map[string][]byte, error) {
 	writes := map[string][]byte{}
-	for ke, err := range natsbox.Entries(ctx, kv, c.scope+".>") {
+	for ke, err := range natsbox.Entries(ctx, kv, c.scope.String()+".>") {
 		if err != nil {
 			return nil, err
 		}

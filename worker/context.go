@@ -175,7 +175,7 @@ func (w *Worker) newTaskContext(ctx context.Context, s *serving, msg jetstream.M
 		cancelBase:   cancel,
 		stopDeadline: func() {},
 	}
-	tc.ck = checkpoints{tc: tc, scope: wire.CheckpointScope(t.RunID, t.Step, t.Item, t.Activation),
+	tc.ck = checkpoints{tc: tc, scope: ckScope{run: t.RunID, step: t.Step, item: t.Item, activation: t.Activation},
 		iter: t.Iteration, resume: t.Resume, mayFollowAttempt: t.Attempt > 1 || redelivered}
 	return tc
 }
@@ -304,7 +304,7 @@ func (tc *taskContext) answer(typ protocol.EventType, output any, o Outcome) err
 	}
 	ev := tc.event(typ)
 	ev.Label, ev.StopReason, ev.StopDetail = o.Label, o.StopReason, clip(o.StopDetail)
-	raw, err := json.Marshal(output)
+	raw, err := encodeOutput(output)
 	if err != nil {
 		return tc.deliverProblem(fmt.Errorf("the output of step %s cannot be encoded as JSON: %w", tc.stepName(), err))
 	}
@@ -319,6 +319,20 @@ func (tc *taskContext) answer(typ protocol.EventType, output any, o Outcome) err
 	}
 	defer keepAnswerBuffer(buf)
 	return tc.deliverData(ev, data, id)
+}
+
+// jsonNull is the output of an answer without one. Shared by every such answer: an event's
+// output is only read (encoded, recorded), never written in place.
+var jsonNull = json.RawMessage("null")
+
+// encodeOutput encodes a handler's output as JSON. A nil output (Continue(nil), the common
+// answer of a loop whose state is in its checkpoint) is jsonNull, as json.Marshal would give,
+// without making it again for every iteration.
+func encodeOutput(output any) (json.RawMessage, error) {
+	if output == nil {
+		return jsonNull, nil
+	}
+	return json.Marshal(output)
 }
 
 // appendNonce appends what tells apart the continued answers of one attempt: the time of the

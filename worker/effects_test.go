@@ -326,7 +326,7 @@ func TestCheckpointByReference(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
-	r.cache.drop(wire.CheckpointScope("r", "loop", -1, 1)) // read it back, as another worker would
+	r.cache.drop(ckScope{run: "r", step: "loop", item: -1, activation: 1}) // read it back, as another worker would
 	tk2 := task("r", "loop", "h", 2, 1)
 	e.publish(tk2)
 	wantEvent(t, e.event(), protocol.EvCompleted, tk2)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/reins-run/reins/protocol"
 )
 
 func TestEndedRunsAreBounded(t *testing.T) {
@@ -37,44 +39,45 @@ func TestEndedRunsOnlyDropEarlierTasks(t *testing.T) {
 }
 
 func TestCheckpointCache(t *testing.T) {
+	sc := func(run string) ckScope { return ckScope{run: run, step: "loop", item: -1, activation: 1} }
 	c := newCkCache(2, 100)
-	c.put("a", 1, []byte("[1]"))
-	if _, ok := c.take("a", 2); ok {
+	c.put(sc("a"), 1, []byte("[1]"))
+	if _, ok := c.take(sc("a"), 2); ok {
 		t.Error("took the value of iteration 1 as iteration 2's")
 	}
-	if _, ok := c.take("a", 1); ok {
+	if _, ok := c.take(sc("a"), 1); ok {
 		t.Error("a mismatched take must drop the entry")
 	}
-	c.put("a", 1, []byte("[1]"))
-	c.bump("a", 1, 2)
-	if raw, ok := c.take("a", 2); !ok || string(raw) != "[1]" {
+	c.put(sc("a"), 1, []byte("[1]"))
+	c.bump(sc("a"), 1, 2)
+	if raw, ok := c.take(sc("a"), 2); !ok || string(raw) != "[1]" {
 		t.Errorf("after bump: %s %v", raw, ok)
 	}
-	c.put("a", 3, nil)
-	c.bump("a", 1, 2) // not at 1: dropped
-	if _, ok := c.take("a", 3); ok {
+	c.put(sc("a"), 3, nil)
+	c.bump(sc("a"), 1, 2) // not at 1: dropped
+	if _, ok := c.take(sc("a"), 3); ok {
 		t.Error("a mismatched bump must drop the entry")
 	}
-	c.put("a", 1, nil)
-	c.put("b", 1, nil)
-	c.put("c", 1, nil) // evicts a
-	if _, ok := c.take("a", 1); ok {
+	c.put(sc("a"), 1, nil)
+	c.put(sc("b"), 1, nil)
+	c.put(sc("c"), 1, nil) // evicts a
+	if _, ok := c.take(sc("a"), 1); ok {
 		t.Error("the oldest entry survived the entry bound")
 	}
-	c.put("big", 1, make([]byte, 101)) // larger than the byte bound: not kept
-	if _, ok := c.take("big", 1); ok {
+	c.put(sc("big"), 1, make([]byte, 101)) // larger than the byte bound: not kept
+	if _, ok := c.take(sc("big"), 1); ok {
 		t.Error("an entry larger than the byte bound was kept")
 	}
-	c.put("d", 1, make([]byte, 60))
-	c.put("e", 1, make([]byte, 60)) // evicts d for bytes
-	if _, ok := c.take("d", 1); ok {
+	c.put(sc("d"), 1, make([]byte, 60))
+	c.put(sc("e"), 1, make([]byte, 60)) // evicts d for bytes
+	if _, ok := c.take(sc("d"), 1); ok {
 		t.Error("the byte bound was not enforced")
 	}
-	if _, ok := c.take("e", 1); !ok {
+	if _, ok := c.take(sc("e"), 1); !ok {
 		t.Error("the newest entry was evicted")
 	}
-	c.put("f", 1, make([]byte, 10))
-	c.drop("f")
+	c.put(sc("f"), 1, make([]byte, 10))
+	c.drop(sc("f"))
 	if len(c.entries) != 0 || c.order.Len() != 0 || c.bytes != 0 {
 		t.Errorf("entries %d, list %d, bytes %d", len(c.entries), c.order.Len(), c.bytes)
 	}
@@ -115,5 +118,36 @@ func TestAnsweredSetIsBounded(t *testing.T) {
 		if got := a.has(id); got != want {
 			t.Errorf("has(%s) = %v, want %v", id, got, want)
 		}
+	}
+}
+
+// A second delivery of a task is refused while the first runs, and refusing it does not make
+// the table forget the first: the end of its run still reaches it, and a third delivery is
+// still refused until the first is removed.
+func TestRunTableAdmitsOneDeliveryOfATask(t *testing.T) {
+	r := newRunTable(3)
+	tcOf := func(msgID, run string) *taskContext {
+		return &taskContext{task: &protocol.Task{MsgID: msgID, RunID: run}}
+	}
+	first, second, other := tcOf("run1/s/1/1/1", "run1"), tcOf("run1/s/1/1/1", "run1"), tcOf("run2/s/1/1/1", "run2")
+	if ended, dup := r.admit(first); ended || dup {
+		t.Fatalf("the first delivery: ended %v, dup %v; want it admitted", ended, dup)
+	}
+	if _, dup := r.admit(other); dup {
+		t.Fatal("another task is taken for a second delivery of the first")
+	}
+	if _, dup := r.admit(second); !dup {
+		t.Fatal("a second delivery of a running task is admitted")
+	}
+	r.remove(second) // as serveTask does for a delivery it hands back
+	if _, dup := r.admit(tcOf("run1/s/1/1/1", "run1")); !dup {
+		t.Fatal("removing a refused delivery made the table forget the one that runs")
+	}
+	r.remove(first)
+	if ended, dup := r.admit(second); ended || dup {
+		t.Fatalf("after the first was removed: ended %v, dup %v; want the next delivery admitted", ended, dup)
+	}
+	if got := len(r.runningTasks(nil)); got != 0 {
+		t.Errorf("%d tasks running: none of the admitted handlers started", got)
 	}
 }

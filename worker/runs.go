@@ -25,13 +25,16 @@ const (
 // announcement that was not true (a stray message, a run id used again after a prune) cannot
 // make the worker drop the tasks the engine sends after it.
 type runTable struct {
-	mu      sync.Mutex
-	ended   *ring[time.Time] // run id → when its end was announced
-	running map[*taskContext]struct{}
+	mu    sync.Mutex
+	ended *ring[time.Time] // run id → when its end was announced
+	// running holds the tasks whose handlers run, by message id: admit refuses a second
+	// delivery of a task while the first runs, so an id has one task at most, and admit finds
+	// it without going through every running task.
+	running map[string]*taskContext
 }
 
 func newRunTable(max int) *runTable {
-	return &runTable{ended: newRing[time.Time](max), running: map[*taskContext]struct{}{}}
+	return &runTable{ended: newRing[time.Time](max), running: map[string]*taskContext{}}
 }
 
 // admit registers tc as running unless its run (or a parent run) has ended (ended), or a
@@ -42,18 +45,20 @@ func (r *runTable) admit(tc *taskContext) (ended, dup bool) {
 	if r.hasEnded(tc.task.RunID, tc.published) {
 		return true, false
 	}
-	for other := range r.running {
-		if other.task.MsgID == tc.task.MsgID {
-			return false, true
-		}
+	if _, ok := r.running[tc.task.MsgID]; ok {
+		return false, true
 	}
-	r.running[tc] = struct{}{}
+	r.running[tc.task.MsgID] = tc
 	return false, false
 }
 
+// remove forgets tc, when it is the task running under its id (a delivery refused as dup
+// never was).
 func (r *runTable) remove(tc *taskContext) {
 	r.mu.Lock()
-	delete(r.running, tc)
+	if r.running[tc.task.MsgID] == tc {
+		delete(r.running, tc.task.MsgID)
+	}
 	r.mu.Unlock()
 }
 
@@ -61,7 +66,7 @@ func (r *runTable) remove(tc *taskContext) {
 func (r *runTable) runningTasks(dst []*taskContext) []*taskContext {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for tc := range r.running {
+	for _, tc := range r.running {
 		if tc.running.Load() {
 			dst = append(dst, tc)
 		}
@@ -74,7 +79,7 @@ func (r *runTable) runningTasks(dst []*taskContext) []*taskContext {
 func (r *runTable) interruptAll() {
 	r.mu.Lock()
 	all := make([]*taskContext, 0, len(r.running))
-	for tc := range r.running {
+	for _, tc := range r.running {
 		all = append(all, tc)
 	}
 	r.mu.Unlock()
@@ -111,7 +116,7 @@ func (r *runTable) end(run string) int {
 	r.mu.Lock()
 	r.remember(run)
 	var cancel []*taskContext
-	for tc := range r.running {
+	for _, tc := range r.running {
 		if id := tc.task.RunID; id == run || strings.HasPrefix(id, run+"/") {
 			cancel = append(cancel, tc)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -81,13 +82,14 @@ func (rd *round) of(side string) *results {
 }
 
 // row is one figure across the rounds: its values, ratios tree/base (0 where a value is
-// missing), and whether it drifted.
+// missing), their median, and whether it drifted.
 type row struct {
 	fig            figure
 	base, tree     []float64
 	baseOK, treeOK []bool
 	have           []bool // both measured, and the base above 0: the ratio is known
 	ratios         []float64
+	median         float64 // of the known ratios; 0 when none is
 	flagged        bool
 }
 
@@ -112,9 +114,32 @@ func compare(rounds []round) []row {
 			r.have, r.ratios = append(r.have, ok), append(r.ratios, ratio)
 		}
 		r.flagged = drifted(f.dir, r.ratios, r.have)
+		r.median = median(r.ratios, r.have)
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+// median returns the median of the ratios that have says are known (the mean of the middle
+// two for an even count), 0 when none is. On a machine whose speed swings between two runs
+// of the same binary, one round says little; the median of several says how the tree and the
+// base compare in most of them, which the verdict, asking for every round, does not.
+func median(ratios []float64, have []bool) float64 {
+	var known []float64
+	for i, q := range ratios {
+		if have[i] {
+			known = append(known, q)
+		}
+	}
+	if len(known) == 0 {
+		return 0
+	}
+	slices.Sort(known)
+	n := len(known)
+	if n%2 == 1 {
+		return known[n/2]
+	}
+	return (known[n/2-1] + known[n/2]) / 2
 }
 
 // ranAny reports whether benchmark bench has a result in any round, of either side.
@@ -177,15 +202,19 @@ func printTable(w io.Writer, h header, rows []row) error {
 		fmt.Fprintf(&b, "; in each round too, each side's test binary (go test -c of its bench package) %s", strings.Join(testArgs, " "))
 	}
 	b.WriteString(".\n\n")
-	fmt.Fprintf(&b, "| figure | base, rounds %s | tree, rounds %s | tree/base, rounds %s | verdict |\n", rl, rl, rl)
-	b.WriteString("|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| figure | base, rounds %s | tree, rounds %s | tree/base, rounds %s | tree/base, median | verdict |\n", rl, rl, rl)
+	b.WriteString("|---|---|---|---|---|---|\n")
 	flagged := 0
 	for _, r := range rows {
 		if r.flagged {
 			flagged++
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.fig.label, cells(r.base, r.baseOK, r.fig.format),
-			cells(r.tree, r.treeOK, r.fig.format), cells(r.ratios, r.have, fixed(3)), verdict(r))
+		med := "—"
+		if slices.Contains(r.have, true) {
+			med = fixed(3)(r.median)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.fig.label, cells(r.base, r.baseOK, r.fig.format),
+			cells(r.tree, r.treeOK, r.fig.format), cells(r.ratios, r.have, fixed(3)), med, verdict(r))
 	}
 	fmt.Fprintf(&b, "\nFlagged: %d (more than 5%% worse than the base in every round: tree/base above 1.05, or below 0.95 for iterations/s); each needs a cause written down or a fix.\n", flagged)
 	if h.rounds < 2 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -94,11 +95,11 @@ func TestPrintTable(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"A/B of reins bench --only jetstream_floor,agent_loop_iteration,agent_loop_64 --json --benchtime 1s; base 89af8b1 (89af8b10d354), tree 4b6eb24; 2 round(s)",
-		"| figure | base, rounds 1 / 2 | tree, rounds 1 / 2 | tree/base, rounds 1 / 2 | verdict |",
-		"| 64 loops, iterations/s | 13,000 / 13,000 | 11,000 / 11,000 | 0.846 / 0.846 | " + verdictDrift + " |",
-		"| one loop, p50 / floor | 1.50× / 1.50× | 1.50× / 1.50× | 1.000 / 1.000 | ok |",
-		"| one loop, CPU µs/iteration | 300 / 300 | — / — | — / — | not measured in every round |",
-		"| floor, µs per message | 100.0 / 100.0 | 100.0 / 100.0 | 1.000 / 1.000 | (the machine's, not judged) |",
+		"| figure | base, rounds 1 / 2 | tree, rounds 1 / 2 | tree/base, rounds 1 / 2 | tree/base, median | verdict |",
+		"| 64 loops, iterations/s | 13,000 / 13,000 | 11,000 / 11,000 | 0.846 / 0.846 | 0.846 | " + verdictDrift + " |",
+		"| one loop, p50 / floor | 1.50× / 1.50× | 1.50× / 1.50× | 1.000 / 1.000 | 1.000 | ok |",
+		"| one loop, CPU µs/iteration | 300 / 300 | — / — | — / — | — | not measured in every round |",
+		"| floor, µs per message | 100.0 / 100.0 | 100.0 / 100.0 | 1.000 / 1.000 | 1.000 | (the machine's, not judged) |",
 		"Flagged: 1 (more than 5% worse than the base in every round",
 	} {
 		if !strings.Contains(out, want) {
@@ -107,6 +108,26 @@ func TestPrintTable(t *testing.T) {
 	}
 	if strings.Contains(out, "One round is no verdict") {
 		t.Errorf("two rounds called no verdict:\n%s", out)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ratios []float64
+		have   []bool
+		want   float64
+	}{
+		{"odd count", []float64{1.3, 0.9, 1.1}, []bool{true, true, true}, 1.1},
+		{"even count: the mean of the middle two", []float64{1.62, 1.02, 0.98, 1.10}, []bool{true, true, true, true}, 1.06},
+		{"a round not measured is left out", []float64{0.5, 0, 1.2}, []bool{true, false, true}, 0.85},
+		{"none measured", []float64{0, 0}, []bool{false, false}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := median(tc.ratios, tc.have); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("median(%v, %v) = %v, want %v", tc.ratios, tc.have, got, tc.want)
+			}
+		})
 	}
 }
 

@@ -1,8 +1,8 @@
 // Command abbench guards the hot path against slow drift. It builds a base revision (by
 // default the fixed baseline of BENCHMARKS.md) and the working tree with the same flags, runs
 // the hot-path benchmarks of `reins bench` with the two binaries alternately, round after
-// round, and prints each figure per round with its ratio tree/base, flagging a figure that is
-// more than 5% worse than the base in every round.
+// round, and prints each figure per round with its ratio tree/base and the median of those
+// ratios, flagging a figure that is more than 5% worse than the base in every round.
 //
 //	go run ./cmd/reins/internal/abbench                        # against the baseline, two rounds
 //	go run ./cmd/reins/internal/abbench --base HEAD --rounds 4 # against the last commit, four
@@ -69,7 +69,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.baseTest, "base-test-bin", "", "with --test-binaries, a test `binary` to run as the base's instead of building it")
 	fs.StringVar(&c.treeTest, "tree-test-bin", "", "with --test-binaries, a test `binary` to run as the tree's instead of building it")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/reins/internal/abbench [flags]\n\nBuilds --base and the working tree alike, runs reins bench --only %s --json with both alternately\nand prints each figure's ratio tree/base per round (BENCHMARKS.md, \"Drift against the baseline\").\n\n", joinNames())
+		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/reins/internal/abbench [flags]\n\nBuilds --base and the working tree alike, runs reins bench --only %s --json with both alternately\nand prints each figure's ratio tree/base per round and their median (BENCHMARKS.md, \"Drift against the baseline\").\n\n", joinNames())
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

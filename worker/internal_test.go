@@ -139,7 +139,7 @@ func TestRunTableAdmitsOneDeliveryOfATask(t *testing.T) {
 	if _, dup := r.admit(second); !dup {
 		t.Fatal("a second delivery of a running task is admitted")
 	}
-	r.remove(second) // as serveTask does for a delivery it hands back
+	r.remove(second) // a delivery that was never admitted: the running one's entry stays
 	if _, dup := r.admit(tcOf("run1/s/1/1/1", "run1")); !dup {
 		t.Fatal("removing a refused delivery made the table forget the one that runs")
 	}

@@ -121,9 +121,9 @@ func TestAnsweredSetIsBounded(t *testing.T) {
 	}
 }
 
-// A second delivery of a task is refused while the first runs, and refusing it does not make
-// the table forget the first: the end of its run still reaches it, and a third delivery is
-// still refused until the first is removed.
+// A second delivery of a task is refused while the first runs, and removing a delivery that
+// was never admitted does not make the table forget the first: a third delivery is still
+// refused until the first is removed.
 func TestRunTableAdmitsOneDeliveryOfATask(t *testing.T) {
 	r := newRunTable(3)
 	tcOf := func(msgID, run string) *taskContext {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"maps"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -164,5 +165,39 @@ func TestEncodeOutput(t *testing.T) {
 	}
 	if n := allocs.PerRun(100, func() { _, _ = encodeOutput(nil) }); n != 0 {
 		t.Errorf("encodeOutput(nil) allocates %v times, want 0", n)
+	}
+}
+
+// TestAnswerEvent: an answer's event comes from answerEvents and goes back to it once
+// delivered, so that building one allocates nothing; an event kept after an answer that
+// carried more (pending calls, an error, an output, usage, a record) comes back holding only
+// what the next answer sets.
+func TestAnswerEvent(t *testing.T) {
+	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	w := &Worker{log: slog.New(slog.DiscardHandler), now: func() time.Time { return at }}
+	tk := task("r-1", "agent", "h", 12, 1)
+	tc := w.newTaskContext(context.Background(), &serving{name: "h", m: noMetrics{}}, nil, tk, false)
+	defer tc.stopContext()
+
+	full := tc.event(protocol.EvWaiting)
+	full.Pending = []protocol.PendingCall{{CallID: "c1", Tool: "refund"}}
+	full.Error, full.Output, full.Nonce = "boom", json.RawMessage(`{"n":1}`), "n0nce"
+	full.Usage = &protocol.Usage{ModelCalls: 2}
+	full.Record = &protocol.Iteration{Iteration: 12}
+	keepAnswerEvent(full)
+	for range 4 { // whichever event the pool hands back
+		ev := tc.event(protocol.EvContinued)
+		if want := wire.Answer(tk, protocol.EvContinued, at); !reflect.DeepEqual(ev, want) {
+			t.Fatalf("an answer's event after a kept one = %+v, want %+v", ev, want)
+		}
+		keepAnswerEvent(ev)
+	}
+
+	n := allocs.PerRun(100, func() { keepAnswerEvent(tc.event(protocol.EvContinued)) })
+	switch {
+	case allocs.Race && n > 1: // -race empties the pool at random: at most a new event each time
+		t.Errorf("an answer's event allocates %v times under -race, want at most 1", n)
+	case !allocs.Race && n != 0:
+		t.Errorf("an answer's event allocates %v times, want 0: it comes from answerEvents", n)
 	}
 }

@@ -431,9 +431,16 @@ func keepAnswerBuffer(buf *[]byte) {
 	}
 }
 
-// event returns the answer of type typ with the usage reported so far.
+// answerEvents keeps the events answers are built in: an answer's event is read only until
+// [taskContext.deliverData] returns (it is encoded, published and forgotten), and making a new
+// one was 512 bytes of every iteration.
+var answerEvents = sync.Pool{New: func() any { return new(protocol.Event) }}
+
+// event returns the answer of type typ with the usage reported so far, in an event of
+// answerEvents that deliverData hands back.
 func (tc *taskContext) event(typ protocol.EventType) *protocol.Event {
-	ev := wire.Answer(tc.task, typ, tc.w.now())
+	ev := answerEvents.Get().(*protocol.Event)
+	wire.AnswerIn(ev, tc.task, typ, tc.w.now())
 	tc.mu.Lock()
 	if tc.usage != (protocol.Usage{}) {
 		u := tc.usage
@@ -541,8 +548,9 @@ func (w *Worker) settled(m HandlerMetrics, t *protocol.Task, how string, ran tim
 func (tc *taskContext) deliver(ev *protocol.Event) error { return tc.deliverData(ev, nil, "") }
 
 // deliverData is deliver with ev already encoded as data (nil: encode it here), with message
-// id id ("": made here).
+// id id ("": made here). It hands ev back to answerEvents: the caller must not read it after.
 func (tc *taskContext) deliverData(ev *protocol.Event, data []byte, id string) error {
+	defer keepAnswerEvent(ev)
 	if ev.Type == protocol.EvContinued {
 		tc.ck.keep()
 	} else {
@@ -592,6 +600,12 @@ func (w *Worker) publish(ev *protocol.Event, data []byte, id string, sc oteltrac
 	tracing.Inject(m.Header, sc)
 	_, err = natsbox.PublishWithin(context.Background(), w.js.Conn(), m, w.ackWait)
 	return err
+}
+
+// keepAnswerEvent forgets what ev held and keeps it for the next answer.
+func keepAnswerEvent(ev *protocol.Event) {
+	*ev = protocol.Event{}
+	answerEvents.Put(ev)
 }
 
 // answerMsg is the message of an answer, kept for the next one: nats.go is done with a message

@@ -167,7 +167,15 @@ func DecodeEvent(data []byte) (*protocol.Event, error) {
 // waiting, failed or timed_out, addressed like the task (its Resume included: the engine takes
 // only the answer of the task it dispatched last), in protocol.Version.
 func Answer(t *protocol.Task, typ protocol.EventType, at time.Time) *protocol.Event {
-	return &protocol.Event{RunID: t.RunID,
+	ev := new(protocol.Event)
+	AnswerIn(ev, t, typ, at)
+	return ev
+}
+
+// AnswerIn makes ev, whatever it held, the event [Answer] returns: a worker builds every
+// answer in an event it keeps.
+func AnswerIn(ev *protocol.Event, t *protocol.Task, typ protocol.EventType, at time.Time) {
+	*ev = protocol.Event{RunID: t.RunID,
 		Type: typ, At: at.UTC(), Step: t.Step, Item: t.Item,
 		Activation: t.Activation, Iteration: t.Iteration, Attempt: t.Attempt, Resume: t.Resume,
 		Protocol: protocol.Version,

@@ -38,8 +38,8 @@ type modulePages struct {
 	resident, size uint64
 }
 
-// read reads process pid's resident pages of its executable, with the sections and symbols of
-// binary ("": the executable itself).
+// read reads process pid's resident pages of its executable, with the sections and functions
+// of binary ("": the executable itself).
 func read(pid int, binary string) (*report, error) {
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -195,7 +194,7 @@ func TestRun(t *testing.T) {
 		{[]string{"-h"}, exitOK, "", "usage: go run ./cmd/reins/internal/pages"},
 	} {
 		var out, errOut bytes.Buffer
-		code := run(context.Background(), c.args, &out, &errOut)
+		code := run(c.args, &out, &errOut)
 		if code != c.code || !strings.Contains(out.String(), c.out) || !strings.Contains(errOut.String(), c.inErr) {
 			t.Errorf("pages %q: exit %d, out %q, err %q; want exit %d, out with %q, err with %q", c.args, code, out.String(), errOut.String(), c.code, c.out, c.inErr)
 		}

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command pages says which pages of its own executable a running process holds in memory:
 // the file-backed part of its resident set (RssFile in /proc/PID/status), which the kernel
 // counts in every figure of resident memory. It prints how much of each section of the binary
@@ -7,10 +9,10 @@
 //	reins serve --data /tmp/d &
 //	go run ./cmd/reins/internal/pages $!
 //
-// It reads /proc/PID/maps, /proc/PID/pagemap (whose present bit any user may read of a
-// process of their own) and the executable's ELF sections, its table of functions (.gopclntab,
-// which a stripped build keeps) and its build information. It owns that reading and its report;
-// it imports no reins package.
+// It runs on Linux only: it reads /proc/PID/maps, /proc/PID/pagemap (whose present bit any
+// user may read of a process of their own) and the executable's ELF sections, its table of
+// functions (.gopclntab, which a stripped build keeps) and its build information. It owns that
+// reading and its report; it imports no reins package.
 package main
 
 import (

@@ -81,6 +81,17 @@ func (rd *round) of(side string) *results {
 	return &rd.base
 }
 
+// add adds rs to the results of side in rd, beside those a run of the round put there before.
+func (rd *round) add(side string, rs results) {
+	m := rd.of(side)
+	if *m == nil {
+		*m = results{}
+	}
+	for name, r := range rs {
+		(*m)[name] = r
+	}
+}
+
 // row is one figure across the rounds: its values, ratios tree/base (0 where a value is
 // missing), their median, and whether it drifted.
 type row struct {
@@ -199,7 +210,7 @@ func printTable(w io.Writer, h header, rows []row) error {
 	}
 	fmt.Fprintf(&b, "; base %s, tree %s; %d round(s), base first in odd rounds, tree first in even ones", h.base, h.tree, h.rounds)
 	if h.testBins {
-		fmt.Fprintf(&b, "; in each round too, each side's test binary (go test -c of its bench package) %s", strings.Join(testArgs, " "))
+		fmt.Fprintf(&b, "; in each round too, each side's test binary (go test -c of its bench package) %s, after the reins bench runs in rounds 1 and 2 of every four, before them in rounds 3 and 4", strings.Join(testArgs, " "))
 	}
 	b.WriteString(".\n\n")
 	fmt.Fprintf(&b, "| figure | base, rounds %s | tree, rounds %s | tree/base, rounds %s | tree/base, median | verdict |\n", rl, rl, rl)

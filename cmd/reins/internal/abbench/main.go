@@ -65,7 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.baseBin, "base-bin", "", "a reins `binary` to run as the base instead of building --base")
 	fs.StringVar(&c.treeBin, "tree-bin", "", "a reins `binary` to run as the tree instead of building --tree")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory: the binaries and each run's JSON")
-	fs.BoolVar(&c.testBins, "test-binaries", false, "also time the 64 loops through each side's benchmark test binary (go test -c), alternated in each round: steadier than reins bench's rounds")
+	fs.BoolVar(&c.testBins, "test-binaries", false, "also time the 64 loops through each side's benchmark test binary (go test -c), alternated in each round, after the reins bench runs in rounds 1 and 2 of every four and before them in rounds 3 and 4: steadier than reins bench's rounds")
 	fs.StringVar(&c.baseTest, "base-test-bin", "", "with --test-binaries, a test `binary` to run as the base's instead of building it")
 	fs.StringVar(&c.treeTest, "tree-test-bin", "", "with --test-binaries, a test `binary` to run as the tree's instead of building it")
 	fs.Usage = func() {

@@ -15,6 +15,10 @@ func joinNames() string { return strings.Join(benchmarks, ",") }
 
 // measure runs both binaries once per round, base first in odd rounds and the tree first in
 // even ones, so that neither always runs on a machine the other has just warmed or loaded.
+// With test binaries, both sides' test binaries run after both reins bench runs in the first
+// two rounds of every four and before them in the last two ([testsFirst]), in the round's order
+// of sides: each of a round's four runs takes each of its four places once in four rounds, so
+// that no figure always runs where the machine's own rhythm, or the run before it, leaves it.
 func measure(ctx context.Context, cfg config, dir string, base, tree binary, stderr io.Writer) ([]round, error) {
 	args := []string{"bench", "--only", joinNames(), "--json"}
 	if cfg.benchtime > 0 {
@@ -29,27 +33,52 @@ func measure(ctx context.Context, cfg config, dir string, base, tree binary, std
 		if (i+1)%2 == 0 {
 			order = []binary{tree, base}
 		}
-		for _, b := range order {
-			fmt.Fprintf(stderr, "abbench: round %d of %d, %s (%s)\n", i+1, cfg.rounds, b.side, b.label)
-			rs, err := benchOnce(ctx, b, args, filepath.Join(dir, fmt.Sprintf("round%d-%s.json", i+1, b.side)), stderr)
-			if err != nil {
-				return nil, fmt.Errorf("round %d, %s (%s): %w", i+1, b.side, b.path, err)
-			}
-			*rounds[i].of(b.side) = rs
+		benches := func() error { return benchRound(ctx, i, cfg.rounds, order, args, dir, &rounds[i], stderr) }
+		tests := func() error { return testRound(ctx, i, cfg.rounds, order, dir, &rounds[i], stderr) }
+		steps := []func() error{benches, tests}
+		if testsFirst(i) {
+			steps = []func() error{tests, benches}
 		}
-		for _, b := range order {
-			if b.test == "" {
-				continue
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return nil, err
 			}
-			fmt.Fprintf(stderr, "abbench: round %d of %d, %s's test binary\n", i+1, cfg.rounds, b.side)
-			r, err := testOnce(ctx, b, filepath.Join(dir, fmt.Sprintf("round%d-%s-test.txt", i+1, b.side)), stderr)
-			if err != nil {
-				return nil, fmt.Errorf("round %d, %s's test binary: %w", i+1, b.side, err)
-			}
-			(*rounds[i].of(b.side))[benchTest64] = r
 		}
 	}
 	return rounds, nil
+}
+
+// testsFirst reports whether round i (from 0) runs the test binaries before reins bench: the
+// last two rounds of every four.
+func testsFirst(i int) bool { return i%4 >= 2 }
+
+// benchRound runs reins bench with each binary of order, round i of n, into r.
+func benchRound(ctx context.Context, i, n int, order []binary, args []string, dir string, r *round, stderr io.Writer) error {
+	for _, b := range order {
+		fmt.Fprintf(stderr, "abbench: round %d of %d, %s (%s)\n", i+1, n, b.side, b.label)
+		rs, err := benchOnce(ctx, b, args, filepath.Join(dir, fmt.Sprintf("round%d-%s.json", i+1, b.side)), stderr)
+		if err != nil {
+			return fmt.Errorf("round %d, %s (%s): %w", i+1, b.side, b.path, err)
+		}
+		r.add(b.side, rs)
+	}
+	return nil
+}
+
+// testRound runs the test binary of each binary of order that has one, round i of n, into r.
+func testRound(ctx context.Context, i, n int, order []binary, dir string, r *round, stderr io.Writer) error {
+	for _, b := range order {
+		if b.test == "" {
+			continue
+		}
+		fmt.Fprintf(stderr, "abbench: round %d of %d, %s's test binary\n", i+1, n, b.side)
+		res, err := testOnce(ctx, b, filepath.Join(dir, fmt.Sprintf("round%d-%s-test.txt", i+1, b.side)), stderr)
+		if err != nil {
+			return fmt.Errorf("round %d, %s's test binary: %w", i+1, b.side, err)
+		}
+		r.add(b.side, results{benchTest64: res})
+	}
+	return nil
 }
 
 // benchOnce runs one reins bench, keeps its JSON in save and reads it; the binary's progress

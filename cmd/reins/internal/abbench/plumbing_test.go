@@ -176,18 +176,19 @@ exit %d
 }
 
 // With --test-binaries each round also runs both sides' test binaries, in the round's order,
-// after the reins bench runs, with the same arguments; their three rows join the table and
-// are judged like the others (the tree's 64 loops 10% slower in both rounds: flagged).
+// with the same arguments: after the reins bench runs in rounds 1 and 2 of every four, before
+// them in rounds 3 and 4. Their three rows join the table, whichever ran first in the round,
+// and are judged like the others (the tree's 64 loops 10% slower in every round: flagged).
 func TestPlumbingTestBinaries(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "runs.log")
 	good := benchJSON(7, 13000)
-	base := fakeReins(t, dir, "base", log, true, 0, good, good)
-	tree := fakeReins(t, dir, "tree", log, true, 0, good, good)
-	baseTest := fakeTest(t, dir, "base", log, 0, 14000, 13000)
-	treeTest := fakeTest(t, dir, "tree", log, 0, 12600, 11700)
+	base := fakeReins(t, dir, "base", log, true, 0, good, good, good, good)
+	tree := fakeReins(t, dir, "tree", log, true, 0, good, good, good, good)
+	baseTest := fakeTest(t, dir, "base", log, 0, 14000, 13000, 14000, 13000)
+	treeTest := fakeTest(t, dir, "tree", log, 0, 12600, 11700, 12600, 11700)
 	var out, errb bytes.Buffer
-	args := []string{"--base-bin", base, "--tree-bin", tree, "--test-binaries", "--base-test-bin", baseTest, "--tree-test-bin", treeTest}
+	args := []string{"--base-bin", base, "--tree-bin", tree, "--rounds", "4", "--test-binaries", "--base-test-bin", baseTest, "--tree-test-bin", treeTest}
 	if code := run(context.Background(), args, &out, &errb); code != exitOK {
 		t.Fatalf("exit %d, stderr:\n%s", code, errb.String())
 	}
@@ -200,15 +201,18 @@ func TestPlumbingTestBinaries(t *testing.T) {
 	want := strings.Join([]string{
 		"base " + bench, "tree " + bench, "base-test " + testRun, "tree-test " + testRun,
 		"tree " + bench, "base " + bench, "tree-test " + testRun, "base-test " + testRun,
+		"base-test " + testRun, "tree-test " + testRun, "base " + bench, "tree " + bench,
+		"tree-test " + testRun, "base-test " + testRun, "tree " + bench, "base " + bench,
 	}, "\n") + "\n"
 	if string(logged) != want {
 		t.Errorf("runs:\n%swant:\n%s", logged, want)
 	}
 	table := out.String()
 	for _, line := range []string{
-		"| 64 loops, test binaries, iterations/s | 14,000 / 13,000 | 12,600 / 11,700 | 0.900 / 0.900 | 0.900 | " + verdictDrift + " |",
-		"| 64 loops, test binaries, CPU µs/iteration | 100 / 108 | 111 / 120 | 1.111 / 1.111 | 1.111 | " + verdictDrift + " |",
-		"| 64 loops, test binaries, allocs/iteration | 140 / 141 | 140 / 141 | 1.000 / 1.000 | 1.000 | ok |",
+		"| 64 loops, test binaries, iterations/s | 14,000 / 13,000 / 14,000 / 13,000 | 12,600 / 11,700 / 12,600 / 11,700 | 0.900 / 0.900 / 0.900 / 0.900 | 0.900 | " + verdictDrift + " |",
+		"| 64 loops, test binaries, CPU µs/iteration | 100 / 108 / 100 / 108 | 111 / 120 / 111 / 120 | 1.111 / 1.111 / 1.111 / 1.111 | 1.111 | " + verdictDrift + " |",
+		"| 64 loops, test binaries, allocs/iteration | 140 / 141 / 142 / 143 | 140 / 141 / 142 / 143 | 1.000 / 1.000 / 1.000 / 1.000 | 1.000 | ok |",
+		"| 64 loops, iterations/s | 13,000 / 13,000 / 13,000 / 13,000 | 13,000 / 13,000 / 13,000 / 13,000 | 1.000 / 1.000 / 1.000 / 1.000 | 1.000 | ok |",
 		"each side's test binary (go test -c of its bench package) " + testRun,
 		"Flagged: 2 ",
 	} {

@@ -68,17 +68,21 @@ func read(pid int, binary string) (*report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("/proc/%d/pagemap: %w", pid, err)
 	}
-	f, err := elf.Open(binary)
+	file, err := os.Open(binary)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	f, err := elf.NewFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not an ELF executable: %w", binary, err)
 	}
-	defer f.Close()
 	funcs, err := funcsOf(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", binary, err)
 	}
 	var mods []string
-	if bi, err := buildinfo.ReadFile(binary); err == nil {
+	if bi, err := buildinfo.Read(file); err == nil {
 		mods = append(mods, bi.Main.Path)
 		for _, d := range bi.Deps {
 			mods = append(mods, d.Path)

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"container/heap"
 	"errors"
 	"log/slog"
 	"sync"
@@ -15,14 +16,23 @@ import (
 // timer keeps only what its tick needs, and is told apart by the tick's fields, not by its
 // message id. A run with more than keyedFrom timers (a map step of thousands of items, each
 // with a watch) also has them by key, so that arming and disarming one stays O(1).
+//
+// The timers wait in one queue ordered by when they are due, under one runtime timer (wake)
+// set for the first of them, rather than a runtime timer each: a runtime timer, its closure and
+// its place in the runtime's own heap cost more than the timer itself.
 type timers struct {
 	now  func() time.Time
 	fire func(runID string, c engine.Command) error
 	log  *slog.Logger
 
-	mu     sync.Mutex
-	runs   map[string][]*timer
-	keyed  map[string]map[tickKey]*timer
+	mu    sync.Mutex
+	runs  map[string][]*timer
+	keyed map[string]map[tickKey]*timer
+	queue timerQueue
+	// wake fires at wakeAt (zero: stopped) for the queue's first timer, or earlier when that
+	// one went since: it then finds nothing due and is set again.
+	wake   *time.Timer
+	wakeAt time.Time
 	closed bool
 }
 
@@ -63,18 +73,24 @@ func (k tick) key() tickKey {
 }
 
 // timer is one armed timer; fired compares it with the run's, since a watch may have replaced
-// it. due is when it fires, on the engine's clock; idx is its place in its run's slice.
+// it. due is when it fires, on the engine's clock; idx is its place in its run's slice, and
+// queued its place in the queue (notQueued while it fires).
 type timer struct {
-	ts    *timers
-	runID string
-	t     *time.Timer
-	due   time.Time
-	tick  tick
-	idx   int
+	runID  string
+	due    time.Time
+	tick   tick
+	idx    int32
+	queued int32
 }
 
+// notQueued is the queue place of a timer that is not in the queue: taken out to fire.
+const notQueued = -1
+
 func newTimers(now func() time.Time, fire func(string, engine.Command) error, log *slog.Logger) *timers {
-	return &timers{now: now, fire: fire, log: log, runs: map[string][]*timer{}, keyed: map[string]map[tickKey]*timer{}}
+	t := &timers{now: now, fire: fire, log: log, runs: map[string][]*timer{}, keyed: map[string]map[tickKey]*timer{}}
+	t.wake = time.AfterFunc(time.Hour, t.wakeUp)
+	t.wake.Stop()
+	return t
 }
 
 // tickOf is the tick of c, a schedule command.
@@ -108,10 +124,15 @@ func (t *timers) arm(runID string, c engine.Command, out time.Time) {
 		if !c.Watch {
 			return
 		}
-		old.t.Stop()
+		if old.queued != notQueued { // waiting, not firing: moved rather than made again
+			old.tick, old.due = tk, due // a watch's key leaves its time out: the index holds
+			heap.Fix(&t.queue, int(old.queued))
+			t.rewind()
+			return
+		}
 		t.remove(old)
 	}
-	t.set(&timer{ts: t, runID: runID, tick: tk}, due)
+	t.set(&timer{runID: runID, tick: tk}, due)
 }
 
 // watchDue is when the watch c of a task that went out at out fires: at c.At, later by as much
@@ -140,10 +161,12 @@ func (t *timers) find(runID string, tk tick) *timer {
 	return nil
 }
 
-// remove takes tm out of its run's timers, moving the slice's last into its place; t.mu is
-// held. A run's keyed index goes once it is down to half of keyedFrom, so that a map step's
-// thousands of watches do not leave their map behind a run that waits with one.
+// remove takes tm out of the queue and out of its run's timers, moving the slice's last into
+// its place; t.mu is held. A run's keyed index goes once it is down to half of keyedFrom, so
+// that a map step's thousands of watches do not leave their map behind a run that waits with
+// one.
 func (t *timers) remove(tm *timer) {
+	t.unqueue(tm)
 	list := t.runs[tm.runID]
 	last := len(list) - 1
 	list[tm.idx] = list[last]
@@ -167,10 +190,53 @@ func (t *timers) remove(tm *timer) {
 func (t *timers) set(tm *timer, due time.Time) {
 	tm.due = due
 	list := append(t.runs[tm.runID], tm)
-	tm.idx = len(list) - 1
+	tm.idx = int32(len(list) - 1)
 	t.runs[tm.runID] = list
 	t.index(tm.runID, list)
-	tm.t = time.AfterFunc(due.Sub(t.now()), tm.fired)
+	heap.Push(&t.queue, tm)
+	t.rewind()
+}
+
+// unqueue takes tm out of the queue if it waits there; t.mu is held. The wake set for it, if
+// it was first, stays: it finds nothing due and is set again.
+func (t *timers) unqueue(tm *timer) {
+	if tm.queued != notQueued {
+		heap.Remove(&t.queue, int(tm.queued))
+	}
+}
+
+// rewind sets the wake for the queue's first timer unless it is set for that time or before;
+// t.mu is held.
+func (t *timers) rewind() {
+	if len(t.queue) == 0 {
+		return
+	}
+	first := t.queue[0].due
+	if !t.wakeAt.IsZero() && !first.Before(t.wakeAt) {
+		return
+	}
+	t.wakeAt = first
+	t.wake.Reset(first.Sub(t.now()))
+}
+
+// wakeUp takes the timers due out of the queue and fires each on a goroutine of its own, as a
+// runtime timer each would, then sets the wake for the next. Due means at or before the time
+// the wake was set for, or now on the engine's clock if that is later.
+func (t *timers) wakeUp() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	now := t.now()
+	if now.Before(t.wakeAt) {
+		now = t.wakeAt
+	}
+	t.wakeAt = time.Time{}
+	for len(t.queue) > 0 && !t.queue[0].due.After(now) {
+		go t.fired(heap.Pop(&t.queue).(*timer))
+	}
+	t.rewind()
 }
 
 // index keeps run runID's timers by key once it holds more than keyedFrom; t.mu is held.
@@ -192,8 +258,7 @@ func (t *timers) index(runID string, list []*timer) {
 
 // fired publishes the tick; a failed publication is tried again a second later. A timer that
 // another replaced meanwhile leaves the run's timers alone.
-func (tm *timer) fired() {
-	t := tm.ts
+func (t *timers) fired(tm *timer) {
 	err := t.fire(tm.runID, tm.command())
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -217,7 +282,7 @@ func (t *timers) cancelRun(runID string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, tm := range t.runs[runID] {
-		tm.t.Stop()
+		t.unqueue(tm)
 	}
 	delete(t.runs, runID)
 	delete(t.keyed, runID)
@@ -230,7 +295,7 @@ func (t *timers) cancelWhere(mine func(runID string) bool) {
 	for id, list := range t.runs {
 		if mine(id) {
 			for _, tm := range list {
-				tm.t.Stop()
+				t.unqueue(tm)
 			}
 			delete(t.runs, id)
 			delete(t.keyed, id)
@@ -243,11 +308,44 @@ func (t *timers) close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.closed = true
-	for _, list := range t.runs {
-		for _, tm := range list {
-			tm.t.Stop()
-		}
-	}
+	t.wake.Stop()
 	t.runs = nil
 	t.keyed = nil
+	t.queue = nil
 }
+
+// timerQueue is a heap of timers, the first due first ([container/heap]); each timer knows its
+// place in it, so that one disarmed leaves it in O(log n).
+type timerQueue []*timer
+
+func (q timerQueue) Len() int           { return len(q) }
+func (q timerQueue) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
+
+func (q timerQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].queued, q[j].queued = int32(i), int32(j)
+}
+
+func (q *timerQueue) Push(x any) {
+	tm := x.(*timer)
+	tm.queued = int32(len(*q))
+	*q = append(*q, tm)
+}
+
+// Pop takes the last timer out; the queue's array shrinks by half once a quarter of it is in
+// use, so that a burst of waiting runs, once over, does not keep its size.
+func (q *timerQueue) Pop() any {
+	old := *q
+	last := len(old) - 1
+	tm := old[last]
+	old[last] = nil
+	tm.queued = notQueued
+	*q = old[:last]
+	if c := cap(old); c > minQueueCap && last < c/4 {
+		*q = append(make(timerQueue, 0, c/2), old[:last]...)
+	}
+	return tm
+}
+
+// minQueueCap is the size below which the queue's array is kept whatever it holds.
+const minQueueCap = 256

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"log/slog"
+	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"testing"
@@ -15,8 +16,9 @@ func ignoreTicks(string, engine.Command) error { return nil }
 
 // A waiting run holds one timer (its loop_delay, its deadline): ten thousand waiting runs hold
 // ten thousand. Each used to cost about 1.1 KB of heap (a map per run, the tick's message id as
-// its key, the whole command in a closure); what stays must be small enough for the aim of
-// 10,000 waiting runs under 100 MB, engine and server together.
+// its key, the whole command in a closure), then 345 B with a runtime timer each, 191 B in one
+// queue; what stays must be small enough for the aim of 10,000 waiting runs under 100 MB,
+// engine and server together.
 func TestTimersCostPerWaitingRun(t *testing.T) {
 	const runs = 10_000
 	ids := make([]string, runs)
@@ -32,8 +34,8 @@ func TestTimersCostPerWaitingRun(t *testing.T) {
 	}
 	per := (liveHeap() - before) / runs
 	t.Logf("%d B per waiting run's timer", per)
-	if per > 400 {
-		t.Errorf("a waiting run's timer costs %d B of heap, want at most 400", per)
+	if per > 250 {
+		t.Errorf("a waiting run's timer costs %d B of heap, want at most 250", per)
 	}
 	runtime.KeepAlive(ts)
 }
@@ -93,11 +95,18 @@ func TestTimersArm(t *testing.T) {
 		ts := newTimers(time.Now, ignoreTicks, slog.Default())
 		defer ts.close()
 		ts.arm("r", watch, time.Now())
+		ts.mu.Lock()
+		first := ts.find("r", tickOf(watch))
+		ts.mu.Unlock()
 		ts.arm("r", watch2, time.Now())
 		ts.mu.Lock()
 		defer ts.mu.Unlock()
-		if tm := ts.find("r", tickOf(watch2)); tm == nil || !tm.due.Equal(watch2.At) {
+		tm := ts.find("r", tickOf(watch2))
+		if tm == nil || !tm.due.Equal(watch2.At) || !tm.tick.at.Equal(watch2.At) {
 			t.Fatalf("the watch is due %v, want %v", tm, watch2.At)
+		}
+		if tm != first { // a loop's every iteration moves its watch: no timer made for it
+			t.Fatal("the watch waiting was replaced by a new timer, not moved")
 		}
 	})
 	for _, c := range []engine.Command{tick, {Type: engine.CmdSchedule, Step: "work", Item: -1, Activation: 1, Watch: true}} {
@@ -165,7 +174,7 @@ func checkTimers(t *testing.T, ts *timers, runID string, n int) {
 		t.Fatalf("%d timers, want %d", len(list), n)
 	}
 	for i, tm := range list {
-		if tm.idx != i {
+		if int(tm.idx) != i {
 			t.Fatalf("timer %d says it is at %d", i, tm.idx)
 		}
 		if ts.find(runID, tm.tick) != tm {
@@ -203,5 +212,167 @@ func BenchmarkTimersArmOneRun(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*2*n), "ns/timer")
 		})
+	}
+}
+
+// The timers wait in one queue under one runtime timer: whatever is armed, replaced and
+// cancelled, in any order, the queue holds every timer not firing exactly once, in heap order,
+// each knowing its place, and the wake is set no later than the first of them.
+func TestTimersQueue(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	later := time.Now().Add(time.Hour) // none comes due while the test runs
+	ts := newTimers(time.Now, ignoreTicks, slog.Default())
+	defer ts.close()
+	for op := range 5000 {
+		run := "r" + strconv.Itoa(rng.IntN(20))
+		c := engine.Command{Type: engine.CmdSchedule, At: later.Add(time.Duration(rng.IntN(1000)) * time.Second), Step: "s", Item: rng.IntN(12), Activation: 1, Watch: rng.IntN(2) == 0}
+		switch r := rng.IntN(20); {
+		case r == 0:
+			ts.cancelRun(run)
+		case r == 1:
+			ts.cancelWhere(func(id string) bool { return id == run })
+		default:
+			ts.arm(run, c, time.Now())
+		}
+		checkQueue(t, ts, op)
+	}
+}
+
+// checkQueue checks the queue's invariants after operation op.
+func checkQueue(t *testing.T, ts *timers, op int) {
+	t.Helper()
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	total := 0
+	for id, list := range ts.runs {
+		total += len(list)
+		for _, tm := range list {
+			if tm.queued == notQueued || int(tm.queued) >= len(ts.queue) || ts.queue[tm.queued] != tm {
+				t.Fatalf("after %d operations: run %s's timer %+v is not in its place in the queue", op, id, tm.tick)
+			}
+		}
+	}
+	if total != len(ts.queue) {
+		t.Fatalf("after %d operations: the queue holds %d timers, the runs %d", op, len(ts.queue), total)
+	}
+	for i, tm := range ts.queue {
+		if int(tm.queued) != i {
+			t.Fatalf("after %d operations: the timer at %d says it is at %d", op, i, tm.queued)
+		}
+		if parent := (i - 1) / 2; i > 0 && tm.due.Before(ts.queue[parent].due) {
+			t.Fatalf("after %d operations: the timer at %d is due before its parent", op, i)
+		}
+	}
+	if len(ts.queue) > 0 && (ts.wakeAt.IsZero() || ts.wakeAt.After(ts.queue[0].due)) {
+		t.Fatalf("after %d operations: the wake is set for %v, the first timer is due %v", op, ts.wakeAt, ts.queue[0].due)
+	}
+}
+
+// Timers of many runs, due at different times already passed, each fire once however often
+// they are armed before they are published, and the queue is empty after them.
+func TestTimersFireEachOnce(t *testing.T) {
+	const runs = 200
+	got := make(chan string, 2*runs)
+	armed := make(chan struct{}) // a tick fired is armed again only once every run's is armed twice
+	ts := newTimers(time.Now, func(runID string, _ engine.Command) error {
+		<-armed
+		got <- runID
+		return nil
+	}, slog.Default())
+	defer ts.close()
+	past := time.Now().Add(-time.Minute)
+	for i := range runs {
+		c := engine.Command{Type: engine.CmdSchedule, At: past.Add(time.Duration(i%7) * time.Second), Step: "wait", Item: -1, Activation: 1}
+		ts.arm("r"+strconv.Itoa(i), c, time.Now())
+		ts.arm("r"+strconv.Itoa(i), c, time.Now()) // armed twice while it fires, fires once
+	}
+	close(armed)
+	seen := map[string]bool{}
+	for range runs {
+		id := <-got
+		if seen[id] {
+			t.Fatalf("run %s's tick fired twice", id)
+		}
+		seen[id] = true
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if len(ts.queue) != 0 {
+		t.Fatalf("%d timers wait after every one fired", len(ts.queue))
+	}
+	select {
+	case id := <-got:
+		t.Fatalf("run %s's tick fired again", id)
+	default:
+	}
+}
+
+// A wake set for a timer disarmed since finds nothing due, fires nothing, and is set again for
+// the first timer left.
+func TestTimersWakeAfterDisarm(t *testing.T) {
+	fired := make(chan string, 1)
+	ts := newTimers(time.Now, func(runID string, _ engine.Command) error {
+		fired <- runID
+		return nil
+	}, slog.Default())
+	defer ts.close()
+	soon, later := time.Now().Add(time.Minute), time.Now().Add(time.Hour)
+	ts.arm("late", engine.Command{Type: engine.CmdSchedule, At: later, Step: "wait", Item: -1, Activation: 1}, time.Now())
+	ts.arm("soon", engine.Command{Type: engine.CmdSchedule, At: soon, Step: "wait", Item: -1, Activation: 1}, time.Now())
+	ts.cancelRun("soon")
+	ts.mu.Lock()
+	wakeAt := ts.wakeAt
+	ts.mu.Unlock()
+	if !wakeAt.Equal(soon) {
+		t.Fatalf("the wake is set for %v, want the disarmed timer's %v", wakeAt, soon)
+	}
+	ts.wakeUp() // the wake set for soon comes
+	ts.mu.Lock()
+	wakeAt, queued := ts.wakeAt, len(ts.queue)
+	ts.mu.Unlock()
+	if !wakeAt.Equal(later) || queued != 1 {
+		t.Fatalf("after the wake: set for %v with %d timers queued, want %v and 1", wakeAt, queued, later)
+	}
+	select {
+	case id := <-fired:
+		t.Fatalf("run %s's tick fired before it was due", id)
+	default:
+	}
+}
+
+// A step with a timeout has its watch moved at every iteration's dispatch: moving it makes
+// nothing.
+func TestTimersMoveWatchAllocs(t *testing.T) {
+	ts := newTimers(time.Now, ignoreTicks, slog.Default())
+	defer ts.close()
+	at := time.Now().Add(time.Hour)
+	w := engine.Command{Type: engine.CmdSchedule, At: at, Step: "loop", Item: -1, Watch: true}
+	ts.arm("r", w, time.Now())
+	allocs := testing.AllocsPerRun(100, func() {
+		w.At = w.At.Add(time.Second)
+		ts.arm("r", w, time.Now())
+	})
+	if allocs != 0 {
+		t.Fatalf("moving a watch allocates %.1f times, want 0", allocs)
+	}
+}
+
+// The queue's array shrinks once the timers of a burst are gone.
+func TestTimersQueueShrinks(t *testing.T) {
+	ts := newTimers(time.Now, ignoreTicks, slog.Default())
+	defer ts.close()
+	later := time.Now().Add(time.Hour)
+	const runs = 10_000
+	for i := range runs {
+		ts.arm("r"+strconv.Itoa(i), engine.Command{Type: engine.CmdSchedule, At: later, Step: "wait", Item: -1, Activation: 1}, time.Now())
+	}
+	for i := range runs - 1 {
+		ts.cancelRun("r" + strconv.Itoa(i))
+	}
+	checkQueue(t, ts, runs)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if c := cap(ts.queue); c > minQueueCap {
+		t.Fatalf("the queue keeps an array of %d for one timer", c)
 	}
 }

@@ -135,7 +135,9 @@ func New(cfg Config) (*Limiter, error) {
 		l.log = slog.New(slog.DiscardHandler)
 	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
-	go l.renewals()
+	// The first round's wait is registered before New returns, not when the goroutine comes
+	// to run: a clock moved by a test right after would otherwise pass it unseen.
+	go l.renewals(l.after(l.ctx, l.lease/3))
 	return l, nil
 }
 
@@ -461,10 +463,10 @@ func (l *Limiter) unhold(key, id string) {
 	}
 }
 
-// renewals renews the leases of the slots held every third of a lease, until Close.
-func (l *Limiter) renewals() {
+// renewals renews the leases of the slots held every third of a lease, until Close; timer is
+// the first round's wait.
+func (l *Limiter) renewals(timer <-chan time.Time) {
 	defer close(l.done)
-	timer := l.after(l.ctx, l.lease/3)
 	for {
 		select {
 		case <-timer:

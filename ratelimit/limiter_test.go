@@ -312,6 +312,23 @@ func TestLiveHolderKeepsItsSlot(t *testing.T) {
 	}
 }
 
+// TestRenewalsWaitFromNew: the first round of renewals waits from New on, registered before
+// New returns, so that a clock moved at once is not missed: when the renewals' goroutine
+// registered it as it came to run, a test that moved the clock first waited for a renewal
+// that never came (TestLiveHolderKeepsItsSlot hung so in a loaded run of every test).
+func TestRenewalsWaitFromNew(t *testing.T) {
+	s := newShared(t)
+	clk := clock.NewManual(t0)
+	l, err := ratelimit.New(ratelimit.Config{JS: s.env.Box.JetStream(), Bucket: s.env.Box.Names().LimitsBucket(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if next, ok := clk.Next(); !ok || !next.Equal(t0.Add(ratelimit.DefaultLease/3)) {
+		t.Fatalf("after New, the clock's next wait is %v (%v), want the renewals' at %v", next, ok, t0.Add(ratelimit.DefaultLease/3))
+	}
+}
+
 // TestRetryAfterPausesEveryWorker: a 429 with Retry-After from a server speaking the OpenAI
 // protocol, answered to one worker's call, makes another worker's call of the same model wait
 // until then before it reaches the server; a call of another model does not wait.

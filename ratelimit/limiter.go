@@ -35,7 +35,10 @@ type Config struct {
 	JS     jetstream.JetStream
 	Bucket string
 	// Clock is the time of the buckets, leases and waits (nil: the real clock). The waits use
-	// its After method when it has one (clock.Manual), so that a test moves them.
+	// its After method when it has one (clock.Manual), so that a test moves them. A clock
+	// without one (clock.Virtual) is slept on by a call's waits, which moves it, while the
+	// renewals of leases keep the real clock's pace: a sleep on it returns at once, and they
+	// would otherwise follow each other without pause, moving it as they went.
 	Clock clock.Clock
 	// Lease is how long a slot is held without being renewed (0: DefaultLease); it is renewed
 	// every third of it while the call runs. A place in the queue lasts a third of it.
@@ -137,7 +140,7 @@ func New(cfg Config) (*Limiter, error) {
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	// The first round's wait is registered before New returns, not when the goroutine comes
 	// to run: a clock moved by a test right after would otherwise pass it unseen.
-	go l.renewals(l.after(l.ctx, l.lease/3))
+	go l.renewals(l.renewAfter(l.lease / 3))
 	return l, nil
 }
 
@@ -473,7 +476,7 @@ func (l *Limiter) renewals(timer <-chan time.Time) {
 		case <-l.ctx.Done():
 			return
 		}
-		timer = l.after(l.ctx, l.lease/3) // the next round's, counted from this one's time
+		timer = l.renewAfter(l.lease / 3) // the next round's, counted from this one's time
 		l.mu.Lock()
 		held := map[string][]string{}
 		for key, ids := range l.held {
@@ -500,6 +503,18 @@ func (l *Limiter) renewals(timer <-chan time.Time) {
 			renewed()
 		}
 	}
+}
+
+// renewAfter returns a channel that receives once the renewals' wait d passed: on the
+// limiter's clock when it has an After method (clock.Manual), else on the real clock (see
+// Config.Clock).
+func (l *Limiter) renewAfter(d time.Duration) <-chan time.Time {
+	if c, ok := l.clk.(interface {
+		After(time.Duration) <-chan time.Time
+	}); ok {
+		return c.After(d)
+	}
+	return time.After(d)
 }
 
 // after returns a channel that receives once d passed on the limiter's clock: a clock with an

@@ -329,6 +329,31 @@ func TestRenewalsWaitFromNew(t *testing.T) {
 	}
 }
 
+// TestRenewalsOnAVirtualClock: a clock that can only be slept on (clock.Virtual) returns from
+// a sleep at once; the renewals keep the real clock's pace on it rather than follow each
+// other without pause, moving it on as they went. A call granted at once leaves it where it
+// was.
+func TestRenewalsOnAVirtualClock(t *testing.T) {
+	s := newShared(t)
+	clk := clock.NewVirtual(t0)
+	l, err := ratelimit.New(ratelimit.Config{JS: s.env.Box.JetStream(), Bucket: s.env.Box.Names().LimitsBucket(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	scope := ratelimit.Scope{Key: ratelimit.ModelKey("local", "m"), Limits: ratelimit.Limits{MaxConcurrent: 1}}
+	g, err := l.Acquire(s.env.Ctx, scope, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Release(1); err != nil {
+		t.Fatal(err)
+	}
+	if now := clk.Now(); !now.Equal(t0) {
+		t.Fatalf("the virtual clock moved %v with nothing waiting", now.Sub(t0))
+	}
+}
+
 // TestRetryAfterPausesEveryWorker: a 429 with Retry-After from a server speaking the OpenAI
 // protocol, answered to one worker's call, makes another worker's call of the same model wait
 // until then before it reaches the server; a call of another model does not wait.

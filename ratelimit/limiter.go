@@ -509,12 +509,15 @@ func (l *Limiter) renewals(timer <-chan time.Time) {
 // limiter's clock when it has an After method (clock.Manual), else on the real clock (see
 // Config.Clock).
 func (l *Limiter) renewAfter(d time.Duration) <-chan time.Time {
-	if c, ok := l.clk.(interface {
-		After(time.Duration) <-chan time.Time
-	}); ok {
+	if c, ok := l.clk.(afterClock); ok {
 		return c.After(d)
 	}
 	return time.After(d)
+}
+
+// afterClock is a clock whose waits a test moves (clock.Manual).
+type afterClock interface {
+	After(time.Duration) <-chan time.Time
 }
 
 // after returns a channel that receives once d passed on the limiter's clock: a clock with an
@@ -522,9 +525,7 @@ func (l *Limiter) renewAfter(d time.Duration) <-chan time.Time {
 // sleeps, which moves it.
 func (l *Limiter) after(ctx context.Context, d time.Duration) <-chan time.Time {
 	switch c := l.clk.(type) {
-	case interface {
-		After(time.Duration) <-chan time.Time
-	}:
+	case afterClock:
 		return c.After(d)
 	case clock.Real:
 		return time.After(d)

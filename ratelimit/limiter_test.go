@@ -73,6 +73,18 @@ func (s *shared) limiter(t *testing.T, name string) *limiter {
 	return lim
 }
 
+// limiterOn is a limiter on the test's own connection with a clock of its own, closed when
+// the test ends.
+func (s *shared) limiterOn(t *testing.T, clk clock.Clock) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(ratelimit.Config{JS: s.env.Box.JetStream(), Bucket: s.env.Box.Names().LimitsBucket(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
 // crash cuts the limiter off as a process that died would be: its connection closed, nothing
 // released, its renewals stopped.
 func (l *limiter) crash() {
@@ -319,11 +331,7 @@ func TestLiveHolderKeepsItsSlot(t *testing.T) {
 func TestRenewalsWaitFromNew(t *testing.T) {
 	s := newShared(t)
 	clk := clock.NewManual(t0)
-	l, err := ratelimit.New(ratelimit.Config{JS: s.env.Box.JetStream(), Bucket: s.env.Box.Names().LimitsBucket(), Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	s.limiterOn(t, clk)
 	if next, ok := clk.Next(); !ok || !next.Equal(t0.Add(ratelimit.DefaultLease/3)) {
 		t.Fatalf("after New, the clock's next wait is %v (%v), want the renewals' at %v", next, ok, t0.Add(ratelimit.DefaultLease/3))
 	}
@@ -336,11 +344,7 @@ func TestRenewalsWaitFromNew(t *testing.T) {
 func TestRenewalsOnAVirtualClock(t *testing.T) {
 	s := newShared(t)
 	clk := clock.NewVirtual(t0)
-	l, err := ratelimit.New(ratelimit.Config{JS: s.env.Box.JetStream(), Bucket: s.env.Box.Names().LimitsBucket(), Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := s.limiterOn(t, clk)
 	scope := ratelimit.Scope{Key: ratelimit.ModelKey("local", "m"), Limits: ratelimit.Limits{MaxConcurrent: 1}}
 	g, err := l.Acquire(s.env.Ctx, scope, 1)
 	if err != nil {

@@ -542,3 +542,40 @@ func TestAppendAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// The decoding benchmarks decode what an engine and a worker decode at every iteration of 64
+// loops at once: the answers and the tasks of 64 runs in turn.
+
+func BenchmarkDecodeTask(b *testing.B) {
+	benchDecode(b, func(i int) []byte {
+		t := benchTask()
+		t.RunID = fmt.Sprintf("run-%06x", i)
+		t.MsgID = t.RunID + "/explore/1/12/1"
+		data, _ := wire.AppendTask(nil, t)
+		return data
+	}, wire.DecodeTask)
+}
+
+func BenchmarkDecodeEvent(b *testing.B) {
+	benchDecode(b, func(i int) []byte {
+		ev := benchEvent()
+		ev.RunID = fmt.Sprintf("run-%06x", i)
+		data, _ := wire.AppendEvent(nil, ev)
+		return data
+	}, wire.DecodeEvent)
+}
+
+func benchDecode[T any](b *testing.B, body func(int) []byte, decode func([]byte) (T, error)) {
+	bodies := make([][]byte, 64)
+	for i := range bodies {
+		bodies[i] = body(i)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := decode(bodies[i%len(bodies)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

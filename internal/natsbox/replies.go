@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -54,8 +55,31 @@ type replySlot struct {
 // holds any more takes its entry with it (the entry holds nothing that holds the connection).
 var repliesOf sync.Map // weak.Pointer[nats.Conn] → *replies
 
+// hotReplies lists the replies of the connections that published lately, found without
+// weak.Make and the map (a lock of the connection's memory span and a hash, on the path of every
+// publish). The list is copied to change and read without a lock; an entry of a connection
+// collected since matches no connection and is dropped by the next change: it holds the
+// replies, not the connection.
+var hotReplies atomic.Pointer[[]hotReply]
+
+// maxHotReplies bounds the list: a process publishes through a few connections (an engine's,
+// a worker's).
+const maxHotReplies = 8
+
+type hotReply struct {
+	conn weak.Pointer[nats.Conn]
+	r    *replies
+}
+
 // repliesFor returns nc's replies, subscribed.
 func repliesFor(nc *nats.Conn) (*replies, error) {
+	if hot := hotReplies.Load(); hot != nil {
+		for _, h := range *hot {
+			if h.conn.Value() == nc {
+				return h.r, nil
+			}
+		}
+	}
 	key := weak.Make(nc)
 	got, ok := repliesOf.Load(key)
 	if !ok {
@@ -63,7 +87,28 @@ func repliesFor(nc *nats.Conn) (*replies, error) {
 	}
 	r := got.(*replies)
 	r.subscribed.Do(func() { r.subscribe(nc, key) })
+	if r.err == nil {
+		rememberHot(key, r)
+	}
 	return r, r.err
+}
+
+// rememberHot puts r, the subscribed replies of key's connection, first in hotReplies.
+func rememberHot(key weak.Pointer[nats.Conn], r *replies) {
+	for {
+		old := hotReplies.Load()
+		next := append(make([]hotReply, 0, maxHotReplies), hotReply{key, r})
+		if old != nil {
+			for _, h := range *old {
+				if len(next) < maxHotReplies && h.conn != key && h.conn.Value() != nil {
+					next = append(next, h)
+				}
+			}
+		}
+		if hotReplies.CompareAndSwap(old, &next) {
+			return
+		}
+	}
 }
 
 // subscribe subscribes r on nc, whose key in repliesOf is key.

@@ -166,3 +166,73 @@ func TestRepliesGoWithTheirConnection(t *testing.T) {
 	}
 	t.Error("the replies of a closed connection no one holds are still held 10 s after it closed")
 }
+
+// Each connection has replies of its own, the same at every lookup, however many connections
+// publish in turn (more than hotReplies lists).
+func TestRepliesOfManyConnections(t *testing.T) {
+	b := open(t, Options{DataDir: t.TempDir()})
+	respond(t, b.Conn(), "echo.many-conns", echo)
+	conns := []*nats.Conn{b.Conn()}
+	for i := range maxHotReplies + 3 {
+		c, err := b.Connect(testCtx(t), fmt.Sprintf("replies-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		conns = append(conns, c.Conn())
+	}
+	first := map[*nats.Conn]*replies{}
+	prefixes := map[string]bool{}
+	for round := range 3 {
+		for i, nc := range conns {
+			data := fmt.Sprintf("%d/%d", round, i)
+			if reply, err := sendForReply(nc, &nats.Msg{Subject: "echo.many-conns", Data: []byte(data)}, 5*time.Second); err != nil || string(reply.Data) != data {
+				t.Fatalf("connection %d, request %s = %v, %v; want its own reply", i, data, reply, err)
+			}
+			r, err := repliesFor(nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if round == 0 {
+				first[nc] = r
+				prefixes[r.prefix] = true
+			} else if first[nc] != r {
+				t.Fatalf("connection %d: its replies changed between lookups", i)
+			}
+		}
+	}
+	if len(prefixes) != len(conns) {
+		t.Errorf("%d connections share %d reply prefixes: want one each", len(conns), len(prefixes))
+	}
+}
+
+// BenchmarkRepliesFor looks up the replies of one of three connections in turn, from every
+// processor at once, as an engine's and a worker's publishes do at every iteration.
+func BenchmarkRepliesFor(b *testing.B) {
+	box := openB(b, Options{DataDir: b.TempDir()})
+	conns := []*nats.Conn{box.Conn()}
+	for _, name := range []string{"bench-replies-1", "bench-replies-2"} {
+		c, err := box.Connect(b.Context(), name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = c.Close() })
+		conns = append(conns, c.Conn())
+	}
+	for _, nc := range conns {
+		if _, err := repliesFor(nc); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, err := repliesFor(conns[i%len(conns)]); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+}

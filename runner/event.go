@@ -9,6 +9,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -75,10 +76,29 @@ func (d *dropError) Unwrap() error { return d.err }
 
 func permanent(err error) error { return &dropError{err} }
 
+// events keeps the events the engine decoded, for the next once settled ([Engine.settle]):
+// an event is read only until its message is settled (the engine decides on a copy), and it
+// was an allocation of 512 bytes at every iteration.
+var events = sync.Pool{New: func() any { return new(protocol.Event) }}
+
+// keepEvent hands ev back to events, emptied, so that the pool holds on to nothing the event
+// held (its output, its records): the state decided from it may hold them, and the next
+// decoding into ev starts from an empty event anyway (wire.DecodeEventInto).
+func keepEvent(ev *protocol.Event) {
+	if ev != nil {
+		*ev = protocol.Event{}
+		events.Put(ev)
+	}
+}
+
 // handle decides one event message and settles it.
 func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
-	ev, err := wire.DecodeEvent(m.Data())
-	if err == nil {
+	ev := events.Get().(*protocol.Event)
+	err := wire.DecodeEventInto(m.Data(), ev)
+	if err != nil {
+		keepEvent(ev)
+		ev = nil
+	} else {
 		err = e.admitSubject(m.Subject(), ev)
 	}
 	switch {
@@ -287,6 +307,8 @@ func delivered(m jetstream.Msg) uint64 {
 	return d.NumDelivered
 }
 
+// settle acknowledges m, or gives it back, or ends it, as out says, and hands ev, the event it
+// carried (nil: none), back to events: the caller must not read it after.
 func (e *Engine) settle(m jetstream.Msg, out outcome, ev *protocol.Event) {
 	var err error
 	switch out {
@@ -315,8 +337,18 @@ func (e *Engine) settle(m jetstream.Msg, out outcome, ev *protocol.Event) {
 	}
 	e.done(m)
 	if e.observe != nil {
-		e.observe(out, ev)
+		e.observe(out, observerCopy(ev))
 	}
+	keepEvent(ev)
+}
+
+// observerCopy is a copy of ev for the observe hook, which may keep it: ev goes back to events.
+func observerCopy(ev *protocol.Event) *protocol.Event {
+	if ev == nil {
+		return nil
+	}
+	c := *ev
+	return &c
 }
 
 // holdFor is the delay of an event held back for the n-th time: 250ms, doubling after the

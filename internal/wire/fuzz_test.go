@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/reins-run/reins/internal/natsbox"
 	"github.com/reins-run/reins/internal/wire"
+	"github.com/reins-run/reins/protocol"
 )
 
 // FuzzDecodeTask: DecodeTask never panics, fails only with ErrMalformed, and what it accepts
@@ -126,6 +128,32 @@ func FuzzDecodeEvent(f *testing.F) {
 		}
 		if !bytes.Equal(b1, b2) {
 			t.Fatalf("the encoding is not stable:\n%s\n%s", b1, b2)
+		}
+	})
+}
+
+// FuzzDecodeEventInto: decoding into an event that held another gives what DecodeEvent gives,
+// error or event: nothing of the first is left (an engine decodes every event into one it
+// kept).
+func FuzzDecodeEventInto(f *testing.F) {
+	samples := sampleEvents()
+	for i, ev := range samples {
+		first, _ := wire.EncodeEvent(ev)
+		second, _ := wire.EncodeEvent(samples[(i+1)%len(samples)])
+		f.Add(first, second)
+	}
+	f.Add([]byte(`{"run_id":"r","type":"continued","usage":{"model_calls":1},"output":[1,2,3]}`), []byte(`{"run_id":"r","type":"continued","usage":{"tool_calls":2}}`))
+	f.Add([]byte(`{"run_id":"r","type":"continued","output":"long output"}`), []byte(`{"run_id":"s","type":"x","output":1}`))
+	f.Fuzz(func(t *testing.T, first, second []byte) {
+		ev := new(protocol.Event)
+		_ = wire.DecodeEventInto(first, ev)
+		err := wire.DecodeEventInto(second, ev)
+		want, wantErr := wire.DecodeEvent(second)
+		switch {
+		case (err == nil) != (wantErr == nil):
+			t.Fatalf("DecodeEventInto(%q) after %q: %v; DecodeEvent: %v", second, first, err, wantErr)
+		case err == nil && !reflect.DeepEqual(ev, want):
+			t.Fatalf("DecodeEventInto(%q) after %q = %+v, want %+v", second, first, ev, want)
 		}
 	})
 }

@@ -147,20 +147,31 @@ func EncodeEvent(ev *protocol.Event) ([]byte, error) { return Encode(ev, AppendE
 
 // DecodeEvent decodes the body of an event message.
 func DecodeEvent(data []byte) (*protocol.Event, error) {
-	ev := protocol.Event{Item: -1} // an event without "item" addresses no child
-	if !decodeEventFast(data, &ev) {
-		ev = protocol.Event{Item: -1}
-		if err := jsonv1.Unmarshal(data, &ev); err != nil {
-			return nil, fmt.Errorf("event: %w: %v", ErrMalformed, err)
+	ev := new(protocol.Event)
+	if err := DecodeEventInto(data, ev); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// DecodeEventInto is [DecodeEvent] into ev, whatever ev held before: an engine decodes every
+// event into one it keeps for the next once the event is settled. On an error ev holds what
+// was decoded so far.
+func DecodeEventInto(data []byte, ev *protocol.Event) error {
+	*ev = protocol.Event{Item: -1} // an event without "item" addresses no child
+	if !decodeEventFast(data, ev) {
+		*ev = protocol.Event{Item: -1}
+		if err := jsonv1.Unmarshal(data, ev); err != nil {
+			return fmt.Errorf("event: %w: %v", ErrMalformed, err)
 		}
 	}
 	if ev.RunID == "" {
-		return nil, fmt.Errorf("event: %w: no run_id", ErrMalformed)
+		return fmt.Errorf("event: %w: no run_id", ErrMalformed)
 	}
 	if ev.Type == "" {
-		return nil, fmt.Errorf("event for run %s: %w: no type", ev.RunID, ErrMalformed)
+		return fmt.Errorf("event for run %s: %w: no type", ev.RunID, ErrMalformed)
 	}
-	return &ev, nil
+	return nil
 }
 
 // Answer returns the event a worker publishes to answer task t: typ completed, continued,

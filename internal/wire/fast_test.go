@@ -5,7 +5,9 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/reins-run/reins/protocol"
 )
 
@@ -120,4 +122,25 @@ func FuzzDecodeEventFast(f *testing.F) {
 			t.Fatalf("decodeEventFast(%q) = %+v; encoding/json: %+v, %v", data, got, want, err)
 		}
 	})
+}
+
+// A decoder's strings seen lately are told apart by their bytes, whichever place they share
+// (seenPlace), and one seen again is the string interned the first time.
+func TestDecoderSeenStrings(t *testing.T) {
+	fd := new(fastDecoder)
+	values := []string{"", "a", "b", "ab", "ba", "run-000001", "run-000002", "run-100000", "explore", "agent_loop", "continued"}
+	first := map[string]string{}
+	for round := range 3 {
+		for _, want := range values {
+			var got string
+			if !fd.same(jsontext.Value(`"`+want+`"`), &got) || got != want {
+				t.Fatalf("round %d: same(%q) = %q", round, want, got)
+			}
+			if round == 0 {
+				first[want] = got
+			} else if want != "" && unsafe.StringData(got) != unsafe.StringData(first[want]) {
+				t.Errorf("round %d: %q is another string than the one interned the first time", round, want)
+			}
+		}
+	}
 }

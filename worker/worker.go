@@ -237,7 +237,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer w.stopped()
-	w.goroutines = newGoroutines()
+	w.goroutines = newGoroutines(goroutineIdle)
 	defer w.goroutines.stop()
 	if err := natsbox.EnsureLayout(ctx, w.js, w.box.Layout()); err != nil {
 		return fmt.Errorf("worker: %w", err)

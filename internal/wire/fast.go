@@ -35,7 +35,7 @@ type fastDecoder struct {
 	dec jsontext.Decoder
 	// seen holds strings this decoder interned lately, each in the place a hash of its bytes
 	// gives (seenPlace): a value seen again is found here, without the lock and the map of
-	// intern's table, which were a hundredth of the CPU of 64 loops.
+	// intern's table (a hundredth of the 64 loops' CPU, a third of it from decoding).
 	seen [16]string
 }
 

@@ -2,6 +2,7 @@ package natsbox
 
 import (
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -58,8 +59,8 @@ var repliesOf sync.Map // weak.Pointer[nats.Conn] → *replies
 // hotReplies lists the replies of the connections that published lately, found without
 // weak.Make and the map (a lock of the connection's memory span and a hash, on the path of every
 // publish). The list is copied to change and read without a lock; an entry of a connection
-// collected since matches no connection and is dropped by the next change: it holds the
-// replies, not the connection.
+// collected since matches no connection, and it and those of connections closed are dropped
+// when another is added (rememberHot): an entry holds the replies, not the connection.
 var hotReplies atomic.Pointer[[]hotReply]
 
 // maxHotReplies bounds the list: a process publishes through a few connections (an engine's,
@@ -93,18 +94,26 @@ func repliesFor(nc *nats.Conn) (*replies, error) {
 	return r, r.err
 }
 
-// rememberHot puts r, the subscribed replies of key's connection, first in hotReplies.
+// rememberHot adds r, the subscribed replies of key's connection, to hotReplies when the list
+// has room, or an entry of a connection closed or collected since. A full list of open
+// connections is left as it is: a process that publishes through more connections than it
+// lists finds the others through the map, as before the list, rather than making the list
+// again at every publish.
 func rememberHot(key weak.Pointer[nats.Conn], r *replies) {
 	for {
 		old := hotReplies.Load()
-		next := append(make([]hotReply, 0, maxHotReplies), hotReply{key, r})
+		var list []hotReply
 		if old != nil {
-			for _, h := range *old {
-				if len(next) < maxHotReplies && h.conn != key && h.conn.Value() != nil {
-					next = append(next, h)
-				}
-			}
+			list = *old
 		}
+		kept := slices.DeleteFunc(slices.Clone(list), func(h hotReply) bool {
+			c := h.conn.Value()
+			return h.conn == key || c == nil || c.IsClosed()
+		})
+		if len(kept) == maxHotReplies {
+			return
+		}
+		next := append(kept, hotReply{key, r})
 		if hotReplies.CompareAndSwap(old, &next) {
 			return
 		}

@@ -206,6 +206,45 @@ func TestRepliesOfManyConnections(t *testing.T) {
 	}
 }
 
+// The list of hot replies makes room for an open connection by dropping the closed ones, even
+// while they are still held (not collected).
+func TestHotRepliesLeaveClosedConnections(t *testing.T) {
+	b := open(t, Options{DataDir: t.TempDir()})
+	respond(t, b.Conn(), "echo.hot", echo)
+	request := func(nc *nats.Conn) {
+		t.Helper()
+		if _, err := sendForReply(nc, &nats.Msg{Subject: "echo.hot", Data: []byte("x")}, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connect := func(name string) *nats.Conn {
+		t.Helper()
+		c, err := b.Connect(testCtx(t), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c.Conn()
+	}
+	var closed []*nats.Conn
+	for i := range maxHotReplies {
+		nc := connect(fmt.Sprintf("hot-closed-%d", i))
+		request(nc)
+		nc.Close()
+		closed = append(closed, nc)
+	}
+	nc := connect("hot-open")
+	request(nc)
+	listed := false
+	for _, h := range *hotReplies.Load() {
+		listed = listed || h.conn.Value() == nc
+	}
+	if !listed {
+		t.Error("an open connection's replies are not listed while the list holds closed connections")
+	}
+	runtime.KeepAlive(closed)
+}
+
 // BenchmarkRepliesFor looks up the replies of one of three connections in turn, from every
 // processor at once, as an engine's and a worker's publishes do at every iteration.
 func BenchmarkRepliesFor(b *testing.B) {

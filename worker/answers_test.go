@@ -289,7 +289,7 @@ func TestMalformedTaskIsTerminated(t *testing.T) {
 	e.publish(tk)
 	wantEvent(t, e.event(), protocol.EvCompleted, tk)
 	e.waitSettled(tk.MsgID)
-	info := e.consumerInfo("h")
+	info := e.acked("h")
 	if info.NumAckPending != 0 || info.NumRedelivered != 0 {
 		t.Fatalf("ack pending %d, redelivered %d: malformed tasks must be terminated", info.NumAckPending, info.NumRedelivered)
 	}

@@ -242,6 +242,21 @@ func (e *env) drained(stream string) (uint64, bool) {
 	}
 }
 
+// acked returns handler's consumer once nothing it delivered waits for an acknowledgement,
+// asking again (each a round trip to the server, no sleep) until then or until the failsafe
+// passes: the worker's acknowledgements and terminations are not confirmed, and the server
+// applies them after it has read them.
+func (e *env) acked(handler string) *jetstream.ConsumerInfo {
+	e.t.Helper()
+	deadline := time.Now().Add(failsafe)
+	for {
+		info := e.consumerInfo(handler)
+		if info.NumAckPending == 0 || time.Now().After(deadline) {
+			return info
+		}
+	}
+}
+
 // streamMsgs returns the number of messages in stream, besides the keeper message(s) of
 // REINS_TASKS (natsbox.KeeperSubject, which no worker consumes): in REINS_TASKS, the tasks.
 func (e *env) streamMsgs(stream string) uint64 {

@@ -51,7 +51,8 @@
 //
 // The order of the steps below is what makes a crash at any point safe.
 //
-//  1. Decode the event (wire.DecodeEvent). A malformed body, or a body whose run id is not its
+//  1. Decode the event (wire.DecodeEventInto, into an event kept from one settled before: an
+//     event is read only until its message is settled). A malformed body, or a body whose run id is not its
 //     subject's (or a subject in another partition than its run's), is terminated (Term) with
 //     one log line: it can never be decided. The subject says who sent it (wire.Sender): a
 //     worker on the run's subject, a person on its own (submit, human), the engine on

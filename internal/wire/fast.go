@@ -3,8 +3,6 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"strconv"
 	"sync"
 	"time"
@@ -19,20 +17,18 @@ import (
 // The decoding of tasks and events, on the path of every durable iteration. A worker decodes a
 // task and the engine an event before anything else can happen, and reflection made each of
 // them a twentieth of an iteration's latency. decodeTaskFast and decodeEventFast read the
-// bodies EncodeTask and EncodeEvent write with the tokenizer of go-json-experiment (jsontext):
-// every member of a known name and of the expected kind is set directly, and a member of a
+// bodies EncodeTask and EncodeEvent write with the scanner of scan.go (the tokenizer of
+// go-json-experiment, jsontext, before it): every member of a known name and of the expected kind is set directly, and a member of a
 // nested type (usage, pending calls, decisions, parent) through the reflective decoder. Any
 // other input (an unknown or differently cased name, a name with escapes, a null, a number that
 // is not an integer, invalid UTF-8) makes them report false, and the caller decodes the whole body with
 // the v1 decoder, so the result is always what encoding/json's semantics give
 // (FuzzDecodeTaskFast and FuzzDecodeEventFast hold them to it).
 
-// decoders are reused: a jsontext.Decoder keeps buffers worth reusing between messages.
+// decoders are reused: a decoder keeps the strings it interned lately (seen).
 var decoders = sync.Pool{New: func() any { return new(fastDecoder) }}
 
 type fastDecoder struct {
-	buf bytes.Buffer
-	dec jsontext.Decoder
 	// seen holds strings this decoder interned lately, each in the place a hash of its bytes
 	// gives (seenPlace): a value seen again is found here, without the lock and the map of
 	// intern's table (a hundredth of the 64 loops' CPU, a third of it from decoding).
@@ -47,34 +43,47 @@ func seenPlace(b []byte) int {
 	return (len(b) ^ int(b[0]) ^ int(b[len(b)-1])<<2 ^ int(b[len(b)/2])<<1) & 15
 }
 
-// object calls member for each member of the object data holds, and reports whether data was
-// one object whose members member took.
+// object calls member for each member of the object data holds, its value a slice of data
+// (scan.go checked its syntax), and reports whether data was one object, with nothing but
+// white space around it, whose members member took. A name with an escape is not taken.
 func object(data []byte, member func(fd *fastDecoder, name []byte, v jsontext.Value) bool) bool {
 	fd := decoders.Get().(*fastDecoder)
 	defer decoders.Put(fd)
-	fd.buf.Reset()
-	fd.buf.Write(data)
-	d := &fd.dec
-	d.Reset(&fd.buf, jsontext.AllowDuplicateNames(true))
-	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
 		return false
 	}
-	for d.PeekKind() != '}' {
-		name, err := d.ReadValue()
-		if err != nil || name.Kind() != '"' || bytes.IndexByte(name, '\\') >= 0 {
+	if i = skipSpace(data, i+1); i < len(data) && data[i] == '}' {
+		return skipSpace(data, i+1) == len(data)
+	}
+	for {
+		if i >= len(data) || data[i] != '"' {
 			return false
 		}
-		name = name[1 : len(name)-1]
-		v, err := d.ReadValue()
-		if err != nil || !member(fd, name, v) {
+		end, escaped, ok := scanString(data, i)
+		if !ok || escaped {
+			return false
+		}
+		name := data[i+1 : end-1]
+		if i = skipSpace(data, end); i >= len(data) || data[i] != ':' {
+			return false
+		}
+		i = skipSpace(data, i+1)
+		if end, ok = scanValue(data, i); !ok || !member(fd, name, jsontext.Value(data[i:end])) {
+			return false
+		}
+		if i = skipSpace(data, end); i >= len(data) {
+			return false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return skipSpace(data, i+1) == len(data)
+		default:
 			return false
 		}
 	}
-	if _, err := d.ReadToken(); err != nil {
-		return false
-	}
-	_, err := d.ReadToken()
-	return errors.Is(err, io.EOF) // nothing but white space after the object
 }
 
 // The values of members, each reporting false for a value of another kind.

@@ -106,14 +106,14 @@ func rememberHot(key weak.Pointer[nats.Conn], r *replies) {
 		if old != nil {
 			list = *old
 		}
-		kept := slices.DeleteFunc(slices.Clone(list), func(h hotReply) bool {
+		gone := func(h hotReply) bool {
 			c := h.conn.Value()
 			return h.conn == key || c == nil || c.IsClosed()
-		})
-		if len(kept) == maxHotReplies {
-			return
 		}
-		next := append(kept, hotReply{key, r})
+		if len(list) == maxHotReplies && !slices.ContainsFunc(list, gone) {
+			return // full of open connections: nothing made at every publish
+		}
+		next := append(slices.DeleteFunc(slices.Clone(list), gone), hotReply{key, r})
 		if hotReplies.CompareAndSwap(old, &next) {
 			return
 		}

@@ -98,17 +98,17 @@ func TestWorkerLinksNoEngine(t *testing.T) {
 // workerLinks are the reins packages a worker links: the protocol, its codec, the public
 // connection and what the connection stands on, and the spans' makers on the OpenTelemetry
 // API.
-var workerLinks = []string{"conn", "internal/intern", "internal/natsbox", "internal/natsbox/serverspec",
+var workerLinks = []string{"conn", "internal/intern", "internal/jsonscan", "internal/natsbox", "internal/natsbox/serverspec",
 	"internal/tracing", "internal/wire", "internal/wirespec", "protocol"}
 
 // TestWireLinksOnlyProtocol: the codec of tasks and events links no reins package but the
-// protocol's types and two leaves, and no NATS: a program decodes the wire without a connection.
+// protocol's types and three leaves, and no NATS: a program decodes the wire without a connection.
 func TestWireLinksOnlyProtocol(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "./internal/wire").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	for _, v := range unexpected(reinsPackages(string(out), module+"/internal/wire"), []string{"internal/intern", "internal/wirespec", "protocol"}) {
+	for _, v := range unexpected(reinsPackages(string(out), module+"/internal/wire"), []string{"internal/intern", "internal/jsonscan", "internal/wirespec", "protocol"}) {
 		t.Errorf("package internal/wire: %s", v)
 	}
 	for line := range strings.Lines(string(out)) {

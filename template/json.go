@@ -5,188 +5,38 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/reins-run/reins/internal/jsonscan"
 )
 
-// A small JSON scanner over raw bytes: it validates a document once, then finds keys and indexes
-// by skipping values, without decoding anything it does not return. Values are sub-slices of the
-// document, so numbers keep their exact text.
+// JSON over raw bytes: a document is validated once (internal/jsonscan), then keys and indexes
+// are found by skipping values, without decoding anything that is not returned. Values are
+// sub-slices of the document, so numbers keep their exact text.
 
 // maxDepth bounds nesting, as encoding/json does.
 const maxDepth = 10000
 
 var null = []byte("null")
 
-func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-func skipWS(d []byte, i int) int {
-	for i < len(d) && isWS(d[i]) {
-		i++
-	}
-	return i
-}
-
 // document validates d as one JSON value with optional surrounding whitespace and returns the
 // value without the whitespace. Empty data is null. On failure it returns the offset of the
 // problem.
 func document(d []byte) ([]byte, int, bool) {
-	i := skipWS(d, 0)
+	i := jsonscan.Space(d, 0)
 	if i == len(d) {
 		if len(d) == 0 {
 			return null, 0, true
 		}
 		return nil, i, false
 	}
-	end, ok := skipValue(d, i, 0)
+	end, ok := jsonscan.Value(d, i, maxDepth, false)
 	if !ok {
 		return nil, end, false
 	}
-	if j := skipWS(d, end); j != len(d) {
+	if j := jsonscan.Space(d, end); j != len(d) {
 		return nil, j, false
 	}
 	return d[i:end], 0, true
-}
-
-// skipValue returns the index just past the value that starts at d[i], or the offset of the
-// problem and false.
-func skipValue(d []byte, i, depth int) (int, bool) {
-	if i >= len(d) {
-		return i, false
-	}
-	switch c := d[i]; c {
-	case '"':
-		return skipString(d, i)
-	case '{', '[':
-		if depth >= maxDepth {
-			return i, false
-		}
-		closing := byte('}')
-		if c == '[' {
-			closing = ']'
-		}
-		i = skipWS(d, i+1)
-		if i < len(d) && d[i] == closing {
-			return i + 1, true
-		}
-		for {
-			var ok bool
-			if c == '{' {
-				if i >= len(d) || d[i] != '"' {
-					return i, false
-				}
-				if i, ok = skipString(d, i); !ok {
-					return i, false
-				}
-				i = skipWS(d, i)
-				if i >= len(d) || d[i] != ':' {
-					return i, false
-				}
-				i = skipWS(d, i+1)
-			}
-			if i, ok = skipValue(d, i, depth+1); !ok {
-				return i, false
-			}
-			i = skipWS(d, i)
-			if i >= len(d) {
-				return i, false
-			}
-			if d[i] == closing {
-				return i + 1, true
-			}
-			if d[i] != ',' {
-				return i, false
-			}
-			i = skipWS(d, i+1)
-		}
-	case 't':
-		return skipLiteral(d, i, "true")
-	case 'f':
-		return skipLiteral(d, i, "false")
-	case 'n':
-		return skipLiteral(d, i, "null")
-	default:
-		return skipNumber(d, i)
-	}
-}
-
-func skipLiteral(d []byte, i int, lit string) (int, bool) {
-	if len(d)-i >= len(lit) && string(d[i:i+len(lit)]) == lit {
-		return i + len(lit), true
-	}
-	return i, false
-}
-
-func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-
-func isHex(c byte) bool { return isDigit(c) || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
-
-// skipString skips the string that starts at d[i] == '"'.
-func skipString(d []byte, i int) (int, bool) {
-	for j := i + 1; j < len(d); {
-		switch c := d[j]; {
-		case c == '"':
-			return j + 1, true
-		case c == '\\':
-			if j+1 >= len(d) {
-				return j, false
-			}
-			switch d[j+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				j += 2
-			case 'u':
-				if len(d)-j < 6 || !isHex(d[j+2]) || !isHex(d[j+3]) || !isHex(d[j+4]) || !isHex(d[j+5]) {
-					return j, false
-				}
-				j += 6
-			default:
-				return j, false
-			}
-		case c < 0x20:
-			return j, false
-		default:
-			j++
-		}
-	}
-	return len(d), false
-}
-
-// skipNumber skips -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?.
-func skipNumber(d []byte, i int) (int, bool) {
-	start := i
-	if i < len(d) && d[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(d) && d[i] == '0':
-		i++
-	case i < len(d) && isDigit(d[i]):
-		for i < len(d) && isDigit(d[i]) {
-			i++
-		}
-	default:
-		return start, false
-	}
-	if i < len(d) && d[i] == '.' {
-		i++
-		if i >= len(d) || !isDigit(d[i]) {
-			return i, false
-		}
-		for i < len(d) && isDigit(d[i]) {
-			i++
-		}
-	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		if i >= len(d) || !isDigit(d[i]) {
-			return i, false
-		}
-		for i < len(d) && isDigit(d[i]) {
-			i++
-		}
-	}
-	return i, true
 }
 
 // The functions below take values already validated by document.
@@ -196,18 +46,18 @@ func skipNumber(d []byte, i int) (int, bool) {
 func member(v []byte, key string) ([]byte, bool) {
 	var found []byte
 	ok := false
-	i := skipWS(v, 1)
+	i := jsonscan.Space(v, 1)
 	for i < len(v) && v[i] == '"' {
-		ke, _ := skipString(v, i)
+		ke, _, _ := jsonscan.String(v, i, false)
 		match := keyEquals(v[i:ke], key)
-		i = skipWS(v, skipWS(v, ke)+1) // past ':'
-		ve, _ := skipValue(v, i, 0)
+		i = jsonscan.Space(v, jsonscan.Space(v, ke)+1) // past ':'
+		ve, _ := jsonscan.Value(v, i, maxDepth, false)
 		if match {
 			found, ok = v[i:ve], true
 		}
-		i = skipWS(v, ve)
+		i = jsonscan.Space(v, ve)
 		if i < len(v) && v[i] == ',' {
-			i = skipWS(v, i+1)
+			i = jsonscan.Space(v, i+1)
 		}
 	}
 	return found, ok
@@ -235,16 +85,16 @@ func hasByte(b []byte, c byte) bool {
 // element returns item idx of the array v, or, when there is none, false and the length.
 func element(v []byte, idx int) ([]byte, int, bool) {
 	n := 0
-	i := skipWS(v, 1)
+	i := jsonscan.Space(v, 1)
 	for i < len(v) && v[i] != ']' {
-		e, _ := skipValue(v, i, 0)
+		e, _ := jsonscan.Value(v, i, maxDepth, false)
 		if n == idx {
 			return v[i:e], 0, true
 		}
 		n++
-		i = skipWS(v, e)
+		i = jsonscan.Space(v, e)
 		if i < len(v) && v[i] == ',' {
-			i = skipWS(v, i+1)
+			i = jsonscan.Space(v, i+1)
 		}
 	}
 	return nil, n, false
@@ -254,16 +104,16 @@ func element(v []byte, idx int) ([]byte, int, bool) {
 func elements(v []byte, max int) ([]json.RawMessage, int) {
 	items := make([]json.RawMessage, 0, min(max, 16))
 	n := 0
-	i := skipWS(v, 1)
+	i := jsonscan.Space(v, 1)
 	for i < len(v) && v[i] != ']' {
-		e, _ := skipValue(v, i, 0)
+		e, _ := jsonscan.Value(v, i, maxDepth, false)
 		if n < max {
 			items = append(items, v[i:e:e])
 		}
 		n++
-		i = skipWS(v, e)
+		i = jsonscan.Space(v, e)
 		if i < len(v) && v[i] == ',' {
-			i = skipWS(v, i+1)
+			i = jsonscan.Space(v, i+1)
 		}
 	}
 	return items, n
@@ -276,7 +126,7 @@ func index(seg string) (idx int, ok, huge bool) {
 		return 0, false, false
 	}
 	for i := 0; i < len(seg); i++ {
-		if !isDigit(seg[i]) {
+		if !jsonscan.IsDigit(seg[i]) {
 			return 0, false, false
 		}
 	}
@@ -337,7 +187,7 @@ func appendCompact(b *strings.Builder, v []byte) {
 			}
 		case c == '"':
 			inString = true
-		case isWS(c):
+		case jsonscan.IsSpace(c):
 			continue
 		}
 		b.WriteByte(c)
@@ -346,7 +196,7 @@ func appendCompact(b *strings.Builder, v []byte) {
 
 func hasWS(v []byte) bool {
 	for _, c := range v {
-		if isWS(c) {
+		if jsonscan.IsSpace(c) {
 			return true
 		}
 	}

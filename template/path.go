@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/reins-run/reins/internal/jsonscan"
 )
 
 // Scope is the data a run's templates and paths read: the run input and the output of every step
@@ -149,7 +151,7 @@ func dotted(s string) bool {
 }
 
 func idChar(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || isDigit(c) || c == '_' || c == '-'
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || jsonscan.IsDigit(c) || c == '_' || c == '-'
 }
 
 // walk follows rel (dotted segments, possibly "") from the value v, which is named name in

@@ -10,14 +10,15 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/reins-run/reins/internal/intern"
+	"github.com/reins-run/reins/internal/jsonscan"
 	"github.com/reins-run/reins/protocol"
 )
 
 // The decoding of tasks and events, on the path of every durable iteration. A worker decodes a
 // task and the engine an event before anything else can happen, and reflection made each of
 // them a twentieth of an iteration's latency. decodeTaskFast and decodeEventFast read the
-// bodies EncodeTask and EncodeEvent write with the scanner of scan.go (the tokenizer of
-// go-json-experiment, jsontext, before it): every member of a known name and of the expected kind is set directly, and a member of a
+// bodies EncodeTask and EncodeEvent over internal/jsonscan (the tokenizer of go-json-experiment,
+// jsontext, before it): every member of a known name and of the expected kind is set directly, and a member of a
 // nested type (usage, pending calls, decisions, parent) through the reflective decoder. Any
 // other input (an unknown or differently cased name, a name with escapes, a null, a number that
 // is not an integer, invalid UTF-8) makes them report false, and the caller decodes the whole body with
@@ -42,43 +43,48 @@ func seenPlace(b []byte) int {
 	return (len(b) ^ int(b[0]) ^ int(b[len(b)-1])<<2 ^ int(b[len(b)/2])<<1) & 15
 }
 
+// maxScanDepth bounds the nesting of a member's value the fast decoders follow; a deeper one
+// goes to encoding/json, as any unusual input does.
+const maxScanDepth = 64
+
 // object calls member for each member of the object data holds, its value a slice of data
-// (scan.go checked its syntax), and reports whether data was one object, with nothing but
-// white space around it, whose members member took. A name with an escape is not taken.
+// whose syntax internal/jsonscan checked (its strings' UTF-8 included), and reports whether
+// data was one object, with nothing but white space around it, whose members member took. A
+// name with an escape is not taken.
 func object(data []byte, member func(fd *fastDecoder, name []byte, v jsontext.Value) bool) bool {
 	fd := decoders.Get().(*fastDecoder)
 	defer decoders.Put(fd)
-	i := skipSpace(data, 0)
+	i := jsonscan.Space(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return false
 	}
-	if i = skipSpace(data, i+1); i < len(data) && data[i] == '}' {
-		return skipSpace(data, i+1) == len(data)
+	if i = jsonscan.Space(data, i+1); i < len(data) && data[i] == '}' {
+		return jsonscan.Space(data, i+1) == len(data)
 	}
 	for {
 		if i >= len(data) || data[i] != '"' {
 			return false
 		}
-		end, escaped, ok := scanString(data, i)
+		end, escaped, ok := jsonscan.String(data, i, true)
 		if !ok || escaped {
 			return false
 		}
 		name := data[i+1 : end-1]
-		if i = skipSpace(data, end); i >= len(data) || data[i] != ':' {
+		if i = jsonscan.Space(data, end); i >= len(data) || data[i] != ':' {
 			return false
 		}
-		i = skipSpace(data, i+1)
-		if end, ok = scanValue(data, i); !ok || !member(fd, name, jsontext.Value(data[i:end])) {
+		i = jsonscan.Space(data, i+1)
+		if end, ok = jsonscan.Value(data, i, maxScanDepth, true); !ok || !member(fd, name, jsontext.Value(data[i:end])) {
 			return false
 		}
-		if i = skipSpace(data, end); i >= len(data) {
+		if i = jsonscan.Space(data, end); i >= len(data) {
 			return false
 		}
 		switch data[i] {
 		case ',':
-			i = skipSpace(data, i+1)
+			i = jsonscan.Space(data, i+1)
 		case '}':
-			return skipSpace(data, i+1) == len(data)
+			return jsonscan.Space(data, i+1) == len(data)
 		default:
 			return false
 		}
@@ -86,7 +92,7 @@ func object(data []byte, member func(fd *fastDecoder, name []byte, v jsontext.Va
 }
 
 // The values of members, each reporting false for a value of another kind. A string's UTF-8
-// is not checked again: the scanner took only valid UTF-8 (scanString).
+// is not checked again: object scanned it with its UTF-8 checked.
 
 func str(v jsontext.Value, s *string) bool {
 	if v.Kind() != '"' {

@@ -1,4 +1,4 @@
-package wire
+package jsonscan
 
 import (
 	"encoding/json"
@@ -7,14 +7,19 @@ import (
 	"unicode/utf8"
 )
 
-// scanWhole reports whether data is one value the scanner takes, with white space around it.
+// The wire's fast decoders scan with UTF-8 checked and at most maxScanDepth levels (package
+// template's scanning, without the check and 10,000 deep, is held to json.Valid by its FuzzJSON).
+const maxScanDepth = 64
+
+// scanWhole reports whether data is one value Value takes with UTF-8 checked, maxScanDepth
+// deep, with white space around it.
 func scanWhole(data []byte) bool {
-	i := skipSpace(data, 0)
-	end, ok := scanValue(data, i)
-	return ok && skipSpace(data, end) == len(data)
+	i := Space(data, 0)
+	end, ok := Value(data, i, maxScanDepth, true)
+	return ok && Space(data, end) == len(data)
 }
 
-func TestScanValue(t *testing.T) {
+func TestValue(t *testing.T) {
 	deep := strings.Repeat("[", maxScanDepth) + strings.Repeat("]", maxScanDepth)
 	for _, c := range []struct {
 		json string
@@ -38,10 +43,9 @@ func TestScanValue(t *testing.T) {
 	}
 }
 
-// FuzzScanValue: what the scanner takes is valid JSON with valid UTF-8 (json.Valid), and valid
-// JSON it refuses is only what it leaves to encoding/json: invalid UTF-8, or nesting past
-// maxScanDepth.
-func FuzzScanValue(f *testing.F) {
+// FuzzValue: what Value takes with UTF-8 checked is valid JSON (json.Valid), and valid JSON it
+// refuses is only invalid UTF-8 or nesting past the depth it was given.
+func FuzzValue(f *testing.F) {
 	for _, s := range []string{`{"run_id":"r","output":{"a":[1,2.5,"x",true,null]}}`, `[1,{"a":"\u00e9"}]`, `"\ud800"`, `-0.1e-7`, `{"a":1,"a":2}`} {
 		f.Add([]byte(s))
 	}

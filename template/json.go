@@ -66,7 +66,7 @@ func member(v []byte, key string) ([]byte, bool) {
 // keyEquals reports whether the JSON string raw (with its quotes) decodes to key.
 func keyEquals(raw []byte, key string) bool {
 	inner := raw[1 : len(raw)-1]
-	if !hasByte(inner, '\\') {
+	if !hasByte(inner, '\\') && utf8.Valid(inner) { // encoding/json decodes invalid UTF-8 as U+FFFD
 		return string(inner) == key
 	}
 	var s string

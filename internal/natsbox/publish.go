@@ -71,9 +71,9 @@ func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*jetstream.PubAck
 // PublishWithin is Publish that also ends within the duration given (none when 0), as a
 // context with that timeout would, without one: the hot path of an iteration publishes an
 // answer and a task, and a context and timer per publish were six of its allocations (and the
-// acknowledgement, returned as a value, one more). Each
-// attempt waits PublishAttempt at most (on the timer of its reply slot, replies.go) and is
-// sent again when unanswered; a publish no stream answers is tried again every publishRetryWait for
+// acknowledgement, returned as a value, one more). Each attempt waits PublishAttempt at most
+// (on the one timer of its connection's reply slots, replies.go) and is sent again when
+// unanswered; a publish no stream answers is tried again every publishRetryWait for
 // publishNoStream (RetryNoStream's rule). A cancellation of ctx is seen between attempts.
 func PublishWithin(ctx context.Context, nc *nats.Conn, m *nats.Msg, within time.Duration) (jetstream.PubAck, error) {
 	resp, err := request(ctx, nc, m, publishDeadline(ctx, within))

@@ -4,13 +4,13 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"weak"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nuid"
 )
 
 // Replies to the requests of the hot path. nats.go answers each request on an inbox of its
@@ -24,13 +24,15 @@ import (
 // reply (timeout, a failed send), so that a reply that comes late goes to a subject no slot
 // has any more and is dropped, never taken for the reply of the slot's next request: the
 // server sends one reply per request, so a slot whose request got its reply gets no other.
+// The slots of a connection share one timer for their requests' deadlines: in a stream of
+// requests it fires about once per wait, not reset and stopped for each (BENCHMARKS.md).
 // A kept subject is no easier to forge a reply on than nats.go's: anyone who can make the
 // server answer on another connection's inbox (a user of the same account, docs/security.md,
 // "Consumers and replies") can read that inbox's subjects as they go by, kept or not.
 
 // replies is the reply subscription of one connection and its slots.
 type replies struct {
-	prefix string // the subscription's subjects: prefix + a slot's token + "." + its gen
+	prefix string // the subscription's subjects: prefix + a slot's index + "." + its gen
 
 	// subscribed is done once the subscription is sent (its error in err), before any
 	// request names one of its subjects: the server reads a connection's subscription and
@@ -38,18 +40,35 @@ type replies struct {
 	subscribed sync.Once
 	err        error
 
-	mu     sync.Mutex
-	bySubj map[string]*replySlot // every slot, by its subject
-	free   []*replySlot          // the slots no request holds
+	mu    sync.Mutex
+	slots []*replySlot // every slot, by its index
+	free  []*replySlot // the slots no request holds
+
+	// expiry ends the requests whose wait is over: one timer for the slots, set for wake,
+	// the first of their deadlines (zero: not set), rather than a timer reset for each
+	// request (BENCHMARKS.md). A request whose deadline is later than wake leaves it alone;
+	// when it fires, expire sets it again for the first deadline still ahead.
+	expiry *time.Timer
+	wake   time.Time
 }
 
 // replySlot is where the reply of one request at a time comes.
 type replySlot struct {
-	token string // unique to the slot (a NUID)
+	index int
 	gen   int    // how many times its subject changed
-	subj  string // prefix + token + "." + gen
-	ch    chan *nats.Msg
-	timer *time.Timer // reused by each request
+	subj  string // prefix + index + "." + gen
+	// ch gets the reply, or nil when the request's deadline passed first (expire).
+	ch chan *nats.Msg
+	// deadline is when the request that holds the slot stops waiting; zero while no request
+	// waits on the slot (free, or told its wait is over).
+	deadline time.Time
+}
+
+func newReplies(prefix string) *replies {
+	r := &replies{prefix: prefix}
+	r.expiry = time.AfterFunc(time.Hour, r.expire)
+	r.expiry.Stop()
+	return r
 }
 
 // repliesOf holds the replies of each connection, by a weak pointer: a connection no one
@@ -84,7 +103,7 @@ func repliesFor(nc *nats.Conn) (*replies, error) {
 	key := weak.Make(nc)
 	got, ok := repliesOf.Load(key)
 	if !ok {
-		got, _ = repliesOf.LoadOrStore(key, &replies{prefix: nc.NewInbox() + ".", bySubj: map[string]*replySlot{}})
+		got, _ = repliesOf.LoadOrStore(key, newReplies(nc.NewInbox()+"."))
 	}
 	r := got.(*replies)
 	r.subscribed.Do(func() { r.subscribe(nc, key) })
@@ -129,13 +148,20 @@ func (r *replies) subscribe(nc *nats.Conn, key weak.Pointer[nats.Conn]) {
 	runtime.AddCleanup(nc, func(k weak.Pointer[nats.Conn]) { repliesOf.Delete(k) }, key)
 }
 
-// deliver hands a reply to the slot of its subject; a reply to a subject no slot has (a
-// request that gave up) is dropped.
+// deliver hands a reply to the slot of its subject, when a request waits there. A reply to a
+// subject no slot has (a request that gave up), or to a slot no request waits on, is dropped.
 func (r *replies) deliver(m *nats.Msg) {
+	index, gen, ok := parseReplySubject(m.Subject, len(r.prefix))
+	if !ok {
+		return
+	}
 	r.mu.Lock()
-	s := r.bySubj[m.Subject]
-	r.mu.Unlock()
-	if s == nil {
+	defer r.mu.Unlock()
+	if index >= len(r.slots) {
+		return
+	}
+	s := r.slots[index]
+	if s.gen != gen || s.deadline.IsZero() {
 		return
 	}
 	select {
@@ -144,41 +170,116 @@ func (r *replies) deliver(m *nats.Msg) {
 	}
 }
 
-// take returns a free slot, or a new one.
-func (r *replies) take() *replySlot {
+// parseReplySubject reads a slot's index and gen from the subject of a reply, after the
+// prefix (of length skip: the subscription delivers no other subject). Only the subject a slot
+// makes reads as one: decimal numbers without a sign or a leading zero.
+func parseReplySubject(subj string, skip int) (index, gen int, ok bool) {
+	if len(subj) <= skip {
+		return 0, 0, false
+	}
+	rest := subj[skip:]
+	dot := strings.IndexByte(rest, '.')
+	if dot < 0 {
+		return 0, 0, false
+	}
+	index, ok = parseCount(rest[:dot])
+	if !ok {
+		return 0, 0, false
+	}
+	gen, ok = parseCount(rest[dot+1:])
+	return index, gen, ok
+}
+
+// parseCount reads what strconv.Itoa writes of a count: digits, no leading zero, at most 9.
+func parseCount(s string) (int, bool) {
+	if len(s) == 0 || len(s) > 9 || (s[0] == '0' && len(s) > 1) {
+		return 0, false
+	}
+	n := 0
+	for i := range len(s) {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// take returns a free slot, or a new one, waiting for a reply until now+wait.
+func (r *replies) take(now time.Time, wait time.Duration) *replySlot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var s *replySlot
 	if n := len(r.free); n > 0 {
-		s := r.free[n-1]
+		s = r.free[n-1]
 		r.free = r.free[:n-1]
-		return s
+	} else {
+		s = &replySlot{index: len(r.slots), ch: make(chan *nats.Msg, 1)}
+		s.subj = r.subject(s)
+		r.slots = append(r.slots, s)
 	}
-	s := &replySlot{token: nuid.Next(), ch: make(chan *nats.Msg, 1)}
-	s.subj = r.subject(s)
-	r.bySubj[s.subj] = s
+	s.deadline = now.Add(wait)
+	if r.wake.IsZero() || s.deadline.Before(r.wake) {
+		r.wake = s.deadline
+		r.expiry.Reset(wait)
+	}
 	return s
 }
 
 // release frees s for the next request; gaveUp says its request did not get its reply, and
-// gives s a new subject.
+// gives s a new subject. What came on s's channel since the request's reply (expire's nil,
+// sent as the reply came) goes with the request.
 func (r *replies) release(s *replySlot, gaveUp bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	s.deadline = time.Time{}
 	if gaveUp {
-		delete(r.bySubj, s.subj)
-		s.gen++
+		s.gen = (s.gen + 1) % maxGen
 		s.subj = r.subject(s)
-		r.bySubj[s.subj] = s
-		select {
-		case <-s.ch: // a reply that came as the request gave up
-		default:
-		}
+	}
+	select {
+	case <-s.ch:
+	default:
 	}
 	r.free = append(r.free, s)
 }
 
+// expire tells each request whose deadline passed that its wait is over, and sets the timer
+// again for the first deadline still ahead.
+func (r *replies) expire() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expireAt(time.Now())
+}
+
+func (r *replies) expireAt(now time.Time) {
+	var next time.Time
+	for _, s := range r.slots {
+		switch {
+		case s.deadline.IsZero():
+		case !now.Before(s.deadline):
+			s.deadline = time.Time{}
+			select {
+			case s.ch <- nil:
+			default: // its reply came first, and is taken
+			}
+		case next.IsZero() || s.deadline.Before(next):
+			next = s.deadline
+		}
+	}
+	r.wake = next
+	if !next.IsZero() {
+		r.expiry.Reset(next.Sub(now))
+	}
+}
+
+// maxGen bounds a slot's gen to what parseCount reads; a subject used again after as many
+// changes as that has long had its late reply.
+const maxGen = 1_000_000_000
+
 func (r *replies) subject(s *replySlot) string {
-	return r.prefix + s.token + "." + strconv.Itoa(s.gen)
+	return r.prefix + strconv.Itoa(s.index) + "." + strconv.Itoa(s.gen)
 }
 
 // sendForReply sends m with a reply subject of its own and returns the reply, within wait: as
@@ -189,27 +290,19 @@ func sendForReply(nc *nats.Conn, m *nats.Msg, wait time.Duration) (*nats.Msg, er
 	if err != nil {
 		return nil, err
 	}
-	s := r.take()
+	s := r.take(time.Now(), wait)
 	m.Reply = s.subj
 	if err := nc.PublishMsg(m); err != nil {
 		r.release(s, true)
 		return nil, err
 	}
-	if s.timer == nil {
-		s.timer = time.NewTimer(wait)
-	} else {
-		s.timer.Reset(wait)
-	}
-	select {
-	case reply := <-s.ch:
-		s.timer.Stop()
-		r.release(s, false)
-		if len(reply.Data) == 0 && reply.Header.Get("Status") == "503" {
-			return nil, nats.ErrNoResponders
-		}
-		return reply, nil
-	case <-s.timer.C:
-		r.release(s, true)
+	reply := <-s.ch
+	r.release(s, reply == nil)
+	switch {
+	case reply == nil:
 		return nil, nats.ErrTimeout
+	case len(reply.Data) == 0 && reply.Header.Get("Status") == "503":
+		return nil, nats.ErrNoResponders
 	}
+	return reply, nil
 }

@@ -121,7 +121,7 @@ func TestRepliesAtOnce(t *testing.T) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if n := len(r.bySubj); n > goroutines || len(r.free) != n {
+	if n := len(r.slots); n > goroutines || len(r.free) != n {
 		t.Errorf("%d slots, %d free, after %d goroutines' requests: want at most %d, all free", n, len(r.free), goroutines, goroutines)
 	}
 }
@@ -272,6 +272,151 @@ func BenchmarkRepliesFor(b *testing.B) {
 				return
 			}
 			i++
+		}
+	})
+}
+
+// A request that waits less than one already waiting ends at its own deadline: the slots' one
+// timer is set again for the earlier deadline.
+func TestShortWaitAfterLongOne(t *testing.T) {
+	b := open(t, Options{DataDir: t.TempDir()})
+	nc := b.Conn()
+	got := respond(t, nc, "echo.held", func(*nats.Msg) []byte { return nil }) // held, not answered
+	long := make(chan error, 1)
+	go func() {
+		reply, err := sendForReply(nc, &nats.Msg{Subject: "echo.held", Data: []byte("long")}, time.Hour)
+		if err == nil && string(reply.Data) != "long" {
+			err = fmt.Errorf("reply %q", reply.Data)
+		}
+		long <- err
+	}()
+	held := <-got // the long request waits
+	short := make(chan error, 1)
+	go func() {
+		_, err := sendForReply(nc, &nats.Msg{Subject: "echo.held", Data: []byte("short")}, 20*time.Millisecond)
+		short <- err
+	}()
+	select {
+	case err := <-short:
+		if !errors.Is(err, nats.ErrTimeout) {
+			t.Fatalf("a request of 20ms never answered = %v, want nats.ErrTimeout", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a request of 20ms never answered still waits after 30 s, behind one of an hour")
+	}
+	if err := held.Respond([]byte("long")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-long; err != nil {
+		t.Fatalf("the request of an hour, answered: %v", err)
+	}
+}
+
+// Requests never answered, at once and with waits of their own, each end with nats.ErrTimeout;
+// once none waits, the timer is no longer set.
+func TestEveryUnansweredRequestEnds(t *testing.T) {
+	b := open(t, Options{DataDir: t.TempDir()})
+	nc := b.Conn()
+	respond(t, nc, "echo.never", func(*nats.Msg) []byte { return nil })
+	const n = 16
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := sendForReply(nc, &nats.Msg{Subject: "echo.never", Data: []byte("x")}, time.Duration(10+5*(i%4))*time.Millisecond)
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; !errors.Is(err, nats.ErrTimeout) {
+			t.Errorf("a request never answered = %v, want nats.ErrTimeout", err)
+		}
+	}
+	r, err := repliesFor(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.wake.IsZero() {
+		t.Errorf("the timer is set for %s with no request waiting", r.wake)
+	}
+	for _, s := range r.slots {
+		if !s.deadline.IsZero() || len(s.ch) != 0 {
+			t.Errorf("slot %d: deadline %s, %d on its channel, with no request waiting: want none", s.index, s.deadline, len(s.ch))
+		}
+	}
+}
+
+// The end of a wait told just as the reply came (expire and the reply both on the slot's
+// channel) goes with that request: the next request of the slot waits for its own reply.
+func TestExpiryAfterTheReplyStaysWithItsRequest(t *testing.T) {
+	r := newReplies("_INBOX.test.")
+	now := time.Unix(1000, 0)
+	s := r.take(now, time.Second)
+	reply := &nats.Msg{Subject: s.subj, Data: []byte("first")}
+	r.deliver(reply)
+	if got := <-s.ch; got != reply {
+		t.Fatalf("the slot's channel gave %v, want the reply delivered", got)
+	}
+	r.mu.Lock()
+	r.expireAt(now.Add(2 * time.Second)) // the deadline passed before the request released the slot
+	r.mu.Unlock()
+	r.release(s, false)
+	next := r.take(now.Add(3*time.Second), time.Second)
+	if next != s {
+		t.Fatal("the slot released is not taken again")
+	}
+	if n := len(next.ch); n != 0 {
+		t.Fatalf("the next request's slot holds %d message(s) before it sent anything", n)
+	}
+	r.release(next, false)
+}
+
+// A reply goes only to the slot and gen its subject names, and only while a request waits there.
+func TestDeliverOnlyToAWaitingSlot(t *testing.T) {
+	r := newReplies("_INBOX.test.")
+	now := time.Unix(1000, 0)
+	s := r.take(now, time.Second)
+	first := s.subj
+	r.release(s, true) // gave up: a new subject
+	r.deliver(&nats.Msg{Subject: first, Data: []byte("late")})
+	r.deliver(&nats.Msg{Subject: s.subj, Data: []byte("free")})
+	if n := len(s.ch); n != 0 {
+		t.Fatalf("a free slot got %d reply(ies): a late one, or one while no request waits", n)
+	}
+	s = r.take(now, time.Second)
+	for _, subj := range []string{first, "_INBOX.test.0.01", "_INBOX.test.00.1", "_INBOX.test.+0.1", "_INBOX.test.9.1", "_INBOX.test.0"} {
+		r.deliver(&nats.Msg{Subject: subj})
+	}
+	if n := len(s.ch); n != 0 {
+		t.Fatalf("the waiting slot (%s) got %d reply(ies) on other subjects", s.subj, n)
+	}
+	want := &nats.Msg{Subject: s.subj}
+	r.deliver(want)
+	if got := <-s.ch; got != want {
+		t.Fatalf("the waiting slot got %v, want its reply", got)
+	}
+	r.release(s, false)
+}
+
+// FuzzParseReplySubject holds parseReplySubject to the subjects slots make: what a slot writes
+// reads back as its index and gen, and whatever reads as an index and gen is written so.
+func FuzzParseReplySubject(f *testing.F) {
+	const prefix = "_INBOX.abc."
+	for _, s := range []string{prefix + "0.0", prefix + "12.3", prefix + "01.0", prefix + "1.", prefix + ".1", prefix + "-1.0", prefix + "1.2.3", prefix + "999999999.0", prefix + "1000000000.0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, subj string) {
+		index, gen, ok := parseReplySubject(subj, len(prefix))
+		if !ok {
+			return
+		}
+		if index < 0 || gen < 0 || gen >= maxGen {
+			t.Fatalf("%q read as index %d, gen %d", subj, index, gen)
+		}
+		r := &replies{prefix: subj[:len(prefix)]}
+		if back := r.subject(&replySlot{index: index, gen: gen}); back != subj {
+			t.Fatalf("%q read as index %d, gen %d, which a slot writes as %q", subj, index, gen, back)
 		}
 	})
 }

@@ -351,18 +351,19 @@ func TestEveryUnansweredRequestEnds(t *testing.T) {
 // channel) goes with that request: the next request of the slot waits for its own reply.
 func TestExpiryAfterTheReplyStaysWithItsRequest(t *testing.T) {
 	r := newReplies("_INBOX.test.")
-	now := time.Unix(1000, 0)
-	s := r.take(now, time.Second)
+	t.Cleanup(func() { r.expiry.Stop() })
+	now := time.Now() // waits of an hour: the timer itself fires long after the test
+	s := r.take(now, time.Hour)
 	reply := &nats.Msg{Subject: s.subj, Data: []byte("first")}
 	r.deliver(reply)
 	if got := <-s.ch; got != reply {
 		t.Fatalf("the slot's channel gave %v, want the reply delivered", got)
 	}
 	r.mu.Lock()
-	r.expireAt(now.Add(2 * time.Second)) // the deadline passed before the request released the slot
+	r.expireAt(now.Add(2 * time.Hour)) // the deadline passed before the request released the slot
 	r.mu.Unlock()
 	r.release(s, false)
-	next := r.take(now.Add(3*time.Second), time.Second)
+	next := r.take(now, time.Hour)
 	if next != s {
 		t.Fatal("the slot released is not taken again")
 	}
@@ -375,8 +376,9 @@ func TestExpiryAfterTheReplyStaysWithItsRequest(t *testing.T) {
 // A reply goes only to the slot and gen its subject names, and only while a request waits there.
 func TestDeliverOnlyToAWaitingSlot(t *testing.T) {
 	r := newReplies("_INBOX.test.")
-	now := time.Unix(1000, 0)
-	s := r.take(now, time.Second)
+	t.Cleanup(func() { r.expiry.Stop() })
+	now := time.Now() // waits of an hour: the timer itself fires long after the test
+	s := r.take(now, time.Hour)
 	first := s.subj
 	r.release(s, true) // gave up: a new subject
 	r.deliver(&nats.Msg{Subject: first, Data: []byte("late")})
@@ -384,7 +386,7 @@ func TestDeliverOnlyToAWaitingSlot(t *testing.T) {
 	if n := len(s.ch); n != 0 {
 		t.Fatalf("a free slot got %d reply(ies): a late one, or one while no request waits", n)
 	}
-	s = r.take(now, time.Second)
+	s = r.take(now, time.Hour)
 	for _, subj := range []string{first, "_INBOX.test.0.01", "_INBOX.test.00.1", "_INBOX.test.+0.1", "_INBOX.test.9.1", "_INBOX.test.0"} {
 		r.deliver(&nats.Msg{Subject: subj})
 	}

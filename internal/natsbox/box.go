@@ -30,12 +30,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -153,7 +155,14 @@ type Box struct {
 
 	closed    chan struct{} // closed by the connection's closed handler
 	closeOnce sync.Once
-	closeErr  error
+	// maxPayload is the connection's max payload as last read, tagged with the count of
+	// reconnections then (reconnects): read once per connection to a server rather than under
+	// the connection's lock at every answer a worker sends (BENCHMARKS.md). A reconnection,
+	// perhaps to another server, makes the tag old; a value read before it, even if stored
+	// after it, keeps the old tag.
+	maxPayload atomic.Uint64
+	reconnects atomic.Uint32
+	closeErr   error
 }
 
 // Open starts an embedded server (opts.URL == "") or connects to an external one, and returns the
@@ -396,6 +405,7 @@ func (b *Box) connOptions(name string) []nats.Option {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			b.reconnects.Add(1)
 			log.Info(logReconnected, "url", RedactURL(nc.ConnectedUrl()))
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
@@ -480,7 +490,17 @@ func (b *Box) Embedded() bool { return b.srv != nil }
 
 // MaxPayload returns the largest message the server accepts, headers included (1 MiB unless an
 // external server is configured otherwise).
-func (b *Box) MaxPayload() int64 { return b.nc.MaxPayload() }
+func (b *Box) MaxPayload() int64 {
+	tag := b.reconnects.Load()
+	if v := b.maxPayload.Load(); v != 0 && uint32(v>>32) == tag {
+		return int64(uint32(v))
+	}
+	n := b.nc.MaxPayload()
+	if n > 0 && n <= math.MaxUint32 { // nats-server allows 64 MiB at most
+		b.maxPayload.Store(uint64(tag)<<32 | uint64(n))
+	}
+	return n
+}
 
 // Close drains the connection (pending publishes flushed, subscriptions finished), then shuts the
 // embedded server down and waits for it, and releases the data directory. It is idempotent: later

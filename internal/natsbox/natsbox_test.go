@@ -977,3 +977,40 @@ func testAuth(token string) (Identity, bool) {
 	}
 	return Identity{}, false
 }
+
+// MaxPayload is read once per connection to a server: after a reconnection, to a server that
+// allows less, it is that server's.
+func TestMaxPayloadFollowsTheServer(t *testing.T) {
+	store := t.TempDir()
+	start := func(port int, maxPayload int32) *server.Server {
+		t.Helper()
+		ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoSigs: true, NoLog: true,
+			JetStream: true, StoreDir: store, MaxPayload: maxPayload})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Start()
+		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+		if !ns.ReadyForConnections(failsafe) {
+			t.Fatal("server not ready")
+		}
+		return ns
+	}
+	first := start(server.RANDOM_PORT, 0)
+	logs := make(chan string, 1024)
+	b := open(t, Options{URL: first.ClientURL(), Logger: slog.New(chanHandler{logs})})
+	for range 2 { // the second from what was read
+		if got := b.MaxPayload(); got != 1<<20 {
+			t.Fatalf("MaxPayload() = %d on a server of the default, want 1 MiB", got)
+		}
+	}
+	port := first.Addr().(*net.TCPAddr).Port
+	first.Shutdown()
+	first.WaitForShutdown()
+	waitLog(t, logs, logDisconnected)
+	start(port, 256<<10)
+	waitLog(t, logs, logReconnected)
+	if got := b.MaxPayload(); got != 256<<10 {
+		t.Errorf("MaxPayload() = %d after reconnecting to a server of 256 KiB, want 256 KiB", got)
+	}
+}

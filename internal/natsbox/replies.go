@@ -54,7 +54,7 @@ type replies struct {
 
 // replySlot is where the reply of one request at a time comes.
 type replySlot struct {
-	index int
+	index int    // its place in replies.slots
 	gen   int    // how many times its subject changed
 	subj  string // prefix + index + "." + gen
 	// ch gets the reply, or nil when the request's deadline passed first (expire).
@@ -253,6 +253,7 @@ func (r *replies) expire() {
 	r.expireAt(time.Now())
 }
 
+// expireAt is expire at time now, r.mu held.
 func (r *replies) expireAt(now time.Time) {
 	var next time.Time
 	for _, s := range r.slots {

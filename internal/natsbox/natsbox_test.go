@@ -812,6 +812,40 @@ func TestToken(t *testing.T) {
 	}
 }
 
+// FuzzCheckToken holds checkToken's byte-at-a-time path (plainToken) to the rune-by-rune
+// check: a token it takes, the runes' check takes too, and each token gets the same answer.
+func FuzzCheckToken(f *testing.F) {
+	for _, s := range []string{"charge", "run-01HZX3Q7", "名前", "a.b", "a b", "a\x7fb", "a\u0085b", "~", "!", strings.Repeat("x", MaxTokenLen+1)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if plainToken(s) && checkTokenRunes(s) != nil {
+			t.Fatalf("plainToken takes %q, which the runes' check refuses: %v", s, checkTokenRunes(s))
+		}
+		if (checkToken(s) == nil) != (checkTokenRunes(s) == nil) {
+			t.Fatalf("checkToken(%q) = %v, the runes' check %v", s, checkToken(s), checkTokenRunes(s))
+		}
+	})
+}
+
+// BenchmarkCheckToken checks a run id as every event's subject does, a byte at a time
+// (checkToken) and rune by rune (checkTokenRunes, what it did before).
+func BenchmarkCheckToken(b *testing.B) {
+	const id = "run-01JQ8Z3K5V7W9X2Y4A6B8C0D1E"
+	for _, bc := range []struct {
+		name  string
+		check func(string) error
+	}{{"bytes", checkToken}, {"runes", checkTokenRunes}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := bc.check(id); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 func TestSubjects(t *testing.T) {
 	for _, tc := range []struct {
 		f     func(string) (string, error)

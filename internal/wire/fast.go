@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"strconv"
 	"sync"
@@ -31,16 +32,27 @@ var decoders = sync.Pool{New: func() any { return new(fastDecoder) }}
 type fastDecoder struct {
 	// seen holds strings this decoder interned lately, each in the place a hash of its bytes
 	// gives (seenPlace): a value seen again is found here, without the lock and the map of
-	// intern's table (a hundredth of the 64 loops' CPU, a third of it from decoding).
-	seen [16]string
+	// intern's table (a hundredth of the 64 loops' CPU, a third of it from decoding). Enough
+	// places for the runs an engine and a worker keep busy at once (64 in the bench), with
+	// their steps, handlers and types: 16 held a quarter of them (BENCHMARKS.md).
+	seen [1 << seenBits]string
 }
 
-// seenPlace is the place in fastDecoder.seen of a string of bytes b.
+const seenBits = 7
+
+// seenPlace is the place in fastDecoder.seen of a string of bytes b: a hash of its length and
+// last eight bytes, where run ids and message ids differ (a run id ends in random characters).
 func seenPlace(b []byte) int {
-	if len(b) == 0 {
-		return 0
+	n := len(b)
+	x := uint64(n)
+	if n >= 8 {
+		x ^= binary.LittleEndian.Uint64(b[n-8:])
+	} else {
+		for _, c := range b {
+			x = x<<8 ^ uint64(c)
+		}
 	}
-	return (len(b) ^ int(b[0]) ^ int(b[len(b)-1])<<2 ^ int(b[len(b)/2])<<1) & 15
+	return int((x * 0x9e3779b97f4a7c15) >> (64 - seenBits)) // Fibonacci hashing: the top bits
 }
 
 // maxScanDepth bounds the nesting of a member's value the fast decoders follow; a deeper one

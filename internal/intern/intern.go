@@ -6,28 +6,61 @@
 // of reins.
 package intern
 
-import "sync"
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+)
 
 // kept bounds the table: past it, the table is emptied and fills again with what recurs.
 const kept = 4096
 
 var table = struct {
 	sync.Mutex
-	m map[string]string
-}{m: make(map[string]string, 256)}
+	m map[string]*string
+}{m: make(map[string]*string, 256)}
+
+// front holds strings given lately, each in the place [Hash] gives its bytes, found without
+// the table's lock and map (the lock is taken by every process's goroutine that decodes or
+// publishes, and the map is seldom in the processor's cache). A place holds a string of the
+// table, or one the table has dropped since: either is the string of the bytes it matched.
+var front [1 << frontBits]atomic.Pointer[string]
+
+const frontBits = 8
 
 // Bytes returns string(b), the same string each time for the same bytes while it stays in
 // the table.
 func Bytes(b []byte) string {
+	place := &front[Hash(b)>>(64-frontBits)]
+	if p := place.Load(); p != nil && *p == string(b) { // compared without making a string of b
+		return *p
+	}
 	table.Lock()
-	s, ok := table.m[string(b)] // no allocation: the compiler reads the map with b's bytes
+	p, ok := table.m[string(b)] // no allocation: the compiler reads the map with b's bytes
 	if !ok {
 		if len(table.m) >= kept {
 			clear(table.m)
 		}
-		s = string(b)
-		table.m[s] = s
+		p = new(string)
+		*p = string(b)
+		table.m[*p] = p
 	}
 	table.Unlock()
-	return s
+	place.Store(p)
+	return *p
+}
+
+// Hash mixes the length and the last eight bytes of b, where the values interned differ most
+// (a run id ends in random characters); its top bits are a place in a table of a power of two.
+func Hash(b []byte) uint64 {
+	n := len(b)
+	x := uint64(n)
+	if n >= 8 {
+		x ^= binary.LittleEndian.Uint64(b[n-8:])
+	} else {
+		for _, c := range b {
+			x = x<<8 ^ uint64(c)
+		}
+	}
+	return x * 0x9e3779b97f4a7c15 // Fibonacci hashing: the top bits take from every bit of x
 }

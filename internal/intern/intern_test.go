@@ -2,6 +2,8 @@ package intern
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"unsafe"
 )
@@ -33,4 +35,61 @@ func BenchmarkBytes(b *testing.B) {
 	for b.Loop() {
 		_ = Bytes(v)
 	}
+}
+
+// Goroutines at once, each giving values that others give too and more than the table keeps,
+// always get the string of their bytes, from the front places or the table.
+func TestBytesAtOnce(t *testing.T) {
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2 * kept {
+				want := fmt.Sprintf("r-%d/%d", (i*7+g)%(kept+kept/2), i%3)
+				if got := Bytes([]byte(want)); got != want {
+					errs <- fmt.Sprintf("Bytes(%q) = %q", want, got)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+// Run ids spread over the front places: the hash reads their random end.
+func TestHashSpreadsRunIDs(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567" // what client.NewRunID writes after "r-"
+	places := map[uint64]bool{}
+	for range 128 {
+		id := []byte("r-")
+		for range 20 {
+			id = append(id, alphabet[rnd.IntN(len(alphabet))])
+		}
+		places[Hash(id)>>(64-frontBits)] = true
+	}
+	if len(places) < 90 {
+		t.Errorf("128 run ids take %d of the %d front places: want 90 or more", len(places), len(front))
+	}
+}
+
+// BenchmarkBytesParallel gives the run ids of 64 runs in turn from every processor, as the
+// engine and the worker do.
+func BenchmarkBytesParallel(b *testing.B) {
+	ids := make([][]byte, 64)
+	for i := range ids {
+		ids[i] = fmt.Appendf(nil, "reins.event.%02d.r-%020x", i%16, i*0x9e3779b9)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			_ = Bytes(ids[i%len(ids)])
+			i++
+		}
+	})
 }

@@ -2,7 +2,6 @@ package wire
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"strconv"
 	"sync"
@@ -40,20 +39,8 @@ type fastDecoder struct {
 
 const seenBits = 7
 
-// seenPlace is the place in fastDecoder.seen of a string of bytes b: a hash of its length and
-// last eight bytes, where run ids and message ids differ (a run id ends in random characters).
-func seenPlace(b []byte) int {
-	n := len(b)
-	x := uint64(n)
-	if n >= 8 {
-		x ^= binary.LittleEndian.Uint64(b[n-8:])
-	} else {
-		for _, c := range b {
-			x = x<<8 ^ uint64(c)
-		}
-	}
-	return int((x * 0x9e3779b97f4a7c15) >> (64 - seenBits)) // Fibonacci hashing: the top bits
-}
+// seenPlace is the place in fastDecoder.seen of a string of bytes b.
+func seenPlace(b []byte) int { return int(intern.Hash(b) >> (64 - seenBits)) }
 
 // maxScanDepth bounds the nesting of a member's value the fast decoders follow; a deeper one
 // goes to encoding/json, as any unusual input does.

@@ -39,7 +39,8 @@ type fastDecoder struct {
 
 const seenBits = 7
 
-// seenPlace is the place in fastDecoder.seen of a string of bytes b.
+// seenPlace is the place in fastDecoder.seen of a string of bytes b (intern's
+// TestHashSpreadsRunIDs holds it to spreading run ids).
 func seenPlace(b []byte) int { return int(intern.Hash(b) >> (64 - seenBits)) }
 
 // maxScanDepth bounds the nesting of a member's value the fast decoders follow; a deeper one

@@ -2,7 +2,6 @@ package wire
 
 import (
 	"encoding/json"
-	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
@@ -127,24 +126,6 @@ func FuzzDecodeEventFast(f *testing.F) {
 
 // A decoder's strings seen lately are told apart by their bytes, whichever place they share
 // (seenPlace), and one seen again is the string interned the first time.
-// The run ids of as many runs as the bench keeps busy take most of the decoder's places: the
-// hash reads the random end of a run id. 16 places, by a hash of four bytes, held 16 of them.
-func TestDecoderSeenPlacesSpread(t *testing.T) {
-	rnd := rand.New(rand.NewPCG(1, 2))
-	const alphabet = "abcdefghijklmnopqrstuvwxyz234567" // what client.NewRunID writes after "r-"
-	places := map[int]bool{}
-	for range 64 {
-		id := []byte("r-")
-		for range 20 {
-			id = append(id, alphabet[rnd.IntN(len(alphabet))])
-		}
-		places[seenPlace(id)] = true
-	}
-	if len(places) < 40 {
-		t.Errorf("64 run ids take %d of the %d places: want 40 or more", len(places), len(fastDecoder{}.seen))
-	}
-}
-
 func TestDecoderSeenStrings(t *testing.T) {
 	fd := new(fastDecoder)
 	values := []string{"", "a", "b", "ab", "ba", "run-000001", "run-000002", "run-100000", "explore", "agent_loop", "continued"}

@@ -21,7 +21,7 @@ var table = struct {
 }{m: make(map[string]*string, 256)}
 
 // front holds strings given lately, each in the place [Hash] gives its bytes, found without
-// the table's lock and map (the lock is taken by every process's goroutine that decodes or
+// the table's lock and map (the lock is taken by every goroutine of the process that decodes or
 // publishes, and the map is seldom in the processor's cache). A place holds a string of the
 // table, or one the table has dropped since: either is the string of the bytes it matched.
 var front [1 << frontBits]atomic.Pointer[string]

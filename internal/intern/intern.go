@@ -20,7 +20,7 @@ var table = struct {
 	m map[string]*string
 }{m: make(map[string]*string, 256)}
 
-// front holds strings given lately, each in the place [Hash] gives its bytes, found without
+// front holds strings given lately, each in the place [hash] gives its bytes, found without
 // the table's lock and map (the lock is taken by every goroutine of the process that decodes or
 // publishes, and the map is seldom in the processor's cache). A place holds a string of the
 // table, or one the table has dropped since: either is the string of the bytes it matched.
@@ -31,7 +31,7 @@ const frontBits = 8
 // Bytes returns string(b), the same string each time for the same bytes while it stays in
 // the table.
 func Bytes(b []byte) string {
-	place := &front[Hash(b)>>(64-frontBits)]
+	place := &front[hash(b)>>(64-frontBits)]
 	if p := place.Load(); p != nil && *p == string(b) { // compared without making a string of b
 		return *p
 	}
@@ -50,9 +50,9 @@ func Bytes(b []byte) string {
 	return *p
 }
 
-// Hash mixes the length and the last eight bytes of b, where the values interned differ most
+// hash mixes the length and the last eight bytes of b, where the values interned differ most
 // (a run id ends in random characters); its top bits are a place in a table of a power of two.
-func Hash(b []byte) uint64 {
+func hash(b []byte) uint64 {
 	n := len(b)
 	x := uint64(n)
 	if n >= 8 {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -25,24 +24,6 @@ import (
 // the v1 decoder, so the result is always what encoding/json's semantics give
 // (FuzzDecodeTaskFast and FuzzDecodeEventFast hold them to it).
 
-// decoders are reused: a decoder keeps the strings it interned lately (seen).
-var decoders = sync.Pool{New: func() any { return new(fastDecoder) }}
-
-type fastDecoder struct {
-	// seen holds strings this decoder interned lately, each in the place a hash of its bytes
-	// gives (seenPlace): a value seen again is found here, without the lock and the map of
-	// intern's table (a hundredth of the 64 loops' CPU, a third of it from decoding). Enough
-	// places for the runs an engine and a worker keep busy at once (64 in the bench), with
-	// their steps, handlers and types: 16 held a quarter of them (BENCHMARKS.md).
-	seen [1 << seenBits]string
-}
-
-const seenBits = 7
-
-// seenPlace is the place in fastDecoder.seen of a string of bytes b (intern's
-// TestHashSpreadsRunIDs holds it to spreading run ids).
-func seenPlace(b []byte) int { return int(intern.Hash(b) >> (64 - seenBits)) }
-
 // maxScanDepth bounds the nesting of a member's value the fast decoders follow; a deeper one
 // goes to encoding/json, as any unusual input does.
 const maxScanDepth = 64
@@ -51,9 +32,7 @@ const maxScanDepth = 64
 // whose syntax internal/jsonscan checked (its strings' UTF-8 included), and reports whether
 // data was one object, with nothing but white space around it, whose members member took. A
 // name with an escape is not taken.
-func object(data []byte, member func(fd *fastDecoder, name []byte, v jsontext.Value) bool) bool {
-	fd := decoders.Get().(*fastDecoder)
-	defer decoders.Put(fd)
+func object(data []byte, member func(name []byte, v jsontext.Value) bool) bool {
 	i := jsonscan.Space(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return false
@@ -74,7 +53,7 @@ func object(data []byte, member func(fd *fastDecoder, name []byte, v jsontext.Va
 			return false
 		}
 		i = jsonscan.Space(data, i+1)
-		if end, ok = jsonscan.Value(data, i, maxScanDepth, true); !ok || !member(fd, name, jsontext.Value(data[i:end])) {
+		if end, ok = jsonscan.Value(data, i, maxScanDepth, true); !ok || !member(name, jsontext.Value(data[i:end])) {
 			return false
 		}
 		if i = jsonscan.Space(data, end); i >= len(data) {
@@ -110,16 +89,11 @@ func str(v jsontext.Value, s *string) bool {
 // same is str for a value that comes again in every message of a run (its id, its steps,
 // their handler, the workflow's hash, who started it, a type or a status): interned, they
 // are not allocated each time (they were eight allocations of every iteration).
-func (fd *fastDecoder) same(v jsontext.Value, s *string) bool {
+func same(v jsontext.Value, s *string) bool {
 	if v.Kind() != '"' || bytes.IndexByte(v, '\\') >= 0 {
 		return str(v, s)
 	}
-	b := v[1 : len(v)-1]
-	seen := &fd.seen[seenPlace(b)]
-	if *seen != string(b) { // compared without making a string of b
-		*seen = intern.Bytes(b)
-	}
-	*s = *seen
+	*s = intern.Bytes(v[1 : len(v)-1]) // found without a lock when given lately
 	return true
 }
 
@@ -158,24 +132,24 @@ func nested(v jsontext.Value, p any) bool {
 }
 
 func decodeTaskFast(data []byte, t *protocol.Task) bool {
-	return object(data, func(fd *fastDecoder, name []byte, v jsontext.Value) bool {
+	return object(data, func(name []byte, v jsontext.Value) bool {
 		switch string(name) {
 		case "run_id":
-			return fd.same(v, &t.RunID)
+			return same(v, &t.RunID)
 		case "step":
-			return fd.same(v, &t.Step)
+			return same(v, &t.Step)
 		case "item":
 			return integer(v, &t.Item)
 		case "body":
-			return fd.same(v, &t.Body)
+			return same(v, &t.Body)
 		case "type":
-			return fd.same(v, (*string)(&t.Type))
+			return same(v, (*string)(&t.Type))
 		case "handler":
-			return fd.same(v, &t.Handler)
+			return same(v, &t.Handler)
 		case "workflow":
-			return fd.same(v, &t.Workflow)
+			return same(v, &t.Workflow)
 		case "model":
-			return fd.same(v, &t.Model)
+			return same(v, &t.Model)
 		case "prompt":
 			return str(v, &t.Prompt)
 		case "instructions":
@@ -183,9 +157,9 @@ func decodeTaskFast(data []byte, t *protocol.Task) bool {
 		case "goal":
 			return str(v, &t.Goal)
 		case "session":
-			return fd.same(v, &t.Session)
+			return same(v, &t.Session)
 		case "started_by":
-			return fd.same(v, &t.StartedBy)
+			return same(v, &t.StartedBy)
 		case "activation":
 			return integer(v, &t.Activation)
 		case "iteration":
@@ -219,18 +193,18 @@ func decodeTaskFast(data []byte, t *protocol.Task) bool {
 }
 
 func decodeEventFast(data []byte, ev *protocol.Event) bool {
-	return object(data, func(fd *fastDecoder, name []byte, v jsontext.Value) bool {
+	return object(data, func(name []byte, v jsontext.Value) bool {
 		switch string(name) {
 		case "run_id":
-			return fd.same(v, &ev.RunID)
+			return same(v, &ev.RunID)
 		case "type":
-			return fd.same(v, (*string)(&ev.Type))
+			return same(v, (*string)(&ev.Type))
 		case "at":
 			return timestamp(v, &ev.At)
 		case "input":
 			return raw(v, &ev.Input)
 		case "step":
-			return fd.same(v, &ev.Step)
+			return same(v, &ev.Step)
 		case "item":
 			return integer(v, &ev.Item)
 		case "activation":
@@ -264,7 +238,7 @@ func decodeEventFast(data []byte, ev *protocol.Event) bool {
 		case "reason":
 			return str(v, &ev.Reason)
 		case "status":
-			return fd.same(v, (*string)(&ev.Status))
+			return same(v, (*string)(&ev.Status))
 		case "resume":
 			return integer(v, &ev.Resume)
 		case "pending":
@@ -276,13 +250,13 @@ func decodeEventFast(data []byte, ev *protocol.Event) bool {
 		case "message":
 			return str(v, &ev.Message)
 		case "by":
-			return fd.same(v, &ev.By)
+			return same(v, &ev.By)
 		case "name":
-			return fd.same(v, &ev.Name)
+			return same(v, &ev.Name)
 		case "id":
 			return str(v, &ev.ID)
 		case "workflow":
-			return fd.same(v, &ev.Workflow)
+			return same(v, &ev.Workflow)
 		case "parent":
 			if ev.Parent == nil {
 				ev.Parent = new(protocol.Parent)

@@ -124,16 +124,15 @@ func FuzzDecodeEventFast(f *testing.F) {
 	})
 }
 
-// A decoder's strings seen lately are told apart by their bytes, whichever place they share
-// (seenPlace), and one seen again is the string interned the first time.
-func TestDecoderSeenStrings(t *testing.T) {
-	fd := new(fastDecoder)
+// Strings given lately are told apart by their bytes, whichever of intern's places they share,
+// and one seen again is the string interned the first time.
+func TestSameStrings(t *testing.T) {
 	values := []string{"", "a", "b", "ab", "ba", "run-000001", "run-000002", "run-100000", "explore", "agent_loop", "continued"}
 	first := map[string]string{}
 	for round := range 3 {
 		for _, want := range values {
 			var got string
-			if !fd.same(jsontext.Value(`"`+want+`"`), &got) || got != want {
+			if !same(jsontext.Value(`"`+want+`"`), &got) || got != want {
 				t.Fatalf("round %d: same(%q) = %q", round, want, got)
 			}
 			if round == 0 {

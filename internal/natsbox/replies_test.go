@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// respond subscribes a responder to subject on nc that answers each request with what answer
-// returns for it (nothing when it returns nil), and sends the first 64 requests it gets on the
-// channel it returns.
+// respond subscribes a responder to subject on nc, known to the server when it returns, that
+// answers each request with what answer returns for it (nothing when it returns nil), and
+// sends the first 64 requests it gets on the channel it returns.
 func respond(t *testing.T, nc *nats.Conn, subject string, answer func(*nats.Msg) []byte) <-chan *nats.Msg {
 	t.Helper()
 	got := make(chan *nats.Msg, 64)
@@ -31,6 +31,11 @@ func respond(t *testing.T, nc *nats.Conn, subject string, answer func(*nats.Msg)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	// The server has the subscription once it answers a ping: a request from another
+	// connection, sent right after, would otherwise find no responder.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	return got
 }
 

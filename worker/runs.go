@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -100,7 +101,7 @@ func (r *runTable) isEnded(run string, published time.Time) bool {
 // was announced ended after published. r.mu is held.
 func (r *runTable) hasEnded(run string, published time.Time) bool {
 	for {
-		if at, ok := r.ended.m[run]; ok && !at.Before(published) {
+		if at, ok := r.ended.get(run); ok && !at.Before(published) {
 			return true
 		}
 		i := strings.LastIndexByte(run, '/')
@@ -163,32 +164,65 @@ func (c *counter) load() int64 { return c.n.Load() }
 
 // ring is a map that keeps its last max keys: putting one more forgets the oldest. It is not
 // safe for concurrent use.
+//
+// Its index holds each key's 64-bit hash, not the key: a put evicts the oldest entry by its
+// stored hash, without reading the old key's bytes, which are seldom in the processor's cache
+// on the path of every answer (answeredSet). A get compares the key itself, so two keys of one
+// hash never read as each other: the later one takes the hash's place and the earlier one reads
+// as forgotten, as if the ring had already let it go.
 type ring[V any] struct {
-	m     map[string]V
-	order []string // the keys, oldest at next once full
-	next  int
+	index   map[uint64]int32 // a key's hash → its place in entries
+	entries []ringEntry[V]   // oldest at next once full
+	next    int
+	mask    uint64 // of the hash: all ones but in tests, which make keys share hashes
 }
+
+type ringEntry[V any] struct {
+	key  string
+	hash uint64
+	v    V
+}
+
+// ringSeed seeds every ring's hash: only this process reads it.
+var ringSeed = maphash.MakeSeed()
 
 func newRing[V any](max int) *ring[V] {
-	return &ring[V]{m: map[string]V{}, order: make([]string, 0, max)}
+	return &ring[V]{index: make(map[uint64]int32), entries: make([]ringEntry[V], 0, max), mask: ^uint64(0)}
 }
 
-// put sets key to v; a key already there keeps its place. Whether it was there is told by
-// the map's length: one map operation fewer for a new key, on the path of every answer
-// (answeredSet), where the map is seldom in the processor's cache.
+func (r *ring[V]) hash(key string) uint64 { return maphash.String(ringSeed, key) & r.mask }
+
+// get returns key's value, and whether the ring holds key.
+func (r *ring[V]) get(key string) (V, bool) {
+	if i, ok := r.index[r.hash(key)]; ok && r.entries[i].key == key {
+		return r.entries[i].v, true
+	}
+	var zero V
+	return zero, false
+}
+
+// len is the number of keys get finds.
+func (r *ring[V]) len() int { return len(r.index) }
+
+// put sets key to v; a key already there keeps its place.
 func (r *ring[V]) put(key string, v V) {
-	n := len(r.m)
-	r.m[key] = v
-	if len(r.m) == n {
+	h := r.hash(key)
+	if i, ok := r.index[h]; ok && r.entries[i].key == key {
+		r.entries[i].v = v
 		return
 	}
-	if len(r.order) < cap(r.order) {
-		r.order = append(r.order, key)
+	e := ringEntry[V]{key: key, hash: h, v: v}
+	if len(r.entries) < cap(r.entries) {
+		r.index[h] = int32(len(r.entries))
+		r.entries = append(r.entries, e)
 		return
 	}
-	delete(r.m, r.order[r.next])
-	r.order[r.next] = key
-	r.next = (r.next + 1) % len(r.order)
+	if old := r.entries[r.next].hash; r.index[old] == int32(r.next) { // unless a later key of that hash took its place
+		delete(r.index, old)
+	}
+	r.entries[r.next] = e
+	r.index[h] = int32(r.next)
+	r.next = (r.next + 1) % len(r.entries)
 }
 
 // answeredSet remembers the last max tasks (by message id) this worker answered, so that a
@@ -211,6 +245,6 @@ func (a *answeredSet) add(id string) {
 func (a *answeredSet) has(id string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_, ok := a.ids.m[id]
+	_, ok := a.ids.get(id)
 	return ok
 }

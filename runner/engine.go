@@ -593,7 +593,7 @@ type shards struct {
 func (e *Engine) startShards(ctx context.Context) *shards {
 	p := &shards{all: make([]*shard, e.shards), stopping: make(chan struct{})}
 	for i := range p.all {
-		sh := &shard{in: make(chan jetstream.Msg, shardQueue), cache: newRunCache(&e.stats.cached), single: map[string]bool{}}
+		sh := &shard{in: make(chan *heldEvent, shardQueue), cache: newRunCache(&e.stats.cached), single: map[string]bool{}}
 		p.all[i] = sh
 		p.wg.Go(func() { e.serve(ctx, sh, p.stopping) })
 	}
@@ -640,10 +640,10 @@ func (e *Engine) consumeError(err error, why chan<- error, look, reset chan<- st
 // route hands a message to the shard of its run.
 func (e *Engine) route(p *shards, m jetstream.Msg) {
 	part, _ := e.names.SubjectPartition(m.Subject()) // the consumer's filter: always one
-	e.flight.add(part, m, time.Now())
+	h := e.flight.add(part, m, time.Now())
 	select {
 	case <-p.stopping:
-		e.giveBack(m)
+		e.giveBack(h)
 		return
 	default:
 	}
@@ -651,26 +651,20 @@ func (e *Engine) route(p *shards, m jetstream.Msg) {
 	// decided in order with the run's others. The runs of a partition hash to its share of
 	// the shards: the partition's number is left out of the hash.
 	run, _, _ := strings.Cut(m.Subject()[e.names.EventPrefixLen():], ".")
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(run))
-	sh := p.all[h.Sum32()/natsbox.Partitions%uint32(len(p.all))]
+	hash := fnv.New32a()
+	_, _ = hash.Write([]byte(run))
+	sh := p.all[hash.Sum32()/natsbox.Partitions%uint32(len(p.all))]
 	select {
-	case sh.in <- m:
+	case sh.in <- h:
 	case <-p.stopping:
-		e.giveBack(m)
+		e.giveBack(h)
 	}
 }
 
 // giveBack returns an event to the server undecided, for the next engine.
-func (e *Engine) giveBack(m jetstream.Msg) {
+func (e *Engine) giveBack(m *heldEvent) {
 	_ = m.Nak()
-	e.done(m)
-}
-
-// done counts an event of m's partition as settled.
-func (e *Engine) done(m jetstream.Msg) {
-	part, _ := e.names.SubjectPartition(m.Subject())
-	e.flight.done(part, m)
+	e.flight.done(m)
 }
 
 // serve decides the events of one shard in order, and saves the runs whose decisions wait when

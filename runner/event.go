@@ -27,7 +27,7 @@ import (
 
 // shard decides the events of the runs hashed to it, one at a time.
 type shard struct {
-	in    chan jetstream.Msg
+	in    chan *heldEvent
 	cache *runCache // running runs by id, least recently used out first (trim)
 	saves saveQueue // the runs whose decisions wait for a save
 	// single lists the runs whose decisions are saved one at a time: a coalesced save of
@@ -46,7 +46,7 @@ type entry struct {
 
 // decided is an event whose decision waits for a save.
 type decided struct {
-	m  jetstream.Msg
+	m  *heldEvent
 	ev *protocol.Event
 	// spans are the spans of what the decision ended, emitted once it is saved (tracing on).
 	spans []telemetry.Ended
@@ -92,7 +92,7 @@ func keepEvent(ev *protocol.Event) {
 }
 
 // handle decides one event message and settles it.
-func (e *Engine) handle(ctx context.Context, sh *shard, m jetstream.Msg) {
+func (e *Engine) handle(ctx context.Context, sh *shard, m *heldEvent) {
 	ev := events.Get().(*protocol.Event)
 	err := wire.DecodeEventInto(m.Data(), ev)
 	if err != nil {
@@ -309,7 +309,7 @@ func delivered(m jetstream.Msg) uint64 {
 
 // settle acknowledges m, or gives it back, or ends it, as out says, and hands ev, the event it
 // carried (nil: none), back to events: the caller must not read it after.
-func (e *Engine) settle(m jetstream.Msg, out outcome, ev *protocol.Event) {
+func (e *Engine) settle(m *heldEvent, out outcome, ev *protocol.Event) {
 	var err error
 	switch out {
 	case ack:
@@ -331,11 +331,9 @@ func (e *Engine) settle(m jetstream.Msg, out outcome, ev *protocol.Event) {
 	}
 	if err != nil {
 		e.log.Debug("runner: settle an event", "subject", m.Subject(), "err", err)
-		if part, ok := e.names.SubjectPartition(m.Subject()); ok {
-			e.flight.failed(part)
-		}
+		e.flight.failed(int(m.part))
 	}
-	e.done(m)
+	e.flight.done(m)
 	if e.observe != nil {
 		e.observe(out, observerCopy(ev))
 	}
@@ -372,7 +370,7 @@ func doubling(base time.Duration, from, n uint64) time.Duration {
 
 // process decides ev, the event of m delivered for the n-th time, again on reloaded state as
 // long as the cached state was stale.
-func (e *Engine) process(ctx context.Context, sh *shard, ev *protocol.Event, m jetstream.Msg, n uint64) (outcome, error) {
+func (e *Engine) process(ctx context.Context, sh *shard, ev *protocol.Event, m *heldEvent, n uint64) (outcome, error) {
 	for range maxReloads {
 		out, err := e.decide(ctx, sh, ev, m, n)
 		if !errors.Is(err, errReload) {
@@ -385,7 +383,7 @@ func (e *Engine) process(ctx context.Context, sh *shard, ev *protocol.Event, m j
 }
 
 // decide decides ev on the run's state (cached, or read when fresh) and carries it out.
-func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m jetstream.Msg, n uint64) (outcome, error) {
+func (e *Engine) decide(ctx context.Context, sh *shard, ev *protocol.Event, m *heldEvent, n uint64) (outcome, error) {
 	ent, fresh, err := e.load(ctx, sh, ev.RunID)
 	if err != nil {
 		return retry, err

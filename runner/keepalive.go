@@ -41,9 +41,9 @@ func (f *flight) heldSince(cutoff time.Time) []jetstream.Msg {
 	defer f.mu.Unlock()
 	var old []jetstream.Msg
 	for _, held := range f.held {
-		for m, at := range held {
-			if at.Before(cutoff) {
-				old = append(old, m)
+		for _, h := range held {
+			if h.at.Before(cutoff) {
+				old = append(old, h.Msg)
 			}
 		}
 	}

@@ -44,7 +44,7 @@ func TestHeldEventsNotRedelivered(t *testing.T) {
 	if held == nil {
 		t.Fatal("the event was not delivered")
 	}
-	eng.flight.add(p, held, time.Now())
+	kept := eng.flight.add(p, held, time.Now())
 	ctx, stop := context.WithCancel(v.Ctx)
 	done := make(chan struct{})
 	go func() { eng.keepAlive(ctx); close(done) }()
@@ -63,7 +63,7 @@ func TestHeldEventsNotRedelivered(t *testing.T) {
 	if md, err := again.Metadata(); err != nil || md.NumDelivered != 2 {
 		t.Fatalf("the event delivered again: %+v (%v), want its second delivery", md, err)
 	}
-	eng.flight.done(p, held)
+	eng.flight.done(kept)
 	if !eng.flight.settledAll(each(p)) {
 		t.Error("the event settled is still counted in flight")
 	}

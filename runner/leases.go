@@ -719,32 +719,49 @@ const resetWait = time.Second
 
 // flight keeps the events of each partition routed and not settled yet, with when they came:
 // a partition handed over first settles what it pulled, and those held long are kept from
-// redelivery (keepalive.go).
+// redelivery (keepalive.go). An event is held as a [heldEvent], which knows its partition and
+// its place in the partition's list, so that holding and settling it are a slice's append and
+// swap, without a map keyed by every event that comes.
 type flight struct {
 	mu   sync.Mutex
-	held [natsbox.Partitions]map[jetstream.Msg]time.Time
+	held [natsbox.Partitions][]*heldEvent
 	idle [natsbox.Partitions]chan struct{} // closed when held empties while someone waits
 	lost [natsbox.Partitions]bool          // an acknowledgement failed (failed, unsure)
 }
 
-// add holds m, an event of partition p that came at now.
-func (f *flight) add(p int, m jetstream.Msg, now time.Time) {
-	f.mu.Lock()
-	if f.held[p] == nil {
-		f.held[p] = map[jetstream.Msg]time.Time{}
-	}
-	f.held[p][m] = now
-	f.mu.Unlock()
+// heldEvent is an event message the engine holds: what the shards decide and settle (its
+// methods are the message's), with what flight keeps of it.
+type heldEvent struct {
+	jetstream.Msg
+	at   time.Time
+	part int32
+	slot int32 // its place in flight.held[part]; -1 once settled
 }
 
-// done settles m, an event of partition p (once: settled again, it changes nothing).
-func (f *flight) done(p int, m jetstream.Msg) {
+// add holds m, an event of partition p that came at now, and returns it as held.
+func (f *flight) add(p int, m jetstream.Msg, now time.Time) *heldEvent {
+	f.mu.Lock()
+	h := &heldEvent{Msg: m, at: now, part: int32(p), slot: int32(len(f.held[p]))}
+	f.held[p] = append(f.held[p], h)
+	f.mu.Unlock()
+	return h
+}
+
+// done settles h (once: settled again, it changes nothing).
+func (f *flight) done(h *heldEvent) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.held[p], m)
-	if len(f.held[p]) == 0 && f.idle[p] != nil {
-		close(f.idle[p])
-		f.idle[p] = nil
+	if h.slot < 0 {
+		return
+	}
+	held := f.held[h.part]
+	last := held[len(held)-1]
+	held[h.slot], last.slot = last, h.slot
+	held[len(held)-1] = nil
+	f.held[h.part], h.slot = held[:len(held)-1], -1
+	if len(f.held[h.part]) == 0 && f.idle[h.part] != nil {
+		close(f.idle[h.part])
+		f.idle[h.part] = nil
 	}
 }
 

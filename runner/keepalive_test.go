@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -66,5 +67,66 @@ func TestHeldEventsNotRedelivered(t *testing.T) {
 	eng.flight.done(kept)
 	if !eng.flight.settledAll(each(p)) {
 		t.Error("the event settled is still counted in flight")
+	}
+}
+
+// TestFlightHoldsUntilSettled holds events in two partitions and settles them in a random
+// order, some twice, against a model: what is held (heldSince), whether a partition settled
+// (settledAll), and that a wait returns once its partition empties.
+func TestFlightHoldsUntilSettled(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 38))
+	for round := range 50 {
+		var f flight
+		t0 := time.Unix(1000, 0)
+		model := map[*heldEvent]bool{} // held and not settled
+		var all []*heldEvent
+		for i := range 2 + rnd.IntN(20) {
+			h := f.add(i%2, nil, t0.Add(time.Duration(i)*time.Second))
+			model[h] = true
+			all = append(all, h)
+		}
+		waited := make(chan bool, 1)
+		go func() { waited <- f.wait(context.Background(), 1) }()
+		for _, i := range rnd.Perm(len(all)) {
+			h := all[i]
+			f.done(h)
+			delete(model, h)
+			if rnd.IntN(4) == 0 {
+				f.done(h) // settled again: nothing changes
+			}
+			for p := range 2 {
+				held := 0
+				for m := range model {
+					if int(m.part) == p {
+						held++
+					}
+				}
+				if got := f.settledAll([]int{p}); got != (held == 0) {
+					t.Fatalf("round %d: partition %d settled is %t with %d held", round, p, got, held)
+				}
+				if len(f.held[p]) != held {
+					t.Fatalf("round %d: partition %d holds %d, want %d", round, p, len(f.held[p]), held)
+				}
+				for slot, h := range f.held[p] {
+					if !model[h] || int(h.slot) != slot {
+						t.Fatalf("round %d: partition %d place %d holds an event settled or placed at %d", round, p, slot, h.slot)
+					}
+				}
+			}
+			// heldSince: the events that came before the cutoff and are not settled.
+			cutoff := t0.Add(time.Duration(rnd.IntN(22)) * time.Second)
+			want := 0
+			for m := range model {
+				if m.at.Before(cutoff) {
+					want++
+				}
+			}
+			if got := len(f.heldSince(cutoff)); got != want {
+				t.Fatalf("round %d: %d events held since before %s, want %d", round, got, cutoff, want)
+			}
+		}
+		if !<-waited {
+			t.Fatalf("round %d: the wait for partition 1 did not end", round)
+		}
 	}
 }

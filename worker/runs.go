@@ -174,6 +174,7 @@ type ring[V any] struct {
 	index   map[uint64]int32 // a key's hash → its place in entries
 	entries []ringEntry[V]   // oldest at next once full
 	next    int
+	max     int
 	mask    uint64 // of the hash: all ones but in tests, which make keys share hashes
 }
 
@@ -187,7 +188,7 @@ type ringEntry[V any] struct {
 var ringSeed = maphash.MakeSeed()
 
 func newRing[V any](max int) *ring[V] {
-	return &ring[V]{index: make(map[uint64]int32), entries: make([]ringEntry[V], 0, max), mask: ^uint64(0)}
+	return &ring[V]{index: make(map[uint64]int32), max: max, mask: ^uint64(0)} // entries grow as keys come
 }
 
 func (r *ring[V]) hash(key string) uint64 { return maphash.String(ringSeed, key) & r.mask }
@@ -212,7 +213,7 @@ func (r *ring[V]) put(key string, v V) {
 		return
 	}
 	e := ringEntry[V]{key: key, hash: h, v: v}
-	if len(r.entries) < cap(r.entries) {
+	if len(r.entries) < r.max {
 		r.index[h] = int32(len(r.entries))
 		r.entries = append(r.entries, e)
 		return

@@ -215,3 +215,39 @@ func TestTaskMsgRecycled(t *testing.T) {
 		t.Errorf("a task's message made and recycled allocates %v times, want 0", n)
 	}
 }
+
+// TestMsgSize holds MsgSize to the headers as the protocol writes them ("NATS/1.0\r\n", a
+// "Key: value\r\n" line per value, "\r\n") and the data, with the message id alone (sized
+// without walking the map) and with other headers.
+func TestMsgSize(t *testing.T) {
+	data := []byte(`{"run_id":"r-1"}`)
+	for _, c := range []struct {
+		name   string
+		header nats.Header
+	}{
+		{"no header", nil},
+		{"the id alone", nats.Header{jetstream.MsgIDHeader: {"r-1/agent/1/2/1"}}},
+		{"the id twice", nats.Header{jetstream.MsgIDHeader: {"a", "bb"}}},
+		{"the id without a value", nats.Header{jetstream.MsgIDHeader: {}}},
+		{"another header alone", nats.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}},
+		{"the id and a trace", nats.Header{jetstream.MsgIDHeader: {"r-1/s/1"}, "Traceparent": {"00-x-y-01"}}},
+	} {
+		want := len("NATS/1.0\r\n") + len("\r\n") + len(data)
+		for k, vs := range c.header {
+			for _, v := range vs {
+				want += len(k + ": " + v + "\r\n")
+			}
+		}
+		if got := outbox.MsgSize(&nats.Msg{Subject: "s", Header: c.header, Data: data}); got != want {
+			t.Errorf("%s: MsgSize = %d, want %d", c.name, got, want)
+		}
+	}
+}
+
+// BenchmarkMsgSize sizes a task's message: its id is its one header.
+func BenchmarkMsgSize(b *testing.B) {
+	m := &nats.Msg{Subject: "s", Header: nats.Header{jetstream.MsgIDHeader: {"r-0123456789abcdef/agent/1/12/1"}}, Data: make([]byte, 300)}
+	for range b.N {
+		_ = outbox.MsgSize(m)
+	}
+}

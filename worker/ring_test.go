@@ -27,8 +27,8 @@ func TestRingKeepsTheLast(t *testing.T) {
 				}
 			}
 			values[key] = i
-			if r.len() != len(model) {
-				t.Fatalf("max %d, put %d: the ring holds %d keys, want %d", max, i, r.len(), len(model))
+			if len(r.index) != len(model) {
+				t.Fatalf("max %d, put %d: the ring holds %d keys, want %d", max, i, len(r.index), len(model))
 			}
 			for _, k := range model {
 				if v, ok := r.get(k); !ok || v != values[k] {
@@ -70,8 +70,8 @@ func TestRingKeysOfOneHash(t *testing.T) {
 						t.Fatalf("mask %d, max %d, put %d: key %s reads as %q (last put %q); the last entries are %v", mask, max, i, key, v, values[key], entries)
 					}
 				}
-				if r.len() > max {
-					t.Fatalf("mask %d, max %d, put %d: the ring finds %d keys", mask, max, i, r.len())
+				if len(r.index) > max {
+					t.Fatalf("mask %d, max %d, put %d: the ring finds %d keys", mask, max, i, len(r.index))
 				}
 			}
 		}
@@ -103,8 +103,8 @@ func TestRingHashTakenBack(t *testing.T) {
 	if v, ok := r.get(a); !ok || v != 3 {
 		t.Fatalf("%s is %d, %t after %s's entry was evicted; want 3, true", a, v, ok, b)
 	}
-	if v, ok := r.get(c); !ok || v != 4 || r.len() != 2 {
-		t.Fatalf("%s is %d, %t with %d keys found; want 4, true, 2", c, v, ok, r.len())
+	if v, ok := r.get(c); !ok || v != 4 || len(r.index) != 2 {
+		t.Fatalf("%s is %d, %t with %d keys found; want 4, true, 2", c, v, ok, len(r.index))
 	}
 }
 

@@ -202,9 +202,6 @@ func (r *ring[V]) get(key string) (V, bool) {
 	return zero, false
 }
 
-// len is the number of keys get finds.
-func (r *ring[V]) len() int { return len(r.index) }
-
 // put sets key to v; a key already there keeps its place.
 func (r *ring[V]) put(key string, v V) {
 	h := r.hash(key)

@@ -670,17 +670,25 @@ func TestExternalDown(t *testing.T) {
 	}
 }
 
-func TestExternalWithoutJetStream(t *testing.T) {
-	// A real NATS server without JetStream: the connection works, the JetStream check does not.
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true})
+// runServer starts a real nats-server with opts, shut down when the test ends, and returns it
+// once it takes connections.
+func runServer(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ns.Start()
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	if !ns.ReadyForConnections(failsafe) {
-		t.Fatal("plain server not ready")
+		t.Fatal("nats-server not ready")
 	}
+	return ns
+}
+
+func TestExternalWithoutJetStream(t *testing.T) {
+	// A real NATS server without JetStream: the connection works, the JetStream check does not.
+	ns := runServer(t, &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true})
 	b, err := Open(testCtx(t), Options{URL: ns.ClientURL()})
 	if err == nil {
 		b.Close()
@@ -1018,17 +1026,8 @@ func TestMaxPayloadFollowsTheServer(t *testing.T) {
 	store := t.TempDir()
 	start := func(port int, maxPayload int32) *server.Server {
 		t.Helper()
-		ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoSigs: true, NoLog: true,
+		return runServer(t, &server.Options{Host: "127.0.0.1", Port: port, NoSigs: true, NoLog: true,
 			JetStream: true, StoreDir: store, MaxPayload: maxPayload})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns.Start()
-		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-		if !ns.ReadyForConnections(failsafe) {
-			t.Fatal("server not ready")
-		}
-		return ns
 	}
 	first := start(server.RANDOM_PORT, 0)
 	logs := make(chan string, 1024)

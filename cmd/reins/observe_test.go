@@ -490,9 +490,18 @@ func TestServeMetricsAtZero(t *testing.T) {
 	if _, _, err := client.New(client.Config{Conn: (*conn.Conn)(box)}).Register(t.Context(), "refunds", []byte(later), def); err != nil {
 		t.Fatal(err)
 	}
+	// The server makes the new workflow's series one after another, and a scrape may come
+	// between two of them: wait until every one is there, then check each is at 0.
 	present := func(fams map[string]*dto.MetricFamily) bool {
-		_, ok := promtest.Value(fams, "reins_runs_started_total", "workflow", "refunds")
-		return ok
+		if _, ok := promtest.Value(fams, "reins_runs_started_total", "workflow", "refunds"); !ok {
+			return false
+		}
+		for _, st := range metrics.RunStatuses {
+			if _, ok := promtest.Value(fams, "reins_runs_ended_total", "workflow", "refunds", "status", st); !ok {
+				return false
+			}
+		}
+		return true
 	}
 	fams = scrapeUntil(t, httpAddr(t, srv.stderr.String()), srv.token, present)
 	for _, st := range metrics.RunStatuses {
